@@ -1,0 +1,29 @@
+/**
+ * Domain errors. Every layer throws these; the gRPC layer maps each code to a status in
+ * one place (src/server/status.ts). Anything else that escapes is a bug: it is logged with
+ * detail and answered as INTERNAL.
+ */
+export type EvoraErrorCode =
+  | 'INVALID_ARGUMENT'
+  | 'NOT_FOUND'
+  | 'ALREADY_EXISTS'
+  | 'FAILED_PRECONDITION'
+  | 'UNAVAILABLE';
+
+/** A failure the caller can act on; its message is one readable line meant for them. */
+export class EvoraError extends Error {
+  constructor(
+    readonly code: EvoraErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'EvoraError';
+  }
+}
+
+/** Shorthands that keep call sites short and the code explicit. */
+export const invalidArgument = (message: string) => new EvoraError('INVALID_ARGUMENT', message);
+export const notFound = (message: string) => new EvoraError('NOT_FOUND', message);
+export const alreadyExists = (message: string) => new EvoraError('ALREADY_EXISTS', message);
+export const failedPrecondition = (message: string) => new EvoraError('FAILED_PRECONDITION', message);

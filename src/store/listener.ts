@@ -1,0 +1,99 @@
+import pg from 'pg';
+
+/** A notification as the listener hands it on. */
+export interface Notification {
+  channel: string;
+  payload: string;
+}
+
+/** Options for NotificationListener. */
+export interface NotificationListenerOptions {
+  connectionString: string;
+  channels: string[];
+  onNotification: (n: Notification) => void;
+  /**
+   * Called after every (re)connection: notifications sent while the connection was down
+   * are lost, so the receiver should look for work as if it had been told.
+   */
+  onConnected?: () => void;
+  onError?: (err: Error) => void;
+  /** Delay before reconnecting after the connection drops. */
+  reconnectDelayMs?: number;
+}
+
+/**
+ * One LISTEN connection per server process. It holds a dedicated client outside the pool
+ * (a LISTEN session must stay on one connection) and reconnects by itself until stopped.
+ */
+export class NotificationListener {
+  private client: pg.Client | null = null;
+  private controller: AbortController | null = null;
+  private loop: Promise<void> | null = null;
+
+  constructor(private readonly options: NotificationListenerOptions) {}
+
+  /** Starts listening; resolves once the first connection is listening. Safe to call twice. */
+  async start(): Promise<void> {
+    if (this.controller) return;
+    this.controller = new AbortController();
+    const signal = this.controller.signal;
+    let firstConnected!: () => void;
+    const first = new Promise<void>((resolve) => (firstConnected = resolve));
+    this.loop = this.run(signal, firstConnected);
+    await Promise.race([first, this.loop]);
+  }
+
+  /** Stops listening and closes the connection. Safe to call twice. */
+  async stop(): Promise<void> {
+    if (!this.controller) return;
+    this.controller.abort();
+    await this.client?.end().catch(() => undefined);
+    await this.loop;
+    this.controller = null;
+    this.loop = null;
+  }
+
+  private async run(signal: AbortSignal, firstConnected: () => void): Promise<void> {
+    const delay = this.options.reconnectDelayMs ?? 1000;
+    while (!signal.aborted) {
+      const client = new pg.Client({ connectionString: this.options.connectionString, application_name: 'evora-listener' });
+      this.client = client;
+      const closed = new Promise<void>((resolve) => {
+        client.on('error', (err) => {
+          this.options.onError?.(err);
+          resolve();
+        });
+        client.on('end', () => resolve());
+      });
+      try {
+        await client.connect();
+        client.on('notification', (msg) => {
+          this.options.onNotification({ channel: msg.channel, payload: msg.payload ?? '' });
+        });
+        for (const channel of this.options.channels) {
+          await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        }
+        firstConnected();
+        this.options.onConnected?.();
+        await closed;
+      } catch (err) {
+        if (!signal.aborted) this.options.onError?.(err as Error);
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+      if (!signal.aborted) await sleep(delay, signal);
+    }
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

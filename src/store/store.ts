@@ -1,0 +1,820 @@
+import pg from 'pg';
+import { EvoraError, alreadyExists, failedPrecondition, invalidArgument, notFound } from '../errors.js';
+import { isUuid, uuidv7 } from './ids.js';
+
+/**
+ * The store: the only code in Evora that speaks SQL to the queue tables. Every operation
+ * is one statement or one short transaction, takes one params object, and is batch-shaped
+ * (unnest over arrays) where the server calls it in bulk. Every time-dependent operation
+ * takes an optional `now`; when absent the database clock decides, so that many server
+ * processes agree on time.
+ */
+
+/** The lifecycle states a job moves through; the database rejects any other change. */
+export type JobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED';
+
+/** All job states, in lifecycle order. */
+export const JOB_STATES: readonly JobState[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED'];
+
+/** A JSON object, as job payloads and results are. */
+export type JsonObject = { [key: string]: unknown };
+
+/** A job row as the rest of the server sees it. */
+export interface Job {
+  id: string;
+  queue: string;
+  type: string;
+  payload: JsonObject;
+  state: JobState;
+  priority: number;
+  runAt: Date;
+  attempt: number;
+  maxAttempts: number;
+  /** The fencing token of the current (or last) lease; a fresh value on every claim. */
+  leaseToken: string | null;
+  lockedUntil: Date | null;
+  workerId: string | null;
+  idempotencyKey: string | null;
+  result: JsonObject | null;
+  lastError: string | null;
+  cancelRequestedAt: Date | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+/** How a queue spaces out retries. */
+export type BackoffKind = 'exponential' | 'linear' | 'fixed';
+
+/** A queue's policy row. */
+export interface Queue {
+  name: string;
+  maxAttempts: number;
+  backoffKind: BackoffKind;
+  backoffBaseSeconds: number;
+  backoffCapSeconds: number;
+  /** 0..1: the delay is spread uniformly over d*(1-jitter) .. d*(1+jitter), then capped. */
+  backoffJitter: number;
+  leaseSeconds: number;
+  paused: boolean;
+  maxConcurrency: number | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** One job to submit. Absent fields take the queue's or the table's defaults. */
+export interface JobSubmitInput {
+  queue: string;
+  type: string;
+  payload?: JsonObject;
+  priority?: number;
+  runAt?: Date | null;
+  idempotencyKey?: string | null;
+  /** 0 or absent: the queue's max_attempts. */
+  maxAttempts?: number | null;
+}
+
+/** A submitted job and whether this call created it (false on an idempotent replay). */
+export interface JobSubmitResult {
+  job: Job;
+  created: boolean;
+}
+
+/** A lease as a worker presents it: the job and the fencing token it was handed. */
+export interface LeaseRef {
+  id: string;
+  token: string;
+}
+
+/** The answer to one worker write (complete, fail, snooze). */
+export type LeaseWriteOutcome =
+  | { id: string; accepted: true; job: Job }
+  | { id: string; accepted: false; reason: 'lease_lost' };
+
+/** Filters and page position for jobList. */
+export interface JobListParams {
+  queue?: string | null;
+  states?: JobState[] | null;
+  type?: string | null;
+  limit: number;
+  /** Keyset cursor: the id of the last job of the previous page. */
+  afterId?: string | null;
+}
+
+/** Settings for queueUpsert; absent fields keep their current value (or the default on create). */
+export interface QueueUpsertInput {
+  name: string;
+  maxAttempts?: number | null;
+  backoffKind?: BackoffKind | null;
+  backoffBaseSeconds?: number | null;
+  backoffCapSeconds?: number | null;
+  backoffJitter?: number | null;
+  leaseSeconds?: number | null;
+  /** null keeps the current value; 0 clears the limit. */
+  maxConcurrency?: number | null;
+}
+
+/** What one sweep did. */
+export interface SweepResult {
+  requeued: number;
+  deadLettered: number;
+  cancelled: number;
+  jobs: Job[];
+}
+
+/** NOTIFY channel that names a queue which has work claimable now. */
+export const CHANNEL_JOB_AVAILABLE = 'evora_job_available';
+/** NOTIFY channel that names a RUNNING job an operator has asked to cancel. */
+export const CHANNEL_JOB_CANCEL = 'evora_job_cancel';
+
+interface JobRow {
+  id: string;
+  queue: string;
+  type: string;
+  payload: JsonObject;
+  state: JobState;
+  priority: number;
+  run_at: Date;
+  attempt: number;
+  max_attempts: number;
+  lease_token: string | null;
+  locked_until: Date | null;
+  worker_id: string | null;
+  idempotency_key: string | null;
+  result: JsonObject | null;
+  last_error: string | null;
+  cancel_requested_at: Date | null;
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+interface QueueRow {
+  name: string;
+  max_attempts: number;
+  backoff_kind: BackoffKind;
+  backoff_base_seconds: number;
+  backoff_cap_seconds: number;
+  backoff_jitter: number;
+  lease_seconds: number;
+  paused: boolean;
+  max_concurrency: number | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+function jobFromRow(r: JobRow): Job {
+  return {
+    id: r.id,
+    queue: r.queue,
+    type: r.type,
+    payload: r.payload,
+    state: r.state,
+    priority: r.priority,
+    runAt: r.run_at,
+    attempt: r.attempt,
+    maxAttempts: r.max_attempts,
+    leaseToken: r.lease_token,
+    lockedUntil: r.locked_until,
+    workerId: r.worker_id,
+    idempotencyKey: r.idempotency_key,
+    result: r.result,
+    lastError: r.last_error,
+    cancelRequestedAt: r.cancel_requested_at,
+    createdAt: r.created_at,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+  };
+}
+
+function queueFromRow(r: QueueRow): Queue {
+  return {
+    name: r.name,
+    maxAttempts: r.max_attempts,
+    backoffKind: r.backoff_kind,
+    backoffBaseSeconds: r.backoff_base_seconds,
+    backoffCapSeconds: r.backoff_cap_seconds,
+    backoffJitter: r.backoff_jitter,
+    leaseSeconds: r.lease_seconds,
+    paused: r.paused,
+    maxConcurrency: r.max_concurrency,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// SQL. Each statement is whole here so a reviewer can read it in one place.
+// `coalesce($n::timestamptz, now())` is how every statement takes an optional `now`.
+// Statements that make work claimable right away send one NOTIFY per queue through the
+// `woken` CTE; the `(SELECT count(*) FROM woken) >= 0` guard forces it to run (a SELECT
+// CTE that nothing reads is never evaluated). NOTIFY is delivered at commit, so a woken
+// dispatcher never looks for rows it cannot see yet.
+// ---------------------------------------------------------------------------------------
+
+const SQL_JOB_INSERT_MANY = `
+WITH input AS (
+  SELECT *
+  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int[], $6::timestamptz[], $7::text[], $8::int[])
+    AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts)
+),
+new_queues AS (
+  INSERT INTO evora.queues (name)
+  SELECT DISTINCT i.queue FROM input i
+  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name, max_attempts
+),
+inserted AS (
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at)
+  SELECT i.id, i.queue, i.type, i.payload, i.priority,
+         coalesce(i.run_at, coalesce($9::timestamptz, now())),
+         i.idempotency_key,
+         coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
+         coalesce($9::timestamptz, now())
+  FROM input i
+  LEFT JOIN evora.queues q ON q.name = i.queue
+  LEFT JOIN new_queues nq ON nq.name = i.queue
+  ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING *
+),
+woken AS (
+  SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
+  FROM (SELECT DISTINCT queue FROM inserted WHERE run_at <= coalesce($9::timestamptz, now())) d
+)
+SELECT * FROM inserted WHERE (SELECT count(*) FROM woken) >= 0`;
+
+// Run in a fresh snapshot after the insert, so it sees a conflicting row that a concurrent
+// submit committed while our insert waited on it.
+const SQL_JOB_FIND_BY_KEYS = `
+SELECT j.*, (j.type = k.type AND j.payload = k.payload) AS same_content
+FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[]) AS k(queue, idempotency_key, type, payload)
+JOIN evora.jobs j ON j.queue = k.queue AND j.idempotency_key = k.idempotency_key`;
+
+const SQL_JOB_CLAIM = `
+WITH claimable_queues AS (
+  SELECT name, lease_seconds FROM evora.queues WHERE name = ANY($1::text[]) AND NOT paused
+),
+picked AS (
+  SELECT j.id
+  FROM evora.jobs j
+  WHERE j.state = 'PENDING'
+    AND j.queue = ANY(ARRAY(SELECT name FROM claimable_queues))
+    AND j.run_at <= coalesce($4::timestamptz, now())
+  ORDER BY j.priority, j.run_at
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE evora.jobs j
+SET state = 'RUNNING',
+    attempt = j.attempt + 1,
+    lease_token = gen_random_uuid(),
+    locked_until = coalesce($4::timestamptz, now()) + make_interval(secs => q.lease_seconds),
+    worker_id = $3,
+    started_at = coalesce($4::timestamptz, now()),
+    cancel_requested_at = NULL
+FROM picked, claimable_queues q
+WHERE j.id = picked.id AND q.name = j.queue
+RETURNING j.*`;
+
+const SQL_JOB_HEARTBEAT_MANY = `
+UPDATE evora.jobs j
+SET locked_until = coalesce($3::timestamptz, now()) + make_interval(secs => q.lease_seconds)
+FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token), evora.queues q
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'RUNNING' AND q.name = j.queue
+RETURNING j.id, j.locked_until, j.cancel_requested_at`;
+
+const SQL_JOB_COMPLETE_MANY = `
+WITH input AS (
+  SELECT DISTINCT ON (id) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result)
+)
+UPDATE evora.jobs j
+SET state = 'COMPLETED',
+    result = c.result,
+    locked_until = NULL,
+    finished_at = coalesce($4::timestamptz, now())
+FROM input c
+WHERE j.id = c.id AND j.lease_token = c.token AND j.state = 'RUNNING'
+RETURNING j.*`;
+
+// Lock the leased rows first (FOR UPDATE returns their latest version), decide each next
+// state from that version, then write it.
+const SQL_JOB_FAIL_MANY = `
+WITH input AS (
+  SELECT DISTINCT ON (id) *
+  FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bool[], $5::timestamptz[])
+    AS f(id, token, error, retryable, retry_at)
+),
+locked AS (
+  SELECT j.id, f.error, f.retry_at,
+         evora.job_state_after_failure(j.cancel_requested_at IS NOT NULL, f.retryable, j.attempt, j.max_attempts) AS next_state,
+         evora.backoff_seconds(q.backoff_kind, q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
+                               j.attempt, random()) AS backoff
+  FROM input f
+  JOIN evora.jobs j ON j.id = f.id
+  JOIN evora.queues q ON q.name = j.queue
+  WHERE j.lease_token = f.token AND j.state = 'RUNNING'
+  FOR UPDATE OF j
+),
+updated AS (
+  UPDATE evora.jobs j
+  SET state = l.next_state,
+      run_at = CASE WHEN l.next_state = 'PENDING'
+                    THEN coalesce(l.retry_at, coalesce($6::timestamptz, now()) + make_interval(secs => l.backoff))
+                    ELSE j.run_at END,
+      last_error = l.error,
+      locked_until = NULL,
+      finished_at = CASE WHEN l.next_state = 'PENDING' THEN NULL ELSE coalesce($6::timestamptz, now()) END
+  FROM locked l
+  WHERE j.id = l.id
+  RETURNING j.*
+),
+woken AS (
+  SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
+  FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce($6::timestamptz, now())) d
+)
+SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0`;
+
+// A snooze gives the attempt back: the job did not fail, it asked to run later.
+const SQL_JOB_SNOOZE_MANY = `
+WITH input AS (
+  SELECT DISTINCT ON (id) * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS s(id, token, run_at)
+),
+locked AS (
+  SELECT j.id, s.run_at,
+         CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'CANCELLED'::evora.job_state
+              ELSE 'PENDING'::evora.job_state END AS next_state
+  FROM input s JOIN evora.jobs j ON j.id = s.id
+  WHERE j.lease_token = s.token AND j.state = 'RUNNING'
+  FOR UPDATE OF j
+),
+updated AS (
+  UPDATE evora.jobs j
+  SET state = l.next_state,
+      run_at = CASE WHEN l.next_state = 'PENDING' THEN l.run_at ELSE j.run_at END,
+      attempt = CASE WHEN l.next_state = 'PENDING' THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+      locked_until = NULL,
+      finished_at = CASE WHEN l.next_state = 'PENDING' THEN NULL ELSE coalesce($4::timestamptz, now()) END
+  FROM locked l
+  WHERE j.id = l.id
+  RETURNING j.*
+),
+woken AS (
+  SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
+  FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce($4::timestamptz, now())) d
+)
+SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0`;
+
+// PENDING: cancelled at once. RUNNING: flagged, and the holder's server is told through
+// NOTIFY so it can push `cancel` to the worker; the job becomes CANCELLED when the worker
+// gives it up or its lease expires. CANCELLED: answered as it is (cancel is idempotent).
+const SQL_JOB_CANCEL = `
+WITH updated AS (
+  UPDATE evora.jobs j
+  SET state = CASE WHEN j.state = 'PENDING' THEN 'CANCELLED'::evora.job_state ELSE j.state END,
+      finished_at = CASE WHEN j.state = 'PENDING' THEN coalesce($2::timestamptz, now()) ELSE j.finished_at END,
+      cancel_requested_at = CASE WHEN j.state = 'RUNNING'
+                                 THEN coalesce(j.cancel_requested_at, coalesce($2::timestamptz, now()))
+                                 ELSE j.cancel_requested_at END
+  WHERE j.id = $1 AND j.state IN ('PENDING', 'RUNNING')
+  RETURNING j.*
+),
+told AS (
+  SELECT pg_notify('${CHANNEL_JOB_CANCEL}', u.id::text) FROM updated u WHERE u.state = 'RUNNING'
+)
+SELECT * FROM updated WHERE (SELECT count(*) FROM told) >= 0`;
+
+const SQL_JOB_RETRY = `
+WITH updated AS (
+  UPDATE evora.jobs j
+  SET state = 'PENDING',
+      attempt = 0,
+      run_at = coalesce($2::timestamptz, now()),
+      lease_token = NULL,
+      locked_until = NULL,
+      worker_id = NULL,
+      result = NULL,
+      cancel_requested_at = NULL,
+      started_at = NULL,
+      finished_at = NULL
+  WHERE j.id = $1 AND j.state IN ('DLQ', 'CANCELLED')
+  RETURNING j.*
+),
+woken AS (
+  SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue) FROM (SELECT DISTINCT queue FROM updated) d
+)
+SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0`;
+
+// The visibility sweeper's statement. SKIP LOCKED lets a worker's concurrent complete win
+// the row; the attempt was already counted at claim time.
+const SQL_JOB_SWEEP_EXPIRED = `
+WITH expired AS (
+  SELECT j.id,
+         evora.job_state_after_failure(j.cancel_requested_at IS NOT NULL, true, j.attempt, j.max_attempts) AS next_state,
+         evora.backoff_seconds(q.backoff_kind, q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
+                               j.attempt, random()) AS backoff
+  FROM evora.jobs j
+  JOIN evora.queues q ON q.name = j.queue
+  WHERE j.state = 'RUNNING' AND j.locked_until < coalesce($2::timestamptz, now())
+  ORDER BY j.locked_until
+  LIMIT $1
+  FOR UPDATE OF j SKIP LOCKED
+),
+updated AS (
+  UPDATE evora.jobs j
+  SET state = e.next_state,
+      run_at = CASE WHEN e.next_state = 'PENDING'
+                    THEN coalesce($2::timestamptz, now()) + make_interval(secs => e.backoff)
+                    ELSE j.run_at END,
+      last_error = 'lease expired (worker ' || coalesce(j.worker_id, 'unknown') || ')',
+      locked_until = NULL,
+      finished_at = CASE WHEN e.next_state = 'PENDING' THEN NULL ELSE coalesce($2::timestamptz, now()) END
+  FROM expired e
+  WHERE j.id = e.id
+  RETURNING j.*
+),
+woken AS (
+  SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
+  FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce($2::timestamptz, now())) d
+)
+SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0`;
+
+const SQL_JOB_LIST = `
+SELECT * FROM evora.jobs
+WHERE ($1::text IS NULL OR queue = $1)
+  AND ($2::evora.job_state[] IS NULL OR state = ANY($2))
+  AND ($3::text IS NULL OR type = $3)
+  AND ($4::uuid IS NULL OR id < $4)
+ORDER BY id DESC
+LIMIT $5`;
+
+const SQL_QUEUE_UPSERT = `
+INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
+                               backoff_jitter, lease_seconds, max_concurrency)
+VALUES ($1,
+        coalesce($2, 5), coalesce($3::evora.backoff_kind, 'exponential'), coalesce($4, 5), coalesce($5, 3600),
+        coalesce($6, 0.2), coalesce($7, 30), nullif($8, 0))
+ON CONFLICT (name) DO UPDATE SET
+  max_attempts = coalesce($2, q.max_attempts),
+  backoff_kind = coalesce($3::evora.backoff_kind, q.backoff_kind),
+  backoff_base_seconds = coalesce($4, q.backoff_base_seconds),
+  backoff_cap_seconds = coalesce($5, q.backoff_cap_seconds),
+  backoff_jitter = coalesce($6, q.backoff_jitter),
+  lease_seconds = coalesce($7, q.lease_seconds),
+  max_concurrency = CASE WHEN $8::int IS NULL THEN q.max_concurrency ELSE nullif($8, 0) END,
+  updated_at = now()
+RETURNING *`;
+
+// ---------------------------------------------------------------------------------------
+
+/** Connection settings for the store's pool. */
+export interface StoreOptions {
+  connectionString: string;
+  /** Pool size; the dispatcher, the unary API and the maintenance services share it. */
+  maxConnections?: number;
+  /** Name shown in pg_stat_activity. */
+  applicationName?: string;
+}
+
+const PG_NOT_NULL_VIOLATION = '23502';
+
+function pgCode(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+/**
+ * The store. Owns the connection pool; `close()` ends it. Safe for concurrent use.
+ */
+export class Store {
+  readonly pool: pg.Pool;
+
+  constructor(readonly options: StoreOptions) {
+    this.pool = new pg.Pool({
+      connectionString: options.connectionString,
+      max: options.maxConnections ?? 10,
+      application_name: options.applicationName ?? 'evora',
+    });
+    // An idle client that loses its connection must not crash the process; the pool
+    // replaces it on the next checkout.
+    this.pool.on('error', () => undefined);
+  }
+
+  /** Ends the pool. Safe to call twice. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+  private closed = false;
+
+  // ----- jobs: producers ---------------------------------------------------------------
+
+  /** Submits one job; see jobSubmitMany. */
+  async jobSubmit(params: { job: JobSubmitInput; now?: Date }): Promise<JobSubmitResult> {
+    const [result] = await this.jobSubmitMany({ jobs: [params.job], now: params.now });
+    if (!result) throw new Error('evora: submit returned no result');
+    return result;
+  }
+
+  /**
+   * Submits jobs, all or nothing. A job with an idempotency key that its queue already
+   * holds is a replay: the existing job is returned with created=false, unless its type or
+   * payload differ, which is refused (ALREADY_EXISTS) and changes nothing. Results come
+   * in input order.
+   */
+  async jobSubmitMany(params: { jobs: JobSubmitInput[]; now?: Date }): Promise<JobSubmitResult[]> {
+    const { jobs } = params;
+    if (jobs.length === 0) return [];
+    const ids = jobs.map(() => uuidv7());
+    const args = [
+      ids,
+      jobs.map((j) => j.queue),
+      jobs.map((j) => j.type),
+      jobs.map((j) => JSON.stringify(j.payload ?? {})),
+      jobs.map((j) => j.priority ?? 0),
+      jobs.map((j) => j.runAt ?? null),
+      jobs.map((j) => j.idempotencyKey || null),
+      jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null)),
+      params.now ?? null,
+    ];
+    const anyKey = jobs.some((j) => j.idempotencyKey);
+    // Without keys, or with a single job, one autocommit statement is atomic by itself. A
+    // batch with keys needs a transaction: a refused replay must undo the batch's inserts.
+    const transactional = anyKey && jobs.length > 1;
+    for (let tries = 1; ; tries++) {
+      const client = await this.pool.connect();
+      let inTransaction = false;
+      try {
+        if (transactional) {
+          await client.query('BEGIN');
+          inTransaction = true;
+        }
+        const inserted = await client.query<JobRow>(SQL_JOB_INSERT_MANY, args);
+        const byId = new Map(inserted.rows.map((r) => [r.id, r]));
+        const results: (JobSubmitResult | undefined)[] = ids.map((id) => {
+          const row = byId.get(id);
+          return row ? { job: jobFromRow(row), created: true } : undefined;
+        });
+        const missing = jobs.map((j, i) => ({ j, i })).filter(({ i }) => !results[i]);
+        if (missing.length > 0) {
+          const found = await client.query<JobRow & { same_content: boolean }>(SQL_JOB_FIND_BY_KEYS, [
+            missing.map(({ j }) => j.queue),
+            missing.map(({ j }) => j.idempotencyKey),
+            missing.map(({ j }) => j.type),
+            missing.map(({ j }) => JSON.stringify(j.payload ?? {})),
+          ]);
+          const byKey = new Map(found.rows.map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
+          for (const { j, i } of missing) {
+            const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
+            if (!row) throw new RetrySubmit('the conflicting job vanished');
+            if (!row.same_content) {
+              throw alreadyExists(
+                `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id} with a different type or payload`,
+              );
+            }
+            results[i] = { job: jobFromRow(row), created: false };
+          }
+        }
+        if (inTransaction) await client.query('COMMIT');
+        inTransaction = false;
+        return results as JobSubmitResult[];
+      } catch (err) {
+        if (inTransaction) await client.query('ROLLBACK').catch(() => undefined);
+        // Two first submits to a new queue can race on creating its row; the loser sees
+        // neither row in its snapshot and leaves max_attempts NULL. Trying again sees it.
+        const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION;
+        if (retryable && tries < 3) continue;
+        if (err instanceof EvoraError) throw err;
+        throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
+      } finally {
+        client.release();
+      }
+    }
+  }
+
+  // ----- jobs: workers -----------------------------------------------------------------
+
+  /**
+   * Claims up to `limit` claimable jobs of the given queues for a worker, in priority then
+   * run_at order, skipping paused queues and rows other claimers hold (SKIP LOCKED). Each
+   * claimed job is RUNNING with attempt+1, a fresh lease token, and a lease of its queue's
+   * lease_seconds.
+   */
+  async jobClaim(params: { queues: string[]; limit: number; workerId: string; now?: Date }): Promise<Job[]> {
+    if (params.limit <= 0 || params.queues.length === 0) return [];
+    const { rows } = await this.pool.query<JobRow>(SQL_JOB_CLAIM, [
+      params.queues,
+      params.limit,
+      params.workerId,
+      params.now ?? null,
+    ]);
+    // UPDATE ... RETURNING does not keep the picked order; restore it for the dispatcher.
+    return rows
+      .map(jobFromRow)
+      .sort((a, b) => a.priority - b.priority || a.runAt.getTime() - b.runAt.getTime());
+  }
+
+  /**
+   * Extends the leases whose tokens still match a RUNNING job. Returns the new expiry of
+   * each extended lease (and whether an operator asked to cancel that job) and the ids of
+   * the leases that are lost.
+   */
+  async jobHeartbeatMany(params: { leases: LeaseRef[]; now?: Date }): Promise<{
+    extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[];
+    lost: string[];
+  }> {
+    const valid = params.leases.filter((l) => isUuid(l.id) && isUuid(l.token));
+    const extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[] = [];
+    if (valid.length > 0) {
+      const { rows } = await this.pool.query<{ id: string; locked_until: Date; cancel_requested_at: Date | null }>(
+        SQL_JOB_HEARTBEAT_MANY,
+        [valid.map((l) => l.id), valid.map((l) => l.token), params.now ?? null],
+      );
+      for (const r of rows) {
+        extended.push({ id: r.id, lockedUntil: r.locked_until, cancelRequested: r.cancel_requested_at !== null });
+      }
+    }
+    const ok = new Set(extended.map((e) => e.id));
+    return { extended, lost: params.leases.filter((l) => !ok.has(l.id)).map((l) => l.id) };
+  }
+
+  /** Completes jobs whose leases are current; the others are answered lease_lost, unchanged. */
+  async jobCompleteMany(params: {
+    completions: (LeaseRef & { result?: JsonObject | null })[];
+    now?: Date;
+  }): Promise<LeaseWriteOutcome[]> {
+    const valid = params.completions.filter((c) => isUuid(c.id) && isUuid(c.token));
+    return this.leaseWrite(params.completions, valid.length === 0 ? [] : await this.rows(SQL_JOB_COMPLETE_MANY, [
+      valid.map((c) => c.id),
+      valid.map((c) => c.token),
+      valid.map((c) => (c.result == null ? null : JSON.stringify(c.result))),
+      params.now ?? null,
+    ]));
+  }
+
+  /**
+   * Fails jobs whose leases are current. Retryable with attempts left: back to PENDING at
+   * retryAt, or after the queue's backoff. Otherwise: DLQ with the error kept. A job an
+   * operator asked to cancel becomes CANCELLED.
+   */
+  async jobFailMany(params: {
+    failures: (LeaseRef & { error: string; retryable: boolean; retryAt?: Date | null })[];
+    now?: Date;
+  }): Promise<LeaseWriteOutcome[]> {
+    const valid = params.failures.filter((f) => isUuid(f.id) && isUuid(f.token));
+    return this.leaseWrite(params.failures, valid.length === 0 ? [] : await this.rows(SQL_JOB_FAIL_MANY, [
+      valid.map((f) => f.id),
+      valid.map((f) => f.token),
+      valid.map((f) => f.error),
+      valid.map((f) => f.retryable),
+      valid.map((f) => f.retryAt ?? null),
+      params.now ?? null,
+    ]));
+  }
+
+  /** Puts leased jobs back to PENDING at runAt without using up an attempt. */
+  async jobSnoozeMany(params: { snoozes: (LeaseRef & { runAt: Date })[]; now?: Date }): Promise<LeaseWriteOutcome[]> {
+    const valid = params.snoozes.filter((s) => isUuid(s.id) && isUuid(s.token));
+    return this.leaseWrite(params.snoozes, valid.length === 0 ? [] : await this.rows(SQL_JOB_SNOOZE_MANY, [
+      valid.map((s) => s.id),
+      valid.map((s) => s.token),
+      valid.map((s) => s.runAt),
+      params.now ?? null,
+    ]));
+  }
+
+  private async rows(sql: string, args: unknown[]): Promise<JobRow[]> {
+    return (await this.pool.query<JobRow>(sql, args)).rows;
+  }
+
+  private leaseWrite(inputs: LeaseRef[], rows: JobRow[]): LeaseWriteOutcome[] {
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return inputs.map((input) => {
+      const row = byId.get(input.id);
+      // A duplicate of an already-accepted write in the same batch is not accepted twice.
+      if (row && row.lease_token === input.token) {
+        byId.delete(input.id);
+        return { id: input.id, accepted: true, job: jobFromRow(row) };
+      }
+      return { id: input.id, accepted: false, reason: 'lease_lost' };
+    });
+  }
+
+  // ----- jobs: operators ---------------------------------------------------------------
+
+  /** Reads one job. NOT_FOUND when there is none with that id. */
+  async jobGet(params: { id: string }): Promise<Job> {
+    if (!isUuid(params.id)) throw invalidArgument(`job id "${params.id}" is not a UUID`);
+    const { rows } = await this.pool.query<JobRow>('SELECT * FROM evora.jobs WHERE id = $1', [params.id]);
+    const row = rows[0];
+    if (!row) throw notFound(`job ${params.id} not found`);
+    return jobFromRow(row);
+  }
+
+  /** Jobs newest first, filtered, one page at a time (keyset on id). */
+  async jobList(params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
+    if (params.afterId && !isUuid(params.afterId)) throw invalidArgument('page token is not valid');
+    const { rows } = await this.pool.query<JobRow>(SQL_JOB_LIST, [
+      params.queue || null,
+      params.states && params.states.length > 0 ? params.states : null,
+      params.type || null,
+      params.afterId || null,
+      params.limit + 1,
+    ]);
+    const page = rows.slice(0, params.limit).map(jobFromRow);
+    return { jobs: page, nextAfterId: rows.length > params.limit ? (page[page.length - 1]?.id ?? null) : null };
+  }
+
+  /**
+   * Cancels a job: a PENDING one at once; a RUNNING one is flagged (and its holder told)
+   * until the worker gives it up or its lease expires. Cancelling a CANCELLED job returns
+   * it unchanged; a COMPLETED or DLQ job cannot be cancelled.
+   */
+  async jobCancel(params: { id: string; now?: Date }): Promise<Job> {
+    if (!isUuid(params.id)) throw invalidArgument(`job id "${params.id}" is not a UUID`);
+    const { rows } = await this.pool.query<JobRow>(SQL_JOB_CANCEL, [params.id, params.now ?? null]);
+    if (rows[0]) return jobFromRow(rows[0]);
+    const job = await this.jobGet({ id: params.id });
+    if (job.state === 'CANCELLED') return job;
+    throw failedPrecondition(`job ${job.id} is ${job.state} and cannot be cancelled`);
+  }
+
+  /** Manual retry: a DLQ or CANCELLED job goes back to PENDING with its attempts reset. */
+  async jobRetry(params: { id: string; now?: Date }): Promise<Job> {
+    if (!isUuid(params.id)) throw invalidArgument(`job id "${params.id}" is not a UUID`);
+    const { rows } = await this.pool.query<JobRow>(SQL_JOB_RETRY, [params.id, params.now ?? null]);
+    if (rows[0]) return jobFromRow(rows[0]);
+    const job = await this.jobGet({ id: params.id });
+    throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
+  }
+
+  // ----- maintenance -------------------------------------------------------------------
+
+  /**
+   * One batch of the visibility sweep: RUNNING jobs whose lease expired go back to
+   * PENDING after their queue's backoff, to DLQ when their attempts are used up, or to
+   * CANCELLED when an operator asked for that.
+   */
+  async jobSweepExpired(params: { limit: number; now?: Date }): Promise<SweepResult> {
+    const rows = await this.rows(SQL_JOB_SWEEP_EXPIRED, [params.limit, params.now ?? null]);
+    const jobs = rows.map(jobFromRow);
+    return {
+      requeued: jobs.filter((j) => j.state === 'PENDING').length,
+      deadLettered: jobs.filter((j) => j.state === 'DLQ').length,
+      cancelled: jobs.filter((j) => j.state === 'CANCELLED').length,
+      jobs,
+    };
+  }
+
+  // ----- queues ------------------------------------------------------------------------
+
+  /** Creates a queue or changes the given settings of an existing one. */
+  async queueUpsert(params: QueueUpsertInput): Promise<Queue> {
+    const { rows } = await this.pool.query<QueueRow>(SQL_QUEUE_UPSERT, [
+      params.name,
+      params.maxAttempts ?? null,
+      params.backoffKind ?? null,
+      params.backoffBaseSeconds ?? null,
+      params.backoffCapSeconds ?? null,
+      params.backoffJitter ?? null,
+      params.leaseSeconds ?? null,
+      params.maxConcurrency ?? null,
+    ]);
+    return queueFromRow(rows[0] as QueueRow);
+  }
+
+  /** Reads one queue. NOT_FOUND when it does not exist. */
+  async queueGet(params: { name: string }): Promise<Queue> {
+    const { rows } = await this.pool.query<QueueRow>('SELECT * FROM evora.queues WHERE name = $1', [params.name]);
+    if (!rows[0]) throw notFound(`queue "${params.name}" not found`);
+    return queueFromRow(rows[0]);
+  }
+
+  /** All queues by name. */
+  async queueList(): Promise<Queue[]> {
+    const { rows } = await this.pool.query<QueueRow>('SELECT * FROM evora.queues ORDER BY name');
+    return rows.map(queueFromRow);
+  }
+
+  /**
+   * Pauses or resumes a queue. A paused queue keeps accepting submits; nothing is claimed
+   * from it. Resuming wakes the dispatchers of every server.
+   */
+  async queueSetPaused(params: { name: string; paused: boolean }): Promise<Queue> {
+    const { rows } = await this.pool.query<QueueRow>(
+      `WITH updated AS (
+         UPDATE evora.queues SET paused = $2, updated_at = now() WHERE name = $1 RETURNING *
+       ),
+       woken AS (
+         SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', name) FROM updated WHERE NOT paused
+       )
+       SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0`,
+      [params.name, params.paused],
+    );
+    if (!rows[0]) throw notFound(`queue "${params.name}" not found`);
+    return queueFromRow(rows[0]);
+  }
+}
+
+/** Internal: a submit attempt that lost a race and should simply run again. */
+class RetrySubmit extends Error {}

@@ -1,0 +1,40 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { withDatabase } from './global-setup.js';
+
+/** A database of one test file's own, copied from the migrated template. */
+export interface TestDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** Creates a fresh, migrated database for one test file. */
+export async function testDatabaseCreate(): Promise<TestDatabase> {
+  const adminUrl = inject('pgAdminUrl');
+  const name = `evora_test_${randomBytes(6).toString('hex')}`;
+  await adminQuery(adminUrl, `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplate')}`);
+  return {
+    url: withDatabase(adminUrl, name),
+    drop: () => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+  };
+}
+
+async function adminQuery(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    // CREATE DATABASE from a template fails while another session is copying it; retry briefly.
+    for (let i = 0; ; i++) {
+      try {
+        await client.query(sql);
+        return;
+      } catch (err) {
+        if (i >= 50 || !/being accessed by other users/.test((err as Error).message)) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,300 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/store.js';
+import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+
+let store: Store;
+beforeAll(async () => {
+  ({ store } = await storeSetup());
+});
+
+const T0 = new Date('2030-01-01T00:00:00Z');
+const at = (seconds: number) => new Date(T0.getTime() + seconds * 1000);
+
+async function claimOne(queue: string, now = T0, workerId = 'w1') {
+  const [job] = await store.jobClaim({ queues: [queue], limit: 1, workerId, now });
+  if (!job) throw new Error('nothing claimed');
+  return job;
+}
+
+describe('submit', () => {
+  it('creates the queue with defaults and a PENDING job', async () => {
+    const queue = queueName();
+    const { job, created } = await store.jobSubmit({ job: jobInput({ queue, payload: { a: 1 } }), now: T0 });
+    expect(created).toBe(true);
+    expect(job).toMatchObject({ queue, type: 'noop', payload: { a: 1 }, state: 'PENDING', attempt: 0, priority: 0 });
+    expect(job.runAt).toEqual(T0);
+    const q = await store.queueGet({ name: queue });
+    expect(job.maxAttempts).toBe(q.maxAttempts);
+    expect(q).toMatchObject({ paused: false, backoffKind: 'exponential', leaseSeconds: 30 });
+  });
+
+  it('submitMany returns results in input order and is all or nothing', async () => {
+    const queue = queueName();
+    const results = await store.jobSubmitMany({ jobs: jobInputs(queue, 5), now: T0 });
+    expect(results.map((r) => r.job.payload)).toEqual([0, 1, 2, 3, 4].map((n) => ({ n })));
+    await store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'k', payload: { v: 1 } }) });
+    // The second job reuses a key with other content: the whole batch is refused.
+    await expect(
+      store.jobSubmitMany({
+        jobs: [jobInput({ queue, idempotencyKey: 'fresh' }), jobInput({ queue, idempotencyKey: 'k', payload: { v: 2 } })],
+      }),
+    ).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    const { jobs } = await store.jobList({ queue, limit: 100 });
+    expect(jobs).toHaveLength(6);
+    expect(jobs.some((j) => j.idempotencyKey === 'fresh')).toBe(false);
+  });
+
+  it('a replay in a batch returns the existing job with created=false', async () => {
+    const queue = queueName();
+    const first = await store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'k1' }) });
+    const batch = await store.jobSubmitMany({
+      jobs: [jobInput({ queue, idempotencyKey: 'k1' }), jobInput({ queue, idempotencyKey: 'k2' })],
+    });
+    expect(batch[0]).toMatchObject({ created: false, job: { id: first.job.id } });
+    expect(batch[1]?.created).toBe(true);
+  });
+
+  it('a job with run_at in the future is PENDING but not claimable until then', async () => {
+    const queue = queueName();
+    await store.jobSubmit({ job: jobInput({ queue, runAt: at(60) }), now: T0 });
+    expect(await store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: T0 })).toHaveLength(0);
+    expect(await store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: at(60) })).toHaveLength(1);
+  });
+});
+
+describe('claim', () => {
+  it('claims in priority then run_at order, sets RUNNING, attempt+1, a fresh token and the lease', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({
+      jobs: [
+        jobInput({ queue, priority: 5, runAt: at(-30), payload: { name: 'p5-old' } }),
+        jobInput({ queue, priority: 1, runAt: at(-10), payload: { name: 'p1-new' } }),
+        jobInput({ queue, priority: 1, runAt: at(-20), payload: { name: 'p1-old' } }),
+      ],
+      now: T0,
+    });
+    const claimed = await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w1', now: T0 });
+    expect(claimed.map((j) => j.payload.name)).toEqual(['p1-old', 'p1-new']);
+    for (const job of claimed) {
+      expect(job).toMatchObject({ state: 'RUNNING', attempt: 1, workerId: 'w1' });
+      expect(job.lockedUntil).toEqual(at(30));
+      expect(job.leaseToken).toMatch(/^[0-9a-f-]{36}$/);
+    }
+    expect(claimed[0]?.leaseToken).not.toBe(claimed[1]?.leaseToken);
+  });
+
+  it('skips paused queues', async () => {
+    const queue = queueName();
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    await store.queueSetPaused({ name: queue, paused: true });
+    expect(await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w', now: T0 })).toHaveLength(0);
+    await store.queueSetPaused({ name: queue, paused: false });
+    expect(await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w', now: T0 })).toHaveLength(1);
+  });
+});
+
+describe('worker writes', () => {
+  it('complete stores the result and frees the lease', async () => {
+    const queue = queueName();
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    const job = await claimOne(queue);
+    const [out] = await store.jobCompleteMany({
+      completions: [{ id: job.id, token: job.leaseToken!, result: { ok: true } }],
+      now: at(1),
+    });
+    expect(out).toMatchObject({ accepted: true, job: { state: 'COMPLETED', result: { ok: true }, lockedUntil: null } });
+    expect((await store.jobGet({ id: job.id })).finishedAt).toEqual(at(1));
+  });
+
+  it('a stale token cannot complete, fail, snooze or heartbeat a re-claimed job', async () => {
+    const queue = queueName();
+    await store.queueUpsert({ name: queue, backoffBaseSeconds: 0, backoffJitter: 0 });
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    const first = await claimOne(queue, T0, 'old-worker');
+    // The lease expires, the sweeper requeues, another worker claims it.
+    await store.jobSweepExpired({ limit: 10, now: at(31) });
+    const second = await claimOne(queue, at(31), 'new-worker');
+    expect(second.id).toBe(first.id);
+    expect(second.leaseToken).not.toBe(first.leaseToken);
+
+    const stale = { id: first.id, token: first.leaseToken! };
+    const lost = { id: first.id, accepted: false, reason: 'lease_lost' };
+    expect(await store.jobCompleteMany({ completions: [{ ...stale, result: {} }] })).toEqual([lost]);
+    expect(await store.jobFailMany({ failures: [{ ...stale, error: 'x', retryable: true }] })).toEqual([lost]);
+    expect(await store.jobSnoozeMany({ snoozes: [{ ...stale, runAt: at(100) }] })).toEqual([lost]);
+    expect(await store.jobHeartbeatMany({ leases: [stale], now: at(32) })).toEqual({ extended: [], lost: [first.id] });
+
+    const after = await store.jobGet({ id: first.id });
+    expect(after).toMatchObject({ state: 'RUNNING', workerId: 'new-worker', leaseToken: second.leaseToken, attempt: 2 });
+    expect(after.lockedUntil).toEqual(at(61));
+    // The current holder still can.
+    const [ok] = await store.jobCompleteMany({ completions: [{ id: second.id, token: second.leaseToken!, result: {} }] });
+    expect(ok?.accepted).toBe(true);
+  });
+
+  it('malformed ids or tokens are answered lease_lost, not errors', async () => {
+    const out = await store.jobCompleteMany({ completions: [{ id: 'nope', token: 'nope', result: {} }] });
+    expect(out).toEqual([{ id: 'nope', accepted: false, reason: 'lease_lost' }]);
+  });
+
+  it('heartbeat extends only current leases and says which are lost', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 2), now: T0 });
+    const [a, b] = await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w', now: T0 });
+    const beat = await store.jobHeartbeatMany({
+      leases: [
+        { id: a!.id, token: a!.leaseToken! },
+        { id: b!.id, token: '00000000-0000-4000-8000-000000000000' },
+      ],
+      now: at(20),
+    });
+    expect(beat.extended).toEqual([{ id: a!.id, lockedUntil: at(50), cancelRequested: false }]);
+    expect(beat.lost).toEqual([b!.id]);
+  });
+
+  it('fail with attempts left goes back to PENDING after the backoff, or at retryAt', async () => {
+    const queue = queueName();
+    await store.queueUpsert({ name: queue, backoffKind: 'fixed', backoffBaseSeconds: 10, backoffJitter: 0 });
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 2), now: T0 });
+    const [a, b] = await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w', now: T0 });
+    const out = await store.jobFailMany({
+      failures: [
+        { id: a!.id, token: a!.leaseToken!, error: 'boom', retryable: true },
+        { id: b!.id, token: b!.leaseToken!, error: 'later', retryable: true, retryAt: at(500) },
+      ],
+      now: at(1),
+    });
+    expect(out.map((o) => o.accepted)).toEqual([true, true]);
+    const ja = await store.jobGet({ id: a!.id });
+    expect(ja).toMatchObject({ state: 'PENDING', attempt: 1, lastError: 'boom', lockedUntil: null });
+    expect(ja.runAt).toEqual(at(11));
+    expect((await store.jobGet({ id: b!.id })).runAt).toEqual(at(500));
+  });
+
+  it('fail non-retryable, or with no attempts left, dead-letters with the error kept', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({
+      jobs: [jobInput({ queue, maxAttempts: 5 }), jobInput({ queue, maxAttempts: 1 })],
+      now: T0,
+    });
+    const [a, b] = await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w', now: T0 });
+    await store.jobFailMany({
+      failures: [
+        { id: a!.id, token: a!.leaseToken!, error: 'fatal', retryable: false },
+        { id: b!.id, token: b!.leaseToken!, error: 'last try', retryable: true },
+      ],
+      now: at(1),
+    });
+    expect(await store.jobGet({ id: a!.id })).toMatchObject({ state: 'DLQ', lastError: 'fatal', finishedAt: at(1) });
+    expect(await store.jobGet({ id: b!.id })).toMatchObject({ state: 'DLQ', lastError: 'last try' });
+  });
+
+  it('snooze goes back to PENDING at runAt without using up an attempt', async () => {
+    const queue = queueName();
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    const job = await claimOne(queue);
+    const [out] = await store.jobSnoozeMany({ snoozes: [{ id: job.id, token: job.leaseToken!, runAt: at(300) }], now: at(1) });
+    expect(out).toMatchObject({ accepted: true, job: { state: 'PENDING', attempt: 0, runAt: at(300) } });
+    expect(await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w', now: at(299) })).toHaveLength(0);
+    expect((await claimOne(queue, at(300))).attempt).toBe(1);
+  });
+});
+
+describe('cancel and retry', () => {
+  it('cancels a PENDING job at once', async () => {
+    const queue = queueName();
+    const { job } = await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    expect(await store.jobCancel({ id: job.id, now: at(1) })).toMatchObject({ state: 'CANCELLED', finishedAt: at(1) });
+    expect(await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w', now: at(2) })).toHaveLength(0);
+    // Cancel is idempotent.
+    expect((await store.jobCancel({ id: job.id })).state).toBe('CANCELLED');
+  });
+
+  it('flags a RUNNING job; it becomes CANCELLED when the worker gives it up', async () => {
+    const queue = queueName();
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    const job = await claimOne(queue);
+    const flagged = await store.jobCancel({ id: job.id, now: at(1) });
+    expect(flagged).toMatchObject({ state: 'RUNNING', cancelRequestedAt: at(1) });
+    const beat = await store.jobHeartbeatMany({ leases: [{ id: job.id, token: job.leaseToken! }], now: at(2) });
+    expect(beat.extended[0]?.cancelRequested).toBe(true);
+    const [out] = await store.jobFailMany({
+      failures: [{ id: job.id, token: job.leaseToken!, error: 'cancelled by operator', retryable: true }],
+      now: at(3),
+    });
+    expect(out).toMatchObject({ accepted: true, job: { state: 'CANCELLED' } });
+  });
+
+  it('a RUNNING job flagged for cancel becomes CANCELLED when its lease expires', async () => {
+    const queue = queueName();
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    const job = await claimOne(queue);
+    await store.jobCancel({ id: job.id, now: at(1) });
+    const swept = await store.jobSweepExpired({ limit: 10, now: at(31) });
+    expect(swept.cancelled).toBe(1);
+    expect((await store.jobGet({ id: job.id })).state).toBe('CANCELLED');
+  });
+
+  it('retry brings DLQ and CANCELLED jobs back with attempts reset; COMPLETED is refused', async () => {
+    const queue = queueName();
+    const { job } = await store.jobSubmit({ job: jobInput({ queue, maxAttempts: 1 }), now: T0 });
+    const claimed = await claimOne(queue);
+    await store.jobFailMany({ failures: [{ id: job.id, token: claimed.leaseToken!, error: 'x', retryable: true }], now: at(1) });
+    expect((await store.jobGet({ id: job.id })).state).toBe('DLQ');
+    const retried = await store.jobRetry({ id: job.id, now: at(2) });
+    expect(retried).toMatchObject({ state: 'PENDING', attempt: 0, runAt: at(2), finishedAt: null });
+    const again = await claimOne(queue, at(2));
+    await store.jobCompleteMany({ completions: [{ id: job.id, token: again.leaseToken!, result: { ok: 1 } }] });
+    await expect(store.jobRetry({ id: job.id })).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+    await expect(store.jobCancel({ id: job.id })).rejects.toMatchObject({ code: 'FAILED_PRECONDITION' });
+  });
+
+  it('unknown ids are NOT_FOUND, malformed ones INVALID_ARGUMENT', async () => {
+    await expect(store.jobGet({ id: '00000000-0000-4000-8000-000000000000' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(store.jobGet({ id: 'x' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(store.jobRetry({ id: '00000000-0000-4000-8000-000000000000' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
+
+describe('list', () => {
+  it('filters by queue, states and type, newest first, with keyset pages', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 7, { type: 'a' }) });
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 3, { type: 'b' }) });
+    const seen: string[] = [];
+    let afterId: string | null = null;
+    let pages = 0;
+    do {
+      const page: { jobs: { id: string }[]; nextAfterId: string | null } = await store.jobList({
+        queue,
+        type: 'a',
+        states: ['PENDING'],
+        limit: 3,
+        afterId,
+      });
+      seen.push(...page.jobs.map((j) => j.id));
+      afterId = page.nextAfterId;
+      pages++;
+    } while (afterId);
+    expect(pages).toBe(3);
+    expect(seen).toHaveLength(7);
+    expect(new Set(seen).size).toBe(7);
+    expect([...seen].sort().reverse()).toEqual(seen);
+    expect((await store.jobList({ queue, states: ['RUNNING'], limit: 10 })).jobs).toHaveLength(0);
+  });
+});
+
+describe('queues', () => {
+  it('upsert creates, changes only given fields, and lists', async () => {
+    const name = queueName();
+    const created = await store.queueUpsert({ name, maxAttempts: 3, leaseSeconds: 60 });
+    expect(created).toMatchObject({ name, maxAttempts: 3, leaseSeconds: 60, backoffKind: 'exponential', maxConcurrency: null });
+    const changed = await store.queueUpsert({ name, backoffKind: 'linear', maxConcurrency: 4 });
+    expect(changed).toMatchObject({ maxAttempts: 3, leaseSeconds: 60, backoffKind: 'linear', maxConcurrency: 4 });
+    expect((await store.queueUpsert({ name, maxConcurrency: 0 })).maxConcurrency).toBeNull();
+    expect((await store.queueList()).map((q) => q.name)).toContain(name);
+    await expect(store.queueGet({ name: 'missing' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(store.queueSetPaused({ name: 'missing', paused: true })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});

@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    globalSetup: ['test/helpers/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // Each file gets its own database; files run in parallel processes.
+    pool: 'forks',
+  },
+});

@@ -28,15 +28,19 @@ export abstract class PeriodicService {
     this.loop = this.run(controller.signal);
   }
 
-  /** Stops the loop and waits for the current iteration to end. Safe to call twice. */
+  /**
+   * Stops the loop, waits for the current iteration to end, then releases what the service
+   * holds (also when only `runOnce()` was used). Safe to call twice.
+   */
   async stop(): Promise<void> {
     const controller = this.controller;
-    if (!controller) return;
-    controller.abort();
-    this.wakeNow?.();
-    await this.loop;
-    this.controller = null;
-    this.loop = null;
+    if (controller) {
+      controller.abort();
+      this.wakeNow?.();
+      await this.loop;
+      this.controller = null;
+      this.loop = null;
+    }
     await this.onStop();
   }
 
@@ -49,7 +53,7 @@ export abstract class PeriodicService {
     return this.controller !== null;
   }
 
-  /** Hook for releasing resources after the loop has ended. */
+  /** Hook for releasing resources after the loop has ended; must be idempotent. */
   protected async onStop(): Promise<void> {}
 
   private async run(signal: AbortSignal): Promise<void> {

@@ -251,19 +251,26 @@ SELECT j.*, (j.type = k.type AND j.payload = k.payload) AS same_content
 FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[]) AS k(queue, idempotency_key, type, payload)
 JOIN evora.jobs j ON j.queue = k.queue AND j.idempotency_key = k.idempotency_key`;
 
+// Per queue, a LATERAL scan of the claimable index in (priority, run_at) order that stops
+// after $2 rows, so the cost is independent of how many jobs wait or have finished; then
+// the best $2 across the queues. Rows another claimer holds are skipped, not waited on.
 const SQL_JOB_CLAIM = `
 WITH claimable_queues AS (
   SELECT name, lease_seconds FROM evora.queues WHERE name = ANY($1::text[]) AND NOT paused
 ),
 picked AS (
-  SELECT j.id
-  FROM evora.jobs j
-  WHERE j.state = 'PENDING'
-    AND j.queue = ANY(ARRAY(SELECT name FROM claimable_queues))
-    AND j.run_at <= coalesce($4::timestamptz, now())
-  ORDER BY j.priority, j.run_at
+  SELECT c.id
+  FROM claimable_queues q
+  CROSS JOIN LATERAL (
+    SELECT j.id, j.priority, j.run_at
+    FROM evora.jobs j
+    WHERE j.state = 'PENDING' AND j.queue = q.name AND j.run_at <= coalesce($4::timestamptz, now())
+    ORDER BY j.priority, j.run_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  ) c
+  ORDER BY c.priority, c.run_at
   LIMIT $2
-  FOR UPDATE SKIP LOCKED
 )
 UPDATE evora.jobs j
 SET state = 'RUNNING',
@@ -818,3 +825,6 @@ export class Store {
 
 /** Internal: a submit attempt that lost a race and should simply run again. */
 class RetrySubmit extends Error {}
+
+/** The claim statement, exported only so scripts/explain-claim.ts can show its plan. */
+export const SQL_JOB_CLAIM_FOR_EXPLAIN = SQL_JOB_CLAIM;

@@ -1,0 +1,70 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/store.js';
+import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+
+let store: Store;
+beforeAll(async () => {
+  ({ store } = await storeSetup({ maxConnections: 60 }));
+});
+
+describe('concurrency', () => {
+  it('4 concurrent claimers drain 10,000 jobs: each claimed exactly once and completed', async () => {
+    const queue = queueName('drain');
+    for (let i = 0; i < 10; i++) await store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
+
+    const claimedBy = new Map<string, string[]>();
+    const claimer = async (workerId: string) => {
+      for (;;) {
+        const jobs = await store.jobClaim({ queues: [queue], limit: 50, workerId });
+        if (jobs.length === 0) return;
+        for (const j of jobs) claimedBy.set(j.id, [...(claimedBy.get(j.id) ?? []), workerId]);
+        const out = await store.jobCompleteMany({
+          completions: jobs.map((j) => ({ id: j.id, token: j.leaseToken!, result: { by: workerId } })),
+        });
+        expect(out.every((o) => o.accepted)).toBe(true);
+      }
+    };
+    await Promise.all(['w1', 'w2', 'w3', 'w4'].map(claimer));
+
+    expect(claimedBy.size).toBe(10_000);
+    expect([...claimedBy.values()].every((ws) => ws.length === 1)).toBe(true);
+    // More than one claimer took part: SKIP LOCKED let them work side by side.
+    expect(new Set([...claimedBy.values()].map((ws) => ws[0])).size).toBeGreaterThan(1);
+    const { rows } = await store.pool.query<{ state: string; n: number }>(
+      'SELECT state, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY state',
+      [queue],
+    );
+    expect(rows).toEqual([{ state: 'COMPLETED', n: 10_000 }]);
+  });
+
+  it('50 concurrent submits with one idempotency key make one job; exactly one caller is told it created it', async () => {
+    const queue = queueName('idem');
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'order-42', payload: { order: 42 } }) }),
+      ),
+    );
+    const ids = new Set(results.map((r) => r.job.id));
+    expect(ids.size).toBe(1);
+    expect(results.filter((r) => r.created)).toHaveLength(1);
+    const { rows } = await store.pool.query('SELECT id FROM evora.jobs WHERE queue = $1', [queue]);
+    expect(rows).toHaveLength(1);
+
+    // The same key with another payload is refused, and changes nothing.
+    await expect(
+      store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'order-42', payload: { order: 43 } }) }),
+    ).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    await expect(
+      store.jobSubmit({ job: jobInput({ queue, type: 'other', idempotencyKey: 'order-42', payload: { order: 42 } }) }),
+    ).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    const after = await store.pool.query('SELECT id, payload, type FROM evora.jobs WHERE queue = $1', [queue]);
+    expect(after.rows).toEqual([{ id: [...ids][0], payload: { order: 42 }, type: 'noop' }]);
+  });
+
+  it('concurrent first submits to a brand-new queue all succeed', async () => {
+    const queue = queueName('fresh');
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.jobSubmit({ job: jobInput({ queue }) })));
+    expect(results.every((r) => r.created && r.job.maxAttempts === 5)).toBe(true);
+  });
+});

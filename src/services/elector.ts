@@ -13,7 +13,7 @@ export class Elector extends PeriodicService {
   private leader = false;
 
   constructor(opts: { connectionString: string; name?: string; intervalMs?: number; logger: Logger }) {
-    super('elector', opts.intervalMs ?? 5000, opts.logger.child({ service: 'elector' }));
+    super('elector', opts.intervalMs ?? 5000, opts.logger.child({ component: 'elector' }));
     this.lock = new AdvisoryLeaderLock(opts.connectionString, opts.name ?? 'maintenance');
   }
 

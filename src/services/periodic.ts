@@ -61,7 +61,7 @@ export abstract class PeriodicService {
       try {
         await this.runOnce();
       } catch (err) {
-        this.logger.error({ err, service: this.name }, `${this.name}: iteration failed`);
+        this.logger.error({ err, component: this.name }, `${this.name}: iteration failed`);
       }
       if (signal.aborted) break;
       await new Promise<void>((resolve) => {

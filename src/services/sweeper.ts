@@ -30,7 +30,7 @@ export class Sweeper extends PeriodicService {
       onSwept?: (result: SweepResult) => void;
     },
   ) {
-    super('sweeper', opts.intervalMs ?? 1000, opts.logger.child({ service: 'sweeper' }));
+    super('sweeper', opts.intervalMs ?? 1000, opts.logger.child({ component: 'sweeper' }));
     this.batchSize = opts.batchSize ?? 500;
   }
 

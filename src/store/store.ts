@@ -259,7 +259,7 @@ WITH claimable_queues AS (
   SELECT name, lease_seconds FROM evora.queues WHERE name = ANY($1::text[]) AND NOT paused
 ),
 picked AS (
-  SELECT c.id
+  SELECT c.id, c.priority, c.run_at
   FROM claimable_queues q
   CROSS JOIN LATERAL (
     SELECT j.id, j.priority, j.run_at
@@ -271,18 +271,22 @@ picked AS (
   ) c
   ORDER BY c.priority, c.run_at
   LIMIT $2
+),
+slotted AS (
+  -- The i-th best job goes to the i-th slot: the dispatcher hands out slots round-robin.
+  SELECT id, row_number() OVER (ORDER BY priority, run_at) AS slot FROM picked
 )
 UPDATE evora.jobs j
 SET state = 'RUNNING',
     attempt = j.attempt + 1,
     lease_token = gen_random_uuid(),
     locked_until = coalesce($4::timestamptz, now()) + make_interval(secs => q.lease_seconds),
-    worker_id = $3,
+    worker_id = ($3::text[])[s.slot],
     started_at = coalesce($4::timestamptz, now()),
     cancel_requested_at = NULL
-FROM picked, claimable_queues q
-WHERE j.id = picked.id AND q.name = j.queue
-RETURNING j.*`;
+FROM slotted s, claimable_queues q
+WHERE j.id = s.id AND q.name = j.queue
+RETURNING j.*, s.slot`;
 
 const SQL_JOB_HEARTBEAT_MANY = `
 UPDATE evora.jobs j
@@ -602,23 +606,26 @@ export class Store {
   // ----- jobs: workers -----------------------------------------------------------------
 
   /**
-   * Claims up to `limit` claimable jobs of the given queues for a worker, in priority then
-   * run_at order, skipping paused queues and rows other claimers hold (SKIP LOCKED). Each
-   * claimed job is RUNNING with attempt+1, a fresh lease token, and a lease of its queue's
-   * lease_seconds.
+   * Claims claimable jobs of the given queues, in priority then run_at order, skipping
+   * paused queues and rows other claimers hold (SKIP LOCKED). Each claimed job is RUNNING
+   * with attempt+1, a fresh lease token, and a lease of its queue's lease_seconds.
+   * Either one worker takes up to `limit` jobs, or `workerIds` names one worker per slot:
+   * the i-th job returned (in claim order) belongs to workerIds[i].
    */
-  async jobClaim(params: { queues: string[]; limit: number; workerId: string; now?: Date }): Promise<Job[]> {
-    if (params.limit <= 0 || params.queues.length === 0) return [];
-    const { rows } = await this.pool.query<JobRow>(SQL_JOB_CLAIM, [
+  async jobClaim(
+    params: { queues: string[]; now?: Date } & ({ limit: number; workerId: string } | { workerIds: string[] }),
+  ): Promise<Job[]> {
+    const workerIds =
+      'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
+    if (workerIds.length === 0 || params.queues.length === 0) return [];
+    const { rows } = await this.pool.query<JobRow & { slot: string }>(SQL_JOB_CLAIM, [
       params.queues,
-      params.limit,
-      params.workerId,
+      workerIds.length,
+      workerIds,
       params.now ?? null,
     ]);
-    // UPDATE ... RETURNING does not keep the picked order; restore it for the dispatcher.
-    return rows
-      .map(jobFromRow)
-      .sort((a, b) => a.priority - b.priority || a.runAt.getTime() - b.runAt.getTime());
+    // UPDATE ... RETURNING does not keep the picked order; the slot number restores it.
+    return rows.sort((a, b) => Number(a.slot) - Number(b.slot)).map(jobFromRow);
   }
 
   /**

@@ -154,7 +154,7 @@ export interface SubmitJobRequest {
   payload?:
     | { [key: string]: any }
     | undefined;
-  /** Scheduling priority: smaller runs first; default 0. */
+  /** Scheduling priority: smaller runs first; default 0; allowed -1000..1000. */
   priority: number;
   /** Earliest time the job may run; unset = now. */
   runAt?:

@@ -79,11 +79,11 @@ export function backoffKindToJSON(object: BackoffKind): string {
 export interface Backoff {
   /** How the delay grows with the attempt number. */
   kind: BackoffKind;
-  /** Delay before the first retry (and the unit the delay grows by). */
+  /** Delay before the first retry (and the unit the delay grows by); default 5 s. */
   base?:
     | Duration
     | undefined;
-  /** Upper bound for any delay; unset = no bound. */
+  /** Upper bound for any delay, after jitter; unset = keep the current cap (default 1 hour). */
   cap?:
     | Duration
     | undefined;
@@ -123,7 +123,7 @@ export interface UpsertQueueRequest {
   maxAttempts?:
     | number
     | undefined;
-  /** Retry policy; when set it replaces the whole current policy; unset = keep / server default. */
+  /** Retry policy; within it, kind UNSPECIFIED and unset durations keep their current value (jitter is always applied as given). */
   backoff?:
     | Backoff
     | undefined;

@@ -90,6 +90,11 @@ export interface WorkerHello {
   queues: string[];
   /** Maximum number of jobs the worker holds at once (>= 1); the server never exceeds it. */
   slots: number;
+  /**
+   * Leases the worker still holds from an earlier stream (after a reconnect). Those that
+   * are still current occupy slots until the worker finishes them with their tokens.
+   */
+  held: Lease[];
 }
 
 /** Lease identifies one lease held by a worker. */
@@ -197,7 +202,11 @@ export interface ExtendedLease {
   /** Token of the lease (unchanged by renewal). */
   leaseToken: string;
   /** New end of the lease. */
-  leaseExpiresAt?: Date | undefined;
+  leaseExpiresAt?:
+    | Date
+    | undefined;
+  /** True when an operator asked to cancel this job: stop work and fail it (it becomes CANCELLED). */
+  cancelRequested: boolean;
 }
 
 /**
@@ -699,7 +708,7 @@ export const WorkResponse: MessageFns<WorkResponse> = {
 };
 
 function createBaseWorkerHello(): WorkerHello {
-  return { workerId: "", queues: [], slots: 0 };
+  return { workerId: "", queues: [], slots: 0, held: [] };
 }
 
 export const WorkerHello: MessageFns<WorkerHello> = {
@@ -712,6 +721,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     }
     if (message.slots !== 0) {
       writer.uint32(24).int32(message.slots);
+    }
+    for (const v of message.held) {
+      Lease.encode(v!, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -753,6 +765,14 @@ export const WorkerHello: MessageFns<WorkerHello> = {
             message.slots = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.held.push(Lease.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -774,6 +794,7 @@ export const WorkerHello: MessageFns<WorkerHello> = {
         : "",
       queues: globalThis.Array.isArray(object?.queues) ? object.queues.map((e: any) => globalThis.String(e)) : [],
       slots: isSet(object.slots) ? globalThis.Number(object.slots) : 0,
+      held: globalThis.Array.isArray(object?.held) ? object.held.map((e: any) => Lease.fromJSON(e)) : [],
     };
   },
 
@@ -788,6 +809,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     if (message.slots !== 0) {
       obj.slots = Math.round(message.slots);
     }
+    if (message.held?.length) {
+      obj.held = message.held.map((e) => Lease.toJSON(e));
+    }
     return obj;
   },
 
@@ -799,6 +823,7 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     message.workerId = object.workerId ?? "";
     message.queues = object.queues?.map((e) => e) || [];
     message.slots = object.slots ?? 0;
+    message.held = object.held?.map((e) => Lease.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1876,7 +1901,7 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
 };
 
 function createBaseExtendedLease(): ExtendedLease {
-  return { jobId: "", leaseToken: "", leaseExpiresAt: undefined };
+  return { jobId: "", leaseToken: "", leaseExpiresAt: undefined, cancelRequested: false };
 }
 
 export const ExtendedLease: MessageFns<ExtendedLease> = {
@@ -1889,6 +1914,9 @@ export const ExtendedLease: MessageFns<ExtendedLease> = {
     }
     if (message.leaseExpiresAt !== undefined) {
       Timestamp.encode(toTimestamp(message.leaseExpiresAt), writer.uint32(26).fork()).join();
+    }
+    if (message.cancelRequested !== false) {
+      writer.uint32(32).bool(message.cancelRequested);
     }
     return writer;
   },
@@ -1930,6 +1958,14 @@ export const ExtendedLease: MessageFns<ExtendedLease> = {
             message.leaseExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.cancelRequested = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1959,6 +1995,11 @@ export const ExtendedLease: MessageFns<ExtendedLease> = {
         : isSet(object.lease_expires_at)
         ? fromJsonTimestamp(object.lease_expires_at)
         : undefined,
+      cancelRequested: isSet(object.cancelRequested)
+        ? globalThis.Boolean(object.cancelRequested)
+        : isSet(object.cancel_requested)
+        ? globalThis.Boolean(object.cancel_requested)
+        : false,
     };
   },
 
@@ -1973,6 +2014,9 @@ export const ExtendedLease: MessageFns<ExtendedLease> = {
     if (message.leaseExpiresAt !== undefined) {
       obj.leaseExpiresAt = message.leaseExpiresAt.toISOString();
     }
+    if (message.cancelRequested !== false) {
+      obj.cancelRequested = message.cancelRequested;
+    }
     return obj;
   },
 
@@ -1984,6 +2028,7 @@ export const ExtendedLease: MessageFns<ExtendedLease> = {
     message.jobId = object.jobId ?? "";
     message.leaseToken = object.leaseToken ?? "";
     message.leaseExpiresAt = object.leaseExpiresAt ?? undefined;
+    message.cancelRequested = object.cancelRequested ?? false;
     return message;
   },
 };

@@ -1,0 +1,73 @@
+/**
+ * Server configuration: every setting has a default, an environment variable, and (in
+ * `evora serve`) a flag. The README's configuration table is generated from CONFIG_DOC.
+ */
+export interface ServerConfig {
+  /** PostgreSQL to use; when absent Evora runs its own embedded PostgreSQL. */
+  databaseUrl: string | null;
+  /** Folder for the embedded PostgreSQL's data (`<dataDir>/pgdata`). */
+  dataDir: string;
+  /** Port of the embedded PostgreSQL on 127.0.0.1. */
+  embeddedPgPort: number;
+  host: string;
+  port: number;
+  logLevel: string;
+  /** Pretty logs; default: when stdout is a terminal. */
+  logPretty: boolean | undefined;
+  dbPoolSize: number;
+  /** The dispatcher's fallback poll for queues with waiting workers (NOTIFY is the fast path). */
+  pollIntervalMs: number;
+  sweepIntervalMs: number;
+  electionIntervalMs: number;
+  /** Largest accepted job payload or result, as JSON bytes. */
+  maxPayloadBytes: number;
+  /** Largest gRPC message in either direction. */
+  maxMessageBytes: number;
+  /** How long shutdown waits for workers to finish in-flight work before closing streams. */
+  shutdownTimeoutMs: number;
+}
+
+interface ConfigEntry {
+  key: keyof ServerConfig;
+  env: string;
+  flag: string;
+  default: string;
+  doc: string;
+}
+
+/** Every setting, its environment variable, flag and default: the single source of truth. */
+export const CONFIG_DOC: ConfigEntry[] = [
+  { key: 'databaseUrl', env: 'DATABASE_URL', flag: '--database-url', default: '', doc: 'PostgreSQL connection string; unset: start the embedded PostgreSQL' },
+  { key: 'dataDir', env: 'EVORA_DATA_DIR', flag: '--data-dir', default: '.evora', doc: 'where the embedded PostgreSQL keeps its data (pgdata/ inside)' },
+  { key: 'embeddedPgPort', env: 'EVORA_PG_PORT', flag: '--embedded-pg-port', default: '54329', doc: 'port of the embedded PostgreSQL (127.0.0.1)' },
+  { key: 'host', env: 'EVORA_HOST', flag: '--host', default: '127.0.0.1', doc: 'gRPC listen address' },
+  { key: 'port', env: 'EVORA_PORT', flag: '--port', default: '50051', doc: 'gRPC listen port (0: any free port)' },
+  { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, silent' },
+  { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
+  { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)' },
+  { key: 'pollIntervalMs', env: 'EVORA_POLL_INTERVAL_MS', flag: '--poll-interval-ms', default: '1000', doc: 'fallback poll for queues with idle workers; also when scheduled jobs come due' },
+  { key: 'sweepIntervalMs', env: 'EVORA_SWEEP_INTERVAL_MS', flag: '--sweep-interval-ms', default: '1000', doc: 'how often the leader requeues expired leases' },
+  { key: 'electionIntervalMs', env: 'EVORA_ELECTION_INTERVAL_MS', flag: '--election-interval-ms', default: '5000', doc: 'how often a follower tries to become leader' },
+  { key: 'maxPayloadBytes', env: 'EVORA_MAX_PAYLOAD_BYTES', flag: '--max-payload-bytes', default: '1048576', doc: 'largest job payload or result (JSON bytes)' },
+  { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message' },
+  { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work' },
+];
+
+/**
+ * Builds the configuration from (in order of precedence) explicit overrides such as CLI
+ * flags, then the environment, then defaults. Refuses malformed numbers with one line.
+ */
+export function configLoad(overrides: Partial<Record<keyof ServerConfig, string | undefined>> = {}, env = process.env): ServerConfig {
+  const raw = (e: ConfigEntry): string => overrides[e.key] ?? env[e.env] ?? e.default;
+  const out: Record<string, unknown> = {};
+  for (const e of CONFIG_DOC) {
+    const value = raw(e);
+    if (e.key === 'databaseUrl') out[e.key] = value || null;
+    else if (e.key === 'logPretty') out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
+    else if (/^\d+$/.test(e.default)) {
+      if (!/^\d+$/.test(value)) throw new Error(`${e.env} (${e.flag}) must be a whole number, got "${value}"`);
+      out[e.key] = Number(value);
+    } else out[e.key] = value;
+  }
+  return out as unknown as ServerConfig;
+}

@@ -1,0 +1,425 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../logger.js';
+import type { Job, JsonObject, LeaseRef, LeaseWriteOutcome, Store } from '../store/store.js';
+import { Batcher } from './batcher.js';
+
+/**
+ * The dispatcher matches claimed jobs to workers' free slots. It knows nothing of gRPC:
+ * the gRPC layer opens a session per Work stream and relays its messages.
+ *
+ * What must stay true (docs/dispatcher.md explains how):
+ * - a session never holds more jobs than its slots (claims reserve the slots first);
+ * - one SKIP LOCKED statement claims for all reserved slots of a queue, and the claimed
+ *   jobs are dealt round-robin, best job first, over the queue's sessions;
+ * - a worker write is answered only after the batch that carries it has committed.
+ */
+
+/** What the dispatcher sends to a worker; the gRPC layer turns it into a WorkResponse. */
+export type SessionMessage =
+  | { kind: 'job'; job: Job }
+  | { kind: 'cancel'; jobId: string }
+  | { kind: 'leaseLost'; jobId: string; reason: string }
+  | { kind: 'drain'; reason: string };
+
+/** The answer to one complete, fail or snooze. */
+export interface WriteAck {
+  jobId: string;
+  accepted: boolean;
+  reason: string;
+  job?: Job;
+}
+
+/** A job the dispatcher has pushed to a session and not yet seen finished. */
+interface HeldLease {
+  token: string;
+  queue: string;
+}
+
+/** One worker's stream, as the dispatcher tracks it. */
+export class WorkerSession {
+  readonly id = randomUUID();
+  /** Jobs pushed and not yet finished, by job id. */
+  readonly held = new Map<string, HeldLease>();
+  /** Slots promised to claims in flight. */
+  reserved = 0;
+  draining = false;
+  closed = false;
+
+  constructor(
+    readonly workerId: string,
+    readonly queues: string[],
+    readonly slots: number,
+    readonly send: (msg: SessionMessage) => void,
+  ) {}
+
+  /** Slots that are neither holding a job nor promised to a claim. */
+  get free(): number {
+    if (this.draining || this.closed) return 0;
+    return Math.max(0, this.slots - this.held.size - this.reserved);
+  }
+}
+
+interface QueueDispatch {
+  name: string;
+  sessions: Set<WorkerSession>;
+  claiming: boolean;
+  /** Set by every wake-up; cleared by a claim that came back short (the queue is drained). */
+  wanted: boolean;
+  /** Rotates the first session served, so no session is always first. */
+  rotation: number;
+}
+
+/** Options for the dispatcher. */
+export interface DispatcherOptions {
+  store: Store;
+  logger: Logger;
+  /** Fallback poll for queues with free slots (NOTIFY is the fast path). */
+  pollIntervalMs: number;
+  /** Largest claim in one statement. */
+  maxClaimBatch?: number;
+  /** Called after each claim with how many jobs it asked for and got (for metrics). */
+  onClaim?: (queue: string, asked: number, got: number, ms: number) => void;
+}
+
+/**
+ * Owns every worker session of this server process and the per-queue claim loops.
+ */
+export class Dispatcher {
+  private readonly queues = new Map<string, QueueDispatch>();
+  private readonly sessions = new Set<WorkerSession>();
+  /** Which session holds a job, for routing cancels. */
+  private readonly holders = new Map<string, WorkerSession>();
+  private readonly completions: Batcher<LeaseRef & { result: JsonObject | null }, LeaseWriteOutcome>;
+  private readonly failures: Batcher<LeaseRef & { error: string; retryable: boolean; retryAt: Date | null }, LeaseWriteOutcome>;
+  private readonly snoozes: Batcher<LeaseRef & { runAt: Date }, LeaseWriteOutcome>;
+  private readonly claimsInFlight = new Set<Promise<void>>();
+  private readonly waiters = new Set<{ queues: Set<string>; wake: () => void }>();
+  private pollTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(private readonly opts: DispatcherOptions) {
+    const { store } = opts;
+    this.completions = new Batcher((completions) => store.jobCompleteMany({ completions }));
+    this.failures = new Batcher((failures) => store.jobFailMany({ failures }));
+    this.snoozes = new Batcher((snoozes) => store.jobSnoozeMany({ snoozes }));
+  }
+
+  /** Starts the fallback poll. Safe to call twice. */
+  start(): void {
+    if (this.pollTimer || this.stopped) return;
+    this.pollTimer = setInterval(() => this.poll(), this.opts.pollIntervalMs);
+    this.pollTimer.unref();
+  }
+
+  // ----- wake-ups -----------------------------------------------------------------------
+
+  /** A NOTIFY said this queue has claimable work. */
+  notifyQueue(queue: string): void {
+    for (const w of this.waiters) if (w.queues.has(queue)) w.wake();
+    const q = this.queues.get(queue);
+    if (!q) return;
+    q.wanted = true;
+    this.claimFor(q);
+  }
+
+  /** Wake every queue: after the LISTEN connection (re)connects, notifications may have been missed. */
+  notifyAll(): void {
+    for (const w of this.waiters) w.wake();
+    for (const q of this.queues.values()) {
+      q.wanted = true;
+      this.claimFor(q);
+    }
+  }
+
+  /** A NOTIFY said an operator cancelled this job: tell the worker that holds it here, if any. */
+  notifyCancel(jobId: string): void {
+    this.holders.get(jobId)?.send({ kind: 'cancel', jobId });
+  }
+
+  private poll(): void {
+    for (const q of this.queues.values()) {
+      if ([...q.sessions].some((s) => s.free > 0)) {
+        q.wanted = true;
+        this.claimFor(q);
+      }
+    }
+  }
+
+  // ----- sessions -----------------------------------------------------------------------
+
+  /**
+   * Opens a session for a worker's stream. `held` are leases the worker still holds from an
+   * earlier stream: the current ones occupy slots until finished.
+   */
+  async sessionOpen(params: {
+    workerId: string;
+    queues: string[];
+    slots: number;
+    held?: LeaseRef[];
+    send: (msg: SessionMessage) => void;
+  }): Promise<WorkerSession> {
+    const session = new WorkerSession(params.workerId, [...new Set(params.queues)], params.slots, params.send);
+    if (params.held && params.held.length > 0) {
+      const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
+      const current = new Set(beat.extended.map((e) => e.id));
+      for (const lease of params.held) {
+        if (!current.has(lease.id)) continue;
+        session.held.set(lease.id, { token: lease.token, queue: '' });
+        this.holders.set(lease.id, session);
+      }
+    }
+    this.sessions.add(session);
+    for (const name of session.queues) {
+      let q = this.queues.get(name);
+      if (!q) {
+        q = { name, sessions: new Set(), claiming: false, wanted: true, rotation: 0 };
+        this.queues.set(name, q);
+      }
+      q.sessions.add(session);
+      q.wanted = true;
+      this.claimFor(q);
+    }
+    return session;
+  }
+
+  /**
+   * The stream ended. Jobs it held keep their leases until they expire: the worker may
+   * reconnect and finish them with their tokens; otherwise the sweeper requeues them.
+   */
+  sessionClose(session: WorkerSession): void {
+    if (session.closed) return;
+    session.closed = true;
+    this.sessions.delete(session);
+    for (const jobId of session.held.keys()) {
+      if (this.holders.get(jobId) === session) this.holders.delete(jobId);
+    }
+    for (const name of session.queues) {
+      const q = this.queues.get(name);
+      if (!q) continue;
+      q.sessions.delete(session);
+      if (q.sessions.size === 0 && !q.claiming) this.queues.delete(name);
+    }
+  }
+
+  /** The worker asked for nothing new; it keeps finishing what it holds. */
+  sessionDrain(session: WorkerSession): void {
+    session.draining = true;
+  }
+
+  /** Number of open sessions and their free slots (for stats and tests). */
+  sessionStats(): { sessions: number; held: number; free: number } {
+    let held = 0;
+    let free = 0;
+    for (const s of this.sessions) {
+      held += s.held.size;
+      free += s.free;
+    }
+    return { sessions: this.sessions.size, held, free };
+  }
+
+  // ----- worker writes ------------------------------------------------------------------
+
+  /** Completes a job; resolves after the commit. The slot frees either way. */
+  async complete(session: WorkerSession | null, p: LeaseRef & { result: JsonObject | null }): Promise<WriteAck> {
+    return this.finish(session, p.id, await this.completions.add(p));
+  }
+
+  /** Fails a job (retry, DLQ, or CANCELLED if an operator asked); resolves after the commit. */
+  async fail(
+    session: WorkerSession | null,
+    p: LeaseRef & { error: string; retryable: boolean; retryAt: Date | null },
+  ): Promise<WriteAck> {
+    return this.finish(session, p.id, await this.failures.add(p));
+  }
+
+  /** Snoozes a job until runAt; resolves after the commit. */
+  async snooze(session: WorkerSession | null, p: LeaseRef & { runAt: Date }): Promise<WriteAck> {
+    return this.finish(session, p.id, await this.snoozes.add(p));
+  }
+
+  /**
+   * Extends a session's leases. Lost leases are told to the worker (lease_lost) and free
+   * their slots; jobs an operator asked to cancel are told again (cancel), in case the
+   * NOTIFY was missed.
+   */
+  async heartbeat(session: WorkerSession | null, leases: LeaseRef[]) {
+    const result = await this.opts.store.jobHeartbeatMany({ leases });
+    if (session) {
+      for (const id of result.lost) {
+        session.send({ kind: 'leaseLost', jobId: id, reason: 'the lease expired or the job was given to another worker' });
+        this.slotFree(session, id);
+      }
+      for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id });
+    }
+    return result;
+  }
+
+  private finish(session: WorkerSession | null, jobId: string, outcome: LeaseWriteOutcome): WriteAck {
+    if (session) this.slotFree(session, jobId);
+    return outcome.accepted
+      ? { jobId, accepted: true, reason: '', job: outcome.job }
+      : { jobId, accepted: false, reason: 'lease lost: the lease expired or the job was given to another worker' };
+  }
+
+  private slotFree(session: WorkerSession, jobId: string): void {
+    if (!session.held.delete(jobId)) return;
+    if (this.holders.get(jobId) === session) this.holders.delete(jobId);
+    this.wakeQueuesOf(session);
+  }
+
+  /** A session has free slots again: claim for its queues that may have more work. */
+  private wakeQueuesOf(session: WorkerSession): void {
+    if (session.free === 0) return;
+    for (const name of session.queues) {
+      const q = this.queues.get(name);
+      if (q?.wanted) this.claimFor(q);
+    }
+  }
+
+  // ----- claiming -----------------------------------------------------------------------
+
+  private claimFor(q: QueueDispatch): void {
+    if (q.claiming || this.stopped) return;
+    const run = this.claimLoop(q);
+    this.claimsInFlight.add(run);
+    void run.finally(() => this.claimsInFlight.delete(run));
+  }
+
+  /**
+   * Claims for a queue while it is wanted and has free slots: reserve slots round-robin,
+   * claim for all of them in one statement, deal the jobs to the reserved slots, release
+   * the slots that got nothing.
+   */
+  private async claimLoop(q: QueueDispatch): Promise<void> {
+    q.claiming = true;
+    try {
+      while (q.wanted && !this.stopped) {
+        const slots = this.reserve(q);
+        if (slots.length === 0) return; // no free slot: a freed slot wakes us (q.wanted stays set)
+        const started = performance.now();
+        let jobs: Job[] = [];
+        try {
+          jobs = await this.opts.store.jobClaim({ queues: [q.name], workerIds: slots.map((s) => s.workerId) });
+        } catch (err) {
+          this.opts.logger.error({ err, queue: q.name }, 'claim failed; the next poll retries');
+          for (const s of slots) s.reserved--;
+          return;
+        }
+        this.opts.onClaim?.(q.name, slots.length, jobs.length, performance.now() - started);
+        // A short claim means the queue has nothing more claimable right now.
+        q.wanted = jobs.length === slots.length;
+        for (const s of slots) s.reserved--;
+        const undeliverable: Job[] = [];
+        jobs.forEach((job, i) => {
+          const session = slots[i] as WorkerSession;
+          if (session.closed || session.draining || this.stopped) undeliverable.push(job);
+          else this.deliver(session, job);
+        });
+        if (undeliverable.length > 0) await this.release(undeliverable);
+        // Slots that got nothing here may be wanted by the sessions' other queues.
+        for (const s of new Set(slots.slice(jobs.length))) this.wakeQueuesOf(s);
+      }
+    } finally {
+      q.claiming = false;
+      if (q.sessions.size === 0) this.queues.delete(q.name);
+    }
+  }
+
+  /** Free slots of the queue's sessions, one entry per slot, dealt round-robin. */
+  private reserve(q: QueueDispatch): WorkerSession[] {
+    const sessions = [...q.sessions].filter((s) => s.free > 0);
+    if (sessions.length === 0) return [];
+    const start = q.rotation++ % sessions.length;
+    const ordered = [...sessions.slice(start), ...sessions.slice(0, start)];
+    const free = ordered.map((s) => s.free);
+    const max = this.opts.maxClaimBatch ?? 1000;
+    const slots: WorkerSession[] = [];
+    for (let round = 0; slots.length < max; round++) {
+      let any = false;
+      ordered.forEach((s, i) => {
+        if ((free[i] ?? 0) > round && slots.length < max) {
+          slots.push(s);
+          any = true;
+        }
+      });
+      if (!any) break;
+    }
+    for (const s of slots) s.reserved++;
+    return slots;
+  }
+
+  private deliver(session: WorkerSession, job: Job): void {
+    session.held.set(job.id, { token: job.leaseToken ?? '', queue: job.queue });
+    this.holders.set(job.id, session);
+    session.send({ kind: 'job', job });
+  }
+
+  /** Gives claimed jobs back at once (their worker went away between claim and push). */
+  private async release(jobs: Job[]): Promise<void> {
+    try {
+      await this.opts.store.jobSnoozeMany({
+        snoozes: jobs.map((j) => ({ id: j.id, token: j.leaseToken ?? '', runAt: j.runAt })),
+      });
+    } catch (err) {
+      this.opts.logger.warn({ err, jobs: jobs.length }, 'could not release undelivered jobs; their leases will expire');
+    }
+  }
+
+  // ----- unary claims -------------------------------------------------------------------
+
+  /**
+   * Claims for a worker without a stream (ClaimJobs). With waitMs > 0 it long-polls: when
+   * nothing is claimable it waits for a NOTIFY on one of the queues (or the poll interval)
+   * and tries again until the wait is over.
+   */
+  async claimUnary(params: { workerId: string; queues: string[]; max: number; waitMs: number; signal?: AbortSignal }): Promise<Job[]> {
+    const deadline = Date.now() + params.waitMs;
+    for (;;) {
+      const jobs = await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId });
+      const left = deadline - Date.now();
+      if (jobs.length > 0 || left <= 0 || this.stopped || params.signal?.aborted) return jobs;
+      await this.waitForWork(new Set(params.queues), Math.min(left, this.opts.pollIntervalMs), params.signal);
+    }
+  }
+
+  private waitForWork(queues: Set<string>, ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const waiter = { queues, wake: done };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener('abort', done, { once: true });
+      this.waiters.add(waiter);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        self.waiters.delete(waiter);
+        resolve();
+      }
+    });
+  }
+
+  // ----- shutdown -----------------------------------------------------------------------
+
+  /**
+   * Shutdown, step one: push nothing new, ask every worker to drain, and wait (up to
+   * timeoutMs) until the workers have finished what they hold and those writes committed.
+   * Returns how many jobs were still held when it stopped waiting; their leases run on.
+   */
+  async drainAll(timeoutMs: number, reason = 'server shutting down'): Promise<number> {
+    this.stopped = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = null;
+    for (const w of this.waiters) w.wake();
+    for (const s of this.sessions) {
+      s.draining = true;
+      s.send({ kind: 'drain', reason });
+    }
+    await Promise.all(this.claimsInFlight);
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline && this.sessionStats().held > 0) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await Promise.all([this.completions.idle(), this.failures.idle(), this.snoozes.idle()]);
+    return this.sessionStats().held;
+  }
+}

@@ -1,0 +1,91 @@
+import { JobState as PbJobState, type Job as PbJob } from '../gen/evora/v1/job.js';
+import { BackoffKind as PbBackoffKind, type Queue as PbQueue } from '../gen/evora/v1/queue.js';
+import type { LeasedJob } from '../gen/evora/v1/worker.js';
+import type { Duration } from '../gen/google/protobuf/duration.js';
+import type { BackoffKind, Job, JobState, Queue } from '../store/store.js';
+
+/** Translation between the store's domain types and the generated protobuf types. */
+
+const STATE_TO_PB: Record<JobState, PbJobState> = {
+  PENDING: PbJobState.JOB_STATE_PENDING,
+  RUNNING: PbJobState.JOB_STATE_RUNNING,
+  COMPLETED: PbJobState.JOB_STATE_COMPLETED,
+  DLQ: PbJobState.JOB_STATE_DLQ,
+  CANCELLED: PbJobState.JOB_STATE_CANCELLED,
+};
+
+const STATE_FROM_PB = new Map<PbJobState, JobState>(
+  Object.entries(STATE_TO_PB).map(([k, v]) => [v, k as JobState]),
+);
+
+/** A protobuf JobState as a domain state; undefined for UNSPECIFIED or unknown values. */
+export function jobStateFromPb(state: PbJobState): JobState | undefined {
+  return STATE_FROM_PB.get(state);
+}
+
+/** A job as clients see it. The lease token is never part of it: only the holder gets that. */
+export function jobToPb(job: Job): PbJob {
+  return {
+    id: job.id,
+    queue: job.queue,
+    type: job.type,
+    payload: job.payload,
+    state: STATE_TO_PB[job.state],
+    priority: job.priority,
+    attempt: job.attempt,
+    maxAttempts: job.maxAttempts,
+    runAt: job.runAt,
+    createdAt: job.createdAt,
+    startedAt: job.startedAt ?? undefined,
+    finishedAt: job.finishedAt ?? undefined,
+    idempotencyKey: job.idempotencyKey ?? '',
+    workerId: job.workerId ?? '',
+    result: job.result ?? undefined,
+    lastError: job.lastError ?? '',
+    cancelRequested: job.cancelRequestedAt !== null,
+    leaseExpiresAt: job.state === 'RUNNING' ? (job.lockedUntil ?? undefined) : undefined,
+  };
+}
+
+/** A freshly claimed job with the lease its holder must present on every write. */
+export function leasedJobToPb(job: Job): LeasedJob {
+  return { job: jobToPb(job), leaseToken: job.leaseToken ?? '', leaseExpiresAt: job.lockedUntil ?? undefined };
+}
+
+const BACKOFF_TO_PB: Record<BackoffKind, PbBackoffKind> = {
+  exponential: PbBackoffKind.BACKOFF_KIND_EXPONENTIAL,
+  linear: PbBackoffKind.BACKOFF_KIND_LINEAR,
+  fixed: PbBackoffKind.BACKOFF_KIND_FIXED,
+};
+
+/** A protobuf BackoffKind as a domain kind; undefined for UNSPECIFIED. */
+export function backoffKindFromPb(kind: PbBackoffKind): BackoffKind | undefined {
+  return (Object.entries(BACKOFF_TO_PB).find(([, v]) => v === kind)?.[0] as BackoffKind | undefined) ?? undefined;
+}
+
+export function secondsToDuration(seconds: number): Duration {
+  const whole = Math.floor(seconds);
+  return { seconds: whole, nanos: Math.round((seconds - whole) * 1e9) };
+}
+
+export function durationToSeconds(d: Duration): number {
+  return d.seconds + d.nanos / 1e9;
+}
+
+export function queueToPb(q: Queue): PbQueue {
+  return {
+    name: q.name,
+    maxAttempts: q.maxAttempts,
+    backoff: {
+      kind: BACKOFF_TO_PB[q.backoffKind],
+      base: secondsToDuration(q.backoffBaseSeconds),
+      cap: secondsToDuration(q.backoffCapSeconds),
+      jitter: q.backoffJitter,
+    },
+    leaseSeconds: q.leaseSeconds,
+    paused: q.paused,
+    maxConcurrency: q.maxConcurrency ?? 0,
+    createdAt: q.createdAt,
+    updatedAt: q.updatedAt,
+  };
+}

@@ -1,0 +1,146 @@
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import pg from 'pg';
+import type { ServerConfig } from '../config.js';
+import { embeddedPostgresStart, type EmbeddedPostgresHandle } from '../db/embedded.js';
+import { migrate } from '../db/migrate.js';
+import { Dispatcher } from '../dispatcher/dispatcher.js';
+import { JobServiceService } from '../gen/evora/v1/job.js';
+import { QueueServiceService } from '../gen/evora/v1/queue.js';
+import { WorkerServiceService } from '../gen/evora/v1/worker.js';
+import type { Logger } from '../logger.js';
+import { Elector } from '../services/elector.js';
+import { Sweeper } from '../services/sweeper.js';
+import { NotificationListener } from '../store/listener.js';
+import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, Store } from '../store/store.js';
+import { reflectionAddToServer } from './reflection.js';
+import { jobService, queueService, workerService } from './services.js';
+
+const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
+const DEFAULT_LEASE_SECONDS = 30;
+
+/** A running Evora server process: where it listens, its parts (for tests), and how to stop it. */
+export interface EvoraServer {
+  /** host:port the gRPC server is bound to. */
+  address: string;
+  port: number;
+  databaseUrl: string;
+  store: Store;
+  dispatcher: Dispatcher;
+  elector: Elector;
+  sweeper: Sweeper;
+  /** Graceful shutdown in the documented order. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts an Evora server: the database (embedded unless configured), migrations, the store,
+ * the LISTEN connection, the dispatcher, leader election with the sweeper, and gRPC with
+ * health and reflection.
+ *
+ * Shutdown order (stop()):
+ *  1. health says NOT_SERVING; the dispatcher stops claiming and tells every worker to
+ *     drain, then waits up to shutdownTimeoutMs for held jobs to be finished and committed;
+ *  2. the gRPC server stops (open streams are closed; jobs still held keep their leases, so
+ *     the workers can finish them on another server or the sweeper requeues them);
+ *  3. background services stop: sweeper, elector (leadership is released), listener;
+ *  4. the pool closes; 5. the embedded PostgreSQL stops.
+ * Nothing is left RUNNING without a lease: the schema forbids it.
+ */
+export async function serverStart(config: ServerConfig, logger: Logger): Promise<EvoraServer> {
+  let embedded: EmbeddedPostgresHandle | null = null;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    const dataDir = join(config.dataDir, 'pgdata');
+    logger.info({ data_dir: dataDir, port: config.embeddedPgPort }, 'starting embedded PostgreSQL');
+    embedded = await embeddedPostgresStart({
+      dataDir,
+      port: config.embeddedPgPort,
+      onLog: (line) => logger.trace({ postgres: line.trim() }, 'postgres'),
+    });
+    databaseUrl = embedded.url;
+  }
+  const cleanups: (() => Promise<unknown>)[] = [];
+  try {
+    const migratePool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+    try {
+      const applied = await migrate(migratePool);
+      if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
+    } finally {
+      await migratePool.end();
+    }
+
+    const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize });
+    cleanups.push(() => store.close());
+    const dispatcher = new Dispatcher({ store, logger: logger.child({ component: 'dispatcher' }), pollIntervalMs: config.pollIntervalMs });
+    const listener = new NotificationListener({
+      connectionString: databaseUrl,
+      channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL],
+      onNotification: (n) => {
+        if (n.channel === CHANNEL_JOB_AVAILABLE) dispatcher.notifyQueue(n.payload);
+        else if (n.channel === CHANNEL_JOB_CANCEL) dispatcher.notifyCancel(n.payload);
+      },
+      onConnected: () => dispatcher.notifyAll(),
+      onError: (err) => logger.warn({ err }, 'LISTEN connection lost; reconnecting'),
+    });
+    await listener.start();
+    cleanups.push(() => listener.stop());
+    dispatcher.start();
+
+    const elector = new Elector({ connectionString: databaseUrl, intervalMs: config.electionIntervalMs, logger });
+    const sweeper = new Sweeper({ store, isLeader: () => elector.isLeader, logger, intervalMs: config.sweepIntervalMs });
+    elector.start();
+    sweeper.start();
+    cleanups.push(() => sweeper.stop(), () => elector.stop());
+
+    const server = new grpc.Server({
+      'grpc.max_receive_message_length': config.maxMessageBytes,
+      'grpc.max_send_message_length': config.maxMessageBytes,
+      'grpc.keepalive_permit_without_calls': 1,
+      'grpc.keepalive_time_ms': 30_000,
+    });
+    const deps = { store, dispatcher, logger, maxPayloadBytes: config.maxPayloadBytes, defaultLeaseSeconds: DEFAULT_LEASE_SECONDS };
+    server.addService(JobServiceService, jobService(deps));
+    server.addService(WorkerServiceService, workerService(deps));
+    server.addService(QueueServiceService, queueService(deps));
+    const health = new HealthImplementation(Object.fromEntries(['', ...SERVICE_NAMES].map((s) => [s, 'SERVING' as const])));
+    health.addToServer(server);
+    reflectionAddToServer(server);
+
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(new Error(`cannot listen on ${config.host}:${config.port}: ${err.message}`, { cause: err })) : resolve(p),
+      ),
+    );
+    const address = `${config.host}:${port}`;
+
+    let stopping: Promise<void> | null = null;
+    const stop = () =>
+      (stopping ??= (async () => {
+        logger.info('shutting down');
+        for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'NOT_SERVING');
+        const stillHeld = await dispatcher.drainAll(config.shutdownTimeoutMs);
+        if (stillHeld > 0) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            server.forceShutdown();
+            resolve();
+          }, 1000);
+          server.tryShutdown(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+        for (const cleanup of cleanups.reverse()) await cleanup();
+        await embedded?.stop();
+        logger.info('stopped');
+      })());
+
+    return { address, port, databaseUrl, store, dispatcher, elector, sweeper, stop };
+  } catch (err) {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    await embedded?.stop();
+    throw err;
+  }
+}

@@ -1,0 +1,392 @@
+import { status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall } from '@grpc/grpc-js';
+import type { Dispatcher, SessionMessage, WorkerSession } from '../dispatcher/dispatcher.js';
+import { failedPrecondition, invalidArgument } from '../errors.js';
+import type {
+  JobServiceServer,
+  SubmitJobRequest,
+} from '../gen/evora/v1/job.js';
+import type { QueueServiceServer } from '../gen/evora/v1/queue.js';
+import type { WorkerServiceServer, WorkRequest, WorkResponse } from '../gen/evora/v1/worker.js';
+import type { Logger } from '../logger.js';
+import type { JobState, JobSubmitInput, Store } from '../store/store.js';
+import {
+  backoffKindFromPb,
+  durationToSeconds,
+  jobStateFromPb,
+  jobToPb,
+  leasedJobToPb,
+  queueToPb,
+} from './convert.js';
+import { toServiceError } from './status.js';
+import {
+  DEFAULT_PAGE_SIZE,
+  MAX_BATCH,
+  MAX_PAGE_SIZE,
+  MAX_SLOTS,
+  checkDate,
+  checkIdempotencyKey,
+  checkIntRange,
+  checkJsonSize,
+  checkMaxAttempts,
+  checkName,
+  checkPriority,
+  pageTokenDecode,
+  pageTokenEncode,
+} from './validate.js';
+
+/**
+ * The gRPC layer: translates protobuf requests into store and dispatcher calls and domain
+ * errors into statuses (through toServiceError), and does nothing else.
+ */
+
+/** What the gRPC handlers need. */
+export interface ServiceDeps {
+  store: Store;
+  dispatcher: Dispatcher;
+  logger: Logger;
+  maxPayloadBytes: number;
+  /** Lease length told to workers whose queues are not configured yet. */
+  defaultLeaseSeconds: number;
+}
+
+/** Wraps a unary handler: validation and domain errors become statuses, nothing escapes. */
+function unary<Req, Res>(logger: Logger, method: string, fn: (req: Req, call: ServerUnaryCall<Req, Res>) => Promise<Res>) {
+  return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
+    fn(call.request, call).then(
+      (res) => callback(null, res),
+      (err: unknown) => callback(toServiceError(err, logger, { method })),
+    );
+  };
+}
+
+function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitInput {
+  return {
+    queue: checkName('queue', req.queue),
+    type: checkName('type', req.type),
+    payload: checkJsonSize('payload', req.payload, maxPayloadBytes),
+    priority: checkPriority(req.priority),
+    runAt: checkDate('run_at', req.runAt) ?? null,
+    idempotencyKey: checkIdempotencyKey(req.idempotencyKey) || null,
+    maxAttempts: checkMaxAttempts(req.maxAttempts) || null,
+  };
+}
+
+function checkJobId(id: string): string {
+  if (!id) throw invalidArgument('id is required');
+  return id;
+}
+
+/** JobService: producers and operators. */
+export function jobService(deps: ServiceDeps): JobServiceServer {
+  const { store, logger, maxPayloadBytes } = deps;
+  return {
+    submitJob: unary(logger, 'SubmitJob', async (req) => {
+      const { job, created } = await store.jobSubmit({ job: submitInput(req, maxPayloadBytes) });
+      if (created) logger.debug({ job_id: job.id, queue: job.queue, type: job.type }, 'job submitted');
+      return { job: jobToPb(job), created };
+    }),
+    submitJobs: unary(logger, 'SubmitJobs', async (req) => {
+      if (req.jobs.length > MAX_BATCH) throw invalidArgument(`at most ${MAX_BATCH} jobs per SubmitJobs call`);
+      const inputs = req.jobs.map((j, i) => {
+        try {
+          return submitInput(j, maxPayloadBytes);
+        } catch (err) {
+          throw invalidArgument(`jobs[${i}]: ${(err as Error).message}`);
+        }
+      });
+      const results = await store.jobSubmitMany({ jobs: inputs });
+      return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })) };
+    }),
+    getJob: unary(logger, 'GetJob', async (req) => ({ job: jobToPb(await store.jobGet({ id: checkJobId(req.id) })) })),
+    listJobs: unary(logger, 'ListJobs', async (req) => {
+      const states = req.states.map((s) => {
+        const state = jobStateFromPb(s);
+        if (!state) throw invalidArgument(`states contains an unknown state (${s})`);
+        return state;
+      });
+      const limit = req.pageSize === 0 ? DEFAULT_PAGE_SIZE : checkIntRange('page_size', req.pageSize, 1, MAX_PAGE_SIZE);
+      const page = await store.jobList({
+        queue: req.queue ? checkName('queue', req.queue) : null,
+        states: states as JobState[],
+        type: req.type ? checkName('type', req.type) : null,
+        limit,
+        afterId: pageTokenDecode(req.pageToken),
+      });
+      return { jobs: page.jobs.map(jobToPb), nextPageToken: pageTokenEncode(page.nextAfterId) };
+    }),
+    cancelJob: unary(logger, 'CancelJob', async (req) => {
+      const job = await store.jobCancel({ id: checkJobId(req.id) });
+      logger.info({ job_id: job.id, queue: job.queue, type: job.type, state: job.state }, 'job cancel requested');
+      return { job: jobToPb(job) };
+    }),
+    retryJob: unary(logger, 'RetryJob', async (req) => {
+      const job = await store.jobRetry({ id: checkJobId(req.id) });
+      logger.info({ job_id: job.id, queue: job.queue, type: job.type }, 'job retried by operator');
+      return { job: jobToPb(job) };
+    }),
+  };
+}
+
+/** QueueService: operators configure, pause and resume queues. */
+export function queueService(deps: ServiceDeps): QueueServiceServer {
+  const { store, logger } = deps;
+  return {
+    upsertQueue: unary(logger, 'UpsertQueue', async (req) => {
+      const name = checkName('name', req.name);
+      const existed = await store.queueGet({ name }).then(
+        () => true,
+        () => false,
+      );
+      const b = req.backoff;
+      if (b && (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter))) throw invalidArgument('backoff.jitter must be from 0 to 1');
+      const base = b?.base ? durationToSeconds(b.base) : undefined;
+      const cap = b?.cap ? durationToSeconds(b.cap) : undefined;
+      if ((base ?? 0) < 0 || (cap ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
+      const queue = await store.queueUpsert({
+        name,
+        maxAttempts: req.maxAttempts === undefined ? null : checkIntRange('max_attempts', req.maxAttempts, 1, 1000),
+        leaseSeconds: req.leaseSeconds === undefined ? null : checkIntRange('lease_seconds', req.leaseSeconds, 1, 86_400),
+        maxConcurrency:
+          req.maxConcurrency === undefined ? null : checkIntRange('max_concurrency', req.maxConcurrency, 0, 1_000_000),
+        backoffKind: b ? (backoffKindFromPb(b.kind) ?? null) : null,
+        backoffBaseSeconds: base ?? null,
+        backoffCapSeconds: cap ?? null,
+        backoffJitter: b ? b.jitter : null,
+      });
+      return { queue: queueToPb(queue), created: !existed };
+    }),
+    getQueue: unary(logger, 'GetQueue', async (req) => ({ queue: queueToPb(await store.queueGet({ name: checkName('name', req.name) })) })),
+    listQueues: unary(logger, 'ListQueues', async () => ({ queues: (await store.queueList()).map(queueToPb) })),
+    pauseQueue: unary(logger, 'PauseQueue', async (req) => {
+      const queue = await store.queueSetPaused({ name: checkName('name', req.name), paused: true });
+      logger.info({ queue: queue.name }, 'queue paused');
+      return { queue: queueToPb(queue) };
+    }),
+    resumeQueue: unary(logger, 'ResumeQueue', async (req) => {
+      const queue = await store.queueSetPaused({ name: checkName('name', req.name), paused: false });
+      logger.info({ queue: queue.name }, 'queue resumed');
+      return { queue: queueToPb(queue) };
+    }),
+  };
+}
+
+function sessionMessageToPb(msg: SessionMessage): WorkResponse {
+  switch (msg.kind) {
+    case 'job':
+      return { msg: { $case: 'job', value: leasedJobToPb(msg.job) } };
+    case 'cancel':
+      return { msg: { $case: 'cancel', value: { jobId: msg.jobId } } };
+    case 'leaseLost':
+      return { msg: { $case: 'leaseLost', value: { jobId: msg.jobId, reason: msg.reason } } };
+    case 'drain':
+      return { msg: { $case: 'drain', value: { reason: msg.reason } } };
+  }
+}
+
+const MAX_WAIT_MS = 60_000;
+
+/** WorkerService: the Work stream and its unary twins. */
+export function workerService(deps: ServiceDeps): WorkerServiceServer {
+  const { store, dispatcher, logger, maxPayloadBytes } = deps;
+
+  async function leaseSecondsFor(queues: string[]): Promise<number> {
+    const known = (await store.queueList()).filter((q) => queues.includes(q.name));
+    return Math.min(deps.defaultLeaseSeconds, ...known.map((q) => q.leaseSeconds));
+  }
+
+  function work(call: ServerDuplexStream<WorkRequest, WorkResponse>): void {
+    let session: WorkerSession | null = null;
+    let opening = false;
+    let log = logger;
+    const send = (res: WorkResponse) => {
+      if (!call.writableEnded && !call.destroyed) call.write(res);
+    };
+    const refuse = (message: string) => {
+      call.emit('error', { code: status.INVALID_ARGUMENT, details: message });
+    };
+    /** Answers a write with an ack once it has committed. */
+    const ack = (jobId: string, write: Promise<{ accepted: boolean; reason: string }>) => {
+      write.then(
+        (a) => send({ msg: { $case: 'ack', value: { jobId, accepted: a.accepted, reason: a.reason } } }),
+        (err: unknown) => {
+          logger.error({ err, job_id: jobId }, 'worker write failed');
+          send({ msg: { $case: 'ack', value: { jobId, accepted: false, reason: 'internal error; retry the write' } } });
+        },
+      );
+    };
+
+    call.on('data', (req: WorkRequest) => {
+      const m = req.msg;
+      if (!m) return refuse('empty WorkRequest');
+      if (!session) {
+        if (opening) return; // messages sent before the welcome are ignored until the session exists
+        if (m.$case !== 'hello') return refuse('the first message on a Work stream must be hello');
+        const hello = m.value;
+        try {
+          checkName('hello.worker_id', hello.workerId);
+          if (hello.queues.length === 0) throw invalidArgument('hello.queues must name at least one queue');
+          hello.queues.forEach((q) => checkName('hello.queues', q));
+          checkIntRange('hello.slots', hello.slots, 1, MAX_SLOTS);
+        } catch (err) {
+          return refuse((err as Error).message);
+        }
+        opening = true;
+        void (async () => {
+          try {
+            const leaseSeconds = await leaseSecondsFor(hello.queues);
+            const opened = await dispatcher.sessionOpen({
+              workerId: hello.workerId,
+              queues: hello.queues,
+              slots: hello.slots,
+              held: hello.held.map((l) => ({ id: l.jobId, token: l.leaseToken })),
+              send: (msg) => send(sessionMessageToPb(msg)),
+            });
+            if (call.destroyed || call.writableEnded) {
+              dispatcher.sessionClose(opened);
+              return;
+            }
+            session = opened;
+            log = logger.child({ worker_id: hello.workerId, session_id: opened.id });
+            log.info({ queues: hello.queues, slots: hello.slots }, 'worker session opened');
+            send({
+              msg: {
+                $case: 'welcome',
+                value: {
+                  sessionId: opened.id,
+                  leaseSeconds,
+                  heartbeatIntervalSeconds: Math.max(1, Math.floor(leaseSeconds / 3)),
+                },
+              },
+            });
+          } catch (err) {
+            call.emit('error', toServiceError(err, logger, { method: 'Work' }));
+          }
+        })();
+        return;
+      }
+      const s = session;
+      switch (m.$case) {
+        case 'hello':
+          return refuse('hello may be sent only once');
+        case 'heartbeat':
+          dispatcher
+            .heartbeat(s, m.value.leases.map((l) => ({ id: l.jobId, token: l.leaseToken })))
+            .then((r) => {
+              const byId = new Map(m.value.leases.map((l) => [l.jobId, l.leaseToken]));
+              send({
+                msg: {
+                  $case: 'heartbeatAck',
+                  value: {
+                    leases: r.extended.map((e) => ({
+                      jobId: e.id,
+                      leaseToken: byId.get(e.id) ?? '',
+                      leaseExpiresAt: e.lockedUntil,
+                      cancelRequested: e.cancelRequested,
+                    })),
+                  },
+                },
+              });
+            })
+            .catch((err: unknown) => log.error({ err }, 'heartbeat failed'));
+          return;
+        case 'complete': {
+          const v = m.value;
+          let result;
+          try {
+            result = checkJsonSize('result', v.result, maxPayloadBytes);
+          } catch (err) {
+            return ack(v.jobId, Promise.resolve({ accepted: false, reason: (err as Error).message }));
+          }
+          return ack(v.jobId, dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
+        }
+        case 'fail': {
+          const v = m.value;
+          return ack(
+            v.jobId,
+            dispatcher.fail(s, {
+              id: v.jobId,
+              token: v.leaseToken,
+              error: v.error.slice(0, 10_000),
+              retryable: !v.nonRetryable,
+              retryAt: v.retryAt ?? null,
+            }),
+          );
+        }
+        case 'snooze': {
+          const v = m.value;
+          if (!v.runAt) return ack(v.jobId, Promise.resolve({ accepted: false, reason: 'snooze.run_at is required' }));
+          return ack(v.jobId, dispatcher.snooze(s, { id: v.jobId, token: v.leaseToken, runAt: v.runAt }));
+        }
+        case 'drain':
+          log.info('worker draining');
+          dispatcher.sessionDrain(s);
+          return;
+      }
+    });
+
+    const close = () => {
+      if (session) {
+        log.info({ held: session.held.size }, 'worker session closed');
+        dispatcher.sessionClose(session);
+        session = null;
+      }
+    };
+    call.on('end', () => {
+      close();
+      if (!call.writableEnded) call.end();
+    });
+    call.on('error', close);
+    call.on('close', close);
+    call.on('cancelled', close);
+  }
+
+  async function leaseOrFail<T extends { accepted: boolean; job?: unknown }>(p: Promise<T>): Promise<T> {
+    const out = await p;
+    if (!out.accepted) throw failedPrecondition('lease lost: the lease expired or the job was given to another worker');
+    return out;
+  }
+
+  return {
+    work,
+    claimJobs: unary(logger, 'ClaimJobs', async (req, call) => {
+      checkName('worker_id', req.workerId);
+      if (req.queues.length === 0) throw invalidArgument('queues must name at least one queue');
+      req.queues.forEach((q) => checkName('queues', q));
+      const max = req.max === 0 ? 1 : checkIntRange('max', req.max, 1, 1000);
+      const waitMs = req.wait ? Math.round(durationToSeconds(req.wait) * 1000) : 0;
+      if (waitMs < 0 || waitMs > MAX_WAIT_MS) throw invalidArgument(`wait must be from 0 to ${MAX_WAIT_MS / 1000}s`);
+      const abort = new AbortController();
+      call.on('cancelled', () => abort.abort());
+      const jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, signal: abort.signal });
+      return { jobs: jobs.map(leasedJobToPb) };
+    }),
+    extendLease: unary(logger, 'ExtendLease', async (req) => {
+      const r = await dispatcher.heartbeat(null, [{ id: req.jobId, token: req.leaseToken }]);
+      const e = r.extended[0];
+      if (!e) throw failedPrecondition('lease lost: the lease expired or the job was given to another worker');
+      return { leaseExpiresAt: e.lockedUntil, cancelRequested: e.cancelRequested };
+    }),
+    completeJob: unary(logger, 'CompleteJob', async (req) => {
+      const result = checkJsonSize('result', req.result, maxPayloadBytes);
+      const out = await leaseOrFail(dispatcher.complete(null, { id: req.jobId, token: req.leaseToken, result }));
+      return { job: out.job ? jobToPb(out.job) : undefined };
+    }),
+    failJob: unary(logger, 'FailJob', async (req) => {
+      const out = await leaseOrFail(
+        dispatcher.fail(null, {
+          id: req.jobId,
+          token: req.leaseToken,
+          error: req.error.slice(0, 10_000),
+          retryable: !req.nonRetryable,
+          retryAt: req.retryAt ?? null,
+        }),
+      );
+      return { job: out.job ? jobToPb(out.job) : undefined };
+    }),
+    snoozeJob: unary(logger, 'SnoozeJob', async (req) => {
+      if (!req.runAt) throw invalidArgument('run_at is required');
+      const out = await leaseOrFail(dispatcher.snooze(null, { id: req.jobId, token: req.leaseToken, runAt: req.runAt }));
+      return { job: out.job ? jobToPb(out.job) : undefined };
+    }),
+  };
+}

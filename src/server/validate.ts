@@ -1,0 +1,83 @@
+import { invalidArgument } from '../errors.js';
+import type { JsonObject } from '../store/store.js';
+
+/**
+ * Input checks shared by every RPC. Each throws INVALID_ARGUMENT with one line that names
+ * the field and what is wrong, before anything is changed.
+ */
+
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.:\/-]*$/;
+/** Longest queue name, job type or worker id. */
+export const MAX_NAME_LENGTH = 128;
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+export const PRIORITY_MIN = -1000;
+export const PRIORITY_MAX = 1000;
+export const MAX_ATTEMPTS_LIMIT = 1000;
+export const MAX_SLOTS = 10_000;
+export const MAX_BATCH = 10_000;
+export const MAX_PAGE_SIZE = 1000;
+export const DEFAULT_PAGE_SIZE = 50;
+
+/** A queue name, job type or worker id: letters, digits and _ . : / -, starting with a letter or digit. */
+export function checkName(field: string, value: string): string {
+  if (!value) throw invalidArgument(`${field} is required`);
+  if (value.length > MAX_NAME_LENGTH) throw invalidArgument(`${field} is longer than ${MAX_NAME_LENGTH} characters`);
+  if (!NAME_RE.test(value)) {
+    throw invalidArgument(`${field} "${value}" may contain only letters, digits and _ . : / - (starting with a letter or digit)`);
+  }
+  return value;
+}
+
+export function checkPriority(value: number): number {
+  if (!Number.isInteger(value) || value < PRIORITY_MIN || value > PRIORITY_MAX) {
+    throw invalidArgument(`priority must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}, got ${value}`);
+  }
+  return value;
+}
+
+export function checkMaxAttempts(value: number): number {
+  if (!Number.isInteger(value) || value < 0 || value > MAX_ATTEMPTS_LIMIT) {
+    throw invalidArgument(`max_attempts must be from 0 (queue default) to ${MAX_ATTEMPTS_LIMIT}, got ${value}`);
+  }
+  return value;
+}
+
+export function checkIdempotencyKey(value: string): string {
+  if (value.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    throw invalidArgument(`idempotency_key is longer than ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
+  }
+  return value;
+}
+
+/** A payload or result: a JSON object no larger than the configured limit. */
+export function checkJsonSize(field: string, value: JsonObject | undefined, maxBytes: number): JsonObject {
+  const obj = value ?? {};
+  const bytes = Buffer.byteLength(JSON.stringify(obj));
+  if (bytes > maxBytes) throw invalidArgument(`${field} is ${bytes} bytes of JSON; the limit is ${maxBytes}`);
+  return obj;
+}
+
+export function checkDate(field: string, value: Date | undefined): Date | undefined {
+  if (value && Number.isNaN(value.getTime())) throw invalidArgument(`${field} is not a valid time`);
+  return value;
+}
+
+export function checkIntRange(field: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw invalidArgument(`${field} must be from ${min} to ${max}, got ${value}`);
+  }
+  return value;
+}
+
+/** Page tokens are opaque to clients: the base64url of the last job id of the page. */
+export function pageTokenEncode(afterId: string | null): string {
+  return afterId ? Buffer.from(`j:${afterId}`).toString('base64url') : '';
+}
+
+export function pageTokenDecode(token: string): string | null {
+  if (!token) return null;
+  const text = Buffer.from(token, 'base64url').toString('utf8');
+  const m = /^j:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(text);
+  if (!m?.[1]) throw invalidArgument('page_token is not valid (pass next_page_token back unchanged)');
+  return m[1];
+}

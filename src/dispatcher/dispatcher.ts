@@ -382,6 +382,11 @@ export class Dispatcher {
     }
   }
 
+  /** How many unary claims are waiting for work (for tests and metrics). */
+  get waitingClaims(): number {
+    return this.waiters.size;
+  }
+
   private waitForWork(queues: Set<string>, ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const waiter = { queues, wake: done };

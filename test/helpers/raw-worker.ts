@@ -1,0 +1,81 @@
+import type { ClientDuplexStream } from '@grpc/grpc-js';
+import type { WorkRequest, WorkResponse, LeasedJob } from '../../src/gen/evora/v1/worker.js';
+import type { Clients } from './server-setup.js';
+
+/**
+ * A minimal worker on the raw Work stream, for tests of the wire contract. It records
+ * everything the server sends and lets the test decide what to answer.
+ */
+export class RawWorker {
+  readonly received: WorkResponse[] = [];
+  readonly jobs: LeasedJob[] = [];
+  readonly stream: ClientDuplexStream<WorkRequest, WorkResponse>;
+  ended = false;
+  error: Error | null = null;
+  private listeners = new Set<() => void>();
+
+  constructor(clients: Clients) {
+    this.stream = clients.workers.work();
+    this.stream.on('data', (res: WorkResponse) => {
+      this.received.push(res);
+      if (res.msg?.$case === 'job') this.jobs.push(res.msg.value);
+      for (const l of this.listeners) l();
+    });
+    this.stream.on('error', (err: Error) => {
+      this.error = err;
+      this.ended = true;
+      for (const l of this.listeners) l();
+    });
+    this.stream.on('end', () => {
+      this.ended = true;
+      for (const l of this.listeners) l();
+    });
+  }
+
+  /** Opens the session and waits for the welcome. */
+  async hello(workerId: string, queues: string[], slots: number): Promise<void> {
+    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: [] } } });
+    await this.until(() => this.received.some((r) => r.msg?.$case === 'welcome'));
+  }
+
+  send(req: WorkRequest): void {
+    this.stream.write(req);
+  }
+
+  complete(job: LeasedJob, result: Record<string, unknown> = {}): void {
+    this.send({ msg: { $case: 'complete', value: { jobId: job.job!.id, leaseToken: job.leaseToken, result } } });
+  }
+
+  /** The acks received for a job. */
+  acks(jobId: string) {
+    return this.received.flatMap((r) => (r.msg?.$case === 'ack' && r.msg.value.jobId === jobId ? [r.msg.value] : []));
+  }
+
+  /** Resolves when `check` holds, re-checking on every message from the server. */
+  until(check: () => boolean, timeoutMs = 15_000): Promise<void> {
+    if (check()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.listeners.delete(listener);
+        reject(new Error(`worker: condition not met in ${timeoutMs} ms (received ${this.received.length} messages)`));
+      }, timeoutMs);
+      const listener = () => {
+        if (check()) {
+          clearTimeout(timer);
+          this.listeners.delete(listener);
+          resolve();
+        }
+      };
+      this.listeners.add(listener);
+    });
+  }
+
+  /** Ends the stream as a worker that crashed would (no drain). */
+  kill(): void {
+    this.stream.cancel();
+  }
+
+  close(): void {
+    if (!this.ended) this.stream.end();
+  }
+}

@@ -1,0 +1,69 @@
+import { afterAll } from 'vitest';
+import * as grpc from '@grpc/grpc-js';
+import { configLoad, type ServerConfig } from '../../src/config.js';
+import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
+import { QueueServiceClient } from '../../src/gen/evora/v1/queue.js';
+import { WorkerServiceClient } from '../../src/gen/evora/v1/worker.js';
+import { silentLogger, createLogger } from '../../src/logger.js';
+import { serverStart, type EvoraServer } from '../../src/server/server.js';
+import { testDatabaseCreate } from './db.js';
+
+/** Generated gRPC clients for one server address. */
+export interface Clients {
+  jobs: JobServiceClient;
+  workers: WorkerServiceClient;
+  queues: QueueServiceClient;
+  close(): void;
+}
+
+/** Raw generated clients (tests of the wire contract use these rather than the SDK). */
+export function clientsFor(address: string): Clients {
+  const creds = grpc.credentials.createInsecure();
+  const jobs = new JobServiceClient(address, creds);
+  const workers = new WorkerServiceClient(address, creds);
+  const queues = new QueueServiceClient(address, creds);
+  return { jobs, workers, queues, close: () => [jobs, workers, queues].forEach((c) => c.close()) };
+}
+
+/** Promisifies a generated unary method: `call(c.jobs, 'submitJob', req)`. */
+export function call<C extends grpc.Client, M extends keyof C>(
+  client: C,
+  method: M,
+  request: C[M] extends (req: infer Req, cb: (err: grpc.ServiceError | null, res: infer _R) => void) => unknown ? Req : never,
+): Promise<C[M] extends (req: never, cb: (err: grpc.ServiceError | null, res: infer Res) => void) => unknown ? Res : never> {
+  return new Promise((resolve, reject) => {
+    (client[method] as unknown as (r: unknown, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void).call(
+      client,
+      request,
+      (err, res) => (err ? reject(err) : resolve(res as never)),
+    );
+  });
+}
+
+/**
+ * Starts an Evora server on 127.0.0.1 (any free port) over a database of its own, unless
+ * `databaseUrl` is given (to start a second server on the same database). Stops it, and
+ * drops the database, after the file's tests.
+ */
+export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, string>> & { databaseUrl?: string } = {}) {
+  let dropDb: (() => Promise<void>) | null = null;
+  let databaseUrl = overrides.databaseUrl;
+  if (!databaseUrl) {
+    const db = await testDatabaseCreate();
+    databaseUrl = db.url;
+    dropDb = db.drop;
+  }
+  const config = configLoad(
+    { host: '127.0.0.1', port: '0', pollIntervalMs: '200', sweepIntervalMs: '100', electionIntervalMs: '200', ...overrides, databaseUrl },
+    {},
+  );
+  const logger = process.env.EVORA_TEST_LOG ? createLogger({ level: process.env.EVORA_TEST_LOG, pretty: false }) : silentLogger();
+  const server: EvoraServer = await serverStart(config, logger);
+  const clients = clientsFor(server.address);
+  afterAll(async () => {
+    clients.close();
+    await server.stop();
+    await dropDb?.();
+  });
+  return { server, clients, address: server.address, databaseUrl, config };
+}

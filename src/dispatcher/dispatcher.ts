@@ -65,6 +65,8 @@ interface QueueDispatch {
   claiming: boolean;
   /** Set by every wake-up; cleared by a claim that came back short (the queue is drained). */
   wanted: boolean;
+  /** Counts wake-ups, so one that arrives during a claim is not lost when that claim comes back short. */
+  wakes: number;
   /** Rotates the first session served, so no session is always first. */
   rotation: number;
 }
@@ -117,18 +119,19 @@ export class Dispatcher {
   notifyQueue(queue: string): void {
     for (const w of this.waiters) if (w.queues.has(queue)) w.wake();
     const q = this.queues.get(queue);
-    if (!q) return;
-    q.wanted = true;
-    this.claimFor(q);
+    if (q) this.wake(q);
   }
 
   /** Wake every queue: after the LISTEN connection (re)connects, notifications may have been missed. */
   notifyAll(): void {
     for (const w of this.waiters) w.wake();
-    for (const q of this.queues.values()) {
-      q.wanted = true;
-      this.claimFor(q);
-    }
+    for (const q of this.queues.values()) this.wake(q);
+  }
+
+  private wake(q: QueueDispatch): void {
+    q.wanted = true;
+    q.wakes++;
+    this.claimFor(q);
   }
 
   /** A NOTIFY said an operator cancelled this job: tell the worker that holds it here, if any. */
@@ -138,10 +141,7 @@ export class Dispatcher {
 
   private poll(): void {
     for (const q of this.queues.values()) {
-      if ([...q.sessions].some((s) => s.free > 0)) {
-        q.wanted = true;
-        this.claimFor(q);
-      }
+      if ([...q.sessions].some((s) => s.free > 0)) this.wake(q);
     }
   }
 
@@ -172,12 +172,11 @@ export class Dispatcher {
     for (const name of session.queues) {
       let q = this.queues.get(name);
       if (!q) {
-        q = { name, sessions: new Set(), claiming: false, wanted: true, rotation: 0 };
+        q = { name, sessions: new Set(), claiming: false, wanted: true, wakes: 0, rotation: 0 };
         this.queues.set(name, q);
       }
       q.sessions.add(session);
-      q.wanted = true;
-      this.claimFor(q);
+      this.wake(q);
     }
     return session;
   }
@@ -296,6 +295,7 @@ export class Dispatcher {
       while (q.wanted && !this.stopped) {
         const slots = this.reserve(q);
         if (slots.length === 0) return; // no free slot: a freed slot wakes us (q.wanted stays set)
+        const wakesBefore = q.wakes;
         const started = performance.now();
         let jobs: Job[] = [];
         try {
@@ -306,8 +306,9 @@ export class Dispatcher {
           return;
         }
         this.opts.onClaim?.(q.name, slots.length, jobs.length, performance.now() - started);
-        // A short claim means the queue has nothing more claimable right now.
-        q.wanted = jobs.length === slots.length;
+        // A short claim means the queue had nothing more claimable, unless a wake-up
+        // arrived while the claim ran (its rows may not have been visible to it).
+        q.wanted = jobs.length === slots.length || q.wakes !== wakesBefore;
         for (const s of slots) s.reserved--;
         const undeliverable: Job[] = [];
         jobs.forEach((job, i) => {

@@ -25,12 +25,20 @@ export function clientsFor(address: string): Clients {
   return { jobs, workers, queues, close: () => [jobs, workers, queues].forEach((c) => c.close()) };
 }
 
+/** The request and response types of a generated unary method (its last overload). */
+type UnaryMethod<Req, Res> = (
+  request: Req,
+  metadata: grpc.Metadata,
+  options: Partial<grpc.CallOptions>,
+  callback: (error: grpc.ServiceError | null, response: Res) => void,
+) => grpc.ClientUnaryCall;
+
 /** Promisifies a generated unary method: `call(c.jobs, 'submitJob', req)`. */
 export function call<C extends grpc.Client, M extends keyof C>(
   client: C,
   method: M,
-  request: C[M] extends (req: infer Req, cb: (err: grpc.ServiceError | null, res: infer _R) => void) => unknown ? Req : never,
-): Promise<C[M] extends (req: never, cb: (err: grpc.ServiceError | null, res: infer Res) => void) => unknown ? Res : never> {
+  request: C[M] extends UnaryMethod<infer Req, unknown> ? Req : never,
+): Promise<C[M] extends UnaryMethod<never, infer Res> ? Res : never> {
   return new Promise((resolve, reject) => {
     (client[method] as unknown as (r: unknown, cb: (e: grpc.ServiceError | null, r: unknown) => void) => void).call(
       client,

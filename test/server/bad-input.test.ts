@@ -1,0 +1,170 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fromBinary } from '@bufbuild/protobuf';
+import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
+import { protoPath as healthProtoPath } from 'grpc-health-check';
+import { queueName } from '../helpers/factories.js';
+import { RawWorker } from '../helpers/raw-worker.js';
+import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
+
+let clients: Clients;
+let address: string;
+beforeAll(async () => {
+  ({ clients, address } = await serverSetup({ maxPayloadBytes: '1000' }));
+});
+
+const ok = { queue: 'q', type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 };
+const MISSING = '00000000-0000-7000-8000-000000000000';
+const { INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION } = grpc.status;
+
+/** Expects a status code and a readable one-line message. */
+async function expectStatus(p: Promise<unknown>, code: grpc.status, message?: RegExp) {
+  const err = (await p.then(
+    () => {
+      throw new Error(`expected status ${grpc.status[code]}, got success`);
+    },
+    (e: unknown) => e,
+  )) as grpc.ServiceError;
+  expect(grpc.status[err.code]).toBe(grpc.status[code]);
+  expect(err.details).not.toMatch(/\n/);
+  if (message) expect(err.details).toMatch(message);
+}
+
+describe('bad input gets the right status and changes nothing', () => {
+  it('INVALID_ARGUMENT for malformed submits', async () => {
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ queue: '' }, /queue is required/],
+      [{ queue: 'bad name!' }, /queue "bad name!" may contain only/],
+      [{ queue: 'x'.repeat(200) }, /longer than 128/],
+      [{ type: '' }, /type is required/],
+      [{ type: 'a b' }, /type "a b"/],
+      [{ priority: 5000 }, /priority must be/],
+      [{ maxAttempts: -1 }, /max_attempts/],
+      [{ idempotencyKey: 'k'.repeat(300) }, /idempotency_key/],
+      [{ payload: { blob: 'x'.repeat(2000) } }, /payload is \d+ bytes of JSON; the limit is 1000/],
+    ];
+    for (const [patch, message] of cases) {
+      await expectStatus(call(clients.jobs, 'submitJob', { ...ok, queue: queueName(), ...patch } as never), INVALID_ARGUMENT, message);
+    }
+    await expectStatus(
+      call(clients.jobs, 'submitJobs', { jobs: [{ ...ok, queue: queueName() }, { ...ok, queue: '' }] }),
+      INVALID_ARGUMENT,
+      /jobs\[1\]: queue is required/,
+    );
+    // Nothing was created by any of them.
+    const list = await call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 100, pageToken: '' });
+    expect(list.jobs).toHaveLength(0);
+  });
+
+  it('INVALID_ARGUMENT for bad ids, page sizes and page tokens', async () => {
+    await expectStatus(call(clients.jobs, 'getJob', { id: 'not-a-uuid' }), INVALID_ARGUMENT, /not a UUID/);
+    await expectStatus(call(clients.jobs, 'getJob', { id: '' }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: -1, pageToken: '' }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 10, pageToken: 'garbage' }), INVALID_ARGUMENT, /page_token/);
+    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [99], type: '', pageSize: 10, pageToken: '' }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.workers, 'claimJobs', { workerId: '', queues: ['q'], max: 1 }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: [], max: 1 }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', leaseSeconds: 0 }), INVALID_ARGUMENT, /lease_seconds/);
+    await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', backoff: { kind: 1, jitter: 2 } }), INVALID_ARGUMENT, /jitter/);
+  });
+
+  it('NOT_FOUND for unknown jobs and queues', async () => {
+    await expectStatus(call(clients.jobs, 'getJob', { id: MISSING }), NOT_FOUND, /not found/);
+    await expectStatus(call(clients.jobs, 'cancelJob', { id: MISSING }), NOT_FOUND);
+    await expectStatus(call(clients.jobs, 'retryJob', { id: MISSING }), NOT_FOUND);
+    await expectStatus(call(clients.queues, 'getQueue', { name: 'nope' }), NOT_FOUND);
+    await expectStatus(call(clients.queues, 'pauseQueue', { name: 'nope' }), NOT_FOUND);
+  });
+
+  it('ALREADY_EXISTS for a reused idempotency key with other content; the first job is unchanged', async () => {
+    const queue = queueName();
+    const first = await call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', payload: { v: 1 } });
+    await expectStatus(call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', payload: { v: 2 } }), ALREADY_EXISTS, /idempotency key "k"/);
+    const got = await call(clients.jobs, 'getJob', { id: first.job!.id });
+    expect(got.job?.payload).toEqual({ v: 1 });
+  });
+
+  it('FAILED_PRECONDITION for retrying a COMPLETED job and for a stale lease on unary calls', async () => {
+    const queue = queueName();
+    const { job } = await call(clients.jobs, 'submitJob', { ...ok, queue });
+    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [queue], max: 1 });
+    await call(clients.workers, 'completeJob', { jobId: job!.id, leaseToken: jobs[0]!.leaseToken, result: {} });
+    await expectStatus(call(clients.jobs, 'retryJob', { id: job!.id }), FAILED_PRECONDITION, /COMPLETED/);
+    await expectStatus(call(clients.jobs, 'cancelJob', { id: job!.id }), FAILED_PRECONDITION);
+    await expectStatus(call(clients.workers, 'completeJob', { jobId: job!.id, leaseToken: jobs[0]!.leaseToken, result: {} }), FAILED_PRECONDITION, /lease lost/);
+    await expectStatus(call(clients.workers, 'completeJob', { jobId: job!.id, leaseToken: 'junk', result: {} }), FAILED_PRECONDITION);
+  });
+
+  it('a Work stream whose first message is not hello is closed with INVALID_ARGUMENT', async () => {
+    const w = new RawWorker(clients);
+    w.send({ msg: { $case: 'drain', value: {} } });
+    await w.until(() => w.ended);
+    expect((w.error as grpc.ServiceError | null)?.code).toBe(INVALID_ARGUMENT);
+    expect((w.error as grpc.ServiceError).details).toMatch(/first message on a Work stream must be hello/);
+
+    const v = new RawWorker(clients);
+    v.send({ msg: { $case: 'hello', value: { workerId: 'w', queues: ['q'], slots: 0, held: [] } } });
+    await v.until(() => v.ended);
+    expect((v.error as grpc.ServiceError | null)?.code).toBe(INVALID_ARGUMENT);
+  });
+
+  it('messages over the configured size are refused by gRPC', async () => {
+    await expectStatus(
+      call(clients.jobs, 'submitJob', { ...ok, queue: queueName(), payload: { blob: 'x'.repeat(5 * 1024 * 1024) } }),
+      grpc.status.RESOURCE_EXHAUSTED,
+    );
+  });
+});
+
+describe('health and reflection', () => {
+  it('grpc.health.v1.Health answers SERVING for the server and each service', async () => {
+    const def = protoLoader.loadSync(healthProtoPath, { keepCase: true, enums: String });
+    const Health = (grpc.loadPackageDefinition(def) as any).grpc.health.v1.Health as typeof grpc.Client;
+    const health = new Health(address, grpc.credentials.createInsecure()) as grpc.Client & {
+      check: (req: { service: string }, cb: (e: grpc.ServiceError | null, r: { status: string }) => void) => void;
+    };
+    for (const service of ['', 'evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService']) {
+      const res = await new Promise<{ status: string }>((resolve, reject) =>
+        health.check({ service }, (e, r) => (e ? reject(e) : resolve(r))),
+      );
+      expect(res.status).toBe('SERVING');
+    }
+    health.close();
+  });
+
+  it('server reflection lists the services and describes them with the .proto field names', async () => {
+    const reflectionProto = join(dirname(createRequire(import.meta.url).resolve('@grpc/reflection')), '..', 'proto', 'grpc', 'reflection', 'v1', 'reflection.proto');
+    const def = protoLoader.loadSync(reflectionProto, { keepCase: true });
+    const Reflection = (grpc.loadPackageDefinition(def) as any).grpc.reflection.v1.ServerReflection as typeof grpc.Client;
+    const client = new Reflection(address, grpc.credentials.createInsecure()) as grpc.Client & {
+      ServerReflectionInfo: () => grpc.ClientDuplexStream<Record<string, unknown>, any>;
+    };
+    const ask = (req: Record<string, unknown>) =>
+      new Promise<any>((resolve, reject) => {
+        const stream = client.ServerReflectionInfo();
+        stream.on('data', (res) => {
+          resolve(res);
+          stream.end();
+        });
+        stream.on('error', reject);
+        stream.write(req);
+      });
+    const listed = await ask({ list_services: '' });
+    const names = listed.list_services_response.service.map((s: { name: string }) => s.name);
+    expect(names).toEqual(expect.arrayContaining(['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService', 'grpc.health.v1.Health']));
+
+    const files = await ask({ file_containing_symbol: 'evora.v1.WorkerService' });
+    const decoded = files.file_descriptor_response.file_descriptor_proto.map((b: Buffer) => fromBinary(FileDescriptorProtoSchema, b));
+    const worker = decoded.find((f: { name: string }) => f.name === 'evora/v1/worker.proto');
+    expect(worker).toBeDefined();
+    const hello = worker.messageType.find((m: { name: string }) => m.name === 'WorkerHello');
+    expect(hello.field.map((f: { name: string }) => f.name)).toEqual(['worker_id', 'queues', 'slots', 'held']);
+    // The well-known types it uses can be fetched too (grpcurl needs them to describe).
+    const struct = await ask({ file_by_filename: 'google/protobuf/struct.proto' });
+    expect(struct.file_descriptor_response.file_descriptor_proto.length).toBeGreaterThan(0);
+    client.close();
+  });
+});

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import pg from 'pg';
 import type { ServerConfig } from '../config.js';
@@ -8,7 +9,7 @@ import { migrate } from '../db/migrate.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
-import { WorkerServiceService } from '../gen/evora/v1/worker.js';
+import { WorkerServiceService, type WorkRequest, type WorkResponse } from '../gen/evora/v1/worker.js';
 import type { Logger } from '../logger.js';
 import { Elector } from '../services/elector.js';
 import { Sweeper } from '../services/sweeper.js';
@@ -100,7 +101,15 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.keepalive_time_ms': 30_000,
     });
-    const deps = { store, dispatcher, logger, maxPayloadBytes: config.maxPayloadBytes, defaultLeaseSeconds: DEFAULT_LEASE_SECONDS };
+    const streams = new Set<ServerDuplexStream<WorkRequest, WorkResponse>>();
+    const deps = {
+      store,
+      dispatcher,
+      logger,
+      maxPayloadBytes: config.maxPayloadBytes,
+      defaultLeaseSeconds: DEFAULT_LEASE_SECONDS,
+      streams,
+    };
     server.addService(JobServiceService, jobService(deps));
     server.addService(WorkerServiceService, workerService(deps));
     server.addService(QueueServiceService, queueService(deps));
@@ -122,6 +131,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
         for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'NOT_SERVING');
         const stillHeld = await dispatcher.drainAll(config.shutdownTimeoutMs);
         if (stillHeld > 0) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
+        for (const stream of streams) stream.end();
         await new Promise<void>((resolve) => {
           const timer = setTimeout(() => {
             server.forceShutdown();

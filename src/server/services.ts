@@ -47,6 +47,8 @@ export interface ServiceDeps {
   maxPayloadBytes: number;
   /** Lease length told to workers whose queues are not configured yet. */
   defaultLeaseSeconds: number;
+  /** Open Work streams, so shutdown can end them after the drain. */
+  streams: Set<ServerDuplexStream<WorkRequest, WorkResponse>>;
 }
 
 /** Wraps a unary handler: validation and domain errors become statuses, nothing escapes. */
@@ -195,6 +197,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
   }
 
   function work(call: ServerDuplexStream<WorkRequest, WorkResponse>): void {
+    deps.streams.add(call);
     let session: WorkerSession | null = null;
     let opening = false;
     let log = logger;
@@ -325,6 +328,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     });
 
     const close = () => {
+      deps.streams.delete(call);
       if (session) {
         log.info({ held: session.held.size }, 'worker session closed');
         dispatcher.sessionClose(session);

@@ -9,6 +9,7 @@ import { protoPath as healthProtoPath } from 'grpc-health-check';
 import { queueName } from '../helpers/factories.js';
 import { RawWorker } from '../helpers/raw-worker.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
+import type { JobState } from '../../src/gen/evora/v1/job.js';
 
 let clients: Clients;
 let address: string;
@@ -64,7 +65,7 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.jobs, 'getJob', { id: '' }), INVALID_ARGUMENT);
     await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: -1, pageToken: '' }), INVALID_ARGUMENT);
     await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 10, pageToken: 'garbage' }), INVALID_ARGUMENT, /page_token/);
-    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [99], type: '', pageSize: 10, pageToken: '' }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [99 as JobState], type: '', pageSize: 10, pageToken: '' }), INVALID_ARGUMENT);
     await expectStatus(call(clients.workers, 'claimJobs', { workerId: '', queues: ['q'], max: 1 }), INVALID_ARGUMENT);
     await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: [], max: 1 }), INVALID_ARGUMENT);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', leaseSeconds: 0 }), INVALID_ARGUMENT, /lease_seconds/);

@@ -1,0 +1,321 @@
+import * as grpc from '@grpc/grpc-js';
+import {
+  JobServiceClient,
+  type CancelJobResponse,
+  type GetJobResponse,
+  type ListJobsResponse,
+  type RetryJobResponse,
+  type SubmitJobRequest,
+  type SubmitJobResponse,
+  type SubmitJobsResponse,
+} from '../gen/evora/v1/job.js';
+import {
+  QueueServiceClient,
+  type Backoff as PbBackoff,
+  type GetQueueResponse,
+  type ListQueuesResponse,
+  type PauseQueueResponse,
+  type ResumeQueueResponse,
+  type UpsertQueueRequest,
+  type UpsertQueueResponse,
+} from '../gen/evora/v1/queue.js';
+import { channelCreate, resolveAddress, type ConnectionOptions } from './connection.js';
+import { EvoraApiError } from './errors.js';
+import {
+  backoffKindToPb,
+  jobFromPb,
+  jobStateParse,
+  jobStateToPb,
+  queueFromPb,
+  secondsToDuration,
+  toJsonObject,
+  type Backoff,
+  type Job,
+  type JobStateName,
+  type JsonObject,
+  type Queue,
+} from './types.js';
+
+/** Options of an EvoraClient. */
+export interface EvoraClientOptions extends ConnectionOptions {
+  /** Deadline of each call unless the call says otherwise, in ms. Default 10 000; Infinity = none. */
+  deadlineMs?: number;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** This call's deadline in ms (overrides the client's default); Infinity = none. */
+  deadlineMs?: number;
+  /** Cancels the call (it then fails with CANCELLED). */
+  signal?: AbortSignal;
+}
+
+/** One job to submit. */
+export interface SubmitJobInput<P = JsonObject> {
+  queue: string;
+  type: string;
+  /** A JSON object (Dates become ISO strings). Default {}. */
+  payload?: P;
+  /** Smaller runs first, -1000..1000. Default 0. */
+  priority?: number;
+  /** Earliest time to run. Default now. */
+  runAt?: Date;
+  /** Deduplication key, unique per queue: a replay returns the existing job (created = false). */
+  idempotencyKey?: string;
+  /** Attempts before the DLQ. Default: the queue's max_attempts. */
+  maxAttempts?: number;
+}
+
+/** The outcome of a submit. */
+export interface SubmitResult<P = JsonObject> {
+  job: Job<P>;
+  /** False when the idempotency key matched an existing job (nothing new was enqueued). */
+  created: boolean;
+}
+
+/** Filters of a job listing; filters are ANDed. */
+export interface ListJobsFilter {
+  queue?: string;
+  /** One state or several ('DLQ', ['PENDING', 'RUNNING']); case-insensitive. */
+  states?: JobStateName | JobStateName[] | string | string[];
+  type?: string;
+}
+
+/** One page of jobs. */
+export interface JobPage {
+  /** Newest first. */
+  jobs: Job[];
+  /** Pass as `pageToken` for the next page; null = no more pages. */
+  nextPageToken: string | null;
+}
+
+/** Queue settings to create or change; unset fields keep their current value (or the server default). */
+export interface QueueSettings {
+  maxAttempts?: number;
+  leaseSeconds?: number;
+  /** 0 = unlimited. */
+  maxConcurrency?: number;
+  /** Unset parts of the backoff keep their current value. */
+  backoff?: Partial<Backoff>;
+}
+
+/**
+ * The producer's and operator's client: submit jobs, read and list them, cancel and retry
+ * them, and configure queues. Every method returns a Promise that rejects with an
+ * EvoraApiError carrying the gRPC status. Call close() when done.
+ *
+ * ```ts
+ * const client = new EvoraClient({ address: '127.0.0.1:50051' });
+ * const { job } = await client.submit({ queue: 'emails', type: 'send_email', payload: { to: 'a@example.com' } });
+ * ```
+ */
+export class EvoraClient {
+  /** host:port this client talks to. */
+  readonly address: string;
+  private readonly channel: grpc.Channel;
+  private readonly jobs: JobServiceClient;
+  private readonly queues: QueueServiceClient;
+  private readonly deadlineMs: number;
+  private closed = false;
+
+  constructor(opts: EvoraClientOptions = {}) {
+    this.address = resolveAddress(opts.address);
+    this.deadlineMs = opts.deadlineMs ?? 10_000;
+    this.channel = channelCreate(opts);
+    const creds = opts.credentials ?? grpc.credentials.createInsecure();
+    this.jobs = new JobServiceClient(this.address, creds, { channelOverride: this.channel });
+    this.queues = new QueueServiceClient(this.address, creds, { channelOverride: this.channel });
+  }
+
+  // ----- jobs ---------------------------------------------------------------------------
+
+  /** Enqueues one job. */
+  async submit<P = JsonObject>(input: SubmitJobInput<P>, opts?: CallOptions): Promise<SubmitResult<P>> {
+    const req = submitRequest(input);
+    const res = await this.unary<SubmitJobResponse>('SubmitJob', (md, o, cb) => this.jobs.submitJob(req, md, o, cb), opts);
+    return { job: jobFromPb<P>(required(res.job, 'SubmitJob')), created: res.created };
+  }
+
+  /** Enqueues several jobs atomically: all are accepted or none is. Results are in input order. */
+  async submitMany<P = JsonObject>(inputs: SubmitJobInput<P>[], opts?: CallOptions): Promise<SubmitResult<P>[]> {
+    const jobs = inputs.map((input, i) => submitRequest(input, `jobs[${i}]`));
+    const res = await this.unary<SubmitJobsResponse>('SubmitJobs', (md, o, cb) => this.jobs.submitJobs({ jobs }, md, o, cb), opts);
+    return res.results.map((r) => ({ job: jobFromPb<P>(required(r.job, 'SubmitJobs')), created: r.created }));
+  }
+
+  /** Reads one job (NOT_FOUND if there is none). */
+  async get<P = JsonObject, R = JsonObject>(id: string, opts?: CallOptions): Promise<Job<P, R>> {
+    const res = await this.unary<GetJobResponse>('GetJob', (md, o, cb) => this.jobs.getJob({ id }, md, o, cb), opts);
+    return jobFromPb<P, R>(required(res.job, 'GetJob'));
+  }
+
+  /** One page of jobs, newest first. */
+  async list(filter: ListJobsFilter & { pageSize?: number; pageToken?: string | null } = {}, opts?: CallOptions): Promise<JobPage> {
+    const req = {
+      queue: filter.queue ?? '',
+      states: statesOf(filter.states).map(jobStateToPb),
+      type: filter.type ?? '',
+      pageSize: filter.pageSize ?? 0,
+      pageToken: filter.pageToken ?? '',
+    };
+    const res = await this.unary<ListJobsResponse>('ListJobs', (md, o, cb) => this.jobs.listJobs(req, md, o, cb), opts);
+    return { jobs: res.jobs.map((j) => jobFromPb(j)), nextPageToken: res.nextPageToken || null };
+  }
+
+  /**
+   * Every matching job, newest first, fetched page by page as you iterate:
+   * `for await (const job of client.listAll({ queue: 'emails', states: 'DLQ' })) ...`.
+   * `limit` stops after that many jobs.
+   */
+  async *listAll(filter: ListJobsFilter & { pageSize?: number; limit?: number } = {}, opts?: CallOptions): AsyncGenerator<Job> {
+    let left = filter.limit ?? Infinity;
+    let pageToken: string | null = null;
+    while (left > 0) {
+      const pageSize = Math.min(filter.pageSize ?? 100, left);
+      const page: JobPage = await this.list({ ...filter, pageSize, pageToken }, opts);
+      for (const job of page.jobs) {
+        if (left-- <= 0) return;
+        yield job;
+      }
+      if (!page.nextPageToken) return;
+      pageToken = page.nextPageToken;
+    }
+  }
+
+  /**
+   * Cancels a job: a PENDING job becomes CANCELLED at once; a RUNNING job is flagged
+   * (`cancelRequested`) and its worker told to stop. FAILED_PRECONDITION for finished jobs.
+   */
+  async cancel(id: string, opts?: CallOptions): Promise<Job> {
+    const res = await this.unary<CancelJobResponse>('CancelJob', (md, o, cb) => this.jobs.cancelJob({ id }, md, o, cb), opts);
+    return jobFromPb(required(res.job, 'CancelJob'));
+  }
+
+  /** Runs a DLQ or CANCELLED job again with a fresh attempt budget (FAILED_PRECONDITION otherwise). */
+  async retry(id: string, opts?: CallOptions): Promise<Job> {
+    const res = await this.unary<RetryJobResponse>('RetryJob', (md, o, cb) => this.jobs.retryJob({ id }, md, o, cb), opts);
+    return jobFromPb(required(res.job, 'RetryJob'));
+  }
+
+  // ----- queues -------------------------------------------------------------------------
+
+  /**
+   * Creates a queue or changes its settings; settings left unset keep their value (or the
+   * server default when the queue is created). When `backoff` is given without `jitter`,
+   * the current jitter is read first and kept (the wire format always applies jitter).
+   */
+  async upsertQueue(name: string, settings: QueueSettings = {}, opts?: CallOptions): Promise<{ queue: Queue; created: boolean }> {
+    const base: UpsertQueueRequest = {
+      name,
+      maxAttempts: settings.maxAttempts,
+      leaseSeconds: settings.leaseSeconds,
+      maxConcurrency: settings.maxConcurrency,
+    };
+    const b = settings.backoff;
+    if (!b) {
+      const res = await this.unary<UpsertQueueResponse>('UpsertQueue', (md, o, cb) => this.queues.upsertQueue(base, md, o, cb), opts);
+      return { queue: queueFromPb(required(res.queue, 'UpsertQueue')), created: res.created };
+    }
+    let jitter = b.jitter;
+    let created: boolean | null = null;
+    if (jitter === undefined) {
+      const current = await this.getQueue(name, opts).catch((err: unknown) => {
+        if (err instanceof EvoraApiError && err.codeName === 'NOT_FOUND') return null;
+        throw err;
+      });
+      if (current) jitter = current.backoff.jitter;
+      else {
+        // Create it with the server's defaults first, so its default jitter is kept.
+        const res = await this.unary<UpsertQueueResponse>('UpsertQueue', (md, o, cb) => this.queues.upsertQueue(base, md, o, cb), opts);
+        jitter = queueFromPb(required(res.queue, 'UpsertQueue')).backoff.jitter;
+        created = res.created;
+      }
+    }
+    const backoff: PbBackoff = {
+      kind: backoffKindToPb(b.kind),
+      base: b.baseSeconds === undefined ? undefined : secondsToDuration(b.baseSeconds),
+      cap: b.capSeconds === undefined ? undefined : secondsToDuration(b.capSeconds),
+      jitter,
+    };
+    const res = await this.unary<UpsertQueueResponse>('UpsertQueue', (md, o, cb) => this.queues.upsertQueue({ ...base, backoff }, md, o, cb), opts);
+    return { queue: queueFromPb(required(res.queue, 'UpsertQueue')), created: created ?? res.created };
+  }
+
+  /** Reads one queue (NOT_FOUND if there is none). */
+  async getQueue(name: string, opts?: CallOptions): Promise<Queue> {
+    const res = await this.unary<GetQueueResponse>('GetQueue', (md, o, cb) => this.queues.getQueue({ name }, md, o, cb), opts);
+    return queueFromPb(required(res.queue, 'GetQueue'));
+  }
+
+  /** Every queue, by name. */
+  async listQueues(opts?: CallOptions): Promise<Queue[]> {
+    const res = await this.unary<ListQueuesResponse>('ListQueues', (md, o, cb) => this.queues.listQueues({}, md, o, cb), opts);
+    return res.queues.map(queueFromPb);
+  }
+
+  /** Stops workers from taking new jobs from the queue (submits are still accepted). */
+  async pauseQueue(name: string, opts?: CallOptions): Promise<Queue> {
+    const res = await this.unary<PauseQueueResponse>('PauseQueue', (md, o, cb) => this.queues.pauseQueue({ name }, md, o, cb), opts);
+    return queueFromPb(required(res.queue, 'PauseQueue'));
+  }
+
+  /** Lets workers take jobs from a paused queue again. */
+  async resumeQueue(name: string, opts?: CallOptions): Promise<Queue> {
+    const res = await this.unary<ResumeQueueResponse>('ResumeQueue', (md, o, cb) => this.queues.resumeQueue({ name }, md, o, cb), opts);
+    return queueFromPb(required(res.queue, 'ResumeQueue'));
+  }
+
+  /** Closes the connection. Calls made afterwards fail. Safe to call twice. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.channel.close();
+  }
+
+  // ----- plumbing -----------------------------------------------------------------------
+
+  private unary<Res>(
+    rpc: string,
+    invoke: (md: grpc.Metadata, o: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => grpc.ClientUnaryCall,
+    opts: CallOptions = {},
+  ): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      if (this.closed) return reject(new Error(`EvoraClient.${rpc}: the client is closed`));
+      if (opts.signal?.aborted) {
+        return reject(new EvoraApiError({ code: grpc.status.CANCELLED, details: 'cancelled before the call started', method: rpc }));
+      }
+      const deadlineMs = opts.deadlineMs ?? this.deadlineMs;
+      const callOptions: Partial<grpc.CallOptions> = {};
+      if (Number.isFinite(deadlineMs)) callOptions.deadline = new Date(Date.now() + deadlineMs);
+      const onAbort = () => call.cancel();
+      const call = invoke(new grpc.Metadata(), callOptions, (err, res) => {
+        opts.signal?.removeEventListener('abort', onAbort);
+        if (err) reject(EvoraApiError.from(err, rpc));
+        else resolve(res);
+      });
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+function required<T>(value: T | undefined, rpc: string): T {
+  if (value === undefined) throw new Error(`${rpc}: the server's answer lacks its payload`);
+  return value;
+}
+
+function statesOf(states: ListJobsFilter['states']): JobStateName[] {
+  if (states === undefined) return [];
+  return (Array.isArray(states) ? states : [states]).map((s) => jobStateParse(s));
+}
+
+function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequest {
+  return {
+    queue: input.queue,
+    type: input.type,
+    payload: input.payload === undefined ? {} : toJsonObject(input.payload, `${what}.payload`),
+    priority: input.priority ?? 0,
+    runAt: input.runAt,
+    idempotencyKey: input.idempotencyKey ?? '',
+    maxAttempts: input.maxAttempts ?? 0,
+  };
+}

@@ -1,0 +1,129 @@
+import { status, type ServiceError } from '@grpc/grpc-js';
+
+/** The name of a gRPC status code, e.g. 'NOT_FOUND'. */
+export type StatusName =
+  | 'OK'
+  | 'CANCELLED'
+  | 'UNKNOWN'
+  | 'INVALID_ARGUMENT'
+  | 'DEADLINE_EXCEEDED'
+  | 'NOT_FOUND'
+  | 'ALREADY_EXISTS'
+  | 'PERMISSION_DENIED'
+  | 'RESOURCE_EXHAUSTED'
+  | 'FAILED_PRECONDITION'
+  | 'ABORTED'
+  | 'OUT_OF_RANGE'
+  | 'UNIMPLEMENTED'
+  | 'INTERNAL'
+  | 'UNAVAILABLE'
+  | 'DATA_LOSS'
+  | 'UNAUTHENTICATED';
+
+/** gRPC status codes by name (the numbers are the standard ones). */
+export const StatusCode = status;
+
+/** The name of a gRPC status code number ('UNKNOWN' for numbers outside the standard set). */
+export function statusName(code: number): StatusName {
+  return ((status as unknown as Record<number, string>)[code] ?? 'UNKNOWN') as StatusName;
+}
+
+/**
+ * An RPC failed: carries the gRPC status (`code`, `codeName`) and the server's one-line
+ * message (`message`, also as `details`).
+ *
+ * ```ts
+ * try { await client.get(id) } catch (err) {
+ *   if (err instanceof EvoraApiError && err.codeName === 'NOT_FOUND') ...
+ * }
+ * ```
+ */
+export class EvoraApiError extends Error {
+  /** The gRPC status code number (5 for NOT_FOUND ...). */
+  readonly code: number;
+  /** The status code's name, e.g. 'NOT_FOUND'. */
+  readonly codeName: StatusName;
+  /** The server's message (for UNAVAILABLE and DEADLINE_EXCEEDED, grpc-js's). */
+  readonly details: string;
+  /** The RPC that failed, e.g. 'GetJob'. */
+  readonly method: string;
+
+  constructor(params: { code: number; details: string; method: string; cause?: unknown }) {
+    super(params.details || statusName(params.code), { cause: params.cause });
+    this.name = 'EvoraApiError';
+    this.code = params.code;
+    this.codeName = statusName(params.code);
+    this.details = params.details;
+    this.method = params.method;
+  }
+
+  /** Turns a grpc-js error into an EvoraApiError (other errors pass through unchanged). */
+  static from(err: unknown, method: string): unknown {
+    if (err instanceof EvoraApiError) return err;
+    const e = err as Partial<ServiceError> | null;
+    if (e && typeof e === 'object' && typeof e.code === 'number') {
+      return new EvoraApiError({ code: e.code, details: oneLine(e.details ?? e.message ?? ''), method, cause: err });
+    }
+    return err;
+  }
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+/**
+ * Thrown by a job handler: the attempt failed and must not be retried; the job goes to the
+ * DLQ with this message as its last error.
+ */
+export class NonRetryableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NonRetryableError';
+  }
+}
+
+/**
+ * Thrown by a job handler (or by `ctx.retryAt()`): the attempt failed; retry it at `retryAt`
+ * instead of after the queue's backoff. If no attempts are left, the job goes to the DLQ.
+ */
+export class RetryAtError extends Error {
+  constructor(
+    readonly retryAt: Date,
+    message = `retry at ${retryAt.toISOString()}`,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'RetryAtError';
+  }
+}
+
+/**
+ * Thrown by a job handler (or by `ctx.snooze()`): give the job back, to run again at
+ * `runAt`, without counting a failed attempt.
+ */
+export class SnoozeError extends Error {
+  constructor(readonly runAt: Date) {
+    super(`snoozed until ${runAt.toISOString()}`);
+    this.name = 'SnoozeError';
+  }
+}
+
+/** Why a handler's `ctx.signal` fired. */
+export type AbortCause = 'cancelled' | 'lease_lost' | 'shutdown';
+
+/**
+ * The reason of an aborted `ctx.signal`: an operator cancelled the job ('cancelled'), the
+ * worker no longer holds its lease ('lease_lost'), or the worker is stopping and the
+ * handler outlived the stop timeout ('shutdown').
+ */
+export class JobAbortedError extends Error {
+  constructor(
+    /** Why the signal fired. */
+    readonly kind: AbortCause,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'JobAbortedError';
+  }
+}

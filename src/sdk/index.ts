@@ -1,0 +1,13 @@
+/**
+ * Evora's TypeScript SDK: `EvoraClient` for producers and operators, `EvoraWorker` for
+ * workers. It talks to the server over gRPC only (generated stubs in src/gen) and never
+ * imports server code. Guide: docs/sdk.md.
+ */
+export { EvoraClient } from './client.js';
+export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitJobInput, SubmitResult } from './client.js';
+export { DEFAULT_ADDRESS } from './connection.js';
+export type { ConnectionOptions } from './connection.js';
+export { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, StatusCode, statusName } from './errors.js';
+export type { AbortCause, StatusName } from './errors.js';
+export { BACKOFF_KINDS, JOB_STATES, jobStateParse } from './types.js';
+export type { Backoff, BackoffKindName, Job, JobStateName, JsonObject, JsonValue, Queue } from './types.js';

@@ -1,0 +1,186 @@
+import { JobState as PbJobState, type Job as PbJob } from '../gen/evora/v1/job.js';
+import { BackoffKind as PbBackoffKind, type Queue as PbQueue } from '../gen/evora/v1/queue.js';
+import type { Duration } from '../gen/google/protobuf/duration.js';
+
+/**
+ * The SDK's domain types: plain objects with string states, `Date`s and `null` for
+ * "not set", translated from the generated protobuf types in one place.
+ */
+
+/** A JSON value, as payloads and results carry. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+/** A JSON object: what a job's payload and result are. */
+export type JsonObject = { [key: string]: JsonValue };
+
+/** The lifecycle state of a job. */
+export type JobStateName = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED';
+/** Every state, in lifecycle order. */
+export const JOB_STATES: readonly JobStateName[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED'];
+
+/** A job as the server reports it. */
+export interface Job<P = JsonObject, R = JsonObject> {
+  id: string;
+  queue: string;
+  type: string;
+  payload: P;
+  state: JobStateName;
+  /** Smaller runs first. */
+  priority: number;
+  /** Attempts started so far (1 while the first attempt runs). */
+  attempt: number;
+  maxAttempts: number;
+  /** Earliest time the job may run (next run or retry while PENDING). */
+  runAt: Date | null;
+  createdAt: Date | null;
+  /** When the current (or last) attempt was leased. */
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  idempotencyKey: string | null;
+  /** The worker that holds (or last held) the job. */
+  workerId: string | null;
+  /** What the worker reported on completion. */
+  result: R | null;
+  /** The error of the most recent failed attempt. */
+  lastError: string | null;
+  /** An operator asked to cancel the job while it was RUNNING. */
+  cancelRequested: boolean;
+  /** When the current lease ends (RUNNING only). */
+  leaseExpiresAt: Date | null;
+}
+
+/** How the delay before a retry grows with the attempt number. */
+export type BackoffKindName = 'exponential' | 'linear' | 'fixed';
+export const BACKOFF_KINDS: readonly BackoffKindName[] = ['exponential', 'linear', 'fixed'];
+
+/** A queue's retry delay policy. */
+export interface Backoff {
+  kind: BackoffKindName;
+  /** Delay before the first retry, in seconds. */
+  baseSeconds: number;
+  /** Upper bound of any delay, in seconds. */
+  capSeconds: number;
+  /** Random spread as a fraction of the delay (0..1). */
+  jitter: number;
+}
+
+/** A queue and its settings. */
+export interface Queue {
+  name: string;
+  /** Default max attempts for jobs submitted without one. */
+  maxAttempts: number;
+  backoff: Backoff;
+  leaseSeconds: number;
+  paused: boolean;
+  /** Maximum RUNNING jobs across all workers; 0 = unlimited. */
+  maxConcurrency: number;
+  createdAt: Date | null;
+  updatedAt: Date | null;
+}
+
+const STATE_FROM_PB = new Map<PbJobState, JobStateName>([
+  [PbJobState.JOB_STATE_PENDING, 'PENDING'],
+  [PbJobState.JOB_STATE_RUNNING, 'RUNNING'],
+  [PbJobState.JOB_STATE_COMPLETED, 'COMPLETED'],
+  [PbJobState.JOB_STATE_DLQ, 'DLQ'],
+  [PbJobState.JOB_STATE_CANCELLED, 'CANCELLED'],
+]);
+const STATE_TO_PB = new Map<JobStateName, PbJobState>([...STATE_FROM_PB].map(([k, v]) => [v, k]));
+
+/** Parses a state name, case-insensitively ('dlq', 'Running'). Throws TypeError for unknown names. */
+export function jobStateParse(name: string): JobStateName {
+  const upper = name.trim().toUpperCase();
+  const state = JOB_STATES.find((s) => s === upper);
+  if (!state) throw new TypeError(`unknown job state "${name}" (expected one of ${JOB_STATES.join(', ')})`);
+  return state;
+}
+
+export function jobStateToPb(state: JobStateName): PbJobState {
+  const pb = STATE_TO_PB.get(state);
+  if (pb === undefined) throw new TypeError(`unknown job state "${String(state)}"`);
+  return pb;
+}
+
+export function jobStateFromPb(state: PbJobState): JobStateName {
+  const name = STATE_FROM_PB.get(state);
+  if (!name) throw new Error(`the server sent an unknown job state (${state}); this SDK is older than the server`);
+  return name;
+}
+
+export function jobFromPb<P = JsonObject, R = JsonObject>(pb: PbJob): Job<P, R> {
+  return {
+    id: pb.id,
+    queue: pb.queue,
+    type: pb.type,
+    payload: (pb.payload ?? {}) as P,
+    state: jobStateFromPb(pb.state),
+    priority: pb.priority,
+    attempt: pb.attempt,
+    maxAttempts: pb.maxAttempts,
+    runAt: pb.runAt ?? null,
+    createdAt: pb.createdAt ?? null,
+    startedAt: pb.startedAt ?? null,
+    finishedAt: pb.finishedAt ?? null,
+    idempotencyKey: pb.idempotencyKey || null,
+    workerId: pb.workerId || null,
+    result: (pb.result ?? null) as R | null,
+    lastError: pb.lastError || null,
+    cancelRequested: pb.cancelRequested,
+    leaseExpiresAt: pb.leaseExpiresAt ?? null,
+  };
+}
+
+const BACKOFF_FROM_PB = new Map<PbBackoffKind, BackoffKindName>([
+  [PbBackoffKind.BACKOFF_KIND_EXPONENTIAL, 'exponential'],
+  [PbBackoffKind.BACKOFF_KIND_LINEAR, 'linear'],
+  [PbBackoffKind.BACKOFF_KIND_FIXED, 'fixed'],
+]);
+
+export function backoffKindToPb(kind: BackoffKindName | undefined): PbBackoffKind {
+  if (kind === undefined) return PbBackoffKind.BACKOFF_KIND_UNSPECIFIED;
+  for (const [pb, name] of BACKOFF_FROM_PB) if (name === kind) return pb;
+  throw new TypeError(`unknown backoff kind "${String(kind)}" (expected one of ${BACKOFF_KINDS.join(', ')})`);
+}
+
+export function secondsToDuration(seconds: number): Duration {
+  const whole = Math.floor(seconds);
+  return { seconds: whole, nanos: Math.round((seconds - whole) * 1e9) };
+}
+
+export function durationToSeconds(d: Duration | undefined): number {
+  return d ? d.seconds + d.nanos / 1e9 : 0;
+}
+
+export function queueFromPb(pb: PbQueue): Queue {
+  return {
+    name: pb.name,
+    maxAttempts: pb.maxAttempts,
+    backoff: {
+      kind: (pb.backoff && BACKOFF_FROM_PB.get(pb.backoff.kind)) || 'exponential',
+      baseSeconds: durationToSeconds(pb.backoff?.base),
+      capSeconds: durationToSeconds(pb.backoff?.cap),
+      jitter: pb.backoff?.jitter ?? 0,
+    },
+    leaseSeconds: pb.leaseSeconds,
+    paused: pb.paused,
+    maxConcurrency: pb.maxConcurrency,
+    createdAt: pb.createdAt ?? null,
+    updatedAt: pb.updatedAt ?? null,
+  };
+}
+
+/**
+ * A value as the JSON object the wire carries: Dates become ISO strings, undefined
+ * properties disappear. Throws TypeError if it is not a JSON object (or not serializable).
+ */
+export function toJsonObject(value: unknown, what: string): JsonObject {
+  let json: unknown;
+  try {
+    json = JSON.parse(JSON.stringify(value) ?? 'null');
+  } catch (err) {
+    throw new TypeError(`${what} is not JSON-serializable: ${(err as Error).message}`);
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    throw new TypeError(`${what} must be a JSON object`);
+  }
+  return json as JsonObject;
+}

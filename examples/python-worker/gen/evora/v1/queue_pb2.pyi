@@ -1,0 +1,123 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class BackoffKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BACKOFF_KIND_UNSPECIFIED: _ClassVar[BackoffKind]
+    BACKOFF_KIND_EXPONENTIAL: _ClassVar[BackoffKind]
+    BACKOFF_KIND_LINEAR: _ClassVar[BackoffKind]
+    BACKOFF_KIND_FIXED: _ClassVar[BackoffKind]
+BACKOFF_KIND_UNSPECIFIED: BackoffKind
+BACKOFF_KIND_EXPONENTIAL: BackoffKind
+BACKOFF_KIND_LINEAR: BackoffKind
+BACKOFF_KIND_FIXED: BackoffKind
+
+class Backoff(_message.Message):
+    __slots__ = ("kind", "base", "cap", "jitter")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    CAP_FIELD_NUMBER: _ClassVar[int]
+    JITTER_FIELD_NUMBER: _ClassVar[int]
+    kind: BackoffKind
+    base: _duration_pb2.Duration
+    cap: _duration_pb2.Duration
+    jitter: float
+    def __init__(self, kind: _Optional[_Union[BackoffKind, str]] = ..., base: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cap: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., jitter: _Optional[float] = ...) -> None: ...
+
+class Queue(_message.Message):
+    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "paused", "max_concurrency", "created_at", "updated_at")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    max_attempts: int
+    backoff: Backoff
+    lease_seconds: int
+    paused: bool
+    max_concurrency: int
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., paused: _Optional[bool] = ..., max_concurrency: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class UpsertQueueRequest(_message.Message):
+    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "max_concurrency")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    max_attempts: int
+    backoff: Backoff
+    lease_seconds: int
+    max_concurrency: int
+    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
+
+class UpsertQueueResponse(_message.Message):
+    __slots__ = ("queue", "created")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    created: bool
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetQueueRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetQueueResponse(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues",)
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[Queue]
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ...) -> None: ...
+
+class PauseQueueRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PauseQueueResponse(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ...) -> None: ...
+
+class ResumeQueueRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ResumeQueueResponse(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ...) -> None: ...

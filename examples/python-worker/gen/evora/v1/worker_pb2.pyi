@@ -1,0 +1,265 @@
+import datetime
+
+from evora.v1 import job_pb2 as _job_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WorkRequest(_message.Message):
+    __slots__ = ("hello", "heartbeat", "complete", "fail", "snooze", "drain")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    FAIL_FIELD_NUMBER: _ClassVar[int]
+    SNOOZE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    hello: WorkerHello
+    heartbeat: WorkerHeartbeat
+    complete: WorkerComplete
+    fail: WorkerFail
+    snooze: WorkerSnooze
+    drain: WorkerDrain
+    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[WorkerHeartbeat, _Mapping]] = ..., complete: _Optional[_Union[WorkerComplete, _Mapping]] = ..., fail: _Optional[_Union[WorkerFail, _Mapping]] = ..., snooze: _Optional[_Union[WorkerSnooze, _Mapping]] = ..., drain: _Optional[_Union[WorkerDrain, _Mapping]] = ...) -> None: ...
+
+class WorkResponse(_message.Message):
+    __slots__ = ("welcome", "job", "ack", "cancel", "lease_lost", "heartbeat_ack", "drain")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    LEASE_LOST_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    welcome: ServerWelcome
+    job: LeasedJob
+    ack: ServerAck
+    cancel: ServerCancel
+    lease_lost: ServerLeaseLost
+    heartbeat_ack: ServerHeartbeatAck
+    drain: ServerDrain
+    def __init__(self, welcome: _Optional[_Union[ServerWelcome, _Mapping]] = ..., job: _Optional[_Union[LeasedJob, _Mapping]] = ..., ack: _Optional[_Union[ServerAck, _Mapping]] = ..., cancel: _Optional[_Union[ServerCancel, _Mapping]] = ..., lease_lost: _Optional[_Union[ServerLeaseLost, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[ServerHeartbeatAck, _Mapping]] = ..., drain: _Optional[_Union[ServerDrain, _Mapping]] = ...) -> None: ...
+
+class WorkerHello(_message.Message):
+    __slots__ = ("worker_id", "queues", "slots", "held")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    slots: int
+    held: _containers.RepeatedCompositeFieldContainer[Lease]
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("job_id", "lease_token")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ...) -> None: ...
+
+class WorkerHeartbeat(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[Lease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+
+class WorkerComplete(_message.Message):
+    __slots__ = ("job_id", "lease_token", "result")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    result: _struct_pb2.Struct
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class WorkerFail(_message.Message):
+    __slots__ = ("job_id", "lease_token", "error", "non_retryable", "retry_at")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    NON_RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    error: str
+    non_retryable: bool
+    retry_at: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., error: _Optional[str] = ..., non_retryable: _Optional[bool] = ..., retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WorkerSnooze(_message.Message):
+    __slots__ = ("job_id", "lease_token", "run_at")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    run_at: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WorkerDrain(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServerWelcome(_message.Message):
+    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    lease_seconds: int
+    heartbeat_interval_seconds: int
+    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ...) -> None: ...
+
+class LeasedJob(_message.Message):
+    __slots__ = ("job", "lease_token", "lease_expires_at")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    lease_token: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ServerAck(_message.Message):
+    __slots__ = ("job_id", "accepted", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    accepted: bool
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ServerCancel(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ServerLeaseLost(_message.Message):
+    __slots__ = ("job_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ExtendedLease(_message.Message):
+    __slots__ = ("job_id", "lease_token", "lease_expires_at", "cancel_requested")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class ServerHeartbeatAck(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[ExtendedLease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[ExtendedLease, _Mapping]]] = ...) -> None: ...
+
+class ServerDrain(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class ClaimJobsRequest(_message.Message):
+    __slots__ = ("worker_id", "queues", "max", "wait")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    max: int
+    wait: _duration_pb2.Duration
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max: _Optional[int] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ClaimJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[LeasedJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[LeasedJob, _Mapping]]] = ...) -> None: ...
+
+class ExtendLeaseRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ...) -> None: ...
+
+class ExtendLeaseResponse(_message.Message):
+    __slots__ = ("lease_expires_at", "cancel_requested")
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    lease_expires_at: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class CompleteJobRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "result")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    result: _struct_pb2.Struct
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class CompleteJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class FailJobRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "error", "non_retryable", "retry_at")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    NON_RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    error: str
+    non_retryable: bool
+    retry_at: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., error: _Optional[str] = ..., non_retryable: _Optional[bool] = ..., retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FailJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class SnoozeJobRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "run_at")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    run_at: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SnoozeJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...

@@ -212,6 +212,29 @@ function queueFromRow(r: QueueRow): Queue {
 // dispatcher never looks for rows it cannot see yet.
 // ---------------------------------------------------------------------------------------
 
+/**
+ * The outbox CTE that records one job_events row per changed job, in the same statement as
+ * the change. `source` is the CTE holding the changed rows (new values); the other
+ * arguments are SQL expressions over those rows.
+ */
+function eventsCte(e: { source: string; kind: string; fromState: string; at: string; waitMs?: string; runMs?: string }): string {
+  return `events AS (
+  INSERT INTO evora.job_events (job_id, queue, type, kind, from_state, to_state, attempt, worker_id, at, wait_ms, run_ms)
+  SELECT id, queue, type, ${e.kind}, ${e.fromState}, state, attempt, worker_id, ${e.at},
+         ${e.waitMs ?? 'NULL'}, ${e.runMs ?? 'NULL'}
+  FROM ${e.source}
+)`;
+}
+
+/** Milliseconds between two timestamptz expressions. */
+const msBetween = (from: string, to: string) => `extract(epoch FROM (${to}) - (${from})) * 1000`;
+
+/** What the statements that change a failed attempt's state record: by where the job went. */
+const FAILURE_KIND = (retryKind: string) => `(CASE state
+      WHEN 'PENDING' THEN '${retryKind}'
+      WHEN 'DLQ' THEN 'dead_lettered'
+      ELSE 'cancelled' END)::evora.job_event_kind`;
+
 const SQL_JOB_INSERT_MANY = `
 WITH input AS (
   SELECT *
@@ -238,6 +261,7 @@ inserted AS (
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING *
 ),
+${eventsCte({ source: 'inserted', kind: "'submitted'", fromState: 'NULL', at: 'created_at' })},
 woken AS (
   SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
   FROM (SELECT DISTINCT queue FROM inserted WHERE run_at <= coalesce($9::timestamptz, now())) d
@@ -275,18 +299,22 @@ picked AS (
 slotted AS (
   -- The i-th best job goes to the i-th slot: the dispatcher hands out slots round-robin.
   SELECT id, row_number() OVER (ORDER BY priority, run_at) AS slot FROM picked
-)
-UPDATE evora.jobs j
-SET state = 'RUNNING',
-    attempt = j.attempt + 1,
-    lease_token = gen_random_uuid(),
-    locked_until = coalesce($4::timestamptz, now()) + make_interval(secs => q.lease_seconds),
-    worker_id = ($3::text[])[s.slot],
-    started_at = coalesce($4::timestamptz, now()),
-    cancel_requested_at = NULL
-FROM slotted s, claimable_queues q
-WHERE j.id = s.id AND q.name = j.queue
-RETURNING j.*, s.slot`;
+),
+claimed AS (
+  UPDATE evora.jobs j
+  SET state = 'RUNNING',
+      attempt = j.attempt + 1,
+      lease_token = gen_random_uuid(),
+      locked_until = coalesce($4::timestamptz, now()) + make_interval(secs => q.lease_seconds),
+      worker_id = ($3::text[])[s.slot],
+      started_at = coalesce($4::timestamptz, now()),
+      cancel_requested_at = NULL
+  FROM slotted s, claimable_queues q
+  WHERE j.id = s.id AND q.name = j.queue
+  RETURNING j.*, s.slot
+),
+${eventsCte({ source: 'claimed', kind: "'claimed'", fromState: "'PENDING'", at: 'started_at', waitMs: msBetween('run_at', 'started_at') })}
+SELECT * FROM claimed`;
 
 const SQL_JOB_HEARTBEAT_MANY = `
 UPDATE evora.jobs j
@@ -298,15 +326,19 @@ RETURNING j.id, j.locked_until, j.cancel_requested_at`;
 const SQL_JOB_COMPLETE_MANY = `
 WITH input AS (
   SELECT DISTINCT ON (id) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result)
-)
-UPDATE evora.jobs j
-SET state = 'COMPLETED',
-    result = c.result,
-    locked_until = NULL,
-    finished_at = coalesce($4::timestamptz, now())
-FROM input c
-WHERE j.id = c.id AND j.lease_token = c.token AND j.state = 'RUNNING'
-RETURNING j.*`;
+),
+updated AS (
+  UPDATE evora.jobs j
+  SET state = 'COMPLETED',
+      result = c.result,
+      locked_until = NULL,
+      finished_at = coalesce($4::timestamptz, now())
+  FROM input c
+  WHERE j.id = c.id AND j.lease_token = c.token AND j.state = 'RUNNING'
+  RETURNING j.*
+),
+${eventsCte({ source: 'updated', kind: "'completed'", fromState: "'RUNNING'", at: 'finished_at', runMs: msBetween('started_at', 'finished_at') })}
+SELECT * FROM updated`;
 
 // Lock the leased rows first (FOR UPDATE returns their latest version), decide each next
 // state from that version, then write it.
@@ -340,6 +372,7 @@ updated AS (
   WHERE j.id = l.id
   RETURNING j.*
 ),
+${eventsCte({ source: 'updated', kind: FAILURE_KIND('failed_retrying'), fromState: "'RUNNING'", at: 'coalesce($6::timestamptz, now())', runMs: msBetween('started_at', 'coalesce($6::timestamptz, now())') })},
 woken AS (
   SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
   FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce($6::timestamptz, now())) d
@@ -370,6 +403,7 @@ updated AS (
   WHERE j.id = l.id
   RETURNING j.*
 ),
+${eventsCte({ source: 'updated', kind: FAILURE_KIND('snoozed'), fromState: "'RUNNING'", at: 'coalesce($4::timestamptz, now())', runMs: msBetween('started_at', 'coalesce($4::timestamptz, now())') })},
 woken AS (
   SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
   FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce($4::timestamptz, now())) d
@@ -390,13 +424,17 @@ WITH updated AS (
   WHERE j.id = $1 AND j.state IN ('PENDING', 'RUNNING')
   RETURNING j.*
 ),
+${eventsCte({ source: "(SELECT * FROM updated WHERE state = 'CANCELLED') c", kind: "'cancelled'", fromState: "'PENDING'", at: 'finished_at' })},
 told AS (
   SELECT pg_notify('${CHANNEL_JOB_CANCEL}', u.id::text) FROM updated u WHERE u.state = 'RUNNING'
 )
 SELECT * FROM updated WHERE (SELECT count(*) FROM told) >= 0`;
 
 const SQL_JOB_RETRY = `
-WITH updated AS (
+WITH previous AS (
+  SELECT id, state FROM evora.jobs WHERE id = $1 AND state IN ('DLQ', 'CANCELLED') FOR UPDATE
+),
+updated AS (
   UPDATE evora.jobs j
   SET state = 'PENDING',
       attempt = 0,
@@ -408,9 +446,11 @@ WITH updated AS (
       cancel_requested_at = NULL,
       started_at = NULL,
       finished_at = NULL
-  WHERE j.id = $1 AND j.state IN ('DLQ', 'CANCELLED')
-  RETURNING j.*
+  FROM previous p
+  WHERE j.id = p.id
+  RETURNING j.*, p.state AS previous_state
 ),
+${eventsCte({ source: 'updated', kind: "'retried_manually'", fromState: 'previous_state', at: 'run_at' })},
 woken AS (
   SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue) FROM (SELECT DISTINCT queue FROM updated) d
 )
@@ -444,6 +484,7 @@ updated AS (
   WHERE j.id = e.id
   RETURNING j.*
 ),
+${eventsCte({ source: 'updated', kind: FAILURE_KIND('lease_expired'), fromState: "'RUNNING'", at: 'coalesce($2::timestamptz, now())', runMs: msBetween('started_at', 'coalesce($2::timestamptz, now())') })},
 woken AS (
   SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
   FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce($2::timestamptz, now())) d

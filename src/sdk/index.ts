@@ -5,6 +5,18 @@
  */
 export { EvoraClient } from './client.js';
 export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitJobInput, SubmitResult } from './client.js';
+export { EvoraWorker } from './worker.js';
+export type {
+  EvoraWorkerOptions,
+  JobContext,
+  JobHandler,
+  JobOutcome,
+  StopResult,
+  WorkerEvents,
+  WorkerLogger,
+  WorkerSessionInfo,
+  WorkerStats,
+} from './worker.js';
 export { DEFAULT_ADDRESS } from './connection.js';
 export type { ConnectionOptions } from './connection.js';
 export { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, StatusCode, statusName } from './errors.js';

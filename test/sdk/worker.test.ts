@@ -1,0 +1,240 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { EvoraServer } from '../../src/server/server.js';
+import {
+  EvoraClient,
+  EvoraWorker,
+  JobAbortedError,
+  NonRetryableError,
+  type EvoraWorkerOptions,
+  type Job,
+  type JobStateName,
+} from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { serverSetup } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+let client: EvoraClient;
+let server: EvoraServer;
+let address: string;
+const workers: EvoraWorker[] = [];
+
+beforeAll(async () => {
+  ({ server, address } = await serverSetup());
+  client = new EvoraClient({ address });
+});
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 0, graceMs: 1_000 })));
+});
+afterAll(() => client.close());
+
+function worker(opts: Partial<EvoraWorkerOptions> & { queues: string[] }): EvoraWorker {
+  const w = new EvoraWorker({ address, workerId: `w-${queueName('')}`, ...opts });
+  workers.push(w);
+  return w;
+}
+
+/** A latch the test opens; handlers wait on it. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  return { open, opened };
+}
+
+async function jobIn(id: string, state: JobStateName): Promise<Job> {
+  return waitFor<Job | null>(
+    async () => {
+      const job = await client.get(id);
+      return job.state === state ? job : null;
+    },
+    { what: `job ${id} to be ${state}` },
+  ) as Promise<Job>;
+}
+
+describe('EvoraWorker', () => {
+  it('runs handlers concurrently up to its slots and completes each job with the handler result', async () => {
+    const queue = queueName();
+    const jobs = await client.submitMany(Array.from({ length: 9 }, (_, i) => ({ queue, type: 'square', payload: { n: i } })));
+    const release = gate();
+    let running = 0;
+    let maxRunning = 0;
+    const w = worker({ queues: [queue], slots: 3 });
+    w.handle<{ n: number }>('square', async (job) => {
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      await release.opened;
+      running--;
+      return { square: job.payload.n * job.payload.n };
+    });
+    await w.start();
+    await waitFor(() => running === 3, { what: 'three handlers running' });
+    // The server agrees: three held, no free slot, nothing more pushed.
+    expect(server.dispatcher.sessionStats()).toMatchObject({ sessions: 1, held: 3, free: 0 });
+    expect(w.stats()).toMatchObject({ connected: true, running: 3, held: 3 });
+    release.open();
+    for (const { job } of jobs) {
+      const done = await jobIn(job.id, 'COMPLETED');
+      expect(done).toMatchObject({ attempt: 1, workerId: w.workerId, result: { square: (job.payload.n as number) ** 2 } });
+    }
+    expect(maxRunning).toBe(3);
+  });
+
+  it('thrown errors retry; NonRetryableError goes to the DLQ; retryAt, snooze, missing handler and plain results', async () => {
+    const queue = queueName();
+    await client.upsertQueue(queue, { maxAttempts: 3, backoff: { kind: 'fixed', baseSeconds: 0, jitter: 0 } });
+    const later = new Date(Date.now() + 3_600_000);
+    const snoozeTo = new Date(Date.now() + 7_200_000);
+    const attempts: Record<string, number[]> = {};
+    const w = worker({ queues: [queue], slots: 4 });
+    w.handle('flaky', (job) => {
+      (attempts[job.id] ??= []).push(job.attempt);
+      if (job.attempt === 1) throw new Error('smtp down');
+      return { sent: true };
+    })
+      .handle('fatal', () => {
+        throw new NonRetryableError('bad address');
+      })
+      .handle('later', (_job, ctx) => ctx.retryAt(later, 'rate limited'))
+      .handle('sleepy', (_job, ctx) => ctx.snooze(snoozeTo))
+      .handle('answer', () => 42);
+    const submit = (type: string) => client.submit({ queue, type }).then((r) => r.job.id);
+    const [flaky, fatal, retryLater, sleepy, unknown, answer] = await Promise.all(
+      ['flaky', 'fatal', 'later', 'sleepy', 'unknown', 'answer'].map(submit),
+    );
+    await w.start();
+
+    expect(await jobIn(flaky!, 'COMPLETED')).toMatchObject({ attempt: 2, lastError: 'smtp down', result: { sent: true } });
+    expect(attempts[flaky!]).toEqual([1, 2]);
+    expect(await jobIn(fatal!, 'DLQ')).toMatchObject({ attempt: 1, lastError: 'bad address' });
+    expect((await jobIn(unknown!, 'DLQ')).lastError).toMatch(/no handler for job type "unknown"/);
+    expect(await jobIn(answer!, 'COMPLETED')).toMatchObject({ result: { value: 42 } });
+
+    const retried = (await waitFor(async () => {
+      const j = await client.get(retryLater!);
+      return j.state === 'PENDING' && j.lastError ? j : null;
+    }))!;
+    expect(retried).toMatchObject({ attempt: 1, lastError: 'rate limited' });
+    expect(retried.runAt?.getTime()).toBe(later.getTime());
+
+    const snoozed = await waitFor(async () => {
+      const j = await client.get(sleepy!);
+      return j.state === 'PENDING' && j.runAt?.getTime() === snoozeTo.getTime() ? j : null;
+    });
+    expect(snoozed).toMatchObject({ attempt: 0, lastError: null });
+  });
+
+  it('an operator cancel reaches ctx.signal; the aborted handler ends the job CANCELLED', async () => {
+    const queue = queueName();
+    const { job } = await client.submit({ queue, type: 'long' });
+    const started = gate();
+    const w = worker({ queues: [queue], slots: 1 });
+    w.handle('long', async (_job, ctx) => {
+      started.open();
+      await new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
+    });
+    const aborted: string[] = [];
+    w.on('jobAborted', (e) => aborted.push(`${e.job.id}:${e.kind}`));
+    await w.start();
+    await started.opened;
+    expect(await client.cancel(job.id)).toMatchObject({ state: 'RUNNING', cancelRequested: true });
+    const done = await jobIn(job.id, 'CANCELLED');
+    expect(done.lastError).toBe('an operator cancelled the job');
+    expect(aborted).toEqual([`${job.id}:cancelled`]);
+  });
+
+  it('stop() drains: no new jobs, running handlers finish and are acknowledged, then the stream closes', async () => {
+    const queue = queueName();
+    const jobs = await client.submitMany(Array.from({ length: 5 }, (_, i) => ({ queue, type: 'work', payload: { i } })));
+    const release = gate();
+    const ran: string[] = [];
+    const w = worker({ queues: [queue], slots: 2 });
+    w.handle('work', async (job) => {
+      ran.push(job.id);
+      await release.opened;
+      return { ok: true };
+    });
+    await w.start();
+    await waitFor(() => ran.length === 2, { what: 'two handlers running' });
+    const stopping = w.stop({ timeoutMs: 20_000 });
+    expect(w.stats().draining).toBe(true);
+    release.open();
+    expect(await stopping).toEqual({ unfinished: [] });
+    expect(ran).toHaveLength(2);
+    // The two that ran are COMPLETED (acked before stop resolved); the rest were never taken.
+    for (const { job } of jobs) {
+      const now = await client.get(job.id);
+      if (ran.includes(job.id)) expect(now).toMatchObject({ state: 'COMPLETED', attempt: 1 });
+      else expect(now).toMatchObject({ state: 'PENDING', attempt: 0, workerId: null });
+    }
+    expect(w.stats()).toMatchObject({ connected: false, running: 0, awaitingAck: 0 });
+    await waitFor(() => server.dispatcher.sessionStats().sessions === 0, { what: 'the session to close' });
+  });
+
+  it('stop() past its timeout aborts the handlers (kind shutdown) and gives their jobs back untouched', async () => {
+    const queue = queueName();
+    const { job } = await client.submit({ queue, type: 'stubborn' });
+    const started = gate();
+    let kind: string | null = null;
+    const w = worker({ queues: [queue], slots: 1 });
+    w.handle('stubborn', async (_job, ctx) => {
+      started.open();
+      await new Promise((_resolve, reject) =>
+        ctx.signal.addEventListener('abort', () => {
+          kind = (ctx.signal.reason as JobAbortedError).kind;
+          reject(ctx.signal.reason);
+        }),
+      );
+    });
+    await w.start();
+    await started.opened;
+    expect(await w.stop({ timeoutMs: 50 })).toEqual({ unfinished: [] });
+    expect(kind).toBe('shutdown');
+    // Snoozed back: PENDING, the attempt given back, no error recorded.
+    expect(await client.get(job.id)).toMatchObject({ state: 'PENDING', attempt: 0, lastError: null });
+  });
+
+  it('heartbeats keep a slow handler lease alive across several lease periods while another handler hangs', async () => {
+    const queue = queueName();
+    await client.upsertQueue(queue, { leaseSeconds: 1, backoff: { kind: 'fixed', baseSeconds: 0, jitter: 0 } });
+    const { job: slow } = await client.submit({ queue, type: 'slow' });
+    const { job: hang } = await client.submit({ queue, type: 'hang' });
+    const calls: string[] = [];
+    const leaseSeen: Date[] = [];
+    const w = worker({ queues: [queue], slots: 2 });
+    w.handle('slow', async (job) => {
+      calls.push(job.id);
+      // The work itself takes 3.5 s: three and a half lease periods.
+      await new Promise((r) => setTimeout(r, 3_500));
+      return { done: true };
+    });
+    w.handle('hang', async (job, ctx) => {
+      calls.push(job.id);
+      const timer = setInterval(() => ctx.leaseExpiresAt && leaseSeen.push(ctx.leaseExpiresAt), 200);
+      // Never finishes on its own; only a cancel ends it.
+      await new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
+      clearInterval(timer);
+    });
+    const ready = new Promise<{ leaseSeconds: number; heartbeatIntervalSeconds: number }>((r) => w.once('ready', r));
+    await w.start();
+    expect(await ready).toMatchObject({ leaseSeconds: 1 });
+
+    const done = await jobIn(slow.id, 'COMPLETED');
+    expect(done).toMatchObject({ attempt: 1, result: { done: true }, lastError: null });
+    expect(done.finishedAt!.getTime() - done.startedAt!.getTime()).toBeGreaterThanOrEqual(3_400);
+    // The hanging job kept its lease the whole time: same attempt, same worker, lease renewed.
+    const hung = await client.get(hang.id);
+    expect(hung).toMatchObject({ state: 'RUNNING', attempt: 1, workerId: w.workerId, lastError: null });
+    expect(hung.leaseExpiresAt!.getTime()).toBeGreaterThan(Date.now());
+    expect(new Set(leaseSeen.map((d) => d.getTime())).size).toBeGreaterThan(3);
+    expect(calls.sort()).toEqual([slow.id, hang.id].sort());
+
+    await client.cancel(hang.id);
+    expect(await jobIn(hang.id, 'CANCELLED')).toMatchObject({ attempt: 1 });
+    expect(calls).toHaveLength(2);
+  });
+
+  it('start() rejects when the server refuses the hello', async () => {
+    const w = worker({ queues: ['not a queue!'] });
+    w.handle('x', () => undefined);
+    await expect(w.start()).rejects.toMatchObject({ codeName: 'INVALID_ARGUMENT' });
+  });
+});

@@ -1,0 +1,234 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JobState, type Job } from '../../src/gen/evora/v1/job.js';
+import { BackoffKind } from '../../src/gen/evora/v1/queue.js';
+import { queueName } from '../helpers/factories.js';
+import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless, start, titled, type Proc, type Tool } from './toolchain.js';
+
+/**
+ * The Go and Python example workers against a live server: every job ends COMPLETED with
+ * the result the worker computed, the ones that fail once are retried (attempt 2), a job
+ * longer than its lease survives on heartbeats, and SIGTERM drains.
+ */
+
+const exec = promisify(execFile);
+const GO_DIR = join(REPO_ROOT, 'examples', 'go-worker');
+const PY_DIR = join(REPO_ROOT, 'examples', 'python-worker');
+
+let clients: Clients;
+let address: string;
+let scratch: string;
+
+beforeAll(async () => {
+  ({ clients, address } = await serverSetup());
+  scratch = await mkdtemp(join(tmpdir(), 'evora-interop-'));
+});
+afterAll(async () => {
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+/** What the `resize` handler of both examples returns (see examples/go-worker/resize.go). */
+function expectedResult(p: { image: string; width: number; height: number; max_side?: number }, attempt: number, worker: string) {
+  const maxSide = p.max_side ?? 256;
+  const long = Math.max(p.width, p.height);
+  const [w, h] =
+    long > maxSide
+      ? [Math.floor((2 * p.width * maxSide + long) / (2 * long)), Math.floor((2 * p.height * maxSide + long) / (2 * long))]
+      : [p.width, p.height];
+  const dot = p.image.lastIndexOf('.');
+  const [stem, ext] = dot > 0 ? [p.image.slice(0, dot), p.image.slice(dot)] : [p.image, ''];
+  return { image: p.image, thumbnail: `${stem}_${w}x${h}${ext}`, width: w, height: h, attempt, worker };
+}
+
+const PAYLOADS = [
+  { image: 'cat.png', width: 4000, height: 3000 },
+  { image: 'dog.jpeg', width: 1080, height: 1920, max_side: 640 },
+  { image: 'icon', width: 64, height: 32 },
+  { image: 'wide.webp', width: 1001, height: 3, max_side: 1000 },
+  { image: 'flaky.png', width: 800, height: 600, fail_until_attempt: 2 },
+  { image: 'flaky2.gif', width: 300, height: 900, max_side: 100, fail_until_attempt: 2 },
+  // Longer than the queue's 3 s lease: completes on attempt 1 only if the worker heartbeats.
+  { image: 'slow.png', width: 500, height: 500, sleep_ms: 4500 },
+];
+const RETRIED = PAYLOADS.filter((p) => 'fail_until_attempt' in p).length;
+
+async function setupQueue(prefix: string): Promise<string> {
+  const queue = queueName(prefix);
+  // Immediate retries; a 3 s lease (heartbeat every 1 s, as the welcome says).
+  await call(clients.queues, 'upsertQueue', {
+    name: queue,
+    maxAttempts: 3,
+    leaseSeconds: 3,
+    backoff: { kind: BackoffKind.BACKOFF_KIND_FIXED, base: { seconds: 0, nanos: 0 }, jitter: 0 },
+  });
+  return queue;
+}
+
+async function submit(queue: string, payload: Record<string, unknown>): Promise<Job> {
+  const { job } = await call(clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0 });
+  return job!;
+}
+
+async function getJob(id: string): Promise<Job> {
+  return (await call(clients.jobs, 'getJob', { id })).job!;
+}
+
+function describeExit(p: Proc, e: { code: number | null; signal: string | null }): string {
+  return `worker exited with code ${e.code} signal ${e.signal}\n--- stderr ---\n${p.stderr()}`;
+}
+
+interface WorkerKind {
+  name: string;
+  tools: Tool[];
+  /** Builds what is needed (once) and returns how to start the worker with these options. */
+  prepare(): Promise<(opts: { queue: string; workerId: string; slots: number; maxJobs?: number }) => Proc>;
+}
+
+const go = findGo();
+const python = findPython();
+
+const kinds: WorkerKind[] = [
+  {
+    name: 'Go worker (examples/go-worker)',
+    tools: [go],
+    async prepare() {
+      if (!go.ok) throw new Error('unreachable');
+      const bin = join(scratch, 'go-worker');
+      await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
+      return ({ queue, workerId, slots, maxJobs }) =>
+        start(
+          bin,
+          ['-address', address, '-queue', queue, '-worker-id', workerId, '-slots', String(slots), ...(maxJobs ? ['-max-jobs', String(maxJobs)] : [])],
+          { timeoutMs: 60_000 },
+        );
+    },
+  },
+  {
+    name: 'Python worker (examples/python-worker)',
+    tools: [python],
+    async prepare() {
+      if (!python.ok) throw new Error('unreachable');
+      const py = python.path;
+      return ({ queue, workerId, slots, maxJobs }) =>
+        start(
+          py,
+          ['worker.py', '--address', address, '--queue', queue, '--worker-id', workerId, '--slots', String(slots), ...(maxJobs ? ['--max-jobs', String(maxJobs)] : [])],
+          { cwd: PY_DIR, timeoutMs: 60_000, env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' } },
+        );
+    },
+  },
+];
+
+for (const kind of kinds) {
+  describe.skipIf(skipUnless(kind.name, ...kind.tools))(titled(kind.name, ...kind.tools), () => {
+    let launch: Awaited<ReturnType<WorkerKind['prepare']>>;
+    beforeAll(async () => {
+      assertTools(...kind.tools);
+      launch = await kind.prepare();
+    }, 300_000);
+
+    it('runs every job to COMPLETED with its result, retrying the ones that fail once', async () => {
+      const queue = await setupQueue('interop');
+      const jobs = await Promise.all(PAYLOADS.map((p) => submit(queue, p)));
+      const workerId = `interop-${queue}`;
+      // One report per attempt: each job once, plus one failed attempt per flaky job.
+      const proc = launch({ queue, workerId, slots: 3, maxJobs: PAYLOADS.length + RETRIED });
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+
+      for (const [i, submitted] of jobs.entries()) {
+        const p = PAYLOADS[i]!;
+        const job = await getJob(submitted.id);
+        const attempt = 'fail_until_attempt' in p ? 2 : 1;
+        expect(job, `${p.image}\n${proc.stderr()}`).toMatchObject({
+          state: JobState.JOB_STATE_COMPLETED,
+          attempt,
+          workerId,
+          result: expectedResult(p, attempt, workerId),
+        });
+        if (attempt === 2) expect(job.lastError).toBe('simulated failure on attempt 1 (fail_until_attempt=2)');
+        else expect(job.lastError).toBe('');
+      }
+    });
+
+    it('drains on SIGTERM: finishes the running job, takes no new one, exits 0', async () => {
+      const queue = await setupQueue('drain');
+      const running = await submit(queue, { image: 'long.png', width: 10, height: 10, sleep_ms: 1500 });
+      const workerId = `interop-${queue}`;
+      const proc = launch({ queue, workerId, slots: 1 });
+      await waitFor(async () => (await getJob(running.id)).state === JobState.JOB_STATE_RUNNING, { what: 'the job to be leased' });
+      // The only slot is busy, so this one waits; after the drain it must not be leased.
+      const waiting = await submit(queue, { image: 'later.png', width: 10, height: 10 });
+      proc.child.kill('SIGTERM');
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+      expect(await getJob(running.id)).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, attempt: 1, workerId });
+      expect(await getJob(waiting.id)).toMatchObject({ state: JobState.JOB_STATE_PENDING, attempt: 0 });
+    });
+  });
+}
+
+/** Files under `dir`, relative to it, with their contents. */
+async function tree(dir: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const full = join(entry.parentPath, entry.name);
+    out.set(relative(dir, full), await readFile(full, 'utf8'));
+  }
+  return out;
+}
+
+/** Skips (or, with EVORA_INTEROP_REQUIRED=1, fails) the test when a tool is missing. */
+function need(ctx: { skip: (note?: string) => never }, ...tools: Tool[]): void {
+  const missing = tools.flatMap((t) => (t.ok ? [] : [t.reason]));
+  if (missing.length === 0) return;
+  if (REQUIRED) assertTools(...tools);
+  console.warn(`interop: skipping a test: ${missing.join('; ')}`);
+  ctx.skip(missing.join('; '));
+}
+
+describe('the committed stubs match proto/', () => {
+  it('examples/python-worker/gen is what gen.sh generates', async (ctx) => {
+    need(ctx, python);
+    if (!python.ok) return;
+    const out = join(scratch, 'py-gen');
+    await exec('bash', [join(PY_DIR, 'gen.sh')], { env: { ...process.env, PYTHON: python.path, OUT: out } });
+    expect(await tree(out), 'examples/python-worker/gen is stale: run examples/python-worker/gen.sh').toEqual(await tree(join(PY_DIR, 'gen')));
+  });
+
+  // Needs the two Go plugins at the versions in examples/go-worker/Makefile, which the
+  // interop install does not add (the Go stubs are committed): this runs where
+  // `make -C examples/go-worker tools` was done and skips elsewhere, even in CI.
+  it('examples/go-worker/gen is what `make gen` generates', async (ctx) => {
+    need(ctx, go);
+    const makefile = await readFile(join(GO_DIR, 'Makefile'), 'utf8');
+    const problems: string[] = [];
+    for (const [plugin, module, variable] of [
+      ['protoc-gen-go', 'google.golang.org/protobuf', 'PROTOC_GEN_GO_VERSION'],
+      ['protoc-gen-go-grpc', 'google.golang.org/grpc/cmd/protoc-gen-go-grpc', 'PROTOC_GEN_GO_GRPC_VERSION'],
+    ] as const) {
+      const want = new RegExp(`^${variable} := (\\S+)`, 'm').exec(makefile)?.[1];
+      const path = join(goBin() ?? '/nonexistent', plugin);
+      const have = await exec(go.ok ? go.path : 'go', ['version', '-m', path]).then(
+        (r) => r.stdout.split('\n').map((l) => l.trim().split(/\s+/)).find((f) => f[0] === 'mod' && f[1] === module)?.[2],
+        () => undefined,
+      );
+      if (have !== want) problems.push(`${plugin} ${have ?? 'not installed'} (want ${want})`);
+    }
+    if (problems.length > 0) {
+      console.warn(`interop: skipping the Go stubs check: ${problems.join(', ')} (make -C examples/go-worker tools)`);
+      ctx.skip(`${problems.join(', ')}: make -C examples/go-worker tools`);
+    }
+    const out = join(scratch, 'go-gen');
+    const buf = join(REPO_ROOT, 'node_modules', '.bin', 'buf');
+    await exec(buf, ['generate', '-o', out], { cwd: GO_DIR, env: { ...process.env, PATH: `${goBin()}:${process.env.PATH ?? ''}` } });
+    expect(await tree(join(out, 'gen')), 'examples/go-worker/gen is stale: run make -C examples/go-worker gen').toEqual(await tree(join(GO_DIR, 'gen')));
+  });
+});

@@ -821,6 +821,73 @@ export class Store {
     };
   }
 
+  // ----- the outbox ----------------------------------------------------------------------
+
+  /**
+   * Opens the projector's next batch: the batch a crash left open (with exactly the rows it
+   * had), else a new one taking up to `limit` outbox rows in id order. Null when the outbox
+   * is empty.
+   */
+  async projectorBatchOpen(params: { sink: string; limit: number }): Promise<{ batchId: number; events: JobEventRow[] } | null> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const open = await client.query<{ id: string }>('SELECT id FROM evora.projector_batches ORDER BY id LIMIT 1');
+      let batchId = open.rows[0] ? Number(open.rows[0].id) : null;
+      if (batchId === null) {
+        const { rows } = await client.query<{ id: string }>(
+          `WITH taken AS (
+             SELECT id FROM evora.job_events WHERE batch_id IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+           ),
+           batch AS (
+             INSERT INTO evora.projector_batches (sink, events)
+             SELECT $2, count(*) FROM taken HAVING count(*) > 0
+             RETURNING id
+           )
+           UPDATE evora.job_events e SET batch_id = b.id
+           FROM batch b, taken t WHERE e.id = t.id
+           RETURNING b.id`,
+          [params.limit, params.sink],
+        );
+        batchId = rows[0] ? Number(rows[0].id) : null;
+      }
+      if (batchId === null) {
+        await client.query('COMMIT');
+        return null;
+      }
+      const { rows: events } = await client.query<JobEventRow>(
+        'SELECT * FROM evora.job_events WHERE batch_id = $1 ORDER BY id',
+        [batchId],
+      );
+      await client.query('COMMIT');
+      return { batchId, events };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** Closes an applied batch: its outbox rows are deleted, and so is the batch. */
+  async projectorBatchClose(params: { batchId: number }): Promise<void> {
+    await this.pool.query(
+      `WITH gone AS (DELETE FROM evora.job_events WHERE batch_id = $1)
+       DELETE FROM evora.projector_batches WHERE id = $1`,
+      [params.batchId],
+    );
+  }
+
+  /** How far telemetry is behind: outbox rows not yet applied, and the age of the oldest. */
+  async outboxLag(params: { now?: Date } = {}): Promise<{ events: number; oldestSeconds: number }> {
+    const { rows } = await this.pool.query<{ n: number; age: number | null }>(
+      `SELECT count(*)::int AS n, extract(epoch FROM coalesce($1::timestamptz, now()) - min(at))::float8 AS age
+       FROM evora.job_events`,
+      [params.now ?? null],
+    );
+    return { events: rows[0]?.n ?? 0, oldestSeconds: Math.max(0, rows[0]?.age ?? 0) };
+  }
+
   // ----- queues ------------------------------------------------------------------------
 
   /** Creates a queue or changes the given settings of an existing one. */
@@ -869,6 +936,22 @@ export class Store {
     if (!rows[0]) throw notFound(`queue "${params.name}" not found`);
     return queueFromRow(rows[0]);
   }
+}
+
+/** An outbox row (see migrations/0002_job_events.sql). */
+export interface JobEventRow {
+  id: string;
+  job_id: string;
+  queue: string;
+  type: string;
+  kind: string;
+  from_state: JobState | null;
+  to_state: JobState;
+  attempt: number;
+  worker_id: string | null;
+  at: Date;
+  wait_ms: number | null;
+  run_ms: number | null;
 }
 
 /** Internal: a submit attempt that lost a race and should simply run again. */

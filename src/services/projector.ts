@@ -1,0 +1,73 @@
+import type { Logger } from '../logger.js';
+import type { JobEventRow, Store } from '../store/store.js';
+import { projectEvents, type JobEvent, type JobEventKind, type TelemetrySink } from '../telemetry/projection.js';
+import { PeriodicService } from './periodic.js';
+
+/** What one projector run did. */
+export interface ProjectorRun {
+  /** False when this process is not the leader and did nothing. */
+  ran: boolean;
+  batches: number;
+  events: number;
+}
+
+/** An outbox row as the projection reads it. */
+export function eventFromRow(r: JobEventRow): JobEvent {
+  return {
+    id: Number(r.id),
+    jobId: r.job_id,
+    queue: r.queue,
+    type: r.type,
+    kind: r.kind as JobEventKind,
+    fromState: r.from_state,
+    toState: r.to_state,
+    attempt: r.attempt,
+    workerId: r.worker_id,
+    at: r.at,
+    waitMs: r.wait_ms,
+    runMs: r.run_ms,
+  };
+}
+
+/**
+ * The projector: on the elected leader only, it moves outbox events into the telemetry
+ * sink, a batch at a time, until the outbox is empty.
+ *
+ * Exactly once, through any crash (docs/telemetry.md):
+ * 1. open a batch: the batch a crash left open, with exactly its rows, or a new one;
+ * 2. apply it to the sink, which changes each document at most once per batch id;
+ * 3. close it: delete its rows from the outbox.
+ * A crash before 3 makes the next run apply the same batch again, which changes only the
+ * documents the first attempt did not reach.
+ */
+export class Projector extends PeriodicService {
+  private readonly batchSize: number;
+
+  constructor(
+    private readonly opts: {
+      store: Store;
+      sink: TelemetrySink;
+      isLeader: () => boolean;
+      logger: Logger;
+      intervalMs?: number;
+      batchSize?: number;
+    },
+  ) {
+    super('projector', opts.intervalMs ?? 1000, opts.logger.child({ component: 'projector' }));
+    this.batchSize = opts.batchSize ?? 2000;
+  }
+
+  async runOnce(): Promise<ProjectorRun> {
+    const run: ProjectorRun = { ran: false, batches: 0, events: 0 };
+    if (!this.opts.isLeader()) return run;
+    run.ran = true;
+    for (;;) {
+      const batch = await this.opts.store.projectorBatchOpen({ sink: this.opts.sink.name, limit: this.batchSize });
+      if (!batch) return run;
+      await this.opts.sink.apply(batch.batchId, projectEvents(batch.events.map(eventFromRow)));
+      await this.opts.store.projectorBatchClose({ batchId: batch.batchId });
+      run.batches++;
+      run.events += batch.events.length;
+    }
+  }
+}

@@ -1,0 +1,167 @@
+import type pg from 'pg';
+import {
+  queueTelemetryFrom,
+  type Histogram,
+  type MinuteDelta,
+  type ProjectionUpdate,
+  type QueueTelemetry,
+  type TelemetrySink,
+} from '../telemetry/projection.js';
+import type { JobState } from './store.js';
+
+/**
+ * The embedded telemetry sink: the projection kept in Postgres tables of its own
+ * (migrations/0003_telemetry.sql), for when MONGODB_URL is not set. A batch is applied in
+ * one transaction together with its id in telemetry_applied_batches, so applying it again
+ * after a crash is a no-op.
+ */
+export class PostgresTelemetrySink implements TelemetrySink {
+  readonly name = 'postgres';
+
+  constructor(
+    private readonly pool: pg.Pool,
+    /** How long recent job events are kept. */
+    private readonly eventRetentionSeconds = 86_400,
+  ) {}
+
+  async init(): Promise<void> {
+    // The tables come with the migrations.
+  }
+
+  async close(): Promise<void> {
+    // The pool belongs to the store.
+  }
+
+  async apply(batchId: number, update: ProjectionUpdate): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const first = await client.query(
+        'INSERT INTO evora.telemetry_applied_batches (batch_id) VALUES ($1) ON CONFLICT DO NOTHING RETURNING batch_id',
+        [batchId],
+      );
+      if (first.rowCount === 0) {
+        await client.query('COMMIT');
+        return;
+      }
+      const counts = [...update.counts].flatMap(([queue, byState]) =>
+        Object.entries(byState).map(([state, n]) => ({ queue, state, n })),
+      );
+      if (counts.length > 0) {
+        await client.query(
+          `INSERT INTO evora.telemetry_queue_counts AS c (queue, state, n)
+           SELECT * FROM unnest($1::text[], $2::evora.job_state[], $3::bigint[])
+           ON CONFLICT (queue, state) DO UPDATE SET n = c.n + EXCLUDED.n`,
+          [counts.map((c) => c.queue), counts.map((c) => c.state), counts.map((c) => c.n)],
+        );
+      }
+      const minutes = [...update.minutes.values()];
+      if (minutes.length > 0) {
+        await client.query(
+          `INSERT INTO evora.telemetry_minutes AS m
+             (queue, minute, submitted, completed, failed, dead_lettered, wait_hist, run_hist)
+           SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
+                                $7::jsonb[], $8::jsonb[])
+           ON CONFLICT (queue, minute) DO UPDATE SET
+             submitted = m.submitted + EXCLUDED.submitted,
+             completed = m.completed + EXCLUDED.completed,
+             failed = m.failed + EXCLUDED.failed,
+             dead_lettered = m.dead_lettered + EXCLUDED.dead_lettered,
+             wait_hist = evora.histogram_add(m.wait_hist, EXCLUDED.wait_hist),
+             run_hist = evora.histogram_add(m.run_hist, EXCLUDED.run_hist)`,
+          [
+            minutes.map((m) => m.queue),
+            minutes.map((m) => m.minute),
+            minutes.map((m) => m.submitted),
+            minutes.map((m) => m.completed),
+            minutes.map((m) => m.failed),
+            minutes.map((m) => m.deadLettered),
+            minutes.map((m) => JSON.stringify(m.wait)),
+            minutes.map((m) => JSON.stringify(m.run)),
+          ],
+        );
+      }
+      const ev = update.events;
+      if (ev.length > 0) {
+        await client.query(
+          `INSERT INTO evora.telemetry_recent_events (id, job_id, queue, type, kind, attempt, worker_id, at)
+           SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::evora.job_event_kind[], $6::int[],
+                                $7::text[], $8::timestamptz[])
+           ON CONFLICT (id) DO NOTHING`,
+          [
+            ev.map((e) => e.id),
+            ev.map((e) => e.jobId),
+            ev.map((e) => e.queue),
+            ev.map((e) => e.type),
+            ev.map((e) => e.kind),
+            ev.map((e) => e.attempt),
+            ev.map((e) => e.workerId),
+            ev.map((e) => e.at),
+          ],
+        );
+      }
+      await client.query(
+        `DELETE FROM evora.telemetry_recent_events WHERE at < now() - make_interval(secs => $1)`,
+        [this.eventRetentionSeconds],
+      );
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async queueStats(params: { queue: string; now?: Date }): Promise<QueueTelemetry | null> {
+    const [stats] = await this.read([params.queue], params.now ?? new Date());
+    return stats ?? null;
+  }
+
+  async queueStatsAll(params: { now?: Date }): Promise<QueueTelemetry[]> {
+    return this.read(null, params.now ?? new Date());
+  }
+
+  private async read(queues: string[] | null, now: Date): Promise<QueueTelemetry[]> {
+    const counts = await this.pool.query<{ queue: string; state: JobState; n: string }>(
+      `SELECT queue, state, n FROM evora.telemetry_queue_counts WHERE $1::text[] IS NULL OR queue = ANY($1)`,
+      [queues],
+    );
+    const minutes = await this.pool.query<{
+      queue: string;
+      minute: Date;
+      submitted: string;
+      completed: string;
+      failed: string;
+      dead_lettered: string;
+      wait_hist: Histogram;
+      run_hist: Histogram;
+    }>(
+      `SELECT * FROM evora.telemetry_minutes
+       WHERE ($1::text[] IS NULL OR queue = ANY($1)) AND minute > $2::timestamptz - interval '61 minutes'`,
+      [queues, now],
+    );
+    const byQueue = new Map<string, { counts: Partial<Record<JobState, number>>; minutes: MinuteDelta[] }>();
+    const entry = (q: string) => {
+      let e = byQueue.get(q);
+      if (!e) byQueue.set(q, (e = { counts: {}, minutes: [] }));
+      return e;
+    };
+    for (const r of counts.rows) entry(r.queue).counts[r.state] = Number(r.n);
+    for (const r of minutes.rows) {
+      entry(r.queue).minutes.push({
+        queue: r.queue,
+        minute: r.minute,
+        submitted: Number(r.submitted),
+        completed: Number(r.completed),
+        failed: Number(r.failed),
+        deadLettered: Number(r.dead_lettered),
+        wait: r.wait_hist,
+        run: r.run_hist,
+      });
+    }
+    return [...byQueue]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([q, e]) => queueTelemetryFrom(q, e.counts, e.minutes, now));
+  }
+}

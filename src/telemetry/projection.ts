@@ -1,0 +1,205 @@
+import type { JobState } from '../store/store.js';
+
+/**
+ * The projection: how outbox events become telemetry. Pure functions, no I/O, one logic
+ * for every sink (MongoDB or the embedded Postgres tables). A sink applies a
+ * `ProjectionUpdate` atomically per document; the projector makes that exactly-once.
+ */
+
+/** One outbox row, as the store hands it to the projector. */
+export interface JobEvent {
+  id: number;
+  jobId: string;
+  queue: string;
+  type: string;
+  kind: JobEventKind;
+  fromState: JobState | null;
+  toState: JobState;
+  attempt: number;
+  workerId: string | null;
+  at: Date;
+  waitMs: number | null;
+  runMs: number | null;
+}
+
+export type JobEventKind =
+  | 'submitted'
+  | 'claimed'
+  | 'completed'
+  | 'failed_retrying'
+  | 'dead_lettered'
+  | 'cancelled'
+  | 'retried_manually'
+  | 'snoozed'
+  | 'lease_expired';
+
+/** Per-minute counters of one queue. */
+export interface MinuteCounters {
+  submitted: number;
+  completed: number;
+  /** Failed attempts: failed and retrying, dead-lettered after an attempt, lease expired. */
+  failed: number;
+  deadLettered: number;
+}
+
+/** A histogram: bin index -> count (see latencyBin). */
+export type Histogram = Record<number, number>;
+
+/** What one minute of one queue gains from a batch. */
+export interface MinuteDelta extends MinuteCounters {
+  queue: string;
+  /** Start of the minute (UTC). */
+  minute: Date;
+  wait: Histogram;
+  run: Histogram;
+}
+
+/** Everything a batch of events changes in the telemetry store. */
+export interface ProjectionUpdate {
+  /** queue -> state -> change in the number of jobs in that state. */
+  counts: Map<string, Partial<Record<JobState, number>>>;
+  /** `${queue}|${minute ISO}` -> counters to add. */
+  minutes: Map<string, MinuteDelta>;
+  /** The events themselves, for the recent-events collection. */
+  events: JobEvent[];
+}
+
+/**
+ * Latency histogram bins: four per power of two of milliseconds (each bin about 19% wide),
+ * so p50/p95/p99 read from them are within that resolution. Bin 0 holds 0..1 ms.
+ */
+export function latencyBin(ms: number): number {
+  return ms <= 1 ? 0 : Math.min(127, Math.ceil(Math.log2(ms) * 4));
+}
+
+/** The upper edge of a bin in milliseconds (what a percentile read from it reports). */
+export function latencyBinUpperMs(bin: number): number {
+  return bin === 0 ? 1 : 2 ** (bin / 4);
+}
+
+/** The q-quantile (0..1) of a histogram, as a bin's upper edge; null when empty. */
+export function histogramQuantile(h: Histogram, q: number): number | null {
+  const bins = Object.entries(h)
+    .map(([b, n]) => [Number(b), n] as const)
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => a[0] - b[0]);
+  const total = bins.reduce((s, [, n]) => s + n, 0);
+  if (total === 0) return null;
+  const rank = q * total;
+  let seen = 0;
+  for (const [bin, n] of bins) {
+    seen += n;
+    if (seen >= rank) return latencyBinUpperMs(bin);
+  }
+  return latencyBinUpperMs(bins[bins.length - 1]![0]);
+}
+
+/** Adds histogram b into a (in place) and returns a. */
+export function histogramAdd(a: Histogram, b: Histogram): Histogram {
+  for (const [bin, n] of Object.entries(b)) a[Number(bin)] = (a[Number(bin)] ?? 0) + n;
+  return a;
+}
+
+function minuteStart(d: Date): Date {
+  return new Date(Math.floor(d.getTime() / 60_000) * 60_000);
+}
+
+/** Folds a batch of events into the changes it makes to the telemetry store. */
+export function projectEvents(events: JobEvent[]): ProjectionUpdate {
+  const counts = new Map<string, Partial<Record<JobState, number>>>();
+  const minutes = new Map<string, MinuteDelta>();
+  for (const e of events) {
+    const c = counts.get(e.queue) ?? {};
+    c[e.toState] = (c[e.toState] ?? 0) + 1;
+    if (e.fromState) c[e.fromState] = (c[e.fromState] ?? 0) - 1;
+    counts.set(e.queue, c);
+
+    const minute = minuteStart(e.at);
+    const key = `${e.queue}|${minute.toISOString()}`;
+    let m = minutes.get(key);
+    if (!m) {
+      m = { queue: e.queue, minute, submitted: 0, completed: 0, failed: 0, deadLettered: 0, wait: {}, run: {} };
+      minutes.set(key, m);
+    }
+    if (e.kind === 'submitted') m.submitted++;
+    if (e.kind === 'completed') m.completed++;
+    if (e.kind === 'failed_retrying' || e.kind === 'lease_expired' || (e.kind === 'dead_lettered' && e.fromState === 'RUNNING')) {
+      m.failed++;
+    }
+    if (e.kind === 'dead_lettered') m.deadLettered++;
+    if (e.waitMs !== null) {
+      const bin = latencyBin(e.waitMs);
+      m.wait[bin] = (m.wait[bin] ?? 0) + 1;
+    }
+    if (e.runMs !== null) {
+      const bin = latencyBin(e.runMs);
+      m.run[bin] = (m.run[bin] ?? 0) + 1;
+    }
+  }
+  return { counts, minutes, events };
+}
+
+/** Stats of one queue as read back from a sink. */
+export interface QueueTelemetry {
+  queue: string;
+  counts: Partial<Record<JobState, number>>;
+  /** Completed jobs per second over the last 1, 5 and 60 minutes. */
+  throughput: { m1: number; m5: number; m60: number };
+  /** Percentiles in ms over the last 60 minutes; null without data. */
+  waitMs: { p50: number | null; p95: number | null; p99: number | null };
+  runMs: { p50: number | null; p95: number | null; p99: number | null };
+  /** Failed attempts / (completed + failed attempts) over the last 60 minutes; 0 without data. */
+  failureRate: number;
+  submitted60m: number;
+  completed60m: number;
+  failed60m: number;
+  deadLettered60m: number;
+}
+
+/**
+ * Combines a queue's state counts and its minute buckets into stats as of `now`. Shared by
+ * the sinks so that both answer the same way.
+ */
+export function queueTelemetryFrom(
+  queue: string,
+  counts: Partial<Record<JobState, number>>,
+  minutes: MinuteDelta[],
+  now: Date,
+): QueueTelemetry {
+  const since = (mins: number) => minutes.filter((m) => m.minute.getTime() > now.getTime() - mins * 60_000);
+  const completedIn = (mins: number) => since(mins).reduce((s, m) => s + m.completed, 0);
+  const last60 = since(60);
+  const sum = (f: (m: MinuteDelta) => number) => last60.reduce((s, m) => s + f(m), 0);
+  const wait = last60.reduce((h, m) => histogramAdd(h, m.wait), {} as Histogram);
+  const run = last60.reduce((h, m) => histogramAdd(h, m.run), {} as Histogram);
+  const completed = sum((m) => m.completed);
+  const failed = sum((m) => m.failed);
+  const pcts = (h: Histogram) => ({ p50: histogramQuantile(h, 0.5), p95: histogramQuantile(h, 0.95), p99: histogramQuantile(h, 0.99) });
+  return {
+    queue,
+    counts,
+    throughput: { m1: completedIn(1) / 60, m5: completedIn(5) / 300, m60: completedIn(60) / 3600 },
+    waitMs: pcts(wait),
+    runMs: pcts(run),
+    failureRate: completed + failed === 0 ? 0 : failed / (completed + failed),
+    submitted60m: sum((m) => m.submitted),
+    completed60m: completed,
+    failed60m: failed,
+    deadLettered60m: sum((m) => m.deadLettered),
+  };
+}
+
+/**
+ * A telemetry store. `apply` must be idempotent per batch id: applying the same batch
+ * again (after a crash mid-apply) changes each document at most once in total.
+ */
+export interface TelemetrySink {
+  readonly name: string;
+  /** Creates collections/tables and indexes it needs. */
+  init(): Promise<void>;
+  apply(batchId: number, update: ProjectionUpdate): Promise<void>;
+  /** Stats of one queue (null: the sink knows nothing of it), or of all queues it knows. */
+  queueStats(params: { queue: string; now?: Date }): Promise<QueueTelemetry | null>;
+  queueStatsAll(params: { now?: Date }): Promise<QueueTelemetry[]>;
+  close(): Promise<void>;
+}

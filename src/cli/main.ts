@@ -1,14 +1,57 @@
 #!/usr/bin/env node
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { CONFIG_DOC, configLoad, type ServerConfig } from '../config.js';
-import { createLogger } from '../logger.js';
-import { serverStart } from '../server/server.js';
+import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
+import { clientCommandsAdd } from './client-commands.js';
+import { UsageError } from './format.js';
 
 /**
- * The `evora` command. `evora serve` runs the server (what `npm start` runs); the client
- * commands arrive with the SDK.
+ * The `evora` command. `evora serve` runs the server (what `npm start` runs); the other
+ * commands are clients of a running server, built on the SDK (docs/sdk.md, "CLI").
+ *
+ * Exit codes scripts can rely on:
+ *   0 ok; 1 anything else; 2 bad usage or invalid argument (bad flags, bad JSON,
+ *   INVALID_ARGUMENT); 3 NOT_FOUND; 4 conflict (ALREADY_EXISTS, FAILED_PRECONDITION);
+ *   5 server unavailable or deadline exceeded.
  */
-const program = new Command('evora').description('Evora: a job queue server on PostgreSQL, reached over gRPC');
+const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_FOUND: 3, CONFLICT: 4, UNAVAILABLE: 5 } as const;
+
+function exitCodeFor(err: unknown): number {
+  if (err instanceof UsageError || err instanceof TypeError) return EXIT.USAGE;
+  if (err instanceof EvoraApiError) {
+    switch (err.codeName) {
+      case 'INVALID_ARGUMENT':
+      case 'OUT_OF_RANGE':
+        return EXIT.USAGE;
+      case 'NOT_FOUND':
+        return EXIT.NOT_FOUND;
+      case 'ALREADY_EXISTS':
+      case 'FAILED_PRECONDITION':
+      case 'ABORTED':
+        return EXIT.CONFLICT;
+      case 'UNAVAILABLE':
+      case 'DEADLINE_EXCEEDED':
+        return EXIT.UNAVAILABLE;
+      default:
+        return EXIT.FAILURE;
+    }
+  }
+  return EXIT.FAILURE;
+}
+
+/** One line on stderr: `evora: NOT_FOUND: job … not found`. */
+function errorLine(err: unknown): string {
+  if (err instanceof EvoraApiError) return `${err.codeName}: ${err.message}`;
+  return (err instanceof Error ? err.message : String(err)).replace(/\s*\n\s*/g, ' ');
+}
+
+const program = new Command('evora')
+  .description('Evora: a job queue server on PostgreSQL, reached over gRPC')
+  .option('--address <host:port>', `server to talk to [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
+  .option('--json', 'print results as JSON (for scripts)')
+  .option('--timeout <duration>', 'deadline of each call, e.g. 10s', '10s')
+  .exitOverride()
+  .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
 
 const serve = program.command('serve').description('run the Evora server (embedded PostgreSQL unless DATABASE_URL is set)');
 for (const e of CONFIG_DOC) serve.option(`${e.flag} <value>`, `${e.doc} [env ${e.env}${e.default ? `, default ${e.default}` : ''}]`);
@@ -20,6 +63,9 @@ serve.action(async (opts: Record<string, string | undefined>) => {
     console.error(`evora: ${(err as Error).message}`);
     process.exit(2);
   }
+  // Loaded here so that the client commands start fast and never load server code.
+  const { createLogger } = await import('../logger.js');
+  const { serverStart } = await import('../server/server.js');
   const logger = createLogger({ level: config.logLevel, pretty: config.logPretty });
   let server;
   try {
@@ -49,7 +95,14 @@ serve.action(async (opts: Record<string, string | undefined>) => {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 });
 
+clientCommandsAdd(program);
+
 program.parseAsync(process.argv).catch((err: unknown) => {
-  console.error(`evora: ${(err as Error).message}`);
-  process.exit(1);
+  if (err instanceof CommanderError) {
+    // Commander already printed its message (or the help). Help asked for is success.
+    process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.OK : EXIT.USAGE;
+    return;
+  }
+  console.error(`evora: ${errorLine(err)}`);
+  process.exitCode = exitCodeFor(err);
 });

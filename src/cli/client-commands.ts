@@ -1,0 +1,249 @@
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { BACKOFF_KINDS, EvoraApiError, EvoraClient, jobStateParse, type BackoffKindName, type Job, type QueueSettings } from '../sdk/index.js';
+import {
+  UsageError,
+  jobDetails,
+  jobTable,
+  parseDuration,
+  parseInteger,
+  parseJsonObject,
+  parseNumber,
+  parseTime,
+  queueDetails,
+  queueTable,
+} from './format.js';
+
+/**
+ * The client commands of `evora`: thin wrappers over the SDK's EvoraClient. Each prints a
+ * human-readable text, or with --json the SDK's objects as JSON (times as ISO strings).
+ */
+
+/** Options every client command reads (the program's global options). */
+interface GlobalOptions {
+  address?: string;
+  json?: boolean;
+  timeout: string;
+}
+
+interface Ctx {
+  client: EvoraClient;
+  json: boolean;
+}
+
+function print(ctx: Ctx, value: unknown, human: () => string): void {
+  process.stdout.write(`${ctx.json ? JSON.stringify(value, null, 2) : human()}\n`);
+}
+
+/** Runs a command with a client built from the global options, and closes it. */
+function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Promise<void>) {
+  return async (...args: [...A, Command]) => {
+    const cmd = args[args.length - 1] as Command;
+    const g = cmd.optsWithGlobals<GlobalOptions>();
+    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000 });
+    try {
+      await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
+    } catch (err) {
+      if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
+        const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
+        throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
+      }
+      throw err;
+    } finally {
+      client.close();
+    }
+  };
+}
+
+function payloadOf(text: string | undefined) {
+  if (text === undefined) return undefined;
+  if (text.startsWith('@')) {
+    let content: string;
+    try {
+      content = readFileSync(text.slice(1), 'utf8');
+    } catch (err) {
+      throw new UsageError(`--payload ${text}: ${(err as Error).message}`);
+    }
+    return parseJsonObject(content, `--payload ${text}`);
+  }
+  return parseJsonObject(text, '--payload');
+}
+
+function statesOf(values: string[] | undefined) {
+  if (!values) return undefined;
+  try {
+    return values.flatMap((v) => v.split(',')).filter(Boolean).map(jobStateParse);
+  } catch (err) {
+    throw new UsageError(`--state: ${(err as Error).message}`);
+  }
+}
+
+function cancelText(job: Job): string {
+  if (job.state === 'RUNNING') return `job ${job.id}: cancel requested; it stays RUNNING until its worker stops it`;
+  return `job ${job.id}: ${job.state}`;
+}
+
+export function clientCommandsAdd(program: Command): void {
+  program
+    .command('submit <queue> <type>')
+    .description('submit a job')
+    .option('--payload <json>', 'the job payload: a JSON object, or @file to read it from a file', undefined)
+    .option('--key <key>', 'idempotency key: a resubmit with the same key returns the existing job')
+    .option('--priority <n>', 'smaller runs first, -1000..1000 (default 0)')
+    .option('--run-at <time>', 'earliest time to run: ISO 8601 time, or a delay such as 10m')
+    .option('--max-attempts <n>', "attempts before the DLQ (default: the queue's)")
+    .action(
+      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string }) => {
+        const res = await ctx.client.submit({
+          queue,
+          type,
+          payload: payloadOf(opts.payload),
+          idempotencyKey: opts.key,
+          priority: opts.priority === undefined ? undefined : parseInteger(opts.priority, '--priority'),
+          runAt: opts.runAt === undefined ? undefined : parseTime(opts.runAt, '--run-at'),
+          maxAttempts: opts.maxAttempts === undefined ? undefined : parseInteger(opts.maxAttempts, '--max-attempts', 1),
+        });
+        print(ctx, res, () =>
+          res.created
+            ? `job ${res.job.id} submitted to queue ${res.job.queue} (type ${res.job.type}, ${res.job.state})`
+            : `job ${res.job.id} already exists with key ${res.job.idempotencyKey} (${res.job.state}); nothing new submitted`,
+        );
+      }),
+    );
+
+  program
+    .command('get <id>')
+    .description('show a job')
+    .action(
+      withClient(async (ctx, id: string) => {
+        const job = await ctx.client.get(id);
+        print(ctx, job, () => jobDetails(job));
+      }),
+    );
+
+  program
+    .command('list')
+    .description('list jobs, newest first')
+    .option('--queue <queue>', 'only this queue')
+    .option('--state <states...>', 'only these states (pending, running, completed, dlq, cancelled; several allowed)')
+    .option('--type <type>', 'only this job type')
+    .option('--limit <n>', 'at most this many jobs', '50')
+    .action(
+      withClient(async (ctx, opts: { queue?: string; state?: string[]; type?: string; limit: string }) => {
+        const limit = parseInteger(opts.limit, '--limit', 1);
+        const jobs: Job[] = [];
+        const filter = { queue: opts.queue, states: statesOf(opts.state), type: opts.type };
+        // One more than asked, to say whether there are more.
+        for await (const job of ctx.client.listAll({ ...filter, limit: limit + 1, pageSize: Math.min(limit + 1, 1000) })) jobs.push(job);
+        const more = jobs.length > limit;
+        const shown = jobs.slice(0, limit);
+        print(ctx, shown, () => {
+          if (shown.length === 0) return 'no jobs';
+          return jobTable(shown) + (more ? `\n(showing the newest ${limit}; raise --limit to see more)` : '');
+        });
+      }),
+    );
+
+  program
+    .command('cancel <id>')
+    .description('cancel a job (a running job is stopped by its worker)')
+    .action(
+      withClient(async (ctx, id: string) => {
+        const job = await ctx.client.cancel(id);
+        print(ctx, job, () => cancelText(job));
+      }),
+    );
+
+  program
+    .command('retry <id>')
+    .description('run a DLQ or CANCELLED job again')
+    .action(
+      withClient(async (ctx, id: string) => {
+        const job = await ctx.client.retry(id);
+        print(ctx, job, () => `job ${job.id}: ${job.state}, will run again`);
+      }),
+    );
+
+  program
+    .command('queues')
+    .description('list queues')
+    .action(
+      withClient(async (ctx) => {
+        const queues = await ctx.client.listQueues();
+        print(ctx, queues, () => (queues.length === 0 ? 'no queues' : queueTable(queues)));
+      }),
+    );
+
+  const queue = program.command('queue').description('show, configure, pause or resume a queue');
+  queue
+    .command('get <name>')
+    .description("show a queue's settings")
+    .action(
+      withClient(async (ctx, name: string) => {
+        const q = await ctx.client.getQueue(name);
+        print(ctx, q, () => queueDetails(q));
+      }),
+    );
+  queue
+    .command('pause <name>')
+    .description('stop workers from taking jobs from the queue (submits are still accepted)')
+    .action(
+      withClient(async (ctx, name: string) => {
+        const q = await ctx.client.pauseQueue(name);
+        print(ctx, q, () => `queue ${q.name}: paused`);
+      }),
+    );
+  queue
+    .command('resume <name>')
+    .description('let workers take jobs from the queue again')
+    .action(
+      withClient(async (ctx, name: string) => {
+        const q = await ctx.client.resumeQueue(name);
+        print(ctx, q, () => `queue ${q.name}: resumed`);
+      }),
+    );
+  queue
+    .command('set <name>')
+    .description('create a queue or change its settings (settings not given keep their value)')
+    .option('--max-attempts <n>', 'default attempts before the DLQ')
+    .option('--lease-seconds <n>', 'lease length in seconds')
+    .option('--backoff <kind>', `retry delay growth: ${BACKOFF_KINDS.join(', ')}`)
+    .option('--backoff-base <duration>', 'delay before the first retry, e.g. 5s')
+    .option('--backoff-cap <duration>', 'longest delay, e.g. 1h')
+    .option('--jitter <fraction>', 'random spread of the delay, 0..1 (0.2 = ±20%)')
+    .option('--max-concurrency <n>', 'most RUNNING jobs across all workers; 0 = unlimited')
+    .action(
+      withClient(
+        async (
+          ctx,
+          name: string,
+          opts: {
+            maxAttempts?: string;
+            leaseSeconds?: string;
+            backoff?: string;
+            backoffBase?: string;
+            backoffCap?: string;
+            jitter?: string;
+            maxConcurrency?: string;
+          },
+        ) => {
+          const settings: QueueSettings = {};
+          if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1);
+          if (opts.leaseSeconds !== undefined) settings.leaseSeconds = parseInteger(opts.leaseSeconds, '--lease-seconds', 1);
+          if (opts.maxConcurrency !== undefined) settings.maxConcurrency = parseInteger(opts.maxConcurrency, '--max-concurrency', 0);
+          const backoff: QueueSettings['backoff'] = {};
+          if (opts.backoff !== undefined) {
+            const kind = opts.backoff.toLowerCase() as BackoffKindName;
+            if (!BACKOFF_KINDS.includes(kind)) throw new UsageError(`--backoff must be one of ${BACKOFF_KINDS.join(', ')}, got "${opts.backoff}"`);
+            backoff.kind = kind;
+          }
+          if (opts.backoffBase !== undefined) backoff.baseSeconds = parseDuration(opts.backoffBase, '--backoff-base');
+          if (opts.backoffCap !== undefined) backoff.capSeconds = parseDuration(opts.backoffCap, '--backoff-cap');
+          if (opts.jitter !== undefined) backoff.jitter = parseNumber(opts.jitter, '--jitter', 0, 1);
+          if (Object.keys(backoff).length > 0) settings.backoff = backoff;
+          const res = await ctx.client.upsertQueue(name, settings);
+          print(ctx, res, () => `queue ${res.queue.name} ${res.created ? 'created' : 'updated'}\n${queueDetails(res.queue)}`);
+        },
+      ),
+    );
+}

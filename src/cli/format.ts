@@ -1,0 +1,178 @@
+import type { Job, JsonObject, Queue } from '../sdk/index.js';
+
+/** Parsing of command-line values and human-readable rendering for the client commands. */
+
+/** A bad flag or argument: exit code 2, one line on stderr. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+const UNITS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** A duration such as `500ms`, `5s`, `10m`, `1h`, `2d` or `1h30m`; a bare number is seconds. Returns seconds. */
+export function parseDuration(text: string, flag: string): number {
+  const t = text.trim();
+  if (/^\d+(\.\d+)?$/.test(t)) return Number(t);
+  const parts = [...t.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== t) {
+    throw new UsageError(`${flag} must be a duration such as 500ms, 5s, 10m, 1h or 1h30m, got "${text}"`);
+  }
+  return parts.reduce((sum, p) => sum + Number(p[1]) * (UNITS[p[2] as string] ?? 1), 0);
+}
+
+/** A time: an ISO 8601 date/time, or a duration from now (`10m`, `+10m`). */
+export function parseTime(text: string, flag: string): Date {
+  const t = text.trim();
+  const rel = t.startsWith('+') ? t.slice(1) : t;
+  if (/^[\d.]+(ms|s|m|h|d)/.test(rel) && !/^\d{4}-/.test(rel)) {
+    return new Date(Date.now() + parseDuration(rel, flag) * 1000);
+  }
+  const ms = /^[\d.]+$/.test(t) ? NaN : Date.parse(t);
+  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be an ISO 8601 time (2030-01-02T15:04:05Z) or a delay such as 10m, got "${text}"`);
+  return new Date(ms);
+}
+
+/** A whole number within bounds. */
+export function parseInteger(text: string, flag: string, min = -Infinity, max = Infinity): number {
+  if (!/^-?\d+$/.test(text.trim())) throw new UsageError(`${flag} must be a whole number, got "${text}"`);
+  const n = Number(text);
+  if (n < min || n > max) throw new UsageError(`${flag} must be from ${min} to ${max}, got ${n}`);
+  return n;
+}
+
+/** A number within bounds. */
+export function parseNumber(text: string, flag: string, min: number, max: number): number {
+  const n = Number(text.trim());
+  if (text.trim() === '' || !Number.isFinite(n)) throw new UsageError(`${flag} must be a number, got "${text}"`);
+  if (n < min || n > max) throw new UsageError(`${flag} must be from ${min} to ${max}, got ${n}`);
+  return n;
+}
+
+/** A JSON object given inline. */
+export function parseJsonObject(text: string, flag: string): JsonObject {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`${flag} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new UsageError(`${flag} must be a JSON object`);
+  return value as JsonObject;
+}
+
+// ----- rendering ------------------------------------------------------------------------
+
+/** `2030-01-02 15:04:05Z`, or `-`. */
+export function time(d: Date | null): string {
+  return d ? d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-';
+}
+
+/** Seconds as `1h30m`, `5s`, `250ms`. */
+export function duration(seconds: number): string {
+  if (seconds === 0) return '0s';
+  if (seconds < 1) return `${Math.round(seconds * 1000)}ms`;
+  let left = Math.round(seconds);
+  const out: string[] = [];
+  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60], ['s', 1]] as const) {
+    if (left >= size) {
+      out.push(`${Math.floor(left / size)}${unit}`);
+      left %= size;
+    }
+  }
+  return out.join('');
+}
+
+/** Rows as columns padded to the widest cell. */
+export function table(headers: string[], rows: string[][]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join('\n');
+}
+
+/** Label/value lines. */
+export function fields(pairs: [string, string][]): string {
+  const width = Math.max(...pairs.map(([k]) => k.length));
+  return pairs.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
+}
+
+function oneLine(text: string, max: number): string {
+  const t = text.replace(/\s+/g, ' ');
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
+}
+
+export function jobDetails(job: Job): string {
+  return fields([
+    ['id', job.id],
+    ['queue', job.queue],
+    ['type', job.type],
+    ['state', job.state + (job.cancelRequested && job.state === 'RUNNING' ? ' (cancel requested)' : '')],
+    ['attempt', `${job.attempt} of ${job.maxAttempts}`],
+    ['priority', String(job.priority)],
+    ['run at', time(job.runAt)],
+    ['created', time(job.createdAt)],
+    ['started', time(job.startedAt)],
+    ['finished', time(job.finishedAt)],
+    ['lease until', time(job.leaseExpiresAt)],
+    ['worker', job.workerId ?? '-'],
+    ['idempotency key', job.idempotencyKey ?? '-'],
+    ['last error', job.lastError ?? '-'],
+    ['payload', JSON.stringify(job.payload)],
+    ['result', job.result ? JSON.stringify(job.result) : '-'],
+  ]);
+}
+
+export function jobTable(jobs: Job[]): string {
+  return table(
+    ['ID', 'QUEUE', 'TYPE', 'STATE', 'ATTEMPT', 'PRIO', 'RUN AT', 'CREATED', 'LAST ERROR'],
+    jobs.map((j) => [
+      j.id,
+      j.queue,
+      j.type,
+      j.state,
+      `${j.attempt}/${j.maxAttempts}`,
+      String(j.priority),
+      time(j.runAt),
+      time(j.createdAt),
+      j.lastError ? oneLine(j.lastError, 60) : '-',
+    ]),
+  );
+}
+
+function backoffText(q: Queue): string {
+  const b = q.backoff;
+  return `${b.kind} ${duration(b.baseSeconds)}..${duration(b.capSeconds)}${b.jitter ? ` ±${Math.round(b.jitter * 100)}%` : ''}`;
+}
+
+export function queueTable(queues: Queue[]): string {
+  return table(
+    ['NAME', 'STATUS', 'MAX ATTEMPTS', 'LEASE', 'BACKOFF', 'MAX CONCURRENCY'],
+    queues.map((q) => [
+      q.name,
+      q.paused ? 'paused' : 'active',
+      String(q.maxAttempts),
+      duration(q.leaseSeconds),
+      backoffText(q),
+      q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency),
+    ]),
+  );
+}
+
+export function queueDetails(q: Queue): string {
+  return fields([
+    ['name', q.name],
+    ['status', q.paused ? 'paused' : 'active'],
+    ['max attempts', String(q.maxAttempts)],
+    ['lease', duration(q.leaseSeconds)],
+    ['backoff', backoffText(q)],
+    ['max concurrency', q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency)],
+    ['created', time(q.createdAt)],
+    ['updated', time(q.updatedAt)],
+  ]);
+}

@@ -1,0 +1,207 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/db/embedded.js';
+import { queueName } from '../helpers/factories.js';
+import { serverSetup } from '../helpers/server-setup.js';
+
+/**
+ * The `evora` client commands, run as the built CLI (plain `node main.js`, as `npx evora`
+ * runs it) in a child process against a live server. The CLI is compiled with tsc into a
+ * private folder, so the test neither needs nor disturbs `npm run build`'s dist/.
+ */
+
+const ROOT = resolve(import.meta.dirname, '../..');
+// Under node_modules so that the compiled files resolve their packages from the project.
+const BUILD = join(ROOT, 'node_modules', '.cache', `evora-cli-test-${randomBytes(4).toString('hex')}`);
+const MAIN = join(BUILD, 'out', 'src', 'cli', 'main.js');
+let address: string;
+
+beforeAll(async () => {
+  ({ address } = await serverSetup());
+  mkdirSync(BUILD, { recursive: true });
+  writeFileSync(
+    join(BUILD, 'tsconfig.json'),
+    JSON.stringify({
+      extends: join(ROOT, 'tsconfig.build.json'),
+      compilerOptions: { outDir: join(BUILD, 'out'), rootDir: ROOT, declaration: false, sourceMap: false },
+      files: [join(ROOT, 'src', 'cli', 'main.ts')],
+      include: [],
+    }),
+  );
+  // Type checking is `npm run typecheck`'s job; here only the emitted JavaScript matters.
+  const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(BUILD, 'tsconfig.json'), '--noCheck'], {
+    encoding: 'utf8',
+  });
+  if (!existsSync(MAIN)) throw new Error(`building the CLI failed: ${tsc.stdout}${tsc.stderr}`);
+});
+afterAll(() => rmSync(BUILD, { recursive: true, force: true }));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `evora <args>` against the test server (through EVORA_ADDRESS unless --address is given). */
+function evora(...args: string[]): Promise<Run> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      env: { ...process.env, EVORA_ADDRESS: address },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+/** Runs a command that must succeed with --json and returns its parsed output. */
+async function json<T = Record<string, unknown>>(...args: string[]): Promise<T> {
+  const r = await evora(...args, '--json');
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout) as T;
+}
+
+type JobJson = { id: string; state: string; queue: string; type: string; payload: unknown; priority: number; maxAttempts: number; runAt: string; idempotencyKey: string | null };
+
+describe('evora client commands', () => {
+  it('submit, get, list, cancel and retry a job', async () => {
+    const queue = queueName();
+    const runAt = Date.now() + 3_600_000;
+    const sub = await json<{ created: boolean; job: JobJson }>(
+      'submit', queue, 'send_email', '--payload', '{"to":"a@example.com","n":2}', '--key', 'k-1', '--priority', '-3', '--run-at', '1h', '--max-attempts', '4',
+    );
+    expect(sub.created).toBe(true);
+    expect(sub.job).toMatchObject({ queue, type: 'send_email', state: 'PENDING', payload: { to: 'a@example.com', n: 2 }, priority: -3, maxAttempts: 4, idempotencyKey: 'k-1' });
+    expect(Math.abs(Date.parse(sub.job.runAt) - runAt)).toBeLessThan(60_000);
+    const id = sub.job.id;
+
+    const replay = await evora('submit', queue, 'send_email', '--payload', '{"to":"a@example.com","n":2}', '--key', 'k-1', '--priority', '-3', '--run-at', sub.job.runAt, '--max-attempts', '4');
+    expect(replay).toMatchObject({ code: 0, stderr: '' });
+    expect(replay.stdout).toMatch(new RegExp(`job ${id} already exists`));
+
+    const human = await evora('submit', queue, 'other');
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^job [0-9a-f-]{36} submitted to queue .* \(type other, PENDING\)\n$/);
+
+    expect(await json<JobJson>('get', id)).toMatchObject({ id, state: 'PENDING', payload: { to: 'a@example.com', n: 2 } });
+    const shown = await evora('get', id);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^id\\s+${id}$`, 'm'));
+    expect(shown.stdout).toMatch(/^state\s+PENDING$/m);
+    // jsonb orders keys its own way.
+    expect(shown.stdout).toMatch(/^payload\s+\{("n":2,"to":"a@example.com"|"to":"a@example.com","n":2)\}$/m);
+
+    const listed = await json<JobJson[]>('list', '--queue', queue);
+    expect(listed).toHaveLength(2);
+    expect(await json<JobJson[]>('list', '--queue', queue, '--type', 'send_email', '--state', 'pending', 'running')).toHaveLength(1);
+    expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'DLQ,cancelled')).toEqual([]);
+    const table = await evora('list', '--queue', queue, '--limit', '1');
+    expect(table.code).toBe(0);
+    expect(table.stdout.split('\n')[0]).toMatch(/^ID\s+QUEUE\s+TYPE\s+STATE\s+ATTEMPT/);
+    expect(table.stdout).toMatch(/showing the newest 1/);
+
+    expect(await json<JobJson>('cancel', id)).toMatchObject({ id, state: 'CANCELLED' });
+    const retried = await evora('retry', id);
+    expect(retried).toMatchObject({ code: 0, stdout: `job ${id}: PENDING, will run again\n` });
+    // Retrying a PENDING job is a conflict with its state.
+    const again = await evora('retry', id);
+    expect(again.code).toBe(4);
+    expect(again.stderr).toMatch(new RegExp(`^evora: FAILED_PRECONDITION: job ${id} is PENDING; only DLQ or CANCELLED jobs can be retried\\n$`));
+  });
+
+  it('queues, queue set / get / pause / resume', async () => {
+    const name = queueName();
+    const created = await json<{ created: boolean; queue: Record<string, unknown> }>(
+      'queue', 'set', name, '--max-attempts', '3', '--lease-seconds', '15', '--backoff', 'fixed', '--backoff-base', '2s', '--backoff-cap', '1h', '--jitter', '0', '--max-concurrency', '5',
+    );
+    expect(created).toEqual({
+      created: true,
+      queue: expect.objectContaining({
+        name,
+        maxAttempts: 3,
+        leaseSeconds: 15,
+        maxConcurrency: 5,
+        paused: false,
+        backoff: { kind: 'fixed', baseSeconds: 2, capSeconds: 3600, jitter: 0 },
+      }),
+    });
+    const updated = await evora('queue', 'set', name, '--max-attempts', '6');
+    expect(updated.code).toBe(0);
+    expect(updated.stdout).toMatch(new RegExp(`^queue ${name} updated\\n`));
+    expect(updated.stdout).toMatch(/^max attempts\s+6$/m);
+    expect(updated.stdout).toMatch(/^backoff\s+fixed 2s\.\.1h$/m);
+
+    expect(await evora('queue', 'pause', name)).toMatchObject({ code: 0, stdout: `queue ${name}: paused\n` });
+    expect(await json('queue', 'get', name)).toMatchObject({ name, paused: true, maxAttempts: 6 });
+    const queues = await json<{ name: string; paused: boolean }[]>('queues');
+    expect(queues.find((q) => q.name === name)).toMatchObject({ paused: true });
+    const table = await evora('queues');
+    expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+STATUS\s+MAX ATTEMPTS\s+LEASE\s+BACKOFF\s+MAX CONCURRENCY$/);
+    expect(table.stdout).toMatch(new RegExp(`^${name}\\s+paused\\s+6\\s+15s\\s+fixed 2s\\.\\.1h\\s+5$`, 'm'));
+    expect(await json('queue', 'resume', name)).toMatchObject({ name, paused: false });
+  });
+
+  it('exit codes and one-line errors: 2 usage/invalid, 3 not found, 4 conflict, 5 unavailable', async () => {
+    const queue = queueName();
+    const missing = '00000000-0000-4000-8000-000000000000';
+    const unreachable = `127.0.0.1:${await freePort()}`;
+    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson] = await Promise.all([
+      evora('get', missing),
+      evora('submit', queue, 't', '--payload', '{"to":'),
+      evora('submit', queue, 't', '--payload', '[1,2]'),
+      evora('list', '--colour'),
+      evora('list', '--state', 'finished'),
+      evora('submit', 'not a queue', 't'),
+      evora('submit', queue, 't', '--run-at', 'tomorrowish'),
+      evora('queue', 'pause', 'no_such_queue'),
+      evora('--address', unreachable, 'queues'),
+      evora('queues', '--json', '--address', unreachable),
+    ]);
+    const oneLine = (r: Run) => {
+      expect(r.stdout).toBe('');
+      expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+      return r.stderr.trimEnd();
+    };
+    expect(notFound.code).toBe(3);
+    expect(oneLine(notFound)).toBe(`evora: NOT_FOUND: job ${missing} not found`);
+    expect(badJson.code).toBe(2);
+    expect(oneLine(badJson)).toMatch(/^evora: --payload is not valid JSON: /);
+    expect(notObject.code).toBe(2);
+    expect(oneLine(notObject)).toBe('evora: --payload must be a JSON object');
+    expect(badFlag.code).toBe(2);
+    expect(oneLine(badFlag)).toBe("evora: unknown option '--colour'");
+    expect(badState.code).toBe(2);
+    expect(oneLine(badState)).toMatch(/^evora: --state: unknown job state "finished"/);
+    expect(badName.code).toBe(2);
+    expect(oneLine(badName)).toMatch(/^evora: INVALID_ARGUMENT: queue "not a queue" may contain only/);
+    expect(badTime.code).toBe(2);
+    expect(oneLine(badTime)).toMatch(/^evora: --run-at must be/);
+    expect(noQueue.code).toBe(3);
+    expect(oneLine(noQueue)).toBe('evora: NOT_FOUND: queue "no_such_queue" not found');
+    expect(down.code).toBe(5);
+    expect(oneLine(down)).toMatch(new RegExp(`^evora: UNAVAILABLE: cannot reach the Evora server at ${unreachable}`));
+    expect(downJson.code).toBe(5);
+
+    // An idempotency key reused with different content is a conflict.
+    expect((await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":1}')).code).toBe(0);
+    const conflict = await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":2}');
+    expect(conflict.code).toBe(4);
+    expect(oneLine(conflict)).toMatch(/^evora: ALREADY_EXISTS: /);
+    // Nothing was submitted by the failed commands.
+    expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(1);
+  });
+
+  it('--help exits 0', async () => {
+    const help = await evora('--help');
+    expect(help.code).toBe(0);
+    for (const cmd of ['serve', 'submit', 'get', 'list', 'cancel', 'retry', 'queues', 'queue']) expect(help.stdout).toContain(cmd);
+  });
+});

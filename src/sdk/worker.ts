@@ -257,6 +257,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    */
   start(opts: { timeoutMs?: number } = {}): Promise<void> {
     if (this.startPromise) return this.startPromise;
+    if (this.stopping) return Promise.reject(new Error('EvoraWorker: start() after stop()'));
     if (this.handlers.size === 0) return Promise.reject(new Error('EvoraWorker: register a handler with handle() before start()'));
     this.startPromise = new Promise<void>((resolve, reject) => {
       this.startWaiter = { resolve, reject };
@@ -309,7 +310,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.serverDraining = false;
     let lastError: Error | null = null;
     stream.on('data', (res: WorkResponse) => {
-      if (gen === this.gen) this.onMessage(res);
+      // A message may be read after its stream's status; what it says about leases still holds.
+      this.onMessage(res, gen !== this.gen);
     });
     stream.on('error', (err: Error) => {
       lastError = err;
@@ -353,7 +355,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     const retryInMs = this.nextDelay();
     if (wasOpen) this.log.warn({ err: error, retry_in_ms: retryInMs }, 'Work stream lost; reconnecting');
     else this.log.debug({ err: error, retry_in_ms: retryInMs }, 'cannot open the Work stream; retrying');
-    this.emit('disconnected', { error, retryInMs });
+    this.fire('disconnected', { error, retryInMs });
     this.reconnectTimer = setTimeout(() => this.connect(), retryInMs);
   }
 
@@ -369,10 +371,15 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     return true;
   }
 
-  private onMessage(res: WorkResponse): void {
-    this.lastHeard = Date.now();
+  private onMessage(res: WorkResponse, late = false): void {
     const m = res.msg;
     if (!m) return;
+    if (late) {
+      // From a stream that has ended: session messages are void, lease messages still apply.
+      if (this.closing || m.$case === 'welcome' || m.$case === 'drain') return;
+    } else {
+      this.lastHeard = Date.now();
+    }
     switch (m.$case) {
       case 'welcome':
         return this.onWelcome(m.value);
@@ -411,7 +418,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
         this.serverDraining = true;
         this.log.info({ reason: m.value.reason }, 'the server asked this worker to drain');
         this.send({ msg: { $case: 'drain', value: {} } });
-        this.emit('drain', { reason: m.value.reason });
+        this.fire('drain', { reason: m.value.reason });
         return;
     }
   }
@@ -431,7 +438,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     // Renew (and learn the state of) the carried-over leases at once.
     this.beat();
     this.startSettle(null);
-    this.emit('ready', {
+    this.fire('ready', {
       sessionId: w.sessionId,
       leaseSeconds: w.leaseSeconds,
       heartbeatIntervalSeconds: w.heartbeatIntervalSeconds,
@@ -527,7 +534,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       this.log.error({ job_id: jobId, type: h.job.type }, error);
       msg = { $case: 'fail', value: { jobId, leaseToken: h.token, error, nonRetryable: true } };
     } else {
-      this.emit('jobStarted', h.job);
+      this.fire('jobStarted', h.job);
       try {
         const result = resultOf(await handler(h.job, this.context(h)));
         outcome = 'completed';
@@ -539,7 +546,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.active.delete(h);
     if (this.running.get(jobId) === h) this.running.delete(jobId);
     if (h.lost) {
-      this.emit('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null });
+      this.fire('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null });
       this.changed();
       return;
     }
@@ -619,14 +626,14 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       if (h.sends > 1) this.log.info(fields, 'report not applied (it may have been applied before the reconnect)');
       else this.log.warn(fields, 'report not applied');
     }
-    this.emit('jobFinished', { job: h.job, outcome: h.outcome ?? 'failed', accepted, reason, error: h.error });
+    this.fire('jobFinished', { job: h.job, outcome: h.outcome ?? 'failed', accepted, reason, error: h.error });
     this.changed();
   }
 
   private abortJob(h: Held, kind: AbortCause, message: string): void {
     if (h.abort.signal.aborted) return;
     h.abort.abort(new JobAbortedError(kind, message));
-    this.emit('jobAborted', { job: h.job, kind });
+    this.fire('jobAborted', { job: h.job, kind });
   }
 
   // ----- stopping -----------------------------------------------------------------------
@@ -702,7 +709,16 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   }
 
   private emitError(err: Error): void {
-    if (this.listenerCount('error') > 0) this.emit('error', err);
+    if (this.listenerCount('error') > 0) this.fire('error', err);
+  }
+
+  /** Emits an event; a listener that throws is logged, never allowed to break the worker. */
+  private fire<K extends keyof WorkerEvents>(event: K, ...args: WorkerEvents[K]): void {
+    try {
+      (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args);
+    } catch (err) {
+      this.log.error({ err, event }, 'a worker event listener threw');
+    }
   }
 
   private clearTimer(name: 'beatTimer' | 'welcomeTimer' | 'reconnectTimer' | 'startTimer'): void {

@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EvoraServer } from '../../src/server/server.js';
 import {
@@ -16,10 +17,11 @@ import { waitFor } from '../helpers/wait.js';
 let client: EvoraClient;
 let server: EvoraServer;
 let address: string;
+let databaseUrl: string;
 const workers: EvoraWorker[] = [];
 
 beforeAll(async () => {
-  ({ server, address } = await serverSetup());
+  ({ server, address, databaseUrl } = await serverSetup());
   client = new EvoraClient({ address });
 });
 afterEach(async () => {
@@ -230,6 +232,43 @@ describe('EvoraWorker', () => {
     await client.cancel(hang.id);
     expect(await jobIn(hang.id, 'CANCELLED')).toMatchObject({ attempt: 1 });
     expect(calls).toHaveLength(2);
+  });
+
+  it('a lost lease aborts the handler (kind lease_lost) and its outcome is not reported', async () => {
+    const queue = queueName();
+    await client.upsertQueue(queue, { leaseSeconds: 1 });
+    const { job } = await client.submit({ queue, type: 'victim' });
+    const started = gate();
+    let kind: string | null = null;
+    const w = worker({ queues: [queue], slots: 1 });
+    w.handle('victim', async (_job, ctx) => {
+      started.open();
+      await new Promise<void>((resolve) =>
+        ctx.signal.addEventListener('abort', () => {
+          kind = (ctx.signal.reason as JobAbortedError).kind;
+          resolve(); // even a handler that returns normally after losing its lease reports nothing
+        }),
+      );
+      return { stale: true };
+    });
+    const finished: string[] = [];
+    w.on('jobFinished', (o) => finished.push(o.outcome));
+    await w.start();
+    await started.opened;
+    // Another party now holds the lease (as if it had expired and been handed out again).
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      await db.query('UPDATE evora.jobs SET lease_token = gen_random_uuid() WHERE id = $1', [job.id]);
+    } finally {
+      await db.end();
+    }
+    await waitFor(() => finished.length === 1, { what: 'the handler to end' });
+    expect(kind).toBe('lease_lost');
+    expect(finished).toEqual(['lost']);
+    expect(w.stats()).toMatchObject({ running: 0, held: 0, awaitingAck: 0 });
+    const now = await client.get(job.id);
+    expect(now).toMatchObject({ state: 'RUNNING', result: null });
   });
 
   it('start() rejects when the server refuses the hello', async () => {

@@ -68,6 +68,9 @@ describe('EvoraWorker across a server restart', () => {
     const drains: string[] = [];
     w.on('ready', (s) => sessions.push(s));
     w.on('drain', (d) => drains.push(d.reason));
+    // Slots stay honest across the reconnect: held jobs (running or awaiting their ack) never exceed 4.
+    let maxHeld = 0;
+    w.on('jobStarted', () => (maxHeld = Math.max(maxHeld, w.stats().held)));
     try {
       await w.start();
       await waitFor(() => running === 4, { what: 'four handlers running' });
@@ -94,6 +97,7 @@ describe('EvoraWorker across a server restart', () => {
     expect(sessions[0]).toMatchObject({ reconnect: false, held: 0 });
     expect(sessions.at(-1)).toMatchObject({ reconnect: true, held: 4 });
     expect(w.stats().reconnects).toBeGreaterThanOrEqual(1);
+    expect(maxHeld).toBe(4);
     expect(runs.size).toBe(total);
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
     const check = new EvoraClient({ address });

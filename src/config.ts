@@ -25,6 +25,12 @@ export interface ServerConfig {
   maxMessageBytes: number;
   /** How long shutdown waits for workers to finish in-flight work before closing streams. */
   shutdownTimeoutMs: number;
+  /** MongoDB for telemetry; when absent the projection is kept in Postgres tables. */
+  mongodbUrl: string | null;
+  /** How often the leader projects outbox events into telemetry. */
+  projectIntervalMs: number;
+  /** HTTP port for /metrics and /healthz; 0: off. */
+  metricsPort: number;
 }
 
 interface ConfigEntry {
@@ -50,6 +56,9 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'electionIntervalMs', env: 'EVORA_ELECTION_INTERVAL_MS', flag: '--election-interval-ms', default: '5000', doc: 'how often a follower tries to become leader' },
   { key: 'maxPayloadBytes', env: 'EVORA_MAX_PAYLOAD_BYTES', flag: '--max-payload-bytes', default: '1048576', doc: 'largest job payload or result (JSON bytes)' },
   { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message' },
+  { key: 'mongodbUrl', env: 'MONGODB_URL', flag: '--mongodb-url', default: '', doc: 'MongoDB for telemetry; unset: keep telemetry in PostgreSQL tables' },
+  { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)' },
+  { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'HTTP port on the gRPC host for /metrics (Prometheus) and /healthz, e.g. 9464; 0: off' },
   { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work' },
 ];
 
@@ -62,7 +71,7 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   const out: Record<string, unknown> = {};
   for (const e of CONFIG_DOC) {
     const value = raw(e);
-    if (e.key === 'databaseUrl') out[e.key] = value || null;
+    if (e.key === 'databaseUrl' || e.key === 'mongodbUrl') out[e.key] = value || null;
     else if (e.key === 'logPretty') out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
     else if (/^\d+$/.test(e.default)) {
       if (!/^\d+$/.test(value)) throw new Error(`${e.env} (${e.flag}) must be a whole number, got "${value}"`);

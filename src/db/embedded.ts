@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chown, mkdir, rm, writeFile } from 'node:fs/promises';
+import { chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
@@ -95,6 +95,12 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
     }
   }
 
+  // One Evora per data folder: a live owner keeps it; a dead one's postgres is an orphan.
+  const ownerFile = join(dataDir, 'evora.owner.pid');
+  const owner = Number((await readFile(ownerFile, 'utf8').catch(() => '')).trim());
+  if (owner && owner !== process.pid && processAlive(owner)) {
+    throw new Error(`another Evora process (pid ${owner}) is using the embedded PostgreSQL in ${dataDir}; stop it or set EVORA_DATA_DIR`);
+  }
   // A postgres orphaned by a killed Evora still holds the data folder: stop it first.
   if (existsSync(join(dataDir, 'postmaster.pid'))) {
     const status = await run(bin.pg_ctl, ['status', '-D', dataDir], { ...spawnIds }).then(() => 'running', () => 'stopped');
@@ -104,6 +110,7 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
     }
   }
 
+  await writeFile(ownerFile, `${process.pid}\n`);
   const child = spawn(
     bin.postgres,
     ['-D', dataDir, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', ...(opts.postgresFlags ?? [])],
@@ -136,8 +143,18 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
         process.removeListener('exit', onExit);
         if (child.exitCode === null) child.kill('SIGINT'); // fast shutdown
         await exited;
+        await rm(ownerFile, { force: true });
       })()),
   };
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 function lastLines(text: string): string {

@@ -44,6 +44,8 @@ export class WorkerSession {
   reserved = 0;
   draining = false;
   closed = false;
+  /** Leases named in hello.held that were no longer current (to be told as lease_lost). */
+  lostOnOpen: string[] = [];
 
   constructor(
     readonly workerId: string,
@@ -79,8 +81,16 @@ export interface DispatcherOptions {
   pollIntervalMs: number;
   /** Largest claim in one statement. */
   maxClaimBatch?: number;
-  /** Called after each claim with how many jobs it asked for and got (for metrics). */
-  onClaim?: (queue: string, asked: number, got: number, ms: number) => void;
+  /** Told of claims, pushes and finished writes (for metrics and logs). */
+  observer?: DispatcherObserver;
+}
+
+/** What the dispatcher reports as it works; every method is optional. */
+export interface DispatcherObserver {
+  claimed?(queue: string, asked: number, got: number, ms: number): void;
+  pushed?(session: WorkerSession, job: Job): void;
+  /** A worker's complete, fail or snooze committed; `job` is its new state. */
+  written?(write: 'complete' | 'fail' | 'snooze', job: Job): void;
 }
 
 /**
@@ -163,7 +173,10 @@ export class Dispatcher {
       const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
       const current = new Set(beat.extended.map((e) => e.id));
       for (const lease of params.held) {
-        if (!current.has(lease.id)) continue;
+        if (!current.has(lease.id)) {
+          session.lostOnOpen.push(lease.id);
+          continue;
+        }
         session.held.set(lease.id, { token: lease.token, queue: '' });
         this.holders.set(lease.id, session);
       }
@@ -216,11 +229,17 @@ export class Dispatcher {
     return { sessions: this.sessions.size, held, free };
   }
 
+  /** Workers connected here that take jobs from a queue, and their free slots. */
+  queueWorkers(queue: string): { workers: number; freeSlots: number } {
+    const sessions = [...(this.queues.get(queue)?.sessions ?? [])];
+    return { workers: sessions.length, freeSlots: sessions.reduce((n, s) => n + s.free, 0) };
+  }
+
   // ----- worker writes ------------------------------------------------------------------
 
   /** Completes a job; resolves after the commit. The slot frees either way. */
   async complete(session: WorkerSession | null, p: LeaseRef & { result: JsonObject | null }): Promise<WriteAck> {
-    return this.finish(session, p.id, await this.completions.add(p));
+    return this.finish(session, p.id, 'complete', await this.completions.add(p));
   }
 
   /** Fails a job (retry, DLQ, or CANCELLED if an operator asked); resolves after the commit. */
@@ -228,12 +247,12 @@ export class Dispatcher {
     session: WorkerSession | null,
     p: LeaseRef & { error: string; retryable: boolean; retryAt: Date | null },
   ): Promise<WriteAck> {
-    return this.finish(session, p.id, await this.failures.add(p));
+    return this.finish(session, p.id, 'fail', await this.failures.add(p));
   }
 
   /** Snoozes a job until runAt; resolves after the commit. */
   async snooze(session: WorkerSession | null, p: LeaseRef & { runAt: Date }): Promise<WriteAck> {
-    return this.finish(session, p.id, await this.snoozes.add(p));
+    return this.finish(session, p.id, 'snooze', await this.snoozes.add(p));
   }
 
   /**
@@ -253,8 +272,14 @@ export class Dispatcher {
     return result;
   }
 
-  private finish(session: WorkerSession | null, jobId: string, outcome: LeaseWriteOutcome): WriteAck {
+  private finish(
+    session: WorkerSession | null,
+    jobId: string,
+    write: 'complete' | 'fail' | 'snooze',
+    outcome: LeaseWriteOutcome,
+  ): WriteAck {
     if (session) this.slotFree(session, jobId);
+    if (outcome.accepted) this.opts.observer?.written?.(write, outcome.job);
     return outcome.accepted
       ? { jobId, accepted: true, reason: '', job: outcome.job }
       : { jobId, accepted: false, reason: 'lease lost: the lease expired or the job was given to another worker' };
@@ -305,7 +330,7 @@ export class Dispatcher {
           for (const s of slots) s.reserved--;
           return;
         }
-        this.opts.onClaim?.(q.name, slots.length, jobs.length, performance.now() - started);
+        this.opts.observer?.claimed?.(q.name, slots.length, jobs.length, performance.now() - started);
         // A short claim means the queue had nothing more claimable, unless a wake-up
         // arrived while the claim ran (its rows may not have been visible to it).
         q.wanted = jobs.length === slots.length || q.wakes !== wakesBefore;
@@ -353,6 +378,7 @@ export class Dispatcher {
     session.held.set(job.id, { token: job.leaseToken ?? '', queue: job.queue });
     this.holders.set(job.id, session);
     session.send({ kind: 'job', job });
+    this.opts.observer?.pushed?.(session, job);
   }
 
   /** Gives claimed jobs back at once (their worker went away between claim and push). */

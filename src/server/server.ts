@@ -13,6 +13,17 @@ import { WorkerServiceService, type WorkRequest, type WorkResponse } from '../ge
 import type { Logger } from '../logger.js';
 import { Elector } from '../services/elector.js';
 import { Sweeper } from '../services/sweeper.js';
+import { Projector } from '../services/projector.js';
+import { PostgresTelemetrySink } from '../store/telemetry-pg.js';
+import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
+import type { TelemetrySink } from '../telemetry/projection.js';
+import type { Job } from '../store/store.js';
+import { ServerMetrics, metricsServerStart } from './metrics.js';
+
+/** The fields every job log line carries. */
+function jobLogFields(job: Job, workerId: string | null) {
+  return { job_id: job.id, queue: job.queue, type: job.type, worker_id: workerId, attempt: job.attempt };
+}
 import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, Store } from '../store/store.js';
 import { reflectionAddToServer } from './reflection.js';
@@ -31,6 +42,8 @@ export interface EvoraServer {
   dispatcher: Dispatcher;
   elector: Elector;
   sweeper: Sweeper;
+  projector: Projector;
+  telemetry: TelemetrySink;
   /** Graceful shutdown in the documented order. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -45,7 +58,8 @@ export interface EvoraServer {
  *     drain, then waits up to shutdownTimeoutMs for held jobs to be finished and committed;
  *  2. the gRPC server stops (open streams are closed; jobs still held keep their leases, so
  *     the workers can finish them on another server or the sweeper requeues them);
- *  3. background services stop: sweeper, elector (leadership is released), listener;
+ *  3. background services stop: projector, sweeper, elector (leadership is released),
+ *     the telemetry client, listener;
  *  4. the pool closes; 5. the embedded PostgreSQL stops.
  * Nothing is left RUNNING without a lease: the schema forbids it.
  */
@@ -74,7 +88,44 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
 
     const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize });
     cleanups.push(() => store.close());
-    const dispatcher = new Dispatcher({ store, logger: logger.child({ component: 'dispatcher' }), pollIntervalMs: config.pollIntervalMs });
+    const dispatcherLogger = logger.child({ component: 'dispatcher' });
+    let metrics: ServerMetrics | null = null;
+    const dispatcher = new Dispatcher({
+      store,
+      logger: dispatcherLogger,
+      pollIntervalMs: config.pollIntervalMs,
+      observer: {
+        claimed: (queue, _asked, got, ms) => {
+          if (got > 0) metrics?.claimSeconds.observe({ queue }, ms / 1000);
+        },
+        pushed: (session, job) => {
+          metrics?.pushSeconds.observe({ queue: job.queue }, Math.max(0, Date.now() - job.runAt.getTime()) / 1000);
+          dispatcherLogger.debug(jobLogFields(job, session.workerId), 'job pushed');
+        },
+        written: (write, job) => jobWritten(write, job),
+      },
+    });
+    metrics = new ServerMetrics({ store, dispatcher });
+    /** Counts and logs a job's new state after a worker's write or a sweep. */
+    const jobWritten = (write: 'complete' | 'fail' | 'snooze' | 'expire', job: Job) => {
+      const fields = jobLogFields(job, job.workerId);
+      if (job.state === 'COMPLETED') {
+        metrics?.jobsCompleted.inc({ queue: job.queue });
+        dispatcherLogger.debug(fields, 'job completed');
+      } else if (job.state === 'DLQ') {
+        metrics?.jobsFailed.inc({ queue: job.queue });
+        metrics?.jobsDeadLettered.inc({ queue: job.queue });
+        dispatcherLogger.warn({ ...fields, error: job.lastError }, 'job dead-lettered');
+      } else if (write === 'snooze' && job.state === 'PENDING') {
+        dispatcherLogger.debug({ ...fields, run_at: job.runAt }, 'job snoozed');
+      } else if (job.state === 'PENDING') {
+        metrics?.jobsFailed.inc({ queue: job.queue });
+        const what = write === 'expire' ? 'lease expired' : 'job failed';
+        dispatcherLogger.info({ ...fields, error: job.lastError, retry_at: job.runAt }, `${what}; will retry`);
+      } else {
+        dispatcherLogger.info(fields, `job ${job.state.toLowerCase()}`);
+      }
+    };
     const listener = new NotificationListener({
       connectionString: databaseUrl,
       channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL],
@@ -89,11 +140,24 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     cleanups.push(() => listener.stop());
     dispatcher.start();
 
+    const telemetry: TelemetrySink = config.mongodbUrl
+      ? new MongoTelemetrySink(config.mongodbUrl)
+      : new PostgresTelemetrySink(store.pool);
+    cleanups.push(() => telemetry.close());
+
     const elector = new Elector({ connectionString: databaseUrl, intervalMs: config.electionIntervalMs, logger });
-    const sweeper = new Sweeper({ store, isLeader: () => elector.isLeader, logger, intervalMs: config.sweepIntervalMs });
+    const sweeper = new Sweeper({
+      store,
+      isLeader: () => elector.isLeader,
+      logger,
+      intervalMs: config.sweepIntervalMs,
+      onSwept: (batch) => batch.jobs.forEach((job) => jobWritten('expire', job)),
+    });
+    const projector = new Projector({ store, sink: telemetry, isLeader: () => elector.isLeader, logger, intervalMs: config.projectIntervalMs });
     elector.start();
     sweeper.start();
-    cleanups.push(() => sweeper.stop(), () => elector.stop());
+    projector.start();
+    cleanups.push(() => elector.stop(), () => sweeper.stop(), () => projector.stop());
 
     const server = new grpc.Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,
@@ -103,12 +167,14 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     });
     const streams = new Set<ServerDuplexStream<WorkRequest, WorkResponse>>();
     const deps = {
+      metrics,
       store,
       dispatcher,
       logger,
       maxPayloadBytes: config.maxPayloadBytes,
       defaultLeaseSeconds: DEFAULT_LEASE_SECONDS,
       streams,
+      telemetry,
     };
     server.addService(JobServiceService, jobService(deps));
     server.addService(WorkerServiceService, workerService(deps));
@@ -123,6 +189,12 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       ),
     );
     const address = `${config.host}:${port}`;
+    let metricsServer: { port: number; close(): Promise<void> } | null = null;
+    if (config.metricsPort > 0) {
+      metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, store, logger });
+      cleanups.push(() => metricsServer!.close());
+      logger.info({ port: metricsServer.port }, `metrics on http://${config.host}:${metricsServer.port}/metrics`);
+    }
 
     let stopping: Promise<void> | null = null;
     const stop = () =>
@@ -147,7 +219,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
         logger.info('stopped');
       })());
 
-    return { address, port, databaseUrl, store, dispatcher, elector, sweeper, stop };
+    return { address, port, databaseUrl, store, dispatcher, elector, sweeper, projector, telemetry, stop };
   } catch (err) {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     await embedded?.stop();

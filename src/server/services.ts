@@ -9,6 +9,9 @@ import type { QueueServiceServer } from '../gen/evora/v1/queue.js';
 import type { WorkerServiceServer, WorkRequest, WorkResponse } from '../gen/evora/v1/worker.js';
 import type { Logger } from '../logger.js';
 import type { JobState, JobSubmitInput, Store } from '../store/store.js';
+import type { QueueTelemetry, TelemetrySink } from '../telemetry/projection.js';
+import type { QueueStats } from '../gen/evora/v1/queue.js';
+import type { ServerMetrics } from './metrics.js';
 import {
   backoffKindFromPb,
   durationToSeconds,
@@ -47,6 +50,10 @@ export interface ServiceDeps {
   maxPayloadBytes: number;
   /** Lease length told to workers whose queues are not configured yet. */
   defaultLeaseSeconds: number;
+  /** Counters for submits (the dispatcher counts the rest). */
+  metrics: ServerMetrics;
+  /** Where stats are read from (never the queue tables). */
+  telemetry: TelemetrySink;
   /** Open Work streams, so shutdown can end them after the drain. */
   streams: Set<ServerDuplexStream<WorkRequest, WorkResponse>>;
 }
@@ -80,11 +87,14 @@ function checkJobId(id: string): string {
 
 /** JobService: producers and operators. */
 export function jobService(deps: ServiceDeps): JobServiceServer {
-  const { store, logger, maxPayloadBytes } = deps;
+  const { store, logger, maxPayloadBytes, metrics } = deps;
   return {
     submitJob: unary(logger, 'SubmitJob', async (req) => {
       const { job, created } = await store.jobSubmit({ job: submitInput(req, maxPayloadBytes) });
-      if (created) logger.debug({ job_id: job.id, queue: job.queue, type: job.type }, 'job submitted');
+      if (created) {
+        metrics.jobsSubmitted.inc({ queue: job.queue });
+        logger.debug({ job_id: job.id, queue: job.queue, type: job.type, attempt: 0 }, 'job submitted');
+      }
       return { job: jobToPb(job), created };
     }),
     submitJobs: unary(logger, 'SubmitJobs', async (req) => {
@@ -97,6 +107,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
         }
       });
       const results = await store.jobSubmitMany({ jobs: inputs });
+      for (const r of results) if (r.created) metrics.jobsSubmitted.inc({ queue: r.job.queue });
       return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })) };
     }),
     getJob: unary(logger, 'GetJob', async (req) => ({ job: jobToPb(await store.jobGet({ id: checkJobId(req.id) })) })),
@@ -129,10 +140,50 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
   };
 }
 
-/** QueueService: operators configure, pause and resume queues. */
-export function queueService(deps: ServiceDeps): QueueServiceServer {
-  const { store, logger } = deps;
+function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { workers: number; freeSlots: number }, lag: number): QueueStats {
+  const pct = (p: { p50: number | null; p95: number | null; p99: number | null } | undefined) => ({
+    p50Ms: p?.p50 ?? 0,
+    p95Ms: p?.p95 ?? 0,
+    p99Ms: p?.p99 ?? 0,
+  });
+  const c = t?.counts ?? {};
   return {
+    queue: name,
+    pending: c.PENDING ?? 0,
+    running: c.RUNNING ?? 0,
+    completed: c.COMPLETED ?? 0,
+    dlq: c.DLQ ?? 0,
+    cancelled: c.CANCELLED ?? 0,
+    throughput: { last1m: t?.throughput.m1 ?? 0, last5m: t?.throughput.m5 ?? 0, last60m: t?.throughput.m60 ?? 0 },
+    wait: pct(t?.waitMs),
+    run: pct(t?.runMs),
+    failureRate: t?.failureRate ?? 0,
+    connectedWorkers: workers.workers,
+    freeSlots: workers.freeSlots,
+    submitted60m: t?.submitted60m ?? 0,
+    completed60m: t?.completed60m ?? 0,
+    failed60m: t?.failed60m ?? 0,
+    deadLettered60m: t?.deadLettered60m ?? 0,
+    outboxLagEvents: lag,
+  };
+}
+
+/** QueueService: operators configure, pause and resume queues, and read their stats. */
+export function queueService(deps: ServiceDeps): QueueServiceServer {
+  const { store, logger, telemetry, dispatcher } = deps;
+  return {
+    getQueueStats: unary(logger, 'GetQueueStats', async (req) => {
+      const queue = await store.queueGet({ name: checkName('name', req.name) });
+      const [stats, lag] = await Promise.all([telemetry.queueStats({ queue: queue.name }), store.outboxLag()]);
+      return { stats: queueStatsToPb(queue.name, stats, dispatcher.queueWorkers(queue.name), lag.events) };
+    }),
+    listQueueStats: unary(logger, 'ListQueueStats', async () => {
+      const [queues, all, lag] = await Promise.all([store.queueList(), telemetry.queueStatsAll({}), store.outboxLag()]);
+      const byName = new Map(all.map((s) => [s.queue, s]));
+      return {
+        stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, dispatcher.queueWorkers(q.name), lag.events)),
+      };
+    }),
     upsertQueue: unary(logger, 'UpsertQueue', async (req) => {
       const name = checkName('name', req.name);
       const existed = await store.queueGet({ name }).then(
@@ -258,9 +309,13 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
                   sessionId: opened.id,
                   leaseSeconds,
                   heartbeatIntervalSeconds: Math.max(1, Math.floor(leaseSeconds / 3)),
+                  heartbeatIntervalMs: Math.floor((leaseSeconds * 1000) / 3),
                 },
               },
             });
+            for (const jobId of opened.lostOnOpen) {
+              send({ msg: { $case: 'leaseLost', value: { jobId, reason: 'the lease expired or the job was given to another worker' } } });
+            }
           } catch (err) {
             call.emit('error', toServiceError(err, logger, { method: 'Work' }));
           }

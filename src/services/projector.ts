@@ -57,10 +57,18 @@ export class Projector extends PeriodicService {
     this.batchSize = opts.batchSize ?? 2000;
   }
 
+  private sinkReady = false;
+
   async runOnce(): Promise<ProjectorRun> {
     const run: ProjectorRun = { ran: false, batches: 0, events: 0 };
     if (!this.opts.isLeader()) return run;
     run.ran = true;
+    // The telemetry store may be down: the queue does not wait for it; events wait in the
+    // outbox and this loop tries again on its next run.
+    if (!this.sinkReady) {
+      await this.opts.sink.init();
+      this.sinkReady = true;
+    }
     for (;;) {
       const batch = await this.opts.store.projectorBatchOpen({ sink: this.opts.sink.name, limit: this.batchSize });
       if (!batch) return run;

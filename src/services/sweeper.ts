@@ -44,15 +44,10 @@ export class Sweeper extends PeriodicService {
       summary.requeued += batch.requeued;
       summary.deadLettered += batch.deadLettered;
       summary.cancelled += batch.cancelled;
-      for (const job of batch.jobs) {
-        this.logger.info(
-          { job_id: job.id, queue: job.queue, type: job.type, worker_id: job.workerId, attempt: job.attempt, state: job.state },
-          'lease expired',
-        );
-      }
       if (batch.jobs.length > 0) this.opts.onSwept?.(batch);
       if (batch.jobs.length < this.batchSize) break;
     }
+    if (summary.requeued + summary.deadLettered + summary.cancelled > 0) this.logger.debug(summary, 'sweep done');
     return summary;
   }
 }

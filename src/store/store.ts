@@ -504,16 +504,17 @@ const SQL_QUEUE_UPSERT = `
 INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
                                backoff_jitter, lease_seconds, max_concurrency)
 VALUES ($1,
-        coalesce($2, 5), coalesce($3::evora.backoff_kind, 'exponential'), coalesce($4, 5), coalesce($5, 3600),
-        coalesce($6, 0.2), coalesce($7, 30), nullif($8, 0))
+        coalesce($2::int, 5), coalesce($3::evora.backoff_kind, 'exponential'),
+        coalesce($4::float8, 5), coalesce($5::float8, 3600), coalesce($6::float8, 0.2),
+        coalesce($7::int, 30), nullif($8::int, 0))
 ON CONFLICT (name) DO UPDATE SET
-  max_attempts = coalesce($2, q.max_attempts),
+  max_attempts = coalesce($2::int, q.max_attempts),
   backoff_kind = coalesce($3::evora.backoff_kind, q.backoff_kind),
-  backoff_base_seconds = coalesce($4, q.backoff_base_seconds),
-  backoff_cap_seconds = coalesce($5, q.backoff_cap_seconds),
-  backoff_jitter = coalesce($6, q.backoff_jitter),
-  lease_seconds = coalesce($7, q.lease_seconds),
-  max_concurrency = CASE WHEN $8::int IS NULL THEN q.max_concurrency ELSE nullif($8, 0) END,
+  backoff_base_seconds = coalesce($4::float8, q.backoff_base_seconds),
+  backoff_cap_seconds = coalesce($5::float8, q.backoff_cap_seconds),
+  backoff_jitter = coalesce($6::float8, q.backoff_jitter),
+  lease_seconds = coalesce($7::int, q.lease_seconds),
+  max_concurrency = CASE WHEN $8::int IS NULL THEN q.max_concurrency ELSE nullif($8::int, 0) END,
   updated_at = now()
 RETURNING *`;
 
@@ -876,6 +877,16 @@ export class Store {
        DELETE FROM evora.projector_batches WHERE id = $1`,
       [params.batchId],
     );
+  }
+
+  /** PENDING jobs claimable now, per queue (from the claimable index). */
+  async queueDepths(params: { now?: Date } = {}): Promise<{ queue: string; depth: number }[]> {
+    const { rows } = await this.pool.query<{ queue: string; depth: number }>(
+      `SELECT queue, count(*)::int AS depth FROM evora.jobs
+       WHERE state = 'PENDING' AND run_at <= coalesce($1::timestamptz, now()) GROUP BY queue ORDER BY queue`,
+      [params.now ?? null],
+    );
+    return rows;
   }
 
   /** How far telemetry is behind: outbox rows not yet applied, and the age of the oldest. */

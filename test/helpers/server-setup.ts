@@ -62,7 +62,7 @@ export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, 
     dropDb = db.drop;
   }
   const config = configLoad(
-    { host: '127.0.0.1', port: '0', pollIntervalMs: '200', sweepIntervalMs: '100', electionIntervalMs: '200', ...overrides, databaseUrl },
+    { host: '127.0.0.1', port: '0', pollIntervalMs: '200', sweepIntervalMs: '100', electionIntervalMs: '200', projectIntervalMs: '200', ...overrides, databaseUrl },
     {},
   );
   const logger = process.env.EVORA_TEST_LOG ? createLogger({ level: process.env.EVORA_TEST_LOG, pretty: false }) : silentLogger();

@@ -191,6 +191,92 @@ export interface ResumeQueueResponse {
   queue?: Queue | undefined;
 }
 
+/** Percentiles is a latency distribution summary in milliseconds (0 when there is no data). */
+export interface Percentiles {
+  /** Median. */
+  p50Ms: number;
+  /** 95th percentile. */
+  p95Ms: number;
+  /** 99th percentile. */
+  p99Ms: number;
+}
+
+/** Throughput is the rate of completed jobs over trailing windows, in jobs per second. */
+export interface Throughput {
+  /** Over the last minute. */
+  last1m: number;
+  /** Over the last 5 minutes. */
+  last5m: number;
+  /** Over the last 60 minutes. */
+  last60m: number;
+}
+
+/** QueueStats is the telemetry of one queue. */
+export interface QueueStats {
+  /** Queue name. */
+  queue: string;
+  /** Jobs currently PENDING (including those scheduled for later). */
+  pending: number;
+  /** Jobs currently RUNNING. */
+  running: number;
+  /** Jobs COMPLETED (and not yet removed by retention). */
+  completed: number;
+  /** Jobs in the dead-letter queue. */
+  dlq: number;
+  /** Jobs CANCELLED. */
+  cancelled: number;
+  /** Completed jobs per second. */
+  throughput?:
+    | Throughput
+    | undefined;
+  /** Time from claimable (run_at) to claimed, over the last 60 minutes. */
+  wait?:
+    | Percentiles
+    | undefined;
+  /** Time from claimed to finished, over the last 60 minutes. */
+  run?:
+    | Percentiles
+    | undefined;
+  /** Failed attempts / (completed + failed attempts) over the last 60 minutes, 0..1. */
+  failureRate: number;
+  /** Workers connected to the answering server that take jobs from this queue. */
+  connectedWorkers: number;
+  /** Their free slots. */
+  freeSlots: number;
+  /** Jobs submitted in the last 60 minutes. */
+  submitted60m: number;
+  /** Jobs completed in the last 60 minutes. */
+  completed60m: number;
+  /** Failed attempts in the last 60 minutes (retried, expired, dead-lettered). */
+  failed60m: number;
+  /** Jobs dead-lettered in the last 60 minutes. */
+  deadLettered60m: number;
+  /** Telemetry events not yet projected (server-wide): how far these numbers may lag. */
+  outboxLagEvents: number;
+}
+
+/** GetQueueStatsRequest names the queue. */
+export interface GetQueueStatsRequest {
+  /** Queue name (required). */
+  name: string;
+}
+
+/** GetQueueStatsResponse carries the stats. */
+export interface GetQueueStatsResponse {
+  /** The queue's stats. */
+  stats?: QueueStats | undefined;
+}
+
+/** ListQueueStatsRequest has no fields. */
+export interface ListQueueStatsRequest {
+}
+
+/** ListQueueStatsResponse carries the stats of every queue. */
+export interface ListQueueStatsResponse {
+  /** One entry per queue, ordered by name. */
+  stats: QueueStats[];
+}
+
 function createBaseBackoff(): Backoff {
   return { kind: 0, base: undefined, cap: undefined, jitter: 0 };
 }
@@ -1273,6 +1359,868 @@ export const ResumeQueueResponse: MessageFns<ResumeQueueResponse> = {
   },
 };
 
+function createBasePercentiles(): Percentiles {
+  return { p50Ms: 0, p95Ms: 0, p99Ms: 0 };
+}
+
+export const Percentiles: MessageFns<Percentiles> = {
+  encode(message: Percentiles, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.p50Ms !== 0) {
+      writer.uint32(9).double(message.p50Ms);
+    }
+    if (message.p95Ms !== 0) {
+      writer.uint32(17).double(message.p95Ms);
+    }
+    if (message.p99Ms !== 0) {
+      writer.uint32(25).double(message.p99Ms);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Percentiles {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePercentiles();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 9) {
+              break;
+            }
+
+            message.p50Ms = reader.double();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.p95Ms = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.p99Ms = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Percentiles {
+    return {
+      p50Ms: isSet(object.p50Ms)
+        ? globalThis.Number(object.p50Ms)
+        : isSet(object.p50_ms)
+        ? globalThis.Number(object.p50_ms)
+        : 0,
+      p95Ms: isSet(object.p95Ms)
+        ? globalThis.Number(object.p95Ms)
+        : isSet(object.p95_ms)
+        ? globalThis.Number(object.p95_ms)
+        : 0,
+      p99Ms: isSet(object.p99Ms)
+        ? globalThis.Number(object.p99Ms)
+        : isSet(object.p99_ms)
+        ? globalThis.Number(object.p99_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: Percentiles): unknown {
+    const obj: any = {};
+    if (message.p50Ms !== 0) {
+      obj.p50Ms = floatToJson(message.p50Ms);
+    }
+    if (message.p95Ms !== 0) {
+      obj.p95Ms = floatToJson(message.p95Ms);
+    }
+    if (message.p99Ms !== 0) {
+      obj.p99Ms = floatToJson(message.p99Ms);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Percentiles>, I>>(base?: I): Percentiles {
+    return Percentiles.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Percentiles>, I>>(object: I): Percentiles {
+    const message = createBasePercentiles();
+    message.p50Ms = object.p50Ms ?? 0;
+    message.p95Ms = object.p95Ms ?? 0;
+    message.p99Ms = object.p99Ms ?? 0;
+    return message;
+  },
+};
+
+function createBaseThroughput(): Throughput {
+  return { last1m: 0, last5m: 0, last60m: 0 };
+}
+
+export const Throughput: MessageFns<Throughput> = {
+  encode(message: Throughput, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.last1m !== 0) {
+      writer.uint32(9).double(message.last1m);
+    }
+    if (message.last5m !== 0) {
+      writer.uint32(17).double(message.last5m);
+    }
+    if (message.last60m !== 0) {
+      writer.uint32(25).double(message.last60m);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Throughput {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseThroughput();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 9) {
+              break;
+            }
+
+            message.last1m = reader.double();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.last5m = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.last60m = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Throughput {
+    return {
+      last1m: isSet(object.last1m)
+        ? globalThis.Number(object.last1m)
+        : isSet(object.last_1m)
+        ? globalThis.Number(object.last_1m)
+        : 0,
+      last5m: isSet(object.last5m)
+        ? globalThis.Number(object.last5m)
+        : isSet(object.last_5m)
+        ? globalThis.Number(object.last_5m)
+        : 0,
+      last60m: isSet(object.last60m)
+        ? globalThis.Number(object.last60m)
+        : isSet(object.last_60m)
+        ? globalThis.Number(object.last_60m)
+        : 0,
+    };
+  },
+
+  toJSON(message: Throughput): unknown {
+    const obj: any = {};
+    if (message.last1m !== 0) {
+      obj.last1m = floatToJson(message.last1m);
+    }
+    if (message.last5m !== 0) {
+      obj.last5m = floatToJson(message.last5m);
+    }
+    if (message.last60m !== 0) {
+      obj.last60m = floatToJson(message.last60m);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Throughput>, I>>(base?: I): Throughput {
+    return Throughput.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Throughput>, I>>(object: I): Throughput {
+    const message = createBaseThroughput();
+    message.last1m = object.last1m ?? 0;
+    message.last5m = object.last5m ?? 0;
+    message.last60m = object.last60m ?? 0;
+    return message;
+  },
+};
+
+function createBaseQueueStats(): QueueStats {
+  return {
+    queue: "",
+    pending: 0,
+    running: 0,
+    completed: 0,
+    dlq: 0,
+    cancelled: 0,
+    throughput: undefined,
+    wait: undefined,
+    run: undefined,
+    failureRate: 0,
+    connectedWorkers: 0,
+    freeSlots: 0,
+    submitted60m: 0,
+    completed60m: 0,
+    failed60m: 0,
+    deadLettered60m: 0,
+    outboxLagEvents: 0,
+  };
+}
+
+export const QueueStats: MessageFns<QueueStats> = {
+  encode(message: QueueStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.pending !== 0) {
+      writer.uint32(16).int64(message.pending);
+    }
+    if (message.running !== 0) {
+      writer.uint32(24).int64(message.running);
+    }
+    if (message.completed !== 0) {
+      writer.uint32(32).int64(message.completed);
+    }
+    if (message.dlq !== 0) {
+      writer.uint32(40).int64(message.dlq);
+    }
+    if (message.cancelled !== 0) {
+      writer.uint32(48).int64(message.cancelled);
+    }
+    if (message.throughput !== undefined) {
+      Throughput.encode(message.throughput, writer.uint32(58).fork()).join();
+    }
+    if (message.wait !== undefined) {
+      Percentiles.encode(message.wait, writer.uint32(66).fork()).join();
+    }
+    if (message.run !== undefined) {
+      Percentiles.encode(message.run, writer.uint32(74).fork()).join();
+    }
+    if (message.failureRate !== 0) {
+      writer.uint32(81).double(message.failureRate);
+    }
+    if (message.connectedWorkers !== 0) {
+      writer.uint32(88).int32(message.connectedWorkers);
+    }
+    if (message.freeSlots !== 0) {
+      writer.uint32(96).int32(message.freeSlots);
+    }
+    if (message.submitted60m !== 0) {
+      writer.uint32(104).int64(message.submitted60m);
+    }
+    if (message.completed60m !== 0) {
+      writer.uint32(112).int64(message.completed60m);
+    }
+    if (message.failed60m !== 0) {
+      writer.uint32(120).int64(message.failed60m);
+    }
+    if (message.deadLettered60m !== 0) {
+      writer.uint32(128).int64(message.deadLettered60m);
+    }
+    if (message.outboxLagEvents !== 0) {
+      writer.uint32(136).int64(message.outboxLagEvents);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): QueueStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseQueueStats();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pending = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.running = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.completed = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.dlq = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.cancelled = longToNumber(reader.int64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.throughput = Throughput.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.wait = Percentiles.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.run = Percentiles.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 81) {
+              break;
+            }
+
+            message.failureRate = reader.double();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.connectedWorkers = reader.int32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.freeSlots = reader.int32();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.submitted60m = longToNumber(reader.int64());
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.completed60m = longToNumber(reader.int64());
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.failed60m = longToNumber(reader.int64());
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.deadLettered60m = longToNumber(reader.int64());
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.outboxLagEvents = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): QueueStats {
+    return {
+      queue: isSet(object.queue) ? globalThis.String(object.queue) : "",
+      pending: isSet(object.pending) ? globalThis.Number(object.pending) : 0,
+      running: isSet(object.running) ? globalThis.Number(object.running) : 0,
+      completed: isSet(object.completed) ? globalThis.Number(object.completed) : 0,
+      dlq: isSet(object.dlq) ? globalThis.Number(object.dlq) : 0,
+      cancelled: isSet(object.cancelled) ? globalThis.Number(object.cancelled) : 0,
+      throughput: isSet(object.throughput) ? Throughput.fromJSON(object.throughput) : undefined,
+      wait: isSet(object.wait) ? Percentiles.fromJSON(object.wait) : undefined,
+      run: isSet(object.run) ? Percentiles.fromJSON(object.run) : undefined,
+      failureRate: isSet(object.failureRate)
+        ? globalThis.Number(object.failureRate)
+        : isSet(object.failure_rate)
+        ? globalThis.Number(object.failure_rate)
+        : 0,
+      connectedWorkers: isSet(object.connectedWorkers)
+        ? globalThis.Number(object.connectedWorkers)
+        : isSet(object.connected_workers)
+        ? globalThis.Number(object.connected_workers)
+        : 0,
+      freeSlots: isSet(object.freeSlots)
+        ? globalThis.Number(object.freeSlots)
+        : isSet(object.free_slots)
+        ? globalThis.Number(object.free_slots)
+        : 0,
+      submitted60m: isSet(object.submitted60m)
+        ? globalThis.Number(object.submitted60m)
+        : isSet(object.submitted_60m)
+        ? globalThis.Number(object.submitted_60m)
+        : 0,
+      completed60m: isSet(object.completed60m)
+        ? globalThis.Number(object.completed60m)
+        : isSet(object.completed_60m)
+        ? globalThis.Number(object.completed_60m)
+        : 0,
+      failed60m: isSet(object.failed60m)
+        ? globalThis.Number(object.failed60m)
+        : isSet(object.failed_60m)
+        ? globalThis.Number(object.failed_60m)
+        : 0,
+      deadLettered60m: isSet(object.deadLettered60m)
+        ? globalThis.Number(object.deadLettered60m)
+        : isSet(object.dead_lettered_60m)
+        ? globalThis.Number(object.dead_lettered_60m)
+        : 0,
+      outboxLagEvents: isSet(object.outboxLagEvents)
+        ? globalThis.Number(object.outboxLagEvents)
+        : isSet(object.outbox_lag_events)
+        ? globalThis.Number(object.outbox_lag_events)
+        : 0,
+    };
+  },
+
+  toJSON(message: QueueStats): unknown {
+    const obj: any = {};
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    if (message.pending !== 0) {
+      obj.pending = Math.round(message.pending);
+    }
+    if (message.running !== 0) {
+      obj.running = Math.round(message.running);
+    }
+    if (message.completed !== 0) {
+      obj.completed = Math.round(message.completed);
+    }
+    if (message.dlq !== 0) {
+      obj.dlq = Math.round(message.dlq);
+    }
+    if (message.cancelled !== 0) {
+      obj.cancelled = Math.round(message.cancelled);
+    }
+    if (message.throughput !== undefined) {
+      obj.throughput = Throughput.toJSON(message.throughput);
+    }
+    if (message.wait !== undefined) {
+      obj.wait = Percentiles.toJSON(message.wait);
+    }
+    if (message.run !== undefined) {
+      obj.run = Percentiles.toJSON(message.run);
+    }
+    if (message.failureRate !== 0) {
+      obj.failureRate = floatToJson(message.failureRate);
+    }
+    if (message.connectedWorkers !== 0) {
+      obj.connectedWorkers = Math.round(message.connectedWorkers);
+    }
+    if (message.freeSlots !== 0) {
+      obj.freeSlots = Math.round(message.freeSlots);
+    }
+    if (message.submitted60m !== 0) {
+      obj.submitted60m = Math.round(message.submitted60m);
+    }
+    if (message.completed60m !== 0) {
+      obj.completed60m = Math.round(message.completed60m);
+    }
+    if (message.failed60m !== 0) {
+      obj.failed60m = Math.round(message.failed60m);
+    }
+    if (message.deadLettered60m !== 0) {
+      obj.deadLettered60m = Math.round(message.deadLettered60m);
+    }
+    if (message.outboxLagEvents !== 0) {
+      obj.outboxLagEvents = Math.round(message.outboxLagEvents);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<QueueStats>, I>>(base?: I): QueueStats {
+    return QueueStats.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<QueueStats>, I>>(object: I): QueueStats {
+    const message = createBaseQueueStats();
+    message.queue = object.queue ?? "";
+    message.pending = object.pending ?? 0;
+    message.running = object.running ?? 0;
+    message.completed = object.completed ?? 0;
+    message.dlq = object.dlq ?? 0;
+    message.cancelled = object.cancelled ?? 0;
+    message.throughput = (object.throughput !== undefined && object.throughput !== null)
+      ? Throughput.fromPartial(object.throughput)
+      : undefined;
+    message.wait = (object.wait !== undefined && object.wait !== null)
+      ? Percentiles.fromPartial(object.wait)
+      : undefined;
+    message.run = (object.run !== undefined && object.run !== null) ? Percentiles.fromPartial(object.run) : undefined;
+    message.failureRate = object.failureRate ?? 0;
+    message.connectedWorkers = object.connectedWorkers ?? 0;
+    message.freeSlots = object.freeSlots ?? 0;
+    message.submitted60m = object.submitted60m ?? 0;
+    message.completed60m = object.completed60m ?? 0;
+    message.failed60m = object.failed60m ?? 0;
+    message.deadLettered60m = object.deadLettered60m ?? 0;
+    message.outboxLagEvents = object.outboxLagEvents ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetQueueStatsRequest(): GetQueueStatsRequest {
+  return { name: "" };
+}
+
+export const GetQueueStatsRequest: MessageFns<GetQueueStatsRequest> = {
+  encode(message: GetQueueStatsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetQueueStatsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetQueueStatsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetQueueStatsRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: GetQueueStatsRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetQueueStatsRequest>, I>>(base?: I): GetQueueStatsRequest {
+    return GetQueueStatsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetQueueStatsRequest>, I>>(object: I): GetQueueStatsRequest {
+    const message = createBaseGetQueueStatsRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseGetQueueStatsResponse(): GetQueueStatsResponse {
+  return { stats: undefined };
+}
+
+export const GetQueueStatsResponse: MessageFns<GetQueueStatsResponse> = {
+  encode(message: GetQueueStatsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stats !== undefined) {
+      QueueStats.encode(message.stats, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetQueueStatsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetQueueStatsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.stats = QueueStats.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetQueueStatsResponse {
+    return { stats: isSet(object.stats) ? QueueStats.fromJSON(object.stats) : undefined };
+  },
+
+  toJSON(message: GetQueueStatsResponse): unknown {
+    const obj: any = {};
+    if (message.stats !== undefined) {
+      obj.stats = QueueStats.toJSON(message.stats);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetQueueStatsResponse>, I>>(base?: I): GetQueueStatsResponse {
+    return GetQueueStatsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetQueueStatsResponse>, I>>(object: I): GetQueueStatsResponse {
+    const message = createBaseGetQueueStatsResponse();
+    message.stats = (object.stats !== undefined && object.stats !== null)
+      ? QueueStats.fromPartial(object.stats)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseListQueueStatsRequest(): ListQueueStatsRequest {
+  return {};
+}
+
+export const ListQueueStatsRequest: MessageFns<ListQueueStatsRequest> = {
+  encode(_: ListQueueStatsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListQueueStatsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListQueueStatsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ListQueueStatsRequest {
+    return {};
+  },
+
+  toJSON(_: ListQueueStatsRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListQueueStatsRequest>, I>>(base?: I): ListQueueStatsRequest {
+    return ListQueueStatsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListQueueStatsRequest>, I>>(_: I): ListQueueStatsRequest {
+    const message = createBaseListQueueStatsRequest();
+    return message;
+  },
+};
+
+function createBaseListQueueStatsResponse(): ListQueueStatsResponse {
+  return { stats: [] };
+}
+
+export const ListQueueStatsResponse: MessageFns<ListQueueStatsResponse> = {
+  encode(message: ListQueueStatsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.stats) {
+      QueueStats.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListQueueStatsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListQueueStatsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.stats.push(QueueStats.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListQueueStatsResponse {
+    return {
+      stats: globalThis.Array.isArray(object?.stats) ? object.stats.map((e: any) => QueueStats.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListQueueStatsResponse): unknown {
+    const obj: any = {};
+    if (message.stats?.length) {
+      obj.stats = message.stats.map((e) => QueueStats.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListQueueStatsResponse>, I>>(base?: I): ListQueueStatsResponse {
+    return ListQueueStatsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListQueueStatsResponse>, I>>(object: I): ListQueueStatsResponse {
+    const message = createBaseListQueueStatsResponse();
+    message.stats = object.stats?.map((e) => QueueStats.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 /** QueueService is used by operators to configure queues. */
 export type QueueServiceService = typeof QueueServiceService;
 export const QueueServiceService = {
@@ -1335,6 +2283,33 @@ export const QueueServiceService = {
     responseSerialize: (value: ResumeQueueResponse): Buffer => Buffer.from(ResumeQueueResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ResumeQueueResponse => ResumeQueueResponse.decode(value),
   },
+  /**
+   * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
+   * percentiles and failure rate (from the telemetry store, eventually consistent), and the
+   * workers connected to the answering server.
+   */
+  getQueueStats: {
+    path: "/evora.v1.QueueService/GetQueueStats" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetQueueStatsRequest): Buffer => Buffer.from(GetQueueStatsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetQueueStatsRequest => GetQueueStatsRequest.decode(value),
+    responseSerialize: (value: GetQueueStatsResponse): Buffer =>
+      Buffer.from(GetQueueStatsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetQueueStatsResponse => GetQueueStatsResponse.decode(value),
+  },
+  /** ListQueueStats returns the stats of every queue, ordered by name. */
+  listQueueStats: {
+    path: "/evora.v1.QueueService/ListQueueStats" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListQueueStatsRequest): Buffer =>
+      Buffer.from(ListQueueStatsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListQueueStatsRequest => ListQueueStatsRequest.decode(value),
+    responseSerialize: (value: ListQueueStatsResponse): Buffer =>
+      Buffer.from(ListQueueStatsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListQueueStatsResponse => ListQueueStatsResponse.decode(value),
+  },
 } as const;
 
 export interface QueueServiceServer extends UntypedServiceImplementation {
@@ -1357,6 +2332,14 @@ export interface QueueServiceServer extends UntypedServiceImplementation {
    * a running queue is a no-op.
    */
   resumeQueue: handleUnaryCall<ResumeQueueRequest, ResumeQueueResponse>;
+  /**
+   * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
+   * percentiles and failure rate (from the telemetry store, eventually consistent), and the
+   * workers connected to the answering server.
+   */
+  getQueueStats: handleUnaryCall<GetQueueStatsRequest, GetQueueStatsResponse>;
+  /** ListQueueStats returns the stats of every queue, ordered by name. */
+  listQueueStats: handleUnaryCall<ListQueueStatsRequest, ListQueueStatsResponse>;
 }
 
 export interface QueueServiceClient extends Client {
@@ -1449,6 +2432,42 @@ export interface QueueServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ResumeQueueResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
+   * percentiles and failure rate (from the telemetry store, eventually consistent), and the
+   * workers connected to the answering server.
+   */
+  getQueueStats(
+    request: GetQueueStatsRequest,
+    callback: (error: ServiceError | null, response: GetQueueStatsResponse) => void,
+  ): ClientUnaryCall;
+  getQueueStats(
+    request: GetQueueStatsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetQueueStatsResponse) => void,
+  ): ClientUnaryCall;
+  getQueueStats(
+    request: GetQueueStatsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetQueueStatsResponse) => void,
+  ): ClientUnaryCall;
+  /** ListQueueStats returns the stats of every queue, ordered by name. */
+  listQueueStats(
+    request: ListQueueStatsRequest,
+    callback: (error: ServiceError | null, response: ListQueueStatsResponse) => void,
+  ): ClientUnaryCall;
+  listQueueStats(
+    request: ListQueueStatsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListQueueStatsResponse) => void,
+  ): ClientUnaryCall;
+  listQueueStats(
+    request: ListQueueStatsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListQueueStatsResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const QueueServiceClient = makeGenericClientConstructor(
@@ -1497,6 +2516,17 @@ function fromJsonTimestamp(o: any): Date {
   } else {
     return fromTimestamp(Timestamp.fromJSON(o));
   }
+}
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
 }
 
 function isSet(value: any): boolean {

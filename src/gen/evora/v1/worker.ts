@@ -155,8 +155,13 @@ export interface ServerWelcome {
   sessionId: string;
   /** Default lease length in seconds; a queue may set its own, so always trust lease_expires_at. */
   leaseSeconds: number;
-  /** How often the worker should send heartbeat, in seconds. */
+  /** How often the worker should send heartbeat, in seconds (rounded down, at least 1). */
   heartbeatIntervalSeconds: number;
+  /**
+   * The same interval in milliseconds (a third of the shortest lease of the worker's
+   * queues); prefer it, since short leases need sub-second heartbeats.
+   */
+  heartbeatIntervalMs: number;
 }
 
 /** LeasedJob is a job leased to a worker together with its lease. */
@@ -1412,7 +1417,7 @@ export const WorkerDrain: MessageFns<WorkerDrain> = {
 };
 
 function createBaseServerWelcome(): ServerWelcome {
-  return { sessionId: "", leaseSeconds: 0, heartbeatIntervalSeconds: 0 };
+  return { sessionId: "", leaseSeconds: 0, heartbeatIntervalSeconds: 0, heartbeatIntervalMs: 0 };
 }
 
 export const ServerWelcome: MessageFns<ServerWelcome> = {
@@ -1425,6 +1430,9 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     }
     if (message.heartbeatIntervalSeconds !== 0) {
       writer.uint32(24).int32(message.heartbeatIntervalSeconds);
+    }
+    if (message.heartbeatIntervalMs !== 0) {
+      writer.uint32(32).int32(message.heartbeatIntervalMs);
     }
     return writer;
   },
@@ -1466,6 +1474,14 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
             message.heartbeatIntervalSeconds = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.heartbeatIntervalMs = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1495,6 +1511,11 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
         : isSet(object.heartbeat_interval_seconds)
         ? globalThis.Number(object.heartbeat_interval_seconds)
         : 0,
+      heartbeatIntervalMs: isSet(object.heartbeatIntervalMs)
+        ? globalThis.Number(object.heartbeatIntervalMs)
+        : isSet(object.heartbeat_interval_ms)
+        ? globalThis.Number(object.heartbeat_interval_ms)
+        : 0,
     };
   },
 
@@ -1509,6 +1530,9 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     if (message.heartbeatIntervalSeconds !== 0) {
       obj.heartbeatIntervalSeconds = Math.round(message.heartbeatIntervalSeconds);
     }
+    if (message.heartbeatIntervalMs !== 0) {
+      obj.heartbeatIntervalMs = Math.round(message.heartbeatIntervalMs);
+    }
     return obj;
   },
 
@@ -1520,6 +1544,7 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     message.sessionId = object.sessionId ?? "";
     message.leaseSeconds = object.leaseSeconds ?? 0;
     message.heartbeatIntervalSeconds = object.heartbeatIntervalSeconds ?? 0;
+    message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
     return message;
   },
 };

@@ -1,0 +1,115 @@
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Dispatcher } from '../dispatcher/dispatcher.js';
+import type { Logger } from '../logger.js';
+import type { Store } from '../store/store.js';
+
+/**
+ * Prometheus metrics of one server process, in a registry of its own (tests run several
+ * servers in one process). Counters count what this process did; gauges that describe the
+ * whole queue (depth, outbox lag) are read from Postgres at scrape time, with cheap
+ * queries on the partial indexes.
+ */
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly jobsSubmitted = new Counter({ name: 'evora_jobs_submitted_total', help: 'Jobs created by submits to this server', labelNames: ['queue'], registers: [this.registry] });
+  readonly jobsCompleted = new Counter({ name: 'evora_jobs_completed_total', help: 'Jobs completed through this server', labelNames: ['queue'], registers: [this.registry] });
+  readonly jobsFailed = new Counter({ name: 'evora_jobs_failed_total', help: 'Failed attempts reported through this server or expired by its sweeper', labelNames: ['queue'], registers: [this.registry] });
+  readonly jobsDeadLettered = new Counter({ name: 'evora_jobs_dead_lettered_total', help: 'Jobs moved to the dead-letter queue by this server', labelNames: ['queue'], registers: [this.registry] });
+  readonly claimSeconds = new Histogram({
+    name: 'evora_claim_duration_seconds',
+    help: 'Duration of one claim statement',
+    labelNames: ['queue'],
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  readonly pushSeconds = new Histogram({
+    name: 'evora_push_latency_seconds',
+    help: 'From the moment a job became claimable (run_at) to its push to a worker',
+    labelNames: ['queue'],
+    buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30],
+    registers: [this.registry],
+  });
+
+  constructor(deps: { store: Store; dispatcher: Dispatcher }) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'evora_process_' });
+    new Gauge({
+      name: 'evora_queue_depth',
+      help: 'PENDING jobs claimable now, per queue',
+      labelNames: ['queue'],
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const { queue, depth } of await deps.store.queueDepths()) this.set({ queue }, depth);
+      },
+    });
+    new Gauge({
+      name: 'evora_connected_workers',
+      help: 'Worker streams connected to this server',
+      registers: [this.registry],
+      collect() {
+        this.set(deps.dispatcher.sessionStats().sessions);
+      },
+    });
+    new Gauge({
+      name: 'evora_outbox_lag_events',
+      help: 'Job events not yet projected into telemetry',
+      registers: [this.registry],
+      async collect() {
+        this.set((await deps.store.outboxLag()).events);
+      },
+    });
+    new Gauge({
+      name: 'evora_outbox_lag_seconds',
+      help: 'Age of the oldest job event not yet projected into telemetry',
+      registers: [this.registry],
+      async collect() {
+        this.set((await deps.store.outboxLag()).oldestSeconds);
+      },
+    });
+  }
+}
+
+/**
+ * The HTTP endpoint: `/metrics` (Prometheus text format) and `/healthz` (200 while the
+ * database answers). Resolves to the bound port.
+ */
+export async function metricsServerStart(params: {
+  host: string;
+  port: number;
+  metrics: ServerMetrics;
+  store: Store;
+  logger: Logger;
+}): Promise<{ port: number; close(): Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    const url = req.url ?? '/';
+    if (url.startsWith('/metrics')) {
+      params.metrics.registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': params.metrics.registry.contentType });
+          res.end(text);
+        },
+        (err: unknown) => {
+          params.logger.error({ err }, 'metrics collection failed');
+          res.writeHead(500).end('metrics collection failed\n');
+        },
+      );
+    } else if (url.startsWith('/healthz')) {
+      params.store.pool.query('SELECT 1').then(
+        () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n'),
+        () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unavailable\n'),
+      );
+    } else {
+      res.writeHead(404).end('not found: try /metrics or /healthz\n');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(params.port, params.host, () => resolve());
+  });
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : params.port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

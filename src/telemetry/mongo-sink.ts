@@ -11,6 +11,8 @@ import {
 
 /** MongoDB's duplicate key error: the guard of a guarded upsert found the batch applied. */
 const DUPLICATE_KEY = 11000;
+/** A server that does not implement a feature (FerretDB refuses TTL indexes with it). */
+const NOT_IMPLEMENTED = 238;
 
 interface CountsDoc {
   _id: string;
@@ -77,11 +79,24 @@ export class MongoTelemetrySink implements TelemetrySink {
     this.db = this.client.db();
   }
 
+  /** False when the server refused the TTL index: apply() then removes old events itself. */
+  private ttlIndex = true;
+
   async init(): Promise<void> {
     await this.db.collection('queue_minutes').createIndex({ queue: 1, minute: 1 });
-    await this.db.collection('job_events').createIndex({ at: 1 }, { expireAfterSeconds: this.opts.eventRetentionSeconds ?? 86_400 });
     await this.db.collection('job_events').createIndex({ queue: 1, at: -1 });
     await this.db.collection('job_events').createIndex({ jobId: 1 });
+    try {
+      await this.db.collection('job_events').createIndex({ at: 1 }, { expireAfterSeconds: this.retentionSeconds });
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== NOT_IMPLEMENTED) throw err;
+      this.ttlIndex = false;
+      await this.db.collection('job_events').createIndex({ at: 1 });
+    }
+  }
+
+  private get retentionSeconds(): number {
+    return this.opts.eventRetentionSeconds ?? 86_400;
   }
 
   async close(): Promise<void> {
@@ -130,24 +145,47 @@ export class MongoTelemetrySink implements TelemetrySink {
       budget -= some.length;
       return some;
     };
-    await this.guarded(() => this.db.collection<CountsDoc>('queue_counts').bulkWrite(take(counts), { ordered: false }), counts.length);
-    await this.guarded(() => this.db.collection<MinuteDoc>('queue_minutes').bulkWrite(take(minutes), { ordered: false }), minutes.length);
-    await this.guarded(() => this.db.collection<EventDoc>('job_events').insertMany(take(events), { ordered: false }), events.length);
+    const countsColl = this.db.collection<CountsDoc>('queue_counts');
+    const minutesColl = this.db.collection<MinuteDoc>('queue_minutes');
+    await this.guardedUpdates(take(counts), (ops) => countsColl.bulkWrite(ops, { ordered: false }));
+    await this.guardedUpdates(take(minutes), (ops) => minutesColl.bulkWrite(ops, { ordered: false }));
+    const newEvents = take(events);
+    if (newEvents.length > 0) {
+      try {
+        await this.db.collection<EventDoc>('job_events').insertMany(newEvents, { ordered: false });
+      } catch (err) {
+        if (!onlyDuplicates(err)) throw err;
+      }
+    }
     if (budget !== null) throw new Error('telemetry sink: simulated crash in the middle of a batch');
+    if (!this.ttlIndex) {
+      await this.db.collection('job_events').deleteMany({ at: { $lt: new Date(Date.now() - this.retentionSeconds * 1000) } });
+    }
   }
 
-  /** Runs a bulk write; duplicate-key failures are documents this batch already reached. */
-  private async guarded(write: () => Promise<unknown>, count: number): Promise<void> {
-    if (count === 0) return;
+  /**
+   * Runs guarded upserts in one bulk write. If any hit a duplicate key (a replayed batch),
+   * runs each one alone: an unordered bulk stops at its first error on FerretDB, so the
+   * operations after it may not have run; alone, each either applies or finds the batch
+   * already applied.
+   */
+  private async guardedUpdates<T extends CountsDoc | MinuteDoc>(
+    ops: AnyBulkWriteOperation<T>[],
+    bulk: (ops: AnyBulkWriteOperation<T>[]) => Promise<unknown>,
+  ): Promise<void> {
+    if (ops.length === 0) return;
     try {
-      await write();
+      await bulk(ops);
+      return;
     } catch (err) {
-      if (err instanceof MongoBulkWriteError) {
-        const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-        if (errors.length > 0 && errors.every((e) => e.code === DUPLICATE_KEY)) return;
+      if (!onlyDuplicates(err)) throw err;
+    }
+    for (const op of ops) {
+      try {
+        await bulk([op]);
+      } catch (err) {
+        if (!onlyDuplicates(err)) throw err;
       }
-      if (isEmptyBatch(err)) return;
-      throw err;
     }
   }
 
@@ -206,7 +244,11 @@ function minuteIncrements(m: MinuteDelta): Record<string, number> {
   return inc;
 }
 
-/** The driver refuses an empty bulk write; the crash hook can make one. */
-function isEmptyBatch(err: unknown): boolean {
-  return err instanceof Error && /Invalid BulkOperation, Batch cannot be empty|must be a non-empty array/i.test(err.message);
+/** True when every failure of a write is a duplicate key (work a replayed batch already did). */
+function onlyDuplicates(err: unknown): boolean {
+  if (err instanceof MongoBulkWriteError) {
+    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+    return errors.length > 0 && errors.every((e) => e.code === DUPLICATE_KEY);
+  }
+  return (err as { code?: unknown }).code === DUPLICATE_KEY;
 }

@@ -35,6 +35,10 @@ export interface FerretdbHandle {
   bin: string;
   /** What the server has written to stderr so far (its log, at --log-level and above). */
   log(): string;
+  /** Stops the server process but keeps its data (the telemetry store is down). */
+  suspend(): Promise<void>;
+  /** Starts it again on the same port over the same data. */
+  resume(): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL) and removes its folder. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -180,21 +184,22 @@ async function startOnce(bin: string, port: number, opts: FerretdbStartOptions):
   ];
   // FERRETDB_* variables would override nothing given as a flag, but keep the child clean.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('FERRETDB_')));
-  const child: ChildProcess = spawn(bin, args, { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    stderr = (stderr + d).slice(-64 * 1024);
-  });
-  const exited = new Promise<void>((res) => child.once('exit', () => res()));
-  let spawnError: Error | null = null;
-  child.once('error', (err) => (spawnError = err));
-  // If the test process ends without stop(), do not leave the server running.
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
+  const url = `mongodb://127.0.0.1:${port}/`;
 
-  let stopping: Promise<void> | null = null;
-  const stop = () =>
-    (stopping ??= (async () => {
+  /** One run of the server process over the handle's folder. */
+  const run = async () => {
+    const child: ChildProcess = spawn(bin, args, { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      stderr = (stderr + d).slice(-64 * 1024);
+    });
+    const exited = new Promise<void>((res) => child.once('exit', () => res()));
+    let spawnError: Error | null = null;
+    child.once('error', (err) => (spawnError = err));
+    // If the test process ends without stop(), do not leave the server running.
+    const killOnExit = () => child.kill('SIGKILL');
+    process.once('exit', killOnExit);
+    const kill = async () => {
       process.removeListener('exit', killOnExit);
       if (child.exitCode === null && child.signalCode === null && !spawnError) {
         child.kill('SIGTERM');
@@ -202,19 +207,46 @@ async function startOnce(bin: string, port: number, opts: FerretdbStartOptions):
         await exited;
         clearTimeout(timer);
       }
-      await rm(dir, { recursive: true, force: true });
-    })());
+    };
+    try {
+      await waitReady(url, child, () => spawnError, opts.readyTimeoutMs ?? 30_000);
+    } catch (err) {
+      await kill();
+      throw err;
+    }
+    return kill;
+  };
 
-  const url = `mongodb://127.0.0.1:${port}/`;
+  let kill: (() => Promise<void>) | null = null;
   try {
-    await waitReady(url, child, () => spawnError, opts.readyTimeoutMs ?? 30_000);
+    kill = await run();
   } catch (err) {
-    await stop();
+    await rm(dir, { recursive: true, force: true });
     if (/address already in use/i.test(stderr)) throw new PortTakenError(`port ${port} was taken`);
     const tail = stderr.trim().split('\n').slice(-10).join('\n');
     throw new Error(`FerretDB (${bin}) did not start: ${(err as Error).message}${tail ? `\n${tail}` : ''}`);
   }
-  return { url, port, bin, log: () => stderr, stop };
+
+  let stopping: Promise<void> | null = null;
+  return {
+    url,
+    port,
+    bin,
+    log: () => stderr,
+    suspend: async () => {
+      await kill?.();
+      kill = null;
+    },
+    resume: async () => {
+      if (!kill) kill = await run();
+    },
+    stop: () =>
+      (stopping ??= (async () => {
+        await kill?.();
+        kill = null;
+        await rm(dir, { recursive: true, force: true });
+      })()),
+  };
 }
 
 /** Pings through the driver until it answers, the process ends, or the time is up. */

@@ -1,0 +1,129 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/store.js';
+import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
+import { Projector } from '../../src/services/projector.js';
+import { silentLogger } from '../../src/logger.js';
+import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
+import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
+import { queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+import { call, serverSetup } from '../helpers/server-setup.js';
+import { RawWorker } from '../helpers/raw-worker.js';
+import { waitFor } from '../helpers/wait.js';
+
+let ferret: FerretdbHandle;
+let store: Store;
+const sinks: MongoTelemetrySink[] = [];
+
+/** A sink on its own database of the FerretDB server, so tests do not share counts. */
+function sinkFor(db: string) {
+  const sink = new MongoTelemetrySink(`${ferret.url}${db}`, { serverSelectionTimeoutMs: 2000 });
+  sinks.push(sink);
+  return sink;
+}
+
+const describeFerret = describe.skipIf(skipWithoutFerretdb());
+
+describeFerret('projector into MongoDB (FerretDB)', () => {
+  beforeAll(async () => {
+    ferret = (await ferretdbStart())!;
+    ({ store } = await storeSetup());
+  });
+  afterAll(async () => {
+    for (const s of sinks) await s.close();
+    await ferret?.stop();
+  });
+
+  async function sinkCounts(sink: MongoTelemetrySink, queues: string[]) {
+    const out: Record<string, Record<string, number>> = {};
+    for (const s of await sink.queueStatsAll({})) {
+      if (!queues.includes(s.queue)) continue;
+      for (const [state, n] of Object.entries(s.counts)) if (n) (out[s.queue] ??= {})[state] = n;
+    }
+    return out;
+  }
+
+  it('after a mixed run of 5,000 jobs (completions, retries, DLQ, cancels) the counts match Postgres exactly', async () => {
+    const sink = sinkFor('mixed');
+    const queues = await mixedRun(store, { total: 5000, prefix: queueName('mix') });
+    const run = await new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 1000 }).runOnce();
+    expect(run.events).toBeGreaterThan(10_000);
+    expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
+    const stats = (await sink.queueStats({ queue: queues[1]! }))!;
+    expect(stats.completed60m).toBe((await countsFromJobs(store, [queues[1]!]))[queues[1]!]!.COMPLETED);
+    expect(stats.failed60m).toBeGreaterThan(0);
+    expect(stats.waitMs.p99).not.toBeNull();
+  });
+
+  it('killing the projector in the middle of applying a batch and starting it again leaves every count exact', async () => {
+    const sink = sinkFor('crash');
+    const queues = await mixedRun(store, { total: 1500, prefix: queueName('crash') });
+    const crashing = new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 800 });
+    // The first batch dies after a few of its document writes, as a killed process would.
+    for (const crashAfter of [1, 3, 50]) {
+      sink.crashAfterWrites = crashAfter;
+      await expect(crashing.runOnce()).rejects.toThrow(/simulated crash/);
+    }
+    sink.crashAfterWrites = null;
+    const restarted = new Projector({ store, sink: sinkFor('crash'), isLeader: () => true, logger: silentLogger(), batchSize: 800 });
+    await restarted.runOnce();
+    expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
+    expect(await store.outboxLag()).toMatchObject({ events: 0 });
+  });
+});
+
+describeFerret('a server with MONGODB_URL', () => {
+  let server: Awaited<ReturnType<typeof serverSetup>>;
+  let telemetry: FerretdbHandle;
+  beforeAll(async () => {
+    telemetry = (await ferretdbStart())!;
+    server = await serverSetup({ mongodbUrl: `${telemetry.url}served`, projectIntervalMs: '200' });
+  });
+  afterAll(async () => {
+    await telemetry?.stop();
+  });
+
+  const submit = (queue: string, n: number) =>
+    call(server.clients.jobs, 'submitJobs', {
+      jobs: Array.from({ length: n }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
+    });
+
+  it('stats are eventually consistent: within 2 s (the stated bound: projector interval + one batch)', async () => {
+    const queue = queueName();
+    await submit(queue, 25);
+    const w = new RawWorker(server.clients);
+    await w.hello('stats-worker', [queue], 10);
+    w.autoComplete();
+    await waitFor(() => w.jobs.length === 25 && w.jobs.every((j) => w.acks(j.job!.id).length === 1), { what: 'acks' });
+    const t0 = Date.now();
+    const stats = (await waitFor(
+      async () => {
+        const s = (await call(server.clients.queues, 'getQueueStats', { name: queue })).stats!;
+        return s.completed === 25 && s.completed60m === 25 ? s : null;
+      },
+      { timeoutMs: 2000, what: 'stats to catch up within the bound' },
+    ))!;
+    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(stats).toMatchObject({ pending: 0, running: 0, completed: 25, submitted60m: 25, completed60m: 25, connectedWorkers: 1, freeSlots: 10 });
+    expect(stats.throughput?.last1m).toBeCloseTo(25 / 60, 5);
+    expect(stats.wait?.p99Ms).toBeGreaterThan(0);
+    w.close();
+  });
+
+  it('the queue does not depend on the telemetry store: stopped, jobs still flow and events wait; started, they drain', async () => {
+    const queue = queueName();
+    await telemetry.suspend();
+    await submit(queue, 50);
+    const claimed = await call(server.clients.workers, 'claimJobs', { workerId: 'offline-telemetry', queues: [queue], max: 50 });
+    expect(claimed.jobs).toHaveLength(50);
+    for (const l of claimed.jobs) {
+      await call(server.clients.workers, 'completeJob', { jobId: l.job!.id, leaseToken: l.leaseToken, result: {} });
+    }
+    // 150 events (submitted, claimed, completed) wait in the outbox.
+    expect((await server.server.store.outboxLag()).events).toBeGreaterThanOrEqual(150);
+    await telemetry.resume();
+    await waitFor(async () => (await server.server.store.outboxLag()).events === 0, { timeoutMs: 30_000, what: 'the outbox to drain' });
+    const stats = (await call(server.clients.queues, 'getQueueStats', { name: queue })).stats!;
+    expect(stats).toMatchObject({ completed: 50, pending: 0, running: 0 });
+  });
+});

@@ -12,6 +12,8 @@ import {
   parseTime,
   queueDetails,
   queueTable,
+  statsDetails,
+  statsTable,
 } from './format.js';
 
 /**
@@ -171,6 +173,21 @@ export function clientCommandsAdd(program: Command): void {
       withClient(async (ctx) => {
         const queues = await ctx.client.listQueues();
         print(ctx, queues, () => (queues.length === 0 ? 'no queues' : queueTable(queues)));
+      }),
+    );
+
+  program
+    .command('stats [queue]')
+    .description('queue telemetry: counts by state, throughput, latency percentiles, failure rate, workers')
+    .action(
+      withClient(async (ctx, name: string | undefined) => {
+        if (name) {
+          const stats = await ctx.client.queueStats(name);
+          print(ctx, stats, () => statsDetails(stats));
+        } else {
+          const stats = await ctx.client.listQueueStats();
+          print(ctx, stats, () => (stats.length === 0 ? 'no queues' : statsTable(stats)));
+        }
       }),
     );
 

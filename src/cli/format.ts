@@ -1,4 +1,4 @@
-import type { Job, JsonObject, Queue } from '../sdk/index.js';
+import type { Job, JsonObject, Queue, QueueStats } from '../sdk/index.js';
 
 /** Parsing of command-line values and human-readable rendering for the client commands. */
 
@@ -162,6 +162,45 @@ export function queueTable(queues: Queue[]): string {
       q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency),
     ]),
   );
+}
+
+const ms = (v: number) => (v === 0 ? '-' : v < 10 ? `${v.toFixed(1)}ms` : `${Math.round(v)}ms`);
+const rate = (v: number) => (v === 0 ? '0' : v < 10 ? v.toFixed(2) : String(Math.round(v)));
+
+/** One line per queue: counts, throughput, latency, failure rate, workers. */
+export function statsTable(stats: QueueStats[]): string {
+  return table(
+    ['QUEUE', 'PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED', 'JOBS/S 1M', 'WAIT P50/P99', 'RUN P50/P99', 'FAIL %', 'WORKERS'],
+    stats.map((s) => [
+      s.queue,
+      String(s.counts.PENDING),
+      String(s.counts.RUNNING),
+      String(s.counts.COMPLETED),
+      String(s.counts.DLQ),
+      String(s.counts.CANCELLED),
+      rate(s.throughput.last1m),
+      `${ms(s.wait.p50Ms)}/${ms(s.wait.p99Ms)}`,
+      `${ms(s.run.p50Ms)}/${ms(s.run.p99Ms)}`,
+      (s.failureRate * 100).toFixed(1),
+      `${s.connectedWorkers} (${s.freeSlots} free)`,
+    ]),
+  );
+}
+
+/** All of one queue's stats. */
+export function statsDetails(s: QueueStats): string {
+  return fields([
+    ['queue', s.queue],
+    ['pending / running', `${s.counts.PENDING} / ${s.counts.RUNNING}`],
+    ['completed / dlq / cancelled', `${s.counts.COMPLETED} / ${s.counts.DLQ} / ${s.counts.CANCELLED}`],
+    ['jobs/s (1m, 5m, 60m)', `${rate(s.throughput.last1m)}, ${rate(s.throughput.last5m)}, ${rate(s.throughput.last60m)}`],
+    ['wait p50/p95/p99', `${ms(s.wait.p50Ms)} / ${ms(s.wait.p95Ms)} / ${ms(s.wait.p99Ms)}`],
+    ['run p50/p95/p99', `${ms(s.run.p50Ms)} / ${ms(s.run.p95Ms)} / ${ms(s.run.p99Ms)}`],
+    ['last 60m', `${s.submitted60m} submitted, ${s.completed60m} completed, ${s.failed60m} failed, ${s.deadLettered60m} dead-lettered`],
+    ['failure rate', `${(s.failureRate * 100).toFixed(1)}%`],
+    ['workers (this server)', `${s.connectedWorkers}, ${s.freeSlots} free slots`],
+    ['events not yet counted', String(s.outboxLagEvents)],
+  ]);
 }
 
 export function queueDetails(q: Queue): string {

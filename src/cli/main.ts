@@ -95,6 +95,32 @@ serve.action(async (opts: Record<string, string | undefined>) => {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 });
 
+program
+  .command('migrate')
+  .description('apply pending database migrations and exit (the server also applies them when it starts)')
+  .option('--database-url <url>', 'PostgreSQL connection string [env DATABASE_URL; unset: the embedded PostgreSQL]')
+  .option('--data-dir <dir>', 'data folder of the embedded PostgreSQL [env EVORA_DATA_DIR, default .evora]')
+  .option('--embedded-pg-port <port>', 'port of the embedded PostgreSQL [env EVORA_PG_PORT, default 54329]')
+  .action(async (opts: { databaseUrl?: string; dataDir?: string; embeddedPgPort?: string }) => {
+    const config = configLoad({ databaseUrl: opts.databaseUrl, dataDir: opts.dataDir, embeddedPgPort: opts.embeddedPgPort });
+    const { migrate } = await import('../db/migrate.js');
+    const { embeddedPostgresStart } = await import('../db/embedded.js');
+    const { default: pg } = await import('pg');
+    const { join } = await import('node:path');
+    const embedded = config.databaseUrl
+      ? null
+      : await embeddedPostgresStart({ dataDir: join(config.dataDir, 'pgdata'), port: config.embeddedPgPort });
+    const pool = new pg.Pool({ connectionString: config.databaseUrl ?? embedded!.url, max: 1 });
+    try {
+      const applied = await migrate(pool);
+      const line = applied.length === 0 ? 'evora: the schema is up to date' : `evora: applied migrations ${applied.join(', ')}`;
+      process.stdout.write(`${program.opts<{ json?: boolean }>().json ? JSON.stringify({ applied }) : line}\n`);
+    } finally {
+      await pool.end();
+      await embedded?.stop();
+    }
+  });
+
 clientCommandsAdd(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {

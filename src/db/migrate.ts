@@ -17,9 +17,10 @@ export interface Migration {
  */
 export function migrationsDir(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
+  for (;;) {
     const candidate = join(dir, 'migrations');
-    if (existsSync(candidate)) return candidate;
+    if (existsSync(join(candidate, '0001_jobs.sql'))) return candidate;
+    if (dirname(dir) === dir) break;
     dir = dirname(dir);
   }
   throw new Error('evora: cannot find the migrations/ folder');

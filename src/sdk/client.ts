@@ -13,6 +13,8 @@ import {
   QueueServiceClient,
   type Backoff as PbBackoff,
   type GetQueueResponse,
+  type GetQueueStatsResponse,
+  type ListQueueStatsResponse,
   type ListQueuesResponse,
   type PauseQueueResponse,
   type ResumeQueueResponse,
@@ -27,6 +29,7 @@ import {
   jobStateParse,
   jobStateToPb,
   queueFromPb,
+  queueStatsFromPb,
   secondsToDuration,
   toJsonObject,
   type Backoff,
@@ -34,6 +37,7 @@ import {
   type JobStateName,
   type JsonObject,
   type Queue,
+  type QueueStats,
 } from './types.js';
 
 /** Options of an EvoraClient. */
@@ -263,6 +267,22 @@ export class EvoraClient {
   async resumeQueue(name: string, opts?: CallOptions): Promise<Queue> {
     const res = await this.unary<ResumeQueueResponse>('ResumeQueue', (md, o, cb) => this.queues.resumeQueue({ name }, md, o, cb), opts);
     return queueFromPb(required(res.queue, 'ResumeQueue'));
+  }
+
+  /**
+   * A queue's telemetry: counts by state, throughput, latency percentiles, failure rate
+   * (eventually consistent: read from the telemetry store), and the workers connected to
+   * the answering server.
+   */
+  async queueStats(name: string, opts?: CallOptions): Promise<QueueStats> {
+    const res = await this.unary<GetQueueStatsResponse>('GetQueueStats', (md, o, cb) => this.queues.getQueueStats({ name }, md, o, cb), opts);
+    return queueStatsFromPb(required(res.stats, 'GetQueueStats'));
+  }
+
+  /** The telemetry of every queue, by name. */
+  async listQueueStats(opts?: CallOptions): Promise<QueueStats[]> {
+    const res = await this.unary<ListQueueStatsResponse>('ListQueueStats', (md, o, cb) => this.queues.listQueueStats({}, md, o, cb), opts);
+    return res.stats.map(queueStatsFromPb);
   }
 
   /** Closes the connection. Calls made afterwards fail. Safe to call twice. */

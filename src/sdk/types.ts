@@ -1,5 +1,5 @@
 import { JobState as PbJobState, type Job as PbJob } from '../gen/evora/v1/job.js';
-import { BackoffKind as PbBackoffKind, type Queue as PbQueue } from '../gen/evora/v1/queue.js';
+import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
 
 /**
@@ -75,6 +75,56 @@ export interface Queue {
   maxConcurrency: number;
   createdAt: Date | null;
   updatedAt: Date | null;
+}
+
+/** Latency percentiles in milliseconds (0 without data). */
+export interface Percentiles {
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
+}
+
+/** A queue's telemetry, as GetQueueStats reports it (eventually consistent). */
+export interface QueueStats {
+  queue: string;
+  counts: Record<JobStateName, number>;
+  /** Completed jobs per second over the last 1, 5 and 60 minutes. */
+  throughput: { last1m: number; last5m: number; last60m: number };
+  /** Claimable to claimed, over the last 60 minutes. */
+  wait: Percentiles;
+  /** Claimed to finished, over the last 60 minutes. */
+  run: Percentiles;
+  /** Failed attempts / (completed + failed attempts) over the last 60 minutes. */
+  failureRate: number;
+  /** Workers connected to the answering server for this queue, and their free slots. */
+  connectedWorkers: number;
+  freeSlots: number;
+  submitted60m: number;
+  completed60m: number;
+  failed60m: number;
+  deadLettered60m: number;
+  /** Events not yet projected: how far these numbers may lag. */
+  outboxLagEvents: number;
+}
+
+/** Converts the protobuf QueueStats. */
+export function queueStatsFromPb(pb: PbQueueStats): QueueStats {
+  const pct = (p: PbQueueStats['wait']) => ({ p50Ms: p?.p50Ms ?? 0, p95Ms: p?.p95Ms ?? 0, p99Ms: p?.p99Ms ?? 0 });
+  return {
+    queue: pb.queue,
+    counts: { PENDING: pb.pending, RUNNING: pb.running, COMPLETED: pb.completed, DLQ: pb.dlq, CANCELLED: pb.cancelled },
+    throughput: { last1m: pb.throughput?.last1m ?? 0, last5m: pb.throughput?.last5m ?? 0, last60m: pb.throughput?.last60m ?? 0 },
+    wait: pct(pb.wait),
+    run: pct(pb.run),
+    failureRate: pb.failureRate,
+    connectedWorkers: pb.connectedWorkers,
+    freeSlots: pb.freeSlots,
+    submitted60m: pb.submitted60m,
+    completed60m: pb.completed60m,
+    failed60m: pb.failed60m,
+    deadLettered60m: pb.deadLettered60m,
+    outboxLagEvents: pb.outboxLagEvents,
+  };
 }
 
 const STATE_FROM_PB = new Map<PbJobState, JobStateName>([

@@ -2,7 +2,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import pg from 'pg';
+import { withDatabase } from '../helpers/global-setup.js';
+import { waitFor } from '../helpers/wait.js';
 import { freePort } from '../../src/db/embedded.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
@@ -197,6 +200,42 @@ describe('evora client commands', () => {
     expect(oneLine(conflict)).toMatch(/^evora: ALREADY_EXISTS: /);
     // Nothing was submitted by the failed commands.
     expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(1);
+  });
+
+  it('stats: one queue in detail and all queues as a table, once the projector has caught up', async () => {
+    const queue = queueName('stats');
+    await json('submit', queue, 'noop');
+    const stats = await waitFor(async () => {
+      const s = await json<{ counts: Record<string, number>; submitted60m: number }>('stats', queue);
+      return s.counts.PENDING === 1 ? s : null;
+    }, { what: 'stats to show the job' });
+    expect(stats?.submitted60m).toBe(1);
+    const human = await evora('stats', queue);
+    expect(human.stdout).toMatch(/pending \/ running\s+1 \/ 0/);
+    const table = await evora('stats');
+    expect(table.code).toBe(0);
+    expect(table.stdout.split('\n')[0]).toMatch(/^QUEUE\s+PENDING\s+RUNNING\s+COMPLETED\s+DLQ/);
+    expect(table.stdout).toContain(queue);
+    expect((await evora('stats', 'no-such-queue')).code).toBe(3);
+  });
+
+  it('migrate applies the migrations to an empty database once', async () => {
+    const adminUrl = inject('pgAdminUrl');
+    const name = `evora_cli_migrate_${randomBytes(4).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    try {
+      const url = withDatabase(adminUrl, name);
+      const first = await json<{ applied: number[] }>('migrate', '--database-url', url);
+      expect(first.applied.length).toBeGreaterThanOrEqual(3);
+      expect(first.applied).toEqual([...first.applied].sort((a, b) => a - b));
+      expect(await json('migrate', '--database-url', url)).toEqual({ applied: [] });
+      expect((await evora('migrate', '--database-url', url)).stdout).toMatch(/up to date/);
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.end();
+    }
   });
 
   it('--help exits 0', async () => {

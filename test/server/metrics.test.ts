@@ -1,0 +1,61 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/db/embedded.js';
+import { queueName } from '../helpers/factories.js';
+import { RawWorker } from '../helpers/raw-worker.js';
+import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+let clients: Clients;
+let base: string;
+beforeAll(async () => {
+  const port = await freePort();
+  ({ clients } = await serverSetup({ metricsPort: String(port) }));
+  base = `http://127.0.0.1:${port}`;
+});
+
+const metric = (text: string, name: string, labels: string) => {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.split(' ').pop()) : undefined;
+};
+
+describe('/metrics and /healthz', () => {
+  it('/healthz answers 200 while the database answers', async () => {
+    const res = await fetch(`${base}/healthz`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('ok\n');
+    expect((await fetch(`${base}/nope`)).status).toBe(404);
+  });
+
+  it('counts submitted, completed, failed and dead-lettered jobs by queue, with depth, latency histograms, workers and outbox lag', async () => {
+    const queue = queueName();
+    await call(clients.queues, 'upsertQueue', { name: queue, maxAttempts: 1 });
+    await call(clients.jobs, 'submitJobs', {
+      jobs: Array.from({ length: 4 }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
+    });
+    const before = await (await fetch(`${base}/metrics`)).text();
+    expect(metric(before, 'evora_jobs_submitted_total', `queue="${queue}"`)).toBe(4);
+    expect(metric(before, 'evora_queue_depth', `queue="${queue}"`)).toBe(4);
+    expect(before).toMatch(/^evora_outbox_lag_events \d+/m);
+
+    const w = new RawWorker(clients);
+    await w.hello('metrics-worker', [queue], 4);
+    await w.until(() => w.jobs.length === 4);
+    const [a, b, c, d] = w.jobs;
+    w.complete(a!);
+    w.complete(b!);
+    w.send({ msg: { $case: 'fail', value: { jobId: c!.job!.id, leaseToken: c!.leaseToken, error: 'x', nonRetryable: true } } });
+    w.send({ msg: { $case: 'fail', value: { jobId: d!.job!.id, leaseToken: d!.leaseToken, error: 'y', nonRetryable: false } } });
+    await w.until(() => w.received.filter((r) => r.msg?.$case === 'ack').length === 4);
+    const text = await waitFor(async () => {
+      const t = await (await fetch(`${base}/metrics`)).text();
+      return metric(t, 'evora_jobs_dead_lettered_total', `queue="${queue}"`) === 2 ? t : null;
+    });
+    expect(metric(text!, 'evora_jobs_completed_total', `queue="${queue}"`)).toBe(2);
+    // A non-retryable failure and a last attempt: both failed, both dead-lettered.
+    expect(metric(text!, 'evora_jobs_failed_total', `queue="${queue}"`)).toBe(2);
+    expect(metric(text!, 'evora_claim_duration_seconds_count', `queue="${queue}"`)).toBeGreaterThanOrEqual(1);
+    expect(metric(text!, 'evora_push_latency_seconds_count', `queue="${queue}"`)).toBe(4);
+    expect(text).toMatch(/^evora_connected_workers 1$/m);
+    w.close();
+  });
+});

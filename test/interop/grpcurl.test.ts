@@ -19,6 +19,11 @@ it('docs/grpcurl.md is generated from test/interop/grpcurl-commands.ts', () => {
   expect(doc, 'docs/grpcurl.md is stale: npx tsx test/interop/grpcurl-commands.ts > docs/grpcurl.md').toBe(grpcurlMarkdown());
 });
 
+it('the README shows exactly these grpcurl commands', () => {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  for (const step of grpcurlSteps) expect(readme, `README.md lacks: ${step.command}`).toContain(step.command);
+});
+
 describe.skipIf(skipUnless('the grpcurl commands', grpcurl))(titled('the grpcurl commands of docs/grpcurl.md', grpcurl), () => {
   const vars: Record<string, string> = {};
 

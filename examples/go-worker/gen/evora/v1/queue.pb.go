@@ -758,6 +758,499 @@ func (x *ResumeQueueResponse) GetQueue() *Queue {
 	return nil
 }
 
+// Percentiles is a latency distribution summary in milliseconds (0 when there is no data).
+type Percentiles struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Median.
+	P50Ms float64 `protobuf:"fixed64,1,opt,name=p50_ms,json=p50Ms,proto3" json:"p50_ms,omitempty"`
+	// 95th percentile.
+	P95Ms float64 `protobuf:"fixed64,2,opt,name=p95_ms,json=p95Ms,proto3" json:"p95_ms,omitempty"`
+	// 99th percentile.
+	P99Ms         float64 `protobuf:"fixed64,3,opt,name=p99_ms,json=p99Ms,proto3" json:"p99_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Percentiles) Reset() {
+	*x = Percentiles{}
+	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Percentiles) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Percentiles) ProtoMessage() {}
+
+func (x *Percentiles) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Percentiles.ProtoReflect.Descriptor instead.
+func (*Percentiles) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Percentiles) GetP50Ms() float64 {
+	if x != nil {
+		return x.P50Ms
+	}
+	return 0
+}
+
+func (x *Percentiles) GetP95Ms() float64 {
+	if x != nil {
+		return x.P95Ms
+	}
+	return 0
+}
+
+func (x *Percentiles) GetP99Ms() float64 {
+	if x != nil {
+		return x.P99Ms
+	}
+	return 0
+}
+
+// Throughput is the rate of completed jobs over trailing windows, in jobs per second.
+type Throughput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Over the last minute.
+	Last_1M float64 `protobuf:"fixed64,1,opt,name=last_1m,json=last1m,proto3" json:"last_1m,omitempty"`
+	// Over the last 5 minutes.
+	Last_5M float64 `protobuf:"fixed64,2,opt,name=last_5m,json=last5m,proto3" json:"last_5m,omitempty"`
+	// Over the last 60 minutes.
+	Last_60M      float64 `protobuf:"fixed64,3,opt,name=last_60m,json=last60m,proto3" json:"last_60m,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Throughput) Reset() {
+	*x = Throughput{}
+	mi := &file_evora_v1_queue_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Throughput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Throughput) ProtoMessage() {}
+
+func (x *Throughput) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Throughput.ProtoReflect.Descriptor instead.
+func (*Throughput) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Throughput) GetLast_1M() float64 {
+	if x != nil {
+		return x.Last_1M
+	}
+	return 0
+}
+
+func (x *Throughput) GetLast_5M() float64 {
+	if x != nil {
+		return x.Last_5M
+	}
+	return 0
+}
+
+func (x *Throughput) GetLast_60M() float64 {
+	if x != nil {
+		return x.Last_60M
+	}
+	return 0
+}
+
+// QueueStats is the telemetry of one queue.
+type QueueStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Queue name.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Jobs currently PENDING (including those scheduled for later).
+	Pending int64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	// Jobs currently RUNNING.
+	Running int64 `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	// Jobs COMPLETED (and not yet removed by retention).
+	Completed int64 `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`
+	// Jobs in the dead-letter queue.
+	Dlq int64 `protobuf:"varint,5,opt,name=dlq,proto3" json:"dlq,omitempty"`
+	// Jobs CANCELLED.
+	Cancelled int64 `protobuf:"varint,6,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// Completed jobs per second.
+	Throughput *Throughput `protobuf:"bytes,7,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	// Time from claimable (run_at) to claimed, over the last 60 minutes.
+	Wait *Percentiles `protobuf:"bytes,8,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Time from claimed to finished, over the last 60 minutes.
+	Run *Percentiles `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
+	// Failed attempts / (completed + failed attempts) over the last 60 minutes, 0..1.
+	FailureRate float64 `protobuf:"fixed64,10,opt,name=failure_rate,json=failureRate,proto3" json:"failure_rate,omitempty"`
+	// Workers connected to the answering server that take jobs from this queue.
+	ConnectedWorkers int32 `protobuf:"varint,11,opt,name=connected_workers,json=connectedWorkers,proto3" json:"connected_workers,omitempty"`
+	// Their free slots.
+	FreeSlots int32 `protobuf:"varint,12,opt,name=free_slots,json=freeSlots,proto3" json:"free_slots,omitempty"`
+	// Jobs submitted in the last 60 minutes.
+	Submitted_60M int64 `protobuf:"varint,13,opt,name=submitted_60m,json=submitted60m,proto3" json:"submitted_60m,omitempty"`
+	// Jobs completed in the last 60 minutes.
+	Completed_60M int64 `protobuf:"varint,14,opt,name=completed_60m,json=completed60m,proto3" json:"completed_60m,omitempty"`
+	// Failed attempts in the last 60 minutes (retried, expired, dead-lettered).
+	Failed_60M int64 `protobuf:"varint,15,opt,name=failed_60m,json=failed60m,proto3" json:"failed_60m,omitempty"`
+	// Jobs dead-lettered in the last 60 minutes.
+	DeadLettered_60M int64 `protobuf:"varint,16,opt,name=dead_lettered_60m,json=deadLettered60m,proto3" json:"dead_lettered_60m,omitempty"`
+	// Telemetry events not yet projected (server-wide): how far these numbers may lag.
+	OutboxLagEvents int64 `protobuf:"varint,17,opt,name=outbox_lag_events,json=outboxLagEvents,proto3" json:"outbox_lag_events,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueStats) Reset() {
+	*x = QueueStats{}
+	mi := &file_evora_v1_queue_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueStats) ProtoMessage() {}
+
+func (x *QueueStats) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
+func (*QueueStats) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *QueueStats) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueStats) GetPending() int64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *QueueStats) GetRunning() int64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *QueueStats) GetCompleted() int64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueStats) GetDlq() int64 {
+	if x != nil {
+		return x.Dlq
+	}
+	return 0
+}
+
+func (x *QueueStats) GetCancelled() int64 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+func (x *QueueStats) GetThroughput() *Throughput {
+	if x != nil {
+		return x.Throughput
+	}
+	return nil
+}
+
+func (x *QueueStats) GetWait() *Percentiles {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+func (x *QueueStats) GetRun() *Percentiles {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *QueueStats) GetFailureRate() float64 {
+	if x != nil {
+		return x.FailureRate
+	}
+	return 0
+}
+
+func (x *QueueStats) GetConnectedWorkers() int32 {
+	if x != nil {
+		return x.ConnectedWorkers
+	}
+	return 0
+}
+
+func (x *QueueStats) GetFreeSlots() int32 {
+	if x != nil {
+		return x.FreeSlots
+	}
+	return 0
+}
+
+func (x *QueueStats) GetSubmitted_60M() int64 {
+	if x != nil {
+		return x.Submitted_60M
+	}
+	return 0
+}
+
+func (x *QueueStats) GetCompleted_60M() int64 {
+	if x != nil {
+		return x.Completed_60M
+	}
+	return 0
+}
+
+func (x *QueueStats) GetFailed_60M() int64 {
+	if x != nil {
+		return x.Failed_60M
+	}
+	return 0
+}
+
+func (x *QueueStats) GetDeadLettered_60M() int64 {
+	if x != nil {
+		return x.DeadLettered_60M
+	}
+	return 0
+}
+
+func (x *QueueStats) GetOutboxLagEvents() int64 {
+	if x != nil {
+		return x.OutboxLagEvents
+	}
+	return 0
+}
+
+// GetQueueStatsRequest names the queue.
+type GetQueueStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Queue name (required).
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueStatsRequest) Reset() {
+	*x = GetQueueStatsRequest{}
+	mi := &file_evora_v1_queue_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueStatsRequest) ProtoMessage() {}
+
+func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetQueueStatsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetQueueStatsResponse carries the stats.
+type GetQueueStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's stats.
+	Stats         *QueueStats `protobuf:"bytes,1,opt,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueStatsResponse) Reset() {
+	*x = GetQueueStatsResponse{}
+	mi := &file_evora_v1_queue_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueStatsResponse) ProtoMessage() {}
+
+func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetQueueStatsResponse) GetStats() *QueueStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// ListQueueStatsRequest has no fields.
+type ListQueueStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueueStatsRequest) Reset() {
+	*x = ListQueueStatsRequest{}
+	mi := &file_evora_v1_queue_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueueStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueueStatsRequest) ProtoMessage() {}
+
+func (x *ListQueueStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueueStatsRequest.ProtoReflect.Descriptor instead.
+func (*ListQueueStatsRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{17}
+}
+
+// ListQueueStatsResponse carries the stats of every queue.
+type ListQueueStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per queue, ordered by name.
+	Stats         []*QueueStats `protobuf:"bytes,1,rep,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueueStatsResponse) Reset() {
+	*x = ListQueueStatsResponse{}
+	mi := &file_evora_v1_queue_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueueStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueueStatsResponse) ProtoMessage() {}
+
+func (x *ListQueueStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueueStatsResponse.ProtoReflect.Descriptor instead.
+func (*ListQueueStatsResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListQueueStatsResponse) GetStats() []*QueueStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
 var File_evora_v1_queue_proto protoreflect.FileDescriptor
 
 const file_evora_v1_queue_proto_rawDesc = "" +
@@ -805,12 +1298,52 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x12ResumeQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"<\n" +
 	"\x13ResumeQueueResponse\x12%\n" +
-	"\x05queue\x18\x01 \x01(\v2\x0f.evora.v1.QueueR\x05queue*z\n" +
+	"\x05queue\x18\x01 \x01(\v2\x0f.evora.v1.QueueR\x05queue\"R\n" +
+	"\vPercentiles\x12\x15\n" +
+	"\x06p50_ms\x18\x01 \x01(\x01R\x05p50Ms\x12\x15\n" +
+	"\x06p95_ms\x18\x02 \x01(\x01R\x05p95Ms\x12\x15\n" +
+	"\x06p99_ms\x18\x03 \x01(\x01R\x05p99Ms\"Y\n" +
+	"\n" +
+	"Throughput\x12\x17\n" +
+	"\alast_1m\x18\x01 \x01(\x01R\x06last1m\x12\x17\n" +
+	"\alast_5m\x18\x02 \x01(\x01R\x06last5m\x12\x19\n" +
+	"\blast_60m\x18\x03 \x01(\x01R\alast60m\"\xde\x04\n" +
+	"\n" +
+	"QueueStats\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x03R\apending\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\x03R\arunning\x12\x1c\n" +
+	"\tcompleted\x18\x04 \x01(\x03R\tcompleted\x12\x10\n" +
+	"\x03dlq\x18\x05 \x01(\x03R\x03dlq\x12\x1c\n" +
+	"\tcancelled\x18\x06 \x01(\x03R\tcancelled\x124\n" +
+	"\n" +
+	"throughput\x18\a \x01(\v2\x14.evora.v1.ThroughputR\n" +
+	"throughput\x12)\n" +
+	"\x04wait\x18\b \x01(\v2\x15.evora.v1.PercentilesR\x04wait\x12'\n" +
+	"\x03run\x18\t \x01(\v2\x15.evora.v1.PercentilesR\x03run\x12!\n" +
+	"\ffailure_rate\x18\n" +
+	" \x01(\x01R\vfailureRate\x12+\n" +
+	"\x11connected_workers\x18\v \x01(\x05R\x10connectedWorkers\x12\x1d\n" +
+	"\n" +
+	"free_slots\x18\f \x01(\x05R\tfreeSlots\x12#\n" +
+	"\rsubmitted_60m\x18\r \x01(\x03R\fsubmitted60m\x12#\n" +
+	"\rcompleted_60m\x18\x0e \x01(\x03R\fcompleted60m\x12\x1d\n" +
+	"\n" +
+	"failed_60m\x18\x0f \x01(\x03R\tfailed60m\x12*\n" +
+	"\x11dead_lettered_60m\x18\x10 \x01(\x03R\x0fdeadLettered60m\x12*\n" +
+	"\x11outbox_lag_events\x18\x11 \x01(\x03R\x0foutboxLagEvents\"*\n" +
+	"\x14GetQueueStatsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
+	"\x15GetQueueStatsResponse\x12*\n" +
+	"\x05stats\x18\x01 \x01(\v2\x14.evora.v1.QueueStatsR\x05stats\"\x17\n" +
+	"\x15ListQueueStatsRequest\"D\n" +
+	"\x16ListQueueStatsResponse\x12*\n" +
+	"\x05stats\x18\x01 \x03(\v2\x14.evora.v1.QueueStatsR\x05stats*z\n" +
 	"\vBackoffKind\x12\x1c\n" +
 	"\x18BACKOFF_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18BACKOFF_KIND_EXPONENTIAL\x10\x01\x12\x17\n" +
 	"\x13BACKOFF_KIND_LINEAR\x10\x02\x12\x16\n" +
-	"\x12BACKOFF_KIND_FIXED\x10\x032\xfb\x02\n" +
+	"\x12BACKOFF_KIND_FIXED\x10\x032\xa2\x04\n" +
 	"\fQueueService\x12J\n" +
 	"\vUpsertQueue\x12\x1c.evora.v1.UpsertQueueRequest\x1a\x1d.evora.v1.UpsertQueueResponse\x12A\n" +
 	"\bGetQueue\x12\x19.evora.v1.GetQueueRequest\x1a\x1a.evora.v1.GetQueueResponse\x12G\n" +
@@ -818,7 +1351,9 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"ListQueues\x12\x1b.evora.v1.ListQueuesRequest\x1a\x1c.evora.v1.ListQueuesResponse\x12G\n" +
 	"\n" +
 	"PauseQueue\x12\x1b.evora.v1.PauseQueueRequest\x1a\x1c.evora.v1.PauseQueueResponse\x12J\n" +
-	"\vResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponseB\x9b\x01\n" +
+	"\vResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12P\n" +
+	"\rGetQueueStats\x12\x1e.evora.v1.GetQueueStatsRequest\x1a\x1f.evora.v1.GetQueueStatsResponse\x12S\n" +
+	"\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponseB\x9b\x01\n" +
 	"\fcom.evora.v1B\n" +
 	"QueueProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
 
@@ -835,52 +1370,68 @@ func file_evora_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_evora_v1_queue_proto_goTypes = []any{
-	(BackoffKind)(0),              // 0: evora.v1.BackoffKind
-	(*Backoff)(nil),               // 1: evora.v1.Backoff
-	(*Queue)(nil),                 // 2: evora.v1.Queue
-	(*UpsertQueueRequest)(nil),    // 3: evora.v1.UpsertQueueRequest
-	(*UpsertQueueResponse)(nil),   // 4: evora.v1.UpsertQueueResponse
-	(*GetQueueRequest)(nil),       // 5: evora.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),      // 6: evora.v1.GetQueueResponse
-	(*ListQueuesRequest)(nil),     // 7: evora.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 8: evora.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),     // 9: evora.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 10: evora.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 11: evora.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 12: evora.v1.ResumeQueueResponse
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(BackoffKind)(0),               // 0: evora.v1.BackoffKind
+	(*Backoff)(nil),                // 1: evora.v1.Backoff
+	(*Queue)(nil),                  // 2: evora.v1.Queue
+	(*UpsertQueueRequest)(nil),     // 3: evora.v1.UpsertQueueRequest
+	(*UpsertQueueResponse)(nil),    // 4: evora.v1.UpsertQueueResponse
+	(*GetQueueRequest)(nil),        // 5: evora.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),       // 6: evora.v1.GetQueueResponse
+	(*ListQueuesRequest)(nil),      // 7: evora.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 8: evora.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 9: evora.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 10: evora.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 11: evora.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 12: evora.v1.ResumeQueueResponse
+	(*Percentiles)(nil),            // 13: evora.v1.Percentiles
+	(*Throughput)(nil),             // 14: evora.v1.Throughput
+	(*QueueStats)(nil),             // 15: evora.v1.QueueStats
+	(*GetQueueStatsRequest)(nil),   // 16: evora.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),  // 17: evora.v1.GetQueueStatsResponse
+	(*ListQueueStatsRequest)(nil),  // 18: evora.v1.ListQueueStatsRequest
+	(*ListQueueStatsResponse)(nil), // 19: evora.v1.ListQueueStatsResponse
+	(*durationpb.Duration)(nil),    // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
 }
 var file_evora_v1_queue_proto_depIdxs = []int32{
 	0,  // 0: evora.v1.Backoff.kind:type_name -> evora.v1.BackoffKind
-	13, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
-	13, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
+	20, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
+	20, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
 	1,  // 3: evora.v1.Queue.backoff:type_name -> evora.v1.Backoff
-	14, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
-	14, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	21, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 6: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
 	2,  // 7: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 8: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 9: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
 	2,  // 10: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 11: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
-	3,  // 12: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
-	5,  // 13: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
-	7,  // 14: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
-	9,  // 15: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
-	11, // 16: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
-	4,  // 17: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
-	6,  // 18: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
-	8,  // 19: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
-	10, // 20: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
-	12, // 21: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 12: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
+	13, // 13: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
+	13, // 14: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
+	15, // 15: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	15, // 16: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	3,  // 17: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
+	5,  // 18: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
+	7,  // 19: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
+	9,  // 20: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
+	11, // 21: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
+	16, // 22: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
+	18, // 23: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
+	4,  // 24: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
+	6,  // 25: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
+	8,  // 26: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
+	10, // 27: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
+	12, // 28: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
+	17, // 29: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
+	19, // 30: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_queue_proto_init() }
@@ -895,7 +1446,7 @@ func file_evora_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_queue_proto_rawDesc), len(file_evora_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,11 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QueueService_UpsertQueue_FullMethodName = "/evora.v1.QueueService/UpsertQueue"
-	QueueService_GetQueue_FullMethodName    = "/evora.v1.QueueService/GetQueue"
-	QueueService_ListQueues_FullMethodName  = "/evora.v1.QueueService/ListQueues"
-	QueueService_PauseQueue_FullMethodName  = "/evora.v1.QueueService/PauseQueue"
-	QueueService_ResumeQueue_FullMethodName = "/evora.v1.QueueService/ResumeQueue"
+	QueueService_UpsertQueue_FullMethodName    = "/evora.v1.QueueService/UpsertQueue"
+	QueueService_GetQueue_FullMethodName       = "/evora.v1.QueueService/GetQueue"
+	QueueService_ListQueues_FullMethodName     = "/evora.v1.QueueService/ListQueues"
+	QueueService_PauseQueue_FullMethodName     = "/evora.v1.QueueService/PauseQueue"
+	QueueService_ResumeQueue_FullMethodName    = "/evora.v1.QueueService/ResumeQueue"
+	QueueService_GetQueueStats_FullMethodName  = "/evora.v1.QueueService/GetQueueStats"
+	QueueService_ListQueueStats_FullMethodName = "/evora.v1.QueueService/ListQueueStats"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -45,6 +47,12 @@ type QueueServiceClient interface {
 	// ResumeQueue lets workers lease jobs from a paused queue again. Resuming
 	// a running queue is a no-op.
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
+	// percentiles and failure rate (from the telemetry store, eventually consistent), and the
+	// workers connected to the answering server.
+	GetQueueStats(ctx context.Context, in *GetQueueStatsRequest, opts ...grpc.CallOption) (*GetQueueStatsResponse, error)
+	// ListQueueStats returns the stats of every queue, ordered by name.
+	ListQueueStats(ctx context.Context, in *ListQueueStatsRequest, opts ...grpc.CallOption) (*ListQueueStatsResponse, error)
 }
 
 type queueServiceClient struct {
@@ -105,6 +113,26 @@ func (c *queueServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueReq
 	return out, nil
 }
 
+func (c *queueServiceClient) GetQueueStats(ctx context.Context, in *GetQueueStatsRequest, opts ...grpc.CallOption) (*GetQueueStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetQueueStatsResponse)
+	err := c.cc.Invoke(ctx, QueueService_GetQueueStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ListQueueStats(ctx context.Context, in *ListQueueStatsRequest, opts ...grpc.CallOption) (*ListQueueStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQueueStatsResponse)
+	err := c.cc.Invoke(ctx, QueueService_ListQueueStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -124,6 +152,12 @@ type QueueServiceServer interface {
 	// ResumeQueue lets workers lease jobs from a paused queue again. Resuming
 	// a running queue is a no-op.
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
+	// percentiles and failure rate (from the telemetry store, eventually consistent), and the
+	// workers connected to the answering server.
+	GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error)
+	// ListQueueStats returns the stats of every queue, ordered by name.
+	ListQueueStats(context.Context, *ListQueueStatsRequest) (*ListQueueStatsResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -148,6 +182,12 @@ func (UnimplementedQueueServiceServer) PauseQueue(context.Context, *PauseQueueRe
 }
 func (UnimplementedQueueServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQueueStats not implemented")
+}
+func (UnimplementedQueueServiceServer) ListQueueStats(context.Context, *ListQueueStatsRequest) (*ListQueueStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListQueueStats not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -260,6 +300,42 @@ func _QueueService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_GetQueueStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQueueStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).GetQueueStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_GetQueueStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).GetQueueStats(ctx, req.(*GetQueueStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ListQueueStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQueueStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ListQueueStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ListQueueStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ListQueueStats(ctx, req.(*ListQueueStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -286,6 +362,14 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeQueue",
 			Handler:    _QueueService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "GetQueueStats",
+			Handler:    _QueueService_GetQueueStats_Handler,
+		},
+		{
+			MethodName: "ListQueueStats",
+			Handler:    _QueueService_ListQueueStats_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

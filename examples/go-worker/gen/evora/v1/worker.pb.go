@@ -780,10 +780,13 @@ type ServerWelcome struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Default lease length in seconds; a queue may set its own, so always trust lease_expires_at.
 	LeaseSeconds int32 `protobuf:"varint,2,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
-	// How often the worker should send heartbeat, in seconds.
+	// How often the worker should send heartbeat, in seconds (rounded down, at least 1).
 	HeartbeatIntervalSeconds int32 `protobuf:"varint,3,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// The same interval in milliseconds (a third of the shortest lease of the worker's
+	// queues); prefer it, since short leases need sub-second heartbeats.
+	HeartbeatIntervalMs int32 `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ServerWelcome) Reset() {
@@ -833,6 +836,13 @@ func (x *ServerWelcome) GetLeaseSeconds() int32 {
 func (x *ServerWelcome) GetHeartbeatIntervalSeconds() int32 {
 	if x != nil {
 		return x.HeartbeatIntervalSeconds
+	}
+	return 0
+}
+
+func (x *ServerWelcome) GetHeartbeatIntervalMs() int32 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
 	}
 	return 0
 }
@@ -1861,12 +1871,13 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x121\n" +
 	"\x06run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"\r\n" +
-	"\vWorkerDrain\"\x91\x01\n" +
+	"\vWorkerDrain\"\xc5\x01\n" +
 	"\rServerWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
 	"\rlease_seconds\x18\x02 \x01(\x05R\fleaseSeconds\x12<\n" +
-	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\"\x93\x01\n" +
+	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\"\x93\x01\n" +
 	"\tLeasedJob\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +

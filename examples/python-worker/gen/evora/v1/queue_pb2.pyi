@@ -121,3 +121,83 @@ class ResumeQueueResponse(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     queue: Queue
     def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ...) -> None: ...
+
+class Percentiles(_message.Message):
+    __slots__ = ("p50_ms", "p95_ms", "p99_ms")
+    P50_MS_FIELD_NUMBER: _ClassVar[int]
+    P95_MS_FIELD_NUMBER: _ClassVar[int]
+    P99_MS_FIELD_NUMBER: _ClassVar[int]
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    def __init__(self, p50_ms: _Optional[float] = ..., p95_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ...) -> None: ...
+
+class Throughput(_message.Message):
+    __slots__ = ("last_1m", "last_5m", "last_60m")
+    LAST_1M_FIELD_NUMBER: _ClassVar[int]
+    LAST_5M_FIELD_NUMBER: _ClassVar[int]
+    LAST_60M_FIELD_NUMBER: _ClassVar[int]
+    last_1m: float
+    last_5m: float
+    last_60m: float
+    def __init__(self, last_1m: _Optional[float] = ..., last_5m: _Optional[float] = ..., last_60m: _Optional[float] = ...) -> None: ...
+
+class QueueStats(_message.Message):
+    __slots__ = ("queue", "pending", "running", "completed", "dlq", "cancelled", "throughput", "wait", "run", "failure_rate", "connected_workers", "free_slots", "submitted_60m", "completed_60m", "failed_60m", "dead_lettered_60m", "outbox_lag_events")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    DLQ_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_RATE_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_60M_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_60M_FIELD_NUMBER: _ClassVar[int]
+    FAILED_60M_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_60M_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_LAG_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    pending: int
+    running: int
+    completed: int
+    dlq: int
+    cancelled: int
+    throughput: Throughput
+    wait: Percentiles
+    run: Percentiles
+    failure_rate: float
+    connected_workers: int
+    free_slots: int
+    submitted_60m: int
+    completed_60m: int
+    failed_60m: int
+    dead_lettered_60m: int
+    outbox_lag_events: int
+    def __init__(self, queue: _Optional[str] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., dlq: _Optional[int] = ..., cancelled: _Optional[int] = ..., throughput: _Optional[_Union[Throughput, _Mapping]] = ..., wait: _Optional[_Union[Percentiles, _Mapping]] = ..., run: _Optional[_Union[Percentiles, _Mapping]] = ..., failure_rate: _Optional[float] = ..., connected_workers: _Optional[int] = ..., free_slots: _Optional[int] = ..., submitted_60m: _Optional[int] = ..., completed_60m: _Optional[int] = ..., failed_60m: _Optional[int] = ..., dead_lettered_60m: _Optional[int] = ..., outbox_lag_events: _Optional[int] = ...) -> None: ...
+
+class GetQueueStatsRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetQueueStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: QueueStats
+    def __init__(self, stats: _Optional[_Union[QueueStats, _Mapping]] = ...) -> None: ...
+
+class ListQueueStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueueStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: _containers.RepeatedCompositeFieldContainer[QueueStats]
+    def __init__(self, stats: _Optional[_Iterable[_Union[QueueStats, _Mapping]]] = ...) -> None: ...

@@ -60,6 +60,16 @@ class QueueServiceStub:
                 request_serializer=evora_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
                 _registered_method=True)
+        self.GetQueueStats = channel.unary_unary(
+                '/evora.v1.QueueService/GetQueueStats',
+                request_serializer=evora_dot_v1_dot_queue__pb2.GetQueueStatsRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_queue__pb2.GetQueueStatsResponse.FromString,
+                _registered_method=True)
+        self.ListQueueStats = channel.unary_unary(
+                '/evora.v1.QueueService/ListQueueStats',
+                request_serializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServiceServicer:
@@ -104,6 +114,22 @@ class QueueServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetQueueStats(self, request, context):
+        """GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
+        percentiles and failure rate (from the telemetry store, eventually consistent), and the
+        workers connected to the answering server.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQueueStats(self, request, context):
+        """ListQueueStats returns the stats of every queue, ordered by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -131,6 +157,16 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.ResumeQueue,
                     request_deserializer=evora_dot_v1_dot_queue__pb2.ResumeQueueRequest.FromString,
                     response_serializer=evora_dot_v1_dot_queue__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'GetQueueStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueueStats,
+                    request_deserializer=evora_dot_v1_dot_queue__pb2.GetQueueStatsRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_queue__pb2.GetQueueStatsResponse.SerializeToString,
+            ),
+            'ListQueueStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueueStats,
+                    request_deserializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -269,6 +305,60 @@ class QueueService:
             '/evora.v1.QueueService/ResumeQueue',
             evora_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
             evora_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueueStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.QueueService/GetQueueStats',
+            evora_dot_v1_dot_queue__pb2.GetQueueStatsRequest.SerializeToString,
+            evora_dot_v1_dot_queue__pb2.GetQueueStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueueStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.QueueService/ListQueueStats',
+            evora_dot_v1_dot_queue__pb2.ListQueueStatsRequest.SerializeToString,
+            evora_dot_v1_dot_queue__pb2.ListQueueStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65vora/v1/worker.proto\x12\x08\x65vora.v1\x1a\x12\x65vora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\x02\n\x0bWorkRequest\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.evora.v1.WorkerHelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.evora.v1.WorkerHeartbeatH\x00\x12,\n\x08\x63omplete\x18\x03 \x01(\x0b\x32\x18.evora.v1.WorkerCompleteH\x00\x12$\n\x04\x66\x61il\x18\x04 \x01(\x0b\x32\x14.evora.v1.WorkerFailH\x00\x12(\n\x06snooze\x18\x05 \x01(\x0b\x32\x16.evora.v1.WorkerSnoozeH\x00\x12&\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x15.evora.v1.WorkerDrainH\x00\x42\x05\n\x03msg\"\xc3\x02\n\x0cWorkResponse\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.evora.v1.ServerWelcomeH\x00\x12\"\n\x03job\x18\x02 \x01(\x0b\x32\x13.evora.v1.LeasedJobH\x00\x12\"\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x13.evora.v1.ServerAckH\x00\x12(\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x16.evora.v1.ServerCancelH\x00\x12/\n\nlease_lost\x18\x05 \x01(\x0b\x32\x19.evora.v1.ServerLeaseLostH\x00\x12\x35\n\rheartbeat_ack\x18\x06 \x01(\x0b\x32\x1c.evora.v1.ServerHeartbeatAckH\x00\x12&\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x15.evora.v1.ServerDrainH\x00\x42\x05\n\x03msg\"^\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x1d\n\x04held\x18\x04 \x03(\x0b\x32\x0f.evora.v1.Lease\",\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"2\n\x0fWorkerHeartbeat\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Lease\"^\n\x0eWorkerComplete\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x85\x01\n\nWorkerFail\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x0cWorkerSnooze\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\r\n\x0bWorkerDrain\"^\n\rServerWelcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05\"r\n\tLeasedJob\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"=\n\tServerAck\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x1e\n\x0cServerCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"1\n\x0fServerLeaseLost\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x84\x01\n\rExtendedLease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\"=\n\x12ServerHeartbeatAck\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.evora.v1.ExtendedLease\"\x1d\n\x0bServerDrain\x12\x0e\n\x06reason\x18\x01 \x01(\t\"k\n\x10\x43laimJobsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\x0b\n\x03max\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"6\n\x11\x43laimJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"9\n\x12\x45xtendLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"e\n\x13\x45xtendLeaseResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"b\n\x12\x43ompleteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x13\x43ompleteJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x89\x01\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0f\x46\x61ilJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"c\n\x10SnoozeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x11SnoozeJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job2\xae\x03\n\rWorkerService\x12\x39\n\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x01\x30\x01\x12\x44\n\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n\x0b\x45xtendLease\x12\x1c.evora.v1.ExtendLeaseRequest\x1a\x1d.evora.v1.ExtendLeaseResponse\x12J\n\x0b\x43ompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n\x07\x46\x61ilJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12\x44\n\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65vora/v1/worker.proto\x12\x08\x65vora.v1\x1a\x12\x65vora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x92\x02\n\x0bWorkRequest\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.evora.v1.WorkerHelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.evora.v1.WorkerHeartbeatH\x00\x12,\n\x08\x63omplete\x18\x03 \x01(\x0b\x32\x18.evora.v1.WorkerCompleteH\x00\x12$\n\x04\x66\x61il\x18\x04 \x01(\x0b\x32\x14.evora.v1.WorkerFailH\x00\x12(\n\x06snooze\x18\x05 \x01(\x0b\x32\x16.evora.v1.WorkerSnoozeH\x00\x12&\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x15.evora.v1.WorkerDrainH\x00\x42\x05\n\x03msg\"\xc3\x02\n\x0cWorkResponse\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.evora.v1.ServerWelcomeH\x00\x12\"\n\x03job\x18\x02 \x01(\x0b\x32\x13.evora.v1.LeasedJobH\x00\x12\"\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x13.evora.v1.ServerAckH\x00\x12(\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x16.evora.v1.ServerCancelH\x00\x12/\n\nlease_lost\x18\x05 \x01(\x0b\x32\x19.evora.v1.ServerLeaseLostH\x00\x12\x35\n\rheartbeat_ack\x18\x06 \x01(\x0b\x32\x1c.evora.v1.ServerHeartbeatAckH\x00\x12&\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x15.evora.v1.ServerDrainH\x00\x42\x05\n\x03msg\"^\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x1d\n\x04held\x18\x04 \x03(\x0b\x32\x0f.evora.v1.Lease\",\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"2\n\x0fWorkerHeartbeat\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Lease\"^\n\x0eWorkerComplete\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x85\x01\n\nWorkerFail\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x0cWorkerSnooze\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\r\n\x0bWorkerDrain\"}\n\rServerWelcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x04 \x01(\x05\"r\n\tLeasedJob\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"=\n\tServerAck\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x1e\n\x0cServerCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"1\n\x0fServerLeaseLost\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x84\x01\n\rExtendedLease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\"=\n\x12ServerHeartbeatAck\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.evora.v1.ExtendedLease\"\x1d\n\x0bServerDrain\x12\x0e\n\x06reason\x18\x01 \x01(\t\"k\n\x10\x43laimJobsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\x0b\n\x03max\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"6\n\x11\x43laimJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"9\n\x12\x45xtendLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"e\n\x13\x45xtendLeaseResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"b\n\x12\x43ompleteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x13\x43ompleteJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x89\x01\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0f\x46\x61ilJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"c\n\x10SnoozeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x11SnoozeJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job2\xae\x03\n\rWorkerService\x12\x39\n\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x01\x30\x01\x12\x44\n\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n\x0b\x45xtendLease\x12\x1c.evora.v1.ExtendLeaseRequest\x1a\x1d.evora.v1.ExtendLeaseResponse\x12J\n\x0b\x43ompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n\x07\x46\x61ilJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12\x44\n\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,41 +55,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WORKERDRAIN']._serialized_start=1276
   _globals['_WORKERDRAIN']._serialized_end=1289
   _globals['_SERVERWELCOME']._serialized_start=1291
-  _globals['_SERVERWELCOME']._serialized_end=1385
-  _globals['_LEASEDJOB']._serialized_start=1387
-  _globals['_LEASEDJOB']._serialized_end=1501
-  _globals['_SERVERACK']._serialized_start=1503
-  _globals['_SERVERACK']._serialized_end=1564
-  _globals['_SERVERCANCEL']._serialized_start=1566
-  _globals['_SERVERCANCEL']._serialized_end=1596
-  _globals['_SERVERLEASELOST']._serialized_start=1598
-  _globals['_SERVERLEASELOST']._serialized_end=1647
-  _globals['_EXTENDEDLEASE']._serialized_start=1650
-  _globals['_EXTENDEDLEASE']._serialized_end=1782
-  _globals['_SERVERHEARTBEATACK']._serialized_start=1784
-  _globals['_SERVERHEARTBEATACK']._serialized_end=1845
-  _globals['_SERVERDRAIN']._serialized_start=1847
-  _globals['_SERVERDRAIN']._serialized_end=1876
-  _globals['_CLAIMJOBSREQUEST']._serialized_start=1878
-  _globals['_CLAIMJOBSREQUEST']._serialized_end=1985
-  _globals['_CLAIMJOBSRESPONSE']._serialized_start=1987
-  _globals['_CLAIMJOBSRESPONSE']._serialized_end=2041
-  _globals['_EXTENDLEASEREQUEST']._serialized_start=2043
-  _globals['_EXTENDLEASEREQUEST']._serialized_end=2100
-  _globals['_EXTENDLEASERESPONSE']._serialized_start=2102
-  _globals['_EXTENDLEASERESPONSE']._serialized_end=2203
-  _globals['_COMPLETEJOBREQUEST']._serialized_start=2205
-  _globals['_COMPLETEJOBREQUEST']._serialized_end=2303
-  _globals['_COMPLETEJOBRESPONSE']._serialized_start=2305
-  _globals['_COMPLETEJOBRESPONSE']._serialized_end=2354
-  _globals['_FAILJOBREQUEST']._serialized_start=2357
-  _globals['_FAILJOBREQUEST']._serialized_end=2494
-  _globals['_FAILJOBRESPONSE']._serialized_start=2496
-  _globals['_FAILJOBRESPONSE']._serialized_end=2541
-  _globals['_SNOOZEJOBREQUEST']._serialized_start=2543
-  _globals['_SNOOZEJOBREQUEST']._serialized_end=2642
-  _globals['_SNOOZEJOBRESPONSE']._serialized_start=2644
-  _globals['_SNOOZEJOBRESPONSE']._serialized_end=2691
-  _globals['_WORKERSERVICE']._serialized_start=2694
-  _globals['_WORKERSERVICE']._serialized_end=3124
+  _globals['_SERVERWELCOME']._serialized_end=1416
+  _globals['_LEASEDJOB']._serialized_start=1418
+  _globals['_LEASEDJOB']._serialized_end=1532
+  _globals['_SERVERACK']._serialized_start=1534
+  _globals['_SERVERACK']._serialized_end=1595
+  _globals['_SERVERCANCEL']._serialized_start=1597
+  _globals['_SERVERCANCEL']._serialized_end=1627
+  _globals['_SERVERLEASELOST']._serialized_start=1629
+  _globals['_SERVERLEASELOST']._serialized_end=1678
+  _globals['_EXTENDEDLEASE']._serialized_start=1681
+  _globals['_EXTENDEDLEASE']._serialized_end=1813
+  _globals['_SERVERHEARTBEATACK']._serialized_start=1815
+  _globals['_SERVERHEARTBEATACK']._serialized_end=1876
+  _globals['_SERVERDRAIN']._serialized_start=1878
+  _globals['_SERVERDRAIN']._serialized_end=1907
+  _globals['_CLAIMJOBSREQUEST']._serialized_start=1909
+  _globals['_CLAIMJOBSREQUEST']._serialized_end=2016
+  _globals['_CLAIMJOBSRESPONSE']._serialized_start=2018
+  _globals['_CLAIMJOBSRESPONSE']._serialized_end=2072
+  _globals['_EXTENDLEASEREQUEST']._serialized_start=2074
+  _globals['_EXTENDLEASEREQUEST']._serialized_end=2131
+  _globals['_EXTENDLEASERESPONSE']._serialized_start=2133
+  _globals['_EXTENDLEASERESPONSE']._serialized_end=2234
+  _globals['_COMPLETEJOBREQUEST']._serialized_start=2236
+  _globals['_COMPLETEJOBREQUEST']._serialized_end=2334
+  _globals['_COMPLETEJOBRESPONSE']._serialized_start=2336
+  _globals['_COMPLETEJOBRESPONSE']._serialized_end=2385
+  _globals['_FAILJOBREQUEST']._serialized_start=2388
+  _globals['_FAILJOBREQUEST']._serialized_end=2525
+  _globals['_FAILJOBRESPONSE']._serialized_start=2527
+  _globals['_FAILJOBRESPONSE']._serialized_end=2572
+  _globals['_SNOOZEJOBREQUEST']._serialized_start=2574
+  _globals['_SNOOZEJOBREQUEST']._serialized_end=2673
+  _globals['_SNOOZEJOBRESPONSE']._serialized_start=2675
+  _globals['_SNOOZEJOBRESPONSE']._serialized_end=2722
+  _globals['_WORKERSERVICE']._serialized_start=2725
+  _globals['_WORKERSERVICE']._serialized_end=3155
 # @@protoc_insertion_point(module_scope)

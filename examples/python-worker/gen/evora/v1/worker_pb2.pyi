@@ -111,14 +111,16 @@ class WorkerDrain(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerWelcome(_message.Message):
-    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds")
+    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds", "heartbeat_interval_ms")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     lease_seconds: int
     heartbeat_interval_seconds: int
-    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ...) -> None: ...
+    heartbeat_interval_ms: int
+    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
 
 class LeasedJob(_message.Message):
     __slots__ = ("job", "lease_token", "lease_expires_at")

@@ -84,6 +84,15 @@ describe('claim', () => {
     expect(claimed[0]?.leaseToken).not.toBe(claimed[1]?.leaseToken);
   });
 
+  it('jobs of one batch (same priority and run_at) are claimed in submit order', async () => {
+    const queue = queueName();
+    const submitted = await store.jobSubmitMany({ jobs: jobInputs(queue, 30), now: T0 });
+    const claimed = await store.jobClaim({ queues: [queue], limit: 30, workerId: 'w', now: T0 });
+    expect(claimed.map((j) => j.id)).toEqual(submitted.map((r) => r.job.id));
+    // Finish them, so other tests' sweeps at the same simulated time do not meet them.
+    await store.jobCompleteMany({ completions: claimed.map((j) => ({ id: j.id, token: j.leaseToken!, result: {} })) });
+  });
+
   it('skips paused queues', async () => {
     const queue = queueName();
     await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
@@ -178,7 +187,10 @@ describe('worker writes', () => {
       jobs: [jobInput({ queue, maxAttempts: 5 }), jobInput({ queue, maxAttempts: 1 })],
       now: T0,
     });
-    const [a, b] = await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w', now: T0 });
+    const claimed = await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w', now: T0 });
+    // Same priority and run_at: claim order between them is not defined; tell them apart.
+    const a = claimed.find((j) => j.maxAttempts === 5);
+    const b = claimed.find((j) => j.maxAttempts === 1);
     await store.jobFailMany({
       failures: [
         { id: a!.id, token: a!.leaseToken!, error: 'fatal', retryable: false },

@@ -46,14 +46,14 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
   it('after a mixed run of 5,000 jobs (completions, retries, DLQ, cancels) the counts match Postgres exactly', async () => {
     const sink = sinkFor('mixed');
     const queues = await mixedRun(store, { total: 5000, prefix: queueName('mix') });
-    const run = await new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 1000 }).runOnce();
+    const run = await new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 5000 }).runOnce();
     expect(run.events).toBeGreaterThan(10_000);
     expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
     const stats = (await sink.queueStats({ queue: queues[1]! }))!;
     expect(stats.completed60m).toBe((await countsFromJobs(store, [queues[1]!]))[queues[1]!]!.COMPLETED);
     expect(stats.failed60m).toBeGreaterThan(0);
     expect(stats.waitMs.p99).not.toBeNull();
-  });
+  }, 180_000);
 
   it('killing the projector in the middle of applying a batch and starting it again leaves every count exact', async () => {
     const sink = sinkFor('crash');

@@ -9,7 +9,7 @@ import type { QueueServiceServer } from '../gen/evora/v1/queue.js';
 import type { WorkerServiceServer, WorkRequest, WorkResponse } from '../gen/evora/v1/worker.js';
 import type { Logger } from '../logger.js';
 import type { JobState, JobSubmitInput, Store } from '../store/store.js';
-import type { QueueTelemetry, TelemetrySink } from '../telemetry/projection.js';
+import { telemetryStats, type QueueTelemetry, type TelemetrySink } from '../telemetry/projection.js';
 import type { QueueStats } from '../gen/evora/v1/queue.js';
 import type { ServerMetrics } from './metrics.js';
 import {
@@ -174,11 +174,11 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
   return {
     getQueueStats: unary(logger, 'GetQueueStats', async (req) => {
       const queue = await store.queueGet({ name: checkName('name', req.name) });
-      const [stats, lag] = await Promise.all([telemetry.queueStats({ queue: queue.name }), store.outboxLag()]);
-      return { stats: queueStatsToPb(queue.name, stats, dispatcher.queueWorkers(queue.name), lag.events) };
+      const [[stats], lag] = await Promise.all([telemetryStats(telemetry, { queues: [queue.name] }), store.outboxLag()]);
+      return { stats: queueStatsToPb(queue.name, stats ?? null, dispatcher.queueWorkers(queue.name), lag.events) };
     }),
     listQueueStats: unary(logger, 'ListQueueStats', async () => {
-      const [queues, all, lag] = await Promise.all([store.queueList(), telemetry.queueStatsAll({}), store.outboxLag()]);
+      const [queues, all, lag] = await Promise.all([store.queueList(), telemetryStats(telemetry, { queues: null }), store.outboxLag()]);
       const byName = new Map(all.map((s) => [s.queue, s]));
       return {
         stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, dispatcher.queueWorkers(q.name), lag.events)),

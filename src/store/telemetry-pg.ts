@@ -1,12 +1,5 @@
 import type pg from 'pg';
-import {
-  queueTelemetryFrom,
-  type Histogram,
-  type MinuteDelta,
-  type ProjectionUpdate,
-  type QueueTelemetry,
-  type TelemetrySink,
-} from '../telemetry/projection.js';
+import type { Histogram, ProjectionUpdate, TelemetryRows, TelemetrySink } from '../telemetry/projection.js';
 import type { JobState } from './store.js';
 
 /**
@@ -113,19 +106,10 @@ export class PostgresTelemetrySink implements TelemetrySink {
     }
   }
 
-  async queueStats(params: { queue: string; now?: Date }): Promise<QueueTelemetry | null> {
-    const [stats] = await this.read([params.queue], params.now ?? new Date());
-    return stats ?? null;
-  }
-
-  async queueStatsAll(params: { now?: Date }): Promise<QueueTelemetry[]> {
-    return this.read(null, params.now ?? new Date());
-  }
-
-  private async read(queues: string[] | null, now: Date): Promise<QueueTelemetry[]> {
+  async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
     const counts = await this.pool.query<{ queue: string; state: JobState; n: string }>(
       `SELECT queue, state, n FROM evora.telemetry_queue_counts WHERE $1::text[] IS NULL OR queue = ANY($1)`,
-      [queues],
+      [params.queues],
     );
     const minutes = await this.pool.query<{
       queue: string;
@@ -137,19 +121,12 @@ export class PostgresTelemetrySink implements TelemetrySink {
       wait_hist: Histogram;
       run_hist: Histogram;
     }>(
-      `SELECT * FROM evora.telemetry_minutes
-       WHERE ($1::text[] IS NULL OR queue = ANY($1)) AND minute > $2::timestamptz - interval '61 minutes'`,
-      [queues, now],
+      `SELECT * FROM evora.telemetry_minutes WHERE ($1::text[] IS NULL OR queue = ANY($1)) AND minute > $2`,
+      [params.queues, params.since],
     );
-    const byQueue = new Map<string, { counts: Partial<Record<JobState, number>>; minutes: MinuteDelta[] }>();
-    const entry = (q: string) => {
-      let e = byQueue.get(q);
-      if (!e) byQueue.set(q, (e = { counts: {}, minutes: [] }));
-      return e;
-    };
-    for (const r of counts.rows) entry(r.queue).counts[r.state] = Number(r.n);
-    for (const r of minutes.rows) {
-      entry(r.queue).minutes.push({
+    return {
+      counts: counts.rows.map((r) => ({ queue: r.queue, state: r.state, n: Number(r.n) })),
+      minutes: minutes.rows.map((r) => ({
         queue: r.queue,
         minute: r.minute,
         submitted: Number(r.submitted),
@@ -158,10 +135,7 @@ export class PostgresTelemetrySink implements TelemetrySink {
         deadLettered: Number(r.dead_lettered),
         wait: r.wait_hist,
         run: r.run_hist,
-      });
-    }
-    return [...byQueue]
-      .sort(([a], [b]) => a.localeCompare(b))
-      .map(([q, e]) => queueTelemetryFrom(q, e.counts, e.minutes, now));
+      })),
+    };
   }
 }

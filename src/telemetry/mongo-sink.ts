@@ -1,13 +1,6 @@
 import { MongoBulkWriteError, MongoClient, type AnyBulkWriteOperation, type Db } from 'mongodb';
 import type { JobState } from '../store/store.js';
-import {
-  queueTelemetryFrom,
-  type Histogram,
-  type MinuteDelta,
-  type ProjectionUpdate,
-  type QueueTelemetry,
-  type TelemetrySink,
-} from './projection.js';
+import type { Histogram, JobEvent, MinuteDelta, ProjectionUpdate, TelemetryRows, TelemetrySink } from './projection.js';
 
 /** MongoDB's duplicate key error: the guard of a guarded upsert found the batch applied. */
 const DUPLICATE_KEY = 11000;
@@ -20,20 +13,8 @@ interface CountsDoc {
   lastBatch: number;
 }
 
-interface EventDoc {
-  _id: number;
-  jobId: string;
-  queue: string;
-  type: string;
-  kind: string;
-  fromState: JobState | null;
-  toState: JobState;
-  attempt: number;
-  workerId: string | null;
-  at: Date;
-  waitMs: number | null;
-  runMs: number | null;
-}
+/** A recent event: the outbox row, keyed by its id. */
+type EventDoc = Omit<JobEvent, 'id'> & { _id: number };
 
 interface MinuteDoc {
   _id: string;
@@ -124,20 +105,7 @@ export class MongoTelemetrySink implements TelemetrySink {
         upsert: true,
       },
     }));
-    const events: EventDoc[] = update.events.map((e) => ({
-      _id: e.id,
-      jobId: e.jobId,
-      queue: e.queue,
-      type: e.type,
-      kind: e.kind,
-      fromState: e.fromState,
-      toState: e.toState,
-      attempt: e.attempt,
-      workerId: e.workerId,
-      at: e.at,
-      waitMs: e.waitMs,
-      runMs: e.runMs,
-    }));
+    const events: EventDoc[] = update.events.map(({ id, ...rest }) => ({ _id: id, ...rest }));
     let budget = this.crashAfterWrites;
     const take = <T>(ops: T[]): T[] => {
       if (budget === null) return ops;
@@ -189,33 +157,21 @@ export class MongoTelemetrySink implements TelemetrySink {
     }
   }
 
-  async queueStats(params: { queue: string; now?: Date }): Promise<QueueTelemetry | null> {
-    const [stats] = await this.read([params.queue], params.now ?? new Date());
-    return stats ?? null;
-  }
-
-  async queueStatsAll(params: { now?: Date }): Promise<QueueTelemetry[]> {
-    return this.read(null, params.now ?? new Date());
-  }
-
-  private async read(queues: string[] | null, now: Date): Promise<QueueTelemetry[]> {
+  async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
+    const { queues } = params;
     const countDocs = await this.db
       .collection<CountsDoc>('queue_counts')
       .find(queues ? { _id: { $in: queues } } : {})
       .toArray();
     const minuteDocs = await this.db
       .collection<MinuteDoc>('queue_minutes')
-      .find({ ...(queues ? { queue: { $in: queues } } : {}), minute: { $gt: new Date(now.getTime() - 61 * 60_000) } })
+      .find({ ...(queues ? { queue: { $in: queues } } : {}), minute: { $gt: params.since } })
       .toArray();
-    const byQueue = new Map<string, { counts: Partial<Record<JobState, number>>; minutes: MinuteDelta[] }>();
-    const entry = (q: string) => {
-      let e = byQueue.get(q);
-      if (!e) byQueue.set(q, (e = { counts: {}, minutes: [] }));
-      return e;
-    };
-    for (const d of countDocs) entry(d._id).counts = d.counts ?? {};
-    for (const d of minuteDocs) {
-      entry(d.queue).minutes.push({
+    return {
+      counts: countDocs.flatMap((d) =>
+        Object.entries(d.counts ?? {}).map(([state, n]) => ({ queue: d._id, state: state as JobState, n: n ?? 0 })),
+      ),
+      minutes: minuteDocs.map((d) => ({
         queue: d.queue,
         minute: d.minute,
         submitted: d.submitted ?? 0,
@@ -224,11 +180,8 @@ export class MongoTelemetrySink implements TelemetrySink {
         deadLettered: d.deadLettered ?? 0,
         wait: d.wait ?? {},
         run: d.run ?? {},
-      });
-    }
-    return [...byQueue]
-      .sort(([a], [b]) => a.localeCompare(b))
-      .map(([q, e]) => queueTelemetryFrom(q, e.counts, e.minutes, now));
+      })),
+    };
   }
 }
 

@@ -189,6 +189,12 @@ export function queueTelemetryFrom(
   };
 }
 
+/** What a sink stores, read back raw: counts by queue and state, and minute buckets. */
+export interface TelemetryRows {
+  counts: { queue: string; state: JobState; n: number }[];
+  minutes: MinuteDelta[];
+}
+
 /**
  * A telemetry store. `apply` must be idempotent per batch id: applying the same batch
  * again (after a crash mid-apply) changes each document at most once in total.
@@ -198,8 +204,30 @@ export interface TelemetrySink {
   /** Creates collections/tables and indexes it needs. */
   init(): Promise<void>;
   apply(batchId: number, update: ProjectionUpdate): Promise<void>;
-  /** Stats of one queue (null: the sink knows nothing of it), or of all queues it knows. */
-  queueStats(params: { queue: string; now?: Date }): Promise<QueueTelemetry | null>;
-  queueStatsAll(params: { now?: Date }): Promise<QueueTelemetry[]>;
+  /** The counts and the minute buckets since `since`, of the given queues (null: all). */
+  read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows>;
   close(): Promise<void>;
+}
+
+/**
+ * Stats of the given queues (null: every queue the sink knows), as of `now`, by queue
+ * name. One reading for every sink.
+ */
+export async function telemetryStats(
+  sink: TelemetrySink,
+  params: { queues: string[] | null; now?: Date },
+): Promise<QueueTelemetry[]> {
+  const now = params.now ?? new Date();
+  const rows = await sink.read({ queues: params.queues, since: new Date(now.getTime() - 61 * 60_000) });
+  const byQueue = new Map<string, { counts: Partial<Record<JobState, number>>; minutes: MinuteDelta[] }>();
+  const entry = (q: string) => {
+    let e = byQueue.get(q);
+    if (!e) byQueue.set(q, (e = { counts: {}, minutes: [] }));
+    return e;
+  };
+  for (const c of rows.counts) entry(c.queue).counts[c.state] = c.n;
+  for (const m of rows.minutes) entry(m.queue).minutes.push(m);
+  return [...byQueue]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([q, e]) => queueTelemetryFrom(q, e.counts, e.minutes, now));
 }

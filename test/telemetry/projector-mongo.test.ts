@@ -3,6 +3,7 @@ import type { Store } from '../../src/store/store.js';
 import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
 import { Projector } from '../../src/services/projector.js';
 import { silentLogger } from '../../src/logger.js';
+import { telemetryStats } from '../../src/telemetry/projection.js';
 import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
 import { queueName } from '../helpers/factories.js';
@@ -36,7 +37,7 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
 
   async function sinkCounts(sink: MongoTelemetrySink, queues: string[]) {
     const out: Record<string, Record<string, number>> = {};
-    for (const s of await sink.queueStatsAll({})) {
+    for (const s of await telemetryStats(sink, { queues: null })) {
       if (!queues.includes(s.queue)) continue;
       for (const [state, n] of Object.entries(s.counts)) if (n) (out[s.queue] ??= {})[state] = n;
     }
@@ -49,7 +50,7 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     const run = await new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 5000 }).runOnce();
     expect(run.events).toBeGreaterThan(10_000);
     expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
-    const stats = (await sink.queueStats({ queue: queues[1]! }))!;
+    const stats = (await telemetryStats(sink, { queues: [queues[1]!] }))[0]!;
     expect(stats.completed60m).toBe((await countsFromJobs(store, [queues[1]!]))[queues[1]!]!.COMPLETED);
     expect(stats.failed60m).toBeGreaterThan(0);
     expect(stats.waitMs.p99).not.toBeNull();

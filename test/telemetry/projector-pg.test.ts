@@ -2,8 +2,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/store/telemetry-pg.js';
 import { Projector, eventFromRow } from '../../src/services/projector.js';
-import { projectEvents } from '../../src/telemetry/projection.js';
 import { silentLogger } from '../../src/logger.js';
+import { projectEvents, telemetryStats } from '../../src/telemetry/projection.js';
 import { storeSetup } from '../helpers/store-setup.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
 import { queueName } from '../helpers/factories.js';
@@ -20,7 +20,7 @@ const projector = () => new Projector({ store, sink, isLeader: () => true, logge
 /** The sink's counts, without zero entries, in the shape of countsFromJobs. */
 async function sinkCounts(queues: string[]) {
   const out: Record<string, Record<string, number>> = {};
-  for (const s of await sink.queueStatsAll({})) {
+  for (const s of await telemetryStats(sink, { queues: null })) {
     if (!queues.includes(s.queue)) continue;
     for (const [state, n] of Object.entries(s.counts)) if (n) (out[s.queue] ??= {})[state] = n;
   }
@@ -35,7 +35,7 @@ describe('projector into the embedded Postgres sink', () => {
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
 
-    const stats = (await sink.queueStats({ queue: queues[0]! }))!;
+    const stats = (await telemetryStats(sink, { queues: [queues[0]!] }))[0]!;
     const { rows } = await store.pool.query<{ completed: number }>(
       `SELECT count(*)::int AS completed FROM evora.jobs WHERE queue = $1 AND state = 'COMPLETED'`,
       [queues[0]],

@@ -1,0 +1,142 @@
+/**
+ * Evora: the server runs as its own process (`node --import tsx src/cli/main.ts serve`, the
+ * current source, no build step), so its CPU and memory are its own and not the harness's;
+ * workers are separate processes on the SDK's EvoraWorker; producers use EvoraClient over
+ * gRPC from the harness process.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { openSync, readFileSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { freePort } from '../../src/db/embedded.js';
+import { EvoraClient } from '../../src/sdk/index.js';
+import { onCleanup, stopChild, trackChild } from '../lib/infra.js';
+import { errorText, sleep } from '../lib/util.js';
+import { configWith, type OpenContext, type SystemDriver, type SystemInstance } from './types.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export const EVORA_DEFAULTS = {
+  /** Worker processes (EvoraWorker each). */
+  processes: 1,
+  /** Slots per worker process. */
+  slots: 200,
+  /** Server settings passed as `evora serve` flags; unset ones keep the server's defaults. */
+  dbPoolSize: undefined as number | undefined,
+  pollIntervalMs: undefined as number | undefined,
+};
+
+function evoraVersion(): string {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  let rev = '';
+  try {
+    rev = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src', 'migrations'], { cwd: ROOT, encoding: 'utf8' }).trim();
+    if (dirty) rev += '+uncommitted changes in src/migrations';
+  } catch {
+    // not a git checkout
+  }
+  return rev ? `${pkg.version} (${rev})` : pkg.version;
+}
+
+export function evoraDriver(overrides: Record<string, string>): SystemDriver {
+  const config = configWith(EVORA_DEFAULTS, overrides);
+  const processes = Number(config.processes);
+  const serverFlags: string[] = [];
+  if (config.dbPoolSize !== undefined) serverFlags.push('--db-pool-size', String(config.dbPoolSize));
+  if (config.pollIntervalMs !== undefined) serverFlags.push('--poll-interval-ms', String(config.pollIntervalMs));
+  return {
+    name: 'evora',
+    unavailable: null,
+    version: evoraVersion(),
+    processes,
+    config,
+    describe: () =>
+      `server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}); ` +
+      `${processes} worker process${processes > 1 ? 'es' : ''} × EvoraWorker slots ${config.slots}; ` +
+      `enqueue with EvoraClient (submit / submitMany of 1000)`,
+    open: (ctx) => openEvora(ctx, serverFlags),
+  };
+}
+
+async function openEvora(ctx: OpenContext, serverFlags: string[]): Promise<SystemInstance> {
+  const port = await freePort();
+  const logFile = join(ctx.tmpDir, `evora-server-${ctx.scenario}.log`);
+  const fd = openSync(logFile, 'a');
+  // One folder per server: tsx's loader thread writes a profile of its own (thread id 1);
+  // the main thread's is the one with thread id 0 (CPU.<date>.<time>.<pid>.0.<seq>.cpuprofile).
+  const nodeFlags = ctx.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(ctx.cpuProfileDir, `evora-server-${ctx.scenario}`)}`] : [];
+  const child = trackChild(
+    spawn(
+      process.execPath,
+      [...nodeFlags, '--import', 'tsx', join(ROOT, 'src/cli/main.ts'), 'serve', '--database-url', ctx.databaseUrl, '--port', String(port), '--log-level', 'warn', ...serverFlags],
+      { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_METRICS_PORT: '0', MONGODB_URL: '' } },
+    ),
+  );
+  closeSync(fd);
+  const address = `127.0.0.1:${port}`;
+  const client = new EvoraClient({ address, deadlineMs: 120_000 });
+  const stop = async () => {
+    client.close();
+    await stopChild(child, 15_000);
+  };
+  const unregister = onCleanup('evora server', stop);
+  const tail = () => readFileSync(logFile, 'utf8').trim().split('\n').slice(-5).join(' | ');
+  // Ready when it answers a call (it migrates first).
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`evora server exited (code ${child.exitCode}): ${tail()}`);
+    try {
+      await client.listQueues({ deadlineMs: 1000 });
+      break;
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`evora server not ready within 60 s: ${errorText(err)}; log: ${tail()}`);
+      await sleep(100);
+    }
+  }
+  const queue = 'bench';
+  await client.upsertQueue(queue, {});
+  const db = new pg.Pool({ connectionString: ctx.databaseUrl, max: 2 });
+  db.on('error', () => undefined);
+  return {
+    queue,
+    target: { address },
+    serverPid: child.pid!,
+    submitOne: async (payload) => {
+      await client.submit({ queue, type: 'noop', payload });
+    },
+    submitBatch: async (payloads) => {
+      await client.submitMany(payloads.map((payload) => ({ queue, type: 'noop', payload })));
+    },
+    seedFinished: async (n) => {
+      const c = await db.connect();
+      try {
+        // As the server leaves them: COMPLETED, one attempt, a spent lease token, a result.
+        // Replica mode skips the state-transition trigger (PENDING -> COMPLETED is not legal).
+        await c.query('SET session_replication_role = replica');
+        await c.query(
+          `INSERT INTO evora.jobs (queue, type, state, max_attempts, attempt, lease_token, worker_id, created_at, started_at, finished_at, result)
+           SELECT $1, 'noop', 'COMPLETED', 5, 1, gen_random_uuid(), 'seed', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour', '{}'
+           FROM generate_series(1, $2)`,
+          [queue, n],
+        );
+        await c.query('RESET session_replication_role');
+      } finally {
+        c.release();
+      }
+      await db.query('VACUUM ANALYZE evora.jobs');
+      return `${n.toLocaleString('en-US')} COMPLETED rows in evora.jobs (same queue)`;
+    },
+    remaining: async () =>
+      Number(
+        (await db.query<{ n: string }>(`SELECT count(*) AS n FROM evora.jobs WHERE queue = $1 AND state IN ('PENDING', 'RUNNING')`, [queue]))
+          .rows[0]!.n,
+      ),
+    close: async () => {
+      await db.end();
+      unregister();
+      await stop();
+    },
+  };
+}

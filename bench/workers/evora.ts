@@ -1,0 +1,31 @@
+/**
+ * Evora worker process: the SDK's EvoraWorker with a no-op handler. A completion counts
+ * when the server acknowledged it (`jobFinished` with accepted = true): the ack is sent
+ * only after the completion has committed.
+ */
+import { EvoraWorker } from '../../src/sdk/index.js';
+import type { SystemWorker, WorkerHooks, WorkerInit } from '../lib/protocol.js';
+
+export function evoraWorker(init: WorkerInit, hooks: WorkerHooks): SystemWorker {
+  const slots = Number(init.config.slots ?? 200);
+  const worker = new EvoraWorker({
+    address: init.target.address!,
+    queues: [init.queue],
+    slots,
+    workerId: `bench-${init.index}-${process.pid}`,
+  });
+  worker.handle('noop', (job) => {
+    hooks.started(job.payload);
+    return undefined;
+  });
+  worker.on('jobFinished', (o) => {
+    if (o.accepted && o.outcome === 'completed') hooks.done(1);
+  });
+  return {
+    prepare: async () => undefined,
+    go: () => worker.start({ timeoutMs: 30_000 }),
+    stop: async () => {
+      await worker.stop({ timeoutMs: 5_000, graceMs: 2_000 });
+    },
+  };
+}

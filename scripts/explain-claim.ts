@@ -38,10 +38,15 @@ try {
   // Show the plan of exactly the statement the store runs, inside a rolled-back transaction.
   const sql = (await import('../src/store/store.js')).SQL_JOB_CLAIM_FOR_EXPLAIN;
   const c = await pool.connect();
-  await c.query('BEGIN');
-  const { rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, [['explain'], 100, 'explain-worker', null]);
-  await c.query('ROLLBACK');
-  c.release();
+  let rows: Record<string, string>[];
+  try {
+    await c.query('BEGIN');
+    const workerIds = Array.from({ length: 100 }, () => 'explain-worker');
+    ({ rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, [['explain'], 100, workerIds, null]));
+    await c.query('ROLLBACK');
+  } finally {
+    c.release();
+  }
   console.log(`claim of 100 with ${finished} COMPLETED and ${pending} PENDING rows:`);
   for (const r of rows) console.log(r['QUERY PLAN']);
   await store.close();

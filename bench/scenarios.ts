@@ -102,6 +102,9 @@ const MiB = (b: number) => round(b / 1024 / 1024, 1);
 async function burn(ctx: RunContext, n: number, onProgress?: (done: number) => void): Promise<Numbers> {
   const { inst, sizes } = ctx;
   const enqueueSeconds = await enqueueBatches(inst, n, sizes.batchSize);
+  // A live system's tables have statistics (autovacuum analyzes within a minute); a table
+  // filled a moment ago has none, and the planner's guesses for it can be far off.
+  await inst.analyze();
   const group = await startWorkers(ctx);
   try {
     group.go();
@@ -138,7 +141,8 @@ export async function flat(ctx: RunContext): Promise<Numbers> {
 
 /**
  * Idle workers, ready; then single submits at a fixed rate (open loop: each at its planned
- * time, not waiting for the previous one); enqueue-to-handler-start from payload.t.
+ * time, not waiting for the previous one), the first second of them a warm-up; the
+ * enqueue-to-handler-start time of the others from payload.t.
  */
 export async function latency(ctx: RunContext): Promise<Numbers> {
   const { inst, sizes } = ctx;
@@ -149,17 +153,23 @@ export async function latency(ctx: RunContext): Promise<Numbers> {
     await sleep(1500);
     const total = sizes.latencyRate * sizes.latencySeconds;
     const interval = 1000 / sizes.latencyRate;
+    // One second of the same traffic first, not measured (no `t`): every system starts warm.
+    const warmup = sizes.latencyRate;
     const submitMs: number[] = [];
     const inflight: Promise<void>[] = [];
     const t0 = now();
-    for (let i = 0; i < total; i++) {
+    for (let i = 0; i < warmup + total; i++) {
       const wait = t0 + i * interval - now();
       if (wait > 0) await sleep(wait);
+      if (i < warmup) {
+        inflight.push(inst.submitOne({}));
+        continue;
+      }
       const t = now();
       inflight.push(inst.submitOne({ t }).then(() => void submitMs.push(now() - t)));
     }
     await Promise.all(inflight);
-    await group.waitDone(total, 30_000);
+    await group.waitDone(warmup + total, 30_000);
     const reports = await group.reports();
     const l = reports.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const s = submitMs.sort((a, b) => a - b);

@@ -83,6 +83,7 @@ async function openBullmq(ctx: OpenContext): Promise<SystemInstance> {
       }
       return `${n.toLocaleString('en-US')} completed job hashes and the completed sorted set in Redis`;
     },
+    analyze: async () => undefined,
     remaining: async () => {
       const c = await queue.getJobCounts('wait', 'active', 'delayed', 'prioritized', 'paused', 'waiting-children');
       return Object.values(c).reduce((a, b) => a + b, 0);

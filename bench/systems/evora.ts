@@ -128,6 +128,9 @@ async function openEvora(ctx: OpenContext, serverFlags: string[]): Promise<Syste
       await db.query('VACUUM ANALYZE evora.jobs');
       return `${n.toLocaleString('en-US')} COMPLETED rows in evora.jobs (same queue)`;
     },
+    analyze: async () => {
+      await db.query('ANALYZE evora.jobs');
+    },
     remaining: async () =>
       Number(
         (await db.query<{ n: string }>(`SELECT count(*) AS n FROM evora.jobs WHERE queue = $1 AND state IN ('PENDING', 'RUNNING')`, [queue]))

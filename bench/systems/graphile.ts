@@ -83,6 +83,9 @@ async function openGraphile(ctx: OpenContext): Promise<SystemInstance> {
       await db.query('VACUUM ANALYZE graphile_worker._private_jobs');
       return `${n.toLocaleString('en-US')} permanently failed jobs (attempts = max_attempts) in graphile_worker._private_jobs: completed jobs are deleted by design`;
     },
+    analyze: async () => {
+      await db.query('ANALYZE graphile_worker._private_jobs');
+    },
     remaining: async () =>
       Number(
         (

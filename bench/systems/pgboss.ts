@@ -76,6 +76,9 @@ async function openPgBoss(ctx: OpenContext): Promise<SystemInstance> {
       await db.query('VACUUM ANALYZE pgboss.job');
       return `${n.toLocaleString('en-US')} completed rows in pgboss.job (the queue's partition; archived only after 12 h by default)`;
     },
+    analyze: async () => {
+      await db.query('ANALYZE pgboss.job');
+    },
     remaining: async () =>
       Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND state < 'completed'`, [queue])).rows[0]!.n),
     close: async () => {

@@ -28,6 +28,11 @@ export interface SystemInstance {
    * what was seeded.
    */
   seedFinished(n: number): Promise<string>;
+  /**
+   * Updates the planner's statistics of the system's tables (PostgreSQL systems): run after
+   * the enqueue, as autovacuum would within a minute in a live system.
+   */
+  analyze(): Promise<void>;
   /** Jobs of the bench queue not yet finished (a check after a burn-down). */
   remaining(): Promise<number>;
   /** The server process, when the system has one (Evora): RSS is sampled from it. */

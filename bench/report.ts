@@ -26,8 +26,8 @@ export interface RunInfo {
   redis: string;
   systems: { name: SystemName; version: string; config: string; skipped: string | null }[];
   sizes: Record<string, number>;
-  /** 1-minute load average when the run started (anything else running skews the numbers). */
-  loadAtStart: number;
+  /** CPU other processes used during the run (anything else running skews the numbers). */
+  otherCpu: { coreSeconds: number; share: number } | null;
 }
 
 export function machine(): { cores: number; memory: string; cpu: string; kernel: string; node: string } {
@@ -138,7 +138,10 @@ export function renderResults(results: ResultLine[], info: RunInfo): string {
   L.push('### Machine and settings', '');
   L.push(
     `- ${m.cores} cores (${m.cpu}), ${m.memory} memory, Linux ${m.kernel}, Node ${m.node}; ` +
-      `load average ${info.loadAtStart.toFixed(2)} when the run started${info.loadAtStart > 0.5 ? ' (other work was running: these numbers are noisier)' : ''}.`,
+      (info.otherCpu
+        ? `other processes used ${info.otherCpu.coreSeconds.toFixed(1)} core-seconds during the run, ${(info.otherCpu.share * 100).toFixed(1)}% of the machine` +
+          (info.otherCpu.share > 0.05 ? ' (other work was running: these numbers are noisier than on a quiet machine).' : '.')
+        : 'CPU used by other processes: unknown.'),
   );
   const s = info.postgres.settings;
   L.push(

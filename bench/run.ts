@@ -19,10 +19,11 @@
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { cpus } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { cpuSample, otherCpu } from './lib/cpu.js';
 import { cleanupAll, postgresStart, redisStart, tempDir, which, type Redis, type RedisPersistence } from './lib/infra.js';
 import type { SystemName } from './lib/protocol.js';
 import { errorText, log, now } from './lib/util.js';
@@ -107,11 +108,11 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 const startedAt = new Date();
-const loadAtStart = loadavg()[0]!;
-if (loadAtStart > 0.5) log(`load average ${loadAtStart.toFixed(2)}: something else is using the CPU; numbers will be noisy`);
+const cpuAtStart = cpuSample();
 const t0 = now();
 const results: ResultLine[] = [];
 let exitCode = 0;
+let pendingWrite: RunInfo | null = null;
 try {
   const pg = await postgresStart({ pgStatStatements: args.pgss });
   const tmp = tempDir('evora-bench-');
@@ -191,7 +192,7 @@ try {
 
   if (writeTo) {
     const pgInfo = await pg.describe();
-    const info: RunInfo = {
+    pendingWrite = {
       mode: args.quick ? 'quick' : 'full',
       startedAt,
       seconds,
@@ -202,16 +203,25 @@ try {
         : `none (${redisMissing ?? 'BullMQ not selected'})`,
       systems: drivers.map((d) => ({ name: d.name, version: d.version, config: d.describe(), skipped: d.unavailable })),
       sizes: { ...sizes },
-      loadAtStart,
+      otherCpu: null,
     };
-    writeResults(writeTo, renderResults(results, info));
-    log(`wrote ${writeTo}`);
   }
 } catch (err) {
   log(`failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
   exitCode = 1;
 } finally {
   await cleanupAll();
+}
+// Only now has every child exited (and been counted as ours).
+const other = otherCpu(cpuAtStart, cpuSample(), cpus().length);
+if (other) {
+  const line = `other processes used ${other.coreSeconds.toFixed(1)} core-seconds during the run (${(other.share * 100).toFixed(1)}% of the machine)`;
+  log(other.share > 0.05 ? `${line}: the numbers are noisier than they would be on a quiet machine` : line);
+}
+if (pendingWrite && writeTo) {
+  pendingWrite.otherCpu = other;
+  writeResults(writeTo, renderResults(results, pendingWrite));
+  log(`wrote ${writeTo}`);
 }
 process.exit(exitCode);
 

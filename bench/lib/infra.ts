@@ -147,7 +147,7 @@ export async function postgresStart(opts: { pgStatStatements: boolean }): Promis
     },
     dropDatabase,
     async describe() {
-      const version = (await admin.query<{ v: string }>('SHOW server_version')).rows[0]!.v;
+      const version = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
       const settings: Record<string, string> = {};
       for (const s of PG_SETTINGS) settings[s] = (await admin.query<Record<string, string>>(`SHOW ${s}`)).rows[0]![s]!;
       return { version, settings };

@@ -1,0 +1,38 @@
+/**
+ * How much CPU other processes used while the harness ran: the machine's busy time
+ * (/proc/stat) minus the harness's own and that of every child it started and reaped
+ * (/proc/self/stat utime + stime + cutime + cstime). Read the second sample after every
+ * child has exited. Linux only; null elsewhere.
+ */
+import { readFileSync } from 'node:fs';
+
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+export interface CpuSample {
+  machineBusy: number;
+  ours: number;
+  at: number;
+}
+
+export function cpuSample(): CpuSample | null {
+  try {
+    const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal ...
+    const machineBusy = (cpu[0] ?? 0) + (cpu[1] ?? 0) + (cpu[2] ?? 0) + (cpu[5] ?? 0) + (cpu[6] ?? 0);
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    // After ") ": state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17), 1-based over the whole line.
+    const ours = (f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0);
+    return { machineBusy, ours, at: Date.now() };
+  } catch {
+    return null;
+  }
+}
+
+/** Core-seconds other processes used between two samples, and that as a share of the machine. */
+export function otherCpu(a: CpuSample | null, b: CpuSample | null, cores: number): { coreSeconds: number; share: number } | null {
+  if (!a || !b) return null;
+  const other = Math.max(0, b.machineBusy - a.machineBusy - (b.ours - a.ours)) / TICKS_PER_SECOND;
+  const wall = (b.at - a.at) / 1000;
+  return { coreSeconds: other, share: wall > 0 ? other / (wall * cores) : 0 };
+}

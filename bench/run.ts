@@ -167,6 +167,9 @@ try {
             driver: d,
             inst,
             sizes,
+            checkpoint: async () => {
+              await pg.admin.query('CHECKPOINT').catch((err: unknown) => log(`CHECKPOINT: ${errorText(err)} (continuing)`));
+            },
             workerNodeFlags: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}/${d.name}-workers-${scenario}`] : [],
           });
           line = { system: d.name, scenario, ...numbers };

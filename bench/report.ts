@@ -64,6 +64,8 @@ export interface Target {
   value: string;
   goal: string;
   pass: boolean | null;
+  /** When missed: by how much (e.g. "needs 9.1× more"). */
+  gap?: string;
 }
 
 /** The issue's targets as ratios measured in this run. */
@@ -80,6 +82,7 @@ export function targets(results: ResultLine[]): Target[] {
     value: rg === null ? 'not measured' : `${rg.toFixed(2)} (${fmt(e)} / ${fmt(g)} jobs/s)`,
     goal: '≥ 1.0',
     pass: rg === null ? null : rg >= 1.0,
+    gap: rg !== null && rg < 1.0 ? `needs ${(1.0 / rg).toFixed(1)}× the throughput` : undefined,
   });
   const rb = ratio(e, b);
   out.push({
@@ -87,6 +90,7 @@ export function targets(results: ResultLine[]): Target[] {
     value: rb === null ? 'not measured' : `${rb.toFixed(2)} (${fmt(e)} / ${fmt(b)} jobs/s)`,
     goal: '≥ 4',
     pass: rb === null ? null : rb >= 4,
+    gap: rb !== null && rb < 4 ? `needs ${(4 / rb).toFixed(1)}× the throughput` : undefined,
   });
   const el = find(results, 'evora', 'latency');
   const gl = find(results, 'graphile-worker', 'latency');
@@ -97,6 +101,7 @@ export function targets(results: ResultLine[]): Target[] {
     value: ep50 === null || gp50 === null ? 'not measured' : `${ep50.toFixed(2)} ms vs ${gp50.toFixed(2)} ms (ratio ${(ep50 / gp50).toFixed(2)})`,
     goal: 'Evora ≤ graphile-worker',
     pass: ep50 === null || gp50 === null ? null : ep50 <= gp50,
+    gap: ep50 !== null && gp50 !== null && ep50 > gp50 ? `${(ep50 - gp50).toFixed(2)} ms too slow` : undefined,
   });
   const ep99 = num(el?.p99ms);
   out.push({
@@ -104,6 +109,7 @@ export function targets(results: ResultLine[]): Target[] {
     value: ep99 === null ? 'not measured' : `${ep99.toFixed(2)} ms`,
     goal: '< 10 ms',
     pass: ep99 === null ? null : ep99 < 10,
+    gap: ep99 !== null && ep99 >= 10 ? `${(ep99 - 10).toFixed(2)} ms over` : undefined,
   });
   const ef = num(find(results, 'evora', 'flat')?.jobsPerSecond);
   const seeded = num(find(results, 'evora', 'flat')?.finishedInTable);
@@ -113,6 +119,7 @@ export function targets(results: ResultLine[]): Target[] {
     value: rf === null ? 'not measured' : `${rf.toFixed(2)} (${fmt(ef)} / ${fmt(e)} jobs/s)`,
     goal: '≥ 0.90 (within 10%)',
     pass: rf === null ? null : rf >= 0.9,
+    gap: rf !== null && rf < 0.9 ? `${((0.9 - rf) * 100).toFixed(0)} points short` : undefined,
   });
   const m = find(results, 'evora', 'memory');
   const start = num(m?.rssStartMiB);
@@ -126,6 +133,7 @@ export function targets(results: ResultLine[]): Target[] {
         : `${start} / ${middle} / ${end} MiB (second half: ${end >= middle ? '+' : ''}${(((end - middle) / middle) * 100).toFixed(1)}%)`,
     goal: 'flat: end within 10% of middle',
     pass: start === null || middle === null || end === null ? null : end <= middle * 1.1,
+    gap: start !== null && middle !== null && end !== null && end > middle * 1.1 ? `grew ${(((end - middle) / middle) * 100).toFixed(0)}% in the second half` : undefined,
   });
   return out;
 }
@@ -199,7 +207,10 @@ export function renderResults(results: ResultLine[], info: RunInfo): string {
     L.push('', 'Failed: ' + failed.map((r) => `${LABEL[r.system]} ${r.scenario}: ${r.error}`).join('; ') + '.');
   }
   L.push('', '### Targets (ratios in this run)', '', '| target | measured | goal | |', '| --- | --- | --- | --- |');
-  for (const t of targets(results)) L.push(`| ${t.what} | ${t.value} | ${t.goal} | ${t.pass === null ? 'n/a' : t.pass ? 'PASS' : 'MISS'} |`);
+  for (const t of targets(results)) {
+    const verdict = t.pass === null ? 'n/a' : t.pass ? 'PASS' : `MISS${t.gap ? `: ${t.gap}` : ''}`;
+    L.push(`| ${t.what} | ${t.value} | ${t.goal} | ${verdict} |`);
+  }
   L.push('', '<details><summary>The JSON lines of this run</summary>', '', '```');
   for (const r of results) L.push(JSON.stringify(r));
   L.push('```', '', '</details>', '', END);

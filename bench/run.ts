@@ -191,7 +191,9 @@ try {
 
   const seconds = (now() - t0) / 1000;
   log(`all done in ${seconds.toFixed(0)} s`);
-  for (const t of targets(results)) log(`${t.pass === null ? 'n/a ' : t.pass ? 'PASS' : 'MISS'}  ${t.what}: ${t.value} (goal ${t.goal})`);
+  for (const t of targets(results)) {
+    log(`${t.pass === null ? 'n/a ' : t.pass ? 'PASS' : 'MISS'}  ${t.what}: ${t.value} (goal ${t.goal})${t.gap ? `: ${t.gap}` : ''}`);
+  }
 
   if (writeTo) {
     const pgInfo = await pg.describe();

@@ -214,5 +214,5 @@ export async function redisStart(bin: string, persistence: RedisPersistence): Pr
   const version = /v=(\S+)/.exec(out.join(''))?.[1] ?? /Redis version=(\S+)/.exec(out.join(''))?.[1] ?? 'unknown';
   log(`redis-server ${version} on 127.0.0.1:${port} (persistence: ${persistence})`);
   await sleep(50);
-  return { host: '127.0.0.1', port, version, persistence, flags: persist };
+  return { host: '127.0.0.1', port, version, persistence, flags: persist.map((f) => (f === '' ? "''" : f)) };
 }

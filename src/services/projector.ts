@@ -76,6 +76,10 @@ export class Projector extends PeriodicService {
       await this.opts.store.projectorBatchClose({ batchId: batch.batchId });
       run.batches++;
       run.events += batch.events.length;
+      // A new batch that came back short took everything there was: stop until the next
+      // interval rather than chase each trickle of new events with a commit of its own. (A
+      // reopened batch says nothing about what waits behind it, so go on after one.)
+      if (!batch.reopened && batch.events.length < this.batchSize) return run;
     }
   }
 }

@@ -834,11 +834,15 @@ export class Store {
    * transactions that have ended (see migrations/0005_lean_outbox.sql). Null when there is
    * nothing to project.
    */
-  async projectorBatchOpen(params: { sink: string; limit: number }): Promise<{ batchId: number; events: JobEventRow[] } | null> {
+  async projectorBatchOpen(params: {
+    sink: string;
+    limit: number;
+  }): Promise<{ batchId: number; events: JobEventRow[]; reopened: boolean } | null> {
     const open = await this.pool.query<{ id: string; hi_id: string; horizon: string }>(
       'SELECT id, hi_id, horizon FROM evora.projector_batches ORDER BY id LIMIT 1',
     );
     let batch = open.rows[0];
+    const reopened = batch !== undefined;
     if (!batch) {
       const { rows } = await this.pool.query<{ id: string; hi_id: string; horizon: string }>(
         `WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
@@ -857,7 +861,7 @@ export class Store {
       'SELECT * FROM evora.job_events WHERE id <= $1 AND xid < $2::xid8 ORDER BY id',
       [batch.hi_id, batch.horizon],
     );
-    return { batchId: Number(batch.id), events };
+    return { batchId: Number(batch.id), events, reopened };
   }
 
   /** Closes an applied batch: its outbox rows are deleted, and so is the batch. */

@@ -115,6 +115,11 @@ let exitCode = 0;
 let pendingWrite: RunInfo | null = null;
 try {
   const pg = await postgresStart({ pgStatStatements: args.pgss });
+  if (pg.embedded) {
+    const w0 = now();
+    await pg.warmUp();
+    log(`warmed up the new PostgreSQL cluster (WAL segments) in ${((now() - w0) / 1000).toFixed(1)} s`);
+  }
   const tmp = tempDir('evora-bench-');
 
   let redis: Redis | null = null;

@@ -16,7 +16,8 @@ import { Batcher } from './batcher.js';
 
 /** What the dispatcher sends to a worker; the gRPC layer turns it into a WorkResponse. */
 export type SessionMessage =
-  | { kind: 'job'; job: Job }
+  /** Jobs one claim dealt to this session, best first (the gRPC layer may send them as one message). */
+  | { kind: 'jobs'; jobs: Job[] }
   | { kind: 'cancel'; jobId: string }
   | { kind: 'leaseLost'; jobId: string; reason: string }
   | { kind: 'drain'; reason: string };
@@ -336,11 +337,17 @@ export class Dispatcher {
         q.wanted = jobs.length === slots.length || q.wakes !== wakesBefore;
         for (const s of slots) s.reserved--;
         const undeliverable: Job[] = [];
+        const dealt = new Map<WorkerSession, Job[]>();
         jobs.forEach((job, i) => {
           const session = slots[i] as WorkerSession;
           if (session.closed || session.draining || this.stopped) undeliverable.push(job);
-          else this.deliver(session, job);
+          else {
+            const list = dealt.get(session);
+            if (list) list.push(job);
+            else dealt.set(session, [job]);
+          }
         });
+        for (const [session, list] of dealt) this.deliver(session, list);
         if (undeliverable.length > 0) await this.release(undeliverable);
         // Slots that got nothing here may be wanted by the sessions' other queues.
         for (const s of new Set(slots.slice(jobs.length))) this.wakeQueuesOf(s);
@@ -374,11 +381,13 @@ export class Dispatcher {
     return slots;
   }
 
-  private deliver(session: WorkerSession, job: Job): void {
-    session.held.set(job.id, { token: job.leaseToken ?? '', queue: job.queue });
-    this.holders.set(job.id, session);
-    session.send({ kind: 'job', job });
-    this.opts.observer?.pushed?.(session, job);
+  private deliver(session: WorkerSession, jobs: Job[]): void {
+    for (const job of jobs) {
+      session.held.set(job.id, { token: job.leaseToken ?? '', queue: job.queue });
+      this.holders.set(job.id, session);
+    }
+    session.send({ kind: 'jobs', jobs });
+    for (const job of jobs) this.opts.observer?.pushed?.(session, job);
   }
 
   /** Gives claimed jobs back at once (their worker went away between claim and push). */

@@ -223,10 +223,8 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
   };
 }
 
-function sessionMessageToPb(msg: SessionMessage): WorkResponse {
+function sessionMessageToPb(msg: Exclude<SessionMessage, { kind: 'jobs' }>): WorkResponse {
   switch (msg.kind) {
-    case 'job':
-      return { msg: { $case: 'job', value: leasedJobToPb(msg.job) } };
     case 'cancel':
       return { msg: { $case: 'cancel', value: { jobId: msg.jobId } } };
     case 'leaseLost':
@@ -293,7 +291,10 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
               queues: hello.queues,
               slots: hello.slots,
               held: hello.held.map((l) => ({ id: l.jobId, token: l.leaseToken })),
-              send: (msg) => send(sessionMessageToPb(msg)),
+              send: (msg) => {
+                if (msg.kind === 'jobs') for (const job of msg.jobs) send({ msg: { $case: 'job', value: leasedJobToPb(job) } });
+                else send(sessionMessageToPb(msg));
+              },
             });
             if (call.destroyed || call.writableEnded) {
               dispatcher.sessionClose(opened);

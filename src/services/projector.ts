@@ -72,7 +72,7 @@ export class Projector extends PeriodicService {
     for (;;) {
       const batch = await this.opts.store.projectorBatchOpen({ sink: this.opts.sink.name, limit: this.batchSize });
       if (!batch) return run;
-      await this.opts.sink.apply(batch.batchId, projectEvents(batch.events.map(eventFromRow)));
+      await this.opts.sink.apply(batch.batchId, projectEvents(batch.events.map(eventFromRow), batch.outbox));
       await this.opts.store.projectorBatchClose({ batchId: batch.batchId });
       run.batches++;
       run.events += batch.events.length;

@@ -213,16 +213,21 @@ function queueFromRow(r: QueueRow): Queue {
 // ---------------------------------------------------------------------------------------
 
 /**
- * The outbox CTE that records one job_events row per changed job, in the same statement as
- * the change. `source` is the CTE holding the changed rows (new values); the other
- * arguments are SQL expressions over those rows.
+ * The outbox CTE: one packed job_events row holding the events of every job the statement
+ * changed (migrations/0006_packed_outbox.sql), in the same statement as the change; no row
+ * when it changed none. `source` is the CTE holding the changed rows (new values); the
+ * other arguments are SQL expressions over those rows. All the array_agg calls read the
+ * rows in one pass, so element i of each array is the same job.
  */
 function eventsCte(e: { source: string; kind: string; fromState: string; at: string; waitMs?: string; runMs?: string }): string {
   return `events AS (
-  INSERT INTO evora.job_events (job_id, queue, type, kind, from_state, to_state, attempt, worker_id, at, wait_ms, run_ms)
-  SELECT id, queue, type, ${e.kind}, ${e.fromState}, state, attempt, worker_id, ${e.at},
-         ${e.waitMs ?? 'NULL'}, ${e.runMs ?? 'NULL'}
+  INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+  SELECT max(${e.at}), count(*), array_agg(id), array_agg(queue), array_agg(type),
+         array_agg((${e.kind})::evora.job_event_kind), array_agg((${e.fromState})::evora.job_state), array_agg(state),
+         array_agg(attempt), array_agg(worker_id),
+         array_agg((${e.waitMs ?? 'NULL'})::float8), array_agg((${e.runMs ?? 'NULL'})::float8)
   FROM ${e.source}
+  HAVING count(*) > 0
 )`;
 }
 
@@ -830,38 +835,66 @@ export class Store {
 
   /**
    * Opens the projector's next batch: the batch a crash left open (with exactly the rows it
-   * had), else a new one of up to `limit` outbox rows in id order, among those written by
-   * transactions that have ended (see migrations/0005_lean_outbox.sql). Null when there is
-   * nothing to project.
+   * had), else a new one of whole outbox rows in id order, among those written by
+   * transactions that have ended (see migrations/0005_lean_outbox.sql), up to `limit` events
+   * (the row that crosses the limit is taken whole). Null when there is nothing to project.
    */
   async projectorBatchOpen(params: {
     sink: string;
     limit: number;
-  }): Promise<{ batchId: number; events: JobEventRow[]; reopened: boolean } | null> {
+  }): Promise<{ batchId: number; outbox: { hiId: string; horizon: string }; events: JobEventRow[]; reopened: boolean } | null> {
     const open = await this.pool.query<{ id: string; hi_id: string; horizon: string }>(
       'SELECT id, hi_id, horizon FROM evora.projector_batches ORDER BY id LIMIT 1',
     );
     let batch = open.rows[0];
     const reopened = batch !== undefined;
     if (!batch) {
+      // Whole outbox rows, in id order, until about `limit` events (at least one row).
       const { rows } = await this.pool.query<{ id: string; hi_id: string; horizon: string }>(
         `WITH horizon AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
+         first_rows AS (
+           SELECT e.id, e.n FROM evora.job_events e, horizon h WHERE e.xid < h.xmin ORDER BY e.id LIMIT $1
+         ),
          taken AS (
-           SELECT e.id FROM evora.job_events e, horizon h WHERE e.xid < h.xmin ORDER BY e.id LIMIT $1
+           SELECT id, n FROM (SELECT id, n, sum(n) OVER (ORDER BY id) - n AS before FROM first_rows) r
+           WHERE before < $1
          )
          INSERT INTO evora.projector_batches (sink, events, hi_id, horizon)
-         SELECT $2, count(*), max(t.id), (SELECT xmin FROM horizon) FROM taken t HAVING count(*) > 0
+         SELECT $2, sum(t.n), max(t.id), (SELECT xmin FROM horizon) FROM taken t HAVING count(*) > 0
          RETURNING id, hi_id, horizon`,
         [params.limit, params.sink],
       );
       batch = rows[0];
     }
     if (!batch) return null;
-    const { rows: events } = await this.pool.query<JobEventRow>(
-      'SELECT * FROM evora.job_events WHERE id <= $1 AND xid < $2::xid8 ORDER BY id',
+    // The packed rows as JSON (one value per row: cheap to send and to parse), unpacked here.
+    const { rows } = await this.pool.query<{ id: string; at: Date; e: string }>(
+      `SELECT id, at, json_build_array(job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)::text AS e
+       FROM evora.job_events WHERE id <= $1 AND xid < $2::xid8 ORDER BY id`,
       [batch.hi_id, batch.horizon],
     );
-    return { batchId: Number(batch.id), events, reopened };
+    const events: JobEventRow[] = [];
+    for (const row of rows) {
+      const [jobIds, queues, types, kinds, fromStates, toStates, attempts, workerIds, waitMs, runMs] = JSON.parse(row.e) as PackedEvents;
+      const base = Number(row.id) * OUTBOX_EVENTS_PER_ROW;
+      for (let i = 0; i < jobIds.length; i++) {
+        events.push({
+          id: String(base + i + 1),
+          job_id: jobIds[i]!,
+          queue: queues[i]!,
+          type: types[i]!,
+          kind: kinds[i]!,
+          from_state: fromStates[i] ?? null,
+          to_state: toStates[i]!,
+          attempt: attempts[i]!,
+          worker_id: workerIds[i] ?? null,
+          at: row.at,
+          wait_ms: waitMs[i] ?? null,
+          run_ms: runMs[i] ?? null,
+        });
+      }
+    }
+    return { batchId: Number(batch.id), outbox: { hiId: batch.hi_id, horizon: batch.horizon }, events, reopened };
   }
 
   /** Closes an applied batch: its outbox rows are deleted, and so is the batch. */
@@ -883,10 +916,10 @@ export class Store {
     return rows;
   }
 
-  /** How far telemetry is behind: outbox rows not yet applied, and the age of the oldest. */
+  /** How far telemetry is behind: outbox events not yet applied, and the age of the oldest. */
   async outboxLag(params: { now?: Date } = {}): Promise<{ events: number; oldestSeconds: number }> {
     const { rows } = await this.pool.query<{ n: number; age: number | null }>(
-      `SELECT count(*)::int AS n, extract(epoch FROM coalesce($1::timestamptz, now()) - min(at))::float8 AS age
+      `SELECT coalesce(sum(n), 0)::int AS n, extract(epoch FROM coalesce($1::timestamptz, now()) - min(at))::float8 AS age
        FROM evora.job_events`,
       [params.now ?? null],
     );
@@ -943,7 +976,7 @@ export class Store {
   }
 }
 
-/** An outbox row (see migrations/0002_job_events.sql). */
+/** One outbox event, as evora.job_events_flat shows it (migrations/0006_packed_outbox.sql). */
 export interface JobEventRow {
   id: string;
   job_id: string;
@@ -958,6 +991,17 @@ export interface JobEventRow {
   wait_ms: number | null;
   run_ms: number | null;
 }
+
+/**
+ * An event's id is its outbox row's id * 2^20 + its position in the row (from 1), as in
+ * evora.job_events_flat: unique, and in the order the events were written.
+ */
+const OUTBOX_EVENTS_PER_ROW = 1_048_576;
+
+/** The arrays of one packed outbox row, in the order the projector reads them. */
+type PackedEvents = [
+  string[], string[], string[], string[], (JobState | null)[], JobState[], number[], (string | null)[], (number | null)[], (number | null)[],
+];
 
 /** Internal: a submit attempt that lost a race and should simply run again. */
 class RetrySubmit extends Error {}

@@ -74,25 +74,14 @@ export class PostgresTelemetrySink implements TelemetrySink {
           ],
         );
       }
-      const ev = update.events;
-      if (ev.length > 0) {
-        await client.query(
-          `INSERT INTO evora.telemetry_recent_events (id, job_id, queue, type, kind, attempt, worker_id, at)
-           SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::evora.job_event_kind[], $6::int[],
-                                $7::text[], $8::timestamptz[])
-           ON CONFLICT (id) DO NOTHING`,
-          [
-            ev.map((e) => e.id),
-            ev.map((e) => e.jobId),
-            ev.map((e) => e.queue),
-            ev.map((e) => e.type),
-            ev.map((e) => e.kind),
-            ev.map((e) => e.attempt),
-            ev.map((e) => e.workerId),
-            ev.map((e) => e.at),
-          ],
-        );
-      }
+      // Recent events: the batch's packed outbox rows, copied as they are.
+      await client.query(
+        `INSERT INTO evora.telemetry_recent_events (outbox_id, at, n, job_ids, queues, types, kinds, to_states, attempts, worker_ids)
+         SELECT id, at, n, job_ids, queues, types, kinds, to_states, attempts, worker_ids
+         FROM evora.job_events WHERE id <= $1 AND xid < $2::xid8
+         ON CONFLICT (outbox_id) DO NOTHING`,
+        [update.outbox.hiId, update.outbox.horizon],
+      );
       await client.query(
         `DELETE FROM evora.telemetry_recent_events WHERE at < now() - make_interval(secs => $1)`,
         [this.eventRetentionSeconds],

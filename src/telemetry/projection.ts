@@ -6,7 +6,7 @@ import type { JobState } from '../store/store.js';
  * `ProjectionUpdate` atomically per document; the projector makes that exactly-once.
  */
 
-/** One outbox row, as the store hands it to the projector. */
+/** One outbox event, as the store hands it to the projector. */
 export interface JobEvent {
   id: number;
   jobId: string;
@@ -62,6 +62,17 @@ export interface ProjectionUpdate {
   minutes: Map<string, MinuteDelta>;
   /** The events themselves, for the recent-events collection. */
   events: JobEvent[];
+  /** Which outbox rows the batch is (a sink in the same database copies them in SQL). */
+  outbox: OutboxRange;
+}
+
+/**
+ * A projector batch's outbox rows: id <= hiId, written by a transaction older than horizon
+ * (see migrations/0005_lean_outbox.sql). Fixed while the batch is open.
+ */
+export interface OutboxRange {
+  hiId: string;
+  horizon: string;
 }
 
 /**
@@ -105,7 +116,7 @@ function minuteStart(d: Date): Date {
 }
 
 /** Folds a batch of events into the changes it makes to the telemetry store. */
-export function projectEvents(events: JobEvent[]): ProjectionUpdate {
+export function projectEvents(events: JobEvent[], outbox: OutboxRange): ProjectionUpdate {
   const counts = new Map<string, Partial<Record<JobState, number>>>();
   const minutes = new Map<string, MinuteDelta>();
   for (const e of events) {
@@ -136,7 +147,7 @@ export function projectEvents(events: JobEvent[]): ProjectionUpdate {
       m.run[bin] = (m.run[bin] ?? 0) + 1;
     }
   }
-  return { counts, minutes, events };
+  return { counts, minutes, events, outbox };
 }
 
 /** Stats of one queue as read back from a sink. */

@@ -13,7 +13,7 @@ const at = (s: number) => new Date(T0.getTime() + s * 1000);
 
 async function events(queue: string) {
   const { rows } = await store.pool.query<{ kind: string; from_state: string | null; to_state: string; wait_ms: number | null; run_ms: number | null; attempt: number }>(
-    'SELECT kind::text, from_state::text, to_state::text, wait_ms, run_ms, attempt FROM evora.job_events WHERE queue = $1 ORDER BY id',
+    'SELECT kind::text, from_state::text, to_state::text, wait_ms, run_ms, attempt FROM evora.job_events_flat WHERE queue = $1 ORDER BY id',
     [queue],
   );
   return rows;
@@ -65,6 +65,28 @@ describe('the outbox records every state change in the same statement', () => {
     expect((await events(queue)).map((e) => e.kind)).toEqual(['submitted', 'claimed', 'lease_expired']);
   });
 
+  it('a statement that changes many jobs writes one packed outbox row; one that changes none writes nothing', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 25), now: T0 });
+    const claimed = await store.jobClaim({ queues: [queue], limit: 25, workerId: 'w', now: at(1) });
+    await store.jobCompleteMany({ completions: claimed.map((j) => ({ id: j.id, token: '00000000-0000-4000-8000-000000000000', result: {} })) });
+    const { rows } = await store.pool.query<{ n: number; kinds: string; jobs: number }>(
+      `SELECT n, array_to_string(kinds, ',') AS kinds, cardinality(job_ids) AS jobs
+       FROM evora.job_events WHERE $1 = ANY(queues) ORDER BY id`,
+      [queue],
+    );
+    expect(rows.map((r) => [r.n, r.jobs, r.kinds.split(',')[0]])).toEqual([
+      [25, 25, 'submitted'],
+      [25, 25, 'claimed'],
+    ]);
+    // Element i of each array is one job: the flat view gives each job its claimed event.
+    const { rows: flat } = await store.pool.query<{ job_id: string }>(
+      `SELECT job_id FROM evora.job_events_flat WHERE queue = $1 AND kind = 'claimed' ORDER BY id`,
+      [queue],
+    );
+    expect(new Set(flat.map((r) => r.job_id))).toEqual(new Set(claimed.map((j) => j.id)));
+  });
+
   it('replaying events reproduces the count of jobs in every state', async () => {
     const queue = queueName();
     await store.queueUpsert({ name: queue, maxAttempts: 2, backoffBaseSeconds: 0, backoffJitter: 0 });
@@ -77,8 +99,8 @@ describe('the outbox records every state change in the same statement', () => {
     await store.jobSweepExpired({ limit: 100, now: at(60) });
     const { rows: derived } = await store.pool.query<{ state: string; n: number }>(
       `SELECT state::text, sum(n)::int AS n FROM (
-         SELECT to_state AS state, 1 AS n FROM evora.job_events WHERE queue = $1
-         UNION ALL SELECT from_state, -1 FROM evora.job_events WHERE queue = $1 AND from_state IS NOT NULL
+         SELECT to_state AS state, 1 AS n FROM evora.job_events_flat WHERE queue = $1
+         UNION ALL SELECT from_state, -1 FROM evora.job_events_flat WHERE queue = $1 AND from_state IS NOT NULL
        ) d GROUP BY state HAVING sum(n) <> 0 ORDER BY state`,
       [queue],
     );

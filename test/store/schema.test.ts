@@ -2,7 +2,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
-import { migrate } from '../../src/db/migrate.js';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { migrate, migrationsLoad } from '../../src/db/migrate.js';
+import { withDatabase } from '../helpers/global-setup.js';
 
 let store: Store;
 beforeAll(async () => {
@@ -45,8 +49,64 @@ describe('the database enforces the state machine', () => {
     );
   });
 
+  it('the trigger is generated from the transitions table: a pair added there and regenerated becomes legal', async () => {
+    const { job } = await store.jobSubmit({ job: jobInput({ queue: queueName() }) });
+    const client = await store.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = $1`, [job.id]);
+      await client.query('SAVEPOINT before');
+      await expect(client.query(`UPDATE evora.jobs SET state = 'COMPLETED' WHERE id = $1`, [job.id])).rejects.toThrow(
+        /CANCELLED -> COMPLETED/,
+      );
+      await client.query('ROLLBACK TO SAVEPOINT before');
+      await client.query(`INSERT INTO evora.job_state_transitions VALUES ('CANCELLED', 'COMPLETED')`);
+      await client.query('SELECT evora.job_state_transition_trigger_create()');
+      await client.query(`UPDATE evora.jobs SET state = 'COMPLETED' WHERE id = $1`, [job.id]);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+    expect((await store.jobGet({ id: job.id })).state).toBe('PENDING');
+  });
+
   it('migrations run again are a no-op, also when two runners start at once', async () => {
     expect(await Promise.all([migrate(store.pool), migrate(store.pool)])).toEqual([[], []]);
+  });
+});
+
+describe('migration 0006 packs the outbox', () => {
+  it('events waiting in the old outbox move over with their ids, and new ids continue after them', async () => {
+    const adminUrl = inject('pgAdminUrl');
+    const name = `evora_test_${randomBytes(6).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    const pool = new pg.Pool({ connectionString: withDatabase(adminUrl, name), max: 2 });
+    try {
+      const all = await migrationsLoad();
+      await migrate(pool, all.filter((m) => m.version <= 5));
+      await pool.query(
+        `INSERT INTO evora.job_events (job_id, queue, type, kind, from_state, to_state, attempt, worker_id, at, wait_ms)
+         SELECT gen_random_uuid(), 'q', 't', 'claimed', 'PENDING', 'RUNNING', 1, 'w', now(), 5 FROM generate_series(1, 3)`,
+      );
+      const { rows: before } = await pool.query<{ id: string; job_id: string }>('SELECT id, job_id FROM evora.job_events ORDER BY id');
+      await migrate(pool, all);
+      const { rows: after } = await pool.query<{ outbox_id: string; job_id: string; kind: string; wait_ms: number }>(
+        'SELECT outbox_id, job_id, kind::text, wait_ms FROM evora.job_events_flat ORDER BY id',
+      );
+      expect(after).toEqual(before.map((b) => ({ outbox_id: b.id, job_id: b.job_id, kind: 'claimed', wait_ms: 5 })));
+      await pool.query(
+        `INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+         VALUES (now(), 1, ARRAY[gen_random_uuid()], '{q}', '{t}', '{submitted}', '{NULL}', '{PENDING}', '{0}', '{NULL}', '{NULL}', '{NULL}')`,
+      );
+      const { rows: next } = await pool.query<{ id: string }>('SELECT max(id) AS id FROM evora.job_events');
+      expect(Number(next[0]!.id)).toBe(Number(before[2]!.id) + 1);
+    } finally {
+      await pool.end();
+      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
+      await admin.end();
+    }
   });
 });
 

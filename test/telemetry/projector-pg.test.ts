@@ -34,6 +34,9 @@ describe('projector into the embedded Postgres sink', () => {
     expect(run.events).toBeGreaterThan(10_000);
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
+    // Recent events: the projected outbox rows, copied whole.
+    const { rows: recent } = await store.pool.query<{ n: number }>('SELECT coalesce(sum(n), 0)::int AS n FROM evora.telemetry_recent_events');
+    expect(recent[0]!.n).toBe(run.events);
 
     const stats = (await telemetryStats(sink, { queues: [queues[0]!] }))[0]!;
     const { rows } = await store.pool.query<{ completed: number }>(
@@ -55,7 +58,7 @@ describe('projector into the embedded Postgres sink', () => {
     const queues = await mixedRun(store, { total: 600, prefix: queueName('crash') });
     // First attempt: open and apply, then "crash" before closing.
     const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500 }))!;
-    await sink.apply(batch.batchId, projectEvents(batch.events.map(eventFromRow)));
+    await sink.apply(batch.batchId, projectEvents(batch.events.map(eventFromRow), batch.outbox));
     // Restarted projector: reopens the same batch (same rows), re-applies (a no-op), closes, continues.
     const again = await store.projectorBatchOpen({ sink: sink.name, limit: 500 });
     expect(again?.batchId).toBe(batch.batchId);

@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import pg from 'pg';
 import type { ServerConfig } from '../config.js';
@@ -9,7 +8,6 @@ import { migrate } from '../db/migrate.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
-import { WorkerServiceService, type WorkRequest, type WorkResponse } from '../gen/evora/v1/worker.js';
 import type { Logger } from '../logger.js';
 import { Elector } from '../services/elector.js';
 import { Sweeper } from '../services/sweeper.js';
@@ -27,7 +25,8 @@ function jobLogFields(job: Job, workerId: string | null) {
 import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, Store } from '../store/store.js';
 import { reflectionAddToServer } from './reflection.js';
-import { jobService, queueService, workerService } from './services.js';
+import { jobService, queueService, workerService, type WorkStreamHandle } from './services.js';
+import { workerServiceDefinition } from './wire.js';
 
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
 const DEFAULT_LEASE_SECONDS = 30;
@@ -165,7 +164,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.keepalive_time_ms': 30_000,
     });
-    const streams = new Set<ServerDuplexStream<WorkRequest, WorkResponse>>();
+    const streams = new Set<WorkStreamHandle>();
     const deps = {
       metrics,
       store,
@@ -177,7 +176,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       telemetry,
     };
     server.addService(JobServiceService, jobService(deps));
-    server.addService(WorkerServiceService, workerService(deps));
+    server.addService(workerServiceDefinition, workerService(deps));
     server.addService(QueueServiceService, queueService(deps));
     const health = new HealthImplementation(Object.fromEntries(['', ...SERVICE_NAMES].map((s) => [s, 'SERVING' as const])));
     health.addToServer(server);

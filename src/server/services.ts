@@ -6,7 +6,14 @@ import type {
   SubmitJobRequest,
 } from '../gen/evora/v1/job.js';
 import type { QueueServiceServer } from '../gen/evora/v1/queue.js';
-import type { WorkerServiceServer, WorkRequest, WorkResponse } from '../gen/evora/v1/worker.js';
+import type {
+  ServerAck,
+  WorkerComplete,
+  WorkerFail,
+  WorkerServiceServer,
+  WorkRequest,
+  WorkResponse,
+} from '../gen/evora/v1/worker.js';
 import type { Logger } from '../logger.js';
 import type { JobState, JobSubmitInput, Store } from '../store/store.js';
 import { telemetryStats, type QueueTelemetry, type TelemetrySink } from '../telemetry/projection.js';
@@ -21,6 +28,7 @@ import {
   queueToPb,
 } from './convert.js';
 import { toServiceError } from './status.js';
+import { leasedJobsEncode, type EncodedWorkResponse } from './wire.js';
 import {
   DEFAULT_PAGE_SIZE,
   MAX_BATCH,
@@ -55,7 +63,13 @@ export interface ServiceDeps {
   /** Where stats are read from (never the queue tables). */
   telemetry: TelemetrySink;
   /** Open Work streams, so shutdown can end them after the drain. */
-  streams: Set<ServerDuplexStream<WorkRequest, WorkResponse>>;
+  streams: Set<WorkStreamHandle>;
+}
+
+/** An open Work stream as shutdown sees it. */
+export interface WorkStreamHandle {
+  /** Sends what is still queued for the worker (acks) and ends the stream. */
+  end(): void;
 }
 
 /** Wraps a unary handler: validation and domain errors become statuses, nothing escapes. */
@@ -246,24 +260,73 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
   }
 
   function work(call: ServerDuplexStream<WorkRequest, WorkResponse>): void {
-    deps.streams.add(call);
     let session: WorkerSession | null = null;
     let opening = false;
     let log = logger;
-    const send = (res: WorkResponse) => {
-      if (!call.writableEnded && !call.destroyed) call.write(res);
+    /** The worker said hello.accepts_batches: jobs and acks may go in batch messages. */
+    let batches = false;
+    /** Acks ready in this tick, sent together on setImmediate (batches only). */
+    let acksQueued: ServerAck[] = [];
+    const write = (res: WorkResponse | EncodedWorkResponse) => {
+      // The Work method's serializer (workerServiceDefinition) passes encoded messages through.
+      if (!call.writableEnded && !call.destroyed) call.write(res as WorkResponse);
     };
+    const acksFlush = () => {
+      if (acksQueued.length === 0) return;
+      const acks = acksQueued;
+      acksQueued = [];
+      if (acks.length === 1) write({ msg: { $case: 'ack', value: acks[0] as ServerAck } });
+      else write({ msg: { $case: 'acks', value: { acks } } });
+    };
+    /** Any other message goes after the acks already queued, so the worker sees them in order. */
+    const send = (res: WorkResponse | EncodedWorkResponse) => {
+      acksFlush();
+      write(res);
+    };
+    const ackSend = (a: ServerAck) => {
+      if (!batches) return write({ msg: { $case: 'ack', value: a } });
+      acksQueued.push(a);
+      if (acksQueued.length === 1) setImmediate(acksFlush);
+    };
+    const handle: WorkStreamHandle = {
+      end: () => {
+        acksFlush();
+        if (!call.writableEnded) call.end();
+      },
+    };
+    deps.streams.add(handle);
     const refuse = (message: string) => {
       call.emit('error', { code: status.INVALID_ARGUMENT, details: message });
     };
     /** Answers a write with an ack once it has committed. */
-    const ack = (jobId: string, write: Promise<{ accepted: boolean; reason: string }>) => {
-      write.then(
-        (a) => send({ msg: { $case: 'ack', value: { jobId, accepted: a.accepted, reason: a.reason } } }),
+    const ack = (jobId: string, op: Promise<{ accepted: boolean; reason: string }>) => {
+      op.then(
+        (a) => ackSend({ jobId, accepted: a.accepted, reason: a.reason }),
         (err: unknown) => {
           logger.error({ err, job_id: jobId }, 'worker write failed');
-          send({ msg: { $case: 'ack', value: { jobId, accepted: false, reason: 'internal error; retry the write' } } });
+          ackSend({ jobId, accepted: false, reason: 'internal error; retry the write' });
         },
+      );
+    };
+    const complete = (s: WorkerSession, v: WorkerComplete) => {
+      let result;
+      try {
+        result = checkJsonSize('result', v.result, maxPayloadBytes);
+      } catch (err) {
+        return ack(v.jobId, Promise.resolve({ accepted: false, reason: (err as Error).message }));
+      }
+      ack(v.jobId, dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
+    };
+    const fail = (s: WorkerSession, v: WorkerFail) => {
+      ack(
+        v.jobId,
+        dispatcher.fail(s, {
+          id: v.jobId,
+          token: v.leaseToken,
+          error: v.error.slice(0, 10_000),
+          retryable: !v.nonRetryable,
+          retryAt: v.retryAt ?? null,
+        }),
       );
     };
 
@@ -283,6 +346,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
           return refuse((err as Error).message);
         }
         opening = true;
+        batches = hello.acceptsBatches === true;
         void (async () => {
           try {
             const leaseSeconds = await leaseSecondsFor(hello.queues);
@@ -292,7 +356,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
               slots: hello.slots,
               held: hello.held.map((l) => ({ id: l.jobId, token: l.leaseToken })),
               send: (msg) => {
-                if (msg.kind === 'jobs') for (const job of msg.jobs) send({ msg: { $case: 'job', value: leasedJobToPb(job) } });
+                if (msg.kind === 'jobs') for (const m of leasedJobsEncode(msg.jobs, { batches })) send(m);
                 else send(sessionMessageToPb(msg));
               },
             });
@@ -311,6 +375,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
                   leaseSeconds,
                   heartbeatIntervalSeconds: Math.max(1, Math.floor(leaseSeconds / 3)),
                   heartbeatIntervalMs: Math.floor((leaseSeconds * 1000) / 3),
+                  acceptsBatches: true,
                 },
               },
             });
@@ -348,29 +413,18 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
             })
             .catch((err: unknown) => log.error({ err }, 'heartbeat failed'));
           return;
-        case 'complete': {
-          const v = m.value;
-          let result;
-          try {
-            result = checkJsonSize('result', v.result, maxPayloadBytes);
-          } catch (err) {
-            return ack(v.jobId, Promise.resolve({ accepted: false, reason: (err as Error).message }));
-          }
-          return ack(v.jobId, dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
-        }
-        case 'fail': {
-          const v = m.value;
-          return ack(
-            v.jobId,
-            dispatcher.fail(s, {
-              id: v.jobId,
-              token: v.leaseToken,
-              error: v.error.slice(0, 10_000),
-              retryable: !v.nonRetryable,
-              retryAt: v.retryAt ?? null,
-            }),
-          );
-        }
+        case 'complete':
+          return complete(s, m.value);
+        case 'completes':
+          // Each report on its own, as if sent alone; the dispatcher's batcher writes
+          // the ones of this tick in one statement.
+          for (const v of m.value.completes) complete(s, v);
+          return;
+        case 'fail':
+          return fail(s, m.value);
+        case 'fails':
+          for (const v of m.value.fails) fail(s, v);
+          return;
         case 'snooze': {
           const v = m.value;
           if (!v.runAt) return ack(v.jobId, Promise.resolve({ accepted: false, reason: 'snooze.run_at is required' }));
@@ -384,7 +438,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     });
 
     const close = () => {
-      deps.streams.delete(call);
+      deps.streams.delete(handle);
       if (session) {
         log.info({ held: session.held.size }, 'worker session closed');
         dispatcher.sessionClose(session);
@@ -393,7 +447,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     };
     call.on('end', () => {
       close();
-      if (!call.writableEnded) call.end();
+      handle.end();
     });
     call.on('error', close);
     call.on('close', close);

@@ -19,6 +19,7 @@ export class RawWorker {
     this.stream.on('data', (res: WorkResponse) => {
       this.received.push(res);
       if (res.msg?.$case === 'job') this.jobs.push(res.msg.value);
+      if (res.msg?.$case === 'jobs') this.jobs.push(...res.msg.value.jobs);
       for (const l of this.listeners) l();
     });
     this.stream.on('error', (err: Error) => {
@@ -32,9 +33,10 @@ export class RawWorker {
     });
   }
 
-  /** Opens the session and waits for the welcome. */
-  async hello(workerId: string, queues: string[], slots: number): Promise<void> {
-    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: [] } } });
+  /** Opens the session and waits for the welcome; `batches` sets hello.accepts_batches. */
+  async hello(workerId: string, queues: string[], slots: number, opts: { batches?: boolean } = {}): Promise<void> {
+    const acceptsBatches = opts.batches === undefined ? {} : { acceptsBatches: opts.batches };
+    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: [], ...acceptsBatches } } });
     await this.until(() => this.received.some((r) => r.msg?.$case === 'welcome'));
   }
 
@@ -44,6 +46,17 @@ export class RawWorker {
 
   complete(job: LeasedJob, result: Record<string, unknown> = {}): void {
     this.send({ msg: { $case: 'complete', value: { jobId: job.job!.id, leaseToken: job.leaseToken, result } } });
+  }
+
+  /** Completes several jobs in one `completes` message. */
+  completeMany(jobs: LeasedJob[], result: Record<string, unknown> = {}): void {
+    const completes = jobs.map((j) => ({ jobId: j.job!.id, leaseToken: j.leaseToken, result }));
+    this.send({ msg: { $case: 'completes', value: { completes } } });
+  }
+
+  /** The messages received of one kind (`job`, `jobs`, `ack`, `acks`, ...). */
+  messages<K extends NonNullable<WorkResponse['msg']>['$case']>(kind: K) {
+    return this.received.flatMap((r) => (r.msg?.$case === kind ? [r.msg.value as Extract<NonNullable<WorkResponse['msg']>, { $case: K }>['value']] : []));
   }
 
   /** From now on, completes every job as soon as it is pushed (including those already here). */
@@ -56,9 +69,14 @@ export class RawWorker {
     answer();
   }
 
-  /** The acks received for a job. */
+  /** The acks received for a job (alone or in `acks` batches). */
   acks(jobId: string) {
-    return this.received.flatMap((r) => (r.msg?.$case === 'ack' && r.msg.value.jobId === jobId ? [r.msg.value] : []));
+    return this.allAcks().filter((a) => a.jobId === jobId);
+  }
+
+  /** Every ack received, alone or in `acks` batches, in order. */
+  allAcks() {
+    return this.received.flatMap((r) => (r.msg?.$case === 'ack' ? [r.msg.value] : r.msg?.$case === 'acks' ? r.msg.value.acks : []));
   }
 
   /** Resolves when `check` holds, re-checking on every message from the server. */

@@ -51,6 +51,15 @@ export interface WorkRequest {
     | //
     /** Asks the server to send no new jobs on this stream (e.g. before shutdown). */
     { $case: "drain"; value: WorkerDrain }
+    | //
+    /**
+     * Reports several jobs as completed; each is answered by its own ack (which may
+     * come in an `acks` batch). Send only to a server whose welcome set accepts_batches.
+     */
+    { $case: "completes"; value: WorkerCompleteBatch }
+    | //
+    /** Reports several failed attempts; each is answered by its own ack, as `completes`. */
+    { $case: "fails"; value: WorkerFailBatch }
     | undefined;
 }
 
@@ -79,6 +88,15 @@ export interface WorkResponse {
     | //
     /** The server asks the worker to finish its current jobs; no new jobs will be sent. */
     { $case: "drain"; value: ServerDrain }
+    | //
+    /** Several newly leased jobs (only to a worker whose hello set accepts_batches). */
+    { $case: "jobs"; value: LeasedJobBatch }
+    | //
+    /**
+     * Answers to several complete, fail or snooze reports (only to a worker whose hello
+     * set accepts_batches).
+     */
+    { $case: "acks"; value: ServerAckBatch }
     | undefined;
 }
 
@@ -95,6 +113,13 @@ export interface WorkerHello {
    * are still current occupy slots until the worker finishes them with their tokens.
    */
   held: Lease[];
+  /**
+   * True = the worker understands the batch messages `jobs` and `acks`, and the server
+   * may send them instead of several `job` or `ack` messages. Unset or false = single
+   * messages only (what workers written before batches get). `optional` only so that
+   * code building a hello without it keeps compiling in every language.
+   */
+  acceptsBatches?: boolean | undefined;
 }
 
 /** Lease identifies one lease held by a worker. */
@@ -145,6 +170,18 @@ export interface WorkerSnooze {
   runAt?: Date | undefined;
 }
 
+/** WorkerCompleteBatch reports several jobs as completed at once. */
+export interface WorkerCompleteBatch {
+  /** The reports, each as in `complete`; each gets its own ack. */
+  completes: WorkerComplete[];
+}
+
+/** WorkerFailBatch reports several failed attempts at once. */
+export interface WorkerFailBatch {
+  /** The reports, each as in `fail`; each gets its own ack. */
+  fails: WorkerFail[];
+}
+
 /** WorkerDrain asks the server to stop sending new jobs on this stream. */
 export interface WorkerDrain {
 }
@@ -162,6 +199,11 @@ export interface ServerWelcome {
    * queues); prefer it, since short leases need sub-second heartbeats.
    */
   heartbeatIntervalMs: number;
+  /**
+   * True = this server accepts the batch reports `completes` and `fails`. A worker must
+   * not send them to a server that leaves it unset (an older server refuses them).
+   */
+  acceptsBatches: boolean;
 }
 
 /** LeasedJob is a job leased to a worker together with its lease. */
@@ -184,6 +226,24 @@ export interface ServerAck {
   accepted: boolean;
   /** Why the report was rejected (e.g. "lease lost"); empty when accepted. */
   reason: string;
+}
+
+/**
+ * LeasedJobBatch carries several newly leased jobs (usually all that one claim gave
+ * this worker), best first.
+ */
+export interface LeasedJobBatch {
+  /** The jobs, each as in `job`. */
+  jobs: LeasedJob[];
+}
+
+/**
+ * ServerAckBatch carries the acks of several reports (those whose writes committed
+ * together).
+ */
+export interface ServerAckBatch {
+  /** The acks, each as in `ack`. */
+  acks: ServerAck[];
 }
 
 /** ServerCancel tells the worker that an operator cancelled one of its jobs. */
@@ -342,6 +402,12 @@ export const WorkRequest: MessageFns<WorkRequest> = {
       case "drain":
         WorkerDrain.encode(message.msg.value, writer.uint32(50).fork()).join();
         break;
+      case "completes":
+        WorkerCompleteBatch.encode(message.msg.value, writer.uint32(58).fork()).join();
+        break;
+      case "fails":
+        WorkerFailBatch.encode(message.msg.value, writer.uint32(66).fork()).join();
+        break;
     }
     return writer;
   },
@@ -407,6 +473,22 @@ export const WorkRequest: MessageFns<WorkRequest> = {
             message.msg = { $case: "drain", value: WorkerDrain.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.msg = { $case: "completes", value: WorkerCompleteBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.msg = { $case: "fails", value: WorkerFailBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -433,6 +515,10 @@ export const WorkRequest: MessageFns<WorkRequest> = {
         ? { $case: "snooze", value: WorkerSnooze.fromJSON(object.snooze) }
         : isSet(object.drain)
         ? { $case: "drain", value: WorkerDrain.fromJSON(object.drain) }
+        : isSet(object.completes)
+        ? { $case: "completes", value: WorkerCompleteBatch.fromJSON(object.completes) }
+        : isSet(object.fails)
+        ? { $case: "fails", value: WorkerFailBatch.fromJSON(object.fails) }
         : undefined,
     };
   },
@@ -451,6 +537,10 @@ export const WorkRequest: MessageFns<WorkRequest> = {
       obj.snooze = WorkerSnooze.toJSON(message.msg.value);
     } else if (message.msg?.$case === "drain") {
       obj.drain = WorkerDrain.toJSON(message.msg.value);
+    } else if (message.msg?.$case === "completes") {
+      obj.completes = WorkerCompleteBatch.toJSON(message.msg.value);
+    } else if (message.msg?.$case === "fails") {
+      obj.fails = WorkerFailBatch.toJSON(message.msg.value);
     }
     return obj;
   },
@@ -497,6 +587,18 @@ export const WorkRequest: MessageFns<WorkRequest> = {
         }
         break;
       }
+      case "completes": {
+        if (object.msg?.value !== undefined && object.msg?.value !== null) {
+          message.msg = { $case: "completes", value: WorkerCompleteBatch.fromPartial(object.msg.value) };
+        }
+        break;
+      }
+      case "fails": {
+        if (object.msg?.value !== undefined && object.msg?.value !== null) {
+          message.msg = { $case: "fails", value: WorkerFailBatch.fromPartial(object.msg.value) };
+        }
+        break;
+      }
     }
     return message;
   },
@@ -529,6 +631,12 @@ export const WorkResponse: MessageFns<WorkResponse> = {
         break;
       case "drain":
         ServerDrain.encode(message.msg.value, writer.uint32(58).fork()).join();
+        break;
+      case "jobs":
+        LeasedJobBatch.encode(message.msg.value, writer.uint32(66).fork()).join();
+        break;
+      case "acks":
+        ServerAckBatch.encode(message.msg.value, writer.uint32(74).fork()).join();
         break;
     }
     return writer;
@@ -603,6 +711,22 @@ export const WorkResponse: MessageFns<WorkResponse> = {
             message.msg = { $case: "drain", value: ServerDrain.decode(reader, reader.uint32()) };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.msg = { $case: "jobs", value: LeasedJobBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.msg = { $case: "acks", value: ServerAckBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -635,6 +759,10 @@ export const WorkResponse: MessageFns<WorkResponse> = {
         ? { $case: "heartbeatAck", value: ServerHeartbeatAck.fromJSON(object.heartbeat_ack) }
         : isSet(object.drain)
         ? { $case: "drain", value: ServerDrain.fromJSON(object.drain) }
+        : isSet(object.jobs)
+        ? { $case: "jobs", value: LeasedJobBatch.fromJSON(object.jobs) }
+        : isSet(object.acks)
+        ? { $case: "acks", value: ServerAckBatch.fromJSON(object.acks) }
         : undefined,
     };
   },
@@ -655,6 +783,10 @@ export const WorkResponse: MessageFns<WorkResponse> = {
       obj.heartbeatAck = ServerHeartbeatAck.toJSON(message.msg.value);
     } else if (message.msg?.$case === "drain") {
       obj.drain = ServerDrain.toJSON(message.msg.value);
+    } else if (message.msg?.$case === "jobs") {
+      obj.jobs = LeasedJobBatch.toJSON(message.msg.value);
+    } else if (message.msg?.$case === "acks") {
+      obj.acks = ServerAckBatch.toJSON(message.msg.value);
     }
     return obj;
   },
@@ -707,13 +839,25 @@ export const WorkResponse: MessageFns<WorkResponse> = {
         }
         break;
       }
+      case "jobs": {
+        if (object.msg?.value !== undefined && object.msg?.value !== null) {
+          message.msg = { $case: "jobs", value: LeasedJobBatch.fromPartial(object.msg.value) };
+        }
+        break;
+      }
+      case "acks": {
+        if (object.msg?.value !== undefined && object.msg?.value !== null) {
+          message.msg = { $case: "acks", value: ServerAckBatch.fromPartial(object.msg.value) };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
 function createBaseWorkerHello(): WorkerHello {
-  return { workerId: "", queues: [], slots: 0, held: [] };
+  return { workerId: "", queues: [], slots: 0, held: [], acceptsBatches: undefined };
 }
 
 export const WorkerHello: MessageFns<WorkerHello> = {
@@ -729,6 +873,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     }
     for (const v of message.held) {
       Lease.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.acceptsBatches !== undefined) {
+      writer.uint32(40).bool(message.acceptsBatches);
     }
     return writer;
   },
@@ -778,6 +925,14 @@ export const WorkerHello: MessageFns<WorkerHello> = {
             message.held.push(Lease.decode(reader, reader.uint32()));
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.acceptsBatches = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -800,6 +955,11 @@ export const WorkerHello: MessageFns<WorkerHello> = {
       queues: globalThis.Array.isArray(object?.queues) ? object.queues.map((e: any) => globalThis.String(e)) : [],
       slots: isSet(object.slots) ? globalThis.Number(object.slots) : 0,
       held: globalThis.Array.isArray(object?.held) ? object.held.map((e: any) => Lease.fromJSON(e)) : [],
+      acceptsBatches: isSet(object.acceptsBatches)
+        ? globalThis.Boolean(object.acceptsBatches)
+        : isSet(object.accepts_batches)
+        ? globalThis.Boolean(object.accepts_batches)
+        : undefined,
     };
   },
 
@@ -817,6 +977,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     if (message.held?.length) {
       obj.held = message.held.map((e) => Lease.toJSON(e));
     }
+    if (message.acceptsBatches !== undefined) {
+      obj.acceptsBatches = message.acceptsBatches;
+    }
     return obj;
   },
 
@@ -829,6 +992,7 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     message.queues = object.queues?.map((e) => e) || [];
     message.slots = object.slots ?? 0;
     message.held = object.held?.map((e) => Lease.fromPartial(e)) || [];
+    message.acceptsBatches = object.acceptsBatches ?? undefined;
     return message;
   },
 };
@@ -1364,6 +1528,146 @@ export const WorkerSnooze: MessageFns<WorkerSnooze> = {
   },
 };
 
+function createBaseWorkerCompleteBatch(): WorkerCompleteBatch {
+  return { completes: [] };
+}
+
+export const WorkerCompleteBatch: MessageFns<WorkerCompleteBatch> = {
+  encode(message: WorkerCompleteBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.completes) {
+      WorkerComplete.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkerCompleteBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkerCompleteBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.completes.push(WorkerComplete.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkerCompleteBatch {
+    return {
+      completes: globalThis.Array.isArray(object?.completes)
+        ? object.completes.map((e: any) => WorkerComplete.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: WorkerCompleteBatch): unknown {
+    const obj: any = {};
+    if (message.completes?.length) {
+      obj.completes = message.completes.map((e) => WorkerComplete.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkerCompleteBatch>, I>>(base?: I): WorkerCompleteBatch {
+    return WorkerCompleteBatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkerCompleteBatch>, I>>(object: I): WorkerCompleteBatch {
+    const message = createBaseWorkerCompleteBatch();
+    message.completes = object.completes?.map((e) => WorkerComplete.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseWorkerFailBatch(): WorkerFailBatch {
+  return { fails: [] };
+}
+
+export const WorkerFailBatch: MessageFns<WorkerFailBatch> = {
+  encode(message: WorkerFailBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.fails) {
+      WorkerFail.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkerFailBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkerFailBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fails.push(WorkerFail.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkerFailBatch {
+    return {
+      fails: globalThis.Array.isArray(object?.fails) ? object.fails.map((e: any) => WorkerFail.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: WorkerFailBatch): unknown {
+    const obj: any = {};
+    if (message.fails?.length) {
+      obj.fails = message.fails.map((e) => WorkerFail.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkerFailBatch>, I>>(base?: I): WorkerFailBatch {
+    return WorkerFailBatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkerFailBatch>, I>>(object: I): WorkerFailBatch {
+    const message = createBaseWorkerFailBatch();
+    message.fails = object.fails?.map((e) => WorkerFail.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseWorkerDrain(): WorkerDrain {
   return {};
 }
@@ -1417,7 +1721,7 @@ export const WorkerDrain: MessageFns<WorkerDrain> = {
 };
 
 function createBaseServerWelcome(): ServerWelcome {
-  return { sessionId: "", leaseSeconds: 0, heartbeatIntervalSeconds: 0, heartbeatIntervalMs: 0 };
+  return { sessionId: "", leaseSeconds: 0, heartbeatIntervalSeconds: 0, heartbeatIntervalMs: 0, acceptsBatches: false };
 }
 
 export const ServerWelcome: MessageFns<ServerWelcome> = {
@@ -1433,6 +1737,9 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     }
     if (message.heartbeatIntervalMs !== 0) {
       writer.uint32(32).int32(message.heartbeatIntervalMs);
+    }
+    if (message.acceptsBatches !== false) {
+      writer.uint32(40).bool(message.acceptsBatches);
     }
     return writer;
   },
@@ -1482,6 +1789,14 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
             message.heartbeatIntervalMs = reader.int32();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.acceptsBatches = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1516,6 +1831,11 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
         : isSet(object.heartbeat_interval_ms)
         ? globalThis.Number(object.heartbeat_interval_ms)
         : 0,
+      acceptsBatches: isSet(object.acceptsBatches)
+        ? globalThis.Boolean(object.acceptsBatches)
+        : isSet(object.accepts_batches)
+        ? globalThis.Boolean(object.accepts_batches)
+        : false,
     };
   },
 
@@ -1533,6 +1853,9 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     if (message.heartbeatIntervalMs !== 0) {
       obj.heartbeatIntervalMs = Math.round(message.heartbeatIntervalMs);
     }
+    if (message.acceptsBatches !== false) {
+      obj.acceptsBatches = message.acceptsBatches;
+    }
     return obj;
   },
 
@@ -1545,6 +1868,7 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     message.leaseSeconds = object.leaseSeconds ?? 0;
     message.heartbeatIntervalSeconds = object.heartbeatIntervalSeconds ?? 0;
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
+    message.acceptsBatches = object.acceptsBatches ?? false;
     return message;
   },
 };
@@ -1759,6 +2083,140 @@ export const ServerAck: MessageFns<ServerAck> = {
     message.jobId = object.jobId ?? "";
     message.accepted = object.accepted ?? false;
     message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseLeasedJobBatch(): LeasedJobBatch {
+  return { jobs: [] };
+}
+
+export const LeasedJobBatch: MessageFns<LeasedJobBatch> = {
+  encode(message: LeasedJobBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.jobs) {
+      LeasedJob.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LeasedJobBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLeasedJobBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.jobs.push(LeasedJob.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LeasedJobBatch {
+    return { jobs: globalThis.Array.isArray(object?.jobs) ? object.jobs.map((e: any) => LeasedJob.fromJSON(e)) : [] };
+  },
+
+  toJSON(message: LeasedJobBatch): unknown {
+    const obj: any = {};
+    if (message.jobs?.length) {
+      obj.jobs = message.jobs.map((e) => LeasedJob.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LeasedJobBatch>, I>>(base?: I): LeasedJobBatch {
+    return LeasedJobBatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LeasedJobBatch>, I>>(object: I): LeasedJobBatch {
+    const message = createBaseLeasedJobBatch();
+    message.jobs = object.jobs?.map((e) => LeasedJob.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseServerAckBatch(): ServerAckBatch {
+  return { acks: [] };
+}
+
+export const ServerAckBatch: MessageFns<ServerAckBatch> = {
+  encode(message: ServerAckBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.acks) {
+      ServerAck.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ServerAckBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseServerAckBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.acks.push(ServerAck.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ServerAckBatch {
+    return { acks: globalThis.Array.isArray(object?.acks) ? object.acks.map((e: any) => ServerAck.fromJSON(e)) : [] };
+  },
+
+  toJSON(message: ServerAckBatch): unknown {
+    const obj: any = {};
+    if (message.acks?.length) {
+      obj.acks = message.acks.map((e) => ServerAck.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ServerAckBatch>, I>>(base?: I): ServerAckBatch {
+    return ServerAckBatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ServerAckBatch>, I>>(object: I): ServerAckBatch {
+    const message = createBaseServerAckBatch();
+    message.acks = object.acks?.map((e) => ServerAck.fromPartial(e)) || [];
     return message;
   },
 };
@@ -3157,6 +3615,14 @@ export const WorkerServiceService = {
    * `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
    * every heartbeat_interval_seconds to keep its leases. When the stream
    * ends, the worker's leases are left to expire and their jobs are retried.
+   *
+   * Batches (optional, for throughput): a worker that sets
+   * hello.accepts_batches may also receive `jobs` (several jobs in one
+   * message) and `acks` (several acks in one message) instead of as many
+   * `job` and `ack` messages. A server that sets welcome.accepts_batches
+   * takes `completes` and `fails` (several reports in one message); each
+   * report in them is validated and answered on its own, exactly as if it
+   * had been sent alone.
    */
   work: {
     path: "/evora.v1.WorkerService/Work" as const,
@@ -3227,6 +3693,14 @@ export interface WorkerServiceServer extends UntypedServiceImplementation {
    * `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
    * every heartbeat_interval_seconds to keep its leases. When the stream
    * ends, the worker's leases are left to expire and their jobs are retried.
+   *
+   * Batches (optional, for throughput): a worker that sets
+   * hello.accepts_batches may also receive `jobs` (several jobs in one
+   * message) and `acks` (several acks in one message) instead of as many
+   * `job` and `ack` messages. A server that sets welcome.accepts_batches
+   * takes `completes` and `fails` (several reports in one message); each
+   * report in them is validated and answered on its own, exactly as if it
+   * had been sent alone.
    */
   work: handleBidiStreamingCall<WorkRequest, WorkResponse>;
   /** ClaimJobs leases up to `max` jobs (unary twin of the `job` push). */
@@ -3249,6 +3723,14 @@ export interface WorkerServiceClient extends Client {
    * `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
    * every heartbeat_interval_seconds to keep its leases. When the stream
    * ends, the worker's leases are left to expire and their jobs are retried.
+   *
+   * Batches (optional, for throughput): a worker that sets
+   * hello.accepts_batches may also receive `jobs` (several jobs in one
+   * message) and `acks` (several acks in one message) instead of as many
+   * `job` and `ack` messages. A server that sets welcome.accepts_batches
+   * takes `completes` and `fails` (several reports in one message); each
+   * report in them is validated and answered on its own, exactly as if it
+   * had been sent alone.
    */
   work(): ClientDuplexStream<WorkRequest, WorkResponse>;
   work(options: Partial<CallOptions>): ClientDuplexStream<WorkRequest, WorkResponse>;

@@ -37,6 +37,8 @@ type WorkRequest struct {
 	//	*WorkRequest_Fail
 	//	*WorkRequest_Snooze
 	//	*WorkRequest_Drain
+	//	*WorkRequest_Completes
+	//	*WorkRequest_Fails
 	Msg           isWorkRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -133,6 +135,24 @@ func (x *WorkRequest) GetDrain() *WorkerDrain {
 	return nil
 }
 
+func (x *WorkRequest) GetCompletes() *WorkerCompleteBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkRequest_Completes); ok {
+			return x.Completes
+		}
+	}
+	return nil
+}
+
+func (x *WorkRequest) GetFails() *WorkerFailBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkRequest_Fails); ok {
+			return x.Fails
+		}
+	}
+	return nil
+}
+
 type isWorkRequest_Msg interface {
 	isWorkRequest_Msg()
 }
@@ -167,6 +187,17 @@ type WorkRequest_Drain struct {
 	Drain *WorkerDrain `protobuf:"bytes,6,opt,name=drain,proto3,oneof"`
 }
 
+type WorkRequest_Completes struct {
+	// Reports several jobs as completed; each is answered by its own ack (which may
+	// come in an `acks` batch). Send only to a server whose welcome set accepts_batches.
+	Completes *WorkerCompleteBatch `protobuf:"bytes,7,opt,name=completes,proto3,oneof"`
+}
+
+type WorkRequest_Fails struct {
+	// Reports several failed attempts; each is answered by its own ack, as `completes`.
+	Fails *WorkerFailBatch `protobuf:"bytes,8,opt,name=fails,proto3,oneof"`
+}
+
 func (*WorkRequest_Hello) isWorkRequest_Msg() {}
 
 func (*WorkRequest_Heartbeat) isWorkRequest_Msg() {}
@@ -178,6 +209,10 @@ func (*WorkRequest_Fail) isWorkRequest_Msg() {}
 func (*WorkRequest_Snooze) isWorkRequest_Msg() {}
 
 func (*WorkRequest_Drain) isWorkRequest_Msg() {}
+
+func (*WorkRequest_Completes) isWorkRequest_Msg() {}
+
+func (*WorkRequest_Fails) isWorkRequest_Msg() {}
 
 // WorkResponse is one server-to-worker message on the Work stream.
 type WorkResponse struct {
@@ -193,6 +228,8 @@ type WorkResponse struct {
 	//	*WorkResponse_LeaseLost
 	//	*WorkResponse_HeartbeatAck
 	//	*WorkResponse_Drain
+	//	*WorkResponse_Jobs
+	//	*WorkResponse_Acks
 	Msg           isWorkResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -298,6 +335,24 @@ func (x *WorkResponse) GetDrain() *ServerDrain {
 	return nil
 }
 
+func (x *WorkResponse) GetJobs() *LeasedJobBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkResponse_Jobs); ok {
+			return x.Jobs
+		}
+	}
+	return nil
+}
+
+func (x *WorkResponse) GetAcks() *ServerAckBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkResponse_Acks); ok {
+			return x.Acks
+		}
+	}
+	return nil
+}
+
 type isWorkResponse_Msg interface {
 	isWorkResponse_Msg()
 }
@@ -337,6 +392,17 @@ type WorkResponse_Drain struct {
 	Drain *ServerDrain `protobuf:"bytes,7,opt,name=drain,proto3,oneof"`
 }
 
+type WorkResponse_Jobs struct {
+	// Several newly leased jobs (only to a worker whose hello set accepts_batches).
+	Jobs *LeasedJobBatch `protobuf:"bytes,8,opt,name=jobs,proto3,oneof"`
+}
+
+type WorkResponse_Acks struct {
+	// Answers to several complete, fail or snooze reports (only to a worker whose hello
+	// set accepts_batches).
+	Acks *ServerAckBatch `protobuf:"bytes,9,opt,name=acks,proto3,oneof"`
+}
+
 func (*WorkResponse_Welcome) isWorkResponse_Msg() {}
 
 func (*WorkResponse_Job) isWorkResponse_Msg() {}
@@ -351,6 +417,10 @@ func (*WorkResponse_HeartbeatAck) isWorkResponse_Msg() {}
 
 func (*WorkResponse_Drain) isWorkResponse_Msg() {}
 
+func (*WorkResponse_Jobs) isWorkResponse_Msg() {}
+
+func (*WorkResponse_Acks) isWorkResponse_Msg() {}
+
 // WorkerHello opens a Work session.
 type WorkerHello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -362,9 +432,14 @@ type WorkerHello struct {
 	Slots int32 `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
 	// Leases the worker still holds from an earlier stream (after a reconnect). Those that
 	// are still current occupy slots until the worker finishes them with their tokens.
-	Held          []*Lease `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Held []*Lease `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
+	// True = the worker understands the batch messages `jobs` and `acks`, and the server
+	// may send them instead of several `job` or `ack` messages. Unset or false = single
+	// messages only (what workers written before batches get). `optional` only so that
+	// code building a hello without it keeps compiling in every language.
+	AcceptsBatches *bool `protobuf:"varint,5,opt,name=accepts_batches,json=acceptsBatches,proto3,oneof" json:"accepts_batches,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WorkerHello) Reset() {
@@ -423,6 +498,13 @@ func (x *WorkerHello) GetHeld() []*Lease {
 		return x.Held
 	}
 	return nil
+}
+
+func (x *WorkerHello) GetAcceptsBatches() bool {
+	if x != nil && x.AcceptsBatches != nil {
+		return *x.AcceptsBatches
+	}
+	return false
 }
 
 // Lease identifies one lease held by a worker.
@@ -736,6 +818,98 @@ func (x *WorkerSnooze) GetRunAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// WorkerCompleteBatch reports several jobs as completed at once.
+type WorkerCompleteBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reports, each as in `complete`; each gets its own ack.
+	Completes     []*WorkerComplete `protobuf:"bytes,1,rep,name=completes,proto3" json:"completes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerCompleteBatch) Reset() {
+	*x = WorkerCompleteBatch{}
+	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerCompleteBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerCompleteBatch) ProtoMessage() {}
+
+func (x *WorkerCompleteBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerCompleteBatch.ProtoReflect.Descriptor instead.
+func (*WorkerCompleteBatch) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WorkerCompleteBatch) GetCompletes() []*WorkerComplete {
+	if x != nil {
+		return x.Completes
+	}
+	return nil
+}
+
+// WorkerFailBatch reports several failed attempts at once.
+type WorkerFailBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reports, each as in `fail`; each gets its own ack.
+	Fails         []*WorkerFail `protobuf:"bytes,1,rep,name=fails,proto3" json:"fails,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerFailBatch) Reset() {
+	*x = WorkerFailBatch{}
+	mi := &file_evora_v1_worker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerFailBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerFailBatch) ProtoMessage() {}
+
+func (x *WorkerFailBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerFailBatch.ProtoReflect.Descriptor instead.
+func (*WorkerFailBatch) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WorkerFailBatch) GetFails() []*WorkerFail {
+	if x != nil {
+		return x.Fails
+	}
+	return nil
+}
+
 // WorkerDrain asks the server to stop sending new jobs on this stream.
 type WorkerDrain struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -745,7 +919,7 @@ type WorkerDrain struct {
 
 func (x *WorkerDrain) Reset() {
 	*x = WorkerDrain{}
-	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	mi := &file_evora_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +931,7 @@ func (x *WorkerDrain) String() string {
 func (*WorkerDrain) ProtoMessage() {}
 
 func (x *WorkerDrain) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	mi := &file_evora_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +944,7 @@ func (x *WorkerDrain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerDrain.ProtoReflect.Descriptor instead.
 func (*WorkerDrain) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 // ServerWelcome starts a Work session.
@@ -785,13 +959,16 @@ type ServerWelcome struct {
 	// The same interval in milliseconds (a third of the shortest lease of the worker's
 	// queues); prefer it, since short leases need sub-second heartbeats.
 	HeartbeatIntervalMs int32 `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// True = this server accepts the batch reports `completes` and `fails`. A worker must
+	// not send them to a server that leaves it unset (an older server refuses them).
+	AcceptsBatches bool `protobuf:"varint,5,opt,name=accepts_batches,json=acceptsBatches,proto3" json:"accepts_batches,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ServerWelcome) Reset() {
 	*x = ServerWelcome{}
-	mi := &file_evora_v1_worker_proto_msgTypes[9]
+	mi := &file_evora_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +980,7 @@ func (x *ServerWelcome) String() string {
 func (*ServerWelcome) ProtoMessage() {}
 
 func (x *ServerWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[9]
+	mi := &file_evora_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +993,7 @@ func (x *ServerWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerWelcome.ProtoReflect.Descriptor instead.
 func (*ServerWelcome) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServerWelcome) GetSessionId() string {
@@ -847,6 +1024,13 @@ func (x *ServerWelcome) GetHeartbeatIntervalMs() int32 {
 	return 0
 }
 
+func (x *ServerWelcome) GetAcceptsBatches() bool {
+	if x != nil {
+		return x.AcceptsBatches
+	}
+	return false
+}
+
 // LeasedJob is a job leased to a worker together with its lease.
 type LeasedJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -862,7 +1046,7 @@ type LeasedJob struct {
 
 func (x *LeasedJob) Reset() {
 	*x = LeasedJob{}
-	mi := &file_evora_v1_worker_proto_msgTypes[10]
+	mi := &file_evora_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1058,7 @@ func (x *LeasedJob) String() string {
 func (*LeasedJob) ProtoMessage() {}
 
 func (x *LeasedJob) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[10]
+	mi := &file_evora_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1071,7 @@ func (x *LeasedJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedJob.ProtoReflect.Descriptor instead.
 func (*LeasedJob) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeasedJob) GetJob() *Job {
@@ -926,7 +1110,7 @@ type ServerAck struct {
 
 func (x *ServerAck) Reset() {
 	*x = ServerAck{}
-	mi := &file_evora_v1_worker_proto_msgTypes[11]
+	mi := &file_evora_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1122,7 @@ func (x *ServerAck) String() string {
 func (*ServerAck) ProtoMessage() {}
 
 func (x *ServerAck) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[11]
+	mi := &file_evora_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1135,7 @@ func (x *ServerAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerAck.ProtoReflect.Descriptor instead.
 func (*ServerAck) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServerAck) GetJobId() string {
@@ -975,6 +1159,100 @@ func (x *ServerAck) GetReason() string {
 	return ""
 }
 
+// LeasedJobBatch carries several newly leased jobs (usually all that one claim gave
+// this worker), best first.
+type LeasedJobBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs, each as in `job`.
+	Jobs          []*LeasedJob `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasedJobBatch) Reset() {
+	*x = LeasedJobBatch{}
+	mi := &file_evora_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasedJobBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasedJobBatch) ProtoMessage() {}
+
+func (x *LeasedJobBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasedJobBatch.ProtoReflect.Descriptor instead.
+func (*LeasedJobBatch) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LeasedJobBatch) GetJobs() []*LeasedJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+// ServerAckBatch carries the acks of several reports (those whose writes committed
+// together).
+type ServerAckBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The acks, each as in `ack`.
+	Acks          []*ServerAck `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerAckBatch) Reset() {
+	*x = ServerAckBatch{}
+	mi := &file_evora_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerAckBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerAckBatch) ProtoMessage() {}
+
+func (x *ServerAckBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerAckBatch.ProtoReflect.Descriptor instead.
+func (*ServerAckBatch) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ServerAckBatch) GetAcks() []*ServerAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 // ServerCancel tells the worker that an operator cancelled one of its jobs.
 type ServerCancel struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -986,7 +1264,7 @@ type ServerCancel struct {
 
 func (x *ServerCancel) Reset() {
 	*x = ServerCancel{}
-	mi := &file_evora_v1_worker_proto_msgTypes[12]
+	mi := &file_evora_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1276,7 @@ func (x *ServerCancel) String() string {
 func (*ServerCancel) ProtoMessage() {}
 
 func (x *ServerCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[12]
+	mi := &file_evora_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1289,7 @@ func (x *ServerCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerCancel.ProtoReflect.Descriptor instead.
 func (*ServerCancel) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ServerCancel) GetJobId() string {
@@ -1034,7 +1312,7 @@ type ServerLeaseLost struct {
 
 func (x *ServerLeaseLost) Reset() {
 	*x = ServerLeaseLost{}
-	mi := &file_evora_v1_worker_proto_msgTypes[13]
+	mi := &file_evora_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1324,7 @@ func (x *ServerLeaseLost) String() string {
 func (*ServerLeaseLost) ProtoMessage() {}
 
 func (x *ServerLeaseLost) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[13]
+	mi := &file_evora_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1337,7 @@ func (x *ServerLeaseLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLeaseLost.ProtoReflect.Descriptor instead.
 func (*ServerLeaseLost) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServerLeaseLost) GetJobId() string {
@@ -1093,7 +1371,7 @@ type ExtendedLease struct {
 
 func (x *ExtendedLease) Reset() {
 	*x = ExtendedLease{}
-	mi := &file_evora_v1_worker_proto_msgTypes[14]
+	mi := &file_evora_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1383,7 @@ func (x *ExtendedLease) String() string {
 func (*ExtendedLease) ProtoMessage() {}
 
 func (x *ExtendedLease) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[14]
+	mi := &file_evora_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1396,7 @@ func (x *ExtendedLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendedLease.ProtoReflect.Descriptor instead.
 func (*ExtendedLease) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExtendedLease) GetJobId() string {
@@ -1161,7 +1439,7 @@ type ServerHeartbeatAck struct {
 
 func (x *ServerHeartbeatAck) Reset() {
 	*x = ServerHeartbeatAck{}
-	mi := &file_evora_v1_worker_proto_msgTypes[15]
+	mi := &file_evora_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1451,7 @@ func (x *ServerHeartbeatAck) String() string {
 func (*ServerHeartbeatAck) ProtoMessage() {}
 
 func (x *ServerHeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[15]
+	mi := &file_evora_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1464,7 @@ func (x *ServerHeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHeartbeatAck.ProtoReflect.Descriptor instead.
 func (*ServerHeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ServerHeartbeatAck) GetLeases() []*ExtendedLease {
@@ -1207,7 +1485,7 @@ type ServerDrain struct {
 
 func (x *ServerDrain) Reset() {
 	*x = ServerDrain{}
-	mi := &file_evora_v1_worker_proto_msgTypes[16]
+	mi := &file_evora_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1497,7 @@ func (x *ServerDrain) String() string {
 func (*ServerDrain) ProtoMessage() {}
 
 func (x *ServerDrain) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[16]
+	mi := &file_evora_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1510,7 @@ func (x *ServerDrain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerDrain.ProtoReflect.Descriptor instead.
 func (*ServerDrain) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServerDrain) GetReason() string {
@@ -1259,7 +1537,7 @@ type ClaimJobsRequest struct {
 
 func (x *ClaimJobsRequest) Reset() {
 	*x = ClaimJobsRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[17]
+	mi := &file_evora_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1549,7 @@ func (x *ClaimJobsRequest) String() string {
 func (*ClaimJobsRequest) ProtoMessage() {}
 
 func (x *ClaimJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[17]
+	mi := &file_evora_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1562,7 @@ func (x *ClaimJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimJobsRequest.ProtoReflect.Descriptor instead.
 func (*ClaimJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClaimJobsRequest) GetWorkerId() string {
@@ -1326,7 +1604,7 @@ type ClaimJobsResponse struct {
 
 func (x *ClaimJobsResponse) Reset() {
 	*x = ClaimJobsResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[18]
+	mi := &file_evora_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1616,7 @@ func (x *ClaimJobsResponse) String() string {
 func (*ClaimJobsResponse) ProtoMessage() {}
 
 func (x *ClaimJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[18]
+	mi := &file_evora_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1629,7 @@ func (x *ClaimJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimJobsResponse.ProtoReflect.Descriptor instead.
 func (*ClaimJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClaimJobsResponse) GetJobs() []*LeasedJob {
@@ -1374,7 +1652,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[19]
+	mi := &file_evora_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1664,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[19]
+	mi := &file_evora_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1677,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExtendLeaseRequest) GetJobId() string {
@@ -1429,7 +1707,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[20]
+	mi := &file_evora_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1719,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[20]
+	mi := &file_evora_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1732,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -1486,7 +1764,7 @@ type CompleteJobRequest struct {
 
 func (x *CompleteJobRequest) Reset() {
 	*x = CompleteJobRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[21]
+	mi := &file_evora_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1776,7 @@ func (x *CompleteJobRequest) String() string {
 func (*CompleteJobRequest) ProtoMessage() {}
 
 func (x *CompleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[21]
+	mi := &file_evora_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1789,7 @@ func (x *CompleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJobRequest.ProtoReflect.Descriptor instead.
 func (*CompleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CompleteJobRequest) GetJobId() string {
@@ -1546,7 +1824,7 @@ type CompleteJobResponse struct {
 
 func (x *CompleteJobResponse) Reset() {
 	*x = CompleteJobResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[22]
+	mi := &file_evora_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1836,7 @@ func (x *CompleteJobResponse) String() string {
 func (*CompleteJobResponse) ProtoMessage() {}
 
 func (x *CompleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[22]
+	mi := &file_evora_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1849,7 @@ func (x *CompleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJobResponse.ProtoReflect.Descriptor instead.
 func (*CompleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompleteJobResponse) GetJob() *Job {
@@ -1600,7 +1878,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[23]
+	mi := &file_evora_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1890,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[23]
+	mi := &file_evora_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1903,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FailJobRequest) GetJobId() string {
@@ -1674,7 +1952,7 @@ type FailJobResponse struct {
 
 func (x *FailJobResponse) Reset() {
 	*x = FailJobResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[24]
+	mi := &file_evora_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1964,7 @@ func (x *FailJobResponse) String() string {
 func (*FailJobResponse) ProtoMessage() {}
 
 func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[24]
+	mi := &file_evora_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1977,7 @@ func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobResponse.ProtoReflect.Descriptor instead.
 func (*FailJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FailJobResponse) GetJob() *Job {
@@ -1724,7 +2002,7 @@ type SnoozeJobRequest struct {
 
 func (x *SnoozeJobRequest) Reset() {
 	*x = SnoozeJobRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[25]
+	mi := &file_evora_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +2014,7 @@ func (x *SnoozeJobRequest) String() string {
 func (*SnoozeJobRequest) ProtoMessage() {}
 
 func (x *SnoozeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[25]
+	mi := &file_evora_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +2027,7 @@ func (x *SnoozeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeJobRequest.ProtoReflect.Descriptor instead.
 func (*SnoozeJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SnoozeJobRequest) GetJobId() string {
@@ -1784,7 +2062,7 @@ type SnoozeJobResponse struct {
 
 func (x *SnoozeJobResponse) Reset() {
 	*x = SnoozeJobResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[26]
+	mi := &file_evora_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2074,7 @@ func (x *SnoozeJobResponse) String() string {
 func (*SnoozeJobResponse) ProtoMessage() {}
 
 func (x *SnoozeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[26]
+	mi := &file_evora_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2087,7 @@ func (x *SnoozeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeJobResponse.ProtoReflect.Descriptor instead.
 func (*SnoozeJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SnoozeJobResponse) GetJob() *Job {
@@ -1823,15 +2101,17 @@ var File_evora_v1_worker_proto protoreflect.FileDescriptor
 
 const file_evora_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x15evora/v1/worker.proto\x12\bevora.v1\x1a\x12evora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x02\n" +
+	"\x15evora/v1/worker.proto\x12\bevora.v1\x1a\x12evora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x03\n" +
 	"\vWorkRequest\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.evora.v1.WorkerHelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.evora.v1.WorkerHeartbeatH\x00R\theartbeat\x126\n" +
 	"\bcomplete\x18\x03 \x01(\v2\x18.evora.v1.WorkerCompleteH\x00R\bcomplete\x12*\n" +
 	"\x04fail\x18\x04 \x01(\v2\x14.evora.v1.WorkerFailH\x00R\x04fail\x120\n" +
 	"\x06snooze\x18\x05 \x01(\v2\x16.evora.v1.WorkerSnoozeH\x00R\x06snooze\x12-\n" +
-	"\x05drain\x18\x06 \x01(\v2\x15.evora.v1.WorkerDrainH\x00R\x05drainB\x05\n" +
-	"\x03msg\"\xfe\x02\n" +
+	"\x05drain\x18\x06 \x01(\v2\x15.evora.v1.WorkerDrainH\x00R\x05drain\x12=\n" +
+	"\tcompletes\x18\a \x01(\v2\x1d.evora.v1.WorkerCompleteBatchH\x00R\tcompletes\x121\n" +
+	"\x05fails\x18\b \x01(\v2\x19.evora.v1.WorkerFailBatchH\x00R\x05failsB\x05\n" +
+	"\x03msg\"\xde\x03\n" +
 	"\fWorkResponse\x123\n" +
 	"\awelcome\x18\x01 \x01(\v2\x17.evora.v1.ServerWelcomeH\x00R\awelcome\x12'\n" +
 	"\x03job\x18\x02 \x01(\v2\x13.evora.v1.LeasedJobH\x00R\x03job\x12'\n" +
@@ -1840,13 +2120,17 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"lease_lost\x18\x05 \x01(\v2\x19.evora.v1.ServerLeaseLostH\x00R\tleaseLost\x12C\n" +
 	"\rheartbeat_ack\x18\x06 \x01(\v2\x1c.evora.v1.ServerHeartbeatAckH\x00R\fheartbeatAck\x12-\n" +
-	"\x05drain\x18\a \x01(\v2\x15.evora.v1.ServerDrainH\x00R\x05drainB\x05\n" +
-	"\x03msg\"}\n" +
+	"\x05drain\x18\a \x01(\v2\x15.evora.v1.ServerDrainH\x00R\x05drain\x12.\n" +
+	"\x04jobs\x18\b \x01(\v2\x18.evora.v1.LeasedJobBatchH\x00R\x04jobs\x12.\n" +
+	"\x04acks\x18\t \x01(\v2\x18.evora.v1.ServerAckBatchH\x00R\x04acksB\x05\n" +
+	"\x03msg\"\xbf\x01\n" +
 	"\vWorkerHello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
 	"\x06queues\x18\x02 \x03(\tR\x06queues\x12\x14\n" +
 	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12#\n" +
-	"\x04held\x18\x04 \x03(\v2\x0f.evora.v1.LeaseR\x04held\"?\n" +
+	"\x04held\x18\x04 \x03(\v2\x0f.evora.v1.LeaseR\x04held\x12,\n" +
+	"\x0faccepts_batches\x18\x05 \x01(\bH\x00R\x0eacceptsBatches\x88\x01\x01B\x12\n" +
+	"\x10_accepts_batches\"?\n" +
 	"\x05Lease\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
@@ -1870,14 +2154,19 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x121\n" +
-	"\x06run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"\r\n" +
-	"\vWorkerDrain\"\xc5\x01\n" +
+	"\x06run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"M\n" +
+	"\x13WorkerCompleteBatch\x126\n" +
+	"\tcompletes\x18\x01 \x03(\v2\x18.evora.v1.WorkerCompleteR\tcompletes\"=\n" +
+	"\x0fWorkerFailBatch\x12*\n" +
+	"\x05fails\x18\x01 \x03(\v2\x14.evora.v1.WorkerFailR\x05fails\"\r\n" +
+	"\vWorkerDrain\"\xee\x01\n" +
 	"\rServerWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
 	"\rlease_seconds\x18\x02 \x01(\x05R\fleaseSeconds\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\"\x93\x01\n" +
+	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12'\n" +
+	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\"\x93\x01\n" +
 	"\tLeasedJob\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
@@ -1886,7 +2175,11 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\tServerAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"%\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"9\n" +
+	"\x0eLeasedJobBatch\x12'\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x13.evora.v1.LeasedJobR\x04jobs\"9\n" +
+	"\x0eServerAckBatch\x12'\n" +
+	"\x04acks\x18\x01 \x03(\v2\x13.evora.v1.ServerAckR\x04acks\"%\n" +
 	"\fServerCancel\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"@\n" +
 	"\x0fServerLeaseLost\x12\x15\n" +
@@ -1960,7 +2253,7 @@ func file_evora_v1_worker_proto_rawDescGZIP() []byte {
 	return file_evora_v1_worker_proto_rawDescData
 }
 
-var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_evora_v1_worker_proto_goTypes = []any{
 	(*WorkRequest)(nil),           // 0: evora.v1.WorkRequest
 	(*WorkResponse)(nil),          // 1: evora.v1.WorkResponse
@@ -1970,29 +2263,33 @@ var file_evora_v1_worker_proto_goTypes = []any{
 	(*WorkerComplete)(nil),        // 5: evora.v1.WorkerComplete
 	(*WorkerFail)(nil),            // 6: evora.v1.WorkerFail
 	(*WorkerSnooze)(nil),          // 7: evora.v1.WorkerSnooze
-	(*WorkerDrain)(nil),           // 8: evora.v1.WorkerDrain
-	(*ServerWelcome)(nil),         // 9: evora.v1.ServerWelcome
-	(*LeasedJob)(nil),             // 10: evora.v1.LeasedJob
-	(*ServerAck)(nil),             // 11: evora.v1.ServerAck
-	(*ServerCancel)(nil),          // 12: evora.v1.ServerCancel
-	(*ServerLeaseLost)(nil),       // 13: evora.v1.ServerLeaseLost
-	(*ExtendedLease)(nil),         // 14: evora.v1.ExtendedLease
-	(*ServerHeartbeatAck)(nil),    // 15: evora.v1.ServerHeartbeatAck
-	(*ServerDrain)(nil),           // 16: evora.v1.ServerDrain
-	(*ClaimJobsRequest)(nil),      // 17: evora.v1.ClaimJobsRequest
-	(*ClaimJobsResponse)(nil),     // 18: evora.v1.ClaimJobsResponse
-	(*ExtendLeaseRequest)(nil),    // 19: evora.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 20: evora.v1.ExtendLeaseResponse
-	(*CompleteJobRequest)(nil),    // 21: evora.v1.CompleteJobRequest
-	(*CompleteJobResponse)(nil),   // 22: evora.v1.CompleteJobResponse
-	(*FailJobRequest)(nil),        // 23: evora.v1.FailJobRequest
-	(*FailJobResponse)(nil),       // 24: evora.v1.FailJobResponse
-	(*SnoozeJobRequest)(nil),      // 25: evora.v1.SnoozeJobRequest
-	(*SnoozeJobResponse)(nil),     // 26: evora.v1.SnoozeJobResponse
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
-	(*Job)(nil),                   // 29: evora.v1.Job
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*WorkerCompleteBatch)(nil),   // 8: evora.v1.WorkerCompleteBatch
+	(*WorkerFailBatch)(nil),       // 9: evora.v1.WorkerFailBatch
+	(*WorkerDrain)(nil),           // 10: evora.v1.WorkerDrain
+	(*ServerWelcome)(nil),         // 11: evora.v1.ServerWelcome
+	(*LeasedJob)(nil),             // 12: evora.v1.LeasedJob
+	(*ServerAck)(nil),             // 13: evora.v1.ServerAck
+	(*LeasedJobBatch)(nil),        // 14: evora.v1.LeasedJobBatch
+	(*ServerAckBatch)(nil),        // 15: evora.v1.ServerAckBatch
+	(*ServerCancel)(nil),          // 16: evora.v1.ServerCancel
+	(*ServerLeaseLost)(nil),       // 17: evora.v1.ServerLeaseLost
+	(*ExtendedLease)(nil),         // 18: evora.v1.ExtendedLease
+	(*ServerHeartbeatAck)(nil),    // 19: evora.v1.ServerHeartbeatAck
+	(*ServerDrain)(nil),           // 20: evora.v1.ServerDrain
+	(*ClaimJobsRequest)(nil),      // 21: evora.v1.ClaimJobsRequest
+	(*ClaimJobsResponse)(nil),     // 22: evora.v1.ClaimJobsResponse
+	(*ExtendLeaseRequest)(nil),    // 23: evora.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 24: evora.v1.ExtendLeaseResponse
+	(*CompleteJobRequest)(nil),    // 25: evora.v1.CompleteJobRequest
+	(*CompleteJobResponse)(nil),   // 26: evora.v1.CompleteJobResponse
+	(*FailJobRequest)(nil),        // 27: evora.v1.FailJobRequest
+	(*FailJobResponse)(nil),       // 28: evora.v1.FailJobResponse
+	(*SnoozeJobRequest)(nil),      // 29: evora.v1.SnoozeJobRequest
+	(*SnoozeJobResponse)(nil),     // 30: evora.v1.SnoozeJobResponse
+	(*structpb.Struct)(nil),       // 31: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*Job)(nil),                   // 33: evora.v1.Job
+	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
 }
 var file_evora_v1_worker_proto_depIdxs = []int32{
 	2,  // 0: evora.v1.WorkRequest.hello:type_name -> evora.v1.WorkerHello
@@ -2000,49 +2297,57 @@ var file_evora_v1_worker_proto_depIdxs = []int32{
 	5,  // 2: evora.v1.WorkRequest.complete:type_name -> evora.v1.WorkerComplete
 	6,  // 3: evora.v1.WorkRequest.fail:type_name -> evora.v1.WorkerFail
 	7,  // 4: evora.v1.WorkRequest.snooze:type_name -> evora.v1.WorkerSnooze
-	8,  // 5: evora.v1.WorkRequest.drain:type_name -> evora.v1.WorkerDrain
-	9,  // 6: evora.v1.WorkResponse.welcome:type_name -> evora.v1.ServerWelcome
-	10, // 7: evora.v1.WorkResponse.job:type_name -> evora.v1.LeasedJob
-	11, // 8: evora.v1.WorkResponse.ack:type_name -> evora.v1.ServerAck
-	12, // 9: evora.v1.WorkResponse.cancel:type_name -> evora.v1.ServerCancel
-	13, // 10: evora.v1.WorkResponse.lease_lost:type_name -> evora.v1.ServerLeaseLost
-	15, // 11: evora.v1.WorkResponse.heartbeat_ack:type_name -> evora.v1.ServerHeartbeatAck
-	16, // 12: evora.v1.WorkResponse.drain:type_name -> evora.v1.ServerDrain
-	3,  // 13: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
-	3,  // 14: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
-	27, // 15: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
-	28, // 16: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
-	28, // 17: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
-	29, // 18: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
-	28, // 19: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	28, // 20: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
-	14, // 21: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
-	30, // 22: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
-	10, // 23: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
-	28, // 24: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	27, // 25: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
-	29, // 26: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
-	28, // 27: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
-	29, // 28: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
-	28, // 29: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	29, // 30: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
-	0,  // 31: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
-	17, // 32: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
-	19, // 33: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
-	21, // 34: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
-	23, // 35: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
-	25, // 36: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
-	1,  // 37: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
-	18, // 38: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
-	20, // 39: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
-	22, // 40: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
-	24, // 41: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
-	26, // 42: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
-	37, // [37:43] is the sub-list for method output_type
-	31, // [31:37] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	10, // 5: evora.v1.WorkRequest.drain:type_name -> evora.v1.WorkerDrain
+	8,  // 6: evora.v1.WorkRequest.completes:type_name -> evora.v1.WorkerCompleteBatch
+	9,  // 7: evora.v1.WorkRequest.fails:type_name -> evora.v1.WorkerFailBatch
+	11, // 8: evora.v1.WorkResponse.welcome:type_name -> evora.v1.ServerWelcome
+	12, // 9: evora.v1.WorkResponse.job:type_name -> evora.v1.LeasedJob
+	13, // 10: evora.v1.WorkResponse.ack:type_name -> evora.v1.ServerAck
+	16, // 11: evora.v1.WorkResponse.cancel:type_name -> evora.v1.ServerCancel
+	17, // 12: evora.v1.WorkResponse.lease_lost:type_name -> evora.v1.ServerLeaseLost
+	19, // 13: evora.v1.WorkResponse.heartbeat_ack:type_name -> evora.v1.ServerHeartbeatAck
+	20, // 14: evora.v1.WorkResponse.drain:type_name -> evora.v1.ServerDrain
+	14, // 15: evora.v1.WorkResponse.jobs:type_name -> evora.v1.LeasedJobBatch
+	15, // 16: evora.v1.WorkResponse.acks:type_name -> evora.v1.ServerAckBatch
+	3,  // 17: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
+	3,  // 18: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
+	31, // 19: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
+	32, // 20: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
+	32, // 21: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
+	5,  // 22: evora.v1.WorkerCompleteBatch.completes:type_name -> evora.v1.WorkerComplete
+	6,  // 23: evora.v1.WorkerFailBatch.fails:type_name -> evora.v1.WorkerFail
+	33, // 24: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
+	32, // 25: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 26: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
+	13, // 27: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
+	32, // 28: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
+	18, // 29: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
+	34, // 30: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
+	12, // 31: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
+	32, // 32: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	31, // 33: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
+	33, // 34: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
+	32, // 35: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
+	33, // 36: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
+	32, // 37: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	33, // 38: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
+	0,  // 39: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
+	21, // 40: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
+	23, // 41: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
+	25, // 42: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
+	27, // 43: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
+	29, // 44: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
+	1,  // 45: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
+	22, // 46: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
+	24, // 47: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
+	26, // 48: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
+	28, // 49: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
+	30, // 50: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
+	45, // [45:51] is the sub-list for method output_type
+	39, // [39:45] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_worker_proto_init() }
@@ -2058,6 +2363,8 @@ func file_evora_v1_worker_proto_init() {
 		(*WorkRequest_Fail)(nil),
 		(*WorkRequest_Snooze)(nil),
 		(*WorkRequest_Drain)(nil),
+		(*WorkRequest_Completes)(nil),
+		(*WorkRequest_Fails)(nil),
 	}
 	file_evora_v1_worker_proto_msgTypes[1].OneofWrappers = []any{
 		(*WorkResponse_Welcome)(nil),
@@ -2067,14 +2374,17 @@ func file_evora_v1_worker_proto_init() {
 		(*WorkResponse_LeaseLost)(nil),
 		(*WorkResponse_HeartbeatAck)(nil),
 		(*WorkResponse_Drain)(nil),
+		(*WorkResponse_Jobs)(nil),
+		(*WorkResponse_Acks)(nil),
 	}
+	file_evora_v1_worker_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_worker_proto_rawDesc), len(file_evora_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,14 @@ type WorkerServiceClient interface {
 	// `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
 	// every heartbeat_interval_seconds to keep its leases. When the stream
 	// ends, the worker's leases are left to expire and their jobs are retried.
+	//
+	// Batches (optional, for throughput): a worker that sets
+	// hello.accepts_batches may also receive `jobs` (several jobs in one
+	// message) and `acks` (several acks in one message) instead of as many
+	// `job` and `ack` messages. A server that sets welcome.accepts_batches
+	// takes `completes` and `fails` (several reports in one message); each
+	// report in them is validated and answered on its own, exactly as if it
+	// had been sent alone.
 	Work(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WorkRequest, WorkResponse], error)
 	// ClaimJobs leases up to `max` jobs (unary twin of the `job` push).
 	ClaimJobs(ctx context.Context, in *ClaimJobsRequest, opts ...grpc.CallOption) (*ClaimJobsResponse, error)
@@ -145,6 +153,14 @@ type WorkerServiceServer interface {
 	// `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
 	// every heartbeat_interval_seconds to keep its leases. When the stream
 	// ends, the worker's leases are left to expire and their jobs are retried.
+	//
+	// Batches (optional, for throughput): a worker that sets
+	// hello.accepts_batches may also receive `jobs` (several jobs in one
+	// message) and `acks` (several acks in one message) instead of as many
+	// `job` and `ack` messages. A server that sets welcome.accepts_batches
+	// takes `completes` and `fails` (several reports in one message); each
+	// report in them is validated and answered on its own, exactly as if it
+	// had been sent alone.
 	Work(grpc.BidiStreamingServer[WorkRequest, WorkResponse]) error
 	// ClaimJobs leases up to `max` jobs (unary twin of the `job` push).
 	ClaimJobs(context.Context, *ClaimJobsRequest) (*ClaimJobsResponse, error)

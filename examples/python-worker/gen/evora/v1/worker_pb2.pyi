@@ -13,23 +13,27 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class WorkRequest(_message.Message):
-    __slots__ = ("hello", "heartbeat", "complete", "fail", "snooze", "drain")
+    __slots__ = ("hello", "heartbeat", "complete", "fail", "snooze", "drain", "completes", "fails")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     FAIL_FIELD_NUMBER: _ClassVar[int]
     SNOOZE_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
+    COMPLETES_FIELD_NUMBER: _ClassVar[int]
+    FAILS_FIELD_NUMBER: _ClassVar[int]
     hello: WorkerHello
     heartbeat: WorkerHeartbeat
     complete: WorkerComplete
     fail: WorkerFail
     snooze: WorkerSnooze
     drain: WorkerDrain
-    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[WorkerHeartbeat, _Mapping]] = ..., complete: _Optional[_Union[WorkerComplete, _Mapping]] = ..., fail: _Optional[_Union[WorkerFail, _Mapping]] = ..., snooze: _Optional[_Union[WorkerSnooze, _Mapping]] = ..., drain: _Optional[_Union[WorkerDrain, _Mapping]] = ...) -> None: ...
+    completes: WorkerCompleteBatch
+    fails: WorkerFailBatch
+    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[WorkerHeartbeat, _Mapping]] = ..., complete: _Optional[_Union[WorkerComplete, _Mapping]] = ..., fail: _Optional[_Union[WorkerFail, _Mapping]] = ..., snooze: _Optional[_Union[WorkerSnooze, _Mapping]] = ..., drain: _Optional[_Union[WorkerDrain, _Mapping]] = ..., completes: _Optional[_Union[WorkerCompleteBatch, _Mapping]] = ..., fails: _Optional[_Union[WorkerFailBatch, _Mapping]] = ...) -> None: ...
 
 class WorkResponse(_message.Message):
-    __slots__ = ("welcome", "job", "ack", "cancel", "lease_lost", "heartbeat_ack", "drain")
+    __slots__ = ("welcome", "job", "ack", "cancel", "lease_lost", "heartbeat_ack", "drain", "jobs", "acks")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +41,8 @@ class WorkResponse(_message.Message):
     LEASE_LOST_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
     DRAIN_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
     welcome: ServerWelcome
     job: LeasedJob
     ack: ServerAck
@@ -44,19 +50,23 @@ class WorkResponse(_message.Message):
     lease_lost: ServerLeaseLost
     heartbeat_ack: ServerHeartbeatAck
     drain: ServerDrain
-    def __init__(self, welcome: _Optional[_Union[ServerWelcome, _Mapping]] = ..., job: _Optional[_Union[LeasedJob, _Mapping]] = ..., ack: _Optional[_Union[ServerAck, _Mapping]] = ..., cancel: _Optional[_Union[ServerCancel, _Mapping]] = ..., lease_lost: _Optional[_Union[ServerLeaseLost, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[ServerHeartbeatAck, _Mapping]] = ..., drain: _Optional[_Union[ServerDrain, _Mapping]] = ...) -> None: ...
+    jobs: LeasedJobBatch
+    acks: ServerAckBatch
+    def __init__(self, welcome: _Optional[_Union[ServerWelcome, _Mapping]] = ..., job: _Optional[_Union[LeasedJob, _Mapping]] = ..., ack: _Optional[_Union[ServerAck, _Mapping]] = ..., cancel: _Optional[_Union[ServerCancel, _Mapping]] = ..., lease_lost: _Optional[_Union[ServerLeaseLost, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[ServerHeartbeatAck, _Mapping]] = ..., drain: _Optional[_Union[ServerDrain, _Mapping]] = ..., jobs: _Optional[_Union[LeasedJobBatch, _Mapping]] = ..., acks: _Optional[_Union[ServerAckBatch, _Mapping]] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("worker_id", "queues", "slots", "held")
+    __slots__ = ("worker_id", "queues", "slots", "held", "accepts_batches")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
     slots: int
     held: _containers.RepeatedCompositeFieldContainer[Lease]
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+    accepts_batches: bool
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("job_id", "lease_token")
@@ -106,21 +116,35 @@ class WorkerSnooze(_message.Message):
     run_at: _timestamp_pb2.Timestamp
     def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class WorkerCompleteBatch(_message.Message):
+    __slots__ = ("completes",)
+    COMPLETES_FIELD_NUMBER: _ClassVar[int]
+    completes: _containers.RepeatedCompositeFieldContainer[WorkerComplete]
+    def __init__(self, completes: _Optional[_Iterable[_Union[WorkerComplete, _Mapping]]] = ...) -> None: ...
+
+class WorkerFailBatch(_message.Message):
+    __slots__ = ("fails",)
+    FAILS_FIELD_NUMBER: _ClassVar[int]
+    fails: _containers.RepeatedCompositeFieldContainer[WorkerFail]
+    def __init__(self, fails: _Optional[_Iterable[_Union[WorkerFail, _Mapping]]] = ...) -> None: ...
+
 class WorkerDrain(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ServerWelcome(_message.Message):
-    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds", "heartbeat_interval_ms")
+    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds", "heartbeat_interval_ms", "accepts_batches")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     lease_seconds: int
     heartbeat_interval_seconds: int
     heartbeat_interval_ms: int
-    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    accepts_batches: bool
+    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class LeasedJob(_message.Message):
     __slots__ = ("job", "lease_token", "lease_expires_at")
@@ -141,6 +165,18 @@ class ServerAck(_message.Message):
     accepted: bool
     reason: str
     def __init__(self, job_id: _Optional[str] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class LeasedJobBatch(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[LeasedJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[LeasedJob, _Mapping]]] = ...) -> None: ...
+
+class ServerAckBatch(_message.Message):
+    __slots__ = ("acks",)
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[ServerAck]
+    def __init__(self, acks: _Optional[_Iterable[_Union[ServerAck, _Mapping]]] = ...) -> None: ...
 
 class ServerCancel(_message.Message):
     __slots__ = ("job_id",)

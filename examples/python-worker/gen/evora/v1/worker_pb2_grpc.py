@@ -88,6 +88,14 @@ class WorkerServiceServicer:
         `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
         every heartbeat_interval_seconds to keep its leases. When the stream
         ends, the worker's leases are left to expire and their jobs are retried.
+
+        Batches (optional, for throughput): a worker that sets
+        hello.accepts_batches may also receive `jobs` (several jobs in one
+        message) and `acks` (several acks in one message) instead of as many
+        `job` and `ack` messages. A server that sets welcome.accepts_batches
+        takes `completes` and `fails` (several reports in one message); each
+        report in them is validated and answered on its own, exactly as if it
+        had been sent alone.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

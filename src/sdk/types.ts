@@ -223,14 +223,21 @@ export function queueFromPb(pb: PbQueue): Queue {
  * properties disappear. Throws TypeError if it is not a JSON object (or not serializable).
  */
 export function toJsonObject(value: unknown, what: string): JsonObject {
+  return toJsonObjectSized(value, what).json;
+}
+
+/** toJsonObject, and the length of the JSON text (a cheap bound on its size on the wire). */
+export function toJsonObjectSized(value: unknown, what: string): { json: JsonObject; length: number } {
   let json: unknown;
+  let text: string;
   try {
-    json = JSON.parse(JSON.stringify(value) ?? 'null');
+    text = JSON.stringify(value) ?? 'null';
+    json = JSON.parse(text);
   } catch (err) {
     throw new TypeError(`${what} is not JSON-serializable: ${(err as Error).message}`);
   }
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new TypeError(`${what} must be a JSON object`);
   }
-  return json as JsonObject;
+  return { json: json as JsonObject, length: text.length };
 }

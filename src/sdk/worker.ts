@@ -7,12 +7,14 @@ import {
   type LeasedJob,
   type Lease,
   type ServerWelcome,
+  type WorkerComplete,
+  type WorkerFail,
   type WorkRequest,
   type WorkResponse,
 } from '../gen/evora/v1/worker.js';
 import { channelCreate, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, type AbortCause } from './errors.js';
-import { jobFromPb, toJsonObject, type Job, type JsonObject } from './types.js';
+import { jobFromPb, toJsonObjectSized, type Job, type JsonObject } from './types.js';
 
 /**
  * EvoraWorker: runs job handlers for jobs the server pushes on the Work stream.
@@ -26,6 +28,12 @@ import { jobFromPb, toJsonObject, type Job, type JsonObject } from './types.js';
  * - Reconnects: when the stream breaks, the worker reconnects with exponential backoff and
  *   jitter, sends hello with `held` = the leases it still holds, and re-sends the reports
  *   that were not acknowledged. Handlers keep running meanwhile; their reports wait.
+ * - Batches: the hello says accepts_batches, so the server may push `jobs` and `acks`
+ *   batches; reports that become ready in the same tick go as one `completes` / `fails`
+ *   message (flushed on setImmediate, so a lone report waits for nothing) when the
+ *   server's welcome says it takes them, else one message each.
+ * - Per job, the worker does O(1) work: no walk over the held jobs on a push, and the
+ *   AbortController behind ctx.signal is made only if the handler reads ctx.signal.
  * - Stop: drain, wait for the handlers (up to a timeout), abort the rest, wait for acks,
  *   close the stream.
  */
@@ -147,9 +155,14 @@ interface Held {
   /** Length of the lease (server clock on both ends, so no skew). */
   leaseMs: number;
   leaseExpiresAt: Date | null;
-  abort: AbortController;
+  /** Made when the handler first reads ctx.signal (most never do). */
+  abort: AbortController | null;
+  /** Why the job was aborted; set once, whether or not the signal exists yet. */
+  aborted: JobAbortedError | null;
   lost: boolean;
   report: WorkRequest | null;
+  /** Rough upper bound of the report's encoded size (to keep batches well under the message limit). */
+  reportBytes: number;
   outcome: ReportOutcome | null;
   error: string | null;
   /** How many times the report was written (a resend after a reconnect may meet an already-applied write). */
@@ -170,6 +183,8 @@ const STALE_MS = 30_000;
 const WELCOME_TIMEOUT_MS = 30_000;
 const MIN_BEAT_MS = 100;
 const MAX_WRITE_RETRIES = 5;
+/** Largest `completes` / `fails` batch by reportBytes (servers take 4 MiB messages by default). */
+const REPORT_BATCH_MAX_BYTES = 1024 * 1024;
 
 export class EvoraWorker extends EventEmitter<WorkerEvents> {
   readonly workerId: string;
@@ -202,6 +217,10 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private stopping = false;
   private closing = false;
   private beatTimer: NodeJS.Timeout | null = null;
+  /** The interval the heartbeat timer was set with. */
+  private beatMs = 0;
+  /** Reports waiting for the next flush (only when the server takes batches). */
+  private outbox = new Set<Held>();
   private welcomeTimer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private startTimer: NodeJS.Timeout | null = null;
@@ -325,7 +344,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       this.onStreamEnd(error);
     });
     const held = this.heldLeases();
-    stream.write({ msg: { $case: 'hello', value: { workerId: this.workerId, queues: [...this.queues], slots: this.slots, held } } });
+    stream.write({
+      msg: { $case: 'hello', value: { workerId: this.workerId, queues: [...this.queues], slots: this.slots, held, acceptsBatches: true } },
+    });
     this.welcomeTimer = setTimeout(() => {
       if (gen !== this.gen || this.welcome) return;
       this.log.warn({ address: this.address }, 'no welcome from the server; reconnecting');
@@ -337,6 +358,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private onStreamEnd(error: Error): void {
     this.gen++;
     this.stream = null;
+    // Their reports stay in `reporting` and are re-sent after the next welcome.
+    this.outbox.clear();
     const wasOpen = this.welcome !== null;
     this.welcome = null;
     this.clearTimer('beatTimer');
@@ -365,7 +388,13 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     return Math.max(0, Math.round(delay * (1 + jitter * (2 * Math.random() - 1))));
   }
 
+  /** Writes a message on the open session, after the reports waiting for the flush. */
   private send(req: WorkRequest): boolean {
+    if (this.outbox.size > 0) this.flushReports();
+    return this.write(req);
+  }
+
+  private write(req: WorkRequest): boolean {
     if (!this.stream || !this.welcome) return false;
     this.stream.write(req);
     return true;
@@ -385,11 +414,20 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
         return this.onWelcome(m.value);
       case 'job':
         return this.onJob(m.value);
+      case 'jobs':
+        for (const leased of m.value.jobs) this.onJob(leased);
+        return;
       case 'ack': {
         const h = this.reporting.get(m.value.jobId);
         if (h) this.onAck(h, m.value.accepted, m.value.reason);
         return;
       }
+      case 'acks':
+        for (const a of m.value.acks) {
+          const h = this.reporting.get(a.jobId);
+          if (h) this.onAck(h, a.accepted, a.reason);
+        }
+        return;
       case 'heartbeatAck':
         for (const l of m.value.leases) {
           const h = this.running.get(l.jobId) ?? this.reporting.get(l.jobId);
@@ -467,20 +505,24 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     const w = this.welcome;
     let ms = w ? (w.heartbeatIntervalSeconds > 0 ? w.heartbeatIntervalSeconds * 1000 : (w.leaseSeconds * 1000) / 3) : 10_000;
     if (w && w.leaseSeconds > 0) ms = Math.min(ms, (w.leaseSeconds * 1000) / 3);
-    for (const h of [...this.running.values(), ...this.reporting.values()]) ms = Math.min(ms, h.leaseMs / 3);
+    // Once per beat (never per job): a push with a shorter lease is checked in onJob.
+    for (const h of this.running.values()) ms = Math.min(ms, h.leaseMs / 3);
+    for (const h of this.reporting.values()) ms = Math.min(ms, h.leaseMs / 3);
     return Math.max(MIN_BEAT_MS, Math.floor(ms));
   }
 
   private beat(): void {
     this.clearTimer('beatTimer');
     if (!this.stream || !this.welcome) return;
-    if (Date.now() - this.lastHeard > Math.max(STALE_MS, 3 * this.beatIntervalMs())) {
+    const interval = this.beatIntervalMs();
+    if (Date.now() - this.lastHeard > Math.max(STALE_MS, 3 * interval)) {
       this.log.warn({ silent_ms: Date.now() - this.lastHeard }, 'no word from the server; reconnecting');
       this.stream.cancel();
       return;
     }
     this.send({ msg: { $case: 'heartbeat', value: { leases: this.heldLeases() } } });
-    this.beatTimer = setTimeout(() => this.beat(), this.beatIntervalMs());
+    this.beatMs = interval;
+    this.beatTimer = setTimeout(() => this.beat(), interval);
   }
 
   // ----- jobs ---------------------------------------------------------------------------
@@ -496,9 +538,11 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       token: leased.leaseToken,
       leaseMs,
       leaseExpiresAt: expires,
-      abort: new AbortController(),
+      abort: null,
+      aborted: null,
       lost: false,
       report: null,
+      reportBytes: 0,
       outcome: null,
       error: null,
       sends: 0,
@@ -513,11 +557,10 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       this.report(h, 'snoozed', null, { $case: 'snooze', value: { jobId: job.id, leaseToken: h.token, runAt: new Date() } });
       return;
     }
-    const interval = this.beatIntervalMs();
     this.running.set(job.id, h);
     this.active.add(h);
     // A shorter lease than the schedule assumed: renew now and on the faster schedule.
-    if (this.beatIntervalMs() < interval) this.beat();
+    if (this.beatTimer && Math.max(MIN_BEAT_MS, Math.floor(leaseMs / 3)) < this.beatMs) this.beat();
     this.changed();
     void this.run(h);
   }
@@ -528,6 +571,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     let msg: WorkRequest['msg'];
     let outcome: ReportOutcome;
     let error: string | null = null;
+    let resultLength = 0;
     if (!handler) {
       outcome = 'failed';
       error = `no handler for job type "${h.job.type}" on worker ${this.workerId} (it handles: ${[...this.handlers.keys()].join(', ')})`;
@@ -538,7 +582,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       try {
         const result = resultOf(await handler(h.job, this.context(h)));
         outcome = 'completed';
-        msg = { $case: 'complete', value: { jobId, leaseToken: h.token, result } };
+        resultLength = result?.length ?? 0;
+        msg = { $case: 'complete', value: { jobId, leaseToken: h.token, result: result?.json } };
       } catch (err) {
         ({ msg, outcome, error } = this.failureOf(h, err));
       }
@@ -550,25 +595,24 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       this.changed();
       return;
     }
+    // A protobuf Struct takes at most ~6 bytes per character of its JSON text (short numbers).
+    h.reportBytes = 200 + 6 * resultLength + 3 * (error?.length ?? 0);
     this.report(h, outcome, error, msg);
   }
 
   private context(h: Held): JobContext {
-    const workerId = this.workerId;
     return {
       job: h.job,
-      signal: h.abort.signal,
-      workerId,
+      get signal() {
+        return signalOf(h);
+      },
+      workerId: this.workerId,
       leaseToken: h.token,
       get leaseExpiresAt() {
         return h.leaseExpiresAt;
       },
-      snooze(when: Date | number): never {
-        throw new SnoozeError(dateOf(when));
-      },
-      retryAt(when: Date | number, message?: string): never {
-        throw new RetryAtError(dateOf(when), message);
-      },
+      snooze: ctxSnooze,
+      retryAt: ctxRetryAt,
     };
   }
 
@@ -579,7 +623,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     if (err instanceof SnoozeError) {
       return { outcome: 'snoozed', error: null, msg: { $case: 'snooze', value: { jobId, leaseToken, runAt: err.runAt } } };
     }
-    const aborted = h.abort.signal.aborted ? (h.abort.signal.reason as JobAbortedError).kind : null;
+    const aborted = h.aborted?.kind ?? null;
     if (aborted === 'shutdown') {
       // Interrupted by our own stop: not the job's fault. Give it back to run elsewhere.
       return { outcome: 'snoozed', error: null, msg: { $case: 'snooze', value: { jobId, leaseToken, runAt: new Date() } } };
@@ -604,7 +648,59 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   }
 
   private writeReport(h: Held): void {
-    if (h.report && this.send(h.report)) h.sends++;
+    if (!h.report) return;
+    const kind = h.report.msg?.$case;
+    if (this.welcome?.acceptsBatches && (kind === 'complete' || kind === 'fail')) {
+      // Sent with the other reports of this tick (see flushReports).
+      this.outbox.add(h);
+      if (this.outbox.size === 1) setImmediate(() => this.flushReports());
+      return;
+    }
+    if (this.send(h.report)) h.sends++;
+  }
+
+  /** Writes the reports of the outbox: completes and fails in batches, each batch kept small. */
+  private flushReports(): void {
+    if (this.outbox.size === 0) return;
+    const held = [...this.outbox];
+    this.outbox.clear();
+    let completes: { h: Held; v: WorkerComplete }[] = [];
+    let fails: { h: Held; v: WorkerFail }[] = [];
+    let completeBytes = 0;
+    let failBytes = 0;
+    const flushCompletes = () => {
+      if (completes.length === 1) this.writeCounted(completes, { msg: { $case: 'complete', value: completes[0]!.v } });
+      else if (completes.length > 1) this.writeCounted(completes, { msg: { $case: 'completes', value: { completes: completes.map((c) => c.v) } } });
+      completes = [];
+      completeBytes = 0;
+    };
+    const flushFails = () => {
+      if (fails.length === 1) this.writeCounted(fails, { msg: { $case: 'fail', value: fails[0]!.v } });
+      else if (fails.length > 1) this.writeCounted(fails, { msg: { $case: 'fails', value: { fails: fails.map((f) => f.v) } } });
+      fails = [];
+      failBytes = 0;
+    };
+    for (const h of held) {
+      // Acknowledged (or given up) meanwhile: nothing to send.
+      if (this.reporting.get(h.job.id) !== h) continue;
+      const m = h.report?.msg;
+      if (m?.$case === 'complete') {
+        if (completeBytes + h.reportBytes > REPORT_BATCH_MAX_BYTES) flushCompletes();
+        completes.push({ h, v: m.value });
+        completeBytes += h.reportBytes;
+      } else if (m?.$case === 'fail') {
+        if (failBytes + h.reportBytes > REPORT_BATCH_MAX_BYTES) flushFails();
+        fails.push({ h, v: m.value });
+        failBytes += h.reportBytes;
+      }
+    }
+    flushCompletes();
+    flushFails();
+  }
+
+  private writeCounted(items: { h: Held }[], req: WorkRequest): void {
+    if (!this.write(req)) return;
+    for (const { h } of items) h.sends++;
   }
 
   private onAck(h: Held, accepted: boolean, reason: string): void {
@@ -631,8 +727,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   }
 
   private abortJob(h: Held, kind: AbortCause, message: string): void {
-    if (h.abort.signal.aborted) return;
-    h.abort.abort(new JobAbortedError(kind, message));
+    if (h.aborted) return;
+    h.aborted = new JobAbortedError(kind, message);
+    h.abort?.abort(h.aborted);
     this.fire('jobAborted', { job: h.job, kind });
   }
 
@@ -696,6 +793,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   }
 
   private changed(): void {
+    if (this.changeListeners.size === 0) return;
     for (const l of [...this.changeListeners]) l();
   }
 
@@ -733,6 +831,23 @@ function defaultWorkerId(): string {
   return `${host}:${process.pid}:${randomBytes(3).toString('hex')}`;
 }
 
+/** ctx.signal: made on first use, already aborted if the job was (with the same reason). */
+function signalOf(h: Held): AbortSignal {
+  if (!h.abort) {
+    h.abort = new AbortController();
+    if (h.aborted) h.abort.abort(h.aborted);
+  }
+  return h.abort.signal;
+}
+
+function ctxSnooze(when: Date | number): never {
+  throw new SnoozeError(dateOf(when));
+}
+
+function ctxRetryAt(when: Date | number, message?: string): never {
+  throw new RetryAtError(dateOf(when), message);
+}
+
 function dateOf(when: Date | number): Date {
   return when instanceof Date ? when : new Date(Date.now() + when);
 }
@@ -747,12 +862,15 @@ function errorText(err: unknown): string {
   }
 }
 
-/** A handler's return value as the job's result; a value JSON cannot carry is a bug retrying will not fix. */
-function resultOf(value: unknown): JsonObject | undefined {
+/**
+ * A handler's return value as the job's result, with the length of its JSON text; a value
+ * JSON cannot carry is a bug retrying will not fix.
+ */
+function resultOf(value: unknown): { json: JsonObject; length: number } | undefined {
   if (value === undefined || value === null) return undefined;
   const isObject = typeof value === 'object' && !Array.isArray(value) && !(value instanceof Date);
   try {
-    return toJsonObject(isObject ? value : { value }, 'the handler result');
+    return toJsonObjectSized(isObject ? value : { value }, 'the handler result');
   } catch (err) {
     throw new NonRetryableError((err as Error).message, { cause: err });
   }

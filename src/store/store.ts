@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { EvoraError, alreadyExists, failedPrecondition, invalidArgument, notFound } from '../errors.js';
 import { isUuid, uuidv7 } from './ids.js';
+import { STORE_SESSION_OPTIONS, storeTypes } from './types.js';
 
 /**
  * The store: the only code in Evora that speaks SQL to the queue tables. Every operation
@@ -551,6 +552,9 @@ export class Store {
       connectionString: options.connectionString,
       max: options.maxConnections ?? 10,
       application_name: options.applicationName ?? 'evora',
+      // UTC sessions: timestamps arrive in the one form storeTypes reads fast.
+      options: STORE_SESSION_OPTIONS,
+      types: storeTypes,
     });
     // An idle client that loses its connection must not crash the process; the pool
     // replaces it on the next checkout.

@@ -72,6 +72,8 @@ interface QueueDispatch {
   wakes: number;
   /** Rotates the first session served, so no session is always first. */
   rotation: number;
+  /** Set while the claim loop waits for more free slots (see claimCooldownMs). */
+  onSlotsFreed: (() => void) | null;
 }
 
 /** Options for the dispatcher. */
@@ -82,6 +84,13 @@ export interface DispatcherOptions {
   pollIntervalMs: number;
   /** Largest claim in one statement. */
   maxClaimBatch?: number;
+  /**
+   * Under load (the previous claim of a queue filled every slot it asked for), the next
+   * claim waits up to this long for a quarter of the queue's slots to be free, so claims
+   * are few and large instead of one per finished batch. An idle queue's first claim never
+   * waits. 0 turns it off.
+   */
+  claimCooldownMs?: number;
   /** Told of claims, pushes and finished writes (for metrics and logs). */
   observer?: DispatcherObserver;
 }
@@ -186,7 +195,7 @@ export class Dispatcher {
     for (const name of session.queues) {
       let q = this.queues.get(name);
       if (!q) {
-        q = { name, sessions: new Set(), claiming: false, wanted: true, wakes: 0, rotation: 0 };
+        q = { name, sessions: new Set(), claiming: false, wanted: true, wakes: 0, rotation: 0, onSlotsFreed: null };
         this.queues.set(name, q);
       }
       q.sessions.add(session);
@@ -297,6 +306,7 @@ export class Dispatcher {
     if (session.free === 0) return;
     for (const name of session.queues) {
       const q = this.queues.get(name);
+      q?.onSlotsFreed?.();
       if (q?.wanted) this.claimFor(q);
     }
   }
@@ -317,8 +327,10 @@ export class Dispatcher {
    */
   private async claimLoop(q: QueueDispatch): Promise<void> {
     q.claiming = true;
+    let busy = false;
     try {
       while (q.wanted && !this.stopped) {
+        if (busy) await this.cooldown(q);
         const slots = this.reserve(q);
         if (slots.length === 0) return; // no free slot: a freed slot wakes us (q.wanted stays set)
         const wakesBefore = q.wakes;
@@ -335,6 +347,7 @@ export class Dispatcher {
         // A short claim means the queue had nothing more claimable, unless a wake-up
         // arrived while the claim ran (its rows may not have been visible to it).
         q.wanted = jobs.length === slots.length || q.wakes !== wakesBefore;
+        busy = jobs.length === slots.length;
         for (const s of slots) s.reserved--;
         const undeliverable: Job[] = [];
         const dealt = new Map<WorkerSession, Job[]>();
@@ -356,6 +369,35 @@ export class Dispatcher {
       q.claiming = false;
       if (q.sessions.size === 0) this.queues.delete(q.name);
     }
+  }
+
+  /**
+   * Waits (up to claimCooldownMs) until a quarter of the queue's slots are free, or the
+   * dispatcher stops. Returns at once when that many are free already.
+   */
+  private cooldown(q: QueueDispatch): Promise<void> {
+    const ms = this.opts.claimCooldownMs ?? 5;
+    const enough = () => {
+      let total = 0;
+      let free = 0;
+      for (const s of q.sessions) {
+        total += s.slots;
+        free += s.free;
+      }
+      return this.stopped || free >= Math.min(this.opts.maxClaimBatch ?? 1000, Math.ceil(total / 4));
+    };
+    if (ms <= 0 || enough()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        q.onSlotsFreed = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      q.onSlotsFreed = () => {
+        if (enough()) done();
+      };
+    });
   }
 
   /** Free slots of the queue's sessions, one entry per slot, dealt round-robin. */

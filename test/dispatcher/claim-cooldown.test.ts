@@ -1,0 +1,85 @@
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Dispatcher, type SessionMessage } from '../../src/dispatcher/dispatcher.js';
+import { silentLogger } from '../../src/logger.js';
+import type { Job, Store } from '../../src/store/store.js';
+import { jobInputs, queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+let store: Store;
+beforeAll(async () => {
+  ({ store } = await storeSetup());
+});
+
+const HOUR = 3_600_000;
+let stopAll: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(stopAll.map((s) => s()));
+  stopAll = [];
+});
+
+/** A dispatcher whose claims are recorded, and a session on one queue whose pushed jobs are collected. */
+async function setup(opts: { queue: string; slots: number; claimCooldownMs: number }) {
+  const claims: { asked: number; got: number }[] = [];
+  const dispatcher = new Dispatcher({
+    store,
+    logger: silentLogger(),
+    pollIntervalMs: HOUR,
+    claimCooldownMs: opts.claimCooldownMs,
+    observer: { claimed: (_q, asked, got) => claims.push({ asked, got }) },
+  });
+  stopAll.push(() => dispatcher.drainAll(1000));
+  const pushed: Job[] = [];
+  let onJobs: (jobs: Job[]) => void = () => undefined;
+  const session = await dispatcher.sessionOpen({
+    workerId: 'w',
+    queues: [opts.queue],
+    slots: opts.slots,
+    send: (msg: SessionMessage) => {
+      if (msg.kind !== 'jobs') return;
+      pushed.push(...msg.jobs);
+      onJobs(msg.jobs);
+    },
+  });
+  return { dispatcher, session, claims, pushed, setOnJobs: (f: (jobs: Job[]) => void) => (onJobs = f) };
+}
+
+describe('claim cooldown: under load, claims are few and large', () => {
+  it('after a claim that filled every slot it asked for, the next waits for a quarter of the slots', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
+    // A cooldown that never runs out: only freed slots end the wait.
+    const { dispatcher, session, claims, pushed, setOnJobs } = await setup({ queue, slots: 100, claimCooldownMs: HOUR });
+    const acks: Promise<unknown>[] = [];
+    // The worker finishes each job on its own, in its own tick.
+    const finish = (jobs: Job[]) => {
+      for (const job of jobs) {
+        setImmediate(() => acks.push(dispatcher.complete(session, { id: job.id, token: job.leaseToken!, result: null })));
+      }
+    };
+    setOnJobs(finish);
+    finish(pushed);
+    dispatcher.notifyQueue(queue);
+    await waitFor(() => pushed.length === 1000, { what: 'every job pushed', timeoutMs: 30_000 });
+    await waitFor(() => acks.length === 1000, { what: 'every completion sent' });
+    const outcomes = (await Promise.all(acks)) as { accepted: boolean }[];
+    expect(outcomes.every((o) => o.accepted)).toBe(true);
+    expect(new Set(pushed.map((j) => j.id)).size).toBe(1000);
+    // The first claim takes all 100 slots; every later one asked for at least 25.
+    expect(claims[0]).toEqual({ asked: 100, got: 100 });
+    expect(claims.filter((c) => c.asked < 25)).toEqual([]);
+    expect(claims.length).toBeLessThanOrEqual(1 + Math.ceil(900 / 25) + 2);
+  });
+
+  it('an idle queue claims at once: a lone job is pushed without waiting for the cooldown', async () => {
+    const queue = queueName();
+    const { dispatcher, session, pushed } = await setup({ queue, slots: 10, claimCooldownMs: HOUR });
+    for (let i = 1; i <= 3; i++) {
+      await store.jobSubmitMany({ jobs: jobInputs(queue, 1) });
+      dispatcher.notifyQueue(queue);
+      await waitFor(() => pushed.length === i, { what: `job ${i} pushed` });
+      const job = pushed[i - 1]!;
+      expect(await dispatcher.complete(session, { id: job.id, token: job.leaseToken!, result: null })).toMatchObject({ accepted: true });
+    }
+  });
+});

@@ -13,6 +13,8 @@ import { Store } from '../src/store/store.js';
 
 const finished = Number(process.argv[2] ?? 1_000_000);
 const pending = Number(process.argv[3] ?? 1_000);
+/** Jobs to claim (CLAIM=1000 to see a full-size claim). */
+const claimSize = Number(process.env.CLAIM ?? 100);
 const dir = await mkdtemp(join(tmpdir(), 'evora-explain-'));
 const embedded = process.env.DATABASE_URL ? null : await embeddedPostgresStart({ dataDir: dir, port: await freePort() });
 const url = process.env.DATABASE_URL ?? embedded!.url;
@@ -41,13 +43,13 @@ try {
   let rows: Record<string, string>[];
   try {
     await c.query('BEGIN');
-    const workerIds = Array.from({ length: 100 }, () => 'explain-worker');
-    ({ rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, [['explain'], 100, workerIds, null]));
+    const workerIds = Array.from({ length: claimSize }, () => 'explain-worker');
+    ({ rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, [["explain"], claimSize, workerIds, null]));
     await c.query('ROLLBACK');
   } finally {
     c.release();
   }
-  console.log(`claim of 100 with ${finished} COMPLETED and ${pending} PENDING rows:`);
+  console.log(`claim of ${claimSize} with ${finished} COMPLETED and ${pending} PENDING rows:`);
   for (const r of rows) console.log(r['QUERY PLAN']);
   await store.close();
 } finally {

@@ -304,7 +304,10 @@ picked AS (
 ),
 slotted AS (
   -- The i-th best job goes to the i-th slot: the dispatcher hands out slots round-robin.
-  SELECT id, row_number() OVER (ORDER BY priority, run_at, id) AS slot FROM picked
+  -- (A join, not ($3::text[])[slot]: subscripting a text array walks it from the start.)
+  SELECT p.id, p.slot, w.worker_id
+  FROM (SELECT id, row_number() OVER (ORDER BY priority, run_at, id) AS slot FROM picked) p
+  JOIN unnest($3::text[]) WITH ORDINALITY AS w(worker_id, slot) ON w.slot = p.slot
 ),
 claimed AS (
   UPDATE evora.jobs j
@@ -312,7 +315,7 @@ claimed AS (
       attempt = j.attempt + 1,
       lease_token = gen_random_uuid(),
       locked_until = coalesce($4::timestamptz, now()) + make_interval(secs => q.lease_seconds),
-      worker_id = ($3::text[])[s.slot],
+      worker_id = s.worker_id,
       started_at = coalesce($4::timestamptz, now()),
       cancel_requested_at = NULL
   FROM slotted s, claimable_queues q

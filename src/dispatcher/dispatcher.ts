@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
-import type { Job, JsonObject, LeaseRef, LeaseWriteOutcome, Store } from '../store/store.js';
+import type { Job, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome, Store } from '../store/store.js';
 import { Batcher } from './batcher.js';
 
 /**
@@ -23,11 +23,12 @@ export type SessionMessage =
   | { kind: 'drain'; reason: string };
 
 /** The answer to one complete, fail or snooze. */
-export interface WriteAck {
+export interface WriteAck<J extends JobWritten = JobWritten> {
   jobId: string;
   accepted: boolean;
   reason: string;
-  job?: Job;
+  /** The job as the write left it (a completion reports JobWritten; fail and snooze the whole Job). */
+  job?: J;
 }
 
 /** A job the dispatcher has pushed to a session and not yet seen finished. */
@@ -100,7 +101,7 @@ export interface DispatcherObserver {
   claimed?(queue: string, asked: number, got: number, ms: number): void;
   pushed?(session: WorkerSession, job: Job): void;
   /** A worker's complete, fail or snooze committed; `job` is its new state. */
-  written?(write: 'complete' | 'fail' | 'snooze', job: Job): void;
+  written?(write: 'complete' | 'fail' | 'snooze', job: JobWritten): void;
 }
 
 /**
@@ -111,7 +112,7 @@ export class Dispatcher {
   private readonly sessions = new Set<WorkerSession>();
   /** Which session holds a job, for routing cancels. */
   private readonly holders = new Map<string, WorkerSession>();
-  private readonly completions: Batcher<LeaseRef & { result: JsonObject | null }, LeaseWriteOutcome>;
+  private readonly completions: Batcher<LeaseRef & { result: JsonObject | null }, LeaseWriteOutcome<JobWritten>>;
   private readonly failures: Batcher<LeaseRef & { error: string; retryable: boolean; retryAt: Date | null }, LeaseWriteOutcome>;
   private readonly snoozes: Batcher<LeaseRef & { runAt: Date }, LeaseWriteOutcome>;
   private readonly claimsInFlight = new Set<Promise<void>>();
@@ -248,7 +249,7 @@ export class Dispatcher {
   // ----- worker writes ------------------------------------------------------------------
 
   /** Completes a job; resolves after the commit. The slot frees either way. */
-  async complete(session: WorkerSession | null, p: LeaseRef & { result: JsonObject | null }): Promise<WriteAck> {
+  async complete(session: WorkerSession | null, p: LeaseRef & { result: JsonObject | null }): Promise<WriteAck<JobWritten>> {
     return this.finish(session, p.id, 'complete', await this.completions.add(p));
   }
 
@@ -256,12 +257,12 @@ export class Dispatcher {
   async fail(
     session: WorkerSession | null,
     p: LeaseRef & { error: string; retryable: boolean; retryAt: Date | null },
-  ): Promise<WriteAck> {
+  ): Promise<WriteAck<Job>> {
     return this.finish(session, p.id, 'fail', await this.failures.add(p));
   }
 
   /** Snoozes a job until runAt; resolves after the commit. */
-  async snooze(session: WorkerSession | null, p: LeaseRef & { runAt: Date }): Promise<WriteAck> {
+  async snooze(session: WorkerSession | null, p: LeaseRef & { runAt: Date }): Promise<WriteAck<Job>> {
     return this.finish(session, p.id, 'snooze', await this.snoozes.add(p));
   }
 
@@ -282,12 +283,12 @@ export class Dispatcher {
     return result;
   }
 
-  private finish(
+  private finish<J extends JobWritten>(
     session: WorkerSession | null,
     jobId: string,
     write: 'complete' | 'fail' | 'snooze',
-    outcome: LeaseWriteOutcome,
-  ): WriteAck {
+    outcome: LeaseWriteOutcome<J>,
+  ): WriteAck<J> {
     if (session) this.slotFree(session, jobId);
     if (outcome.accepted) this.opts.observer?.written?.(write, outcome.job);
     return outcome.accepted

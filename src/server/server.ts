@@ -15,11 +15,11 @@ import { Projector } from '../services/projector.js';
 import { PostgresTelemetrySink } from '../store/telemetry-pg.js';
 import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
-import type { Job } from '../store/store.js';
+import type { JobWritten } from '../store/store.js';
 import { ServerMetrics, metricsServerStart } from './metrics.js';
 
 /** The fields every job log line carries. */
-function jobLogFields(job: Job, workerId: string | null) {
+function jobLogFields(job: JobWritten, workerId: string | null) {
   return { job_id: job.id, queue: job.queue, type: job.type, worker_id: workerId, attempt: job.attempt };
 }
 import { NotificationListener } from '../store/listener.js';
@@ -106,7 +106,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     });
     metrics = new ServerMetrics({ store, dispatcher });
     /** Counts and logs a job's new state after a worker's write or a sweep. */
-    const jobWritten = (write: 'complete' | 'fail' | 'snooze' | 'expire', job: Job) => {
+    const jobWritten = (write: 'complete' | 'fail' | 'snooze' | 'expire', job: JobWritten) => {
       const fields = jobLogFields(job, job.workerId);
       if (job.state === 'COMPLETED') {
         metrics?.jobsCompleted.inc({ queue: job.queue });

@@ -482,8 +482,9 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     }),
     completeJob: unary(logger, 'CompleteJob', async (req) => {
       const result = checkJsonSize('result', req.result, maxPayloadBytes);
-      const out = await leaseOrFail(dispatcher.complete(null, { id: req.jobId, token: req.leaseToken, result }));
-      return { job: out.job ? jobToPb(out.job) : undefined };
+      await leaseOrFail(dispatcher.complete(null, { id: req.jobId, token: req.leaseToken, result }));
+      // A completion reports only what changed; COMPLETED is final, so this read is that job.
+      return { job: jobToPb(await store.jobGet({ id: req.jobId })) };
     }),
     failJob: unary(logger, 'FailJob', async (req) => {
       const out = await leaseOrFail(

@@ -112,8 +112,8 @@ describe('worker writes', () => {
       completions: [{ id: job.id, token: job.leaseToken!, result: { ok: true } }],
       now: at(1),
     });
-    expect(out).toMatchObject({ accepted: true, job: { state: 'COMPLETED', result: { ok: true }, lockedUntil: null } });
-    expect((await store.jobGet({ id: job.id })).finishedAt).toEqual(at(1));
+    expect(out).toMatchObject({ accepted: true, job: { id: job.id, state: 'COMPLETED', attempt: 1, workerId: job.workerId } });
+    expect(await store.jobGet({ id: job.id })).toMatchObject({ state: 'COMPLETED', result: { ok: true }, lockedUntil: null, finishedAt: at(1) });
   });
 
   it('a stale token cannot complete, fail, snooze or heartbeat a re-claimed job', async () => {

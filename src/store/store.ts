@@ -560,26 +560,38 @@ function pgCode(err: unknown): string | undefined {
  */
 export class Store {
   readonly pool: pg.Pool;
+  /**
+   * Claims only: sessions with synchronous_commit off, so a claim returns without waiting
+   * for its WAL flush (~1 ms here). Safe because a claim promises nothing durable: if
+   * PostgreSQL crashes before the flush, the job is PENDING again after recovery (with its
+   * claimed event gone too, as one transaction) and is claimed again; the worker that got
+   * it has a lease token the database never kept, so its writes are refused (at least
+   * once, as after any crash). Every completion commits synchronously, and its flush
+   * carries the earlier claim's WAL with it, so a durable completion never outlives its
+   * claim. Submits, completions, failures and all operator writes stay synchronous.
+   */
+  private readonly claimPool: pg.Pool;
 
   constructor(readonly options: StoreOptions) {
-    this.pool = new pg.Pool({
+    const common = {
       connectionString: options.connectionString,
-      max: options.maxConnections ?? 10,
       application_name: options.applicationName ?? 'evora',
-      // UTC sessions: timestamps arrive in the one form storeTypes reads fast.
-      options: STORE_SESSION_OPTIONS,
       types: storeTypes,
-    });
+    };
+    // UTC sessions: timestamps arrive in the one form storeTypes reads fast.
+    this.pool = new pg.Pool({ ...common, max: options.maxConnections ?? 10, options: STORE_SESSION_OPTIONS });
+    this.claimPool = new pg.Pool({ ...common, max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)), options: `${STORE_SESSION_OPTIONS} -c synchronous_commit=off` });
     // An idle client that loses its connection must not crash the process; the pool
     // replaces it on the next checkout.
     this.pool.on('error', () => undefined);
+    this.claimPool.on('error', () => undefined);
   }
 
-  /** Ends the pool. Safe to call twice. */
+  /** Ends the pools. Safe to call twice. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.pool.end();
+    await Promise.all([this.pool.end(), this.claimPool.end()]);
   }
   private closed = false;
 
@@ -683,7 +695,7 @@ export class Store {
     const workerIds =
       'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
     if (workerIds.length === 0 || params.queues.length === 0) return [];
-    const { rows } = await this.pool.query<JobRow & { slot: string }>({
+    const { rows } = await this.claimPool.query<JobRow & { slot: string }>({
       name: 'evora_job_claim',
       text: SQL_JOB_CLAIM,
       values: [params.queues, workerIds.length, workerIds, params.now ?? null],

@@ -5,12 +5,15 @@
  * (scripts/profile-hotpath.ts does the same with a raw-stream worker and shows the SQL.)
  * Usage: npx tsx scripts/profile-sdk-worker.ts [N=20000] [slots=1000] [payloadKeys=4]
  * (the worker process is this file with `--worker <address> <queue> <slots>`; PROFILE_DIR=dir
- * writes the worker's V8 CPU profile there; profile the server with `node --cpu-prof --import tsx`)
+ * writes the worker's V8 CPU profile there; SERVER_PROFILE=file.cpuprofile writes the
+ * server's, of the burn-down only)
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
@@ -74,6 +77,11 @@ if (process.argv[2] === '--worker') {
   const child = spawn(process.execPath, [...prof, '--import', 'tsx', self, '--worker', server.address, 'burn', String(SLOTS)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  const inspector = process.env.SERVER_PROFILE ? new Session() : null;
+  if (inspector) {
+    inspector.connect();
+    await inspector.post('Profiler.enable');
+  }
   let t0 = 0;
   let cpu0 = process.cpuUsage();
   let childCpu0 = 0;
@@ -88,6 +96,7 @@ if (process.argv[2] === '--worker') {
         t0 = performance.now();
         cpu0 = process.cpuUsage();
         childCpu0 = childCpu;
+        void inspector?.post('Profiler.start');
       }
       if (m.done !== undefined) done = m.done;
       if (t0 && done >= N) resolve();
@@ -95,6 +104,11 @@ if (process.argv[2] === '--worker') {
   });
   const seconds = (performance.now() - t0) / 1000;
   const c = process.cpuUsage(cpu0);
+  if (inspector) {
+    const { profile } = await inspector.post('Profiler.stop');
+    await writeFile(process.env.SERVER_PROFILE!, JSON.stringify(profile));
+    inspector.disconnect();
+  }
   console.log(
     JSON.stringify({
       jobs: N,

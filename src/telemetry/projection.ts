@@ -119,18 +119,28 @@ function minuteStart(d: Date): Date {
 export function projectEvents(events: JobEvent[], outbox: OutboxRange): ProjectionUpdate {
   const counts = new Map<string, Partial<Record<JobState, number>>>();
   const minutes = new Map<string, MinuteDelta>();
+  // Events of one statement come in a row with the same queue and time: the minute bucket
+  // of the previous event is reused, not looked up again by a key built per event.
+  let last: { queue: string; at: number; m: MinuteDelta } | null = null;
   for (const e of events) {
-    const c = counts.get(e.queue) ?? {};
+    let c = counts.get(e.queue);
+    if (!c) counts.set(e.queue, (c = {}));
     c[e.toState] = (c[e.toState] ?? 0) + 1;
     if (e.fromState) c[e.fromState] = (c[e.fromState] ?? 0) - 1;
-    counts.set(e.queue, c);
 
-    const minute = minuteStart(e.at);
-    const key = `${e.queue}|${minute.toISOString()}`;
-    let m = minutes.get(key);
-    if (!m) {
-      m = { queue: e.queue, minute, submitted: 0, completed: 0, failed: 0, deadLettered: 0, wait: {}, run: {} };
-      minutes.set(key, m);
+    let m: MinuteDelta;
+    if (last && last.queue === e.queue && last.at === e.at.getTime()) {
+      m = last.m;
+    } else {
+      const minute = minuteStart(e.at);
+      const key = `${e.queue}|${minute.toISOString()}`;
+      let found = minutes.get(key);
+      if (!found) {
+        found = { queue: e.queue, minute, submitted: 0, completed: 0, failed: 0, deadLettered: 0, wait: {}, run: {} };
+        minutes.set(key, found);
+      }
+      m = found;
+      last = { queue: e.queue, at: e.at.getTime(), m };
     }
     if (e.kind === 'submitted') m.submitted++;
     if (e.kind === 'completed') m.completed++;

@@ -331,10 +331,16 @@ claimed AS (
       cancel_requested_at = NULL
   FROM slotted s, claimable_queues q
   WHERE j.id = s.id AND q.name = j.queue
-  RETURNING j.*, s.slot
+  RETURNING j.id, j.queue, j.type, j.payload, j.state, j.priority, j.run_at, j.attempt, j.max_attempts,
+            j.lease_token, j.locked_until, j.worker_id, j.idempotency_key, j.last_error, j.created_at,
+            j.started_at, s.slot
 ),
 ${eventsCte({ source: 'claimed', kind: "'claimed'", fromState: "'PENDING'", at: 'started_at', waitMs: msBetween('run_at', 'started_at') })}
-SELECT * FROM claimed`;
+-- Not sent back: state (RUNNING), worker_id (the caller named it), and result, finished_at
+-- and cancel_requested_at (NULL after a claim); every column read back costs the server.
+SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, locked_until,
+       idempotency_key, last_error, created_at, started_at, slot
+FROM claimed`;
 
 const SQL_JOB_HEARTBEAT_MANY = `
 UPDATE evora.jobs j
@@ -701,7 +707,18 @@ export class Store {
       values: [params.queues, workerIds.length, workerIds, params.now ?? null],
     });
     // UPDATE ... RETURNING does not keep the picked order; the slot number restores it.
-    return rows.sort((a, b) => Number(a.slot) - Number(b.slot)).map(jobFromRow);
+    return rows
+      .sort((a, b) => Number(a.slot) - Number(b.slot))
+      .map((r, i) => {
+        // The columns the claim does not send back, as the claim left them.
+        const job = jobFromRow(r);
+        job.state = 'RUNNING';
+        job.workerId = workerIds[i] ?? null;
+        job.result = null;
+        job.finishedAt = null;
+        job.cancelRequestedAt = null;
+        return job;
+      });
   }
 
   /**

@@ -21,8 +21,25 @@ export const STORE_SESSION_OPTIONS = '-c TimeZone=UTC';
 const TIMESTAMPTZ_OID = 1184;
 const defaultTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ_OID) as (value: string) => Date;
 
+/**
+ * Recently parsed values. A claim's rows repeat a few timestamps (one `now()` per statement:
+ * started_at, locked_until, and created_at/run_at of jobs submitted together), so most
+ * values are parsed once per statement. Dates from the store are shared: never mutate one.
+ */
+const recent = new Map<string, Date>();
+const RECENT_MAX = 256;
+
 /** Parses a timestamptz in PostgreSQL's UTC text form; other forms go to pg's parser. */
 export function timestamptzParse(value: string): Date {
+  const hit = recent.get(value);
+  if (hit) return hit;
+  const date = timestamptzParseText(value);
+  if (recent.size >= RECENT_MAX) recent.clear();
+  recent.set(value, date);
+  return date;
+}
+
+function timestamptzParseText(value: string): Date {
   const n = value.length;
   // 'YYYY-MM-DD HH:MM:SS+00' (22 chars) or with '.f' to '.ffffff' before the offset.
   if (n >= 22 && n <= 29 && value.charCodeAt(4) === 45 && value.charCodeAt(0) !== 48 && value.endsWith('+00') && value.charCodeAt(10) === 32) {

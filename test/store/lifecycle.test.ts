@@ -17,6 +17,16 @@ async function claimOne(queue: string, now = T0, workerId = 'w1') {
   return job;
 }
 
+describe('claim', () => {
+  it('returns each job exactly as the table now holds it, in claim order, each with its worker', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({ jobs: [0, 1, 2].map((i) => jobInput({ queue, payload: { i }, priority: -i, idempotencyKey: `k${i}` })), now: T0 });
+    const claimed = await store.jobClaim({ queues: [queue], workerIds: ['a', 'b', 'c'], now: at(1) });
+    expect(claimed.map((j) => [j.payload, j.workerId])).toEqual([[{ i: 2 }, 'a'], [{ i: 1 }, 'b'], [{ i: 0 }, 'c']]);
+    for (const job of claimed) expect(job).toEqual(await store.jobGet({ id: job.id }));
+  });
+});
+
 describe('submit', () => {
   it('creates the queue with defaults and a PENDING job', async () => {
     const queue = queueName();

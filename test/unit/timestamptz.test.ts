@@ -27,3 +27,12 @@ describe('timestamptz parsing (the store sessions run in UTC)', () => {
     }
   });
 });
+
+describe('timestamptz parsing reuses recent values', () => {
+  it('the same text gives the same instant every time, also after the cache is cleared', () => {
+    const first = timestamptzParse('2026-11-26 02:00:00.5+00');
+    for (let i = 0; i < 600; i++) timestamptzParse(`2026-11-26 02:00:${String(i % 60).padStart(2, '0')}.${i}+00`);
+    expect(timestamptzParse('2026-11-26 02:00:00.5+00').getTime()).toBe(first.getTime());
+    expect(first.toISOString()).toBe('2026-11-26T02:00:00.500Z');
+  });
+});

@@ -43,8 +43,10 @@ try {
   let rows: Record<string, string>[];
   try {
     await c.query('BEGIN');
-    const workerIds = Array.from({ length: claimSize }, () => 'explain-worker');
-    ({ rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, [["explain"], claimSize, workerIds, null]));
+    // One worker: the distinct worker ids, and slot i's index into them ($3, $5).
+    const workerIds = ['explain-worker'];
+    const slotWorkers = Array.from({ length: claimSize }, () => 1);
+    ({ rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, [['explain'], claimSize, workerIds, null, slotWorkers]));
     await c.query('ROLLBACK');
   } finally {
     c.release();

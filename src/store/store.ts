@@ -315,10 +315,10 @@ picked AS (
 ),
 slotted AS (
   -- The i-th best job goes to the i-th slot: the dispatcher hands out slots round-robin.
-  -- (A join, not ($3::text[])[slot]: subscripting a text array walks it from the start.)
-  SELECT p.id, p.slot, w.worker_id
+  -- Slot i belongs to worker $3[$5[i]]: the distinct worker ids and one small int per slot
+  -- (an int array is read by offset; sending 2,000 copies of a worker id cost both sides).
+  SELECT p.id, p.slot, ($3::text[])[($5::int[])[p.slot]] AS worker_id
   FROM (SELECT id, row_number() OVER (ORDER BY priority, run_at, id) AS slot FROM picked) p
-  JOIN unnest($3::text[]) WITH ORDINALITY AS w(worker_id, slot) ON w.slot = p.slot
 ),
 claimed AS (
   UPDATE evora.jobs j
@@ -701,10 +701,17 @@ export class Store {
     const workerIds =
       'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
     if (workerIds.length === 0 || params.queues.length === 0) return [];
+    const distinct: string[] = [];
+    const index = new Map<string, number>();
+    const slotWorkers = workerIds.map((w) => {
+      let i = index.get(w);
+      if (i === undefined) index.set(w, (i = distinct.push(w)));
+      return i;
+    });
     const { rows } = await this.claimPool.query<JobRow & { slot: string }>({
       name: 'evora_job_claim',
       text: SQL_JOB_CLAIM,
-      values: [params.queues, workerIds.length, workerIds, params.now ?? null],
+      values: [params.queues, workerIds.length, distinct, params.now ?? null, slotWorkers],
     });
     // UPDATE ... RETURNING does not keep the picked order; the slot number restores it.
     return rows

@@ -15,6 +15,12 @@ export interface ServerConfig {
   /** Pretty logs; default: when stdout is a terminal. */
   logPretty: boolean | undefined;
   dbPoolSize: number;
+  /**
+   * Claims commit without waiting for the WAL flush (off by default): faster, but after a
+   * PostgreSQL crash a job claimed in the last moments may run twice and its attempt is
+   * not counted (docs/store.md).
+   */
+  claimAsyncCommit: boolean;
   /** The dispatcher's fallback poll for queues with waiting workers (NOTIFY is the fast path). */
   pollIntervalMs: number;
   sweepIntervalMs: number;
@@ -51,6 +57,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, silent' },
   { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
   { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)' },
+  { key: 'claimAsyncCommit', env: 'EVORA_CLAIM_ASYNC_COMMIT', flag: '--claim-async-commit', default: '0', doc: '1: claims commit without waiting for the WAL flush (faster; after a PostgreSQL crash a job claimed just before may run twice, its attempt uncounted); 0: off' },
   { key: 'pollIntervalMs', env: 'EVORA_POLL_INTERVAL_MS', flag: '--poll-interval-ms', default: '1000', doc: 'fallback poll for queues with idle workers; also when scheduled jobs come due' },
   { key: 'sweepIntervalMs', env: 'EVORA_SWEEP_INTERVAL_MS', flag: '--sweep-interval-ms', default: '1000', doc: 'how often the leader requeues expired leases' },
   { key: 'electionIntervalMs', env: 'EVORA_ELECTION_INTERVAL_MS', flag: '--election-interval-ms', default: '5000', doc: 'how often a follower tries to become leader' },
@@ -73,6 +80,10 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
     const value = raw(e);
     if (e.key === 'databaseUrl' || e.key === 'mongodbUrl') out[e.key] = value || null;
     else if (e.key === 'logPretty') out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
+    else if (e.key === 'claimAsyncCommit') {
+      if (!['0', '1', 'true', 'false'].includes(value)) throw new Error(`${e.env} (${e.flag}) must be 0 or 1, got "${value}"`);
+      out[e.key] = value === '1' || value === 'true';
+    }
     else if (/^\d+$/.test(e.default)) {
       if (!/^\d+$/.test(value)) throw new Error(`${e.env} (${e.flag}) must be a whole number, got "${value}"`);
       out[e.key] = Number(value);

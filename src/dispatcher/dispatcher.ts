@@ -250,7 +250,7 @@ export class Dispatcher {
 
   /** Completes a job; resolves after the commit. The slot frees either way. */
   async complete(session: WorkerSession | null, p: LeaseRef & { result: JsonObject | null }): Promise<WriteAck<JobWritten>> {
-    return this.finish(session, p.id, 'complete', await this.completions.add(p));
+    return this.finish(session, p, 'complete', await this.completions.add(p));
   }
 
   /** Fails a job (retry, DLQ, or CANCELLED if an operator asked); resolves after the commit. */
@@ -258,12 +258,12 @@ export class Dispatcher {
     session: WorkerSession | null,
     p: LeaseRef & { error: string; retryable: boolean; retryAt: Date | null },
   ): Promise<WriteAck<Job>> {
-    return this.finish(session, p.id, 'fail', await this.failures.add(p));
+    return this.finish(session, p, 'fail', await this.failures.add(p));
   }
 
   /** Snoozes a job until runAt; resolves after the commit. */
   async snooze(session: WorkerSession | null, p: LeaseRef & { runAt: Date }): Promise<WriteAck<Job>> {
-    return this.finish(session, p.id, 'snooze', await this.snoozes.add(p));
+    return this.finish(session, p, 'snooze', await this.snoozes.add(p));
   }
 
   /**
@@ -274,9 +274,10 @@ export class Dispatcher {
   async heartbeat(session: WorkerSession | null, leases: LeaseRef[]) {
     const result = await this.opts.store.jobHeartbeatMany({ leases });
     if (session) {
+      const tokens = new Map(leases.map((l) => [l.id, l.token]));
       for (const id of result.lost) {
         session.send({ kind: 'leaseLost', jobId: id, reason: 'the lease expired or the job was given to another worker' });
-        this.slotFree(session, id);
+        this.slotFree(session, id, tokens.get(id) ?? '');
       }
       for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id });
     }
@@ -285,19 +286,26 @@ export class Dispatcher {
 
   private finish<J extends JobWritten>(
     session: WorkerSession | null,
-    jobId: string,
+    lease: LeaseRef,
     write: 'complete' | 'fail' | 'snooze',
     outcome: LeaseWriteOutcome<J>,
   ): WriteAck<J> {
-    if (session) this.slotFree(session, jobId);
+    const jobId = lease.id;
+    if (session) this.slotFree(session, jobId, lease.token);
     if (outcome.accepted) this.opts.observer?.written?.(write, outcome.job);
     return outcome.accepted
       ? { jobId, accepted: true, reason: '', job: outcome.job }
       : { jobId, accepted: false, reason: 'lease lost: the lease expired or the job was given to another worker' };
   }
 
-  private slotFree(session: WorkerSession, jobId: string): void {
-    if (!session.held.delete(jobId)) return;
+  /**
+   * The session no longer holds this lease. Only the lease with this token: a late write of
+   * an earlier run of the same job (claimed again, perhaps by this same session) must not
+   * free the slot of the current one.
+   */
+  private slotFree(session: WorkerSession, jobId: string, token: string): void {
+    if (session.held.get(jobId)?.token !== token) return;
+    session.held.delete(jobId);
     if (this.holders.get(jobId) === session) this.holders.delete(jobId);
     this.wakeQueuesOf(session);
   }
@@ -361,7 +369,19 @@ export class Dispatcher {
             else dealt.set(session, [job]);
           }
         });
-        for (const [session, list] of dealt) this.deliver(session, list);
+        for (const [session, list] of dealt) {
+          try {
+            this.deliver(session, list);
+          } catch (err) {
+            // Not pushed (the gRPC layer could not encode or write them): give them back.
+            this.opts.logger.error({ err, jobs: list.length, worker_id: session.workerId }, 'could not push jobs; releasing them');
+            for (const job of list) {
+              session.held.delete(job.id);
+              if (this.holders.get(job.id) === session) this.holders.delete(job.id);
+            }
+            undeliverable.push(...list);
+          }
+        }
         if (undeliverable.length > 0) await this.release(undeliverable);
         // Slots that got nothing here may be wanted by the sessions' other queues.
         for (const s of new Set(slots.slice(jobs.length))) this.wakeQueuesOf(s);
@@ -494,6 +514,7 @@ export class Dispatcher {
     if (this.pollTimer) clearInterval(this.pollTimer);
     this.pollTimer = null;
     for (const w of this.waiters) w.wake();
+    for (const q of this.queues.values()) q.onSlotsFreed?.(); // ends a claim cooldown now
     for (const s of this.sessions) {
       s.draining = true;
       s.send({ kind: 'drain', reason });

@@ -757,6 +757,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.retryTimers.clear();
     const stream = this.stream;
     if (stream) {
+      // Reports still waiting for their batch go out before the half-close.
+      if (this.outbox.size > 0) this.flushReports();
       // Half-close and wait briefly for the server to end the call, then cut it.
       const ended = new Promise<void>((resolve) => stream.once('status', () => resolve()));
       stream.end();

@@ -85,7 +85,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       await migratePool.end();
     }
 
-    const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize });
+    const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize, claimAsyncCommit: config.claimAsyncCommit });
     cleanups.push(() => store.close());
     const dispatcherLogger = logger.child({ component: 'dispatcher' });
     let metrics: ServerMetrics | null = null;

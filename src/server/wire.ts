@@ -9,7 +9,9 @@ import type { Job, JobState } from '../store/store.js';
  * through BigInt for every Timestamp), into one scratch buffer that is reused, so a job
  * costs no allocation but its final message. The bytes are exactly what
  * `WorkResponse.encode({ msg: { $case: 'job', value: leasedJobToPb(job) } })` writes
- * (test/unit/wire.test.ts checks it), so the wire format does not change.
+ * (test/unit/wire.test.ts checks it), so the wire format does not change. One
+ * difference: a payload key named `__proto__` (possible in jsonb) is kept here, where the
+ * generated Struct.wrap loses it by assigning it onto a plain object.
  */
 
 /** A WorkResponse that is already encoded; the Work stream's serializer passes it through. */
@@ -39,32 +41,43 @@ export const JOBS_BATCH_MAX_BYTES = 1024 * 1024;
  */
 export function leasedJobsEncode(jobs: readonly Job[], opts: { batches: boolean; maxBatchBytes?: number }): EncodedWorkResponse[] {
   const max = opts.maxBatchBytes ?? JOBS_BATCH_MAX_BYTES;
-  const w = new Writer();
-  // Every job as a LeasedJobBatch item (tag 1, length, LeasedJob), back to back.
-  const starts: number[] = [];
-  const bodies: number[] = [];
+  const out: EncodedWorkResponse[] = [];
+  let w = new Writer();
+  // Every job as a LeasedJobBatch item (tag 1, length, LeasedJob), back to back; the
+  // messages are cut whenever about max bytes are encoded, so the scratch buffer holds
+  // about one batch, not the whole deal (1,000 jobs of 1 MiB would be 1 GiB).
+  let starts: number[] = [];
+  let bodies: number[] = [];
+  const emit = () => {
+    starts.push(w.pos);
+    const all = w.buf;
+    for (let i = 0; i < bodies.length; ) {
+      let j = i + 1;
+      if (opts.batches) while (j < bodies.length && (starts[j + 1] as number) - (starts[i] as number) <= max) j++;
+      if (j === i + 1) {
+        // WorkResponse.job (field 2): the LeasedJob without the batch item's own prefix.
+        out.push(new EncodedWorkResponse(framed(0x12, all, bodies[i] as number, starts[i + 1] as number)));
+      } else {
+        // WorkResponse.jobs (field 8): a LeasedJobBatch, which is the items as they are.
+        out.push(new EncodedWorkResponse(framed(0x42, all, starts[i] as number, starts[j] as number)));
+      }
+      i = j;
+    }
+    w = new Writer();
+    starts = [];
+    bodies = [];
+  };
   for (const job of jobs) {
     starts.push(w.pos);
     w.byte(10);
     w.fork();
     leasedJobWrite(w, job);
     bodies.push(w.join());
+    if (w.pos >= max) emit();
   }
-  starts.push(w.pos);
-  const all = w.buf;
-  const out: EncodedWorkResponse[] = [];
-  for (let i = 0; i < jobs.length; ) {
-    let j = i + 1;
-    if (opts.batches) while (j < jobs.length && (starts[j + 1] as number) - (starts[i] as number) <= max) j++;
-    if (j === i + 1) {
-      // WorkResponse.job (field 2): the LeasedJob without the batch item's own prefix.
-      out.push(new EncodedWorkResponse(framed(0x12, all, bodies[i] as number, starts[i + 1] as number)));
-    } else {
-      // WorkResponse.jobs (field 8): a LeasedJobBatch, which is the items as they are.
-      out.push(new EncodedWorkResponse(framed(0x42, all, starts[i] as number, starts[j] as number)));
-    }
-    i = j;
-  }
+  if (bodies.length > 0) emit();
+  // A job far bigger than usual grew the scratch buffer: give the memory back.
+  if (scratch.length > 4 * SCRATCH_BYTES && scratch.length > 2 * max) scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
   return out;
 }
 
@@ -99,7 +112,8 @@ function varintPut(buf: Buffer, pos: number, n: number): number {
 
 /** Room for a length prefix left by fork(); bodies under 128 bytes need no move. */
 const FORK_PREFIX = 1;
-let scratch = Buffer.allocUnsafe(64 * 1024);
+const SCRATCH_BYTES = 64 * 1024;
+let scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
 
 /**
  * A protobuf writer over the module's scratch buffer (valid until the next Writer): the

@@ -349,9 +349,11 @@ FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token), evora.queues q
 WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'RUNNING' AND q.name = j.queue
 RETURNING j.id, j.locked_until, j.cancel_requested_at`;
 
+// Worker writes take one report per lease (DISTINCT ON (id, token)): a stale and a fresh
+// report of one job in the same batch are both kept, and only the fresh token matches.
 const SQL_JOB_COMPLETE_MANY = `
 WITH input AS (
-  SELECT DISTINCT ON (id) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result)
+  SELECT DISTINCT ON (id, token) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result)
 ),
 updated AS (
   UPDATE evora.jobs j
@@ -370,7 +372,7 @@ SELECT id, lease_token, queue, type, state, attempt, worker_id, last_error FROM 
 // state from that version, then write it.
 const SQL_JOB_FAIL_MANY = `
 WITH input AS (
-  SELECT DISTINCT ON (id) *
+  SELECT DISTINCT ON (id, token) *
   FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bool[], $5::timestamptz[])
     AS f(id, token, error, retryable, retry_at)
 ),
@@ -408,7 +410,7 @@ SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0`;
 // A snooze gives the attempt back: the job did not fail, it asked to run later.
 const SQL_JOB_SNOOZE_MANY = `
 WITH input AS (
-  SELECT DISTINCT ON (id) * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS s(id, token, run_at)
+  SELECT DISTINCT ON (id, token) * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS s(id, token, run_at)
 ),
 locked AS (
   SELECT j.id, s.run_at,
@@ -553,6 +555,11 @@ export interface StoreOptions {
   maxConnections?: number;
   /** Name shown in pg_stat_activity. */
   applicationName?: string;
+  /**
+   * Claims commit with synchronous_commit off, on a pool of their own (half the size of
+   * the main one, on top of it). Off by default; see Store.claimPool.
+   */
+  claimAsyncCommit?: boolean;
 }
 
 const PG_NOT_NULL_VIOLATION = '23502';
@@ -567,14 +574,16 @@ function pgCode(err: unknown): string | undefined {
 export class Store {
   readonly pool: pg.Pool;
   /**
-   * Claims only: sessions with synchronous_commit off, so a claim returns without waiting
-   * for its WAL flush (~1 ms here). Safe because a claim promises nothing durable: if
-   * PostgreSQL crashes before the flush, the job is PENDING again after recovery (with its
-   * claimed event gone too, as one transaction) and is claimed again; the worker that got
-   * it has a lease token the database never kept, so its writes are refused (at least
-   * once, as after any crash). Every completion commits synchronously, and its flush
-   * carries the earlier claim's WAL with it, so a durable completion never outlives its
-   * claim. Submits, completions, failures and all operator writes stay synchronous.
+   * Where claims run. By default the main pool. With claimAsyncCommit, a pool of sessions
+   * with synchronous_commit off, so a claim returns without waiting for its WAL flush.
+   * Nothing is lost: if PostgreSQL crashes before the flush, the job is PENDING again
+   * after recovery (its claimed event gone with it, one transaction) and is claimed again;
+   * the worker that got it holds a token the database never kept, so its writes are
+   * refused. A completion commits synchronously and its flush carries the claim's WAL, so
+   * a durable completion never outlives its claim. The price (why it is opt-in): the first
+   * run may overlap the second until its next heartbeat, and the attempt that claim
+   * counted is lost, so a job that crashes the database right after its claim never
+   * reaches the DLQ. Submits, completions, failures and operator writes stay synchronous.
    */
   private readonly claimPool: pg.Pool;
 
@@ -586,18 +595,24 @@ export class Store {
     };
     // UTC sessions: timestamps arrive in the one form storeTypes reads fast.
     this.pool = new pg.Pool({ ...common, max: options.maxConnections ?? 10, options: STORE_SESSION_OPTIONS });
-    this.claimPool = new pg.Pool({ ...common, max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)), options: `${STORE_SESSION_OPTIONS} -c synchronous_commit=off` });
+    this.claimPool = options.claimAsyncCommit
+      ? new pg.Pool({
+          ...common,
+          max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)),
+          options: `${STORE_SESSION_OPTIONS} -c synchronous_commit=off`,
+        })
+      : this.pool;
     // An idle client that loses its connection must not crash the process; the pool
     // replaces it on the next checkout.
     this.pool.on('error', () => undefined);
-    this.claimPool.on('error', () => undefined);
+    if (this.claimPool !== this.pool) this.claimPool.on('error', () => undefined);
   }
 
   /** Ends the pools. Safe to call twice. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.all([this.pool.end(), this.claimPool.end()]);
+    await Promise.all([this.pool.end(), this.claimPool !== this.pool ? this.claimPool.end() : undefined]);
   }
   private closed = false;
 

@@ -82,4 +82,15 @@ describe('claim cooldown: under load, claims are few and large', () => {
       expect(await dispatcher.complete(session, { id: job.id, token: job.leaseToken!, result: null })).toMatchObject({ accepted: true });
     }
   });
+
+  it('stopping ends a cooldown at once', async () => {
+    const queue = queueName();
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 8) });
+    const { dispatcher, pushed } = await setup({ queue, slots: 4, claimCooldownMs: HOUR });
+    dispatcher.notifyQueue(queue);
+    // A full claim, then nothing finishes: the next claim waits in its cooldown.
+    await waitFor(() => pushed.length === 4, { what: 'the first claim' });
+    // (Without the wake-up, drainAll would wait out the hour and the test would time out.)
+    expect(await dispatcher.drainAll(50)).toBe(4);
+  });
 });

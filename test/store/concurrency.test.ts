@@ -1,11 +1,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../src/store/store.js';
+import type pg from 'pg';
+import { Store } from '../../src/store/store.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
 let store: Store;
+let url: string;
 beforeAll(async () => {
-  ({ store } = await storeSetup({ maxConnections: 60 }));
+  ({ store, url } = await storeSetup({ maxConnections: 60 }));
 });
 
 describe('concurrency', () => {
@@ -66,5 +68,25 @@ describe('concurrency', () => {
     const queue = queueName('fresh');
     const results = await Promise.all(Array.from({ length: 20 }, () => store.jobSubmit({ job: jobInput({ queue }) })));
     expect(results.every((r) => r.created && r.job.maxAttempts === 5)).toBe(true);
+  });
+});
+
+describe('claims with claimAsyncCommit', () => {
+  it('run on sessions that do not wait for the WAL flush, and behave like any claim', async () => {
+    const asyncStore = new Store({ connectionString: url, claimAsyncCommit: true });
+    try {
+      const queue = queueName();
+      await asyncStore.jobSubmitMany({ jobs: jobInputs(queue, 5) });
+      const claimed = await asyncStore.jobClaim({ queues: [queue], limit: 5, workerId: 'async' });
+      expect(claimed).toHaveLength(5);
+      // The pool claims run on (private: reached into here only to read its setting).
+      const claimPool = (asyncStore as unknown as { claimPool: pg.Pool }).claimPool;
+      expect(claimPool).not.toBe(asyncStore.pool);
+      expect((await claimPool.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('off');
+      const done = await asyncStore.jobCompleteMany({ completions: claimed.map((j) => ({ id: j.id, token: j.leaseToken!, result: null })) });
+      expect(done.every((d) => d.accepted)).toBe(true);
+    } finally {
+      await asyncStore.close();
+    }
   });
 });

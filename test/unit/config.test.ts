@@ -14,6 +14,13 @@ describe('configuration', () => {
     expect(() => configLoad({}, { EVORA_PORT: 'abc' })).toThrow('EVORA_PORT (--port) must be a whole number, got "abc"');
   });
 
+  it('asynchronous claim commits are off unless asked for', () => {
+    expect(configLoad({}, {}).claimAsyncCommit).toBe(false);
+    expect(configLoad({}, { EVORA_CLAIM_ASYNC_COMMIT: '1' }).claimAsyncCommit).toBe(true);
+    expect(configLoad({ claimAsyncCommit: '0' }, { EVORA_CLAIM_ASYNC_COMMIT: '1' }).claimAsyncCommit).toBe(false);
+    expect(() => configLoad({}, { EVORA_CLAIM_ASYNC_COMMIT: 'yes' })).toThrow('EVORA_CLAIM_ASYNC_COMMIT (--claim-async-commit) must be 0 or 1, got "yes"');
+  });
+
   it('the README documents every setting with its variable, flag and default', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     for (const e of CONFIG_DOC) {

@@ -118,6 +118,18 @@ describe('leased jobs encoded straight from the store row', () => {
     expect(leasedJobsEncode([], { batches: true })).toEqual([]);
   });
 
+  it('a deal of many large jobs is cut into messages of at most the limit, every job once and in order', () => {
+    const jobs = Array.from({ length: 30 }, (_, i) => job({ id: `big-${i}`, payload: { pad: 'x'.repeat(100_000) } }));
+    const out = leasedJobsEncode(jobs, { batches: true });
+    expect(out.length).toBeGreaterThan(2);
+    const ids = out.flatMap((m) => {
+      expect(m.bytes.length).toBeLessThanOrEqual(1024 * 1024 + 16);
+      const r = WorkResponse.decode(m.bytes).msg;
+      return r?.$case === 'jobs' ? r.value.jobs.map((l) => l.job!.id) : r?.$case === 'job' ? [r.value.job!.id] : [];
+    });
+    expect(ids).toEqual(jobs.map((j) => j.id));
+  });
+
   it('the Work serializer passes encoded messages through and encodes the others', () => {
     const bytes = new Uint8Array([0x12, 0x00]);
     expect([...workResponseSerialize(new EncodedWorkResponse(bytes))]).toEqual([0x12, 0x00]);

@@ -10,6 +10,7 @@
  *   npm run bench -- --systems evora,graphile --scenarios throughput,latency
  *   npm run bench -- --set graphile.concurrency=32 --set pgboss.batchSize=1000
  *   npm run bench -- --jobs 50000         throughput/flat burn-down size
+ *   npm run bench -- --rounds 5           burn-downs per throughput/flat scenario, median reported (full 3, quick 1)
  *   npm run bench -- --out /tmp/b.md      write the results block to another file (any run)
  *   npm run bench -- --no-write           never write
  *   npm run bench -- --profile DIR        CPU profiles of Evora's server and worker processes into DIR
@@ -53,6 +54,7 @@ const { values: args } = parseArgs({
     systems: { type: 'string' },
     scenarios: { type: 'string' },
     jobs: { type: 'string' },
+    rounds: { type: 'string' },
     set: { type: 'string', multiple: true, default: [] },
     out: { type: 'string' },
     'no-write': { type: 'boolean', default: false },
@@ -84,6 +86,7 @@ const systems = list(args.systems, ALL_SYSTEMS, (s) => ALIASES[s], 'system');
 const scenarios = list(args.scenarios, SCENARIOS, (s) => (SCENARIOS as readonly string[]).includes(s) ? (s as ScenarioName) : undefined, 'scenario');
 const sizes: Sizes = { ...(args.quick ? QUICK : FULL) };
 if (args.jobs) sizes.throughputJobs = Number(args.jobs);
+if (args.rounds) sizes.burnRounds = Number(args.rounds);
 const overrides: Record<SystemName, Record<string, string>> = { evora: {}, 'graphile-worker': {}, 'pg-boss': {}, bullmq: {} };
 for (const s of args.set) {
   const m = /^([\w-]+)\.(\w+)=(.*)$/.exec(s);
@@ -93,7 +96,7 @@ for (const s of args.set) {
 }
 const persistence = args['redis-persistence'] as RedisPersistence;
 if (!['none', 'everysec', 'always'].includes(persistence)) throw new Error('--redis-persistence: none, everysec or always');
-const filtered = !!(args.systems || args.scenarios || args.jobs || args.set.length);
+const filtered = !!(args.systems || args.scenarios || args.jobs || args.rounds || args.set.length);
 const writeTo = args['no-write'] ? null : args.out ? resolve(args.out) : !args.quick && !filtered ? DOC : null;
 const profileDir = args.profile ? resolve(args.profile) : null;
 if (profileDir) mkdirSync(profileDir, { recursive: true });

@@ -152,6 +152,22 @@ describe('worker writes', () => {
     expect(ok?.accepted).toBe(true);
   });
 
+  it('a stale and a fresh report of one job in the same batch: the fresh one is accepted, whatever the order', async () => {
+    for (const staleFirst of [true, false]) {
+      const queue = queueName();
+      await store.queueUpsert({ name: queue, backoffBaseSeconds: 0, backoffJitter: 0 });
+      await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+      const first = await claimOne(queue, T0, 'old-worker');
+      await store.jobSweepExpired({ limit: 10, now: at(31) });
+      const second = await claimOne(queue, at(31), 'new-worker');
+      const stale = { id: first.id, token: first.leaseToken!, result: { run: 1 } };
+      const fresh = { id: second.id, token: second.leaseToken!, result: { run: 2 } };
+      const out = await store.jobCompleteMany({ completions: staleFirst ? [stale, fresh] : [fresh, stale] });
+      expect(out.map((o) => o.accepted)).toEqual(staleFirst ? [false, true] : [true, false]);
+      expect(await store.jobGet({ id: first.id })).toMatchObject({ state: 'COMPLETED', result: { run: 2 } });
+    }
+  });
+
   it('malformed ids or tokens are answered lease_lost, not errors', async () => {
     const out = await store.jobCompleteMany({ completions: [{ id: 'nope', token: 'nope', result: {} }] });
     expect(out).toEqual([{ id: 'nope', accepted: false, reason: 'lease_lost' }]);

@@ -111,6 +111,7 @@ program
       ? null
       : await embeddedPostgresStart({ dataDir: join(config.dataDir, 'pgdata'), port: config.embeddedPgPort });
     const pool = new pg.Pool({ connectionString: config.databaseUrl ?? embedded!.url, max: 1 });
+    pool.on('error', () => undefined); // an idle client's error; migrate() reports the ones that matter
     try {
       const applied = await migrate(pool);
       const line = applied.length === 0 ? 'evora: the schema is up to date' : `evora: applied migrations ${applied.join(', ')}`;

@@ -78,6 +78,9 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
   const cleanups: (() => Promise<unknown>)[] = [];
   try {
     const migratePool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+    // An idle client's error (the database going away while the pool ends) must not
+    // become an uncaught exception: migrate() reports the errors that matter.
+    migratePool.on('error', () => undefined);
     try {
       const applied = await migrate(migratePool);
       if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');

@@ -44,6 +44,7 @@ export default async function setup(project: TestProject) {
   await admin.query(`CREATE DATABASE ${TEMPLATE}`);
   await admin.end();
   const templatePool = new pg.Pool({ connectionString: withDatabase(adminUrl, TEMPLATE) });
+  templatePool.on('error', () => undefined);
   await migrate(templatePool);
   await templatePool.end();
 

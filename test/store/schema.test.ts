@@ -83,6 +83,7 @@ describe('migration 0006 packs the outbox', () => {
     await admin.connect();
     await admin.query(`CREATE DATABASE ${name}`);
     const pool = new pg.Pool({ connectionString: withDatabase(adminUrl, name), max: 2 });
+    pool.on('error', () => undefined);
     try {
       const all = await migrationsLoad();
       await migrate(pool, all.filter((m) => m.version <= 5));

@@ -6,7 +6,8 @@ import type { BackoffKind, Job, JobState, Queue } from '../store/store.js';
 
 /** Translation between the store's domain types and the generated protobuf types. */
 
-const STATE_TO_PB: Record<JobState, PbJobState> = {
+/** A job state as the proto enum (also used by the Work stream's encoder in wire.ts). */
+export const STATE_TO_PB: Record<JobState, PbJobState> = {
   PENDING: PbJobState.JOB_STATE_PENDING,
   RUNNING: PbJobState.JOB_STATE_RUNNING,
   COMPLETED: PbJobState.JOB_STATE_COMPLETED,

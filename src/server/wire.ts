@@ -1,6 +1,6 @@
-import { JobState as PbJobState } from '../gen/evora/v1/job.js';
 import { WorkerServiceService, WorkResponse } from '../gen/evora/v1/worker.js';
-import type { Job, JobState } from '../store/store.js';
+import type { Job } from '../store/store.js';
+import { STATE_TO_PB } from './convert.js';
 
 /**
  * The hot path of the Work stream: leased jobs encoded straight from the store's Job into
@@ -223,14 +223,6 @@ class Writer {
     return at + prefix;
   }
 }
-
-const STATE_TO_PB: Record<JobState, PbJobState> = {
-  PENDING: PbJobState.JOB_STATE_PENDING,
-  RUNNING: PbJobState.JOB_STATE_RUNNING,
-  COMPLETED: PbJobState.JOB_STATE_COMPLETED,
-  DLQ: PbJobState.JOB_STATE_DLQ,
-  CANCELLED: PbJobState.JOB_STATE_CANCELLED,
-};
 
 /** The fields of a LeasedJob (as leasedJobToPb makes it), in the generated encoder's order. */
 function leasedJobWrite(w: Writer, job: Job): void {

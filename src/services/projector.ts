@@ -1,6 +1,6 @@
 import type { Logger } from '../logger.js';
-import type { JobEventRow, Store } from '../store/store.js';
-import { projectEvents, type JobEvent, type JobEventKind, type TelemetrySink } from '../telemetry/projection.js';
+import type { Store } from '../store/store.js';
+import { projectEvents, type TelemetrySink } from '../telemetry/projection.js';
 import { PeriodicService } from './periodic.js';
 
 /** What one projector run did. */
@@ -9,24 +9,6 @@ export interface ProjectorRun {
   ran: boolean;
   batches: number;
   events: number;
-}
-
-/** An outbox row as the projection reads it. */
-export function eventFromRow(r: JobEventRow): JobEvent {
-  return {
-    id: Number(r.id),
-    jobId: r.job_id,
-    queue: r.queue,
-    type: r.type,
-    kind: r.kind as JobEventKind,
-    fromState: r.from_state,
-    toState: r.to_state,
-    attempt: r.attempt,
-    workerId: r.worker_id,
-    at: r.at,
-    waitMs: r.wait_ms,
-    runMs: r.run_ms,
-  };
 }
 
 /**
@@ -72,7 +54,7 @@ export class Projector extends PeriodicService {
     for (;;) {
       const batch = await this.opts.store.projectorBatchOpen({ sink: this.opts.sink.name, limit: this.batchSize });
       if (!batch) return run;
-      await this.opts.sink.apply(batch.batchId, projectEvents(batch.events.map(eventFromRow), batch.outbox));
+      await this.opts.sink.apply(batch.batchId, projectEvents(batch.events, batch.outbox));
       await this.opts.store.projectorBatchClose({ batchId: batch.batchId });
       run.batches++;
       run.events += batch.events.length;

@@ -922,7 +922,7 @@ export class Store {
   async projectorBatchOpen(params: {
     sink: string;
     limit: number;
-  }): Promise<{ batchId: number; outbox: { hiId: string; horizon: string }; events: JobEventRow[]; reopened: boolean } | null> {
+  }): Promise<{ batchId: number; outbox: { hiId: string; horizon: string }; events: JobEvent[]; reopened: boolean } | null> {
     const open = await this.pool.query<{ id: string; hi_id: string; horizon: string }>(
       'SELECT id, hi_id, horizon FROM evora.projector_batches ORDER BY id LIMIT 1',
     );
@@ -953,24 +953,24 @@ export class Store {
        FROM evora.job_events WHERE id <= $1 AND xid < $2::xid8 ORDER BY id`,
       [batch.hi_id, batch.horizon],
     );
-    const events: JobEventRow[] = [];
+    const events: JobEvent[] = [];
     for (const row of rows) {
       const [jobIds, queues, types, kinds, fromStates, toStates, attempts, workerIds, waitMs, runMs] = JSON.parse(row.e) as PackedEvents;
       const base = Number(row.id) * OUTBOX_EVENTS_PER_ROW;
       for (let i = 0; i < jobIds.length; i++) {
         events.push({
-          id: String(base + i + 1),
-          job_id: jobIds[i]!,
+          id: base + i + 1,
+          jobId: jobIds[i]!,
           queue: queues[i]!,
           type: types[i]!,
           kind: kinds[i]!,
-          from_state: fromStates[i] ?? null,
-          to_state: toStates[i]!,
+          fromState: fromStates[i] ?? null,
+          toState: toStates[i]!,
           attempt: attempts[i]!,
-          worker_id: workerIds[i] ?? null,
+          workerId: workerIds[i] ?? null,
           at: row.at,
-          wait_ms: waitMs[i] ?? null,
-          run_ms: runMs[i] ?? null,
+          waitMs: waitMs[i] ?? null,
+          runMs: runMs[i] ?? null,
         });
       }
     }
@@ -1056,20 +1056,36 @@ export class Store {
   }
 }
 
-/** One outbox event, as evora.job_events_flat shows it (migrations/0006_packed_outbox.sql). */
-export interface JobEventRow {
-  id: string;
-  job_id: string;
+/** What an outbox event records (the evora.job_event_kind enum). */
+export type JobEventKind =
+  | 'submitted'
+  | 'claimed'
+  | 'completed'
+  | 'failed_retrying'
+  | 'dead_lettered'
+  | 'cancelled'
+  | 'retried_manually'
+  | 'snoozed'
+  | 'lease_expired';
+
+/**
+ * One outbox event, as the projector reads it (evora.job_events_flat shows the same rows;
+ * migrations/0006_packed_outbox.sql). The store unpacks the outbox rows straight into this
+ * shape: the projection takes it as it is.
+ */
+export interface JobEvent {
+  id: number;
+  jobId: string;
   queue: string;
   type: string;
-  kind: string;
-  from_state: JobState | null;
-  to_state: JobState;
+  kind: JobEventKind;
+  fromState: JobState | null;
+  toState: JobState;
   attempt: number;
-  worker_id: string | null;
+  workerId: string | null;
   at: Date;
-  wait_ms: number | null;
-  run_ms: number | null;
+  waitMs: number | null;
+  runMs: number | null;
 }
 
 /**
@@ -1080,7 +1096,7 @@ const OUTBOX_EVENTS_PER_ROW = 1_048_576;
 
 /** The arrays of one packed outbox row, in the order the projector reads them. */
 type PackedEvents = [
-  string[], string[], string[], string[], (JobState | null)[], JobState[], number[], (string | null)[], (number | null)[], (number | null)[],
+  string[], string[], string[], JobEventKind[], (JobState | null)[], JobState[], number[], (string | null)[], (number | null)[], (number | null)[],
 ];
 
 /** Internal: a submit attempt that lost a race and should simply run again. */

@@ -1,4 +1,4 @@
-import type { JobState } from '../store/store.js';
+import type { JobEvent, JobState } from '../store/store.js';
 
 /**
  * The projection: how outbox events become telemetry. Pure functions, no I/O, one logic
@@ -6,32 +6,8 @@ import type { JobState } from '../store/store.js';
  * `ProjectionUpdate` atomically per document; the projector makes that exactly-once.
  */
 
-/** One outbox event, as the store hands it to the projector. */
-export interface JobEvent {
-  id: number;
-  jobId: string;
-  queue: string;
-  type: string;
-  kind: JobEventKind;
-  fromState: JobState | null;
-  toState: JobState;
-  attempt: number;
-  workerId: string | null;
-  at: Date;
-  waitMs: number | null;
-  runMs: number | null;
-}
-
-export type JobEventKind =
-  | 'submitted'
-  | 'claimed'
-  | 'completed'
-  | 'failed_retrying'
-  | 'dead_lettered'
-  | 'cancelled'
-  | 'retried_manually'
-  | 'snoozed'
-  | 'lease_expired';
+/** One outbox event, as the store hands it to the projector (defined by the store). */
+export type { JobEvent, JobEventKind } from '../store/store.js';
 
 /** Per-minute counters of one queue. */
 export interface MinuteCounters {

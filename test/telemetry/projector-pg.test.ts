@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/store/telemetry-pg.js';
-import { Projector, eventFromRow } from '../../src/services/projector.js';
+import { Projector } from '../../src/services/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { projectEvents, telemetryStats } from '../../src/telemetry/projection.js';
 import { storeSetup } from '../helpers/store-setup.js';
@@ -58,7 +58,7 @@ describe('projector into the embedded Postgres sink', () => {
     const queues = await mixedRun(store, { total: 600, prefix: queueName('crash') });
     // First attempt: open and apply, then "crash" before closing.
     const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500 }))!;
-    await sink.apply(batch.batchId, projectEvents(batch.events.map(eventFromRow), batch.outbox));
+    await sink.apply(batch.batchId, projectEvents(batch.events, batch.outbox));
     // Restarted projector: reopens the same batch (same rows), re-applies (a no-op), closes, continues.
     const again = await store.projectorBatchOpen({ sink: sink.name, limit: 500 });
     expect(again?.batchId).toBe(batch.batchId);

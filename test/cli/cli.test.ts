@@ -2,9 +2,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import pg from 'pg';
-import { withDatabase } from '../helpers/global-setup.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testDatabaseCreate } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
 import { freePort } from '../../src/db/embedded.js';
 import { queueName } from '../helpers/factories.js';
@@ -220,21 +219,16 @@ describe('evora client commands', () => {
   });
 
   it('migrate applies the migrations to an empty database once', async () => {
-    const adminUrl = inject('pgAdminUrl');
-    const name = `evora_cli_migrate_${randomBytes(4).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
+    const db = await testDatabaseCreate({ empty: true });
     try {
-      const url = withDatabase(adminUrl, name);
+      const url = db.url;
       const first = await json<{ applied: number[] }>('migrate', '--database-url', url);
       expect(first.applied.length).toBeGreaterThanOrEqual(3);
       expect(first.applied).toEqual([...first.applied].sort((a, b) => a - b));
       expect(await json('migrate', '--database-url', url)).toEqual({ applied: [] });
       expect((await evora('migrate', '--database-url', url)).stdout).toMatch(/up to date/);
     } finally {
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await admin.end();
+      await db.drop();
     }
   });
 

@@ -9,11 +9,11 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** Creates a fresh, migrated database for one test file. */
-export async function testDatabaseCreate(): Promise<TestDatabase> {
+/** Creates a fresh, migrated database for one test file (empty: no schema at all, for migration tests). */
+export async function testDatabaseCreate(opts: { empty?: boolean } = {}): Promise<TestDatabase> {
   const adminUrl = inject('pgAdminUrl');
   const name = `evora_test_${randomBytes(6).toString('hex')}`;
-  await adminQuery(adminUrl, `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplate')}`);
+  await adminQuery(adminUrl, opts.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplate')}`);
   return {
     url: withDatabase(adminUrl, name),
     drop: () => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),

@@ -1,3 +1,4 @@
+import { afterEach } from 'vitest';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
 import type { WorkRequest, WorkResponse, LeasedJob } from '../../src/gen/evora/v1/worker.js';
 import type { Clients } from './server-setup.js';
@@ -106,4 +107,20 @@ export class RawWorker {
   close(): void {
     if (!this.ended) this.stream.end();
   }
+}
+
+/**
+ * RawWorkers for one test file: `worker()` opens one; every worker opened is closed after
+ * each test (registered with afterEach).
+ */
+export function rawWorkers(clients: () => Clients): () => RawWorker {
+  const open: RawWorker[] = [];
+  afterEach(() => {
+    for (const w of open.splice(0)) w.close();
+  });
+  return () => {
+    const w = new RawWorker(clients());
+    open.push(w);
+    return w;
+  };
 }

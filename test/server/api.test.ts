@@ -1,27 +1,18 @@
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { status } from '@grpc/grpc-js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { queueName } from '../helpers/factories.js';
-import { RawWorker } from '../helpers/raw-worker.js';
+import { rawWorkers } from '../helpers/raw-worker.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import type { EvoraServer } from '../../src/server/server.js';
 import { waitFor } from '../helpers/wait.js';
 
 let clients: Clients;
 let server: EvoraServer;
-const workers: RawWorker[] = [];
 beforeAll(async () => {
   ({ clients, server } = await serverSetup());
 });
-afterEach(() => {
-  for (const w of workers.splice(0)) w.close();
-});
-
-function worker(): RawWorker {
-  const w = new RawWorker(clients);
-  workers.push(w);
-  return w;
-}
+const worker = rawWorkers(() => clients);
 
 const submit = (queue: string, extra: Record<string, unknown> = {}) =>
   call(clients.jobs, 'submitJob', { queue, type: 'email', payload: { to: 'a@example.com' }, priority: 0, idempotencyKey: '', maxAttempts: 0, ...extra });

@@ -1,7 +1,7 @@
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { queueName } from '../helpers/factories.js';
-import { RawWorker } from '../helpers/raw-worker.js';
+import { rawWorkers } from '../helpers/raw-worker.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 
 /**
@@ -13,16 +13,7 @@ let clients: Clients;
 beforeAll(async () => {
   ({ clients } = await serverSetup({ maxPayloadBytes: '1000' }));
 });
-const workers: RawWorker[] = [];
-afterEach(() => {
-  for (const w of workers.splice(0)) w.close();
-});
-
-function worker(): RawWorker {
-  const w = new RawWorker(clients);
-  workers.push(w);
-  return w;
-}
+const worker = rawWorkers(() => clients);
 
 async function submitMany(queue: string, n: number): Promise<string[]> {
   const res = await call(clients.jobs, 'submitJobs', {

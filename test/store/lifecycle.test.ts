@@ -17,6 +17,17 @@ async function claimOne(queue: string, now = T0, workerId = 'w1') {
   return job;
 }
 
+/** A job claimed by 'old-worker' at T0, its lease expired and swept, claimed again by 'new-worker'. */
+async function reclaimedJob() {
+  const queue = queueName();
+  await store.queueUpsert({ name: queue, backoffBaseSeconds: 0, backoffJitter: 0 });
+  await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+  const first = await claimOne(queue, T0, 'old-worker');
+  await store.jobSweepExpired({ limit: 10, now: at(31) });
+  const second = await claimOne(queue, at(31), 'new-worker');
+  return { first, second };
+}
+
 describe('claim', () => {
   it('returns each job exactly as the table now holds it, in claim order, each with its worker', async () => {
     const queue = queueName();
@@ -127,13 +138,8 @@ describe('worker writes', () => {
   });
 
   it('a stale token cannot complete, fail, snooze or heartbeat a re-claimed job', async () => {
-    const queue = queueName();
-    await store.queueUpsert({ name: queue, backoffBaseSeconds: 0, backoffJitter: 0 });
-    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
-    const first = await claimOne(queue, T0, 'old-worker');
     // The lease expires, the sweeper requeues, another worker claims it.
-    await store.jobSweepExpired({ limit: 10, now: at(31) });
-    const second = await claimOne(queue, at(31), 'new-worker');
+    const { first, second } = await reclaimedJob();
     expect(second.id).toBe(first.id);
     expect(second.leaseToken).not.toBe(first.leaseToken);
 
@@ -154,12 +160,7 @@ describe('worker writes', () => {
 
   it('a stale and a fresh report of one job in the same batch: the fresh one is accepted, whatever the order', async () => {
     for (const staleFirst of [true, false]) {
-      const queue = queueName();
-      await store.queueUpsert({ name: queue, backoffBaseSeconds: 0, backoffJitter: 0 });
-      await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
-      const first = await claimOne(queue, T0, 'old-worker');
-      await store.jobSweepExpired({ limit: 10, now: at(31) });
-      const second = await claimOne(queue, at(31), 'new-worker');
+      const { first, second } = await reclaimedJob();
       const stale = { id: first.id, token: first.leaseToken!, result: { run: 1 } };
       const fresh = { id: second.id, token: second.leaseToken!, result: { run: 2 } };
       const out = await store.jobCompleteMany({ completions: staleFirst ? [stale, fresh] : [fresh, stale] });

@@ -2,11 +2,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
 import { migrate, migrationsLoad } from '../../src/db/migrate.js';
-import { withDatabase } from '../helpers/global-setup.js';
+import { testDatabaseCreate } from '../helpers/db.js';
 
 let store: Store;
 beforeAll(async () => {
@@ -77,12 +75,8 @@ describe('the database enforces the state machine', () => {
 
 describe('migration 0006 packs the outbox', () => {
   it('events waiting in the old outbox move over with their ids, and new ids continue after them', async () => {
-    const adminUrl = inject('pgAdminUrl');
-    const name = `evora_test_${randomBytes(6).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    const pool = new pg.Pool({ connectionString: withDatabase(adminUrl, name), max: 2 });
+    const db = await testDatabaseCreate({ empty: true });
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
     pool.on('error', () => undefined);
     try {
       const all = await migrationsLoad();
@@ -105,8 +99,7 @@ describe('migration 0006 packs the outbox', () => {
       expect(Number(next[0]!.id)).toBe(Number(before[2]!.id) + 1);
     } finally {
       await pool.end();
-      await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-      await admin.end();
+      await db.drop();
     }
   });
 });

@@ -305,9 +305,14 @@ export class Dispatcher {
    */
   private slotFree(session: WorkerSession, jobId: string, token: string): void {
     if (session.held.get(jobId)?.token !== token) return;
+    this.heldDrop(session, jobId);
+    this.wakeQueuesOf(session);
+  }
+
+  /** Forgets that the session holds the job (its slot and the cancel route). */
+  private heldDrop(session: WorkerSession, jobId: string): void {
     session.held.delete(jobId);
     if (this.holders.get(jobId) === session) this.holders.delete(jobId);
-    this.wakeQueuesOf(session);
   }
 
   /** A session has free slots again: claim for its queues that may have more work. */
@@ -375,10 +380,7 @@ export class Dispatcher {
           } catch (err) {
             // Not pushed (the gRPC layer could not encode or write them): give them back.
             this.opts.logger.error({ err, jobs: list.length, worker_id: session.workerId }, 'could not push jobs; releasing them');
-            for (const job of list) {
-              session.held.delete(job.id);
-              if (this.holders.get(job.id) === session) this.holders.delete(job.id);
-            }
+            for (const job of list) this.heldDrop(session, job.id);
             undeliverable.push(...list);
           }
         }

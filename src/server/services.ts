@@ -101,10 +101,10 @@ function checkJobId(id: string): string {
 
 /** JobService: producers and operators. */
 export function jobService(deps: ServiceDeps): JobServiceServer {
-  const { store, logger, maxPayloadBytes, metrics } = deps;
+  const { store, dispatcher, logger, maxPayloadBytes, metrics } = deps;
   return {
     submitJob: unary(logger, 'SubmitJob', async (req) => {
-      const { job, created } = await store.jobSubmit({ job: submitInput(req, maxPayloadBytes) });
+      const { job, created } = await dispatcher.submit(submitInput(req, maxPayloadBytes));
       if (created) {
         metrics.jobsSubmitted.inc({ queue: job.queue });
         logger.debug({ job_id: job.id, queue: job.queue, type: job.type, attempt: 0 }, 'job submitted');

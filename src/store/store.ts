@@ -252,6 +252,11 @@ const FAILURE_KIND = (retryKind: string) => `(CASE state
       WHEN 'DLQ' THEN 'dead_lettered'
       ELSE 'cancelled' END)::evora.job_event_kind`;
 
+// $10 (given only for a single job, by jobSubmit) names a worker of this server with a free
+// slot: the job is leased to it in this statement when a claim would pick it now (its queue
+// exists and is not paused, it is due, and no claimable job waits in the queue), so it needs
+// no NOTIFY and no claim. Such a job is created RUNNING (migrations/0009_submit_handoff.sql)
+// and records two events, submitted and claimed.
 const SQL_JOB_INSERT_MANY = `
 WITH input AS (
   SELECT *
@@ -265,23 +270,51 @@ new_queues AS (
   ON CONFLICT (name) DO NOTHING
   RETURNING name, max_attempts
 ),
+handoff AS (
+  SELECT i.id, q.lease_seconds
+  FROM input i
+  JOIN evora.queues q ON q.name = i.queue
+  WHERE $10::text IS NOT NULL AND NOT q.paused
+    AND coalesce(i.run_at, coalesce($9::timestamptz, now())) <= coalesce($9::timestamptz, now())
+    AND NOT EXISTS (
+      SELECT 1 FROM evora.jobs j
+      WHERE j.state = 'PENDING' AND j.queue = i.queue AND j.run_at <= coalesce($9::timestamptz, now())
+    )
+),
 inserted AS (
-  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at)
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at,
+                          state, attempt, lease_token, locked_until, worker_id, started_at)
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce($9::timestamptz, now())),
          i.idempotency_key,
          coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
-         coalesce($9::timestamptz, now())
+         coalesce($9::timestamptz, now()),
+         (CASE WHEN h.id IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
+         CASE WHEN h.id IS NULL THEN 0 ELSE 1 END,
+         CASE WHEN h.id IS NOT NULL THEN gen_random_uuid() END,
+         coalesce($9::timestamptz, now()) + make_interval(secs => h.lease_seconds),
+         CASE WHEN h.id IS NOT NULL THEN $10::text END,
+         CASE WHEN h.id IS NOT NULL THEN coalesce($9::timestamptz, now()) END
   FROM input i
   LEFT JOIN evora.queues q ON q.name = i.queue
   LEFT JOIN new_queues nq ON nq.name = i.queue
+  LEFT JOIN handoff h ON h.id = i.id
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING *
 ),
-${eventsCte({ source: 'inserted', kind: "'submitted'", fromState: 'NULL', at: 'created_at' })},
+changes AS (
+  SELECT id, queue, type, 'submitted'::evora.job_event_kind AS kind, NULL::evora.job_state AS from_state,
+         'PENDING'::evora.job_state AS state, 0 AS attempt, NULL::text AS worker_id, created_at AS at,
+         NULL::float8 AS wait_ms
+  FROM inserted
+  UNION ALL
+  SELECT id, queue, type, 'claimed', 'PENDING', state, attempt, worker_id, started_at, ${msBetween('run_at', 'started_at')}
+  FROM inserted WHERE state = 'RUNNING'
+),
+${eventsCte({ source: 'changes', kind: 'kind', fromState: 'from_state', at: 'at', waitMs: 'wait_ms' })},
 woken AS (
   SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
-  FROM (SELECT DISTINCT queue FROM inserted WHERE run_at <= coalesce($9::timestamptz, now())) d
+  FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'PENDING' AND run_at <= coalesce($9::timestamptz, now())) d
 )
 SELECT * FROM inserted WHERE (SELECT count(*) FROM woken) >= 0`;
 
@@ -626,9 +659,14 @@ export class Store {
 
   // ----- jobs: producers ---------------------------------------------------------------
 
-  /** Submits one job; see jobSubmitMany. */
-  async jobSubmit(params: { job: JobSubmitInput; now?: Date }): Promise<JobSubmitResult> {
-    const [result] = await this.jobSubmitMany({ jobs: [params.job], now: params.now });
+  /**
+   * Submits one job; see jobSubmitMany. With `handoffWorkerId` (a worker of the caller's
+   * with a free slot) the job is leased to that worker in the same statement when a claim
+   * would pick it now, and comes back RUNNING with its lease; otherwise it comes back as
+   * jobSubmitMany leaves it. The caller must push a RUNNING job to that worker or release it.
+   */
+  async jobSubmit(params: { job: JobSubmitInput; now?: Date; handoffWorkerId?: string }): Promise<JobSubmitResult> {
+    const [result] = await this.submit([params.job], params.now, params.handoffWorkerId ?? null);
     if (!result) throw new Error('evora: submit returned no result');
     return result;
   }
@@ -640,7 +678,10 @@ export class Store {
    * in input order.
    */
   async jobSubmitMany(params: { jobs: JobSubmitInput[]; now?: Date }): Promise<JobSubmitResult[]> {
-    const { jobs } = params;
+    return this.submit(params.jobs, params.now, null);
+  }
+
+  private async submit(jobs: JobSubmitInput[], now: Date | undefined, handoffWorkerId: string | null): Promise<JobSubmitResult[]> {
     if (jobs.length === 0) return [];
     const ids = jobs.map(() => uuidv7());
     const args = [
@@ -652,7 +693,8 @@ export class Store {
       jobs.map((j) => j.runAt ?? null),
       jobs.map((j) => j.idempotencyKey || null),
       jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null)),
-      params.now ?? null,
+      now ?? null,
+      handoffWorkerId,
     ];
     const anyKey = jobs.some((j) => j.idempotencyKey);
     // Without keys, or with a single job, one autocommit statement is atomic by itself. A

@@ -168,7 +168,10 @@ export interface SubmitJobRequest {
 
 /** SubmitJobResponse is the outcome of submitting one job. */
 export interface SubmitJobResponse {
-  /** The enqueued job, or the already existing job on an idempotent replay. */
+  /**
+   * The enqueued job as the submit left it (PENDING, or RUNNING when handed straight
+   * to an idle worker), or the already existing job on an idempotent replay.
+   */
   job?:
     | Job
     | undefined;
@@ -1703,7 +1706,9 @@ export const JobServiceService = {
   /**
    * SubmitJob enqueues one job. If idempotency_key is set and a job with the
    * same key already exists in the same queue, that job is returned with
-   * created = false and nothing new is enqueued.
+   * created = false and nothing new is enqueued. When a worker connected to this
+   * server has a free slot for the queue and nothing claimable waits in it, the job
+   * is handed to that worker by the submit itself and comes back RUNNING.
    */
   submitJob: {
     path: "/evora.v1.JobService/SubmitJob" as const,
@@ -1782,7 +1787,9 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   /**
    * SubmitJob enqueues one job. If idempotency_key is set and a job with the
    * same key already exists in the same queue, that job is returned with
-   * created = false and nothing new is enqueued.
+   * created = false and nothing new is enqueued. When a worker connected to this
+   * server has a free slot for the queue and nothing claimable waits in it, the job
+   * is handed to that worker by the submit itself and comes back RUNNING.
    */
   submitJob: handleUnaryCall<SubmitJobRequest, SubmitJobResponse>;
   /**
@@ -1813,7 +1820,9 @@ export interface JobServiceClient extends Client {
   /**
    * SubmitJob enqueues one job. If idempotency_key is set and a job with the
    * same key already exists in the same queue, that job is returned with
-   * created = false and nothing new is enqueued.
+   * created = false and nothing new is enqueued. When a worker connected to this
+   * server has a free slot for the queue and nothing claimable waits in it, the job
+   * is handed to that worker by the submit itself and comes back RUNNING.
    */
   submitJob(
     request: SubmitJobRequest,

@@ -391,7 +391,8 @@ func (x *SubmitJobRequest) GetMaxAttempts() int32 {
 // SubmitJobResponse is the outcome of submitting one job.
 type SubmitJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The enqueued job, or the already existing job on an idempotent replay.
+	// The enqueued job as the submit left it (PENDING, or RUNNING when handed straight
+	// to an idle worker), or the already existing job on an idempotent replay.
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// True if a new job was created; false if idempotency_key matched an existing job.
 	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`

@@ -1,0 +1,35 @@
+-- A submit may hand its job straight to a worker: when a worker connected to the submitting
+-- server has a free slot and a claim would pick the job at once, the submit's own statement
+-- inserts it RUNNING under a fresh lease (src/store/store.ts, SQL_JOB_INSERT_MANY), which
+-- saves the NOTIFY and the claim's round trip to the database.
+--
+-- Such an insert is a creation and a claim in one: PENDING, then PENDING -> RUNNING. So a
+-- job may now be created RUNNING, on its first attempt, when that transition is legal
+-- (evora.job_state_transitions stays the one place that says what is legal); the lease
+-- itself is required by jobs_running_has_lease as for every RUNNING job. Every other
+-- state at creation is still refused.
+
+CREATE OR REPLACE FUNCTION evora.job_state_transition_check() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.state <> 'PENDING' AND NOT (
+            NEW.state = 'RUNNING' AND NEW.attempt = 1 AND EXISTS (
+                SELECT 1 FROM evora.job_state_transitions
+                WHERE from_state = 'PENDING' AND to_state = 'RUNNING'
+            )
+        ) THEN
+            RAISE EXCEPTION 'evora: a job must be created PENDING (or RUNNING on its first attempt, handed to a worker), not % on attempt %',
+                NEW.state, NEW.attempt
+                USING ERRCODE = 'check_violation';
+        END IF;
+    ELSIF NOT EXISTS (
+        SELECT 1 FROM evora.job_state_transitions
+        WHERE from_state = OLD.state AND to_state = NEW.state
+    ) THEN
+        RAISE EXCEPTION 'evora: illegal job state transition % -> % (job %)', OLD.state, NEW.state, OLD.id
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END
+$$;

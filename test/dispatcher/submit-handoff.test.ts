@@ -1,0 +1,84 @@
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Dispatcher, type SessionMessage } from '../../src/dispatcher/dispatcher.js';
+import { silentLogger } from '../../src/logger.js';
+import type { Job, Store } from '../../src/store/store.js';
+import { jobInput, queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+let store: Store;
+beforeAll(async () => {
+  ({ store } = await storeSetup());
+});
+
+let stopAll: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  await Promise.all(stopAll.map((s) => s()));
+  stopAll = [];
+});
+
+/**
+ * A dispatcher (no fallback poll, no LISTEN: only what the test does wakes it) and one
+ * session on an existing queue, idle: its first claim has come back empty.
+ */
+async function setup(opts: { slots: number; send?: (msg: SessionMessage) => void }) {
+  const queue = queueName();
+  await store.queueUpsert({ name: queue, leaseSeconds: 30 });
+  const dispatcher = new Dispatcher({ store, logger: silentLogger(), pollIntervalMs: 3_600_000, claimCooldownMs: 0 });
+  stopAll.push(() => dispatcher.drainAll(1000));
+  const pushed: Job[] = [];
+  const session = await dispatcher.sessionOpen({
+    workerId: 'w',
+    queues: [queue],
+    slots: opts.slots,
+    send:
+      opts.send ??
+      ((msg) => {
+        if (msg.kind === 'jobs') pushed.push(...msg.jobs);
+      }),
+  });
+  await waitFor(() => session.free === opts.slots, { what: 'the first claim to come back' });
+  return { queue, dispatcher, session, pushed };
+}
+
+describe('a submit hands its job to a free slot of this server', () => {
+  it('pushes the job leased by the submit itself, with no claim; a full session leaves the next one to a claim', async () => {
+    const { queue, dispatcher, session, pushed } = await setup({ slots: 1 });
+    const first = await dispatcher.submit(jobInput({ queue }));
+    expect(first.job).toMatchObject({ state: 'RUNNING', attempt: 1, workerId: 'w' });
+    expect(pushed.map((j) => [j.id, j.leaseToken])).toEqual([[first.job.id, first.job.leaseToken]]);
+    expect(session.free).toBe(0);
+
+    const second = await dispatcher.submit(jobInput({ queue }));
+    expect(second.job.state).toBe('PENDING');
+    dispatcher.notifyQueue(queue); // what its NOTIFY does on a server
+    expect(pushed).toHaveLength(1);
+
+    // The first finishes; its slot claims the second as usual.
+    expect(await dispatcher.complete(session, { id: first.job.id, token: first.job.leaseToken!, result: null })).toMatchObject({ accepted: true });
+    await waitFor(() => pushed.length === 2, { what: 'the second job claimed' });
+    expect(pushed[1]?.id).toBe(second.job.id);
+  });
+
+  it('a hand-off that cannot be pushed is released at once and frees its slot', async () => {
+    const { queue, dispatcher, session } = await setup({
+      slots: 1,
+      send: (msg) => {
+        if (msg.kind === 'jobs') throw new Error('the stream is gone');
+      },
+    });
+    const { job } = await dispatcher.submit(jobInput({ queue }));
+    expect(job.state).toBe('RUNNING');
+    const now = await store.jobGet({ id: job.id });
+    expect(now).toMatchObject({ state: 'PENDING', attempt: 0 });
+    expect(session.free).toBe(1);
+  });
+
+  it('a submit that fails returns its reserved slot', async () => {
+    const { queue, dispatcher, session } = await setup({ slots: 1 });
+    const { job } = await dispatcher.submit(jobInput({ queue, idempotencyKey: 'k' }));
+    await dispatcher.complete(session, { id: job.id, token: job.leaseToken!, result: null });
+    await expect(dispatcher.submit(jobInput({ queue, idempotencyKey: 'k', payload: { other: true } }))).rejects.toThrow(/already names job/);
+    expect(session.free).toBe(1);
+  });
+});

@@ -1,0 +1,68 @@
+/**
+ * What a completion costs PostgreSQL, against cheaper statements that do less: the store's
+ * jobCompleteMany, the same UPDATE without its outbox event, a bare state change, an update
+ * of one unindexed column (HOT when the page has room), and a DELETE (what graphile-worker
+ * does). Each variant completes 20 × 1,000 freshly claimed jobs after a CHECKPOINT; only the
+ * completion statements are timed; three rounds, interleaved. Measurement only: the other
+ * statements here are not Evora's. docs/benchmarks.md quotes it.
+ * Usage: npx tsx scripts/completion-variants.ts [variants=full,noevents,minimal,unindexed,delete]
+ * (FILLFACTOR=50 sets the jobs table's fillfactor first). Starts its own durable embedded
+ * PostgreSQL in a temp folder.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { embeddedPostgresStart, freePort } from '../src/db/embedded.js';
+import { migrate } from '../src/db/migrate.js';
+import { Store } from '../src/store/store.js';
+
+/** Statements over $1 = job ids, $2 = lease tokens, $3 = results (null: the store's own). */
+const VARIANTS: Record<string, string | null> = {
+  full: null,
+  noevents: `
+    WITH input AS (SELECT DISTINCT ON (id, token) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result))
+    UPDATE evora.jobs j SET state = 'COMPLETED', result = c.result, locked_until = NULL, finished_at = now()
+    FROM input c WHERE j.id = c.id AND j.lease_token = c.token AND (CASE WHEN j.state = 'RUNNING' THEN true END)
+    RETURNING j.id, j.lease_token, j.queue, j.type, j.state, j.attempt, j.worker_id, j.last_error`,
+  minimal: `UPDATE evora.jobs j SET state = 'COMPLETED', finished_at = now() FROM unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
+  unindexed: `UPDATE evora.jobs j SET finished_at = now() FROM unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
+  delete: `DELETE FROM evora.jobs j USING unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
+};
+const BATCHES = 20;
+const BATCH = 1000;
+
+const order = (process.argv[2] ?? Object.keys(VARIANTS).join(',')).split(',');
+for (const v of order) if (!(v in VARIANTS)) throw new Error(`unknown variant "${v}" (one of ${Object.keys(VARIANTS).join(', ')})`);
+
+const dir = await mkdtemp(join(tmpdir(), 'evora-completion-'));
+const pgh = await embeddedPostgresStart({ dataDir: dir, port: await freePort() });
+const store = new Store({ connectionString: pgh.url });
+try {
+  await migrate(store.pool);
+  if (process.env.FILLFACTOR) await store.pool.query(`ALTER TABLE evora.jobs SET (fillfactor = ${Number(process.env.FILLFACTOR)})`);
+  const usPerJob: Record<string, number[]> = {};
+  for (let round = 0; round < 3; round++) {
+    for (const v of order) {
+      for (let i = 0; i < BATCHES; i++) {
+        await store.jobSubmitMany({ jobs: Array.from({ length: BATCH }, () => ({ queue: 'q', type: 'noop', payload: { a: 1, b: 'x' } })) });
+      }
+      await store.pool.query('ANALYZE evora.jobs');
+      await store.pool.query('CHECKPOINT');
+      let ms = 0;
+      for (let i = 0; i < BATCHES; i++) {
+        const jobs = await store.jobClaim({ queues: ['q'], limit: BATCH, workerId: 'w' });
+        const started = performance.now();
+        const sql = VARIANTS[v] ?? null;
+        if (sql === null) await store.jobCompleteMany({ completions: jobs.map((j) => ({ id: j.id, token: j.leaseToken!, result: null })) });
+        else await store.pool.query(sql, sql.includes('$3') ? [jobs.map((j) => j.id), jobs.map((j) => j.leaseToken), jobs.map(() => null)] : [jobs.map((j) => j.id)]);
+        ms += performance.now() - started;
+      }
+      (usPerJob[v] ??= []).push(Math.round((ms * 10_000) / (BATCHES * BATCH)) / 10);
+    }
+  }
+  for (const v of order) console.log(`${v.padEnd(10)} ${usPerJob[v]!.join(' / ')} µs per job`);
+} finally {
+  await store.close();
+  await pgh.stop();
+  await rm(dir, { recursive: true, force: true });
+}

@@ -4,16 +4,15 @@ import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import {
   WorkerServiceClient,
-  WorkerServiceService,
   type LeasedJob,
   type Lease,
   type ServerWelcome,
   type WorkerComplete,
   type WorkerFail,
   type WorkRequest,
+  type WorkResponse,
 } from '../gen/evora/v1/worker.js';
 import { channelCreate, resolveAddress, type ConnectionOptions } from './connection.js';
-import { workMessageDecode, type LeasedJobDecoded, type WorkMessage } from './decode.js';
 import { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, type AbortCause } from './errors.js';
 import { jobFromPb, toJsonObjectSized, type Job, type JsonObject } from './types.js';
 
@@ -206,7 +205,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   /** Handler executions in progress (a handler whose lease was lost stays here until it returns). */
   private readonly active = new Set<Held>();
 
-  private stream: grpc.ClientDuplexStream<WorkRequest, WorkMessage> | null = null;
+  private stream: grpc.ClientDuplexStream<WorkRequest, WorkResponse> | null = null;
   /** Generation of the current stream; events of older streams are ignored. */
   private gen = 0;
   private welcome: ServerWelcome | null = null;
@@ -324,14 +323,12 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     if (this.closing) return;
     this.reconnectTimer = null;
     const gen = ++this.gen;
-    // The Work call with the SDK's response decoder (leased jobs straight into Job objects).
-    const { path, requestSerialize } = WorkerServiceService.work;
-    const stream = this.client.makeBidiStreamRequest(path, requestSerialize, workMessageDecode);
+    const stream = this.client.work();
     this.stream = stream;
     this.welcome = null;
     this.serverDraining = false;
     let lastError: Error | null = null;
-    stream.on('data', (res: WorkMessage) => {
+    stream.on('data', (res: WorkResponse) => {
       // A message may be read after its stream's status; what it says about leases still holds.
       this.onMessage(res, gen !== this.gen);
     });
@@ -403,15 +400,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     return true;
   }
 
-  private onMessage(message: WorkMessage, late = false): void {
-    if (message.kind === 'jobs') {
-      // From a stream that has ended, leases still apply (unless we are closing).
-      if (late && this.closing) return;
-      if (!late) this.lastHeard = Date.now();
-      for (const leased of message.jobs) this.onJob(leased);
-      return;
-    }
-    const m = message.response.msg;
+  private onMessage(res: WorkResponse, late = false): void {
+    const m = res.msg;
     if (!m) return;
     if (late) {
       // From a stream that has ended: session messages are void, lease messages still apply.
@@ -423,9 +413,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       case 'welcome':
         return this.onWelcome(m.value);
       case 'job':
-        return this.onJob(leasedFromPb(m.value));
+        return this.onJob(m.value);
       case 'jobs':
-        for (const leased of m.value.jobs) this.onJob(leasedFromPb(leased));
+        for (const leased of m.value.jobs) this.onJob(leased);
         return;
       case 'ack': {
         const h = this.reporting.get(m.value.jobId);
@@ -537,10 +527,10 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
 
   // ----- jobs ---------------------------------------------------------------------------
 
-  private onJob(leased: LeasedJobDecoded): void {
-    const { job } = leased;
-    if (!job) return;
-    const expires = leased.leaseExpiresAt;
+  private onJob(leased: LeasedJob): void {
+    if (!leased.job) return;
+    const job = jobFromPb(leased.job);
+    const expires = leased.leaseExpiresAt ?? null;
     const leaseMs =
       expires && job.startedAt ? Math.max(1000, expires.getTime() - job.startedAt.getTime()) : (this.welcome?.leaseSeconds ?? 30) * 1000;
     const h: Held = {
@@ -886,9 +876,4 @@ function resultOf(value: unknown): { json: JsonObject; length: number } | undefi
   } catch (err) {
     throw new NonRetryableError((err as Error).message, { cause: err });
   }
-}
-
-/** A leased job from the generated decoder (single pushes, and anything decode.ts passed on). */
-function leasedFromPb(leased: LeasedJob): LeasedJobDecoded {
-  return { job: leased.job ? jobFromPb(leased.job) : null, leaseToken: leased.leaseToken, leaseExpiresAt: leased.leaseExpiresAt ?? null };
 }

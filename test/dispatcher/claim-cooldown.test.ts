@@ -1,53 +1,17 @@
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Dispatcher, type SessionMessage } from '../../src/dispatcher/dispatcher.js';
-import { silentLogger } from '../../src/logger.js';
-import type { Job, Store } from '../../src/store/store.js';
+import { describe, expect, it } from 'vitest';
+import type { Job } from '../../src/store/store.js';
+import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInputs, queueName } from '../helpers/factories.js';
-import { storeSetup } from '../helpers/store-setup.js';
 import { waitFor } from '../helpers/wait.js';
 
-let store: Store;
-beforeAll(async () => {
-  ({ store } = await storeSetup());
-});
-
+const t = dispatcherTestSetup();
 const HOUR = 3_600_000;
-let stopAll: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  await Promise.all(stopAll.map((s) => s()));
-  stopAll = [];
-});
-
-/** A dispatcher whose claims are recorded, and a session on one queue whose pushed jobs are collected. */
-async function setup(opts: { queue: string; slots: number; claimCooldownMs: number }) {
-  const claims: { asked: number; got: number }[] = [];
-  const dispatcher = new Dispatcher({
-    store,
-    logger: silentLogger(),
-    pollIntervalMs: HOUR,
-    claimCooldownMs: opts.claimCooldownMs,
-    observer: { claimed: (_q, asked, got) => claims.push({ asked, got }) },
-  });
-  stopAll.push(() => dispatcher.drainAll(1000));
-  const pushed: Job[] = [];
-  let onJobs: (jobs: Job[]) => void = () => undefined;
-  const session = await dispatcher.sessionOpen({
-    workerId: 'w',
-    queues: [opts.queue],
-    slots: opts.slots,
-    send: (msg: SessionMessage) => {
-      if (msg.kind !== 'jobs') return;
-      pushed.push(...msg.jobs);
-      onJobs(msg.jobs);
-    },
-  });
-  return { dispatcher, session, claims, pushed, setOnJobs: (f: (jobs: Job[]) => void) => (onJobs = f) };
-}
+const setup = (opts: { queue: string; slots: number; claimCooldownMs: number }) => t.open(opts);
 
 describe('claim cooldown: under load, claims are few and large', () => {
   it('after a claim that filled every slot it asked for, the next waits for a quarter of the slots', async () => {
     const queue = queueName();
-    await store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
+    await t.store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
     // A cooldown that never runs out: only freed slots end the wait.
     const { dispatcher, session, claims, pushed, setOnJobs } = await setup({ queue, slots: 100, claimCooldownMs: HOUR });
     const acks: Promise<unknown>[] = [];
@@ -75,7 +39,7 @@ describe('claim cooldown: under load, claims are few and large', () => {
     const queue = queueName();
     const { dispatcher, session, pushed } = await setup({ queue, slots: 10, claimCooldownMs: HOUR });
     for (let i = 1; i <= 3; i++) {
-      await store.jobSubmitMany({ jobs: jobInputs(queue, 1) });
+      await t.store.jobSubmitMany({ jobs: jobInputs(queue, 1) });
       dispatcher.notifyQueue(queue);
       await waitFor(() => pushed.length === i, { what: `job ${i} pushed` });
       const job = pushed[i - 1]!;
@@ -85,7 +49,7 @@ describe('claim cooldown: under load, claims are few and large', () => {
 
   it('stopping ends a cooldown at once', async () => {
     const queue = queueName();
-    await store.jobSubmitMany({ jobs: jobInputs(queue, 8) });
+    await t.store.jobSubmitMany({ jobs: jobInputs(queue, 8) });
     const { dispatcher, pushed } = await setup({ queue, slots: 4, claimCooldownMs: HOUR });
     dispatcher.notifyQueue(queue);
     // A full claim, then nothing finishes: the next claim waits in its cooldown.

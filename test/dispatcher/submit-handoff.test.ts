@@ -1,44 +1,18 @@
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Dispatcher, type SessionMessage } from '../../src/dispatcher/dispatcher.js';
-import { silentLogger } from '../../src/logger.js';
-import type { Job, Store } from '../../src/store/store.js';
+import { describe, expect, it } from 'vitest';
+import type { SessionMessage } from '../../src/dispatcher/dispatcher.js';
+import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInput, queueName } from '../helpers/factories.js';
-import { storeSetup } from '../helpers/store-setup.js';
 import { waitFor } from '../helpers/wait.js';
 
-let store: Store;
-beforeAll(async () => {
-  ({ store } = await storeSetup());
-});
+const t = dispatcherTestSetup();
 
-let stopAll: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  await Promise.all(stopAll.map((s) => s()));
-  stopAll = [];
-});
-
-/**
- * A dispatcher (no fallback poll, no LISTEN: only what the test does wakes it) and one
- * session on an existing queue, idle: its first claim has come back empty.
- */
+/** A dispatcher and one session on a new queue, idle: its first claim has come back empty. */
 async function setup(opts: { slots: number; send?: (msg: SessionMessage) => void }) {
   const queue = queueName();
-  await store.queueUpsert({ name: queue, leaseSeconds: 30 });
-  const dispatcher = new Dispatcher({ store, logger: silentLogger(), pollIntervalMs: 3_600_000, claimCooldownMs: 0 });
-  stopAll.push(() => dispatcher.drainAll(1000));
-  const pushed: Job[] = [];
-  const session = await dispatcher.sessionOpen({
-    workerId: 'w',
-    queues: [queue],
-    slots: opts.slots,
-    send:
-      opts.send ??
-      ((msg) => {
-        if (msg.kind === 'jobs') pushed.push(...msg.jobs);
-      }),
-  });
-  await waitFor(() => session.free === opts.slots, { what: 'the first claim to come back' });
-  return { queue, dispatcher, session, pushed };
+  await t.store.queueUpsert({ name: queue, leaseSeconds: 30 });
+  const parts = await t.open({ queue, ...opts });
+  await waitFor(() => parts.session.free === opts.slots, { what: 'the first claim to come back' });
+  return { queue, ...parts };
 }
 
 describe('a submit hands its job to a free slot of this server', () => {
@@ -69,7 +43,7 @@ describe('a submit hands its job to a free slot of this server', () => {
     });
     const { job } = await dispatcher.submit(jobInput({ queue }));
     expect(job.state).toBe('RUNNING');
-    const now = await store.jobGet({ id: job.id });
+    const now = await t.store.jobGet({ id: job.id });
     expect(now).toMatchObject({ state: 'PENDING', attempt: 0 });
     expect(session.free).toBe(1);
   });

@@ -1,0 +1,67 @@
+import { afterEach, beforeAll } from 'vitest';
+import { Dispatcher, type SessionMessage } from '../../src/dispatcher/dispatcher.js';
+import { silentLogger } from '../../src/logger.js';
+import type { Job, Store } from '../../src/store/store.js';
+import { storeSetup } from './store-setup.js';
+
+/**
+ * A dispatcher test file's parts: a store on a database of its own, and `open()`, which
+ * makes a dispatcher with one session on one queue. The fallback poll is off (only what the
+ * test does wakes a queue); every dispatcher is drained after each test, so none outlives it.
+ * Call at the top of the file (it registers beforeAll/afterEach hooks).
+ */
+export function dispatcherTestSetup() {
+  let store: Store | undefined;
+  beforeAll(async () => {
+    ({ store } = await storeSetup());
+  });
+  let stopAll: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    await Promise.all(stopAll.map((s) => s()));
+    stopAll = [];
+  });
+
+  const storeOf = (): Store => {
+    if (!store) throw new Error('dispatcherTestSetup: the store is made in beforeAll');
+    return store;
+  };
+
+  /**
+   * A dispatcher (claims recorded in `claims`) and a session of worker "w" on `queue`.
+   * Pushed jobs are collected in `pushed` and passed to the hook set with `setOnJobs`, unless
+   * `send` replaces the session's sender.
+   */
+  async function open(opts: { queue: string; slots: number; claimCooldownMs?: number; send?: (msg: SessionMessage) => void }) {
+    const claims: { asked: number; got: number }[] = [];
+    const dispatcher = new Dispatcher({
+      store: storeOf(),
+      logger: silentLogger(),
+      pollIntervalMs: 3_600_000,
+      claimCooldownMs: opts.claimCooldownMs ?? 0,
+      observer: { claimed: (_q, asked, got) => claims.push({ asked, got }) },
+    });
+    stopAll.push(() => dispatcher.drainAll(1000));
+    const pushed: Job[] = [];
+    let onJobs: (jobs: Job[]) => void = () => undefined;
+    const session = await dispatcher.sessionOpen({
+      workerId: 'w',
+      queues: [opts.queue],
+      slots: opts.slots,
+      send:
+        opts.send ??
+        ((msg) => {
+          if (msg.kind !== 'jobs') return;
+          pushed.push(...msg.jobs);
+          onJobs(msg.jobs);
+        }),
+    });
+    return { dispatcher, session, claims, pushed, setOnJobs: (f: (jobs: Job[]) => void) => (onJobs = f) };
+  }
+
+  return {
+    get store(): Store {
+      return storeOf();
+    },
+    open,
+  };
+}

@@ -7,29 +7,29 @@
 -- job may now be created RUNNING, on its first attempt, when that transition is legal
 -- (evora.job_state_transitions stays the one place that says what is legal); the lease
 -- itself is required by jobs_running_has_lease as for every RUNNING job. Every other
--- state at creation is still refused.
+-- state at creation is still refused. Creations get a check of their own; the INSERT branch
+-- of evora.job_state_transition_check() is no longer called.
 
-CREATE OR REPLACE FUNCTION evora.job_state_transition_check() RETURNS trigger
+CREATE FUNCTION evora.job_creation_check() RETURNS trigger
     LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        IF NEW.state <> 'PENDING' AND NOT (
-            NEW.state = 'RUNNING' AND NEW.attempt = 1 AND EXISTS (
-                SELECT 1 FROM evora.job_state_transitions
-                WHERE from_state = 'PENDING' AND to_state = 'RUNNING'
-            )
-        ) THEN
-            RAISE EXCEPTION 'evora: a job must be created PENDING (or RUNNING on its first attempt, handed to a worker), not % on attempt %',
-                NEW.state, NEW.attempt
-                USING ERRCODE = 'check_violation';
-        END IF;
-    ELSIF NOT EXISTS (
-        SELECT 1 FROM evora.job_state_transitions
-        WHERE from_state = OLD.state AND to_state = NEW.state
+    IF NEW.state = 'PENDING' OR (
+        NEW.state = 'RUNNING' AND NEW.attempt = 1 AND EXISTS (
+            SELECT 1 FROM evora.job_state_transitions
+            WHERE from_state = 'PENDING' AND to_state = 'RUNNING'
+        )
     ) THEN
-        RAISE EXCEPTION 'evora: illegal job state transition % -> % (job %)', OLD.state, NEW.state, OLD.id
-            USING ERRCODE = 'check_violation';
+        RETURN NEW;
     END IF;
-    RETURN NEW;
+    RAISE EXCEPTION 'evora: a job must be created PENDING (or RUNNING on its first attempt, handed to a worker), not % on attempt %',
+        NEW.state, NEW.attempt
+        USING ERRCODE = 'check_violation';
 END
 $$;
+
+DROP TRIGGER jobs_state_transition_insert ON evora.jobs;
+
+CREATE TRIGGER jobs_state_transition_insert
+    BEFORE INSERT ON evora.jobs
+    FOR EACH ROW WHEN (NEW.state <> 'PENDING')
+    EXECUTE FUNCTION evora.job_creation_check();

@@ -1,10 +1,11 @@
-import type { Store } from '../../src/store/store.js';
+import type { Job, Store } from '../../src/store/store.js';
 import { jobInputs } from './factories.js';
 
 /**
  * A mixed workload through the store: submits `total` jobs over a few queues and drives
  * them to every end: completed, retried then completed, dead-lettered, cancelled while
- * pending and while running, expired leases, snoozed. Returns the queues it used.
+ * pending and while running, expired leases, snoozed; and jobs handed straight to a worker
+ * by their submit. Returns the queues it used.
  */
 export async function mixedRun(store: Store, opts: { total: number; prefix: string }): Promise<string[]> {
   const queues = [`${opts.prefix}_a`, `${opts.prefix}_b`, `${opts.prefix}_c`];
@@ -36,6 +37,16 @@ export async function mixedRun(store: Store, opts: { total: number; prefix: stri
     await store.jobFailMany({ failures });
     await store.jobSnoozeMany({ snoozes });
     await store.jobSweepExpired({ limit: 10_000, now: new Date(Date.now() + 3_600_000) });
+  }
+  // Hand-offs: nothing is claimable now, so each submit leases its job to the named worker.
+  for (const queue of queues) {
+    const handed = [];
+    for (const job of jobInputs(queue, 4)) handed.push((await store.jobSubmit({ job, handoffWorkerId: 'w-handoff' })).job);
+    if (handed.some((j) => j.state !== 'RUNNING')) throw new Error('mixedRun: a hand-off did not lease its job');
+    const [a, b, c] = handed as [Job, Job, Job];
+    await store.jobCompleteMany({ completions: [a, b].map((j) => ({ id: j.id, token: j.leaseToken!, result: {} })) });
+    await store.jobFailMany({ failures: [{ id: c.id, token: c.leaseToken!, error: 'fatal', retryable: false }] });
+    // The fourth stays RUNNING.
   }
   // Some pending jobs cancelled, and some dead-lettered ones retried back to pending.
   for (const queue of queues) {

@@ -117,7 +117,11 @@ export class Dispatcher {
   private readonly completions: Batcher<LeaseRef & { result: JsonObject | null }, LeaseWriteOutcome<JobWritten>>;
   private readonly failures: Batcher<LeaseRef & { error: string; retryable: boolean; retryAt: Date | null }, LeaseWriteOutcome>;
   private readonly snoozes: Batcher<LeaseRef & { runAt: Date }, LeaseWriteOutcome>;
-  private readonly claimsInFlight = new Set<Promise<void>>();
+  /**
+   * Claims and hand-off submits in flight. drainAll waits for them, so every job they lease
+   * is pushed or released before shutdown goes on.
+   */
+  private readonly inFlight = new Set<Promise<unknown>>();
   private readonly waiters = new Set<{ queues: Set<string>; wake: () => void }>();
   private pollTimer: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -332,8 +336,8 @@ export class Dispatcher {
   private claimFor(q: QueueDispatch): void {
     if (q.claiming || this.stopped) return;
     const run = this.claimLoop(q);
-    this.claimsInFlight.add(run);
-    void run.finally(() => this.claimsInFlight.delete(run));
+    this.inFlight.add(run);
+    void run.finally(() => this.inFlight.delete(run));
   }
 
   /**
@@ -491,6 +495,17 @@ export class Dispatcher {
     const q = this.queues.get(job.queue);
     const session = q && !this.stopped ? this.reserveOne(q) : undefined;
     if (!session) return this.opts.store.jobSubmit({ job });
+    const run = this.handOff(session, job);
+    this.inFlight.add(run);
+    try {
+      return await run;
+    } finally {
+      this.inFlight.delete(run);
+    }
+  }
+
+  /** Submits with a hand-off to the slot reserved on `session`; pushes the job or returns the slot. */
+  private async handOff(session: WorkerSession, job: JobSubmitInput): Promise<JobSubmitResult> {
     let result: JobSubmitResult | undefined;
     const handedOver = () => result !== undefined && result.created && result.job.state === 'RUNNING';
     try {
@@ -567,7 +582,7 @@ export class Dispatcher {
       s.draining = true;
       s.send({ kind: 'drain', reason });
     }
-    await Promise.all(this.claimsInFlight);
+    await Promise.allSettled(this.inFlight);
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline && this.sessionStats().held > 0) {
       await new Promise((r) => setTimeout(r, 20));

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionMessage } from '../../src/dispatcher/dispatcher.js';
+import type { Store } from '../../src/store/store.js';
 import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { waitFor } from '../helpers/wait.js';
@@ -7,7 +8,7 @@ import { waitFor } from '../helpers/wait.js';
 const t = dispatcherTestSetup();
 
 /** A dispatcher and one session on a new queue, idle: its first claim has come back empty. */
-async function setup(opts: { slots: number; send?: (msg: SessionMessage) => void }) {
+async function setup(opts: { slots: number; send?: (msg: SessionMessage) => void; store?: Store }) {
   const queue = queueName();
   await t.store.queueUpsert({ name: queue, leaseSeconds: 30 });
   const parts = await t.open({ queue, ...opts });
@@ -46,6 +47,24 @@ describe('a submit hands its job to a free slot of this server', () => {
     const now = await t.store.jobGet({ id: job.id });
     expect(now).toMatchObject({ state: 'PENDING', attempt: 0 });
     expect(session.free).toBe(1);
+  });
+
+  it('shutdown waits for a hand-off in flight; its job is released before the drain returns', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    // The file's store, with submits held at the gate.
+    const gated = Object.create(t.store) as Store;
+    gated.jobSubmit = async (params) => {
+      await gate;
+      return t.store.jobSubmit(params);
+    };
+    const { queue, dispatcher } = await setup({ slots: 1, store: gated });
+    const submitted = dispatcher.submit(jobInput({ queue }));
+    const atDrainEnd = dispatcher.drainAll(1000).then(async () => (await t.store.jobList({ queue, limit: 10 })).jobs);
+    setImmediate(open);
+    const { job } = await submitted;
+    expect(job.state).toBe('RUNNING'); // as the submit committed it
+    expect((await atDrainEnd).map((j) => [j.id, j.state, j.attempt])).toEqual([[job.id, 'PENDING', 0]]);
   });
 
   it('a submit that fails returns its reserved slot', async () => {

@@ -29,12 +29,12 @@ export function dispatcherTestSetup() {
   /**
    * A dispatcher (claims recorded in `claims`) and a session of worker "w" on `queue`.
    * Pushed jobs are collected in `pushed` and passed to the hook set with `setOnJobs`, unless
-   * `send` replaces the session's sender.
+   * `send` replaces the session's sender. `store` replaces the file's store (to slow or fail a call).
    */
-  async function open(opts: { queue: string; slots: number; claimCooldownMs?: number; send?: (msg: SessionMessage) => void }) {
+  async function open(opts: { queue: string; slots: number; claimCooldownMs?: number; send?: (msg: SessionMessage) => void; store?: Store }) {
     const claims: { asked: number; got: number }[] = [];
     const dispatcher = new Dispatcher({
-      store: storeOf(),
+      store: opts.store ?? storeOf(),
       logger: silentLogger(),
       pollIntervalMs: 3_600_000,
       claimCooldownMs: opts.claimCooldownMs ?? 0,

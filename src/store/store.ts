@@ -252,12 +252,53 @@ const FAILURE_KIND = (retryKind: string) => `(CASE state
       WHEN 'DLQ' THEN 'dead_lettered'
       ELSE 'cancelled' END)::evora.job_event_kind`;
 
-// $10 (given only for a single job, by jobSubmit) names a worker of this server with a free
-// slot: the job is leased to it in this statement when a claim would pick it now (its queue
-// exists and is not paused, it is due, and no claimable job waits in the queue), so it needs
-// no NOTIFY and no claim. Such a job is created RUNNING (migrations/0009_submit_handoff.sql)
-// and records two events, submitted and claimed.
-const SQL_JOB_INSERT_MANY = `
+/**
+ * The submit statement: inserts the jobs PENDING with one `submitted` event each, and wakes
+ * each queue that got a job due now. A new queue gets its row with the defaults.
+ *
+ * With `handoff` (SQL_JOB_INSERT_HANDOFF, for a single job: jobSubmit), $10 names a worker
+ * of this server with a free slot, and the job is leased to it in this statement when a
+ * claim would pick it now: its queue exists and is not paused, it is due, and no claimable
+ * job waits in the queue. Such a job is created RUNNING (migrations/0009_submit_handoff.sql),
+ * records two events, submitted then claimed, and wakes no one. Batches use the statement
+ * without it, which costs them nothing.
+ */
+function jobInsertSql(opts: { handoff: boolean }): string {
+  const now = 'coalesce($9::timestamptz, now())';
+  const handoffCte = `
+handoff AS (
+  SELECT i.id, q.lease_seconds
+  FROM input i
+  JOIN evora.queues q ON q.name = i.queue
+  WHERE NOT q.paused
+    AND coalesce(i.run_at, ${now}) <= ${now}
+    AND NOT EXISTS (
+      SELECT 1 FROM evora.jobs j
+      WHERE j.state = 'PENDING' AND j.queue = i.queue AND j.run_at <= ${now}
+    )
+),`;
+  const leaseColumns = `,
+                          state, attempt, lease_token, locked_until, worker_id, started_at`;
+  const leaseValues = `,
+         (CASE WHEN h.id IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
+         CASE WHEN h.id IS NULL THEN 0 ELSE 1 END,
+         CASE WHEN h.id IS NOT NULL THEN gen_random_uuid() END,
+         ${now} + make_interval(secs => h.lease_seconds),
+         CASE WHEN h.id IS NOT NULL THEN $10::text END,
+         CASE WHEN h.id IS NOT NULL THEN ${now} END`;
+  const events = opts.handoff
+    ? `changes AS (
+  SELECT id, queue, type, 'submitted'::evora.job_event_kind AS kind, NULL::evora.job_state AS from_state,
+         'PENDING'::evora.job_state AS state, 0 AS attempt, NULL::text AS worker_id, created_at AS at,
+         NULL::float8 AS wait_ms
+  FROM inserted
+  UNION ALL
+  SELECT id, queue, type, 'claimed', 'PENDING', state, attempt, worker_id, started_at, ${msBetween('run_at', 'started_at')}
+  FROM inserted WHERE state = 'RUNNING'
+),
+${eventsCte({ source: 'changes', kind: 'kind', fromState: 'from_state', at: 'at', waitMs: 'wait_ms' })}`
+    : eventsCte({ source: 'inserted', kind: "'submitted'", fromState: 'NULL', at: 'created_at' });
+  return `
 WITH input AS (
   SELECT *
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int[], $6::timestamptz[], $7::text[], $8::int[])
@@ -269,54 +310,30 @@ new_queues AS (
   WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
   ON CONFLICT (name) DO NOTHING
   RETURNING name, max_attempts
-),
-handoff AS (
-  SELECT i.id, q.lease_seconds
-  FROM input i
-  JOIN evora.queues q ON q.name = i.queue
-  WHERE $10::text IS NOT NULL AND NOT q.paused
-    AND coalesce(i.run_at, coalesce($9::timestamptz, now())) <= coalesce($9::timestamptz, now())
-    AND NOT EXISTS (
-      SELECT 1 FROM evora.jobs j
-      WHERE j.state = 'PENDING' AND j.queue = i.queue AND j.run_at <= coalesce($9::timestamptz, now())
-    )
-),
+),${opts.handoff ? handoffCte : ''}
 inserted AS (
-  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at,
-                          state, attempt, lease_token, locked_until, worker_id, started_at)
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at${opts.handoff ? leaseColumns : ''})
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
-         coalesce(i.run_at, coalesce($9::timestamptz, now())),
+         coalesce(i.run_at, ${now}),
          i.idempotency_key,
          coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
-         coalesce($9::timestamptz, now()),
-         (CASE WHEN h.id IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
-         CASE WHEN h.id IS NULL THEN 0 ELSE 1 END,
-         CASE WHEN h.id IS NOT NULL THEN gen_random_uuid() END,
-         coalesce($9::timestamptz, now()) + make_interval(secs => h.lease_seconds),
-         CASE WHEN h.id IS NOT NULL THEN $10::text END,
-         CASE WHEN h.id IS NOT NULL THEN coalesce($9::timestamptz, now()) END
+         ${now}${opts.handoff ? leaseValues : ''}
   FROM input i
   LEFT JOIN evora.queues q ON q.name = i.queue
-  LEFT JOIN new_queues nq ON nq.name = i.queue
-  LEFT JOIN handoff h ON h.id = i.id
+  LEFT JOIN new_queues nq ON nq.name = i.queue${opts.handoff ? '\n  LEFT JOIN handoff h ON h.id = i.id' : ''}
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING *
 ),
-changes AS (
-  SELECT id, queue, type, 'submitted'::evora.job_event_kind AS kind, NULL::evora.job_state AS from_state,
-         'PENDING'::evora.job_state AS state, 0 AS attempt, NULL::text AS worker_id, created_at AS at,
-         NULL::float8 AS wait_ms
-  FROM inserted
-  UNION ALL
-  SELECT id, queue, type, 'claimed', 'PENDING', state, attempt, worker_id, started_at, ${msBetween('run_at', 'started_at')}
-  FROM inserted WHERE state = 'RUNNING'
-),
-${eventsCte({ source: 'changes', kind: 'kind', fromState: 'from_state', at: 'at', waitMs: 'wait_ms' })},
+${events},
 woken AS (
   SELECT pg_notify('${CHANNEL_JOB_AVAILABLE}', d.queue)
-  FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'PENDING' AND run_at <= coalesce($9::timestamptz, now())) d
+  FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'PENDING' AND run_at <= ${now}) d
 )
 SELECT * FROM inserted WHERE (SELECT count(*) FROM woken) >= 0`;
+}
+
+const SQL_JOB_INSERT_MANY = jobInsertSql({ handoff: false });
+const SQL_JOB_INSERT_HANDOFF = jobInsertSql({ handoff: true });
 
 // Run in a fresh snapshot after the insert, so it sees a conflicting row that a concurrent
 // submit committed while our insert waited on it.
@@ -694,8 +711,12 @@ export class Store {
       jobs.map((j) => j.idempotencyKey || null),
       jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null)),
       now ?? null,
-      handoffWorkerId,
+      ...(handoffWorkerId === null ? [] : [handoffWorkerId]),
     ];
+    const statement =
+      handoffWorkerId === null
+        ? { name: 'evora_job_insert_many', text: SQL_JOB_INSERT_MANY }
+        : { name: 'evora_job_insert_handoff', text: SQL_JOB_INSERT_HANDOFF };
     const anyKey = jobs.some((j) => j.idempotencyKey);
     // Without keys, or with a single job, one autocommit statement is atomic by itself. A
     // batch with keys needs a transaction: a refused replay must undo the batch's inserts.
@@ -708,7 +729,7 @@ export class Store {
           await client.query('BEGIN');
           inTransaction = true;
         }
-        const inserted = await client.query<JobRow>({ name: 'evora_job_insert_many', text: SQL_JOB_INSERT_MANY, values: args });
+        const inserted = await client.query<JobRow>({ ...statement, values: args });
         const byId = new Map(inserted.rows.map((r) => [r.id, r]));
         const results: (JobSubmitResult | undefined)[] = ids.map((id) => {
           const row = byId.get(id);

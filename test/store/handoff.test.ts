@@ -72,26 +72,46 @@ describe('a submit hands its job to a named worker when a claim would pick it no
     }
   });
 
-  it('an idempotent replay returns the existing job untouched and leases nothing', async () => {
-    const queue = await queueCreate(true); // paused: the first submit stays PENDING
+  it('an idempotent replay returns the existing job untouched and leases nothing, though a hand-off would be possible', async () => {
+    const queue = await queueCreate();
     const first = await store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'k' }), now: T0 });
-    await store.queueSetPaused({ name: queue, paused: false });
-    const replay = await store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'k' }), now: at(1), handoffWorkerId: 'w1' });
+    const [claimed] = await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w0', now: at(1) });
+    await store.jobCompleteMany({ completions: [{ id: first.job.id, token: claimed!.leaseToken!, result: {} }], now: at(2) });
+    // Nothing claimable waits now: without the key this submit would be handed off.
+    const replay = await store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'k' }), now: at(3), handoffWorkerId: 'w1' });
     expect(replay.created).toBe(false);
-    expect(replay.job).toMatchObject({ id: first.job.id, state: 'PENDING', attempt: 0 });
-    expect(await events(first.job.id)).toHaveLength(1);
+    expect(replay.job).toMatchObject({ id: first.job.id, state: 'COMPLETED', attempt: 1, workerId: 'w0' });
+    expect((await events(first.job.id)).map((e) => e[0])).toEqual(['submitted', 'claimed', 'completed']);
   });
 
-  it('the database refuses any other creation but PENDING or a first attempt RUNNING with a lease', async () => {
-    const insert = (state: string, attempt: number, lease: boolean) =>
+  it('the claimed event of a job due earlier carries its wait, as a claim would record it', async () => {
+    const queue = await queueCreate();
+    const { job } = await store.jobSubmit({ job: jobInput({ queue, runAt: new Date(T0.getTime() - 1500) }), now: T0, handoffWorkerId: 'w1' });
+    expect(job.state).toBe('RUNNING');
+    const { rows } = await store.pool.query<{ kind: string; wait_ms: number | null }>(
+      'SELECT kind::text, wait_ms FROM evora.job_events_flat WHERE job_id = $1 ORDER BY id',
+      [job.id],
+    );
+    expect(rows).toEqual([
+      { kind: 'submitted', wait_ms: null },
+      { kind: 'claimed', wait_ms: 1500 },
+    ]);
+  });
+
+  it('the database refuses any creation but PENDING or RUNNING as a claim leaves it (first attempt, lease, worker, start)', async () => {
+    const insert = (state: string, attempt: number, opts: { lease?: boolean; worker?: boolean; finished?: boolean } = {}) =>
       store.pool.query(
-        `INSERT INTO evora.jobs (queue, type, state, attempt, max_attempts, lease_token, locked_until)
-         VALUES ('x', 't', $1, $2, 3, ${lease ? 'gen_random_uuid(), now()' : 'NULL, NULL'})`,
+        `INSERT INTO evora.jobs (queue, type, state, attempt, max_attempts, lease_token, locked_until, worker_id, started_at, finished_at)
+         VALUES ('x', 't', $1, $2, 3, ${opts.lease ? 'gen_random_uuid(), now()' : 'NULL, NULL'},
+                 ${opts.worker ? "'w', now()" : 'NULL, NULL'}, ${opts.finished ? 'now()' : 'NULL'})`,
         [state, attempt],
       );
-    await expect(insert('RUNNING', 2, true)).rejects.toThrow(/must be created PENDING .*not RUNNING on attempt 2/);
-    await expect(insert('RUNNING', 1, false)).rejects.toThrow(/jobs_running_has_lease/);
-    await expect(insert('COMPLETED', 1, false)).rejects.toThrow(/must be created PENDING/);
-    await expect(insert('DLQ', 0, false)).rejects.toThrow(/must be created PENDING/);
+    await expect(insert('RUNNING', 2, { lease: true, worker: true })).rejects.toThrow(/must be created PENDING .*not RUNNING on attempt 2/);
+    await expect(insert('RUNNING', 1, { worker: true })).rejects.toThrow(/jobs_running_has_lease/);
+    await expect(insert('RUNNING', 1, { lease: true })).rejects.toThrow(/must be created PENDING/);
+    await expect(insert('RUNNING', 1, { lease: true, worker: true, finished: true })).rejects.toThrow(/must be created PENDING/);
+    await expect(insert('COMPLETED', 1)).rejects.toThrow(/must be created PENDING/);
+    await expect(insert('DLQ', 0)).rejects.toThrow(/must be created PENDING/);
+    await expect(insert('RUNNING', 1, { lease: true, worker: true })).resolves.toMatchObject({ rowCount: 1 });
   });
 });

@@ -47,6 +47,19 @@ describe('wake-ups', () => {
     expect(forQueue(queue)).toHaveLength(0);
   });
 
+  it('a submit that hands its job to a worker does not notify; one that cannot (a job waits) does', async () => {
+    const queue = queueName();
+    await store.queueUpsert({ name: queue });
+    const handed = await store.jobSubmit({ job: jobInput({ queue }), handoffWorkerId: 'w' });
+    const waiting = await store.jobSubmit({ job: jobInput({ queue }) });
+    const declined = await store.jobSubmit({ job: jobInput({ queue }), handoffWorkerId: 'w' });
+    expect([handed.job.state, waiting.job.state, declined.job.state]).toEqual(['RUNNING', 'PENDING', 'PENDING']);
+    const marker = queueName('marker');
+    await store.jobSubmit({ job: jobInput({ queue: marker }) });
+    await waitFor(() => forQueue(marker).length === 1);
+    expect(forQueue(queue)).toHaveLength(2);
+  });
+
   it('a manual retry and a resumed queue notify; cancelling a running job names the job', async () => {
     const queue = queueName();
     const { job } = await store.jobSubmit({ job: jobInput({ queue }) });

@@ -484,16 +484,20 @@ export class Dispatcher {
   // ----- submits -----------------------------------------------------------------------
 
   /**
-   * Submits one job. When a worker connected here takes jobs from its queue and has a free
-   * slot, the submit's own statement leases the job to that worker if a claim would pick it
-   * now (queue not paused, job due, nothing claimable waiting in the queue), and the job is
-   * pushed at once: no NOTIFY and no claim, one round trip to the database less between
-   * submit and start. Otherwise the job waits PENDING for a claim, here or on another server.
-   * The result is the job as the submit committed it (RUNNING when handed over).
+   * Submits one job. When the queue is idle here (no claim running or pending) and a worker
+   * connected here takes jobs from it and has a free slot, the submit's own statement leases
+   * the job to that worker if a claim would pick it now (queue not paused, job due, nothing
+   * claimable waiting in the queue), and the job is pushed at once: no NOTIFY and no claim,
+   * one round trip to the database less between submit and start. Otherwise the job waits
+   * PENDING for a claim, here or on another server. The result is the job as the submit
+   * committed it (RUNNING when handed over).
    */
   async submit(job: JobSubmitInput): Promise<JobSubmitResult> {
     const q = this.queues.get(job.queue);
-    const session = q && !this.stopped ? this.reserveOne(q) : undefined;
+    // Only an idle queue tries: while a claim runs or a wake-up is pending, jobs may be
+    // waiting (the statement would decline), and the claim is about to serve the slots anyway.
+    const idle = q !== undefined && !q.wanted && !q.claiming && !this.stopped;
+    const session = idle ? this.reserveOne(q) : undefined;
     if (!session) return this.opts.store.jobSubmit({ job });
     const run = this.handOff(session, job);
     this.inFlight.add(run);

@@ -18,21 +18,44 @@ async function setup(opts: { slots: number; send?: (msg: SessionMessage) => void
 
 describe('a submit hands its job to a free slot of this server', () => {
   it('pushes the job leased by the submit itself, with no claim; a full session leaves the next one to a claim', async () => {
-    const { queue, dispatcher, session, pushed } = await setup({ slots: 1 });
+    const { queue, dispatcher, session, pushed, claims } = await setup({ slots: 1 });
+    expect(claims).toEqual([{ asked: 1, got: 0 }]); // the session's first claim, before any job
     const first = await dispatcher.submit(jobInput({ queue }));
     expect(first.job).toMatchObject({ state: 'RUNNING', attempt: 1, workerId: 'w' });
     expect(pushed.map((j) => [j.id, j.leaseToken])).toEqual([[first.job.id, first.job.leaseToken]]);
     expect(session.free).toBe(0);
+    expect(claims).toHaveLength(1); // no claim ran for it
 
     const second = await dispatcher.submit(jobInput({ queue }));
     expect(second.job.state).toBe('PENDING');
-    dispatcher.notifyQueue(queue); // what its NOTIFY does on a server
-    expect(pushed).toHaveLength(1);
+    dispatcher.notifyQueue(queue); // what its NOTIFY does on a server: no free slot, so no claim yet
 
     // The first finishes; its slot claims the second as usual.
     expect(await dispatcher.complete(session, { id: first.job.id, token: first.job.leaseToken!, result: null })).toMatchObject({ accepted: true });
     await waitFor(() => pushed.length === 2, { what: 'the second job claimed' });
     expect(pushed[1]?.id).toBe(second.job.id);
+    expect(claims).toEqual([{ asked: 1, got: 0 }, { asked: 1, got: 1 }]);
+  });
+
+  it('while a claim of the queue runs, a submit leaves its job to that claim', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let gateClaims = false;
+    // The file's store, with claims held at the gate once the test says so.
+    const gated = Object.create(t.store) as Store;
+    gated.jobClaim = async (params) => {
+      if (gateClaims) await gate;
+      return t.store.jobClaim(params);
+    };
+    const { queue, dispatcher, pushed, claims } = await setup({ slots: 2, store: gated });
+    gateClaims = true;
+    dispatcher.notifyQueue(queue); // a claim starts and waits at the gate
+    const { job } = await dispatcher.submit(jobInput({ queue }));
+    expect(job.state).toBe('PENDING');
+    open();
+    await waitFor(() => pushed.length === 1, { what: 'the job claimed' });
+    expect(pushed[0]?.id).toBe(job.id);
+    expect(claims.at(-1)).toEqual({ asked: 2, got: 1 });
   });
 
   it('a hand-off that cannot be pushed is released at once and frees its slot', async () => {

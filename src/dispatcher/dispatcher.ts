@@ -415,14 +415,13 @@ export class Dispatcher {
     });
   }
 
-  /** Free slots of the queue's sessions, one entry per slot, dealt round-robin. */
-  private reserve(q: QueueDispatch): WorkerSession[] {
+  /** Up to `max` free slots of the queue's sessions, one entry per slot, dealt round-robin. */
+  private reserve(q: QueueDispatch, max = this.opts.maxClaimBatch ?? 1000): WorkerSession[] {
     const sessions = [...q.sessions].filter((s) => s.free > 0);
     if (sessions.length === 0) return [];
     const start = q.rotation++ % sessions.length;
     const ordered = [...sessions.slice(start), ...sessions.slice(0, start)];
     const free = ordered.map((s) => s.free);
-    const max = this.opts.maxClaimBatch ?? 1000;
     const slots: WorkerSession[] = [];
     for (let round = 0; slots.length < max; round++) {
       let any = false;
@@ -497,7 +496,7 @@ export class Dispatcher {
     // Only an idle queue tries: while a claim runs or a wake-up is pending, jobs may be
     // waiting (the statement would decline), and the claim is about to serve the slots anyway.
     const idle = q !== undefined && !q.wanted && !q.claiming && !this.stopped;
-    const session = idle ? this.reserveOne(q) : undefined;
+    const [session] = idle ? this.reserve(q, 1) : [];
     if (!session) return this.opts.store.jobSubmit({ job });
     const run = this.handOff(session, job);
     this.inFlight.add(run);
@@ -510,25 +509,15 @@ export class Dispatcher {
 
   /** Submits with a hand-off to the slot reserved on `session`; pushes the job or returns the slot. */
   private async handOff(session: WorkerSession, job: JobSubmitInput): Promise<JobSubmitResult> {
-    let result: JobSubmitResult | undefined;
-    const handedOver = () => result !== undefined && result.created && result.job.state === 'RUNNING';
+    let result: JobSubmitResult | null = null;
     try {
       result = await this.opts.store.jobSubmit({ job, handoffWorkerId: session.workerId });
+      return result;
     } finally {
       session.reserved--;
-      if (!handedOver()) this.wakeQueuesOf(session); // the slot it reserved is free again
+      if (result?.created && result.job.state === 'RUNNING') await this.push(new Map([[session, [result.job]]]));
+      else this.wakeQueuesOf(session); // the slot it reserved is free again
     }
-    if (handedOver()) await this.push(new Map([[session, [result.job]]]));
-    return result;
-  }
-
-  /** One free slot of the queue's sessions, reserved (round-robin over the sessions). */
-  private reserveOne(q: QueueDispatch): WorkerSession | undefined {
-    const sessions = [...q.sessions].filter((s) => s.free > 0);
-    if (sessions.length === 0) return undefined;
-    const session = sessions[q.rotation++ % sessions.length] as WorkerSession;
-    session.reserved++;
-    return session;
   }
 
   // ----- unary claims -------------------------------------------------------------------

@@ -265,27 +265,26 @@ const FAILURE_KIND = (retryKind: string) => `(CASE state
  */
 function jobInsertSql(opts: { handoff: boolean }): string {
   const now = 'coalesce($9::timestamptz, now())';
-  const handoffCte = `
-handoff AS (
-  SELECT i.id, q.lease_seconds
-  FROM input i
-  JOIN evora.queues q ON q.name = i.queue
-  WHERE NOT q.paused
-    AND coalesce(i.run_at, ${now}) <= ${now}
-    AND NOT EXISTS (
-      SELECT 1 FROM evora.jobs j
-      WHERE j.state = 'PENDING' AND j.queue = i.queue AND j.run_at <= ${now}
-    )
-),`;
+  // The hand-off's conditions, on the queue row the insert already joined (none for a new queue).
+  const handoffJoin = `
+  LEFT JOIN LATERAL (
+    SELECT q.lease_seconds
+    WHERE NOT q.paused
+      AND coalesce(i.run_at, ${now}) <= ${now}
+      AND NOT EXISTS (
+        SELECT 1 FROM evora.jobs j
+        WHERE j.state = 'PENDING' AND j.queue = i.queue AND j.run_at <= ${now}
+      )
+  ) h ON true`;
   const leaseColumns = `,
                           state, attempt, lease_token, locked_until, worker_id, started_at`;
   const leaseValues = `,
-         (CASE WHEN h.id IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
-         CASE WHEN h.id IS NULL THEN 0 ELSE 1 END,
-         CASE WHEN h.id IS NOT NULL THEN gen_random_uuid() END,
+         (CASE WHEN h.lease_seconds IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
+         CASE WHEN h.lease_seconds IS NULL THEN 0 ELSE 1 END,
+         CASE WHEN h.lease_seconds IS NOT NULL THEN gen_random_uuid() END,
          ${now} + make_interval(secs => h.lease_seconds),
-         CASE WHEN h.id IS NOT NULL THEN $10::text END,
-         CASE WHEN h.id IS NOT NULL THEN ${now} END`;
+         CASE WHEN h.lease_seconds IS NOT NULL THEN $10::text END,
+         CASE WHEN h.lease_seconds IS NOT NULL THEN ${now} END`;
   const events = opts.handoff
     ? `changes AS (
   SELECT id, queue, type, 'submitted'::evora.job_event_kind AS kind, NULL::evora.job_state AS from_state,
@@ -310,7 +309,7 @@ new_queues AS (
   WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
   ON CONFLICT (name) DO NOTHING
   RETURNING name, max_attempts
-),${opts.handoff ? handoffCte : ''}
+),
 inserted AS (
   INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at${opts.handoff ? leaseColumns : ''})
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
@@ -320,7 +319,7 @@ inserted AS (
          ${now}${opts.handoff ? leaseValues : ''}
   FROM input i
   LEFT JOIN evora.queues q ON q.name = i.queue
-  LEFT JOIN new_queues nq ON nq.name = i.queue${opts.handoff ? '\n  LEFT JOIN handoff h ON h.id = i.id' : ''}
+  LEFT JOIN new_queues nq ON nq.name = i.queue${opts.handoff ? handoffJoin : ''}
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING *
 ),

@@ -261,7 +261,10 @@ const FAILURE_KIND = (retryKind: string) => `(CASE state
  * claim would pick it now: its queue exists and is not paused, it is due, and no claimable
  * job waits in the queue. Such a job is created RUNNING (migrations/0009_submit_handoff.sql),
  * records two events, submitted then claimed, and wakes no one. Batches use the statement
- * without it, which costs them nothing.
+ * without it, which costs them nothing. The hand-off statement takes its one job as scalars,
+ * not arrays: over arrays the plan cache never settled on a generic plan (it costs an
+ * `unnest` of a parameter at ten rows) and planned every submit again, 1.2 ms of a 2 ms
+ * statement (test/store/plans.test.ts checks it settles).
  */
 function jobInsertSql(opts: { handoff: boolean }): string {
   const now = 'coalesce($9::timestamptz, now())';
@@ -271,10 +274,14 @@ function jobInsertSql(opts: { handoff: boolean }): string {
     SELECT q.lease_seconds
     WHERE NOT q.paused
       AND coalesce(i.run_at, ${now}) <= ${now}
-      AND NOT EXISTS (
-        SELECT 1 FROM evora.jobs j
+      AND (
+        -- The first job a claim would take, looked up the way a claim walks the index (an
+        -- EXISTS gets planned as a scan of every queue's waiting jobs once there are many).
+        SELECT j.id FROM evora.jobs j
         WHERE j.state = 'PENDING' AND j.queue = i.queue AND j.run_at <= ${now}
-      )
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT 1
+      ) IS NULL
   ) h ON true`;
   const leaseColumns = `,
                           state, attempt, lease_token, locked_until, worker_id, started_at`;
@@ -298,10 +305,12 @@ function jobInsertSql(opts: { handoff: boolean }): string {
 ${eventsCte({ source: 'changes', kind: 'kind', fromState: 'from_state', at: 'at', waitMs: 'wait_ms' })}`
     : eventsCte({ source: 'inserted', kind: "'submitted'", fromState: 'NULL', at: 'created_at' });
   return `
-WITH input AS (
+WITH input AS (${opts.handoff ? `
+  SELECT $1::uuid AS id, $2::text AS queue, $3::text AS type, $4::jsonb AS payload, $5::int AS priority,
+         $6::timestamptz AS run_at, $7::text AS idempotency_key, $8::int AS max_attempts` : `
   SELECT *
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::int[], $6::timestamptz[], $7::text[], $8::int[])
-    AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts)
+    AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts)`}
 ),
 new_queues AS (
   INSERT INTO evora.queues (name)
@@ -700,7 +709,7 @@ export class Store {
   private async submit(jobs: JobSubmitInput[], now: Date | undefined, handoffWorkerId: string | null): Promise<JobSubmitResult[]> {
     if (jobs.length === 0) return [];
     const ids = jobs.map(() => uuidv7());
-    const args = [
+    const columns = [
       ids,
       jobs.map((j) => j.queue),
       jobs.map((j) => j.type),
@@ -709,9 +718,9 @@ export class Store {
       jobs.map((j) => j.runAt ?? null),
       jobs.map((j) => j.idempotencyKey || null),
       jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null)),
-      now ?? null,
-      ...(handoffWorkerId === null ? [] : [handoffWorkerId]),
     ];
+    // The hand-off statement takes one job as scalars (see jobInsertSql), batches take arrays.
+    const args = handoffWorkerId === null ? [...columns, now ?? null] : [...columns.map((c) => c[0]), now ?? null, handoffWorkerId];
     const statement =
       handoffWorkerId === null
         ? { name: 'evora_job_insert_many', text: SQL_JOB_INSERT_MANY }
@@ -1169,3 +1178,6 @@ export const SQL_JOB_CLAIM_FOR_EXPLAIN = SQL_JOB_CLAIM;
 
 /** The completion statement, exported only so a test can check its plan. */
 export const SQL_JOB_COMPLETE_FOR_EXPLAIN = SQL_JOB_COMPLETE_MANY;
+
+/** The hand-off submit statement, exported only so a test can check its plans. */
+export const SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN = SQL_JOB_INSERT_HANDOFF;

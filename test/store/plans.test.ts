@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SQL_JOB_COMPLETE_FOR_EXPLAIN, type Store } from '../../src/store/store.js';
+import { SQL_JOB_COMPLETE_FOR_EXPLAIN, SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN, type Store } from '../../src/store/store.js';
 import { jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
@@ -32,6 +32,52 @@ describe('plans that must not depend on fresh statistics', () => {
         expect(plan, mode).toContain('jobs_pkey');
         expect(plan, mode).not.toContain('jobs_running_lease_idx');
       }
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
+  it('a hand-off submit probes its own queue through the claimable index, however many jobs wait in other queues', async () => {
+    const busy = queueName();
+    const idle = queueName();
+    await store.queueUpsert({ name: idle });
+    for (let i = 0; i < 5; i++) await store.jobSubmitMany({ jobs: jobInputs(busy, 1000) });
+    await store.pool.query('ANALYZE evora.jobs');
+    const client = await store.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`PREPARE handoff_plan AS ${SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN}`);
+      for (const mode of ['force_generic_plan', 'force_custom_plan']) {
+        await client.query(`SET LOCAL plan_cache_mode = ${mode}`);
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+          `EXPLAIN EXECUTE handoff_plan(gen_random_uuid(), '${idle}', 'noop', '{}', 0, NULL, NULL, NULL, NULL, 'w')`,
+        );
+        const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+        expect(plan, mode).toContain('jobs_claimable_idx');
+        expect(plan, mode).not.toMatch(/Seq Scan on jobs/);
+      }
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
+  it('the hand-off submit settles on a generic plan instead of being planned at every submit', async () => {
+    const queue = queueName();
+    await store.queueUpsert({ name: queue });
+    const client = await store.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`PREPARE handoff_cached AS ${SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN}`);
+      // The plan cache plans the first five runs for their values, then compares costs.
+      for (let i = 0; i < 8; i++) {
+        await client.query(`EXECUTE handoff_cached(gen_random_uuid(), '${queue}', 'noop', '{"n": ${i}}', 0, NULL, NULL, NULL, NULL, 'w')`);
+      }
+      const { rows } = await client.query<{ generic_plans: string; custom_plans: string }>(
+        `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'handoff_cached'`,
+      );
+      expect(Number(rows[0]!.generic_plans)).toBe(3);
     } finally {
       await client.query('ROLLBACK');
       client.release();

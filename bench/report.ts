@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, release } from 'node:os';
+import type { OtherCpu } from './lib/cpu.js';
 import type { Numbers } from './scenarios.js';
 import type { SystemName } from './lib/protocol.js';
 import { round } from './lib/util.js';
@@ -27,7 +28,7 @@ export interface RunInfo {
   systems: { name: SystemName; version: string; config: string; skipped: string | null }[];
   sizes: Record<string, number>;
   /** CPU other processes used during the run (anything else running skews the numbers). */
-  otherCpu: { coreSeconds: number; share: number } | null;
+  otherCpu: OtherCpu | null;
 }
 
 export function machine(): { cores: number; memory: string; cpu: string; kernel: string; node: string } {
@@ -148,7 +149,8 @@ export function renderResults(results: ResultLine[], info: RunInfo): string {
     `- ${m.cores} cores (${m.cpu}), ${m.memory} memory, Linux ${m.kernel}, Node ${m.node}; ` +
       (info.otherCpu
         ? `other processes used ${info.otherCpu.coreSeconds.toFixed(1)} core-seconds during the run, ${(info.otherCpu.share * 100).toFixed(1)}% of the machine` +
-          (info.otherCpu.share > 0.05 ? ' (other work was running: these numbers are noisier than on a quiet machine).' : '.')
+          (info.otherCpu.share > 0.05 ? ' (other work was running: these numbers are noisier than on a quiet machine)' : '') +
+          `; the hypervisor gave ${(info.otherCpu.stealShare * 100).toFixed(1)}% of the machine's time elsewhere (steal).`
         : 'CPU used by other processes: unknown.'),
   );
   const s = info.postgres.settings;

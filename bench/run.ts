@@ -228,7 +228,7 @@ try {
 // Only now has every child exited (and been counted as ours).
 const other = otherCpu(cpuAtStart, cpuSample(), cpus().length);
 if (other) {
-  const line = `other processes used ${other.coreSeconds.toFixed(1)} core-seconds during the run (${(other.share * 100).toFixed(1)}% of the machine)`;
+  const line = `other processes used ${other.coreSeconds.toFixed(1)} core-seconds during the run (${(other.share * 100).toFixed(1)}% of the machine); steal ${(other.stealShare * 100).toFixed(1)}%`;
   log(other.share > 0.05 ? `${line}: the numbers are noisier than they would be on a quiet machine` : line);
 }
 if (pendingWrite && writeTo) {

@@ -2,7 +2,8 @@
  * How much CPU other processes used while the harness ran: the machine's busy time
  * (/proc/stat) minus the harness's own and that of every child it started and reaped
  * (/proc/self/stat utime + stime + cutime + cstime). Read the second sample after every
- * child has exited. Linux only; null elsewhere.
+ * child has exited. Linux only; null elsewhere. Also the CPU time the hypervisor gave to
+ * others while this VM wanted it (steal): on a shared host it moves numbers from run to run.
  */
 import { readFileSync } from 'node:fs';
 
@@ -11,6 +12,7 @@ const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 export interface CpuSample {
   machineBusy: number;
   ours: number;
+  steal: number;
   at: number;
 }
 
@@ -23,16 +25,27 @@ export function cpuSample(): CpuSample | null {
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
     // After ") ": state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17), 1-based over the whole line.
     const ours = (f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0);
-    return { machineBusy, ours, at: Date.now() };
+    return { machineBusy, ours, steal: cpu[7] ?? 0, at: Date.now() };
   } catch {
     return null;
   }
 }
 
-/** Core-seconds other processes used between two samples, and that as a share of the machine. */
-export function otherCpu(a: CpuSample | null, b: CpuSample | null, cores: number): { coreSeconds: number; share: number } | null {
+/** What other processes used between two samples. */
+export interface OtherCpu {
+  /** Core-seconds of other processes in this machine. */
+  coreSeconds: number;
+  /** The same as a share of the machine's time. */
+  share: number;
+  /** The share of the machine's time the hypervisor gave elsewhere (steal). */
+  stealShare: number;
+}
+
+/** Core-seconds other processes used between two samples, as a share of the machine, and steal. */
+export function otherCpu(a: CpuSample | null, b: CpuSample | null, cores: number): OtherCpu | null {
   if (!a || !b) return null;
   const other = Math.max(0, b.machineBusy - a.machineBusy - (b.ours - a.ours)) / TICKS_PER_SECOND;
+  const steal = Math.max(0, b.steal - a.steal) / TICKS_PER_SECOND;
   const wall = (b.at - a.at) / 1000;
-  return { coreSeconds: other, share: wall > 0 ? other / (wall * cores) : 0 };
+  return { coreSeconds: other, share: wall > 0 ? other / (wall * cores) : 0, stealShare: wall > 0 ? steal / (wall * cores) : 0 };
 }

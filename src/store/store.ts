@@ -389,6 +389,10 @@ claimed AS (
       cancel_requested_at = NULL
   FROM slotted s, claimable_queues q
   WHERE j.id = s.id AND q.name = j.queue
+    -- Says nothing new, but makes the planner fetch the rows by primary key: without it, on
+    -- a table of a few ten thousand rows it joined them by a sequential scan, 3x slower for
+    -- a claim of 100 (test/store/plans.test.ts).
+    AND j.id = ANY (ARRAY(SELECT id FROM picked))
   RETURNING j.id, j.queue, j.type, j.payload, j.state, j.priority, j.run_at, j.attempt, j.max_attempts,
             j.lease_token, j.locked_until, j.worker_id, j.idempotency_key, j.last_error, j.created_at,
             j.started_at, s.slot

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SQL_JOB_COMPLETE_FOR_EXPLAIN, SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN, type Store } from '../../src/store/store.js';
+import { SQL_JOB_CLAIM_FOR_EXPLAIN, SQL_JOB_COMPLETE_FOR_EXPLAIN, SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN, type Store } from '../../src/store/store.js';
 import { jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
@@ -78,6 +78,29 @@ describe('plans that must not depend on fresh statistics', () => {
         `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'handoff_cached'`,
       );
       expect(Number(rows[0]!.generic_plans)).toBe(3);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
+  it('a claim updates its jobs found by primary key, not by a scan of the table', async () => {
+    const queue = queueName();
+    for (let i = 0; i < 20; i++) await store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
+    await store.pool.query('ANALYZE evora.jobs');
+    const client = await store.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`PREPARE claim_plan(text[], int, text[], timestamptz, int[]) AS ${SQL_JOB_CLAIM_FOR_EXPLAIN}`);
+      await client.query('SET LOCAL plan_cache_mode = force_custom_plan'); // what the store's claims run
+      for (const size of [1, 100, 1000]) {
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+          `EXPLAIN EXECUTE claim_plan('{${queue}}', ${size}, '{w}', NULL, array_fill(1, ARRAY[${size}]))`,
+        );
+        const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+        expect(plan, `claim of ${size}`).toContain('jobs_pkey');
+        expect(plan, `claim of ${size}`).not.toMatch(/Seq Scan on jobs/);
+      }
     } finally {
       await client.query('ROLLBACK');
       client.release();

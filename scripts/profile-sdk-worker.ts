@@ -1,7 +1,7 @@
 /**
  * Per-job CPU cost of the Work stream with the SDK's EvoraWorker: runs N no-op jobs through
  * a server (in this process) and one EvoraWorker process, on an embedded PostgreSQL, and
- * prints jobs/s and the CPU time each process spent per job during the burn-down.
+ * prints jobs/s and the CPU time each process (and PostgreSQL's) spent per job during the burn-down.
  * (scripts/profile-hotpath.ts does the same with a raw-stream worker and shows the SQL.)
  * Usage: npx tsx scripts/profile-sdk-worker.ts [N=20000] [slots=1000] [payloadKeys=4]
  * (the worker process is this file with `--worker <address> <queue> <slots>`; PROFILE_DIR=dir
@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { createInterface } from 'node:readline';
@@ -24,6 +25,32 @@ import { JobServiceClient } from '../src/gen/evora/v1/job.js';
 import { silentLogger } from '../src/logger.js';
 import { EvoraWorker } from '../src/sdk/index.js';
 import { serverStart } from '../src/server/server.js';
+
+/**
+ * CPU time (µs) of the PostgreSQL server in `dataDir` so far: the postmaster and its
+ * children (backends, WAL writer, checkpointer, ...), from /proc. Linux only; 0 elsewhere.
+ */
+function postgresCpuUs(dataDir: string): number {
+  const ticks = (stat: string) => {
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(f[1]), cpu: Number(f[11]) + Number(f[12]) };
+  };
+  try {
+    const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    let total = 0;
+    for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      try {
+        const t = ticks(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+        if (Number(pid) === postmaster || t.ppid === postmaster) total += t.cpu;
+      } catch {
+        // the process exited while we looked
+      }
+    }
+    return total * 10_000; // USER_HZ = 100
+  } catch {
+    return 0;
+  }
+}
 
 interface Progress {
   ready?: boolean;
@@ -84,6 +111,7 @@ if (process.argv[2] === '--worker') {
   }
   let t0 = 0;
   let cpu0 = process.cpuUsage();
+  let pgCpu0 = 0;
   let childCpu0 = 0;
   let childCpu = 0;
   let done = 0;
@@ -95,6 +123,7 @@ if (process.argv[2] === '--worker') {
         // The worker's start-up (tsx, imports) is not part of the burn-down.
         t0 = performance.now();
         cpu0 = process.cpuUsage();
+        pgCpu0 = postgresCpuUs(dir);
         childCpu0 = childCpu;
         void inspector?.post('Profiler.start');
       }
@@ -104,6 +133,7 @@ if (process.argv[2] === '--worker') {
   });
   const seconds = (performance.now() - t0) / 1000;
   const c = process.cpuUsage(cpu0);
+  const pgCpu = postgresCpuUs(dir) - pgCpu0;
   if (inspector) {
     const { profile } = await inspector.post('Profiler.stop');
     await writeFile(process.env.SERVER_PROFILE!, JSON.stringify(profile));
@@ -118,6 +148,7 @@ if (process.argv[2] === '--worker') {
       jobsPerSecond: Math.round(N / seconds),
       serverCpuUsPerJob: Math.round((c.user + c.system) / N),
       workerCpuUsPerJob: Math.round((childCpu - childCpu0) / N),
+      postgresCpuUsPerJob: Math.round(pgCpu / N),
     }),
   );
   const exited = new Promise((resolve) => child.once('exit', resolve));

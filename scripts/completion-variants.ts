@@ -2,10 +2,10 @@
  * What a completion costs PostgreSQL, against cheaper statements that do less: the store's
  * jobCompleteMany, the same UPDATE without its outbox event, a bare state change, an update
  * of one unindexed column (HOT when the page has room), and a DELETE (what graphile-worker
- * does). Each variant completes 20 × 1,000 freshly claimed jobs after a CHECKPOINT; only the
+ * does), and a DELETE that moves the row into a table of finished jobs. Each variant completes 20 × 1,000 freshly claimed jobs after a CHECKPOINT; only the
  * completion statements are timed; three rounds, interleaved. Measurement only: the other
  * statements here are not Evora's. docs/benchmarks.md quotes it.
- * Usage: npx tsx scripts/completion-variants.ts [variants=full,noevents,minimal,unindexed,delete]
+ * Usage: npx tsx scripts/completion-variants.ts [variants=full,noevents,minimal,unindexed,delete,move]
  * (FILLFACTOR=50 sets the jobs table's fillfactor first). Starts its own durable embedded
  * PostgreSQL in a temp folder.
  */
@@ -27,6 +27,11 @@ const VARIANTS: Record<string, string | null> = {
   minimal: `UPDATE evora.jobs j SET state = 'COMPLETED', finished_at = now() FROM unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
   unindexed: `UPDATE evora.jobs j SET finished_at = now() FROM unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
   delete: `DELETE FROM evora.jobs j USING unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
+  // Finished jobs kept in a table of their own (primary key only): what moving them out of
+  // the hot table would cost instead of an UPDATE.
+  move: `
+    WITH moved AS (DELETE FROM evora.jobs j USING unnest($1::uuid[]) AS c(id) WHERE j.id = c.id RETURNING j.*)
+    INSERT INTO finished_jobs SELECT * FROM moved`,
 };
 const BATCHES = 20;
 const BATCH = 1000;
@@ -39,6 +44,7 @@ const pgh = await embeddedPostgresStart({ dataDir: dir, port: await freePort() }
 const store = new Store({ connectionString: pgh.url });
 try {
   await migrate(store.pool);
+  await store.pool.query('CREATE TABLE finished_jobs (LIKE evora.jobs INCLUDING DEFAULTS, PRIMARY KEY (id))');
   if (process.env.FILLFACTOR) await store.pool.query(`ALTER TABLE evora.jobs SET (fillfactor = ${Number(process.env.FILLFACTOR)})`);
   const usPerJob: Record<string, number[]> = {};
   for (let round = 0; round < 3; round++) {

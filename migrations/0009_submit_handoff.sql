@@ -1,6 +1,6 @@
 -- A submit may hand its job straight to a worker: when a worker connected to the submitting
 -- server has a free slot and a claim would pick the job at once, the submit's own statement
--- inserts it RUNNING under a fresh lease (src/store/store.ts, SQL_JOB_INSERT_MANY), which
+-- inserts it RUNNING under a fresh lease (src/store/store.ts, SQL_JOB_INSERT_HANDOFF), which
 -- saves the NOTIFY and the claim's round trip to the database.
 --
 -- Such an insert is a creation and a claim in one: PENDING, then PENDING -> RUNNING. So a

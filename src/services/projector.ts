@@ -52,16 +52,21 @@ export class Projector extends PeriodicService {
       this.sinkReady = true;
     }
     for (;;) {
-      const batch = await this.opts.store.projectorBatchOpen({ sink: this.opts.sink.name, limit: this.batchSize });
+      const batch = await this.opts.store.projectorBatchOpen({
+        sink: this.opts.sink.name,
+        limit: this.batchSize,
+        details: this.opts.sink.storesEvents,
+      });
       if (!batch) return run;
-      await this.opts.sink.apply(batch.batchId, projectEvents(batch.events, batch.outbox));
+      await this.opts.sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
       await this.opts.store.projectorBatchClose({ batchId: batch.batchId });
       run.batches++;
-      run.events += batch.events.length;
+      const events = batch.rows.reduce((n, r) => n + r.n, 0);
+      run.events += events;
       // A new batch that came back short took everything there was: stop until the next
       // interval rather than chase each trickle of new events with a commit of its own. (A
       // reopened batch says nothing about what waits behind it, so go on after one.)
-      if (!batch.reopened && batch.events.length < this.batchSize) return run;
+      if (!batch.reopened && events < this.batchSize) return run;
     }
   }
 }

@@ -10,6 +10,8 @@ import type { JobState } from './store.js';
  */
 export class PostgresTelemetrySink implements TelemetrySink {
   readonly name = 'postgres';
+  /** Recent events are copied from the outbox in SQL (apply). */
+  readonly storesEvents = false;
 
   constructor(
     private readonly pool: pg.Pool,

@@ -44,6 +44,7 @@ interface MinuteDoc {
  */
 export class MongoTelemetrySink implements TelemetrySink {
   readonly name = 'mongodb';
+  readonly storesEvents = true;
   private readonly client: MongoClient;
   private readonly db: Db;
   /** Test hook: stop after this many document writes of an apply, as a crash would. */

@@ -1,4 +1,4 @@
-import type { JobEvent, JobState } from '../store/store.js';
+import { outboxColumn, outboxEventsUnpack, type JobEvent, type JobState, type OutboxEvents } from '../store/store.js';
 
 /**
  * The projection: how outbox events become telemetry. Pure functions, no I/O, one logic
@@ -7,7 +7,7 @@ import type { JobEvent, JobState } from '../store/store.js';
  */
 
 /** One outbox event, as the store hands it to the projector (defined by the store). */
-export type { JobEvent, JobEventKind } from '../store/store.js';
+export type { JobEvent, JobEventKind, OutboxEvents } from '../store/store.js';
 
 /** Per-minute counters of one queue. */
 export interface MinuteCounters {
@@ -36,7 +36,10 @@ export interface ProjectionUpdate {
   counts: Map<string, Partial<Record<JobState, number>>>;
   /** `${queue}|${minute ISO}` -> counters to add. */
   minutes: Map<string, MinuteDelta>;
-  /** The events themselves, for the recent-events collection. */
+  /**
+   * The events themselves, for the recent-events collection, when the outbox was read with
+   * details (a sink whose `storesEvents` is true); empty otherwise.
+   */
   events: JobEvent[];
   /** Which outbox rows the batch is (a sink in the same database copies them in SQL). */
   outbox: OutboxRange;
@@ -91,48 +94,57 @@ function minuteStart(d: Date): Date {
   return new Date(Math.floor(d.getTime() / 60_000) * 60_000);
 }
 
-/** Folds a batch of events into the changes it makes to the telemetry store. */
-export function projectEvents(events: JobEvent[], outbox: OutboxRange): ProjectionUpdate {
+/** Folds a batch of outbox rows into the changes it makes to the telemetry store. */
+export function projectEvents(rows: readonly OutboxEvents[], outbox: OutboxRange): ProjectionUpdate {
   const counts = new Map<string, Partial<Record<JobState, number>>>();
   const minutes = new Map<string, MinuteDelta>();
-  // Events of one statement come in a row with the same queue and time: the minute bucket
-  // of the previous event is reused, not looked up again by a key built per event.
-  let last: { queue: string; at: number; m: MinuteDelta } | null = null;
-  for (const e of events) {
-    let c = counts.get(e.queue);
-    if (!c) counts.set(e.queue, (c = {}));
-    c[e.toState] = (c[e.toState] ?? 0) + 1;
-    if (e.fromState) c[e.fromState] = (c[e.fromState] ?? 0) - 1;
+  for (const row of rows) {
+    // The events of a row share their time; most rows also their queue, so the minute
+    // bucket of the previous event is reused, not looked up again by a key built per event.
+    const minute = minuteStart(row.at);
+    let last: { queue: string; m: MinuteDelta } | null = null;
+    for (let i = 0; i < row.n; i++) {
+      const queue = outboxColumn(row.queue, i);
+      const kind = outboxColumn(row.kind, i);
+      const fromState = outboxColumn(row.fromState, i);
+      const toState = outboxColumn(row.toState, i);
+      let c = counts.get(queue);
+      if (!c) counts.set(queue, (c = {}));
+      c[toState] = (c[toState] ?? 0) + 1;
+      if (fromState) c[fromState] = (c[fromState] ?? 0) - 1;
 
-    let m: MinuteDelta;
-    if (last && last.queue === e.queue && last.at === e.at.getTime()) {
-      m = last.m;
-    } else {
-      const minute = minuteStart(e.at);
-      const key = `${e.queue}|${minute.toISOString()}`;
-      let found = minutes.get(key);
-      if (!found) {
-        found = { queue: e.queue, minute, submitted: 0, completed: 0, failed: 0, deadLettered: 0, wait: {}, run: {} };
-        minutes.set(key, found);
+      let m: MinuteDelta;
+      if (last && last.queue === queue) {
+        m = last.m;
+      } else {
+        const key = `${queue}|${minute.toISOString()}`;
+        let found = minutes.get(key);
+        if (!found) {
+          found = { queue, minute, submitted: 0, completed: 0, failed: 0, deadLettered: 0, wait: {}, run: {} };
+          minutes.set(key, found);
+        }
+        m = found;
+        last = { queue, m };
       }
-      m = found;
-      last = { queue: e.queue, at: e.at.getTime(), m };
-    }
-    if (e.kind === 'submitted') m.submitted++;
-    if (e.kind === 'completed') m.completed++;
-    if (e.kind === 'failed_retrying' || e.kind === 'lease_expired' || (e.kind === 'dead_lettered' && e.fromState === 'RUNNING')) {
-      m.failed++;
-    }
-    if (e.kind === 'dead_lettered') m.deadLettered++;
-    if (e.waitMs !== null) {
-      const bin = latencyBin(e.waitMs);
-      m.wait[bin] = (m.wait[bin] ?? 0) + 1;
-    }
-    if (e.runMs !== null) {
-      const bin = latencyBin(e.runMs);
-      m.run[bin] = (m.run[bin] ?? 0) + 1;
+      if (kind === 'submitted') m.submitted++;
+      if (kind === 'completed') m.completed++;
+      if (kind === 'failed_retrying' || kind === 'lease_expired' || (kind === 'dead_lettered' && fromState === 'RUNNING')) {
+        m.failed++;
+      }
+      if (kind === 'dead_lettered') m.deadLettered++;
+      const waitMs = row.waitMs[i];
+      if (waitMs !== null && waitMs !== undefined) {
+        const bin = latencyBin(waitMs);
+        m.wait[bin] = (m.wait[bin] ?? 0) + 1;
+      }
+      const runMs = row.runMs[i];
+      if (runMs !== null && runMs !== undefined) {
+        const bin = latencyBin(runMs);
+        m.run[bin] = (m.run[bin] ?? 0) + 1;
+      }
     }
   }
+  const events = rows.length > 0 && rows[0]!.details ? outboxEventsUnpack(rows) : [];
   return { counts, minutes, events, outbox };
 }
 
@@ -198,6 +210,11 @@ export interface TelemetryRows {
  */
 export interface TelemetrySink {
   readonly name: string;
+  /**
+   * True when the sink stores each event (ProjectionUpdate.events): the projector then
+   * reads the outbox with details. A sink in the outbox's database copies events in SQL.
+   */
+  readonly storesEvents: boolean;
   /** Creates collections/tables and indexes it needs. */
   init(): Promise<void>;
   apply(batchId: number, update: ProjectionUpdate): Promise<void>;

@@ -57,14 +57,46 @@ describe('projector into the embedded Postgres sink', () => {
   it('a crash between applying a batch and closing it: the next run applies it again and counts stay exact', async () => {
     const queues = await mixedRun(store, { total: 600, prefix: queueName('crash') });
     // First attempt: open and apply, then "crash" before closing.
-    const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500 }))!;
-    await sink.apply(batch.batchId, projectEvents(batch.events, batch.outbox));
+    const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500, details: false }))!;
+    await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
     // Restarted projector: reopens the same batch (same rows), re-applies (a no-op), closes, continues.
-    const again = await store.projectorBatchOpen({ sink: sink.name, limit: 500 });
+    const again = await store.projectorBatchOpen({ sink: sink.name, limit: 500, details: false });
     expect(again?.batchId).toBe(batch.batchId);
-    expect(again?.events.map((e) => e.id)).toEqual(batch.events.map((e) => e.id));
+    expect(again?.rows.map((r) => r.rowId)).toEqual(batch.rows.map((r) => r.rowId));
     await projector().runOnce();
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
+  });
+
+  it('the outbox read without details projects as the read with details does, and the details are the outbox events', async () => {
+    await mixedRun(store, { total: 1200, prefix: queueName('cols') });
+    const detailed = (await store.projectorBatchOpen({ sink: sink.name, limit: 1_000_000, details: true }))!;
+    const plain = (await store.projectorBatchOpen({ sink: sink.name, limit: 1_000_000, details: false }))!;
+    expect(plain.batchId).toBe(detailed.batchId); // reopened: the same rows
+    // Columns come collapsed where a statement's values agree and whole where they do not:
+    // the sweeper's statement spans queues, a failure statement retries some jobs and
+    // dead-letters others, a hand-off row holds `submitted` and `claimed`.
+    expect(detailed.rows.some((r) => r.n > 1 && typeof r.queue === 'string' && typeof r.kind === 'string')).toBe(true);
+    expect(detailed.rows.some((r) => Array.isArray(r.queue))).toBe(true);
+    expect(detailed.rows.some((r) => Array.isArray(r.kind))).toBe(true);
+    expect(detailed.rows.some((r) => Array.isArray(r.fromState) && r.fromState.includes(null))).toBe(true);
+
+    const withDetails = projectEvents(detailed.rows, detailed.outbox);
+    const without = projectEvents(plain.rows, plain.outbox);
+    expect(without.counts).toEqual(withDetails.counts);
+    expect(without.minutes).toEqual(withDetails.minutes);
+    expect(without.events).toEqual([]);
+    // Unpacked, the details are the events evora.job_events_flat shows, in its order.
+    const { rows: flat } = await store.pool.query(
+      `SELECT id::float8 AS "id", job_id AS "jobId", queue, type, kind, from_state AS "fromState", to_state AS "toState",
+              attempt, worker_id AS "workerId", at, wait_ms AS "waitMs", run_ms AS "runMs"
+       FROM evora.job_events_flat WHERE outbox_id <= $1 AND xid < $2::xid8 ORDER BY id`,
+      [detailed.outbox.hiId, detailed.outbox.horizon],
+    );
+    expect(withDetails.events.length).toBeGreaterThan(2400);
+    expect(withDetails.events).toEqual(flat);
+
+    await sink.apply(detailed.batchId, withDetails);
+    await store.projectorBatchClose({ batchId: detailed.batchId });
   });
 
   it('only the leader projects', async () => {

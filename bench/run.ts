@@ -10,7 +10,7 @@
  *   npm run bench -- --systems evora,graphile --scenarios throughput,latency
  *   npm run bench -- --set graphile.concurrency=32 --set pgboss.batchSize=1000
  *   npm run bench -- --jobs 50000         throughput/flat burn-down size
- *   npm run bench -- --rounds 5           burn-downs per throughput/flat scenario, median reported (full 3, quick 1)
+ *   npm run bench -- --rounds 5           burn-downs per throughput/flat scenario, median reported (full 5, quick 1)
  *   npm run bench -- --out /tmp/b.md      write the results block to another file (any run)
  *   npm run bench -- --no-write           never write
  *   npm run bench -- --profile DIR        CPU profiles of Evora's server and worker processes into DIR

@@ -15,7 +15,8 @@ export interface Sizes {
   throughputJobs: number;
   /**
    * Burn-downs per throughput and flat-cost scenario; the median is reported (identical
-   * single runs differ by up to ±30% on a 2-core machine).
+   * single runs differ by up to ±30% on a 2-core machine; a median of five moves less
+   * between runs than one of three).
    */
   burnRounds: number;
   latencyRate: number;
@@ -33,7 +34,7 @@ export interface Sizes {
 
 export const FULL: Sizes = {
   throughputJobs: 20_000,
-  burnRounds: 3,
+  burnRounds: 5,
   latencyRate: 100,
   latencySeconds: 10,
   enqueueSequential: 2_000,

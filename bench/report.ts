@@ -192,6 +192,28 @@ export function renderResults(results: ResultLine[], info: RunInfo): string {
         `${f ? `${fmt(f.jobsPerSecond)}${fr}` : err('flat')} |`,
     );
   }
+  const cpuRows = info.systems
+    .map((sys) => ({ sys, t: find(results, sys.name, 'throughput') }))
+    .filter(({ t }) => t && num(t.workersCpuUsPerJob) !== null);
+  if (cpuRows.length) {
+    L.push(
+      '',
+      'CPU per job in the throughput burn-down (the median round): µs of CPU time of each process, from /proc, over the window jobs/s is measured in (from the first handler start, seen within 20 ms, to the last completion), per job completed in it. On 2 cores, the sum bounds jobs/s for a system that keeps both busy.',
+      '',
+      '| system | job store (PostgreSQL or Redis) | server | workers | all |',
+      '| --- | ---: | ---: | ---: | ---: |',
+    );
+    for (const { sys, t } of cpuRows) {
+      const store = num(t!.postgresCpuUsPerJob) ?? num(t!.redisCpuUsPerJob);
+      const server = num(t!.serverCpuUsPerJob);
+      const workers = num(t!.workersCpuUsPerJob)!;
+      const storeName = num(t!.redisCpuUsPerJob) !== null ? 'Redis' : 'PostgreSQL';
+      L.push(
+        `| ${LABEL[sys.name]} | ${store === null ? 'unknown' : `${fmt(store)} (${storeName})`} | ${server === null ? '—' : fmt(server)} | ${fmt(workers)} | ` +
+          `${fmt((store ?? 0) + (server ?? 0) + workers)} |`,
+      );
+    }
+  }
   const mem = find(results, 'evora', 'memory');
   if (mem) {
     L.push(

@@ -29,12 +29,12 @@ import { cleanupAll, postgresStart, redisStart, tempDir, which, type Redis, type
 import type { SystemName } from './lib/protocol.js';
 import { errorText, log, now } from './lib/util.js';
 import { renderResults, targets, writeResults, type ResultLine, type RunInfo } from './report.js';
-import { FULL, QUICK, RUNNERS, SCENARIOS, type ScenarioName, type Sizes } from './scenarios.js';
+import { FULL, QUICK, RUNNERS, SCENARIOS, type RunContext, type ScenarioName, type Sizes } from './scenarios.js';
 import { bullmqDriver } from './systems/bullmq.js';
 import { evoraDriver } from './systems/evora.js';
 import { graphileDriver } from './systems/graphile.js';
 import { pgBossDriver } from './systems/pgboss.js';
-import type { SystemDriver } from './systems/types.js';
+import type { SystemDriver, SystemInstance } from './systems/types.js';
 
 const DOC = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
 const ALL_SYSTEMS: SystemName[] = ['evora', 'graphile-worker', 'pg-boss', 'bullmq'];
@@ -153,6 +153,13 @@ try {
     }
   });
 
+  /** Where a system keeps its jobs, as processes whose CPU a burn-down counts. */
+  const storeProcesses = (inst: SystemInstance): RunContext['store'] => {
+    if (inst.target.redis) return redis ? { name: 'redis', processes: [{ pid: redis.pid }] } : null;
+    const pid = pg.pid();
+    return pid === null ? null : { name: 'postgres', processes: [{ pid, children: true }] };
+  };
+
   log(`${args.quick ? 'quick' : 'full'} run: ${systems.join(', ')} × ${scenarios.join(', ')}`);
   for (const d of drivers) {
     if (d.unavailable) {
@@ -179,6 +186,7 @@ try {
               await pg.admin.query('CHECKPOINT').catch((err: unknown) => log(`CHECKPOINT: ${errorText(err)} (continuing)`));
             },
             workerNodeFlags: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}/${d.name}-workers-${scenario}`] : [],
+            store: storeProcesses(inst),
           });
           line = { system: d.name, scenario, ...numbers };
         } finally {

@@ -3,6 +3,7 @@
  * caller) and returns the numbers of its one JSON line.
  */
 import { readFileSync } from 'node:fs';
+import { processCpuUs, type CpuProcess } from './lib/cpu.js';
 import { burnDown, WorkerGroup } from './lib/workers.js';
 import { log, now, percentile, pool, round, sleep } from './lib/util.js';
 import type { SystemDriver, SystemInstance } from './systems/types.js';
@@ -70,6 +71,12 @@ export interface RunContext {
   workerNodeFlags: string[];
   /** Runs a PostgreSQL CHECKPOINT (so that a bulk seed's dirty pages are not flushed during the measurement). */
   checkpoint(): Promise<void>;
+  /**
+   * The store the system keeps its jobs in, as processes whose CPU a burn-down accounts for
+   * (PostgreSQL's postmaster with its children, or redis-server); null when unknown (a
+   * DATABASE_URL server may be on another machine).
+   */
+  store: { name: 'postgres' | 'redis'; processes: CpuProcess[] } | null;
 }
 
 async function enqueueBatches(inst: SystemInstance, n: number, batchSize: number): Promise<number> {
@@ -117,8 +124,20 @@ async function burn(ctx: RunContext, n: number, onProgress?: (done: number) => v
   await inst.analyze();
   const group = await startWorkers(ctx);
   try {
+    // CPU of each party over the jobs/s window: from the first progress report that shows a
+    // handler started (reports come every 20 ms) to the last completion, per job completed
+    // in it. The processes' start (connecting, the first claim) stays out, as it does of jobs/s.
+    const parties = cpuParties(ctx, group);
+    let cpu0: { us: number[]; done: number } | null = null;
     group.go();
-    await group.waitDone(n, Math.min(300_000, 30_000 + n * 5), onProgress ? () => onProgress(group.done) : undefined);
+    await group.waitDone(n, Math.min(300_000, 30_000 + n * 5), () => {
+      if (!cpu0 && group.started > 0) cpu0 = { us: parties.map((p) => processCpuUs(p.processes)), done: group.done };
+      onProgress?.(group.done);
+    });
+    const from = cpu0 as { us: number[]; done: number } | null;
+    const cpuUsPerJob = from
+      ? Object.fromEntries(parties.map((p, i) => [`${p.name}CpuUsPerJob`, Math.round((processCpuUs(p.processes) - from.us[i]!) / Math.max(1, n - from.done))]))
+      : {};
     const reports = await group.reports();
     const { seconds, jobsPerSecond } = burnDown(reports, n);
     const remaining = await inst.remaining();
@@ -129,10 +148,24 @@ async function burn(ctx: RunContext, n: number, onProgress?: (done: number) => v
       seconds: round(seconds, 3),
       enqueueJobsPerSecond: Math.round(n / enqueueSeconds),
       remaining,
+      ...cpuUsPerJob,
     };
   } finally {
     await group.stop();
   }
+}
+
+/**
+ * The processes a burn-down's CPU is counted for: the system's store (PostgreSQL or Redis),
+ * its server (Evora) and its worker processes. Their names become the result line's
+ * `<name>CpuUsPerJob` fields.
+ */
+function cpuParties(ctx: RunContext, group: WorkerGroup): { name: string; processes: CpuProcess[] }[] {
+  const parties: { name: string; processes: CpuProcess[] }[] = [];
+  if (ctx.store) parties.push(ctx.store);
+  if (ctx.inst.serverPid !== null) parties.push({ name: 'server', processes: [{ pid: ctx.inst.serverPid }] });
+  parties.push({ name: 'workers', processes: group.pids.map((pid) => ({ pid })) });
+  return parties;
 }
 
 /**

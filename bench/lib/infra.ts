@@ -9,6 +9,7 @@ import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
 import { embeddedPostgresStart, freePort, type EmbeddedPostgresHandle } from '../../src/db/embedded.js';
+import { postmasterPid } from './cpu.js';
 import { log, sleep } from './util.js';
 
 // ----- cleanup ------------------------------------------------------------------------------
@@ -95,6 +96,8 @@ export interface Postgres {
   describe(): Promise<{ version: string; settings: Record<string, string> }>;
   /** Runs SQL on the maintenance database. */
   admin: pg.Pool;
+  /** The postmaster's pid (embedded cluster only; null with DATABASE_URL, which may be remote). */
+  pid(): number | null;
 }
 
 export const PG_SETTINGS = [
@@ -113,9 +116,10 @@ export const PG_SETTINGS = [
 export async function postgresStart(opts: { pgStatStatements: boolean }): Promise<Postgres> {
   let url = process.env.DATABASE_URL ?? null;
   let handle: EmbeddedPostgresHandle | null = null;
+  let dataDir: string | null = null;
   if (!url) {
     // The data folder goes under /tmp (not /root): as root, PostgreSQL runs as the postgres user.
-    const dataDir = tempDir('evora-bench-pg-');
+    dataDir = tempDir('evora-bench-pg-');
     const flags = opts.pgStatStatements ? ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=all'] : [];
     log(`starting embedded PostgreSQL in ${dataDir} (durable defaults${opts.pgStatStatements ? ', pg_stat_statements' : ''})`);
     handle = await embeddedPostgresStart({ dataDir, port: await freePort(), postgresFlags: flags });
@@ -171,6 +175,7 @@ export async function postgresStart(opts: { pgStatStatements: boolean }): Promis
       await admin.query(`DROP DATABASE "${name}"`);
       await admin.query('CHECKPOINT');
     },
+    pid: () => (dataDir ? postmasterPid(dataDir) : null),
     async describe() {
       const version = (await admin.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
       const settings: Record<string, string> = {};
@@ -191,6 +196,8 @@ export interface Redis {
   persistence: RedisPersistence;
   /** The flags it was started with (for the results page). */
   flags: string[];
+  /** The redis-server process. */
+  pid: number;
 }
 
 /** Finds an executable on PATH. */
@@ -239,5 +246,5 @@ export async function redisStart(bin: string, persistence: RedisPersistence): Pr
   const version = /v=(\S+)/.exec(out.join(''))?.[1] ?? /Redis version=(\S+)/.exec(out.join(''))?.[1] ?? 'unknown';
   log(`redis-server ${version} on 127.0.0.1:${port} (persistence: ${persistence})`);
   await sleep(50);
-  return { host: '127.0.0.1', port, version, persistence, flags: persist.map((f) => (f === '' ? "''" : f)) };
+  return { host: '127.0.0.1', port, version, persistence, flags: persist.map((f) => (f === '' ? "''" : f)), pid: child.pid! };
 }

@@ -32,11 +32,16 @@ export class Projector extends PeriodicService {
       isLeader: () => boolean;
       logger: Logger;
       intervalMs?: number;
+      /**
+       * About this many events per batch (whole outbox rows; default 20,000). A batch costs
+       * about nine statements and three commits whatever its size, so a burst should take
+       * few: in a 100,000-job burn-down, 2,000 made 748 projector statements, 20,000 made 97.
+       */
       batchSize?: number;
     },
   ) {
     super('projector', opts.intervalMs ?? 1000, opts.logger.child({ component: 'projector' }));
-    this.batchSize = opts.batchSize ?? 2000;
+    this.batchSize = opts.batchSize ?? 20_000;
   }
 
   private sinkReady = false;

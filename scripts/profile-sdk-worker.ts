@@ -12,7 +12,6 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readdirSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { createInterface } from 'node:readline';
@@ -25,31 +24,12 @@ import { JobServiceClient } from '../src/gen/evora/v1/job.js';
 import { silentLogger } from '../src/logger.js';
 import { EvoraWorker } from '../src/sdk/index.js';
 import { serverStart } from '../src/server/server.js';
+import { postmasterPid, processCpuUs } from '../bench/lib/cpu.js';
 
-/**
- * CPU time (µs) of the PostgreSQL server in `dataDir` so far: the postmaster and its
- * children (backends, WAL writer, checkpointer, ...), from /proc. Linux only; 0 elsewhere.
- */
+/** CPU time (µs) of the PostgreSQL server in `dataDir` so far: the postmaster and its children. */
 function postgresCpuUs(dataDir: string): number {
-  const ticks = (stat: string) => {
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(f[1]), cpu: Number(f[11]) + Number(f[12]) };
-  };
-  try {
-    const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    let total = 0;
-    for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-      try {
-        const t = ticks(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-        if (Number(pid) === postmaster || t.ppid === postmaster) total += t.cpu;
-      } catch {
-        // the process exited while we looked
-      }
-    }
-    return total * 10_000; // USER_HZ = 100
-  } catch {
-    return 0;
-  }
+  const pid = postmasterPid(dataDir);
+  return pid === null ? 0 : processCpuUs([{ pid, children: true }]);
 }
 
 interface Progress {

@@ -53,18 +53,22 @@ const PAYLOADS = [
   { image: 'wide.webp', width: 1001, height: 3, max_side: 1000 },
   { image: 'flaky.png', width: 800, height: 600, fail_until_attempt: 2 },
   { image: 'flaky2.gif', width: 300, height: 900, max_side: 100, fail_until_attempt: 2 },
-  // Longer than the queue's 3 s lease: completes on attempt 1 only if the worker heartbeats.
-  { image: 'slow.png', width: 500, height: 500, sleep_ms: 4500 },
+  // Longer than the queue's 5 s lease: completes on attempt 1 only if the worker heartbeats.
+  { image: 'slow.png', width: 500, height: 500, sleep_ms: 6500 },
 ];
 const RETRIED = PAYLOADS.filter((p) => 'fail_until_attempt' in p).length;
 
 async function setupQueue(prefix: string): Promise<string> {
   const queue = queueName(prefix);
-  // Immediate retries; a 3 s lease (heartbeat every 1 s, as the welcome says).
+  // Immediate retries; a 5 s lease (the examples heartbeat every heartbeat_interval_seconds,
+  // here 1 s). With a 3 s lease the first test below once timed out under the whole suite's
+  // load on 2 cores (cause not captured: the test's timeout came before the worker's own, so
+  // its log was lost); heartbeats held up for 2 s would have cost the slow job its lease, and
+  // the Go worker abandons a lost job without a report. 5 s leaves 4 s of margin.
   await call(clients.queues, 'upsertQueue', {
     name: queue,
     maxAttempts: 3,
-    leaseSeconds: 3,
+    leaseSeconds: 5,
     backoff: { kind: BackoffKind.BACKOFF_KIND_FIXED, base: { seconds: 0, nanos: 0 }, jitter: 0 },
   });
   return queue;
@@ -155,7 +159,8 @@ for (const kind of kinds) {
         if (attempt === 2) expect(job.lastError).toBe('simulated failure on attempt 1 (fail_until_attempt=2)');
         else expect(job.lastError).toBe('');
       }
-    });
+      // Longer than the worker's own 60 s limit, so a stuck worker fails with its log.
+    }, 90_000);
 
     it('drains on SIGTERM: finishes the running job, takes no new one, exits 0', async () => {
       const queue = await setupQueue('drain');

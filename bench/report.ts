@@ -117,10 +117,14 @@ export function targets(results: ResultLine[]): Target[] {
   const rf = ratio(ef, e);
   out.push({
     what: `Flat cost: Evora with ${seeded === null ? 'many' : fmt(seeded)} finished jobs / empty table`,
-    value: rf === null ? 'not measured' : `${rf.toFixed(2)} (${fmt(ef)} / ${fmt(e)} jobs/s)`,
+    // A miss just under the line is cut, not rounded, to three decimals (0.8999 is no 0.90).
+    value:
+      rf === null
+        ? 'not measured'
+        : `${rf < 0.9 && rf >= 0.895 ? (Math.floor(rf * 1000) / 1000).toFixed(3) : rf.toFixed(2)} (${fmt(ef)} / ${fmt(e)} jobs/s)`,
     goal: '≥ 0.90 (within 10%)',
     pass: rf === null ? null : rf >= 0.9,
-    gap: rf !== null && rf < 0.9 ? `${((0.9 - rf) * 100).toFixed(0)} points short` : undefined,
+    gap: rf !== null && rf < 0.9 ? `${Math.max(0.01, (0.9 - rf) * 100).toFixed(2)} points short` : undefined,
   });
   const m = find(results, 'evora', 'memory');
   const start = num(m?.rssStartMiB);

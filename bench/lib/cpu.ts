@@ -1,16 +1,34 @@
 /**
- * Where the CPU went. How much CPU other processes used while the harness ran: the machine's busy time
- * (/proc/stat) minus the harness's own and that of every child it started and reaped
- * (/proc/self/stat utime + stime + cutime + cstime). Read the second sample after every
- * child has exited. Linux only; null elsewhere. Also the CPU time the hypervisor gave to
- * others while this VM wanted it (steal): on a shared host it moves numbers from run to run.
- * And how much the processes of the system under test used during a burn-down
- * (processCpuUs), so each system's CPU per job can be set side by side.
+ * Where the CPU went, from /proc (Linux only; null or 0 elsewhere):
+ * - how much other processes used while the harness ran: the machine's busy time
+ *   (/proc/stat) minus the harness's own and that of every child it started and reaped
+ *   (/proc/self/stat utime + stime + cutime + cstime); read the second sample after every
+ *   child has exited; and the CPU time the hypervisor gave to others while this VM wanted it
+ *   (steal), which on a shared host moves numbers from run to run;
+ * - how much the processes of the system under test used during a burn-down
+ *   (processCpuUs), so each system's CPU per job can be set side by side.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
+
+/**
+ * The fields of /proc/<pid>/stat after the command name (which may hold spaces), as
+ * numbers: ppid at STAT_PPID, utime and stime (ticks) at STAT_UTIME and STAT_STIME, the
+ * reaped children's cutime and cstime right after. Null when the process is gone.
+ */
+function statFields(pid: number | string): number[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  } catch {
+    return null;
+  }
+}
+const STAT_PPID = 1;
+const STAT_UTIME = 11;
+const STAT_STIME = 12;
 
 export interface CpuSample {
   machineBusy: number;
@@ -24,10 +42,9 @@ export function cpuSample(): CpuSample | null {
     const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
     // user nice system idle iowait irq softirq steal ...
     const machineBusy = (cpu[0] ?? 0) + (cpu[1] ?? 0) + (cpu[2] ?? 0) + (cpu[5] ?? 0) + (cpu[6] ?? 0);
-    const stat = readFileSync('/proc/self/stat', 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
-    // After ") ": state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17), 1-based over the whole line.
-    const ours = (f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0);
+    const f = statFields('self');
+    if (!f) return null;
+    const ours = f[STAT_UTIME]! + f[STAT_STIME]! + f[STAT_UTIME + 2]! + f[STAT_STIME + 2]!; // + cutime, cstime
     return { machineBusy, ours, steal: cpu[7] ?? 0, at: Date.now() };
   } catch {
     return null;
@@ -59,15 +76,10 @@ export interface CpuProcess {
   children?: boolean;
 }
 
-/** utime + stime of one /proc/<pid>/stat, and its parent pid; null when the process is gone. */
+/** utime + stime of one process and its parent pid; null when the process is gone. */
 function statOf(pid: number | string): { ppid: number; ticks: number } | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) };
-  } catch {
-    return null;
-  }
+  const f = statFields(pid);
+  return f ? { ppid: f[STAT_PPID]!, ticks: f[STAT_UTIME]! + f[STAT_STIME]! } : null;
 }
 
 /**

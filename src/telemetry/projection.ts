@@ -102,7 +102,9 @@ export function projectEvents(rows: readonly OutboxEvents[], outbox: OutboxRange
     // The events of a row share their time; most rows also their queue, so the minute
     // bucket of the previous event is reused, not looked up again by a key built per event.
     const minute = minuteStart(row.at);
-    let last: { queue: string; m: MinuteDelta } | null = null;
+    const minuteKey = minute.toISOString();
+    let lastQueue: string | null = null;
+    let m!: MinuteDelta; // set together with lastQueue, on the first event
     for (let i = 0; i < row.n; i++) {
       const queue = outboxColumn(row.queue, i);
       const kind = outboxColumn(row.kind, i);
@@ -113,18 +115,15 @@ export function projectEvents(rows: readonly OutboxEvents[], outbox: OutboxRange
       c[toState] = (c[toState] ?? 0) + 1;
       if (fromState) c[fromState] = (c[fromState] ?? 0) - 1;
 
-      let m: MinuteDelta;
-      if (last && last.queue === queue) {
-        m = last.m;
-      } else {
-        const key = `${queue}|${minute.toISOString()}`;
+      if (queue !== lastQueue) {
+        const key = `${queue}|${minuteKey}`;
         let found = minutes.get(key);
         if (!found) {
           found = { queue, minute, submitted: 0, completed: 0, failed: 0, deadLettered: 0, wait: {}, run: {} };
           minutes.set(key, found);
         }
         m = found;
-        last = { queue, m };
+        lastQueue = queue;
       }
       if (kind === 'submitted') m.submitted++;
       if (kind === 'completed') m.completed++;

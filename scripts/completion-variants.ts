@@ -3,7 +3,9 @@
  * jobCompleteMany, the same UPDATE without its outbox event, a bare state change, an update
  * of one unindexed column (HOT when the page has room), and a DELETE (what graphile-worker
  * does), and a DELETE that moves the row into a table of finished jobs. Each variant completes 20 × 1,000 freshly claimed jobs after a CHECKPOINT; only the
- * completion statements are timed; three rounds, interleaved. Measurement only: the other
+ * completion statements are timed, by wall time and by the CPU time of the one PostgreSQL
+ * backend that runs them (from /proc, the steadier of the two on a busy machine); three
+ * rounds, interleaved. Measurement only: the other
  * statements here are not Evora's. docs/benchmarks.md quotes it.
  * Usage: npx tsx scripts/completion-variants.ts [variants=full,noevents,minimal,unindexed,delete,move]
  * (FILLFACTOR=50 sets the jobs table's fillfactor first). Starts its own durable embedded
@@ -15,6 +17,7 @@ import { join } from 'node:path';
 import { embeddedPostgresStart, freePort } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
 import { Store } from '../src/store/store.js';
+import { processCpuUs } from '../bench/lib/cpu.js';
 
 /** Statements over $1 = job ids, $2 = lease tokens, $3 = results (null: the store's own). */
 const VARIANTS: Record<string, string | null> = {
@@ -28,10 +31,21 @@ const VARIANTS: Record<string, string | null> = {
   unindexed: `UPDATE evora.jobs j SET finished_at = now() FROM unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
   delete: `DELETE FROM evora.jobs j USING unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
   // Finished jobs kept in a table of their own (primary key only): what moving them out of
-  // the hot table would cost instead of an UPDATE.
+  // the hot table would cost instead of an UPDATE. Shaped like `noevents` (lease check,
+  // result, the same columns read back), so the two compare like for like.
   move: `
-    WITH moved AS (DELETE FROM evora.jobs j USING unnest($1::uuid[]) AS c(id) WHERE j.id = c.id RETURNING j.*)
-    INSERT INTO finished_jobs SELECT * FROM moved`,
+    WITH input AS (SELECT DISTINCT ON (id, token) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result)),
+    moved AS (
+      DELETE FROM evora.jobs j USING input c
+      WHERE j.id = c.id AND j.lease_token = c.token AND (CASE WHEN j.state = 'RUNNING' THEN true END)
+      RETURNING j.*, c.result AS new_result
+    )
+    INSERT INTO finished_jobs (id, queue, type, payload, state, priority, run_at, attempt, max_attempts, lease_token,
+                               worker_id, idempotency_key, result, last_error, created_at, started_at, finished_at)
+    SELECT id, queue, type, payload, 'COMPLETED', priority, run_at, attempt, max_attempts, lease_token,
+           worker_id, idempotency_key, new_result, last_error, created_at, started_at, now()
+    FROM moved
+    RETURNING id, lease_token, queue, type, state, attempt, worker_id, last_error`,
 };
 const BATCHES = 20;
 const BATCH = 1000;
@@ -41,12 +55,15 @@ for (const v of order) if (!(v in VARIANTS)) throw new Error(`unknown variant "$
 
 const dir = await mkdtemp(join(tmpdir(), 'evora-completion-'));
 const pgh = await embeddedPostgresStart({ dataDir: dir, port: await freePort() });
-const store = new Store({ connectionString: pgh.url });
+// One connection: every statement runs in the backend whose CPU time is read.
+const store = new Store({ connectionString: pgh.url, maxConnections: 1 });
 try {
   await migrate(store.pool);
   await store.pool.query('CREATE TABLE finished_jobs (LIKE evora.jobs INCLUDING DEFAULTS, PRIMARY KEY (id))');
   if (process.env.FILLFACTOR) await store.pool.query(`ALTER TABLE evora.jobs SET (fillfactor = ${Number(process.env.FILLFACTOR)})`);
+  const backend = (await store.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
   const usPerJob: Record<string, number[]> = {};
+  const cpuUsPerJob: Record<string, number[]> = {};
   for (let round = 0; round < 3; round++) {
     for (const v of order) {
       for (let i = 0; i < BATCHES; i++) {
@@ -55,18 +72,24 @@ try {
       await store.pool.query('ANALYZE evora.jobs');
       await store.pool.query('CHECKPOINT');
       let ms = 0;
+      let cpuUs = 0;
       for (let i = 0; i < BATCHES; i++) {
         const jobs = await store.jobClaim({ queues: ['q'], limit: BATCH, workerId: 'w' });
+        const cpuStarted = processCpuUs([{ pid: backend, children: false }]);
         const started = performance.now();
         const sql = VARIANTS[v] ?? null;
         if (sql === null) await store.jobCompleteMany({ completions: jobs.map((j) => ({ id: j.id, token: j.leaseToken!, result: null })) });
         else await store.pool.query(sql, sql.includes('$3') ? [jobs.map((j) => j.id), jobs.map((j) => j.leaseToken), jobs.map(() => null)] : [jobs.map((j) => j.id)]);
         ms += performance.now() - started;
+        cpuUs += processCpuUs([{ pid: backend, children: false }]) - cpuStarted;
       }
       (usPerJob[v] ??= []).push(Math.round((ms * 10_000) / (BATCHES * BATCH)) / 10);
+      (cpuUsPerJob[v] ??= []).push(Math.round((cpuUs * 10) / (BATCHES * BATCH)) / 10);
     }
   }
-  for (const v of order) console.log(`${v.padEnd(10)} ${usPerJob[v]!.join(' / ')} µs per job`);
+  for (const v of order) {
+    console.log(`${v.padEnd(10)} ${usPerJob[v]!.join(' / ')} µs per job; PostgreSQL CPU ${cpuUsPerJob[v]!.join(' / ')} µs per job`);
+  }
 } finally {
   await store.close();
   await pgh.stop();

@@ -19,14 +19,20 @@ import { migrate } from '../src/db/migrate.js';
 import { Store } from '../src/store/store.js';
 import { processCpuUs } from '../bench/lib/cpu.js';
 
+/** The completion's input (one report per lease) and its lease check, as the store writes them. */
+const LEASED_INPUT = `WITH input AS (SELECT DISTINCT ON (id, token) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result))`;
+const LEASE_HELD = `j.id = c.id AND j.lease_token = c.token AND (CASE WHEN j.state = 'RUNNING' THEN true END)`;
+/** What the completion reads back, from the written table aliased `j`. */
+const READ_BACK = `RETURNING j.id, j.lease_token, j.queue, j.type, j.state, j.attempt, j.worker_id, j.last_error`;
+
 /** Statements over $1 = job ids, $2 = lease tokens, $3 = results (null: the store's own). */
 const VARIANTS: Record<string, string | null> = {
   full: null,
   noevents: `
-    WITH input AS (SELECT DISTINCT ON (id, token) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result))
+    ${LEASED_INPUT}
     UPDATE evora.jobs j SET state = 'COMPLETED', result = c.result, locked_until = NULL, finished_at = now()
-    FROM input c WHERE j.id = c.id AND j.lease_token = c.token AND (CASE WHEN j.state = 'RUNNING' THEN true END)
-    RETURNING j.id, j.lease_token, j.queue, j.type, j.state, j.attempt, j.worker_id, j.last_error`,
+    FROM input c WHERE ${LEASE_HELD}
+    ${READ_BACK}`,
   minimal: `UPDATE evora.jobs j SET state = 'COMPLETED', finished_at = now() FROM unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
   unindexed: `UPDATE evora.jobs j SET finished_at = now() FROM unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
   delete: `DELETE FROM evora.jobs j USING unnest($1::uuid[]) AS c(id) WHERE j.id = c.id`,
@@ -34,18 +40,18 @@ const VARIANTS: Record<string, string | null> = {
   // the hot table would cost instead of an UPDATE. Shaped like `noevents` (lease check,
   // result, the same columns read back), so the two compare like for like.
   move: `
-    WITH input AS (SELECT DISTINCT ON (id, token) * FROM unnest($1::uuid[], $2::uuid[], $3::jsonb[]) AS c(id, token, result)),
+    ${LEASED_INPUT},
     moved AS (
       DELETE FROM evora.jobs j USING input c
-      WHERE j.id = c.id AND j.lease_token = c.token AND (CASE WHEN j.state = 'RUNNING' THEN true END)
+      WHERE ${LEASE_HELD}
       RETURNING j.*, c.result AS new_result
     )
-    INSERT INTO finished_jobs (id, queue, type, payload, state, priority, run_at, attempt, max_attempts, lease_token,
-                               worker_id, idempotency_key, result, last_error, created_at, started_at, finished_at)
+    INSERT INTO finished_jobs AS j (id, queue, type, payload, state, priority, run_at, attempt, max_attempts, lease_token,
+                                    worker_id, idempotency_key, result, last_error, created_at, started_at, finished_at)
     SELECT id, queue, type, payload, 'COMPLETED', priority, run_at, attempt, max_attempts, lease_token,
            worker_id, idempotency_key, new_result, last_error, created_at, started_at, now()
     FROM moved
-    RETURNING id, lease_token, queue, type, state, attempt, worker_id, last_error`,
+    ${READ_BACK}`,
 };
 const BATCHES = 20;
 const BATCH = 1000;

@@ -202,16 +202,17 @@ export function renderResults(results: ResultLine[], info: RunInfo): string {
   if (cpuRows.length) {
     L.push(
       '',
-      'CPU per job in the throughput burn-down (the median round): µs of CPU time of each process, from /proc, over the window jobs/s is measured in (from the first handler start, seen within 20 ms, to the last completion), per job completed in it. On 2 cores, the sum bounds jobs/s for a system that keeps both busy.',
+      `CPU per job in the throughput burn-down (the median round): µs of CPU time of each process, from /proc, over the window jobs/s is measured in (from the first handler start, seen within 20 ms, to the last completion), per job completed in it. On ${m.cores} cores, the sum bounds jobs/s for a system that keeps them all busy.`,
       '',
       '| system | job store (PostgreSQL or Redis) | server | workers | all |',
       '| --- | ---: | ---: | ---: | ---: |',
     );
     for (const { sys, t } of cpuRows) {
-      const store = num(t!.postgresCpuUsPerJob) ?? num(t!.redisCpuUsPerJob);
+      const redis = num(t!.redisCpuUsPerJob);
+      const store = redis ?? num(t!.postgresCpuUsPerJob);
+      const storeName = redis !== null ? 'Redis' : 'PostgreSQL';
       const server = num(t!.serverCpuUsPerJob);
       const workers = num(t!.workersCpuUsPerJob)!;
-      const storeName = num(t!.redisCpuUsPerJob) !== null ? 'Redis' : 'PostgreSQL';
       L.push(
         `| ${LABEL[sys.name]} | ${store === null ? 'unknown' : `${fmt(store)} (${storeName})`} | ${server === null ? '—' : fmt(server)} | ${fmt(workers)} | ` +
           `${fmt((store ?? 0) + (server ?? 0) + workers)} |`,

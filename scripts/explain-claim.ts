@@ -7,8 +7,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { embeddedPostgresStart, freePort } from '../src/db/embedded.js';
-import { migrate } from '../src/db/migrate.js';
+import { embeddedPostgresStart, freePort } from '../src/server/embedded-postgres.js';
+import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
 
 const finished = Number(process.argv[2] ?? 1_000_000);

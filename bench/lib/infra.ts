@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
-import { embeddedPostgresStart, freePort, type EmbeddedPostgresHandle } from '../../src/db/embedded.js';
+import { embeddedPostgresStart, freePort, type EmbeddedPostgresHandle } from '../../src/server/embedded-postgres.js';
 import { postmasterPid } from './cpu.js';
 import { log, sleep } from './util.js';
 

@@ -9,7 +9,7 @@ import { openSync, readFileSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { freePort } from '../../src/db/embedded.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 import { EvoraClient } from '../../src/sdk/index.js';
 import { onCleanup, stopChild, trackChild } from '../lib/infra.js';
 import { errorText, sleep } from '../lib/util.js';

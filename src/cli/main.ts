@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
-import { CONFIG_DOC, configLoad, type ServerConfig } from '../config.js';
+import { CONFIG_DOC, configLoad, type ServerConfig } from '../server/config.js';
 import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
 import { UsageError } from './format.js';
@@ -103,8 +103,8 @@ program
   .option('--embedded-pg-port <port>', 'port of the embedded PostgreSQL [env EVORA_PG_PORT, default 54329]')
   .action(async (opts: { databaseUrl?: string; dataDir?: string; embeddedPgPort?: string }) => {
     const config = configLoad({ databaseUrl: opts.databaseUrl, dataDir: opts.dataDir, embeddedPgPort: opts.embeddedPgPort });
-    const { migrate } = await import('../db/migrate.js');
-    const { embeddedPostgresStart } = await import('../db/embedded.js');
+    const { migrate } = await import('../store/migrate.js');
+    const { embeddedPostgresStart } = await import('../server/embedded-postgres.js');
     const { default: pg } = await import('pg');
     const { join } = await import('node:path');
     const embedded = config.databaseUrl

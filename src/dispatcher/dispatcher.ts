@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../logger.js';
-import type { Job, JobSubmitInput, JobSubmitResult, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome, Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
+import type { Job, JobSubmitInput, JobSubmitResult, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome } from '../domain/job.js';
+import type { AckResult, CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
+import { LEASE_LOST_TEXT } from '../domain/codes.js';
 import { Batcher } from './batcher.js';
 
 /**
@@ -20,14 +23,17 @@ import { Batcher } from './batcher.js';
 export type SessionMessage =
   /** Jobs one claim dealt to this session, best first (the gRPC layer may send them as one message). */
   | { kind: 'jobs'; jobs: Job[] }
-  | { kind: 'cancel'; jobId: string }
-  | { kind: 'leaseLost'; jobId: string; reason: string }
-  | { kind: 'drain'; reason: string };
+  | { kind: 'cancel'; jobId: string; reason: CancelReason }
+  | { kind: 'leaseLost'; jobId: string; reason: LeaseLostReason }
+  | { kind: 'drain'; reason: DrainReason };
 
 /** The answer to one complete, fail or snooze. */
 export interface WriteAck<J extends JobWritten = JobWritten> {
   jobId: string;
   accepted: boolean;
+  /** What became of the write; `accepted` is `result === 'accepted'`. */
+  result: AckResult;
+  /** Words for people and logs; empty when accepted. */
   reason: string;
   /** The job as the write left it (a completion reports JobWritten; fail and snooze the whole Job). */
   job?: J;
@@ -163,7 +169,7 @@ export class Dispatcher {
 
   /** A NOTIFY said an operator cancelled this job: tell the worker that holds it here, if any. */
   notifyCancel(jobId: string): void {
-    this.holders.get(jobId)?.send({ kind: 'cancel', jobId });
+    this.holders.get(jobId)?.send({ kind: 'cancel', jobId, reason: 'operator' });
   }
 
   private poll(): void {
@@ -282,10 +288,10 @@ export class Dispatcher {
     if (session) {
       const tokens = new Map(leases.map((l) => [l.id, l.token]));
       for (const id of result.lost) {
-        session.send({ kind: 'leaseLost', jobId: id, reason: 'the lease expired or the job was given to another worker' });
+        session.send({ kind: 'leaseLost', jobId: id, reason: 'expired' });
         this.slotFree(session, id, tokens.get(id) ?? '');
       }
-      for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id });
+      for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id, reason: 'operator' });
     }
     return result;
   }
@@ -300,8 +306,8 @@ export class Dispatcher {
     if (session) this.slotFree(session, jobId, lease.token);
     if (outcome.accepted) this.opts.observer?.written?.(write, outcome.job);
     return outcome.accepted
-      ? { jobId, accepted: true, reason: '', job: outcome.job }
-      : { jobId, accepted: false, reason: 'lease lost: the lease expired or the job was given to another worker' };
+      ? { jobId, accepted: true, result: 'accepted', reason: '', job: outcome.job }
+      : { jobId, accepted: false, result: 'lease_lost', reason: `lease lost: ${LEASE_LOST_TEXT.expired}` };
   }
 
   /**
@@ -565,7 +571,7 @@ export class Dispatcher {
    * timeoutMs) until the workers have finished what they hold and those writes committed.
    * Returns how many jobs were still held when it stopped waiting; their leases run on.
    */
-  async drainAll(timeoutMs: number, reason = 'server shutting down'): Promise<number> {
+  async drainAll(timeoutMs: number, reason: DrainReason = 'server_shutdown'): Promise<number> {
     this.stopped = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
     this.pollTimer = null;

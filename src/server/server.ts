@@ -2,21 +2,21 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import pg from 'pg';
-import type { ServerConfig } from '../config.js';
-import { embeddedPostgresStart, type EmbeddedPostgresHandle } from '../db/embedded.js';
-import { migrate } from '../db/migrate.js';
+import type { ServerConfig } from './config.js';
+import { embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
+import { migrate } from '../store/migrate.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
 import type { Logger } from '../logger.js';
-import { Elector } from '../services/elector.js';
-import { Sweeper } from '../services/sweeper.js';
-import { Projector } from '../services/projector.js';
-import { PostgresTelemetrySink } from '../store/telemetry-pg.js';
+import { Elector } from '../maintenance/elector.js';
+import { Sweeper } from '../maintenance/sweeper.js';
+import { Projector } from '../maintenance/projector.js';
+import { PostgresTelemetrySink } from '../telemetry/pg-sink.js';
 import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
-import type { JobWritten } from '../store/store.js';
-import { ServerMetrics, metricsServerStart } from './metrics.js';
+import type { JobWritten } from '../domain/job.js';
+import { ServerMetrics, metricsServerStart } from '../telemetry/metrics.js';
 
 /** The fields every job log line carries. */
 function jobLogFields(job: JobWritten, workerId: string | null) {
@@ -24,9 +24,9 @@ function jobLogFields(job: JobWritten, workerId: string | null) {
 }
 import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, Store } from '../store/store.js';
-import { reflectionAddToServer } from './reflection.js';
-import { jobService, queueService, workerService, type WorkStreamHandle } from './services.js';
-import { workerServiceDefinition } from './wire.js';
+import { reflectionAddToServer } from '../grpc/reflection.js';
+import { jobService, queueService, workerService, type WorkStreamHandle } from '../grpc/services.js';
+import { workerServiceDefinition } from '../grpc/wire.js';
 
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
 const DEFAULT_LEASE_SECONDS = 30;

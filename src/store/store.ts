@@ -1,7 +1,10 @@
 import pg from 'pg';
-import { EvoraError, alreadyExists, failedPrecondition, invalidArgument, notFound } from '../errors.js';
-import { isUuid, uuidv7 } from './ids.js';
+import { EvoraError, alreadyExists, failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
+import { isUuid, uuidv7 } from '../domain/ids.js';
 import { STORE_SESSION_OPTIONS, storeTypes } from './types.js';
+import type { BackoffKind, Queue, QueueUpsertInput } from '../domain/queue.js';
+import type { Job, JobListParams, JobState, JobSubmitInput, JobSubmitResult, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
+import type { JobEventKind, OutboxEvents } from '../domain/events.js';
 
 /**
  * The store: the only code in Evora that speaks SQL to the queue tables. Every operation
@@ -10,125 +13,6 @@ import { STORE_SESSION_OPTIONS, storeTypes } from './types.js';
  * takes an optional `now`; when absent the database clock decides, so that many server
  * processes agree on time.
  */
-
-/** The lifecycle states a job moves through; the database rejects any other change. */
-export type JobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED';
-
-/** All job states, in lifecycle order. */
-export const JOB_STATES: readonly JobState[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED'];
-
-/** A JSON object, as job payloads and results are. */
-export type JsonObject = { [key: string]: unknown };
-
-/** A job row as the rest of the server sees it. */
-export interface Job {
-  id: string;
-  queue: string;
-  type: string;
-  payload: JsonObject;
-  state: JobState;
-  priority: number;
-  runAt: Date;
-  attempt: number;
-  maxAttempts: number;
-  /** The fencing token of the current (or last) lease; a fresh value on every claim. */
-  leaseToken: string | null;
-  lockedUntil: Date | null;
-  workerId: string | null;
-  idempotencyKey: string | null;
-  result: JsonObject | null;
-  lastError: string | null;
-  cancelRequestedAt: Date | null;
-  createdAt: Date;
-  startedAt: Date | null;
-  finishedAt: Date | null;
-}
-
-/** How a queue spaces out retries. */
-export type BackoffKind = 'exponential' | 'linear' | 'fixed';
-
-/** A queue's policy row. */
-export interface Queue {
-  name: string;
-  maxAttempts: number;
-  backoffKind: BackoffKind;
-  backoffBaseSeconds: number;
-  backoffCapSeconds: number;
-  /** 0..1: the delay is spread uniformly over d*(1-jitter) .. d*(1+jitter), then capped. */
-  backoffJitter: number;
-  leaseSeconds: number;
-  paused: boolean;
-  maxConcurrency: number | null;
-  createdAt: Date;
-  updatedAt: Date;
-}
-
-/** One job to submit. Absent fields take the queue's or the table's defaults. */
-export interface JobSubmitInput {
-  queue: string;
-  type: string;
-  payload?: JsonObject;
-  priority?: number;
-  runAt?: Date | null;
-  idempotencyKey?: string | null;
-  /** 0 or absent: the queue's max_attempts. */
-  maxAttempts?: number | null;
-}
-
-/** A submitted job and whether this call created it (false on an idempotent replay). */
-export interface JobSubmitResult {
-  job: Job;
-  created: boolean;
-}
-
-/** A lease as a worker presents it: the job and the fencing token it was handed. */
-export interface LeaseRef {
-  id: string;
-  token: string;
-}
-
-/** The answer to one worker write (complete, fail, snooze). */
-export type LeaseWriteOutcome<J = Job> =
-  | { id: string; accepted: true; job: J }
-  | { id: string; accepted: false; reason: 'lease_lost' };
-
-/**
- * What a worker's write reports about the job it changed: enough to acknowledge, count and
- * log it. A completion returns only this (reading back whole rows, timestamps and all, made
- * the completion statement ~30% more expensive); fail and snooze return the whole Job.
- */
-export type JobWritten = Pick<Job, 'id' | 'queue' | 'type' | 'state' | 'attempt' | 'workerId' | 'lastError'> & { runAt?: Date };
-
-/** Filters and page position for jobList. */
-export interface JobListParams {
-  queue?: string | null;
-  states?: JobState[] | null;
-  type?: string | null;
-  limit: number;
-  /** Keyset cursor: the id of the last job of the previous page. */
-  afterId?: string | null;
-}
-
-/** Settings for queueUpsert; absent fields keep their current value (or the default on create). */
-export interface QueueUpsertInput {
-  name: string;
-  maxAttempts?: number | null;
-  backoffKind?: BackoffKind | null;
-  backoffBaseSeconds?: number | null;
-  backoffCapSeconds?: number | null;
-  backoffJitter?: number | null;
-  leaseSeconds?: number | null;
-  /** null keeps the current value; 0 clears the limit. */
-  maxConcurrency?: number | null;
-}
-
-/** What one sweep did. */
-export interface SweepResult {
-  requeued: number;
-  deadLettered: number;
-  cancelled: number;
-  jobs: Job[];
-}
 
 /** NOTIFY channel that names a queue which has work claimable now. */
 export const CHANNEL_JOB_AVAILABLE = 'evora_job_available';
@@ -1143,99 +1027,6 @@ export class Store {
     if (!rows[0]) throw notFound(`queue "${params.name}" not found`);
     return queueFromRow(rows[0]);
   }
-}
-
-/** What an outbox event records (the evora.job_event_kind enum). */
-export type JobEventKind =
-  | 'submitted'
-  | 'claimed'
-  | 'completed'
-  | 'failed_retrying'
-  | 'dead_lettered'
-  | 'cancelled'
-  | 'retried_manually'
-  | 'snoozed'
-  | 'lease_expired';
-
-/**
- * One outbox event, as the projector reads it (evora.job_events_flat shows the same rows;
- * migrations/0006_packed_outbox.sql). The store unpacks the outbox rows straight into this
- * shape: the projection takes it as it is.
- */
-export interface JobEvent {
-  id: number;
-  jobId: string;
-  queue: string;
-  type: string;
-  kind: JobEventKind;
-  fromState: JobState | null;
-  toState: JobState;
-  attempt: number;
-  workerId: string | null;
-  at: Date;
-  waitMs: number | null;
-  runMs: number | null;
-}
-
-/**
- * An event's id is its outbox row's id * 2^20 + its position in the row (from 1), as in
- * evora.job_events_flat: unique, and in the order the events were written.
- */
-const OUTBOX_EVENTS_PER_ROW = 1_048_576;
-
-/**
- * The events of one outbox row (one statement's), column by column, as the projector
- * reads them. A column whose values are all the same comes as that one value, the usual
- * case (one statement: one queue, one kind): the projection reads it as it is, and
- * PostgreSQL does not write it out as JSON hundreds of times (that was ~2 µs per event,
- * the projector's whole read; now ~0.4). `details` only when the read asked for them.
- */
-export interface OutboxEvents {
-  /** The outbox row's id (job_events.id); its events' ids follow from it (outboxEventsUnpack). */
-  rowId: number;
-  /** When the statement's changes happened (one time for all of them). */
-  at: Date;
-  /** Number of events; every array column has this length. */
-  n: number;
-  queue: string | string[];
-  kind: JobEventKind | JobEventKind[];
-  fromState: JobState | null | (JobState | null)[];
-  toState: JobState | JobState[];
-  waitMs: (number | null)[];
-  runMs: (number | null)[];
-  details: { jobIds: string[]; types: string[]; attempts: number[]; workerIds: (string | null)[] } | null;
-}
-
-/** Column `i` of an outbox row: the value of a collapsed column, else its i-th element. */
-export function outboxColumn<T>(column: T | T[], i: number): T {
-  return Array.isArray(column) ? (column[i] as T) : column;
-}
-
-/** The events of outbox rows read with details, one by one (for a sink that stores events). */
-export function outboxEventsUnpack(rows: readonly OutboxEvents[]): JobEvent[] {
-  const events: JobEvent[] = [];
-  for (const row of rows) {
-    const d = row.details;
-    if (!d) throw new Error('outboxEventsUnpack: the outbox was read without details');
-    const base = row.rowId * OUTBOX_EVENTS_PER_ROW;
-    for (let i = 0; i < row.n; i++) {
-      events.push({
-        id: base + i + 1,
-        jobId: d.jobIds[i]!,
-        queue: outboxColumn(row.queue, i),
-        type: d.types[i]!,
-        kind: outboxColumn(row.kind, i),
-        fromState: outboxColumn(row.fromState, i) ?? null,
-        toState: outboxColumn(row.toState, i),
-        attempt: d.attempts[i]!,
-        workerId: d.workerIds[i] ?? null,
-        at: row.at,
-        waitMs: row.waitMs[i] ?? null,
-        runMs: row.runMs[i] ?? null,
-      });
-    }
-  }
-  return events;
 }
 
 /** One packed outbox row as the projector reads it (SQL_OUTBOX_READ, then the details). */

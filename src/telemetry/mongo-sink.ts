@@ -1,5 +1,5 @@
 import { MongoBulkWriteError, MongoClient, type AnyBulkWriteOperation, type Db } from 'mongodb';
-import type { JobState } from '../store/store.js';
+import type { JobState } from '../domain/job.js';
 import type { Histogram, JobEvent, MinuteDelta, ProjectionUpdate, TelemetryRows, TelemetrySink } from './projection.js';
 
 /** MongoDB's duplicate key error: the guard of a guarded upsert found the batch applied. */

@@ -1,4 +1,5 @@
-import { outboxColumn, outboxEventsUnpack, type JobEvent, type JobState, type OutboxEvents } from '../store/store.js';
+import { type JobState } from '../domain/job.js';
+import { outboxColumn, outboxEventsUnpack, type JobEvent, type OutboxEvents } from '../domain/events.js';
 
 /**
  * The projection: how outbox events become telemetry. Pure functions, no I/O, one logic
@@ -7,7 +8,7 @@ import { outboxColumn, outboxEventsUnpack, type JobEvent, type JobState, type Ou
  */
 
 /** One outbox event, as the store hands it to the projector (defined by the store). */
-export type { JobEvent, JobEventKind, OutboxEvents } from '../store/store.js';
+export type { JobEvent, JobEventKind, OutboxEvents } from '../domain/events.js';
 
 /** Per-minute counters of one queue. */
 export interface MinuteCounters {

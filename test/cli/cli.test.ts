@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabaseCreate } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
-import { freePort } from '../../src/db/embedded.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
 

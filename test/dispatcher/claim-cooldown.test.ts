@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Job } from '../../src/store/store.js';
+import type { Job } from '../../src/domain/job.js';
 import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInputs, queueName } from '../helpers/factories.js';
 import { waitFor } from '../helpers/wait.js';

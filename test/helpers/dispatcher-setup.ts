@@ -1,7 +1,8 @@
 import { afterEach, beforeAll } from 'vitest';
 import { Dispatcher, type SessionMessage } from '../../src/dispatcher/dispatcher.js';
 import { silentLogger } from '../../src/logger.js';
-import type { Job, Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/store.js';
+import type { Job } from '../../src/domain/job.js';
 import { storeSetup } from './store-setup.js';
 
 /**

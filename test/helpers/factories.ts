@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { JobSubmitInput } from '../../src/store/store.js';
+import type { JobSubmitInput } from '../../src/domain/job.js';
 
 /** A unique queue name, so tests sharing a database never see each other's jobs. */
 export function queueName(prefix = 'q'): string {

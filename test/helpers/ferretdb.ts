@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { MongoClient } from 'mongodb';
-import { freePort } from '../../src/db/embedded.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 
 /**
  * FerretDB, the MongoDB-protocol server the telemetry tests run against (no mongod can be

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { embeddedPostgresStart, freePort, type EmbeddedPostgresHandle } from '../../src/db/embedded.js';
-import { migrate } from '../../src/db/migrate.js';
+import { embeddedPostgresStart, freePort, type EmbeddedPostgresHandle } from '../../src/server/embedded-postgres.js';
+import { migrate } from '../../src/store/migrate.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -1,4 +1,5 @@
-import type { Job, Store } from '../../src/store/store.js';
+import type { Store } from '../../src/store/store.js';
+import type { Job } from '../../src/domain/job.js';
 import { jobInputs } from './factories.js';
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import { configLoad, type ServerConfig } from '../../src/config.js';
+import { configLoad, type ServerConfig } from '../../src/server/config.js';
 import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
 import { QueueServiceClient } from '../../src/gen/evora/v1/queue.js';
 import { WorkerServiceClient } from '../../src/gen/evora/v1/worker.js';

@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/db/embedded.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 import { EvoraApiError, EvoraClient, StatusCode } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';

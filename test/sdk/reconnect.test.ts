@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { configLoad } from '../../src/config.js';
-import { freePort } from '../../src/db/embedded.js';
+import { configLoad } from '../../src/server/config.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 import { silentLogger } from '../../src/logger.js';
 import { serverStart, type EvoraServer } from '../../src/server/server.js';
 import { EvoraClient, EvoraWorker, type WorkerSessionInfo } from '../../src/sdk/index.js';

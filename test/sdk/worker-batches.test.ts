@@ -2,6 +2,8 @@ import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import {
+  AckResult,
+  CancelReason,
   WorkerServiceService,
   type LeasedJob,
   type WorkerHello,
@@ -128,7 +130,7 @@ describe('EvoraWorker and batch messages', () => {
     expect(batch.value.completes).toHaveLength(20);
     expect(batch.value.completes[3]).toEqual({ jobId: 'job-3', leaseToken: 'token-3', result: { twice: 6 } });
 
-    const acks = Array.from({ length: 20 }, (_, i) => ({ jobId: `job-${i}`, accepted: i !== 7, reason: i === 7 ? 'lease lost' : '' }));
+    const acks = Array.from({ length: 20 }, (_, i) => ({ jobId: `job-${i}`, accepted: i !== 7, reason: i === 7 ? 'lease lost' : '', result: i === 7 ? AckResult.ACK_RESULT_LEASE_LOST : AckResult.ACK_RESULT_ACCEPTED }));
     server.send({ msg: { $case: 'acks', value: { acks } } });
     await waitFor(() => finished.length === 20, { what: 'every job finished' });
     expect(finished.filter((o) => o.accepted)).toHaveLength(19);
@@ -167,7 +169,7 @@ describe('EvoraWorker and batch messages', () => {
     for (let i = 0; i < 5; i++) server.send({ msg: { $case: 'job', value: leased(i) } });
     await waitFor(() => server.received.length === 5, { what: 'five reports' });
     expect(kinds(server.received)).toEqual(Array(5).fill('complete'));
-    for (let i = 0; i < 5; i++) server.send({ msg: { $case: 'ack', value: { jobId: `job-${i}`, accepted: true, reason: '' } } });
+    for (let i = 0; i < 5; i++) server.send({ msg: { $case: 'ack', value: { jobId: `job-${i}`, accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED } } });
     await waitFor(() => finished.length === 5, { what: 'every job finished' });
     expect(finished.every((o) => o.accepted && o.outcome === 'completed')).toBe(true);
   });
@@ -194,8 +196,8 @@ describe('EvoraWorker and batch messages', () => {
     await worker.start();
     server.send({ msg: { $case: 'jobs', value: { jobs: [leased(0, 'late'), leased(1, 'blind')] } } });
     await waitFor(() => worker.stats().running === 2, { what: 'both handlers running' });
-    server.send({ msg: { $case: 'cancel', value: { jobId: 'job-0' } } });
-    server.send({ msg: { $case: 'cancel', value: { jobId: 'job-1' } } });
+    server.send({ msg: { $case: 'cancel', value: { jobId: 'job-0', code: CancelReason.CANCEL_REASON_OPERATOR } } });
+    server.send({ msg: { $case: 'cancel', value: { jobId: 'job-1', code: CancelReason.CANCEL_REASON_OPERATOR } } });
     await waitFor(() => aborted.length === 2, { what: 'both aborted' });
     releaseLate();
     releaseBlind();

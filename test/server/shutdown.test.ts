@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { configLoad } from '../../src/config.js';
-import { freePort } from '../../src/db/embedded.js';
+import { configLoad } from '../../src/server/config.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { silentLogger } from '../../src/logger.js';
 import { serverStart } from '../../src/server/server.js';

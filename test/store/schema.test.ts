@@ -3,7 +3,7 @@ import type { Store } from '../../src/store/store.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 import pg from 'pg';
-import { migrate, migrationsLoad } from '../../src/db/migrate.js';
+import { migrate, migrationsLoad } from '../../src/store/migrate.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 
 let store: Store;

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
-import { PostgresTelemetrySink } from '../../src/store/telemetry-pg.js';
-import { Projector } from '../../src/services/projector.js';
+import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
+import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { projectEvents, telemetryStats } from '../../src/telemetry/projection.js';
 import { storeSetup } from '../helpers/store-setup.js';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_DOC, configLoad } from '../../src/config.js';
+import { CONFIG_DOC, configLoad } from '../../src/server/config.js';
 
 describe('configuration', () => {
   it('takes defaults, then the environment, then explicit flags', () => {

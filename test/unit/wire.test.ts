@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { WorkResponse } from '../../src/gen/evora/v1/worker.js';
-import { leasedJobToPb } from '../../src/server/convert.js';
-import { EncodedWorkResponse, leasedJobsEncode, workResponseSerialize } from '../../src/server/wire.js';
-import type { Job } from '../../src/store/store.js';
+import { leasedJobToPb } from '../../src/grpc/convert.js';
+import { EncodedWorkResponse, leasedJobsEncode, workResponseSerialize } from '../../src/grpc/wire.js';
+import type { Job } from '../../src/domain/job.js';
 
 const base = new Date('2026-03-01T12:34:56.789Z');
 
@@ -133,7 +133,7 @@ describe('leased jobs encoded straight from the store row', () => {
   it('the Work serializer passes encoded messages through and encodes the others', () => {
     const bytes = new Uint8Array([0x12, 0x00]);
     expect([...workResponseSerialize(new EncodedWorkResponse(bytes))]).toEqual([0x12, 0x00]);
-    const ack: WorkResponse = { msg: { $case: 'ack', value: { jobId: 'j', accepted: true, reason: '' } } };
+    const ack: WorkResponse = { msg: { $case: 'ack', value: { jobId: 'j', accepted: true, reason: '', result: 1 } } };
     expect(WorkResponse.decode(workResponseSerialize(ack))).toEqual(ack);
   });
 });

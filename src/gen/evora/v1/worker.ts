@@ -29,12 +29,207 @@ export const protobufPackage = "evora.v1";
 
 export const protobufFileName = "evora/v1/worker.proto";
 
+/** AckResult says what became of one complete, fail or snooze report. */
+export enum AckResult {
+  /**
+   * ACK_RESULT_UNSPECIFIED - Sent only by servers that predate result codes: read `accepted` (true = applied,
+   * false = treat as ACK_RESULT_LEASE_LOST).
+   */
+  ACK_RESULT_UNSPECIFIED = 0,
+  /** ACK_RESULT_ACCEPTED - The report was applied and committed. The job is no longer the worker's. */
+  ACK_RESULT_ACCEPTED = 1,
+  /**
+   * ACK_RESULT_LEASE_LOST - The lease is not current: it expired and the job was requeued or handed to another
+   * worker, or the job was already finished. Nothing changed. Drop the job; do not resend.
+   */
+  ACK_RESULT_LEASE_LOST = 2,
+  /**
+   * ACK_RESULT_RETRY_LATER - The server could not apply the report now (e.g. its database is unavailable).
+   * Nothing changed. Send the same report again after a short delay, while the lease lasts.
+   */
+  ACK_RESULT_RETRY_LATER = 3,
+  /**
+   * ACK_RESULT_INVALID - The report itself is malformed (e.g. a job_id or lease_token that is not a UUID, a
+   * result over the size limit). Nothing changed. Resending it unchanged cannot succeed;
+   * `reason` says what is wrong.
+   */
+  ACK_RESULT_INVALID = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function ackResultFromJSON(object: any): AckResult {
+  switch (object) {
+    case 0:
+    case "ACK_RESULT_UNSPECIFIED":
+      return AckResult.ACK_RESULT_UNSPECIFIED;
+    case 1:
+    case "ACK_RESULT_ACCEPTED":
+      return AckResult.ACK_RESULT_ACCEPTED;
+    case 2:
+    case "ACK_RESULT_LEASE_LOST":
+      return AckResult.ACK_RESULT_LEASE_LOST;
+    case 3:
+    case "ACK_RESULT_RETRY_LATER":
+      return AckResult.ACK_RESULT_RETRY_LATER;
+    case 4:
+    case "ACK_RESULT_INVALID":
+      return AckResult.ACK_RESULT_INVALID;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return AckResult.UNRECOGNIZED;
+  }
+}
+
+export function ackResultToJSON(object: AckResult): string {
+  switch (object) {
+    case AckResult.ACK_RESULT_UNSPECIFIED:
+      return "ACK_RESULT_UNSPECIFIED";
+    case AckResult.ACK_RESULT_ACCEPTED:
+      return "ACK_RESULT_ACCEPTED";
+    case AckResult.ACK_RESULT_LEASE_LOST:
+      return "ACK_RESULT_LEASE_LOST";
+    case AckResult.ACK_RESULT_RETRY_LATER:
+      return "ACK_RESULT_RETRY_LATER";
+    case AckResult.ACK_RESULT_INVALID:
+      return "ACK_RESULT_INVALID";
+    case AckResult.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/** CancelReason says why a running job is being cancelled. */
+export enum CancelReason {
+  /** CANCEL_REASON_UNSPECIFIED - Sent only by servers that predate reason codes. */
+  CANCEL_REASON_UNSPECIFIED = 0,
+  /** CANCEL_REASON_OPERATOR - An operator called CancelJob. */
+  CANCEL_REASON_OPERATOR = 1,
+  UNRECOGNIZED = -1,
+}
+
+export function cancelReasonFromJSON(object: any): CancelReason {
+  switch (object) {
+    case 0:
+    case "CANCEL_REASON_UNSPECIFIED":
+      return CancelReason.CANCEL_REASON_UNSPECIFIED;
+    case 1:
+    case "CANCEL_REASON_OPERATOR":
+      return CancelReason.CANCEL_REASON_OPERATOR;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return CancelReason.UNRECOGNIZED;
+  }
+}
+
+export function cancelReasonToJSON(object: CancelReason): string {
+  switch (object) {
+    case CancelReason.CANCEL_REASON_UNSPECIFIED:
+      return "CANCEL_REASON_UNSPECIFIED";
+    case CancelReason.CANCEL_REASON_OPERATOR:
+      return "CANCEL_REASON_OPERATOR";
+    case CancelReason.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/** LeaseLostReason says why a worker no longer holds a lease. */
+export enum LeaseLostReason {
+  /** LEASE_LOST_REASON_UNSPECIFIED - Sent only by servers that predate reason codes. */
+  LEASE_LOST_REASON_UNSPECIFIED = 0,
+  /**
+   * LEASE_LOST_REASON_EXPIRED - A heartbeat found the lease no longer current: it expired (the job was requeued, handed
+   * to another worker, dead-lettered or cancelled by the sweeper), or the job was finished.
+   */
+  LEASE_LOST_REASON_EXPIRED = 1,
+  /** LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT - A lease named in hello.held after a reconnect was no longer current. */
+  LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function leaseLostReasonFromJSON(object: any): LeaseLostReason {
+  switch (object) {
+    case 0:
+    case "LEASE_LOST_REASON_UNSPECIFIED":
+      return LeaseLostReason.LEASE_LOST_REASON_UNSPECIFIED;
+    case 1:
+    case "LEASE_LOST_REASON_EXPIRED":
+      return LeaseLostReason.LEASE_LOST_REASON_EXPIRED;
+    case 2:
+    case "LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT":
+      return LeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return LeaseLostReason.UNRECOGNIZED;
+  }
+}
+
+export function leaseLostReasonToJSON(object: LeaseLostReason): string {
+  switch (object) {
+    case LeaseLostReason.LEASE_LOST_REASON_UNSPECIFIED:
+      return "LEASE_LOST_REASON_UNSPECIFIED";
+    case LeaseLostReason.LEASE_LOST_REASON_EXPIRED:
+      return "LEASE_LOST_REASON_EXPIRED";
+    case LeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT:
+      return "LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT";
+    case LeaseLostReason.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/** DrainReason says why the server asks a worker to drain. */
+export enum DrainReason {
+  /** DRAIN_REASON_UNSPECIFIED - Sent only by servers that predate reason codes. */
+  DRAIN_REASON_UNSPECIFIED = 0,
+  /**
+   * DRAIN_REASON_SERVER_SHUTDOWN - The server process is shutting down: reconnect (to it once restarted, or to another
+   * server) to get new work. Jobs held keep their leases across the reconnect.
+   */
+  DRAIN_REASON_SERVER_SHUTDOWN = 1,
+  UNRECOGNIZED = -1,
+}
+
+export function drainReasonFromJSON(object: any): DrainReason {
+  switch (object) {
+    case 0:
+    case "DRAIN_REASON_UNSPECIFIED":
+      return DrainReason.DRAIN_REASON_UNSPECIFIED;
+    case 1:
+    case "DRAIN_REASON_SERVER_SHUTDOWN":
+      return DrainReason.DRAIN_REASON_SERVER_SHUTDOWN;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return DrainReason.UNRECOGNIZED;
+  }
+}
+
+export function drainReasonToJSON(object: DrainReason): string {
+  switch (object) {
+    case DrainReason.DRAIN_REASON_UNSPECIFIED:
+      return "DRAIN_REASON_UNSPECIFIED";
+    case DrainReason.DRAIN_REASON_SERVER_SHUTDOWN:
+      return "DRAIN_REASON_SERVER_SHUTDOWN";
+    case DrainReason.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** WorkRequest is one worker-to-server message on the Work stream. */
 export interface WorkRequest {
   /** The message; exactly one must be set. */
   msg?:
     | //
-    /** Opens the session; must be the first message and sent only once. */
+    /**
+     * Opens the session; must be the first message and sent only once. The worker may
+     * send further messages right after it, without waiting for `welcome`: the server
+     * processes them in order once the session is open.
+     */
     { $case: "hello"; value: WorkerHello }
     | //
     /** Keeps the listed leases alive. */
@@ -166,7 +361,7 @@ export interface WorkerSnooze {
   jobId: string;
   /** Token of the current lease. */
   leaseToken: string;
-  /** When the job may run again; unset = now. */
+  /** When the job may run again; unset = now (the job is claimable again at once). */
   runAt?: Date | undefined;
 }
 
@@ -222,10 +417,15 @@ export interface LeasedJob {
 export interface ServerAck {
   /** Id of the job the report was about. */
   jobId: string;
-  /** True if the report was applied. */
+  /** True if the report was applied (the same as result == ACK_RESULT_ACCEPTED). */
   accepted: boolean;
-  /** Why the report was rejected (e.g. "lease lost"); empty when accepted. */
+  /**
+   * Why the report was rejected, for people and logs; empty when accepted. Act on
+   * `result`, never on this text.
+   */
   reason: string;
+  /** What became of the report, and so what the worker does next (see AckResult). */
+  result: AckResult;
 }
 
 /**
@@ -246,18 +446,29 @@ export interface ServerAckBatch {
   acks: ServerAck[];
 }
 
-/** ServerCancel tells the worker that an operator cancelled one of its jobs. */
+/**
+ * ServerCancel tells the worker that one of its jobs was cancelled. The worker should stop
+ * the job and report it (any report is fine; the job becomes CANCELLED). The lease stays
+ * the worker's until then or until it expires.
+ */
 export interface ServerCancel {
   /** Id of the cancelled job. */
   jobId: string;
+  /** Why the job was cancelled. */
+  code: CancelReason;
 }
 
-/** ServerLeaseLost tells the worker it no longer holds a lease. */
+/**
+ * ServerLeaseLost tells the worker it no longer holds a lease: it must stop the job and
+ * send no report about it (any report would be answered ACK_RESULT_LEASE_LOST).
+ */
 export interface ServerLeaseLost {
   /** Id of the job whose lease was lost. */
   jobId: string;
-  /** Human-readable cause (e.g. "lease expired"); may be empty. */
+  /** Human-readable cause, for logs; may be empty. Act on `code`, never on this text. */
   reason: string;
+  /** Why the lease was lost. */
+  code: LeaseLostReason;
 }
 
 /** ExtendedLease is one lease renewed by a heartbeat. */
@@ -283,10 +494,15 @@ export interface ServerHeartbeatAck {
   leases: ExtendedLease[];
 }
 
-/** ServerDrain asks the worker to stop taking work (e.g. server shutdown). */
+/**
+ * ServerDrain asks the worker to stop taking work (e.g. server shutdown). The worker
+ * finishes and reports the jobs it holds; no new jobs come on this stream.
+ */
 export interface ServerDrain {
-  /** Human-readable cause (e.g. "server shutting down"); may be empty. */
+  /** Human-readable cause (e.g. "server shutting down"); may be empty. Act on `code`. */
   reason: string;
+  /** Why the server asks for a drain. */
+  code: DrainReason;
 }
 
 /** ClaimJobsRequest leases jobs without a stream. */
@@ -1983,7 +2199,7 @@ export const LeasedJob: MessageFns<LeasedJob> = {
 };
 
 function createBaseServerAck(): ServerAck {
-  return { jobId: "", accepted: false, reason: "" };
+  return { jobId: "", accepted: false, reason: "", result: 0 };
 }
 
 export const ServerAck: MessageFns<ServerAck> = {
@@ -1996,6 +2212,9 @@ export const ServerAck: MessageFns<ServerAck> = {
     }
     if (message.reason !== "") {
       writer.uint32(26).string(message.reason);
+    }
+    if (message.result !== 0) {
+      writer.uint32(32).int32(message.result);
     }
     return writer;
   },
@@ -2037,6 +2256,14 @@ export const ServerAck: MessageFns<ServerAck> = {
             message.reason = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.result = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2058,6 +2285,7 @@ export const ServerAck: MessageFns<ServerAck> = {
         : "",
       accepted: isSet(object.accepted) ? globalThis.Boolean(object.accepted) : false,
       reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      result: isSet(object.result) ? ackResultFromJSON(object.result) : 0,
     };
   },
 
@@ -2072,6 +2300,9 @@ export const ServerAck: MessageFns<ServerAck> = {
     if (message.reason !== "") {
       obj.reason = message.reason;
     }
+    if (message.result !== 0) {
+      obj.result = ackResultToJSON(message.result);
+    }
     return obj;
   },
 
@@ -2083,6 +2314,7 @@ export const ServerAck: MessageFns<ServerAck> = {
     message.jobId = object.jobId ?? "";
     message.accepted = object.accepted ?? false;
     message.reason = object.reason ?? "";
+    message.result = object.result ?? 0;
     return message;
   },
 };
@@ -2222,13 +2454,16 @@ export const ServerAckBatch: MessageFns<ServerAckBatch> = {
 };
 
 function createBaseServerCancel(): ServerCancel {
-  return { jobId: "" };
+  return { jobId: "", code: 0 };
 }
 
 export const ServerCancel: MessageFns<ServerCancel> = {
   encode(message: ServerCancel, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.jobId !== "") {
       writer.uint32(10).string(message.jobId);
+    }
+    if (message.code !== 0) {
+      writer.uint32(16).int32(message.code);
     }
     return writer;
   },
@@ -2254,6 +2489,14 @@ export const ServerCancel: MessageFns<ServerCancel> = {
             message.jobId = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.code = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2273,6 +2516,7 @@ export const ServerCancel: MessageFns<ServerCancel> = {
         : isSet(object.job_id)
         ? globalThis.String(object.job_id)
         : "",
+      code: isSet(object.code) ? cancelReasonFromJSON(object.code) : 0,
     };
   },
 
@@ -2280,6 +2524,9 @@ export const ServerCancel: MessageFns<ServerCancel> = {
     const obj: any = {};
     if (message.jobId !== "") {
       obj.jobId = message.jobId;
+    }
+    if (message.code !== 0) {
+      obj.code = cancelReasonToJSON(message.code);
     }
     return obj;
   },
@@ -2290,12 +2537,13 @@ export const ServerCancel: MessageFns<ServerCancel> = {
   fromPartial<I extends Exact<DeepPartial<ServerCancel>, I>>(object: I): ServerCancel {
     const message = createBaseServerCancel();
     message.jobId = object.jobId ?? "";
+    message.code = object.code ?? 0;
     return message;
   },
 };
 
 function createBaseServerLeaseLost(): ServerLeaseLost {
-  return { jobId: "", reason: "" };
+  return { jobId: "", reason: "", code: 0 };
 }
 
 export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
@@ -2305,6 +2553,9 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
     }
     if (message.reason !== "") {
       writer.uint32(18).string(message.reason);
+    }
+    if (message.code !== 0) {
+      writer.uint32(24).int32(message.code);
     }
     return writer;
   },
@@ -2338,6 +2589,14 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
             message.reason = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.code = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2358,6 +2617,7 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
         ? globalThis.String(object.job_id)
         : "",
       reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      code: isSet(object.code) ? leaseLostReasonFromJSON(object.code) : 0,
     };
   },
 
@@ -2369,6 +2629,9 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
     if (message.reason !== "") {
       obj.reason = message.reason;
     }
+    if (message.code !== 0) {
+      obj.code = leaseLostReasonToJSON(message.code);
+    }
     return obj;
   },
 
@@ -2379,6 +2642,7 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
     const message = createBaseServerLeaseLost();
     message.jobId = object.jobId ?? "";
     message.reason = object.reason ?? "";
+    message.code = object.code ?? 0;
     return message;
   },
 };
@@ -2586,13 +2850,16 @@ export const ServerHeartbeatAck: MessageFns<ServerHeartbeatAck> = {
 };
 
 function createBaseServerDrain(): ServerDrain {
-  return { reason: "" };
+  return { reason: "", code: 0 };
 }
 
 export const ServerDrain: MessageFns<ServerDrain> = {
   encode(message: ServerDrain, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.reason !== "") {
       writer.uint32(10).string(message.reason);
+    }
+    if (message.code !== 0) {
+      writer.uint32(16).int32(message.code);
     }
     return writer;
   },
@@ -2618,6 +2885,14 @@ export const ServerDrain: MessageFns<ServerDrain> = {
             message.reason = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.code = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2631,13 +2906,19 @@ export const ServerDrain: MessageFns<ServerDrain> = {
   },
 
   fromJSON(object: any): ServerDrain {
-    return { reason: isSet(object.reason) ? globalThis.String(object.reason) : "" };
+    return {
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      code: isSet(object.code) ? drainReasonFromJSON(object.code) : 0,
+    };
   },
 
   toJSON(message: ServerDrain): unknown {
     const obj: any = {};
     if (message.reason !== "") {
       obj.reason = message.reason;
+    }
+    if (message.code !== 0) {
+      obj.code = drainReasonToJSON(message.code);
     }
     return obj;
   },
@@ -2648,6 +2929,7 @@ export const ServerDrain: MessageFns<ServerDrain> = {
   fromPartial<I extends Exact<DeepPartial<ServerDrain>, I>>(object: I): ServerDrain {
     const message = createBaseServerDrain();
     message.reason = object.reason ?? "";
+    message.code = object.code ?? 0;
     return message;
   },
 };

@@ -5,7 +5,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
-import { migrationsDir } from '../db/migrate.js';
+import { migrationsDir } from '../store/migrate.js';
 
 /**
  * Server reflection, so grpcurl and other tools can list and describe Evora's services

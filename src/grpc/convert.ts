@@ -1,10 +1,36 @@
 import { JobState as PbJobState, type Job as PbJob } from '../gen/evora/v1/job.js';
 import { BackoffKind as PbBackoffKind, type Queue as PbQueue } from '../gen/evora/v1/queue.js';
-import type { LeasedJob } from '../gen/evora/v1/worker.js';
+import { AckResult as PbAckResult, CancelReason as PbCancelReason, DrainReason as PbDrainReason, LeaseLostReason as PbLeaseLostReason, type LeasedJob } from '../gen/evora/v1/worker.js';
+import type { AckResult, CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
-import type { BackoffKind, Job, JobState, Queue } from '../store/store.js';
+import type { Job, JobState } from '../domain/job.js';
+import type { BackoffKind, Queue } from '../domain/queue.js';
 
-/** Translation between the store's domain types and the generated protobuf types. */
+/** Translation between the domain types and the generated protobuf types. */
+
+/** An ack's result as the proto enum. */
+export const ACK_RESULT_TO_PB: Record<AckResult, PbAckResult> = {
+  accepted: PbAckResult.ACK_RESULT_ACCEPTED,
+  lease_lost: PbAckResult.ACK_RESULT_LEASE_LOST,
+  retry_later: PbAckResult.ACK_RESULT_RETRY_LATER,
+  invalid: PbAckResult.ACK_RESULT_INVALID,
+};
+
+/** A lease-lost reason as the proto enum. */
+export const LEASE_LOST_REASON_TO_PB: Record<LeaseLostReason, PbLeaseLostReason> = {
+  expired: PbLeaseLostReason.LEASE_LOST_REASON_EXPIRED,
+  not_held_on_reconnect: PbLeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT,
+};
+
+/** A cancel reason as the proto enum. */
+export const CANCEL_REASON_TO_PB: Record<CancelReason, PbCancelReason> = {
+  operator: PbCancelReason.CANCEL_REASON_OPERATOR,
+};
+
+/** A drain reason as the proto enum. */
+export const DRAIN_REASON_TO_PB: Record<DrainReason, PbDrainReason> = {
+  server_shutdown: PbDrainReason.DRAIN_REASON_SERVER_SHUTDOWN,
+};
 
 /** A job state as the proto enum (also used by the Work stream's encoder in wire.ts). */
 export const STATE_TO_PB: Record<JobState, PbJobState> = {

@@ -1,6 +1,6 @@
 import { status, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall } from '@grpc/grpc-js';
 import type { Dispatcher, SessionMessage, WorkerSession } from '../dispatcher/dispatcher.js';
-import { failedPrecondition, invalidArgument } from '../errors.js';
+import { failedPrecondition, invalidArgument } from '../domain/errors.js';
 import type {
   JobServiceServer,
   SubmitJobRequest,
@@ -15,10 +15,11 @@ import type {
   WorkResponse,
 } from '../gen/evora/v1/worker.js';
 import type { Logger } from '../logger.js';
-import type { JobState, JobSubmitInput, Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
+import type { JobState, JobSubmitInput } from '../domain/job.js';
 import { telemetryStats, type QueueTelemetry, type TelemetrySink } from '../telemetry/projection.js';
 import type { QueueStats } from '../gen/evora/v1/queue.js';
-import type { ServerMetrics } from './metrics.js';
+import type { ServerMetrics } from '../telemetry/metrics.js';
 import {
   backoffKindFromPb,
   durationToSeconds,
@@ -26,7 +27,12 @@ import {
   jobToPb,
   leasedJobToPb,
   queueToPb,
+  ACK_RESULT_TO_PB,
+  CANCEL_REASON_TO_PB,
+  DRAIN_REASON_TO_PB,
+  LEASE_LOST_REASON_TO_PB,
 } from './convert.js';
+import { DRAIN_TEXT, LEASE_LOST_TEXT, type AckResult } from '../domain/codes.js';
 import { toServiceError } from './status.js';
 import { leasedJobsEncode, type EncodedWorkResponse } from './wire.js';
 import {
@@ -43,7 +49,7 @@ import {
   checkPriority,
   pageTokenDecode,
   pageTokenEncode,
-} from './validate.js';
+} from '../domain/validate.js';
 
 /**
  * The gRPC layer: translates protobuf requests into store and dispatcher calls and domain
@@ -240,11 +246,13 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
 function sessionMessageToPb(msg: Exclude<SessionMessage, { kind: 'jobs' }>): WorkResponse {
   switch (msg.kind) {
     case 'cancel':
-      return { msg: { $case: 'cancel', value: { jobId: msg.jobId } } };
+      return { msg: { $case: 'cancel', value: { jobId: msg.jobId, code: CANCEL_REASON_TO_PB[msg.reason] } } };
     case 'leaseLost':
-      return { msg: { $case: 'leaseLost', value: { jobId: msg.jobId, reason: msg.reason } } };
+      return {
+        msg: { $case: 'leaseLost', value: { jobId: msg.jobId, reason: LEASE_LOST_TEXT[msg.reason], code: LEASE_LOST_REASON_TO_PB[msg.reason] } },
+      };
     case 'drain':
-      return { msg: { $case: 'drain', value: { reason: msg.reason } } };
+      return { msg: { $case: 'drain', value: { reason: DRAIN_TEXT[msg.reason], code: DRAIN_REASON_TO_PB[msg.reason] } } };
   }
 }
 
@@ -299,12 +307,12 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       call.emit('error', { code: status.INVALID_ARGUMENT, details: message });
     };
     /** Answers a write with an ack once it has committed. */
-    const ack = (jobId: string, op: Promise<{ accepted: boolean; reason: string }>) => {
+    const ack = (jobId: string, op: Promise<{ result: AckResult; reason: string }>) => {
       op.then(
-        (a) => ackSend({ jobId, accepted: a.accepted, reason: a.reason }),
+        (a) => ackSend({ jobId, accepted: a.result === 'accepted', reason: a.reason, result: ACK_RESULT_TO_PB[a.result] }),
         (err: unknown) => {
           logger.error({ err, job_id: jobId }, 'worker write failed');
-          ackSend({ jobId, accepted: false, reason: 'internal error; retry the write' });
+          ackSend({ jobId, accepted: false, reason: 'internal error; retry the write', result: ACK_RESULT_TO_PB.retry_later });
         },
       );
     };
@@ -313,7 +321,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       try {
         result = checkJsonSize('result', v.result, maxPayloadBytes);
       } catch (err) {
-        return ack(v.jobId, Promise.resolve({ accepted: false, reason: (err as Error).message }));
+        return ack(v.jobId, Promise.resolve({ result: 'invalid', reason: (err as Error).message }));
       }
       ack(v.jobId, dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
     };
@@ -380,7 +388,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
               },
             });
             for (const jobId of opened.lostOnOpen) {
-              send({ msg: { $case: 'leaseLost', value: { jobId, reason: 'the lease expired or the job was given to another worker' } } });
+              send(sessionMessageToPb({ kind: 'leaseLost', jobId, reason: 'not_held_on_reconnect' }));
             }
           } catch (err) {
             call.emit('error', toServiceError(err, logger, { method: 'Work' }));
@@ -427,7 +435,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
           return;
         case 'snooze': {
           const v = m.value;
-          if (!v.runAt) return ack(v.jobId, Promise.resolve({ accepted: false, reason: 'snooze.run_at is required' }));
+          if (!v.runAt) return ack(v.jobId, Promise.resolve({ result: 'invalid', reason: 'snooze.run_at is required' }));
           return ack(v.jobId, dispatcher.snooze(s, { id: v.jobId, token: v.leaseToken, runAt: v.runAt }));
         }
         case 'drain':

@@ -1,5 +1,5 @@
 import { WorkerServiceService, WorkResponse } from '../gen/evora/v1/worker.js';
-import type { Job } from '../store/store.js';
+import type { Job } from '../domain/job.js';
 import { STATE_TO_PB } from './convert.js';
 
 /**

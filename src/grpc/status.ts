@@ -1,5 +1,5 @@
 import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
-import { EvoraError, type EvoraErrorCode } from '../errors.js';
+import { EvoraError, type EvoraErrorCode } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 
 const CODES: Record<EvoraErrorCode, status> = {

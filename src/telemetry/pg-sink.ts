@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import type { Histogram, ProjectionUpdate, TelemetryRows, TelemetrySink } from '../telemetry/projection.js';
-import type { JobState } from './store.js';
+import type { Histogram, ProjectionUpdate, TelemetryRows, TelemetrySink } from './projection.js';
+import type { JobState } from '../domain/job.js';
 
 /**
  * The embedded telemetry sink: the projection kept in Postgres tables of its own

@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
-import { Elector } from '../../src/services/elector.js';
-import { Sweeper } from '../../src/services/sweeper.js';
+import { Elector } from '../../src/maintenance/elector.js';
+import { Sweeper } from '../../src/maintenance/sweeper.js';
 import { silentLogger } from '../../src/logger.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';

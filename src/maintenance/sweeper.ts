@@ -1,5 +1,6 @@
 import type { Logger } from '../logger.js';
-import type { Store, SweepResult } from '../store/store.js';
+import type { Store } from '../store/store.js';
+import type { SweepResult } from '../domain/job.js';
 import { PeriodicService } from './periodic.js';
 
 /** What one sweep did, summed over its batches. */

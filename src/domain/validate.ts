@@ -1,5 +1,5 @@
-import { invalidArgument } from '../errors.js';
-import type { JsonObject } from '../store/store.js';
+import { invalidArgument } from './errors.js';
+import type { JsonObject } from './job.js';
 
 /**
  * Input checks shared by every RPC. Each throws INVALID_ARGUMENT with one line that names

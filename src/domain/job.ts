@@ -1,0 +1,94 @@
+/**
+ * Jobs as every layer sees them: the states a job moves through, its row, and the inputs and
+ * outcomes of the operations on it. The store maps rows to these; nothing here knows SQL or
+ * protobuf.
+ */
+
+/** The lifecycle states a job moves through; the database rejects any other change. */
+export type JobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED';
+
+/** All job states, in lifecycle order. */
+export const JOB_STATES: readonly JobState[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED'];
+
+/** A JSON object, as job payloads and results are. */
+export type JsonObject = { [key: string]: unknown };
+
+/** A job row as the rest of the server sees it. */
+export interface Job {
+  id: string;
+  queue: string;
+  type: string;
+  payload: JsonObject;
+  state: JobState;
+  priority: number;
+  runAt: Date;
+  attempt: number;
+  maxAttempts: number;
+  /** The fencing token of the current (or last) lease; a fresh value on every claim. */
+  leaseToken: string | null;
+  lockedUntil: Date | null;
+  workerId: string | null;
+  idempotencyKey: string | null;
+  result: JsonObject | null;
+  lastError: string | null;
+  cancelRequestedAt: Date | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+
+/** One job to submit. Absent fields take the queue's or the table's defaults. */
+export interface JobSubmitInput {
+  queue: string;
+  type: string;
+  payload?: JsonObject;
+  priority?: number;
+  runAt?: Date | null;
+  idempotencyKey?: string | null;
+  /** 0 or absent: the queue's max_attempts. */
+  maxAttempts?: number | null;
+}
+
+/** A submitted job and whether this call created it (false on an idempotent replay). */
+export interface JobSubmitResult {
+  job: Job;
+  created: boolean;
+}
+
+/** A lease as a worker presents it: the job and the fencing token it was handed. */
+export interface LeaseRef {
+  id: string;
+  token: string;
+}
+
+/** The answer to one worker write (complete, fail, snooze). */
+export type LeaseWriteOutcome<J = Job> =
+  | { id: string; accepted: true; job: J }
+  | { id: string; accepted: false; reason: 'lease_lost' };
+
+/**
+ * What a worker's write reports about the job it changed: enough to acknowledge, count and
+ * log it. A completion returns only this (reading back whole rows, timestamps and all, made
+ * the completion statement ~30% more expensive); fail and snooze return the whole Job.
+ */
+export type JobWritten = Pick<Job, 'id' | 'queue' | 'type' | 'state' | 'attempt' | 'workerId' | 'lastError'> & { runAt?: Date };
+
+/** Filters and page position for jobList. */
+export interface JobListParams {
+  queue?: string | null;
+  states?: JobState[] | null;
+  type?: string | null;
+  limit: number;
+  /** Keyset cursor: the id of the last job of the previous page. */
+  afterId?: string | null;
+}
+
+
+/** What one sweep did. */
+export interface SweepResult {
+  requeued: number;
+  deadLettered: number;
+  cancelled: number;
+  jobs: Job[];
+}

@@ -1,0 +1,34 @@
+/** Queues as every layer sees them: their policy and the settings an operator changes. */
+
+/** How a queue spaces out retries. */
+export type BackoffKind = 'exponential' | 'linear' | 'fixed';
+
+/** A queue's policy row. */
+export interface Queue {
+  name: string;
+  maxAttempts: number;
+  backoffKind: BackoffKind;
+  backoffBaseSeconds: number;
+  backoffCapSeconds: number;
+  /** 0..1: the delay is spread uniformly over d*(1-jitter) .. d*(1+jitter), then capped. */
+  backoffJitter: number;
+  leaseSeconds: number;
+  paused: boolean;
+  maxConcurrency: number | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** Settings for queueUpsert; absent fields keep their current value (or the default on create). */
+export interface QueueUpsertInput {
+  name: string;
+  maxAttempts?: number | null;
+  backoffKind?: BackoffKind | null;
+  backoffBaseSeconds?: number | null;
+  backoffCapSeconds?: number | null;
+  backoffJitter?: number | null;
+  leaseSeconds?: number | null;
+  /** null keeps the current value; 0 clears the limit. */
+  maxConcurrency?: number | null;
+}
+

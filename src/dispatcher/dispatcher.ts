@@ -1,10 +1,13 @@
-import { randomUUID } from 'node:crypto';
+import type { DrainReason } from '../domain/codes.js';
+import type { Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
-import type { Job, JobSubmitInput, JobSubmitResult, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome } from '../domain/job.js';
-import type { AckResult, CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
-import { LEASE_LOST_TEXT } from '../domain/codes.js';
-import { Batcher } from './batcher.js';
+import { JobDelivery } from './delivery.js';
+import { LongPollWaiters } from './long-poll.js';
+import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
+import { WorkerSession, type SessionMessage } from './session.js';
+import { checkTransition, type Transitions } from './state-machine.js';
+import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WriteAck } from './worker-writes.js';
 
 /**
  * The dispatcher matches claimed jobs to workers' free slots. It knows nothing of gRPC:
@@ -17,73 +20,17 @@ import { Batcher } from './batcher.js';
  * - a submit hands its job to a free slot here only when a claim would pick it now
  *   (the store decides that in the submit's statement); a job leased so is pushed or released;
  * - a worker write is answered only after the batch that carries it has committed.
+ *
+ * The parts: session.ts (a worker session, its slots and leases), queue-claimer.ts (one
+ * queue's claim loop), delivery.ts (pushing leased jobs, and which session holds which),
+ * worker-writes.ts and batcher.ts (group commit of worker writes), long-poll.ts (unary
+ * claims waiting for work); this file owns them and the paths between them.
  */
 
-/** What the dispatcher sends to a worker; the gRPC layer turns it into a WorkResponse. */
-export type SessionMessage =
-  /** Jobs one claim dealt to this session, best first (the gRPC layer may send them as one message). */
-  | { kind: 'jobs'; jobs: Job[] }
-  | { kind: 'cancel'; jobId: string; reason: CancelReason }
-  | { kind: 'leaseLost'; jobId: string; reason: LeaseLostReason }
-  | { kind: 'drain'; reason: DrainReason };
-
-/** The answer to one complete, fail or snooze. */
-export interface WriteAck<J extends JobWritten = JobWritten> {
-  jobId: string;
-  accepted: boolean;
-  /** What became of the write; `accepted` is `result === 'accepted'`. */
-  result: AckResult;
-  /** Words for people and logs; empty when accepted. */
-  reason: string;
-  /** The job as the write left it (a completion reports JobWritten; fail and snooze the whole Job). */
-  job?: J;
-}
-
-/** A job the dispatcher has pushed to a session and not yet seen finished. */
-interface HeldLease {
-  token: string;
-  queue: string;
-}
-
-/** One worker's stream, as the dispatcher tracks it. */
-export class WorkerSession {
-  readonly id = randomUUID();
-  /** Jobs pushed and not yet finished, by job id. */
-  readonly held = new Map<string, HeldLease>();
-  /** Slots promised to claims in flight. */
-  reserved = 0;
-  draining = false;
-  closed = false;
-  /** Leases named in hello.held that were no longer current (to be told as lease_lost). */
-  lostOnOpen: string[] = [];
-
-  constructor(
-    readonly workerId: string,
-    readonly queues: string[],
-    readonly slots: number,
-    readonly send: (msg: SessionMessage) => void,
-  ) {}
-
-  /** Slots that are neither holding a job nor promised to a claim. */
-  get free(): number {
-    if (this.draining || this.closed) return 0;
-    return Math.max(0, this.slots - this.held.size - this.reserved);
-  }
-}
-
-interface QueueDispatch {
-  name: string;
-  sessions: Set<WorkerSession>;
-  claiming: boolean;
-  /** Set by every wake-up; cleared by a claim that came back short (the queue is drained). */
-  wanted: boolean;
-  /** Counts wake-ups, so one that arrives during a claim is not lost when that claim comes back short. */
-  wakes: number;
-  /** Rotates the first session served, so no session is always first. */
-  rotation: number;
-  /** Set while the claim loop waits for more free slots (see claimCooldownMs). */
-  onSlotsFreed: (() => void) | null;
-}
+export { WorkerSession } from './session.js';
+export type { HeldLease, SessionMessage, SessionState } from './session.js';
+export type { ClaimerState } from './queue-claimer.js';
+export type { WriteAck } from './worker-writes.js';
 
 /** Options for the dispatcher. */
 export interface DispatcherOptions {
@@ -113,35 +60,70 @@ export interface DispatcherObserver {
 }
 
 /**
- * Owns every worker session of this server process and the per-queue claim loops.
+ * Where the dispatcher is: `ready` (made; claims on wake-ups, no fallback poll yet),
+ * `polling` (start() ran: the fallback poll runs too), `stopped` (drainAll ran: nothing new
+ * is claimed, handed off or pushed, and no timer of the dispatcher's runs any more).
+ */
+export type DispatcherState = 'ready' | 'polling' | 'stopped';
+
+/** The moves the dispatcher may make: it is started at most once and never restarted. */
+export const DISPATCHER_TRANSITIONS: Transitions<DispatcherState> = {
+  ready: ['polling', 'stopped'],
+  polling: ['stopped'],
+  stopped: [],
+};
+
+/**
+ * Owns every worker session of this server process and the per-queue claimers; routes
+ * worker writes through group commit, heartbeats, cancels, submits with hand-off and unary
+ * claims.
  */
 export class Dispatcher {
-  private readonly queues = new Map<string, QueueDispatch>();
+  private readonly queues = new Map<string, QueueClaimer>();
   private readonly sessions = new Set<WorkerSession>();
-  /** Which session holds a job, for routing cancels. */
-  private readonly holders = new Map<string, WorkerSession>();
-  private readonly completions: Batcher<LeaseRef & { result: JsonObject | null }, LeaseWriteOutcome<JobWritten>>;
-  private readonly failures: Batcher<LeaseRef & { error: string; retryable: boolean; retryAt: Date | null }, LeaseWriteOutcome>;
-  private readonly snoozes: Batcher<LeaseRef & { runAt: Date }, LeaseWriteOutcome>;
+  private readonly delivery: JobDelivery;
+  private readonly writes: WorkerWrites;
   /**
    * Claims and hand-off submits in flight. drainAll waits for them, so every job they lease
    * is pushed or released before shutdown goes on.
    */
   private readonly inFlight = new Set<Promise<unknown>>();
-  private readonly waiters = new Set<{ queues: Set<string>; wake: () => void }>();
+  private readonly waiters = new LongPollWaiters();
+  /** Aborted by drainAll: ends the long-poll waits. */
+  private readonly stopping = new AbortController();
+  private readonly claimerHost: ClaimerHost;
   private pollTimer: NodeJS.Timeout | null = null;
-  private stopped = false;
+  private _state: DispatcherState = 'ready';
 
   constructor(private readonly opts: DispatcherOptions) {
     const { store } = opts;
-    this.completions = new Batcher((completions) => store.jobCompleteMany({ completions }));
-    this.failures = new Batcher((failures) => store.jobFailMany({ failures }));
-    this.snoozes = new Batcher((snoozes) => store.jobSnoozeMany({ snoozes }));
+    this.writes = new WorkerWrites(store);
+    this.delivery = new JobDelivery(
+      store,
+      opts.logger,
+      (session, job) => opts.observer?.pushed?.(session, job),
+      () => this._state === 'stopped',
+    );
+    this.claimerHost = {
+      claim: (queue, workerIds) => store.jobClaim({ queues: [queue], workerIds }),
+      deliver: (dealt) => this.delivery.push(dealt),
+      slotUnused: (session) => this.wakeQueuesOf(session),
+      track: (run) => this.track(run),
+      loopEnded: (claimer) => this.forgetIfUnused(claimer),
+      claimed: (queue, asked, got, ms) => opts.observer?.claimed?.(queue, asked, got, ms),
+      logger: opts.logger,
+    };
   }
 
-  /** Starts the fallback poll. Safe to call twice. */
+  /** Where the dispatcher is (see DispatcherState). */
+  get state(): DispatcherState {
+    return this._state;
+  }
+
+  /** Starts the fallback poll. Safe to call twice; does nothing once stopped. */
   start(): void {
-    if (this.pollTimer || this.stopped) return;
+    if (this._state !== 'ready') return;
+    this.to('polling');
     this.pollTimer = setInterval(() => this.poll(), this.opts.pollIntervalMs);
     this.pollTimer.unref();
   }
@@ -150,31 +132,25 @@ export class Dispatcher {
 
   /** A NOTIFY said this queue has claimable work. */
   notifyQueue(queue: string): void {
-    for (const w of this.waiters) if (w.queues.has(queue)) w.wake();
-    const q = this.queues.get(queue);
-    if (q) this.wake(q);
+    this.waiters.wakeQueue(queue);
+    this.queues.get(queue)?.wake();
   }
 
   /** Wake every queue: after the LISTEN connection (re)connects, notifications may have been missed. */
   notifyAll(): void {
-    for (const w of this.waiters) w.wake();
-    for (const q of this.queues.values()) this.wake(q);
-  }
-
-  private wake(q: QueueDispatch): void {
-    q.wanted = true;
-    q.wakes++;
-    this.claimFor(q);
+    this.waiters.wakeAll();
+    for (const q of this.queues.values()) q.wake();
   }
 
   /** A NOTIFY said an operator cancelled this job: tell the worker that holds it here, if any. */
   notifyCancel(jobId: string): void {
-    this.holders.get(jobId)?.send({ kind: 'cancel', jobId, reason: 'operator' });
+    this.delivery.holderOf(jobId)?.send({ kind: 'cancel', jobId, reason: 'operator' });
   }
 
+  /** The fallback poll: only queues with free slots (an idle or busy server queries nothing). */
   private poll(): void {
     for (const q of this.queues.values()) {
-      if ([...q.sessions].some((s) => s.free > 0)) this.wake(q);
+      if ([...q.sessions].some((s) => s.free > 0)) q.wake();
     }
   }
 
@@ -200,19 +176,22 @@ export class Dispatcher {
           session.lostOnOpen.push(lease.id);
           continue;
         }
-        session.held.set(lease.id, { token: lease.token, queue: '' });
-        this.holders.set(lease.id, session);
+        this.delivery.hold(session, lease.id, { token: lease.token, queue: '' });
       }
     }
     this.sessions.add(session);
     for (const name of session.queues) {
       let q = this.queues.get(name);
       if (!q) {
-        q = { name, sessions: new Set(), claiming: false, wanted: true, wakes: 0, rotation: 0, onSlotsFreed: null };
+        q = new QueueClaimer(name, this.claimerHost, {
+          maxClaimBatch: this.opts.maxClaimBatch ?? 1000,
+          claimCooldownMs: this.opts.claimCooldownMs ?? 5,
+        });
+        if (this._state === 'stopped') q.stop();
         this.queues.set(name, q);
       }
       q.sessions.add(session);
-      this.wake(q);
+      q.wake();
     }
     return session;
   }
@@ -222,23 +201,34 @@ export class Dispatcher {
    * reconnect and finish them with their tokens; otherwise the sweeper requeues them.
    */
   sessionClose(session: WorkerSession): void {
-    if (session.closed) return;
-    session.closed = true;
+    if (!session.close()) return;
     this.sessions.delete(session);
-    for (const jobId of session.held.keys()) {
-      if (this.holders.get(jobId) === session) this.holders.delete(jobId);
-    }
     for (const name of session.queues) {
       const q = this.queues.get(name);
       if (!q) continue;
       q.sessions.delete(session);
-      if (q.sessions.size === 0 && !q.claiming) this.queues.delete(name);
+      this.forgetIfUnused(q);
     }
+    this.delivery.sessionGone(session);
   }
 
-  /** The worker asked for nothing new; it keeps finishing what it holds. */
+  /** The worker asked for nothing new; it keeps finishing what it holds. Ignored once the stream closed. */
   sessionDrain(session: WorkerSession): void {
-    session.draining = true;
+    if (!session.closed) session.drain();
+  }
+
+  /**
+   * Backpressure: the worker's stream cannot take more now. The session gets no new pushes
+   * (its free slots count as 0) until sessionResume; jobs already claimed for its reserved
+   * slots are still pushed (the stream buffers them). Ignored on a draining or closed session.
+   */
+  sessionPause(session: WorkerSession): void {
+    if (!session.closed) session.pause();
+  }
+
+  /** The worker's stream can take more again: its queues claim for its free slots. */
+  sessionResume(session: WorkerSession): void {
+    if (!session.closed && session.resume()) this.wakeQueuesOf(session);
   }
 
   /** Number of open sessions and their free slots (for stats and tests). */
@@ -258,24 +248,26 @@ export class Dispatcher {
     return { workers: sessions.length, freeSlots: sessions.reduce((n, s) => n + s.free, 0) };
   }
 
+  /** Forgets a queue's claimer once it has no sessions and no claim loop. */
+  private forgetIfUnused(q: QueueClaimer): void {
+    if (q.sessions.size === 0 && !q.running && this.queues.get(q.name) === q) this.queues.delete(q.name);
+  }
+
   // ----- worker writes ------------------------------------------------------------------
 
   /** Completes a job; resolves after the commit. The slot frees either way. */
-  async complete(session: WorkerSession | null, p: LeaseRef & { result: JsonObject | null }): Promise<WriteAck<JobWritten>> {
-    return this.finish(session, p, 'complete', await this.completions.add(p));
+  async complete(session: WorkerSession | null, p: CompleteWrite): Promise<WriteAck<JobWritten>> {
+    return this.written(session, p, 'complete', await this.writes.complete(p));
   }
 
   /** Fails a job (retry, DLQ, or CANCELLED if an operator asked); resolves after the commit. */
-  async fail(
-    session: WorkerSession | null,
-    p: LeaseRef & { error: string; retryable: boolean; retryAt: Date | null },
-  ): Promise<WriteAck<Job>> {
-    return this.finish(session, p, 'fail', await this.failures.add(p));
+  async fail(session: WorkerSession | null, p: FailWrite): Promise<WriteAck<Job>> {
+    return this.written(session, p, 'fail', await this.writes.fail(p));
   }
 
   /** Snoozes a job until runAt; resolves after the commit. */
-  async snooze(session: WorkerSession | null, p: LeaseRef & { runAt: Date }): Promise<WriteAck<Job>> {
-    return this.finish(session, p, 'snooze', await this.snoozes.add(p));
+  async snooze(session: WorkerSession | null, p: SnoozeWrite): Promise<WriteAck<Job>> {
+    return this.written(session, p, 'snooze', await this.writes.snooze(p));
   }
 
   /**
@@ -296,18 +288,16 @@ export class Dispatcher {
     return result;
   }
 
-  private finish<J extends JobWritten>(
+  /** A write committed (accepted or not): the session's slot for that lease is free. */
+  private written<A extends WriteAck<JobWritten>>(
     session: WorkerSession | null,
     lease: LeaseRef,
     write: 'complete' | 'fail' | 'snooze',
-    outcome: LeaseWriteOutcome<J>,
-  ): WriteAck<J> {
-    const jobId = lease.id;
-    if (session) this.slotFree(session, jobId, lease.token);
-    if (outcome.accepted) this.opts.observer?.written?.(write, outcome.job);
-    return outcome.accepted
-      ? { jobId, accepted: true, result: 'accepted', reason: '', job: outcome.job }
-      : { jobId, accepted: false, result: 'lease_lost', reason: `lease lost: ${LEASE_LOST_TEXT.expired}` };
+    ack: A,
+  ): A {
+    if (session) this.slotFree(session, lease.id, lease.token);
+    if (ack.accepted && ack.job) this.opts.observer?.written?.(write, ack.job);
+    return ack;
   }
 
   /**
@@ -316,174 +306,20 @@ export class Dispatcher {
    * free the slot of the current one.
    */
   private slotFree(session: WorkerSession, jobId: string, token: string): void {
-    if (session.held.get(jobId)?.token !== token) return;
-    this.heldDrop(session, jobId);
-    this.wakeQueuesOf(session);
+    if (this.delivery.drop(session, jobId, token)) this.wakeQueuesOf(session);
   }
 
-  /** Forgets that the session holds the job (its slot and the cancel route). */
-  private heldDrop(session: WorkerSession, jobId: string): void {
-    session.held.delete(jobId);
-    if (this.holders.get(jobId) === session) this.holders.delete(jobId);
-  }
-
-  /** A session has free slots again: claim for its queues that may have more work. */
+  /** A session has free slots again: its queues claim if they may have more work, or end a cooldown. */
   private wakeQueuesOf(session: WorkerSession): void {
     if (session.free === 0) return;
-    for (const name of session.queues) {
-      const q = this.queues.get(name);
-      q?.onSlotsFreed?.();
-      if (q?.wanted) this.claimFor(q);
-    }
+    for (const name of session.queues) this.queues.get(name)?.slotsFreed();
   }
 
-  // ----- claiming -----------------------------------------------------------------------
-
-  private claimFor(q: QueueDispatch): void {
-    if (q.claiming || this.stopped) return;
-    const run = this.claimLoop(q);
+  /** Keeps a claim loop or hand-off in `inFlight` until it settles (drainAll waits for them). */
+  private track<T>(run: Promise<T>): Promise<T> {
     this.inFlight.add(run);
-    void run.finally(() => this.inFlight.delete(run));
-  }
-
-  /**
-   * Claims for a queue while it is wanted and has free slots: reserve slots round-robin,
-   * claim for all of them in one statement, deal the jobs to the reserved slots, release
-   * the slots that got nothing.
-   */
-  private async claimLoop(q: QueueDispatch): Promise<void> {
-    q.claiming = true;
-    let busy = false;
-    try {
-      while (q.wanted && !this.stopped) {
-        if (busy) await this.cooldown(q);
-        const slots = this.reserve(q);
-        if (slots.length === 0) return; // no free slot: a freed slot wakes us (q.wanted stays set)
-        const wakesBefore = q.wakes;
-        const started = performance.now();
-        let jobs: Job[] = [];
-        try {
-          jobs = await this.opts.store.jobClaim({ queues: [q.name], workerIds: slots.map((s) => s.workerId) });
-        } catch (err) {
-          this.opts.logger.error({ err, queue: q.name }, 'claim failed; the next poll retries');
-          for (const s of slots) s.reserved--;
-          return;
-        }
-        this.opts.observer?.claimed?.(q.name, slots.length, jobs.length, performance.now() - started);
-        // A short claim means the queue had nothing more claimable, unless a wake-up
-        // arrived while the claim ran (its rows may not have been visible to it).
-        q.wanted = jobs.length === slots.length || q.wakes !== wakesBefore;
-        busy = jobs.length === slots.length;
-        for (const s of slots) s.reserved--;
-        const dealt = new Map<WorkerSession, Job[]>();
-        jobs.forEach((job, i) => {
-          const session = slots[i] as WorkerSession;
-          const list = dealt.get(session);
-          if (list) list.push(job);
-          else dealt.set(session, [job]);
-        });
-        await this.push(dealt);
-        // Slots that got nothing here may be wanted by the sessions' other queues.
-        for (const s of new Set(slots.slice(jobs.length))) this.wakeQueuesOf(s);
-      }
-    } finally {
-      q.claiming = false;
-      if (q.sessions.size === 0) this.queues.delete(q.name);
-    }
-  }
-
-  /**
-   * Waits (up to claimCooldownMs) until a quarter of the queue's slots are free, or the
-   * dispatcher stops. Returns at once when that many are free already.
-   */
-  private cooldown(q: QueueDispatch): Promise<void> {
-    const ms = this.opts.claimCooldownMs ?? 5;
-    const enough = () => {
-      let total = 0;
-      let free = 0;
-      for (const s of q.sessions) {
-        total += s.slots;
-        free += s.free;
-      }
-      return this.stopped || free >= Math.min(this.opts.maxClaimBatch ?? 1000, Math.ceil(total / 4));
-    };
-    if (ms <= 0 || enough()) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        q.onSlotsFreed = null;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      q.onSlotsFreed = () => {
-        if (enough()) done();
-      };
-    });
-  }
-
-  /** Up to `max` free slots of the queue's sessions, one entry per slot, dealt round-robin. */
-  private reserve(q: QueueDispatch, max = this.opts.maxClaimBatch ?? 1000): WorkerSession[] {
-    const sessions = [...q.sessions].filter((s) => s.free > 0);
-    if (sessions.length === 0) return [];
-    const start = q.rotation++ % sessions.length;
-    const ordered = [...sessions.slice(start), ...sessions.slice(0, start)];
-    const free = ordered.map((s) => s.free);
-    const slots: WorkerSession[] = [];
-    for (let round = 0; slots.length < max; round++) {
-      let any = false;
-      ordered.forEach((s, i) => {
-        if ((free[i] ?? 0) > round && slots.length < max) {
-          slots.push(s);
-          any = true;
-        }
-      });
-      if (!any) break;
-    }
-    for (const s of slots) s.reserved++;
-    return slots;
-  }
-
-  /**
-   * Pushes each session the jobs leased to it. Jobs that cannot be pushed (the session closed
-   * or drains, the dispatcher stopped, or the gRPC layer could not encode or write them) are
-   * released at once.
-   */
-  private async push(dealt: Map<WorkerSession, Job[]>): Promise<void> {
-    const undeliverable: Job[] = [];
-    for (const [session, list] of dealt) {
-      if (session.closed || session.draining || this.stopped) {
-        undeliverable.push(...list);
-        continue;
-      }
-      try {
-        this.deliver(session, list);
-      } catch (err) {
-        this.opts.logger.error({ err, jobs: list.length, worker_id: session.workerId }, 'could not push jobs; releasing them');
-        for (const job of list) this.heldDrop(session, job.id);
-        undeliverable.push(...list);
-      }
-    }
-    if (undeliverable.length > 0) await this.release(undeliverable);
-  }
-
-  private deliver(session: WorkerSession, jobs: Job[]): void {
-    for (const job of jobs) {
-      session.held.set(job.id, { token: job.leaseToken ?? '', queue: job.queue });
-      this.holders.set(job.id, session);
-    }
-    session.send({ kind: 'jobs', jobs });
-    for (const job of jobs) this.opts.observer?.pushed?.(session, job);
-  }
-
-  /** Gives claimed jobs back at once (their worker went away between claim and push). */
-  private async release(jobs: Job[]): Promise<void> {
-    try {
-      await this.opts.store.jobSnoozeMany({
-        snoozes: jobs.map((j) => ({ id: j.id, token: j.leaseToken ?? '', runAt: j.runAt })),
-      });
-    } catch (err) {
-      this.opts.logger.warn({ err, jobs: jobs.length }, 'could not release undelivered jobs; their leases will expire');
-    }
+    void run.finally(() => this.inFlight.delete(run)).catch(() => undefined);
+    return run;
   }
 
   // ----- submits -----------------------------------------------------------------------
@@ -498,19 +334,11 @@ export class Dispatcher {
    * committed it (RUNNING when handed over).
    */
   async submit(job: JobSubmitInput): Promise<JobSubmitResult> {
-    const q = this.queues.get(job.queue);
     // Only an idle queue tries: while a claim runs or a wake-up is pending, jobs may be
     // waiting (the statement would decline), and the claim is about to serve the slots anyway.
-    const idle = q !== undefined && !q.wanted && !q.claiming && !this.stopped;
-    const [session] = idle ? this.reserve(q, 1) : [];
+    const session = this._state === 'stopped' ? null : (this.queues.get(job.queue)?.reserveForHandOff() ?? null);
     if (!session) return this.opts.store.jobSubmit({ job });
-    const run = this.handOff(session, job);
-    this.inFlight.add(run);
-    try {
-      return await run;
-    } finally {
-      this.inFlight.delete(run);
-    }
+    return this.track(this.handOff(session, job));
   }
 
   /** Submits with a hand-off to the slot reserved on `session`; pushes the job or returns the slot. */
@@ -520,8 +348,8 @@ export class Dispatcher {
       result = await this.opts.store.jobSubmit({ job, handoffWorkerId: session.workerId });
       return result;
     } finally {
-      session.reserved--;
-      if (result?.created && result.job.state === 'RUNNING') await this.push(new Map([[session, [result.job]]]));
+      session.unreserve();
+      if (result?.created && result.job.state === 'RUNNING') await this.delivery.push(new Map([[session, [result.job]]]));
       else this.wakeQueuesOf(session); // the slot it reserved is free again
     }
   }
@@ -531,15 +359,16 @@ export class Dispatcher {
   /**
    * Claims for a worker without a stream (ClaimJobs). With waitMs > 0 it long-polls: when
    * nothing is claimable it waits for a NOTIFY on one of the queues (or the poll interval)
-   * and tries again until the wait is over.
+   * and tries again until the wait is over, the caller aborts or the dispatcher stops.
    */
   async claimUnary(params: { workerId: string; queues: string[]; max: number; waitMs: number; signal?: AbortSignal }): Promise<Job[]> {
     const deadline = Date.now() + params.waitMs;
+    const queues = new Set(params.queues);
     for (;;) {
       const jobs = await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId });
       const left = deadline - Date.now();
-      if (jobs.length > 0 || left <= 0 || this.stopped || params.signal?.aborted) return jobs;
-      await this.waitForWork(new Set(params.queues), Math.min(left, this.opts.pollIntervalMs), params.signal);
+      if (jobs.length > 0 || left <= 0 || this._state === 'stopped' || params.signal?.aborted) return jobs;
+      await this.waiters.wait(queues, Math.min(left, this.opts.pollIntervalMs), [params.signal, this.stopping.signal]);
     }
   }
 
@@ -548,45 +377,33 @@ export class Dispatcher {
     return this.waiters.size;
   }
 
-  private waitForWork(queues: Set<string>, ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const waiter = { queues, wake: done };
-      const timer = setTimeout(done, ms);
-      signal?.addEventListener('abort', done, { once: true });
-      this.waiters.add(waiter);
-      const self = this;
-      function done() {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        self.waiters.delete(waiter);
-        resolve();
-      }
-    });
-  }
-
   // ----- shutdown -----------------------------------------------------------------------
 
   /**
    * Shutdown, step one: push nothing new, ask every worker to drain, and wait (up to
    * timeoutMs) until the workers have finished what they hold and those writes committed.
    * Returns how many jobs were still held when it stopped waiting; their leases run on.
+   * A second call only waits again.
    */
   async drainAll(timeoutMs: number, reason: DrainReason = 'server_shutdown'): Promise<number> {
-    this.stopped = true;
-    if (this.pollTimer) clearInterval(this.pollTimer);
-    this.pollTimer = null;
-    for (const w of this.waiters) w.wake();
-    for (const q of this.queues.values()) q.onSlotsFreed?.(); // ends a claim cooldown now
-    for (const s of this.sessions) {
-      s.draining = true;
-      s.send({ kind: 'drain', reason });
+    if (this._state !== 'stopped') {
+      this.to('stopped');
+      if (this.pollTimer) clearInterval(this.pollTimer);
+      this.pollTimer = null;
+      this.stopping.abort(); // ends the long-poll waits
+      for (const q of this.queues.values()) q.stop(); // ends a claim cooldown now
+      for (const s of this.sessions) {
+        s.drain();
+        s.send({ kind: 'drain', reason });
+      }
     }
     await Promise.allSettled(this.inFlight);
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline && this.sessionStats().held > 0) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    await Promise.all([this.completions.idle(), this.failures.idle(), this.snoozes.idle()]);
+    await this.delivery.untilNoneHeld(() => this.sessionStats().held, timeoutMs);
+    await this.writes.idle();
     return this.sessionStats().held;
+  }
+
+  private to(next: DispatcherState): void {
+    this._state = checkTransition('dispatcher', DISPATCHER_TRANSITIONS, this._state, next);
   }
 }

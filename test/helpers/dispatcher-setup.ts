@@ -6,6 +6,35 @@ import type { Job } from '../../src/domain/job.js';
 import { storeSetup } from './store-setup.js';
 
 /**
+ * A job as a claim returns it (RUNNING, attempt 1, a lease token), for tests of the
+ * dispatcher's parts that run without a database.
+ */
+export function leasedJob(queue: string, n: number, workerId = 'w'): Job {
+  const now = new Date();
+  return {
+    id: `00000000-0000-7000-8000-${String(n).padStart(12, '0')}`,
+    queue,
+    type: 'noop',
+    payload: { n },
+    state: 'RUNNING',
+    priority: 0,
+    runAt: now,
+    attempt: 1,
+    maxAttempts: 3,
+    leaseToken: `token-${n}`,
+    lockedUntil: new Date(now.getTime() + 30_000),
+    workerId,
+    idempotencyKey: null,
+    result: null,
+    lastError: null,
+    cancelRequestedAt: null,
+    createdAt: now,
+    startedAt: now,
+    finishedAt: null,
+  };
+}
+
+/**
  * A dispatcher test file's parts: a store on a database of its own, and `open()`, which
  * makes a dispatcher with one session on one queue. The fallback poll is off (only what the
  * test does wakes a queue); every dispatcher is drained after each test, so none outlives it.

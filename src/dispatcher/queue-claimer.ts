@@ -1,0 +1,258 @@
+import type { Job } from '../domain/job.js';
+import type { Logger } from '../logger.js';
+import type { WorkerSession } from './session.js';
+import { checkTransition, type Transitions } from './state-machine.js';
+
+/**
+ * Where a queue's claim loop is (one claimer per queue with sessions on this server):
+ * - `idle`: no claim runs and none is wanted: the last claim came back short (the queue is
+ *   drained) and no wake-up came since. Only an idle queue tries a submit's hand-off;
+ * - `wanted`: the queue may have claimable work but no claim runs: no session had a free slot
+ *   (a freed slot starts the claim) or the last claim failed (the fallback poll retries);
+ * - `claiming`: a claim is in flight: slots reserved, one statement, jobs dealt and pushed;
+ * - `coolingDown`: the last claim came back full; the next waits (up to claimCooldownMs) for
+ *   a quarter of the queue's slots to be free, so claims under load are few and large;
+ * - `stopped`: the dispatcher is shutting down; nothing more is claimed.
+ */
+export type ClaimerState = 'idle' | 'wanted' | 'claiming' | 'coolingDown' | 'stopped';
+
+/** The moves a claimer may make. A claim is only ever started from idle or wanted. */
+export const CLAIMER_TRANSITIONS: Transitions<ClaimerState> = {
+  idle: ['claiming', 'stopped'],
+  wanted: ['claiming', 'stopped'],
+  claiming: ['idle', 'wanted', 'coolingDown', 'stopped'],
+  coolingDown: ['claiming', 'stopped'],
+  stopped: [],
+};
+
+/** What a claimer needs from the dispatcher that owns it. */
+export interface ClaimerHost {
+  /** Runs one claim statement: one job at most per worker id (one id per reserved slot). */
+  claim(queue: string, workerIds: string[]): Promise<Job[]>;
+  /** Pushes each session the jobs dealt to it; releases those that cannot be pushed. Never throws. */
+  deliver(dealt: Map<WorkerSession, Job[]>): Promise<void>;
+  /** A reserved slot of this session got nothing: the session's other queues may want it. */
+  slotUnused(session: WorkerSession): void;
+  /** A claim loop started; shutdown waits for it (every job it leases is pushed or released). */
+  track(run: Promise<void>): void;
+  /** A claim loop ended (the owner forgets a queue that has no sessions left). */
+  loopEnded(claimer: QueueClaimer): void;
+  /** Told of each claim (observer). */
+  claimed?(queue: string, asked: number, got: number, ms: number): void;
+  logger: Logger;
+}
+
+/** How a claimer claims. */
+export interface ClaimerOptions {
+  /** Largest claim in one statement. */
+  maxClaimBatch: number;
+  /** The longest a claim after a full one waits for free slots; 0 turns the cooldown off. */
+  claimCooldownMs: number;
+}
+
+/**
+ * One queue's claim loop on this server. What must stay true (docs/dispatcher.md):
+ * - at most one claim of the queue is in flight here;
+ * - a claim reserves every free slot it asks for before its statement runs, dealt
+ *   round-robin (one slot per session per round, from a rotating first session), so it can
+ *   never hand out more jobs than there are free slots, even when a session listens to
+ *   several queues; job *i* goes to reserved slot *i*, so the best job goes first;
+ * - no wake-up is lost: one that arrives while a claim runs is counted, and keeps the queue
+ *   claiming even if that claim came back short (its snapshot may have missed the new rows);
+ * - an idle queue's first claim never waits: the cooldown only follows a full claim.
+ */
+export class QueueClaimer {
+  /** The sessions on this server that take jobs from the queue. */
+  readonly sessions = new Set<WorkerSession>();
+  #state: ClaimerState = 'idle';
+  /** Counts wake-ups, so one that arrives during a claim is not lost when that claim comes back short. */
+  #wakes = 0;
+  /** Rotates the first session served, so no session is always first. */
+  #rotation = 0;
+  /** Ends the cooldown wait; set only while coolingDown. */
+  #endCooldown: (() => void) | null = null;
+
+  constructor(
+    readonly name: string,
+    private readonly host: ClaimerHost,
+    private readonly opts: ClaimerOptions,
+  ) {}
+
+  /** Where the claim loop is (see ClaimerState). */
+  get state(): ClaimerState {
+    return this.#state;
+  }
+
+  /** A claim loop runs (claiming or cooling down). */
+  get running(): boolean {
+    return this.#state === 'claiming' || this.#state === 'coolingDown';
+  }
+
+  /** The queue may have claimable work (a NOTIFY, a new session, the poll): claim unless a claim runs. */
+  wake(): void {
+    if (this.#state === 'stopped') return;
+    this.#wakes++;
+    if (this.#state === 'idle' || this.#state === 'wanted') this.#start();
+  }
+
+  /** Some of the queue's sessions have free slots again. */
+  slotsFreed(): void {
+    if (this.#state === 'coolingDown') {
+      if (this.#enoughFree()) this.#endCooldown?.();
+    } else if (this.#state === 'wanted') {
+      this.#start();
+    }
+  }
+
+  /** Shutdown: nothing more is claimed; a cooldown ends at once. A claim in flight finishes (its jobs are released). */
+  stop(): void {
+    if (this.#state === 'stopped') return;
+    const endCooldown = this.#endCooldown;
+    this.#to('stopped');
+    endCooldown?.();
+  }
+
+  /**
+   * For a submit's hand-off: one free slot, reserved, when the queue is idle here (no claim
+   * runs or is wanted: while one is, jobs may be waiting and the claim serves the slots anyway).
+   */
+  reserveForHandOff(): WorkerSession | null {
+    if (this.#state !== 'idle') return null;
+    return this.reserve(1)[0] ?? null;
+  }
+
+  /** Reserves up to `max` free slots of the queue's sessions, one entry per slot, dealt round-robin. */
+  reserve(max: number): WorkerSession[] {
+    const sessions = [...this.sessions].filter((s) => s.free > 0);
+    if (sessions.length === 0) return [];
+    const start = this.#rotation++ % sessions.length;
+    const slots = roundRobinSlots([...sessions.slice(start), ...sessions.slice(0, start)], max);
+    for (const s of slots) s.reserve();
+    return slots;
+  }
+
+  #start(): void {
+    this.#to('claiming');
+    this.host.track(this.#run());
+  }
+
+  async #run(): Promise<void> {
+    try {
+      await this.#claimWhileWanted();
+    } catch (err) {
+      // A broken invariant (a bug): say so loudly; the poll retries the queue.
+      this.host.logger.error({ err, queue: this.name, state: this.#state }, 'claim loop failed');
+      if (this.#state === 'claiming') this.#to('wanted');
+    } finally {
+      this.host.loopEnded(this);
+    }
+  }
+
+  /**
+   * Claims while the queue is wanted and has free slots: reserve slots round-robin, claim for
+   * all of them in one statement, deal the jobs to the reserved slots, release the slots
+   * that got nothing.
+   */
+  async #claimWhileWanted(): Promise<void> {
+    for (let full = false; ; ) {
+      if (full) {
+        await this.#coolDown();
+        if (this.#stopped()) return;
+      }
+      const slots = this.reserve(this.opts.maxClaimBatch);
+      if (slots.length === 0) return this.#to('wanted'); // a freed slot starts the next claim
+      const wakesBefore = this.#wakes;
+      const started = performance.now();
+      let jobs: Job[];
+      try {
+        jobs = await this.host.claim(this.name, slots.map((s) => s.workerId));
+      } catch (err) {
+        this.host.logger.error({ err, queue: this.name }, 'claim failed; the next poll retries');
+        for (const s of slots) s.unreserve();
+        if (!this.#stopped()) this.#to('wanted');
+        return;
+      }
+      for (const s of slots) s.unreserve();
+      this.host.claimed?.(this.name, slots.length, jobs.length, performance.now() - started);
+      await this.host.deliver(dealToSlots(slots, jobs));
+      // Slots that got nothing here may be wanted by the sessions' other queues.
+      for (const s of new Set(slots.slice(jobs.length))) this.host.slotUnused(s);
+      if (this.#stopped()) return;
+      full = jobs.length === slots.length;
+      // A short claim means the queue had nothing more claimable, unless a wake-up arrived
+      // while the claim ran (its rows may not have been visible to it) or while its jobs were pushed.
+      if (!full && this.#wakes === wakesBefore) return this.#to('idle');
+    }
+  }
+
+  /**
+   * After a full claim: waits (up to claimCooldownMs) until a quarter of the queue's slots
+   * are free, or the claimer stops. Returns at once when that many are free already.
+   */
+  #coolDown(): Promise<void> {
+    if (this.opts.claimCooldownMs <= 0 || this.#enoughFree()) return Promise.resolve();
+    this.#to('coolingDown');
+    return new Promise((resolve) => {
+      const end = () => {
+        clearTimeout(timer);
+        this.#endCooldown = null;
+        if (this.#state === 'coolingDown') this.#to('claiming');
+        resolve();
+      };
+      const timer = setTimeout(end, this.opts.claimCooldownMs);
+      this.#endCooldown = end;
+    });
+  }
+
+  /** A quarter of the queue's slots (at most a full claim) are free. */
+  #enoughFree(): boolean {
+    let total = 0;
+    let free = 0;
+    for (const s of this.sessions) {
+      total += s.slots;
+      free += s.free;
+    }
+    return free >= Math.min(this.opts.maxClaimBatch, Math.ceil(total / 4));
+  }
+
+  /** Read through a method so that the loop sees a stop that happened while it awaited. */
+  #stopped(): boolean {
+    return this.#state === 'stopped';
+  }
+
+  #to(next: ClaimerState): void {
+    this.#state = checkTransition(`claimer of queue ${this.name}`, CLAIMER_TRANSITIONS, this.#state, next);
+  }
+}
+
+/**
+ * Deals up to `max` slots over sessions that have free ones: one slot per session per round,
+ * in the given order, so a claim that comes back short still shares its jobs evenly.
+ */
+export function roundRobinSlots<S extends { free: number }>(sessions: readonly S[], max: number): S[] {
+  const free = sessions.map((s) => s.free);
+  const slots: S[] = [];
+  for (let round = 0; slots.length < max; round++) {
+    let any = false;
+    sessions.forEach((s, i) => {
+      if ((free[i] ?? 0) > round && slots.length < max) {
+        slots.push(s);
+        any = true;
+      }
+    });
+    if (!any) break;
+  }
+  return slots;
+}
+
+/** Job *i* goes to reserved slot *i*: the jobs each session got, best first. */
+export function dealToSlots<S>(slots: readonly S[], jobs: readonly Job[]): Map<S, Job[]> {
+  const dealt = new Map<S, Job[]>();
+  jobs.forEach((job, i) => {
+    const session = slots[i] as S;
+    const list = dealt.get(session);
+    if (list) list.push(job);
+    else dealt.set(session, [job]);
+  });
+  return dealt;
+}

@@ -1,0 +1,174 @@
+import { randomUUID } from 'node:crypto';
+import type { CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
+import type { Job } from '../domain/job.js';
+import { BrokenInvariantError, checkTransition, type Transitions } from './state-machine.js';
+
+/** What the dispatcher sends to a worker; the gRPC layer turns it into a WorkResponse. */
+export type SessionMessage =
+  /** Jobs one claim dealt to this session, best first (the gRPC layer may send them as one message). */
+  | { kind: 'jobs'; jobs: Job[] }
+  | { kind: 'cancel'; jobId: string; reason: CancelReason }
+  | { kind: 'leaseLost'; jobId: string; reason: LeaseLostReason }
+  | { kind: 'drain'; reason: DrainReason };
+
+/** A job the dispatcher has pushed to a session and not yet seen finished. */
+export interface HeldLease {
+  /** The lease's fencing token: only a write with this token frees the slot. */
+  token: string;
+  /** The job's queue ('' for a lease named in hello.held). */
+  queue: string;
+}
+
+/**
+ * Where a session is in its life:
+ * - `open`: takes new jobs into its free slots;
+ * - `paused`: its stream cannot take more now (backpressure), so its free slots count as 0;
+ *   jobs already claimed for it are still pushed (the stream buffers them);
+ * - `draining`: the worker or the server asked for nothing new; it finishes what it holds;
+ * - `closed`: the stream ended; its leases run on until they expire or the worker finishes
+ *   them through another stream.
+ */
+export type SessionState = 'open' | 'paused' | 'draining' | 'closed';
+
+/** The moves a session may make. Draining never reopens; a closed session never moves again. */
+export const SESSION_TRANSITIONS: Transitions<SessionState> = {
+  open: ['paused', 'draining', 'closed'],
+  paused: ['open', 'draining', 'closed'],
+  draining: ['closed'],
+  closed: [],
+};
+
+/**
+ * One worker's stream, as the dispatcher tracks it: its state, its slots, and the leases it
+ * holds. What must stay true: `held + reserved ≤ slots` for every job the dispatcher gives it
+ * (claims and hand-offs reserve a slot before their statement runs and give the reservation
+ * back, job or not, before they push); only an open session has free slots; only an open or
+ * paused session is pushed jobs.
+ */
+export class WorkerSession {
+  readonly id = randomUUID();
+  /** Jobs pushed and not yet finished, by job id. Change it only through hold() and drop(). */
+  readonly held = new Map<string, HeldLease>();
+  /** Leases named in hello.held that were no longer current (to be told as lease_lost). */
+  readonly lostOnOpen: string[] = [];
+  #state: SessionState = 'open';
+  #reserved = 0;
+
+  constructor(
+    readonly workerId: string,
+    readonly queues: string[],
+    readonly slots: number,
+    readonly send: (msg: SessionMessage) => void,
+  ) {}
+
+  /** Where the session is in its life (see SessionState). */
+  get state(): SessionState {
+    return this.#state;
+  }
+
+  /** The session takes nothing new and finishes what it holds. */
+  get draining(): boolean {
+    return this.#state === 'draining';
+  }
+
+  /** The stream ended. */
+  get closed(): boolean {
+    return this.#state === 'closed';
+  }
+
+  /** The stream asked for no more pushes for now (backpressure). */
+  get paused(): boolean {
+    return this.#state === 'paused';
+  }
+
+  /** Slots promised to claims and hand-offs in flight. */
+  get reserved(): number {
+    return this.#reserved;
+  }
+
+  /** Slots that are neither holding a job nor promised to a claim; 0 unless open. */
+  get free(): number {
+    if (this.#state !== 'open') return 0;
+    return Math.max(0, this.slots - this.held.size - this.#reserved);
+  }
+
+  /**
+   * Whether jobs leased to it may still be pushed: open or paused. A draining or closed
+   * session's jobs are released instead.
+   */
+  get deliverable(): boolean {
+    return this.#state === 'open' || this.#state === 'paused';
+  }
+
+  // ----- slots ------------------------------------------------------------------------
+
+  /** Promises one free slot to a claim or hand-off in flight. */
+  reserve(): void {
+    if (this.free === 0) throw new BrokenInvariantError(`session ${this.id}: reserve without a free slot`);
+    this.#reserved++;
+  }
+
+  /** Gives back a slot reserve() promised (whatever the session's state now). */
+  unreserve(): void {
+    if (this.#reserved === 0) throw new BrokenInvariantError(`session ${this.id}: unreserve with no slot reserved`);
+    this.#reserved--;
+  }
+
+  /** Records a lease the session holds: a job pushed to it, or one named in its hello. */
+  hold(jobId: string, lease: HeldLease): void {
+    if (!this.deliverable) throw new BrokenInvariantError(`session ${this.id}: a job held while ${this.#state}`);
+    this.held.set(jobId, lease);
+  }
+
+  /**
+   * Forgets a lease; returns whether it was held. With `token`, only that lease: a late write
+   * of an earlier run of the same job (claimed again, perhaps by this same session) must not
+   * free the slot of the current one.
+   */
+  drop(jobId: string, token?: string): boolean {
+    const lease = this.held.get(jobId);
+    if (!lease || (token !== undefined && lease.token !== token)) return false;
+    this.held.delete(jobId);
+    return true;
+  }
+
+  // ----- life -------------------------------------------------------------------------
+
+  /** Backpressure on: no new pushes. Returns whether it changed (a draining session stays draining). */
+  pause(): boolean {
+    if (this.#state !== 'open') return this.#stayUnlessClosed('pause');
+    this.#to('paused');
+    return true;
+  }
+
+  /** Backpressure off. Returns whether it changed, i.e. whether free slots may have appeared. */
+  resume(): boolean {
+    if (this.#state !== 'paused') return this.#stayUnlessClosed('resume');
+    this.#to('open');
+    return true;
+  }
+
+  /** Nothing new from now on. Returns whether it changed (draining twice is one drain). */
+  drain(): boolean {
+    if (this.#state === 'draining') return false;
+    this.#to('draining'); // from closed this throws: a closed session is never drained
+    return true;
+  }
+
+  /** The stream ended. Returns whether it changed (closing twice is one close). */
+  close(): boolean {
+    if (this.#state === 'closed') return false;
+    this.#to('closed');
+    return true;
+  }
+
+  /** pause/resume where they change nothing; on a closed session they are a bug. */
+  #stayUnlessClosed(what: string): false {
+    if (this.#state === 'closed') throw new BrokenInvariantError(`session ${this.id}: ${what} after close`);
+    return false;
+  }
+
+  #to(next: SessionState): void {
+    this.#state = checkTransition('worker session', SESSION_TRANSITIONS, this.#state, next);
+  }
+}

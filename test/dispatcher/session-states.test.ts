@@ -1,0 +1,123 @@
+import { describe, expect, it } from 'vitest';
+import { SESSION_TRANSITIONS, WorkerSession, type SessionMessage, type SessionState } from '../../src/dispatcher/session.js';
+import { BrokenInvariantError, checkTransition, IllegalTransitionError } from '../../src/dispatcher/state-machine.js';
+
+/** A session of worker "w" on queue "q"; what it is sent is collected in `sent`. */
+function setup(slots = 3) {
+  const sent: SessionMessage[] = [];
+  const session = new WorkerSession('w', ['q'], slots, (msg) => sent.push(msg));
+  return { session, sent };
+}
+
+const STATES: SessionState[] = ['open', 'paused', 'draining', 'closed'];
+
+describe('a worker session moves only along its transition table', () => {
+  it('lists every move a session may make, and refuses every other', () => {
+    const allowed: string[] = [];
+    for (const from of STATES) {
+      for (const to of STATES) {
+        try {
+          checkTransition('worker session', SESSION_TRANSITIONS, from, to);
+          allowed.push(`${from} → ${to}`);
+        } catch (err) {
+          expect(err).toBeInstanceOf(IllegalTransitionError);
+        }
+      }
+    }
+    expect(allowed).toEqual([
+      'open → paused',
+      'open → draining',
+      'open → closed',
+      'paused → open',
+      'paused → draining',
+      'paused → closed',
+      'draining → closed',
+    ]);
+  });
+
+  it('open → paused → open: a paused session has no free slot, and resume gives them back', () => {
+    const { session } = setup(3);
+    expect(session.state).toBe('open');
+    expect(session.free).toBe(3);
+    expect(session.pause()).toBe(true);
+    expect(session).toMatchObject({ state: 'paused', paused: true, free: 0, deliverable: true });
+    expect(session.pause()).toBe(false); // already paused
+    expect(session.resume()).toBe(true);
+    expect(session).toMatchObject({ state: 'open', paused: false, free: 3 });
+    expect(session.resume()).toBe(false); // not paused
+  });
+
+  it('draining is for good: pause and resume change nothing, and it only closes', () => {
+    const { session } = setup(3);
+    session.pause();
+    expect(session.drain()).toBe(true);
+    expect(session).toMatchObject({ state: 'draining', draining: true, free: 0, deliverable: false });
+    expect(session.drain()).toBe(false);
+    expect(session.resume()).toBe(false);
+    expect(session.pause()).toBe(false);
+    expect(session.state).toBe('draining');
+    expect(session.close()).toBe(true);
+    expect(session).toMatchObject({ state: 'closed', closed: true, draining: false, free: 0 });
+  });
+
+  it('a closed session never moves again: closing twice is one close, anything else is a bug', () => {
+    const { session } = setup();
+    expect(session.close()).toBe(true);
+    expect(session.close()).toBe(false);
+    expect(() => session.drain()).toThrow(IllegalTransitionError);
+    expect(() => session.pause()).toThrow(BrokenInvariantError);
+    expect(() => session.resume()).toThrow(BrokenInvariantError);
+    expect(session.state).toBe('closed');
+  });
+});
+
+describe('a session counts its slots', () => {
+  it('free = slots − held − reserved, never below 0', () => {
+    const { session } = setup(3);
+    session.reserve();
+    session.hold('a', { token: 't1', queue: 'q' });
+    expect(session).toMatchObject({ reserved: 1, free: 1 });
+    session.reserve();
+    expect(session.free).toBe(0);
+    session.unreserve();
+    session.unreserve();
+    expect(session).toMatchObject({ reserved: 0, free: 2 });
+  });
+
+  it('refuses to reserve a slot that is not free, or to give back one never reserved', () => {
+    const { session } = setup(1);
+    session.reserve();
+    expect(() => session.reserve()).toThrow(BrokenInvariantError);
+    session.unreserve();
+    expect(() => session.unreserve()).toThrow(BrokenInvariantError);
+    session.pause();
+    expect(() => session.reserve()).toThrow(BrokenInvariantError); // a paused session has no free slot
+  });
+
+  it('a reservation is given back whatever the session became meanwhile', () => {
+    const { session } = setup(2);
+    session.reserve();
+    session.close();
+    session.unreserve();
+    expect(session.reserved).toBe(0);
+  });
+
+  it('holds jobs only while open or paused', () => {
+    const { session } = setup(2);
+    session.pause();
+    session.hold('a', { token: 't1', queue: 'q' });
+    session.drain();
+    expect(() => session.hold('b', { token: 't2', queue: 'q' })).toThrow(BrokenInvariantError);
+    expect([...session.held.keys()]).toEqual(['a']);
+  });
+
+  it('drops a lease only with its own token: a late write of an earlier run keeps the current one', () => {
+    const { session } = setup(2);
+    session.hold('a', { token: 'second-run', queue: 'q' });
+    expect(session.drop('a', 'first-run')).toBe(false);
+    expect(session.held.size).toBe(1);
+    expect(session.drop('a', 'second-run')).toBe(true);
+    expect(session.drop('a', 'second-run')).toBe(false);
+    expect(session.free).toBe(2);
+  });
+});

@@ -236,3 +236,23 @@ describe('EvoraWorker and the codes of lease_lost, cancel and drain', () => {
     expect(drains[1]).toEqual({ code: 'unspecified', reason: 'server shutting down' });
   });
 });
+
+describe('EvoraWorker across a stream break (scripted)', () => {
+  it('a report written on a stream that ended is written again on the next session, whose hello names the lease', async () => {
+    const { server, worker, finished, reportsOf, ack } = await setup();
+    worker.handle('noop', () => ({ ok: true }));
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+
+    // The stream ends before the ack.
+    server.endStream();
+    await waitFor(() => server.hellos.length === 2 && reportsOf('job-0').length === 2, { what: 'the report on the new stream' });
+    expect(server.hellos[1]!.held).toEqual([{ jobId: 'job-0', leaseToken: 'token-0' }]);
+    expect(reportsOf('job-0')[1]).toEqual(reportsOf('job-0')[0]);
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({ accepted: true, ackResult: 'accepted' });
+    expect(worker.stats()).toMatchObject({ held: 0, reconnects: 1 });
+  });
+});

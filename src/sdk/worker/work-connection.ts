@@ -249,8 +249,9 @@ export class WorkConnection {
     } else {
       this.state.to('open');
     }
-    this.opts.events.opened(w, reconnect);
+    // Reports waiting since the last stream go out first, then the session is announced.
     if (this.writable) this.opts.events.writable();
+    this.opts.events.opened(w, reconnect);
   }
 
   private onServerDrain(d: ServerDrain): void {

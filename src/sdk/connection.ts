@@ -16,6 +16,7 @@ export interface ConnectionOptions {
   channelOptions?: grpc.ChannelOptions;
 }
 
+/** The address to dial: the one given, else $EVORA_ADDRESS, else DEFAULT_ADDRESS. */
 export function resolveAddress(address: string | undefined): string {
   return address || process.env.EVORA_ADDRESS || DEFAULT_ADDRESS;
 }

@@ -68,8 +68,13 @@ export class EvoraApiError extends Error {
   }
 }
 
+/** The server's message on one line, for display only (nothing in the SDK decides on it). */
 function oneLine(text: string): string {
-  return text.replace(/\s*\n\s*/g, ' ').trim();
+  return text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .join(' ');
 }
 
 /**

@@ -5,8 +5,10 @@
  */
 export { EvoraClient } from './client.js';
 export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitJobInput, SubmitResult } from './client.js';
-export { EvoraWorker } from './worker.js';
+export { EvoraWorker } from './worker/evora-worker.js';
 export type {
+  AckResultName,
+  DrainCause,
   EvoraWorkerOptions,
   JobContext,
   JobHandler,
@@ -16,7 +18,7 @@ export type {
   WorkerLogger,
   WorkerSessionInfo,
   WorkerStats,
-} from './worker.js';
+} from './worker/types.js';
 export { DEFAULT_ADDRESS } from './connection.js';
 export type { ConnectionOptions } from './connection.js';
 export { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, StatusCode, statusName } from './errors.js';

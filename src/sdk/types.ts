@@ -50,6 +50,7 @@ export interface Job<P = JsonObject, R = JsonObject> {
 
 /** How the delay before a retry grows with the attempt number. */
 export type BackoffKindName = 'exponential' | 'linear' | 'fixed';
+/** Every backoff kind, as the SDK names them. */
 export const BACKOFF_KINDS: readonly BackoffKindName[] = ['exponential', 'linear', 'fixed'];
 
 /** A queue's retry delay policy. */
@@ -144,18 +145,21 @@ export function jobStateParse(name: string): JobStateName {
   return state;
 }
 
+/** A state name as the wire's enum; throws TypeError for a name that is not a state. */
 export function jobStateToPb(state: JobStateName): PbJobState {
   const pb = STATE_TO_PB.get(state);
   if (pb === undefined) throw new TypeError(`unknown job state "${String(state)}"`);
   return pb;
 }
 
+/** The wire's state enum as a name; a value this SDK does not know means the server is newer, and throws. */
 export function jobStateFromPb(state: PbJobState): JobStateName {
   const name = STATE_FROM_PB.get(state);
   if (!name) throw new Error(`the server sent an unknown job state (${state}); this SDK is older than the server`);
   return name;
 }
 
+/** The wire's Job as the SDK's plain object: empty strings and unset messages become null. */
 export function jobFromPb<P = JsonObject, R = JsonObject>(pb: PbJob): Job<P, R> {
   return {
     id: pb.id,
@@ -185,21 +189,25 @@ const BACKOFF_FROM_PB = new Map<PbBackoffKind, BackoffKindName>([
   [PbBackoffKind.BACKOFF_KIND_FIXED, 'fixed'],
 ]);
 
+/** A backoff kind as the wire's enum (undefined = unspecified: the server decides). */
 export function backoffKindToPb(kind: BackoffKindName | undefined): PbBackoffKind {
   if (kind === undefined) return PbBackoffKind.BACKOFF_KIND_UNSPECIFIED;
   for (const [pb, name] of BACKOFF_FROM_PB) if (name === kind) return pb;
   throw new TypeError(`unknown backoff kind "${String(kind)}" (expected one of ${BACKOFF_KINDS.join(', ')})`);
 }
 
+/** Seconds (fractions allowed) as a protobuf Duration. */
 export function secondsToDuration(seconds: number): Duration {
   const whole = Math.floor(seconds);
   return { seconds: whole, nanos: Math.round((seconds - whole) * 1e9) };
 }
 
+/** A protobuf Duration as seconds (unset = 0). */
 export function durationToSeconds(d: Duration | undefined): number {
   return d ? d.seconds + d.nanos / 1e9 : 0;
 }
 
+/** The wire's Queue as the SDK's plain object (an unset backoff kind reads as exponential, the server's default). */
 export function queueFromPb(pb: PbQueue): Queue {
   return {
     name: pb.name,

@@ -1,102 +1,13 @@
-import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { JobState } from '../../src/gen/evora/v1/job.js';
-import {
-  AckResult,
-  CancelReason,
-  WorkerServiceService,
-  type LeasedJob,
-  type WorkerHello,
-  type WorkRequest,
-  type WorkResponse,
-} from '../../src/gen/evora/v1/worker.js';
+import { AckResult, CancelReason, type WorkRequest } from '../../src/gen/evora/v1/worker.js';
 import { EvoraWorker, type JobOutcome } from '../../src/sdk/index.js';
 import { waitFor } from '../helpers/wait.js';
+import { fakeWorkServer, leasedJob as leased } from './fake-work-server.js';
 
 /**
  * The SDK worker's side of the batch messages, against a scripted server that records
  * every message: what it sends depends on what the welcome says the server takes.
  */
-
-interface FakeServer {
-  address: string;
-  hello: WorkerHello | null;
-  /** Every message the worker sent after its hello. */
-  received: WorkRequest[];
-  send(res: WorkResponse): void;
-  stop(): Promise<void>;
-}
-
-async function fakeServer(opts: { acceptsBatches: boolean }): Promise<FakeServer> {
-  const server = new grpc.Server();
-  let stream: grpc.ServerDuplexStream<WorkRequest, WorkResponse> | null = null;
-  const fake: FakeServer = {
-    address: '',
-    hello: null,
-    received: [],
-    send: (res) => stream?.write(res),
-    stop: async () => {
-      stream?.end();
-      server.forceShutdown();
-    },
-  };
-  const unimplemented = (_call: unknown, cb: grpc.sendUnaryData<never>) => cb({ code: grpc.status.UNIMPLEMENTED });
-  server.addService(WorkerServiceService, {
-    work: (call: grpc.ServerDuplexStream<WorkRequest, WorkResponse>) => {
-      stream = call;
-      call.on('data', (req: WorkRequest) => {
-        if (req.msg?.$case === 'hello') {
-          fake.hello = req.msg.value;
-          call.write({
-            msg: {
-              $case: 'welcome',
-              value: { sessionId: 's', leaseSeconds: 30, heartbeatIntervalSeconds: 10, heartbeatIntervalMs: 10_000, acceptsBatches: opts.acceptsBatches },
-            },
-          });
-        } else if (req.msg?.$case !== 'heartbeat') {
-          fake.received.push(req);
-        }
-      });
-      call.on('end', () => call.end());
-    },
-    claimJobs: unimplemented,
-    extendLease: unimplemented,
-    completeJob: unimplemented,
-    failJob: unimplemented,
-    snoozeJob: unimplemented,
-  });
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-  );
-  fake.address = `127.0.0.1:${port}`;
-  return fake;
-}
-
-function leased(i: number, type = 'noop'): LeasedJob {
-  const now = new Date();
-  return {
-    job: {
-      id: `job-${i}`,
-      queue: 'q',
-      type,
-      payload: { i },
-      state: JobState.JOB_STATE_RUNNING,
-      priority: 0,
-      attempt: 1,
-      maxAttempts: 25,
-      runAt: now,
-      createdAt: now,
-      startedAt: now,
-      idempotencyKey: '',
-      workerId: 'w',
-      lastError: '',
-      cancelRequested: false,
-      leaseExpiresAt: new Date(now.getTime() + 30_000),
-    },
-    leaseToken: `token-${i}`,
-    leaseExpiresAt: new Date(now.getTime() + 30_000),
-  };
-}
 
 const kinds = (reqs: WorkRequest[]) => reqs.map((r) => r.msg?.$case);
 
@@ -106,7 +17,7 @@ afterEach(async () => {
 });
 
 async function setup(acceptsBatches: boolean) {
-  const server = await fakeServer({ acceptsBatches });
+  const server = await fakeWorkServer({ acceptsBatches });
   cleanup.push(() => server.stop());
   const worker = new EvoraWorker({ address: server.address, queues: ['q'], slots: 100, workerId: 'w' });
   cleanup.push(() => worker.stop({ timeoutMs: 0, graceMs: 0 }));
@@ -134,7 +45,7 @@ describe('EvoraWorker and batch messages', () => {
     server.send({ msg: { $case: 'acks', value: { acks } } });
     await waitFor(() => finished.length === 20, { what: 'every job finished' });
     expect(finished.filter((o) => o.accepted)).toHaveLength(19);
-    expect(finished.find((o) => !o.accepted)).toMatchObject({ job: { id: 'job-7' }, outcome: 'completed', reason: 'lease lost' });
+    expect(finished.find((o) => !o.accepted)).toMatchObject({ job: { id: 'job-7' }, outcome: 'completed', reason: 'lease lost', ackResult: 'lease_lost' });
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0, running: 0 });
   });
 

@@ -1,0 +1,152 @@
+import { NonRetryableError, RetryAtError, SnoozeError } from '../errors.js';
+import { toJsonObjectSized, type Job, type JsonObject } from '../types.js';
+import type { HeldJob, Report } from './held-job.js';
+import type { JobContext, JobHandler, WorkerLog } from './types.js';
+
+/**
+ * Runs the user's handlers: one execution per pushed job, with its JobContext and
+ * ctx.signal, and turns what the handler did (returned, threw, snoozed, was aborted) into
+ * the report the worker sends. It knows nothing of the stream: the worker gets the report
+ * through `done` and decides what to do with it (e.g. nothing, if the lease was lost).
+ *
+ * What must stay true: a handler that throws or never settles cannot break the worker;
+ * `executions` counts every handler still running, including those whose lease was lost,
+ * and an execution leaves it before `done` is called for it.
+ */
+export class HandlerRunner {
+  private readonly handlers = new Map<string, JobHandler>();
+  private readonly active = new Set<HeldJob>();
+
+  constructor(
+    private readonly deps: {
+      workerId: string;
+      log: WorkerLog;
+      /** The handler is about to run (the `jobStarted` event). */
+      started: (job: Job) => void;
+      /** The execution ended with this report; called synchronously after it left `executions`. */
+      done: (h: HeldJob, report: Report) => void;
+    },
+  ) {}
+
+  /** Registers the handler for a job type (replacing an earlier one). */
+  register(type: string, handler: JobHandler): void {
+    this.handlers.set(type, handler);
+  }
+
+  get registered(): number {
+    return this.handlers.size;
+  }
+
+  /** Handler executions in progress. */
+  get executions(): ReadonlySet<HeldJob> {
+    return this.active;
+  }
+
+  /** Runs the job's handler; never rejects. */
+  async run(h: HeldJob): Promise<void> {
+    const handler = this.handlers.get(h.job.type);
+    let report: Report;
+    if (!handler) {
+      const error = `no handler for job type "${h.job.type}" on worker ${this.deps.workerId} (it handles: ${[...this.handlers.keys()].join(', ')})`;
+      this.deps.log.error({ job_id: h.job.id, type: h.job.type }, error);
+      report = failReport(h, error, { nonRetryable: true });
+    } else {
+      this.active.add(h);
+      this.deps.started(h.job);
+      try {
+        const result = resultOf(await handler(h.job, this.context(h)));
+        report = {
+          outcome: 'completed',
+          error: null,
+          msg: { $case: 'complete', value: { jobId: h.job.id, leaseToken: h.token, result: result?.json } },
+          // A protobuf Struct takes at most ~6 bytes per character of its JSON text (short numbers).
+          bytes: 200 + 6 * (result?.length ?? 0),
+        };
+      } catch (err) {
+        report = this.failureOf(h, err);
+      }
+      this.active.delete(h);
+    }
+    this.deps.done(h, report);
+  }
+
+  private context(h: HeldJob): JobContext {
+    return {
+      job: h.job,
+      get signal() {
+        return h.signal;
+      },
+      workerId: this.deps.workerId,
+      leaseToken: h.token,
+      get leaseExpiresAt() {
+        return h.leaseExpiresAt;
+      },
+      snooze: ctxSnooze,
+      retryAt: ctxRetryAt,
+    };
+  }
+
+  /** The report for a handler that threw. */
+  private failureOf(h: HeldJob, err: unknown): Report {
+    if (err instanceof SnoozeError) return snoozeReport(h, err.runAt);
+    const aborted = h.aborted?.kind ?? null;
+    // Interrupted by our own stop: not the job's fault. Give it back to run elsewhere.
+    if (aborted === 'shutdown') return snoozeReport(h, new Date());
+    const error = errorText(err);
+    if (err instanceof RetryAtError) return failReport(h, error, { nonRetryable: false, retryAt: err.retryAt });
+    // A cancelled job becomes CANCELLED whatever we say; non_retryable keeps that true even if the flag were gone.
+    const nonRetryable = err instanceof NonRetryableError || aborted === 'cancelled';
+    if (!(err instanceof NonRetryableError) && !aborted) this.deps.log.debug({ job_id: h.job.id, error }, 'handler failed; the job will be retried');
+    return failReport(h, error, { nonRetryable });
+  }
+}
+
+/** A snooze report: give the job back to run at `runAt`. Also used for jobs pushed while the worker stops. */
+export function snoozeReport(h: HeldJob, runAt: Date): Report {
+  return { outcome: 'snoozed', error: null, msg: { $case: 'snooze', value: { jobId: h.job.id, leaseToken: h.token, runAt } }, bytes: 200 };
+}
+
+function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
+  return {
+    outcome: 'failed',
+    error,
+    msg: { $case: 'fail', value: { jobId: h.job.id, leaseToken: h.token, error, nonRetryable: opts.nonRetryable, retryAt: opts.retryAt } },
+    bytes: 200 + 3 * error.length,
+  };
+}
+
+function ctxSnooze(when: Date | number): never {
+  throw new SnoozeError(dateOf(when));
+}
+
+function ctxRetryAt(when: Date | number, message?: string): never {
+  throw new RetryAtError(dateOf(when), message);
+}
+
+function dateOf(when: Date | number): Date {
+  return when instanceof Date ? when : new Date(Date.now() + when);
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) return err.message || err.name;
+  if (typeof err === 'string') return err;
+  try {
+    return JSON.stringify(err) ?? String(err);
+  } catch {
+    return String(err);
+  }
+}
+
+/**
+ * A handler's return value as the job's result, with the length of its JSON text; a value
+ * JSON cannot carry is a bug retrying will not fix.
+ */
+function resultOf(value: unknown): { json: JsonObject; length: number } | undefined {
+  if (value === undefined || value === null) return undefined;
+  const isObject = typeof value === 'object' && !Array.isArray(value) && !(value instanceof Date);
+  try {
+    return toJsonObjectSized(isObject ? value : { value }, 'the handler result');
+  } catch (err) {
+    throw new NonRetryableError((err as Error).message, { cause: err });
+  }
+}

@@ -1,0 +1,184 @@
+import type { Lease, LeasedJob, WorkRequest } from '../../gen/evora/v1/worker.js';
+import { JobAbortedError, type AbortCause } from '../errors.js';
+import { jobFromPb, type Job } from '../types.js';
+import { transitionCheck, type Transitions } from './state.js';
+
+/**
+ * One leased job in the worker, from the push to the end of its lease, and the table of
+ * the jobs the worker holds. The held job's lifecycle:
+ *
+ *   running ──> reporting ──> awaitingAck ──> done   (ack: accepted, or invalid)
+ *      │            ^   │          │    └───> lost   (ack: lease lost; resend bound reached)
+ *      │            └───┼──────────┘                 (stream lost, or ack: retry later)
+ *      └───> lost <─────┘                            (server: lease lost while running)
+ *
+ * running: the handler runs and the lease is renewed. reporting: the report is made and
+ * waits to be written (a batch flush, a reconnect, a resend delay). awaitingAck: written on
+ * the current stream. A job holds its slot and its lease while running, reporting or
+ * awaitingAck; done and lost are final. A lost job's handler may still be running: the
+ * handler runner counts executions on its own.
+ */
+
+/** Where a held job is in its lifecycle (see the module comment). */
+export type HeldJobState = 'running' | 'reporting' | 'awaitingAck' | 'done' | 'lost';
+
+const HELD_JOB_TRANSITIONS: Transitions<HeldJobState> = {
+  running: ['reporting', 'lost'],
+  reporting: ['awaitingAck', 'done', 'lost'],
+  awaitingAck: ['reporting', 'done', 'lost'],
+  done: [],
+  lost: [],
+};
+
+/** What a finished handler reported. */
+export type ReportOutcome = 'completed' | 'failed' | 'snoozed';
+
+/** The report of a held job: the message to write and what it says. */
+export interface Report {
+  outcome: ReportOutcome;
+  /** The error reported with a failure. */
+  error: string | null;
+  /** A `complete`, `fail` or `snooze` message. */
+  msg: NonNullable<WorkRequest['msg']>;
+  /** Rough upper bound of the encoded size (to keep batches well under the message limit). */
+  bytes: number;
+}
+
+/** One leased job: its lease, its state, its report and its abort signal. */
+export class HeldJob {
+  readonly job: Job;
+  readonly token: string;
+  /** Length of the lease (server clock on both ends, so no skew). */
+  readonly leaseMs: number;
+  /** When the lease ends unless renewed, by the server's clock (what ctx.leaseExpiresAt shows). */
+  leaseExpiresAt: Date | null;
+  /**
+   * By the local clock, a time before which the lease surely still lasts: when the worker
+   * received it (or sent the heartbeat that renewed it) plus the lease length.
+   */
+  leaseDeadline: number;
+  report: Report | null = null;
+  /** Times the report was written (a resend after a reconnect may meet an already-applied write). */
+  sends = 0;
+  /** Resends after the server answered RETRY_LATER. */
+  writeRetries = 0;
+  /** The pending resend after a RETRY_LATER. */
+  resendTimer: NodeJS.Timeout | null = null;
+  private _state: HeldJobState = 'running';
+  /** Made when the handler first reads ctx.signal (most never do). */
+  private controller: AbortController | null = null;
+  private abortedBy: JobAbortedError | null = null;
+
+  constructor(
+    private readonly table: HeldJobs,
+    leased: LeasedJob & { job: NonNullable<LeasedJob['job']> },
+    defaultLeaseMs: number,
+  ) {
+    this.job = jobFromPb(leased.job);
+    this.token = leased.leaseToken;
+    this.leaseExpiresAt = leased.leaseExpiresAt ?? null;
+    const started = this.job.startedAt;
+    this.leaseMs = this.leaseExpiresAt && started ? Math.max(1000, this.leaseExpiresAt.getTime() - started.getTime()) : defaultLeaseMs;
+    this.leaseDeadline = Date.now() + this.leaseMs;
+  }
+
+  get state(): HeldJobState {
+    return this._state;
+  }
+
+  /** Moves along the lifecycle (throws on a move the table does not allow); the table's indexes follow. */
+  to(next: HeldJobState): void {
+    const from = this._state;
+    this._state = transitionCheck(`job ${this.job.id}`, HELD_JOB_TRANSITIONS, from, next);
+    this.table.moved(this, from, next);
+  }
+
+  /** Why the job was aborted; set once, whether or not the handler ever read ctx.signal. */
+  get aborted(): JobAbortedError | null {
+    return this.abortedBy;
+  }
+
+  /** ctx.signal: made on first use, already aborted if the job was (with the same reason). */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.abortedBy) this.controller.abort(this.abortedBy);
+    }
+    return this.controller.signal;
+  }
+
+  /** Aborts ctx.signal with a JobAbortedError of this kind. Returns false if it was aborted before. */
+  abort(kind: AbortCause, message: string): boolean {
+    if (this.abortedBy) return false;
+    this.abortedBy = new JobAbortedError(kind, message);
+    this.controller?.abort(this.abortedBy);
+    return true;
+  }
+
+  lease(): Lease {
+    return { jobId: this.job.id, leaseToken: this.token };
+  }
+}
+
+/**
+ * The jobs the worker holds, indexed by job id as the server addresses them: `running`
+ * (cancel and lease-lost messages are about these) and `reporting` (acks answer these; it
+ * holds both reporting and awaitingAck jobs). What must stay true: a job is in the index
+ * of its state and in no other, and every move calls `changed` (stop() waits on it).
+ */
+export class HeldJobs {
+  private readonly runningById = new Map<string, HeldJob>();
+  private readonly reportingById = new Map<string, HeldJob>();
+
+  constructor(private readonly changed: () => void) {}
+
+  get running(): ReadonlyMap<string, HeldJob> {
+    return this.runningById;
+  }
+
+  get reporting(): ReadonlyMap<string, HeldJob> {
+    return this.reportingById;
+  }
+
+  /** Leases held: running jobs and reports not yet acknowledged. */
+  get held(): number {
+    return this.runningById.size + this.reportingById.size;
+  }
+
+  /** A newly pushed job, in state running. */
+  add(leased: LeasedJob & { job: NonNullable<LeasedJob['job']> }, defaultLeaseMs: number): HeldJob {
+    const h = new HeldJob(this, leased, defaultLeaseMs);
+    this.runningById.set(h.job.id, h);
+    this.changed();
+    return h;
+  }
+
+  /** Every lease held, once each (what hello.held and heartbeats carry). */
+  leases(): Lease[] {
+    const leases: Lease[] = [];
+    for (const h of this.runningById.values()) leases.push(h.lease());
+    for (const h of this.reportingById.values()) {
+      if (this.runningById.get(h.job.id)?.token !== h.token) leases.push(h.lease());
+    }
+    return leases;
+  }
+
+  /** The shortest lease held, in ms (Infinity when none). */
+  shortestLeaseMs(): number {
+    let ms = Infinity;
+    for (const h of this.runningById.values()) ms = Math.min(ms, h.leaseMs);
+    for (const h of this.reportingById.values()) ms = Math.min(ms, h.leaseMs);
+    return ms;
+  }
+
+  /** Called by HeldJob.to(): keeps the indexes in step with the states. */
+  moved(h: HeldJob, from: HeldJobState, to: HeldJobState): void {
+    const id = h.job.id;
+    if (from === 'running' && this.runningById.get(id) === h) this.runningById.delete(id);
+    const wasReporting = from === 'reporting' || from === 'awaitingAck';
+    const isReporting = to === 'reporting' || to === 'awaitingAck';
+    if (wasReporting && !isReporting && this.reportingById.get(id) === h) this.reportingById.delete(id);
+    if (isReporting && !wasReporting) this.reportingById.set(id, h);
+    this.changed();
+  }
+}

@@ -1,0 +1,206 @@
+import type { ServerAck, ServerWelcome, WorkerComplete, WorkerFail, WorkRequest } from '../../gen/evora/v1/worker.js';
+import { ackResultOf } from './codes.js';
+import type { HeldJob, HeldJobs, Report } from './held-job.js';
+import type { TimerSet } from './timers.js';
+import type { AckResultName, JobOutcome, WorkerLog } from './types.js';
+
+/** Resends after RETRY_LATER acks, at most (each one waits twice as long as the last). */
+export const MAX_RESENDS = 5;
+/** The wait before the first resend after a RETRY_LATER. */
+export const RESEND_BASE_MS = 200;
+/** Largest `completes` / `fails` batch by Report.bytes (servers take 4 MiB messages by default). */
+const REPORT_BATCH_MAX_BYTES = 1024 * 1024;
+
+/** What the report batcher needs of the Work stream. */
+export interface ReportStream {
+  /** A write now goes out without queuing behind a full buffer. */
+  readonly writable: boolean;
+  readonly session: ServerWelcome | null;
+  write(req: WorkRequest): boolean;
+}
+
+/**
+ * The reports of finished handlers, from the handler to the server's ack: batches them,
+ * writes them when the stream takes writes, matches acks to them by job id, and acts on
+ * each ack's code (never on its text):
+ *
+ * - accepted: the job is done.
+ * - lease_lost: the job is lost; nothing is resent. (An older server's ack without a code
+ *   reads as accepted or lease_lost from its `accepted` flag.)
+ * - retry_later: the same report is written again after 200 ms, 400 ms … while the lease
+ *   surely lasts, at most MAX_RESENDS times; past that the job is given up as lost (its
+ *   lease expires and the server retries it).
+ * - invalid: the report can never be applied; logged at error level, the job is finished
+ *   with `accepted: false` and nothing is resent.
+ *
+ * Reports that become ready in the same tick go out together on setImmediate: completes as
+ * one `completes`, fails as one `fails` (each kept under a size bound) when the welcome
+ * says the server takes them, else one message each; snoozes always one each. While the
+ * stream's buffer is full the reports wait (and so gather into larger batches).
+ *
+ * What must stay true: a report is written at most once per session unless its ack asks
+ * for a resend; a report written on a stream that ended is written again on the next
+ * session; every report ends in exactly one `settled` call.
+ */
+export class Reports {
+  /** Reports to write on the next flush, in the order they became ready. */
+  private readonly outbox = new Set<HeldJob>();
+  private flushScheduled = false;
+
+  constructor(
+    private readonly deps: {
+      stream: ReportStream;
+      jobs: HeldJobs;
+      timers: TimerSet;
+      log: WorkerLog;
+      /** The report's fate is known (the `jobFinished` event). */
+      settled: (outcome: JobOutcome) => void;
+    },
+  ) {}
+
+  /** A handler's report: the job moves from running to reporting, and the report goes out with this tick's others. */
+  submit(h: HeldJob, report: Report): void {
+    h.report = report;
+    h.to('reporting');
+    this.enqueue(h);
+  }
+
+  /** The stream ended: every report written on it and not acknowledged is written again on the next session. */
+  streamLost(): void {
+    for (const h of [...this.deps.jobs.reporting.values()]) {
+      if (h.state !== 'awaitingAck') continue;
+      h.to('reporting');
+      this.outbox.add(h);
+    }
+  }
+
+  /**
+   * Writes the waiting reports while the stream takes writes (called again when it does).
+   * `ignoreBackpressure`: write them all even into a full buffer (the last flush before
+   * the stream is half-closed).
+   */
+  flush(opts: { ignoreBackpressure?: boolean } = {}): void {
+    this.flushScheduled = false;
+    const stream = this.deps.stream;
+    if (this.outbox.size === 0 || !stream.session) return;
+    for (const m of this.messages(stream.session.acceptsBatches)) {
+      if (!stream.writable && !opts.ignoreBackpressure) return;
+      if (!stream.write(m.req)) return;
+      for (const h of m.jobs) {
+        this.outbox.delete(h);
+        h.sends++;
+        h.to('awaitingAck');
+      }
+    }
+  }
+
+  /** The server answered a report. */
+  acked(ack: ServerAck): void {
+    const h = this.deps.jobs.reporting.get(ack.jobId);
+    if (!h) {
+      this.deps.log.debug({ job_id: ack.jobId }, 'an ack for a report this worker no longer waits on');
+      return;
+    }
+    h.resendTimer = this.deps.timers.clear(h.resendTimer);
+    this.outbox.delete(h);
+    const result = ackResultOf(ack);
+    const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason };
+    switch (result) {
+      case 'accepted':
+        h.to('done');
+        return this.settle(h, result, '');
+      case 'retry_later':
+        return this.resendLater(h, ack.reason);
+      case 'lease_lost':
+        // A resend after a reconnect may meet its own earlier, already applied write.
+        if (h.sends > 1) this.deps.log.info({ ...fields, resent: true }, 'report not applied (it may have been applied before the reconnect)');
+        else this.deps.log.warn(fields, 'report not applied: the lease is lost');
+        h.to('lost');
+        return this.settle(h, result, ack.reason);
+      case 'invalid':
+        this.deps.log.error(fields, 'the server refused the report as invalid; it is not sent again');
+        h.to('done');
+        return this.settle(h, result, ack.reason);
+    }
+  }
+
+  /** RETRY_LATER: the same report again after a delay, while the bound and the lease allow. */
+  private resendLater(h: HeldJob, reason: string): void {
+    const delay = RESEND_BASE_MS * 2 ** h.writeRetries;
+    if (h.writeRetries >= MAX_RESENDS || Date.now() + delay >= h.leaseDeadline) {
+      this.deps.log.warn(
+        { job_id: h.job.id, reason, resends: h.writeRetries },
+        'the server could not apply a report and the resend bound is reached; giving the job up (its lease expires and the server retries it)',
+      );
+      h.to('lost');
+      return this.settle(h, 'retry_later', reason);
+    }
+    h.writeRetries++;
+    this.deps.log.warn({ job_id: h.job.id, reason, retry_in_ms: delay }, 'the server could not apply a report; sending it again');
+    if (h.state === 'awaitingAck') h.to('reporting');
+    h.resendTimer = this.deps.timers.after(delay, () => {
+      h.resendTimer = null;
+      if (h.state === 'reporting') this.enqueue(h);
+    });
+  }
+
+  private enqueue(h: HeldJob): void {
+    h.resendTimer = this.deps.timers.clear(h.resendTimer);
+    this.outbox.add(h);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  private settle(h: HeldJob, ackResult: AckResultName, reason: string): void {
+    const report = h.report;
+    this.deps.settled({
+      job: h.job,
+      outcome: report?.outcome ?? 'failed',
+      accepted: ackResult === 'accepted',
+      reason,
+      error: report?.error ?? null,
+      ackResult,
+    });
+  }
+
+  /** The outbox as messages: snoozes one each; completes and fails batched (if the server takes batches) under the size bound. */
+  private messages(batches: boolean): { jobs: HeldJob[]; req: WorkRequest }[] {
+    const out: { jobs: HeldJob[]; req: WorkRequest }[] = [];
+    let completes: { h: HeldJob; v: WorkerComplete }[] = [];
+    let fails: { h: HeldJob; v: WorkerFail }[] = [];
+    let completeBytes = 0;
+    let failBytes = 0;
+    const flushCompletes = () => {
+      if (completes.length === 1) out.push({ jobs: [completes[0]!.h], req: { msg: { $case: 'complete', value: completes[0]!.v } } });
+      else if (completes.length > 1) out.push({ jobs: completes.map((c) => c.h), req: { msg: { $case: 'completes', value: { completes: completes.map((c) => c.v) } } } });
+      completes = [];
+      completeBytes = 0;
+    };
+    const flushFails = () => {
+      if (fails.length === 1) out.push({ jobs: [fails[0]!.h], req: { msg: { $case: 'fail', value: fails[0]!.v } } });
+      else if (fails.length > 1) out.push({ jobs: fails.map((f) => f.h), req: { msg: { $case: 'fails', value: { fails: fails.map((f) => f.v) } } } });
+      fails = [];
+      failBytes = 0;
+    };
+    for (const h of this.outbox) {
+      const report = h.report;
+      if (!report) continue;
+      const m = report.msg;
+      if (batches && m.$case === 'complete') {
+        if (completeBytes + report.bytes > REPORT_BATCH_MAX_BYTES) flushCompletes();
+        completes.push({ h, v: m.value });
+        completeBytes += report.bytes;
+      } else if (batches && m.$case === 'fail') {
+        if (failBytes + report.bytes > REPORT_BATCH_MAX_BYTES) flushFails();
+        fails.push({ h, v: m.value });
+        failBytes += report.bytes;
+      } else {
+        out.push({ jobs: [h], req: { msg: m } });
+      }
+    }
+    flushCompletes();
+    flushFails();
+    return out;
+  }
+}

@@ -1,0 +1,258 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { AckResult, CancelReason, DrainReason, LeaseLostReason, type ServerAck } from '../../src/gen/evora/v1/worker.js';
+import { EvoraWorker, JobAbortedError, type JobOutcome, type WorkerEvents } from '../../src/sdk/index.js';
+import { waitFor } from '../helpers/wait.js';
+import { fakeWorkServer, leasedJob, reportsIn } from './fake-work-server.js';
+
+/**
+ * The worker acts on the codes of the Work stream, never on its text: each ack's result,
+ * and the codes of lease-lost, cancel and drain messages. A scripted server says what a
+ * real one rarely does; every `reason` text here is written to mislead a worker that
+ * reads it (old SDKs retried a write whose reason matched /retry/i).
+ */
+
+let cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+async function setup(opts: { acceptsBatches?: boolean } = {}) {
+  const server = await fakeWorkServer({ acceptsBatches: opts.acceptsBatches ?? true });
+  cleanup.push(() => server.stop());
+  const logged: { level: string; obj: object; msg: string }[] = [];
+  const logAt = (level: string) => (obj: object, msg: string) => logged.push({ level, obj, msg });
+  const worker = new EvoraWorker({
+    address: server.address,
+    queues: ['q'],
+    slots: 10,
+    workerId: 'w',
+    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
+    logger: { debug: logAt('debug'), info: logAt('info'), warn: logAt('warn'), error: logAt('error') },
+  });
+  cleanup.push(() => worker.stop({ timeoutMs: 0, graceMs: 0 }));
+  const finished: JobOutcome[] = [];
+  worker.on('jobFinished', (o) => finished.push(o));
+  const aborted: WorkerEvents['jobAborted'][0][] = [];
+  worker.on('jobAborted', (e) => aborted.push(e));
+  /** The reports sent about one job, in order. */
+  const reportsOf = (jobId: string) => reportsIn(server.received).filter((r) => r.value.jobId === jobId);
+  const ack = (jobId: string, result: AckResult, fields: Partial<ServerAck> = {}) =>
+    server.send({ msg: { $case: 'ack', value: { jobId, accepted: result === AckResult.ACK_RESULT_ACCEPTED, reason: '', result, ...fields } } });
+  return { server, worker, finished, aborted, logged, reportsOf, ack };
+}
+
+describe('EvoraWorker and ack results', () => {
+  it('RETRY_LATER: the same report goes out again after a short delay, and the next ack settles it', async () => {
+    const { server, worker, finished, reportsOf, ack } = await setup();
+    worker.handle<{ i: number }>('noop', (job) => ({ i: job.payload.i }));
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+
+    ack('job-0', AckResult.ACK_RESULT_RETRY_LATER, { reason: 'database unavailable' });
+    await waitFor(() => reportsOf('job-0').length === 2, { what: 'the resend' });
+    const [first, again] = reportsOf('job-0');
+    expect(again).toEqual(first);
+    expect(again).toEqual({ kind: 'complete', value: { jobId: 'job-0', leaseToken: 'token-0', result: { i: 0 } } });
+    // Held meanwhile: the slot and the lease stay the worker's until the report is settled.
+    expect(finished).toEqual([]);
+    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({ job: { id: 'job-0' }, outcome: 'completed', accepted: true, ackResult: 'accepted' });
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+  });
+
+  it('RETRY_LATER is bounded by the lease: past it the job is given up (lost), not resent forever', async () => {
+    const { server, worker, finished, reportsOf, ack } = await setup();
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    // A one-second lease this fake never renews (it does not answer heartbeats).
+    server.send({ msg: { $case: 'job', value: leasedJob(0, 'noop', 1_000) } });
+    let answered = 0;
+    await waitFor(
+      () => {
+        // Every report of job-0 is answered RETRY_LATER.
+        const sent = reportsOf('job-0').length;
+        while (answered < sent) {
+          answered++;
+          ack('job-0', AckResult.ACK_RESULT_RETRY_LATER);
+        }
+        return finished.length === 1;
+      },
+      { what: 'the worker to give the job up' },
+    );
+    expect(finished[0]).toMatchObject({ job: { id: 'job-0' }, outcome: 'completed', accepted: false, ackResult: 'retry_later' });
+    expect(reportsOf('job-0').length).toBeGreaterThanOrEqual(2);
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+  });
+
+  it('INVALID: logged as an error, finished with accepted false, and never sent again', async () => {
+    const { server, worker, finished, logged, reportsOf, ack } = await setup();
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+
+    ack('job-0', AckResult.ACK_RESULT_INVALID, { reason: 'lease_token is not a UUID; retry with a valid one' });
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({
+      job: { id: 'job-0' },
+      outcome: 'completed',
+      accepted: false,
+      ackResult: 'invalid',
+      reason: 'lease_token is not a UUID; retry with a valid one',
+    });
+    // Not held any more: nothing is waiting to be resent.
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+    expect(logged.filter((l) => l.level === 'error')).toEqual([
+      expect.objectContaining({ obj: expect.objectContaining({ job_id: 'job-0', ack: 'invalid' }) }),
+    ]);
+
+    // A later job's report goes out and is settled; job-0's never again.
+    server.send({ msg: { $case: 'job', value: leasedJob(1) } });
+    await waitFor(() => reportsOf('job-1').length === 1, { what: 'the next report' });
+    ack('job-1', AckResult.ACK_RESULT_ACCEPTED);
+    await waitFor(() => finished.length === 2, { what: 'the next job to finish' });
+    expect(reportsOf('job-0')).toHaveLength(1);
+  });
+
+  it("an older server's ack without a result: accepted true is accepted, false is a lost lease (not resent, whatever its text)", async () => {
+    const { server, worker, finished, ack } = await setup({ acceptsBatches: false });
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    server.send({ msg: { $case: 'job', value: leasedJob(1) } });
+    await waitFor(() => worker.stats().awaitingAck === 2 && server.received.length === 2, { what: 'both reports' });
+
+    ack('job-0', AckResult.ACK_RESULT_UNSPECIFIED, { accepted: true });
+    ack('job-1', AckResult.ACK_RESULT_UNSPECIFIED, { accepted: false, reason: 'internal error; retry the write' });
+    await waitFor(() => finished.length === 2, { what: 'both jobs to finish' });
+    expect(finished.map((o) => [o.job.id, o.accepted, o.ackResult])).toEqual([
+      ['job-0', true, 'accepted'],
+      ['job-1', false, 'lease_lost'],
+    ]);
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+  });
+
+  it('LEASE_LOST: the job is dropped, whatever the text says', async () => {
+    const { server, worker, finished, reportsOf, ack } = await setup();
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+    ack('job-0', AckResult.ACK_RESULT_LEASE_LOST, { reason: 'please retry later' });
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({ accepted: false, ackResult: 'lease_lost', reason: 'please retry later' });
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+  });
+});
+
+describe('EvoraWorker and the codes of lease_lost, cancel and drain', () => {
+  it('lease_lost aborts the handler with cause lease_lost (any code), and nothing is reported about the job', async () => {
+    const { server, worker, finished, aborted, reportsOf } = await setup();
+    const seen: { id: string; kind: string; message: string }[] = [];
+    worker.handle('wait', async (job, ctx) => {
+      await new Promise<void>((resolve) =>
+        ctx.signal.addEventListener('abort', () => {
+          const reason = ctx.signal.reason as JobAbortedError;
+          seen.push({ id: job.id, kind: reason.kind, message: reason.message });
+          resolve();
+        }),
+      );
+      return { stale: true };
+    });
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    server.send({ msg: { $case: 'jobs', value: { jobs: [leasedJob(0, 'wait'), leasedJob(1, 'wait')] } } });
+    await waitFor(() => worker.stats().running === 2, { what: 'both handlers running' });
+
+    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-0', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: 'cancelled by an operator' } } });
+    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-1', code: LeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT, reason: '' } } });
+    await waitFor(() => finished.length === 2, { what: 'both handlers to end' });
+    expect(seen.map((s) => [s.id, s.kind])).toEqual([
+      ['job-0', 'lease_lost'],
+      ['job-1', 'lease_lost'],
+    ]);
+    // The message is the SDK's own words for the code, not the server's text.
+    expect(seen[0]!.message).toMatch(/expired/);
+    expect(seen[1]!.message).toMatch(/reconnected/);
+    expect(aborted.map((a) => a.kind)).toEqual(['lease_lost', 'lease_lost']);
+    expect(finished.map((o) => [o.job.id, o.outcome, o.accepted, o.ackResult])).toEqual([
+      ['job-0', 'lost', false, null],
+      ['job-1', 'lost', false, null],
+    ]);
+    expect(worker.stats()).toMatchObject({ running: 0, held: 0 });
+
+    // A later report goes out; none ever about the lost jobs.
+    server.send({ msg: { $case: 'job', value: leasedJob(2) } });
+    await waitFor(() => reportsOf('job-2').length === 1, { what: 'the next report' });
+    expect(reportsOf('job-0')).toEqual([]);
+    expect(reportsOf('job-1')).toEqual([]);
+  });
+
+  it('cancel aborts the handler with cause cancelled, with the operator code or none (an older server); the failure is non-retryable', async () => {
+    const { server, worker, aborted, reportsOf } = await setup();
+    worker.handle('wait', async (_job, ctx) => {
+      await new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
+    });
+    await worker.start();
+    server.send({ msg: { $case: 'jobs', value: { jobs: [leasedJob(0, 'wait'), leasedJob(1, 'wait')] } } });
+    await waitFor(() => worker.stats().running === 2, { what: 'both handlers running' });
+    server.send({ msg: { $case: 'cancel', value: { jobId: 'job-0', code: CancelReason.CANCEL_REASON_OPERATOR } } });
+    server.send({ msg: { $case: 'cancel', value: { jobId: 'job-1', code: CancelReason.CANCEL_REASON_UNSPECIFIED } } });
+    await waitFor(() => reportsOf('job-0').length === 1 && reportsOf('job-1').length === 1, { what: 'both reports' });
+    expect(aborted.map((a) => [a.job.id, a.kind])).toEqual([
+      ['job-0', 'cancelled'],
+      ['job-1', 'cancelled'],
+    ]);
+    for (const id of ['job-0', 'job-1']) {
+      expect(reportsOf(id)[0]).toMatchObject({ kind: 'fail', value: { nonRetryable: true, error: 'an operator cancelled the job' } });
+    }
+  });
+
+  it('drain: answered with drain, the `drain` event carries the code; the next stream takes work again', async () => {
+    const { server, worker } = await setup();
+    worker.handle('noop', () => undefined);
+    const drains: WorkerEvents['drain'][0][] = [];
+    worker.on('drain', (d) => drains.push(d));
+    await worker.start();
+
+    server.send({ msg: { $case: 'drain', value: { code: DrainReason.DRAIN_REASON_SERVER_SHUTDOWN, reason: '' } } });
+    await waitFor(() => drains.length === 1, { what: 'the drain event' });
+    expect(drains[0]).toEqual({ code: 'server_shutdown', reason: '' });
+    await waitFor(() => server.received.some((r) => r.msg?.$case === 'drain'), { what: 'the drain answer' });
+    expect(worker.stats()).toMatchObject({ connected: true, draining: true });
+
+    // The server goes away; the worker reconnects and takes work again.
+    server.endStream();
+    await waitFor(() => server.hellos.length === 2 && worker.stats().connected, { what: 'the reconnect' });
+    expect(worker.stats()).toMatchObject({ draining: false, reconnects: 1 });
+
+    // A server without codes: the cause is 'unspecified'.
+    server.send({ msg: { $case: 'drain', value: { code: DrainReason.DRAIN_REASON_UNSPECIFIED, reason: 'server shutting down' } } });
+    await waitFor(() => drains.length === 2, { what: 'the second drain event' });
+    expect(drains[1]).toEqual({ code: 'unspecified', reason: 'server shutting down' });
+  });
+});
+
+describe('EvoraWorker across a stream break (scripted)', () => {
+  it('a report written on a stream that ended is written again on the next session, whose hello names the lease', async () => {
+    const { server, worker, finished, reportsOf, ack } = await setup();
+    worker.handle('noop', () => ({ ok: true }));
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+
+    // The stream ends before the ack.
+    server.endStream();
+    await waitFor(() => server.hellos.length === 2 && reportsOf('job-0').length === 2, { what: 'the report on the new stream' });
+    expect(server.hellos[1]!.held).toEqual([{ jobId: 'job-0', leaseToken: 'token-0' }]);
+    expect(reportsOf('job-0')[1]).toEqual(reportsOf('job-0')[0]);
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({ accepted: true, ackResult: 'accepted' });
+    expect(worker.stats()).toMatchObject({ held: 0, reconnects: 1 });
+  });
+});

@@ -2,77 +2,35 @@
 //
 // It opens a WorkerService.Work stream, says hello (worker id, queue, slots), runs the
 // jobs the server pushes (type "resize", see resize.go) up to -slots at a time, sends a
-// heartbeat for the leases it holds every heartbeat_interval_seconds the server gave in
-// its welcome, reports each job with complete or fail, and waits for the server's ack.
+// heartbeat for the leases it holds every heartbeat_interval_ms the server gave in its
+// welcome, reports each job with complete or fail, and waits for the server's ack.
+// It acts on the protocol's codes, never on their text: the ack's result (reports.go),
+// and the lease_lost, cancel and drain messages (handle, below).
 // When the stream breaks it reconnects with backoff and finishes the jobs it holds with
 // their lease tokens. SIGTERM or SIGINT drains: no new jobs, finish the running ones,
 // then exit 0 (a second signal exits at once).
+//
+// The files: main.go the session and its event loop, jobs.go running jobs and turning
+// their outcomes into reports, reports.go the acks, config.go the flags, resize.go the job.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
-
-type config struct {
-	address      string
-	queue        string
-	workerID     string
-	slots        int
-	maxJobs      int
-	idleExit     time.Duration
-	drainTimeout time.Duration
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	if v := os.Getenv(name); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-	}
-	return def
-}
-
-func parseFlags() config {
-	host, _ := os.Hostname()
-	var c config
-	flag.StringVar(&c.address, "address", env("EVORA_ADDRESS", "127.0.0.1:50051"), "Evora server host:port (env EVORA_ADDRESS)")
-	flag.StringVar(&c.queue, "queue", env("EVORA_QUEUE", "images"), "queue to take jobs from (env EVORA_QUEUE)")
-	flag.StringVar(&c.workerID, "worker-id", env("EVORA_WORKER_ID", fmt.Sprintf("go-%s-%d", host, os.Getpid())), "worker id recorded on jobs (env EVORA_WORKER_ID)")
-	flag.IntVar(&c.slots, "slots", envInt("EVORA_SLOTS", 4), "jobs run at once (env EVORA_SLOTS)")
-	flag.IntVar(&c.maxJobs, "max-jobs", 0, "drain and exit after this many reports (complete or fail) were acknowledged; 0 = never")
-	flag.DurationVar(&c.idleExit, "idle-exit", 0, "drain and exit after this long with no job; 0 = never")
-	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on drain, how long to wait for running jobs before exiting anyway")
-	flag.Parse()
-	if c.slots < 1 {
-		fmt.Fprintln(os.Stderr, "go-worker: -slots must be at least 1")
-		os.Exit(2)
-	}
-	return c
-}
 
 func main() {
 	cfg := parseFlags()
@@ -90,32 +48,12 @@ func main() {
 	os.Exit(w.run(sigs))
 }
 
-// jobInfo is what a handler sees of a leased job.
-type jobInfo struct {
-	id       string
-	attempt  int32
-	payload  *structpb.Struct
-	workerID string
-}
-
-// task is a job the worker is running.
-type task struct {
-	id, token string
-	cancel    context.CancelCauseFunc
-	lost      bool // the server took the lease away: never report this job
-}
-
-// outcome is a finished handler.
-type outcome struct {
-	t      *task
-	result map[string]any
-	err    error
-}
-
 // report is a complete or fail message waiting for its ack.
 type report struct {
-	req   *evorav1.WorkRequest
-	tries int
+	req      *evorav1.WorkRequest
+	tries    int       // times sent
+	leaseEnd time.Time // when the job's lease ends (it is not heartbeated once reported)
+	resendAt time.Time // set after ACK_RESULT_RETRY_LATER: when to send it again
 }
 
 // session is one Work stream.
@@ -126,10 +64,13 @@ type session struct {
 	err      error                      // why it ended (read after msgs is closed)
 	fenced   bool                       // a heartbeat ack arrived after our drain: no more jobs will come
 	fenceSet bool                       // we sent drain + a fencing heartbeat on this stream
+	drain    *evorav1.ServerDrain       // the server's drain, once it asked for one
 }
 
 var (
-	errCancelled = errors.New("cancelled by an operator")
+	// errCancelled is permanent: a cancelled job is failed as non-retryable (it becomes
+	// CANCELLED whatever the report says, and non_retryable keeps it so).
+	errCancelled = permanent("cancelled by an operator")
 	errLeaseLost = errors.New("lease lost")
 	errShutdown  = errors.New("worker shutting down")
 )
@@ -138,8 +79,12 @@ type worker struct {
 	cfg     config
 	client  evorav1.WorkerServiceClient
 	log     *slog.Logger
-	running map[string]*task   // by job id
-	pending map[string]*report // reports sent (or to send) and not yet acknowledged, by job id
+	running map[string]*task // by job id
+	// Reports sent (or to send) and not yet acknowledged, by job id, oldest first: an ack
+	// names only the job, and a job leased again (after a fail) may have the report of its
+	// earlier lease still unacknowledged; the acks about one job come in the order its
+	// reports were sent.
+	pending map[string][]*report
 	done    chan outcome
 	acked   int // reports acknowledged
 	stop    bool
@@ -150,7 +95,7 @@ type worker struct {
 func newWorker(cfg config, client evorav1.WorkerServiceClient, log *slog.Logger) *worker {
 	return &worker{
 		cfg: cfg, client: client, log: log,
-		running: map[string]*task{}, pending: map[string]*report{},
+		running: map[string]*task{}, pending: map[string][]*report{},
 		done: make(chan outcome, cfg.slots), idle: time.Now(),
 	}
 }
@@ -199,8 +144,10 @@ func (w *worker) connect() (*session, time.Duration, error) {
 			hello.Held = append(hello.Held, &evorav1.Lease{JobId: t.id, LeaseToken: t.token})
 		}
 	}
-	for id, r := range w.pending {
-		hello.Held = append(hello.Held, &evorav1.Lease{JobId: id, LeaseToken: leaseToken(r.req)})
+	for id, rs := range w.pending {
+		for _, r := range rs {
+			hello.Held = append(hello.Held, &evorav1.Lease{JobId: id, LeaseToken: leaseToken(r.req)})
+		}
 	}
 	if err := stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Hello{Hello: hello}}); err != nil {
 		cancel()
@@ -216,7 +163,10 @@ func (w *worker) connect() (*session, time.Duration, error) {
 		cancel()
 		return nil, 0, fmt.Errorf("expected welcome, got %T", first.GetMsg())
 	}
-	hbEvery := time.Duration(max(1, welcome.GetHeartbeatIntervalSeconds())) * time.Second
+	hbEvery := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
+	if hbEvery <= 0 { // a server that predates heartbeat_interval_ms
+		hbEvery = time.Duration(max(1, welcome.GetHeartbeatIntervalSeconds())) * time.Second
+	}
 	w.log.Info("session opened", "session_id", welcome.GetSessionId(), "queue", w.cfg.queue, "slots", w.cfg.slots,
 		"lease_seconds", welcome.GetLeaseSeconds(), "heartbeat_every", hbEvery, "held", len(hello.Held))
 
@@ -237,9 +187,10 @@ func (w *worker) connect() (*session, time.Duration, error) {
 			}
 		}
 	}()
-	for _, r := range w.pending {
-		r.tries++
-		_ = stream.Send(r.req) // a failed send shows up as the stream ending
+	for _, rs := range w.pending {
+		for _, r := range rs {
+			w.send(s, r)
+		}
 	}
 	return s, hbEvery, nil
 }
@@ -260,7 +211,9 @@ func (w *worker) serve(s *session, hbEvery time.Duration, sigs <-chan os.Signal)
 				if w.stop && w.finished() {
 					return 0, true
 				}
-				if errors.Is(s.err, io.EOF) {
+				if s.drain != nil {
+					w.log.Info("server drained the stream; reconnecting", "code", s.drain.GetCode(), "held", len(w.running)+len(w.pending))
+				} else if errors.Is(s.err, io.EOF) {
 					w.log.Warn("server closed the stream; reconnecting", "held", len(w.running)+len(w.pending))
 				} else {
 					w.log.Warn("stream broke; reconnecting", "err", s.err, "held", len(w.running)+len(w.pending))
@@ -281,6 +234,7 @@ func (w *worker) serve(s *session, hbEvery time.Duration, sigs <-chan os.Signal)
 			w.beginStop(s)
 		case <-tick.C:
 		}
+		w.resendDue(s)
 
 		if !w.stop && w.cfg.idleExit > 0 && len(w.running) == 0 && len(w.pending) == 0 && time.Since(w.idle) >= w.cfg.idleExit {
 			w.log.Info("idle; draining", "idle_for", w.cfg.idleExit)
@@ -346,37 +300,20 @@ func (w *worker) handle(s *session, m *evorav1.WorkResponse) {
 	case *evorav1.WorkResponse_Job:
 		w.start(s, msg.Job)
 	case *evorav1.WorkResponse_Ack:
-		a := msg.Ack
-		r, ok := w.pending[a.GetJobId()]
-		if !ok {
-			return
-		}
-		if !a.GetAccepted() && a.GetReason() == "internal error; retry the write" && r.tries < 3 {
-			r.tries++
-			w.log.Warn("report not stored; sending it again", "job_id", a.GetJobId())
-			_ = s.stream.Send(r.req)
-			return
-		}
-		delete(w.pending, a.GetJobId())
-		w.acked++
-		if a.GetAccepted() {
-			w.log.Info("report acknowledged", "job_id", a.GetJobId())
-		} else {
-			w.log.Warn("report rejected", "job_id", a.GetJobId(), "reason", a.GetReason())
-		}
-		w.markIdle()
-		if !w.stop && w.cfg.maxJobs > 0 && w.acked >= w.cfg.maxJobs {
-			w.log.Info("reached -max-jobs; draining", "max_jobs", w.cfg.maxJobs)
-			w.beginStop(s)
-		}
+		w.onAck(s, msg.Ack)
 	case *evorav1.WorkResponse_Cancel:
+		// Every code (CANCEL_REASON_OPERATOR, or none from an old server) means the same:
+		// stop the job and report it; it fails as non-retryable and becomes CANCELLED.
 		if t, ok := w.running[msg.Cancel.GetJobId()]; ok {
-			w.log.Info("job cancelled by an operator", "job_id", t.id)
+			w.log.Info("job cancelled; stopping it", "job_id", t.id, "code", msg.Cancel.GetCode())
 			t.cancel(errCancelled)
 		}
 	case *evorav1.WorkResponse_LeaseLost:
+		// Every code (EXPIRED, NOT_HELD_ON_RECONNECT, or none from an old server) means the
+		// job is no longer ours: stop it and report nothing. A job whose report is already
+		// on its way is settled by that report's ack instead.
 		if t, ok := w.running[msg.LeaseLost.GetJobId()]; ok {
-			w.log.Warn("lease lost; abandoning the job", "job_id", t.id, "reason", msg.LeaseLost.GetReason())
+			w.log.Warn("lease lost; stopping the job without a report", "job_id", t.id, "code", msg.LeaseLost.GetCode())
 			t.lost = true
 			t.cancel(errLeaseLost)
 		}
@@ -385,83 +322,22 @@ func (w *worker) handle(s *session, m *evorav1.WorkResponse) {
 			s.fenced = true
 		}
 		for _, l := range msg.HeartbeatAck.GetLeases() {
-			if t, ok := w.running[l.GetJobId()]; ok && l.GetCancelRequested() {
+			t, ok := w.running[l.GetJobId()]
+			if !ok || l.GetLeaseToken() != t.token {
+				continue
+			}
+			t.leaseEnd = l.GetLeaseExpiresAt().AsTime()
+			if l.GetCancelRequested() {
 				t.cancel(errCancelled)
 			}
 		}
 	case *evorav1.WorkResponse_Drain:
-		// The server is shutting down: it sends nothing new; we finish what we hold and
-		// reconnect (to this server once it is back, or another one) when it closes.
-		w.log.Info("server asked to drain", "reason", msg.Drain.GetReason(), "running", len(w.running))
+		// Every code (DRAIN_REASON_SERVER_SHUTDOWN, or none from an old server) means: no new
+		// jobs on this stream; finish and report the jobs held, and reconnect (to this server
+		// once it is back, or another one) when the server ends the stream.
+		s.drain = msg.Drain
+		w.log.Info("server asked to drain; finishing the jobs held", "code", msg.Drain.GetCode(), "running", len(w.running))
 	}
-}
-
-// start runs a leased job in its own goroutine.
-func (w *worker) start(s *session, lj *evorav1.LeasedJob) {
-	j := lj.GetJob()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &task{id: j.GetId(), token: lj.GetLeaseToken(), cancel: cancel}
-	w.running[t.id] = t
-	w.log.Info("job received", "job_id", t.id, "type", j.GetType(), "attempt", j.GetAttempt())
-	info := jobInfo{id: t.id, attempt: j.GetAttempt(), payload: j.GetPayload(), workerID: w.cfg.workerID}
-	jobType := j.GetType()
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				w.done <- outcome{t: t, err: retryable("handler panicked: %v", p)}
-			}
-		}()
-		if jobType != JobType {
-			w.done <- outcome{t: t, err: permanent("this worker runs only %q jobs, not %q", JobType, jobType)}
-			return
-		}
-		res, err := resize(ctx, info)
-		w.done <- outcome{t: t, result: res, err: err}
-	}()
-}
-
-// finish turns a handler's outcome into a complete or fail report.
-func (w *worker) finish(s *session, o outcome) {
-	t := o.t
-	delete(w.running, t.id)
-	t.cancel(nil)
-	defer w.markIdle()
-	if t.lost {
-		return
-	}
-	var req *evorav1.WorkRequest
-	if o.err == nil {
-		result, err := structpb.NewStruct(o.result)
-		if err != nil {
-			o.err = permanent("result is not JSON: %v", err)
-		} else {
-			req = &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Complete{Complete: &evorav1.WorkerComplete{
-				JobId: t.id, LeaseToken: t.token, Result: result,
-			}}}
-			w.log.Info("job done", "job_id", t.id)
-		}
-	}
-	if o.err != nil {
-		var je *jobError
-		nonRetryable := errors.As(o.err, &je) && !je.retryable
-		req = &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Fail{Fail: &evorav1.WorkerFail{
-			JobId: t.id, LeaseToken: t.token, Error: o.err.Error(), NonRetryable: nonRetryable,
-		}}}
-		w.log.Info("job failed", "job_id", t.id, "err", o.err, "retryable", !nonRetryable)
-	}
-	w.pending[t.id] = &report{req: req, tries: 1}
-	_ = s.stream.Send(req) // on error the stream's end reconnects, and the report is sent again
-}
-
-// heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).
-func (w *worker) heartbeat(s *session) {
-	hb := &evorav1.WorkerHeartbeat{}
-	for _, t := range w.running {
-		if !t.lost {
-			hb.Leases = append(hb.Leases, &evorav1.Lease{JobId: t.id, LeaseToken: t.token})
-		}
-	}
-	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}})
 }
 
 func (w *worker) markIdle() {
@@ -487,11 +363,4 @@ func (w *worker) sleep(d time.Duration, sigs <-chan os.Signal) (int, bool) {
 		w.stopAt = time.Now()
 		return 0, false
 	}
-}
-
-func leaseToken(req *evorav1.WorkRequest) string {
-	if c := req.GetComplete(); c != nil {
-		return c.GetLeaseToken()
-	}
-	return req.GetFail().GetLeaseToken()
 }

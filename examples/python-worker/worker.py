@@ -3,31 +3,37 @@
 
 It opens a WorkerService.Work stream, says hello (worker id, queue, slots), runs the jobs
 the server pushes (type "resize", see resize.py) up to --slots at a time in a thread pool,
-sends a heartbeat for the leases it holds every heartbeat_interval_seconds the server gave
-in its welcome, reports each job with complete or fail, and waits for the server's ack.
+sends a heartbeat for the leases it holds every heartbeat_interval_ms the server gave in
+its welcome, reports each job with complete or fail, and waits for the server's ack. It acts
+on the protocol's codes, never on their text: the ack's result (see reports.py) and the
+lease_lost, cancel and drain messages (Worker.handle).
 When the stream breaks it reconnects with backoff and finishes the jobs it holds with their
 lease tokens. SIGTERM or SIGINT drains: no new jobs, finish the running ones, then exit 0
 (a second signal exits at once).
 
 Usage: python worker.py --address 127.0.0.1:50051 --queue images [--slots 4]
+
+Worker is the one event loop that owns every piece of the worker's state, so it stays whole
+in this file (over 400 lines) where each change of state can be read in one place; what
+needs no state lives beside it: options.py, session.py (the stream), reports.py (the
+decisions taken from codes), resize.py (the job).
 """
 
 from __future__ import annotations
 
 import argparse
+import enum
 import logging
 import os
 import queue
 import random
-import re
 import signal
-import socket
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "gen"))  # the generated stubs import `evora.v1.*`
@@ -38,98 +44,45 @@ from google.protobuf import json_format, struct_pb2  # noqa: E402
 
 from evora.v1 import worker_pb2 as pb  # noqa: E402
 from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
-from resize import JOB_TYPE, JobError, JobInfo, Stopped, resize  # noqa: E402
+from options import parse_args  # noqa: E402
+from reports import ack_result, code_name, epoch, resend_delay, token_of  # noqa: E402
+from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
+from session import Session, describe  # noqa: E402
 
 log = logging.getLogger("python-worker")
 
-INTERNAL_RETRY = "internal error; retry the write"
 
+class Stop(enum.Enum):
+    """Why the worker stops a running job; the value is what the handler's Stopped says."""
 
-def duration(text: str) -> float:
-    """Seconds from "5", "2.5s", "500ms" or "1m"."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r}")
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[m.group(2)]
-
-
-def parse_args() -> argparse.Namespace:
-    env = os.environ.get
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--address", default=env("EVORA_ADDRESS", "127.0.0.1:50051"), help="server host:port (env EVORA_ADDRESS)")
-    ap.add_argument("--queue", default=env("EVORA_QUEUE", "images"), help="queue to take jobs from (env EVORA_QUEUE)")
-    ap.add_argument("--worker-id", default=env("EVORA_WORKER_ID", f"py-{socket.gethostname()}-{os.getpid()}"),
-                    help="worker id recorded on jobs (env EVORA_WORKER_ID)")
-    ap.add_argument("--slots", type=int, default=int(env("EVORA_SLOTS", "4")), help="jobs run at once (env EVORA_SLOTS)")
-    ap.add_argument("--max-jobs", type=int, default=0,
-                    help="drain and exit after this many reports (complete or fail) were acknowledged; 0 = never")
-    ap.add_argument("--idle-exit", type=duration, default=0.0, help="drain and exit after this long with no job (e.g. 5s); 0 = never")
-    ap.add_argument("--drain-timeout", type=duration, default=30.0, help="on drain, how long to wait for running jobs")
-    args = ap.parse_args()
-    if args.slots < 1:
-        ap.error("--slots must be at least 1")
-    return args
+    CANCELLED = "cancelled by an operator"
+    LEASE_LOST = "lease lost"
+    SHUTDOWN = "worker shutting down"
 
 
 @dataclass
 class Task:
     id: str
     token: str
+    lease_end: float  # when the lease ends (server clock, epoch seconds), as last heard
     stop: threading.Event = field(default_factory=threading.Event)
     stop_reason: list[str] = field(default_factory=list)
+    stopped_by: Stop | None = None  # the first reason it was stopped
     lost: bool = False  # the server took the lease away: never report this job
 
-    def cancel(self, reason: str) -> None:
-        if not self.stop.is_set():
-            self.stop_reason.append(reason)
+    def cancel(self, why: Stop) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = why
+            self.stop_reason.append(why.value)
             self.stop.set()
 
 
 @dataclass
 class Report:
     req: pb.WorkRequest
-    tries: int = 1
-
-
-class Session:
-    """One Work stream: an outgoing queue feeding the request iterator, and a reader thread
-    that forwards every server message (and the stream's end) to the worker's event queue."""
-
-    _END = object()
-
-    def __init__(self, stub: pb_grpc.WorkerServiceStub, events: queue.Queue, sid: int):
-        self.sid = sid
-        self.out: queue.Queue = queue.Queue()
-        self.fence_set = False  # we sent drain + a fencing heartbeat
-        self.fenced = False  # ... and its ack arrived: no more jobs will come
-        self.ended = False
-        self.call = stub.Work(self._requests())
-        threading.Thread(target=self._read, args=(events,), daemon=True).start()
-
-    def _requests(self) -> Iterator[pb.WorkRequest]:
-        while True:
-            item = self.out.get()
-            if item is Session._END:
-                return
-            yield item
-
-    def _read(self, events: queue.Queue) -> None:
-        try:
-            for msg in self.call:
-                events.put(("msg", self.sid, msg))
-            events.put(("end", self.sid, None))
-        except grpc.RpcError as err:
-            events.put(("end", self.sid, err))
-
-    def send(self, req: pb.WorkRequest) -> None:
-        self.out.put(req)
-
-    def close_send(self) -> None:
-        self.out.put(Session._END)
-
-    def cancel(self) -> None:
-        self.close_send()
-        self.call.cancel()
+    lease_end: float  # when the job's lease ends (it is not heartbeated once reported)
+    tries: int = 0  # times sent
+    resend_at: float | None = None  # set after ACK_RESULT_RETRY_LATER: when to send it again (monotonic)
 
 
 class Worker:
@@ -140,7 +93,11 @@ class Worker:
         self.pool = ThreadPoolExecutor(max_workers=args.slots, thread_name_prefix="job")
         self.events: queue.Queue = queue.Queue()
         self.running: dict[str, Task] = {}
-        self.pending: dict[str, Report] = {}  # reports sent (or to send) and not yet acknowledged
+        # Reports sent (or to send) and not yet acknowledged, by job id, oldest first: an ack
+        # names only the job, and a job leased again (after a fail) may have the report of its
+        # earlier lease still unacknowledged; the acks about one job come in the order its
+        # reports were sent.
+        self.pending: dict[str, list[Report]] = {}
         self.acked = 0
         self.stopping = False
         self.stop_at = 0.0
@@ -181,7 +138,7 @@ class Worker:
         self.sid += 1
         s = Session(self.stub, self.events, self.sid)
         held = [pb.Lease(job_id=t.id, lease_token=t.token) for t in self.running.values() if not t.lost]
-        held += [pb.Lease(job_id=job_id, lease_token=token_of(r.req)) for job_id, r in self.pending.items()]
+        held += [pb.Lease(job_id=job_id, lease_token=token_of(r.req)) for job_id, rs in self.pending.items() for r in rs]
         s.send(pb.WorkRequest(hello=pb.WorkerHello(
             worker_id=self.args.worker_id, queues=[self.args.queue], slots=self.args.slots, held=held)))
         deadline = time.monotonic() + 30
@@ -206,13 +163,14 @@ class Worker:
                 s.cancel()
                 return None
             w = value.welcome
-            hb_every = float(max(1, w.heartbeat_interval_seconds))
-            log.info("session opened session_id=%s queue=%s slots=%d lease_seconds=%d heartbeat_every=%.0fs held=%d",
+            # heartbeat_interval_ms is unset (0) only from a server that predates it.
+            hb_every = w.heartbeat_interval_ms / 1000 or float(max(1, w.heartbeat_interval_seconds))
+            log.info("session opened session_id=%s queue=%s slots=%d lease_seconds=%d heartbeat_every=%.3fs held=%d",
                      w.session_id, self.args.queue, self.args.slots, w.lease_seconds, hb_every, len(held))
             self.session = s
-            for r in self.pending.values():
-                r.tries += 1
-                s.send(r.req)
+            for rs in self.pending.values():
+                for r in rs:
+                    self.send(s, r)
             return hb_every
 
     def serve(self, hb_every: float) -> int | None:
@@ -234,12 +192,17 @@ class Worker:
                 s.close_send()
                 if self.stopping and self.finished():
                     return 0
-                log.warning("stream ended (%s); reconnecting (held=%d)", describe(value), len(self.running) + len(self.pending))
+                if s.drain is not None:
+                    log.info("server drained the stream (code=%s); reconnecting (held=%d)",
+                             code_name(pb.DrainReason, s.drain.code), len(self.running) + len(self.pending))
+                else:
+                    log.warning("stream ended (%s); reconnecting (held=%d)", describe(value), len(self.running) + len(self.pending))
                 return None
             elif kind == "done":
                 self.finish(s, value)
 
             now = time.monotonic()
+            self.resend_due(s, now)
             if now >= next_hb:
                 self.heartbeat(s)
                 next_hb = now + hb_every
@@ -265,7 +228,7 @@ class Worker:
                     return 0
                 if now > self.stop_at + self.args.drain_timeout:
                     for t in self.running.values():
-                        t.cancel("worker shutting down")
+                        t.cancel(Stop.SHUTDOWN)
                     log.error("drain timed out; exiting with jobs held (running=%d unacked=%d); "
                               "their leases will expire and they will be retried", len(self.running), len(self.pending))
                     s.cancel()
@@ -327,51 +290,100 @@ class Worker:
         if kind == "job":
             self.start(msg.job)
         elif kind == "ack":
-            a = msg.ack
-            r = self.pending.get(a.job_id)
-            if r is None:
-                return
-            if not a.accepted and a.reason == INTERNAL_RETRY and r.tries < 3:
-                r.tries += 1
-                log.warning("report not stored; sending it again job_id=%s", a.job_id)
-                s.send(r.req)
-                return
-            del self.pending[a.job_id]
-            self.acked += 1
-            if a.accepted:
-                log.info("report acknowledged job_id=%s", a.job_id)
-            else:
-                log.warning("report rejected job_id=%s reason=%s", a.job_id, a.reason)
-            self.mark_idle()
-            if not self.stopping and self.args.max_jobs > 0 and self.acked >= self.args.max_jobs:
-                log.info("reached --max-jobs=%d; draining", self.args.max_jobs)
-                self.begin_stop(s)
+            self.on_ack(s, msg.ack)
         elif kind == "cancel":
+            # Every code (CANCEL_REASON_OPERATOR, or none from an old server) means the same:
+            # stop the job and report it; it fails as non-retryable and becomes CANCELLED.
             t = self.running.get(msg.cancel.job_id)
             if t:
-                log.info("job cancelled by an operator job_id=%s", t.id)
-                t.cancel("cancelled by an operator")
+                log.info("job cancelled; stopping it job_id=%s code=%s", t.id, code_name(pb.CancelReason, msg.cancel.code))
+                t.cancel(Stop.CANCELLED)
         elif kind == "lease_lost":
+            # Every code (EXPIRED, NOT_HELD_ON_RECONNECT, or none from an old server) means the
+            # job is no longer ours: stop it and report nothing. A job whose report is already
+            # on its way is settled by that report's ack instead.
             t = self.running.get(msg.lease_lost.job_id)
             if t:
-                log.warning("lease lost; abandoning the job job_id=%s reason=%s", t.id, msg.lease_lost.reason)
+                log.warning("lease lost; stopping the job without a report job_id=%s code=%s",
+                            t.id, code_name(pb.LeaseLostReason, msg.lease_lost.code))
                 t.lost = True
-                t.cancel("lease lost")
+                t.cancel(Stop.LEASE_LOST)
         elif kind == "heartbeat_ack":
             if s.fence_set:
                 s.fenced = True
             for lease in msg.heartbeat_ack.leases:
                 t = self.running.get(lease.job_id)
-                if t and lease.cancel_requested:
-                    t.cancel("cancelled by an operator")
+                if t is None or t.token != lease.lease_token:
+                    continue
+                t.lease_end = epoch(lease.lease_expires_at)
+                if lease.cancel_requested:
+                    t.cancel(Stop.CANCELLED)
         elif kind == "drain":
-            # The server is shutting down: it sends nothing new; we finish what we hold and
-            # reconnect (to this server once it is back, or another one) when it closes.
-            log.info("server asked to drain reason=%r running=%d", msg.drain.reason, len(self.running))
+            # Every code (DRAIN_REASON_SERVER_SHUTDOWN, or none from an old server) means: no
+            # new jobs on this stream; finish and report the jobs held, and reconnect (to this
+            # server once it is back, or another one) when the server ends the stream.
+            s.drain = msg.drain
+            log.info("server asked to drain; finishing the jobs held code=%s running=%d",
+                     code_name(pb.DrainReason, msg.drain.code), len(self.running))
+
+    def on_ack(self, s: Session, ack: pb.ServerAck) -> None:
+        """Acts on the result code of a report's ack, never on its reason text (only logged)."""
+        rs = self.pending.get(ack.job_id)
+        if not rs:
+            return
+        r = rs[0]
+        result = ack_result(ack)
+        if result == pb.ACK_RESULT_ACCEPTED:
+            log.info("report acknowledged job_id=%s", ack.job_id)
+        elif result == pb.ACK_RESULT_LEASE_LOST:
+            # Nothing changed and the job is no longer ours. After a reconnect this may be the
+            # resend of a report the server had already applied.
+            log.warning("report not applied: the lease was lost; dropping the job job_id=%s resent=%s", ack.job_id, r.tries > 1)
+        elif result == pb.ACK_RESULT_RETRY_LATER:
+            delay = resend_delay(r.tries, time.time(), r.lease_end)
+            if delay is not None:
+                r.resend_at = time.monotonic() + delay
+                log.warning("the server could not apply the report now; sending it again job_id=%s in=%.1fs reason=%r",
+                            ack.job_id, delay, ack.reason)
+                return
+            log.error("the server could not apply the report; giving up (the lease will expire and the job will run "
+                      "again) job_id=%s sends=%d reason=%r", ack.job_id, r.tries, ack.reason)
+        elif result == pb.ACK_RESULT_INVALID:
+            log.error("report refused as invalid; not sending it again job_id=%s reason=%r", ack.job_id, ack.reason)
+        else:
+            log.error("report answered with an unknown result; dropping it job_id=%s result=%d reason=%r",
+                      ack.job_id, result, ack.reason)
+        self.settle(s, ack.job_id)
+
+    def settle(self, s: Session, job_id: str) -> None:
+        """Forgets the oldest report about a job, whose fate is decided, and drains after
+        --max-jobs of them."""
+        rs = self.pending[job_id]
+        rs.pop(0)
+        if not rs:
+            del self.pending[job_id]
+        self.acked += 1
+        self.mark_idle()
+        if not self.stopping and self.args.max_jobs > 0 and self.acked >= self.args.max_jobs:
+            log.info("reached --max-jobs=%d; draining", self.args.max_jobs)
+            self.begin_stop(s)
+
+    def send(self, s: Session, r: Report) -> None:
+        """Puts a report on the stream; if the stream is gone, the next session sends it again."""
+        r.tries += 1
+        r.resend_at = None
+        s.send(r.req)
+
+    def resend_due(self, s: Session, now: float) -> None:
+        """Sends the reports whose retry time has come."""
+        for rs in self.pending.values():
+            for r in rs:
+                if r.resend_at is not None and now >= r.resend_at:
+                    self.send(s, r)
 
     def start(self, leased: pb.LeasedJob) -> None:
         job = leased.job
-        t = Task(id=job.id, token=leased.lease_token)
+        t = Task(id=job.id, token=leased.lease_token, lease_end=epoch(leased.lease_expires_at))
         self.running[t.id] = t
         log.info("job received job_id=%s type=%s attempt=%d", job.id, job.type, job.attempt)
         info = JobInfo(id=job.id, attempt=job.attempt, payload=json_format.MessageToDict(job.payload),
@@ -392,7 +404,8 @@ class Worker:
     def finish(self, s: Session | None, value: tuple[Task, Any, BaseException | None]) -> None:
         """Turns a handler's outcome into a complete or fail report."""
         t, result, err = value
-        self.running.pop(t.id, None)
+        if self.running.get(t.id) is t:  # not a later lease of the same job, pushed after this one was lost
+            del self.running[t.id]
         try:
             if t.lost:
                 return
@@ -405,13 +418,15 @@ class Worker:
                 except (TypeError, ValueError) as e:
                     err = JobError(f"result is not JSON: {e}", retryable=False)
             if err is not None:
-                non_retryable = isinstance(err, JobError) and not err.retryable
+                # A cancelled job becomes CANCELLED whatever the report says; non_retryable keeps it so.
+                non_retryable = t.stopped_by is Stop.CANCELLED or (isinstance(err, JobError) and not err.retryable)
                 req = pb.WorkRequest(fail=pb.WorkerFail(job_id=t.id, lease_token=t.token, error=str(err) or type(err).__name__,
                                                         non_retryable=non_retryable))
                 log.info("job failed job_id=%s err=%r retryable=%s", t.id, str(err), not non_retryable)
-            self.pending[t.id] = Report(req)
+            r = Report(req, lease_end=t.lease_end)
+            self.pending.setdefault(t.id, []).append(r)
             if s is not None:
-                s.send(req)  # if the stream is gone, the next session sends it again
+                self.send(s, r)
         finally:
             self.mark_idle()
 
@@ -425,20 +440,8 @@ class Worker:
             self.idle_since = time.monotonic()
 
 
-def token_of(req: pb.WorkRequest) -> str:
-    return req.complete.lease_token if req.WhichOneof("msg") == "complete" else req.fail.lease_token
-
-
-def describe(err: Any) -> str:
-    if err is None:
-        return "closed by the server"
-    if isinstance(err, grpc.RpcError):
-        return f"{err.code().name}: {err.details()}"  # type: ignore[attr-defined]
-    return str(err)
-
-
 def main() -> int:
-    args = parse_args()
+    args = parse_args(__doc__.split("\n\n")[0])
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s %(levelname)s worker_id={args.worker_id} %(message)s")
     worker = Worker(args)
@@ -446,7 +449,7 @@ def main() -> int:
         return worker.run()
     finally:
         for t in worker.running.values():
-            t.cancel("worker shutting down")
+            t.cancel(Stop.SHUTDOWN)
         worker.pool.shutdown(wait=False, cancel_futures=True)
         worker.channel.close()
 

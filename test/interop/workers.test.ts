@@ -14,7 +14,11 @@ import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless
 /**
  * The Go and Python example workers against a live server: every job ends COMPLETED with
  * the result the worker computed, the ones that fail once are retried (attempt 2), a job
- * longer than its lease survives on heartbeats, and SIGTERM drains.
+ * longer than its lease survives on heartbeats, and SIGTERM drains. And each acts on the
+ * server's codes: a cancel (CANCEL_REASON_OPERATOR) stops the job and fails it, a
+ * lease_lost (LEASE_LOST_REASON_EXPIRED) stops it without a report, an ack
+ * ACK_RESULT_INVALID is not resent; their own unit tests cover the ack decisions a live
+ * server does not easily produce (ACK_RESULT_RETRY_LATER, an old server's acks).
  */
 
 const exec = promisify(execFile);
@@ -25,8 +29,11 @@ let clients: Clients;
 let address: string;
 let scratch: string;
 
+/** Results over this size are refused (ACK_RESULT_INVALID); the test payloads are far below it. */
+const MAX_PAYLOAD_BYTES = 4096;
+
 beforeAll(async () => {
-  ({ clients, address } = await serverSetup());
+  ({ clients, address } = await serverSetup({ maxPayloadBytes: String(MAX_PAYLOAD_BYTES) }));
   scratch = await mkdtemp(join(tmpdir(), 'evora-interop-'));
 });
 afterAll(async () => {
@@ -87,11 +94,23 @@ function describeExit(p: Proc, e: { code: number | null; signal: string | null }
   return `worker exited with code ${e.code} signal ${e.signal}\n--- stderr ---\n${p.stderr()}`;
 }
 
+/** How to start a worker: the queue it serves and its flags. */
+interface LaunchOptions {
+  queue: string;
+  workerId: string;
+  slots: number;
+  maxJobs?: number;
+  /** The worker's -drain-timeout / --drain-timeout (e.g. "20s"); unset = its default. */
+  drainTimeout?: string;
+}
+
 interface WorkerKind {
   name: string;
   tools: Tool[];
   /** Builds what is needed (once) and returns how to start the worker with these options. */
-  prepare(): Promise<(opts: { queue: string; workerId: string; slots: number; maxJobs?: number }) => Proc>;
+  prepare(): Promise<(opts: LaunchOptions) => Proc>;
+  /** Runs the worker's own unit tests. */
+  unitTests(): Promise<void>;
 }
 
 const go = findGo();
@@ -105,12 +124,20 @@ const kinds: WorkerKind[] = [
       if (!go.ok) throw new Error('unreachable');
       const bin = join(scratch, 'go-worker');
       await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
-      return ({ queue, workerId, slots, maxJobs }) =>
+      return ({ queue, workerId, slots, maxJobs, drainTimeout }) =>
         start(
           bin,
-          ['-address', address, '-queue', queue, '-worker-id', workerId, '-slots', String(slots), ...(maxJobs ? ['-max-jobs', String(maxJobs)] : [])],
+          [
+            ...['-address', address, '-queue', queue, '-worker-id', workerId, '-slots', String(slots)],
+            ...(maxJobs ? ['-max-jobs', String(maxJobs)] : []),
+            ...(drainTimeout ? ['-drain-timeout', drainTimeout] : []),
+          ],
           { timeoutMs: 60_000 },
         );
+    },
+    async unitTests() {
+      if (!go.ok) throw new Error('unreachable');
+      await exec(go.path, ['test', '.'], { cwd: GO_DIR, timeout: 300_000 });
     },
   },
   {
@@ -119,12 +146,20 @@ const kinds: WorkerKind[] = [
     async prepare() {
       if (!python.ok) throw new Error('unreachable');
       const py = python.path;
-      return ({ queue, workerId, slots, maxJobs }) =>
+      return ({ queue, workerId, slots, maxJobs, drainTimeout }) =>
         start(
           py,
-          ['worker.py', '--address', address, '--queue', queue, '--worker-id', workerId, '--slots', String(slots), ...(maxJobs ? ['--max-jobs', String(maxJobs)] : [])],
+          [
+            ...['worker.py', '--address', address, '--queue', queue, '--worker-id', workerId, '--slots', String(slots)],
+            ...(maxJobs ? ['--max-jobs', String(maxJobs)] : []),
+            ...(drainTimeout ? ['--drain-timeout', drainTimeout] : []),
+          ],
           { cwd: PY_DIR, timeoutMs: 60_000, env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' } },
         );
+    },
+    async unitTests() {
+      if (!python.ok) throw new Error('unreachable');
+      await exec(python.path, ['-m', 'unittest', '-q'], { cwd: PY_DIR, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
     },
   },
 ];
@@ -176,6 +211,73 @@ for (const kind of kinds) {
       expect(await getJob(running.id)).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, attempt: 1, workerId });
       expect(await getJob(waiting.id)).toMatchObject({ state: JobState.JOB_STATE_PENDING, attempt: 0 });
     });
+
+    it('stops a job on cancel (CANCEL_REASON_OPERATOR) and fails it: the job ends CANCELLED', async () => {
+      const queue = await setupQueue('cancel');
+      const job = await submit(queue, { image: 'endless.png', width: 10, height: 10, sleep_ms: 60_000 });
+      const workerId = `interop-${queue}`;
+      const proc = launch({ queue, workerId, slots: 1, maxJobs: 1 });
+      await waitFor(async () => (await getJob(job.id)).state === JobState.JOB_STATE_RUNNING, { what: 'the job to be leased' });
+      await call(clients.jobs, 'cancelJob', { id: job.id });
+      // The fail report is the one report; its ack ends the worker (-max-jobs 1).
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+      expect(proc.stderr()).toMatch(/job cancelled; stopping it.*CANCEL_REASON_OPERATOR/);
+      expect(await getJob(job.id), proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_CANCELLED, attempt: 1, workerId });
+    });
+
+    it('stops a job whose lease was lost (LEASE_LOST_REASON_EXPIRED) and reports nothing for it', async () => {
+      const queue = await setupQueue('lost');
+      const job = await submit(queue, { image: 'endless.png', width: 10, height: 10, sleep_ms: 60_000 });
+      const workerId = `interop-${queue}`;
+      // A worker that kept the job would still be running it at the drain below, and exit 1.
+      const proc = launch({ queue, workerId, slots: 1, drainTimeout: '20s' });
+      await waitFor(async () => (await getJob(job.id)).state === JobState.JOB_STATE_RUNNING, { what: 'the job to be leased' });
+      // Frozen, the worker sends no heartbeat: its lease expires and the sweeper requeues the
+      // job. Cancelled while PENDING, it is not handed out again.
+      proc.child.kill('SIGSTOP');
+      try {
+        await waitFor(async () => (await getJob(job.id)).state === JobState.JOB_STATE_PENDING, {
+          what: 'the sweeper to requeue the job',
+          timeoutMs: 30_000,
+        });
+        await call(clients.jobs, 'cancelJob', { id: job.id });
+      } finally {
+        proc.child.kill('SIGCONT');
+      }
+      // Its next heartbeat is answered lease_lost.
+      await proc.waitStderr(/lease lost; stopping the job without a report.*LEASE_LOST_REASON_EXPIRED/);
+      proc.child.kill('SIGTERM');
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+      expect(proc.stderr()).not.toMatch(/job (done|failed)/);
+      // The last error is the sweeper's, not a report's.
+      expect(await getJob(job.id), proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_CANCELLED, attempt: 1 });
+      expect((await getJob(job.id)).lastError).toMatch(/^lease expired/);
+    }, 60_000);
+
+    it('does not resend a report answered ACK_RESULT_INVALID (a result over the size limit)', async () => {
+      const queue = await setupQueue('invalid');
+      // The payload fits; the result holds the image name twice (image and thumbnail), and does not.
+      const image = `${'x'.repeat(Math.ceil(MAX_PAYLOAD_BYTES * 0.6))}.png`;
+      const job = await submit(queue, { image, width: 10, height: 10 });
+      const workerId = `interop-${queue}`;
+      const proc = launch({ queue, workerId, slots: 1, maxJobs: 1 });
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+      expect(proc.stderr()).toMatch(/report refused as invalid; not sending it again/);
+      expect(proc.stderr()).not.toMatch(/could not apply the report now/);
+      expect(proc.stderr().match(/job done/g), proc.stderr()).toHaveLength(1);
+      // Nothing was applied: the job waits for its lease to run out (then runs again).
+      const after = await getJob(job.id);
+      expect(after, proc.stderr()).toMatchObject({ attempt: 1, workerId });
+      expect([JobState.JOB_STATE_RUNNING, JobState.JOB_STATE_PENDING]).toContain(after.state);
+      expect(after.result).toBeUndefined();
+    });
+
+    it('passes its own unit tests (the ack decisions)', async () => {
+      await kind.unitTests();
+    }, 300_000);
   });
 }
 

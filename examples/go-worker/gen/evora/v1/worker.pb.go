@@ -24,6 +24,225 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// AckResult says what became of one complete, fail or snooze report.
+type AckResult int32
+
+const (
+	// Sent only by servers that predate result codes: read `accepted` (true = applied,
+	// false = treat as ACK_RESULT_LEASE_LOST).
+	AckResult_ACK_RESULT_UNSPECIFIED AckResult = 0
+	// The report was applied and committed. The job is no longer the worker's.
+	AckResult_ACK_RESULT_ACCEPTED AckResult = 1
+	// The lease is not current: it expired and the job was requeued or handed to another
+	// worker, or the job was already finished. Nothing changed. Drop the job; do not resend.
+	AckResult_ACK_RESULT_LEASE_LOST AckResult = 2
+	// The server could not apply the report now (e.g. its database is unavailable).
+	// Nothing changed. Send the same report again after a short delay, while the lease lasts.
+	AckResult_ACK_RESULT_RETRY_LATER AckResult = 3
+	// The report itself is malformed (e.g. a job_id or lease_token that is not a UUID, a
+	// result over the size limit). Nothing changed. Resending it unchanged cannot succeed;
+	// `reason` says what is wrong.
+	AckResult_ACK_RESULT_INVALID AckResult = 4
+)
+
+// Enum value maps for AckResult.
+var (
+	AckResult_name = map[int32]string{
+		0: "ACK_RESULT_UNSPECIFIED",
+		1: "ACK_RESULT_ACCEPTED",
+		2: "ACK_RESULT_LEASE_LOST",
+		3: "ACK_RESULT_RETRY_LATER",
+		4: "ACK_RESULT_INVALID",
+	}
+	AckResult_value = map[string]int32{
+		"ACK_RESULT_UNSPECIFIED": 0,
+		"ACK_RESULT_ACCEPTED":    1,
+		"ACK_RESULT_LEASE_LOST":  2,
+		"ACK_RESULT_RETRY_LATER": 3,
+		"ACK_RESULT_INVALID":     4,
+	}
+)
+
+func (x AckResult) Enum() *AckResult {
+	p := new(AckResult)
+	*p = x
+	return p
+}
+
+func (x AckResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AckResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_evora_v1_worker_proto_enumTypes[0].Descriptor()
+}
+
+func (AckResult) Type() protoreflect.EnumType {
+	return &file_evora_v1_worker_proto_enumTypes[0]
+}
+
+func (x AckResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AckResult.Descriptor instead.
+func (AckResult) EnumDescriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{0}
+}
+
+// CancelReason says why a running job is being cancelled.
+type CancelReason int32
+
+const (
+	// Sent only by servers that predate reason codes.
+	CancelReason_CANCEL_REASON_UNSPECIFIED CancelReason = 0
+	// An operator called CancelJob.
+	CancelReason_CANCEL_REASON_OPERATOR CancelReason = 1
+)
+
+// Enum value maps for CancelReason.
+var (
+	CancelReason_name = map[int32]string{
+		0: "CANCEL_REASON_UNSPECIFIED",
+		1: "CANCEL_REASON_OPERATOR",
+	}
+	CancelReason_value = map[string]int32{
+		"CANCEL_REASON_UNSPECIFIED": 0,
+		"CANCEL_REASON_OPERATOR":    1,
+	}
+)
+
+func (x CancelReason) Enum() *CancelReason {
+	p := new(CancelReason)
+	*p = x
+	return p
+}
+
+func (x CancelReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CancelReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_evora_v1_worker_proto_enumTypes[1].Descriptor()
+}
+
+func (CancelReason) Type() protoreflect.EnumType {
+	return &file_evora_v1_worker_proto_enumTypes[1]
+}
+
+func (x CancelReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CancelReason.Descriptor instead.
+func (CancelReason) EnumDescriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{1}
+}
+
+// LeaseLostReason says why a worker no longer holds a lease.
+type LeaseLostReason int32
+
+const (
+	// Sent only by servers that predate reason codes.
+	LeaseLostReason_LEASE_LOST_REASON_UNSPECIFIED LeaseLostReason = 0
+	// A heartbeat found the lease no longer current: it expired (the job was requeued, handed
+	// to another worker, dead-lettered or cancelled by the sweeper), or the job was finished.
+	LeaseLostReason_LEASE_LOST_REASON_EXPIRED LeaseLostReason = 1
+	// A lease named in hello.held after a reconnect was no longer current.
+	LeaseLostReason_LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT LeaseLostReason = 2
+)
+
+// Enum value maps for LeaseLostReason.
+var (
+	LeaseLostReason_name = map[int32]string{
+		0: "LEASE_LOST_REASON_UNSPECIFIED",
+		1: "LEASE_LOST_REASON_EXPIRED",
+		2: "LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT",
+	}
+	LeaseLostReason_value = map[string]int32{
+		"LEASE_LOST_REASON_UNSPECIFIED":           0,
+		"LEASE_LOST_REASON_EXPIRED":               1,
+		"LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT": 2,
+	}
+)
+
+func (x LeaseLostReason) Enum() *LeaseLostReason {
+	p := new(LeaseLostReason)
+	*p = x
+	return p
+}
+
+func (x LeaseLostReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeaseLostReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_evora_v1_worker_proto_enumTypes[2].Descriptor()
+}
+
+func (LeaseLostReason) Type() protoreflect.EnumType {
+	return &file_evora_v1_worker_proto_enumTypes[2]
+}
+
+func (x LeaseLostReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeaseLostReason.Descriptor instead.
+func (LeaseLostReason) EnumDescriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{2}
+}
+
+// DrainReason says why the server asks a worker to drain.
+type DrainReason int32
+
+const (
+	// Sent only by servers that predate reason codes.
+	DrainReason_DRAIN_REASON_UNSPECIFIED DrainReason = 0
+	// The server process is shutting down: reconnect (to it once restarted, or to another
+	// server) to get new work. Jobs held keep their leases across the reconnect.
+	DrainReason_DRAIN_REASON_SERVER_SHUTDOWN DrainReason = 1
+)
+
+// Enum value maps for DrainReason.
+var (
+	DrainReason_name = map[int32]string{
+		0: "DRAIN_REASON_UNSPECIFIED",
+		1: "DRAIN_REASON_SERVER_SHUTDOWN",
+	}
+	DrainReason_value = map[string]int32{
+		"DRAIN_REASON_UNSPECIFIED":     0,
+		"DRAIN_REASON_SERVER_SHUTDOWN": 1,
+	}
+)
+
+func (x DrainReason) Enum() *DrainReason {
+	p := new(DrainReason)
+	*p = x
+	return p
+}
+
+func (x DrainReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DrainReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_evora_v1_worker_proto_enumTypes[3].Descriptor()
+}
+
+func (DrainReason) Type() protoreflect.EnumType {
+	return &file_evora_v1_worker_proto_enumTypes[3]
+}
+
+func (x DrainReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DrainReason.Descriptor instead.
+func (DrainReason) EnumDescriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
 // WorkRequest is one worker-to-server message on the Work stream.
 type WorkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -158,7 +377,9 @@ type isWorkRequest_Msg interface {
 }
 
 type WorkRequest_Hello struct {
-	// Opens the session; must be the first message and sent only once.
+	// Opens the session; must be the first message and sent only once. The worker may
+	// send further messages right after it, without waiting for `welcome`: the server
+	// processes them in order once the session is open.
 	Hello *WorkerHello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
 }
 
@@ -761,7 +982,7 @@ type WorkerSnooze struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// When the job may run again; unset = now.
+	// When the job may run again; unset = now (the job is claimable again at once).
 	RunAt         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1100,10 +1321,13 @@ type ServerAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the job the report was about.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// True if the report was applied.
+	// True if the report was applied (the same as result == ACK_RESULT_ACCEPTED).
 	Accepted bool `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	// Why the report was rejected (e.g. "lease lost"); empty when accepted.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Why the report was rejected, for people and logs; empty when accepted. Act on
+	// `result`, never on this text.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What became of the report, and so what the worker does next (see AckResult).
+	Result        AckResult `protobuf:"varint,4,opt,name=result,proto3,enum=evora.v1.AckResult" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1157,6 +1381,13 @@ func (x *ServerAck) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ServerAck) GetResult() AckResult {
+	if x != nil {
+		return x.Result
+	}
+	return AckResult_ACK_RESULT_UNSPECIFIED
 }
 
 // LeasedJobBatch carries several newly leased jobs (usually all that one claim gave
@@ -1253,11 +1484,15 @@ func (x *ServerAckBatch) GetAcks() []*ServerAck {
 	return nil
 }
 
-// ServerCancel tells the worker that an operator cancelled one of its jobs.
+// ServerCancel tells the worker that one of its jobs was cancelled. The worker should stop
+// the job and report it (any report is fine; the job becomes CANCELLED). The lease stays
+// the worker's until then or until it expires.
 type ServerCancel struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the cancelled job.
-	JobId         string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Why the job was cancelled.
+	Code          CancelReason `protobuf:"varint,2,opt,name=code,proto3,enum=evora.v1.CancelReason" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1299,13 +1534,23 @@ func (x *ServerCancel) GetJobId() string {
 	return ""
 }
 
-// ServerLeaseLost tells the worker it no longer holds a lease.
+func (x *ServerCancel) GetCode() CancelReason {
+	if x != nil {
+		return x.Code
+	}
+	return CancelReason_CANCEL_REASON_UNSPECIFIED
+}
+
+// ServerLeaseLost tells the worker it no longer holds a lease: it must stop the job and
+// send no report about it (any report would be answered ACK_RESULT_LEASE_LOST).
 type ServerLeaseLost struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the job whose lease was lost.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// Human-readable cause (e.g. "lease expired"); may be empty.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Human-readable cause, for logs; may be empty. Act on `code`, never on this text.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Why the lease was lost.
+	Code          LeaseLostReason `protobuf:"varint,3,opt,name=code,proto3,enum=evora.v1.LeaseLostReason" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1352,6 +1597,13 @@ func (x *ServerLeaseLost) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ServerLeaseLost) GetCode() LeaseLostReason {
+	if x != nil {
+		return x.Code
+	}
+	return LeaseLostReason_LEASE_LOST_REASON_UNSPECIFIED
 }
 
 // ExtendedLease is one lease renewed by a heartbeat.
@@ -1474,11 +1726,14 @@ func (x *ServerHeartbeatAck) GetLeases() []*ExtendedLease {
 	return nil
 }
 
-// ServerDrain asks the worker to stop taking work (e.g. server shutdown).
+// ServerDrain asks the worker to stop taking work (e.g. server shutdown). The worker
+// finishes and reports the jobs it holds; no new jobs come on this stream.
 type ServerDrain struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Human-readable cause (e.g. "server shutting down"); may be empty.
-	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Human-readable cause (e.g. "server shutting down"); may be empty. Act on `code`.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Why the server asks for a drain.
+	Code          DrainReason `protobuf:"varint,2,opt,name=code,proto3,enum=evora.v1.DrainReason" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1518,6 +1773,13 @@ func (x *ServerDrain) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ServerDrain) GetCode() DrainReason {
+	if x != nil {
+		return x.Code
+	}
+	return DrainReason_DRAIN_REASON_UNSPECIFIED
 }
 
 // ClaimJobsRequest leases jobs without a stream.
@@ -2171,20 +2433,23 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12D\n" +
-	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"V\n" +
+	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"\x83\x01\n" +
 	"\tServerAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"9\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12+\n" +
+	"\x06result\x18\x04 \x01(\x0e2\x13.evora.v1.AckResultR\x06result\"9\n" +
 	"\x0eLeasedJobBatch\x12'\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.evora.v1.LeasedJobR\x04jobs\"9\n" +
 	"\x0eServerAckBatch\x12'\n" +
-	"\x04acks\x18\x01 \x03(\v2\x13.evora.v1.ServerAckR\x04acks\"%\n" +
+	"\x04acks\x18\x01 \x03(\v2\x13.evora.v1.ServerAckR\x04acks\"Q\n" +
 	"\fServerCancel\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"@\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12*\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x16.evora.v1.CancelReasonR\x04code\"o\n" +
 	"\x0fServerLeaseLost\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb8\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12-\n" +
+	"\x04code\x18\x03 \x01(\x0e2\x19.evora.v1.LeaseLostReasonR\x04code\"\xb8\x01\n" +
 	"\rExtendedLease\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
@@ -2192,9 +2457,10 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12)\n" +
 	"\x10cancel_requested\x18\x04 \x01(\bR\x0fcancelRequested\"E\n" +
 	"\x12ServerHeartbeatAck\x12/\n" +
-	"\x06leases\x18\x01 \x03(\v2\x17.evora.v1.ExtendedLeaseR\x06leases\"%\n" +
+	"\x06leases\x18\x01 \x03(\v2\x17.evora.v1.ExtendedLeaseR\x06leases\"P\n" +
 	"\vServerDrain\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x88\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12)\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x15.evora.v1.DrainReasonR\x04code\"\x88\x01\n" +
 	"\x10ClaimJobsRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
 	"\x06queues\x18\x02 \x03(\tR\x06queues\x12\x10\n" +
@@ -2231,7 +2497,23 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"leaseToken\x121\n" +
 	"\x06run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"4\n" +
 	"\x11SnoozeJobResponse\x12\x1f\n" +
-	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job2\xae\x03\n" +
+	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job*\x8f\x01\n" +
+	"\tAckResult\x12\x1a\n" +
+	"\x16ACK_RESULT_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13ACK_RESULT_ACCEPTED\x10\x01\x12\x19\n" +
+	"\x15ACK_RESULT_LEASE_LOST\x10\x02\x12\x1a\n" +
+	"\x16ACK_RESULT_RETRY_LATER\x10\x03\x12\x16\n" +
+	"\x12ACK_RESULT_INVALID\x10\x04*I\n" +
+	"\fCancelReason\x12\x1d\n" +
+	"\x19CANCEL_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16CANCEL_REASON_OPERATOR\x10\x01*\x80\x01\n" +
+	"\x0fLeaseLostReason\x12!\n" +
+	"\x1dLEASE_LOST_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19LEASE_LOST_REASON_EXPIRED\x10\x01\x12+\n" +
+	"'LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT\x10\x02*M\n" +
+	"\vDrainReason\x12\x1c\n" +
+	"\x18DRAIN_REASON_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cDRAIN_REASON_SERVER_SHUTDOWN\x10\x012\xae\x03\n" +
 	"\rWorkerService\x129\n" +
 	"\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x010\x01\x12D\n" +
 	"\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n" +
@@ -2253,101 +2535,110 @@ func file_evora_v1_worker_proto_rawDescGZIP() []byte {
 	return file_evora_v1_worker_proto_rawDescData
 }
 
+var file_evora_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_evora_v1_worker_proto_goTypes = []any{
-	(*WorkRequest)(nil),           // 0: evora.v1.WorkRequest
-	(*WorkResponse)(nil),          // 1: evora.v1.WorkResponse
-	(*WorkerHello)(nil),           // 2: evora.v1.WorkerHello
-	(*Lease)(nil),                 // 3: evora.v1.Lease
-	(*WorkerHeartbeat)(nil),       // 4: evora.v1.WorkerHeartbeat
-	(*WorkerComplete)(nil),        // 5: evora.v1.WorkerComplete
-	(*WorkerFail)(nil),            // 6: evora.v1.WorkerFail
-	(*WorkerSnooze)(nil),          // 7: evora.v1.WorkerSnooze
-	(*WorkerCompleteBatch)(nil),   // 8: evora.v1.WorkerCompleteBatch
-	(*WorkerFailBatch)(nil),       // 9: evora.v1.WorkerFailBatch
-	(*WorkerDrain)(nil),           // 10: evora.v1.WorkerDrain
-	(*ServerWelcome)(nil),         // 11: evora.v1.ServerWelcome
-	(*LeasedJob)(nil),             // 12: evora.v1.LeasedJob
-	(*ServerAck)(nil),             // 13: evora.v1.ServerAck
-	(*LeasedJobBatch)(nil),        // 14: evora.v1.LeasedJobBatch
-	(*ServerAckBatch)(nil),        // 15: evora.v1.ServerAckBatch
-	(*ServerCancel)(nil),          // 16: evora.v1.ServerCancel
-	(*ServerLeaseLost)(nil),       // 17: evora.v1.ServerLeaseLost
-	(*ExtendedLease)(nil),         // 18: evora.v1.ExtendedLease
-	(*ServerHeartbeatAck)(nil),    // 19: evora.v1.ServerHeartbeatAck
-	(*ServerDrain)(nil),           // 20: evora.v1.ServerDrain
-	(*ClaimJobsRequest)(nil),      // 21: evora.v1.ClaimJobsRequest
-	(*ClaimJobsResponse)(nil),     // 22: evora.v1.ClaimJobsResponse
-	(*ExtendLeaseRequest)(nil),    // 23: evora.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 24: evora.v1.ExtendLeaseResponse
-	(*CompleteJobRequest)(nil),    // 25: evora.v1.CompleteJobRequest
-	(*CompleteJobResponse)(nil),   // 26: evora.v1.CompleteJobResponse
-	(*FailJobRequest)(nil),        // 27: evora.v1.FailJobRequest
-	(*FailJobResponse)(nil),       // 28: evora.v1.FailJobResponse
-	(*SnoozeJobRequest)(nil),      // 29: evora.v1.SnoozeJobRequest
-	(*SnoozeJobResponse)(nil),     // 30: evora.v1.SnoozeJobResponse
-	(*structpb.Struct)(nil),       // 31: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*Job)(nil),                   // 33: evora.v1.Job
-	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
+	(AckResult)(0),                // 0: evora.v1.AckResult
+	(CancelReason)(0),             // 1: evora.v1.CancelReason
+	(LeaseLostReason)(0),          // 2: evora.v1.LeaseLostReason
+	(DrainReason)(0),              // 3: evora.v1.DrainReason
+	(*WorkRequest)(nil),           // 4: evora.v1.WorkRequest
+	(*WorkResponse)(nil),          // 5: evora.v1.WorkResponse
+	(*WorkerHello)(nil),           // 6: evora.v1.WorkerHello
+	(*Lease)(nil),                 // 7: evora.v1.Lease
+	(*WorkerHeartbeat)(nil),       // 8: evora.v1.WorkerHeartbeat
+	(*WorkerComplete)(nil),        // 9: evora.v1.WorkerComplete
+	(*WorkerFail)(nil),            // 10: evora.v1.WorkerFail
+	(*WorkerSnooze)(nil),          // 11: evora.v1.WorkerSnooze
+	(*WorkerCompleteBatch)(nil),   // 12: evora.v1.WorkerCompleteBatch
+	(*WorkerFailBatch)(nil),       // 13: evora.v1.WorkerFailBatch
+	(*WorkerDrain)(nil),           // 14: evora.v1.WorkerDrain
+	(*ServerWelcome)(nil),         // 15: evora.v1.ServerWelcome
+	(*LeasedJob)(nil),             // 16: evora.v1.LeasedJob
+	(*ServerAck)(nil),             // 17: evora.v1.ServerAck
+	(*LeasedJobBatch)(nil),        // 18: evora.v1.LeasedJobBatch
+	(*ServerAckBatch)(nil),        // 19: evora.v1.ServerAckBatch
+	(*ServerCancel)(nil),          // 20: evora.v1.ServerCancel
+	(*ServerLeaseLost)(nil),       // 21: evora.v1.ServerLeaseLost
+	(*ExtendedLease)(nil),         // 22: evora.v1.ExtendedLease
+	(*ServerHeartbeatAck)(nil),    // 23: evora.v1.ServerHeartbeatAck
+	(*ServerDrain)(nil),           // 24: evora.v1.ServerDrain
+	(*ClaimJobsRequest)(nil),      // 25: evora.v1.ClaimJobsRequest
+	(*ClaimJobsResponse)(nil),     // 26: evora.v1.ClaimJobsResponse
+	(*ExtendLeaseRequest)(nil),    // 27: evora.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 28: evora.v1.ExtendLeaseResponse
+	(*CompleteJobRequest)(nil),    // 29: evora.v1.CompleteJobRequest
+	(*CompleteJobResponse)(nil),   // 30: evora.v1.CompleteJobResponse
+	(*FailJobRequest)(nil),        // 31: evora.v1.FailJobRequest
+	(*FailJobResponse)(nil),       // 32: evora.v1.FailJobResponse
+	(*SnoozeJobRequest)(nil),      // 33: evora.v1.SnoozeJobRequest
+	(*SnoozeJobResponse)(nil),     // 34: evora.v1.SnoozeJobResponse
+	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*Job)(nil),                   // 37: evora.v1.Job
+	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
 }
 var file_evora_v1_worker_proto_depIdxs = []int32{
-	2,  // 0: evora.v1.WorkRequest.hello:type_name -> evora.v1.WorkerHello
-	4,  // 1: evora.v1.WorkRequest.heartbeat:type_name -> evora.v1.WorkerHeartbeat
-	5,  // 2: evora.v1.WorkRequest.complete:type_name -> evora.v1.WorkerComplete
-	6,  // 3: evora.v1.WorkRequest.fail:type_name -> evora.v1.WorkerFail
-	7,  // 4: evora.v1.WorkRequest.snooze:type_name -> evora.v1.WorkerSnooze
-	10, // 5: evora.v1.WorkRequest.drain:type_name -> evora.v1.WorkerDrain
-	8,  // 6: evora.v1.WorkRequest.completes:type_name -> evora.v1.WorkerCompleteBatch
-	9,  // 7: evora.v1.WorkRequest.fails:type_name -> evora.v1.WorkerFailBatch
-	11, // 8: evora.v1.WorkResponse.welcome:type_name -> evora.v1.ServerWelcome
-	12, // 9: evora.v1.WorkResponse.job:type_name -> evora.v1.LeasedJob
-	13, // 10: evora.v1.WorkResponse.ack:type_name -> evora.v1.ServerAck
-	16, // 11: evora.v1.WorkResponse.cancel:type_name -> evora.v1.ServerCancel
-	17, // 12: evora.v1.WorkResponse.lease_lost:type_name -> evora.v1.ServerLeaseLost
-	19, // 13: evora.v1.WorkResponse.heartbeat_ack:type_name -> evora.v1.ServerHeartbeatAck
-	20, // 14: evora.v1.WorkResponse.drain:type_name -> evora.v1.ServerDrain
-	14, // 15: evora.v1.WorkResponse.jobs:type_name -> evora.v1.LeasedJobBatch
-	15, // 16: evora.v1.WorkResponse.acks:type_name -> evora.v1.ServerAckBatch
-	3,  // 17: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
-	3,  // 18: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
-	31, // 19: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
-	32, // 20: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
-	32, // 21: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
-	5,  // 22: evora.v1.WorkerCompleteBatch.completes:type_name -> evora.v1.WorkerComplete
-	6,  // 23: evora.v1.WorkerFailBatch.fails:type_name -> evora.v1.WorkerFail
-	33, // 24: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
-	32, // 25: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	12, // 26: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
-	13, // 27: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
-	32, // 28: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
-	18, // 29: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
-	34, // 30: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
-	12, // 31: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
-	32, // 32: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	31, // 33: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
-	33, // 34: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
-	32, // 35: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
-	33, // 36: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
-	32, // 37: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	33, // 38: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
-	0,  // 39: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
-	21, // 40: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
-	23, // 41: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
-	25, // 42: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
-	27, // 43: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
-	29, // 44: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
-	1,  // 45: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
-	22, // 46: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
-	24, // 47: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
-	26, // 48: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
-	28, // 49: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
-	30, // 50: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
-	45, // [45:51] is the sub-list for method output_type
-	39, // [39:45] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	6,  // 0: evora.v1.WorkRequest.hello:type_name -> evora.v1.WorkerHello
+	8,  // 1: evora.v1.WorkRequest.heartbeat:type_name -> evora.v1.WorkerHeartbeat
+	9,  // 2: evora.v1.WorkRequest.complete:type_name -> evora.v1.WorkerComplete
+	10, // 3: evora.v1.WorkRequest.fail:type_name -> evora.v1.WorkerFail
+	11, // 4: evora.v1.WorkRequest.snooze:type_name -> evora.v1.WorkerSnooze
+	14, // 5: evora.v1.WorkRequest.drain:type_name -> evora.v1.WorkerDrain
+	12, // 6: evora.v1.WorkRequest.completes:type_name -> evora.v1.WorkerCompleteBatch
+	13, // 7: evora.v1.WorkRequest.fails:type_name -> evora.v1.WorkerFailBatch
+	15, // 8: evora.v1.WorkResponse.welcome:type_name -> evora.v1.ServerWelcome
+	16, // 9: evora.v1.WorkResponse.job:type_name -> evora.v1.LeasedJob
+	17, // 10: evora.v1.WorkResponse.ack:type_name -> evora.v1.ServerAck
+	20, // 11: evora.v1.WorkResponse.cancel:type_name -> evora.v1.ServerCancel
+	21, // 12: evora.v1.WorkResponse.lease_lost:type_name -> evora.v1.ServerLeaseLost
+	23, // 13: evora.v1.WorkResponse.heartbeat_ack:type_name -> evora.v1.ServerHeartbeatAck
+	24, // 14: evora.v1.WorkResponse.drain:type_name -> evora.v1.ServerDrain
+	18, // 15: evora.v1.WorkResponse.jobs:type_name -> evora.v1.LeasedJobBatch
+	19, // 16: evora.v1.WorkResponse.acks:type_name -> evora.v1.ServerAckBatch
+	7,  // 17: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
+	7,  // 18: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
+	35, // 19: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
+	36, // 20: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
+	36, // 21: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
+	9,  // 22: evora.v1.WorkerCompleteBatch.completes:type_name -> evora.v1.WorkerComplete
+	10, // 23: evora.v1.WorkerFailBatch.fails:type_name -> evora.v1.WorkerFail
+	37, // 24: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
+	36, // 25: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 26: evora.v1.ServerAck.result:type_name -> evora.v1.AckResult
+	16, // 27: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
+	17, // 28: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
+	1,  // 29: evora.v1.ServerCancel.code:type_name -> evora.v1.CancelReason
+	2,  // 30: evora.v1.ServerLeaseLost.code:type_name -> evora.v1.LeaseLostReason
+	36, // 31: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
+	22, // 32: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
+	3,  // 33: evora.v1.ServerDrain.code:type_name -> evora.v1.DrainReason
+	38, // 34: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
+	16, // 35: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
+	36, // 36: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	35, // 37: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
+	37, // 38: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
+	36, // 39: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
+	37, // 40: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
+	36, // 41: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	37, // 42: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
+	4,  // 43: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
+	25, // 44: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
+	27, // 45: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
+	29, // 46: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
+	31, // 47: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
+	33, // 48: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
+	5,  // 49: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
+	26, // 50: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
+	28, // 51: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
+	30, // 52: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
+	32, // 53: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
+	34, // 54: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
+	49, // [49:55] is the sub-list for method output_type
+	43, // [43:49] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_worker_proto_init() }
@@ -2383,13 +2674,14 @@ func file_evora_v1_worker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_worker_proto_rawDesc), len(file_evora_v1_worker_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      4,
 			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_evora_v1_worker_proto_goTypes,
 		DependencyIndexes: file_evora_v1_worker_proto_depIdxs,
+		EnumInfos:         file_evora_v1_worker_proto_enumTypes,
 		MessageInfos:      file_evora_v1_worker_proto_msgTypes,
 	}.Build()
 	File_evora_v1_worker_proto = out.File

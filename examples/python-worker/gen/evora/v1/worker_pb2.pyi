@@ -5,12 +5,49 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AckResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACK_RESULT_UNSPECIFIED: _ClassVar[AckResult]
+    ACK_RESULT_ACCEPTED: _ClassVar[AckResult]
+    ACK_RESULT_LEASE_LOST: _ClassVar[AckResult]
+    ACK_RESULT_RETRY_LATER: _ClassVar[AckResult]
+    ACK_RESULT_INVALID: _ClassVar[AckResult]
+
+class CancelReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CANCEL_REASON_UNSPECIFIED: _ClassVar[CancelReason]
+    CANCEL_REASON_OPERATOR: _ClassVar[CancelReason]
+
+class LeaseLostReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LEASE_LOST_REASON_UNSPECIFIED: _ClassVar[LeaseLostReason]
+    LEASE_LOST_REASON_EXPIRED: _ClassVar[LeaseLostReason]
+    LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT: _ClassVar[LeaseLostReason]
+
+class DrainReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DRAIN_REASON_UNSPECIFIED: _ClassVar[DrainReason]
+    DRAIN_REASON_SERVER_SHUTDOWN: _ClassVar[DrainReason]
+ACK_RESULT_UNSPECIFIED: AckResult
+ACK_RESULT_ACCEPTED: AckResult
+ACK_RESULT_LEASE_LOST: AckResult
+ACK_RESULT_RETRY_LATER: AckResult
+ACK_RESULT_INVALID: AckResult
+CANCEL_REASON_UNSPECIFIED: CancelReason
+CANCEL_REASON_OPERATOR: CancelReason
+LEASE_LOST_REASON_UNSPECIFIED: LeaseLostReason
+LEASE_LOST_REASON_EXPIRED: LeaseLostReason
+LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT: LeaseLostReason
+DRAIN_REASON_UNSPECIFIED: DrainReason
+DRAIN_REASON_SERVER_SHUTDOWN: DrainReason
 
 class WorkRequest(_message.Message):
     __slots__ = ("hello", "heartbeat", "complete", "fail", "snooze", "drain", "completes", "fails")
@@ -157,14 +194,16 @@ class LeasedJob(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ServerAck(_message.Message):
-    __slots__ = ("job_id", "accepted", "reason")
+    __slots__ = ("job_id", "accepted", "reason", "result")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     accepted: bool
     reason: str
-    def __init__(self, job_id: _Optional[str] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    result: AckResult
+    def __init__(self, job_id: _Optional[str] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ..., result: _Optional[_Union[AckResult, str]] = ...) -> None: ...
 
 class LeasedJobBatch(_message.Message):
     __slots__ = ("jobs",)
@@ -179,18 +218,22 @@ class ServerAckBatch(_message.Message):
     def __init__(self, acks: _Optional[_Iterable[_Union[ServerAck, _Mapping]]] = ...) -> None: ...
 
 class ServerCancel(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "code")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    code: CancelReason
+    def __init__(self, job_id: _Optional[str] = ..., code: _Optional[_Union[CancelReason, str]] = ...) -> None: ...
 
 class ServerLeaseLost(_message.Message):
-    __slots__ = ("job_id", "reason")
+    __slots__ = ("job_id", "reason", "code")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     reason: str
-    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    code: LeaseLostReason
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ..., code: _Optional[_Union[LeaseLostReason, str]] = ...) -> None: ...
 
 class ExtendedLease(_message.Message):
     __slots__ = ("job_id", "lease_token", "lease_expires_at", "cancel_requested")
@@ -211,10 +254,12 @@ class ServerHeartbeatAck(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[ExtendedLease, _Mapping]]] = ...) -> None: ...
 
 class ServerDrain(_message.Message):
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "code")
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     reason: str
-    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+    code: DrainReason
+    def __init__(self, reason: _Optional[str] = ..., code: _Optional[_Union[DrainReason, str]] = ...) -> None: ...
 
 class ClaimJobsRequest(_message.Message):
     __slots__ = ("worker_id", "queues", "max", "wait")

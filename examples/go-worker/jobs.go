@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
+)
+
+// jobInfo is what a handler sees of a leased job.
+type jobInfo struct {
+	id       string
+	attempt  int32
+	payload  *structpb.Struct
+	workerID string
+}
+
+// task is a job the worker is running.
+type task struct {
+	id, token string
+	leaseEnd  time.Time // when the lease ends (server clock), as last heard
+	cancel    context.CancelCauseFunc
+	lost      bool // the server took the lease away: never report this job
+}
+
+// outcome is a finished handler.
+type outcome struct {
+	t      *task
+	result map[string]any
+	err    error
+}
+
+// start runs a leased job in its own goroutine.
+func (w *worker) start(s *session, lj *evorav1.LeasedJob) {
+	j := lj.GetJob()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t := &task{id: j.GetId(), token: lj.GetLeaseToken(), leaseEnd: lj.GetLeaseExpiresAt().AsTime(), cancel: cancel}
+	w.running[t.id] = t
+	w.log.Info("job received", "job_id", t.id, "type", j.GetType(), "attempt", j.GetAttempt())
+	info := jobInfo{id: t.id, attempt: j.GetAttempt(), payload: j.GetPayload(), workerID: w.cfg.workerID}
+	jobType := j.GetType()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				w.done <- outcome{t: t, err: retryable("handler panicked: %v", p)}
+			}
+		}()
+		if jobType != JobType {
+			w.done <- outcome{t: t, err: permanent("this worker runs only %q jobs, not %q", JobType, jobType)}
+			return
+		}
+		res, err := resize(ctx, info)
+		w.done <- outcome{t: t, result: res, err: err}
+	}()
+}
+
+// finish turns a handler's outcome into a complete or fail report.
+func (w *worker) finish(s *session, o outcome) {
+	t := o.t
+	if w.running[t.id] == t { // not a later lease of the same job, pushed after this one was lost
+		delete(w.running, t.id)
+	}
+	t.cancel(nil)
+	defer w.markIdle()
+	if t.lost {
+		return
+	}
+	var req *evorav1.WorkRequest
+	if o.err == nil {
+		result, err := structpb.NewStruct(o.result)
+		if err != nil {
+			o.err = permanent("result is not JSON: %v", err)
+		} else {
+			req = &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Complete{Complete: &evorav1.WorkerComplete{
+				JobId: t.id, LeaseToken: t.token, Result: result,
+			}}}
+			w.log.Info("job done", "job_id", t.id)
+		}
+	}
+	if o.err != nil {
+		var je *jobError
+		nonRetryable := errors.As(o.err, &je) && !je.retryable
+		req = &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Fail{Fail: &evorav1.WorkerFail{
+			JobId: t.id, LeaseToken: t.token, Error: o.err.Error(), NonRetryable: nonRetryable,
+		}}}
+		w.log.Info("job failed", "job_id", t.id, "err", o.err, "retryable", !nonRetryable)
+	}
+	r := &report{req: req, leaseEnd: t.leaseEnd}
+	w.pending[t.id] = append(w.pending[t.id], r)
+	w.send(s, r)
+}
+
+// heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).
+func (w *worker) heartbeat(s *session) {
+	hb := &evorav1.WorkerHeartbeat{}
+	for _, t := range w.running {
+		if !t.lost {
+			hb.Leases = append(hb.Leases, &evorav1.Lease{JobId: t.id, LeaseToken: t.token})
+		}
+	}
+	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}})
+}
+
+// leaseToken is the lease a complete or fail report is about.
+func leaseToken(req *evorav1.WorkRequest) string {
+	if c := req.GetComplete(); c != nil {
+		return c.GetLeaseToken()
+	}
+	return req.GetFail().GetLeaseToken()
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"time"
+
+	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
+)
+
+// Resending a report the server could not apply now (ACK_RESULT_RETRY_LATER): at most
+// maxSends sends in all, the first resend after firstResend, doubling, and never past the
+// job's lease.
+const (
+	maxSends    = 5
+	firstResend = 200 * time.Millisecond
+)
+
+// ackResult is what an ack says became of a report. A server that predates result codes
+// leaves it unset, and then `accepted` decides: true is ACCEPTED, false is LEASE_LOST.
+func ackResult(a *evorav1.ServerAck) evorav1.AckResult {
+	if r := a.GetResult(); r != evorav1.AckResult_ACK_RESULT_UNSPECIFIED {
+		return r
+	}
+	if a.GetAccepted() {
+		return evorav1.AckResult_ACK_RESULT_ACCEPTED
+	}
+	return evorav1.AckResult_ACK_RESULT_LEASE_LOST
+}
+
+// resendDelay says how long to wait before sending a report again after
+// ACK_RESULT_RETRY_LATER, given how many times it was sent; false means give up: it was
+// sent maxSends times, or the lease would end first (the server then requeues the job).
+// leaseEnd is on the server's clock: a worker whose clock runs ahead gives up early.
+func resendDelay(sends int, now, leaseEnd time.Time) (time.Duration, bool) {
+	if sends >= maxSends {
+		return 0, false
+	}
+	d := firstResend << max(0, sends-1)
+	if !now.Add(d).Before(leaseEnd) {
+		return 0, false
+	}
+	return d, true
+}
+
+// send puts a report on the stream. On error the stream's end reconnects, and connect
+// sends every unacknowledged report again.
+func (w *worker) send(s *session, r *report) {
+	r.tries++
+	r.resendAt = time.Time{}
+	_ = s.stream.Send(r.req)
+}
+
+// onAck acts on the result code of a report's ack, never on its reason text (which is
+// only logged).
+func (w *worker) onAck(s *session, a *evorav1.ServerAck) {
+	id := a.GetJobId()
+	rs := w.pending[id]
+	if len(rs) == 0 {
+		return
+	}
+	r := rs[0]
+	switch res := ackResult(a); res {
+	case evorav1.AckResult_ACK_RESULT_ACCEPTED:
+		w.log.Info("report acknowledged", "job_id", id)
+	case evorav1.AckResult_ACK_RESULT_LEASE_LOST:
+		// Nothing changed and the job is no longer ours. After a reconnect this may be the
+		// resend of a report the server had already applied.
+		w.log.Warn("report not applied: the lease was lost; dropping the job", "job_id", id, "resent", r.tries > 1)
+	case evorav1.AckResult_ACK_RESULT_RETRY_LATER:
+		if d, ok := resendDelay(r.tries, time.Now(), r.leaseEnd); ok {
+			r.resendAt = time.Now().Add(d)
+			w.log.Warn("the server could not apply the report now; sending it again", "job_id", id, "in", d, "reason", a.GetReason())
+			return
+		}
+		w.log.Error("the server could not apply the report; giving up (the lease will expire and the job will run again)",
+			"job_id", id, "sends", r.tries, "reason", a.GetReason())
+	case evorav1.AckResult_ACK_RESULT_INVALID:
+		w.log.Error("report refused as invalid; not sending it again", "job_id", id, "reason", a.GetReason())
+	default:
+		w.log.Error("report answered with an unknown result; dropping it", "job_id", id, "result", res, "reason", a.GetReason())
+	}
+	w.settle(s, id)
+}
+
+// resendDue sends the reports whose retry time has come.
+func (w *worker) resendDue(s *session) {
+	now := time.Now()
+	for _, rs := range w.pending {
+		for _, r := range rs {
+			if !r.resendAt.IsZero() && !now.Before(r.resendAt) {
+				w.send(s, r)
+			}
+		}
+	}
+}
+
+// settle forgets the oldest report about a job, whose fate is decided, and drains after
+// -max-jobs of them.
+func (w *worker) settle(s *session, jobID string) {
+	if rs := w.pending[jobID][1:]; len(rs) > 0 {
+		w.pending[jobID] = rs
+	} else {
+		delete(w.pending, jobID)
+	}
+	w.acked++
+	w.markIdle()
+	if !w.stop && w.cfg.maxJobs > 0 && w.acked >= w.cfg.maxJobs {
+		w.log.Info("reached -max-jobs; draining", "max_jobs", w.cfg.maxJobs)
+		w.beginStop(s)
+	}
+}

@@ -1,0 +1,35 @@
+"""The worker's command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+
+
+def duration(text: str) -> float:
+    """Seconds from "5", "2.5s", "500ms" or "1m"."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r}")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[m.group(2)]
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    """The command line (each option may also come from an EVORA_* variable)."""
+    env = os.environ.get
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--address", default=env("EVORA_ADDRESS", "127.0.0.1:50051"), help="server host:port (env EVORA_ADDRESS)")
+    ap.add_argument("--queue", default=env("EVORA_QUEUE", "images"), help="queue to take jobs from (env EVORA_QUEUE)")
+    ap.add_argument("--worker-id", default=env("EVORA_WORKER_ID", f"py-{socket.gethostname()}-{os.getpid()}"),
+                    help="worker id recorded on jobs (env EVORA_WORKER_ID)")
+    ap.add_argument("--slots", type=int, default=int(env("EVORA_SLOTS", "4")), help="jobs run at once (env EVORA_SLOTS)")
+    ap.add_argument("--max-jobs", type=int, default=0,
+                    help="drain and exit after this many reports (complete or fail) were acknowledged; 0 = never")
+    ap.add_argument("--idle-exit", type=duration, default=0.0, help="drain and exit after this long with no job (e.g. 5s); 0 = never")
+    ap.add_argument("--drain-timeout", type=duration, default=30.0, help="on drain, how long to wait for running jobs")
+    args = ap.parse_args()
+    if args.slots < 1:
+        ap.error("--slots must be at least 1")
+    return args

@@ -1,0 +1,54 @@
+"""What the worker decides from the server's codes, as plain functions (tested in
+test_reports.py). The worker acts on these codes, never on the text that comes with them."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from evora.v1 import worker_pb2 as pb
+
+# Resending a report the server could not apply now (ACK_RESULT_RETRY_LATER): at most
+# MAX_SENDS sends in all, the first resend after FIRST_RESEND seconds, doubling, and never
+# past the job's lease.
+MAX_SENDS = 5
+FIRST_RESEND = 0.2
+
+
+def ack_result(ack: pb.ServerAck) -> int:
+    """What an ack says became of a report (a pb.AckResult value). A server that predates
+    result codes leaves it unset, and then `accepted` decides: true is ACCEPTED, false is
+    LEASE_LOST."""
+    if ack.result != pb.ACK_RESULT_UNSPECIFIED:
+        return ack.result
+    return pb.ACK_RESULT_ACCEPTED if ack.accepted else pb.ACK_RESULT_LEASE_LOST
+
+
+def resend_delay(sends: int, now: float, lease_end: float) -> Optional[float]:
+    """Seconds to wait before sending a report again after ACK_RESULT_RETRY_LATER, given how
+    many times it was sent; None means give up: it was sent MAX_SENDS times, or the lease
+    would end first (the server then requeues the job). `now` and `lease_end` are epoch
+    seconds, lease_end on the server's clock: a worker whose clock runs ahead gives up early."""
+    if sends >= MAX_SENDS:
+        return None
+    delay = FIRST_RESEND * 2 ** max(0, sends - 1)
+    if now + delay >= lease_end:
+        return None
+    return delay
+
+
+def code_name(enum: Any, value: int) -> str:
+    """The name of a proto enum value for logs; the number if this worker does not know it."""
+    try:
+        return enum.Name(value)
+    except ValueError:
+        return str(value)
+
+
+def epoch(ts: Any) -> float:
+    """A google.protobuf.Timestamp as epoch seconds."""
+    return ts.seconds + ts.nanos / 1e9
+
+
+def token_of(req: pb.WorkRequest) -> str:
+    """The lease a complete or fail report is about."""
+    return req.complete.lease_token if req.WhichOneof("msg") == "complete" else req.fail.lease_token

@@ -1,0 +1,63 @@
+"""One Work stream, read by a thread of its own."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Iterator
+
+import grpc
+
+from evora.v1 import worker_pb2 as pb
+from evora.v1 import worker_pb2_grpc as pb_grpc
+
+
+class Session:
+    """One Work stream: an outgoing queue feeding the request iterator, and a reader thread
+    that forwards every server message (and the stream's end) to the worker's event queue."""
+
+    _END = object()
+
+    def __init__(self, stub: pb_grpc.WorkerServiceStub, events: queue.Queue, sid: int):
+        self.sid = sid
+        self.out: queue.Queue = queue.Queue()
+        self.fence_set = False  # we sent drain + a fencing heartbeat
+        self.fenced = False  # ... and its ack arrived: no more jobs will come
+        self.ended = False
+        self.drain: pb.ServerDrain | None = None  # the server's drain, once it asked for one
+        self.call = stub.Work(self._requests())
+        threading.Thread(target=self._read, args=(events,), daemon=True).start()
+
+    def _requests(self) -> Iterator[pb.WorkRequest]:
+        while True:
+            item = self.out.get()
+            if item is Session._END:
+                return
+            yield item
+
+    def _read(self, events: queue.Queue) -> None:
+        try:
+            for msg in self.call:
+                events.put(("msg", self.sid, msg))
+            events.put(("end", self.sid, None))
+        except grpc.RpcError as err:
+            events.put(("end", self.sid, err))
+
+    def send(self, req: pb.WorkRequest) -> None:
+        self.out.put(req)
+
+    def close_send(self) -> None:
+        self.out.put(Session._END)
+
+    def cancel(self) -> None:
+        self.close_send()
+        self.call.cancel()
+
+
+def describe(err: Any) -> str:
+    """Why a stream ended, for logs."""
+    if err is None:
+        return "closed by the server"
+    if isinstance(err, grpc.RpcError):
+        return f"{err.code().name}: {err.details()}"  # type: ignore[attr-defined]
+    return str(err)

@@ -1,7 +1,8 @@
 /**
  * The results page (docs/benchmarks.md): the harness rewrites only the block between the
  * markers below; everything outside it (how to run, how the peers were tuned, the hot path
- * changes) is written by hand and kept.
+ * changes) is written by hand and kept. The block it replaces moves to
+ * bench/results/history.md (archiveResults).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, release } from 'node:os';
@@ -255,6 +256,33 @@ ${END}
 
 _To be written: what we changed in Evora's hot path and what each change bought._
 `;
+
+/** Where bench/results/history.md takes superseded results blocks: right after this line. */
+export const HISTORY_MARK = '<!-- bench:history:results (npm run bench adds superseded results blocks below this line) -->';
+
+/**
+ * Moves the results block that `writeResults` is about to replace in `docPath` into the
+ * history page (newest first, after HISTORY_MARK, folded), so a new run never loses the
+ * numbers of the one before. Does nothing when either file or marker is missing.
+ */
+export function archiveResults(docPath: string, historyPath: string): boolean {
+  if (!existsSync(docPath) || !existsSync(historyPath)) return false;
+  const doc = readFileSync(docPath, 'utf8');
+  const b = doc.indexOf(BEGIN);
+  const e = doc.indexOf(END);
+  const history = readFileSync(historyPath, 'utf8');
+  const at = history.indexOf(HISTORY_MARK);
+  if (b < 0 || e <= b || at < 0) return false;
+  const old = doc.slice(b + BEGIN.length, e).trim();
+  if (!old) return false;
+  // The block's own headings go one level down, and its first line names the run.
+  const body = old.replace(/^### /gm, '#### ');
+  const title = /^Run of (\S+): /m.exec(body)?.[1] ?? 'an earlier run';
+  const entry = `\n\n<details><summary>Results block of the run of ${title}</summary>\n\n${body}\n\n</details>`;
+  const cut = at + HISTORY_MARK.length;
+  writeFileSync(historyPath, history.slice(0, cut) + entry + history.slice(cut));
+  return true;
+}
 
 /** Writes the generated block into `path`, keeping everything outside the markers. */
 export function writeResults(path: string, block: string): void {

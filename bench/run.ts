@@ -3,7 +3,7 @@
  * on one PostgreSQL server (embedded in /tmp unless DATABASE_URL is set), each system and
  * scenario on a fresh database. Prints one JSON line per system and scenario on stdout
  * (progress goes to stderr) and, for a full run of everything, rewrites the results block
- * of docs/benchmarks.md.
+ * of docs/benchmarks.md (the block it replaces moves to bench/results/history.md).
  *
  *   npm run bench                         full run (about 6-8 minutes)
  *   npm run bench -- --quick              smaller sizes (under 2 minutes), does not write the docs
@@ -28,7 +28,7 @@ import { cpuSample, otherCpu } from './lib/cpu.js';
 import { cleanupAll, postgresStart, redisStart, tempDir, which, type Redis, type RedisPersistence } from './lib/infra.js';
 import type { SystemName } from './lib/protocol.js';
 import { errorText, log, now } from './lib/util.js';
-import { renderResults, targets, writeResults, type ResultLine, type RunInfo } from './report.js';
+import { archiveResults, renderResults, targets, writeResults, type ResultLine, type RunInfo } from './report.js';
 import { FULL, QUICK, RUNNERS, SCENARIOS, type RunContext, type ScenarioName, type Sizes } from './scenarios.js';
 import { bullmqDriver } from './systems/bullmq.js';
 import { evoraDriver } from './systems/evora.js';
@@ -37,6 +37,7 @@ import { pgBossDriver } from './systems/pgboss.js';
 import type { SystemDriver, SystemInstance } from './systems/types.js';
 
 const DOC = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
+const HISTORY = fileURLToPath(new URL('./results/history.md', import.meta.url));
 const ALL_SYSTEMS: SystemName[] = ['evora', 'graphile-worker', 'pg-boss', 'bullmq'];
 const ALIASES: Record<string, SystemName> = {
   evora: 'evora',
@@ -241,6 +242,7 @@ if (other) {
 }
 if (pendingWrite && writeTo) {
   pendingWrite.otherCpu = other;
+  if (writeTo === DOC && archiveResults(DOC, HISTORY)) log(`moved the previous results block to ${HISTORY}`);
   writeResults(writeTo, renderResults(results, pendingWrite));
   log(`wrote ${writeTo}`);
 }

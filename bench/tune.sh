@@ -17,6 +17,7 @@ while [[ $# -gt 0 && $1 != -- ]]; do extra+=("$1"); shift; done
 shift || true
 variants=("$@")
 [[ ${#variants[@]} -gt 0 ]] || variants=("")
+node bench/deps.mjs # the peers, in bench/node_modules
 field=jobsPerSecond
 [[ $scenario == latency ]] && field=p50ms
 runs=()

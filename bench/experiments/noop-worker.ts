@@ -2,10 +2,10 @@
  * A no-op worker process on the raw Work stream, for the dispatcher measurement: completes
  * every job at once and reports, on stdout as JSON lines, each job's enqueue-to-receipt time
  * (from `payload.t`, a Date.now() at submit) and the count of acks.
- * Usage: tsx bench/noop-worker.ts <address> <queue> <slots>
+ * Usage: tsx bench/experiments/noop-worker.ts <address> <queue> <slots>
  */
 import * as grpc from '@grpc/grpc-js';
-import { WorkerServiceClient, type WorkResponse } from '../src/gen/evora/v1/worker.js';
+import { WorkerServiceClient, type WorkResponse } from '../../src/gen/evora/v1/worker.js';
 
 const [address = '127.0.0.1:50051', queue = 'bench', slots = '100'] = process.argv.slice(2);
 const client = new WorkerServiceClient(address, grpc.credentials.createInsecure());

@@ -2,20 +2,21 @@
  * Where does a burn-down spend its time? Runs N no-op jobs through a server (in this
  * process) and one raw-stream worker process, on an embedded PostgreSQL with
  * pg_stat_statements, then prints jobs/s and the statements by total time.
- * Usage: npx tsx scripts/profile-hotpath.ts [N=20000] [slots=200]
+ * Usage: npx tsx bench/experiments/profile-hotpath.ts [N=20000] [slots=200]
  * (add `node --cpu-prof --import tsx` to profile the server's JavaScript too)
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
-import { configLoad } from '../src/server/config.js';
-import { embeddedPostgresStart, freePort } from '../src/server/embedded-postgres.js';
-import { silentLogger } from '../src/logger.js';
-import { serverStart } from '../src/server/server.js';
-import { JobServiceClient } from '../src/gen/evora/v1/job.js';
+import { configLoad } from '../../src/server/config.js';
+import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postgres.js';
+import { silentLogger } from '../../src/logger.js';
+import { serverStart } from '../../src/server/server.js';
+import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
 import * as grpc from '@grpc/grpc-js';
 
 const N = Number(process.argv[2] ?? 20_000);
@@ -37,7 +38,7 @@ for (let i = 0; i < N; i += 1000) {
   await submit({ jobs: Array.from({ length: Math.min(1000, N - i) }, () => ({ queue: 'burn', type: 'noop', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 })) });
 }
 await admin.query('SELECT pg_stat_statements_reset()');
-const child = spawn(process.execPath, ['--import', 'tsx', 'bench/noop-worker.ts', server.address, 'burn', String(SLOTS)], { stdio: ['ignore', 'pipe', 'inherit'] });
+const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./noop-worker.ts', import.meta.url)), server.address, 'burn', String(SLOTS)], { stdio: ['ignore', 'pipe', 'inherit'] });
 const t0 = performance.now();
 let acks = 0;
 await new Promise<void>((resolve) => {

@@ -2,8 +2,8 @@
  * Per-job CPU cost of the Work stream with the SDK's EvoraWorker: runs N no-op jobs through
  * a server (in this process) and one EvoraWorker process, on an embedded PostgreSQL, and
  * prints jobs/s and the CPU time each process (and PostgreSQL's) spent per job during the burn-down.
- * (scripts/profile-hotpath.ts does the same with a raw-stream worker and shows the SQL.)
- * Usage: npx tsx scripts/profile-sdk-worker.ts [N=20000] [slots=1000] [payloadKeys=4]
+ * (bench/experiments/profile-hotpath.ts does the same with a raw-stream worker and shows the SQL.)
+ * Usage: npx tsx bench/experiments/profile-sdk-worker.ts [N=20000] [slots=1000] [payloadKeys=4]
  * (the worker process is this file with `--worker <address> <queue> <slots>`; PROFILE_DIR=dir
  * writes the worker's V8 CPU profile there; SERVER_PROFILE=file.cpuprofile writes the
  * server's, of the burn-down only)
@@ -18,13 +18,13 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import pg from 'pg';
-import { configLoad } from '../src/server/config.js';
-import { embeddedPostgresStart, freePort } from '../src/server/embedded-postgres.js';
-import { JobServiceClient } from '../src/gen/evora/v1/job.js';
-import { silentLogger } from '../src/logger.js';
-import { EvoraWorker } from '../src/sdk/index.js';
-import { serverStart } from '../src/server/server.js';
-import { postmasterPid, processCpuUs } from '../bench/lib/cpu.js';
+import { configLoad } from '../../src/server/config.js';
+import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postgres.js';
+import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
+import { silentLogger } from '../../src/logger.js';
+import { EvoraWorker } from '../../src/sdk/index.js';
+import { serverStart } from '../../src/server/server.js';
+import { postmasterPid, processCpuUs } from '../lib/cpu.js';
 
 /** CPU time (µs) of the PostgreSQL server in `dataDir` so far: the postmaster and its children. */
 function postgresCpuUs(dataDir: string): number {

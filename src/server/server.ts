@@ -9,7 +9,7 @@ import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
 import type { Logger } from '../logger.js';
-import { Elector } from '../maintenance/elector.js';
+import { Maintainer } from '../maintenance/maintainer.js';
 import { Sweeper } from '../maintenance/sweeper.js';
 import { Projector } from '../maintenance/projector.js';
 import { PostgresTelemetrySink } from '../telemetry/pg-sink.js';
@@ -31,6 +31,9 @@ import { workerServiceDefinition } from '../grpc/wire.js';
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
 const DEFAULT_LEASE_SECONDS = 30;
 
+/** The leader-only services of a server process, run by its maintainer. */
+export type ServerMaintainer = Maintainer<{ sweeper: Sweeper; projector: Projector }>;
+
 /** A running Evora server process: where it listens, its parts (for tests), and how to stop it. */
 export interface EvoraServer {
   /** host:port the gRPC server is bound to. */
@@ -39,9 +42,8 @@ export interface EvoraServer {
   databaseUrl: string;
   store: Store;
   dispatcher: Dispatcher;
-  elector: Elector;
-  sweeper: Sweeper;
-  projector: Projector;
+  /** Leader election and the leader-only services (`maintainer.services.sweeper`, ...). */
+  maintainer: ServerMaintainer;
   telemetry: TelemetrySink;
   /** Graceful shutdown in the documented order. Safe to call twice. */
   stop(): Promise<void>;
@@ -57,8 +59,8 @@ export interface EvoraServer {
  *     drain, then waits up to shutdownTimeoutMs for held jobs to be finished and committed;
  *  2. the gRPC server stops (open streams are closed; jobs still held keep their leases, so
  *     the workers can finish them on another server or the sweeper requeues them);
- *  3. background services stop: projector, sweeper, elector (leadership is released),
- *     the telemetry client, listener;
+ *  3. background parts stop: the metrics endpoint, the maintainer (the leader services,
+ *     then the elector releases leadership), the telemetry client, the listener;
  *  4. the pool closes; 5. the embedded PostgreSQL stops.
  * Nothing is left RUNNING without a lease: the schema forbids it.
  */
@@ -147,19 +149,22 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       : new PostgresTelemetrySink(store.pool);
     cleanups.push(() => telemetry.close());
 
-    const elector = new Elector({ connectionString: databaseUrl, intervalMs: config.electionIntervalMs, logger });
-    const sweeper = new Sweeper({
-      store,
-      isLeader: () => elector.isLeader,
+    const maintainer: ServerMaintainer = new Maintainer({
+      connectionString: databaseUrl,
+      electionIntervalMs: config.electionIntervalMs,
       logger,
-      intervalMs: config.sweepIntervalMs,
-      onSwept: (batch) => batch.jobs.forEach((job) => jobWritten('expire', job)),
+      services: {
+        sweeper: new Sweeper({
+          store,
+          logger,
+          intervalMs: config.sweepIntervalMs,
+          onSwept: (batch) => batch.jobs.forEach((job) => jobWritten('expire', job)),
+        }),
+        projector: new Projector({ store, sink: telemetry, logger, intervalMs: config.projectIntervalMs }),
+      },
     });
-    const projector = new Projector({ store, sink: telemetry, isLeader: () => elector.isLeader, logger, intervalMs: config.projectIntervalMs });
-    elector.start();
-    sweeper.start();
-    projector.start();
-    cleanups.push(() => elector.stop(), () => sweeper.stop(), () => projector.stop());
+    maintainer.start();
+    cleanups.push(() => maintainer.stop());
 
     const server = new grpc.Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,
@@ -221,7 +226,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
         logger.info('stopped');
       })());
 
-    return { address, port, databaseUrl, store, dispatcher, elector, sweeper, projector, telemetry, stop };
+    return { address, port, databaseUrl, store, dispatcher, maintainer, telemetry, stop };
   } catch (err) {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
     await embedded?.stop();

@@ -23,6 +23,9 @@ function sinkFor(db: string) {
   return sink;
 }
 
+/** A projector run's signal that is never aborted. */
+const signal = new AbortController().signal;
+
 const describeFerret = describe.skipIf(skipWithoutFerretdb());
 
 describeFerret('projector into MongoDB (FerretDB)', () => {
@@ -47,7 +50,7 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
   it('after a mixed run of 5,000 jobs (completions, retries, DLQ, cancels) the counts match Postgres exactly', async () => {
     const sink = sinkFor('mixed');
     const queues = await mixedRun(store, { total: 5000, prefix: queueName('mix') });
-    const run = await new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 5000 }).runOnce();
+    const run = await new Projector({ store, sink, logger: silentLogger(), batchSize: 5000 }).runOnce(signal);
     expect(run.events).toBeGreaterThan(10_000);
     expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
     const stats = (await telemetryStats(sink, { queues: [queues[1]!] }))[0]!;
@@ -59,15 +62,15 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
   it('killing the projector in the middle of applying a batch and starting it again leaves every count exact', async () => {
     const sink = sinkFor('crash');
     const queues = await mixedRun(store, { total: 1500, prefix: queueName('crash') });
-    const crashing = new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 800 });
+    const crashing = new Projector({ store, sink, logger: silentLogger(), batchSize: 800 });
     // The first batch dies after a few of its document writes, as a killed process would.
     for (const crashAfter of [1, 3, 50]) {
       sink.crashAfterWrites = crashAfter;
-      await expect(crashing.runOnce()).rejects.toThrow(/simulated crash/);
+      await expect(crashing.runOnce(signal)).rejects.toThrow(/simulated crash/);
     }
     sink.crashAfterWrites = null;
-    const restarted = new Projector({ store, sink: sinkFor('crash'), isLeader: () => true, logger: silentLogger(), batchSize: 800 });
-    await restarted.runOnce();
+    const restarted = new Projector({ store, sink: sinkFor('crash'), logger: silentLogger(), batchSize: 800 });
+    await restarted.runOnce(signal);
     expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
   });

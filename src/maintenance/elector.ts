@@ -59,7 +59,12 @@ export class Elector extends PeriodicService {
   /** Attempts election (or confirms leadership) once, and tells the listener of a change. */
   async runOnce(_signal?: AbortSignal): Promise<boolean> {
     if (!this.leader && this.campaignEnd?.aborted) return false;
-    const leader = await this.lock.leaderAttemptElect();
+    let leader = await this.lock.leaderAttemptElect();
+    if (leader && !this.leader && this.campaignEnd?.aborted) {
+      // An attempt that began before shutdown and won after it: hand the lock back.
+      await this.lock.leaderResign();
+      leader = false;
+    }
     if (leader !== this.leader) {
       this.leader = leader;
       this.logger.info({ leader }, leader ? 'elected leader' : 'lost leadership');

@@ -1,78 +1,130 @@
 import type { Logger } from '../logger.js';
+import { Lifecycle, type LifecycleState } from './lifecycle.js';
+
+/** How a periodic service is paced. */
+export interface PeriodicOptions {
+  /** Time between the end of one tick and the start of the next. */
+  intervalMs: number;
+  /**
+   * Upper bound of the random wait before the first tick, so that many processes started
+   * together do not tick in lockstep. Default: 10% of the interval, at most 1 s; 0: none.
+   */
+  startJitterMaxMs?: number;
+}
+
+/** The default start jitter bound of a service ticking every `intervalMs`. */
+export function startJitterDefaultMs(intervalMs: number): number {
+  return Math.min(intervalMs * 0.1, 1000);
+}
 
 /**
- * The shape of every background service (sweeper, elector, ...): one loop that calls
- * `runOnce()` every `intervalMs`, `start()`/`stop()` that are safe to call twice, and an
- * AbortSignal that ends the loop's wait at once on stop. Tests call `runOnce()` directly.
- * `wake()` runs the next iteration now instead of at the end of the interval.
+ * The shape of every background service (sweeper, projector, elector, ...): after a small
+ * random delay, one loop that calls `runOnce(signal)` every `intervalMs`. `start()` and
+ * `stop()` are safe to call twice; `stop()` aborts the signal of the tick in progress, so
+ * long work ends promptly, and resolves once that tick has returned. The lifecycle states
+ * (`stopped → starting → running → stopping`) are checked (lifecycle.ts).
+ *
+ * A service does not know about leadership: the maintainer starts the leader-only ones when
+ * this process is elected and stops them when it is not. Tests call `runOnce()` directly.
  */
 export abstract class PeriodicService {
+  private readonly lifecycle: Lifecycle;
   private controller: AbortController | null = null;
   private loop: Promise<void> | null = null;
-  private wakeNow: (() => void) | null = null;
+  private stopping: Promise<void> | null = null;
+  protected readonly intervalMs: number;
+  private readonly startJitterMaxMs: number;
 
   protected constructor(
     readonly name: string,
-    protected intervalMs: number,
+    opts: PeriodicOptions,
     protected readonly logger: Logger,
-  ) {}
+  ) {
+    this.lifecycle = new Lifecycle(name);
+    this.intervalMs = opts.intervalMs;
+    this.startJitterMaxMs = opts.startJitterMaxMs ?? startJitterDefaultMs(opts.intervalMs);
+  }
 
-  /** One unit of work. Must not throw for expected conditions; errors are logged. */
-  abstract runOnce(): Promise<unknown>;
+  /**
+   * One unit of work. `signal` is aborted when the service is stopped: work that takes long
+   * checks it and returns (or throws) early, leaving nothing half done that a later tick
+   * cannot finish. Errors are logged; the loop goes on at the next interval.
+   */
+  abstract runOnce(signal: AbortSignal): Promise<unknown>;
 
-  /** Starts the loop. Safe to call twice. */
+  /** Where the service is in its lifecycle. */
+  get state(): LifecycleState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Starts the loop; a no-op while starting or running. Starting a service that is still
+   * stopping is a caller's bug and throws: await `stop()` first.
+   */
   start(): void {
-    if (this.controller) return;
+    const state = this.lifecycle.state;
+    if (state === 'starting' || state === 'running') return;
+    this.lifecycle.to('starting');
     const controller = new AbortController();
     this.controller = controller;
     this.loop = this.run(controller.signal);
   }
 
   /**
-   * Stops the loop, waits for the current iteration to end, then releases what the service
-   * holds (also when only `runOnce()` was used). Safe to call twice.
+   * Stops the loop: aborts the tick in progress, waits for it to return, then releases
+   * what the service holds (`onStop`, also when only `runOnce()` was used). Safe to call
+   * twice; a second call while stopping waits for the same end.
    */
-  async stop(): Promise<void> {
-    const controller = this.controller;
-    if (controller) {
-      controller.abort();
-      this.wakeNow?.();
-      await this.loop;
-      this.controller = null;
-      this.loop = null;
-    }
-    await this.onStop();
+  stop(): Promise<void> {
+    const state = this.lifecycle.state;
+    if (state === 'stopping') return this.stopping!;
+    if (state === 'stopped') return this.onStop();
+    this.lifecycle.to('stopping');
+    this.controller!.abort();
+    const loop = this.loop;
+    this.stopping = (async () => {
+      try {
+        await loop;
+        await this.onStop();
+      } finally {
+        this.controller = null;
+        this.loop = null;
+        this.stopping = null;
+        this.lifecycle.to('stopped');
+      }
+    })();
+    return this.stopping;
   }
 
-  /** Runs the next iteration now. */
-  wake(): void {
-    this.wakeNow?.();
-  }
-
-  get running(): boolean {
-    return this.controller !== null;
-  }
-
-  /** Hook for releasing resources after the loop has ended; must be idempotent. */
+  /** Releases resources after the loop has ended; must be idempotent. */
   protected async onStop(): Promise<void> {}
 
   private async run(signal: AbortSignal): Promise<void> {
+    await abortableDelay(Math.random() * this.startJitterMaxMs, signal);
+    if (signal.aborted) return;
+    this.lifecycle.to('running');
     while (!signal.aborted) {
       try {
-        await this.runOnce();
+        await this.runOnce(signal);
       } catch (err) {
-        this.logger.error({ err, component: this.name }, `${this.name}: iteration failed`);
+        if (signal.aborted) this.logger.debug({ err }, `${this.name}: tick ended by stop`);
+        else this.logger.error({ err }, `${this.name}: tick failed`);
       }
-      if (signal.aborted) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, this.intervalMs);
-        function done() {
-          clearTimeout(timer);
-          resolve();
-        }
-        this.wakeNow = done;
-      });
-      this.wakeNow = null;
+      await abortableDelay(this.intervalMs, signal);
     }
   }
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts (never rejects). */
+export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal.aborted || ms <= 0) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }

@@ -5,33 +5,34 @@ import { PeriodicService } from './periodic.js';
 
 /** What one projector run did. */
 export interface ProjectorRun {
-  /** False when this process is not the leader and did nothing. */
-  ran: boolean;
   batches: number;
   events: number;
 }
 
 /**
- * The projector: on the elected leader only, it moves outbox events into the telemetry
- * sink, a batch at a time, until the outbox is empty.
+ * The projector (leader-only: the maintainer runs it on the elected process): it moves
+ * outbox events into the telemetry sink, a batch at a time, until the outbox is empty.
  *
  * Exactly once, through any crash (docs/telemetry.md):
  * 1. open a batch: the batch a crash left open, with exactly its rows, or a new one;
  * 2. apply it to the sink, which changes each document at most once per batch id;
  * 3. close it: delete its rows from the outbox.
  * A crash before 3 makes the next run apply the same batch again, which changes only the
- * documents the first attempt did not reach.
+ * documents the first attempt did not reach. A stop (the signal) is handled like a crash:
+ * a batch it interrupts stays open and the next run, here or on the next leader, finishes it.
  */
 export class Projector extends PeriodicService {
   private readonly batchSize: number;
+  private sinkReady = false;
 
   constructor(
     private readonly opts: {
       store: Store;
       sink: TelemetrySink;
-      isLeader: () => boolean;
       logger: Logger;
       intervalMs?: number;
+      /** See PeriodicOptions.startJitterMaxMs. */
+      startJitterMaxMs?: number;
       /**
        * About this many events per batch (whole outbox rows; default 20,000). A batch costs
        * about nine statements and three commits whatever its size, so a burst should take
@@ -40,30 +41,31 @@ export class Projector extends PeriodicService {
       batchSize?: number;
     },
   ) {
-    super('projector', opts.intervalMs ?? 1000, opts.logger.child({ component: 'projector' }));
+    super(
+      'projector',
+      { intervalMs: opts.intervalMs ?? 1000, startJitterMaxMs: opts.startJitterMaxMs },
+      opts.logger.child({ component: 'projector' }),
+    );
     this.batchSize = opts.batchSize ?? 20_000;
   }
 
-  private sinkReady = false;
-
-  async runOnce(): Promise<ProjectorRun> {
-    const run: ProjectorRun = { ran: false, batches: 0, events: 0 };
-    if (!this.opts.isLeader()) return run;
-    run.ran = true;
+  /** Projects until the outbox is empty (or a short new batch), or until `signal` aborts. */
+  async runOnce(signal: AbortSignal): Promise<ProjectorRun> {
+    const run: ProjectorRun = { batches: 0, events: 0 };
     // The telemetry store may be down: the queue does not wait for it; events wait in the
     // outbox and this loop tries again on its next run.
     if (!this.sinkReady) {
       await this.opts.sink.init();
       this.sinkReady = true;
     }
-    for (;;) {
+    while (!signal.aborted) {
       const batch = await this.opts.store.projectorBatchOpen({
         sink: this.opts.sink.name,
         limit: this.batchSize,
         details: this.opts.sink.storesEvents,
       });
-      if (!batch) return run;
-      await this.opts.sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
+      if (!batch || signal.aborted) return run;
+      await this.opts.sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox), signal);
       await this.opts.store.projectorBatchClose({ batchId: batch.batchId });
       run.batches++;
       const events = batch.rows.reduce((n, r) => n + r.n, 0);
@@ -73,5 +75,6 @@ export class Projector extends PeriodicService {
       // reopened batch says nothing about what waits behind it, so go on after one.)
       if (!batch.reopened && events < this.batchSize) return run;
     }
+    return run;
   }
 }

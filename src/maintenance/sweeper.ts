@@ -5,17 +5,17 @@ import { PeriodicService } from './periodic.js';
 
 /** What one sweep did, summed over its batches. */
 export interface SweepSummary {
-  /** False when this process is not the leader and did nothing. */
-  ran: boolean;
   requeued: number;
   deadLettered: number;
   cancelled: number;
 }
 
 /**
- * The visibility sweeper: on the elected leader only, it returns RUNNING jobs whose lease
- * expired to PENDING (after backoff), or to DLQ once their attempts are used up, in
- * batches until none are left. Workers that died or hung lose their jobs this way.
+ * The visibility sweeper (leader-only: the maintainer runs it on the elected process): it
+ * returns RUNNING jobs whose lease expired to PENDING (after backoff), or to DLQ once their
+ * attempts are used up, in batches until none are left. Workers that died or hung lose
+ * their jobs this way. Each batch commits on its own, so a sweep stopped between batches
+ * leaves the rest to the next one.
  */
 export class Sweeper extends PeriodicService {
   private readonly batchSize: number;
@@ -23,24 +23,30 @@ export class Sweeper extends PeriodicService {
   constructor(
     private readonly opts: {
       store: Store;
-      isLeader: () => boolean;
       logger: Logger;
       intervalMs?: number;
+      /** See PeriodicOptions.startJitterMaxMs. */
+      startJitterMaxMs?: number;
       batchSize?: number;
       /** Called with each batch's jobs after it commits (for the dispatcher and metrics). */
       onSwept?: (result: SweepResult) => void;
     },
   ) {
-    super('sweeper', opts.intervalMs ?? 1000, opts.logger.child({ component: 'sweeper' }));
+    super(
+      'sweeper',
+      { intervalMs: opts.intervalMs ?? 1000, startJitterMaxMs: opts.startJitterMaxMs },
+      opts.logger.child({ component: 'sweeper' }),
+    );
     this.batchSize = opts.batchSize ?? 500;
   }
 
-  /** One sweep; `now` lets tests move time instead of sleeping. */
-  async runOnce(params: { now?: Date } = {}): Promise<SweepSummary> {
-    const summary: SweepSummary = { ran: false, requeued: 0, deadLettered: 0, cancelled: 0 };
-    if (!this.opts.isLeader()) return summary;
-    summary.ran = true;
-    for (;;) {
+  /**
+   * One sweep, batch after batch until a short one, or until `signal` aborts. `now` lets
+   * tests move time instead of sleeping.
+   */
+  async runOnce(signal: AbortSignal, params: { now?: Date } = {}): Promise<SweepSummary> {
+    const summary: SweepSummary = { requeued: 0, deadLettered: 0, cancelled: 0 };
+    while (!signal.aborted) {
       const batch = await this.opts.store.jobSweepExpired({ limit: this.batchSize, now: params.now });
       summary.requeued += batch.requeued;
       summary.deadLettered += batch.deadLettered;

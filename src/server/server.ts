@@ -4,24 +4,19 @@ import { HealthImplementation } from 'grpc-health-check';
 import pg from 'pg';
 import type { ServerConfig } from './config.js';
 import { embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
+import { JobObserver } from './job-observer.js';
 import { migrate } from '../store/migrate.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
 import type { Logger } from '../logger.js';
-import { Elector } from '../maintenance/elector.js';
+import { Maintainer } from '../maintenance/maintainer.js';
 import { Sweeper } from '../maintenance/sweeper.js';
 import { Projector } from '../maintenance/projector.js';
 import { PostgresTelemetrySink } from '../telemetry/pg-sink.js';
 import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
-import type { JobWritten } from '../domain/job.js';
 import { ServerMetrics, metricsServerStart } from '../telemetry/metrics.js';
-
-/** The fields every job log line carries. */
-function jobLogFields(job: JobWritten, workerId: string | null) {
-  return { job_id: job.id, queue: job.queue, type: job.type, worker_id: workerId, attempt: job.attempt };
-}
 import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, Store } from '../store/store.js';
 import { reflectionAddToServer } from '../grpc/reflection.js';
@@ -30,6 +25,11 @@ import { workerServiceDefinition } from '../grpc/wire.js';
 
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
 const DEFAULT_LEASE_SECONDS = 30;
+/** How long the gRPC server waits for calls to end on their own before cancelling them. */
+const GRPC_SHUTDOWN_GRACE_MS = 1000;
+
+/** The leader-only services of a server process, run by its maintainer. */
+export type ServerMaintainer = Maintainer<{ sweeper: Sweeper; projector: Projector }>;
 
 /** A running Evora server process: where it listens, its parts (for tests), and how to stop it. */
 export interface EvoraServer {
@@ -39,43 +39,80 @@ export interface EvoraServer {
   databaseUrl: string;
   store: Store;
   dispatcher: Dispatcher;
-  elector: Elector;
-  sweeper: Sweeper;
-  projector: Projector;
+  /** Leader election and the leader-only services (`maintainer.services.sweeper`, ...). */
+  maintainer: ServerMaintainer;
   telemetry: TelemetrySink;
   /** Graceful shutdown in the documented order. Safe to call twice. */
   stop(): Promise<void>;
 }
 
 /**
- * Starts an Evora server: the database (embedded unless configured), migrations, the store,
- * the LISTEN connection, the dispatcher, leader election with the sweeper, and gRPC with
- * health and reflection.
+ * The parts built so far, in build order. `partsStop` stops whichever exist, so a start
+ * that fails half way is undone by the same code, in the same order, as a normal stop.
+ */
+interface Parts {
+  /** Aborted when shutdown begins: long-lived parts stop taking on new work. */
+  shutdown: AbortController;
+  embedded: EmbeddedPostgresHandle | null;
+  store: Store | null;
+  dispatcher: Dispatcher | null;
+  listener: NotificationListener | null;
+  telemetry: TelemetrySink | null;
+  maintainer: ServerMaintainer | null;
+  grpc: grpc.Server | null;
+  health: HealthImplementation | null;
+  streams: Set<WorkStreamHandle>;
+  metricsServer: { port: number; close(): Promise<void> } | null;
+}
+
+/**
+ * The composition root: starts an Evora server, building every part in order: the database
+ * (embedded unless configured), migrations, the store, metrics and the dispatcher, the
+ * LISTEN connection, the telemetry sink, the maintainer (leader election; the sweeper and
+ * the projector run on the leader), gRPC with health and reflection, the metrics endpoint.
  *
- * Shutdown order (stop()):
- *  1. health says NOT_SERVING; the dispatcher stops claiming and tells every worker to
- *     drain, then waits up to shutdownTimeoutMs for held jobs to be finished and committed;
- *  2. the gRPC server stops (open streams are closed; jobs still held keep their leases, so
- *     the workers can finish them on another server or the sweeper requeues them);
- *  3. background services stop: projector, sweeper, elector (leadership is released),
- *     the telemetry client, listener;
- *  4. the pool closes; 5. the embedded PostgreSQL stops.
+ * Shutdown order (stop(), and a failed start, stop what exists in this order):
+ *  1. health says NOT_SERVING, and the shutdown signal aborts (this process no longer
+ *     tries to become the leader);
+ *  2. the dispatcher stops claiming, tells every worker to drain, and waits up to
+ *     shutdownTimeoutMs for held jobs to be finished and their writes committed;
+ *  3. the Work streams end;
+ *  4. the gRPC server stops (calls still open after a grace second are cancelled; jobs
+ *     still held keep their leases, so workers can finish them on another server, or the
+ *     sweeper requeues them), then the metrics endpoint closes;
+ *  5. the maintainer stops: the leader services (sweeper, projector) end their tick in
+ *     progress, then the elector releases the leadership lock;
+ *  6. the projector's telemetry sink closes;
+ *  7. the LISTEN connection stops;
+ *  8. the store closes its pool;
+ *  9. the embedded PostgreSQL stops.
  * Nothing is left RUNNING without a lease: the schema forbids it.
  */
 export async function serverStart(config: ServerConfig, logger: Logger): Promise<EvoraServer> {
-  let embedded: EmbeddedPostgresHandle | null = null;
+  const parts: Parts = {
+    shutdown: new AbortController(),
+    embedded: null,
+    store: null,
+    dispatcher: null,
+    listener: null,
+    telemetry: null,
+    maintainer: null,
+    grpc: null,
+    health: null,
+    streams: new Set(),
+    metricsServer: null,
+  };
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
     const dataDir = join(config.dataDir, 'pgdata');
     logger.info({ data_dir: dataDir, port: config.embeddedPgPort }, 'starting embedded PostgreSQL');
-    embedded = await embeddedPostgresStart({
+    parts.embedded = await embeddedPostgresStart({
       dataDir,
       port: config.embeddedPgPort,
       onLog: (line) => logger.trace({ postgres: line.trim() }, 'postgres'),
     });
-    databaseUrl = embedded.url;
+    databaseUrl = parts.embedded.url;
   }
-  const cleanups: (() => Promise<unknown>)[] = [];
   try {
     const migratePool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
     // An idle client's error (the database going away while the pool ends) must not
@@ -89,46 +126,14 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     }
 
     const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize, claimAsyncCommit: config.claimAsyncCommit });
-    cleanups.push(() => store.close());
-    const dispatcherLogger = logger.child({ component: 'dispatcher' });
-    let metrics: ServerMetrics | null = null;
-    const dispatcher = new Dispatcher({
-      store,
-      logger: dispatcherLogger,
-      pollIntervalMs: config.pollIntervalMs,
-      observer: {
-        claimed: (queue, _asked, got, ms) => {
-          if (got > 0) metrics?.claimSeconds.observe({ queue }, ms / 1000);
-        },
-        pushed: (session, job) => {
-          metrics?.pushSeconds.observe({ queue: job.queue }, Math.max(0, Date.now() - job.runAt.getTime()) / 1000);
-          dispatcherLogger.debug(jobLogFields(job, session.workerId), 'job pushed');
-        },
-        written: (write, job) => jobWritten(write, job),
-      },
-    });
-    metrics = new ServerMetrics({ store, dispatcher });
-    /** Counts and logs a job's new state after a worker's write or a sweep. */
-    const jobWritten = (write: 'complete' | 'fail' | 'snooze' | 'expire', job: JobWritten) => {
-      const fields = jobLogFields(job, job.workerId);
-      if (job.state === 'COMPLETED') {
-        metrics?.jobsCompleted.inc({ queue: job.queue });
-        dispatcherLogger.debug(fields, 'job completed');
-      } else if (job.state === 'DLQ') {
-        metrics?.jobsFailed.inc({ queue: job.queue });
-        metrics?.jobsDeadLettered.inc({ queue: job.queue });
-        dispatcherLogger.warn({ ...fields, error: job.lastError }, 'job dead-lettered');
-      } else if (write === 'snooze' && job.state === 'PENDING') {
-        dispatcherLogger.debug({ ...fields, run_at: job.runAt }, 'job snoozed');
-      } else if (job.state === 'PENDING') {
-        metrics?.jobsFailed.inc({ queue: job.queue });
-        const what = write === 'expire' ? 'lease expired' : 'job failed';
-        dispatcherLogger.info({ ...fields, error: job.lastError, retry_at: job.runAt }, `${what}; will retry`);
-      } else {
-        dispatcherLogger.info(fields, `job ${job.state.toLowerCase()}`);
-      }
-    };
-    const listener = new NotificationListener({
+    parts.store = store;
+    const metrics = new ServerMetrics({ store });
+    const jobObserver = new JobObserver(metrics, logger.child({ component: 'dispatcher' }));
+    const dispatcher = new Dispatcher({ store, logger: logger.child({ component: 'dispatcher' }), pollIntervalMs: config.pollIntervalMs, observer: jobObserver });
+    parts.dispatcher = dispatcher;
+    metrics.dispatcherGaugesAdd(dispatcher);
+
+    parts.listener = new NotificationListener({
       connectionString: databaseUrl,
       channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL],
       onNotification: (n) => {
@@ -138,28 +143,30 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       onConnected: () => dispatcher.notifyAll(),
       onError: (err) => logger.warn({ err }, 'LISTEN connection lost; reconnecting'),
     });
-    await listener.start();
-    cleanups.push(() => listener.stop());
+    await parts.listener.start();
     dispatcher.start();
 
     const telemetry: TelemetrySink = config.mongodbUrl
       ? new MongoTelemetrySink(config.mongodbUrl)
       : new PostgresTelemetrySink(store.pool);
-    cleanups.push(() => telemetry.close());
+    parts.telemetry = telemetry;
 
-    const elector = new Elector({ connectionString: databaseUrl, intervalMs: config.electionIntervalMs, logger });
-    const sweeper = new Sweeper({
-      store,
-      isLeader: () => elector.isLeader,
+    const maintainer: ServerMaintainer = new Maintainer({
+      connectionString: databaseUrl,
+      electionIntervalMs: config.electionIntervalMs,
       logger,
-      intervalMs: config.sweepIntervalMs,
-      onSwept: (batch) => batch.jobs.forEach((job) => jobWritten('expire', job)),
+      services: {
+        sweeper: new Sweeper({
+          store,
+          logger,
+          intervalMs: config.sweepIntervalMs,
+          onSwept: (batch) => batch.jobs.forEach((job) => jobObserver.written('expire', job)),
+        }),
+        projector: new Projector({ store, sink: telemetry, logger, intervalMs: config.projectIntervalMs }),
+      },
     });
-    const projector = new Projector({ store, sink: telemetry, isLeader: () => elector.isLeader, logger, intervalMs: config.projectIntervalMs });
-    elector.start();
-    sweeper.start();
-    projector.start();
-    cleanups.push(() => elector.stop(), () => sweeper.stop(), () => projector.stop());
+    parts.maintainer = maintainer;
+    maintainer.start(parts.shutdown.signal);
 
     const server = new grpc.Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,
@@ -184,6 +191,9 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     const health = new HealthImplementation(Object.fromEntries(['', ...SERVICE_NAMES].map((s) => [s, 'SERVING' as const])));
     health.addToServer(server);
     reflectionAddToServer(server);
+    parts.grpc = server;
+    parts.health = health;
+    parts.streams = streams;
 
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
@@ -191,40 +201,77 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       ),
     );
     const address = `${config.host}:${port}`;
-    let metricsServer: { port: number; close(): Promise<void> } | null = null;
     if (config.metricsPort > 0) {
-      metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, store, logger });
-      cleanups.push(() => metricsServer!.close());
-      logger.info({ port: metricsServer.port }, `metrics on http://${config.host}:${metricsServer.port}/metrics`);
+      parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, store, logger });
+      logger.info({ port: parts.metricsServer.port }, `metrics on http://${config.host}:${parts.metricsServer.port}/metrics`);
     }
 
     let stopping: Promise<void> | null = null;
     const stop = () =>
       (stopping ??= (async () => {
         logger.info('shutting down');
-        for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'NOT_SERVING');
-        const stillHeld = await dispatcher.drainAll(config.shutdownTimeoutMs);
-        if (stillHeld > 0) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
-        for (const stream of streams) stream.end();
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(() => {
-            server.forceShutdown();
-            resolve();
-          }, 1000);
-          server.tryShutdown(() => {
-            clearTimeout(timer);
-            resolve();
-          });
-        });
-        for (const cleanup of cleanups.reverse()) await cleanup();
-        await embedded?.stop();
+        await partsStop(parts, config, logger);
         logger.info('stopped');
       })());
 
-    return { address, port, databaseUrl, store, dispatcher, elector, sweeper, projector, telemetry, stop };
+    return { address, port, databaseUrl, store, dispatcher, maintainer, telemetry, stop };
   } catch (err) {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-    await embedded?.stop();
+    await partsStop(parts, config, logger).catch((stopErr: unknown) => logger.error({ err: stopErr }, 'stopping after a failed start failed'));
     throw err;
   }
+}
+
+/**
+ * Stops the parts that exist, in the order serverStart's comment lists. A step that fails
+ * is logged and the later steps still run (a sink that cannot close must not keep the pool
+ * open); the first failure is thrown at the end.
+ */
+async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Promise<void> {
+  const failures: unknown[] = [];
+  const step = async (what: string, run: () => Promise<unknown>) => {
+    try {
+      await run();
+    } catch (err) {
+      failures.push(err);
+      logger.error({ err }, `shutdown: ${what} failed`);
+    }
+  };
+  // 1. Health, and the signal that shutdown has begun.
+  for (const s of ['', ...SERVICE_NAMES]) parts.health?.setStatus(s, 'NOT_SERVING');
+  parts.shutdown.abort();
+  // 2. The dispatcher drains.
+  await step('draining the dispatcher', async () => {
+    const stillHeld = await parts.dispatcher?.drainAll(config.shutdownTimeoutMs);
+    if (stillHeld) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
+  });
+  // 3. The Work streams end.
+  for (const stream of parts.streams) stream.end();
+  // 4. The gRPC server, then the metrics endpoint.
+  await step('stopping gRPC', async () => parts.grpc && (await grpcServerStop(parts.grpc)));
+  await step('closing the metrics endpoint', async () => parts.metricsServer?.close());
+  // 5. The maintainer: leader services, then the leadership lock.
+  await step('stopping the maintainer', async () => parts.maintainer?.stop());
+  // 6. The telemetry sink.
+  await step('closing the telemetry sink', async () => parts.telemetry?.close());
+  // 7. The LISTEN connection.
+  await step('stopping the listener', async () => parts.listener?.stop());
+  // 8. The store.
+  await step('closing the store', async () => parts.store?.close());
+  // 9. The embedded PostgreSQL.
+  await step('stopping the embedded PostgreSQL', async () => parts.embedded?.stop());
+  if (failures.length > 0) throw failures[0];
+}
+
+/** Lets open calls end for a grace second, then cancels what is left. */
+function grpcServerStop(server: grpc.Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, GRPC_SHUTDOWN_GRACE_MS);
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

@@ -31,7 +31,7 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  constructor(deps: { store: Store; dispatcher: Dispatcher }) {
+  constructor(deps: { store: Store }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'evora_process_' });
     new Gauge({
       name: 'evora_queue_depth',
@@ -41,14 +41,6 @@ export class ServerMetrics {
       async collect() {
         this.reset();
         for (const { queue, depth } of await deps.store.queueDepths()) this.set({ queue }, depth);
-      },
-    });
-    new Gauge({
-      name: 'evora_connected_workers',
-      help: 'Worker streams connected to this server',
-      registers: [this.registry],
-      collect() {
-        this.set(deps.dispatcher.sessionStats().sessions);
       },
     });
     new Gauge({
@@ -65,6 +57,21 @@ export class ServerMetrics {
       registers: [this.registry],
       async collect() {
         this.set((await deps.store.outboxLag()).oldestSeconds);
+      },
+    });
+  }
+
+  /**
+   * Adds the gauges read from the dispatcher. Separate from the constructor because the
+   * dispatcher reports into these metrics, so it is built after them.
+   */
+  dispatcherGaugesAdd(dispatcher: Dispatcher): void {
+    new Gauge({
+      name: 'evora_connected_workers',
+      help: 'Worker streams connected to this server',
+      registers: [this.registry],
+      collect() {
+        this.set(dispatcher.sessionStats().sessions);
       },
     });
   }

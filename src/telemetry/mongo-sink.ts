@@ -47,8 +47,6 @@ export class MongoTelemetrySink implements TelemetrySink {
   readonly storesEvents = true;
   private readonly client: MongoClient;
   private readonly db: Db;
-  /** Test hook: stop after this many document writes of an apply, as a crash would. */
-  crashAfterWrites: number | null = null;
 
   constructor(
     url: string,
@@ -85,7 +83,12 @@ export class MongoTelemetrySink implements TelemetrySink {
     await this.client.close();
   }
 
-  async apply(batchId: number, update: ProjectionUpdate): Promise<void> {
+  /**
+   * Applies a batch: the counts, then the minute buckets, then the events, each write
+   * guarded by the batch id. An abort (`signal`) between those writes leaves the batch
+   * partly applied, which is what a crash does: applying it again completes it.
+   */
+  async apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
     const counts: AnyBulkWriteOperation<CountsDoc>[] = [...update.counts].map(([queue, byState]) => ({
       updateOne: {
         filter: { _id: queue, lastBatch: { $lt: batchId } },
@@ -107,26 +110,20 @@ export class MongoTelemetrySink implements TelemetrySink {
       },
     }));
     const events: EventDoc[] = update.events.map(({ id, ...rest }) => ({ _id: id, ...rest }));
-    let budget = this.crashAfterWrites;
-    const take = <T>(ops: T[]): T[] => {
-      if (budget === null) return ops;
-      const some = ops.slice(0, budget);
-      budget -= some.length;
-      return some;
-    };
     const countsColl = this.db.collection<CountsDoc>('queue_counts');
     const minutesColl = this.db.collection<MinuteDoc>('queue_minutes');
-    await this.guardedUpdates(take(counts), (ops) => countsColl.bulkWrite(ops, { ordered: false }));
-    await this.guardedUpdates(take(minutes), (ops) => minutesColl.bulkWrite(ops, { ordered: false }));
-    const newEvents = take(events);
-    if (newEvents.length > 0) {
+    signal?.throwIfAborted();
+    await this.guardedUpdates(counts, (ops) => countsColl.bulkWrite(ops, { ordered: false }));
+    signal?.throwIfAborted();
+    await this.guardedUpdates(minutes, (ops) => minutesColl.bulkWrite(ops, { ordered: false }));
+    signal?.throwIfAborted();
+    if (events.length > 0) {
       try {
-        await this.db.collection<EventDoc>('job_events').insertMany(newEvents, { ordered: false });
+        await this.db.collection<EventDoc>('job_events').insertMany(events, { ordered: false });
       } catch (err) {
         if (!onlyDuplicates(err)) throw err;
       }
     }
-    if (budget !== null) throw new Error('telemetry sink: simulated crash in the middle of a batch');
     if (!this.ttlIndex) {
       await this.db.collection('job_events').deleteMany({ at: { $lt: new Date(Date.now() - this.retentionSeconds * 1000) } });
     }

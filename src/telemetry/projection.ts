@@ -7,7 +7,7 @@ import { outboxColumn, outboxEventsUnpack, type JobEvent, type OutboxEvents } fr
  * `ProjectionUpdate` atomically per document; the projector makes that exactly-once.
  */
 
-/** One outbox event, as the store hands it to the projector (defined by the store). */
+/** The outbox's event types, defined with the other domain types (src/domain/events.ts). */
 export type { JobEvent, JobEventKind, OutboxEvents } from '../domain/events.js';
 
 /** Per-minute counters of one queue. */
@@ -217,7 +217,12 @@ export interface TelemetrySink {
   readonly storesEvents: boolean;
   /** Creates collections/tables and indexes it needs. */
   init(): Promise<void>;
-  apply(batchId: number, update: ProjectionUpdate): Promise<void>;
+  /**
+   * Applies one batch. `signal` aborts when the projector is stopped: a sink may then stop
+   * between writes (throwing), as a crash would; the batch stays open in the outbox and
+   * applying it again must complete it without counting anything twice.
+   */
+  apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void>;
   /** The counts and the minute buckets since `since`, of the given queues (null: all). */
   read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows>;
   close(): Promise<void>;

@@ -37,6 +37,11 @@ export interface FerretdbHandle {
   log(): string;
   /** Stops the server process but keeps its data (the telemetry store is down). */
   suspend(): Promise<void>;
+  /**
+   * Kills the server process with SIGKILL, as a crash would, and keeps its data: what it
+   * had committed survives, requests in flight get no answer. `resume()` starts it again.
+   */
+  crash(): Promise<void>;
   /** Starts it again on the same port over the same data. */
   resume(): Promise<void>;
   /** Stops the server (SIGTERM, then SIGKILL) and removes its folder. Safe to call twice. */
@@ -199,10 +204,10 @@ async function startOnce(bin: string, port: number, opts: FerretdbStartOptions):
     // If the test process ends without stop(), do not leave the server running.
     const killOnExit = () => child.kill('SIGKILL');
     process.once('exit', killOnExit);
-    const kill = async () => {
+    const kill = async (signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM') => {
       process.removeListener('exit', killOnExit);
       if (child.exitCode === null && child.signalCode === null && !spawnError) {
-        child.kill('SIGTERM');
+        child.kill(signal);
         const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
         await exited;
         clearTimeout(timer);
@@ -217,7 +222,7 @@ async function startOnce(bin: string, port: number, opts: FerretdbStartOptions):
     return kill;
   };
 
-  let kill: (() => Promise<void>) | null = null;
+  let kill: ((signal?: 'SIGTERM' | 'SIGKILL') => Promise<void>) | null = null;
   try {
     kill = await run();
   } catch (err) {
@@ -235,6 +240,10 @@ async function startOnce(bin: string, port: number, opts: FerretdbStartOptions):
     log: () => stderr,
     suspend: async () => {
       await kill?.();
+      kill = null;
+    },
+    crash: async () => {
+      await kill?.('SIGKILL');
       kill = null;
     },
     resume: async () => {

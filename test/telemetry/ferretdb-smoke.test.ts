@@ -375,6 +375,19 @@ describe.skipIf(skipWithoutFerretdb())('FerretDB smoke test: the mongodb driver 
     expect((await docs.updateMany({ n: { $gte: 3 } }, { $inc: { n: 1 } })).modifiedCount).toBe(2);
   });
 
+  it('acknowledged writes survive the server being killed (SIGKILL) and started again', async () => {
+    // The projector's crash test (projector-mongo.test.ts) relies on this: a batch half
+    // applied before the kill keeps the half that was acknowledged.
+    const docs = freshDb().collection<CountsDoc>('queue_counts');
+    await docs.bulkWrite([guarded('a', 1, 5), guarded('b', 1, 7)], { ordered: false });
+    await fdb!.crash();
+    await fdb!.resume();
+    expect(await docs.find().sort({ _id: 1 }).toArray()).toEqual([
+      { _id: 'a', lastBatch: 1, counts: { completed: 5 }, events: 1 },
+      { _id: 'b', lastBatch: 1, counts: { completed: 7 }, events: 1 },
+    ]);
+  });
+
   it('FerretDB difference: no transactions', async () => {
     const docs = freshDb().collection<{ _id: number }>('misc');
     const session = client.startSession();

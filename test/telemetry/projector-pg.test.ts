@@ -15,7 +15,8 @@ beforeAll(async () => {
   sink = new PostgresTelemetrySink(store.pool);
 });
 
-const projector = () => new Projector({ store, sink, isLeader: () => true, logger: silentLogger(), batchSize: 700 });
+const projector = () => new Projector({ store, sink, logger: silentLogger(), batchSize: 700 });
+const signal = new AbortController().signal;
 
 /** The sink's counts, without zero entries, in the shape of countsFromJobs. */
 async function sinkCounts(queues: string[]) {
@@ -30,7 +31,7 @@ async function sinkCounts(queues: string[]) {
 describe('projector into the embedded Postgres sink', () => {
   it('after a mixed run of 5,000 jobs the projected counts match the jobs table exactly', async () => {
     const queues = await mixedRun(store, { total: 5000, prefix: queueName('mix') });
-    const run = await projector().runOnce();
+    const run = await projector().runOnce(signal);
     expect(run.events).toBeGreaterThan(10_000);
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
@@ -63,7 +64,7 @@ describe('projector into the embedded Postgres sink', () => {
     const again = await store.projectorBatchOpen({ sink: sink.name, limit: 500, details: false });
     expect(again?.batchId).toBe(batch.batchId);
     expect(again?.rows.map((r) => r.rowId)).toEqual(batch.rows.map((r) => r.rowId));
-    await projector().runOnce();
+    await projector().runOnce(signal);
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
   });
 
@@ -99,8 +100,11 @@ describe('projector into the embedded Postgres sink', () => {
     await store.projectorBatchClose({ batchId: detailed.batchId });
   });
 
-  it('only the leader projects', async () => {
-    const follower = new Projector({ store, sink, isLeader: () => false, logger: silentLogger() });
-    expect(await follower.runOnce()).toEqual({ ran: false, batches: 0, events: 0 });
+  it('a stopped projector (aborted signal) opens no batch', async () => {
+    await mixedRun(store, { total: 50, prefix: queueName('stopped') });
+    const stopped = new AbortController();
+    stopped.abort();
+    expect(await projector().runOnce(stopped.signal)).toEqual({ batches: 0, events: 0 });
+    expect((await store.outboxLag()).events).toBeGreaterThan(0);
   });
 });

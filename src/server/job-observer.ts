@@ -1,0 +1,56 @@
+import type { DispatcherObserver, WorkerSession } from '../dispatcher/dispatcher.js';
+import type { Job, JobWritten } from '../domain/job.js';
+import type { Logger } from '../logger.js';
+import type { ServerMetrics } from '../telemetry/metrics.js';
+
+/** How a job's new state came about: a worker's write, or the sweeper expiring its lease. */
+export type JobWrite = 'complete' | 'fail' | 'snooze' | 'expire';
+
+/** The fields every job log line carries. */
+function jobLogFields(job: JobWritten, workerId: string | null) {
+  return { job_id: job.id, queue: job.queue, type: job.type, worker_id: workerId, attempt: job.attempt };
+}
+
+/**
+ * What this server process tells about the jobs it moves: Prometheus counters and
+ * histograms, and one log line per change of state (pushes and completions at debug,
+ * retries at info, dead letters at warn, so a busy server logs per failure, not per job).
+ * It is the dispatcher's observer and hears of the sweeper's expiries too (`written` with
+ * `expire`), so every state change this process makes is counted in one place.
+ */
+export class JobObserver implements DispatcherObserver {
+  constructor(
+    private readonly metrics: ServerMetrics,
+    private readonly logger: Logger,
+  ) {}
+
+  claimed(queue: string, _asked: number, got: number, ms: number): void {
+    if (got > 0) this.metrics.claimSeconds.observe({ queue }, ms / 1000);
+  }
+
+  pushed(session: WorkerSession, job: Job): void {
+    this.metrics.pushSeconds.observe({ queue: job.queue }, Math.max(0, Date.now() - job.runAt.getTime()) / 1000);
+    this.logger.debug(jobLogFields(job, session.workerId), 'job pushed');
+  }
+
+  /** Counts and logs a job's new state after a worker's write or a sweep. */
+  written(write: JobWrite, job: JobWritten): void {
+    const fields = jobLogFields(job, job.workerId);
+    if (job.state === 'COMPLETED') {
+      this.metrics.jobsCompleted.inc({ queue: job.queue });
+      this.logger.debug(fields, 'job completed');
+    } else if (job.state === 'DLQ') {
+      this.metrics.jobsFailed.inc({ queue: job.queue });
+      this.metrics.jobsDeadLettered.inc({ queue: job.queue });
+      this.logger.warn({ ...fields, error: job.lastError }, 'job dead-lettered');
+    } else if (write === 'snooze' && job.state === 'PENDING') {
+      this.logger.debug({ ...fields, run_at: job.runAt }, 'job snoozed');
+    } else if (job.state === 'PENDING') {
+      this.metrics.jobsFailed.inc({ queue: job.queue });
+      const what = write === 'expire' ? 'lease expired' : 'job failed';
+      this.logger.info({ ...fields, error: job.lastError, retry_at: job.runAt }, `${what}; will retry`);
+    } else {
+      this.logger.info(fields, `job ${job.state.toLowerCase()}`);
+    }
+  }
+}

@@ -38,7 +38,7 @@ try {
   await pool.query('VACUUM ANALYZE evora.jobs');
   const store = new Store({ connectionString: url });
   // Show the plan of exactly the statement the store runs, inside a rolled-back transaction.
-  const sql = (await import('../src/store/store.js')).SQL_JOB_CLAIM_FOR_EXPLAIN;
+  const claim = (await import('../src/store/catalog.js')).statementNamed('jobClaim');
   const c = await pool.connect();
   let rows: Record<string, string>[];
   try {
@@ -46,7 +46,8 @@ try {
     // One worker: the distinct worker ids, and slot i's index into them ($3, $5).
     const workerIds = ['explain-worker'];
     const slotWorkers = Array.from({ length: claimSize }, () => 1);
-    ({ rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, [['explain'], claimSize, workerIds, null, slotWorkers]));
+    const args: Record<string, unknown> = { queues: ['explain'], limit: claimSize, workerIds, now: null, slotWorkers };
+    ({ rows } = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${claim.text}`, claim.paramNames.map((p) => args[p])));
     await c.query('ROLLBACK');
   } finally {
     c.release();

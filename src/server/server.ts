@@ -144,7 +144,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
 
     const telemetry: TelemetrySink = config.mongodbUrl
       ? new MongoTelemetrySink(config.mongodbUrl)
-      : new PostgresTelemetrySink(store.pool);
+      : new PostgresTelemetrySink(store);
     cleanups.push(() => telemetry.close());
 
     const elector = new Elector({ connectionString: databaseUrl, intervalMs: config.electionIntervalMs, logger });

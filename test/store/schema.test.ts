@@ -7,8 +7,9 @@ import { migrate, migrationsLoad } from '../../src/store/migrate.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 
 let store: Store;
+let sql: pg.Pool;
 beforeAll(async () => {
-  ({ store } = await storeSetup());
+  ({ store, sql } = await storeSetup());
 });
 
 describe('the database enforces the state machine', () => {
@@ -16,27 +17,27 @@ describe('the database enforces the state machine', () => {
     const queue = queueName();
     const { job } = await store.jobSubmit({ job: jobInput({ queue }) });
     await expect(
-      store.pool.query(`UPDATE evora.jobs SET state = 'COMPLETED' WHERE id = $1`, [job.id]),
+      sql.query(`UPDATE evora.jobs SET state = 'COMPLETED' WHERE id = $1`, [job.id]),
     ).rejects.toThrow(/illegal job state transition PENDING -> COMPLETED/);
-    await store.pool.query(`UPDATE evora.jobs SET state = 'CANCELLED' WHERE id = $1`, [job.id]);
+    await sql.query(`UPDATE evora.jobs SET state = 'CANCELLED' WHERE id = $1`, [job.id]);
     await expect(
-      store.pool.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
+      sql.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
     ).rejects.toThrow(/CANCELLED -> RUNNING/);
     expect((await store.jobGet({ id: job.id })).state).toBe('CANCELLED');
   });
 
   it('rejects a job inserted in any state but PENDING, and a RUNNING job without a lease', async () => {
     await expect(
-      store.pool.query(`INSERT INTO evora.jobs (queue, type, state, max_attempts) VALUES ('x', 't', 'COMPLETED', 1)`),
+      sql.query(`INSERT INTO evora.jobs (queue, type, state, max_attempts) VALUES ('x', 't', 'COMPLETED', 1)`),
     ).rejects.toThrow(/must be created PENDING/);
     const { job } = await store.jobSubmit({ job: jobInput({ queue: queueName() }) });
     await expect(
-      store.pool.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
+      sql.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
     ).rejects.toThrow(/jobs_running_has_lease/);
   });
 
   it('every listed transition is allowed and no other', async () => {
-    const { rows } = await store.pool.query<{ from_state: string; to_state: string }>(
+    const { rows } = await sql.query<{ from_state: string; to_state: string }>(
       'SELECT from_state::text, to_state::text FROM evora.job_state_transitions ORDER BY 1, 2',
     );
     expect(rows.map((r) => `${r.from_state}->${r.to_state}`).sort()).toEqual(
@@ -49,7 +50,7 @@ describe('the database enforces the state machine', () => {
 
   it('the trigger is generated from the transitions table: a pair added there and regenerated becomes legal', async () => {
     const { job } = await store.jobSubmit({ job: jobInput({ queue: queueName() }) });
-    const client = await store.pool.connect();
+    const client = await sql.connect();
     try {
       await client.query('BEGIN');
       await client.query(`UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = $1`, [job.id]);
@@ -69,7 +70,7 @@ describe('the database enforces the state machine', () => {
   });
 
   it('migrations run again are a no-op, also when two runners start at once', async () => {
-    expect(await Promise.all([migrate(store.pool), migrate(store.pool)])).toEqual([[], []]);
+    expect(await Promise.all([migrate(sql), migrate(sql)])).toEqual([[], []]);
   });
 });
 
@@ -106,7 +107,7 @@ describe('migration 0006 packs the outbox', () => {
 
 describe('backoff policies (evora.backoff_seconds)', () => {
   async function delays(kind: string, base: number, cap: number, jitter: number, r: number, attempts = 8) {
-    const { rows } = await store.pool.query<{ d: number }>(
+    const { rows } = await sql.query<{ d: number }>(
       `SELECT evora.backoff_seconds($1::evora.backoff_kind, $2, $3, $4, a, $5) AS d FROM generate_series(1, $6) a ORDER BY a`,
       [kind, base, cap, jitter, r, attempts],
     );
@@ -130,7 +131,7 @@ describe('backoff policies (evora.backoff_seconds)', () => {
     expect(await delays('fixed', 10, 100, 0.2, 0, 1)).toEqual([8]);
     expect((await delays('fixed', 10, 100, 0.2, 0.999999, 1))[0]).toBeCloseTo(12, 4);
     expect(await delays('fixed', 10, 11, 0.2, 0.999999, 1)).toEqual([11]);
-    const { rows } = await store.pool.query<{ lo: number; hi: number; spread: number }>(
+    const { rows } = await sql.query<{ lo: number; hi: number; spread: number }>(
       `SELECT min(d) AS lo, max(d) AS hi, count(DISTINCT d)::int AS spread FROM (
          SELECT evora.backoff_seconds('exponential', 4, 3600, 0.25, 3, random()) AS d FROM generate_series(1, 2000)
        ) s`,
@@ -142,7 +143,7 @@ describe('backoff policies (evora.backoff_seconds)', () => {
   });
 
   it('huge attempt numbers do not overflow', async () => {
-    const { rows } = await store.pool.query<{ d: number }>(
+    const { rows } = await sql.query<{ d: number }>(
       `SELECT evora.backoff_seconds('exponential', 1, 3600, 0, 100000, 0.5) AS d`,
     );
     expect(rows[0]?.d).toBe(3600);

@@ -20,7 +20,7 @@ const embedded = process.env.DATABASE_URL ? null : await embeddedPostgresStart({
 const url = process.env.DATABASE_URL ?? embedded!.url;
 const pool = new pg.Pool({ connectionString: url });
 try {
-  await migrate(pool);
+  await migrate(url);
   await pool.query(`INSERT INTO evora.queues (name) VALUES ('explain') ON CONFLICT DO NOTHING`);
   const client = await pool.connect();
   // Seeding history directly as COMPLETED: replica mode skips the transition trigger.

@@ -1,7 +1,6 @@
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import pg from 'pg';
 import type { ServerConfig } from './config.js';
 import { embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { migrate } from '../store/migrate.js';
@@ -77,16 +76,8 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
   }
   const cleanups: (() => Promise<unknown>)[] = [];
   try {
-    const migratePool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-    // An idle client's error (the database going away while the pool ends) must not
-    // become an uncaught exception: migrate() reports the errors that matter.
-    migratePool.on('error', () => undefined);
-    try {
-      const applied = await migrate(migratePool);
-      if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
-    } finally {
-      await migratePool.end();
-    }
+    const applied = await migrate(databaseUrl);
+    if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
 
     const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize, claimAsyncCommit: config.claimAsyncCommit });
     cleanups.push(() => store.close());

@@ -105,19 +105,15 @@ program
     const config = configLoad({ databaseUrl: opts.databaseUrl, dataDir: opts.dataDir, embeddedPgPort: opts.embeddedPgPort });
     const { migrate } = await import('../store/migrate.js');
     const { embeddedPostgresStart } = await import('../server/embedded-postgres.js');
-    const { default: pg } = await import('pg');
     const { join } = await import('node:path');
     const embedded = config.databaseUrl
       ? null
       : await embeddedPostgresStart({ dataDir: join(config.dataDir, 'pgdata'), port: config.embeddedPgPort });
-    const pool = new pg.Pool({ connectionString: config.databaseUrl ?? embedded!.url, max: 1 });
-    pool.on('error', () => undefined); // an idle client's error; migrate() reports the ones that matter
     try {
-      const applied = await migrate(pool);
+      const applied = await migrate(config.databaseUrl ?? embedded!.url);
       const line = applied.length === 0 ? 'evora: the schema is up to date' : `evora: applied migrations ${applied.join(', ')}`;
       process.stdout.write(`${program.opts<{ json?: boolean }>().json ? JSON.stringify({ applied }) : line}\n`);
     } finally {
-      await pool.end();
       await embedded?.stop();
     }
   });

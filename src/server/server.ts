@@ -1,7 +1,6 @@
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import pg from 'pg';
 import type { ServerConfig } from './config.js';
 import { embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { JobObserver } from './job-observer.js';
@@ -114,16 +113,8 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     databaseUrl = parts.embedded.url;
   }
   try {
-    const migratePool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
-    // An idle client's error (the database going away while the pool ends) must not
-    // become an uncaught exception: migrate() reports the errors that matter.
-    migratePool.on('error', () => undefined);
-    try {
-      const applied = await migrate(migratePool);
-      if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
-    } finally {
-      await migratePool.end();
-    }
+    const applied = await migrate(databaseUrl);
+    if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
 
     const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize, claimAsyncCommit: config.claimAsyncCommit });
     parts.store = store;
@@ -148,7 +139,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
 
     const telemetry: TelemetrySink = config.mongodbUrl
       ? new MongoTelemetrySink(config.mongodbUrl)
-      : new PostgresTelemetrySink(store.pool);
+      : new PostgresTelemetrySink(store);
     parts.telemetry = telemetry;
 
     const maintainer: ServerMaintainer = new Maintainer({

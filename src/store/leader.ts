@@ -1,7 +1,20 @@
 import pg from 'pg';
+import { healthCheck } from './health.js';
+import { rowOf, statement } from './statements.js';
 
 /** Advisory lock class id for leader elections (the object id is the election's name hash). */
 const LEADER_LOCK_CLASS = 7_301_846;
+
+const leaderLockTrySql = statement<{ lockClass: number; name: string }, { ok: boolean }>(
+  'leader-lock-try',
+  { lockClass: 'int4', name: 'text' },
+  { ok: 'bool' },
+);
+const leaderLockReleaseSql = statement<{ lockClass: number; name: string }, { released: boolean }>(
+  'leader-lock-release',
+  { lockClass: 'int4', name: 'text' },
+  { released: 'bool' },
+);
 
 /**
  * A leadership claim held as a session-level advisory lock on a dedicated connection:
@@ -32,14 +45,11 @@ export class AdvisoryLeaderLock {
     try {
       const client = await this.connection();
       if (this.held) {
-        await client.query('SELECT 1'); // still connected means still holding
+        await healthCheck(client); // still connected means still holding
         return true;
       }
-      const { rows } = await client.query<{ ok: boolean }>(
-        'SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok',
-        [LEADER_LOCK_CLASS, this.name],
-      );
-      this.held = rows[0]?.ok === true;
+      const row = await rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name });
+      this.held = row?.ok === true;
       return this.held;
     } catch {
       await this.drop();
@@ -51,9 +61,7 @@ export class AdvisoryLeaderLock {
   async leaderResign(): Promise<void> {
     const client = this.client;
     if (client && this.held) {
-      await client
-        .query('SELECT pg_advisory_unlock($1, hashtext($2))', [LEADER_LOCK_CLASS, this.name])
-        .catch(() => undefined);
+      await rowOf(client, leaderLockReleaseSql, { lockClass: LEADER_LOCK_CLASS, name: this.name }).catch(() => undefined);
     }
     await this.drop();
   }

@@ -1,39 +1,28 @@
-import { readdir, readFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import type pg from 'pg';
+import { readFileSync, readdirSync } from 'node:fs';
+import pg from 'pg';
+import { rowsOf, script, scriptRun, statement, type None } from './statements.js';
 
-/** One numbered SQL file from migrations/. */
+/** One numbered SQL file from ./migrations/. */
 export interface Migration {
   version: number;
   name: string;
   sql: string;
 }
 
-/**
- * Finds the project's migrations/ folder from this file's location, so the runner works
- * both from src/ (tests) and from dist/src/ (the built server).
- */
-export function migrationsDir(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const candidate = join(dir, 'migrations');
-    if (existsSync(join(candidate, '0001_jobs.sql'))) return candidate;
-    if (dirname(dir) === dir) break;
-    dir = dirname(dir);
-  }
-  throw new Error('evora: cannot find the migrations/ folder');
-}
+/** The folder of the migrations, next to this module (the build copies them to dist). */
+const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 
-/** Reads migrations/NNNN_name.sql in version order. File names are the contract. */
-export async function migrationsLoad(dir = migrationsDir()): Promise<Migration[]> {
-  const files = (await readdir(dir)).filter((f) => /^\d+_[\w-]+\.sql$/.test(f)).sort();
+/**
+ * The migrations in version order: ./migrations/NNNN_name.sql. File names are the contract:
+ * a version, once released, keeps its number, name and content; a schema change is a new
+ * file with the next number.
+ */
+export function migrationsLoad(): Migration[] {
   const migrations: Migration[] = [];
-  for (const file of files) {
+  for (const file of readdirSync(MIGRATIONS_DIR).sort()) {
     const match = /^(\d+)_([\w-]+)\.sql$/.exec(file);
     if (!match) continue;
-    migrations.push({ version: Number(match[1]), name: match[2] ?? file, sql: await readFile(join(dir, file), 'utf8') });
+    migrations.push({ version: Number(match[1]), name: match[2]!, sql: readFileSync(new URL(file, MIGRATIONS_DIR), 'utf8') });
   }
   return migrations;
 }
@@ -41,39 +30,67 @@ export async function migrationsLoad(dir = migrationsDir()): Promise<Migration[]
 /** Advisory lock key that serialises migration runs across every process on the database. */
 const MIGRATION_LOCK_KEY = 7_301_846_001;
 
+const migrationLockSql = statement<{ key: number }, { locked: string }>('migration-lock', { key: 'int8' }, { locked: 'void' });
+const migrationBookkeepingCreateSql = script('migration-bookkeeping-create');
+const migrationAppliedListSql = statement<None, { version: number; name: string }>(
+  'migration-applied-list',
+  {},
+  { version: 'int4', name: 'text' },
+);
+const migrationRecordSql = statement<{ version: number; name: string }, None>('migration-record', { version: 'int4', name: 'text' }, {});
+
+/**
+ * A database whose recorded migrations this version does not know: migrated by the
+ * development chain 0001_jobs … 0009_submit_handoff that the baseline replaced, or by a newer
+ * Evora. Nothing was changed.
+ */
+export class MigrationsUnknownError extends Error {}
+
 /**
  * Applies every migration not yet recorded in evora.schema_migrations, all in one
  * transaction under a transaction-level advisory lock: two servers starting at once
  * apply them exactly once (the second waits, then finds nothing to do), and a failure
  * leaves the schema as it was. Forward only. Returns the versions it applied.
+ *
+ * Refuses (MigrationsUnknownError, one line saying what to do) a database that records a
+ * migration this version does not know, instead of applying the rest over a schema it
+ * cannot vouch for.
  */
-export async function migrate(pool: pg.Pool, migrations?: Migration[]): Promise<number[]> {
-  const all = migrations ?? (await migrationsLoad());
-  const client = await pool.connect();
+export async function migrate(connectionString: string, migrations: Migration[] = migrationsLoad()): Promise<number[]> {
+  const client = new pg.Client({ connectionString, application_name: 'evora-migrate' });
+  // A dropped connection is reported by the query that was running.
+  client.on('error', () => undefined);
+  await client.connect();
   try {
     await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
-    await client.query('CREATE SCHEMA IF NOT EXISTS evora');
-    await client.query(`CREATE TABLE IF NOT EXISTS evora.schema_migrations (
-      version integer PRIMARY KEY,
-      name text NOT NULL,
-      applied_at timestamptz NOT NULL DEFAULT now()
-    )`);
-    const { rows } = await client.query<{ version: number }>('SELECT version FROM evora.schema_migrations');
-    const done = new Set(rows.map((r) => r.version));
+    await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
+    await scriptRun(client, migrationBookkeepingCreateSql);
+    const recorded = await rowsOf(client, migrationAppliedListSql, {});
+    const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
+    if (unknown.length > 0) {
+      const names = unknown.map((r) => `${String(r.version).padStart(4, '0')}_${r.name}`).join(', ');
+      throw new MigrationsUnknownError(
+        `evora: the database records migrations this version does not know (${names}): its schema predates the ` +
+          'baseline migration (or comes from a newer Evora); nothing was changed. Start from an empty database: drop ' +
+          'the evora schema (DROP SCHEMA evora CASCADE; its jobs are lost), or for the embedded database delete its ' +
+          'data folder (.evora/pgdata), then start again.',
+      );
+    }
+    const done = new Set(recorded.map((r) => r.version));
     const applied: number[] = [];
-    for (const m of all) {
+    for (const m of migrations) {
       if (done.has(m.version)) continue;
       await client.query(m.sql);
-      await client.query('INSERT INTO evora.schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      await rowsOf(client, migrationRecordSql, { version: m.version, name: m.name });
       applied.push(m.version);
     }
     await client.query('COMMIT');
     return applied;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
+    if (err instanceof MigrationsUnknownError) throw err;
     throw new Error(`evora: migration failed: ${(err as Error).message}`, { cause: err });
   } finally {
-    client.release();
+    await client.end().catch(() => undefined);
   }
 }

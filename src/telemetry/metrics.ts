@@ -102,7 +102,7 @@ export async function metricsServerStart(params: {
         },
       );
     } else if (url.startsWith('/healthz')) {
-      params.store.pool.query('SELECT 1').then(
+      params.store.healthCheck().then(
         () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n'),
         () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unavailable\n'),
       );

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInput, queueName } from '../helpers/factories.js';
+import { sqlFor } from '../helpers/store-setup.js';
 import { waitFor } from '../helpers/wait.js';
 
 const t = dispatcherTestSetup();
@@ -15,7 +16,7 @@ describe('the slots a session holds follow its current leases', () => {
     await waitFor(() => pushed.length === 1, { what: 'the first run pushed' });
     const first = pushed[0]!;
     // Its lease expires and the sweeper requeues it; the same session gets it again.
-    await t.store.pool.query(`UPDATE evora.jobs SET locked_until = now() - interval '1 second' WHERE id = $1`, [job.id]);
+    await sqlFor(t.store).query(`UPDATE evora.jobs SET locked_until = now() - interval '1 second' WHERE id = $1`, [job.id]);
     expect((await t.store.jobSweepExpired({ limit: 10 })).requeued).toBe(1);
     dispatcher.notifyQueue(queue);
     await waitFor(() => pushed.length === 2, { what: 'the second run pushed' });

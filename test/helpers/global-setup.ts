@@ -43,10 +43,7 @@ export default async function setup(project: TestProject) {
   await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
   await admin.query(`CREATE DATABASE ${TEMPLATE}`);
   await admin.end();
-  const templatePool = new pg.Pool({ connectionString: withDatabase(adminUrl, TEMPLATE) });
-  templatePool.on('error', () => undefined);
-  await migrate(templatePool);
-  await templatePool.end();
+  await migrate(withDatabase(adminUrl, TEMPLATE));
 
   project.provide('pgAdminUrl', adminUrl);
   project.provide('pgTemplate', TEMPLATE);

@@ -1,4 +1,5 @@
 import type { Store } from '../../src/store/store.js';
+import { sqlFor } from './store-setup.js';
 import type { Job } from '../../src/domain/job.js';
 import { jobInputs } from './factories.js';
 
@@ -62,7 +63,7 @@ export async function mixedRun(store: Store, opts: { total: number; prefix: stri
 
 /** The number of jobs per queue and state, straight from the jobs table. */
 export async function countsFromJobs(store: Store, queues: string[]): Promise<Record<string, Record<string, number>>> {
-  const { rows } = await store.pool.query<{ queue: string; state: string; n: number }>(
+  const { rows } = await sqlFor(store).query<{ queue: string; state: string; n: number }>(
     'SELECT queue, state::text, count(*)::int AS n FROM evora.jobs WHERE queue = ANY($1) GROUP BY queue, state',
     [queues],
   );

@@ -45,7 +45,7 @@ function setup() {
       logger: silentLogger(),
       services: {
         sweeper: new Sweeper({ store, logger: silentLogger(), intervalMs: 20, startJitterMaxMs: 0, onSwept: (b) => (swept.jobs += b.jobs.length) }),
-        projector: new Projector({ store, sink: new PostgresTelemetrySink(store.pool), logger: silentLogger(), intervalMs: 20, startJitterMaxMs: 0 }),
+        projector: new Projector({ store, sink: new PostgresTelemetrySink(store), logger: silentLogger(), intervalMs: 20, startJitterMaxMs: 0 }),
       },
     });
     started.push(maintainer);

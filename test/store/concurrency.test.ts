@@ -5,9 +5,10 @@ import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
 let store: Store;
+let sql: pg.Pool;
 let url: string;
 beforeAll(async () => {
-  ({ store, url } = await storeSetup({ maxConnections: 60 }));
+  ({ store, url, sql } = await storeSetup({ maxConnections: 60 }));
 });
 
 describe('concurrency', () => {
@@ -33,7 +34,7 @@ describe('concurrency', () => {
     expect([...claimedBy.values()].every((ws) => ws.length === 1)).toBe(true);
     // More than one claimer took part: SKIP LOCKED let them work side by side.
     expect(new Set([...claimedBy.values()].map((ws) => ws[0])).size).toBeGreaterThan(1);
-    const { rows } = await store.pool.query<{ state: string; n: number }>(
+    const { rows } = await sql.query<{ state: string; n: number }>(
       'SELECT state, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY state',
       [queue],
     );
@@ -50,7 +51,7 @@ describe('concurrency', () => {
     const ids = new Set(results.map((r) => r.job.id));
     expect(ids.size).toBe(1);
     expect(results.filter((r) => r.created)).toHaveLength(1);
-    const { rows } = await store.pool.query('SELECT id FROM evora.jobs WHERE queue = $1', [queue]);
+    const { rows } = await sql.query('SELECT id FROM evora.jobs WHERE queue = $1', [queue]);
     expect(rows).toHaveLength(1);
 
     // The same key with another payload is refused, and changes nothing.
@@ -60,7 +61,7 @@ describe('concurrency', () => {
     await expect(
       store.jobSubmit({ job: jobInput({ queue, type: 'other', idempotencyKey: 'order-42', payload: { order: 42 } }) }),
     ).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
-    const after = await store.pool.query('SELECT id, payload, type FROM evora.jobs WHERE queue = $1', [queue]);
+    const after = await sql.query('SELECT id, payload, type FROM evora.jobs WHERE queue = $1', [queue]);
     expect(after.rows).toEqual([{ id: [...ids][0], payload: { order: 42 }, type: 'noop' }]);
   });
 
@@ -79,9 +80,9 @@ describe('claims with claimAsyncCommit', () => {
       await asyncStore.jobSubmitMany({ jobs: jobInputs(queue, 5) });
       const claimed = await asyncStore.jobClaim({ queues: [queue], limit: 5, workerId: 'async' });
       expect(claimed).toHaveLength(5);
-      // The pool claims run on (private: reached into here only to read its setting).
-      const claimPool = (asyncStore as unknown as { claimPool: pg.Pool }).claimPool;
-      expect(claimPool).not.toBe(asyncStore.pool);
+      // The pools (private: reached into here only to read the claims' setting).
+      const { claimPool, pool } = asyncStore as unknown as { claimPool: pg.Pool; pool: pg.Pool };
+      expect(claimPool).not.toBe(pool);
       expect((await claimPool.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('off');
       const done = await asyncStore.jobCompleteMany({ completions: claimed.map((j) => ({ id: j.id, token: j.leaseToken!, result: null })) });
       expect(done.every((d) => d.accepted)).toBe(true);

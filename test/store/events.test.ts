@@ -1,19 +1,21 @@
+import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
-import { storeSetup } from '../helpers/store-setup.js';
+import { OUTBOX_EVENTS, storeSetup } from '../helpers/store-setup.js';
 
 let store: Store;
+let sql: pg.Pool;
 beforeAll(async () => {
-  ({ store } = await storeSetup());
+  ({ store, sql } = await storeSetup());
 });
 
 const T0 = new Date('2032-01-01T00:00:00Z');
 const at = (s: number) => new Date(T0.getTime() + s * 1000);
 
 async function events(queue: string) {
-  const { rows } = await store.pool.query<{ kind: string; from_state: string | null; to_state: string; wait_ms: number | null; run_ms: number | null; attempt: number }>(
-    'SELECT kind::text, from_state::text, to_state::text, wait_ms, run_ms, attempt FROM evora.job_events_flat WHERE queue = $1 ORDER BY id',
+  const { rows } = await sql.query<{ kind: string; from_state: string | null; to_state: string; wait_ms: number | null; run_ms: number | null; attempt: number }>(
+    `SELECT kind::text, from_state::text, to_state::text, wait_ms, run_ms, attempt FROM ${OUTBOX_EVENTS} f WHERE queue = $1 ORDER BY id`,
     [queue],
   );
   return rows;
@@ -70,7 +72,7 @@ describe('the outbox records every state change in the same statement', () => {
     await store.jobSubmitMany({ jobs: jobInputs(queue, 25), now: T0 });
     const claimed = await store.jobClaim({ queues: [queue], limit: 25, workerId: 'w', now: at(1) });
     await store.jobCompleteMany({ completions: claimed.map((j) => ({ id: j.id, token: '00000000-0000-4000-8000-000000000000', result: {} })) });
-    const { rows } = await store.pool.query<{ n: number; kinds: string; jobs: number }>(
+    const { rows } = await sql.query<{ n: number; kinds: string; jobs: number }>(
       `SELECT n, array_to_string(kinds, ',') AS kinds, cardinality(job_ids) AS jobs
        FROM evora.job_events WHERE $1 = ANY(queues) ORDER BY id`,
       [queue],
@@ -79,9 +81,9 @@ describe('the outbox records every state change in the same statement', () => {
       [25, 25, 'submitted'],
       [25, 25, 'claimed'],
     ]);
-    // Element i of each array is one job: the flat view gives each job its claimed event.
-    const { rows: flat } = await store.pool.query<{ job_id: string }>(
-      `SELECT job_id FROM evora.job_events_flat WHERE queue = $1 AND kind = 'claimed' ORDER BY id`,
+    // Element i of each array is one job: unpacked, each job has its claimed event.
+    const { rows: flat } = await sql.query<{ job_id: string }>(
+      `SELECT job_id FROM ${OUTBOX_EVENTS} f WHERE queue = $1 AND kind = 'claimed' ORDER BY id`,
       [queue],
     );
     expect(new Set(flat.map((r) => r.job_id))).toEqual(new Set(claimed.map((j) => j.id)));
@@ -97,14 +99,14 @@ describe('the outbox records every state change in the same statement', () => {
     await store.jobFailMany({ failures: failed.map((j, i) => ({ id: j.id, token: j.leaseToken!, error: 'e', retryable: i % 2 === 0 })), now: at(1) });
     await store.jobCancel({ id: rest[0]!.id, now: at(1) });
     await store.jobSweepExpired({ limit: 100, now: at(60) });
-    const { rows: derived } = await store.pool.query<{ state: string; n: number }>(
+    const { rows: derived } = await sql.query<{ state: string; n: number }>(
       `SELECT state::text, sum(n)::int AS n FROM (
-         SELECT to_state AS state, 1 AS n FROM evora.job_events_flat WHERE queue = $1
-         UNION ALL SELECT from_state, -1 FROM evora.job_events_flat WHERE queue = $1 AND from_state IS NOT NULL
+         SELECT to_state AS state, 1 AS n FROM ${OUTBOX_EVENTS} f WHERE queue = $1
+         UNION ALL SELECT from_state, -1 FROM ${OUTBOX_EVENTS} f WHERE queue = $1 AND from_state IS NOT NULL
        ) d GROUP BY state HAVING sum(n) <> 0 ORDER BY state`,
       [queue],
     );
-    const { rows: actual } = await store.pool.query<{ state: string; n: number }>(
+    const { rows: actual } = await sql.query<{ state: string; n: number }>(
       'SELECT state::text, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY state ORDER BY state',
       [queue],
     );

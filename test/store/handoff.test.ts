@@ -1,11 +1,13 @@
+import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { jobInput, queueName } from '../helpers/factories.js';
-import { storeSetup } from '../helpers/store-setup.js';
+import { OUTBOX_EVENTS, storeSetup } from '../helpers/store-setup.js';
 
 let store: Store;
+let sql: pg.Pool;
 beforeAll(async () => {
-  ({ store } = await storeSetup());
+  ({ store, sql } = await storeSetup());
 });
 
 const T0 = new Date('2033-01-01T00:00:00Z');
@@ -20,8 +22,8 @@ async function queueCreate(paused = false): Promise<string> {
 }
 
 async function events(jobId: string) {
-  const { rows } = await store.pool.query<{ kind: string; from_state: string | null; to_state: string; attempt: number; worker_id: string | null }>(
-    'SELECT kind::text, from_state::text, to_state::text, attempt, worker_id FROM evora.job_events_flat WHERE job_id = $1 ORDER BY id',
+  const { rows } = await sql.query<{ kind: string; from_state: string | null; to_state: string; attempt: number; worker_id: string | null }>(
+    `SELECT kind::text, from_state::text, to_state::text, attempt, worker_id FROM ${OUTBOX_EVENTS} f WHERE job_id = $1 ORDER BY id`,
     [jobId],
   );
   return rows.map((e) => [e.kind, e.from_state, e.to_state, e.attempt, e.worker_id]);
@@ -88,8 +90,8 @@ describe('a submit hands its job to a named worker when a claim would pick it no
     const queue = await queueCreate();
     const { job } = await store.jobSubmit({ job: jobInput({ queue, runAt: new Date(T0.getTime() - 1500) }), now: T0, handoffWorkerId: 'w1' });
     expect(job.state).toBe('RUNNING');
-    const { rows } = await store.pool.query<{ kind: string; wait_ms: number | null }>(
-      'SELECT kind::text, wait_ms FROM evora.job_events_flat WHERE job_id = $1 ORDER BY id',
+    const { rows } = await sql.query<{ kind: string; wait_ms: number | null }>(
+      `SELECT kind::text, wait_ms FROM ${OUTBOX_EVENTS} f WHERE job_id = $1 ORDER BY id`,
       [job.id],
     );
     expect(rows).toEqual([
@@ -100,7 +102,7 @@ describe('a submit hands its job to a named worker when a claim would pick it no
 
   it('the database refuses any creation but PENDING or RUNNING as a claim leaves it (first attempt, lease, worker, start)', async () => {
     const insert = (state: string, attempt: number, opts: { lease?: boolean; worker?: boolean; finished?: boolean } = {}) =>
-      store.pool.query(
+      sql.query(
         `INSERT INTO evora.jobs (queue, type, state, attempt, max_attempts, lease_token, locked_until, worker_id, started_at, finished_at)
          VALUES ('x', 't', $1, $2, 3, ${opts.lease ? 'gen_random_uuid(), now()' : 'NULL, NULL'},
                  ${opts.worker ? "'w', now()" : 'NULL, NULL'}, ${opts.finished ? 'now()' : 'NULL'})`,

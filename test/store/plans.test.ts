@@ -1,17 +1,33 @@
 import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { SQL_JOB_CLAIM_FOR_EXPLAIN, SQL_JOB_COMPLETE_FOR_EXPLAIN, SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN, type Store } from '../../src/store/store.js';
+import { statementNamed } from '../../src/store/catalog.js';
+import type { Store } from '../../src/store/store.js';
 import { jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
 let store: Store;
+let sql: pg.Pool;
 beforeAll(async () => {
-  ({ store } = await storeSetup());
+  ({ store, sql } = await storeSetup());
 });
+
+/**
+ * PREPAREs the store's statement `name` (its text as the loader sends it) as `as`, and
+ * returns how to EXECUTE it: the arguments are SQL expressions by parameter name.
+ */
+async function prepare(client: pg.PoolClient, name: string, as: string): Promise<(args: Record<string, string>) => string> {
+  const s = statementNamed(name);
+  await client.query(`PREPARE ${as} AS ${s.text}`);
+  return (args) => {
+    const missing = s.paramNames.filter((p) => !(p in args));
+    if (missing.length > 0) throw new Error(`${name}: no argument for ${missing.join(', ')}`);
+    return `EXECUTE ${as}(${s.paramNames.map((p) => args[p]).join(', ')})`;
+  };
+}
 
 /** Runs `fn` on one connection inside a transaction that is rolled back (PREPAREs and SET LOCALs included). */
 async function inRolledBackTransaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
-  const client = await store.pool.connect();
+  const client = await sql.connect();
   try {
     await client.query('BEGIN');
     await fn(client);
@@ -27,22 +43,38 @@ async function planOf(client: pg.PoolClient, statement: string): Promise<string>
   return rows.map((r) => r['QUERY PLAN']).join('\n');
 }
 
+/** A hand-off submit of one job to worker w, as EXECUTE arguments. */
+function handoffArgs(queue: string, payload: string): Record<string, string> {
+  return {
+    id: 'gen_random_uuid()',
+    queue: `'${queue}'`,
+    type: "'noop'",
+    payload: `'${payload}'`,
+    priority: '0',
+    runAt: 'NULL',
+    idempotencyKey: 'NULL',
+    maxAttempts: 'NULL',
+    now: 'NULL',
+    handoffWorkerId: "'w'",
+  };
+}
+
 describe('plans that must not depend on fresh statistics', () => {
   it('a completion finds its jobs by primary key, even when statistics say no job is running', async () => {
     const queue = queueName();
     for (let i = 0; i < 3; i++) await store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
-    await store.pool.query('ANALYZE evora.jobs'); // taken while nothing runs
+    await sql.query('ANALYZE evora.jobs'); // taken while nothing runs
     const claimed = await store.jobClaim({ queues: [queue], limit: 1000, workerId: 'w' });
     await store.jobClaim({ queues: [queue], limit: 1000, workerId: 'w' });
     await inRolledBackTransaction(async (client) => {
       // Prepared like the store's named statements: the generic plan (what a prepared
       // statement may settle on after five runs) and a custom one.
-      await client.query(`PREPARE complete_plan(uuid[], uuid[], jsonb[], timestamptz) AS ${SQL_JOB_COMPLETE_FOR_EXPLAIN}`);
+      const execute = await prepare(client, 'jobCompleteMany', 'complete_plan');
       const ids = `ARRAY[${claimed.slice(0, 5).map((j) => `'${j.id}'::uuid`).join(',')}]`;
       const tokens = `ARRAY[${claimed.slice(0, 5).map((j) => `'${j.leaseToken}'::uuid`).join(',')}]`;
       for (const mode of ['force_generic_plan', 'force_custom_plan']) {
         await client.query(`SET LOCAL plan_cache_mode = ${mode}`);
-        const plan = await planOf(client, `EXECUTE complete_plan(${ids}, ${tokens}, array_fill(NULL::jsonb, ARRAY[5]), NULL)`);
+        const plan = await planOf(client, execute({ ids, tokens, results: 'array_fill(NULL::jsonb, ARRAY[5])', now: 'NULL' }));
         expect(plan, mode).toContain('jobs_pkey');
         expect(plan, mode).not.toContain('jobs_running_lease_idx');
       }
@@ -54,12 +86,12 @@ describe('plans that must not depend on fresh statistics', () => {
     const idle = queueName();
     await store.queueUpsert({ name: idle });
     for (let i = 0; i < 5; i++) await store.jobSubmitMany({ jobs: jobInputs(busy, 1000) });
-    await store.pool.query('ANALYZE evora.jobs');
+    await sql.query('ANALYZE evora.jobs');
     await inRolledBackTransaction(async (client) => {
-      await client.query(`PREPARE handoff_plan AS ${SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN}`);
+      const execute = await prepare(client, 'jobInsertHandoff', 'handoff_plan');
       for (const mode of ['force_generic_plan', 'force_custom_plan']) {
         await client.query(`SET LOCAL plan_cache_mode = ${mode}`);
-        const plan = await planOf(client, `EXECUTE handoff_plan(gen_random_uuid(), '${idle}', 'noop', '{}', 0, NULL, NULL, NULL, NULL, 'w')`);
+        const plan = await planOf(client, execute(handoffArgs(idle, '{}')));
         expect(plan, mode).toContain('jobs_claimable_idx');
         expect(plan, mode).not.toMatch(/Seq Scan on jobs/);
       }
@@ -70,11 +102,9 @@ describe('plans that must not depend on fresh statistics', () => {
     const queue = queueName();
     await store.queueUpsert({ name: queue });
     await inRolledBackTransaction(async (client) => {
-      await client.query(`PREPARE handoff_cached AS ${SQL_JOB_INSERT_HANDOFF_FOR_EXPLAIN}`);
+      const execute = await prepare(client, 'jobInsertHandoff', 'handoff_cached');
       // The plan cache plans the first five runs for their values, then compares costs.
-      for (let i = 0; i < 8; i++) {
-        await client.query(`EXECUTE handoff_cached(gen_random_uuid(), '${queue}', 'noop', '{"n": ${i}}', 0, NULL, NULL, NULL, NULL, 'w')`);
-      }
+      for (let i = 0; i < 8; i++) await client.query(execute(handoffArgs(queue, `{"n": ${i}}`)));
       const { rows } = await client.query<{ generic_plans: string; custom_plans: string }>(
         `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'handoff_cached'`,
       );
@@ -85,12 +115,15 @@ describe('plans that must not depend on fresh statistics', () => {
   it('a claim updates its jobs found by primary key, not by a scan of the table', async () => {
     const queue = queueName();
     for (let i = 0; i < 20; i++) await store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
-    await store.pool.query('ANALYZE evora.jobs');
+    await sql.query('ANALYZE evora.jobs');
     await inRolledBackTransaction(async (client) => {
-      await client.query(`PREPARE claim_plan(text[], int, text[], timestamptz, int[]) AS ${SQL_JOB_CLAIM_FOR_EXPLAIN}`);
+      const execute = await prepare(client, 'jobClaim', 'claim_plan');
       await client.query('SET LOCAL plan_cache_mode = force_custom_plan'); // what the store's claims run
       for (const size of [1, 100, 1000]) {
-        const plan = await planOf(client, `EXECUTE claim_plan('{${queue}}', ${size}, '{w}', NULL, array_fill(1, ARRAY[${size}]))`);
+        const plan = await planOf(
+          client,
+          execute({ queues: `'{${queue}}'`, limit: String(size), workerIds: "'{w}'", now: 'NULL', slotWorkers: `array_fill(1, ARRAY[${size}])` }),
+        );
         expect(plan, `claim of ${size}`).toContain('jobs_pkey');
         expect(plan, `claim of ${size}`).not.toMatch(/Seq Scan on jobs/);
       }

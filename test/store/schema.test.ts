@@ -3,12 +3,14 @@ import type { Store } from '../../src/store/store.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 import pg from 'pg';
-import { migrate, migrationsLoad } from '../../src/store/migrate.js';
+import { migrate, migrationsLoad, MigrationsUnknownError } from '../../src/store/migrate.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 
 let store: Store;
+let sql: pg.Pool;
+let url: string;
 beforeAll(async () => {
-  ({ store } = await storeSetup());
+  ({ store, sql, url } = await storeSetup());
 });
 
 describe('the database enforces the state machine', () => {
@@ -16,27 +18,27 @@ describe('the database enforces the state machine', () => {
     const queue = queueName();
     const { job } = await store.jobSubmit({ job: jobInput({ queue }) });
     await expect(
-      store.pool.query(`UPDATE evora.jobs SET state = 'COMPLETED' WHERE id = $1`, [job.id]),
+      sql.query(`UPDATE evora.jobs SET state = 'COMPLETED' WHERE id = $1`, [job.id]),
     ).rejects.toThrow(/illegal job state transition PENDING -> COMPLETED/);
-    await store.pool.query(`UPDATE evora.jobs SET state = 'CANCELLED' WHERE id = $1`, [job.id]);
+    await sql.query(`UPDATE evora.jobs SET state = 'CANCELLED' WHERE id = $1`, [job.id]);
     await expect(
-      store.pool.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
+      sql.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
     ).rejects.toThrow(/CANCELLED -> RUNNING/);
     expect((await store.jobGet({ id: job.id })).state).toBe('CANCELLED');
   });
 
   it('rejects a job inserted in any state but PENDING, and a RUNNING job without a lease', async () => {
     await expect(
-      store.pool.query(`INSERT INTO evora.jobs (queue, type, state, max_attempts) VALUES ('x', 't', 'COMPLETED', 1)`),
+      sql.query(`INSERT INTO evora.jobs (queue, type, state, max_attempts) VALUES ('x', 't', 'COMPLETED', 1)`),
     ).rejects.toThrow(/must be created PENDING/);
     const { job } = await store.jobSubmit({ job: jobInput({ queue: queueName() }) });
     await expect(
-      store.pool.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
+      sql.query(`UPDATE evora.jobs SET state = 'RUNNING' WHERE id = $1`, [job.id]),
     ).rejects.toThrow(/jobs_running_has_lease/);
   });
 
   it('every listed transition is allowed and no other', async () => {
-    const { rows } = await store.pool.query<{ from_state: string; to_state: string }>(
+    const { rows } = await sql.query<{ from_state: string; to_state: string }>(
       'SELECT from_state::text, to_state::text FROM evora.job_state_transitions ORDER BY 1, 2',
     );
     expect(rows.map((r) => `${r.from_state}->${r.to_state}`).sort()).toEqual(
@@ -49,7 +51,7 @@ describe('the database enforces the state machine', () => {
 
   it('the trigger is generated from the transitions table: a pair added there and regenerated becomes legal', async () => {
     const { job } = await store.jobSubmit({ job: jobInput({ queue: queueName() }) });
-    const client = await store.pool.connect();
+    const client = await sql.connect();
     try {
       await client.query('BEGIN');
       await client.query(`UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = $1`, [job.id]);
@@ -67,38 +69,51 @@ describe('the database enforces the state machine', () => {
     }
     expect((await store.jobGet({ id: job.id })).state).toBe('PENDING');
   });
-
-  it('migrations run again are a no-op, also when two runners start at once', async () => {
-    expect(await Promise.all([migrate(store.pool), migrate(store.pool)])).toEqual([[], []]);
-  });
 });
 
-describe('migration 0006 packs the outbox', () => {
-  it('events waiting in the old outbox move over with their ids, and new ids continue after them', async () => {
+describe('migrations', () => {
+  it('run again are a no-op, also when two runners start at once', async () => {
+    expect(await Promise.all([migrate(url), migrate(url)])).toEqual([[], []]);
+  });
+
+  it('an empty database gets the baseline, recorded under its number and name', async () => {
     const db = await testDatabaseCreate({ empty: true });
-    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
-    pool.on('error', () => undefined);
+    const client = new pg.Client({ connectionString: db.url });
     try {
-      const all = await migrationsLoad();
-      await migrate(pool, all.filter((m) => m.version <= 5));
-      await pool.query(
-        `INSERT INTO evora.job_events (job_id, queue, type, kind, from_state, to_state, attempt, worker_id, at, wait_ms)
-         SELECT gen_random_uuid(), 'q', 't', 'claimed', 'PENDING', 'RUNNING', 1, 'w', now(), 5 FROM generate_series(1, 3)`,
-      );
-      const { rows: before } = await pool.query<{ id: string; job_id: string }>('SELECT id, job_id FROM evora.job_events ORDER BY id');
-      await migrate(pool, all);
-      const { rows: after } = await pool.query<{ outbox_id: string; job_id: string; kind: string; wait_ms: number }>(
-        'SELECT outbox_id, job_id, kind::text, wait_ms FROM evora.job_events_flat ORDER BY id',
-      );
-      expect(after).toEqual(before.map((b) => ({ outbox_id: b.id, job_id: b.job_id, kind: 'claimed', wait_ms: 5 })));
-      await pool.query(
-        `INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
-         VALUES (now(), 1, ARRAY[gen_random_uuid()], '{q}', '{t}', '{submitted}', '{NULL}', '{PENDING}', '{0}', '{NULL}', '{NULL}', '{NULL}')`,
-      );
-      const { rows: next } = await pool.query<{ id: string }>('SELECT max(id) AS id FROM evora.job_events');
-      expect(Number(next[0]!.id)).toBe(Number(before[2]!.id) + 1);
+      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline']);
+      expect(await migrate(db.url)).toEqual([1]);
+      await client.connect();
+      const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations');
+      expect(rows).toEqual([{ version: 1, name: 'baseline' }]);
+      expect(await migrate(db.url)).toEqual([]);
     } finally {
-      await pool.end();
+      await client.end();
+      await db.drop();
+    }
+  });
+
+  it('a database migrated by the development chain that the baseline replaced is refused, unchanged, with what to do', async () => {
+    const db = await testDatabaseCreate({ empty: true });
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      // What the old runner left: its bookkeeping (and a schema this version cannot vouch for).
+      await client.query(`CREATE SCHEMA evora;
+        CREATE TABLE evora.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+        INSERT INTO evora.schema_migrations (version, name) VALUES
+          (1, 'jobs'), (2, 'job_events'), (3, 'telemetry'), (4, 'transition_check_in_when'), (5, 'lean_outbox'),
+          (6, 'packed_outbox'), (7, 'outbox_uncompressed'), (8, 'recent_events_uncompressed'), (9, 'submit_handoff');
+        CREATE TABLE evora.jobs (id uuid PRIMARY KEY);`);
+      const refused = migrate(db.url);
+      await expect(refused).rejects.toBeInstanceOf(MigrationsUnknownError);
+      await expect(refused).rejects.toThrow(/^evora: the database records migrations this version does not know \(0001_jobs, .*0009_submit_handoff\).*DROP SCHEMA evora CASCADE.*\.evora\/pgdata/);
+      expect(await refused.then(() => '', (err: Error) => err.message)).not.toContain('\n'); // one line
+      const { rows } = await client.query(`SELECT count(*)::int AS n FROM evora.schema_migrations`);
+      expect(rows[0].n).toBe(9);
+      const tables = await client.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'evora'`);
+      expect(tables.rows[0].n).toBe(2);
+    } finally {
+      await client.end();
       await db.drop();
     }
   });
@@ -106,7 +121,7 @@ describe('migration 0006 packs the outbox', () => {
 
 describe('backoff policies (evora.backoff_seconds)', () => {
   async function delays(kind: string, base: number, cap: number, jitter: number, r: number, attempts = 8) {
-    const { rows } = await store.pool.query<{ d: number }>(
+    const { rows } = await sql.query<{ d: number }>(
       `SELECT evora.backoff_seconds($1::evora.backoff_kind, $2, $3, $4, a, $5) AS d FROM generate_series(1, $6) a ORDER BY a`,
       [kind, base, cap, jitter, r, attempts],
     );
@@ -130,7 +145,7 @@ describe('backoff policies (evora.backoff_seconds)', () => {
     expect(await delays('fixed', 10, 100, 0.2, 0, 1)).toEqual([8]);
     expect((await delays('fixed', 10, 100, 0.2, 0.999999, 1))[0]).toBeCloseTo(12, 4);
     expect(await delays('fixed', 10, 11, 0.2, 0.999999, 1)).toEqual([11]);
-    const { rows } = await store.pool.query<{ lo: number; hi: number; spread: number }>(
+    const { rows } = await sql.query<{ lo: number; hi: number; spread: number }>(
       `SELECT min(d) AS lo, max(d) AS hi, count(DISTINCT d)::int AS spread FROM (
          SELECT evora.backoff_seconds('exponential', 4, 3600, 0.25, 3, random()) AS d FROM generate_series(1, 2000)
        ) s`,
@@ -142,7 +157,7 @@ describe('backoff policies (evora.backoff_seconds)', () => {
   });
 
   it('huge attempt numbers do not overflow', async () => {
-    const { rows } = await store.pool.query<{ d: number }>(
+    const { rows } = await sql.query<{ d: number }>(
       `SELECT evora.backoff_seconds('exponential', 1, 3600, 0, 100000, 0.5) AS d`,
     );
     expect(rows[0]?.d).toBe(3600);

@@ -1,18 +1,20 @@
+import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { projectEvents, telemetryStats } from '../../src/telemetry/projection.js';
-import { storeSetup } from '../helpers/store-setup.js';
+import { OUTBOX_EVENTS, storeSetup } from '../helpers/store-setup.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
 import { queueName } from '../helpers/factories.js';
 
 let store: Store;
+let sql: pg.Pool;
 let sink: PostgresTelemetrySink;
 beforeAll(async () => {
-  ({ store } = await storeSetup());
-  sink = new PostgresTelemetrySink(store.pool);
+  ({ store, sql } = await storeSetup());
+  sink = new PostgresTelemetrySink(store);
 });
 
 const projector = () => new Projector({ store, sink, logger: silentLogger(), batchSize: 700 });
@@ -36,11 +38,11 @@ describe('projector into the embedded Postgres sink', () => {
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
     // Recent events: the projected outbox rows, copied whole.
-    const { rows: recent } = await store.pool.query<{ n: number }>('SELECT coalesce(sum(n), 0)::int AS n FROM evora.telemetry_recent_events');
+    const { rows: recent } = await sql.query<{ n: number }>('SELECT coalesce(sum(n), 0)::int AS n FROM evora.telemetry_recent_events');
     expect(recent[0]!.n).toBe(run.events);
 
     const stats = (await telemetryStats(sink, { queues: [queues[0]!] }))[0]!;
-    const { rows } = await store.pool.query<{ completed: number }>(
+    const { rows } = await sql.query<{ completed: number }>(
       `SELECT count(*)::int AS completed FROM evora.jobs WHERE queue = $1 AND state = 'COMPLETED'`,
       [queues[0]],
     );
@@ -86,11 +88,11 @@ describe('projector into the embedded Postgres sink', () => {
     expect(without.counts).toEqual(withDetails.counts);
     expect(without.minutes).toEqual(withDetails.minutes);
     expect(without.events).toEqual([]);
-    // Unpacked, the details are the events evora.job_events_flat shows, in its order.
-    const { rows: flat } = await store.pool.query(
+    // Unpacked, the details are the outbox's events one by one, in their order.
+    const { rows: flat } = await sql.query(
       `SELECT id::float8 AS "id", job_id AS "jobId", queue, type, kind, from_state AS "fromState", to_state AS "toState",
               attempt, worker_id AS "workerId", at, wait_ms AS "waitMs", run_ms AS "runMs"
-       FROM evora.job_events_flat WHERE outbox_id <= $1 AND xid < $2::xid8 ORDER BY id`,
+       FROM ${OUTBOX_EVENTS} f WHERE outbox_id <= $1 AND xid < $2::xid8 ORDER BY id`,
       [detailed.outbox.hiId, detailed.outbox.horizon],
     );
     expect(withDetails.events.length).toBeGreaterThan(2400);

@@ -1,0 +1,10 @@
+/**
+ * Every statement the store declares, for the tools that look at all of them (the
+ * statement test, scripts/sql-explain.ts): importing this module loads every module that
+ * declares statements. The server does not need it.
+ */
+import './store.js';
+import './leader.js';
+import './migrate.js';
+
+export { statementFiles, statementNamed, statementsDeclared } from './statements.js';

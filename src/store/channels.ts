@@ -1,0 +1,10 @@
+/**
+ * The NOTIFY channels of the store's statements. The statements in ./sql/ write these names
+ * as literals (`pg_notify('evora_job_available', queue)`); test/store/statements.test.ts
+ * checks that they use no other channel.
+ */
+
+/** NOTIFY channel that names a queue which has work claimable now. */
+export const CHANNEL_JOB_AVAILABLE = 'evora_job_available';
+/** NOTIFY channel that names a RUNNING job an operator has asked to cancel. */
+export const CHANNEL_JOB_CANCEL = 'evora_job_cancel';

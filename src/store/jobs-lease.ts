@@ -1,0 +1,230 @@
+import type pg from 'pg';
+import { isUuid } from '../domain/ids.js';
+import type { Job, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
+import { JOB_COLUMNS, jobFromRow, jobWrittenFromRow, type JobRow } from './rows.js';
+import { rowsOf, statement, type PgTypes } from './statements.js';
+
+/**
+ * The lease path: claims, and the writes a lease holder makes (heartbeat, complete, fail,
+ * snooze), plus the sweep that takes expired leases back. All of these are hot and run as
+ * named prepared statements. A write whose token no longer matches a RUNNING job changes
+ * nothing and is answered lease_lost.
+ */
+
+interface JobClaimParams {
+  queues: string[];
+  limit: number;
+  /** The distinct worker ids. */
+  workerIds: string[];
+  /** Per slot, the 1-based index of its worker in workerIds. */
+  slotWorkers: number[];
+  now: Date | null;
+}
+/** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
+type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at'> & { slot: string };
+const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
+  'job-claim',
+  { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', now: 'timestamptz' },
+  {
+    id: 'uuid',
+    queue: 'text',
+    type: 'text',
+    payload: 'jsonb',
+    priority: 'int4',
+    run_at: 'timestamptz',
+    attempt: 'int4',
+    max_attempts: 'int4',
+    lease_token: 'uuid',
+    locked_until: 'timestamptz',
+    idempotency_key: 'text',
+    last_error: 'text',
+    created_at: 'timestamptz',
+    started_at: 'timestamptz',
+    slot: 'int8',
+  },
+  { prepared: true },
+);
+
+interface LeaseParams {
+  ids: string[];
+  tokens: string[];
+  now: Date | null;
+}
+
+interface JobHeartbeatRow {
+  id: string;
+  locked_until: Date;
+  cancel_requested_at: Date | null;
+}
+const jobHeartbeatManySql = statement<LeaseParams, JobHeartbeatRow>(
+  'job-heartbeat-many',
+  { ids: 'uuid[]', tokens: 'uuid[]', now: 'timestamptz' },
+  { id: 'uuid', locked_until: 'timestamptz', cancel_requested_at: 'timestamptz' },
+  { prepared: true },
+);
+
+/** What a completion sends back: what JobWritten needs, and the token that was matched. */
+type JobCompletedRow = Pick<JobRow, 'id' | 'lease_token' | 'queue' | 'type' | 'state' | 'attempt' | 'worker_id' | 'last_error'>;
+const JOB_COMPLETED_COLUMNS: PgTypes<JobCompletedRow> = {
+  id: 'uuid',
+  lease_token: 'uuid',
+  queue: 'text',
+  type: 'text',
+  state: 'evora.job_state',
+  attempt: 'int4',
+  worker_id: 'text',
+  last_error: 'text',
+};
+const jobCompleteManySql = statement<LeaseParams & { results: (string | null)[] }, JobCompletedRow>(
+  'job-complete-many',
+  { ids: 'uuid[]', tokens: 'uuid[]', results: 'jsonb[]', now: 'timestamptz' },
+  JOB_COMPLETED_COLUMNS,
+  { prepared: true },
+);
+
+interface JobFailManyParams extends LeaseParams {
+  errors: string[];
+  retryables: boolean[];
+  retryAts: (Date | null)[];
+}
+const jobFailManySql = statement<JobFailManyParams, JobRow>(
+  'job-fail-many',
+  { ids: 'uuid[]', tokens: 'uuid[]', errors: 'text[]', retryables: 'bool[]', retryAts: 'timestamptz[]', now: 'timestamptz' },
+  JOB_COLUMNS,
+  { prepared: true },
+);
+
+const jobSnoozeManySql = statement<LeaseParams & { runAts: Date[] }, JobRow>(
+  'job-snooze-many',
+  { ids: 'uuid[]', tokens: 'uuid[]', runAts: 'timestamptz[]', now: 'timestamptz' },
+  JOB_COLUMNS,
+  { prepared: true },
+);
+
+const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow>(
+  'job-sweep-expired',
+  { limit: 'int8', now: 'timestamptz' },
+  JOB_COLUMNS,
+  { prepared: true },
+);
+
+/** The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order. */
+export async function jobsClaim(claimPool: pg.Pool, queues: string[], workerIds: string[], now: Date | null): Promise<Job[]> {
+  if (workerIds.length === 0 || queues.length === 0) return [];
+  const distinct: string[] = [];
+  const index = new Map<string, number>();
+  const slotWorkers = workerIds.map((w) => {
+    let i = index.get(w);
+    if (i === undefined) index.set(w, (i = distinct.push(w)));
+    return i;
+  });
+  const rows = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, now });
+  // The rows come back in no particular order; the slot number restores the claim order.
+  return rows
+    .sort((a, b) => Number(a.slot) - Number(b.slot))
+    .map((r, i) => {
+      const job = jobFromRow(r as JobClaimRow & JobRow);
+      // The columns the claim does not send back, as the claim left them.
+      job.state = 'RUNNING';
+      job.workerId = workerIds[i] ?? null;
+      job.result = null;
+      job.finishedAt = null;
+      job.cancelRequestedAt = null;
+      return job;
+    });
+}
+
+/** Heartbeats (Store.jobHeartbeatMany). */
+export async function jobsHeartbeat(
+  pool: pg.Pool,
+  leases: LeaseRef[],
+  now: Date | null,
+): Promise<{ extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[]; lost: string[] }> {
+  const valid = leases.filter((l) => isUuid(l.id) && isUuid(l.token));
+  const extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[] = [];
+  if (valid.length > 0) {
+    const rows = await rowsOf(pool, jobHeartbeatManySql, { ids: valid.map((l) => l.id), tokens: valid.map((l) => l.token), now });
+    for (const r of rows) extended.push({ id: r.id, lockedUntil: r.locked_until, cancelRequested: r.cancel_requested_at !== null });
+  }
+  const ok = new Set(extended.map((e) => e.id));
+  return { extended, lost: leases.filter((l) => !ok.has(l.id)).map((l) => l.id) };
+}
+
+/** Completions (Store.jobCompleteMany). */
+export async function jobsComplete(
+  pool: pg.Pool,
+  completions: (LeaseRef & { result?: JsonObject | null })[],
+  now: Date | null,
+): Promise<LeaseWriteOutcome<JobWritten>[]> {
+  const valid = completions.filter((c) => isUuid(c.id) && isUuid(c.token));
+  const rows =
+    valid.length === 0
+      ? []
+      : await rowsOf(pool, jobCompleteManySql, {
+          ids: valid.map((c) => c.id),
+          tokens: valid.map((c) => c.token),
+          results: valid.map((c) => (c.result == null ? null : JSON.stringify(c.result))),
+          now,
+        });
+  return leaseWriteOutcomes(completions, jobWrittenFromRow, rows);
+}
+
+/** Failures (Store.jobFailMany). */
+export async function jobsFail(
+  pool: pg.Pool,
+  failures: (LeaseRef & { error: string; retryable: boolean; retryAt?: Date | null })[],
+  now: Date | null,
+): Promise<LeaseWriteOutcome[]> {
+  const valid = failures.filter((f) => isUuid(f.id) && isUuid(f.token));
+  const rows =
+    valid.length === 0
+      ? []
+      : await rowsOf(pool, jobFailManySql, {
+          ids: valid.map((f) => f.id),
+          tokens: valid.map((f) => f.token),
+          errors: valid.map((f) => f.error),
+          retryables: valid.map((f) => f.retryable),
+          retryAts: valid.map((f) => f.retryAt ?? null),
+          now,
+        });
+  return leaseWriteOutcomes(failures, jobFromRow, rows);
+}
+
+/** Snoozes (Store.jobSnoozeMany). */
+export async function jobsSnooze(pool: pg.Pool, snoozes: (LeaseRef & { runAt: Date })[], now: Date | null): Promise<LeaseWriteOutcome[]> {
+  const valid = snoozes.filter((s) => isUuid(s.id) && isUuid(s.token));
+  const rows =
+    valid.length === 0
+      ? []
+      : await rowsOf(pool, jobSnoozeManySql, { ids: valid.map((s) => s.id), tokens: valid.map((s) => s.token), runAts: valid.map((s) => s.runAt), now });
+  return leaseWriteOutcomes(snoozes, jobFromRow, rows);
+}
+
+/** One batch of the visibility sweep (Store.jobSweepExpired). */
+export async function jobsSweepExpired(pool: pg.Pool, limit: number, now: Date | null): Promise<SweepResult> {
+  const jobs = (await rowsOf(pool, jobSweepExpiredSql, { limit, now })).map(jobFromRow);
+  return {
+    requeued: jobs.filter((j) => j.state === 'PENDING').length,
+    deadLettered: jobs.filter((j) => j.state === 'DLQ').length,
+    cancelled: jobs.filter((j) => j.state === 'CANCELLED').length,
+    jobs,
+  };
+}
+
+/** Each input's outcome: accepted with its row when the write matched its lease, else lease_lost. */
+function leaseWriteOutcomes<Row extends { id: string; lease_token: string | null }, J>(
+  inputs: LeaseRef[],
+  fromRow: (row: Row) => J,
+  rows: Row[],
+): LeaseWriteOutcome<J>[] {
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return inputs.map((input) => {
+    const row = byId.get(input.id);
+    // A duplicate of an already-accepted write in the same batch is not accepted twice.
+    if (row && row.lease_token === input.token) {
+      byId.delete(input.id);
+      return { id: input.id, accepted: true, job: fromRow(row) };
+    }
+    return { id: input.id, accepted: false, reason: 'lease_lost' };
+  });
+}

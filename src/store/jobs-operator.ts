@@ -1,0 +1,79 @@
+import type pg from 'pg';
+import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
+import { isUuid } from '../domain/ids.js';
+import type { Job, JobListParams, JobState } from '../domain/job.js';
+import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
+import { rowOf, rowsOf, statement } from './statements.js';
+
+/**
+ * Operators' reads and writes of single jobs (the JobService API): get, list, cancel,
+ * retry. Not on the hot path: planned at every call.
+ */
+
+const jobGetSql = statement<{ id: string }, JobRow>('job-get', { id: 'uuid' }, JOB_COLUMNS);
+
+interface JobListSqlParams {
+  queue: string | null;
+  states: JobState[] | null;
+  type: string | null;
+  afterId: string | null;
+  limit: number;
+}
+const jobListSql = statement<JobListSqlParams, JobRow>(
+  'job-list',
+  { queue: 'text', states: 'evora.job_state[]', type: 'text', afterId: 'uuid', limit: 'int8' },
+  JOB_COLUMNS,
+);
+
+const jobCancelSql = statement<{ id: string; now: Date | null }, JobRow>('job-cancel', { id: 'uuid', now: 'timestamptz' }, JOB_COLUMNS);
+
+const jobRetrySql = statement<{ id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
+  'job-retry',
+  { id: 'uuid', now: 'timestamptz' },
+  { ...JOB_COLUMNS, previous_state: 'evora.job_state' },
+);
+
+function idCheck(id: string): void {
+  if (!isUuid(id)) throw invalidArgument(`job id "${id}" is not a UUID`);
+}
+
+/** One job (Store.jobGet). */
+export async function jobRead(pool: pg.Pool, id: string): Promise<Job> {
+  idCheck(id);
+  const row = await rowOf(pool, jobGetSql, { id });
+  if (!row) throw notFound(`job ${id} not found`);
+  return jobFromRow(row);
+}
+
+/** A page of jobs (Store.jobList). */
+export async function jobsList(pool: pg.Pool, params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
+  if (params.afterId && !isUuid(params.afterId)) throw invalidArgument('page token is not valid');
+  const rows = await rowsOf(pool, jobListSql, {
+    queue: params.queue || null,
+    states: params.states && params.states.length > 0 ? params.states : null,
+    type: params.type || null,
+    afterId: params.afterId || null,
+    limit: params.limit + 1,
+  });
+  const page = rows.slice(0, params.limit).map(jobFromRow);
+  return { jobs: page, nextAfterId: rows.length > params.limit ? (page[page.length - 1]?.id ?? null) : null };
+}
+
+/** An operator's cancel (Store.jobCancel). */
+export async function jobCancel(pool: pg.Pool, id: string, now: Date | null): Promise<Job> {
+  idCheck(id);
+  const row = await rowOf(pool, jobCancelSql, { id, now });
+  if (row) return jobFromRow(row);
+  const job = await jobRead(pool, id);
+  if (job.state === 'CANCELLED') return job;
+  throw failedPrecondition(`job ${job.id} is ${job.state} and cannot be cancelled`);
+}
+
+/** An operator's manual retry (Store.jobRetry). */
+export async function jobRetry(pool: pg.Pool, id: string, now: Date | null): Promise<Job> {
+  idCheck(id);
+  const row = await rowOf(pool, jobRetrySql, { id, now });
+  if (row) return jobFromRow(row);
+  const job = await jobRead(pool, id);
+  throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
+}

@@ -1,0 +1,192 @@
+import type pg from 'pg';
+import { EvoraError, alreadyExists } from '../domain/errors.js';
+import { uuidv7 } from '../domain/ids.js';
+import type { JobSubmitInput, JobSubmitResult } from '../domain/job.js';
+import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
+import { queryConfig, statement } from './statements.js';
+
+/**
+ * Submits: producers' writes. Job ids are made here (UUIDv7) so a batch knows which rows it
+ * created; rows the insert skipped for an idempotency key are replays, looked up and
+ * compared in a second statement (docs/store.md, "Idempotent submits").
+ */
+
+interface JobInsertManyParams {
+  ids: string[];
+  queues: string[];
+  types: string[];
+  payloads: string[];
+  priorities: number[];
+  runAts: (Date | null)[];
+  idempotencyKeys: (string | null)[];
+  maxAttempts: (number | null)[];
+  now: Date | null;
+}
+const jobInsertManySql = statement<JobInsertManyParams, JobRow>(
+  'job-insert-many',
+  {
+    ids: 'uuid[]',
+    queues: 'text[]',
+    types: 'text[]',
+    payloads: 'jsonb[]',
+    priorities: 'int4[]',
+    runAts: 'timestamptz[]',
+    idempotencyKeys: 'text[]',
+    maxAttempts: 'int4[]',
+    now: 'timestamptz',
+  },
+  JOB_COLUMNS,
+  { prepared: true },
+);
+
+interface JobInsertHandoffParams {
+  id: string;
+  queue: string;
+  type: string;
+  payload: string;
+  priority: number;
+  runAt: Date | null;
+  idempotencyKey: string | null;
+  maxAttempts: number | null;
+  now: Date | null;
+  handoffWorkerId: string;
+}
+const jobInsertHandoffSql = statement<JobInsertHandoffParams, JobRow>(
+  'job-insert-handoff',
+  {
+    id: 'uuid',
+    queue: 'text',
+    type: 'text',
+    payload: 'jsonb',
+    priority: 'int4',
+    runAt: 'timestamptz',
+    idempotencyKey: 'text',
+    maxAttempts: 'int4',
+    now: 'timestamptz',
+    handoffWorkerId: 'text',
+  },
+  JOB_COLUMNS,
+  { prepared: true },
+);
+
+interface JobFindByKeysParams {
+  queues: string[];
+  idempotencyKeys: (string | undefined)[];
+  types: string[];
+  payloads: string[];
+}
+type JobFoundRow = JobRow & { same_content: boolean };
+const jobFindByKeysSql = statement<JobFindByKeysParams, JobFoundRow>(
+  'job-find-by-keys',
+  { queues: 'text[]', idempotencyKeys: 'text[]', types: 'text[]', payloads: 'jsonb[]' },
+  { ...JOB_COLUMNS, same_content: 'bool' },
+);
+
+const PG_NOT_NULL_VIOLATION = '23502';
+
+function pgCode(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+/** Internal: a submit attempt that lost a race and should simply run again. */
+class RetrySubmit extends Error {}
+
+/**
+ * Submits jobs, all or nothing; with `handoffWorkerId` (one job only) the job may be leased
+ * to that worker in the same statement (job-insert-handoff.sql). Replays of an idempotency
+ * key come back with created=false, or are refused (ALREADY_EXISTS) when their type or
+ * payload differ. Results in input order.
+ */
+export async function jobsSubmit(
+  pool: pg.Pool,
+  jobs: JobSubmitInput[],
+  now: Date | null,
+  handoffWorkerId: string | null,
+): Promise<JobSubmitResult[]> {
+  if (jobs.length === 0) return [];
+  const ids = jobs.map(() => uuidv7());
+  const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
+  const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
+  const job = jobs[0]!;
+  // The hand-off statement takes one job as scalars (see its file), batches take arrays.
+  const insert =
+    handoffWorkerId === null
+      ? queryConfig(jobInsertManySql, {
+          ids,
+          queues: jobs.map((j) => j.queue),
+          types: jobs.map((j) => j.type),
+          payloads,
+          priorities: jobs.map((j) => j.priority ?? 0),
+          runAts: jobs.map((j) => j.runAt ?? null),
+          idempotencyKeys: jobs.map((j) => j.idempotencyKey || null),
+          maxAttempts,
+          now,
+        })
+      : queryConfig(jobInsertHandoffSql, {
+          id: ids[0]!,
+          queue: job.queue,
+          type: job.type,
+          payload: payloads[0]!,
+          priority: job.priority ?? 0,
+          runAt: job.runAt ?? null,
+          idempotencyKey: job.idempotencyKey || null,
+          maxAttempts: maxAttempts[0]!,
+          now,
+          handoffWorkerId,
+        });
+  const anyKey = jobs.some((j) => j.idempotencyKey);
+  // Without keys, or with a single job, one autocommit statement is atomic by itself. A
+  // batch with keys needs a transaction: a refused replay must undo the batch's inserts.
+  const transactional = anyKey && jobs.length > 1;
+  for (let tries = 1; ; tries++) {
+    const client = await pool.connect();
+    let inTransaction = false;
+    try {
+      if (transactional) {
+        await client.query('BEGIN');
+        inTransaction = true;
+      }
+      const inserted = (await client.query(insert)).rows as JobRow[];
+      const byId = new Map(inserted.map((r) => [r.id, r]));
+      const results: (JobSubmitResult | undefined)[] = ids.map((id) => {
+        const row = byId.get(id);
+        return row ? { job: jobFromRow(row), created: true } : undefined;
+      });
+      const missing = jobs.map((j, i) => ({ j, i })).filter(({ i }) => !results[i]);
+      if (missing.length > 0) {
+        const found = await client.query(
+          queryConfig(jobFindByKeysSql, {
+            queues: missing.map(({ j }) => j.queue),
+            idempotencyKeys: missing.map(({ j }) => j.idempotencyKey),
+            types: missing.map(({ j }) => j.type),
+            payloads: missing.map(({ j }) => JSON.stringify(j.payload ?? {})),
+          }),
+        );
+        const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
+        for (const { j, i } of missing) {
+          const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
+          if (!row) throw new RetrySubmit('the conflicting job vanished');
+          if (!row.same_content) {
+            throw alreadyExists(
+              `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id} with a different type or payload`,
+            );
+          }
+          results[i] = { job: jobFromRow(row), created: false };
+        }
+      }
+      if (inTransaction) await client.query('COMMIT');
+      inTransaction = false;
+      return results as JobSubmitResult[];
+    } catch (err) {
+      if (inTransaction) await client.query('ROLLBACK').catch(() => undefined);
+      // Two first submits to a new queue can race on creating its row; the loser sees
+      // neither row in its snapshot and leaves max_attempts NULL. Trying again sees it.
+      const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION;
+      if (retryable && tries < 3) continue;
+      if (err instanceof EvoraError) throw err;
+      throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
+    } finally {
+      client.release();
+    }
+  }
+}

@@ -1,0 +1,76 @@
+import type pg from 'pg';
+import { notFound } from '../domain/errors.js';
+import type { BackoffKind, Queue, QueueUpsertInput } from '../domain/queue.js';
+import { QUEUE_COLUMNS, queueFromRow, type QueueRow } from './rows.js';
+import { rowOf, rowsOf, statement, type None } from './statements.js';
+
+/** Queues: their settings and pause state (the QueueService API). */
+
+interface QueueUpsertParams {
+  name: string;
+  maxAttempts: number | null;
+  backoffKind: BackoffKind | null;
+  backoffBaseSeconds: number | null;
+  backoffCapSeconds: number | null;
+  backoffJitter: number | null;
+  leaseSeconds: number | null;
+  maxConcurrency: number | null;
+  now: Date | null;
+}
+const queueUpsertSql = statement<QueueUpsertParams, QueueRow>(
+  'queue-upsert',
+  {
+    name: 'text',
+    maxAttempts: 'int4',
+    backoffKind: 'evora.backoff_kind',
+    backoffBaseSeconds: 'float8',
+    backoffCapSeconds: 'float8',
+    backoffJitter: 'float8',
+    leaseSeconds: 'int4',
+    maxConcurrency: 'int4',
+    now: 'timestamptz',
+  },
+  QUEUE_COLUMNS,
+);
+const queueGetSql = statement<{ name: string }, QueueRow>('queue-get', { name: 'text' }, QUEUE_COLUMNS);
+const queueListSql = statement<None, QueueRow>('queue-list', {}, QUEUE_COLUMNS);
+const queueSetPausedSql = statement<{ name: string; paused: boolean; now: Date | null }, QueueRow>(
+  'queue-set-paused',
+  { name: 'text', paused: 'bool', now: 'timestamptz' },
+  QUEUE_COLUMNS,
+);
+
+/** Creates or changes a queue (Store.queueUpsert). */
+export async function queueUpsert(pool: pg.Pool, params: QueueUpsertInput, now: Date | null): Promise<Queue> {
+  const row = await rowOf(pool, queueUpsertSql, {
+    name: params.name,
+    maxAttempts: params.maxAttempts ?? null,
+    backoffKind: params.backoffKind ?? null,
+    backoffBaseSeconds: params.backoffBaseSeconds ?? null,
+    backoffCapSeconds: params.backoffCapSeconds ?? null,
+    backoffJitter: params.backoffJitter ?? null,
+    leaseSeconds: params.leaseSeconds ?? null,
+    maxConcurrency: params.maxConcurrency ?? null,
+    now,
+  });
+  return queueFromRow(row!);
+}
+
+/** One queue (Store.queueGet). */
+export async function queueRead(pool: pg.Pool, name: string): Promise<Queue> {
+  const row = await rowOf(pool, queueGetSql, { name });
+  if (!row) throw notFound(`queue "${name}" not found`);
+  return queueFromRow(row);
+}
+
+/** Every queue (Store.queueList). */
+export async function queuesList(pool: pg.Pool): Promise<Queue[]> {
+  return (await rowsOf(pool, queueListSql, {})).map(queueFromRow);
+}
+
+/** Pauses or resumes a queue (Store.queueSetPaused). */
+export async function queueSetPaused(pool: pg.Pool, name: string, paused: boolean, now: Date | null): Promise<Queue> {
+  const row = await rowOf(pool, queueSetPausedSql, { name, paused, now });
+  if (!row) throw notFound(`queue "${name}" not found`);
+  return queueFromRow(row);
+}

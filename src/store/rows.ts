@@ -1,0 +1,132 @@
+import type { BackoffKind, Queue } from '../domain/queue.js';
+import type { Job, JobState, JobWritten, JsonObject } from '../domain/job.js';
+import type { PgTypes } from './statements.js';
+
+/**
+ * The rows the statements return, as node-postgres hands them over, and how they become
+ * the domain's types. A row type lists its columns in the order the statement returns them:
+ * the declarations (PgTypes) are checked against PostgreSQL in that order.
+ */
+
+/** A whole row of evora.jobs (what `RETURNING *` returns), in the table's column order. */
+export interface JobRow {
+  id: string;
+  queue: string;
+  type: string;
+  payload: JsonObject;
+  state: JobState;
+  priority: number;
+  run_at: Date;
+  attempt: number;
+  max_attempts: number;
+  lease_token: string | null;
+  locked_until: Date | null;
+  worker_id: string | null;
+  idempotency_key: string | null;
+  result: JsonObject | null;
+  last_error: string | null;
+  cancel_requested_at: Date | null;
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+/** The columns of evora.jobs, in table order. */
+export const JOB_COLUMNS: PgTypes<JobRow> = {
+  id: 'uuid',
+  queue: 'text',
+  type: 'text',
+  payload: 'jsonb',
+  state: 'evora.job_state',
+  priority: 'int4',
+  run_at: 'timestamptz',
+  attempt: 'int4',
+  max_attempts: 'int4',
+  lease_token: 'uuid',
+  locked_until: 'timestamptz',
+  worker_id: 'text',
+  idempotency_key: 'text',
+  result: 'jsonb',
+  last_error: 'text',
+  cancel_requested_at: 'timestamptz',
+  created_at: 'timestamptz',
+  started_at: 'timestamptz',
+  finished_at: 'timestamptz',
+};
+
+/** A row of evora.queues, in the table's column order. */
+export interface QueueRow {
+  name: string;
+  max_attempts: number;
+  backoff_kind: BackoffKind;
+  backoff_base_seconds: number;
+  backoff_cap_seconds: number;
+  backoff_jitter: number;
+  lease_seconds: number;
+  paused: boolean;
+  max_concurrency: number | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The columns of evora.queues, in table order. */
+export const QUEUE_COLUMNS: PgTypes<QueueRow> = {
+  name: 'text',
+  max_attempts: 'int4',
+  backoff_kind: 'evora.backoff_kind',
+  backoff_base_seconds: 'float8',
+  backoff_cap_seconds: 'float8',
+  backoff_jitter: 'float8',
+  lease_seconds: 'int4',
+  paused: 'bool',
+  max_concurrency: 'int4',
+  created_at: 'timestamptz',
+  updated_at: 'timestamptz',
+};
+
+/** A job row as the domain's Job. */
+export function jobFromRow(r: JobRow): Job {
+  return {
+    id: r.id,
+    queue: r.queue,
+    type: r.type,
+    payload: r.payload,
+    state: r.state,
+    priority: r.priority,
+    runAt: r.run_at,
+    attempt: r.attempt,
+    maxAttempts: r.max_attempts,
+    leaseToken: r.lease_token,
+    lockedUntil: r.locked_until,
+    workerId: r.worker_id,
+    idempotencyKey: r.idempotency_key,
+    result: r.result,
+    lastError: r.last_error,
+    cancelRequestedAt: r.cancel_requested_at,
+    createdAt: r.created_at,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+  };
+}
+
+/** What a worker's write reports about a job (the columns the completion returns). */
+export function jobWrittenFromRow(r: Pick<JobRow, 'id' | 'queue' | 'type' | 'state' | 'attempt' | 'worker_id' | 'last_error'>): JobWritten {
+  return { id: r.id, queue: r.queue, type: r.type, state: r.state, attempt: r.attempt, workerId: r.worker_id, lastError: r.last_error };
+}
+
+/** A queue row as the domain's Queue. */
+export function queueFromRow(r: QueueRow): Queue {
+  return {
+    name: r.name,
+    maxAttempts: r.max_attempts,
+    backoffKind: r.backoff_kind,
+    backoffBaseSeconds: r.backoff_base_seconds,
+    backoffCapSeconds: r.backoff_cap_seconds,
+    backoffJitter: r.backoff_jitter,
+    leaseSeconds: r.lease_seconds,
+    paused: r.paused,
+    maxConcurrency: r.max_concurrency,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}

@@ -1,0 +1,80 @@
+-- name: jobInsertHandoff
+-- Submits one job and, when a claim would pick it now, hands it straight to
+-- :handoffWorkerId (a worker of the submitting server with a free slot) in this statement:
+-- its queue exists and is not paused, it is due, and no claimable job waits in the queue.
+-- Such a job is created RUNNING under a fresh lease (the schema allows that only as a
+-- claim leaves a job: attempt 1, a worker, a start time), records two events, submitted
+-- then claimed, and wakes no one; otherwise it is inserted PENDING as jobInsertMany does.
+-- Must stay true: the job comes as scalars, not arrays. Over arrays the plan cache never
+-- settled on a generic plan (it costs an `unnest` of a parameter at ten rows) and planned
+-- every submit again, 1.2 ms of a 2 ms statement (test/store/plans.test.ts checks it
+-- settles). The "first job a claim would take" probe walks the claimable index like a
+-- claim: an EXISTS gets planned as a scan of every queue's waiting jobs once there are many.
+WITH input AS (
+  SELECT :id::uuid AS id, :queue::text AS queue, :type::text AS type, :payload::jsonb AS payload, :priority::int AS priority,
+         :runAt::timestamptz AS run_at, :idempotencyKey::text AS idempotency_key, :maxAttempts::int AS max_attempts
+),
+new_queues AS (
+  INSERT INTO evora.queues (name)
+  SELECT DISTINCT i.queue FROM input i
+  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name, max_attempts
+),
+inserted AS (
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at,
+                          state, attempt, lease_token, locked_until, worker_id, started_at)
+  SELECT i.id, i.queue, i.type, i.payload, i.priority,
+         coalesce(i.run_at, coalesce(:now::timestamptz, now())),
+         i.idempotency_key,
+         coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
+         coalesce(:now::timestamptz, now()),
+         (CASE WHEN h.lease_seconds IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
+         CASE WHEN h.lease_seconds IS NULL THEN 0 ELSE 1 END,
+         CASE WHEN h.lease_seconds IS NOT NULL THEN gen_random_uuid() END,
+         coalesce(:now::timestamptz, now()) + make_interval(secs => h.lease_seconds),
+         CASE WHEN h.lease_seconds IS NOT NULL THEN :handoffWorkerId::text END,
+         CASE WHEN h.lease_seconds IS NOT NULL THEN coalesce(:now::timestamptz, now()) END
+  FROM input i
+  LEFT JOIN evora.queues q ON q.name = i.queue
+  LEFT JOIN new_queues nq ON nq.name = i.queue
+  -- The hand-off's conditions, on the queue row the insert already joined (none for a new queue).
+  LEFT JOIN LATERAL (
+    SELECT q.lease_seconds
+    WHERE NOT q.paused
+      AND coalesce(i.run_at, coalesce(:now::timestamptz, now())) <= coalesce(:now::timestamptz, now())
+      AND (
+        -- The first job a claim would take, looked up the way a claim walks the index.
+        SELECT j.id FROM evora.jobs j
+        WHERE j.state = 'PENDING' AND j.queue = i.queue AND j.run_at <= coalesce(:now::timestamptz, now())
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT 1
+      ) IS NULL
+  ) h ON true
+  ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING *
+),
+changes AS (
+  SELECT id, queue, type, 'submitted'::evora.job_event_kind AS kind, NULL::evora.job_state AS from_state,
+         'PENDING'::evora.job_state AS state, 0 AS attempt, NULL::text AS worker_id, created_at AS at,
+         NULL::float8 AS wait_ms
+  FROM inserted
+  UNION ALL
+  SELECT id, queue, type, 'claimed', 'PENDING', state, attempt, worker_id, started_at,
+         extract(epoch FROM started_at - run_at) * 1000
+  FROM inserted WHERE state = 'RUNNING'
+),
+events AS (
+  INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+  SELECT max(at), count(*), array_agg(id), array_agg(queue), array_agg(type),
+         array_agg(kind::evora.job_event_kind), array_agg(from_state::evora.job_state), array_agg(state),
+         array_agg(attempt), array_agg(worker_id),
+         array_agg(wait_ms::float8), array_agg(NULL::float8)
+  FROM changes
+  HAVING count(*) > 0
+),
+woken AS (
+  SELECT pg_notify('evora_job_available', d.queue)
+  FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'PENDING' AND run_at <= coalesce(:now::timestamptz, now())) d
+)
+SELECT * FROM inserted WHERE (SELECT count(*) FROM woken) >= 0

@@ -1,0 +1,47 @@
+-- name: jobInsertMany
+-- Submits jobs (arrays, one element per job): inserts them PENDING with one `submitted`
+-- event each, and wakes each queue that got a job due now. A new queue gets its row with
+-- the defaults. A job whose (queue, idempotency key) exists is skipped (ON CONFLICT DO
+-- NOTHING) and not returned: the store looks it up with jobFindByKeys.
+-- Must stay true: job ids come from the caller (UUIDv7), so it knows which rows it created;
+-- the events are written in this statement, so a rolled-back submit leaves none.
+WITH input AS (
+  SELECT *
+  FROM unnest(:ids::uuid[], :queues::text[], :types::text[], :payloads::jsonb[], :priorities::int[],
+              :runAts::timestamptz[], :idempotencyKeys::text[], :maxAttempts::int[])
+    AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts)
+),
+new_queues AS (
+  INSERT INTO evora.queues (name)
+  SELECT DISTINCT i.queue FROM input i
+  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name, max_attempts
+),
+inserted AS (
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at)
+  SELECT i.id, i.queue, i.type, i.payload, i.priority,
+         coalesce(i.run_at, coalesce(:now::timestamptz, now())),
+         i.idempotency_key,
+         coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
+         coalesce(:now::timestamptz, now())
+  FROM input i
+  LEFT JOIN evora.queues q ON q.name = i.queue
+  LEFT JOIN new_queues nq ON nq.name = i.queue
+  ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING *
+),
+events AS (
+  INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+  SELECT max(created_at), count(*), array_agg(id), array_agg(queue), array_agg(type),
+         array_agg('submitted'::evora.job_event_kind), array_agg(NULL::evora.job_state), array_agg(state),
+         array_agg(attempt), array_agg(worker_id),
+         array_agg(NULL::float8), array_agg(NULL::float8)
+  FROM inserted
+  HAVING count(*) > 0
+),
+woken AS (
+  SELECT pg_notify('evora_job_available', d.queue)
+  FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'PENDING' AND run_at <= coalesce(:now::timestamptz, now())) d
+)
+SELECT * FROM inserted WHERE (SELECT count(*) FROM woken) >= 0

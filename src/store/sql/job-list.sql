@@ -1,0 +1,11 @@
+-- name: jobList
+-- Jobs newest first (id order is creation order: UUIDv7), filtered by queue, states and
+-- type when given (null: any), one page at a time: keyset on id below :afterId. The caller
+-- asks for one row more than a page to know whether another page follows.
+SELECT * FROM evora.jobs
+WHERE (:queue::text IS NULL OR queue = :queue)
+  AND (:states::evora.job_state[] IS NULL OR state = ANY(:states))
+  AND (:type::text IS NULL OR type = :type)
+  AND (:afterId::uuid IS NULL OR id < :afterId)
+ORDER BY id DESC
+LIMIT :limit

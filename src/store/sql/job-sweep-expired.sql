@@ -1,0 +1,51 @@
+-- name: jobSweepExpired
+-- One batch of the visibility sweep: up to :limit RUNNING jobs whose lease expired, oldest
+-- expiry first, go back to PENDING after their queue's backoff, to DLQ when their attempts
+-- are used up, or to CANCELLED when an operator asked for that. One event per job
+-- (lease_expired, dead_lettered, cancelled) with its run time; wakes each queue that has a
+-- job due now again.
+-- Must stay true: SKIP LOCKED lets a worker's concurrent complete win the row; the attempt
+-- was already counted at claim time. The scan walks jobs_running_lease_idx by expiry.
+WITH expired AS (
+  SELECT j.id,
+         evora.job_state_after_failure(j.cancel_requested_at IS NOT NULL, true, j.attempt, j.max_attempts) AS next_state,
+         evora.backoff_seconds(q.backoff_kind, q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
+                               j.attempt, random()) AS backoff
+  FROM evora.jobs j
+  JOIN evora.queues q ON q.name = j.queue
+  WHERE j.state = 'RUNNING' AND j.locked_until < coalesce(:now::timestamptz, now())
+  ORDER BY j.locked_until
+  LIMIT :limit
+  FOR UPDATE OF j SKIP LOCKED
+),
+updated AS (
+  UPDATE evora.jobs j
+  SET state = e.next_state,
+      run_at = CASE WHEN e.next_state = 'PENDING'
+                    THEN coalesce(:now::timestamptz, now()) + make_interval(secs => e.backoff)
+                    ELSE j.run_at END,
+      last_error = 'lease expired (worker ' || coalesce(j.worker_id, 'unknown') || ')',
+      locked_until = NULL,
+      finished_at = CASE WHEN e.next_state = 'PENDING' THEN NULL ELSE coalesce(:now::timestamptz, now()) END
+  FROM expired e
+  WHERE j.id = e.id
+  RETURNING j.*
+),
+events AS (
+  INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+  SELECT max(coalesce(:now::timestamptz, now())), count(*), array_agg(id), array_agg(queue), array_agg(type),
+         array_agg((CASE state
+                      WHEN 'PENDING' THEN 'lease_expired'
+                      WHEN 'DLQ' THEN 'dead_lettered'
+                      ELSE 'cancelled' END)::evora.job_event_kind),
+         array_agg('RUNNING'::evora.job_state), array_agg(state),
+         array_agg(attempt), array_agg(worker_id),
+         array_agg(NULL::float8), array_agg((extract(epoch FROM coalesce(:now::timestamptz, now()) - started_at) * 1000)::float8)
+  FROM updated
+  HAVING count(*) > 0
+),
+woken AS (
+  SELECT pg_notify('evora_job_available', d.queue)
+  FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce(:now::timestamptz, now())) d
+)
+SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0

@@ -1,0 +1,3 @@
+-- name: queueList
+-- Every queue, by name.
+SELECT * FROM evora.queues ORDER BY name

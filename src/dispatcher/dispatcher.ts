@@ -54,6 +54,8 @@ export class WorkerSession {
   reserved = 0;
   draining = false;
   closed = false;
+  /** The gRPC layer cannot write to this worker for now (its stream is backed up): no new jobs. */
+  paused = false;
   /** Leases named in hello.held that were no longer current (to be told as lease_lost). */
   lostOnOpen: string[] = [];
 
@@ -66,7 +68,7 @@ export class WorkerSession {
 
   /** Slots that are neither holding a job nor promised to a claim. */
   get free(): number {
-    if (this.draining || this.closed) return 0;
+    if (this.draining || this.closed || this.paused) return 0;
     return Math.max(0, this.slots - this.held.size - this.reserved);
   }
 }
@@ -239,6 +241,16 @@ export class Dispatcher {
   /** The worker asked for nothing new; it keeps finishing what it holds. */
   sessionDrain(session: WorkerSession): void {
     session.draining = true;
+  }
+
+  /**
+   * Backpressure: while paused the session gets no new jobs (it has no free slots); jobs
+   * already dealt to it are still sent. Unpausing wakes its queues.
+   */
+  sessionPause(session: WorkerSession, paused: boolean): void {
+    if (session.paused === paused) return;
+    session.paused = paused;
+    if (!paused) this.wakeQueuesOf(session);
   }
 
   /** Number of open sessions and their free slots (for stats and tests). */

@@ -1,0 +1,150 @@
+/**
+ * The one way messages are written to a server stream, honouring backpressure.
+ *
+ * A gRPC server stream is a Node Writable: `write()` returning false says its buffer is
+ * full (the peer is not reading fast enough, and HTTP/2 flow control holds the rest). From
+ * then on this writer keeps further messages in its own queue, in order, and hands them
+ * over on `'drain'`; nothing is dropped, only delayed. `onBlocked` is told when the writer
+ * blocks and when it flows again, so the caller can stop producing (the Work stream takes
+ * no new jobs while blocked). The signal ends it: once aborted (the stream closed),
+ * queued messages are discarded and later writes are ignored.
+ *
+ * States: flowing → blocked → flowing …; flowing or blocked → ending (end() asked while
+ * messages are queued: they go first) → ended; any → ended (abort). Writes after end()
+ * are refused loudly, since they would be lost.
+ */
+
+/** The part of a server stream the writer uses (grpc-js's ServerDuplexStream has it). */
+export interface WritableCall<T> {
+  write(message: T): boolean;
+  end(): void;
+  once(event: 'drain', listener: () => void): unknown;
+  removeListener(event: 'drain', listener: () => void): unknown;
+  readonly writableEnded: boolean;
+  readonly destroyed: boolean;
+}
+
+/** Where the writer is; see the class comment for the transitions. */
+export type StreamWriterState = 'flowing' | 'blocked' | 'ending' | 'ended';
+
+const TRANSITIONS: Record<StreamWriterState, readonly StreamWriterState[]> = {
+  flowing: ['blocked', 'ended'],
+  blocked: ['flowing', 'ending', 'ended'],
+  ending: ['ended'],
+  ended: [],
+};
+
+export class StreamWriter<T> {
+  private current: StreamWriterState = 'flowing';
+  private readonly queue: T[] = [];
+  private readonly onDrain = () => this.flush();
+
+  constructor(
+    private readonly call: WritableCall<T>,
+    private readonly opts: {
+      /** Aborted when the stream closes: pending writes are discarded. */
+      signal: AbortSignal;
+      /** Told `true` when writes start to queue here, `false` when they flow again. */
+      onBlocked?: (blocked: boolean) => void;
+    },
+  ) {
+    if (opts.signal.aborted) this.current = 'ended';
+    else opts.signal.addEventListener('abort', () => this.abort(), { once: true });
+  }
+
+  get state(): StreamWriterState {
+    return this.current;
+  }
+
+  /** True while messages wait here for the stream's buffer to drain. */
+  get blocked(): boolean {
+    return this.current === 'blocked' || this.current === 'ending';
+  }
+
+  /** Messages waiting here (not counting the stream's own buffer, which is bounded). */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Writes a message now, or queues it behind those already waiting. */
+  write(message: T): void {
+    switch (this.current) {
+      case 'flowing':
+        if (this.gone()) return;
+        if (!this.call.write(message)) this.block();
+        return;
+      case 'blocked':
+        this.queue.push(message);
+        return;
+      case 'ending':
+      case 'ended':
+        if (!this.opts.signal.aborted && !this.gone()) throw new Error(`stream writer: write after end (${this.current})`);
+        return;
+    }
+  }
+
+  /** Ends the stream once every queued message is written. Safe to call twice. */
+  end(): void {
+    switch (this.current) {
+      case 'flowing':
+        this.to('ended');
+        if (!this.gone()) this.call.end();
+        return;
+      case 'blocked':
+        this.to('ending');
+        return;
+      case 'ending':
+      case 'ended':
+        return;
+    }
+  }
+
+  private block(): void {
+    this.to('blocked');
+    this.call.once('drain', this.onDrain);
+    this.opts.onBlocked?.(true);
+  }
+
+  /** The stream's buffer drained: hand over what waits here, until it is full again. */
+  private flush(): void {
+    if (this.current !== 'blocked' && this.current !== 'ending') return;
+    if (this.gone()) return;
+    while (this.queue.length > 0) {
+      const message = this.queue.shift() as T;
+      if (!this.call.write(message)) {
+        this.call.once('drain', this.onDrain);
+        return;
+      }
+    }
+    if (this.current === 'ending') {
+      this.to('ended');
+      this.call.end();
+      return;
+    }
+    this.to('flowing');
+    this.opts.onBlocked?.(false);
+  }
+
+  private abort(): void {
+    if (this.current === 'ended') return;
+    this.call.removeListener('drain', this.onDrain);
+    this.queue.length = 0;
+    this.to('ended');
+  }
+
+  /** The stream can take no more writes (ended or destroyed by grpc-js, e.g. after an error status). */
+  private gone(): boolean {
+    if (!this.call.writableEnded && !this.call.destroyed) return false;
+    this.queue.length = 0;
+    if (this.current !== 'ended') {
+      this.call.removeListener('drain', this.onDrain);
+      this.to('ended');
+    }
+    return true;
+  }
+
+  private to(next: StreamWriterState): void {
+    if (!TRANSITIONS[this.current].includes(next)) throw new Error(`stream writer: illegal transition ${this.current} -> ${next}`);
+    this.current = next;
+  }
+}

@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { WorkResponse } from '../../src/gen/evora/v1/worker.js';
 import { leasedJobToPb } from '../../src/grpc/convert.js';
-import { EncodedWorkResponse, leasedJobsEncode, workResponseSerialize } from '../../src/grpc/wire.js';
+import {
+  EncodedWorkResponse,
+  JOBS_BATCH_MAX_BYTES,
+  leasedJobsMessages,
+  workResponseSerialize,
+} from '../../src/grpc/work-messages.js';
 import type { Job } from '../../src/domain/job.js';
+
+/** Leased jobs on the Work stream: the generated encoder, cut into batches under the byte limit. */
 
 const base = new Date('2026-03-01T12:34:56.789Z');
 
@@ -17,7 +24,7 @@ function job(over: Partial<Job> = {}): Job {
     runAt: base,
     attempt: 1,
     maxAttempts: 25,
-    leaseToken: 'f00dfeedf00dfeedf00dfeedf00dfeed',
+    leaseToken: '0197a0c2-2222-7222-8333-944445555666',
     lockedUntil: new Date(base.getTime() + 30_000),
     workerId: 'host-1:4242',
     idempotencyKey: null,
@@ -31,103 +38,55 @@ function job(over: Partial<Job> = {}): Job {
   };
 }
 
-/** What the generated encoder writes for one job pushed alone. */
-function generated(j: Job): Buffer {
-  return Buffer.from(WorkResponse.encode({ msg: { $case: 'job', value: leasedJobToPb(j) } }).finish());
+/** Each message decoded: `job` as its id, `jobs` as the list of ids; and its size. */
+function shapes(out: EncodedWorkResponse[]) {
+  return out.map((m) => {
+    const r = WorkResponse.decode(workResponseSerialize(m)).msg;
+    if (r?.$case === 'job') return r.value.job!.id;
+    if (r?.$case === 'jobs') return r.value.jobs.map((l) => l.job!.id);
+    throw new Error(`unexpected message ${r?.$case}`);
+  });
 }
 
-const variants: [string, Job][] = [
-  ['a plain leased job', job()],
-  ['an empty payload, no token, no lease', job({ payload: {}, leaseToken: null, lockedUntil: null, startedAt: null })],
-  [
-    'every JSON type, nested, unicode and long strings, odd keys',
-    job({
-      payload: {
-        s: 'ünïcødé ✓ 𝄞',
-        empty: '',
-        '': 'empty key',
-        long: 'x'.repeat(300),
-        longUnicode: 'é'.repeat(100),
-        int: 42,
-        neg: -7.25,
-        big: 2 ** 53 - 1,
-        zero: 0,
-        t: true,
-        f: false,
-        nil: null,
-        list: [1, 'two', null, false, { deep: [[]] }, []],
-        obj: { a: { b: { c: 'd' } }, e: {} },
-      },
-    }),
-  ],
-  ['a payload over 16 KiB (multi-byte length prefixes)', job({ payload: { blob: 'y'.repeat(20_000), list: Array.from({ length: 500 }, (_, i) => i) } })],
-  [
-    'every optional field set, negative priority, big attempt numbers',
-    job({
-      priority: -5,
-      attempt: 300,
-      maxAttempts: 1000,
-      idempotencyKey: 'welcome-42',
-      result: { ok: true },
-      lastError: 'boom: ✗',
-      cancelRequestedAt: base,
-      finishedAt: base,
-    }),
-  ],
-  ['whole-second and pre-1970 timestamps', job({ runAt: new Date(0), createdAt: new Date(-86_400_123), startedAt: new Date(1_700_000_000_000) })],
-  ['a timestamp after 2106 (int64 seconds over 32 bits)', job({ runAt: new Date('2200-01-01T00:00:00.001Z') })],
-  ['a job that is not RUNNING (no lease_expires_at in Job)', job({ state: 'PENDING' })],
-];
-
-describe('leased jobs encoded straight from the store row', () => {
-  it.each(variants)('%s: the same bytes as the generated encoder', (_name, j) => {
-    const [msg, ...rest] = leasedJobsEncode([j], { batches: false });
+describe('leased jobs as Work stream messages', () => {
+  it('a job is the generated encoding of leasedJobToPb, every field kept', () => {
+    const j = job({ priority: -5, idempotencyKey: 'k', lastError: 'boom ✗', payload: { s: 'ünï', list: [1, null, { a: [] }] } });
+    const [msg, ...rest] = leasedJobsMessages([j], { batches: false });
     expect(rest).toHaveLength(0);
-    expect(Buffer.from(msg!.bytes).equals(generated(j))).toBe(true);
+    expect(Buffer.from(msg!.bytes)).toEqual(Buffer.from(WorkResponse.encode({ msg: { $case: 'job', value: leasedJobToPb(j) } }).finish()));
+    expect(WorkResponse.decode(msg!.bytes).msg).toEqual({ $case: 'job', value: leasedJobToPb(j) });
   });
 
-  it('a batch is one `jobs` message that decodes to every job, in order, as leasedJobToPb makes them', () => {
-    const jobs = variants.map(([, j], i) => ({ ...j, id: `job-${i}` }));
-    const out = leasedJobsEncode(jobs, { batches: true });
-    expect(out).toHaveLength(1);
-    const decoded = WorkResponse.decode(out[0]!.bytes);
-    const expected = WorkResponse.decode(
-      WorkResponse.encode({ msg: { $case: 'jobs', value: { jobs: jobs.map(leasedJobToPb) } } }).finish(),
-    );
-    expect(decoded).toEqual(expected);
-    expect(Buffer.from(out[0]!.bytes).equals(Buffer.from(WorkResponse.encode(expected).finish()))).toBe(true);
+  it('without batches, one `job` message per job, in order', () => {
+    expect(shapes(leasedJobsMessages([job({ id: 'a' }), job({ id: 'b' }), job({ id: 'c' })], { batches: false }))).toEqual(['a', 'b', 'c']);
   });
 
-  it('without batches, one `job` message per job', () => {
-    const jobs = [job({ id: 'a' }), job({ id: 'b' }), job({ id: 'c' })];
-    const out = leasedJobsEncode(jobs, { batches: false });
-    expect(out.map((m) => Buffer.from(m.bytes))).toEqual(jobs.map(generated));
+  it('with batches, the jobs of a claim go in one `jobs` message; a lone job still goes as `job`', () => {
+    const jobs = ['a', 'b', 'c'].map((id) => job({ id }));
+    const out = leasedJobsMessages(jobs, { batches: true });
+    expect(shapes(out)).toEqual([['a', 'b', 'c']]);
+    expect(WorkResponse.decode(out[0]!.bytes).msg).toEqual({ $case: 'jobs', value: { jobs: jobs.map(leasedJobToPb) } });
+    expect(shapes(leasedJobsMessages([job({ id: 'x' })], { batches: true }))).toEqual(['x']);
+    expect(leasedJobsMessages([], { batches: true })).toEqual([]);
   });
 
-  it('batches stay under the byte limit; a lone job (or one bigger than the limit) goes as `job`', () => {
+  it('a batch over the limit is split: every message within it (a lone big job apart), every job once, in order', () => {
     const small = (id: string) => job({ id, payload: { pad: 'p'.repeat(400) } });
     const jobs = [small('1'), small('2'), small('3'), job({ id: 'huge', payload: { pad: 'h'.repeat(5_000) } }), small('4'), small('5'), small('6')];
-    const out = leasedJobsEncode(jobs, { batches: true, maxBatchBytes: 1_200 });
-    const shapes = out.map((m) => {
-      const r = WorkResponse.decode(m.bytes).msg;
-      expect(m.bytes.length).toBeLessThanOrEqual(r?.$case === 'job' ? 10_000 : 1_200 + 3);
-      return r?.$case === 'jobs' ? r.value.jobs.map((l) => l.job!.id) : r?.$case === 'job' ? r.value.job!.id : '?';
-    });
-    expect(shapes).toEqual([['1', '2'], '3', 'huge', ['4', '5'], '6']);
-    expect(leasedJobsEncode([small('x')], { batches: true }).map((m) => WorkResponse.decode(m.bytes).msg?.$case)).toEqual(['job']);
-    expect(leasedJobsEncode([], { batches: true })).toEqual([]);
+    const out = leasedJobsMessages(jobs, { batches: true, maxBatchBytes: 1_200 });
+    for (const m of out) {
+      if (WorkResponse.decode(m.bytes).msg?.$case === 'jobs') expect(m.bytes.length).toBeLessThanOrEqual(1_200);
+    }
+    expect(shapes(out).flat()).toEqual(jobs.map((j) => j.id));
+    expect(shapes(out)).toContain('huge');
   });
 
-  it('a deal of many large jobs is cut into messages of at most the limit, every job once and in order', () => {
-    const jobs = Array.from({ length: 30 }, (_, i) => job({ id: `big-${i}`, payload: { pad: 'x'.repeat(100_000) } }));
-    const out = leasedJobsEncode(jobs, { batches: true });
+  it('a deal of many large jobs is cut into messages of at most JOBS_BATCH_MAX_BYTES, every job once and in order', () => {
+    const jobs = Array.from({ length: 30 }, (_, i) => job({ id: `big-${i}`, payload: { pad: 'x'.repeat(100_000 + i * 997) } }));
+    const out = leasedJobsMessages(jobs, { batches: true });
     expect(out.length).toBeGreaterThan(2);
-    const ids = out.flatMap((m) => {
-      expect(m.bytes.length).toBeLessThanOrEqual(1024 * 1024 + 16);
-      const r = WorkResponse.decode(m.bytes).msg;
-      return r?.$case === 'jobs' ? r.value.jobs.map((l) => l.job!.id) : r?.$case === 'job' ? [r.value.job!.id] : [];
-    });
-    expect(ids).toEqual(jobs.map((j) => j.id));
+    for (const m of out) expect(m.bytes.length).toBeLessThanOrEqual(JOBS_BATCH_MAX_BYTES);
+    expect(shapes(out).flat()).toEqual(jobs.map((j) => j.id));
   });
 
   it('the Work serializer passes encoded messages through and encodes the others', () => {
@@ -135,5 +94,11 @@ describe('leased jobs encoded straight from the store row', () => {
     expect([...workResponseSerialize(new EncodedWorkResponse(bytes))]).toEqual([0x12, 0x00]);
     const ack: WorkResponse = { msg: { $case: 'ack', value: { jobId: 'j', accepted: true, reason: '', result: 1 } } };
     expect(WorkResponse.decode(workResponseSerialize(ack))).toEqual(ack);
+  });
+
+  it('a payload key named __proto__ is dropped by the generated Struct code (documented in docs/api.md)', () => {
+    const j = job({ payload: JSON.parse('{"__proto__": {"x": 1}, "a": 2}') });
+    const decoded = WorkResponse.decode(leasedJobsMessages([j], { batches: false })[0]!.bytes).msg;
+    expect(decoded?.$case === 'job' && decoded.value.job!.payload).toEqual({ a: 2 });
   });
 });

@@ -9,9 +9,10 @@
  * no new jobs while blocked). The signal ends it: once aborted (the stream closed),
  * queued messages are discarded and later writes are ignored.
  *
- * States: flowing → blocked → flowing …; flowing or blocked → ending (end() asked while
- * messages are queued: they go first) → ended; any → ended (abort). Writes after end()
- * are refused loudly, since they would be lost.
+ * States: flowing → blocked → flowing …; blocked → ending (end() asked while messages are
+ * queued: they go first) → ended; flowing → ended (end()); any → closed (the signal
+ * aborted, or grpc-js ended the stream itself, e.g. with an error status). A write after
+ * end() is a bug and throws; a write after close is dropped (nobody is listening).
  */
 
 /** The part of a server stream the writer uses (grpc-js's ServerDuplexStream has it). */
@@ -25,13 +26,14 @@ export interface WritableCall<T> {
 }
 
 /** Where the writer is; see the class comment for the transitions. */
-export type StreamWriterState = 'flowing' | 'blocked' | 'ending' | 'ended';
+export type StreamWriterState = 'flowing' | 'blocked' | 'ending' | 'ended' | 'closed';
 
 const TRANSITIONS: Record<StreamWriterState, readonly StreamWriterState[]> = {
-  flowing: ['blocked', 'ended'],
-  blocked: ['flowing', 'ending', 'ended'],
-  ending: ['ended'],
-  ended: [],
+  flowing: ['blocked', 'ended', 'closed'],
+  blocked: ['flowing', 'ending', 'closed'],
+  ending: ['ended', 'closed'],
+  ended: ['closed'],
+  closed: [],
 };
 
 export class StreamWriter<T> {
@@ -48,7 +50,7 @@ export class StreamWriter<T> {
       onBlocked?: (blocked: boolean) => void;
     },
   ) {
-    if (opts.signal.aborted) this.current = 'ended';
+    if (opts.signal.aborted) this.current = 'closed';
     else opts.signal.addEventListener('abort', () => this.abort(), { once: true });
   }
 
@@ -78,7 +80,8 @@ export class StreamWriter<T> {
         return;
       case 'ending':
       case 'ended':
-        if (!this.opts.signal.aborted && !this.gone()) throw new Error(`stream writer: write after end (${this.current})`);
+        throw new Error(`stream writer: write after end (${this.current})`);
+      case 'closed':
         return;
     }
   }
@@ -95,6 +98,7 @@ export class StreamWriter<T> {
         return;
       case 'ending':
       case 'ended':
+      case 'closed':
         return;
     }
   }
@@ -109,13 +113,15 @@ export class StreamWriter<T> {
   private flush(): void {
     if (this.current !== 'blocked' && this.current !== 'ending') return;
     if (this.gone()) return;
-    while (this.queue.length > 0) {
-      const message = this.queue.shift() as T;
-      if (!this.call.write(message)) {
+    let sent = 0;
+    while (sent < this.queue.length) {
+      if (!this.call.write(this.queue[sent++] as T)) {
+        this.queue.splice(0, sent);
         this.call.once('drain', this.onDrain);
         return;
       }
     }
+    this.queue.length = 0;
     if (this.current === 'ending') {
       this.to('ended');
       this.call.end();
@@ -126,20 +132,16 @@ export class StreamWriter<T> {
   }
 
   private abort(): void {
-    if (this.current === 'ended') return;
+    if (this.current === 'closed') return;
     this.call.removeListener('drain', this.onDrain);
     this.queue.length = 0;
-    this.to('ended');
+    this.to('closed');
   }
 
-  /** The stream can take no more writes (ended or destroyed by grpc-js, e.g. after an error status). */
+  /** True (and closed) when the stream takes no more writes: grpc-js ended or destroyed it. */
   private gone(): boolean {
     if (!this.call.writableEnded && !this.call.destroyed) return false;
-    this.queue.length = 0;
-    if (this.current !== 'ended') {
-      this.call.removeListener('drain', this.onDrain);
-      this.to('ended');
-    }
+    this.abort();
     return true;
   }
 

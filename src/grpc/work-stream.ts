@@ -365,7 +365,7 @@ export class WorkStream implements WorkStreamHandle {
       for (const out of leasedJobsMessages(msg.jobs, { batches: this.batches })) this.send(out);
       return;
     }
-    if (!writable) return; // a lease_lost or cancel for a stream that is gone: nobody to tell
+    if (!writable) return; // a lease_lost or cancel for a stream that is ending or gone
     if (msg.kind === 'drain' && this.current === 'open') this.to('draining');
     this.send(sessionMessageToPb(msg));
   }

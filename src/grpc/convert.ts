@@ -32,7 +32,7 @@ export const DRAIN_REASON_TO_PB: Record<DrainReason, PbDrainReason> = {
   server_shutdown: PbDrainReason.DRAIN_REASON_SERVER_SHUTDOWN,
 };
 
-/** A job state as the proto enum (also used by the Work stream's encoder in wire.ts). */
+/** A job state as the proto enum. */
 export const STATE_TO_PB: Record<JobState, PbJobState> = {
   PENDING: PbJobState.JOB_STATE_PENDING,
   RUNNING: PbJobState.JOB_STATE_RUNNING,

@@ -121,6 +121,21 @@ describe('messages sent before the welcome', () => {
   });
 });
 
+describe('ending', () => {
+  it('a worker that half-closes right after a report still gets its ack before the stream ends', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('leaving', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    w.complete(w.jobs[0]!);
+    w.stream.end();
+    await w.until(() => w.ended);
+    expect(w.error).toBeNull();
+    expect(w.acks(id)).toMatchObject([{ accepted: true, result: AckResult.ACK_RESULT_ACCEPTED }]);
+  });
+});
+
 describe('snooze without run_at means now', () => {
   it('on the stream: acked, PENDING and claimable at once, without using up an attempt', async () => {
     const queue = queueName();

@@ -36,6 +36,7 @@ const TRANSITIONS: Record<StreamWriterState, readonly StreamWriterState[]> = {
   closed: [],
 };
 
+/** Writes to one server stream in order, queueing while it is blocked; see the module comment. */
 export class StreamWriter<T> {
   private current: StreamWriterState = 'flowing';
   private readonly queue: T[] = [];

@@ -333,7 +333,7 @@ export class WorkStream implements WorkStreamHandle {
       (a) => this.acks.add(jobId, a.result, a.reason),
       (err: unknown) => {
         this.log.error({ err, job_id: jobId }, 'worker write failed; the worker is asked to send it again');
-        this.acks.add(jobId, 'retry_later', 'the server could not apply the report now; send it again');
+        this.acks.add(jobId, 'retry_later', 'the server could not apply the report now; retry the write');
       },
     );
     this.track(answered);

@@ -1,4 +1,5 @@
 import { invalidArgument } from './errors.js';
+import { isUuid } from './ids.js';
 import type { JsonObject } from './job.js';
 
 /**
@@ -65,6 +66,20 @@ export function checkDate(field: string, value: Date | undefined): Date | undefi
 export function checkIntRange(field: string, value: number, min: number, max: number): number {
   if (!Number.isInteger(value) || value < min || value > max) {
     throw invalidArgument(`${field} must be from ${min} to ${max}, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * A job id or lease token: a UUID in its canonical text form. Checked before anything
+ * reaches the store, so a malformed one is INVALID_ARGUMENT (or an ack with result
+ * INVALID on the Work stream) everywhere, and never mistaken for a lost lease.
+ */
+export function checkUuid(field: string, value: string): string {
+  if (!value) throw invalidArgument(`${field} is required`);
+  if (!isUuid(value)) {
+    const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
+    throw invalidArgument(`${field} "${shown}" is not a UUID`);
   }
   return value;
 }

@@ -32,7 +32,7 @@ export const DRAIN_REASON_TO_PB: Record<DrainReason, PbDrainReason> = {
   server_shutdown: PbDrainReason.DRAIN_REASON_SERVER_SHUTDOWN,
 };
 
-/** A job state as the proto enum (also used by the Work stream's encoder in wire.ts). */
+/** A job state as the proto enum. */
 export const STATE_TO_PB: Record<JobState, PbJobState> = {
   PENDING: PbJobState.JOB_STATE_PENDING,
   RUNNING: PbJobState.JOB_STATE_RUNNING,
@@ -90,15 +90,18 @@ export function backoffKindFromPb(kind: PbBackoffKind): BackoffKind | undefined 
   return (Object.entries(BACKOFF_TO_PB).find(([, v]) => v === kind)?.[0] as BackoffKind | undefined) ?? undefined;
 }
 
+/** Seconds (fractional) as a protobuf Duration. */
 export function secondsToDuration(seconds: number): Duration {
   const whole = Math.floor(seconds);
   return { seconds: whole, nanos: Math.round((seconds - whole) * 1e9) };
 }
 
+/** A protobuf Duration in seconds (fractional). */
 export function durationToSeconds(d: Duration): number {
   return d.seconds + d.nanos / 1e9;
 }
 
+/** A queue's settings as clients see them. */
 export function queueToPb(q: Queue): PbQueue {
   return {
     name: q.name,

@@ -19,8 +19,11 @@ import { ServerMetrics, metricsServerStart } from '../telemetry/metrics.js';
 import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, Store } from '../store/store.js';
 import { reflectionAddToServer } from '../grpc/reflection.js';
-import { jobService, queueService, workerService, type WorkStreamHandle } from '../grpc/services.js';
-import { workerServiceDefinition } from '../grpc/wire.js';
+import type { WorkStreamHandle } from '../grpc/deps.js';
+import { jobService } from '../grpc/job-service.js';
+import { queueService } from '../grpc/queue-service.js';
+import { workerService } from '../grpc/worker-service.js';
+import { workerServiceDefinition } from '../grpc/work-messages.js';
 
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
 const DEFAULT_LEASE_SECONDS = 30;

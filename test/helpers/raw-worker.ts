@@ -1,7 +1,13 @@
 import { afterEach } from 'vitest';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
-import type { WorkRequest, WorkResponse, LeasedJob } from '../../src/gen/evora/v1/worker.js';
+import type { Lease, WorkRequest, WorkResponse, LeasedJob } from '../../src/gen/evora/v1/worker.js';
 import type { Clients } from './server-setup.js';
+
+/** hello's options: `batches` sets accepts_batches; `held` names leases from an earlier stream. */
+export interface HelloOptions {
+  batches?: boolean;
+  held?: Lease[];
+}
 
 /**
  * A minimal worker on the raw Work stream, for tests of the wire contract. It records
@@ -35,10 +41,20 @@ export class RawWorker {
   }
 
   /** Opens the session and waits for the welcome; `batches` sets hello.accepts_batches. */
-  async hello(workerId: string, queues: string[], slots: number, opts: { batches?: boolean } = {}): Promise<void> {
+  async hello(workerId: string, queues: string[], slots: number, opts: HelloOptions = {}): Promise<void> {
+    this.helloSend(workerId, queues, slots, opts);
+    await this.welcomed();
+  }
+
+  /** Sends hello without waiting for the welcome (messages may follow it at once). */
+  helloSend(workerId: string, queues: string[], slots: number, opts: HelloOptions = {}): void {
     const acceptsBatches = opts.batches === undefined ? {} : { acceptsBatches: opts.batches };
-    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: [], ...acceptsBatches } } });
-    await this.until(() => this.received.some((r) => r.msg?.$case === 'welcome'));
+    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: opts.held ?? [], ...acceptsBatches } } });
+  }
+
+  /** Resolves once the welcome has arrived. */
+  welcomed(): Promise<void> {
+    return this.until(() => this.received.some((r) => r.msg?.$case === 'welcome'));
   }
 
   send(req: WorkRequest): void {

@@ -1732,7 +1732,10 @@ export const JobServiceService = {
     responseSerialize: (value: SubmitJobsResponse): Buffer => Buffer.from(SubmitJobsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SubmitJobsResponse => SubmitJobsResponse.decode(value),
   },
-  /** GetJob returns one job by id (NOT_FOUND if there is no such job). */
+  /**
+   * GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
+   * not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
+   */
   getJob: {
     path: "/evora.v1.JobService/GetJob" as const,
     requestStream: false as const,
@@ -1797,7 +1800,10 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * accepted (new or idempotent replay) or none is and the call fails.
    */
   submitJobs: handleUnaryCall<SubmitJobsRequest, SubmitJobsResponse>;
-  /** GetJob returns one job by id (NOT_FOUND if there is no such job). */
+  /**
+   * GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
+   * not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
+   */
   getJob: handleUnaryCall<GetJobRequest, GetJobResponse>;
   /** ListJobs returns jobs matching the filters, newest first, one page at a time. */
   listJobs: handleUnaryCall<ListJobsRequest, ListJobsResponse>;
@@ -1858,7 +1864,10 @@ export interface JobServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SubmitJobsResponse) => void,
   ): ClientUnaryCall;
-  /** GetJob returns one job by id (NOT_FOUND if there is no such job). */
+  /**
+   * GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
+   * not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
+   */
   getJob(
     request: GetJobRequest,
     callback: (error: ServiceError | null, response: GetJobResponse) => void,

@@ -142,9 +142,14 @@ export enum LeaseLostReason {
   /**
    * LEASE_LOST_REASON_EXPIRED - A heartbeat found the lease no longer current: it expired (the job was requeued, handed
    * to another worker, dead-lettered or cancelled by the sweeper), or the job was finished.
+   * Also sent for a lease in a heartbeat whose job_id or lease_token is not a UUID (it
+   * cannot be current); the heartbeat's other leases are extended as usual.
    */
   LEASE_LOST_REASON_EXPIRED = 1,
-  /** LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT - A lease named in hello.held after a reconnect was no longer current. */
+  /**
+   * LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT - A lease named in hello.held after a reconnect was no longer current (or was not a
+   * well-formed lease: job_id and lease_token must be UUIDs).
+   */
   LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT = 2,
   UNRECOGNIZED = -1,
 }
@@ -3887,6 +3892,11 @@ export const SnoozeJobResponse: MessageFns<SnoozeJobResponse> = {
  * until lease_expires_at. Every report about a leased job must carry its
  * lease_token; reports with a stale token (the lease expired and the job was
  * handed out again, or the job was cancelled) are rejected.
+ *
+ * Errors are codes, never text to parse. On the unary calls: a job_id or
+ * lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
+ * current is FAILED_PRECONDITION. On the Work stream every report is answered by
+ * an ack whose `result` (AckResult) says what to do next.
  */
 export type WorkerServiceService = typeof WorkerServiceService;
 export const WorkerServiceService = {
@@ -3897,6 +3907,12 @@ export const WorkerServiceService = {
    * `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
    * every heartbeat_interval_seconds to keep its leases. When the stream
    * ends, the worker's leases are left to expire and their jobs are retried.
+   *
+   * Backpressure: a worker must keep reading. While the server cannot write to
+   * the stream (HTTP/2 flow control: the worker is not reading), it pushes no new
+   * jobs to that worker and reads none of its messages; what it has to send
+   * (acks, lease_lost, jobs already leased to the worker) waits, in order, and
+   * goes out once the worker reads again.
    *
    * Batches (optional, for throughput): a worker that sets
    * hello.accepts_batches may also receive `jobs` (several jobs in one
@@ -3925,7 +3941,10 @@ export const WorkerServiceService = {
     responseSerialize: (value: ClaimJobsResponse): Buffer => Buffer.from(ClaimJobsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ClaimJobsResponse => ClaimJobsResponse.decode(value),
   },
-  /** ExtendLease renews one lease (unary twin of `heartbeat`). */
+  /**
+   * ExtendLease renews one lease (unary twin of `heartbeat`); FAILED_PRECONDITION
+   * when the lease is not current.
+   */
   extendLease: {
     path: "/evora.v1.WorkerService/ExtendLease" as const,
     requestStream: false as const,
@@ -3955,7 +3974,10 @@ export const WorkerServiceService = {
     responseSerialize: (value: FailJobResponse): Buffer => Buffer.from(FailJobResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): FailJobResponse => FailJobResponse.decode(value),
   },
-  /** SnoozeJob puts a leased job back to PENDING until run_at (unary twin of `snooze`). */
+  /**
+   * SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
+   * unset (unary twin of `snooze`).
+   */
   snoozeJob: {
     path: "/evora.v1.WorkerService/SnoozeJob" as const,
     requestStream: false as const,
@@ -3976,6 +3998,12 @@ export interface WorkerServiceServer extends UntypedServiceImplementation {
    * every heartbeat_interval_seconds to keep its leases. When the stream
    * ends, the worker's leases are left to expire and their jobs are retried.
    *
+   * Backpressure: a worker must keep reading. While the server cannot write to
+   * the stream (HTTP/2 flow control: the worker is not reading), it pushes no new
+   * jobs to that worker and reads none of its messages; what it has to send
+   * (acks, lease_lost, jobs already leased to the worker) waits, in order, and
+   * goes out once the worker reads again.
+   *
    * Batches (optional, for throughput): a worker that sets
    * hello.accepts_batches may also receive `jobs` (several jobs in one
    * message) and `acks` (several acks in one message) instead of as many
@@ -3987,13 +4015,19 @@ export interface WorkerServiceServer extends UntypedServiceImplementation {
   work: handleBidiStreamingCall<WorkRequest, WorkResponse>;
   /** ClaimJobs leases up to `max` jobs (unary twin of the `job` push). */
   claimJobs: handleUnaryCall<ClaimJobsRequest, ClaimJobsResponse>;
-  /** ExtendLease renews one lease (unary twin of `heartbeat`). */
+  /**
+   * ExtendLease renews one lease (unary twin of `heartbeat`); FAILED_PRECONDITION
+   * when the lease is not current.
+   */
   extendLease: handleUnaryCall<ExtendLeaseRequest, ExtendLeaseResponse>;
   /** CompleteJob marks a leased job COMPLETED (unary twin of `complete`). */
   completeJob: handleUnaryCall<CompleteJobRequest, CompleteJobResponse>;
   /** FailJob reports a failed attempt (unary twin of `fail`). */
   failJob: handleUnaryCall<FailJobRequest, FailJobResponse>;
-  /** SnoozeJob puts a leased job back to PENDING until run_at (unary twin of `snooze`). */
+  /**
+   * SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
+   * unset (unary twin of `snooze`).
+   */
   snoozeJob: handleUnaryCall<SnoozeJobRequest, SnoozeJobResponse>;
 }
 
@@ -4005,6 +4039,12 @@ export interface WorkerServiceClient extends Client {
    * `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
    * every heartbeat_interval_seconds to keep its leases. When the stream
    * ends, the worker's leases are left to expire and their jobs are retried.
+   *
+   * Backpressure: a worker must keep reading. While the server cannot write to
+   * the stream (HTTP/2 flow control: the worker is not reading), it pushes no new
+   * jobs to that worker and reads none of its messages; what it has to send
+   * (acks, lease_lost, jobs already leased to the worker) waits, in order, and
+   * goes out once the worker reads again.
    *
    * Batches (optional, for throughput): a worker that sets
    * hello.accepts_batches may also receive `jobs` (several jobs in one
@@ -4033,7 +4073,10 @@ export interface WorkerServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ClaimJobsResponse) => void,
   ): ClientUnaryCall;
-  /** ExtendLease renews one lease (unary twin of `heartbeat`). */
+  /**
+   * ExtendLease renews one lease (unary twin of `heartbeat`); FAILED_PRECONDITION
+   * when the lease is not current.
+   */
   extendLease(
     request: ExtendLeaseRequest,
     callback: (error: ServiceError | null, response: ExtendLeaseResponse) => void,
@@ -4081,7 +4124,10 @@ export interface WorkerServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: FailJobResponse) => void,
   ): ClientUnaryCall;
-  /** SnoozeJob puts a leased job back to PENDING until run_at (unary twin of `snooze`). */
+  /**
+   * SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
+   * unset (unary twin of `snooze`).
+   */
   snoozeJob(
     request: SnoozeJobRequest,
     callback: (error: ServiceError | null, response: SnoozeJobResponse) => void,

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { JobState } from '../../src/gen/evora/v1/job.js';
+import { AckResult } from '../../src/gen/evora/v1/worker.js';
 import { queueName } from '../helpers/factories.js';
 import { rawWorkers } from '../helpers/raw-worker.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
@@ -60,7 +61,7 @@ describe('a worker that accepts batches', () => {
     expect(w.messages('job')).toHaveLength(1);
     w.complete(w.jobs[0]!);
     await w.until(() => w.acks(id!).length === 1);
-    expect(w.messages('ack')).toEqual([{ jobId: id, accepted: true, reason: '' }]);
+    expect(w.messages('ack')).toEqual([{ jobId: id, accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED }]);
   });
 
   it('`fails` fails each job as `fail` would', async () => {
@@ -137,11 +138,14 @@ describe('a `completes` batch is checked item by item', () => {
     });
     await w.until(() => w.allAcks().length === 5);
     const ack = (id: string) => w.acks(id)[0]!;
-    expect(ack(good1.job!.id)).toEqual({ jobId: good1.job!.id, accepted: true, reason: '' });
-    expect(ack(good2.job!.id)).toEqual({ jobId: good2.job!.id, accepted: true, reason: '' });
-    expect(ack(tooBig.job!.id)).toMatchObject({ accepted: false, reason: expect.stringMatching(/result is \d+ bytes of JSON; the limit is 1000/) });
-    expect(ack(wrongToken.job!.id)).toMatchObject({ accepted: false, reason: expect.stringMatching(/lease lost/) });
-    expect(ack('no-such-job')).toMatchObject({ accepted: false, reason: expect.stringMatching(/lease lost/) });
+    const accepted = { accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED };
+    expect(ack(good1.job!.id)).toEqual({ jobId: good1.job!.id, ...accepted });
+    expect(ack(good2.job!.id)).toEqual({ jobId: good2.job!.id, ...accepted });
+    // Malformed reports are INVALID (resending them unchanged cannot succeed), never LEASE_LOST.
+    const invalid = (reason: RegExp) => ({ accepted: false, result: AckResult.ACK_RESULT_INVALID, reason: expect.stringMatching(reason) });
+    expect(ack(tooBig.job!.id)).toMatchObject(invalid(/result is \d+ bytes of JSON; the limit is 1000/));
+    expect(ack(wrongToken.job!.id)).toMatchObject(invalid(/lease_token "not-the-lease-token" is not a UUID/));
+    expect(ack('no-such-job')).toMatchObject(invalid(/job_id "no-such-job" is not a UUID/));
 
     const s = await states(queue);
     expect(s.get(good1.job!.id)).toBe(JobState.JOB_STATE_COMPLETED);
@@ -182,13 +186,13 @@ describe('a `completes` batch is checked item by item', () => {
       },
     });
     await w.until(() => w.allAcks().length === 2);
-    expect(w.acks(id!)[0]).toMatchObject({ accepted: false, reason: expect.stringMatching(/lease lost/) });
-    expect(w.acks(other!)[0]).toMatchObject({ accepted: true });
+    expect(w.acks(id!)[0]).toMatchObject({ accepted: false, result: AckResult.ACK_RESULT_LEASE_LOST, reason: expect.stringMatching(/lease lost/) });
+    expect(w.acks(other!)[0]).toMatchObject({ accepted: true, result: AckResult.ACK_RESULT_ACCEPTED });
     expect((await states(queue)).get(id!)).toBe(JobState.JOB_STATE_RUNNING);
 
     w.send({ msg: { $case: 'fails', value: { fails: [{ jobId: id!, leaseToken: stale.get(id!)!, error: 'late', nonRetryable: true }] } } });
     await w.until(() => w.acks(id!).length === 2);
-    expect(w.acks(id!)[1]).toMatchObject({ accepted: false, reason: expect.stringMatching(/lease lost/) });
+    expect(w.acks(id!)[1]).toMatchObject({ accepted: false, result: AckResult.ACK_RESULT_LEASE_LOST });
     w.completeMany(w.jobs.filter((j) => j.job!.id === id));
     await w.until(() => w.acks(id!).length === 3);
     expect(w.acks(id!)[2]).toMatchObject({ accepted: true });

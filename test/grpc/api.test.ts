@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { status } from '@grpc/grpc-js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
+import { AckResult, CancelReason } from '../../src/gen/evora/v1/worker.js';
 import { queueName } from '../helpers/factories.js';
 import { rawWorkers } from '../helpers/raw-worker.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
@@ -134,7 +135,7 @@ describe('fencing and cancel', () => {
 
     w.send({ msg: { $case: 'complete', value: { jobId: job!.id, leaseToken: staleToken, result: {} } } });
     await w.until(() => w.acks(job!.id).length === 1);
-    expect(w.acks(job!.id)[0]).toMatchObject({ accepted: false });
+    expect(w.acks(job!.id)[0]).toMatchObject({ accepted: false, result: AckResult.ACK_RESULT_LEASE_LOST });
     expect(w.acks(job!.id)[0]?.reason).toMatch(/lease lost/);
     for (const [method, req] of [
       ['completeJob', { jobId: job!.id, leaseToken: staleToken, result: {} }],
@@ -158,6 +159,7 @@ describe('fencing and cancel', () => {
     const cancelled = await call(clients.jobs, 'cancelJob', { id: job!.id });
     expect(cancelled.job).toMatchObject({ state: JobState.JOB_STATE_RUNNING, cancelRequested: true });
     await w.until(() => w.received.some((r) => r.msg?.$case === 'cancel' && r.msg.value.jobId === job!.id));
+    expect(w.messages('cancel')).toEqual([{ jobId: job!.id, code: CancelReason.CANCEL_REASON_OPERATOR }]);
     w.send({ msg: { $case: 'fail', value: { jobId: job!.id, leaseToken: w.jobs[0]!.leaseToken, error: 'cancelled', nonRetryable: true } } });
     await w.until(() => w.acks(job!.id).length === 1);
     expect((await call(clients.jobs, 'getJob', { id: job!.id })).job?.state).toBe(JobState.JOB_STATE_CANCELLED);

@@ -9,7 +9,7 @@ import { protoPath as healthProtoPath } from 'grpc-health-check';
 import { queueName } from '../helpers/factories.js';
 import { RawWorker } from '../helpers/raw-worker.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
-import type { JobState } from '../../src/gen/evora/v1/job.js';
+import { JobState } from '../../src/gen/evora/v1/job.js';
 
 let clients: Clients;
 let address: string;
@@ -96,7 +96,31 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.jobs, 'retryJob', { id: job!.id }), FAILED_PRECONDITION, /COMPLETED/);
     await expectStatus(call(clients.jobs, 'cancelJob', { id: job!.id }), FAILED_PRECONDITION);
     await expectStatus(call(clients.workers, 'completeJob', { jobId: job!.id, leaseToken: jobs[0]!.leaseToken, result: {} }), FAILED_PRECONDITION, /lease lost/);
-    await expectStatus(call(clients.workers, 'completeJob', { jobId: job!.id, leaseToken: 'junk', result: {} }), FAILED_PRECONDITION);
+  });
+
+  it('INVALID_ARGUMENT, not FAILED_PRECONDITION, for a malformed job id or lease token on every unary worker call', async () => {
+    const queue = queueName();
+    const { job } = await call(clients.jobs, 'submitJob', { ...ok, queue });
+    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [queue], max: 1 });
+    const token = jobs[0]!.leaseToken;
+    const bad: [string, string, RegExp][] = [
+      [job!.id, 'junk', /lease_token "junk" is not a UUID/],
+      [job!.id, '', /lease_token is required/],
+      ['not-a-uuid', token, /job_id "not-a-uuid" is not a UUID/],
+      ['', token, /job_id is required/],
+    ];
+    for (const [jobId, leaseToken, message] of bad) {
+      await expectStatus(call(clients.workers, 'completeJob', { jobId, leaseToken, result: {} }), INVALID_ARGUMENT, message);
+      await expectStatus(call(clients.workers, 'failJob', { jobId, leaseToken, error: 'x', nonRetryable: false }), INVALID_ARGUMENT, message);
+      await expectStatus(call(clients.workers, 'snoozeJob', { jobId, leaseToken }), INVALID_ARGUMENT, message);
+      await expectStatus(call(clients.workers, 'extendLease', { jobId, leaseToken }), INVALID_ARGUMENT, message);
+    }
+    for (const method of ['getJob', 'cancelJob', 'retryJob'] as const) {
+      await expectStatus(call(clients.jobs, method, { id: 'not-a-uuid' }), INVALID_ARGUMENT, /id "not-a-uuid" is not a UUID/);
+    }
+    // Nothing changed: the lease is still current and the job still RUNNING.
+    await call(clients.workers, 'extendLease', { jobId: job!.id, leaseToken: token });
+    expect((await call(clients.jobs, 'getJob', { id: job!.id })).job?.state).toBe(JobState.JOB_STATE_RUNNING);
   });
 
   it('a Work stream whose first message is not hello is closed with INVALID_ARGUMENT', async () => {

@@ -1,0 +1,34 @@
+import type { Dispatcher } from '../dispatcher/dispatcher.js';
+import type { Logger } from '../logger.js';
+import type { Store } from '../store/store.js';
+import type { TelemetrySink } from '../telemetry/projection.js';
+import type { ServerMetrics } from '../telemetry/metrics.js';
+
+/**
+ * What the gRPC services need from the composition root (src/server/server.ts). The
+ * services translate protobuf to store and dispatcher calls and back; they own nothing
+ * here but the Work streams they open.
+ */
+export interface ServiceDeps {
+  store: Store;
+  dispatcher: Dispatcher;
+  logger: Logger;
+  maxPayloadBytes: number;
+  /** Lease length told to workers whose queues are not configured yet. */
+  defaultLeaseSeconds: number;
+  /** Counters for submits (the dispatcher counts the rest). */
+  metrics: ServerMetrics;
+  /** Where stats are read from (never the queue tables). */
+  telemetry: TelemetrySink;
+  /** Open Work streams, so shutdown can end them after the drain. */
+  streams: Set<WorkStreamHandle>;
+}
+
+/** An open Work stream as shutdown sees it. */
+export interface WorkStreamHandle {
+  /**
+   * Ends the stream gracefully: no new jobs; the acks of reports already received are
+   * written, then the stream ends. Safe to call twice.
+   */
+  end(): void;
+}

@@ -1,0 +1,93 @@
+import { invalidArgument } from '../domain/errors.js';
+import type { JobState, JobSubmitInput } from '../domain/job.js';
+import {
+  DEFAULT_PAGE_SIZE,
+  MAX_BATCH,
+  MAX_PAGE_SIZE,
+  checkDate,
+  checkIdempotencyKey,
+  checkIntRange,
+  checkJsonSize,
+  checkMaxAttempts,
+  checkName,
+  checkPriority,
+  checkUuid,
+  pageTokenDecode,
+  pageTokenEncode,
+} from '../domain/validate.js';
+import type { JobServiceServer, SubmitJobRequest } from '../gen/evora/v1/job.js';
+import { jobStateFromPb, jobToPb } from './convert.js';
+import type { ServiceDeps } from './deps.js';
+import { unary } from './unary.js';
+
+/** A SubmitJobRequest as the store's input, every field checked. */
+function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitInput {
+  return {
+    queue: checkName('queue', req.queue),
+    type: checkName('type', req.type),
+    payload: checkJsonSize('payload', req.payload, maxPayloadBytes),
+    priority: checkPriority(req.priority),
+    runAt: checkDate('run_at', req.runAt) ?? null,
+    idempotencyKey: checkIdempotencyKey(req.idempotencyKey) || null,
+    maxAttempts: checkMaxAttempts(req.maxAttempts) || null,
+  };
+}
+
+/**
+ * JobService: producers submit jobs, operators read, cancel and retry them. A submit goes
+ * through the dispatcher (which may hand the job to an idle worker of this server); the
+ * rest goes to the store.
+ */
+export function jobService(deps: ServiceDeps): JobServiceServer {
+  const { store, dispatcher, logger, maxPayloadBytes, metrics } = deps;
+  return {
+    submitJob: unary(logger, 'SubmitJob', async (req) => {
+      const { job, created } = await dispatcher.submit(submitInput(req, maxPayloadBytes));
+      if (created) {
+        metrics.jobsSubmitted.inc({ queue: job.queue });
+        logger.debug({ job_id: job.id, queue: job.queue, type: job.type, attempt: 0 }, 'job submitted');
+      }
+      return { job: jobToPb(job), created };
+    }),
+    submitJobs: unary(logger, 'SubmitJobs', async (req) => {
+      if (req.jobs.length > MAX_BATCH) throw invalidArgument(`at most ${MAX_BATCH} jobs per SubmitJobs call`);
+      const inputs = req.jobs.map((j, i) => {
+        try {
+          return submitInput(j, maxPayloadBytes);
+        } catch (err) {
+          throw invalidArgument(`jobs[${i}]: ${(err as Error).message}`);
+        }
+      });
+      const results = await store.jobSubmitMany({ jobs: inputs });
+      for (const r of results) if (r.created) metrics.jobsSubmitted.inc({ queue: r.job.queue });
+      return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })) };
+    }),
+    getJob: unary(logger, 'GetJob', async (req) => ({ job: jobToPb(await store.jobGet({ id: checkUuid('id', req.id) })) })),
+    listJobs: unary(logger, 'ListJobs', async (req) => {
+      const states = req.states.map((s) => {
+        const state = jobStateFromPb(s);
+        if (!state) throw invalidArgument(`states contains an unknown state (${s})`);
+        return state;
+      });
+      const limit = req.pageSize === 0 ? DEFAULT_PAGE_SIZE : checkIntRange('page_size', req.pageSize, 1, MAX_PAGE_SIZE);
+      const page = await store.jobList({
+        queue: req.queue ? checkName('queue', req.queue) : null,
+        states: states as JobState[],
+        type: req.type ? checkName('type', req.type) : null,
+        limit,
+        afterId: pageTokenDecode(req.pageToken),
+      });
+      return { jobs: page.jobs.map(jobToPb), nextPageToken: pageTokenEncode(page.nextAfterId) };
+    }),
+    cancelJob: unary(logger, 'CancelJob', async (req) => {
+      const job = await store.jobCancel({ id: checkUuid('id', req.id) });
+      logger.info({ job_id: job.id, queue: job.queue, type: job.type, state: job.state }, 'job cancel requested');
+      return { job: jobToPb(job) };
+    }),
+    retryJob: unary(logger, 'RetryJob', async (req) => {
+      const job = await store.jobRetry({ id: checkUuid('id', req.id) });
+      logger.info({ job_id: job.id, queue: job.queue, type: job.type }, 'job retried by operator');
+      return { job: jobToPb(job) };
+    }),
+  };
+}

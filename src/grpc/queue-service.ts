@@ -1,0 +1,91 @@
+import { invalidArgument } from '../domain/errors.js';
+import { checkIntRange, checkName } from '../domain/validate.js';
+import type { QueueServiceServer, QueueStats } from '../gen/evora/v1/queue.js';
+import { telemetryStats, type QueueTelemetry } from '../telemetry/projection.js';
+import { backoffKindFromPb, durationToSeconds, queueToPb } from './convert.js';
+import type { ServiceDeps } from './deps.js';
+import { unary } from './unary.js';
+
+/** One queue's stats as the proto message: telemetry's figures, this server's workers, the outbox lag. */
+function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { workers: number; freeSlots: number }, lag: number): QueueStats {
+  const pct = (p: { p50: number | null; p95: number | null; p99: number | null } | undefined) => ({
+    p50Ms: p?.p50 ?? 0,
+    p95Ms: p?.p95 ?? 0,
+    p99Ms: p?.p99 ?? 0,
+  });
+  const c = t?.counts ?? {};
+  return {
+    queue: name,
+    pending: c.PENDING ?? 0,
+    running: c.RUNNING ?? 0,
+    completed: c.COMPLETED ?? 0,
+    dlq: c.DLQ ?? 0,
+    cancelled: c.CANCELLED ?? 0,
+    throughput: { last1m: t?.throughput.m1 ?? 0, last5m: t?.throughput.m5 ?? 0, last60m: t?.throughput.m60 ?? 0 },
+    wait: pct(t?.waitMs),
+    run: pct(t?.runMs),
+    failureRate: t?.failureRate ?? 0,
+    connectedWorkers: workers.workers,
+    freeSlots: workers.freeSlots,
+    submitted60m: t?.submitted60m ?? 0,
+    completed60m: t?.completed60m ?? 0,
+    failed60m: t?.failed60m ?? 0,
+    deadLettered60m: t?.deadLettered60m ?? 0,
+    outboxLagEvents: lag,
+  };
+}
+
+/** QueueService: operators configure, pause and resume queues, and read their stats. */
+export function queueService(deps: ServiceDeps): QueueServiceServer {
+  const { store, logger, telemetry, dispatcher } = deps;
+  return {
+    getQueueStats: unary(logger, 'GetQueueStats', async (req) => {
+      const queue = await store.queueGet({ name: checkName('name', req.name) });
+      const [[stats], lag] = await Promise.all([telemetryStats(telemetry, { queues: [queue.name] }), store.outboxLag()]);
+      return { stats: queueStatsToPb(queue.name, stats ?? null, dispatcher.queueWorkers(queue.name), lag.events) };
+    }),
+    listQueueStats: unary(logger, 'ListQueueStats', async () => {
+      const [queues, all, lag] = await Promise.all([store.queueList(), telemetryStats(telemetry, { queues: null }), store.outboxLag()]);
+      const byName = new Map(all.map((s) => [s.queue, s]));
+      return {
+        stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, dispatcher.queueWorkers(q.name), lag.events)),
+      };
+    }),
+    upsertQueue: unary(logger, 'UpsertQueue', async (req) => {
+      const name = checkName('name', req.name);
+      const existed = await store.queueGet({ name }).then(
+        () => true,
+        () => false,
+      );
+      const b = req.backoff;
+      if (b && (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter))) throw invalidArgument('backoff.jitter must be from 0 to 1');
+      const base = b?.base ? durationToSeconds(b.base) : undefined;
+      const cap = b?.cap ? durationToSeconds(b.cap) : undefined;
+      if ((base ?? 0) < 0 || (cap ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
+      const queue = await store.queueUpsert({
+        name,
+        maxAttempts: req.maxAttempts === undefined ? null : checkIntRange('max_attempts', req.maxAttempts, 1, 1000),
+        leaseSeconds: req.leaseSeconds === undefined ? null : checkIntRange('lease_seconds', req.leaseSeconds, 1, 86_400),
+        maxConcurrency:
+          req.maxConcurrency === undefined ? null : checkIntRange('max_concurrency', req.maxConcurrency, 0, 1_000_000),
+        backoffKind: b ? (backoffKindFromPb(b.kind) ?? null) : null,
+        backoffBaseSeconds: base ?? null,
+        backoffCapSeconds: cap ?? null,
+        backoffJitter: b ? b.jitter : null,
+      });
+      return { queue: queueToPb(queue), created: !existed };
+    }),
+    getQueue: unary(logger, 'GetQueue', async (req) => ({ queue: queueToPb(await store.queueGet({ name: checkName('name', req.name) })) })),
+    listQueues: unary(logger, 'ListQueues', async () => ({ queues: (await store.queueList()).map(queueToPb) })),
+    pauseQueue: unary(logger, 'PauseQueue', async (req) => {
+      const queue = await store.queueSetPaused({ name: checkName('name', req.name), paused: true });
+      logger.info({ queue: queue.name }, 'queue paused');
+      return { queue: queueToPb(queue) };
+    }),
+    resumeQueue: unary(logger, 'ResumeQueue', async (req) => {
+      const queue = await store.queueSetPaused({ name: checkName('name', req.name), paused: false });
+      logger.info({ queue: queue.name }, 'queue resumed');
+      return { queue: queueToPb(queue) };
+    }),
+  };
+}

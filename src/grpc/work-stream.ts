@@ -1,0 +1,453 @@
+import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import type { Dispatcher, SessionMessage, WorkerSession } from '../dispatcher/dispatcher.js';
+import type { AckResult, LeaseLostReason } from '../domain/codes.js';
+import { EvoraError, invalidArgument } from '../domain/errors.js';
+import { isUuid } from '../domain/ids.js';
+import type { JsonObject } from '../domain/job.js';
+import { MAX_SLOTS, checkDate, checkIntRange, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
+import type {
+  Lease,
+  WorkerComplete,
+  WorkerFail,
+  WorkerHeartbeat,
+  WorkerHello,
+  WorkerSnooze,
+  WorkRequest,
+  WorkResponse,
+} from '../gen/evora/v1/worker.js';
+import type { Logger } from '../logger.js';
+import { AckQueue } from './ack-queue.js';
+import { LEASE_LOST_REASON_TO_PB } from './convert.js';
+import type { WorkStreamHandle } from './deps.js';
+import { toServiceError } from './status.js';
+import { StreamWriter, type WritableCall } from './stream-writer.js';
+import { leasedJobsMessages, sessionMessageToPb, type WorkOut } from './work-messages.js';
+
+/**
+ * One worker's Work stream: the protocol of worker.proto on top of a dispatcher session.
+ * (Over 400 lines on purpose: the states and the handlers whose meaning depends on them
+ * are one machine, read best in one place. The writer, the acks and the encoding of jobs
+ * live in stream-writer.ts, ack-queue.ts and work-messages.ts.)
+ *
+ * States (checked: an illegal transition is a bug, logged and answered INTERNAL):
+ *   awaitingHello → opening   a valid hello arrived; the session is being opened
+ *   opening → open            the session exists; welcome written
+ *   open → draining           the worker (drain) or the server (shutdown) asked for no new jobs
+ *   any → closed              the stream ended, failed or was refused; the session is closed
+ *
+ * What must stay true:
+ * - messages that arrive while opening are kept, in order, and processed right after the
+ *   welcome (a worker may send reports and a drain right behind its hello); dispatcher
+ *   messages that come before the welcome follow it;
+ * - every complete, fail or snooze gets exactly one ack with a result code; a malformed one
+ *   (id or token not a UUID, result too big) gets ACK_RESULT_INVALID and never reaches the
+ *   dispatcher; one whose write failed unexpectedly gets ACK_RESULT_RETRY_LATER;
+ * - every message goes out through one StreamWriter, in order. While it is blocked (the
+ *   worker does not read), the session takes no new jobs and the stream reads no more
+ *   requests, so what waits here stays bounded by the session's slots; nothing is dropped
+ *   until the stream closes (its AbortSignal then discards what is left);
+ * - ending (shutdown, or the worker half-closing) writes the acks of the reports already
+ *   received before the stream ends.
+ */
+
+/** Where a Work stream is in its life; see the module comment. */
+export type WorkStreamState = 'awaitingHello' | 'opening' | 'open' | 'draining' | 'closed';
+
+const TRANSITIONS: Record<WorkStreamState, readonly WorkStreamState[]> = {
+  awaitingHello: ['opening', 'closed'],
+  opening: ['open', 'closed'],
+  open: ['draining', 'closed'],
+  draining: ['closed'],
+  closed: [],
+};
+
+/** Messages kept while opening before the stream stops reading until the session is open. */
+const EARLY_MAX = 1000;
+
+/** Marks, among the messages kept while opening, where the worker half-closed the stream. */
+const HALF_CLOSE = Symbol('half-close');
+
+/** A lease named in a heartbeat or in hello.held that is not well-formed (reason text for logs). */
+const MALFORMED_LEASE_TEXT = 'the lease is malformed (job_id and lease_token must be UUIDs), so it cannot be current';
+
+/** What a Work stream needs from the server. */
+export interface WorkStreamDeps {
+  dispatcher: Dispatcher;
+  logger: Logger;
+  maxPayloadBytes: number;
+  /** The lease length to announce in the welcome for these queues. */
+  leaseSecondsFor(queues: string[]): Promise<number>;
+  /** Open Work streams, so shutdown can end them after the drain. */
+  streams: Set<WorkStreamHandle>;
+}
+
+/** The Work stream of one worker; see the module comment for its states and rules. */
+export class WorkStream implements WorkStreamHandle {
+  private current: WorkStreamState = 'awaitingHello';
+  private session: WorkerSession | null = null;
+  private log: Logger;
+  /** The worker said hello.accepts_batches: jobs and acks may go in batch messages. */
+  private batches = false;
+  /** Requests received while opening, in order (and where the worker half-closed). */
+  private readonly early: (WorkRequest | typeof HALF_CLOSE)[] = [];
+  /** Dispatcher messages that came before the welcome was written. */
+  private readonly beforeWelcome: SessionMessage[] = [];
+  private readonly acks: AckQueue;
+  /** Reports and heartbeats not answered yet; ending waits for them. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly closing = new AbortController();
+  private readonly writer: StreamWriter<WorkOut>;
+
+  /** Serves a Work stream until it ends. */
+  static start(call: ServerDuplexStream<WorkRequest, WorkResponse>, deps: WorkStreamDeps): WorkStream {
+    return new WorkStream(call, deps);
+  }
+
+  private constructor(
+    private readonly call: ServerDuplexStream<WorkRequest, WorkResponse>,
+    private readonly deps: WorkStreamDeps,
+  ) {
+    this.log = deps.logger;
+    // The Work method's serializer (workerServiceDefinition) also takes encoded messages.
+    this.writer = new StreamWriter(call as unknown as WritableCall<WorkOut>, {
+      signal: this.closing.signal,
+      onBlocked: (blocked) => this.guard(() => this.backpressure(blocked)),
+    });
+    this.acks = new AckQueue(
+      (out) => this.writer.write(out),
+      () => this.batches,
+      (flush) => this.guard(flush),
+    );
+    deps.streams.add(this);
+    call.on('data', (req: WorkRequest) => this.guard(() => this.receive(req)));
+    call.on('end', () => this.guard(() => (this.current === 'opening' ? this.early.push(HALF_CLOSE) : this.end())));
+    const gone = () => this.guard(() => this.gone());
+    call.on('error', gone);
+    call.on('close', gone);
+    call.on('cancelled', gone);
+  }
+
+  get state(): WorkStreamState {
+    return this.current;
+  }
+
+  /** Ends the stream: no new jobs; the acks of reports received are written first. */
+  end(): void {
+    this.close();
+    void Promise.allSettled([...this.inFlight]).then(() =>
+      this.guard(() => {
+        this.acks.flush();
+        this.writer.end();
+      }),
+    );
+  }
+
+  // ----- requests --------------------------------------------------------------------
+
+  private receive(req: WorkRequest): void {
+    switch (this.current) {
+      case 'awaitingHello':
+        return this.hello(req);
+      case 'opening':
+        this.early.push(req);
+        return this.inputFlow();
+      case 'open':
+      case 'draining':
+        return this.handle(this.session as WorkerSession, req);
+      case 'closed':
+        return;
+    }
+  }
+
+  private hello(req: WorkRequest): void {
+    const m = req.msg;
+    if (!m) return this.refuse('empty WorkRequest');
+    if (m.$case !== 'hello') return this.refuse('the first message on a Work stream must be hello');
+    const hello = m.value;
+    try {
+      checkName('hello.worker_id', hello.workerId);
+      if (hello.queues.length === 0) throw invalidArgument('hello.queues must name at least one queue');
+      hello.queues.forEach((q) => checkName('hello.queues', q));
+      checkIntRange('hello.slots', hello.slots, 1, MAX_SLOTS);
+    } catch (err) {
+      return this.refuse((err as Error).message);
+    }
+    this.to('opening');
+    this.batches = hello.acceptsBatches === true;
+    this.open(hello).catch((err: unknown) => this.bug(err));
+  }
+
+  private async open(hello: WorkerHello): Promise<void> {
+    const { dispatcher } = this.deps;
+    const held = hello.held.filter(leaseWellFormed);
+    let session: WorkerSession;
+    let leaseSeconds: number;
+    try {
+      leaseSeconds = await this.deps.leaseSecondsFor(hello.queues);
+      session = await dispatcher.sessionOpen({
+        workerId: hello.workerId,
+        queues: hello.queues,
+        slots: hello.slots,
+        held: held.map((l) => ({ id: l.jobId, token: l.leaseToken })),
+        send: (msg) => this.fromDispatcher(msg),
+      });
+    } catch (err) {
+      if (this.current === 'opening') this.endWithStatus(toServiceError(err, this.deps.logger, { method: 'Work' }));
+      return;
+    }
+    if (this.current !== 'opening') {
+      dispatcher.sessionClose(session); // the stream ended while the session was opening
+      return;
+    }
+    this.session = session;
+    this.log = this.deps.logger.child({ worker_id: hello.workerId, session_id: session.id });
+    this.log.info({ queues: hello.queues, slots: hello.slots }, 'worker session opened');
+    this.to('open');
+    this.send({
+      msg: {
+        $case: 'welcome',
+        value: {
+          sessionId: session.id,
+          leaseSeconds,
+          heartbeatIntervalSeconds: Math.max(1, Math.floor(leaseSeconds / 3)),
+          heartbeatIntervalMs: Math.floor((leaseSeconds * 1000) / 3),
+          acceptsBatches: true,
+        },
+      },
+    });
+    for (const l of hello.held) if (!leaseWellFormed(l)) this.leaseLostMalformed(l, 'not_held_on_reconnect');
+    for (const jobId of session.lostOnOpen) this.send(sessionMessageToPb({ kind: 'leaseLost', jobId, reason: 'not_held_on_reconnect' }));
+    for (const msg of this.beforeWelcome.splice(0)) this.fromDispatcher(msg);
+    const early = this.early.splice(0);
+    this.inputFlow();
+    for (const req of early) {
+      if (req === HALF_CLOSE) this.end();
+      else this.receive(req);
+    }
+  }
+
+  private handle(s: WorkerSession, req: WorkRequest): void {
+    const m = req.msg;
+    if (!m) return this.refuse('empty WorkRequest');
+    switch (m.$case) {
+      case 'hello':
+        return this.refuse('hello may be sent only once');
+      case 'heartbeat':
+        return this.heartbeat(s, m.value);
+      case 'complete':
+        return this.complete(s, m.value);
+      case 'completes':
+        // Each report on its own, as if sent alone; the dispatcher's batcher writes the
+        // ones of this tick in one statement.
+        for (const v of m.value.completes) this.complete(s, v);
+        return;
+      case 'fail':
+        return this.fail(s, m.value);
+      case 'fails':
+        for (const v of m.value.fails) this.fail(s, v);
+        return;
+      case 'snooze':
+        return this.snooze(s, m.value);
+      case 'drain':
+        if (this.current !== 'open') return; // already draining
+        this.to('draining');
+        this.log.info('worker draining');
+        this.deps.dispatcher.sessionDrain(s);
+        return;
+    }
+  }
+
+  private complete(s: WorkerSession, v: WorkerComplete): void {
+    let result: JsonObject;
+    try {
+      leaseCheck(v);
+      result = checkJsonSize('result', v.result, this.deps.maxPayloadBytes);
+    } catch (err) {
+      return this.ackInvalid(v.jobId, err);
+    }
+    this.ackWhenWritten(v.jobId, this.deps.dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
+  }
+
+  private fail(s: WorkerSession, v: WorkerFail): void {
+    try {
+      leaseCheck(v);
+      checkDate('retry_at', v.retryAt);
+    } catch (err) {
+      return this.ackInvalid(v.jobId, err);
+    }
+    const write = { id: v.jobId, token: v.leaseToken, error: v.error.slice(0, 10_000), retryable: !v.nonRetryable, retryAt: v.retryAt ?? null };
+    this.ackWhenWritten(v.jobId, this.deps.dispatcher.fail(s, write));
+  }
+
+  private snooze(s: WorkerSession, v: WorkerSnooze): void {
+    try {
+      leaseCheck(v);
+      checkDate('run_at', v.runAt);
+    } catch (err) {
+      return this.ackInvalid(v.jobId, err);
+    }
+    // run_at unset means now: the job is claimable again at once.
+    this.ackWhenWritten(v.jobId, this.deps.dispatcher.snooze(s, { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? new Date() }));
+  }
+
+  /**
+   * Extends the well-formed leases (the dispatcher answers lost ones with lease_lost). A
+   * malformed lease cannot be current: it is answered lease_lost (code EXPIRED) at once and
+   * left out of the heartbeat_ack, like any other lease that is not current.
+   */
+  private heartbeat(s: WorkerSession, v: WorkerHeartbeat): void {
+    const leases = v.leases.filter(leaseWellFormed);
+    for (const l of v.leases) if (!leaseWellFormed(l)) this.leaseLostMalformed(l, 'expired');
+    const tokens = new Map(leases.map((l) => [l.jobId, l.leaseToken]));
+    const answered = this.deps.dispatcher
+      .heartbeat(
+        s,
+        leases.map((l) => ({ id: l.jobId, token: l.leaseToken })),
+      )
+      .then(
+        (r) => {
+          const extended = r.extended.map((e) => ({
+            jobId: e.id,
+            leaseToken: tokens.get(e.id) ?? '',
+            leaseExpiresAt: e.lockedUntil,
+            cancelRequested: e.cancelRequested,
+          }));
+          this.send({ msg: { $case: 'heartbeatAck', value: { leases: extended } } });
+        },
+        (err: unknown) => this.log.error({ err }, 'heartbeat failed'),
+      );
+    this.track(answered);
+  }
+
+  /** A malformed lease (in hello.held or a heartbeat) is told lost with the code of where it was named. */
+  private leaseLostMalformed(l: Lease, code: LeaseLostReason): void {
+    this.log.warn({ job_id: l.jobId.slice(0, 64) }, 'worker named a malformed lease; told lease_lost');
+    this.send({ msg: { $case: 'leaseLost', value: { jobId: l.jobId, reason: MALFORMED_LEASE_TEXT, code: LEASE_LOST_REASON_TO_PB[code] } } });
+  }
+
+  // ----- acks ------------------------------------------------------------------------
+
+  /** Answers a report once its write has committed (or failed: the worker is asked to resend). */
+  private ackWhenWritten(jobId: string, write: Promise<{ result: AckResult; reason: string }>): void {
+    const answered = write.then(
+      (a) => this.acks.add(jobId, a.result, a.reason),
+      (err: unknown) => {
+        this.log.error({ err, job_id: jobId }, 'worker write failed; the worker is asked to send it again');
+        this.acks.add(jobId, 'retry_later', 'the server could not apply the report now; retry the write');
+      },
+    );
+    this.track(answered);
+  }
+
+  /** A report that is malformed: refused before it reaches the dispatcher. */
+  private ackInvalid(jobId: string, err: unknown): void {
+    if (!(err instanceof EvoraError)) throw err;
+    this.acks.add(jobId, 'invalid', err.message);
+  }
+
+  private track(p: Promise<void>): void {
+    const settled = p.catch((err: unknown) => this.bug(err));
+    this.inFlight.add(settled);
+    void settled.finally(() => this.inFlight.delete(settled));
+  }
+
+  // ----- to the worker ---------------------------------------------------------------
+
+  /** What the dispatcher sends this session. Throws when jobs cannot be sent (it then releases them). */
+  private fromDispatcher(msg: SessionMessage): void {
+    if (this.current === 'opening') {
+      this.beforeWelcome.push(msg);
+      return;
+    }
+    const writable = this.writer.state === 'flowing' || this.writer.state === 'blocked';
+    if (msg.kind === 'jobs') {
+      if (!writable) throw new Error('the Work stream has ended');
+      for (const out of leasedJobsMessages(msg.jobs, { batches: this.batches })) this.send(out);
+      return;
+    }
+    if (!writable) return; // a lease_lost or cancel for a stream that is ending or gone
+    if (msg.kind === 'drain' && this.current === 'open') this.to('draining');
+    this.send(sessionMessageToPb(msg));
+  }
+
+  /** Writes a message after the acks already queued, so the worker sees them in order. */
+  private send(out: WorkOut): void {
+    this.acks.flush();
+    this.writer.write(out);
+  }
+
+  /** The writer blocked or flows again: take no new jobs and read no requests meanwhile. */
+  private backpressure(blocked: boolean): void {
+    const s = this.session;
+    if (s && blocked) this.deps.dispatcher.sessionPause(s);
+    else if (s) this.deps.dispatcher.sessionResume(s);
+    this.inputFlow();
+  }
+
+  private inputFlow(): void {
+    const pause = this.writer.blocked || (this.current === 'opening' && this.early.length >= EARLY_MAX);
+    if (pause === this.call.isPaused()) return;
+    if (pause) this.call.pause();
+    else this.call.resume();
+  }
+
+  // ----- the end ---------------------------------------------------------------------
+
+  /** Closes the session (its leases run on, so a reconnecting worker can finish its jobs). */
+  private close(): void {
+    if (this.current === 'closed') return;
+    this.to('closed');
+    this.deps.streams.delete(this);
+    this.early.length = 0;
+    this.beforeWelcome.length = 0;
+    const s = this.session;
+    if (s) {
+      this.log.info({ held: s.held.size }, 'worker session closed');
+      this.deps.dispatcher.sessionClose(s);
+    }
+  }
+
+  /** The stream is over (error, cancel or close): whatever waits to be written is dropped. */
+  private gone(): void {
+    this.closing.abort();
+    this.close();
+  }
+
+  private refuse(message: string): void {
+    this.endWithStatus({ code: status.INVALID_ARGUMENT, details: message });
+  }
+
+  /** Ends the stream with a status (grpc-js sends it after what is already written). */
+  private endWithStatus(err: Partial<ServiceError>): void {
+    this.call.emit('error', err);
+  }
+
+  /** A bug in this class: logged with its detail; the stream ends with INTERNAL. */
+  private bug(err: unknown): void {
+    const answer = toServiceError(err, this.log, { method: 'Work', state: this.current });
+    if (this.current !== 'closed') this.endWithStatus(answer);
+  }
+
+  private guard(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.bug(err);
+    }
+  }
+
+  private to(next: WorkStreamState): void {
+    if (!TRANSITIONS[this.current].includes(next)) throw new Error(`Work stream: illegal transition ${this.current} -> ${next}`);
+    this.current = next;
+  }
+}
+
+function leaseWellFormed(l: Lease): boolean {
+  return isUuid(l.jobId) && isUuid(l.leaseToken);
+}
+
+/** INVALID_ARGUMENT unless the report names its job and lease by UUIDs. */
+function leaseCheck(v: { jobId: string; leaseToken: string }): void {
+  checkUuid('job_id', v.jobId);
+  checkUuid('lease_token', v.leaseToken);
+}

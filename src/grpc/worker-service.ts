@@ -1,0 +1,86 @@
+import { LEASE_LOST_TEXT } from '../domain/codes.js';
+import { failedPrecondition, invalidArgument } from '../domain/errors.js';
+import type { LeaseRef } from '../domain/job.js';
+import { checkDate, checkIntRange, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
+import type { WorkerServiceServer } from '../gen/evora/v1/worker.js';
+import { durationToSeconds, jobToPb, leasedJobToPb } from './convert.js';
+import type { ServiceDeps } from './deps.js';
+import { unary } from './unary.js';
+import { WorkStream, type WorkStreamDeps } from './work-stream.js';
+
+/** Longest long-poll of a ClaimJobs call. */
+const MAX_WAIT_MS = 60_000;
+
+/** The lease a unary report names; INVALID_ARGUMENT unless both are UUIDs. */
+function leaseRef(req: { jobId: string; leaseToken: string }): LeaseRef {
+  return { id: checkUuid('job_id', req.jobId), token: checkUuid('lease_token', req.leaseToken) };
+}
+
+/** A refused write on a unary call: the lease is not current (FAILED_PRECONDITION). */
+function leaseLost() {
+  return failedPrecondition(`lease lost: ${LEASE_LOST_TEXT.expired}`);
+}
+
+/**
+ * WorkerService: the Work stream (src/grpc/work-stream.ts) and its unary twins for workers
+ * that cannot stream. The twins follow the stream's rules: a malformed job id or lease
+ * token is INVALID_ARGUMENT, a lease that is not current is FAILED_PRECONDITION, and a
+ * snooze without run_at means now.
+ */
+export function workerService(deps: ServiceDeps): WorkerServiceServer {
+  const { store, dispatcher, logger, maxPayloadBytes } = deps;
+
+  /** The shortest lease of the worker's queues (the default for queues not configured yet). */
+  async function leaseSecondsFor(queues: string[]): Promise<number> {
+    const known = (await store.queueList()).filter((q) => queues.includes(q.name));
+    return Math.min(deps.defaultLeaseSeconds, ...known.map((q) => q.leaseSeconds));
+  }
+  const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, leaseSecondsFor, streams: deps.streams };
+
+  return {
+    work: (call) => {
+      WorkStream.start(call, streamDeps);
+    },
+    claimJobs: unary(logger, 'ClaimJobs', async (req, call) => {
+      checkName('worker_id', req.workerId);
+      if (req.queues.length === 0) throw invalidArgument('queues must name at least one queue');
+      req.queues.forEach((q) => checkName('queues', q));
+      const max = req.max === 0 ? 1 : checkIntRange('max', req.max, 1, 1000);
+      const waitMs = req.wait ? Math.round(durationToSeconds(req.wait) * 1000) : 0;
+      if (waitMs < 0 || waitMs > MAX_WAIT_MS) throw invalidArgument(`wait must be from 0 to ${MAX_WAIT_MS / 1000}s`);
+      const abort = new AbortController();
+      call.on('cancelled', () => abort.abort());
+      const jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, signal: abort.signal });
+      return { jobs: jobs.map(leasedJobToPb) };
+    }),
+    extendLease: unary(logger, 'ExtendLease', async (req) => {
+      const r = await dispatcher.heartbeat(null, [leaseRef(req)]);
+      const e = r.extended[0];
+      if (!e) throw leaseLost();
+      return { leaseExpiresAt: e.lockedUntil, cancelRequested: e.cancelRequested };
+    }),
+    completeJob: unary(logger, 'CompleteJob', async (req) => {
+      const lease = leaseRef(req);
+      const result = checkJsonSize('result', req.result, maxPayloadBytes);
+      const out = await dispatcher.complete(null, { ...lease, result });
+      if (!out.accepted) throw leaseLost();
+      // A completion reports only what changed; COMPLETED is final, so this read is that job.
+      return { job: jobToPb(await store.jobGet({ id: lease.id })) };
+    }),
+    failJob: unary(logger, 'FailJob', async (req) => {
+      const lease = leaseRef(req);
+      const retryAt = checkDate('retry_at', req.retryAt) ?? null;
+      const out = await dispatcher.fail(null, { ...lease, error: req.error.slice(0, 10_000), retryable: !req.nonRetryable, retryAt });
+      if (!out.accepted) throw leaseLost();
+      return { job: out.job ? jobToPb(out.job) : undefined };
+    }),
+    snoozeJob: unary(logger, 'SnoozeJob', async (req) => {
+      const lease = leaseRef(req);
+      // run_at unset means now: the job is claimable again at once.
+      const runAt = checkDate('run_at', req.runAt) ?? new Date();
+      const out = await dispatcher.snooze(null, { ...lease, runAt });
+      if (!out.accepted) throw leaseLost();
+      return { job: out.job ? jobToPb(out.job) : undefined };
+    }),
+  };
+}

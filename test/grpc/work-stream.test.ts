@@ -1,0 +1,256 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { JobState } from '../../src/gen/evora/v1/job.js';
+import { AckResult, LeaseLostReason, type LeasedJob } from '../../src/gen/evora/v1/worker.js';
+import type { EvoraServer } from '../../src/server/server.js';
+import { queueName } from '../helpers/factories.js';
+import { rawWorkers } from '../helpers/raw-worker.js';
+import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * The Work stream's protocol rules: ack result codes, messages sent before the welcome,
+ * snooze without run_at, malformed ids and tokens, and backpressure on a worker that does
+ * not read.
+ */
+
+let clients: Clients;
+let server: EvoraServer;
+let databaseUrl: string;
+beforeAll(async () => {
+  ({ clients, server, databaseUrl } = await serverSetup());
+});
+const worker = rawWorkers(() => clients);
+
+const submit = async (queue: string, payload: Record<string, unknown> = {}) =>
+  (await call(clients.jobs, 'submitJob', { queue, type: 't', payload, priority: 0, idempotencyKey: '', maxAttempts: 0 })).job!;
+const getJob = async (id: string) => (await call(clients.jobs, 'getJob', { id })).job!;
+const lease = (l: LeasedJob) => ({ jobId: l.job!.id, leaseToken: l.leaseToken });
+
+describe('every ack carries a result code', () => {
+  it('ACCEPTED for a current lease, LEASE_LOST for one that is not, INVALID for a malformed report', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('acks', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    const leased = w.jobs[0]!;
+
+    w.send({ msg: { $case: 'complete', value: { jobId: id, leaseToken: 'junk' } } });
+    w.complete(leased, { ok: true });
+    w.complete(leased, { again: true }); // the job is finished: that lease is no longer current
+    await w.until(() => w.acks(id).length === 3);
+    expect(w.acks(id)).toEqual([
+      { jobId: id, accepted: false, result: AckResult.ACK_RESULT_INVALID, reason: expect.stringMatching(/lease_token "junk" is not a UUID/) },
+      { jobId: id, accepted: true, result: AckResult.ACK_RESULT_ACCEPTED, reason: '' },
+      { jobId: id, accepted: false, result: AckResult.ACK_RESULT_LEASE_LOST, reason: expect.any(String) },
+    ]);
+    expect(await getJob(id)).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, result: { ok: true } });
+  });
+
+  it('RETRY_LATER when the write fails in the database; the same report sent again is accepted', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('retry', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    const admin = new pg.Client({ connectionString: databaseUrl });
+    await admin.connect();
+    try {
+      // Hold the jobs table so the completion waits, then end the server connections that
+      // wait for it: the write fails as it would if the database went away mid-statement.
+      await admin.query('BEGIN');
+      await admin.query('LOCK TABLE evora.jobs IN ACCESS EXCLUSIVE MODE');
+      w.complete(w.jobs[0]!);
+      await waitFor(
+        async () => {
+          await admin.query(
+            `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`,
+          );
+          return w.acks(id).length === 1;
+        },
+        { what: 'the failed write to be acked' },
+      );
+      await admin.query('ROLLBACK');
+    } finally {
+      await admin.end();
+    }
+    expect(w.acks(id)[0]).toMatchObject({ accepted: false, result: AckResult.ACK_RESULT_RETRY_LATER });
+    expect((await getJob(id)).state).toBe(JobState.JOB_STATE_RUNNING);
+
+    w.complete(w.jobs[0]!);
+    await w.until(() => w.acks(id).length === 2);
+    expect(w.acks(id)[1]).toMatchObject({ accepted: true, result: AckResult.ACK_RESULT_ACCEPTED });
+    expect((await getJob(id)).state).toBe(JobState.JOB_STATE_COMPLETED);
+  });
+});
+
+describe('messages sent before the welcome', () => {
+  it('hello, heartbeat and complete back to back: the session opens, then both are answered in order of arrival', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    // The lease comes from a unary claim, as a worker reconnecting with a job in hand has it.
+    const claimed = (await call(clients.workers, 'claimJobs', { workerId: 'early', queues: [queue], max: 1 })).jobs[0]!;
+    const w = worker();
+    w.helloSend('early', [queue], 1, { held: [lease(claimed)] });
+    w.send({ msg: { $case: 'heartbeat', value: { leases: [lease(claimed)] } } });
+    w.complete(claimed, { early: true });
+    await w.until(() => w.acks(id).length === 1);
+    expect(w.received[0]?.msg?.$case).toBe('welcome');
+    expect(w.messages('heartbeatAck')[0]?.leases.map((l) => l.jobId)).toEqual([id]);
+    expect(w.acks(id)[0]).toMatchObject({ accepted: true, result: AckResult.ACK_RESULT_ACCEPTED });
+    expect(await getJob(id)).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, result: { early: true } });
+  });
+
+  it('hello then drain back to back: the worker gets the welcome and no job; another worker gets them all', async () => {
+    const queue = queueName();
+    const ids = new Set<string>();
+    for (let i = 0; i < 5; i++) ids.add((await submit(queue, { i })).id);
+    const drained = worker();
+    drained.helloSend('drained', [queue], 10);
+    drained.send({ msg: { $case: 'drain', value: {} } });
+    await drained.welcomed();
+    // The drain was handled with the welcome: the session has no free slots.
+    expect(server.dispatcher.queueWorkers(queue)).toEqual({ workers: 1, freeSlots: 0 });
+    const other = worker();
+    await other.hello('other', [queue], 10);
+    await other.until(() => other.jobs.length === 5);
+    expect(new Set(other.jobs.map((j) => j.job!.id))).toEqual(ids);
+    expect(drained.jobs).toHaveLength(0);
+  });
+});
+
+describe('ending', () => {
+  it('a worker that half-closes right after a report still gets its ack before the stream ends', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('leaving', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    w.complete(w.jobs[0]!);
+    w.stream.end();
+    await w.until(() => w.ended);
+    expect(w.error).toBeNull();
+    expect(w.acks(id)).toMatchObject([{ accepted: true, result: AckResult.ACK_RESULT_ACCEPTED }]);
+  });
+});
+
+describe('snooze without run_at means now', () => {
+  it('on the stream: acked, PENDING and claimable at once, without using up an attempt', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('snoozer', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    const before = new Date();
+    w.send({ msg: { $case: 'snooze', value: lease(w.jobs[0]!) } });
+    await w.until(() => w.acks(id).length === 1);
+    expect(w.acks(id)[0]).toMatchObject({ accepted: true, result: AckResult.ACK_RESULT_ACCEPTED });
+    // Given back and claimable at once: it comes straight back to this worker.
+    await w.until(() => w.jobs.length === 2);
+    expect(w.jobs[1]!.job).toMatchObject({ id, attempt: 1 });
+    expect(w.jobs[1]!.job!.runAt!.getTime()).toBeGreaterThanOrEqual(before.getTime() - 1);
+    expect(w.jobs[1]!.job!.runAt!.getTime()).toBeLessThanOrEqual(w.jobs[1]!.job!.startedAt!.getTime());
+  });
+
+  it('on SnoozeJob: PENDING with run_at now, and the next ClaimJobs gets it', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const first = (await call(clients.workers, 'claimJobs', { workerId: 'u', queues: [queue], max: 1 })).jobs[0]!;
+    const snoozed = await call(clients.workers, 'snoozeJob', lease(first));
+    expect(snoozed.job).toMatchObject({ id, state: JobState.JOB_STATE_PENDING, attempt: 0 });
+    expect(snoozed.job!.runAt!.getTime()).toBeLessThanOrEqual(Date.now());
+    const again = await call(clients.workers, 'claimJobs', { workerId: 'u', queues: [queue], max: 1 });
+    expect(again.jobs.map((j) => j.job!.id)).toEqual([id]);
+  });
+});
+
+describe('malformed ids and tokens on the stream', () => {
+  it('complete, fail and snooze with a malformed id or token are acked INVALID and change nothing', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('malformed', [queue], 1, { batches: true });
+    await w.until(() => w.jobs.length === 1);
+    const token = w.jobs[0]!.leaseToken;
+    w.send({ msg: { $case: 'fail', value: { jobId: id, leaseToken: 'x', error: 'e', nonRetryable: true } } });
+    w.send({ msg: { $case: 'snooze', value: { jobId: id, leaseToken: `${token}0` } } });
+    w.send({ msg: { $case: 'completes', value: { completes: [{ jobId: 'job-1', leaseToken: token }, { jobId: id, leaseToken: '' }] } } });
+    await w.until(() => w.allAcks().length === 4);
+    expect(w.allAcks().map((a) => [a.jobId, a.result, a.accepted])).toEqual([
+      [id, AckResult.ACK_RESULT_INVALID, false],
+      [id, AckResult.ACK_RESULT_INVALID, false],
+      ['job-1', AckResult.ACK_RESULT_INVALID, false],
+      [id, AckResult.ACK_RESULT_INVALID, false],
+    ]);
+    expect(w.allAcks().map((a) => a.reason)).toEqual([
+      expect.stringMatching(/lease_token "x" is not a UUID/),
+      expect.stringMatching(/lease_token ".*" is not a UUID/),
+      expect.stringMatching(/job_id "job-1" is not a UUID/),
+      expect.stringMatching(/lease_token is required/),
+    ]);
+    expect((await getJob(id)).state).toBe(JobState.JOB_STATE_RUNNING);
+  });
+
+  it('a heartbeat naming a malformed lease: that one is told lease_lost (EXPIRED), the others are extended', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('beats', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    w.send({ msg: { $case: 'heartbeat', value: { leases: [lease(w.jobs[0]!), { jobId: 'nope', leaseToken: 'junk' }] } } });
+    await w.until(() => w.messages('heartbeatAck').length === 1);
+    expect(w.messages('heartbeatAck')[0]!.leases.map((l) => l.jobId)).toEqual([id]);
+    expect(w.messages('leaseLost')).toEqual([{ jobId: 'nope', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: expect.any(String) }]);
+    // The well-formed lease is still held: completing it is accepted.
+    w.complete(w.jobs[0]!);
+    await w.until(() => w.acks(id).length === 1);
+    expect(w.acks(id)[0]!.result).toBe(AckResult.ACK_RESULT_ACCEPTED);
+  });
+
+  it('a malformed lease in hello.held is told lease_lost (NOT_HELD_ON_RECONNECT) after the welcome', async () => {
+    const w = worker();
+    await w.hello('held-junk', [queueName()], 1, { held: [{ jobId: 'x', leaseToken: 'y' }] });
+    await w.until(() => w.messages('leaseLost').length === 1);
+    expect(w.received[0]?.msg?.$case).toBe('welcome');
+    expect(w.messages('leaseLost')[0]).toMatchObject({ jobId: 'x', code: LeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT });
+  });
+});
+
+describe('backpressure', () => {
+  it('a worker that stops reading gets no new jobs while its stream is backed up, and loses none', async () => {
+    const queue = queueName();
+    const pad = 'x'.repeat(8 * 1024);
+    const first = await call(clients.jobs, 'submitJobs', {
+      jobs: Array.from({ length: 100 }, (_, i) => ({ queue, type: 't', payload: { i, pad }, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
+    });
+    const ids = new Set(first.results.map((r) => r.job!.id));
+    const w = worker();
+    await w.hello('slow-reader', [queue], 1000); // one `job` message of ~8 KiB per job
+    w.stream.pause(); // reads nothing more: HTTP/2 flow control stops the server's writes
+
+    // Every job was dealt to the session, and its writer is blocked: the session, with 900
+    // slots unused, says it has none free.
+    await waitFor(() => server.dispatcher.sessionStats().held === 100 && server.dispatcher.queueWorkers(queue).freeSlots === 0, {
+      what: 'the stream to back up',
+    });
+    // Jobs submitted meanwhile are not handed to it, and no claim takes them for it.
+    for (let i = 0; i < 10; i++) {
+      const { id, state } = await submit(queue, { late: i });
+      expect(state).toBe(JobState.JOB_STATE_PENDING);
+      ids.add(id);
+    }
+    server.dispatcher.notifyQueue(queue);
+    expect(server.dispatcher.sessionStats().held).toBe(100);
+
+    // Reading again: every job arrives, each once, the late ones by a claim once the writer flows.
+    w.stream.resume();
+    w.autoComplete();
+    await w.until(() => w.allAcks().length === 110, 30_000);
+    expect(w.jobs.map((j) => j.job!.id).sort()).toEqual([...ids].sort());
+    expect(w.allAcks().every((a) => a.result === AckResult.ACK_RESULT_ACCEPTED)).toBe(true);
+    const done = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_COMPLETED], type: '', pageSize: 200, pageToken: '' });
+    expect(done.jobs).toHaveLength(110);
+  });
+});

@@ -20,7 +20,7 @@ export type CompleteWrite = LeaseRef & { result: JsonObject | null };
 /** A failure as a worker reports it. */
 export type FailWrite = LeaseRef & { error: string; retryable: boolean; retryAt: Date | null };
 /** A snooze as a worker reports it. */
-export type SnoozeWrite = LeaseRef & { runAt: Date };
+export type SnoozeWrite = LeaseRef & { runAt: Date | null };
 
 /**
  * The workers' complete, fail and snooze reports, each kind through a Batcher (group

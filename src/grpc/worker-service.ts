@@ -77,7 +77,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     snoozeJob: unary(logger, 'SnoozeJob', async (req) => {
       const lease = leaseRef(req);
       // run_at unset means now: the job is claimable again at once.
-      const runAt = checkDate('run_at', req.runAt) ?? new Date();
+      const runAt = checkDate('run_at', req.runAt) ?? null;
       const out = await dispatcher.snooze(null, { ...lease, runAt });
       if (!out.accepted) throw leaseLost();
       return { job: out.job ? jobToPb(out.job) : undefined };

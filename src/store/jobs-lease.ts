@@ -94,7 +94,7 @@ const jobFailManySql = statement<JobFailManyParams, JobRow>(
   { prepared: true },
 );
 
-const jobSnoozeManySql = statement<LeaseParams & { runAts: Date[] }, JobRow>(
+const jobSnoozeManySql = statement<LeaseParams & { runAts: (Date | null)[] }, JobRow>(
   'job-snooze-many',
   { ids: 'uuid[]', tokens: 'uuid[]', runAts: 'timestamptz[]', now: 'timestamptz' },
   JOB_COLUMNS,
@@ -191,7 +191,7 @@ export async function jobsFail(
 }
 
 /** Snoozes (Store.jobSnoozeMany). */
-export async function jobsSnooze(pool: pg.Pool, snoozes: (LeaseRef & { runAt: Date })[], now: Date | null): Promise<LeaseWriteOutcome[]> {
+export async function jobsSnooze(pool: pg.Pool, snoozes: (LeaseRef & { runAt: Date | null })[], now: Date | null): Promise<LeaseWriteOutcome[]> {
   const valid = snoozes.filter((s) => isUuid(s.id) && isUuid(s.token));
   const rows =
     valid.length === 0

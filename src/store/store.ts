@@ -168,8 +168,8 @@ export class Store {
     return jobsFail(this.pool, params.failures, params.now ?? null);
   }
 
-  /** Puts leased jobs back to PENDING at runAt without using up an attempt. */
-  async jobSnoozeMany(params: { snoozes: (LeaseRef & { runAt: Date })[]; now?: Date }): Promise<LeaseWriteOutcome[]> {
+  /** Puts leased jobs back to PENDING at runAt (null: now, by the database clock) without using up an attempt. */
+  async jobSnoozeMany(params: { snoozes: (LeaseRef & { runAt: Date | null })[]; now?: Date }): Promise<LeaseWriteOutcome[]> {
     return jobsSnooze(this.pool, params.snoozes, params.now ?? null);
   }
 

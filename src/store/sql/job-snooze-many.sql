@@ -1,5 +1,6 @@
 -- name: jobSnoozeMany
--- Puts leased jobs back to PENDING at :runAts[i] without using up an attempt: the job did
+-- Puts leased jobs back to PENDING at :runAts[i] (NULL: now, by the database's clock, so the
+-- job is claimable at once and its queue is woken) without using up an attempt: the job did
 -- not fail, it asked to run later. A job an operator asked to cancel becomes CANCELLED
 -- instead. One event per job (snoozed or cancelled) with its run time; wakes each queue
 -- that has a job due now again.
@@ -9,7 +10,7 @@ WITH input AS (
   SELECT DISTINCT ON (id, token) * FROM unnest(:ids::uuid[], :tokens::uuid[], :runAts::timestamptz[]) AS s(id, token, run_at)
 ),
 locked AS (
-  SELECT j.id, s.run_at,
+  SELECT j.id, coalesce(s.run_at, coalesce(:now::timestamptz, now())) AS run_at,
          CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'CANCELLED'::evora.job_state
               ELSE 'PENDING'::evora.job_state END AS next_state
   FROM input s JOIN evora.jobs j ON j.id = s.id

@@ -23,8 +23,15 @@ export class AckQueue {
     private readonly later: (flush: () => void) => void,
   ) {}
 
-  add(jobId: string, result: AckResult, reason: string): void {
-    const ack: ServerAck = { jobId, accepted: result === 'accepted', reason, result: ACK_RESULT_TO_PB[result] };
+  /** Answers one report (named by its job and the lease token it carried) with a result. */
+  add(report: { jobId: string; leaseToken: string }, result: AckResult, reason: string): void {
+    const ack: ServerAck = {
+      jobId: report.jobId,
+      leaseToken: report.leaseToken,
+      accepted: result === 'accepted',
+      reason,
+      result: ACK_RESULT_TO_PB[result],
+    };
     if (!this.batches()) return this.write({ msg: { $case: 'ack', value: ack } });
     this.queued.push(ack);
     if (this.queued.length === 1) setImmediate(() => this.later(() => this.flush()));

@@ -263,9 +263,9 @@ export class WorkStream implements WorkStreamHandle {
       leaseCheck(v);
       result = checkJsonSize('result', v.result, this.deps.maxPayloadBytes);
     } catch (err) {
-      return this.ackInvalid(v.jobId, err);
+      return this.ackInvalid(v, err);
     }
-    this.ackWhenWritten(v.jobId, this.deps.dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
+    this.ackWhenWritten(v, this.deps.dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
   }
 
   private fail(s: WorkerSession, v: WorkerFail): void {
@@ -273,10 +273,10 @@ export class WorkStream implements WorkStreamHandle {
       leaseCheck(v);
       checkDate('retry_at', v.retryAt);
     } catch (err) {
-      return this.ackInvalid(v.jobId, err);
+      return this.ackInvalid(v, err);
     }
     const write = { id: v.jobId, token: v.leaseToken, error: v.error.slice(0, 10_000), retryable: !v.nonRetryable, retryAt: v.retryAt ?? null };
-    this.ackWhenWritten(v.jobId, this.deps.dispatcher.fail(s, write));
+    this.ackWhenWritten(v, this.deps.dispatcher.fail(s, write));
   }
 
   private snooze(s: WorkerSession, v: WorkerSnooze): void {
@@ -284,10 +284,10 @@ export class WorkStream implements WorkStreamHandle {
       leaseCheck(v);
       checkDate('run_at', v.runAt);
     } catch (err) {
-      return this.ackInvalid(v.jobId, err);
+      return this.ackInvalid(v, err);
     }
     // run_at unset means now: the job is claimable again at once.
-    this.ackWhenWritten(v.jobId, this.deps.dispatcher.snooze(s, { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? new Date() }));
+    this.ackWhenWritten(v, this.deps.dispatcher.snooze(s, { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null }));
   }
 
   /**
@@ -328,21 +328,21 @@ export class WorkStream implements WorkStreamHandle {
   // ----- acks ------------------------------------------------------------------------
 
   /** Answers a report once its write has committed (or failed: the worker is asked to resend). */
-  private ackWhenWritten(jobId: string, write: Promise<{ result: AckResult; reason: string }>): void {
+  private ackWhenWritten(report: Report, write: Promise<{ result: AckResult; reason: string }>): void {
     const answered = write.then(
-      (a) => this.acks.add(jobId, a.result, a.reason),
+      (a) => this.acks.add(report, a.result, a.reason),
       (err: unknown) => {
-        this.log.error({ err, job_id: jobId }, 'worker write failed; the worker is asked to send it again');
-        this.acks.add(jobId, 'retry_later', 'the server could not apply the report now; retry the write');
+        this.log.error({ err, job_id: report.jobId }, 'worker write failed; the worker is asked to send it again');
+        this.acks.add(report, 'retry_later', 'the server could not apply the report now; retry the write');
       },
     );
     this.track(answered);
   }
 
   /** A report that is malformed: refused before it reaches the dispatcher. */
-  private ackInvalid(jobId: string, err: unknown): void {
+  private ackInvalid(report: Report, err: unknown): void {
     if (!(err instanceof EvoraError)) throw err;
-    this.acks.add(jobId, 'invalid', err.message);
+    this.acks.add(report, 'invalid', err.message);
   }
 
   private track(p: Promise<void>): void {
@@ -441,6 +441,9 @@ export class WorkStream implements WorkStreamHandle {
     this.current = next;
   }
 }
+
+/** A worker's report as its ack names it: the job and the lease token the report carried. */
+type Report = { jobId: string; leaseToken: string };
 
 function leaseWellFormed(l: Lease): boolean {
   return isUuid(l.jobId) && isUuid(l.leaseToken);

@@ -37,7 +37,7 @@ async function setup(opts: { acceptsBatches?: boolean } = {}) {
   /** The reports sent about one job, in order. */
   const reportsOf = (jobId: string) => reportsIn(server.received).filter((r) => r.value.jobId === jobId);
   const ack = (jobId: string, result: AckResult, fields: Partial<ServerAck> = {}) =>
-    server.send({ msg: { $case: 'ack', value: { jobId, accepted: result === AckResult.ACK_RESULT_ACCEPTED, reason: '', result, ...fields } } });
+    server.send({ msg: { $case: 'ack', value: { jobId, accepted: result === AckResult.ACK_RESULT_ACCEPTED, reason: '', result, leaseToken: '', ...fields } } });
   return { server, worker, finished, aborted, logged, reportsOf, ack };
 }
 

@@ -431,6 +431,13 @@ export interface ServerAck {
   reason: string;
   /** What became of the report, and so what the worker does next (see AckResult). */
   result: AckResult;
+  /**
+   * The lease_token the report carried. A job can be reported twice under different
+   * leases (a retry claimed again before the first ack arrives): match an ack to its
+   * report by job_id and lease_token. Empty only from servers that predate this field;
+   * then acks about one job come in the order its reports were sent.
+   */
+  leaseToken: string;
 }
 
 /**
@@ -2204,7 +2211,7 @@ export const LeasedJob: MessageFns<LeasedJob> = {
 };
 
 function createBaseServerAck(): ServerAck {
-  return { jobId: "", accepted: false, reason: "", result: 0 };
+  return { jobId: "", accepted: false, reason: "", result: 0, leaseToken: "" };
 }
 
 export const ServerAck: MessageFns<ServerAck> = {
@@ -2220,6 +2227,9 @@ export const ServerAck: MessageFns<ServerAck> = {
     }
     if (message.result !== 0) {
       writer.uint32(32).int32(message.result);
+    }
+    if (message.leaseToken !== "") {
+      writer.uint32(42).string(message.leaseToken);
     }
     return writer;
   },
@@ -2269,6 +2279,14 @@ export const ServerAck: MessageFns<ServerAck> = {
             message.result = reader.int32() as any;
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.leaseToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2291,6 +2309,11 @@ export const ServerAck: MessageFns<ServerAck> = {
       accepted: isSet(object.accepted) ? globalThis.Boolean(object.accepted) : false,
       reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
       result: isSet(object.result) ? ackResultFromJSON(object.result) : 0,
+      leaseToken: isSet(object.leaseToken)
+        ? globalThis.String(object.leaseToken)
+        : isSet(object.lease_token)
+        ? globalThis.String(object.lease_token)
+        : "",
     };
   },
 
@@ -2308,6 +2331,9 @@ export const ServerAck: MessageFns<ServerAck> = {
     if (message.result !== 0) {
       obj.result = ackResultToJSON(message.result);
     }
+    if (message.leaseToken !== "") {
+      obj.leaseToken = message.leaseToken;
+    }
     return obj;
   },
 
@@ -2320,6 +2346,7 @@ export const ServerAck: MessageFns<ServerAck> = {
     message.accepted = object.accepted ?? false;
     message.reason = object.reason ?? "";
     message.result = object.result ?? 0;
+    message.leaseToken = object.leaseToken ?? "";
     return message;
   },
 };

@@ -43,7 +43,8 @@ type JobServiceClient interface {
 	// SubmitJobs enqueues several jobs in one transaction: either every job is
 	// accepted (new or idempotent replay) or none is and the call fails.
 	SubmitJobs(ctx context.Context, in *SubmitJobsRequest, opts ...grpc.CallOption) (*SubmitJobsResponse, error)
-	// GetJob returns one job by id (NOT_FOUND if there is no such job).
+	// GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
+	// not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	// ListJobs returns jobs matching the filters, newest first, one page at a time.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
@@ -142,7 +143,8 @@ type JobServiceServer interface {
 	// SubmitJobs enqueues several jobs in one transaction: either every job is
 	// accepted (new or idempotent replay) or none is and the call fails.
 	SubmitJobs(context.Context, *SubmitJobsRequest) (*SubmitJobsResponse, error)
-	// GetJob returns one job by id (NOT_FOUND if there is no such job).
+	// GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
+	// not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	// ListJobs returns jobs matching the filters, newest first, one page at a time.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)

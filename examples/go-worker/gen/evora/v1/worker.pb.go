@@ -147,8 +147,11 @@ const (
 	LeaseLostReason_LEASE_LOST_REASON_UNSPECIFIED LeaseLostReason = 0
 	// A heartbeat found the lease no longer current: it expired (the job was requeued, handed
 	// to another worker, dead-lettered or cancelled by the sweeper), or the job was finished.
+	// Also sent for a lease in a heartbeat whose job_id or lease_token is not a UUID (it
+	// cannot be current); the heartbeat's other leases are extended as usual.
 	LeaseLostReason_LEASE_LOST_REASON_EXPIRED LeaseLostReason = 1
-	// A lease named in hello.held after a reconnect was no longer current.
+	// A lease named in hello.held after a reconnect was no longer current (or was not a
+	// well-formed lease: job_id and lease_token must be UUIDs).
 	LeaseLostReason_LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT LeaseLostReason = 2
 )
 
@@ -1327,7 +1330,12 @@ type ServerAck struct {
 	// `result`, never on this text.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// What became of the report, and so what the worker does next (see AckResult).
-	Result        AckResult `protobuf:"varint,4,opt,name=result,proto3,enum=evora.v1.AckResult" json:"result,omitempty"`
+	Result AckResult `protobuf:"varint,4,opt,name=result,proto3,enum=evora.v1.AckResult" json:"result,omitempty"`
+	// The lease_token the report carried. A job can be reported twice under different
+	// leases (a retry claimed again before the first ack arrives): match an ack to its
+	// report by job_id and lease_token. Empty only from servers that predate this field;
+	// then acks about one job come in the order its reports were sent.
+	LeaseToken    string `protobuf:"bytes,5,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1388,6 +1396,13 @@ func (x *ServerAck) GetResult() AckResult {
 		return x.Result
 	}
 	return AckResult_ACK_RESULT_UNSPECIFIED
+}
+
+func (x *ServerAck) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
 }
 
 // LeasedJobBatch carries several newly leased jobs (usually all that one claim gave
@@ -2433,12 +2448,14 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12D\n" +
-	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"\x83\x01\n" +
+	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"\xa4\x01\n" +
 	"\tServerAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12+\n" +
-	"\x06result\x18\x04 \x01(\x0e2\x13.evora.v1.AckResultR\x06result\"9\n" +
+	"\x06result\x18\x04 \x01(\x0e2\x13.evora.v1.AckResultR\x06result\x12\x1f\n" +
+	"\vlease_token\x18\x05 \x01(\tR\n" +
+	"leaseToken\"9\n" +
 	"\x0eLeasedJobBatch\x12'\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.evora.v1.LeasedJobR\x04jobs\"9\n" +
 	"\x0eServerAckBatch\x12'\n" +

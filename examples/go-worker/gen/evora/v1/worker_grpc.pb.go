@@ -37,6 +37,11 @@ const (
 // until lease_expires_at. Every report about a leased job must carry its
 // lease_token; reports with a stale token (the lease expired and the job was
 // handed out again, or the job was cancelled) are rejected.
+//
+// Errors are codes, never text to parse. On the unary calls: a job_id or
+// lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
+// current is FAILED_PRECONDITION. On the Work stream every report is answered by
+// an ack whose `result` (AckResult) says what to do next.
 type WorkerServiceClient interface {
 	// Work is the streaming protocol. The worker sends `hello` first (exactly
 	// once), the server answers `welcome` and then pushes `job` messages while
@@ -44,6 +49,12 @@ type WorkerServiceClient interface {
 	// `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
 	// every heartbeat_interval_seconds to keep its leases. When the stream
 	// ends, the worker's leases are left to expire and their jobs are retried.
+	//
+	// Backpressure: a worker must keep reading. While the server cannot write to
+	// the stream (HTTP/2 flow control: the worker is not reading), it pushes no new
+	// jobs to that worker and reads none of its messages; what it has to send
+	// (acks, lease_lost, jobs already leased to the worker) waits, in order, and
+	// goes out once the worker reads again.
 	//
 	// Batches (optional, for throughput): a worker that sets
 	// hello.accepts_batches may also receive `jobs` (several jobs in one
@@ -55,13 +66,15 @@ type WorkerServiceClient interface {
 	Work(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WorkRequest, WorkResponse], error)
 	// ClaimJobs leases up to `max` jobs (unary twin of the `job` push).
 	ClaimJobs(ctx context.Context, in *ClaimJobsRequest, opts ...grpc.CallOption) (*ClaimJobsResponse, error)
-	// ExtendLease renews one lease (unary twin of `heartbeat`).
+	// ExtendLease renews one lease (unary twin of `heartbeat`); FAILED_PRECONDITION
+	// when the lease is not current.
 	ExtendLease(ctx context.Context, in *ExtendLeaseRequest, opts ...grpc.CallOption) (*ExtendLeaseResponse, error)
 	// CompleteJob marks a leased job COMPLETED (unary twin of `complete`).
 	CompleteJob(ctx context.Context, in *CompleteJobRequest, opts ...grpc.CallOption) (*CompleteJobResponse, error)
 	// FailJob reports a failed attempt (unary twin of `fail`).
 	FailJob(ctx context.Context, in *FailJobRequest, opts ...grpc.CallOption) (*FailJobResponse, error)
-	// SnoozeJob puts a leased job back to PENDING until run_at (unary twin of `snooze`).
+	// SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
+	// unset (unary twin of `snooze`).
 	SnoozeJob(ctx context.Context, in *SnoozeJobRequest, opts ...grpc.CallOption) (*SnoozeJobResponse, error)
 }
 
@@ -146,6 +159,11 @@ func (c *workerServiceClient) SnoozeJob(ctx context.Context, in *SnoozeJobReques
 // until lease_expires_at. Every report about a leased job must carry its
 // lease_token; reports with a stale token (the lease expired and the job was
 // handed out again, or the job was cancelled) are rejected.
+//
+// Errors are codes, never text to parse. On the unary calls: a job_id or
+// lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
+// current is FAILED_PRECONDITION. On the Work stream every report is answered by
+// an ack whose `result` (AckResult) says what to do next.
 type WorkerServiceServer interface {
 	// Work is the streaming protocol. The worker sends `hello` first (exactly
 	// once), the server answers `welcome` and then pushes `job` messages while
@@ -153,6 +171,12 @@ type WorkerServiceServer interface {
 	// `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
 	// every heartbeat_interval_seconds to keep its leases. When the stream
 	// ends, the worker's leases are left to expire and their jobs are retried.
+	//
+	// Backpressure: a worker must keep reading. While the server cannot write to
+	// the stream (HTTP/2 flow control: the worker is not reading), it pushes no new
+	// jobs to that worker and reads none of its messages; what it has to send
+	// (acks, lease_lost, jobs already leased to the worker) waits, in order, and
+	// goes out once the worker reads again.
 	//
 	// Batches (optional, for throughput): a worker that sets
 	// hello.accepts_batches may also receive `jobs` (several jobs in one
@@ -164,13 +188,15 @@ type WorkerServiceServer interface {
 	Work(grpc.BidiStreamingServer[WorkRequest, WorkResponse]) error
 	// ClaimJobs leases up to `max` jobs (unary twin of the `job` push).
 	ClaimJobs(context.Context, *ClaimJobsRequest) (*ClaimJobsResponse, error)
-	// ExtendLease renews one lease (unary twin of `heartbeat`).
+	// ExtendLease renews one lease (unary twin of `heartbeat`); FAILED_PRECONDITION
+	// when the lease is not current.
 	ExtendLease(context.Context, *ExtendLeaseRequest) (*ExtendLeaseResponse, error)
 	// CompleteJob marks a leased job COMPLETED (unary twin of `complete`).
 	CompleteJob(context.Context, *CompleteJobRequest) (*CompleteJobResponse, error)
 	// FailJob reports a failed attempt (unary twin of `fail`).
 	FailJob(context.Context, *FailJobRequest) (*FailJobResponse, error)
-	// SnoozeJob puts a leased job back to PENDING until run_at (unary twin of `snooze`).
+	// SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
+	// unset (unary twin of `snooze`).
 	SnoozeJob(context.Context, *SnoozeJobRequest) (*SnoozeJobResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }

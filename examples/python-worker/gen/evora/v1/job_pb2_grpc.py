@@ -93,7 +93,8 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetJob(self, request, context):
-        """GetJob returns one job by id (NOT_FOUND if there is no such job).
+        """GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
+        not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65vora/v1/worker.proto\x12\x08\x65vora.v1\x1a\x12\x65vora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\x02\n\x0bWorkRequest\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.evora.v1.WorkerHelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.evora.v1.WorkerHeartbeatH\x00\x12,\n\x08\x63omplete\x18\x03 \x01(\x0b\x32\x18.evora.v1.WorkerCompleteH\x00\x12$\n\x04\x66\x61il\x18\x04 \x01(\x0b\x32\x14.evora.v1.WorkerFailH\x00\x12(\n\x06snooze\x18\x05 \x01(\x0b\x32\x16.evora.v1.WorkerSnoozeH\x00\x12&\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x15.evora.v1.WorkerDrainH\x00\x12\x32\n\tcompletes\x18\x07 \x01(\x0b\x32\x1d.evora.v1.WorkerCompleteBatchH\x00\x12*\n\x05\x66\x61ils\x18\x08 \x01(\x0b\x32\x19.evora.v1.WorkerFailBatchH\x00\x42\x05\n\x03msg\"\x97\x03\n\x0cWorkResponse\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.evora.v1.ServerWelcomeH\x00\x12\"\n\x03job\x18\x02 \x01(\x0b\x32\x13.evora.v1.LeasedJobH\x00\x12\"\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x13.evora.v1.ServerAckH\x00\x12(\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x16.evora.v1.ServerCancelH\x00\x12/\n\nlease_lost\x18\x05 \x01(\x0b\x32\x19.evora.v1.ServerLeaseLostH\x00\x12\x35\n\rheartbeat_ack\x18\x06 \x01(\x0b\x32\x1c.evora.v1.ServerHeartbeatAckH\x00\x12&\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x15.evora.v1.ServerDrainH\x00\x12(\n\x04jobs\x18\x08 \x01(\x0b\x32\x18.evora.v1.LeasedJobBatchH\x00\x12(\n\x04\x61\x63ks\x18\t \x01(\x0b\x32\x18.evora.v1.ServerAckBatchH\x00\x42\x05\n\x03msg\"\x90\x01\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x1d\n\x04held\x18\x04 \x03(\x0b\x32\x0f.evora.v1.Lease\x12\x1c\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08H\x00\x88\x01\x01\x42\x12\n\x10_accepts_batches\",\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"2\n\x0fWorkerHeartbeat\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Lease\"^\n\x0eWorkerComplete\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x85\x01\n\nWorkerFail\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x0cWorkerSnooze\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"B\n\x13WorkerCompleteBatch\x12+\n\tcompletes\x18\x01 \x03(\x0b\x32\x18.evora.v1.WorkerComplete\"6\n\x0fWorkerFailBatch\x12#\n\x05\x66\x61ils\x18\x01 \x03(\x0b\x32\x14.evora.v1.WorkerFail\"\r\n\x0bWorkerDrain\"\x96\x01\n\rServerWelcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x04 \x01(\x05\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\"r\n\tLeasedJob\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"b\n\tServerAck\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12#\n\x06result\x18\x04 \x01(\x0e\x32\x13.evora.v1.AckResult\"3\n\x0eLeasedJobBatch\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"3\n\x0eServerAckBatch\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.evora.v1.ServerAck\"D\n\x0cServerCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12$\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x16.evora.v1.CancelReason\"Z\n\x0fServerLeaseLost\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\'\n\x04\x63ode\x18\x03 \x01(\x0e\x32\x19.evora.v1.LeaseLostReason\"\x84\x01\n\rExtendedLease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\"=\n\x12ServerHeartbeatAck\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.evora.v1.ExtendedLease\"B\n\x0bServerDrain\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12#\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x15.evora.v1.DrainReason\"k\n\x10\x43laimJobsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\x0b\n\x03max\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"6\n\x11\x43laimJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"9\n\x12\x45xtendLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"e\n\x13\x45xtendLeaseResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"b\n\x12\x43ompleteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x13\x43ompleteJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x89\x01\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0f\x46\x61ilJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"c\n\x10SnoozeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x11SnoozeJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job*\x8f\x01\n\tAckResult\x12\x1a\n\x16\x41\x43K_RESULT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_RESULT_ACCEPTED\x10\x01\x12\x19\n\x15\x41\x43K_RESULT_LEASE_LOST\x10\x02\x12\x1a\n\x16\x41\x43K_RESULT_RETRY_LATER\x10\x03\x12\x16\n\x12\x41\x43K_RESULT_INVALID\x10\x04*I\n\x0c\x43\x61ncelReason\x12\x1d\n\x19\x43\x41NCEL_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41NCEL_REASON_OPERATOR\x10\x01*\x80\x01\n\x0fLeaseLostReason\x12!\n\x1dLEASE_LOST_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19LEASE_LOST_REASON_EXPIRED\x10\x01\x12+\n\'LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT\x10\x02*M\n\x0b\x44rainReason\x12\x1c\n\x18\x44RAIN_REASON_UNSPECIFIED\x10\x00\x12 \n\x1c\x44RAIN_REASON_SERVER_SHUTDOWN\x10\x01\x32\xae\x03\n\rWorkerService\x12\x39\n\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x01\x30\x01\x12\x44\n\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n\x0b\x45xtendLease\x12\x1c.evora.v1.ExtendLeaseRequest\x1a\x1d.evora.v1.ExtendLeaseResponse\x12J\n\x0b\x43ompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n\x07\x46\x61ilJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12\x44\n\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65vora/v1/worker.proto\x12\x08\x65vora.v1\x1a\x12\x65vora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\x02\n\x0bWorkRequest\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.evora.v1.WorkerHelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.evora.v1.WorkerHeartbeatH\x00\x12,\n\x08\x63omplete\x18\x03 \x01(\x0b\x32\x18.evora.v1.WorkerCompleteH\x00\x12$\n\x04\x66\x61il\x18\x04 \x01(\x0b\x32\x14.evora.v1.WorkerFailH\x00\x12(\n\x06snooze\x18\x05 \x01(\x0b\x32\x16.evora.v1.WorkerSnoozeH\x00\x12&\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x15.evora.v1.WorkerDrainH\x00\x12\x32\n\tcompletes\x18\x07 \x01(\x0b\x32\x1d.evora.v1.WorkerCompleteBatchH\x00\x12*\n\x05\x66\x61ils\x18\x08 \x01(\x0b\x32\x19.evora.v1.WorkerFailBatchH\x00\x42\x05\n\x03msg\"\x97\x03\n\x0cWorkResponse\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.evora.v1.ServerWelcomeH\x00\x12\"\n\x03job\x18\x02 \x01(\x0b\x32\x13.evora.v1.LeasedJobH\x00\x12\"\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x13.evora.v1.ServerAckH\x00\x12(\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x16.evora.v1.ServerCancelH\x00\x12/\n\nlease_lost\x18\x05 \x01(\x0b\x32\x19.evora.v1.ServerLeaseLostH\x00\x12\x35\n\rheartbeat_ack\x18\x06 \x01(\x0b\x32\x1c.evora.v1.ServerHeartbeatAckH\x00\x12&\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x15.evora.v1.ServerDrainH\x00\x12(\n\x04jobs\x18\x08 \x01(\x0b\x32\x18.evora.v1.LeasedJobBatchH\x00\x12(\n\x04\x61\x63ks\x18\t \x01(\x0b\x32\x18.evora.v1.ServerAckBatchH\x00\x42\x05\n\x03msg\"\x90\x01\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x1d\n\x04held\x18\x04 \x03(\x0b\x32\x0f.evora.v1.Lease\x12\x1c\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08H\x00\x88\x01\x01\x42\x12\n\x10_accepts_batches\",\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"2\n\x0fWorkerHeartbeat\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Lease\"^\n\x0eWorkerComplete\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x85\x01\n\nWorkerFail\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x0cWorkerSnooze\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"B\n\x13WorkerCompleteBatch\x12+\n\tcompletes\x18\x01 \x03(\x0b\x32\x18.evora.v1.WorkerComplete\"6\n\x0fWorkerFailBatch\x12#\n\x05\x66\x61ils\x18\x01 \x03(\x0b\x32\x14.evora.v1.WorkerFail\"\r\n\x0bWorkerDrain\"\x96\x01\n\rServerWelcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x04 \x01(\x05\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\"r\n\tLeasedJob\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"w\n\tServerAck\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12#\n\x06result\x18\x04 \x01(\x0e\x32\x13.evora.v1.AckResult\x12\x13\n\x0blease_token\x18\x05 \x01(\t\"3\n\x0eLeasedJobBatch\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"3\n\x0eServerAckBatch\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.evora.v1.ServerAck\"D\n\x0cServerCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12$\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x16.evora.v1.CancelReason\"Z\n\x0fServerLeaseLost\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\'\n\x04\x63ode\x18\x03 \x01(\x0e\x32\x19.evora.v1.LeaseLostReason\"\x84\x01\n\rExtendedLease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\"=\n\x12ServerHeartbeatAck\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.evora.v1.ExtendedLease\"B\n\x0bServerDrain\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12#\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x15.evora.v1.DrainReason\"k\n\x10\x43laimJobsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\x0b\n\x03max\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"6\n\x11\x43laimJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"9\n\x12\x45xtendLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"e\n\x13\x45xtendLeaseResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"b\n\x12\x43ompleteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x13\x43ompleteJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x89\x01\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0f\x46\x61ilJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"c\n\x10SnoozeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x11SnoozeJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job*\x8f\x01\n\tAckResult\x12\x1a\n\x16\x41\x43K_RESULT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_RESULT_ACCEPTED\x10\x01\x12\x19\n\x15\x41\x43K_RESULT_LEASE_LOST\x10\x02\x12\x1a\n\x16\x41\x43K_RESULT_RETRY_LATER\x10\x03\x12\x16\n\x12\x41\x43K_RESULT_INVALID\x10\x04*I\n\x0c\x43\x61ncelReason\x12\x1d\n\x19\x43\x41NCEL_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41NCEL_REASON_OPERATOR\x10\x01*\x80\x01\n\x0fLeaseLostReason\x12!\n\x1dLEASE_LOST_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19LEASE_LOST_REASON_EXPIRED\x10\x01\x12+\n\'LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT\x10\x02*M\n\x0b\x44rainReason\x12\x1c\n\x18\x44RAIN_REASON_UNSPECIFIED\x10\x00\x12 \n\x1c\x44RAIN_REASON_SERVER_SHUTDOWN\x10\x01\x32\xae\x03\n\rWorkerService\x12\x39\n\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x01\x30\x01\x12\x44\n\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n\x0b\x45xtendLease\x12\x1c.evora.v1.ExtendLeaseRequest\x1a\x1d.evora.v1.ExtendLeaseResponse\x12J\n\x0b\x43ompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n\x07\x46\x61ilJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12\x44\n\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,14 +36,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evora.v1.worker_pb2', _glob
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z.github.com/evora/evora/gen/go/evora/v1;evorav1'
-  _globals['_ACKRESULT']._serialized_start=3365
-  _globals['_ACKRESULT']._serialized_end=3508
-  _globals['_CANCELREASON']._serialized_start=3510
-  _globals['_CANCELREASON']._serialized_end=3583
-  _globals['_LEASELOSTREASON']._serialized_start=3586
-  _globals['_LEASELOSTREASON']._serialized_end=3714
-  _globals['_DRAINREASON']._serialized_start=3716
-  _globals['_DRAINREASON']._serialized_end=3793
+  _globals['_ACKRESULT']._serialized_start=3386
+  _globals['_ACKRESULT']._serialized_end=3529
+  _globals['_CANCELREASON']._serialized_start=3531
+  _globals['_CANCELREASON']._serialized_end=3604
+  _globals['_LEASELOSTREASON']._serialized_start=3607
+  _globals['_LEASELOSTREASON']._serialized_end=3735
+  _globals['_DRAINREASON']._serialized_start=3737
+  _globals['_DRAINREASON']._serialized_end=3814
   _globals['_WORKREQUEST']._serialized_start=151
   _globals['_WORKREQUEST']._serialized_end=521
   _globals['_WORKRESPONSE']._serialized_start=524
@@ -71,41 +71,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEASEDJOB']._serialized_start=1799
   _globals['_LEASEDJOB']._serialized_end=1913
   _globals['_SERVERACK']._serialized_start=1915
-  _globals['_SERVERACK']._serialized_end=2013
-  _globals['_LEASEDJOBBATCH']._serialized_start=2015
-  _globals['_LEASEDJOBBATCH']._serialized_end=2066
-  _globals['_SERVERACKBATCH']._serialized_start=2068
-  _globals['_SERVERACKBATCH']._serialized_end=2119
-  _globals['_SERVERCANCEL']._serialized_start=2121
-  _globals['_SERVERCANCEL']._serialized_end=2189
-  _globals['_SERVERLEASELOST']._serialized_start=2191
-  _globals['_SERVERLEASELOST']._serialized_end=2281
-  _globals['_EXTENDEDLEASE']._serialized_start=2284
-  _globals['_EXTENDEDLEASE']._serialized_end=2416
-  _globals['_SERVERHEARTBEATACK']._serialized_start=2418
-  _globals['_SERVERHEARTBEATACK']._serialized_end=2479
-  _globals['_SERVERDRAIN']._serialized_start=2481
-  _globals['_SERVERDRAIN']._serialized_end=2547
-  _globals['_CLAIMJOBSREQUEST']._serialized_start=2549
-  _globals['_CLAIMJOBSREQUEST']._serialized_end=2656
-  _globals['_CLAIMJOBSRESPONSE']._serialized_start=2658
-  _globals['_CLAIMJOBSRESPONSE']._serialized_end=2712
-  _globals['_EXTENDLEASEREQUEST']._serialized_start=2714
-  _globals['_EXTENDLEASEREQUEST']._serialized_end=2771
-  _globals['_EXTENDLEASERESPONSE']._serialized_start=2773
-  _globals['_EXTENDLEASERESPONSE']._serialized_end=2874
-  _globals['_COMPLETEJOBREQUEST']._serialized_start=2876
-  _globals['_COMPLETEJOBREQUEST']._serialized_end=2974
-  _globals['_COMPLETEJOBRESPONSE']._serialized_start=2976
-  _globals['_COMPLETEJOBRESPONSE']._serialized_end=3025
-  _globals['_FAILJOBREQUEST']._serialized_start=3028
-  _globals['_FAILJOBREQUEST']._serialized_end=3165
-  _globals['_FAILJOBRESPONSE']._serialized_start=3167
-  _globals['_FAILJOBRESPONSE']._serialized_end=3212
-  _globals['_SNOOZEJOBREQUEST']._serialized_start=3214
-  _globals['_SNOOZEJOBREQUEST']._serialized_end=3313
-  _globals['_SNOOZEJOBRESPONSE']._serialized_start=3315
-  _globals['_SNOOZEJOBRESPONSE']._serialized_end=3362
-  _globals['_WORKERSERVICE']._serialized_start=3796
-  _globals['_WORKERSERVICE']._serialized_end=4226
+  _globals['_SERVERACK']._serialized_end=2034
+  _globals['_LEASEDJOBBATCH']._serialized_start=2036
+  _globals['_LEASEDJOBBATCH']._serialized_end=2087
+  _globals['_SERVERACKBATCH']._serialized_start=2089
+  _globals['_SERVERACKBATCH']._serialized_end=2140
+  _globals['_SERVERCANCEL']._serialized_start=2142
+  _globals['_SERVERCANCEL']._serialized_end=2210
+  _globals['_SERVERLEASELOST']._serialized_start=2212
+  _globals['_SERVERLEASELOST']._serialized_end=2302
+  _globals['_EXTENDEDLEASE']._serialized_start=2305
+  _globals['_EXTENDEDLEASE']._serialized_end=2437
+  _globals['_SERVERHEARTBEATACK']._serialized_start=2439
+  _globals['_SERVERHEARTBEATACK']._serialized_end=2500
+  _globals['_SERVERDRAIN']._serialized_start=2502
+  _globals['_SERVERDRAIN']._serialized_end=2568
+  _globals['_CLAIMJOBSREQUEST']._serialized_start=2570
+  _globals['_CLAIMJOBSREQUEST']._serialized_end=2677
+  _globals['_CLAIMJOBSRESPONSE']._serialized_start=2679
+  _globals['_CLAIMJOBSRESPONSE']._serialized_end=2733
+  _globals['_EXTENDLEASEREQUEST']._serialized_start=2735
+  _globals['_EXTENDLEASEREQUEST']._serialized_end=2792
+  _globals['_EXTENDLEASERESPONSE']._serialized_start=2794
+  _globals['_EXTENDLEASERESPONSE']._serialized_end=2895
+  _globals['_COMPLETEJOBREQUEST']._serialized_start=2897
+  _globals['_COMPLETEJOBREQUEST']._serialized_end=2995
+  _globals['_COMPLETEJOBRESPONSE']._serialized_start=2997
+  _globals['_COMPLETEJOBRESPONSE']._serialized_end=3046
+  _globals['_FAILJOBREQUEST']._serialized_start=3049
+  _globals['_FAILJOBREQUEST']._serialized_end=3186
+  _globals['_FAILJOBRESPONSE']._serialized_start=3188
+  _globals['_FAILJOBRESPONSE']._serialized_end=3233
+  _globals['_SNOOZEJOBREQUEST']._serialized_start=3235
+  _globals['_SNOOZEJOBREQUEST']._serialized_end=3334
+  _globals['_SNOOZEJOBRESPONSE']._serialized_start=3336
+  _globals['_SNOOZEJOBRESPONSE']._serialized_end=3383
+  _globals['_WORKERSERVICE']._serialized_start=3817
+  _globals['_WORKERSERVICE']._serialized_end=4247
 # @@protoc_insertion_point(module_scope)

@@ -32,6 +32,11 @@ class WorkerServiceStub:
     until lease_expires_at. Every report about a leased job must carry its
     lease_token; reports with a stale token (the lease expired and the job was
     handed out again, or the job was cancelled) are rejected.
+
+    Errors are codes, never text to parse. On the unary calls: a job_id or
+    lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
+    current is FAILED_PRECONDITION. On the Work stream every report is answered by
+    an ack whose `result` (AckResult) says what to do next.
     """
 
     def __init__(self, channel):
@@ -79,6 +84,11 @@ class WorkerServiceServicer:
     until lease_expires_at. Every report about a leased job must carry its
     lease_token; reports with a stale token (the lease expired and the job was
     handed out again, or the job was cancelled) are rejected.
+
+    Errors are codes, never text to parse. On the unary calls: a job_id or
+    lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
+    current is FAILED_PRECONDITION. On the Work stream every report is answered by
+    an ack whose `result` (AckResult) says what to do next.
     """
 
     def Work(self, request_iterator, context):
@@ -88,6 +98,12 @@ class WorkerServiceServicer:
         `fail` or `snooze` (each answered by an `ack`) and sends `heartbeat`
         every heartbeat_interval_seconds to keep its leases. When the stream
         ends, the worker's leases are left to expire and their jobs are retried.
+
+        Backpressure: a worker must keep reading. While the server cannot write to
+        the stream (HTTP/2 flow control: the worker is not reading), it pushes no new
+        jobs to that worker and reads none of its messages; what it has to send
+        (acks, lease_lost, jobs already leased to the worker) waits, in order, and
+        goes out once the worker reads again.
 
         Batches (optional, for throughput): a worker that sets
         hello.accepts_batches may also receive `jobs` (several jobs in one
@@ -109,7 +125,8 @@ class WorkerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExtendLease(self, request, context):
-        """ExtendLease renews one lease (unary twin of `heartbeat`).
+        """ExtendLease renews one lease (unary twin of `heartbeat`); FAILED_PRECONDITION
+        when the lease is not current.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,7 +147,8 @@ class WorkerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SnoozeJob(self, request, context):
-        """SnoozeJob puts a leased job back to PENDING until run_at (unary twin of `snooze`).
+        """SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
+        unset (unary twin of `snooze`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,6 +202,11 @@ class WorkerService:
     until lease_expires_at. Every report about a leased job must carry its
     lease_token; reports with a stale token (the lease expired and the job was
     handed out again, or the job was cancelled) are rejected.
+
+    Errors are codes, never text to parse. On the unary calls: a job_id or
+    lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
+    current is FAILED_PRECONDITION. On the Work stream every report is answered by
+    an ack whose `result` (AckResult) says what to do next.
     """
 
     @staticmethod

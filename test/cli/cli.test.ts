@@ -38,6 +38,9 @@ beforeAll(async () => {
     encoding: 'utf8',
   });
   if (!existsSync(MAIN)) throw new Error(`building the CLI failed: ${tsc.stdout}${tsc.stderr}`);
+  // As `npm run build` does: the statements, migrations and descriptor set go next to the modules.
+  const assets = spawnSync(process.execPath, [join(ROOT, 'scripts', 'build-assets.mjs'), join(BUILD, 'out')], { encoding: 'utf8' });
+  if (assets.status !== 0) throw new Error(`copying the build's assets failed: ${assets.stdout}${assets.stderr}`);
 });
 afterAll(() => rmSync(BUILD, { recursive: true, force: true }));
 
@@ -223,7 +226,8 @@ describe('evora client commands', () => {
     try {
       const url = db.url;
       const first = await json<{ applied: number[] }>('migrate', '--database-url', url);
-      expect(first.applied.length).toBeGreaterThanOrEqual(3);
+      // The baseline and whatever came after it, in order.
+      expect(first.applied[0]).toBe(1);
       expect(first.applied).toEqual([...first.applied].sort((a, b) => a - b));
       expect(await json('migrate', '--database-url', url)).toEqual({ applied: [] });
       expect((await evora('migrate', '--database-url', url)).stdout).toMatch(/up to date/);

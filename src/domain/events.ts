@@ -19,9 +19,9 @@ export type JobEventKind =
   | 'lease_expired';
 
 /**
- * One outbox event, as the projector reads it (evora.job_events_flat shows the same rows;
- * migrations/0006_packed_outbox.sql). The store unpacks the outbox rows straight into this
- * shape: the projection takes it as it is.
+ * One outbox event, as a sink that stores events sees it. The outbox keeps one packed row
+ * per statement (evora.job_events in src/store/migrations/0001_baseline.sql);
+ * outboxEventsUnpack turns those rows into events.
  */
 export interface JobEvent {
   id: number;
@@ -39,8 +39,8 @@ export interface JobEvent {
 }
 
 /**
- * An event's id is its outbox row's id * 2^20 + its position in the row (from 1), as in
- * evora.job_events_flat: unique, and in the order the events were written.
+ * An event's id is its outbox row's id * 2^20 + its position in the row (from 1): unique,
+ * and in the order the events were written (the baseline migration says the same).
  */
 const OUTBOX_EVENTS_PER_ROW = 1_048_576;
 

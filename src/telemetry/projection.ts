@@ -48,7 +48,8 @@ export interface ProjectionUpdate {
 
 /**
  * A projector batch's outbox rows: id <= hiId, written by a transaction older than horizon
- * (see migrations/0005_lean_outbox.sql). Fixed while the batch is open.
+ * (the horizon keeps out rows of transactions still open; see the outbox in
+ * src/store/migrations/0001_baseline.sql). Fixed while the batch is open.
  */
 export interface OutboxRange {
   hiId: string;

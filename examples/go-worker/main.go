@@ -80,10 +80,10 @@ type worker struct {
 	client  evorav1.WorkerServiceClient
 	log     *slog.Logger
 	running map[string]*task // by job id
-	// Reports sent (or to send) and not yet acknowledged, by job id, oldest first: an ack
-	// names only the job, and a job leased again (after a fail) may have the report of its
-	// earlier lease still unacknowledged; the acks about one job come in the order its
-	// reports were sent.
+	// Reports sent (or to send) and not yet acknowledged, by job id, oldest first: a job
+	// leased again (after a fail) may have the report of its earlier lease still
+	// unacknowledged. An ack names the job and the report's lease token (ackedReport); one
+	// without a token, from an older server, answers the oldest.
 	pending map[string][]*report
 	done    chan outcome
 	acked   int // reports acknowledged

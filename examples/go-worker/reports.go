@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"time"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
@@ -49,15 +50,35 @@ func (w *worker) send(s *session, r *report) {
 	_ = s.stream.Send(r.req)
 }
 
+// ackedReport finds the report an ack answers among a job's unacknowledged reports (oldest
+// first): the one under the lease token the ack names, or -1 if none is. An ack without a
+// token comes from a server that predates ServerAck.lease_token, which acks one job's
+// reports in the order they were sent: it answers the oldest.
+func ackedReport(rs []*report, token string) int {
+	if len(rs) == 0 {
+		return -1
+	}
+	if token == "" {
+		return 0
+	}
+	for i, r := range rs {
+		if leaseToken(r.req) == token {
+			return i
+		}
+	}
+	return -1
+}
+
 // onAck acts on the result code of a report's ack, never on its reason text (which is
 // only logged).
 func (w *worker) onAck(s *session, a *evorav1.ServerAck) {
 	id := a.GetJobId()
-	rs := w.pending[id]
-	if len(rs) == 0 {
+	i := ackedReport(w.pending[id], a.GetLeaseToken())
+	if i < 0 {
+		w.log.Debug("an ack for no report this worker waits on", "job_id", id, "lease_token", a.GetLeaseToken())
 		return
 	}
-	r := rs[0]
+	r := w.pending[id][i]
 	switch res := ackResult(a); res {
 	case evorav1.AckResult_ACK_RESULT_ACCEPTED:
 		w.log.Info("report acknowledged", "job_id", id)
@@ -78,7 +99,7 @@ func (w *worker) onAck(s *session, a *evorav1.ServerAck) {
 	default:
 		w.log.Error("report answered with an unknown result; dropping it", "job_id", id, "result", res, "reason", a.GetReason())
 	}
-	w.settle(s, id)
+	w.settle(s, id, i)
 }
 
 // resendDue sends the reports whose retry time has come.
@@ -93,10 +114,10 @@ func (w *worker) resendDue(s *session) {
 	}
 }
 
-// settle forgets the oldest report about a job, whose fate is decided, and drains after
-// -max-jobs of them.
-func (w *worker) settle(s *session, jobID string) {
-	if rs := w.pending[jobID][1:]; len(rs) > 0 {
+// settle forgets the i-th report about a job (see ackedReport), whose fate is decided, and
+// drains after -max-jobs of them.
+func (w *worker) settle(s *session, jobID string, i int) {
+	if rs := slices.Delete(w.pending[jobID], i, i+1); len(rs) > 0 {
 		w.pending[jobID] = rs
 	} else {
 		delete(w.pending, jobID)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -56,5 +57,81 @@ func TestResendDelayDoublesStopsAfterMaxSendsAndNeverOutlivesTheLease(t *testing
 	}
 	if _, ok := resendDelay(1, now, now.Add(-time.Second)); ok {
 		t.Error("resends although the lease has ended")
+	}
+}
+
+// completeReport and failReport are reports of job "j" under a lease token.
+func completeReport(token string) *report {
+	return &report{req: &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Complete{Complete: &evorav1.WorkerComplete{JobId: "j", LeaseToken: token}}}}
+}
+
+func failReport(token string) *report {
+	return &report{req: &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Fail{Fail: &evorav1.WorkerFail{JobId: "j", LeaseToken: token}}}}
+}
+
+func TestAckedReportMatchesTheLeaseTokenAndFallsBackToTheOldestForOldServers(t *testing.T) {
+	rs := []*report{failReport("t1"), completeReport("t2")}
+	cases := []struct {
+		rs    []*report
+		token string
+		want  int
+	}{
+		{rs, "t2", 1},
+		{rs, "t1", 0},
+		// A token none of the reports carried answers none of them.
+		{rs, "t3", -1},
+		// A server that predates ServerAck.lease_token: the oldest report.
+		{rs, "", 0},
+		{nil, "", -1},
+		{nil, "t1", -1},
+	}
+	for _, c := range cases {
+		if got := ackedReport(c.rs, c.token); got != c.want {
+			t.Errorf("ackedReport(%d reports, %q) = %d, want %d", len(c.rs), c.token, got, c.want)
+		}
+	}
+}
+
+func TestOnAckSettlesTheReportOfTheAcksLeaseInAnyOrder(t *testing.T) {
+	w := newWorker(config{slots: 2}, nil, slog.New(slog.DiscardHandler))
+	first, second := failReport("t1"), completeReport("t2")
+	first.tries, second.tries = 1, 1
+	second.leaseEnd = time.Now().Add(time.Hour)
+	w.pending["j"] = []*report{first, second}
+	ack := func(token string, res evorav1.AckResult) {
+		w.onAck(nil, &evorav1.ServerAck{JobId: "j", LeaseToken: token, Result: res, Accepted: res == evorav1.AckResult_ACK_RESULT_ACCEPTED})
+	}
+
+	// The later report is answered first: RETRY_LATER schedules its resend, not the older one's.
+	ack("t2", evorav1.AckResult_ACK_RESULT_RETRY_LATER)
+	if second.resendAt.IsZero() || !first.resendAt.IsZero() {
+		t.Fatalf("RETRY_LATER for t2: resendAt first=%v second=%v, want only the second set", first.resendAt, second.resendAt)
+	}
+	ack("t2", evorav1.AckResult_ACK_RESULT_ACCEPTED)
+	if rs := w.pending["j"]; len(rs) != 1 || rs[0] != first {
+		t.Fatalf("after t2 was accepted, pending = %v, want only the t1 report", rs)
+	}
+	// An ack naming a lease no report carried settles nothing.
+	ack("t3", evorav1.AckResult_ACK_RESULT_ACCEPTED)
+	if rs := w.pending["j"]; len(rs) != 1 || rs[0] != first {
+		t.Fatalf("after an ack for t3, pending = %v, want only the t1 report", rs)
+	}
+	ack("t1", evorav1.AckResult_ACK_RESULT_LEASE_LOST)
+	if _, ok := w.pending["j"]; ok || w.acked != 2 {
+		t.Fatalf("pending = %v, acked = %d; want nothing pending and 2 acked", w.pending, w.acked)
+	}
+}
+
+func TestOnAckWithoutATokenSettlesTheOldestReport(t *testing.T) {
+	w := newWorker(config{slots: 2}, nil, slog.New(slog.DiscardHandler))
+	first, second := failReport("t1"), completeReport("t2")
+	w.pending["j"] = []*report{first, second}
+	w.onAck(nil, &evorav1.ServerAck{JobId: "j", Accepted: true, Result: evorav1.AckResult_ACK_RESULT_ACCEPTED})
+	if rs := w.pending["j"]; len(rs) != 1 || rs[0] != second {
+		t.Fatalf("after an ack without a token, pending = %v, want only the t2 report", rs)
+	}
+	w.onAck(nil, &evorav1.ServerAck{JobId: "j", Accepted: true, Result: evorav1.AckResult_ACK_RESULT_ACCEPTED})
+	if _, ok := w.pending["j"]; ok {
+		t.Fatalf("after a second ack without a token, pending = %v, want none", w.pending)
 	}
 }

@@ -1,9 +1,10 @@
-"""What the worker decides from the server's codes, as plain functions (tested in
-test_reports.py). The worker acts on these codes, never on the text that comes with them."""
+"""What the worker decides from the server's codes, and which report an ack answers, as
+plain functions (tested in test_reports.py). The worker acts on these codes, never on the
+text that comes with them."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from evora.v1 import worker_pb2 as pb
 
@@ -34,6 +35,21 @@ def resend_delay(sends: int, now: float, lease_end: float) -> Optional[float]:
     if now + delay >= lease_end:
         return None
     return delay
+
+
+def acked_report(tokens: Sequence[str], ack_token: str) -> Optional[int]:
+    """Which of a job's unacknowledged reports an ack answers, given their lease tokens
+    oldest first: the one under the lease token the ack names, or None if none is. An ack
+    without a token comes from a server that predates ServerAck.lease_token, which acks one
+    job's reports in the order they were sent: it answers the oldest."""
+    if not tokens:
+        return None
+    if ack_token == "":
+        return 0
+    for i, token in enumerate(tokens):
+        if token == ack_token:
+            return i
+    return None
 
 
 def code_name(enum: Any, value: int) -> str:

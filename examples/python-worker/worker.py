@@ -45,7 +45,7 @@ from google.protobuf import json_format, struct_pb2  # noqa: E402
 from evora.v1 import worker_pb2 as pb  # noqa: E402
 from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
 from options import parse_args  # noqa: E402
-from reports import ack_result, code_name, epoch, resend_delay, token_of  # noqa: E402
+from reports import ack_result, acked_report, code_name, epoch, resend_delay, token_of  # noqa: E402
 from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
 from session import Session, describe  # noqa: E402
 
@@ -93,10 +93,10 @@ class Worker:
         self.pool = ThreadPoolExecutor(max_workers=args.slots, thread_name_prefix="job")
         self.events: queue.Queue = queue.Queue()
         self.running: dict[str, Task] = {}
-        # Reports sent (or to send) and not yet acknowledged, by job id, oldest first: an ack
-        # names only the job, and a job leased again (after a fail) may have the report of its
-        # earlier lease still unacknowledged; the acks about one job come in the order its
-        # reports were sent.
+        # Reports sent (or to send) and not yet acknowledged, by job id, oldest first: a job
+        # leased again (after a fail) may have the report of its earlier lease still
+        # unacknowledged. An ack names the job and the report's lease token (acked_report);
+        # one without a token, from an older server, answers the oldest.
         self.pending: dict[str, list[Report]] = {}
         self.acked = 0
         self.stopping = False
@@ -328,10 +328,12 @@ class Worker:
 
     def on_ack(self, s: Session, ack: pb.ServerAck) -> None:
         """Acts on the result code of a report's ack, never on its reason text (only logged)."""
-        rs = self.pending.get(ack.job_id)
-        if not rs:
+        rs = self.pending.get(ack.job_id, [])
+        i = acked_report([token_of(r.req) for r in rs], ack.lease_token)
+        if i is None:
+            log.debug("an ack for no report this worker waits on job_id=%s lease_token=%s", ack.job_id, ack.lease_token)
             return
-        r = rs[0]
+        r = rs[i]
         result = ack_result(ack)
         if result == pb.ACK_RESULT_ACCEPTED:
             log.info("report acknowledged job_id=%s", ack.job_id)
@@ -353,13 +355,13 @@ class Worker:
         else:
             log.error("report answered with an unknown result; dropping it job_id=%s result=%d reason=%r",
                       ack.job_id, result, ack.reason)
-        self.settle(s, ack.job_id)
+        self.settle(s, ack.job_id, i)
 
-    def settle(self, s: Session, job_id: str) -> None:
-        """Forgets the oldest report about a job, whose fate is decided, and drains after
-        --max-jobs of them."""
+    def settle(self, s: Session, job_id: str, i: int) -> None:
+        """Forgets the i-th report about a job (see acked_report), whose fate is decided, and
+        drains after --max-jobs of them."""
         rs = self.pending[job_id]
-        rs.pop(0)
+        rs.pop(i)
         if not rs:
             del self.pending[job_id]
         self.acked += 1

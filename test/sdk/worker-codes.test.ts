@@ -149,6 +149,78 @@ describe('EvoraWorker and ack results', () => {
   });
 });
 
+describe('EvoraWorker matches acks to reports by job and lease token', () => {
+  /**
+   * job-0 reported twice: its first lease (token-0) fails; before that report's ack, the
+   * job is leased again (token-0b, attempt 2) and completes. Both reports await their acks.
+   */
+  async function twoReportsOfOneJob() {
+    const t = await setup();
+    const { server, worker, reportsOf } = t;
+    worker.handle('noop', (job) => {
+      if (job.attempt === 1) throw new Error('the first attempt fails');
+      return { attempt: job.attempt };
+    });
+    await worker.start();
+    const first = leasedJob(0);
+    server.send({ msg: { $case: 'job', value: first } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: "the first lease's report" });
+    server.send({ msg: { $case: 'job', value: { ...first, leaseToken: 'token-0b', job: { ...first.job!, attempt: 2 } } } });
+    await waitFor(() => reportsOf('job-0').length === 2, { what: "the second lease's report" });
+    expect(reportsOf('job-0').map((r) => [r.kind, r.value.leaseToken])).toEqual([
+      ['fail', 'token-0'],
+      ['complete', 'token-0b'],
+    ]);
+    expect(worker.stats()).toMatchObject({ held: 2, awaitingAck: 2 });
+    return t;
+  }
+
+  it('acks in reverse order, each naming its lease: each settles (or resends) its own report', async () => {
+    const { worker, finished, reportsOf, ack } = await twoReportsOfOneJob();
+
+    // The later report is answered first: RETRY_LATER resends that one, not the older fail.
+    ack('job-0', AckResult.ACK_RESULT_RETRY_LATER, { leaseToken: 'token-0b' });
+    await waitFor(() => reportsOf('job-0').length === 3, { what: 'the resend' });
+    expect(reportsOf('job-0')[2]).toEqual({ kind: 'complete', value: { jobId: 'job-0', leaseToken: 'token-0b', result: { attempt: 2 } } });
+
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED, { leaseToken: 'token-0b' });
+    await waitFor(() => finished.length === 1, { what: "the second lease's report to settle" });
+    expect(finished[0]).toMatchObject({ job: { id: 'job-0', attempt: 2 }, outcome: 'completed', accepted: true, ackResult: 'accepted' });
+    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+
+    ack('job-0', AckResult.ACK_RESULT_LEASE_LOST, { leaseToken: 'token-0' });
+    await waitFor(() => finished.length === 2, { what: "the first lease's report to settle" });
+    expect(finished[1]).toMatchObject({ job: { id: 'job-0', attempt: 1 }, outcome: 'failed', accepted: false, ackResult: 'lease_lost' });
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+    // Nothing but the one resend asked for.
+    expect(reportsOf('job-0')).toHaveLength(3);
+  });
+
+  it('an ack naming a lease none of the reports carried settles nothing', async () => {
+    const { worker, finished, logged, ack } = await twoReportsOfOneJob();
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED, { leaseToken: 'token-other' });
+    // Acks are handled in order: once the next one is, the stray one was too.
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED, { leaseToken: 'token-0' });
+    await waitFor(() => finished.length === 1, { what: "the first lease's report to settle" });
+    expect(finished[0]).toMatchObject({ job: { attempt: 1 }, outcome: 'failed', accepted: true });
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'debug', obj: { job_id: 'job-0', lease_token: 'token-other' } }));
+    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+  });
+
+  it("an ack without a token (an older server) answers the job's oldest report", async () => {
+    const { worker, finished, ack } = await twoReportsOfOneJob();
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
+    await waitFor(() => finished.length === 1, { what: 'the oldest report to settle' });
+    expect(finished[0]).toMatchObject({ job: { id: 'job-0', attempt: 1 }, outcome: 'failed', accepted: true, ackResult: 'accepted' });
+    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+
+    ack('job-0', AckResult.ACK_RESULT_LEASE_LOST);
+    await waitFor(() => finished.length === 2, { what: 'the other report to settle' });
+    expect(finished[1]).toMatchObject({ job: { id: 'job-0', attempt: 2 }, outcome: 'completed', accepted: false, ackResult: 'lease_lost' });
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+  });
+});
+
 describe('EvoraWorker and the codes of lease_lost, cancel and drain', () => {
   it('lease_lost aborts the handler with cause lease_lost (any code), and nothing is reported about the job', async () => {
     const { server, worker, finished, aborted, reportsOf } = await setup();

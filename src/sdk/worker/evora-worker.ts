@@ -220,7 +220,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       connected: this.connection.connected,
       sessionId: this.connection.session?.sessionId ?? null,
       running: this.runner.executions.size,
-      awaitingAck: this.jobs.reporting.size,
+      awaitingAck: this.jobs.reportCount,
       held: this.jobs.held,
       reconnects: this.connection.reconnects,
       draining: this.state.is('stopping', 'stopped') || this.connection.current === 'draining',
@@ -327,9 +327,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     const executions = this.runner.executions;
     await this.until(() => executions.size === 0, timeoutMs);
     for (const h of executions) this.abortJob(h, 'shutdown', 'the worker is stopping');
-    await this.until(() => executions.size === 0 && this.jobs.reporting.size === 0, graceMs);
+    await this.until(() => executions.size === 0 && this.jobs.reportCount === 0, graceMs);
 
-    const unfinished = [...new Set([...[...executions].map((h) => h.job.id), ...this.jobs.reporting.keys()])];
+    const unfinished = [...new Set([...[...executions].map((h) => h.job.id), ...this.jobs.reportingJobIds()])];
     if (unfinished.length > 0) {
       this.log.warn({ jobs: unfinished }, 'stopping with unfinished jobs; their leases will expire and they will be retried');
     }

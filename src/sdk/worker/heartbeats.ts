@@ -69,10 +69,12 @@ export class Heartbeats {
    */
   acked(ack: ServerHeartbeatAck, late: boolean): void {
     const sentAt = late ? undefined : this.unanswered.shift();
-    const { running, reporting } = this.deps.jobs;
+    const jobs = this.deps.jobs;
+    const running = jobs.running;
     for (const l of ack.leases) {
-      const h = running.get(l.jobId) ?? reporting.get(l.jobId);
-      if (!h || h.token !== l.leaseToken) continue;
+      const r = running.get(l.jobId);
+      const h = r?.token === l.leaseToken ? r : jobs.reportUnder(l.jobId, l.leaseToken);
+      if (!h) continue;
       h.leaseExpiresAt = l.leaseExpiresAt ?? h.leaseExpiresAt;
       // Renewed after the beat was sent, so the lease surely lasts until then plus its length.
       if (sentAt !== undefined) h.leaseDeadline = Math.max(h.leaseDeadline, sentAt + h.leaseMs);

@@ -121,14 +121,23 @@ export class HeldJob {
 }
 
 /**
- * The jobs the worker holds, indexed by job id as the server addresses them: `running`
- * (cancel and lease-lost messages are about these) and `reporting` (acks answer these; it
- * holds both reporting and awaitingAck jobs). What must stay true: a job is in the index
- * of its state and in no other, and every move calls `changed` (stop() waits on it).
+ * The jobs the worker holds, indexed as the server addresses them: `running` by job id
+ * (cancel and lease-lost messages are about these), and the reports (reporting and
+ * awaitingAck jobs) by job id and then lease token, which is how an ack names its report.
+ * One job can have several reports at once: the report of an earlier lease may still wait
+ * for its ack when the job, leased again (a retry claimed at once), is reported under its
+ * new lease, and the two acks may come in either order.
+ *
+ * What must stay true: a job is in the index of its state and in no other; a job's
+ * reports are kept in the order they were made (a server that predates ack tokens acks
+ * one job's reports in the order they were sent); and every move calls `changed` (stop()
+ * waits on it).
  */
 export class HeldJobs {
   private readonly runningById = new Map<string, HeldJob>();
-  private readonly reportingById = new Map<string, HeldJob>();
+  /** Reports by job id, oldest first; never an empty list. */
+  private readonly reportsById = new Map<string, HeldJob[]>();
+  private unsettled = 0;
 
   constructor(private readonly changed: () => void) {}
 
@@ -136,13 +145,39 @@ export class HeldJobs {
     return this.runningById;
   }
 
-  get reporting(): ReadonlyMap<string, HeldJob> {
-    return this.reportingById;
+  /** Reports made and not yet settled (reporting or awaitingAck jobs). */
+  get reportCount(): number {
+    return this.unsettled;
+  }
+
+  /** Every report not yet settled, each job's oldest first. */
+  *reports(): IterableIterator<HeldJob> {
+    for (const hs of this.reportsById.values()) yield* hs;
+  }
+
+  /** The ids of the jobs with a report not yet settled, once each. */
+  reportingJobIds(): IterableIterator<string> {
+    return this.reportsById.keys();
+  }
+
+  /** The report made under this lease, if it is not settled yet. */
+  reportUnder(jobId: string, leaseToken: string): HeldJob | undefined {
+    return this.reportsById.get(jobId)?.find((h) => h.token === leaseToken);
+  }
+
+  /**
+   * The report an ack answers: the one under the lease token the ack names; from a server
+   * that predates ack tokens (an empty token), the job's oldest report, since such a server
+   * acks one job's reports in the order they were sent. Undefined if none waits.
+   */
+  reportAcked(jobId: string, leaseToken: string): HeldJob | undefined {
+    if (leaseToken !== '') return this.reportUnder(jobId, leaseToken);
+    return this.reportsById.get(jobId)?.[0];
   }
 
   /** Leases held: running jobs and reports not yet acknowledged. */
   get held(): number {
-    return this.runningById.size + this.reportingById.size;
+    return this.runningById.size + this.unsettled;
   }
 
   /** A newly pushed job, in state running. */
@@ -157,7 +192,7 @@ export class HeldJobs {
   leases(): Lease[] {
     const leases: Lease[] = [];
     for (const h of this.runningById.values()) leases.push(h.lease());
-    for (const h of this.reportingById.values()) {
+    for (const h of this.reports()) {
       if (this.runningById.get(h.job.id)?.token !== h.token) leases.push(h.lease());
     }
     return leases;
@@ -167,7 +202,7 @@ export class HeldJobs {
   shortestLeaseMs(): number {
     let ms = Infinity;
     for (const h of this.runningById.values()) ms = Math.min(ms, h.leaseMs);
-    for (const h of this.reportingById.values()) ms = Math.min(ms, h.leaseMs);
+    for (const h of this.reports()) ms = Math.min(ms, h.leaseMs);
     return ms;
   }
 
@@ -177,8 +212,21 @@ export class HeldJobs {
     if (from === 'running' && this.runningById.get(id) === h) this.runningById.delete(id);
     const wasReporting = from === 'reporting' || from === 'awaitingAck';
     const isReporting = to === 'reporting' || to === 'awaitingAck';
-    if (wasReporting && !isReporting && this.reportingById.get(id) === h) this.reportingById.delete(id);
-    if (isReporting && !wasReporting) this.reportingById.set(id, h);
+    if (wasReporting && !isReporting) {
+      const hs = this.reportsById.get(id) ?? [];
+      const i = hs.indexOf(h);
+      if (i >= 0) {
+        hs.splice(i, 1);
+        this.unsettled--;
+        if (hs.length === 0) this.reportsById.delete(id);
+      }
+    }
+    if (isReporting && !wasReporting) {
+      const hs = this.reportsById.get(id);
+      if (hs) hs.push(h);
+      else this.reportsById.set(id, [h]);
+      this.unsettled++;
+    }
     this.changed();
   }
 }

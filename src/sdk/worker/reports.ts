@@ -21,8 +21,10 @@ export interface ReportStream {
 
 /**
  * The reports of finished handlers, from the handler to the server's ack: batches them,
- * writes them when the stream takes writes, matches acks to them by job id, and acts on
- * each ack's code (never on its text):
+ * writes them when the stream takes writes, matches each ack to its report by job id and
+ * lease token (one job may be reported under two leases, and their acks may come in either
+ * order; an ack without a token, from an older server, answers the job's oldest report),
+ * and acts on each ack's code (never on its text):
  *
  * - accepted: the job is done.
  * - lease_lost: the job is lost; nothing is resent. (An older server's ack without a code
@@ -67,7 +69,7 @@ export class Reports {
 
   /** The stream ended: every report written on it and not acknowledged is written again on the next session. */
   streamLost(): void {
-    for (const h of [...this.deps.jobs.reporting.values()]) {
+    for (const h of [...this.deps.jobs.reports()]) {
       if (h.state !== 'awaitingAck') continue;
       h.to('reporting');
       this.outbox.add(h);
@@ -94,11 +96,11 @@ export class Reports {
     }
   }
 
-  /** The server answered a report. */
+  /** The server answered a report: the one under the ack's lease token (see HeldJobs.reportAcked). */
   acked(ack: ServerAck): void {
-    const h = this.deps.jobs.reporting.get(ack.jobId);
+    const h = this.deps.jobs.reportAcked(ack.jobId, ack.leaseToken);
     if (!h) {
-      this.deps.log.debug({ job_id: ack.jobId }, 'an ack for a report this worker no longer waits on');
+      this.deps.log.debug({ job_id: ack.jobId, lease_token: ack.leaseToken }, 'an ack for a report this worker no longer waits on');
       return;
     }
     h.resendTimer = this.deps.timers.clear(h.resendTimer);

@@ -173,7 +173,7 @@ export class Dispatcher {
       const current = new Set(beat.extended.map((e) => e.id));
       for (const lease of params.held) {
         if (!current.has(lease.id)) {
-          session.lostOnOpen.push(lease.id);
+          session.lostOnOpen.push(lease);
           continue;
         }
         this.delivery.hold(session, lease.id, { token: lease.token, queue: '' });
@@ -280,8 +280,9 @@ export class Dispatcher {
     if (session) {
       const tokens = new Map(leases.map((l) => [l.id, l.token]));
       for (const id of result.lost) {
-        session.send({ kind: 'leaseLost', jobId: id, reason: 'expired' });
-        this.slotFree(session, id, tokens.get(id) ?? '');
+        const token = tokens.get(id) ?? '';
+        session.send({ kind: 'leaseLost', jobId: id, token, reason: 'expired' });
+        this.slotFree(session, id, token);
       }
       for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id, reason: 'operator' });
     }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
-import type { Job } from '../domain/job.js';
+import type { Job, LeaseRef } from '../domain/job.js';
 import { BrokenInvariantError, checkTransition, type Transitions } from './state-machine.js';
 
 /** What the dispatcher sends to a worker; the gRPC layer turns it into a WorkResponse. */
@@ -8,7 +8,7 @@ export type SessionMessage =
   /** Jobs one claim dealt to this session, best first (the gRPC layer may send them as one message). */
   | { kind: 'jobs'; jobs: Job[] }
   | { kind: 'cancel'; jobId: string; reason: CancelReason }
-  | { kind: 'leaseLost'; jobId: string; reason: LeaseLostReason }
+  | { kind: 'leaseLost'; jobId: string; token: string; reason: LeaseLostReason }
   | { kind: 'drain'; reason: DrainReason };
 
 /** A job the dispatcher has pushed to a session and not yet seen finished. */
@@ -50,7 +50,7 @@ export class WorkerSession {
   /** Jobs pushed and not yet finished, by job id. Change it only through hold() and drop(). */
   readonly held = new Map<string, HeldLease>();
   /** Leases named in hello.held that were no longer current (to be told as lease_lost). */
-  readonly lostOnOpen: string[] = [];
+  readonly lostOnOpen: LeaseRef[] = [];
   #state: SessionState = 'open';
   #reserved = 0;
 

@@ -86,7 +86,7 @@ export function sessionMessageToPb(msg: Exclude<SessionMessage, { kind: 'jobs' }
       return { msg: { $case: 'cancel', value: { jobId: msg.jobId, code: CANCEL_REASON_TO_PB[msg.reason] } } };
     case 'leaseLost':
       return {
-        msg: { $case: 'leaseLost', value: { jobId: msg.jobId, reason: LEASE_LOST_TEXT[msg.reason], code: LEASE_LOST_REASON_TO_PB[msg.reason] } },
+        msg: { $case: 'leaseLost', value: { jobId: msg.jobId, leaseToken: msg.token, reason: LEASE_LOST_TEXT[msg.reason], code: LEASE_LOST_REASON_TO_PB[msg.reason] } },
       };
     case 'drain':
       return { msg: { $case: 'drain', value: { reason: DRAIN_TEXT[msg.reason], code: DRAIN_REASON_TO_PB[msg.reason] } } };

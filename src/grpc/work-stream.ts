@@ -216,7 +216,7 @@ export class WorkStream implements WorkStreamHandle {
       },
     });
     for (const l of hello.held) if (!leaseWellFormed(l)) this.leaseLostMalformed(l, 'not_held_on_reconnect');
-    for (const jobId of session.lostOnOpen) this.send(sessionMessageToPb({ kind: 'leaseLost', jobId, reason: 'not_held_on_reconnect' }));
+    for (const l of session.lostOnOpen) this.send(sessionMessageToPb({ kind: 'leaseLost', jobId: l.id, token: l.token, reason: 'not_held_on_reconnect' }));
     for (const msg of this.beforeWelcome.splice(0)) this.fromDispatcher(msg);
     const early = this.early.splice(0);
     this.inputFlow();
@@ -322,7 +322,7 @@ export class WorkStream implements WorkStreamHandle {
   /** A malformed lease (in hello.held or a heartbeat) is told lost with the code of where it was named. */
   private leaseLostMalformed(l: Lease, code: LeaseLostReason): void {
     this.log.warn({ job_id: l.jobId.slice(0, 64) }, 'worker named a malformed lease; told lease_lost');
-    this.send({ msg: { $case: 'leaseLost', value: { jobId: l.jobId, reason: MALFORMED_LEASE_TEXT, code: LEASE_LOST_REASON_TO_PB[code] } } });
+    this.send({ msg: { $case: 'leaseLost', value: { jobId: l.jobId, leaseToken: l.leaseToken, reason: MALFORMED_LEASE_TEXT, code: LEASE_LOST_REASON_TO_PB[code] } } });
   }
 
   // ----- acks ------------------------------------------------------------------------

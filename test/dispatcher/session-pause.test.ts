@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
-import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
+import { claimsGated, dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -37,22 +37,14 @@ describe('backpressure: a paused session gets no new pushes', () => {
   });
 
   it('still pushes the jobs claimed for slots it reserved before it paused', async () => {
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    let gateClaims = false;
-    // The file's store, with claims held at the gate once the test says so.
-    const gated = Object.create(t.store) as Store;
-    gated.jobClaim = async (params) => {
-      if (gateClaims) await gate;
-      return t.store.jobClaim(params);
-    };
-    const { queue, dispatcher, session, pushed } = await setup({ slots: 2, store: gated });
+    const gated = claimsGated(t.store);
+    const { queue, dispatcher, session, pushed } = await setup({ slots: 2, store: gated.store });
     await t.store.jobSubmitMany({ jobs: jobInputs(queue, 2) });
-    gateClaims = true;
+    gated.hold();
     dispatcher.notifyQueue(queue); // a claim reserves both slots and waits at the gate
     expect(session.reserved).toBe(2);
     dispatcher.sessionPause(session);
-    open();
+    gated.release();
     await waitFor(() => pushed.length === 2, { what: 'the claimed jobs pushed' });
     expect(session).toMatchObject({ state: 'paused', reserved: 0, free: 0 });
     expect(session.held.size).toBe(2);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionMessage } from '../../src/dispatcher/dispatcher.js';
 import type { Store } from '../../src/store/store.js';
-import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
+import { claimsGated, dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -38,21 +38,13 @@ describe('a submit hands its job to a free slot of this server', () => {
   });
 
   it('while a claim of the queue runs, a submit leaves its job to that claim', async () => {
-    let open!: () => void;
-    const gate = new Promise<void>((resolve) => (open = resolve));
-    let gateClaims = false;
-    // The file's store, with claims held at the gate once the test says so.
-    const gated = Object.create(t.store) as Store;
-    gated.jobClaim = async (params) => {
-      if (gateClaims) await gate;
-      return t.store.jobClaim(params);
-    };
-    const { queue, dispatcher, pushed, claims } = await setup({ slots: 2, store: gated });
-    gateClaims = true;
+    const gated = claimsGated(t.store);
+    const { queue, dispatcher, pushed, claims } = await setup({ slots: 2, store: gated.store });
+    gated.hold();
     dispatcher.notifyQueue(queue); // a claim starts and waits at the gate
     const { job } = await dispatcher.submit(jobInput({ queue }));
     expect(job.state).toBe('PENDING');
-    open();
+    gated.release();
     await waitFor(() => pushed.length === 1, { what: 'the job claimed' });
     expect(pushed[0]?.id).toBe(job.id);
     expect(claims.at(-1)).toEqual({ asked: 2, got: 1 });

@@ -95,3 +95,19 @@ export function dispatcherTestSetup() {
     open,
   };
 }
+
+/**
+ * The store with its claims held at a gate once `hold()` is called, until `release()`: so a
+ * test can act while a claim is in flight (a real claim, run by the real store, just later).
+ */
+export function claimsGated(store: Store): { store: Store; hold(): void; release(): void } {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let holding = false;
+  const gated = Object.create(store) as Store;
+  gated.jobClaim = async (params) => {
+    if (holding) await gate;
+    return store.jobClaim(params);
+  };
+  return { store: gated, hold: () => (holding = true), release: () => release() };
+}

@@ -240,8 +240,8 @@ describe('EvoraWorker and the codes of lease_lost, cancel and drain', () => {
     server.send({ msg: { $case: 'jobs', value: { jobs: [leasedJob(0, 'wait'), leasedJob(1, 'wait')] } } });
     await waitFor(() => worker.stats().running === 2, { what: 'both handlers running' });
 
-    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-0', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: 'cancelled by an operator' } } });
-    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-1', code: LeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT, reason: '' } } });
+    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-0', leaseToken: '', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: 'cancelled by an operator' } } });
+    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-1', leaseToken: '', code: LeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT, reason: '' } } });
     await waitFor(() => finished.length === 2, { what: 'both handlers to end' });
     expect(seen.map((s) => [s.id, s.kind])).toEqual([
       ['job-0', 'lease_lost'],

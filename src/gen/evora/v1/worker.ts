@@ -481,6 +481,12 @@ export interface ServerLeaseLost {
   reason: string;
   /** Why the lease was lost. */
   code: LeaseLostReason;
+  /**
+   * The token of the lease that was lost. A worker holding a newer lease of the same job
+   * (the job was claimed again and pushed to it) keeps that one: only the lease with this
+   * token is lost. Empty only from servers that predate this field.
+   */
+  leaseToken: string;
 }
 
 /** ExtendedLease is one lease renewed by a heartbeat. */
@@ -2575,7 +2581,7 @@ export const ServerCancel: MessageFns<ServerCancel> = {
 };
 
 function createBaseServerLeaseLost(): ServerLeaseLost {
-  return { jobId: "", reason: "", code: 0 };
+  return { jobId: "", reason: "", code: 0, leaseToken: "" };
 }
 
 export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
@@ -2588,6 +2594,9 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
     }
     if (message.code !== 0) {
       writer.uint32(24).int32(message.code);
+    }
+    if (message.leaseToken !== "") {
+      writer.uint32(34).string(message.leaseToken);
     }
     return writer;
   },
@@ -2629,6 +2638,14 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
             message.code = reader.int32() as any;
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.leaseToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2650,6 +2667,11 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
         : "",
       reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
       code: isSet(object.code) ? leaseLostReasonFromJSON(object.code) : 0,
+      leaseToken: isSet(object.leaseToken)
+        ? globalThis.String(object.leaseToken)
+        : isSet(object.lease_token)
+        ? globalThis.String(object.lease_token)
+        : "",
     };
   },
 
@@ -2664,6 +2686,9 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
     if (message.code !== 0) {
       obj.code = leaseLostReasonToJSON(message.code);
     }
+    if (message.leaseToken !== "") {
+      obj.leaseToken = message.leaseToken;
+    }
     return obj;
   },
 
@@ -2675,6 +2700,7 @@ export const ServerLeaseLost: MessageFns<ServerLeaseLost> = {
     message.jobId = object.jobId ?? "";
     message.reason = object.reason ?? "";
     message.code = object.code ?? 0;
+    message.leaseToken = object.leaseToken ?? "";
     return message;
   },
 };

@@ -1565,7 +1565,11 @@ type ServerLeaseLost struct {
 	// Human-readable cause, for logs; may be empty. Act on `code`, never on this text.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Why the lease was lost.
-	Code          LeaseLostReason `protobuf:"varint,3,opt,name=code,proto3,enum=evora.v1.LeaseLostReason" json:"code,omitempty"`
+	Code LeaseLostReason `protobuf:"varint,3,opt,name=code,proto3,enum=evora.v1.LeaseLostReason" json:"code,omitempty"`
+	// The token of the lease that was lost. A worker holding a newer lease of the same job
+	// (the job was claimed again and pushed to it) keeps that one: only the lease with this
+	// token is lost. Empty only from servers that predate this field.
+	LeaseToken    string `protobuf:"bytes,4,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1619,6 +1623,13 @@ func (x *ServerLeaseLost) GetCode() LeaseLostReason {
 		return x.Code
 	}
 	return LeaseLostReason_LEASE_LOST_REASON_UNSPECIFIED
+}
+
+func (x *ServerLeaseLost) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
 }
 
 // ExtendedLease is one lease renewed by a heartbeat.
@@ -2462,11 +2473,13 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x04acks\x18\x01 \x03(\v2\x13.evora.v1.ServerAckR\x04acks\"Q\n" +
 	"\fServerCancel\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12*\n" +
-	"\x04code\x18\x02 \x01(\x0e2\x16.evora.v1.CancelReasonR\x04code\"o\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x16.evora.v1.CancelReasonR\x04code\"\x90\x01\n" +
 	"\x0fServerLeaseLost\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12-\n" +
-	"\x04code\x18\x03 \x01(\x0e2\x19.evora.v1.LeaseLostReasonR\x04code\"\xb8\x01\n" +
+	"\x04code\x18\x03 \x01(\x0e2\x19.evora.v1.LeaseLostReasonR\x04code\x12\x1f\n" +
+	"\vlease_token\x18\x04 \x01(\tR\n" +
+	"leaseToken\"\xb8\x01\n" +
 	"\rExtendedLease\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +

@@ -228,14 +228,16 @@ class ServerCancel(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., code: _Optional[_Union[CancelReason, str]] = ...) -> None: ...
 
 class ServerLeaseLost(_message.Message):
-    __slots__ = ("job_id", "reason", "code")
+    __slots__ = ("job_id", "reason", "code", "lease_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     reason: str
     code: LeaseLostReason
-    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ..., code: _Optional[_Union[LeaseLostReason, str]] = ...) -> None: ...
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ..., code: _Optional[_Union[LeaseLostReason, str]] = ..., lease_token: _Optional[str] = ...) -> None: ...
 
 class ExtendedLease(_message.Message):
     __slots__ = ("job_id", "lease_token", "lease_expires_at", "cancel_requested")

@@ -460,8 +460,9 @@ export interface ServerAckBatch {
 
 /**
  * ServerCancel tells the worker that one of its jobs was cancelled. The worker should stop
- * the job and report it (any report is fine; the job becomes CANCELLED). The lease stays
- * the worker's until then or until it expires.
+ * the job and report it with `fail` or `snooze` (the job becomes CANCELLED; a `complete`
+ * that was already on its way completes it). The lease stays the worker's until then or
+ * until it expires.
  */
 export interface ServerCancel {
   /** Id of the cancelled job. */

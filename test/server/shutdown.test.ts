@@ -10,6 +10,7 @@ import { testDatabaseCreate, type TestDatabase } from '../helpers/db.js';
 import { queueName } from '../helpers/factories.js';
 import { RawWorker } from '../helpers/raw-worker.js';
 import { call, clientsFor } from '../helpers/server-setup.js';
+import { DrainReason } from '../../src/gen/evora/v1/worker.js';
 import { waitFor } from '../helpers/wait.js';
 
 let db: TestDatabase;
@@ -33,6 +34,8 @@ describe('graceful shutdown', () => {
 
     const stopped = server.stop();
     await w.until(() => w.received.some((r) => r.msg?.$case === 'drain'));
+    // The drain says why in a code a worker in any language can act on.
+    expect(w.messages('drain')[0]?.code).toBe(DrainReason.DRAIN_REASON_SERVER_SHUTDOWN);
     // A job submitted now is not pushed to the draining worker.
     await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 }).catch(() => undefined);
     w.complete(w.jobs[0]!, { finished: 'during shutdown' });

@@ -5,9 +5,8 @@ It opens a WorkerService.Work stream, says hello (worker id, queue, slots), runs
 the server pushes (type "resize", see resize.py) up to --slots at a time in a thread pool,
 sends a heartbeat for the leases it holds every heartbeat_interval_ms the server gave in
 its welcome (a job's until its report is settled), reports each job with complete or fail,
-and waits for the server's ack. It acts
-on the protocol's codes, never on their text: the ack's result (see reports.py) and the
-lease_lost, cancel and drain messages (Worker.handle).
+and waits for the server's ack. It acts on the protocol's codes, never on their text: the
+ack's result (see reports.py) and the lease_lost, cancel and drain messages (Worker.handle).
 When the stream breaks it reconnects with backoff and finishes the jobs it holds with their
 lease tokens. SIGTERM or SIGINT drains: no new jobs, finish the running ones, then exit 0
 (a second signal exits at once).

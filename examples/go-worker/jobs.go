@@ -38,6 +38,13 @@ func (w *worker) start(s *session, lj *evorav1.LeasedJob) {
 	j := lj.GetJob()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &task{id: j.GetId(), token: lj.GetLeaseToken(), leaseEnd: lj.GetLeaseExpiresAt().AsTime(), cancel: cancel}
+	if old, ok := w.running[t.id]; ok && old.token != t.token && !old.lost {
+		// The job was leased again, so its older lease is gone (its lease_lost may come
+		// later, or never): stop that run and report nothing for it.
+		w.log.Warn("job leased again; stopping the run of its older lease without a report", "job_id", t.id)
+		old.lost = true
+		old.cancel(errLeaseLost)
+	}
 	w.running[t.id] = t
 	w.log.Info("job received", "job_id", t.id, "type", j.GetType(), "attempt", j.GetAttempt())
 	info := jobInfo{id: t.id, attempt: j.GetAttempt(), payload: j.GetPayload(), workerID: w.cfg.workerID}
@@ -91,17 +98,6 @@ func (w *worker) finish(s *session, o outcome) {
 	r := &report{req: req, leaseEnd: t.leaseEnd}
 	w.pending[t.id] = append(w.pending[t.id], r)
 	w.send(s, r)
-}
-
-// heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).
-func (w *worker) heartbeat(s *session) {
-	hb := &evorav1.WorkerHeartbeat{}
-	for _, t := range w.running {
-		if !t.lost {
-			hb.Leases = append(hb.Leases, &evorav1.Lease{JobId: t.id, LeaseToken: t.token})
-		}
-	}
-	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}})
 }
 
 // leaseToken is the lease a complete or fail report is about.

@@ -3,7 +3,8 @@
 // It opens a WorkerService.Work stream, says hello (worker id, queue, slots), runs the
 // jobs the server pushes (type "resize", see resize.go) up to -slots at a time, sends a
 // heartbeat for the leases it holds every heartbeat_interval_ms the server gave in its
-// welcome, reports each job with complete or fail, and waits for the server's ack.
+// welcome (a job's until its report is settled), reports each job with complete or fail,
+// and waits for the server's ack.
 // It acts on the protocol's codes, never on their text: the ack's result (reports.go),
 // and the lease_lost, cancel and drain messages (handle, below).
 // When the stream breaks it reconnects with backoff and finishes the jobs it holds with
@@ -11,7 +12,8 @@
 // then exit 0 (a second signal exits at once).
 //
 // The files: main.go the session and its event loop, jobs.go running jobs and turning
-// their outcomes into reports, reports.go the acks, config.go the flags, resize.go the job.
+// their outcomes into reports, reports.go the acks, leases.go the leases held (heartbeats,
+// lease_lost), config.go the flags, resize.go the job.
 package main
 
 import (
@@ -52,7 +54,7 @@ func main() {
 type report struct {
 	req      *evorav1.WorkRequest
 	tries    int       // times sent
-	leaseEnd time.Time // when the job's lease ends (it is not heartbeated once reported)
+	leaseEnd time.Time // when the job's lease ends, as last heard (it is heartbeated until the report is settled)
 	resendAt time.Time // set after ACK_RESULT_RETRY_LATER: when to send it again
 }
 
@@ -139,16 +141,7 @@ func (w *worker) connect() (*session, time.Duration, error) {
 		return nil, 0, err
 	}
 	hello := &evorav1.WorkerHello{WorkerId: w.cfg.workerID, Queues: []string{w.cfg.queue}, Slots: int32(w.cfg.slots)}
-	for _, t := range w.running {
-		if !t.lost {
-			hello.Held = append(hello.Held, &evorav1.Lease{JobId: t.id, LeaseToken: t.token})
-		}
-	}
-	for id, rs := range w.pending {
-		for _, r := range rs {
-			hello.Held = append(hello.Held, &evorav1.Lease{JobId: id, LeaseToken: leaseToken(r.req)})
-		}
-	}
+	hello.Held = w.heldLeases()
 	if err := stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Hello{Hello: hello}}); err != nil {
 		cancel()
 		return nil, 0, err
@@ -309,28 +302,9 @@ func (w *worker) handle(s *session, m *evorav1.WorkResponse) {
 			t.cancel(errCancelled)
 		}
 	case *evorav1.WorkResponse_LeaseLost:
-		// Every code (EXPIRED, NOT_HELD_ON_RECONNECT, or none from an old server) means the
-		// job is no longer ours: stop it and report nothing. A job whose report is already
-		// on its way is settled by that report's ack instead.
-		if t, ok := w.running[msg.LeaseLost.GetJobId()]; ok {
-			w.log.Warn("lease lost; stopping the job without a report", "job_id", t.id, "code", msg.LeaseLost.GetCode())
-			t.lost = true
-			t.cancel(errLeaseLost)
-		}
+		w.onLeaseLost(s, msg.LeaseLost)
 	case *evorav1.WorkResponse_HeartbeatAck:
-		if s.fenceSet {
-			s.fenced = true
-		}
-		for _, l := range msg.HeartbeatAck.GetLeases() {
-			t, ok := w.running[l.GetJobId()]
-			if !ok || l.GetLeaseToken() != t.token {
-				continue
-			}
-			t.leaseEnd = l.GetLeaseExpiresAt().AsTime()
-			if l.GetCancelRequested() {
-				t.cancel(errCancelled)
-			}
-		}
+		w.onHeartbeatAck(s, msg.HeartbeatAck)
 	case *evorav1.WorkResponse_Drain:
 		// Every code (DRAIN_REASON_SERVER_SHUTDOWN, or none from an old server) means: no new
 		// jobs on this stream; finish and report the jobs held, and reconnect (to this server

@@ -61,6 +61,12 @@ func ackedReport(rs []*report, token string) int {
 	if token == "" {
 		return 0
 	}
+	return reportUnder(rs, token)
+}
+
+// reportUnder finds the report made under a lease among a job's unacknowledged reports, or
+// -1 if none was.
+func reportUnder(rs []*report, token string) int {
 	for i, r := range rs {
 		if leaseToken(r.req) == token {
 			return i

@@ -46,8 +46,14 @@ def acked_report(tokens: Sequence[str], ack_token: str) -> Optional[int]:
         return None
     if ack_token == "":
         return 0
+    return report_under(tokens, ack_token)
+
+
+def report_under(tokens: Sequence[str], lease_token: str) -> Optional[int]:
+    """Which of a job's unacknowledged reports, given their lease tokens, was made under a
+    lease; None if none was."""
     for i, token in enumerate(tokens):
-        if token == ack_token:
+        if token == lease_token:
             return i
     return None
 

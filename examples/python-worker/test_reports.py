@@ -1,5 +1,6 @@
-"""Unit tests of what the worker decides from an ack: reports.py's functions, and
-Worker.on_ack matching acks to reports by lease token (no stream is opened).
+"""Unit tests of what the worker decides from an ack and a lease_lost: reports.py's
+functions, Worker.on_ack matching acks to reports by lease token, and the leases the worker
+heartbeats and gives up (no stream is opened).
 
 Run: python -m unittest   (in this folder, with the requirements installed)
 """
@@ -7,6 +8,7 @@ Run: python -m unittest   (in this folder, with the requirements installed)
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -14,9 +16,11 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen"))
 
+from evora.v1 import job_pb2  # noqa: E402
 from evora.v1 import worker_pb2 as pb  # noqa: E402
-from reports import MAX_SENDS, ack_result, acked_report, code_name, resend_delay  # noqa: E402
-from worker import Report, Worker  # noqa: E402
+from google.protobuf.timestamp_pb2 import Timestamp  # noqa: E402
+from reports import MAX_SENDS, ack_result, acked_report, code_name, report_under, resend_delay, token_of  # noqa: E402
+from worker import Report, Stop, Task, Worker  # noqa: E402
 
 
 class AckResultTest(unittest.TestCase):
@@ -65,6 +69,11 @@ class AckedReportTest(unittest.TestCase):
         self.assertEqual(acked_report(["t1", "t2"], ""), 0)
         self.assertIsNone(acked_report([], ""))
 
+    def test_report_under_finds_only_the_lease_named(self) -> None:
+        self.assertEqual(report_under(["t1", "t2"], "t2"), 1)
+        self.assertIsNone(report_under(["t1", "t2"], "t3"))
+        self.assertIsNone(report_under(["t1", "t2"], ""))
+
 
 def report(token: str, kind: str) -> Report:
     """A report of job "j" under a lease token, sent once, its lease far off."""
@@ -112,6 +121,143 @@ class OnAckTest(unittest.TestCase):
         self.assertEqual(self.worker.pending["j"], [self.second])
         self.ack("", pb.ACK_RESULT_ACCEPTED)
         self.assertEqual(self.worker.pending, {})
+
+
+class SentSession:
+    """What the worker needs of a Session: it keeps what is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[pb.WorkRequest] = []
+        self.fence_set = False
+        self.fenced = False
+
+    def send(self, req: pb.WorkRequest) -> None:
+        self.sent.append(req)
+
+    def heartbeat_leases(self) -> list[str]:
+        """The "job/token" pairs of the last heartbeat sent, sorted."""
+        last = self.sent[-1]
+        assert last.WhichOneof("msg") == "heartbeat", last
+        return sorted(f"{lease.job_id}/{lease.lease_token}" for lease in last.heartbeat.leases)
+
+
+def lease_lost(job_id: str, token: str) -> pb.WorkResponse:
+    return pb.WorkResponse(lease_lost=pb.ServerLeaseLost(job_id=job_id, lease_token=token, code=pb.LEASE_LOST_REASON_EXPIRED))
+
+
+class LeasesTest(unittest.TestCase):
+    """Worker.handle with lease_lost and heartbeat_ack, and the leases its heartbeats name."""
+
+    def setUp(self) -> None:
+        self.worker = Worker(argparse.Namespace(address="127.0.0.1:1", slots=2, max_jobs=0, worker_id="w"))
+        self.addCleanup(self.worker.channel.close)
+        self.addCleanup(self.worker.pool.shutdown)
+        self.s = SentSession()
+        # The worker's log kept off stderr (as in OnAckTest); a line of the test's own keeps
+        # the capture from being empty where the worker logs nothing.
+        capture = self.assertLogs("python-worker", level="DEBUG")
+        capture.__enter__()
+        self.addCleanup(capture.__exit__, None, None, None)
+        logging.getLogger("python-worker").debug("test %s", self.id())
+
+    def running(self, job_id: str, token: str) -> Task:
+        t = Task(id=job_id, token=token, lease_end=time.time() + 60)
+        self.worker.running[job_id] = t
+        return t
+
+    def pending(self, token: str) -> Report:
+        r = report(token, "complete")
+        self.worker.pending.setdefault("j", []).append(r)
+        return r
+
+    def handle(self, msg: pb.WorkResponse) -> None:
+        self.worker.handle(self.s, msg)  # type: ignore[arg-type]
+
+    def test_stops_only_the_lease_it_names(self) -> None:
+        t = self.running("j", "t2")
+        # An older lease of the job (it was leased again): the running one goes on.
+        self.handle(lease_lost("j", "t1"))
+        self.assertFalse(t.lost)
+        self.assertFalse(t.stop.is_set())
+        self.handle(lease_lost("j", "t2"))
+        self.assertTrue(t.lost)
+        self.assertIs(t.stopped_by, Stop.LEASE_LOST)
+
+    def test_without_a_token_stops_the_running_job_as_before(self) -> None:
+        t = self.running("j", "t2")
+        r = self.pending("t1")
+        self.handle(lease_lost("j", ""))  # a server that predates ServerLeaseLost.lease_token
+        self.assertIs(t.stopped_by, Stop.LEASE_LOST)
+        self.assertEqual(self.worker.pending["j"], [r])
+
+    def test_drops_the_report_made_under_that_lease_without_resending_it(self) -> None:
+        r = self.pending("t1")
+        self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_RETRY_LATER))  # type: ignore[arg-type]
+        self.assertIsNotNone(r.resend_at)
+        self.handle(lease_lost("j", "t1"))
+        self.assertEqual(self.worker.pending, {})
+        self.assertEqual(self.worker.acked, 1)
+        # Its resend time comes, and nothing goes out.
+        self.worker.resend_due(self.s, time.monotonic() + 3600)  # type: ignore[arg-type]
+        self.assertEqual(self.s.sent, [])
+
+        # A report still awaiting its first ack is dropped the same way; a lease it was not
+        # made under leaves it be.
+        first = self.pending("t3")
+        self.handle(lease_lost("j", "t4"))
+        self.assertEqual(self.worker.pending["j"], [first])
+        self.handle(lease_lost("j", "t3"))
+        self.assertEqual(self.worker.pending, {})
+
+    def test_heartbeats_name_each_jobs_newest_lease_until_its_report_is_settled(self) -> None:
+        self.running("a", "ta")
+        self.running("b", "tb").lost = True
+        self.pending("t1")
+        self.pending("t2")  # job j failed under t1, was leased again and reported under t2
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        self.assertEqual(self.s.heartbeat_leases(), ["a/ta", "j/t2"])
+
+        # Leased a third time and running: its lease is the one named.
+        self.running("j", "t3")
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        self.assertEqual(self.s.heartbeat_leases(), ["a/ta", "j/t3"])
+        del self.worker.running["j"]
+
+        # Settled, a report's lease is named no more.
+        self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t2", result=pb.ACK_RESULT_ACCEPTED))  # type: ignore[arg-type]
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        self.assertEqual(self.s.heartbeat_leases(), ["a/ta", "j/t1"])
+        self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_LEASE_LOST))  # type: ignore[arg-type]
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        self.assertEqual(self.s.heartbeat_leases(), ["a/ta"])
+
+    def test_a_heartbeat_ack_extends_the_lease_a_report_may_be_resent_under(self) -> None:
+        r = self.pending("t1")
+        # 0.1 s left: too little for the first resend (after 0.2 s), unless a heartbeat
+        # extends the lease meanwhile.
+        r.lease_end = time.time() + 0.1
+        extended = Timestamp(seconds=int(time.time()) + 60)
+        self.handle(pb.WorkResponse(heartbeat_ack=pb.ServerHeartbeatAck(
+            leases=[pb.ExtendedLease(job_id="j", lease_token="t1", lease_expires_at=extended)])))
+        self.assertEqual(r.lease_end, extended.seconds)
+        self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_RETRY_LATER))  # type: ignore[arg-type]
+        self.assertIsNotNone(r.resend_at)
+        self.assertEqual(self.worker.pending["j"], [r])
+
+    def test_a_new_lease_of_a_running_job_ends_the_run_of_its_older_lease(self) -> None:
+        old = self.running("j", "t1")
+        # Not a resize job: its handler ends at once with a permanent error.
+        self.handle(pb.WorkResponse(job=pb.LeasedJob(job=job_pb2.Job(id="j", type="other"), lease_token="t2")))
+        self.assertIs(old.stopped_by, Stop.LEASE_LOST)
+        self.assertTrue(old.lost)
+        self.assertEqual(self.worker.running["j"].token, "t2")
+        # The old run ends: nothing is reported for it, and the new run is still held.
+        self.worker.finish(self.s, (old, None, RuntimeError("lease lost")))  # type: ignore[arg-type]
+        self.assertEqual(self.worker.pending, {})
+        self.assertIn("j", self.worker.running)
+        _, _, done = self.worker.events.get(timeout=10)
+        self.worker.finish(self.s, done)  # type: ignore[arg-type]
+        self.assertEqual([token_of(r.req) for r in self.worker.pending["j"]], ["t2"])
 
 
 class CodeNameTest(unittest.TestCase):

@@ -4,9 +4,9 @@
 It opens a WorkerService.Work stream, says hello (worker id, queue, slots), runs the jobs
 the server pushes (type "resize", see resize.py) up to --slots at a time in a thread pool,
 sends a heartbeat for the leases it holds every heartbeat_interval_ms the server gave in
-its welcome, reports each job with complete or fail, and waits for the server's ack. It acts
-on the protocol's codes, never on their text: the ack's result (see reports.py) and the
-lease_lost, cancel and drain messages (Worker.handle).
+its welcome (a job's until its report is settled), reports each job with complete or fail,
+and waits for the server's ack. It acts on the protocol's codes, never on their text: the
+ack's result (see reports.py) and the lease_lost, cancel and drain messages (Worker.handle).
 When the stream breaks it reconnects with backoff and finishes the jobs it holds with their
 lease tokens. SIGTERM or SIGINT drains: no new jobs, finish the running ones, then exit 0
 (a second signal exits at once).
@@ -45,7 +45,7 @@ from google.protobuf import json_format, struct_pb2  # noqa: E402
 from evora.v1 import worker_pb2 as pb  # noqa: E402
 from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
 from options import parse_args  # noqa: E402
-from reports import ack_result, acked_report, code_name, epoch, resend_delay, token_of  # noqa: E402
+from reports import ack_result, acked_report, code_name, epoch, report_under, resend_delay, token_of  # noqa: E402
 from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
 from session import Session, describe  # noqa: E402
 
@@ -80,7 +80,7 @@ class Task:
 @dataclass
 class Report:
     req: pb.WorkRequest
-    lease_end: float  # when the job's lease ends (it is not heartbeated once reported)
+    lease_end: float  # when the job's lease ends, as last heard (it is heartbeated until the report is settled)
     tries: int = 0  # times sent
     resend_at: float | None = None  # set after ACK_RESULT_RETRY_LATER: when to send it again (monotonic)
 
@@ -137,8 +137,7 @@ class Worker:
         waits for the welcome and resends unacknowledged reports. None if that failed."""
         self.sid += 1
         s = Session(self.stub, self.events, self.sid)
-        held = [pb.Lease(job_id=t.id, lease_token=t.token) for t in self.running.values() if not t.lost]
-        held += [pb.Lease(job_id=job_id, lease_token=token_of(r.req)) for job_id, rs in self.pending.items() for r in rs]
+        held = self.held_leases()
         s.send(pb.WorkRequest(hello=pb.WorkerHello(
             worker_id=self.args.worker_id, queues=[self.args.queue], slots=self.args.slots, held=held)))
         deadline = time.monotonic() + 30
@@ -299,25 +298,9 @@ class Worker:
                 log.info("job cancelled; stopping it job_id=%s code=%s", t.id, code_name(pb.CancelReason, msg.cancel.code))
                 t.cancel(Stop.CANCELLED)
         elif kind == "lease_lost":
-            # Every code (EXPIRED, NOT_HELD_ON_RECONNECT, or none from an old server) means the
-            # job is no longer ours: stop it and report nothing. A job whose report is already
-            # on its way is settled by that report's ack instead.
-            t = self.running.get(msg.lease_lost.job_id)
-            if t:
-                log.warning("lease lost; stopping the job without a report job_id=%s code=%s",
-                            t.id, code_name(pb.LeaseLostReason, msg.lease_lost.code))
-                t.lost = True
-                t.cancel(Stop.LEASE_LOST)
+            self.on_lease_lost(s, msg.lease_lost)
         elif kind == "heartbeat_ack":
-            if s.fence_set:
-                s.fenced = True
-            for lease in msg.heartbeat_ack.leases:
-                t = self.running.get(lease.job_id)
-                if t is None or t.token != lease.lease_token:
-                    continue
-                t.lease_end = epoch(lease.lease_expires_at)
-                if lease.cancel_requested:
-                    t.cancel(Stop.CANCELLED)
+            self.on_heartbeat_ack(s, msg.heartbeat_ack)
         elif kind == "drain":
             # Every code (DRAIN_REASON_SERVER_SHUTDOWN, or none from an old server) means: no
             # new jobs on this stream; finish and report the jobs held, and reconnect (to this
@@ -325,6 +308,48 @@ class Worker:
             s.drain = msg.drain
             log.info("server asked to drain; finishing the jobs held code=%s running=%d",
                      code_name(pb.DrainReason, msg.drain.code), len(self.running))
+
+    def on_lease_lost(self, s: Session, lost: pb.ServerLeaseLost) -> None:
+        """Every code (EXPIRED, NOT_HELD_ON_RECONNECT, or none from an old server) means that
+        lease is no longer ours. A running job under it is stopped and reported to nobody; a
+        report made under it, awaiting its ack or a resend, is dropped and never sent again
+        (the server applied it already, or never will). A token that names neither (an older
+        lease of a job leased again) changes nothing. Without a token (a server that predates
+        ServerLeaseLost.lease_token) it is about the job's running lease; a report already on
+        its way is then settled by its ack."""
+        job_id, token, code = lost.job_id, lost.lease_token, code_name(pb.LeaseLostReason, lost.code)
+        t = self.running.get(job_id)
+        if t is not None and not t.lost and token in ("", t.token):
+            log.warning("lease lost; stopping the job without a report job_id=%s code=%s", job_id, code)
+            t.lost = True
+            t.cancel(Stop.LEASE_LOST)
+            return
+        rs = self.pending.get(job_id, [])
+        i = report_under([token_of(r.req) for r in rs], token) if token else None
+        if i is not None:
+            log.warning("lease lost while its report waited; dropping the report, not sending it again "
+                        "job_id=%s code=%s awaiting_resend=%s", job_id, code, rs[i].resend_at is not None)
+            self.settle(s, job_id, i)
+            return
+        log.debug("lease_lost for a lease this worker does not hold job_id=%s lease_token=%s code=%s", job_id, token, code)
+
+    def on_heartbeat_ack(self, s: Session, ack: pb.ServerHeartbeatAck) -> None:
+        """Records when the extended leases now end (a report's, for how long it may still be
+        sent again) and stops the running jobs an operator asked to cancel. A lease left out
+        was lost; the server says so with lease_lost."""
+        if s.fence_set:
+            s.fenced = True
+        for lease in ack.leases:
+            t = self.running.get(lease.job_id)
+            if t is not None and t.token == lease.lease_token:
+                t.lease_end = epoch(lease.lease_expires_at)
+                if lease.cancel_requested:
+                    t.cancel(Stop.CANCELLED)
+                continue
+            rs = self.pending.get(lease.job_id, [])
+            i = report_under([token_of(r.req) for r in rs], lease.lease_token)
+            if i is not None:
+                rs[i].lease_end = epoch(lease.lease_expires_at)
 
     def on_ack(self, s: Session, ack: pb.ServerAck) -> None:
         """Acts on the result code of a report's ack, never on its reason text (only logged)."""
@@ -386,6 +411,13 @@ class Worker:
     def start(self, leased: pb.LeasedJob) -> None:
         job = leased.job
         t = Task(id=job.id, token=leased.lease_token, lease_end=epoch(leased.lease_expires_at))
+        old = self.running.get(t.id)
+        if old is not None and old.token != t.token and not old.lost:
+            # The job was leased again, so its older lease is gone (its lease_lost may come
+            # later, or never): stop that run and report nothing for it.
+            log.warning("job leased again; stopping the run of its older lease without a report job_id=%s", t.id)
+            old.lost = True
+            old.cancel(Stop.LEASE_LOST)
         self.running[t.id] = t
         log.info("job received job_id=%s type=%s attempt=%d", job.id, job.type, job.attempt)
         info = JobInfo(id=job.id, attempt=job.attempt, payload=json_format.MessageToDict(job.payload),
@@ -432,10 +464,21 @@ class Worker:
         finally:
             self.mark_idle()
 
+    def held_leases(self) -> list[pb.Lease]:
+        """The leases to name in hello.held and in a heartbeat: per job, the newest one the
+        worker holds, that is the running job's, or else the one of the job's latest unsettled
+        report (so a report sent again after ACK_RESULT_RETRY_LATER goes out under a lease
+        kept alive meanwhile). An older lease of the same job cannot be current any more (the
+        job was leased again), and naming one lease per job keeps an answer by job id alone
+        (a lease_lost without a token, from an older server) from being read as about the other."""
+        leases = [pb.Lease(job_id=t.id, lease_token=t.token) for t in self.running.values() if not t.lost]
+        leases += [pb.Lease(job_id=job_id, lease_token=token_of(rs[-1].req))
+                   for job_id, rs in self.pending.items() if rs and job_id not in self.running]
+        return leases
+
     def heartbeat(self, s: Session) -> None:
         """Extends every lease the worker holds (an empty heartbeat is a plain keep-alive)."""
-        leases = [pb.Lease(job_id=t.id, lease_token=t.token) for t in self.running.values() if not t.lost]
-        s.send(pb.WorkRequest(heartbeat=pb.WorkerHeartbeat(leases=leases)))
+        s.send(pb.WorkRequest(heartbeat=pb.WorkerHeartbeat(leases=self.held_leases())))
 
     def mark_idle(self) -> None:
         if self.finished():

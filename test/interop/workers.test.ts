@@ -16,8 +16,9 @@ import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless
  * the result the worker computed, the ones that fail once are retried (attempt 2), a job
  * longer than its lease survives on heartbeats, and SIGTERM drains. And each acts on the
  * server's codes: a cancel (CANCEL_REASON_OPERATOR) stops the job and fails it, a
- * lease_lost (LEASE_LOST_REASON_EXPIRED) stops it without a report, an ack
- * ACK_RESULT_INVALID is not resent; their own unit tests cover the ack decisions a live
+ * lease_lost (LEASE_LOST_REASON_EXPIRED) stops it without a report (and only the lease it
+ * names: a job pushed again under a new lease runs on), an ack ACK_RESULT_INVALID is not
+ * resent; their own unit tests cover the ack decisions a live
  * server does not easily produce (ACK_RESULT_RETRY_LATER, an old server's acks).
  */
 
@@ -254,6 +255,41 @@ for (const kind of kinds) {
       // The last error is the sweeper's, not a report's.
       expect(await getJob(job.id), proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_CANCELLED, attempt: 1 });
       expect((await getJob(job.id)).lastError).toMatch(/^lease expired/);
+    }, 60_000);
+
+    it('keeps a job pushed to it again under a new lease: only the old lease is lost', async () => {
+      const queue = await setupQueue('again');
+      const payload = { image: 'again.png', width: 10, height: 10, sleep_ms: 3000 };
+      const job = await submit(queue, payload);
+      const workerId = `interop-${queue}`;
+      // Two slots: the frozen worker's session has one free for the job once it is requeued.
+      const proc = launch({ queue, workerId, slots: 2, maxJobs: 1 });
+      await waitFor(async () => (await getJob(job.id)).state === JobState.JOB_STATE_RUNNING, { what: 'the job to be leased' });
+      // Frozen, the worker sends no heartbeat: the sweeper requeues the job and the server
+      // pushes it to the same worker under a new lease. Woken, the worker holds both leases
+      // of the job; a lease_lost naming the old one must not stop the run under the new one.
+      proc.child.kill('SIGSTOP');
+      try {
+        await waitFor(
+          async () => {
+            const j = await getJob(job.id);
+            return j.state === JobState.JOB_STATE_RUNNING && j.attempt === 2;
+          },
+          { what: 'the job requeued and leased to the frozen worker again', timeoutMs: 30_000 },
+        );
+      } finally {
+        proc.child.kill('SIGCONT');
+      }
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+      const after = await getJob(job.id);
+      expect(after, proc.stderr()).toMatchObject({
+        state: JobState.JOB_STATE_COMPLETED,
+        attempt: 2,
+        workerId,
+        result: expectedResult(payload, 2, workerId),
+      });
+      expect(after.lastError).toMatch(/^lease expired/);
     }, 60_000);
 
     it('does not resend a report answered ACK_RESULT_INVALID (a result over the size limit)', async () => {

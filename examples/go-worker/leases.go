@@ -1,0 +1,86 @@
+package main
+
+import (
+	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
+)
+
+// The leases the worker holds: a running job's, and a reported job's until its report is
+// settled (acknowledged, dropped, or given up on). Both are named in hello.held and in every
+// heartbeat, so a report sent again after ACK_RESULT_RETRY_LATER goes out under a lease
+// that was kept alive meanwhile. A lease_lost names the lease by its token and ends only
+// that one.
+
+// heldLeases are the leases to name in hello.held and in a heartbeat: per job, the newest
+// one the worker holds, that is the running job's, or else the one of the job's latest
+// unsettled report. An older lease of the same job cannot be current any more (the job was
+// leased again), and naming one lease per job keeps an answer by job id alone (a lease_lost
+// without a token, from an older server) from being read as about the other.
+func (w *worker) heldLeases() []*evorav1.Lease {
+	var leases []*evorav1.Lease
+	for id, t := range w.running {
+		if !t.lost {
+			leases = append(leases, &evorav1.Lease{JobId: id, LeaseToken: t.token})
+		}
+	}
+	for id, rs := range w.pending {
+		if _, running := w.running[id]; running || len(rs) == 0 {
+			continue
+		}
+		leases = append(leases, &evorav1.Lease{JobId: id, LeaseToken: leaseToken(rs[len(rs)-1].req)})
+	}
+	return leases
+}
+
+// heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).
+func (w *worker) heartbeat(s *session) {
+	hb := &evorav1.WorkerHeartbeat{Leases: w.heldLeases()}
+	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}})
+}
+
+// onHeartbeatAck records when the extended leases now end (a report's, for how long it may
+// still be sent again) and stops the running jobs an operator asked to cancel. A lease left
+// out was lost; the server says so with lease_lost.
+func (w *worker) onHeartbeatAck(s *session, a *evorav1.ServerHeartbeatAck) {
+	if s.fenceSet {
+		s.fenced = true
+	}
+	for _, l := range a.GetLeases() {
+		id, token := l.GetJobId(), l.GetLeaseToken()
+		if t, ok := w.running[id]; ok && t.token == token {
+			t.leaseEnd = l.GetLeaseExpiresAt().AsTime()
+			if l.GetCancelRequested() {
+				t.cancel(errCancelled)
+			}
+			continue
+		}
+		if i := reportUnder(w.pending[id], token); i >= 0 {
+			w.pending[id][i].leaseEnd = l.GetLeaseExpiresAt().AsTime()
+		}
+	}
+}
+
+// onLeaseLost acts on a lease_lost: every code (EXPIRED, NOT_HELD_ON_RECONNECT, or none
+// from an old server) means that lease is no longer ours. A running job under it is stopped
+// and reported to nobody; a report made under it, awaiting its ack or a resend, is dropped
+// and never sent again (the server applied it already, or never will). A token that names
+// neither (an older lease of a job leased again) changes nothing. Without a token (a server
+// that predates ServerLeaseLost.lease_token) it is about the job's running lease; a report
+// already on its way is then settled by its ack.
+func (w *worker) onLeaseLost(s *session, ll *evorav1.ServerLeaseLost) {
+	id, token := ll.GetJobId(), ll.GetLeaseToken()
+	if t, ok := w.running[id]; ok && !t.lost && (token == "" || token == t.token) {
+		w.log.Warn("lease lost; stopping the job without a report", "job_id", id, "code", ll.GetCode())
+		t.lost = true
+		t.cancel(errLeaseLost)
+		return
+	}
+	if token != "" {
+		if i := reportUnder(w.pending[id], token); i >= 0 {
+			w.log.Warn("lease lost while its report waited; dropping the report, not sending it again",
+				"job_id", id, "code", ll.GetCode(), "awaiting_resend", !w.pending[id][i].resendAt.IsZero())
+			w.settle(s, id, i)
+			return
+		}
+	}
+	w.log.Debug("lease_lost for a lease this worker does not hold", "job_id", id, "lease_token", token, "code", ll.GetCode())
+}

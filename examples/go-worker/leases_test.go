@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
+)
+
+// sentStream is a Work stream that keeps what the worker sends (nothing else of it is used).
+type sentStream struct {
+	evorav1.WorkerService_WorkClient
+	sent []*evorav1.WorkRequest
+}
+
+func (f *sentStream) Send(r *evorav1.WorkRequest) error {
+	f.sent = append(f.sent, r)
+	return nil
+}
+
+// leaseTestWorker is a worker with a session whose stream keeps what is sent.
+func leaseTestWorker() (*worker, *session, *sentStream) {
+	w := newWorker(config{slots: 2}, nil, slog.New(slog.DiscardHandler))
+	st := &sentStream{}
+	return w, &session{stream: st}, st
+}
+
+// runningTask puts a running job under a lease into the worker; its context says whether
+// it was stopped, and why.
+func runningTask(w *worker, id, token string) (*task, context.Context) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t := &task{id: id, token: token, cancel: cancel, leaseEnd: time.Now().Add(time.Minute)}
+	w.running[id] = t
+	return t, ctx
+}
+
+// pendingReport puts a report of job "j" under a lease, sent once, into the worker.
+func pendingReport(w *worker, token string) *report {
+	r := completeReport(token)
+	r.tries = 1
+	r.leaseEnd = time.Now().Add(time.Minute)
+	w.pending["j"] = append(w.pending["j"], r)
+	return r
+}
+
+func leaseLost(id, token string) *evorav1.WorkResponse {
+	return &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_LeaseLost{LeaseLost: &evorav1.ServerLeaseLost{
+		JobId: id, LeaseToken: token, Code: evorav1.LeaseLostReason_LEASE_LOST_REASON_EXPIRED,
+	}}}
+}
+
+// heartbeatLeases are the "job/token" pairs of the last heartbeat sent, sorted.
+func heartbeatLeases(t *testing.T, st *sentStream) []string {
+	t.Helper()
+	if len(st.sent) == 0 || st.sent[len(st.sent)-1].GetHeartbeat() == nil {
+		t.Fatalf("the last message sent is not a heartbeat: %v", st.sent)
+	}
+	var out []string
+	for _, l := range st.sent[len(st.sent)-1].GetHeartbeat().GetLeases() {
+		out = append(out, l.GetJobId()+"/"+l.GetLeaseToken())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestLeaseLostStopsOnlyTheLeaseItNames(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	job, ctx := runningTask(w, "j", "t2")
+
+	// An older lease of the job (it was leased again): the running one goes on.
+	w.handle(s, leaseLost("j", "t1"))
+	if job.lost || ctx.Err() != nil {
+		t.Fatalf("lease_lost for t1 stopped the job running under t2")
+	}
+	w.handle(s, leaseLost("j", "t2"))
+	if !job.lost || !errors.Is(context.Cause(ctx), errLeaseLost) {
+		t.Fatalf("lease_lost for t2: lost=%v cause=%v, want the job stopped as lost", job.lost, context.Cause(ctx))
+	}
+}
+
+func TestLeaseLostWithoutATokenStopsTheRunningJobAsBefore(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	job, ctx := runningTask(w, "j", "t2")
+	r := pendingReport(w, "t1")
+	w.handle(s, leaseLost("j", "")) // a server that predates ServerLeaseLost.lease_token
+	if !job.lost || ctx.Err() == nil {
+		t.Fatalf("lease_lost without a token did not stop the running job")
+	}
+	if rs := w.pending["j"]; len(rs) != 1 || rs[0] != r {
+		t.Fatalf("lease_lost without a token dropped a report: pending = %v", rs)
+	}
+}
+
+func TestLeaseLostDropsTheReportMadeUnderThatLeaseWithoutResendingIt(t *testing.T) {
+	w, s, st := leaseTestWorker()
+	awaitingResend := pendingReport(w, "t1")
+	w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_RETRY_LATER})
+	if awaitingResend.resendAt.IsZero() {
+		t.Fatal("RETRY_LATER did not schedule a resend")
+	}
+	w.handle(s, leaseLost("j", "t1"))
+	if _, ok := w.pending["j"]; ok || w.acked != 1 {
+		t.Fatalf("pending = %v, acked = %d; want the report dropped and counted as settled", w.pending, w.acked)
+	}
+	// Its resend time comes, and nothing goes out.
+	awaitingResend.resendAt = time.Now().Add(-time.Second)
+	w.resendDue(s)
+	if len(st.sent) != 0 {
+		t.Fatalf("sent %v after the report's lease was lost", st.sent)
+	}
+
+	// A report still awaiting its first ack is dropped the same way; a lease it was not
+	// made under leaves it be.
+	first := pendingReport(w, "t3")
+	w.handle(s, leaseLost("j", "t4"))
+	if rs := w.pending["j"]; len(rs) != 1 || rs[0] != first {
+		t.Fatalf("lease_lost for t4 dropped the t3 report: pending = %v", rs)
+	}
+	w.handle(s, leaseLost("j", "t3"))
+	if _, ok := w.pending["j"]; ok {
+		t.Fatalf("lease_lost for t3 left its report pending: %v", w.pending)
+	}
+}
+
+func TestHeartbeatNamesEachJobsNewestLeaseUntilItsReportIsSettled(t *testing.T) {
+	w, s, st := leaseTestWorker()
+	runningTask(w, "a", "ta")
+	lost, _ := runningTask(w, "b", "tb")
+	lost.lost = true
+	pendingReport(w, "t1")
+	pendingReport(w, "t2") // job j failed under t1, was leased again and reported under t2
+
+	w.heartbeat(s)
+	if got, want := heartbeatLeases(t, st), []string{"a/ta", "j/t2"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+
+	// Leased a third time and running: its lease is the one named.
+	runningTask(w, "j", "t3")
+	w.heartbeat(s)
+	if got, want := heartbeatLeases(t, st), []string{"a/ta", "j/t3"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+	delete(w.running, "j")
+
+	// Settled, a report's lease is named no more.
+	w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t2", Result: evorav1.AckResult_ACK_RESULT_ACCEPTED})
+	w.heartbeat(s)
+	if got, want := heartbeatLeases(t, st), []string{"a/ta", "j/t1"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+	w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_LEASE_LOST})
+	w.heartbeat(s)
+	if got, want := heartbeatLeases(t, st), []string{"a/ta"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+}
+
+func TestHeartbeatAckExtendsTheLeaseAReportMayBeResentUnder(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	r := pendingReport(w, "t1")
+	// 100 ms left: too little for the first resend (after 200 ms), unless a heartbeat
+	// extends the lease meanwhile.
+	r.leaseEnd = time.Now().Add(100 * time.Millisecond)
+	extended := time.Now().Add(time.Minute)
+	w.handle(s, &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_HeartbeatAck{HeartbeatAck: &evorav1.ServerHeartbeatAck{
+		Leases: []*evorav1.ExtendedLease{{JobId: "j", LeaseToken: "t1", LeaseExpiresAt: timestamppb.New(extended)}},
+	}}})
+	if !r.leaseEnd.Equal(extended) {
+		t.Fatalf("report lease end %v, want %v", r.leaseEnd, extended)
+	}
+	w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_RETRY_LATER})
+	if r.resendAt.IsZero() || len(w.pending["j"]) != 1 {
+		t.Fatalf("RETRY_LATER under the extended lease: resendAt = %v, pending = %v; want a resend scheduled", r.resendAt, w.pending)
+	}
+}
+
+func TestALeaseOfARunningJobEndsTheRunOfItsOlderLease(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	old, ctx := runningTask(w, "j", "t1")
+	// Not a resize job: its handler ends at once with a permanent error.
+	w.handle(s, &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_Job{Job: &evorav1.LeasedJob{
+		Job: &evorav1.Job{Id: "j", Type: "other"}, LeaseToken: "t2", LeaseExpiresAt: timestamppb.New(time.Now().Add(time.Minute)),
+	}}})
+	if !old.lost || !errors.Is(context.Cause(ctx), errLeaseLost) {
+		t.Fatalf("the run under t1 goes on after the job was leased again: lost=%v cause=%v", old.lost, context.Cause(ctx))
+	}
+	if w.running["j"].token != "t2" {
+		t.Fatalf("running under %q, want t2", w.running["j"].token)
+	}
+	// The old run ends: nothing is reported for it, and the new run is still held.
+	w.finish(s, outcome{t: old, err: errLeaseLost})
+	if len(w.pending) != 0 || w.running["j"] == nil {
+		t.Fatalf("after the old run ended: pending = %v, running = %v", w.pending, w.running)
+	}
+	w.finish(s, <-w.done)
+}

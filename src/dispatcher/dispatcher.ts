@@ -1,5 +1,5 @@
 import type { DrainReason } from '../domain/codes.js';
-import type { Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
+import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { JobDelivery } from './delivery.js';
@@ -169,15 +169,11 @@ export class Dispatcher {
   }): Promise<WorkerSession> {
     const session = new WorkerSession(params.workerId, [...new Set(params.queues)], params.slots, params.send);
     if (params.held && params.held.length > 0) {
+      // Only the leases still current hold slots; a stale lease of a job (its current one
+      // named too, or not) is told lost with its own token.
       const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
-      const current = new Set(beat.extended.map((e) => e.id));
-      for (const lease of params.held) {
-        if (!current.has(lease.id)) {
-          session.lostOnOpen.push(lease);
-          continue;
-        }
-        this.delivery.hold(session, lease.id, { token: lease.token, queue: '' });
-      }
+      session.lostOnOpen.push(...beat.lost);
+      for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token, queue: '' });
     }
     this.sessions.add(session);
     for (const name of session.queues) {
@@ -271,18 +267,17 @@ export class Dispatcher {
   }
 
   /**
-   * Extends a session's leases. Lost leases are told to the worker (lease_lost) and free
-   * their slots; jobs an operator asked to cancel are told again (cancel), in case the
-   * NOTIFY was missed.
+   * Extends a session's leases. Each lost lease is told to the worker (lease_lost, with its
+   * token) and frees its slot if it is the lease the session holds: a stale lease of a job
+   * whose current lease the session also holds leaves that slot alone. Jobs an operator
+   * asked to cancel are told again (cancel), in case the NOTIFY was missed.
    */
-  async heartbeat(session: WorkerSession | null, leases: LeaseRef[]) {
+  async heartbeat(session: WorkerSession | null, leases: LeaseRef[]): Promise<HeartbeatOutcome> {
     const result = await this.opts.store.jobHeartbeatMany({ leases });
     if (session) {
-      const tokens = new Map(leases.map((l) => [l.id, l.token]));
-      for (const id of result.lost) {
-        const token = tokens.get(id) ?? '';
-        session.send({ kind: 'leaseLost', jobId: id, token, reason: 'expired' });
-        this.slotFree(session, id, token);
+      for (const lost of result.lost) {
+        session.send({ kind: 'leaseLost', jobId: lost.id, token: lost.token, reason: 'expired' });
+        this.slotFree(session, lost.id, lost.token);
       }
       for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id, reason: 'operator' });
     }

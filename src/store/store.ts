@@ -1,7 +1,18 @@
 import pg from 'pg';
 import type { OutboxEvents } from '../domain/events.js';
 import type { Queue, QueueUpsertInput } from '../domain/queue.js';
-import type { Job, JobListParams, JobSubmitInput, JobSubmitResult, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
+import type {
+  HeartbeatOutcome,
+  Job,
+  JobListParams,
+  JobSubmitInput,
+  JobSubmitResult,
+  JobWritten,
+  JsonObject,
+  LeaseRef,
+  LeaseWriteOutcome,
+  SweepResult,
+} from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
 import { jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired } from './jobs-lease.js';
@@ -134,14 +145,12 @@ export class Store {
   }
 
   /**
-   * Extends the leases whose tokens still match a RUNNING job. Returns the new expiry of
-   * each extended lease (and whether an operator asked to cancel that job) and the ids of
-   * the leases that are lost.
+   * Extends the leases whose tokens still match a RUNNING job. Returns each extended lease
+   * (id and token) with its new expiry (and whether an operator asked to cancel that job),
+   * and the leases that are lost. A lease is the pair (id, token): of a stale and the
+   * current lease of one job, only the current one is extended.
    */
-  async jobHeartbeatMany(params: { leases: LeaseRef[]; now?: Date }): Promise<{
-    extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[];
-    lost: string[];
-  }> {
+  async jobHeartbeatMany(params: { leases: LeaseRef[]; now?: Date }): Promise<HeartbeatOutcome> {
     return jobsHeartbeat(this.pool, params.leases, params.now ?? null);
   }
 

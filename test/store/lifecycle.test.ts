@@ -148,7 +148,7 @@ describe('worker writes', () => {
     expect(await store.jobCompleteMany({ completions: [{ ...stale, result: {} }] })).toEqual([lost]);
     expect(await store.jobFailMany({ failures: [{ ...stale, error: 'x', retryable: true }] })).toEqual([lost]);
     expect(await store.jobSnoozeMany({ snoozes: [{ ...stale, runAt: at(100) }] })).toEqual([lost]);
-    expect(await store.jobHeartbeatMany({ leases: [stale], now: at(32) })).toEqual({ extended: [], lost: [first.id] });
+    expect(await store.jobHeartbeatMany({ leases: [stale], now: at(32) })).toEqual({ extended: [], lost: [stale] });
 
     const after = await store.jobGet({ id: first.id });
     expect(after).toMatchObject({ state: 'RUNNING', workerId: 'new-worker', leaseToken: second.leaseToken, attempt: 2 });
@@ -185,8 +185,22 @@ describe('worker writes', () => {
       ],
       now: at(20),
     });
-    expect(beat.extended).toEqual([{ id: a!.id, lockedUntil: at(50), cancelRequested: false }]);
-    expect(beat.lost).toEqual([b!.id]);
+    expect(beat.extended).toEqual([{ id: a!.id, token: a!.leaseToken, lockedUntil: at(50), cancelRequested: false }]);
+    expect(beat.lost).toEqual([{ id: b!.id, token: '00000000-0000-4000-8000-000000000000' }]);
+  });
+
+  it('heartbeat of a stale and the current lease of one job: only the current one is extended, the stale one is lost', async () => {
+    const { first, second } = await reclaimedJob();
+    const stale = { id: first.id, token: first.leaseToken! };
+    const current = { id: second.id, token: second.leaseToken! };
+    for (const leases of [
+      [stale, current],
+      [current, stale],
+    ]) {
+      const beat = await store.jobHeartbeatMany({ leases, now: at(40) });
+      expect(beat.extended).toEqual([{ ...current, lockedUntil: at(70), cancelRequested: false }]);
+      expect(beat.lost).toEqual([stale]);
+    }
   });
 
   it('fail with attempts left goes back to PENDING after the backoff, or at retryAt', async () => {

@@ -222,10 +222,11 @@ export class Store {
   // ----- the outbox ----------------------------------------------------------------------
 
   /**
-   * Opens the projector's next batch: the batch a crash left open (with exactly the rows it
-   * had), else a new one of whole outbox rows in id order, among those written by
-   * transactions that have ended (see sql/projector-batch-open.sql), up to `limit` events
-   * (the row that crosses the limit is taken whole). Null when there is nothing to project.
+   * Opens the projector's next batch: the open batch (one a crash left open, or one another
+   * projector is applying; with exactly the rows it had, and `reopened`), else a new one of
+   * whole outbox rows in id order, among those written by transactions that have ended (see
+   * sql/projector-batch-open.sql), up to `limit` events (the row that crosses the limit is
+   * taken whole). At most one batch is open at a time. Null when there is nothing to project.
    */
   async projectorBatchOpen(params: {
     sink: string;

@@ -356,15 +356,34 @@ export class Dispatcher {
    * Claims for a worker without a stream (ClaimJobs). With waitMs > 0 it long-polls: when
    * nothing is claimable it waits for a NOTIFY on one of the queues (or the poll interval)
    * and tries again until the wait is over, the caller aborts or the dispatcher stops.
+   * What must stay true: a caller that has gone (`signal` aborted) is never left holding
+   * jobs: no claim starts after the abort, and jobs a claim in flight took are given back.
    */
   async claimUnary(params: { workerId: string; queues: string[]; max: number; waitMs: number; signal?: AbortSignal }): Promise<Job[]> {
     const deadline = Date.now() + params.waitMs;
     const queues = new Set(params.queues);
     for (;;) {
+      if (params.signal?.aborted) return [];
       const jobs = await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId });
+      if (jobs.length > 0 && params.signal?.aborted) {
+        await this.giveBack(jobs);
+        return [];
+      }
       const left = deadline - Date.now();
       if (jobs.length > 0 || left <= 0 || this._state === 'stopped' || params.signal?.aborted) return jobs;
       await this.waiters.wait(queues, Math.min(left, this.opts.pollIntervalMs), [params.signal, this.stopping.signal]);
+    }
+  }
+
+  /**
+   * Gives claimed jobs back at once (their caller went away before it got them), as a
+   * delivery that cannot push does: claimable again at their run_at, no attempt used up.
+   */
+  private async giveBack(jobs: Job[]): Promise<void> {
+    try {
+      await this.opts.store.jobSnoozeMany({ snoozes: jobs.map((j) => ({ id: j.id, token: j.leaseToken ?? '', runAt: j.runAt })) });
+    } catch (err) {
+      this.opts.logger.warn({ err, jobs: jobs.length }, 'could not give back the jobs of a gone caller; their leases will expire');
     }
   }
 

@@ -94,6 +94,8 @@ export class Dispatcher {
   private readonly claimerHost: ClaimerHost;
   private pollTimer: NodeJS.Timeout | null = null;
   private _state: DispatcherState = 'ready';
+  /** Why drainAll asked the workers to drain (told to sessions opened after it, too). */
+  private drainReason: DrainReason = 'server_shutdown';
 
   constructor(private readonly opts: DispatcherOptions) {
     const { store } = opts;
@@ -158,7 +160,8 @@ export class Dispatcher {
 
   /**
    * Opens a session for a worker's stream. `held` are leases the worker still holds from an
-   * earlier stream: the current ones occupy slots until finished.
+   * earlier stream: the current ones occupy slots until finished. A session opened once
+   * drainAll has run is drained at once and told so (it gets no jobs; it may finish its own).
    */
   async sessionOpen(params: {
     workerId: string;
@@ -176,6 +179,11 @@ export class Dispatcher {
       for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token, queue: '' });
     }
     this.sessions.add(session);
+    if (this._state === 'stopped') {
+      // Opened while (or after) drainAll ran: drained as the sessions it found were.
+      session.drain();
+      session.send({ kind: 'drain', reason: this.drainReason });
+    }
     for (const name of session.queues) {
       let q = this.queues.get(name);
       if (!q) {
@@ -403,6 +411,7 @@ export class Dispatcher {
   async drainAll(timeoutMs: number, reason: DrainReason = 'server_shutdown'): Promise<number> {
     if (this._state !== 'stopped') {
       this.to('stopped');
+      this.drainReason = reason;
       if (this.pollTimer) clearInterval(this.pollTimer);
       this.pollTimer = null;
       this.stopping.abort(); // ends the long-poll waits

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { status, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import pg from 'pg';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { AckResult, CancelReason } from '../../src/gen/evora/v1/worker.js';
@@ -103,6 +103,7 @@ describe('ClaimJobs for a caller that has gone', () => {
       const gone = new Promise<ServiceError>((resolve) =>
         clients.workers.claimJobs(
           { workerId: 'gone', queues: [queue], max: 1, wait: { seconds: 20, nanos: 0 } },
+          new Metadata(),
           { deadline: Date.now() + 2000 },
           (err) => resolve(err!),
         ),
@@ -134,7 +135,7 @@ describe('ClaimJobs for a caller that has gone', () => {
       },
       { what: 'the job to be claimed and given back' },
     );
-    expect(back.attempt).toBe(0);
+    expect(back!.attempt).toBe(0);
     const next = await call(clients.workers, 'claimJobs', { workerId: 'next', queues: [queue], max: 1 });
     expect(next.jobs.map((j) => j.job!.id)).toEqual([id]);
   });

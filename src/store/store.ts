@@ -278,8 +278,12 @@ export class Store {
 
   // ----- queues ------------------------------------------------------------------------
 
-  /** Creates a queue or changes the given settings of an existing one. */
-  async queueUpsert(params: QueueUpsertInput & { now?: Date }): Promise<Queue> {
+  /**
+   * Creates a queue or changes the given settings of an existing one; `created` says which
+   * (decided by the upsert itself, so two callers racing to create a queue learn that one
+   * created it).
+   */
+  async queueUpsert(params: QueueUpsertInput & { now?: Date }): Promise<{ queue: Queue; created: boolean }> {
     return queueUpsert(this.pool, params, params.now ?? null);
   }
 

@@ -339,15 +339,27 @@ describe('list', () => {
 });
 
 describe('queues', () => {
-  it('upsert creates, changes only given fields, and lists', async () => {
+  it('upsert creates, changes only given fields, says which it did, and lists', async () => {
     const name = queueName();
-    const created = await store.queueUpsert({ name, maxAttempts: 3, leaseSeconds: 60 });
-    expect(created).toMatchObject({ name, maxAttempts: 3, leaseSeconds: 60, backoffKind: 'exponential', maxConcurrency: null });
-    const changed = await store.queueUpsert({ name, backoffKind: 'linear', maxConcurrency: 4 });
-    expect(changed).toMatchObject({ maxAttempts: 3, leaseSeconds: 60, backoffKind: 'linear', maxConcurrency: 4 });
-    expect((await store.queueUpsert({ name, maxConcurrency: 0 })).maxConcurrency).toBeNull();
+    const created = await store.queueUpsert({ name, maxAttempts: 3, leaseSeconds: 60, now: T0 });
+    expect(created).toEqual({
+      created: true,
+      queue: expect.objectContaining({ name, maxAttempts: 3, leaseSeconds: 60, backoffKind: 'exponential', maxConcurrency: null, createdAt: T0, updatedAt: T0 }),
+    });
+    const changed = await store.queueUpsert({ name, backoffKind: 'linear', maxConcurrency: 4, now: at(5) });
+    expect(changed).toEqual({
+      created: false,
+      queue: expect.objectContaining({ maxAttempts: 3, leaseSeconds: 60, backoffKind: 'linear', maxConcurrency: 4, createdAt: T0, updatedAt: at(5) }),
+    });
+    expect((await store.queueUpsert({ name, maxConcurrency: 0 })).queue.maxConcurrency).toBeNull();
     expect((await store.queueList()).map((q) => q.name)).toContain(name);
     await expect(store.queueGet({ name: 'missing' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(store.queueSetPaused({ name: 'missing', paused: true })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('of upserts racing to create one queue, exactly one says it created it', async () => {
+    const name = queueName();
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => store.queueUpsert({ name, leaseSeconds: 10 + i })));
+    expect(results.filter((r) => r.created)).toHaveLength(1);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * Domain errors. Every layer throws these; the gRPC layer maps each code to a status in
- * one place (src/server/status.ts). Anything else that escapes is a bug: it is logged with
+ * one place (src/grpc/status.ts). Anything else that escapes is a bug: it is logged with
  * detail and answered as INTERNAL.
  */
 export type EvoraErrorCode =

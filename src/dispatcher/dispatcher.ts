@@ -176,7 +176,7 @@ export class Dispatcher {
       // named too, or not) is told lost with its own token.
       const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
       session.lostOnOpen.push(...beat.lost);
-      for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token, queue: '' });
+      for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token });
     }
     this.sessions.add(session);
     if (this._state === 'stopped') {

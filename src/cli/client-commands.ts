@@ -85,6 +85,11 @@ function cancelText(job: Job): string {
   return `job ${job.id}: ${job.state}`;
 }
 
+/**
+ * Adds the client commands (submit, get, list, cancel, retry, queues, stats, queue ...) to
+ * `program`. They load no server code, so they start fast; each maps a failure to one line
+ * and an exit code in main.ts.
+ */
 export function clientCommandsAdd(program: Command): void {
   program
     .command('submit <queue> <type>')

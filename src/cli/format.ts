@@ -107,6 +107,7 @@ function oneLine(text: string, max: number): string {
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;
 }
 
+/** One job, a field per line (`evora get`). */
 export function jobDetails(job: Job): string {
   return fields([
     ['id', job.id],
@@ -128,6 +129,7 @@ export function jobDetails(job: Job): string {
   ]);
 }
 
+/** Jobs, one line each (`evora list`); a long last error is cut to one short line. */
 export function jobTable(jobs: Job[]): string {
   return table(
     ['ID', 'QUEUE', 'TYPE', 'STATE', 'ATTEMPT', 'PRIO', 'RUN AT', 'CREATED', 'LAST ERROR'],
@@ -150,6 +152,7 @@ function backoffText(q: Queue): string {
   return `${b.kind} ${duration(b.baseSeconds)}..${duration(b.capSeconds)}${b.jitter ? ` ±${Math.round(b.jitter * 100)}%` : ''}`;
 }
 
+/** Queues and their settings, one line each (`evora queues`). */
 export function queueTable(queues: Queue[]): string {
   return table(
     ['NAME', 'STATUS', 'MAX ATTEMPTS', 'LEASE', 'BACKOFF', 'MAX CONCURRENCY'],
@@ -203,6 +206,7 @@ export function statsDetails(s: QueueStats): string {
   ]);
 }
 
+/** One queue's settings, a field per line (`evora queue get`, `evora queue set`). */
 export function queueDetails(q: Queue): string {
   return fields([
     ['name', q.name],

@@ -99,7 +99,7 @@ export class JobDelivery {
   }
 
   private send(session: WorkerSession, jobs: Job[]): void {
-    for (const job of jobs) this.hold(session, job.id, { token: job.leaseToken ?? '', queue: job.queue });
+    for (const job of jobs) this.hold(session, job.id, { token: job.leaseToken ?? '' });
     session.send({ kind: 'jobs', jobs });
     if (this.pushed) for (const job of jobs) this.pushed(session, job);
   }

@@ -1,5 +1,5 @@
 import type { DrainReason } from '../domain/codes.js';
-import type { Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
+import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { JobDelivery } from './delivery.js';
@@ -94,6 +94,8 @@ export class Dispatcher {
   private readonly claimerHost: ClaimerHost;
   private pollTimer: NodeJS.Timeout | null = null;
   private _state: DispatcherState = 'ready';
+  /** Why drainAll asked the workers to drain (told to sessions opened after it, too). */
+  private drainReason: DrainReason = 'server_shutdown';
 
   constructor(private readonly opts: DispatcherOptions) {
     const { store } = opts;
@@ -158,7 +160,8 @@ export class Dispatcher {
 
   /**
    * Opens a session for a worker's stream. `held` are leases the worker still holds from an
-   * earlier stream: the current ones occupy slots until finished.
+   * earlier stream: the current ones occupy slots until finished. A session opened once
+   * drainAll has run is drained at once and told so (it gets no jobs; it may finish its own).
    */
   async sessionOpen(params: {
     workerId: string;
@@ -169,17 +172,18 @@ export class Dispatcher {
   }): Promise<WorkerSession> {
     const session = new WorkerSession(params.workerId, [...new Set(params.queues)], params.slots, params.send);
     if (params.held && params.held.length > 0) {
+      // Only the leases still current hold slots; a stale lease of a job (its current one
+      // named too, or not) is told lost with its own token.
       const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
-      const current = new Set(beat.extended.map((e) => e.id));
-      for (const lease of params.held) {
-        if (!current.has(lease.id)) {
-          session.lostOnOpen.push(lease);
-          continue;
-        }
-        this.delivery.hold(session, lease.id, { token: lease.token, queue: '' });
-      }
+      session.lostOnOpen.push(...beat.lost);
+      for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token });
     }
     this.sessions.add(session);
+    if (this._state === 'stopped') {
+      // Opened while (or after) drainAll ran: drained as the sessions it found were.
+      session.drain();
+      session.send({ kind: 'drain', reason: this.drainReason });
+    }
     for (const name of session.queues) {
       let q = this.queues.get(name);
       if (!q) {
@@ -271,18 +275,17 @@ export class Dispatcher {
   }
 
   /**
-   * Extends a session's leases. Lost leases are told to the worker (lease_lost) and free
-   * their slots; jobs an operator asked to cancel are told again (cancel), in case the
-   * NOTIFY was missed.
+   * Extends a session's leases. Each lost lease is told to the worker (lease_lost, with its
+   * token) and frees its slot if it is the lease the session holds: a stale lease of a job
+   * whose current lease the session also holds leaves that slot alone. Jobs an operator
+   * asked to cancel are told again (cancel), in case the NOTIFY was missed.
    */
-  async heartbeat(session: WorkerSession | null, leases: LeaseRef[]) {
+  async heartbeat(session: WorkerSession | null, leases: LeaseRef[]): Promise<HeartbeatOutcome> {
     const result = await this.opts.store.jobHeartbeatMany({ leases });
     if (session) {
-      const tokens = new Map(leases.map((l) => [l.id, l.token]));
-      for (const id of result.lost) {
-        const token = tokens.get(id) ?? '';
-        session.send({ kind: 'leaseLost', jobId: id, token, reason: 'expired' });
-        this.slotFree(session, id, token);
+      for (const lost of result.lost) {
+        session.send({ kind: 'leaseLost', jobId: lost.id, token: lost.token, reason: 'expired' });
+        this.slotFree(session, lost.id, lost.token);
       }
       for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id, reason: 'operator' });
     }
@@ -361,15 +364,34 @@ export class Dispatcher {
    * Claims for a worker without a stream (ClaimJobs). With waitMs > 0 it long-polls: when
    * nothing is claimable it waits for a NOTIFY on one of the queues (or the poll interval)
    * and tries again until the wait is over, the caller aborts or the dispatcher stops.
+   * What must stay true: a caller that has gone (`signal` aborted) is never left holding
+   * jobs: no claim starts after the abort, and jobs a claim in flight took are given back.
    */
   async claimUnary(params: { workerId: string; queues: string[]; max: number; waitMs: number; signal?: AbortSignal }): Promise<Job[]> {
     const deadline = Date.now() + params.waitMs;
     const queues = new Set(params.queues);
     for (;;) {
+      if (params.signal?.aborted) return [];
       const jobs = await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId });
+      if (jobs.length > 0 && params.signal?.aborted) {
+        await this.giveBack(jobs);
+        return [];
+      }
       const left = deadline - Date.now();
       if (jobs.length > 0 || left <= 0 || this._state === 'stopped' || params.signal?.aborted) return jobs;
       await this.waiters.wait(queues, Math.min(left, this.opts.pollIntervalMs), [params.signal, this.stopping.signal]);
+    }
+  }
+
+  /**
+   * Gives claimed jobs back at once (their caller went away before it got them), as a
+   * delivery that cannot push does: claimable again at their run_at, no attempt used up.
+   */
+  private async giveBack(jobs: Job[]): Promise<void> {
+    try {
+      await this.opts.store.jobSnoozeMany({ snoozes: jobs.map((j) => ({ id: j.id, token: j.leaseToken ?? '', runAt: j.runAt })) });
+    } catch (err) {
+      this.opts.logger.warn({ err, jobs: jobs.length }, 'could not give back the jobs of a gone caller; their leases will expire');
     }
   }
 
@@ -389,6 +411,7 @@ export class Dispatcher {
   async drainAll(timeoutMs: number, reason: DrainReason = 'server_shutdown'): Promise<number> {
     if (this._state !== 'stopped') {
       this.to('stopped');
+      this.drainReason = reason;
       if (this.pollTimer) clearInterval(this.pollTimer);
       this.pollTimer = null;
       this.stopping.abort(); // ends the long-poll waits

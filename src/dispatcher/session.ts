@@ -15,8 +15,6 @@ export type SessionMessage =
 export interface HeldLease {
   /** The lease's fencing token: only a write with this token frees the slot. */
   token: string;
-  /** The job's queue ('' for a lease named in hello.held). */
-  queue: string;
 }
 
 /**
@@ -74,11 +72,6 @@ export class WorkerSession {
   /** The stream ended. */
   get closed(): boolean {
     return this.#state === 'closed';
-  }
-
-  /** The stream asked for no more pushes for now (backpressure). */
-  get paused(): boolean {
-    return this.#state === 'paused';
   }
 
   /** Slots promised to claims and hand-offs in flight. */

@@ -1,6 +1,6 @@
 /**
  * Domain errors. Every layer throws these; the gRPC layer maps each code to a status in
- * one place (src/server/status.ts). Anything else that escapes is a bug: it is logged with
+ * one place (src/grpc/status.ts). Anything else that escapes is a bug: it is logged with
  * detail and answered as INTERNAL.
  */
 export type EvoraErrorCode =
@@ -22,8 +22,13 @@ export class EvoraError extends Error {
   }
 }
 
-/** Shorthands that keep call sites short and the code explicit. */
+// Shorthands that keep call sites short and the code explicit.
+
+/** The request is malformed (a field out of range, not a UUID, ...); nothing was changed. */
 export const invalidArgument = (message: string) => new EvoraError('INVALID_ARGUMENT', message);
+/** What the request names (a job, a queue) does not exist. */
 export const notFound = (message: string) => new EvoraError('NOT_FOUND', message);
+/** The request conflicts with what exists (an idempotency key reused with another job). */
 export const alreadyExists = (message: string) => new EvoraError('ALREADY_EXISTS', message);
+/** The thing is not in a state that allows this (a lease no longer current, a finished job cancelled). */
 export const failedPrecondition = (message: string) => new EvoraError('FAILED_PRECONDITION', message);

@@ -62,6 +62,22 @@ export interface LeaseRef {
   token: string;
 }
 
+/**
+ * A lease a heartbeat extended: the lease (one job may be named twice, by a stale and by
+ * its current lease, so the token is part of what was extended), its new expiry, and
+ * whether an operator asked to cancel its job.
+ */
+export interface LeaseExtended extends LeaseRef {
+  lockedUntil: Date;
+  cancelRequested: boolean;
+}
+
+/** What a heartbeat did: the leases it extended and, in input order, those that are lost. */
+export interface HeartbeatOutcome {
+  extended: LeaseExtended[];
+  lost: LeaseRef[];
+}
+
 /** The answer to one worker write (complete, fail, snooze). */
 export type LeaseWriteOutcome<J = Job> =
   | { id: string; accepted: true; job: J }

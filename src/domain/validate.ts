@@ -10,13 +10,21 @@ import type { JsonObject } from './job.js';
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.:\/-]*$/;
 /** Longest queue name, job type or worker id. */
 export const MAX_NAME_LENGTH = 128;
+/** Longest idempotency key: it is indexed with its queue, so it stays short. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+/** The range of a job's priority (smaller runs first). */
 export const PRIORITY_MIN = -1000;
+/** See PRIORITY_MIN. */
 export const PRIORITY_MAX = 1000;
+/** Most attempts a job or queue may allow. */
 export const MAX_ATTEMPTS_LIMIT = 1000;
+/** Most slots one worker's session may ask for (hello.slots). */
 export const MAX_SLOTS = 10_000;
+/** Most jobs in one SubmitJobs call (they are written in one transaction). */
 export const MAX_BATCH = 10_000;
+/** Largest page of ListJobs. */
 export const MAX_PAGE_SIZE = 1000;
+/** The page size of ListJobs when the caller asks for none. */
 export const DEFAULT_PAGE_SIZE = 50;
 
 /** A queue name, job type or worker id: letters, digits and _ . : / -, starting with a letter or digit. */
@@ -29,6 +37,7 @@ export function checkName(field: string, value: string): string {
   return value;
 }
 
+/** A job's priority: an integer from PRIORITY_MIN to PRIORITY_MAX. */
 export function checkPriority(value: number): number {
   if (!Number.isInteger(value) || value < PRIORITY_MIN || value > PRIORITY_MAX) {
     throw invalidArgument(`priority must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}, got ${value}`);
@@ -36,6 +45,7 @@ export function checkPriority(value: number): number {
   return value;
 }
 
+/** A job's max_attempts: 0 (the queue's default) up to MAX_ATTEMPTS_LIMIT. */
 export function checkMaxAttempts(value: number): number {
   if (!Number.isInteger(value) || value < 0 || value > MAX_ATTEMPTS_LIMIT) {
     throw invalidArgument(`max_attempts must be from 0 (queue default) to ${MAX_ATTEMPTS_LIMIT}, got ${value}`);
@@ -43,6 +53,7 @@ export function checkMaxAttempts(value: number): number {
   return value;
 }
 
+/** An idempotency key: any text up to MAX_IDEMPOTENCY_KEY_LENGTH characters ('' for none). */
 export function checkIdempotencyKey(value: string): string {
   if (value.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
     throw invalidArgument(`idempotency_key is longer than ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
@@ -58,11 +69,13 @@ export function checkJsonSize(field: string, value: JsonObject | undefined, maxB
   return obj;
 }
 
+/** An optional time (run_at, retry_at): absent, or a valid date. */
 export function checkDate(field: string, value: Date | undefined): Date | undefined {
   if (value && Number.isNaN(value.getTime())) throw invalidArgument(`${field} is not a valid time`);
   return value;
 }
 
+/** An integer setting from `min` to `max` (slots, lease seconds, page size, ...). */
 export function checkIntRange(field: string, value: number, min: number, max: number): number {
   if (!Number.isInteger(value) || value < min || value > max) {
     throw invalidArgument(`${field} must be from ${min} to ${max}, got ${value}`);
@@ -89,6 +102,10 @@ export function pageTokenEncode(afterId: string | null): string {
   return afterId ? Buffer.from(`j:${afterId}`).toString('base64url') : '';
 }
 
+/**
+ * The job id a page token (from pageTokenEncode) carries; null for '' (the first page).
+ * Anything else is INVALID_ARGUMENT, so a forged token never reaches the store.
+ */
 export function pageTokenDecode(token: string): string | null {
   if (!token) return null;
   const text = Buffer.from(token, 'base64url').toString('utf8');

@@ -53,16 +53,12 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
     }),
     upsertQueue: unary(logger, 'UpsertQueue', async (req) => {
       const name = checkName('name', req.name);
-      const existed = await store.queueGet({ name }).then(
-        () => true,
-        () => false,
-      );
       const b = req.backoff;
       if (b && (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter))) throw invalidArgument('backoff.jitter must be from 0 to 1');
       const base = b?.base ? durationToSeconds(b.base) : undefined;
       const cap = b?.cap ? durationToSeconds(b.cap) : undefined;
       if ((base ?? 0) < 0 || (cap ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
-      const queue = await store.queueUpsert({
+      const { queue, created } = await store.queueUpsert({
         name,
         maxAttempts: req.maxAttempts === undefined ? null : checkIntRange('max_attempts', req.maxAttempts, 1, 1000),
         leaseSeconds: req.leaseSeconds === undefined ? null : checkIntRange('lease_seconds', req.leaseSeconds, 1, 86_400),
@@ -73,7 +69,7 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
         backoffCapSeconds: cap ?? null,
         backoffJitter: b ? b.jitter : null,
       });
-      return { queue: queueToPb(queue), created: !existed };
+      return { queue: queueToPb(queue), created };
     }),
     getQueue: unary(logger, 'GetQueue', async (req) => ({ queue: queueToPb(await store.queueGet({ name: checkName('name', req.name) })) })),
     listQueues: unary(logger, 'ListQueues', async () => ({ queues: (await store.queueList()).map(queueToPb) })),

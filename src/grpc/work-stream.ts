@@ -298,7 +298,6 @@ export class WorkStream implements WorkStreamHandle {
   private heartbeat(s: WorkerSession, v: WorkerHeartbeat): void {
     const leases = v.leases.filter(leaseWellFormed);
     for (const l of v.leases) if (!leaseWellFormed(l)) this.leaseLostMalformed(l, 'expired');
-    const tokens = new Map(leases.map((l) => [l.jobId, l.leaseToken]));
     const answered = this.deps.dispatcher
       .heartbeat(
         s,
@@ -306,9 +305,11 @@ export class WorkStream implements WorkStreamHandle {
       )
       .then(
         (r) => {
+          // Each extended lease with its own token: a worker may have named a stale lease of
+          // the same job too, and that one is told lost.
           const extended = r.extended.map((e) => ({
             jobId: e.id,
-            leaseToken: tokens.get(e.id) ?? '',
+            leaseToken: e.token,
             leaseExpiresAt: e.lockedUntil,
             cancelRequested: e.cancelRequested,
           }));

@@ -96,6 +96,15 @@ export abstract class PeriodicService {
     return this.stopping;
   }
 
+  /**
+   * The signal of the running loop (the one its ticks get), or null when the loop is not
+   * running. For work a service starts between its ticks (the elector's attempt when its
+   * lock is lost), so that stop() ends that work too.
+   */
+  protected get loopSignal(): AbortSignal | null {
+    return this.controller?.signal ?? null;
+  }
+
   /** Releases resources after the loop has ended; must be idempotent. */
   protected async onStop(): Promise<void> {}
 

@@ -28,7 +28,7 @@ export class Sweeper extends PeriodicService {
       /** See PeriodicOptions.startJitterMaxMs. */
       startJitterMaxMs?: number;
       batchSize?: number;
-      /** Called with each batch's jobs after it commits (for the dispatcher and metrics). */
+      /** Called with each batch's jobs after it commits (for metrics and logs). */
       onSwept?: (result: SweepResult) => void;
     },
   ) {

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { isUuid } from '../domain/ids.js';
-import type { Job, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
+import type { HeartbeatOutcome, Job, JobWritten, JsonObject, LeaseExtended, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, jobWrittenFromRow, type JobRow } from './rows.js';
 import { rowsOf, statement, type PgTypes } from './statements.js';
 
@@ -53,13 +53,14 @@ interface LeaseParams {
 
 interface JobHeartbeatRow {
   id: string;
+  lease_token: string;
   locked_until: Date;
   cancel_requested_at: Date | null;
 }
 const jobHeartbeatManySql = statement<LeaseParams, JobHeartbeatRow>(
   'job-heartbeat-many',
   { ids: 'uuid[]', tokens: 'uuid[]', now: 'timestamptz' },
-  { id: 'uuid', locked_until: 'timestamptz', cancel_requested_at: 'timestamptz' },
+  { id: 'uuid', lease_token: 'uuid', locked_until: 'timestamptz', cancel_requested_at: 'timestamptz' },
   { prepared: true },
 );
 
@@ -134,20 +135,26 @@ export async function jobsClaim(claimPool: pg.Pool, queues: string[], workerIds:
     });
 }
 
-/** Heartbeats (Store.jobHeartbeatMany). */
-export async function jobsHeartbeat(
-  pool: pg.Pool,
-  leases: LeaseRef[],
-  now: Date | null,
-): Promise<{ extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[]; lost: string[] }> {
+/**
+ * Heartbeats (Store.jobHeartbeatMany). A lease is the pair (id, token): a worker may name a
+ * stale and the current lease of one job, and only the current one is extended.
+ */
+export async function jobsHeartbeat(pool: pg.Pool, leases: LeaseRef[], now: Date | null): Promise<HeartbeatOutcome> {
   const valid = leases.filter((l) => isUuid(l.id) && isUuid(l.token));
-  const extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[] = [];
+  const extended: LeaseExtended[] = [];
   if (valid.length > 0) {
     const rows = await rowsOf(pool, jobHeartbeatManySql, { ids: valid.map((l) => l.id), tokens: valid.map((l) => l.token), now });
-    for (const r of rows) extended.push({ id: r.id, lockedUntil: r.locked_until, cancelRequested: r.cancel_requested_at !== null });
+    for (const r of rows) {
+      extended.push({ id: r.id, token: r.lease_token, lockedUntil: r.locked_until, cancelRequested: r.cancel_requested_at !== null });
+    }
   }
-  const ok = new Set(extended.map((e) => e.id));
-  return { extended, lost: leases.filter((l) => !ok.has(l.id)).map((l) => l.id) };
+  const ok = new Set(extended.map(leaseKey));
+  return { extended, lost: leases.filter((l) => !ok.has(leaseKey(l))) };
+}
+
+/** One key per lease: its job id and its token. */
+function leaseKey(l: LeaseRef): string {
+  return `${l.id} ${l.token}`;
 }
 
 /** Completions (Store.jobCompleteMany). */

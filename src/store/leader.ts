@@ -5,6 +5,13 @@ import { rowOf, statement } from './statements.js';
 /** Advisory lock class id for leader elections (the object id is the election's name hash). */
 const LEADER_LOCK_CLASS = 7_301_846;
 
+/**
+ * How long connecting the lock's connection, or releasing the lock, may take. Without a
+ * bound, a database that does not answer (a host that drops packets) holds an attempt for
+ * the TCP connect timeout, ~2 minutes.
+ */
+const LEADER_CONNECT_TIMEOUT_MS = 10_000;
+
 const leaderLockTrySql = statement<{ lockClass: number; name: string }, { ok: boolean }>(
   'leader-lock-try',
   { lockClass: 'int4', name: 'text' },
@@ -20,6 +27,10 @@ const leaderLockReleaseSql = statement<{ lockClass: number; name: string }, { re
  * A leadership claim held as a session-level advisory lock on a dedicated connection:
  * exactly one process on the database holds it, and it is released by Postgres itself if
  * that process dies or its connection drops, so a new leader can take over.
+ *
+ * What must stay true: the moment the connection that holds the lock fails or ends, this
+ * process no longer counts as holding it and `onLost` is told (once per time it was held),
+ * so the leader's work stops at once rather than at the next attempt.
  */
 export class AdvisoryLeaderLock {
   private client: pg.Client | null = null;
@@ -29,58 +40,118 @@ export class AdvisoryLeaderLock {
     private readonly connectionString: string,
     /** The election's name, e.g. "maintenance". */
     readonly name: string,
+    /** Told when the connection holding the lock fails or ends (not after leaderResign). */
+    private readonly onLost: () => void = () => undefined,
   ) {}
-
-  /** True while this process believes it holds the lock (verified by leaderAttemptElect). */
-  get isHeld(): boolean {
-    return this.held;
-  }
 
   /**
    * Tries to become (or confirms being) the leader. Returns true while this process holds
    * the lock. A dropped connection means leadership is lost; the next call reconnects and
-   * tries again.
+   * tries again. When `signal` aborts, the attempt ends at once (its connection is closed)
+   * and returns false.
    */
-  async leaderAttemptElect(): Promise<boolean> {
+  async leaderAttemptElect(signal?: AbortSignal): Promise<boolean> {
     try {
-      const client = await this.connection();
+      const client = await untilAborted(this.connection(), signal);
       if (this.held) {
-        await healthCheck(client); // still connected means still holding
+        await untilAborted(healthCheck(client), signal); // still connected means still holding
         return true;
       }
-      const row = await rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name });
+      const row = await untilAborted(rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), signal);
       this.held = row?.ok === true;
       return this.held;
     } catch {
-      await this.drop();
+      this.abandon(); // failed or aborted: whatever state the connection is in, it goes
       return false;
     }
   }
 
-  /** Gives up leadership (if held) and closes the connection. Safe to call twice. */
+  /**
+   * Gives up leadership (if held) and closes the connection. Safe to call twice. The release
+   * and the goodbye are each waited for at most LEADER_CONNECT_TIMEOUT_MS, then the
+   * connection is cut: closing it releases the lock too, so a database that does not answer
+   * does not hold up shutdown.
+   */
   async leaderResign(): Promise<void> {
     const client = this.client;
-    if (client && this.held) {
-      await rowOf(client, leaderLockReleaseSql, { lockClass: LEADER_LOCK_CLASS, name: this.name }).catch(() => undefined);
+    if (!client) return;
+    if (this.held) {
+      this.held = false; // from here on, the connection's end is not a loss
+      await settledWithin(rowOf(client, leaderLockReleaseSql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), LEADER_CONNECT_TIMEOUT_MS);
     }
-    await this.drop();
+    this.client = null;
+    if (!(await settledWithin(client.end(), LEADER_CONNECT_TIMEOUT_MS))) client.connection.stream.destroy();
   }
 
+  /** The lock's connection; made (and recorded, so drop() can end it) on first use. */
   private async connection(): Promise<pg.Client> {
     if (this.client) return this.client;
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'evora-leader' });
-    client.on('error', () => {
-      this.held = false;
+    const client = new pg.Client({
+      connectionString: this.connectionString,
+      application_name: 'evora-leader',
+      connectionTimeoutMillis: LEADER_CONNECT_TIMEOUT_MS,
     });
-    await client.connect();
+    // A connection that fails or ends (the database went away, an operator terminated the
+    // backend) takes the lock with it.
+    const gone = () => this.connectionGone(client);
+    client.on('error', gone);
+    client.on('end', gone);
     this.client = client;
+    await client.connect();
     return client;
   }
 
-  private async drop(): Promise<void> {
+  private connectionGone(client: pg.Client): void {
+    if (this.client !== client) return; // an old connection, already let go
+    this.client = null;
+    client.connection.stream.destroy();
+    if (!this.held) return;
+    this.held = false;
+    this.onLost();
+  }
+
+  /**
+   * Lets go of the connection at once, without a goodbye: a graceful end waits for the
+   * database to answer, which a database that does not answer never does.
+   */
+  private abandon(): void {
     this.held = false;
     const client = this.client;
     this.client = null;
-    await client?.end().catch(() => undefined);
+    client?.connection.stream.destroy();
   }
+}
+
+/** Whether `work` settled (either way) within `ms`. */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
+  try {
+    return await Promise.race([work.then(() => true, () => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `work`, or a rejection as soon as `signal` aborts (`work` then settles unobserved). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return work;
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.reject(new Error('aborted'));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(new Error('aborted'));
+    signal.addEventListener('abort', abort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', abort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', abort);
+        reject(err as Error);
+      },
+    );
+  });
 }

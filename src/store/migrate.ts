@@ -42,9 +42,37 @@ const migrationRecordSql = statement<{ version: number; name: string }, None>('m
 /**
  * A database whose recorded migrations this version does not know: migrated by the
  * development chain 0001_jobs … 0009_submit_handoff that the baseline replaced, or by a newer
- * Evora. Nothing was changed.
+ * Evora. Nothing was changed. Its message is one line saying which, and what to do.
  */
 export class MigrationsUnknownError extends Error {}
+
+/** The first migration of the development chain the baseline replaced (it recorded 1 'jobs'). */
+const PRE_RELEASE_FIRST = { version: 1, name: 'jobs' };
+
+/** The refusal of a database whose `unknown` migrations this version, knowing `known`, does not know. */
+function migrationsUnknownMessage(unknown: { version: number; name: string }[], known: Migration[]): string {
+  const label = (m: { version: number; name: string }) => `${String(m.version).padStart(4, '0')}_${m.name}`;
+  const names = unknown.map(label).join(', ');
+  const newest = known.reduce<Migration | null>((a, m) => (a && a.version > m.version ? a : m), null);
+  if (unknown.some((m) => m.version === PRE_RELEASE_FIRST.version && m.name === PRE_RELEASE_FIRST.name)) {
+    return (
+      `the database records migrations this version does not know (${names}): its schema predates the ` +
+      'baseline migration; nothing was changed. Start from an empty database: drop the evora schema (DROP SCHEMA ' +
+      'evora CASCADE; its jobs are lost), or for the embedded database delete its data folder (.evora/pgdata), ' +
+      'then start again.'
+    );
+  }
+  if (newest && unknown.every((m) => m.version > newest.version)) {
+    return (
+      `the database was migrated by a newer Evora (it records ${names}; this version knows migrations up to ` +
+      `${label(newest)}); nothing was changed. Run that version of Evora, or a newer one.`
+    );
+  }
+  return (
+    `the database records migrations this version does not know (${names}); nothing was changed. ` +
+    'Run the version of Evora that migrated it.'
+  );
+}
 
 /**
  * Applies every migration not yet recorded in evora.schema_migrations, all in one
@@ -54,7 +82,7 @@ export class MigrationsUnknownError extends Error {}
  *
  * Refuses (MigrationsUnknownError, one line saying what to do) a database that records a
  * migration this version does not know, instead of applying the rest over a schema it
- * cannot vouch for.
+ * cannot vouch for. Messages carry no "evora:" prefix: the CLI adds it.
  */
 export async function migrate(connectionString: string, migrations: Migration[] = migrationsLoad()): Promise<number[]> {
   const client = new pg.Client({ connectionString, application_name: 'evora-migrate' });
@@ -67,15 +95,7 @@ export async function migrate(connectionString: string, migrations: Migration[] 
     await scriptRun(client, migrationBookkeepingCreateSql);
     const recorded = await rowsOf(client, migrationAppliedListSql, {});
     const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
-    if (unknown.length > 0) {
-      const names = unknown.map((r) => `${String(r.version).padStart(4, '0')}_${r.name}`).join(', ');
-      throw new MigrationsUnknownError(
-        `evora: the database records migrations this version does not know (${names}): its schema predates the ` +
-          'baseline migration (or comes from a newer Evora); nothing was changed. Start from an empty database: drop ' +
-          'the evora schema (DROP SCHEMA evora CASCADE; its jobs are lost), or for the embedded database delete its ' +
-          'data folder (.evora/pgdata), then start again.',
-      );
-    }
+    if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
     const done = new Set(recorded.map((r) => r.version));
     const applied: number[] = [];
     for (const m of migrations) {
@@ -89,7 +109,7 @@ export async function migrate(connectionString: string, migrations: Migration[] 
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined);
     if (err instanceof MigrationsUnknownError) throw err;
-    throw new Error(`evora: migration failed: ${(err as Error).message}`, { cause: err });
+    throw new Error(`migration failed: ${(err as Error).message}`, { cause: err });
   } finally {
     await client.end().catch(() => undefined);
   }

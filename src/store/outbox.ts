@@ -71,8 +71,16 @@ export async function projectorBatchOpen(
   params: { sink: string; limit: number; details: boolean },
 ): Promise<{ batchId: number; outbox: { hiId: string; horizon: string }; rows: OutboxEvents[]; reopened: boolean } | null> {
   let batch = await rowOf(pool, projectorBatchOpenGetSql, {});
-  const reopened = batch !== undefined;
-  batch ??= await rowOf(pool, projectorBatchOpenSql, { limit: params.limit, sink: params.sink });
+  let reopened = batch !== undefined;
+  if (!batch) {
+    batch = await rowOf(pool, projectorBatchOpenSql, { limit: params.limit, sink: params.sink });
+    if (!batch) {
+      // Nothing to project, or another projector opened a batch first (only one may be
+      // open): then that batch is this one too (each sink applies a batch once).
+      batch = await rowOf(pool, projectorBatchOpenGetSql, {});
+      reopened = batch !== undefined;
+    }
+  }
   if (!batch) return null;
   const rows = await rowsOf(pool, params.details ? outboxReadDetailsSql : outboxReadSql, { hiId: batch.hi_id, horizon: batch.horizon });
   const out: OutboxEvents[] = rows.map((row) => {

@@ -17,7 +17,7 @@ interface QueueUpsertParams {
   maxConcurrency: number | null;
   now: Date | null;
 }
-const queueUpsertSql = statement<QueueUpsertParams, QueueRow>(
+const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolean }>(
   'queue-upsert',
   {
     name: 'text',
@@ -30,7 +30,7 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow>(
     maxConcurrency: 'int4',
     now: 'timestamptz',
   },
-  QUEUE_COLUMNS,
+  { ...QUEUE_COLUMNS, created: 'bool' },
 );
 const queueGetSql = statement<{ name: string }, QueueRow>('queue-get', { name: 'text' }, QUEUE_COLUMNS);
 const queueListSql = statement<None, QueueRow>('queue-list', {}, QUEUE_COLUMNS);
@@ -41,7 +41,7 @@ const queueSetPausedSql = statement<{ name: string; paused: boolean; now: Date |
 );
 
 /** Creates or changes a queue (Store.queueUpsert). */
-export async function queueUpsert(pool: pg.Pool, params: QueueUpsertInput, now: Date | null): Promise<Queue> {
+export async function queueUpsert(pool: pg.Pool, params: QueueUpsertInput, now: Date | null): Promise<{ queue: Queue; created: boolean }> {
   const row = await rowOf(pool, queueUpsertSql, {
     name: params.name,
     maxAttempts: params.maxAttempts ?? null,
@@ -53,7 +53,7 @@ export async function queueUpsert(pool: pg.Pool, params: QueueUpsertInput, now: 
     maxConcurrency: params.maxConcurrency ?? null,
     now,
   });
-  return queueFromRow(row!);
+  return { queue: queueFromRow(row!), created: row!.created };
 }
 
 /** One queue (Store.queueGet). */

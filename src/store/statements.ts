@@ -2,9 +2,11 @@ import { readFileSync, readdirSync } from 'node:fs';
 import type pg from 'pg';
 
 /**
- * The statement loader: every SQL statement Evora runs is a file in ./sql/ (see its
- * README.md), read once when this module loads, relative to this module (the build copies
- * the files next to the compiled code). Each file opens with a header naming the statement
+ * The statement loader: every query and data statement Evora runs is a file in ./sql/ (see
+ * its README.md), read once when this module loads, relative to this module (the build
+ * copies the files next to the compiled code). Not files: transaction control (BEGIN,
+ * COMMIT, ROLLBACK) and the listener's LISTEN, which take no parameters and return nothing
+ * to declare, and the migrations (./migrations/). Each file opens with a header naming the statement
  * (`-- name: jobClaim`, the camelCase of the file name) and uses named parameters
  * (`:queues`, `:now`); the loader turns them into `$1..$n` once, and a call builds the
  * values array by index from a precomputed list of names, so running a statement costs no

@@ -1,7 +1,18 @@
 import pg from 'pg';
 import type { OutboxEvents } from '../domain/events.js';
 import type { Queue, QueueUpsertInput } from '../domain/queue.js';
-import type { Job, JobListParams, JobSubmitInput, JobSubmitResult, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
+import type {
+  HeartbeatOutcome,
+  Job,
+  JobListParams,
+  JobSubmitInput,
+  JobSubmitResult,
+  JobWritten,
+  JsonObject,
+  LeaseRef,
+  LeaseWriteOutcome,
+  SweepResult,
+} from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
 import { jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired } from './jobs-lease.js';
@@ -134,14 +145,12 @@ export class Store {
   }
 
   /**
-   * Extends the leases whose tokens still match a RUNNING job. Returns the new expiry of
-   * each extended lease (and whether an operator asked to cancel that job) and the ids of
-   * the leases that are lost.
+   * Extends the leases whose tokens still match a RUNNING job. Returns each extended lease
+   * (id and token) with its new expiry (and whether an operator asked to cancel that job),
+   * and the leases that are lost. A lease is the pair (id, token): of a stale and the
+   * current lease of one job, only the current one is extended.
    */
-  async jobHeartbeatMany(params: { leases: LeaseRef[]; now?: Date }): Promise<{
-    extended: { id: string; lockedUntil: Date; cancelRequested: boolean }[];
-    lost: string[];
-  }> {
+  async jobHeartbeatMany(params: { leases: LeaseRef[]; now?: Date }): Promise<HeartbeatOutcome> {
     return jobsHeartbeat(this.pool, params.leases, params.now ?? null);
   }
 
@@ -213,10 +222,11 @@ export class Store {
   // ----- the outbox ----------------------------------------------------------------------
 
   /**
-   * Opens the projector's next batch: the batch a crash left open (with exactly the rows it
-   * had), else a new one of whole outbox rows in id order, among those written by
-   * transactions that have ended (see sql/projector-batch-open.sql), up to `limit` events
-   * (the row that crosses the limit is taken whole). Null when there is nothing to project.
+   * Opens the projector's next batch: the open batch (one a crash left open, or one another
+   * projector is applying; with exactly the rows it had, and `reopened`), else a new one of
+   * whole outbox rows in id order, among those written by transactions that have ended (see
+   * sql/projector-batch-open.sql), up to `limit` events (the row that crosses the limit is
+   * taken whole). At most one batch is open at a time. Null when there is nothing to project.
    */
   async projectorBatchOpen(params: {
     sink: string;
@@ -268,8 +278,12 @@ export class Store {
 
   // ----- queues ------------------------------------------------------------------------
 
-  /** Creates a queue or changes the given settings of an existing one. */
-  async queueUpsert(params: QueueUpsertInput & { now?: Date }): Promise<Queue> {
+  /**
+   * Creates a queue or changes the given settings of an existing one; `created` says which
+   * (decided by the upsert itself, so two callers racing to create a queue learn that one
+   * created it).
+   */
+  async queueUpsert(params: QueueUpsertInput & { now?: Date }): Promise<{ queue: Queue; created: boolean }> {
     return queueUpsert(this.pool, params, params.now ?? null);
   }
 

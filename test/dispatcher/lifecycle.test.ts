@@ -59,7 +59,7 @@ describe('the dispatcher: ready → polling → stopped', () => {
     expect(dispatcher.waitingClaims).toBe(0);
   });
 
-  it('once stopped, nothing is claimed or handed off, even for a session opened after', async () => {
+  it('once stopped, nothing is claimed or handed off, even for a session opened after: that one is drained at once', async () => {
     const queue = queueName();
     await t.store.queueUpsert({ name: queue, leaseSeconds: 30 });
     const { dispatcher, claims } = await t.open({ queue: queueName(), slots: 1 });
@@ -70,7 +70,8 @@ describe('the dispatcher: ready → polling → stopped', () => {
     dispatcher.notifyQueue(queue);
     expect((await dispatcher.submit(jobInput({ queue }))).job.state).toBe('PENDING');
     expect(claims).toHaveLength(1); // the first session's claim, before the drain
-    expect(pushed).toEqual([]);
+    expect(pushed).toEqual([{ kind: 'drain', reason: 'server_shutdown' }]); // and no jobs
+    expect(late.state).toBe('draining');
     dispatcher.sessionClose(late);
   });
 });

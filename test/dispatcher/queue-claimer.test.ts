@@ -30,7 +30,7 @@ function setup(opts: { slots: number[]; claimCooldownMs?: number }) {
     claim: (_queue, workerIds) => new Promise((resolve, reject) => claims.push({ workerIds, resolve, reject })),
     deliver: async (dealt) => {
       for (const [session, jobs] of dealt) {
-        for (const job of jobs) session.hold(job.id, { token: job.leaseToken ?? '', queue: 'q' });
+        for (const job of jobs) session.hold(job.id, { token: job.leaseToken ?? '' });
         delivered.push(...jobs);
       }
     },
@@ -168,7 +168,7 @@ describe('a queue claimer', () => {
   it('idle → wanted when no slot is free; a freed slot starts the claim', async () => {
     const { claimer, sessions, claims, answer, finish } = setup({ slots: [1] });
     const [s] = sessions as [WorkerSession];
-    s.hold('busy', { token: 't', queue: 'q' });
+    s.hold('busy', { token: 't' });
     claimer.wake();
     expect(claimer.state).toBe('wanted');
     expect(claims).toHaveLength(0);

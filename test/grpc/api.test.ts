@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { status } from '@grpc/grpc-js';
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import pg from 'pg';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { AckResult, CancelReason } from '../../src/gen/evora/v1/worker.js';
 import { queueName } from '../helpers/factories.js';
@@ -10,8 +11,9 @@ import { waitFor } from '../helpers/wait.js';
 
 let clients: Clients;
 let server: EvoraServer;
+let databaseUrl: string;
 beforeAll(async () => {
-  ({ clients, server } = await serverSetup());
+  ({ clients, server, databaseUrl } = await serverSetup());
 });
 const worker = rawWorkers(() => clients);
 
@@ -83,6 +85,59 @@ describe('a job through the API', () => {
     const { job } = await submit(queue);
     const claimed = await pending;
     expect(claimed.jobs[0]?.job?.id).toBe(job!.id);
+  });
+});
+
+describe('ClaimJobs for a caller that has gone', () => {
+  it('a long-poll whose client deadline passes while its claim runs gives the claimed job back: the next caller gets it', async () => {
+    const queue = queueName();
+    const { job } = await submit(queue);
+    const id = job!.id;
+    const admin = new pg.Client({ connectionString: databaseUrl });
+    await admin.connect();
+    try {
+      // Hold the outbox so that the claim (which writes its events there) waits, with the
+      // job already committed and claimable, until the caller has gone.
+      await admin.query('BEGIN');
+      await admin.query('LOCK TABLE evora.job_events IN EXCLUSIVE MODE');
+      const gone = new Promise<ServiceError>((resolve) =>
+        clients.workers.claimJobs(
+          { workerId: 'gone', queues: [queue], max: 1, wait: { seconds: 20, nanos: 0 } },
+          new Metadata(),
+          { deadline: Date.now() + 2000 },
+          (err) => resolve(err!),
+        ),
+      );
+      await waitFor(
+        async () =>
+          (
+            await admin.query(
+              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%claimable_queues%'`,
+            )
+          ).rowCount === 1,
+        { what: 'the claim to wait for the outbox' },
+      );
+      expect((await gone).code).toBe(status.DEADLINE_EXCEEDED);
+      // A call behind the deadline's cancel on the same connection: once it is answered, the
+      // server has seen the cancel.
+      await expect(
+        call(clients.workers, 'extendLease', { jobId: '00000000-0000-4000-8000-000000000000', leaseToken: '00000000-0000-4000-8000-000000000000' }),
+      ).rejects.toMatchObject({ code: status.FAILED_PRECONDITION });
+    } finally {
+      await admin.query('ROLLBACK'); // the claim goes on, and takes the job
+      await admin.end();
+    }
+    // Claimed (it has started) and given back: PENDING, not RUNNING for a caller that is gone.
+    const back = await waitFor(
+      async () => {
+        const got = (await call(clients.jobs, 'getJob', { id })).job!;
+        return got.startedAt && got.state === JobState.JOB_STATE_PENDING ? got : null;
+      },
+      { what: 'the job to be claimed and given back' },
+    );
+    expect(back!.attempt).toBe(0);
+    const next = await call(clients.workers, 'claimJobs', { workerId: 'next', queues: [queue], max: 1 });
+    expect(next.jobs.map((j) => j.job!.id)).toEqual([id]);
   });
 });
 

@@ -167,6 +167,36 @@ describe('snooze without run_at means now', () => {
   });
 });
 
+describe('heartbeats match leases by job id and token', () => {
+  it('a stale and the current lease of one job: the current one is extended with its token, the stale one is told lost with its own, and the slot stays held', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('two-leases', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    const stale = lease(w.jobs[0]!);
+    // Snoozed for now, the job comes straight back to this worker's one slot with a new lease.
+    w.send({ msg: { $case: 'snooze', value: stale } });
+    await w.until(() => w.jobs.length === 2);
+    const current = lease(w.jobs[1]!);
+    expect(current.jobId).toBe(id);
+    expect(current.leaseToken).not.toBe(stale.leaseToken);
+
+    // The current lease first: a match by job id alone answers it with the stale token.
+    w.send({ msg: { $case: 'heartbeat', value: { leases: [current, stale] } } });
+    await w.until(() => w.messages('heartbeatAck').length === 1 && w.messages('leaseLost').length === 1);
+    expect(w.messages('heartbeatAck')[0]!.leases).toEqual([{ ...current, leaseExpiresAt: expect.any(Date), cancelRequested: false }]);
+    expect(w.messages('leaseLost')).toEqual([{ ...stale, code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: expect.any(String) }]);
+
+    // The lost stale lease did not free the current one's slot: it is still held, the
+    // session has no free slot, and the current lease still completes.
+    expect(server.dispatcher.queueWorkers(queue)).toEqual({ workers: 1, freeSlots: 0 });
+    w.complete(w.jobs[1]!);
+    await w.until(() => w.acks(id).some((a) => a.leaseToken === current.leaseToken));
+    expect(w.acks(id).find((a) => a.leaseToken === current.leaseToken)).toMatchObject({ result: AckResult.ACK_RESULT_ACCEPTED });
+  });
+});
+
 describe('malformed ids and tokens on the stream', () => {
   it('complete, fail and snooze with a malformed id or token are acked INVALID and change nothing', async () => {
     const queue = queueName();

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { Store } from '../../src/store/store.js';
@@ -34,14 +35,14 @@ afterEach(async () => {
  * connection, running a real sweeper and projector when it leads. Each test has an election
  * of its own, so tests do not see each other's leaders.
  */
-function setup() {
+function setup(opts: { electionIntervalMs?: number } = {}) {
   const election = `test-${randomBytes(4).toString('hex')}`;
   const make = (name: string) => {
     const swept = { jobs: 0 };
     const maintainer = new Maintainer({
       connectionString: url,
       electionName: election,
-      electionIntervalMs: 20,
+      electionIntervalMs: opts.electionIntervalMs ?? 20,
       logger: silentLogger(),
       services: {
         sweeper: new Sweeper({ store, logger: silentLogger(), intervalMs: 20, startJitterMaxMs: 0, onSwept: (b) => (swept.jobs += b.jobs.length) }),
@@ -107,8 +108,10 @@ describe('maintainer: leader-only services follow leadership', () => {
     expect(follower.swept.jobs).toBeGreaterThanOrEqual(1);
   });
 
-  it("a leader whose lock connection is killed stops its services; once the lock is free, a leader starts them", async () => {
-    const { election, processes, roles } = setup();
+  it("a leader whose lock connection is killed stops its services at once; once the lock is free, a leader starts them", async () => {
+    // Elections a minute apart: the first attempts (at start) elect a leader, and no later
+    // one comes during the test, so only the lost connection itself can stop the services.
+    const { election, processes, roles } = setup({ electionIntervalMs: 60_000 });
     for (const p of processes) p.maintainer.start();
     const { leader, follower } = await waitFor(() => roles(), { what: 'one leader' });
     await waitFor(() => allRunning(leader), { what: "the leader's services to run" });
@@ -143,10 +146,41 @@ describe('maintainer: leader-only services follow leadership', () => {
     } finally {
       await holder.end(); // releases the lock
     }
-    const { leader: next } = await waitFor(() => roles(), { what: 'a leader once the lock is free' });
+    // The next attempt (here called, not waited for) takes the free lock.
+    const { leader: next } = await waitFor(
+      async () => {
+        for (const p of processes) await p.maintainer.elector.runOnce();
+        return roles();
+      },
+      { what: 'a leader once the lock is free' },
+    );
     await waitFor(() => allRunning(next), { what: "the new leader's services to run" });
     const job = await expiredJob();
     await waitFor(() => requeued(job), { what: "the new leader's sweep" });
+  });
+
+  it('a stop while the database does not answer ends the election attempt in progress', async () => {
+    // A "database" that accepts connections, reads what it is sent, and never answers.
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket.resume()));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      const maintainer = new Maintainer({
+        connectionString: `postgres://evora@127.0.0.1:${port}/evora`,
+        electionName: 'silent',
+        services: {},
+        logger: silentLogger(),
+      });
+      maintainer.start();
+      await waitFor(() => sockets.length > 0, { what: 'the elector to connect' });
+      await maintainer.stop(); // does not wait for the connection to time out
+      expect(maintainer.isLeader).toBe(false);
+      await waitFor(() => sockets.every((s) => s.closed), { what: 'the connection to be closed' });
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it('once shutdown has begun, a follower no longer tries to become the leader', async () => {

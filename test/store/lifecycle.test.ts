@@ -148,7 +148,7 @@ describe('worker writes', () => {
     expect(await store.jobCompleteMany({ completions: [{ ...stale, result: {} }] })).toEqual([lost]);
     expect(await store.jobFailMany({ failures: [{ ...stale, error: 'x', retryable: true }] })).toEqual([lost]);
     expect(await store.jobSnoozeMany({ snoozes: [{ ...stale, runAt: at(100) }] })).toEqual([lost]);
-    expect(await store.jobHeartbeatMany({ leases: [stale], now: at(32) })).toEqual({ extended: [], lost: [first.id] });
+    expect(await store.jobHeartbeatMany({ leases: [stale], now: at(32) })).toEqual({ extended: [], lost: [stale] });
 
     const after = await store.jobGet({ id: first.id });
     expect(after).toMatchObject({ state: 'RUNNING', workerId: 'new-worker', leaseToken: second.leaseToken, attempt: 2 });
@@ -185,8 +185,22 @@ describe('worker writes', () => {
       ],
       now: at(20),
     });
-    expect(beat.extended).toEqual([{ id: a!.id, lockedUntil: at(50), cancelRequested: false }]);
-    expect(beat.lost).toEqual([b!.id]);
+    expect(beat.extended).toEqual([{ id: a!.id, token: a!.leaseToken, lockedUntil: at(50), cancelRequested: false }]);
+    expect(beat.lost).toEqual([{ id: b!.id, token: '00000000-0000-4000-8000-000000000000' }]);
+  });
+
+  it('heartbeat of a stale and the current lease of one job: only the current one is extended, the stale one is lost', async () => {
+    const { first, second } = await reclaimedJob();
+    const stale = { id: first.id, token: first.leaseToken! };
+    const current = { id: second.id, token: second.leaseToken! };
+    for (const leases of [
+      [stale, current],
+      [current, stale],
+    ]) {
+      const beat = await store.jobHeartbeatMany({ leases, now: at(40) });
+      expect(beat.extended).toEqual([{ ...current, lockedUntil: at(70), cancelRequested: false }]);
+      expect(beat.lost).toEqual([stale]);
+    }
   });
 
   it('fail with attempts left goes back to PENDING after the backoff, or at retryAt', async () => {
@@ -325,15 +339,27 @@ describe('list', () => {
 });
 
 describe('queues', () => {
-  it('upsert creates, changes only given fields, and lists', async () => {
+  it('upsert creates, changes only given fields, says which it did, and lists', async () => {
     const name = queueName();
-    const created = await store.queueUpsert({ name, maxAttempts: 3, leaseSeconds: 60 });
-    expect(created).toMatchObject({ name, maxAttempts: 3, leaseSeconds: 60, backoffKind: 'exponential', maxConcurrency: null });
-    const changed = await store.queueUpsert({ name, backoffKind: 'linear', maxConcurrency: 4 });
-    expect(changed).toMatchObject({ maxAttempts: 3, leaseSeconds: 60, backoffKind: 'linear', maxConcurrency: 4 });
-    expect((await store.queueUpsert({ name, maxConcurrency: 0 })).maxConcurrency).toBeNull();
+    const created = await store.queueUpsert({ name, maxAttempts: 3, leaseSeconds: 60, now: T0 });
+    expect(created).toEqual({
+      created: true,
+      queue: expect.objectContaining({ name, maxAttempts: 3, leaseSeconds: 60, backoffKind: 'exponential', maxConcurrency: null, createdAt: T0, updatedAt: T0 }),
+    });
+    const changed = await store.queueUpsert({ name, backoffKind: 'linear', maxConcurrency: 4, now: at(5) });
+    expect(changed).toEqual({
+      created: false,
+      queue: expect.objectContaining({ maxAttempts: 3, leaseSeconds: 60, backoffKind: 'linear', maxConcurrency: 4, createdAt: T0, updatedAt: at(5) }),
+    });
+    expect((await store.queueUpsert({ name, maxConcurrency: 0 })).queue.maxConcurrency).toBeNull();
     expect((await store.queueList()).map((q) => q.name)).toContain(name);
     await expect(store.queueGet({ name: 'missing' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(store.queueSetPaused({ name: 'missing', paused: true })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('of upserts racing to create one queue, exactly one says it created it', async () => {
+    const name = queueName();
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => store.queueUpsert({ name, leaseSeconds: 10 + i })));
+    expect(results.filter((r) => r.created)).toHaveLength(1);
   });
 });

@@ -76,15 +76,18 @@ describe('migrations', () => {
     expect(await Promise.all([migrate(url), migrate(url)])).toEqual([[], []]);
   });
 
-  it('an empty database gets the baseline, recorded under its number and name', async () => {
+  it('an empty database gets the baseline and what follows, each recorded under its number and name', async () => {
     const db = await testDatabaseCreate({ empty: true });
     const client = new pg.Client({ connectionString: db.url });
     try {
-      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline']);
-      expect(await migrate(db.url)).toEqual([1]);
+      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline', '2_projector_one_open_batch']);
+      expect(await migrate(db.url)).toEqual([1, 2]);
       await client.connect();
-      const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations');
-      expect(rows).toEqual([{ version: 1, name: 'baseline' }]);
+      const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
+      expect(rows).toEqual([
+        { version: 1, name: 'baseline' },
+        { version: 2, name: 'projector_one_open_batch' },
+      ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
       await client.end();
@@ -106,12 +109,55 @@ describe('migrations', () => {
         CREATE TABLE evora.jobs (id uuid PRIMARY KEY);`);
       const refused = migrate(db.url);
       await expect(refused).rejects.toBeInstanceOf(MigrationsUnknownError);
-      await expect(refused).rejects.toThrow(/^evora: the database records migrations this version does not know \(0001_jobs, .*0009_submit_handoff\).*DROP SCHEMA evora CASCADE.*\.evora\/pgdata/);
+      await expect(refused).rejects.toThrow(/^the database records migrations this version does not know \(0001_jobs, .*0009_submit_handoff\): its schema predates the baseline.*DROP SCHEMA evora CASCADE.*\.evora\/pgdata/);
       expect(await refused.then(() => '', (err: Error) => err.message)).not.toContain('\n'); // one line
       const { rows } = await client.query(`SELECT count(*)::int AS n FROM evora.schema_migrations`);
       expect(rows[0].n).toBe(9);
       const tables = await client.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'evora'`);
       expect(tables.rows[0].n).toBe(2);
+    } finally {
+      await client.end();
+      await db.drop();
+    }
+  });
+});
+
+describe('migrations: a database of a newer Evora, and 0002', () => {
+  it('a database migrated by a newer Evora is refused, unchanged, with "run that version" (and no advice to drop data)', async () => {
+    const db = await testDatabaseCreate({ empty: true });
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await migrate(db.url);
+      await client.query(`INSERT INTO evora.schema_migrations (version, name) VALUES (3, 'from_the_future'), (4, 'more')`);
+      const refused = migrate(db.url);
+      await expect(refused).rejects.toBeInstanceOf(MigrationsUnknownError);
+      const message = await refused.then(() => '', (err: Error) => err.message);
+      expect(message).toMatch(
+        /^the database was migrated by a newer Evora \(it records 0003_from_the_future, 0004_more; this version knows migrations up to 0002_projector_one_open_batch\); nothing was changed\. Run that version/,
+      );
+      expect(message).not.toMatch(/DROP|delete|evora:/);
+      const { rows } = await client.query(`SELECT count(*)::int AS n FROM evora.schema_migrations`);
+      expect(rows[0].n).toBe(4);
+    } finally {
+      await client.end();
+      await db.drop();
+    }
+  });
+
+  it('0002 over a database where racing projectors left two batches open keeps the oldest; a second open batch is refused', async () => {
+    const db = await testDatabaseCreate({ empty: true });
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      expect(await migrate(db.url, migrationsLoad().slice(0, 1))).toEqual([1]);
+      const insert = `INSERT INTO evora.projector_batches (sink, events, hi_id, horizon) VALUES ('s', 1, 1, '1'::xid8) RETURNING id`;
+      const first = (await client.query<{ id: string }>(insert)).rows[0]!.id;
+      await client.query(insert);
+      expect(await migrate(db.url)).toEqual([2]);
+      const { rows } = await client.query<{ id: string }>('SELECT id FROM evora.projector_batches');
+      expect(rows).toEqual([{ id: first }]);
+      await expect(client.query(insert)).rejects.toThrow(/projector_batches_one_open_idx/);
     } finally {
       await client.end();
       await db.drop();

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '../../src/store/store.js';
+import { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
@@ -11,9 +11,10 @@ import { queueName } from '../helpers/factories.js';
 
 let store: Store;
 let sql: pg.Pool;
+let url: string;
 let sink: PostgresTelemetrySink;
 beforeAll(async () => {
-  ({ store, sql } = await storeSetup());
+  ({ store, sql, url } = await storeSetup());
   sink = new PostgresTelemetrySink(store);
 });
 
@@ -100,6 +101,25 @@ describe('projector into the embedded Postgres sink', () => {
 
     await sink.apply(detailed.batchId, withDetails);
     await store.projectorBatchClose({ batchId: detailed.batchId });
+  });
+
+  it('two projectors at once (two leaders overlapping) open one batch at a time: counts stay exact', async () => {
+    const queues = await mixedRun(store, { total: 3000, prefix: queueName('race') });
+    // The second as another server process would run it: a store (pool) and a sink of its own.
+    const other = new Store({ connectionString: url, maxConnections: 4 });
+    try {
+      const small = (s: Store) => new Projector({ store: s, sink: new PostgresTelemetrySink(s), logger: silentLogger(), batchSize: 100 });
+      const projectors = [small(store), small(other)];
+      for (let round = 0; round < 100 && (await store.outboxLag()).events > 0; round++) {
+        await Promise.all(projectors.map((p) => p.runOnce(signal)));
+      }
+      expect(await store.outboxLag()).toMatchObject({ events: 0 });
+      expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
+      const { rows } = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM evora.projector_batches');
+      expect(rows[0]!.n).toBe(0);
+    } finally {
+      await other.close();
+    }
   });
 
   it('a stopped projector (aborted signal) opens no batch', async () => {

@@ -1,7 +1,9 @@
 -- name: jobHeartbeatMany
 -- Extends the leases whose tokens still match a RUNNING job by their queue's
--- lease_seconds from now; returns each extended job's new expiry and whether an operator
--- asked to cancel it. A lease not returned is lost.
+-- lease_seconds from now; returns each extended lease (job id and token), its new expiry
+-- and whether an operator asked to cancel the job. A lease not returned is lost: a worker
+-- may name two leases of one job (a stale one whose report awaits its ack, and the current
+-- one), so a lease is the pair (id, lease_token), never the id alone.
 -- Must stay true: "the job is RUNNING" is written `(CASE WHEN j.state = 'RUNNING' THEN true
 -- END)` so the planner cannot use it to pick the partial jobs_running_lease_idx: a write by
 -- lease finds its rows by primary key. With `j.state = 'RUNNING'` the planner, trusting
@@ -12,4 +14,4 @@ UPDATE evora.jobs j
 SET locked_until = coalesce(:now::timestamptz, now()) + make_interval(secs => q.lease_seconds)
 FROM unnest(:ids::uuid[], :tokens::uuid[]) AS l(id, token), evora.queues q
 WHERE j.id = l.id AND j.lease_token = l.token AND (CASE WHEN j.state = 'RUNNING' THEN true END) AND q.name = j.queue
-RETURNING j.id, j.locked_until, j.cancel_requested_at
+RETURNING j.id, j.lease_token, j.locked_until, j.cancel_requested_at

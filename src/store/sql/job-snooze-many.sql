@@ -31,10 +31,7 @@ updated AS (
 events AS (
   INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
   SELECT max(coalesce(:now::timestamptz, now())), count(*), array_agg(id), array_agg(queue), array_agg(type),
-         array_agg((CASE state
-                      WHEN 'PENDING' THEN 'snoozed'
-                      WHEN 'DLQ' THEN 'dead_lettered'
-                      ELSE 'cancelled' END)::evora.job_event_kind),
+         array_agg((CASE state WHEN 'PENDING' THEN 'snoozed' ELSE 'cancelled' END)::evora.job_event_kind),
          array_agg('RUNNING'::evora.job_state), array_agg(state),
          array_agg(attempt), array_agg(worker_id),
          array_agg(NULL::float8), array_agg((extract(epoch FROM coalesce(:now::timestamptz, now()) - started_at) * 1000)::float8)

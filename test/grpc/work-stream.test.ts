@@ -233,7 +233,7 @@ describe('malformed ids and tokens on the stream', () => {
     w.send({ msg: { $case: 'heartbeat', value: { leases: [lease(w.jobs[0]!), { jobId: 'nope', leaseToken: 'junk' }] } } });
     await w.until(() => w.messages('heartbeatAck').length === 1);
     expect(w.messages('heartbeatAck')[0]!.leases.map((l) => l.jobId)).toEqual([id]);
-    expect(w.messages('leaseLost')).toEqual([{ jobId: 'nope', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: expect.any(String) }]);
+    expect(w.messages('leaseLost')).toEqual([{ jobId: 'nope', leaseToken: 'junk', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: expect.any(String) }]);
     // The well-formed lease is still held: completing it is accepted.
     w.complete(w.jobs[0]!);
     await w.until(() => w.acks(id).length === 1);

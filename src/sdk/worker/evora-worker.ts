@@ -51,9 +51,13 @@ import { WorkConnection } from './work-connection.js';
  */
 
 /** Where the worker is in its lifecycle (see the module comment). */
-type WorkerState = 'idle' | 'starting' | 'started' | 'stopping' | 'stopped';
+export type WorkerState = 'idle' | 'starting' | 'started' | 'stopping' | 'stopped';
 
-const WORKER_TRANSITIONS: Transitions<WorkerState> = {
+/**
+ * The worker's allowed moves (the lifecycle above). Exported for the tests that pin it;
+ * only the worker's own StateMachine moves along it.
+ */
+export const WORKER_TRANSITIONS: Transitions<WorkerState> = {
   idle: ['starting', 'stopping'],
   starting: ['started', 'stopping'],
   started: ['stopping'],
@@ -130,7 +134,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       changed,
       events: {
         helloLeases: () => this.jobs.leases(),
-        stopping: () => this.state.is('stopping', 'stopped'),
+        stopping: () => this.stopping,
         opened: (w, reconnect) => this.onOpened(w, reconnect),
         message: (m, late) => this.onMessage(m, late),
         serverDrain: (code, reason) => this.fire('drain', { reason, code }),
@@ -178,7 +182,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    */
   start(opts: { timeoutMs?: number } = {}): Promise<void> {
     if (this.startPromise) return this.startPromise;
-    if (this.state.is('stopping', 'stopped')) return Promise.reject(new Error('EvoraWorker: start() after stop()'));
+    if (this.stopping) return Promise.reject(new Error('EvoraWorker: start() after stop()'));
     if (this.runner.registered === 0) return Promise.reject(new Error('EvoraWorker: register a handler with handle() before start()'));
     this.state.to('starting');
     this.startPromise = new Promise<void>((resolve, reject) => {
@@ -223,7 +227,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       awaitingAck: this.jobs.reportCount,
       held: this.jobs.held,
       reconnects: this.connection.reconnects,
-      draining: this.state.is('stopping', 'stopped') || this.connection.current === 'draining',
+      draining: this.stopping || this.connection.current === 'draining',
     };
   }
 
@@ -248,10 +252,14 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private onMessage(m: NonNullable<WorkResponse['msg']>, late: boolean): void {
     switch (m.$case) {
       case 'job':
-        return this.onJob(m.value);
-      case 'jobs':
-        for (const leased of m.value.jobs) this.onJob(leased);
+        return this.onJob(m.value, this.defaultLeaseMs(), Date.now());
+      case 'jobs': {
+        // Once per message, not per job.
+        const leaseMs = this.defaultLeaseMs();
+        const receivedAt = Date.now();
+        for (const leased of m.value.jobs) this.onJob(leased, leaseMs, receivedAt);
         return;
+      }
       case 'ack':
         return this.reports.acked(m.value);
       case 'acks':
@@ -282,13 +290,25 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private onJob(leased: LeasedJob): void {
-    if (!leased.job) return;
+  /** The lease length a pushed job without lease times is given: the session's, else 30 s. */
+  private defaultLeaseMs(): number {
+    return (this.connection.session?.leaseSeconds ?? 30) * 1000;
+  }
+
+  /** stop() was called: no new work is taken. */
+  private get stopping(): boolean {
+    const s = this.state.current;
+    return s === 'stopping' || s === 'stopped';
+  }
+
+  private onJob(leased: LeasedJob, defaultLeaseMs: number, receivedAt: number): void {
+    const job = leased.job;
+    if (!job) return;
     if (this.jobs.held >= this.slots) {
-      this.log.warn({ job_id: leased.job.id, slots: this.slots }, 'the server pushed more jobs than this worker has slots');
+      this.log.warn({ job_id: job.id, slots: this.slots }, 'the server pushed more jobs than this worker has slots');
     }
-    const h = this.jobs.add({ ...leased, job: leased.job }, (this.connection.session?.leaseSeconds ?? 30) * 1000);
-    if (this.state.is('stopping', 'stopped')) {
+    const h = this.jobs.add(leased, job, defaultLeaseMs, receivedAt);
+    if (this.stopping) {
       // Pushed before the server saw our drain: give it back untouched.
       this.log.debug({ job_id: h.job.id }, 'giving back a job pushed while stopping');
       this.reports.submit(h, snoozeReport(h, new Date()));

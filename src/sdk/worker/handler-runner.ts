@@ -54,7 +54,7 @@ export class HandlerRunner {
       this.active.add(h);
       this.deps.started(h.job);
       try {
-        const result = resultOf(await handler(h.job, this.context(h)));
+        const result = resultOf(await handler(h.job, new Context(h, this.deps.workerId)));
         report = {
           outcome: 'completed',
           error: null,
@@ -70,22 +70,6 @@ export class HandlerRunner {
     this.deps.done(h, report);
   }
 
-  private context(h: HeldJob): JobContext {
-    return {
-      job: h.job,
-      get signal() {
-        return h.signal;
-      },
-      workerId: this.deps.workerId,
-      leaseToken: h.token,
-      get leaseExpiresAt() {
-        return h.leaseExpiresAt;
-      },
-      snooze: ctxSnooze,
-      retryAt: ctxRetryAt,
-    };
-  }
-
   /** The report for a handler that threw. */
   private failureOf(h: HeldJob, err: unknown): Report {
     if (err instanceof SnoozeError) return snoozeReport(h, err.runAt);
@@ -98,6 +82,40 @@ export class HandlerRunner {
     const nonRetryable = err instanceof NonRetryableError || aborted === 'cancelled';
     if (!(err instanceof NonRetryableError) && !aborted) this.deps.log.debug({ job_id: h.job.id, error }, 'handler failed; the job will be retried');
     return failReport(h, error, { nonRetryable });
+  }
+}
+
+/**
+ * A handler's JobContext. A class, not an object literal: a literal with getters is built
+ * slowly on every job, and most handlers read only `job`, if anything. `signal` and
+ * `leaseExpiresAt` read the held job at the time they are read.
+ */
+class Context implements JobContext {
+  readonly job: Job;
+  readonly leaseToken: string;
+
+  constructor(
+    private readonly held: HeldJob,
+    readonly workerId: string,
+  ) {
+    this.job = held.job;
+    this.leaseToken = held.token;
+  }
+
+  get signal(): AbortSignal {
+    return this.held.signal;
+  }
+
+  get leaseExpiresAt(): Date | null {
+    return this.held.leaseExpiresAt;
+  }
+
+  snooze(when: Date | number): never {
+    return ctxSnooze(when);
+  }
+
+  retryAt(when: Date | number, message?: string): never {
+    return ctxRetryAt(when, message);
   }
 }
 

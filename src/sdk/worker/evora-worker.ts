@@ -11,17 +11,9 @@ import { HandlerRunner, snoozeReport } from './handler-runner.js';
 import { Heartbeats } from './heartbeats.js';
 import { HeldJobs, type HeldJob, type Report } from './held-job.js';
 import { Reports } from './reports.js';
-import { StateMachine, type Transitions } from './state.js';
+import { ChangeWaiters, StateMachine, type Transitions } from './state.js';
 import { TimerSet } from './timers.js';
-import {
-  workerLogOf,
-  type EvoraWorkerOptions,
-  type JobHandler,
-  type StopResult,
-  type WorkerEvents,
-  type WorkerLog,
-  type WorkerStats,
-} from './types.js';
+import { workerLogOf, type EvoraWorkerOptions, type JobHandler, type StopResult, type WorkerEvents, type WorkerLog, type WorkerStats } from './types.js';
 import { WorkConnection } from './work-connection.js';
 
 /**
@@ -87,7 +79,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private startWaiter: { resolve: () => void; reject: (err: Error) => void } | null = null;
   private startTimer: NodeJS.Timeout | null = null;
   private stopPromise: Promise<StopResult> | null = null;
-  private readonly changeListeners = new Set<() => void>();
+  /** stop() waits on conditions here; every state change of every part wakes it. */
+  private readonly waiters = new ChangeWaiters();
 
   constructor(opts: EvoraWorkerOptions) {
     super();
@@ -104,7 +97,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       jitter: opts.reconnect?.jitter ?? 0.3,
     };
     this.log = workerLogOf(opts.logger);
-    const changed = () => this.changed();
+    const changed = () => this.waiters.changed();
     this.timers = new TimerSet(this.lifetime.signal);
     this.state = new StateMachine('EvoraWorker', 'idle', WORKER_TRANSITIONS, changed);
     // The channel reconnects on its own schedule too; keep it no slower than ours.
@@ -321,7 +314,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private onHandlerDone(h: HeldJob, report: Report): void {
     if (h.state === 'lost') {
       this.fire('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null, ackResult: null });
-      this.changed();
+      this.waiters.changed();
       return;
     }
     this.reports.submit(h, report);
@@ -345,9 +338,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.startSettle(new Error('EvoraWorker: stopped before the server welcomed it'));
     this.connection.drain();
     const executions = this.runner.executions;
-    await this.until(() => executions.size === 0, timeoutMs);
+    await this.waiters.until(() => executions.size === 0, timeoutMs);
     for (const h of executions) this.abortJob(h, 'shutdown', 'the worker is stopping');
-    await this.until(() => executions.size === 0 && this.jobs.reportCount === 0, graceMs);
+    await this.waiters.until(() => executions.size === 0 && this.jobs.reportCount === 0, graceMs);
 
     const unfinished = [...new Set([...[...executions].map((h) => h.job.id), ...this.jobs.reportingJobIds()])];
     if (unfinished.length > 0) {
@@ -362,30 +355,6 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.state.to('stopped');
     this.log.info({ unfinished: unfinished.length }, 'worker stopped');
     return { unfinished };
-  }
-
-  /** Resolves true when check() holds (re-checked on every state change), false after ms. */
-  private until(check: () => boolean, ms: number): Promise<boolean> {
-    if (check()) return Promise.resolve(true);
-    if (ms <= 0) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const listener = () => {
-        if (!check()) return;
-        clearTimeout(timer);
-        this.changeListeners.delete(listener);
-        resolve(true);
-      };
-      const timer = setTimeout(() => {
-        this.changeListeners.delete(listener);
-        resolve(false);
-      }, ms);
-      this.changeListeners.add(listener);
-    });
-  }
-
-  private changed(): void {
-    if (this.changeListeners.size === 0) return;
-    for (const l of [...this.changeListeners]) l();
   }
 
   private startSettle(err: Error | null): void {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
-import { WorkerServiceClient, type LeasedJob, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
+import { WorkerServiceClient, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
 import { channelCreate, resolveAddress } from '../connection.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
@@ -266,21 +266,36 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
         if (h) this.abortJob(h, 'cancelled', 'an operator cancelled the job');
         return;
       }
-      case 'leaseLost': {
-        // A report in flight is answered by its ack; only a running job is affected.
-        const h = this.jobs.running.get(m.value.jobId);
-        if (!h) return;
-        const fields = { job_id: h.job.id, code: leaseLostName(m.value.code), reason: m.value.reason };
-        this.log.warn(fields, 'lease lost; the handler is aborted and its outcome will not be reported');
-        h.to('lost');
-        this.abortJob(h, 'lease_lost', leaseLostText(m.value.code));
-        return;
-      }
+      case 'leaseLost':
+        return this.onLeaseLost(m.value);
       case 'welcome':
       case 'drain':
         // The connection handles these itself.
         return;
     }
+  }
+
+  /**
+   * The server no longer holds a lease for this worker, named by its token (empty from a
+   * server older than the token: then the job's running lease). The running job under it is
+   * aborted and its outcome never reported; a report under it that waits to be written (a
+   * resend after RETRY_LATER, a reconnect) is dropped, since nothing may be sent about a
+   * lost lease. A report already written is left to its ack (the server may have applied it
+   * just before). Any other lease of the job, such as a newer one, is kept.
+   */
+  private onLeaseLost(lost: ServerLeaseLost): void {
+    const token = lost.leaseToken;
+    const h = this.jobs.running.get(lost.jobId);
+    if (h && (token === '' || token === h.token)) {
+      const fields = { job_id: h.job.id, lease_token: h.token, code: leaseLostName(lost.code), reason: lost.reason };
+      this.log.warn(fields, 'lease lost; the handler is aborted and its outcome will not be reported');
+      h.to('lost');
+      this.abortJob(h, 'lease_lost', leaseLostText(lost.code));
+      return;
+    }
+    const report = token === '' ? undefined : this.jobs.reportUnder(lost.jobId, token);
+    if (report?.state === 'reporting') return this.reports.leaseLost(report, leaseLostName(lost.code), lost.reason);
+    this.log.debug({ job_id: lost.jobId, lease_token: token }, 'lease lost for a lease no running job or waiting report holds');
   }
 
   /** The lease length a pushed job without lease times is given: the session's, else 30 s. */

@@ -35,6 +35,9 @@ export interface ReportStream {
  * - invalid: the report can never be applied; logged at error level, the job is finished
  *   with `accepted: false` and nothing is resent.
  *
+ * A lease_lost naming the lease of a report that waits to be written (for a resend, a
+ * reconnect, its batch) settles it as lost without writing it (see leaseLost()).
+ *
  * Reports that become ready in the same tick go out together on setImmediate: completes as
  * one `completes`, fails as one `fails` (each kept under a size bound) when the welcome
  * says the server takes them, else one message each; snoozes always one each. While the
@@ -42,7 +45,8 @@ export interface ReportStream {
  *
  * What must stay true: a report is written at most once per session unless its ack asks
  * for a resend; a report written on a stream that ended is written again on the next
- * session; every report ends in exactly one `settled` call.
+ * session unless its lease was reported lost; every report ends in exactly one `settled`
+ * call; only reports in state reporting are in the outbox.
  */
 export class Reports {
   /** Reports to write on the next flush, in the order they became ready. */
@@ -132,6 +136,22 @@ export class Reports {
         h.to('done');
         return this.settle(h, result, ack.reason);
     }
+  }
+
+  /**
+   * The server says the lease of a report still waiting to be written is lost (`code`,
+   * `reason`: for the log): it is settled as lost (`ackResult` 'lease_lost') and never
+   * written. Only a report in state reporting; one already written waits for its ack.
+   */
+  leaseLost(h: HeldJob, code: string, reason: string): void {
+    if (h.state !== 'reporting') return;
+    this.unqueue(h);
+    this.deps.log.warn(
+      { job_id: h.job.id, lease_token: h.token, outcome: h.report?.outcome, code, reason },
+      'lease lost before the report went out; it is dropped',
+    );
+    h.to('lost');
+    this.settle(h, 'lease_lost', reason);
   }
 
   /** RETRY_LATER: the same report again after a delay, while the bound and the lease allow. */

@@ -78,7 +78,11 @@ export interface JobOutcome {
   reason: string;
   /** The error reported with a failure. */
   error: string | null;
-  /** The code of the last ack for the report; null when nothing was acknowledged (outcome 'lost'). */
+  /**
+   * The code of the last ack for the report, or 'lease_lost' when the server said the lease
+   * was lost while the report waited to be (re)sent (it is then never sent); null when
+   * nothing was reported (outcome 'lost').
+   */
   ackResult: AckResultName | null;
 }
 

@@ -319,7 +319,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     if (this.stopping) {
       // Pushed before the server saw our drain: give it back untouched.
       this.log.debug({ job_id: h.job.id }, 'giving back a job pushed while stopping');
-      this.reports.submit(h, snoozeReport(h, new Date()));
+      this.reports.submit(h, snoozeReport(h, null));
       return;
     }
     this.heartbeats.leaseAdded(h.leaseMs);

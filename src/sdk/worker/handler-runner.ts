@@ -74,8 +74,8 @@ export class HandlerRunner {
   private failureOf(h: HeldJob, err: unknown): Report {
     if (err instanceof SnoozeError) return snoozeReport(h, err.runAt);
     const aborted = h.aborted?.kind ?? null;
-    // Interrupted by our own stop: not the job's fault. Give it back to run elsewhere.
-    if (aborted === 'shutdown') return snoozeReport(h, new Date());
+    // Interrupted by our own stop: not the job's fault. Give it back to run elsewhere, now.
+    if (aborted === 'shutdown') return snoozeReport(h, null);
     const error = errorText(err);
     if (err instanceof RetryAtError) return failReport(h, error, { nonRetryable: false, retryAt: err.retryAt });
     // A cancelled job becomes CANCELLED whatever we say; non_retryable keeps that true even if the flag were gone.
@@ -119,9 +119,18 @@ class Context implements JobContext {
   }
 }
 
-/** A snooze report: give the job back to run at `runAt`. Also used for jobs pushed while the worker stops. */
-export function snoozeReport(h: HeldJob, runAt: Date): Report {
-  return { outcome: 'snoozed', error: null, msg: { $case: 'snooze', value: { jobId: h.job.id, leaseToken: h.token, runAt } }, bytes: 200 };
+/**
+ * A snooze report: give the job back to run at `runAt`, or (null) now by the server's clock:
+ * run_at is left unset, so the worker's clock, which may run ahead of the database's, never
+ * delays a give-back. Also used for jobs pushed while the worker stops.
+ */
+export function snoozeReport(h: HeldJob, runAt: Date | null): Report {
+  return {
+    outcome: 'snoozed',
+    error: null,
+    msg: { $case: 'snooze', value: { jobId: h.job.id, leaseToken: h.token, runAt: runAt ?? undefined } },
+    bytes: 200,
+  };
 }
 
 function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
@@ -133,8 +142,9 @@ function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; re
   };
 }
 
+/** ctx.snooze(): a delay of 0 ms or less is "now", by the server's clock (no run_at). */
 function ctxSnooze(when: Date | number): never {
-  throw new SnoozeError(dateOf(when));
+  throw new SnoozeError(typeof when === 'number' && when <= 0 ? null : dateOf(when));
 }
 
 function ctxRetryAt(when: Date | number, message?: string): never {

@@ -41,7 +41,10 @@ export interface JobContext<P = JsonObject> {
   readonly leaseToken: string;
   /** When the lease ends unless renewed (the worker renews it on its own). */
   readonly leaseExpiresAt: Date | null;
-  /** Gives the job back to run again at `when` (a Date, or ms from now) without counting a failure. Throws; never returns. */
+  /**
+   * Gives the job back to run again at `when` (a Date, or ms from now) without counting a
+   * failure; 0 ms or less means now by the server's clock. Throws; never returns.
+   */
   snooze(when: Date | number): never;
   /** Fails this attempt and retries at `when` (a Date, or ms from now) instead of after the queue's backoff. Throws; never returns. */
   retryAt(when: Date | number, message?: string): never;

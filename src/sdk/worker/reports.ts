@@ -89,6 +89,8 @@ export class Reports {
     this.flushScheduled = false;
     const stream = this.deps.stream;
     if (this.outbox.size === 0 || !stream.session) return;
+    // A full buffer: build nothing now; 'drain' calls again.
+    if (!stream.writable && !opts.ignoreBackpressure) return;
     const messages = this.messages(stream.session.acceptsBatches);
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;

@@ -105,11 +105,13 @@ export class RetryAtError extends Error {
 
 /**
  * Thrown by a job handler (or by `ctx.snooze()`): give the job back, to run again at
- * `runAt`, without counting a failed attempt.
+ * `runAt`, without counting a failed attempt. `runAt` null (or left out): at once, by the
+ * server's clock (the snooze then carries no time, so a worker clock running ahead of the
+ * database's cannot delay the job).
  */
 export class SnoozeError extends Error {
-  constructor(readonly runAt: Date) {
-    super(`snoozed until ${runAt.toISOString()}`);
+  constructor(readonly runAt: Date | null = null) {
+    super(runAt ? `snoozed until ${runAt.toISOString()}` : 'snoozed until now');
     this.name = 'SnoozeError';
   }
 }

@@ -1,7 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import {
+  AckResult,
   WorkerServiceService,
+  type ServerAck,
   type LeasedJob,
   type WorkerComplete,
   type WorkerFail,
@@ -10,6 +12,7 @@ import {
   type WorkRequest,
   type WorkResponse,
 } from '../../src/gen/evora/v1/worker.js';
+import { EvoraWorker, type JobOutcome, type WorkerEvents } from '../../src/sdk/index.js';
 
 /**
  * A scripted Work-stream server speaking the generated protocol, for what a real server
@@ -137,4 +140,37 @@ export function reportsIn(reqs: WorkRequest[]): SentReport[] {
         return [];
     }
   });
+}
+
+/** A worker on a fresh fake server, with what the tests look at (see workerOnFakeServer). */
+export type FakeSetup = Awaited<ReturnType<typeof workerOnFakeServer>>;
+
+/**
+ * An EvoraWorker (slots 10, fast reconnects, every log line kept in `logged`) connected to
+ * nothing yet, on a fresh fake server; both are stopped by the test file's `cleanup`.
+ * `finished` and `aborted` collect the worker's events; `reportsOf` gives the reports sent
+ * about one job, in order; `ack` answers a report with a result code.
+ */
+export async function workerOnFakeServer(cleanup: (() => Promise<unknown>)[], opts: { acceptsBatches?: boolean } = {}) {
+  const server = await fakeWorkServer({ acceptsBatches: opts.acceptsBatches ?? true });
+  cleanup.push(() => server.stop());
+  const logged: { level: string; obj: object; msg: string }[] = [];
+  const logAt = (level: string) => (obj: object, msg: string) => logged.push({ level, obj, msg });
+  const worker = new EvoraWorker({
+    address: server.address,
+    queues: ['q'],
+    slots: 10,
+    workerId: 'w',
+    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
+    logger: { debug: logAt('debug'), info: logAt('info'), warn: logAt('warn'), error: logAt('error') },
+  });
+  cleanup.push(() => worker.stop({ timeoutMs: 0, graceMs: 0 }));
+  const finished: JobOutcome[] = [];
+  worker.on('jobFinished', (o) => finished.push(o));
+  const aborted: WorkerEvents['jobAborted'][0][] = [];
+  worker.on('jobAborted', (e) => aborted.push(e));
+  const reportsOf = (jobId: string) => reportsIn(server.received).filter((r) => r.value.jobId === jobId);
+  const ack = (jobId: string, result: AckResult, fields: Partial<ServerAck> = {}) =>
+    server.send({ msg: { $case: 'ack', value: { jobId, accepted: result === AckResult.ACK_RESULT_ACCEPTED, reason: '', result, leaseToken: '', ...fields } } });
+  return { server, worker, finished, aborted, logged, reportsOf, ack };
 }

@@ -1,12 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { AckResult, CancelReason, DrainReason, LeaseLostReason, type ServerAck } from '../../src/gen/evora/v1/worker.js';
-import { EvoraWorker, JobAbortedError, type JobOutcome, type WorkerEvents } from '../../src/sdk/index.js';
+import { AckResult, CancelReason, DrainReason } from '../../src/gen/evora/v1/worker.js';
+import type { WorkerEvents } from '../../src/sdk/index.js';
+import { MAX_RESENDS } from '../../src/sdk/worker/reports.js';
 import { waitFor } from '../helpers/wait.js';
-import { fakeWorkServer, leasedJob, reportsIn } from './fake-work-server.js';
+import { leasedJob, workerOnFakeServer, type FakeSetup } from './fake-work-server.js';
 
 /**
  * The worker acts on the codes of the Work stream, never on its text: each ack's result,
- * and the codes of lease-lost, cancel and drain messages. A scripted server says what a
+ * and the codes of cancel and drain messages (lease_lost: worker-leases.test.ts). A scripted server says what a
  * real one rarely does; every `reason` text here is written to mislead a worker that
  * reads it (old SDKs retried a write whose reason matched /retry/i).
  */
@@ -16,30 +17,7 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c();
 });
 
-async function setup(opts: { acceptsBatches?: boolean } = {}) {
-  const server = await fakeWorkServer({ acceptsBatches: opts.acceptsBatches ?? true });
-  cleanup.push(() => server.stop());
-  const logged: { level: string; obj: object; msg: string }[] = [];
-  const logAt = (level: string) => (obj: object, msg: string) => logged.push({ level, obj, msg });
-  const worker = new EvoraWorker({
-    address: server.address,
-    queues: ['q'],
-    slots: 10,
-    workerId: 'w',
-    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
-    logger: { debug: logAt('debug'), info: logAt('info'), warn: logAt('warn'), error: logAt('error') },
-  });
-  cleanup.push(() => worker.stop({ timeoutMs: 0, graceMs: 0 }));
-  const finished: JobOutcome[] = [];
-  worker.on('jobFinished', (o) => finished.push(o));
-  const aborted: WorkerEvents['jobAborted'][0][] = [];
-  worker.on('jobAborted', (e) => aborted.push(e));
-  /** The reports sent about one job, in order. */
-  const reportsOf = (jobId: string) => reportsIn(server.received).filter((r) => r.value.jobId === jobId);
-  const ack = (jobId: string, result: AckResult, fields: Partial<ServerAck> = {}) =>
-    server.send({ msg: { $case: 'ack', value: { jobId, accepted: result === AckResult.ACK_RESULT_ACCEPTED, reason: '', result, leaseToken: '', ...fields } } });
-  return { server, worker, finished, aborted, logged, reportsOf, ack };
-}
+const setup = (opts: { acceptsBatches?: boolean } = {}) => workerOnFakeServer(cleanup, opts);
 
 describe('EvoraWorker and ack results', () => {
   it('RETRY_LATER: the same report goes out again after a short delay, and the next ack settles it', async () => {
@@ -64,27 +42,51 @@ describe('EvoraWorker and ack results', () => {
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 
-  it('RETRY_LATER is bounded by the lease: past it the job is given up (lost), not resent forever', async () => {
-    const { server, worker, finished, reportsOf, ack } = await setup();
-    worker.handle('noop', () => undefined);
-    await worker.start();
-    // A one-second lease this fake never renews (it does not answer heartbeats).
-    server.send({ msg: { $case: 'job', value: leasedJob(0, 'noop', 1_000) } });
+  /** Answers every report of `jobId` with RETRY_LATER until the worker gives the job up. */
+  async function retryLaterUntilGivenUp(t: FakeSetup, jobId: string, timeoutMs?: number) {
     let answered = 0;
     await waitFor(
       () => {
-        // Every report of job-0 is answered RETRY_LATER.
-        const sent = reportsOf('job-0').length;
+        const sent = t.reportsOf(jobId).length;
         while (answered < sent) {
           answered++;
-          ack('job-0', AckResult.ACK_RESULT_RETRY_LATER);
+          t.ack(jobId, AckResult.ACK_RESULT_RETRY_LATER);
         }
-        return finished.length === 1;
+        return t.finished.length === 1;
       },
-      { what: 'the worker to give the job up' },
+      { what: 'the worker to give the job up', timeoutMs },
     );
+    return answered;
+  }
+
+  it('RETRY_LATER is bounded by the lease: past it the job is given up (lost), not resent forever', async () => {
+    const t = await setup();
+    const { server, worker, finished, reportsOf } = t;
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    // A 1.3 s lease this fake never renews (it does not answer heartbeats). Resends wait
+    // 200 ms, then 400 ms, then 800 ms: the first two end by 0.6 s, well inside the lease;
+    // the third would end at 1.4 s, past it, so the worker gives up after two resends
+    // (however late, within 0.7 s, the acks come).
+    server.send({ msg: { $case: 'job', value: leasedJob(0, 'noop', 1_300) } });
+    const answered = await retryLaterUntilGivenUp(t, 'job-0');
     expect(finished[0]).toMatchObject({ job: { id: 'job-0' }, outcome: 'completed', accepted: false, ackResult: 'retry_later' });
-    expect(reportsOf('job-0').length).toBeGreaterThanOrEqual(2);
+    expect(answered).toBe(3);
+    expect(reportsOf('job-0')).toHaveLength(3);
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+  });
+
+  it(`RETRY_LATER under a long lease: the report is resent at most MAX_RESENDS (${MAX_RESENDS}) times`, async () => {
+    const t = await setup();
+    const { server, worker, finished, reportsOf, logged } = t;
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    // A lease far longer than the resends' 6.2 s, so only the bound stops them.
+    server.send({ msg: { $case: 'job', value: leasedJob(0, 'noop', 600_000) } });
+    await retryLaterUntilGivenUp(t, 'job-0', 30_000);
+    expect(reportsOf('job-0')).toHaveLength(1 + MAX_RESENDS);
+    expect(finished[0]).toMatchObject({ job: { id: 'job-0' }, accepted: false, ackResult: 'retry_later' });
+    expect(logged.filter((l) => l.msg.startsWith('the server could not apply a report; sending it again'))).toHaveLength(MAX_RESENDS);
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 
@@ -221,49 +223,7 @@ describe('EvoraWorker matches acks to reports by job and lease token', () => {
   });
 });
 
-describe('EvoraWorker and the codes of lease_lost, cancel and drain', () => {
-  it('lease_lost aborts the handler with cause lease_lost (any code), and nothing is reported about the job', async () => {
-    const { server, worker, finished, aborted, reportsOf } = await setup();
-    const seen: { id: string; kind: string; message: string }[] = [];
-    worker.handle('wait', async (job, ctx) => {
-      await new Promise<void>((resolve) =>
-        ctx.signal.addEventListener('abort', () => {
-          const reason = ctx.signal.reason as JobAbortedError;
-          seen.push({ id: job.id, kind: reason.kind, message: reason.message });
-          resolve();
-        }),
-      );
-      return { stale: true };
-    });
-    worker.handle('noop', () => undefined);
-    await worker.start();
-    server.send({ msg: { $case: 'jobs', value: { jobs: [leasedJob(0, 'wait'), leasedJob(1, 'wait')] } } });
-    await waitFor(() => worker.stats().running === 2, { what: 'both handlers running' });
-
-    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-0', leaseToken: '', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: 'cancelled by an operator' } } });
-    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-1', leaseToken: '', code: LeaseLostReason.LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT, reason: '' } } });
-    await waitFor(() => finished.length === 2, { what: 'both handlers to end' });
-    expect(seen.map((s) => [s.id, s.kind])).toEqual([
-      ['job-0', 'lease_lost'],
-      ['job-1', 'lease_lost'],
-    ]);
-    // The message is the SDK's own words for the code, not the server's text.
-    expect(seen[0]!.message).toMatch(/expired/);
-    expect(seen[1]!.message).toMatch(/reconnected/);
-    expect(aborted.map((a) => a.kind)).toEqual(['lease_lost', 'lease_lost']);
-    expect(finished.map((o) => [o.job.id, o.outcome, o.accepted, o.ackResult])).toEqual([
-      ['job-0', 'lost', false, null],
-      ['job-1', 'lost', false, null],
-    ]);
-    expect(worker.stats()).toMatchObject({ running: 0, held: 0 });
-
-    // A later report goes out; none ever about the lost jobs.
-    server.send({ msg: { $case: 'job', value: leasedJob(2) } });
-    await waitFor(() => reportsOf('job-2').length === 1, { what: 'the next report' });
-    expect(reportsOf('job-0')).toEqual([]);
-    expect(reportsOf('job-1')).toEqual([]);
-  });
-
+describe('EvoraWorker and the codes of cancel and drain', () => {
   it('cancel aborts the handler with cause cancelled, with the operator code or none (an older server); the failure is non-retryable', async () => {
     const { server, worker, aborted, reportsOf } = await setup();
     worker.handle('wait', async (_job, ctx) => {

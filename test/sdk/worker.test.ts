@@ -8,6 +8,7 @@ import {
   NonRetryableError,
   type EvoraWorkerOptions,
   type Job,
+  type JobContext,
   type JobStateName,
 } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
@@ -196,21 +197,35 @@ describe('EvoraWorker', () => {
 
   it('heartbeats keep a slow handler lease alive across several lease periods while another handler hangs', async () => {
     const queue = queueName();
-    await client.upsertQueue(queue, { leaseSeconds: 1, backoff: { kind: 'fixed', baseSeconds: 0, jitter: 0 } });
+    const LEASE_MS = 1_000;
+    await client.upsertQueue(queue, { leaseSeconds: LEASE_MS / 1000, backoff: { kind: 'fixed', baseSeconds: 0, jitter: 0 } });
     const { job: slow } = await client.submit({ queue, type: 'slow' });
     const { job: hang } = await client.submit({ queue, type: 'hang' });
     const calls: string[] = [];
-    const leaseSeen: Date[] = [];
+    /** Each job's lease ends as its handler saw them, by the server's clock. */
+    const leaseSeen = new Map<string, number[]>();
+    const watch = (job: Job, ctx: JobContext) => {
+      const seen: number[] = [];
+      leaseSeen.set(job.id, seen);
+      return setInterval(() => {
+        const t = ctx.leaseExpiresAt?.getTime();
+        if (t !== undefined && t !== seen.at(-1)) seen.push(t);
+      }, 20);
+    };
+    /** The lease was renewed to end four lease periods after the job started: it ran through three. */
+    const renewedLong = (job: Job) => (leaseSeen.get(job.id)?.at(-1) ?? 0) - job.startedAt!.getTime() >= 4 * LEASE_MS;
     const w = worker({ queues: [queue], slots: 2 });
-    w.handle('slow', async (job) => {
+    w.handle('slow', async (job, ctx) => {
       calls.push(job.id);
-      // The work itself takes 3.5 s: three and a half lease periods.
-      await new Promise((r) => setTimeout(r, 3_500));
+      const timer = watch(job, ctx);
+      // The work lasts until heartbeats have carried the lease over several periods.
+      await waitFor(() => renewedLong(job), { what: 'the slow job renewed across several lease periods', timeoutMs: 30_000 });
+      clearInterval(timer);
       return { done: true };
     });
     w.handle('hang', async (job, ctx) => {
       calls.push(job.id);
-      const timer = setInterval(() => ctx.leaseExpiresAt && leaseSeen.push(ctx.leaseExpiresAt), 200);
+      const timer = watch(job, ctx);
       // Never finishes on its own; only a cancel ends it.
       await new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
       clearInterval(timer);
@@ -219,14 +234,16 @@ describe('EvoraWorker', () => {
     await w.start();
     expect(await ready).toMatchObject({ leaseSeconds: 1 });
 
+    // Had a lease lapsed, the server would have handed the job out again (attempt 2).
     const done = await jobIn(slow.id, 'COMPLETED');
-    expect(done).toMatchObject({ attempt: 1, result: { done: true }, lastError: null });
-    expect(done.finishedAt!.getTime() - done.startedAt!.getTime()).toBeGreaterThanOrEqual(3_400);
+    expect(done).toMatchObject({ attempt: 1, workerId: w.workerId, result: { done: true }, lastError: null });
+    expect(leaseSeen.get(slow.id)!.length).toBeGreaterThan(3);
     // The hanging job kept its lease the whole time: same attempt, same worker, lease renewed.
+    const hangStarted = (await client.get(hang.id)).startedAt!;
+    await waitFor(() => renewedLong({ ...hang, startedAt: hangStarted }), { what: 'the hanging job renewed across several lease periods' });
     const hung = await client.get(hang.id);
     expect(hung).toMatchObject({ state: 'RUNNING', attempt: 1, workerId: w.workerId, lastError: null });
-    expect(hung.leaseExpiresAt!.getTime()).toBeGreaterThan(Date.now());
-    expect(new Set(leaseSeen.map((d) => d.getTime())).size).toBeGreaterThan(3);
+    expect(leaseSeen.get(hang.id)!.length).toBeGreaterThan(3);
     expect(calls.sort()).toEqual([slow.id, hang.id].sort());
 
     await client.cancel(hang.id);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
-import { WorkerServiceClient, type LeasedJob, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
+import { WorkerServiceClient, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
 import { channelCreate, resolveAddress } from '../connection.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
@@ -11,17 +11,9 @@ import { HandlerRunner, snoozeReport } from './handler-runner.js';
 import { Heartbeats } from './heartbeats.js';
 import { HeldJobs, type HeldJob, type Report } from './held-job.js';
 import { Reports } from './reports.js';
-import { StateMachine, type Transitions } from './state.js';
+import { ChangeWaiters, StateMachine, type Transitions } from './state.js';
 import { TimerSet } from './timers.js';
-import {
-  workerLogOf,
-  type EvoraWorkerOptions,
-  type JobHandler,
-  type StopResult,
-  type WorkerEvents,
-  type WorkerLog,
-  type WorkerStats,
-} from './types.js';
+import { workerLogOf, type EvoraWorkerOptions, type JobHandler, type StopResult, type WorkerEvents, type WorkerLog, type WorkerStats } from './types.js';
 import { WorkConnection } from './work-connection.js';
 
 /**
@@ -51,9 +43,13 @@ import { WorkConnection } from './work-connection.js';
  */
 
 /** Where the worker is in its lifecycle (see the module comment). */
-type WorkerState = 'idle' | 'starting' | 'started' | 'stopping' | 'stopped';
+export type WorkerState = 'idle' | 'starting' | 'started' | 'stopping' | 'stopped';
 
-const WORKER_TRANSITIONS: Transitions<WorkerState> = {
+/**
+ * The worker's allowed moves (the lifecycle above). Exported for the tests that pin it;
+ * only the worker's own StateMachine moves along it.
+ */
+export const WORKER_TRANSITIONS: Transitions<WorkerState> = {
   idle: ['starting', 'stopping'],
   starting: ['started', 'stopping'],
   started: ['stopping'],
@@ -83,7 +79,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private startWaiter: { resolve: () => void; reject: (err: Error) => void } | null = null;
   private startTimer: NodeJS.Timeout | null = null;
   private stopPromise: Promise<StopResult> | null = null;
-  private readonly changeListeners = new Set<() => void>();
+  /** stop() waits on conditions here; every state change of every part wakes it. */
+  private readonly waiters = new ChangeWaiters();
 
   constructor(opts: EvoraWorkerOptions) {
     super();
@@ -100,7 +97,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       jitter: opts.reconnect?.jitter ?? 0.3,
     };
     this.log = workerLogOf(opts.logger);
-    const changed = () => this.changed();
+    const changed = () => this.waiters.changed();
     this.timers = new TimerSet(this.lifetime.signal);
     this.state = new StateMachine('EvoraWorker', 'idle', WORKER_TRANSITIONS, changed);
     // The channel reconnects on its own schedule too; keep it no slower than ours.
@@ -130,7 +127,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       changed,
       events: {
         helloLeases: () => this.jobs.leases(),
-        stopping: () => this.state.is('stopping', 'stopped'),
+        stopping: () => this.stopping,
         opened: (w, reconnect) => this.onOpened(w, reconnect),
         message: (m, late) => this.onMessage(m, late),
         serverDrain: (code, reason) => this.fire('drain', { reason, code }),
@@ -178,7 +175,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    */
   start(opts: { timeoutMs?: number } = {}): Promise<void> {
     if (this.startPromise) return this.startPromise;
-    if (this.state.is('stopping', 'stopped')) return Promise.reject(new Error('EvoraWorker: start() after stop()'));
+    if (this.stopping) return Promise.reject(new Error('EvoraWorker: start() after stop()'));
     if (this.runner.registered === 0) return Promise.reject(new Error('EvoraWorker: register a handler with handle() before start()'));
     this.state.to('starting');
     this.startPromise = new Promise<void>((resolve, reject) => {
@@ -223,7 +220,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       awaitingAck: this.jobs.reportCount,
       held: this.jobs.held,
       reconnects: this.connection.reconnects,
-      draining: this.state.is('stopping', 'stopped') || this.connection.current === 'draining',
+      draining: this.stopping || this.connection.current === 'draining',
     };
   }
 
@@ -248,10 +245,14 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private onMessage(m: NonNullable<WorkResponse['msg']>, late: boolean): void {
     switch (m.$case) {
       case 'job':
-        return this.onJob(m.value);
-      case 'jobs':
-        for (const leased of m.value.jobs) this.onJob(leased);
+        return this.onJob(m.value, this.defaultLeaseMs(), Date.now());
+      case 'jobs': {
+        // Once per message, not per job.
+        const leaseMs = this.defaultLeaseMs();
+        const receivedAt = Date.now();
+        for (const leased of m.value.jobs) this.onJob(leased, leaseMs, receivedAt);
         return;
+      }
       case 'ack':
         return this.reports.acked(m.value);
       case 'acks':
@@ -265,16 +266,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
         if (h) this.abortJob(h, 'cancelled', 'an operator cancelled the job');
         return;
       }
-      case 'leaseLost': {
-        // A report in flight is answered by its ack; only a running job is affected.
-        const h = this.jobs.running.get(m.value.jobId);
-        if (!h) return;
-        const fields = { job_id: h.job.id, code: leaseLostName(m.value.code), reason: m.value.reason };
-        this.log.warn(fields, 'lease lost; the handler is aborted and its outcome will not be reported');
-        h.to('lost');
-        this.abortJob(h, 'lease_lost', leaseLostText(m.value.code));
-        return;
-      }
+      case 'leaseLost':
+        return this.onLeaseLost(m.value);
       case 'welcome':
       case 'drain':
         // The connection handles these itself.
@@ -282,16 +275,51 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private onJob(leased: LeasedJob): void {
-    if (!leased.job) return;
-    if (this.jobs.held >= this.slots) {
-      this.log.warn({ job_id: leased.job.id, slots: this.slots }, 'the server pushed more jobs than this worker has slots');
+  /**
+   * The server no longer holds a lease for this worker, named by its token (empty from a
+   * server older than the token: then the job's running lease). The running job under it is
+   * aborted and its outcome never reported; a report under it that waits to be written (a
+   * resend after RETRY_LATER, a reconnect) is dropped, since nothing may be sent about a
+   * lost lease. A report already written is left to its ack (the server may have applied it
+   * just before). Any other lease of the job, such as a newer one, is kept.
+   */
+  private onLeaseLost(lost: ServerLeaseLost): void {
+    const token = lost.leaseToken;
+    const h = this.jobs.running.get(lost.jobId);
+    if (h && (token === '' || token === h.token)) {
+      const fields = { job_id: h.job.id, lease_token: h.token, code: leaseLostName(lost.code), reason: lost.reason };
+      this.log.warn(fields, 'lease lost; the handler is aborted and its outcome will not be reported');
+      h.to('lost');
+      this.abortJob(h, 'lease_lost', leaseLostText(lost.code));
+      return;
     }
-    const h = this.jobs.add({ ...leased, job: leased.job }, (this.connection.session?.leaseSeconds ?? 30) * 1000);
-    if (this.state.is('stopping', 'stopped')) {
+    const report = token === '' ? undefined : this.jobs.reportUnder(lost.jobId, token);
+    if (report?.state === 'reporting') return this.reports.leaseLost(report, leaseLostName(lost.code), lost.reason);
+    this.log.debug({ job_id: lost.jobId, lease_token: token }, 'lease lost for a lease no running job or waiting report holds');
+  }
+
+  /** The lease length a pushed job without lease times is given: the session's, else 30 s. */
+  private defaultLeaseMs(): number {
+    return (this.connection.session?.leaseSeconds ?? 30) * 1000;
+  }
+
+  /** stop() was called: no new work is taken. */
+  private get stopping(): boolean {
+    const s = this.state.current;
+    return s === 'stopping' || s === 'stopped';
+  }
+
+  private onJob(leased: LeasedJob, defaultLeaseMs: number, receivedAt: number): void {
+    const job = leased.job;
+    if (!job) return;
+    if (this.jobs.held >= this.slots) {
+      this.log.warn({ job_id: job.id, slots: this.slots }, 'the server pushed more jobs than this worker has slots');
+    }
+    const h = this.jobs.add(leased, job, defaultLeaseMs, receivedAt);
+    if (this.stopping) {
       // Pushed before the server saw our drain: give it back untouched.
       this.log.debug({ job_id: h.job.id }, 'giving back a job pushed while stopping');
-      this.reports.submit(h, snoozeReport(h, new Date()));
+      this.reports.submit(h, snoozeReport(h, null));
       return;
     }
     this.heartbeats.leaseAdded(h.leaseMs);
@@ -301,7 +329,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private onHandlerDone(h: HeldJob, report: Report): void {
     if (h.state === 'lost') {
       this.fire('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null, ackResult: null });
-      this.changed();
+      this.waiters.changed();
       return;
     }
     this.reports.submit(h, report);
@@ -325,9 +353,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.startSettle(new Error('EvoraWorker: stopped before the server welcomed it'));
     this.connection.drain();
     const executions = this.runner.executions;
-    await this.until(() => executions.size === 0, timeoutMs);
+    await this.waiters.until(() => executions.size === 0, timeoutMs);
     for (const h of executions) this.abortJob(h, 'shutdown', 'the worker is stopping');
-    await this.until(() => executions.size === 0 && this.jobs.reportCount === 0, graceMs);
+    await this.waiters.until(() => executions.size === 0 && this.jobs.reportCount === 0, graceMs);
 
     const unfinished = [...new Set([...[...executions].map((h) => h.job.id), ...this.jobs.reportingJobIds()])];
     if (unfinished.length > 0) {
@@ -342,30 +370,6 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.state.to('stopped');
     this.log.info({ unfinished: unfinished.length }, 'worker stopped');
     return { unfinished };
-  }
-
-  /** Resolves true when check() holds (re-checked on every state change), false after ms. */
-  private until(check: () => boolean, ms: number): Promise<boolean> {
-    if (check()) return Promise.resolve(true);
-    if (ms <= 0) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const listener = () => {
-        if (!check()) return;
-        clearTimeout(timer);
-        this.changeListeners.delete(listener);
-        resolve(true);
-      };
-      const timer = setTimeout(() => {
-        this.changeListeners.delete(listener);
-        resolve(false);
-      }, ms);
-      this.changeListeners.add(listener);
-    });
-  }
-
-  private changed(): void {
-    if (this.changeListeners.size === 0) return;
-    for (const l of [...this.changeListeners]) l();
   }
 
   private startSettle(err: Error | null): void {

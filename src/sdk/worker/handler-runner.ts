@@ -54,7 +54,7 @@ export class HandlerRunner {
       this.active.add(h);
       this.deps.started(h.job);
       try {
-        const result = resultOf(await handler(h.job, this.context(h)));
+        const result = resultOf(await handler(h.job, new Context(h, this.deps.workerId)));
         report = {
           outcome: 'completed',
           error: null,
@@ -70,28 +70,12 @@ export class HandlerRunner {
     this.deps.done(h, report);
   }
 
-  private context(h: HeldJob): JobContext {
-    return {
-      job: h.job,
-      get signal() {
-        return h.signal;
-      },
-      workerId: this.deps.workerId,
-      leaseToken: h.token,
-      get leaseExpiresAt() {
-        return h.leaseExpiresAt;
-      },
-      snooze: ctxSnooze,
-      retryAt: ctxRetryAt,
-    };
-  }
-
   /** The report for a handler that threw. */
   private failureOf(h: HeldJob, err: unknown): Report {
     if (err instanceof SnoozeError) return snoozeReport(h, err.runAt);
     const aborted = h.aborted?.kind ?? null;
-    // Interrupted by our own stop: not the job's fault. Give it back to run elsewhere.
-    if (aborted === 'shutdown') return snoozeReport(h, new Date());
+    // Interrupted by our own stop: not the job's fault. Give it back to run elsewhere, now.
+    if (aborted === 'shutdown') return snoozeReport(h, null);
     const error = errorText(err);
     if (err instanceof RetryAtError) return failReport(h, error, { nonRetryable: false, retryAt: err.retryAt });
     // A cancelled job becomes CANCELLED whatever we say; non_retryable keeps that true even if the flag were gone.
@@ -101,9 +85,52 @@ export class HandlerRunner {
   }
 }
 
-/** A snooze report: give the job back to run at `runAt`. Also used for jobs pushed while the worker stops. */
-export function snoozeReport(h: HeldJob, runAt: Date): Report {
-  return { outcome: 'snoozed', error: null, msg: { $case: 'snooze', value: { jobId: h.job.id, leaseToken: h.token, runAt } }, bytes: 200 };
+/**
+ * A handler's JobContext. A class, not an object literal: a literal with getters is built
+ * slowly on every job, and most handlers read only `job`, if anything. `signal` and
+ * `leaseExpiresAt` read the held job at the time they are read.
+ */
+class Context implements JobContext {
+  readonly job: Job;
+  readonly leaseToken: string;
+
+  constructor(
+    private readonly held: HeldJob,
+    readonly workerId: string,
+  ) {
+    this.job = held.job;
+    this.leaseToken = held.token;
+  }
+
+  get signal(): AbortSignal {
+    return this.held.signal;
+  }
+
+  get leaseExpiresAt(): Date | null {
+    return this.held.leaseExpiresAt;
+  }
+
+  snooze(when: Date | number): never {
+    return ctxSnooze(when);
+  }
+
+  retryAt(when: Date | number, message?: string): never {
+    return ctxRetryAt(when, message);
+  }
+}
+
+/**
+ * A snooze report: give the job back to run at `runAt`, or (null) now by the server's clock:
+ * run_at is left unset, so the worker's clock, which may run ahead of the database's, never
+ * delays a give-back. Also used for jobs pushed while the worker stops.
+ */
+export function snoozeReport(h: HeldJob, runAt: Date | null): Report {
+  return {
+    outcome: 'snoozed',
+    error: null,
+    msg: { $case: 'snooze', value: { jobId: h.job.id, leaseToken: h.token, runAt: runAt ?? undefined } },
+    bytes: 200,
+  };
 }
 
 function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
@@ -115,8 +142,9 @@ function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; re
   };
 }
 
+/** ctx.snooze(): a delay of 0 ms or less is "now", by the server's clock (no run_at). */
 function ctxSnooze(when: Date | number): never {
-  throw new SnoozeError(dateOf(when));
+  throw new SnoozeError(typeof when === 'number' && when <= 0 ? null : dateOf(when));
 }
 
 function ctxRetryAt(when: Date | number, message?: string): never {

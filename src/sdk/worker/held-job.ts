@@ -1,7 +1,8 @@
+import type { Job as PbJob } from '../../gen/evora/v1/job.js';
 import type { Lease, LeasedJob, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { JobAbortedError, type AbortCause } from '../errors.js';
 import { jobFromPb, type Job } from '../types.js';
-import { transitionCheck, type Transitions } from './state.js';
+import { IllegalTransitionError, type Transitions } from './state.js';
 
 /**
  * One leased job in the worker, from the push to the end of its lease, and the table of
@@ -22,7 +23,11 @@ import { transitionCheck, type Transitions } from './state.js';
 /** Where a held job is in its lifecycle (see the module comment). */
 export type HeldJobState = 'running' | 'reporting' | 'awaitingAck' | 'done' | 'lost';
 
-const HELD_JOB_TRANSITIONS: Transitions<HeldJobState> = {
+/**
+ * The held job's allowed moves (the diagram above). Exported for the tests that pin it;
+ * HeldJob.to() is the only code that moves a job along it.
+ */
+export const HELD_JOB_TRANSITIONS: Transitions<HeldJobState> = {
   running: ['reporting', 'lost'],
   reporting: ['awaitingAck', 'done', 'lost'],
   awaitingAck: ['reporting', 'done', 'lost'],
@@ -64,6 +69,11 @@ export class HeldJob {
   writeRetries = 0;
   /** The pending resend after a RETRY_LATER. */
   resendTimer: NodeJS.Timeout | null = null;
+  /**
+   * The same job's next report (a later lease) while both wait for their acks; kept by
+   * HeldJobs, which chains a job's reports oldest first.
+   */
+  laterReport: HeldJob | null = null;
   private _state: HeldJobState = 'running';
   /** Made when the handler first reads ctx.signal (most never do). */
   private controller: AbortController | null = null;
@@ -71,15 +81,18 @@ export class HeldJob {
 
   constructor(
     private readonly table: HeldJobs,
-    leased: LeasedJob & { job: NonNullable<LeasedJob['job']> },
+    leased: LeasedJob,
+    job: PbJob,
     defaultLeaseMs: number,
+    /** When the message that carried the job was received (Date.now() clock). */
+    receivedAt: number,
   ) {
-    this.job = jobFromPb(leased.job);
+    this.job = jobFromPb(job);
     this.token = leased.leaseToken;
     this.leaseExpiresAt = leased.leaseExpiresAt ?? null;
     const started = this.job.startedAt;
     this.leaseMs = this.leaseExpiresAt && started ? Math.max(1000, this.leaseExpiresAt.getTime() - started.getTime()) : defaultLeaseMs;
-    this.leaseDeadline = Date.now() + this.leaseMs;
+    this.leaseDeadline = receivedAt + this.leaseMs;
   }
 
   get state(): HeldJobState {
@@ -89,7 +102,9 @@ export class HeldJob {
   /** Moves along the lifecycle (throws on a move the table does not allow); the table's indexes follow. */
   to(next: HeldJobState): void {
     const from = this._state;
-    this._state = transitionCheck(`job ${this.job.id}`, HELD_JOB_TRANSITIONS, from, next);
+    // Three moves per job: check without building the error's words unless it is thrown.
+    if (!HELD_JOB_TRANSITIONS[from].includes(next)) throw new IllegalTransitionError(`job ${this.job.id}`, from, next);
+    this._state = next;
     this.table.moved(this, from, next);
   }
 
@@ -126,17 +141,19 @@ export class HeldJob {
  * awaitingAck jobs) by job id and then lease token, which is how an ack names its report.
  * One job can have several reports at once: the report of an earlier lease may still wait
  * for its ack when the job, leased again (a retry claimed at once), is reported under its
- * new lease, and the two acks may come in either order.
+ * new lease, and the two acks may come in either order. The index holds a job's oldest
+ * report; its later ones follow through HeldJob.laterReport (almost always there is one).
  *
- * What must stay true: a job is in the index of its state and in no other; a job's
- * reports are kept in the order they were made (a server that predates ack tokens acks
- * one job's reports in the order they were sent); and every move calls `changed` (stop()
- * waits on it).
+ * What must stay true: a job is in the index of its state and in no other, and moving
+ * between reporting and awaitingAck leaves the indexes alone; a job's reports are kept in
+ * the order they were made (a server that predates ack tokens acks one job's reports in
+ * the order they were sent); every move calls `changed` (stop() waits on it); and per job
+ * the bookkeeping is a constant number of map operations, with nothing allocated.
  */
 export class HeldJobs {
   private readonly runningById = new Map<string, HeldJob>();
-  /** Reports by job id, oldest first; never an empty list. */
-  private readonly reportsById = new Map<string, HeldJob[]>();
+  /** Each job's oldest report not yet settled; the later ones hang off it (laterReport). */
+  private readonly reportsById = new Map<string, HeldJob>();
   private unsettled = 0;
 
   constructor(private readonly changed: () => void) {}
@@ -152,7 +169,9 @@ export class HeldJobs {
 
   /** Every report not yet settled, each job's oldest first. */
   *reports(): IterableIterator<HeldJob> {
-    for (const hs of this.reportsById.values()) yield* hs;
+    for (const first of this.reportsById.values()) {
+      for (let h: HeldJob | null = first; h; h = h.laterReport) yield h;
+    }
   }
 
   /** The ids of the jobs with a report not yet settled, once each. */
@@ -162,7 +181,10 @@ export class HeldJobs {
 
   /** The report made under this lease, if it is not settled yet. */
   reportUnder(jobId: string, leaseToken: string): HeldJob | undefined {
-    return this.reportsById.get(jobId)?.find((h) => h.token === leaseToken);
+    for (let h = this.reportsById.get(jobId); h; h = h.laterReport ?? undefined) {
+      if (h.token === leaseToken) return h;
+    }
+    return undefined;
   }
 
   /**
@@ -172,7 +194,7 @@ export class HeldJobs {
    */
   reportAcked(jobId: string, leaseToken: string): HeldJob | undefined {
     if (leaseToken !== '') return this.reportUnder(jobId, leaseToken);
-    return this.reportsById.get(jobId)?.[0];
+    return this.reportsById.get(jobId);
   }
 
   /** Leases held: running jobs and reports not yet acknowledged. */
@@ -180,9 +202,12 @@ export class HeldJobs {
     return this.runningById.size + this.unsettled;
   }
 
-  /** A newly pushed job, in state running. */
-  add(leased: LeasedJob & { job: NonNullable<LeasedJob['job']> }, defaultLeaseMs: number): HeldJob {
-    const h = new HeldJob(this, leased, defaultLeaseMs);
+  /**
+   * A newly pushed job, in state running. `receivedAt` (Date.now() clock): when its
+   * message came, the start of the time its lease surely lasts.
+   */
+  add(leased: LeasedJob, job: PbJob, defaultLeaseMs: number, receivedAt: number): HeldJob {
+    const h = new HeldJob(this, leased, job, defaultLeaseMs, receivedAt);
     this.runningById.set(h.job.id, h);
     this.changed();
     return h;
@@ -208,25 +233,45 @@ export class HeldJobs {
 
   /** Called by HeldJob.to(): keeps the indexes in step with the states. */
   moved(h: HeldJob, from: HeldJobState, to: HeldJobState): void {
-    const id = h.job.id;
-    if (from === 'running' && this.runningById.get(id) === h) this.runningById.delete(id);
-    const wasReporting = from === 'reporting' || from === 'awaitingAck';
-    const isReporting = to === 'reporting' || to === 'awaitingAck';
-    if (wasReporting && !isReporting) {
-      const hs = this.reportsById.get(id) ?? [];
-      const i = hs.indexOf(h);
-      if (i >= 0) {
-        hs.splice(i, 1);
-        this.unsettled--;
-        if (hs.length === 0) this.reportsById.delete(id);
-      }
-    }
-    if (isReporting && !wasReporting) {
-      const hs = this.reportsById.get(id);
-      if (hs) hs.push(h);
-      else this.reportsById.set(id, [h]);
-      this.unsettled++;
+    if (from === 'running') {
+      const id = h.job.id;
+      if (this.runningById.get(id) === h) this.runningById.delete(id);
+      if (to === 'reporting') this.reportAdd(h);
+    } else if (to === 'done' || to === 'lost') {
+      this.reportRemove(h);
     }
     this.changed();
+  }
+
+  /** Appends a report to its job's chain (the job's newest). */
+  private reportAdd(h: HeldJob): void {
+    this.unsettled++;
+    h.laterReport = null;
+    const first = this.reportsById.get(h.job.id);
+    if (!first) {
+      this.reportsById.set(h.job.id, h);
+      return;
+    }
+    let last = first;
+    while (last.laterReport) last = last.laterReport;
+    last.laterReport = h;
+  }
+
+  /** Takes a settled report out of its job's chain. */
+  private reportRemove(h: HeldJob): void {
+    const id = h.job.id;
+    const first = this.reportsById.get(id);
+    if (!first) return;
+    if (first === h) {
+      if (h.laterReport) this.reportsById.set(id, h.laterReport);
+      else this.reportsById.delete(id);
+    } else {
+      let prev = first;
+      while (prev.laterReport && prev.laterReport !== h) prev = prev.laterReport;
+      if (prev.laterReport !== h) return;
+      prev.laterReport = h.laterReport;
+    }
+    h.laterReport = null;
+    this.unsettled--;
   }
 }

@@ -35,6 +35,9 @@ export interface ReportStream {
  * - invalid: the report can never be applied; logged at error level, the job is finished
  *   with `accepted: false` and nothing is resent.
  *
+ * A lease_lost naming the lease of a report that waits to be written (for a resend, a
+ * reconnect, its batch) settles it as lost without writing it (see leaseLost()).
+ *
  * Reports that become ready in the same tick go out together on setImmediate: completes as
  * one `completes`, fails as one `fails` (each kept under a size bound) when the welcome
  * says the server takes them, else one message each; snoozes always one each. While the
@@ -42,7 +45,8 @@ export interface ReportStream {
  *
  * What must stay true: a report is written at most once per session unless its ack asks
  * for a resend; a report written on a stream that ended is written again on the next
- * session; every report ends in exactly one `settled` call.
+ * session unless its lease was reported lost; every report ends in exactly one `settled`
+ * call; only reports in state reporting are in the outbox.
  */
 export class Reports {
   /** Reports to write on the next flush, in the order they became ready. */
@@ -85,15 +89,22 @@ export class Reports {
     this.flushScheduled = false;
     const stream = this.deps.stream;
     if (this.outbox.size === 0 || !stream.session) return;
-    for (const m of this.messages(stream.session.acceptsBatches)) {
-      if (!stream.writable && !opts.ignoreBackpressure) return;
-      if (!stream.write(m.req)) return;
+    // A full buffer: build nothing now; 'drain' calls again.
+    if (!stream.writable && !opts.ignoreBackpressure) return;
+    const messages = this.messages(stream.session.acceptsBatches);
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i]!;
+      if ((!stream.writable && !opts.ignoreBackpressure) || !stream.write(m.req)) {
+        // The rest waits for the next flush; what went out leaves the outbox.
+        for (let j = 0; j < i; j++) for (const h of messages[j]!.jobs) this.outbox.delete(h);
+        return;
+      }
       for (const h of m.jobs) {
-        this.outbox.delete(h);
         h.sends++;
         h.to('awaitingAck');
       }
     }
+    this.outbox.clear();
   }
 
   /** The server answered a report: the one under the ack's lease token (see HeldJobs.reportAcked). */
@@ -103,27 +114,46 @@ export class Reports {
       this.deps.log.debug({ job_id: ack.jobId, lease_token: ack.leaseToken }, 'an ack for a report this worker no longer waits on');
       return;
     }
-    h.resendTimer = this.deps.timers.clear(h.resendTimer);
-    this.outbox.delete(h);
+    this.unqueue(h);
     const result = ackResultOf(ack);
-    const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason };
     switch (result) {
       case 'accepted':
         h.to('done');
         return this.settle(h, result, '');
       case 'retry_later':
         return this.resendLater(h, ack.reason);
-      case 'lease_lost':
+      case 'lease_lost': {
         // A resend after a reconnect may meet its own earlier, already applied write.
+        const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason };
         if (h.sends > 1) this.deps.log.info({ ...fields, resent: true }, 'report not applied (it may have been applied before the reconnect)');
         else this.deps.log.warn(fields, 'report not applied: the lease is lost');
         h.to('lost');
         return this.settle(h, result, ack.reason);
+      }
       case 'invalid':
-        this.deps.log.error(fields, 'the server refused the report as invalid; it is not sent again');
+        this.deps.log.error(
+          { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason },
+          'the server refused the report as invalid; it is not sent again',
+        );
         h.to('done');
         return this.settle(h, result, ack.reason);
     }
+  }
+
+  /**
+   * The server says the lease of a report still waiting to be written is lost (`code`,
+   * `reason`: for the log): it is settled as lost (`ackResult` 'lease_lost') and never
+   * written. Only a report in state reporting; one already written waits for its ack.
+   */
+  leaseLost(h: HeldJob, code: string, reason: string): void {
+    if (h.state !== 'reporting') return;
+    this.unqueue(h);
+    this.deps.log.warn(
+      { job_id: h.job.id, lease_token: h.token, outcome: h.report?.outcome, code, reason },
+      'lease lost before the report went out; it is dropped',
+    );
+    h.to('lost');
+    this.settle(h, 'lease_lost', reason);
   }
 
   /** RETRY_LATER: the same report again after a delay, while the bound and the lease allow. */
@@ -146,8 +176,15 @@ export class Reports {
     });
   }
 
+  /** The report is settled or waits no more: no resend, no write at the next flush. */
+  private unqueue(h: HeldJob): void {
+    if (h.resendTimer) h.resendTimer = this.deps.timers.clear(h.resendTimer);
+    // Only a report in state reporting can be in the outbox.
+    if (h.state === 'reporting') this.outbox.delete(h);
+  }
+
   private enqueue(h: HeldJob): void {
-    h.resendTimer = this.deps.timers.clear(h.resendTimer);
+    if (h.resendTimer) h.resendTimer = this.deps.timers.clear(h.resendTimer);
     this.outbox.add(h);
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -166,43 +203,68 @@ export class Reports {
     });
   }
 
-  /** The outbox as messages: snoozes one each; completes and fails batched (if the server takes batches) under the size bound. */
-  private messages(batches: boolean): { jobs: HeldJob[]; req: WorkRequest }[] {
-    const out: { jobs: HeldJob[]; req: WorkRequest }[] = [];
-    let completes: { h: HeldJob; v: WorkerComplete }[] = [];
-    let fails: { h: HeldJob; v: WorkerFail }[] = [];
-    let completeBytes = 0;
-    let failBytes = 0;
-    const flushCompletes = () => {
-      if (completes.length === 1) out.push({ jobs: [completes[0]!.h], req: { msg: { $case: 'complete', value: completes[0]!.v } } });
-      else if (completes.length > 1) out.push({ jobs: completes.map((c) => c.h), req: { msg: { $case: 'completes', value: { completes: completes.map((c) => c.v) } } } });
-      completes = [];
-      completeBytes = 0;
-    };
-    const flushFails = () => {
-      if (fails.length === 1) out.push({ jobs: [fails[0]!.h], req: { msg: { $case: 'fail', value: fails[0]!.v } } });
-      else if (fails.length > 1) out.push({ jobs: fails.map((f) => f.h), req: { msg: { $case: 'fails', value: { fails: fails.map((f) => f.v) } } } });
-      fails = [];
-      failBytes = 0;
-    };
+  /**
+   * The outbox as messages: snoozes one each; completes and fails batched (if the server
+   * takes batches) under the size bound. Per report it only pushes onto arrays.
+   */
+  private messages(batches: boolean): OutMessage[] {
+    const out: OutMessage[] = [];
+    const completes = new Batch<WorkerComplete>();
+    const fails = new Batch<WorkerFail>();
     for (const h of this.outbox) {
       const report = h.report;
       if (!report) continue;
       const m = report.msg;
       if (batches && m.$case === 'complete') {
-        if (completeBytes + report.bytes > REPORT_BATCH_MAX_BYTES) flushCompletes();
-        completes.push({ h, v: m.value });
-        completeBytes += report.bytes;
+        if (completes.bytes + report.bytes > REPORT_BATCH_MAX_BYTES) completes.flush(out, completeMessage);
+        completes.add(h, m.value, report.bytes);
       } else if (batches && m.$case === 'fail') {
-        if (failBytes + report.bytes > REPORT_BATCH_MAX_BYTES) flushFails();
-        fails.push({ h, v: m.value });
-        failBytes += report.bytes;
+        if (fails.bytes + report.bytes > REPORT_BATCH_MAX_BYTES) fails.flush(out, failMessage);
+        fails.add(h, m.value, report.bytes);
       } else {
         out.push({ jobs: [h], req: { msg: m } });
       }
     }
-    flushCompletes();
-    flushFails();
+    completes.flush(out, completeMessage);
+    fails.flush(out, failMessage);
     return out;
   }
+}
+
+/** One message to write and the reports it carries. */
+interface OutMessage {
+  jobs: HeldJob[];
+  req: WorkRequest;
+}
+
+/** Reports of one kind gathering into a batch message. */
+class Batch<V> {
+  jobs: HeldJob[] = [];
+  values: V[] = [];
+  bytes = 0;
+
+  add(h: HeldJob, value: V, bytes: number): void {
+    this.jobs.push(h);
+    this.values.push(value);
+    this.bytes += bytes;
+  }
+
+  /** Appends the gathered reports to `out` as one message (a lone report as itself) and starts anew. */
+  flush(out: OutMessage[], message: (values: V[]) => WorkRequest): void {
+    if (this.jobs.length === 0) return;
+    out.push({ jobs: this.jobs, req: message(this.values) });
+    this.jobs = [];
+    this.values = [];
+    this.bytes = 0;
+  }
+}
+
+function completeMessage(values: WorkerComplete[]): WorkRequest {
+  return values.length === 1
+    ? { msg: { $case: 'complete', value: values[0]! } }
+    : { msg: { $case: 'completes', value: { completes: values } } };
+}
+
+function failMessage(values: WorkerFail[]): WorkRequest {
+  return values.length === 1 ? { msg: { $case: 'fail', value: values[0]! } } : { msg: { $case: 'fails', value: { fails: values } } };
 }

@@ -55,3 +55,38 @@ export class StateMachine<S extends string> {
     this.onChange(from, next);
   }
 }
+
+/**
+ * Waits for conditions on the worker's states: every part calls changed() after a change,
+ * and each waiting until() re-checks its condition then. What must stay true: changed()
+ * costs next to nothing while no one waits (it runs on every move of every job), and a
+ * waiter is removed once it resolves, either way.
+ */
+export class ChangeWaiters {
+  private readonly waiters = new Set<() => void>();
+
+  /** Something changed: re-check every waiting condition. */
+  changed(): void {
+    if (this.waiters.size === 0) return;
+    for (const w of [...this.waiters]) w();
+  }
+
+  /** Resolves true when check() holds (re-checked on every change), false after ms. */
+  until(check: () => boolean, ms: number): Promise<boolean> {
+    if (check()) return Promise.resolve(true);
+    if (ms <= 0) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = () => {
+        if (!check()) return;
+        clearTimeout(timer);
+        this.waiters.delete(waiter);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(waiter);
+        resolve(false);
+      }, ms);
+      this.waiters.add(waiter);
+    });
+  }
+}

@@ -41,7 +41,10 @@ export interface JobContext<P = JsonObject> {
   readonly leaseToken: string;
   /** When the lease ends unless renewed (the worker renews it on its own). */
   readonly leaseExpiresAt: Date | null;
-  /** Gives the job back to run again at `when` (a Date, or ms from now) without counting a failure. Throws; never returns. */
+  /**
+   * Gives the job back to run again at `when` (a Date, or ms from now) without counting a
+   * failure; 0 ms or less means now by the server's clock. Throws; never returns.
+   */
   snooze(when: Date | number): never;
   /** Fails this attempt and retries at `when` (a Date, or ms from now) instead of after the queue's backoff. Throws; never returns. */
   retryAt(when: Date | number, message?: string): never;
@@ -78,7 +81,11 @@ export interface JobOutcome {
   reason: string;
   /** The error reported with a failure. */
   error: string | null;
-  /** The code of the last ack for the report; null when nothing was acknowledged (outcome 'lost'). */
+  /**
+   * The code of the last ack for the report, or 'lease_lost' when the server said the lease
+   * was lost while the report waited to be (re)sent (it is then never sent); null when
+   * nothing was reported (outcome 'lost').
+   */
   ackResult: AckResultName | null;
 }
 

@@ -31,7 +31,11 @@ import type { DrainCause, WorkerLog } from './types.js';
 /** Where the Work stream is in its lifecycle (see the module comment). */
 export type ConnectionState = 'idle' | 'connecting' | 'open' | 'draining' | 'backoff' | 'closing' | 'stopped';
 
-const CONNECTION_TRANSITIONS: Transitions<ConnectionState> = {
+/**
+ * The stream's allowed moves (the lifecycle above). Exported for the tests that pin it;
+ * only the connection's own StateMachine moves along it.
+ */
+export const CONNECTION_TRANSITIONS: Transitions<ConnectionState> = {
   idle: ['connecting', 'stopped'],
   connecting: ['open', 'draining', 'backoff', 'closing', 'stopped'],
   open: ['draining', 'backoff', 'closing'],
@@ -121,7 +125,8 @@ export class WorkConnection {
 
   /** A session is open: the welcome arrived and the stream is up. */
   get connected(): boolean {
-    return this.state.is('open', 'draining');
+    const s = this.state.current;
+    return s === 'open' || s === 'draining';
   }
 
   /** Sessions opened after the first. */

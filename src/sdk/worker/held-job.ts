@@ -11,7 +11,8 @@ import { IllegalTransitionError, type Transitions } from './state.js';
  *   running ──> reporting ──> awaitingAck ──> done   (ack: accepted, or invalid)
  *      │            ^   │          │    └───> lost   (ack: lease lost; resend bound reached)
  *      │            └───┼──────────┘                 (stream lost, or ack: retry later)
- *      └───> lost <─────┘                            (server: lease lost while running)
+ *      └───> lost <─────┘                            (server: lease_lost naming the lease
+ *                                                     while running, or while its report waits)
  *
  * running: the handler runs and the lease is renewed. reporting: the report is made and
  * waits to be written (a batch flush, a reconnect, a resend delay). awaitingAck: written on

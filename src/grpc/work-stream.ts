@@ -1,9 +1,9 @@
 import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-js';
-import type { Dispatcher, SessionMessage, WorkerSession } from '../dispatcher/dispatcher.js';
+import type { Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import type { JsonObject } from '../domain/job.js';
+import type { JsonObject, LeaseRef } from '../domain/job.js';
 import { MAX_SLOTS, checkDate, checkIntRange, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
 import type {
   Lease,
@@ -93,8 +93,21 @@ export class WorkStream implements WorkStreamHandle {
   /** Dispatcher messages that came before the welcome was written. */
   private readonly beforeWelcome: SessionMessage[] = [];
   private readonly acks: AckQueue;
-  /** Reports and heartbeats not answered yet; ending waits for them. */
-  private readonly inFlight = new Set<Promise<void>>();
+  /** Reports and heartbeats not answered yet; ending waits until none is left. */
+  private pending = 0;
+  /** Told once `pending` is back to 0 (ending waits so). */
+  private whenAnswered: (() => void)[] = [];
+  /**
+   * Hears the answers of this stream's reports: one listener for all of them, so a report
+   * costs no closure or promise of its own.
+   */
+  private readonly answers: WriteListener = {
+    written: (request, ack) => this.answered(request.write, ack.result, ack.reason),
+    failed: (request, err) => {
+      this.log.error({ err, job_id: request.write.id }, 'worker write failed; the worker is asked to send it again');
+      this.answered(request.write, 'retry_later', 'the server could not apply the report now; retry the write');
+    },
+  };
   private readonly closing = new AbortController();
   private readonly writer: StreamWriter<WorkOut>;
 
@@ -134,7 +147,7 @@ export class WorkStream implements WorkStreamHandle {
   /** Ends the stream: no new jobs; the acks of reports received are written first. */
   end(): void {
     this.close();
-    void Promise.allSettled([...this.inFlight]).then(() =>
+    this.afterAnswers(() =>
       this.guard(() => {
         this.acks.flush();
         this.writer.end();
@@ -265,7 +278,8 @@ export class WorkStream implements WorkStreamHandle {
     } catch (err) {
       return this.ackInvalid(v, err);
     }
-    this.ackWhenWritten(v, this.deps.dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
+    this.pending++;
+    this.deps.dispatcher.completeReport({ write: { id: v.jobId, token: v.leaseToken, result }, session: s, listener: this.answers });
   }
 
   private fail(s: WorkerSession, v: WorkerFail): void {
@@ -276,7 +290,8 @@ export class WorkStream implements WorkStreamHandle {
       return this.ackInvalid(v, err);
     }
     const write = { id: v.jobId, token: v.leaseToken, error: v.error.slice(0, 10_000), retryable: !v.nonRetryable, retryAt: v.retryAt ?? null };
-    this.ackWhenWritten(v, this.deps.dispatcher.fail(s, write));
+    this.pending++;
+    this.deps.dispatcher.failReport({ write, session: s, listener: this.answers });
   }
 
   private snooze(s: WorkerSession, v: WorkerSnooze): void {
@@ -287,7 +302,8 @@ export class WorkStream implements WorkStreamHandle {
       return this.ackInvalid(v, err);
     }
     // run_at unset means now: the job is claimable again at once.
-    this.ackWhenWritten(v, this.deps.dispatcher.snooze(s, { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null }));
+    this.pending++;
+    this.deps.dispatcher.snoozeReport({ write: { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null }, session: s, listener: this.answers });
   }
 
   /**
@@ -327,28 +343,44 @@ export class WorkStream implements WorkStreamHandle {
 
   // ----- acks ------------------------------------------------------------------------
 
-  /** Answers a report once its write has committed (or failed: the worker is asked to resend). */
-  private ackWhenWritten(report: Report, write: Promise<{ result: AckResult; reason: string }>): void {
-    const answered = write.then(
-      (a) => this.acks.add(report, a.result, a.reason),
-      (err: unknown) => {
-        this.log.error({ err, job_id: report.jobId }, 'worker write failed; the worker is asked to send it again');
-        this.acks.add(report, 'retry_later', 'the server could not apply the report now; retry the write');
-      },
-    );
-    this.track(answered);
+  /** A report's write committed (or failed): its ack, in the order the answers came. */
+  private answered(lease: LeaseRef, result: AckResult, reason: string): void {
+    try {
+      this.acks.add(lease.id, lease.token, result, reason);
+    } catch (err) {
+      this.bug(err);
+    }
+    this.settled();
   }
 
   /** A report that is malformed: refused before it reaches the dispatcher. */
   private ackInvalid(report: Report, err: unknown): void {
     if (!(err instanceof EvoraError)) throw err;
-    this.acks.add(report, 'invalid', err.message);
+    this.acks.add(report.jobId, report.leaseToken, 'invalid', err.message);
   }
 
+  /** Counts a heartbeat as not answered until it settles (a failure in answering it is a bug). */
   private track(p: Promise<void>): void {
-    const settled = p.catch((err: unknown) => this.bug(err));
-    this.inFlight.add(settled);
-    void settled.finally(() => this.inFlight.delete(settled));
+    this.pending++;
+    void p.then(
+      () => this.settled(),
+      (err: unknown) => {
+        this.bug(err);
+        this.settled();
+      },
+    );
+  }
+
+  /** One report or heartbeat is answered. */
+  private settled(): void {
+    if (--this.pending > 0 || this.whenAnswered.length === 0) return;
+    for (const fn of this.whenAnswered.splice(0)) fn();
+  }
+
+  /** Runs `fn` once every report and heartbeat received so far is answered (never synchronously). */
+  private afterAnswers(fn: () => void): void {
+    if (this.pending === 0) queueMicrotask(fn);
+    else this.whenAnswered.push(fn);
   }
 
   // ----- to the worker ---------------------------------------------------------------

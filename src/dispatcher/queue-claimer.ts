@@ -71,12 +71,18 @@ export class QueueClaimer {
   #rotation = 0;
   /** Ends the cooldown wait; set only while coolingDown. */
   #endCooldown: (() => void) | null = null;
+  /** A start for freed slots is queued (see slotsFreed). */
+  #startQueued = false;
+  /** The name the transition errors give this claimer. */
+  readonly #machine: string;
 
   constructor(
     readonly name: string,
     private readonly host: ClaimerHost,
     private readonly opts: ClaimerOptions,
-  ) {}
+  ) {
+    this.#machine = `claimer of queue ${name}`;
+  }
 
   /** Where the claim loop is (see ClaimerState). */
   get state(): ClaimerState {
@@ -95,12 +101,21 @@ export class QueueClaimer {
     if (this.#state === 'idle' || this.#state === 'wanted') this.#start();
   }
 
-  /** Some of the queue's sessions have free slots again. */
+  /**
+   * Some of the queue's sessions have free slots again. A wanted queue claims in a
+   * microtask, not at once: slots are freed one write at a time, a whole committed batch
+   * of them in one go, and the claim then asks for all of them instead of the first one.
+   */
   slotsFreed(): void {
     if (this.#state === 'coolingDown') {
       if (this.#enoughFree()) this.#endCooldown?.();
-    } else if (this.#state === 'wanted') {
-      this.#start();
+    } else if (this.#state === 'wanted' && !this.#startQueued) {
+      this.#startQueued = true;
+      queueMicrotask(() => {
+        this.#startQueued = false;
+        // A wake-up may have started the claim meanwhile, or shutdown stopped the claimer.
+        if (this.#state === 'wanted') this.#start();
+      });
     }
   }
 
@@ -123,10 +138,11 @@ export class QueueClaimer {
 
   /** Reserves up to `max` free slots of the queue's sessions, one entry per slot, dealt round-robin. */
   reserve(max: number): WorkerSession[] {
-    const sessions = [...this.sessions].filter((s) => s.free > 0);
+    const sessions: WorkerSession[] = [];
+    for (const s of this.sessions) if (s.free > 0) sessions.push(s);
     if (sessions.length === 0) return [];
     const start = this.#rotation++ % sessions.length;
-    const slots = roundRobinSlots([...sessions.slice(start), ...sessions.slice(0, start)], max);
+    const slots = roundRobinSlots(start === 0 ? sessions : [...sessions.slice(start), ...sessions.slice(0, start)], max);
     for (const s of slots) s.reserve();
     return slots;
   }
@@ -221,7 +237,7 @@ export class QueueClaimer {
   }
 
   #to(next: ClaimerState): void {
-    this.#state = checkTransition(`claimer of queue ${this.name}`, CLAIMER_TRANSITIONS, this.#state, next);
+    this.#state = checkTransition(this.#machine, CLAIMER_TRANSITIONS, this.#state, next);
   }
 }
 
@@ -234,12 +250,12 @@ export function roundRobinSlots<S extends { free: number }>(sessions: readonly S
   const slots: S[] = [];
   for (let round = 0; slots.length < max; round++) {
     let any = false;
-    sessions.forEach((s, i) => {
-      if ((free[i] ?? 0) > round && slots.length < max) {
-        slots.push(s);
+    for (let i = 0; i < sessions.length && slots.length < max; i++) {
+      if ((free[i] as number) > round) {
+        slots.push(sessions[i] as S);
         any = true;
       }
-    });
+    }
     if (!any) break;
   }
   return slots;
@@ -248,11 +264,16 @@ export function roundRobinSlots<S extends { free: number }>(sessions: readonly S
 /** Job *i* goes to reserved slot *i*: the jobs each session got, best first. */
 export function dealToSlots<S>(slots: readonly S[], jobs: readonly Job[]): Map<S, Job[]> {
   const dealt = new Map<S, Job[]>();
-  jobs.forEach((job, i) => {
-    const session = slots[i] as S;
-    const list = dealt.get(session);
-    if (list) list.push(job);
-    else dealt.set(session, [job]);
-  });
+  let session: S | undefined;
+  let list: Job[] | undefined;
+  for (let i = 0; i < jobs.length; i++) {
+    const slot = slots[i] as S;
+    if (slot !== session || !list) {
+      session = slot;
+      list = dealt.get(slot);
+      if (!list) dealt.set(slot, (list = []));
+    }
+    list.push(jobs[i] as Job);
+  }
   return dealt;
 }

@@ -138,13 +138,21 @@ export class QueueClaimer {
 
   /** Reserves up to `max` free slots of the queue's sessions, one entry per slot, dealt round-robin. */
   reserve(max: number): WorkerSession[] {
+    return this.#reserve(max).slots;
+  }
+
+  /** reserve(), with what each session gave (so the slots go back with one call per session). */
+  #reserve(max: number): Dealt<WorkerSession> {
     const sessions: WorkerSession[] = [];
     for (const s of this.sessions) if (s.free > 0) sessions.push(s);
-    if (sessions.length === 0) return [];
+    if (sessions.length === 0) return NO_SLOTS;
     const start = this.#rotation++ % sessions.length;
-    const slots = roundRobinSlots(start === 0 ? sessions : [...sessions.slice(start), ...sessions.slice(0, start)], max);
-    for (const s of slots) s.reserve();
-    return slots;
+    const dealt = dealRoundRobin(start === 0 ? sessions : [...sessions.slice(start), ...sessions.slice(0, start)], max);
+    dealt.sessions.forEach((s, i) => {
+      const n = dealt.counts[i] as number;
+      if (n > 0) s.reserve(n);
+    });
+    return dealt;
   }
 
   #start(): void {
@@ -175,7 +183,8 @@ export class QueueClaimer {
         await this.#coolDown();
         if (this.#stopped()) return;
       }
-      const slots = this.reserve(this.opts.maxClaimBatch);
+      const reserved = this.#reserve(this.opts.maxClaimBatch);
+      const { slots } = reserved;
       if (slots.length === 0) return this.#to('wanted'); // a freed slot starts the next claim
       const wakesBefore = this.#wakes;
       const started = performance.now();
@@ -184,11 +193,11 @@ export class QueueClaimer {
         jobs = await this.host.claim(this.name, slots.map((s) => s.workerId));
       } catch (err) {
         this.host.logger.error({ err, queue: this.name }, 'claim failed; the next poll retries');
-        for (const s of slots) s.unreserve();
+        unreserve(reserved);
         if (!this.#stopped()) this.#to('wanted');
         return;
       }
-      for (const s of slots) s.unreserve();
+      unreserve(reserved);
       this.host.claimed?.(this.name, slots.length, jobs.length, performance.now() - started);
       await this.host.deliver(dealToSlots(slots, jobs));
       // Slots that got nothing here may be wanted by the sessions' other queues.
@@ -246,19 +255,42 @@ export class QueueClaimer {
  * in the given order, so a claim that comes back short still shares its jobs evenly.
  */
 export function roundRobinSlots<S extends { free: number }>(sessions: readonly S[], max: number): S[] {
+  return dealRoundRobin(sessions, max).slots;
+}
+
+/** Slots dealt round-robin: one entry per slot, and how many slots each session gave. */
+interface Dealt<S> {
+  slots: S[];
+  sessions: readonly S[];
+  counts: number[];
+}
+
+const NO_SLOTS: Dealt<never> = { slots: [], sessions: [], counts: [] };
+
+function dealRoundRobin<S extends { free: number }>(sessions: readonly S[], max: number): Dealt<S> {
   const free = sessions.map((s) => s.free);
+  const counts = sessions.map(() => 0);
   const slots: S[] = [];
   for (let round = 0; slots.length < max; round++) {
     let any = false;
     for (let i = 0; i < sessions.length && slots.length < max; i++) {
       if ((free[i] as number) > round) {
         slots.push(sessions[i] as S);
+        counts[i] = (counts[i] as number) + 1;
         any = true;
       }
     }
     if (!any) break;
   }
-  return slots;
+  return { slots, sessions, counts };
+}
+
+/** Gives back the slots of a reservation: one call per session. */
+function unreserve(dealt: Dealt<WorkerSession>): void {
+  dealt.sessions.forEach((s, i) => {
+    const n = dealt.counts[i] as number;
+    if (n > 0) s.unreserve(n);
+  });
 }
 
 /** Job *i* goes to reserved slot *i*: the jobs each session got, best first. */

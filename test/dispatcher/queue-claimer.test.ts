@@ -108,6 +108,15 @@ describe('dealing slots and jobs', () => {
       ['b', [2]],
     ]);
   });
+
+  it('a claim smaller than the sessions with free slots reserves only what it deals, and gives it all back', () => {
+    const { claimer, sessions } = setup({ slots: [2, 2, 2] });
+    const slots = claimer.reserve(2);
+    expect(slots.map((s) => s.workerId)).toEqual(['w0', 'w1']);
+    expect(sessions.map((s) => s.reserved)).toEqual([1, 1, 0]);
+    for (const s of slots) s.unreserve();
+    expect(sessions.map((s) => s.reserved)).toEqual([0, 0, 0]);
+  });
 });
 
 describe('a queue claimer', () => {

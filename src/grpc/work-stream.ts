@@ -21,7 +21,7 @@ import { LEASE_LOST_REASON_TO_PB } from './convert.js';
 import type { WorkStreamHandle } from './deps.js';
 import { toServiceError } from './status.js';
 import { StreamWriter, type WritableCall } from './stream-writer.js';
-import { leasedJobsMessages, sessionMessageToPb, type WorkOut } from './work-messages.js';
+import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type EncodedWorkResponse, type WorkOut } from './work-messages.js';
 
 /**
  * One worker's Work stream: the protocol of worker.proto on top of a dispatcher session.
@@ -42,10 +42,12 @@ import { leasedJobsMessages, sessionMessageToPb, type WorkOut } from './work-mes
  * - every complete, fail or snooze gets exactly one ack with a result code; a malformed one
  *   (id or token not a UUID, result too big) gets ACK_RESULT_INVALID and never reaches the
  *   dispatcher; one whose write failed unexpectedly gets ACK_RESULT_RETRY_LATER;
- * - every message goes out through one StreamWriter, in order. While it is blocked (the
- *   worker does not read), the session takes no new jobs and the stream reads no more
- *   requests, so what waits here stays bounded by the session's slots; nothing is dropped
- *   until the stream closes (its AbortSignal then discards what is left);
+ * - every message goes out through one StreamWriter, in order. Once more than
+ *   WRITER_HIGH_WATER_BYTES wait in it (the worker does not read fast enough), it is
+ *   blocked: the session takes no new jobs and the stream reads no more requests until all
+ *   of it has gone, so what waits here stays bounded (that much, plus the jobs of the
+ *   session's slots and the acks of the requests already read); nothing is dropped until
+ *   the stream closes (its AbortSignal then discards what is left);
  * - ending (shutdown, or the worker half-closing) writes the acks of the reports already
  *   received before the stream ends.
  */
@@ -63,6 +65,14 @@ const TRANSITIONS: Record<WorkStreamState, readonly WorkStreamState[]> = {
 
 /** Messages kept while opening before the stream stops reading until the session is open. */
 const EARLY_MAX = 1000;
+
+/**
+ * Bytes that may wait in the stream's writer (behind grpc-js's buffer of 16 messages) before
+ * the session takes no new jobs and the stream reads no requests. Well above a claim's worth
+ * of single-job messages, so a worker that reads is not stopped by every claim; the bound of
+ * what a worker that does not read makes the server keep.
+ */
+export const WRITER_HIGH_WATER_BYTES = 1024 * 1024;
 
 /** Marks, among the messages kept while opening, where the worker half-closed the stream. */
 const HALF_CLOSE = Symbol('half-close');
@@ -109,7 +119,7 @@ export class WorkStream implements WorkStreamHandle {
     },
   };
   private readonly closing = new AbortController();
-  private readonly writer: StreamWriter<WorkOut>;
+  private readonly writer: StreamWriter<EncodedWorkResponse>;
 
   /** Serves a Work stream until it ends. */
   static start(call: ServerDuplexStream<WorkRequest, WorkResponse>, deps: WorkStreamDeps): WorkStream {
@@ -121,13 +131,16 @@ export class WorkStream implements WorkStreamHandle {
     private readonly deps: WorkStreamDeps,
   ) {
     this.log = deps.logger;
-    // The Work method's serializer (workerServiceDefinition) also takes encoded messages.
-    this.writer = new StreamWriter(call as unknown as WritableCall<WorkOut>, {
+    // Messages are encoded before they are written, so the writer knows what waits in bytes;
+    // the Work method's serializer (workerServiceDefinition) passes encoded messages through.
+    this.writer = new StreamWriter(call as unknown as WritableCall<EncodedWorkResponse>, {
       signal: this.closing.signal,
       onBlocked: (blocked) => this.guard(() => this.backpressure(blocked)),
+      sizeOf: (out) => out.bytes.length,
+      highWaterMark: WRITER_HIGH_WATER_BYTES,
     });
     this.acks = new AckQueue(
-      (out) => this.writer.write(out),
+      (out) => this.writer.write(encodedWorkResponse(out)),
       () => this.batches,
       (flush) => this.guard(flush),
     );
@@ -391,7 +404,8 @@ export class WorkStream implements WorkStreamHandle {
       this.beforeWelcome.push(msg);
       return;
     }
-    const writable = this.writer.state === 'flowing' || this.writer.state === 'blocked';
+    const state = this.writer.state;
+    const writable = state === 'flowing' || state === 'queueing' || state === 'blocked';
     if (msg.kind === 'jobs') {
       if (!writable) throw new Error('the Work stream has ended');
       for (const out of leasedJobsMessages(msg.jobs, { batches: this.batches })) this.send(out);
@@ -405,7 +419,7 @@ export class WorkStream implements WorkStreamHandle {
   /** Writes a message after the acks already queued, so the worker sees them in order. */
   private send(out: WorkOut): void {
     this.acks.flush();
-    this.writer.write(out);
+    this.writer.write(encodedWorkResponse(out));
   }
 
   /** The writer blocked or flows again: take no new jobs and read no requests meanwhile. */

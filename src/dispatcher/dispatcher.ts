@@ -7,16 +7,7 @@ import { LongPollWaiters } from './long-poll.js';
 import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
 import { WorkerSession, type SessionMessage } from './session.js';
 import { checkTransition, type Transitions } from './state-machine.js';
-import {
-  WorkerWrites,
-  type CompleteWrite,
-  type FailWrite,
-  type SnoozeWrite,
-  type WriteAck,
-  type WriteKind,
-  type WriteListener,
-  type WriteRequest,
-} from './worker-writes.js';
+import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WorkerWriteRequest, type WriteAck, type WriteKind, type WriteListener, type WriteRequest } from './worker-writes.js';
 
 /**
  * The dispatcher matches claimed jobs to workers' free slots. It knows nothing of gRPC:
@@ -33,13 +24,14 @@ import {
  * The parts: session.ts (a worker session, its slots and leases), queue-claimer.ts (one
  * queue's claim loop), delivery.ts (pushing leased jobs, and which session holds which),
  * worker-writes.ts and batcher.ts (group commit of worker writes), long-poll.ts (unary
- * claims waiting for work); this file owns them and the paths between them.
+ * claims waiting for work); this file owns them and the paths between them (a little over
+ * 400 lines on purpose: those paths are read best in one place).
  */
 
 export { WorkerSession } from './session.js';
 export type { HeldLease, SessionMessage, SessionState } from './session.js';
 export type { ClaimerState } from './queue-claimer.js';
-export type { CompleteWrite, FailWrite, SnoozeWrite, WriteAck, WriteKind, WriteListener, WriteRequest } from './worker-writes.js';
+export type { CompleteWrite, FailWrite, SnoozeWrite, WorkerWriteRequest, WriteAck, WriteKind, WriteListener, WriteRequest } from './worker-writes.js';
 
 /** Options for the dispatcher. */
 export interface DispatcherOptions {
@@ -106,7 +98,7 @@ export class Dispatcher {
 
   constructor(private readonly opts: DispatcherOptions) {
     const { store } = opts;
-    this.writes = new WorkerWrites(store, opts.logger, (kind, request, ack) => this.written(kind, request, ack));
+    this.writes = new WorkerWrites(store, opts.logger, (request, ack) => this.written(request, ack));
     this.delivery = new JobDelivery(
       store,
       opts.logger,
@@ -266,35 +258,25 @@ export class Dispatcher {
 
   /** Completes a job; resolves after the commit. The slot frees either way. */
   complete(session: WorkerSession | null, p: CompleteWrite): Promise<WriteAck<JobWritten>> {
-    return new Promise((resolve, reject) => this.writes.complete({ write: p, session, listener: promised(resolve, reject) }));
+    return new Promise((resolve, reject) => this.writes.add({ kind: 'complete', write: p, session, listener: promised(resolve, reject) }));
   }
 
   /** Fails a job (retry, DLQ, or CANCELLED if an operator asked); resolves after the commit. */
   fail(session: WorkerSession | null, p: FailWrite): Promise<WriteAck<Job>> {
-    return new Promise((resolve, reject) => this.writes.fail({ write: p, session, listener: promised(resolve, reject) }));
+    return new Promise((resolve, reject) => this.writes.add({ kind: 'fail', write: p, session, listener: promised(resolve, reject) }));
   }
 
   /** Snoozes a job until runAt; resolves after the commit. */
   snooze(session: WorkerSession | null, p: SnoozeWrite): Promise<WriteAck<Job>> {
-    return new Promise((resolve, reject) => this.writes.snooze({ write: p, session, listener: promised(resolve, reject) }));
+    return new Promise((resolve, reject) => this.writes.add({ kind: 'snooze', write: p, session, listener: promised(resolve, reject) }));
   }
 
   /**
-   * complete(), for a Work stream: the request's listener hears the answer after the commit
-   * (no promise per report: a stream answers thousands a second). The slot frees either way.
+   * complete(), fail() or snooze() for a Work stream: the request's listener hears the answer
+   * after the commit (no promise per report: a stream answers thousands a second).
    */
-  completeReport(request: WriteRequest<CompleteWrite, JobWritten>): void {
-    this.writes.complete(request);
-  }
-
-  /** fail(), for a Work stream (see completeReport). */
-  failReport(request: WriteRequest<FailWrite, Job>): void {
-    this.writes.fail(request);
-  }
-
-  /** snooze(), for a Work stream (see completeReport). */
-  snoozeReport(request: WriteRequest<SnoozeWrite, Job>): void {
-    this.writes.snooze(request);
+  report(request: WorkerWriteRequest): void {
+    this.writes.add(request);
   }
 
   /**
@@ -317,9 +299,9 @@ export class Dispatcher {
   }
 
   /** A write committed (accepted or not): the session's slot for that lease is free. */
-  private written(kind: WriteKind, request: WriteRequest, ack: WriteAck): void {
+  private written(request: WriteRequest, ack: WriteAck): void {
     if (request.session) this.slotFree(request.session, request.write.id, request.write.token);
-    if (ack.accepted && ack.job) this.opts.observer?.written?.(kind, ack.job);
+    if (ack.accepted && ack.job) this.opts.observer?.written?.(request.kind, ack.job);
   }
 
   /**

@@ -40,12 +40,19 @@ export interface WriteListener<W extends LeaseRef = LeaseRef, J extends JobWritt
 
 /** One worker write on its way through group commit. Its listener is told of it exactly once. */
 export interface WriteRequest<W extends LeaseRef = LeaseRef, J extends JobWritten = JobWritten> {
+  readonly kind: WriteKind;
   /** The write as the store takes it. */
   readonly write: W;
   /** The session whose slot the lease occupies (null for a write without a stream). */
   readonly session: WorkerSession | null;
   readonly listener: WriteListener<W, J>;
 }
+
+/** A complete, fail or snooze, as WorkerWrites.add takes it. */
+export type WorkerWriteRequest =
+  | (WriteRequest<CompleteWrite, JobWritten> & { kind: 'complete' })
+  | (WriteRequest<FailWrite, Job> & { kind: 'fail' })
+  | (WriteRequest<SnoozeWrite, Job> & { kind: 'snooze' });
 
 /**
  * The workers' complete, fail and snooze reports, each kind through a Batcher (group
@@ -63,35 +70,35 @@ export class WorkerWrites {
     store: Store,
     private readonly logger: Logger,
     /** Told of each write whose statement committed, before its listener. */
-    private readonly committed: (kind: WriteKind, request: WriteRequest, ack: WriteAck) => void,
+    private readonly committed: (request: WriteRequest, ack: WriteAck) => void,
   ) {
     this.completions = new Batcher(
       (batch) => store.jobCompleteMany({ completions: batch.map((r) => r.write) }),
-      (batch, outcomes, err) => this.settle('complete', batch, outcomes, err),
+      (batch, outcomes, err) => this.settle(batch, outcomes, err),
     );
     this.failures = new Batcher(
       (batch) => store.jobFailMany({ failures: batch.map((r) => r.write) }),
-      (batch, outcomes, err) => this.settle('fail', batch, outcomes, err),
+      (batch, outcomes, err) => this.settle(batch, outcomes, err),
     );
     this.snoozes = new Batcher(
       (batch) => store.jobSnoozeMany({ snoozes: batch.map((r) => r.write) }),
-      (batch, outcomes, err) => this.settle('snooze', batch, outcomes, err),
+      (batch, outcomes, err) => this.settle(batch, outcomes, err),
     );
   }
 
-  /** Completes a job; its listener hears after the commit. */
-  complete(request: WriteRequest<CompleteWrite, JobWritten>): void {
-    this.completions.add(request);
-  }
-
-  /** Fails a job (retry, DLQ, or CANCELLED if an operator asked); its listener hears after the commit. */
-  fail(request: WriteRequest<FailWrite, Job>): void {
-    this.failures.add(request);
-  }
-
-  /** Snoozes a job until runAt; its listener hears after the commit. */
-  snooze(request: WriteRequest<SnoozeWrite, Job>): void {
-    this.snoozes.add(request);
+  /**
+   * Completes, fails (retry, DLQ, or CANCELLED if an operator asked) or snoozes a job; its
+   * listener hears after the commit.
+   */
+  add(request: WorkerWriteRequest): void {
+    switch (request.kind) {
+      case 'complete':
+        return this.completions.add(request);
+      case 'fail':
+        return this.failures.add(request);
+      case 'snooze':
+        return this.snoozes.add(request);
+    }
   }
 
   /** Resolves when every write queued so far has been written and answered. */
@@ -104,13 +111,13 @@ export class WorkerWrites {
    * is that item's alone: it is logged and the item is told `failed` if it was not told yet.
    */
   private settle<W extends LeaseRef, J extends JobWritten>(
-    kind: WriteKind,
     batch: WriteRequest<W, J>[],
     outcomes: LeaseWriteOutcome<J>[] | null,
     err: unknown,
   ): void {
     for (let i = 0; i < batch.length; i++) {
       const request = batch[i] as WriteRequest<W, J>;
+      const kind = request.kind;
       const outcome = outcomes?.[i];
       let told = false;
       try {
@@ -120,7 +127,7 @@ export class WorkerWrites {
           continue;
         }
         const ack = answer(request.write, outcome);
-        this.committed(kind, request as WriteRequest, ack);
+        this.committed(request as WriteRequest, ack);
         told = true;
         request.listener.written(request, ack);
       } catch (bug) {

@@ -292,7 +292,7 @@ export class WorkStream implements WorkStreamHandle {
       return this.ackInvalid(v, err);
     }
     this.pending++;
-    this.deps.dispatcher.completeReport({ write: { id: v.jobId, token: v.leaseToken, result }, session: s, listener: this.answers });
+    this.deps.dispatcher.report({ kind: 'complete', write: { id: v.jobId, token: v.leaseToken, result }, session: s, listener: this.answers });
   }
 
   private fail(s: WorkerSession, v: WorkerFail): void {
@@ -304,7 +304,7 @@ export class WorkStream implements WorkStreamHandle {
     }
     const write = { id: v.jobId, token: v.leaseToken, error: v.error.slice(0, 10_000), retryable: !v.nonRetryable, retryAt: v.retryAt ?? null };
     this.pending++;
-    this.deps.dispatcher.failReport({ write, session: s, listener: this.answers });
+    this.deps.dispatcher.report({ kind: 'fail', write, session: s, listener: this.answers });
   }
 
   private snooze(s: WorkerSession, v: WorkerSnooze): void {
@@ -316,7 +316,8 @@ export class WorkStream implements WorkStreamHandle {
     }
     // run_at unset means now: the job is claimable again at once.
     this.pending++;
-    this.deps.dispatcher.snoozeReport({ write: { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null }, session: s, listener: this.answers });
+    const write = { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null };
+    this.deps.dispatcher.report({ kind: 'snooze', write, session: s, listener: this.answers });
   }
 
   /**

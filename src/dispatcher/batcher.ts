@@ -1,45 +1,60 @@
 /**
  * Group commit for worker writes: items that arrive while a flush is in flight wait and go
  * together in the next one. An idle system writes each item at once (no added latency); a
- * busy one writes in batches as large as the load makes them. Each caller's promise settles
- * only after the flush that carried its item has committed, so nothing is acknowledged
- * before it is durable.
+ * busy one writes in batches as large as the load makes them. `settle` is told of each
+ * batch once, after the flush that carried it has committed (or failed), so nothing is
+ * acknowledged before it is durable. It is one call per batch, not a promise per item:
+ * a busy server writes thousands of items a second.
  */
 export class Batcher<I, O> {
-  private queue: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
+  private queue: I[] = [];
   private flushing: Promise<void> | null = null;
 
   constructor(
     /** Writes a batch; returns one output per input, in order. */
     private readonly flushFn: (items: I[]) => Promise<O[]>,
+    /**
+     * Told each batch's outcome: its items and their outputs, or the error that failed the
+     * whole batch. Must not throw (an error thrown here is lost for every item after it).
+     */
+    private readonly settle: (items: I[], outputs: O[] | null, err: unknown) => void,
     private readonly maxBatch = 1000,
   ) {}
 
-  /** Queues one item; resolves with its output once its batch has committed. */
-  add(item: I): Promise<O> {
-    return new Promise<O>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
-      if (!this.flushing) this.flushing = this.drain();
-    });
+  /** Queues one item; `settle` hears of it once its batch has committed. */
+  add(item: I): void {
+    this.queue.push(item);
+    if (!this.flushing) this.flushing = this.drain();
   }
 
-  /** Resolves when everything queued so far has been written. */
+  /** Resolves when everything queued so far has been written and settled. */
   async idle(): Promise<void> {
     while (this.flushing) await this.flushing;
   }
 
   private async drain(): Promise<void> {
-    // Let the current tick's arrivals join the first batch.
-    await new Promise<void>((r) => setImmediate(r));
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      try {
-        const outputs = await this.flushFn(batch.map((b) => b.item));
-        batch.forEach((b, i) => b.resolve(outputs[i] as O));
-      } catch (err) {
-        for (const b of batch) b.reject(err);
+    try {
+      // Let the current tick's arrivals join the first batch.
+      await new Promise<void>((r) => setImmediate(r));
+      while (this.queue.length > 0) {
+        let batch: I[];
+        if (this.queue.length <= this.maxBatch) {
+          batch = this.queue;
+          this.queue = [];
+        } else {
+          batch = this.queue.splice(0, this.maxBatch);
+        }
+        let outputs: O[];
+        try {
+          outputs = await this.flushFn(batch);
+        } catch (err) {
+          this.settle(batch, null, err);
+          continue;
+        }
+        this.settle(batch, outputs, undefined);
       }
+    } finally {
+      this.flushing = null;
     }
-    this.flushing = null;
   }
 }

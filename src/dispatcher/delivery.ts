@@ -99,7 +99,10 @@ export class JobDelivery {
   }
 
   private send(session: WorkerSession, jobs: Job[]): void {
-    for (const job of jobs) this.hold(session, job.id, { token: job.leaseToken ?? '' });
+    for (const job of jobs) {
+      session.hold(job.id, { token: job.leaseToken ?? '' });
+      this.holders.set(job.id, session);
+    }
     session.send({ kind: 'jobs', jobs });
     if (this.pushed) for (const job of jobs) this.pushed(session, job);
   }
@@ -116,6 +119,7 @@ export class JobDelivery {
   }
 
   private changed(): void {
+    if (this.watchers.size === 0) return; // the common case: nobody drains
     for (const watch of this.watchers) watch();
   }
 }

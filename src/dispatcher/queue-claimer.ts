@@ -71,12 +71,18 @@ export class QueueClaimer {
   #rotation = 0;
   /** Ends the cooldown wait; set only while coolingDown. */
   #endCooldown: (() => void) | null = null;
+  /** A start for freed slots is queued (see slotsFreed). */
+  #startQueued = false;
+  /** The name the transition errors give this claimer. */
+  readonly #machine: string;
 
   constructor(
     readonly name: string,
     private readonly host: ClaimerHost,
     private readonly opts: ClaimerOptions,
-  ) {}
+  ) {
+    this.#machine = `claimer of queue ${name}`;
+  }
 
   /** Where the claim loop is (see ClaimerState). */
   get state(): ClaimerState {
@@ -95,12 +101,21 @@ export class QueueClaimer {
     if (this.#state === 'idle' || this.#state === 'wanted') this.#start();
   }
 
-  /** Some of the queue's sessions have free slots again. */
+  /**
+   * Some of the queue's sessions have free slots again. A wanted queue claims in a
+   * microtask, not at once: slots are freed one write at a time, a whole committed batch
+   * of them in one go, and the claim then asks for all of them instead of the first one.
+   */
   slotsFreed(): void {
     if (this.#state === 'coolingDown') {
       if (this.#enoughFree()) this.#endCooldown?.();
-    } else if (this.#state === 'wanted') {
-      this.#start();
+    } else if (this.#state === 'wanted' && !this.#startQueued) {
+      this.#startQueued = true;
+      queueMicrotask(() => {
+        this.#startQueued = false;
+        // A wake-up may have started the claim meanwhile, or shutdown stopped the claimer.
+        if (this.#state === 'wanted') this.#start();
+      });
     }
   }
 
@@ -123,12 +138,21 @@ export class QueueClaimer {
 
   /** Reserves up to `max` free slots of the queue's sessions, one entry per slot, dealt round-robin. */
   reserve(max: number): WorkerSession[] {
-    const sessions = [...this.sessions].filter((s) => s.free > 0);
-    if (sessions.length === 0) return [];
+    return this.#reserve(max).slots;
+  }
+
+  /** reserve(), with what each session gave (so the slots go back with one call per session). */
+  #reserve(max: number): Dealt<WorkerSession> {
+    const sessions: WorkerSession[] = [];
+    for (const s of this.sessions) if (s.free > 0) sessions.push(s);
+    if (sessions.length === 0) return NO_SLOTS;
     const start = this.#rotation++ % sessions.length;
-    const slots = roundRobinSlots([...sessions.slice(start), ...sessions.slice(0, start)], max);
-    for (const s of slots) s.reserve();
-    return slots;
+    const dealt = dealRoundRobin(start === 0 ? sessions : [...sessions.slice(start), ...sessions.slice(0, start)], max);
+    dealt.sessions.forEach((s, i) => {
+      const n = dealt.counts[i] as number;
+      if (n > 0) s.reserve(n);
+    });
+    return dealt;
   }
 
   #start(): void {
@@ -159,7 +183,8 @@ export class QueueClaimer {
         await this.#coolDown();
         if (this.#stopped()) return;
       }
-      const slots = this.reserve(this.opts.maxClaimBatch);
+      const reserved = this.#reserve(this.opts.maxClaimBatch);
+      const { slots } = reserved;
       if (slots.length === 0) return this.#to('wanted'); // a freed slot starts the next claim
       const wakesBefore = this.#wakes;
       const started = performance.now();
@@ -168,11 +193,11 @@ export class QueueClaimer {
         jobs = await this.host.claim(this.name, slots.map((s) => s.workerId));
       } catch (err) {
         this.host.logger.error({ err, queue: this.name }, 'claim failed; the next poll retries');
-        for (const s of slots) s.unreserve();
+        unreserve(reserved);
         if (!this.#stopped()) this.#to('wanted');
         return;
       }
-      for (const s of slots) s.unreserve();
+      unreserve(reserved);
       this.host.claimed?.(this.name, slots.length, jobs.length, performance.now() - started);
       await this.host.deliver(dealToSlots(slots, jobs));
       // Slots that got nothing here may be wanted by the sessions' other queues.
@@ -221,7 +246,7 @@ export class QueueClaimer {
   }
 
   #to(next: ClaimerState): void {
-    this.#state = checkTransition(`claimer of queue ${this.name}`, CLAIMER_TRANSITIONS, this.#state, next);
+    this.#state = checkTransition(this.#machine, CLAIMER_TRANSITIONS, this.#state, next);
   }
 }
 
@@ -230,29 +255,57 @@ export class QueueClaimer {
  * in the given order, so a claim that comes back short still shares its jobs evenly.
  */
 export function roundRobinSlots<S extends { free: number }>(sessions: readonly S[], max: number): S[] {
+  return dealRoundRobin(sessions, max).slots;
+}
+
+/** Slots dealt round-robin: one entry per slot, and how many slots each session gave. */
+interface Dealt<S> {
+  slots: S[];
+  sessions: readonly S[];
+  counts: number[];
+}
+
+const NO_SLOTS: Dealt<never> = { slots: [], sessions: [], counts: [] };
+
+function dealRoundRobin<S extends { free: number }>(sessions: readonly S[], max: number): Dealt<S> {
   const free = sessions.map((s) => s.free);
+  const counts = sessions.map(() => 0);
   const slots: S[] = [];
   for (let round = 0; slots.length < max; round++) {
     let any = false;
-    sessions.forEach((s, i) => {
-      if ((free[i] ?? 0) > round && slots.length < max) {
-        slots.push(s);
+    for (let i = 0; i < sessions.length && slots.length < max; i++) {
+      if ((free[i] as number) > round) {
+        slots.push(sessions[i] as S);
+        counts[i] = (counts[i] as number) + 1;
         any = true;
       }
-    });
+    }
     if (!any) break;
   }
-  return slots;
+  return { slots, sessions, counts };
+}
+
+/** Gives back the slots of a reservation: one call per session. */
+function unreserve(dealt: Dealt<WorkerSession>): void {
+  dealt.sessions.forEach((s, i) => {
+    const n = dealt.counts[i] as number;
+    if (n > 0) s.unreserve(n);
+  });
 }
 
 /** Job *i* goes to reserved slot *i*: the jobs each session got, best first. */
 export function dealToSlots<S>(slots: readonly S[], jobs: readonly Job[]): Map<S, Job[]> {
   const dealt = new Map<S, Job[]>();
-  jobs.forEach((job, i) => {
-    const session = slots[i] as S;
-    const list = dealt.get(session);
-    if (list) list.push(job);
-    else dealt.set(session, [job]);
-  });
+  let session: S | undefined;
+  let list: Job[] | undefined;
+  for (let i = 0; i < jobs.length; i++) {
+    const slot = slots[i] as S;
+    if (slot !== session || !list) {
+      session = slot;
+      list = dealt.get(slot);
+      if (!list) dealt.set(slot, (list = []));
+    }
+    list.push(jobs[i] as Job);
+  }
   return dealt;
 }

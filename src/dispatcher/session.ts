@@ -95,16 +95,16 @@ export class WorkerSession {
 
   // ----- slots ------------------------------------------------------------------------
 
-  /** Promises one free slot to a claim or hand-off in flight. */
-  reserve(): void {
-    if (this.free === 0) throw new BrokenInvariantError(`session ${this.id}: reserve without a free slot`);
-    this.#reserved++;
+  /** Promises `n` free slots (one by default) to a claim or hand-off in flight. */
+  reserve(n = 1): void {
+    if (!(n >= 1 && this.free >= n)) throw new BrokenInvariantError(`session ${this.id}: reserve ${n} with ${this.free} slots free`);
+    this.#reserved += n;
   }
 
-  /** Gives back a slot reserve() promised (whatever the session's state now). */
-  unreserve(): void {
-    if (this.#reserved === 0) throw new BrokenInvariantError(`session ${this.id}: unreserve with no slot reserved`);
-    this.#reserved--;
+  /** Gives back `n` slots (one by default) reserve() promised, whatever the session's state now. */
+  unreserve(n = 1): void {
+    if (!(n >= 1 && this.#reserved >= n)) throw new BrokenInvariantError(`session ${this.id}: unreserve ${n} with ${this.#reserved} reserved`);
+    this.#reserved -= n;
   }
 
   /** Records a lease the session holds: a job pushed to it, or one named in its hello. */

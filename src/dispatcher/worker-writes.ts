@@ -1,7 +1,9 @@
 import { LEASE_LOST_TEXT, type AckResult } from '../domain/codes.js';
 import type { Job, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome } from '../domain/job.js';
+import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { Batcher } from './batcher.js';
+import type { WorkerSession } from './session.js';
 
 /** The answer to one complete, fail or snooze. */
 export interface WriteAck<J extends JobWritten = JobWritten> {
@@ -22,46 +24,131 @@ export type FailWrite = LeaseRef & { error: string; retryable: boolean; retryAt:
 /** A snooze as a worker reports it. */
 export type SnoozeWrite = LeaseRef & { runAt: Date | null };
 
+/** The kinds of worker write. */
+export type WriteKind = 'complete' | 'fail' | 'snooze';
+
+/**
+ * Who hears the answers of worker writes. A Work stream has one for all its reports (so a
+ * report costs no closure or promise of its own); the promise-returning calls make one each.
+ */
+export interface WriteListener<W extends LeaseRef = LeaseRef, J extends JobWritten = JobWritten> {
+  /** The write's statement committed (the write was accepted or refused): its answer. */
+  written(request: WriteRequest<W, J>, ack: WriteAck<J>): void;
+  /** The write's statement failed: nothing is known of the write (the worker may send it again). */
+  failed(request: WriteRequest<W, J>, err: unknown): void;
+}
+
+/** One worker write on its way through group commit. Its listener is told of it exactly once. */
+export interface WriteRequest<W extends LeaseRef = LeaseRef, J extends JobWritten = JobWritten> {
+  readonly kind: WriteKind;
+  /** The write as the store takes it. */
+  readonly write: W;
+  /** The session whose slot the lease occupies (null for a write without a stream). */
+  readonly session: WorkerSession | null;
+  readonly listener: WriteListener<W, J>;
+}
+
+/** A complete, fail or snooze, as WorkerWrites.add takes it. */
+export type WorkerWriteRequest =
+  | (WriteRequest<CompleteWrite, JobWritten> & { kind: 'complete' })
+  | (WriteRequest<FailWrite, Job> & { kind: 'fail' })
+  | (WriteRequest<SnoozeWrite, Job> & { kind: 'snooze' });
+
 /**
  * The workers' complete, fail and snooze reports, each kind through a Batcher (group
  * commit: one statement for the reports that arrive together). What must stay true: a
- * report is answered only after the statement that carries it has committed.
+ * report is answered only after the statement that carries it has committed, and every
+ * report is answered exactly once (its listener hears `written` or `failed`). `committed`
+ * (the dispatcher: the slot frees, the observer hears of it) runs before the listener.
  */
 export class WorkerWrites {
-  private readonly completions: Batcher<CompleteWrite, LeaseWriteOutcome<JobWritten>>;
-  private readonly failures: Batcher<FailWrite, LeaseWriteOutcome>;
-  private readonly snoozes: Batcher<SnoozeWrite, LeaseWriteOutcome>;
+  private readonly completions: Batcher<WriteRequest<CompleteWrite, JobWritten>, LeaseWriteOutcome<JobWritten>>;
+  private readonly failures: Batcher<WriteRequest<FailWrite, Job>, LeaseWriteOutcome>;
+  private readonly snoozes: Batcher<WriteRequest<SnoozeWrite, Job>, LeaseWriteOutcome>;
 
-  constructor(store: Store) {
-    this.completions = new Batcher((completions) => store.jobCompleteMany({ completions }));
-    this.failures = new Batcher((failures) => store.jobFailMany({ failures }));
-    this.snoozes = new Batcher((snoozes) => store.jobSnoozeMany({ snoozes }));
+  constructor(
+    store: Store,
+    private readonly logger: Logger,
+    /** Told of each write whose statement committed, before its listener. */
+    private readonly committed: (request: WriteRequest, ack: WriteAck) => void,
+  ) {
+    this.completions = new Batcher(
+      (batch) => store.jobCompleteMany({ completions: batch.map((r) => r.write) }),
+      (batch, outcomes, err) => this.settle(batch, outcomes, err),
+    );
+    this.failures = new Batcher(
+      (batch) => store.jobFailMany({ failures: batch.map((r) => r.write) }),
+      (batch, outcomes, err) => this.settle(batch, outcomes, err),
+    );
+    this.snoozes = new Batcher(
+      (batch) => store.jobSnoozeMany({ snoozes: batch.map((r) => r.write) }),
+      (batch, outcomes, err) => this.settle(batch, outcomes, err),
+    );
   }
 
-  /** Completes a job; resolves after the commit. */
-  async complete(p: CompleteWrite): Promise<WriteAck<JobWritten>> {
-    return this.answer(p, await this.completions.add(p));
+  /**
+   * Completes, fails (retry, DLQ, or CANCELLED if an operator asked) or snoozes a job; its
+   * listener hears after the commit.
+   */
+  add(request: WorkerWriteRequest): void {
+    switch (request.kind) {
+      case 'complete':
+        return this.completions.add(request);
+      case 'fail':
+        return this.failures.add(request);
+      case 'snooze':
+        return this.snoozes.add(request);
+    }
   }
 
-  /** Fails a job (retry, DLQ, or CANCELLED if an operator asked); resolves after the commit. */
-  async fail(p: FailWrite): Promise<WriteAck<Job>> {
-    return this.answer(p, await this.failures.add(p));
-  }
-
-  /** Snoozes a job until runAt; resolves after the commit. */
-  async snooze(p: SnoozeWrite): Promise<WriteAck<Job>> {
-    return this.answer(p, await this.snoozes.add(p));
-  }
-
-  /** Resolves when every write queued so far has been written. */
+  /** Resolves when every write queued so far has been written and answered. */
   async idle(): Promise<void> {
     await Promise.all([this.completions.idle(), this.failures.idle(), this.snoozes.idle()]);
   }
 
-  private answer<J extends JobWritten>(lease: LeaseRef, outcome: LeaseWriteOutcome<J>): WriteAck<J> {
-    const jobId = lease.id;
-    return outcome.accepted
-      ? { jobId, accepted: true, result: 'accepted', reason: '', job: outcome.job }
-      : { jobId, accepted: false, result: 'lease_lost', reason: `lease lost: ${LEASE_LOST_TEXT.expired}` };
+  /**
+   * Answers each write of a batch. One item's trouble (a bug in `committed` or a listener)
+   * is that item's alone: it is logged and the item is told `failed` if it was not told yet.
+   */
+  private settle<W extends LeaseRef, J extends JobWritten>(
+    batch: WriteRequest<W, J>[],
+    outcomes: LeaseWriteOutcome<J>[] | null,
+    err: unknown,
+  ): void {
+    for (let i = 0; i < batch.length; i++) {
+      const request = batch[i] as WriteRequest<W, J>;
+      const kind = request.kind;
+      const outcome = outcomes?.[i];
+      let told = false;
+      try {
+        if (!outcome) {
+          told = true;
+          request.listener.failed(request, err ?? new Error(`${kind}: the store returned no outcome for job ${request.write.id}`));
+          continue;
+        }
+        const ack = answer(request.write, outcome);
+        this.committed(request as WriteRequest, ack);
+        told = true;
+        request.listener.written(request, ack);
+      } catch (bug) {
+        this.logger.error({ err: bug, job_id: request.write.id, write: kind }, 'answering a worker write failed');
+        if (!told) {
+          try {
+            request.listener.failed(request, bug);
+          } catch (again) {
+            this.logger.error({ err: again, job_id: request.write.id, write: kind }, 'answering a worker write failed');
+          }
+        }
+      }
+    }
   }
 }
+
+function answer<J extends JobWritten>(lease: LeaseRef, outcome: LeaseWriteOutcome<J>): WriteAck<J> {
+  const jobId = lease.id;
+  return outcome.accepted
+    ? { jobId, accepted: true, result: 'accepted', reason: '', job: outcome.job }
+    : { jobId, accepted: false, result: 'lease_lost', reason: LEASE_LOST_REASON };
+}
+
+const LEASE_LOST_REASON = `lease lost: ${LEASE_LOST_TEXT.expired}`;

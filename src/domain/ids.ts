@@ -1,10 +1,27 @@
 import { randomBytes } from 'node:crypto';
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** 1 for the ASCII codes of hex digits (either case). */
+const HEX = new Uint8Array(128);
+for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1;
 
-/** True when `s` is a UUID in its canonical text form (what Postgres' uuid type accepts). */
+/**
+ * True when `s` is a UUID in its canonical text form (what Postgres' uuid type accepts):
+ * 8-4-4-4-12 hex digits, either case. Every report of every job is checked (its id and
+ * token, by the Work stream and again by the store), so this is a loop over a table rather
+ * than the regular expression it means (/^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$/i),
+ * which costs about half as much again.
+ */
 export function isUuid(s: string): boolean {
-  return UUID_RE.test(s);
+  if (s.length !== 36) return false;
+  for (let i = 0; i < 36; i++) {
+    const c = s.charCodeAt(i);
+    if (i === 8 || i === 13 || i === 18 || i === 23) {
+      if (c !== 45) return false; // '-'
+    } else if (c > 127 || HEX[c] === 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 let lastMs = 0;

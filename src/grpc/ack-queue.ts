@@ -24,10 +24,10 @@ export class AckQueue {
   ) {}
 
   /** Answers one report (named by its job and the lease token it carried) with a result. */
-  add(report: { jobId: string; leaseToken: string }, result: AckResult, reason: string): void {
+  add(jobId: string, leaseToken: string, result: AckResult, reason: string): void {
     const ack: ServerAck = {
-      jobId: report.jobId,
-      leaseToken: report.leaseToken,
+      jobId,
+      leaseToken,
       accepted: result === 'accepted',
       reason,
       result: ACK_RESULT_TO_PB[result],

@@ -11,7 +11,9 @@ import { CANCEL_REASON_TO_PB, DRAIN_REASON_TO_PB, LEASE_LOST_REASON_TO_PB, lease
  * dispatcher, which releases the jobs) and, because a `jobs` batch must be measured to be
  * kept under JOBS_BATCH_MAX_BYTES, the bytes are kept: the Work method's response
  * serializer (workerServiceDefinition) passes an EncodedWorkResponse through as it is,
- * so nothing is encoded twice. Every other message is encoded by the serializer.
+ * so nothing is encoded twice. The Work stream encodes every other message when it writes
+ * it (encodedWorkResponse), so its writer can weigh what waits in bytes; the serializer
+ * still encodes anything else it is given.
  */
 
 /** A WorkResponse that is already encoded; the Work stream's serializer passes it through. */
@@ -21,6 +23,11 @@ export class EncodedWorkResponse {
 
 /** What the Work stream writes: a message to encode, or one encoded already. */
 export type WorkOut = WorkResponse | EncodedWorkResponse;
+
+/** A message encoded now (as it is, if it is encoded already). */
+export function encodedWorkResponse(value: WorkOut): EncodedWorkResponse {
+  return value instanceof EncodedWorkResponse ? value : new EncodedWorkResponse(WorkResponse.encode(value).finish());
+}
 
 /** The Work stream's response serializer: encoded bytes as they are, anything else by the generated encoder. */
 export function workResponseSerialize(value: WorkOut): Buffer {

@@ -1,9 +1,9 @@
 import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-js';
-import type { Dispatcher, SessionMessage, WorkerSession } from '../dispatcher/dispatcher.js';
+import type { Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import type { JsonObject } from '../domain/job.js';
+import type { JsonObject, LeaseRef } from '../domain/job.js';
 import { MAX_SLOTS, checkDate, checkIntRange, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
 import type {
   Lease,
@@ -21,7 +21,7 @@ import { LEASE_LOST_REASON_TO_PB } from './convert.js';
 import type { WorkStreamHandle } from './deps.js';
 import { toServiceError } from './status.js';
 import { StreamWriter, type WritableCall } from './stream-writer.js';
-import { leasedJobsMessages, sessionMessageToPb, type WorkOut } from './work-messages.js';
+import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type EncodedWorkResponse, type WorkOut } from './work-messages.js';
 
 /**
  * One worker's Work stream: the protocol of worker.proto on top of a dispatcher session.
@@ -42,10 +42,12 @@ import { leasedJobsMessages, sessionMessageToPb, type WorkOut } from './work-mes
  * - every complete, fail or snooze gets exactly one ack with a result code; a malformed one
  *   (id or token not a UUID, result too big) gets ACK_RESULT_INVALID and never reaches the
  *   dispatcher; one whose write failed unexpectedly gets ACK_RESULT_RETRY_LATER;
- * - every message goes out through one StreamWriter, in order. While it is blocked (the
- *   worker does not read), the session takes no new jobs and the stream reads no more
- *   requests, so what waits here stays bounded by the session's slots; nothing is dropped
- *   until the stream closes (its AbortSignal then discards what is left);
+ * - every message goes out through one StreamWriter, in order. Once more than
+ *   WRITER_HIGH_WATER_BYTES wait in it (the worker does not read fast enough), it is
+ *   blocked: the session takes no new jobs and the stream reads no more requests until all
+ *   of it has gone, so what waits here stays bounded (that much, plus the jobs of the
+ *   session's slots and the acks of the requests already read); nothing is dropped until
+ *   the stream closes (its AbortSignal then discards what is left);
  * - ending (shutdown, or the worker half-closing) writes the acks of the reports already
  *   received before the stream ends.
  */
@@ -63,6 +65,14 @@ const TRANSITIONS: Record<WorkStreamState, readonly WorkStreamState[]> = {
 
 /** Messages kept while opening before the stream stops reading until the session is open. */
 const EARLY_MAX = 1000;
+
+/**
+ * Bytes that may wait in the stream's writer (behind grpc-js's buffer of 16 messages) before
+ * the session takes no new jobs and the stream reads no requests. Well above a claim's worth
+ * of single-job messages, so a worker that reads is not stopped by every claim; the bound of
+ * what a worker that does not read makes the server keep.
+ */
+export const WRITER_HIGH_WATER_BYTES = 1024 * 1024;
 
 /** Marks, among the messages kept while opening, where the worker half-closed the stream. */
 const HALF_CLOSE = Symbol('half-close');
@@ -93,10 +103,23 @@ export class WorkStream implements WorkStreamHandle {
   /** Dispatcher messages that came before the welcome was written. */
   private readonly beforeWelcome: SessionMessage[] = [];
   private readonly acks: AckQueue;
-  /** Reports and heartbeats not answered yet; ending waits for them. */
-  private readonly inFlight = new Set<Promise<void>>();
+  /** Reports and heartbeats not answered yet; ending waits until none is left. */
+  private pending = 0;
+  /** Told once `pending` is back to 0 (ending waits so). */
+  private whenAnswered: (() => void)[] = [];
+  /**
+   * Hears the answers of this stream's reports: one listener for all of them, so a report
+   * costs no closure or promise of its own.
+   */
+  private readonly answers: WriteListener = {
+    written: (request, ack) => this.answered(request.write, ack.result, ack.reason),
+    failed: (request, err) => {
+      this.log.error({ err, job_id: request.write.id }, 'worker write failed; the worker is asked to send it again');
+      this.answered(request.write, 'retry_later', 'the server could not apply the report now; retry the write');
+    },
+  };
   private readonly closing = new AbortController();
-  private readonly writer: StreamWriter<WorkOut>;
+  private readonly writer: StreamWriter<EncodedWorkResponse>;
 
   /** Serves a Work stream until it ends. */
   static start(call: ServerDuplexStream<WorkRequest, WorkResponse>, deps: WorkStreamDeps): WorkStream {
@@ -108,13 +131,16 @@ export class WorkStream implements WorkStreamHandle {
     private readonly deps: WorkStreamDeps,
   ) {
     this.log = deps.logger;
-    // The Work method's serializer (workerServiceDefinition) also takes encoded messages.
-    this.writer = new StreamWriter(call as unknown as WritableCall<WorkOut>, {
+    // Messages are encoded before they are written, so the writer knows what waits in bytes;
+    // the Work method's serializer (workerServiceDefinition) passes encoded messages through.
+    this.writer = new StreamWriter(call as unknown as WritableCall<EncodedWorkResponse>, {
       signal: this.closing.signal,
       onBlocked: (blocked) => this.guard(() => this.backpressure(blocked)),
+      sizeOf: (out) => out.bytes.length,
+      highWaterMark: WRITER_HIGH_WATER_BYTES,
     });
     this.acks = new AckQueue(
-      (out) => this.writer.write(out),
+      (out) => this.writer.write(encodedWorkResponse(out)),
       () => this.batches,
       (flush) => this.guard(flush),
     );
@@ -134,7 +160,7 @@ export class WorkStream implements WorkStreamHandle {
   /** Ends the stream: no new jobs; the acks of reports received are written first. */
   end(): void {
     this.close();
-    void Promise.allSettled([...this.inFlight]).then(() =>
+    this.afterAnswers(() =>
       this.guard(() => {
         this.acks.flush();
         this.writer.end();
@@ -265,7 +291,8 @@ export class WorkStream implements WorkStreamHandle {
     } catch (err) {
       return this.ackInvalid(v, err);
     }
-    this.ackWhenWritten(v, this.deps.dispatcher.complete(s, { id: v.jobId, token: v.leaseToken, result }));
+    this.pending++;
+    this.deps.dispatcher.report({ kind: 'complete', write: { id: v.jobId, token: v.leaseToken, result }, session: s, listener: this.answers });
   }
 
   private fail(s: WorkerSession, v: WorkerFail): void {
@@ -276,7 +303,8 @@ export class WorkStream implements WorkStreamHandle {
       return this.ackInvalid(v, err);
     }
     const write = { id: v.jobId, token: v.leaseToken, error: v.error.slice(0, 10_000), retryable: !v.nonRetryable, retryAt: v.retryAt ?? null };
-    this.ackWhenWritten(v, this.deps.dispatcher.fail(s, write));
+    this.pending++;
+    this.deps.dispatcher.report({ kind: 'fail', write, session: s, listener: this.answers });
   }
 
   private snooze(s: WorkerSession, v: WorkerSnooze): void {
@@ -287,7 +315,9 @@ export class WorkStream implements WorkStreamHandle {
       return this.ackInvalid(v, err);
     }
     // run_at unset means now: the job is claimable again at once.
-    this.ackWhenWritten(v, this.deps.dispatcher.snooze(s, { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null }));
+    this.pending++;
+    const write = { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null };
+    this.deps.dispatcher.report({ kind: 'snooze', write, session: s, listener: this.answers });
   }
 
   /**
@@ -328,28 +358,44 @@ export class WorkStream implements WorkStreamHandle {
 
   // ----- acks ------------------------------------------------------------------------
 
-  /** Answers a report once its write has committed (or failed: the worker is asked to resend). */
-  private ackWhenWritten(report: Report, write: Promise<{ result: AckResult; reason: string }>): void {
-    const answered = write.then(
-      (a) => this.acks.add(report, a.result, a.reason),
-      (err: unknown) => {
-        this.log.error({ err, job_id: report.jobId }, 'worker write failed; the worker is asked to send it again');
-        this.acks.add(report, 'retry_later', 'the server could not apply the report now; retry the write');
-      },
-    );
-    this.track(answered);
+  /** A report's write committed (or failed): its ack, in the order the answers came. */
+  private answered(lease: LeaseRef, result: AckResult, reason: string): void {
+    try {
+      this.acks.add(lease.id, lease.token, result, reason);
+    } catch (err) {
+      this.bug(err);
+    }
+    this.settled();
   }
 
   /** A report that is malformed: refused before it reaches the dispatcher. */
   private ackInvalid(report: Report, err: unknown): void {
     if (!(err instanceof EvoraError)) throw err;
-    this.acks.add(report, 'invalid', err.message);
+    this.acks.add(report.jobId, report.leaseToken, 'invalid', err.message);
   }
 
+  /** Counts a heartbeat as not answered until it settles (a failure in answering it is a bug). */
   private track(p: Promise<void>): void {
-    const settled = p.catch((err: unknown) => this.bug(err));
-    this.inFlight.add(settled);
-    void settled.finally(() => this.inFlight.delete(settled));
+    this.pending++;
+    void p.then(
+      () => this.settled(),
+      (err: unknown) => {
+        this.bug(err);
+        this.settled();
+      },
+    );
+  }
+
+  /** One report or heartbeat is answered. */
+  private settled(): void {
+    if (--this.pending > 0 || this.whenAnswered.length === 0) return;
+    for (const fn of this.whenAnswered.splice(0)) fn();
+  }
+
+  /** Runs `fn` once every report and heartbeat received so far is answered (never synchronously). */
+  private afterAnswers(fn: () => void): void {
+    if (this.pending === 0) queueMicrotask(fn);
+    else this.whenAnswered.push(fn);
   }
 
   // ----- to the worker ---------------------------------------------------------------
@@ -360,7 +406,8 @@ export class WorkStream implements WorkStreamHandle {
       this.beforeWelcome.push(msg);
       return;
     }
-    const writable = this.writer.state === 'flowing' || this.writer.state === 'blocked';
+    const state = this.writer.state;
+    const writable = state === 'flowing' || state === 'queueing' || state === 'blocked';
     if (msg.kind === 'jobs') {
       if (!writable) throw new Error('the Work stream has ended');
       for (const out of leasedJobsMessages(msg.jobs, { batches: this.batches })) this.send(out);
@@ -374,7 +421,7 @@ export class WorkStream implements WorkStreamHandle {
   /** Writes a message after the acks already queued, so the worker sees them in order. */
   private send(out: WorkOut): void {
     this.acks.flush();
-    this.writer.write(out);
+    this.writer.write(encodedWorkResponse(out));
   }
 
   /** The writer blocked or flows again: take no new jobs and read no requests meanwhile. */

@@ -108,6 +108,15 @@ describe('dealing slots and jobs', () => {
       ['b', [2]],
     ]);
   });
+
+  it('a claim smaller than the sessions with free slots reserves only what it deals, and gives it all back', () => {
+    const { claimer, sessions } = setup({ slots: [2, 2, 2] });
+    const slots = claimer.reserve(2);
+    expect(slots.map((s) => s.workerId)).toEqual(['w0', 'w1']);
+    expect(sessions.map((s) => s.reserved)).toEqual([1, 1, 0]);
+    for (const s of slots) s.unreserve();
+    expect(sessions.map((s) => s.reserved)).toEqual([0, 0, 0]);
+  });
 });
 
 describe('a queue claimer', () => {
@@ -174,7 +183,42 @@ describe('a queue claimer', () => {
     expect(claims).toHaveLength(0);
     expect(claimer.reserveForHandOff()).toBeNull(); // work may wait: no hand-off
     finish(s, 1);
+    await waitFor(() => claimer.state === 'claiming', { what: 'the freed slot to start the claim' });
+    answer(0);
+    await waitFor(() => claimer.state === 'idle', { what: 'the claim to come back' });
+  });
+
+  it('slots freed together (one committed batch of writes) start one claim that asks for all of them', async () => {
+    const { claimer, sessions, claims, answer } = setup({ slots: [3, 2] });
+    const [a, b] = sessions as [WorkerSession, WorkerSession];
+    for (let i = 0; i < 3; i++) a.hold(`a${i}`, { token: 't' });
+    for (let i = 0; i < 2; i++) b.hold(`b${i}`, { token: 't' });
+    claimer.wake();
+    expect(claimer.state).toBe('wanted');
+    for (const [s, id] of [[a, 'a0'], [b, 'b0'], [a, 'a1']] as const) {
+      s.drop(id);
+      claimer.slotsFreed();
+    }
+    expect(claims).toHaveLength(0); // not yet: the frees of this tick go together
+    await waitFor(() => claims.length === 1, { what: 'the claim' });
+    expect(claims[0]?.workerIds.sort()).toEqual(['w0', 'w0', 'w1']);
+    answer(0);
+    await waitFor(() => claimer.state === 'idle', { what: 'the claim to come back' });
+  });
+
+  it('a wake-up that starts the claim before the queued start runs: one claim, not two', async () => {
+    const { claimer, sessions, claims, answer } = setup({ slots: [2] });
+    const [s] = sessions as [WorkerSession];
+    s.hold('busy', { token: 't' });
+    s.hold('busy2', { token: 't' });
+    claimer.wake();
+    s.drop('busy');
+    claimer.slotsFreed();
+    claimer.wake(); // the queued start finds the claim running
     expect(claimer.state).toBe('claiming');
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(claims).toHaveLength(1);
     answer(0);
     await waitFor(() => claimer.state === 'idle', { what: 'the claim to come back' });
   });

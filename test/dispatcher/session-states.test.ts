@@ -94,6 +94,18 @@ describe('a session counts its slots', () => {
     expect(() => session.reserve()).toThrow(BrokenInvariantError); // a paused session has no free slot
   });
 
+  it('reserves and gives back several slots at once, never more than are free or reserved', () => {
+    const { session } = setup(3);
+    session.hold('a', { token: 't1' });
+    expect(() => session.reserve(3)).toThrow(BrokenInvariantError);
+    session.reserve(2);
+    expect(session).toMatchObject({ reserved: 2, free: 0 });
+    expect(() => session.unreserve(3)).toThrow(BrokenInvariantError);
+    expect(() => session.reserve(0)).toThrow(BrokenInvariantError);
+    session.unreserve(2);
+    expect(session).toMatchObject({ reserved: 0, free: 2 });
+  });
+
   it('a reservation is given back whatever the session became meanwhile', () => {
     const { session } = setup(2);
     session.reserve();

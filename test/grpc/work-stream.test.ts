@@ -252,13 +252,14 @@ describe('malformed ids and tokens on the stream', () => {
 describe('backpressure', () => {
   it('a worker that stops reading gets no new jobs while its stream is backed up, and loses none', async () => {
     const queue = queueName();
-    const pad = 'x'.repeat(8 * 1024);
+    // 100 jobs of 16 KiB: more than the writer keeps before it blocks (WRITER_HIGH_WATER_BYTES).
+    const pad = 'x'.repeat(16 * 1024);
     const first = await call(clients.jobs, 'submitJobs', {
       jobs: Array.from({ length: 100 }, (_, i) => ({ queue, type: 't', payload: { i, pad }, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
     });
     const ids = new Set(first.results.map((r) => r.job!.id));
     const w = worker();
-    await w.hello('slow-reader', [queue], 1000); // one `job` message of ~8 KiB per job
+    await w.hello('slow-reader', [queue], 1000); // one `job` message of ~16 KiB per job
     w.stream.pause(); // reads nothing more: HTTP/2 flow control stops the server's writes
 
     // Every job was dealt to the session, and its writer is blocked: the session, with 900

@@ -233,7 +233,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--backoff-base <duration>', 'delay before the first retry, e.g. 5s')
     .option('--backoff-cap <duration>', 'longest delay, e.g. 1h')
     .option('--jitter <fraction>', 'random spread of the delay, 0..1 (0.2 = ±20%)')
-    .option('--max-concurrency <n>', 'most RUNNING jobs across all workers; 0 = unlimited')
+    .option('--max-concurrency <n>', 'most RUNNING jobs across all workers; 0 = unlimited (stored, not yet enforced)')
     .action(
       withClient(
         async (

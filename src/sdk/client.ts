@@ -97,7 +97,7 @@ export interface JobPage {
 export interface QueueSettings {
   maxAttempts?: number;
   leaseSeconds?: number;
-  /** 0 = unlimited. */
+  /** 0 = unlimited. Stored, not yet enforced by the server. */
   maxConcurrency?: number;
   /** Unset parts of the backoff keep their current value. */
   backoff?: Partial<Backoff>;

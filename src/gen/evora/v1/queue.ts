@@ -105,7 +105,10 @@ export interface Queue {
   leaseSeconds: number;
   /** True while the queue is paused: no new jobs are leased from it. */
   paused: boolean;
-  /** Maximum number of RUNNING jobs across all workers; 0 = unlimited. */
+  /**
+   * Maximum number of RUNNING jobs across all workers; 0 = unlimited. Stored and shown,
+   * not yet enforced: the server does not limit RUNNING jobs by it yet.
+   */
   maxConcurrency: number;
   /** Time the queue was created. */
   createdAt?:
@@ -131,7 +134,10 @@ export interface UpsertQueueRequest {
   leaseSeconds?:
     | number
     | undefined;
-  /** Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited. */
+  /**
+   * Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited. Stored, not yet
+   * enforced (see Queue.max_concurrency).
+   */
   maxConcurrency?: number | undefined;
 }
 
@@ -219,7 +225,7 @@ export interface QueueStats {
   pending: number;
   /** Jobs currently RUNNING. */
   running: number;
-  /** Jobs COMPLETED (and not yet removed by retention). */
+  /** Jobs COMPLETED (finished jobs are kept; nothing removes them yet). */
   completed: number;
   /** Jobs in the dead-letter queue. */
   dlq: number;

@@ -166,7 +166,8 @@ type Queue struct {
 	LeaseSeconds int32 `protobuf:"varint,4,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
 	// True while the queue is paused: no new jobs are leased from it.
 	Paused bool `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
-	// Maximum number of RUNNING jobs across all workers; 0 = unlimited.
+	// Maximum number of RUNNING jobs across all workers; 0 = unlimited. Stored and shown,
+	// not yet enforced: the server does not limit RUNNING jobs by it yet.
 	MaxConcurrency int32 `protobuf:"varint,6,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
 	// Time the queue was created.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
@@ -273,7 +274,8 @@ type UpsertQueueRequest struct {
 	Backoff *Backoff `protobuf:"bytes,3,opt,name=backoff,proto3" json:"backoff,omitempty"`
 	// Lease length in seconds (>= 1); unset = keep / server default.
 	LeaseSeconds *int32 `protobuf:"varint,4,opt,name=lease_seconds,json=leaseSeconds,proto3,oneof" json:"lease_seconds,omitempty"`
-	// Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited.
+	// Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited. Stored, not yet
+	// enforced (see Queue.max_concurrency).
 	MaxConcurrency *int32 `protobuf:"varint,5,opt,name=max_concurrency,json=maxConcurrency,proto3,oneof" json:"max_concurrency,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -895,7 +897,7 @@ type QueueStats struct {
 	Pending int64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
 	// Jobs currently RUNNING.
 	Running int64 `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
-	// Jobs COMPLETED (and not yet removed by retention).
+	// Jobs COMPLETED (finished jobs are kept; nothing removes them yet).
 	Completed int64 `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`
 	// Jobs in the dead-letter queue.
 	Dlq int64 `protobuf:"varint,5,opt,name=dlq,proto3" json:"dlq,omitempty"`

@@ -6,7 +6,7 @@ import { JobDelivery } from './delivery.js';
 import { LongPollWaiters } from './long-poll.js';
 import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
 import { WorkerSession, type SessionMessage } from './session.js';
-import { checkTransition, type Transitions } from './state-machine.js';
+import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WorkerWriteRequest, type WriteAck, type WriteKind, type WriteListener, type WriteRequest } from './worker-writes.js';
 
 /**

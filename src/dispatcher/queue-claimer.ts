@@ -1,7 +1,7 @@
 import type { Job } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { WorkerSession } from './session.js';
-import { checkTransition, type Transitions } from './state-machine.js';
+import { checkTransition, type Transitions } from '../domain/state-machine.js';
 
 /**
  * Where a queue's claim loop is (one claimer per queue with sessions on this server):

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
 import type { Job, LeaseRef } from '../domain/job.js';
-import { BrokenInvariantError, checkTransition, type Transitions } from './state-machine.js';
+import { BrokenInvariantError, checkTransition, type Transitions } from '../domain/state-machine.js';
 
 /** What the dispatcher sends to a worker; the gRPC layer turns it into a WorkResponse. */
 export type SessionMessage =

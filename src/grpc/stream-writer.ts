@@ -1,3 +1,5 @@
+import { checkTransition, type Transitions } from '../domain/state-machine.js';
+
 /**
  * The one way messages are written to a server stream, honouring backpressure.
  *
@@ -36,7 +38,7 @@ export interface WritableCall<T> {
 /** Where the writer is; see the class comment for the transitions. */
 export type StreamWriterState = 'flowing' | 'queueing' | 'blocked' | 'ending' | 'ended' | 'closed';
 
-const TRANSITIONS: Record<StreamWriterState, readonly StreamWriterState[]> = {
+const TRANSITIONS: Transitions<StreamWriterState> = {
   flowing: ['queueing', 'ended', 'closed'],
   queueing: ['blocked', 'flowing', 'ending', 'closed'],
   blocked: ['flowing', 'ending', 'closed'],
@@ -189,7 +191,6 @@ export class StreamWriter<T> {
   }
 
   private to(next: StreamWriterState): void {
-    if (!TRANSITIONS[this.current].includes(next)) throw new Error(`stream writer: illegal transition ${this.current} -> ${next}`);
-    this.current = next;
+    this.current = checkTransition('stream writer', TRANSITIONS, this.current, next);
   }
 }

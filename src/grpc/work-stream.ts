@@ -1,4 +1,5 @@
 import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-js';
+import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument } from '../domain/errors.js';
@@ -55,7 +56,7 @@ import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type Encod
 /** Where a Work stream is in its life; see the module comment. */
 export type WorkStreamState = 'awaitingHello' | 'opening' | 'open' | 'draining' | 'closed';
 
-const TRANSITIONS: Record<WorkStreamState, readonly WorkStreamState[]> = {
+const TRANSITIONS: Transitions<WorkStreamState> = {
   awaitingHello: ['opening', 'closed'],
   opening: ['open', 'closed'],
   open: ['draining', 'closed'],
@@ -485,8 +486,7 @@ export class WorkStream implements WorkStreamHandle {
   }
 
   private to(next: WorkStreamState): void {
-    if (!TRANSITIONS[this.current].includes(next)) throw new Error(`Work stream: illegal transition ${this.current} -> ${next}`);
-    this.current = next;
+    this.current = checkTransition('Work stream', TRANSITIONS, this.current, next);
   }
 }
 

@@ -1,3 +1,5 @@
+import { checkTransition, type Transitions } from '../domain/state-machine.js';
+
 /**
  * The states a background part (a periodic service, the maintainer) goes through:
  *
@@ -10,7 +12,7 @@
  */
 export type LifecycleState = 'stopped' | 'starting' | 'running' | 'stopping';
 
-const ALLOWED: Readonly<Record<LifecycleState, readonly LifecycleState[]>> = {
+const ALLOWED: Transitions<LifecycleState> = {
   stopped: ['starting'],
   starting: ['running', 'stopping'],
   running: ['stopping'],
@@ -35,9 +37,6 @@ export class Lifecycle {
 
   /** Moves to `next`; throws when the move is not in the diagram. */
   to(next: LifecycleState): void {
-    if (!ALLOWED[this.current].includes(next)) {
-      throw new Error(`${this.owner}: no transition from ${this.current} to ${next}`);
-    }
-    this.current = next;
+    this.current = checkTransition(this.owner, ALLOWED, this.current, next);
   }
 }

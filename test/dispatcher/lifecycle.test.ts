@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DISPATCHER_TRANSITIONS, type DispatcherState, type SessionMessage } from '../../src/dispatcher/dispatcher.js';
-import { checkTransition, IllegalTransitionError } from '../../src/dispatcher/state-machine.js';
+import { checkTransition, IllegalTransitionError } from '../../src/domain/state-machine.js';
 import { dispatcherTestSetup } from '../helpers/dispatcher-setup.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { waitFor } from '../helpers/wait.js';

@@ -9,7 +9,7 @@ import {
   type ClaimerState,
 } from '../../src/dispatcher/queue-claimer.js';
 import { WorkerSession } from '../../src/dispatcher/session.js';
-import { checkTransition, IllegalTransitionError } from '../../src/dispatcher/state-machine.js';
+import { checkTransition, IllegalTransitionError } from '../../src/domain/state-machine.js';
 import { silentLogger } from '../../src/logger.js';
 import { leasedJob } from '../helpers/dispatcher-setup.js';
 import { waitFor } from '../helpers/wait.js';

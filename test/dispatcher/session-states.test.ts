@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SESSION_TRANSITIONS, WorkerSession, type SessionMessage, type SessionState } from '../../src/dispatcher/session.js';
-import { BrokenInvariantError, checkTransition, IllegalTransitionError } from '../../src/dispatcher/state-machine.js';
+import { BrokenInvariantError, checkTransition, IllegalTransitionError } from '../../src/domain/state-machine.js';
 
 /** A session of worker "w" on queue "q"; what it is sent is collected in `sent`. */
 function setup(slots = 3) {

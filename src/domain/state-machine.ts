@@ -1,15 +1,16 @@
 /**
- * The dispatcher's state machines (a worker session, a queue's claimer, the dispatcher
- * itself) name their states and list the moves each state may make. A move the table does
- * not list, or a slot count that would go wrong, is a bug in the dispatcher, never a
- * client's mistake: it throws at once instead of corrupting the slot accounting (the gRPC
- * layer answers such an error INTERNAL and logs it).
+ * The server's state machines (a worker session, a queue's claimer, the dispatcher, a Work
+ * stream and its writer, a background service's lifecycle) name their states and list the
+ * moves each state may make, checked here. A move the table does not list, or bookkeeping
+ * that would go wrong (a slot count), is a bug in the server, never a client's mistake: it
+ * throws at once instead of corrupting state (the gRPC layer answers such an error INTERNAL
+ * and logs it). The SDK has its own (src/sdk/worker/state.ts): it imports no server code.
  */
 
 /** For each state, the states it may move to. A move not listed is a bug. */
 export type Transitions<S extends string> = { readonly [K in S]: readonly S[] };
 
-/** The dispatcher's own bookkeeping went wrong (a bug, never a client's error). */
+/** The server's own bookkeeping went wrong (a bug, never a client's error). */
 export class BrokenInvariantError extends Error {
   constructor(message: string) {
     super(message);
@@ -24,7 +25,7 @@ export class IllegalTransitionError extends BrokenInvariantError {
     readonly from: string,
     readonly to: string,
   ) {
-    super(`${machine}: illegal transition ${from} → ${to}`);
+    super(`${machine}: no transition from ${from} to ${to}`);
     this.name = 'IllegalTransitionError';
   }
 }

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { Lifecycle, type LifecycleState } from './lifecycle.js';
 
@@ -126,14 +127,7 @@ export abstract class PeriodicService {
 
 /** Resolves after `ms`, or at once when `signal` aborts (never rejects). */
 export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    if (signal.aborted || ms <= 0) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
+  return delay(ms, undefined, { signal }).catch((err: unknown) => {
+    if (!signal.aborted) throw err;
   });
 }

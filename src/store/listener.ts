@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 
 /** A notification as the listener hands it on. */
@@ -86,14 +87,9 @@ export class NotificationListener {
   }
 }
 
+/** Resolves after `ms`, or at once when `signal` aborts (Node's timer; never rejects on abort). */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
+  return delay(ms, undefined, { signal }).catch((err: unknown) => {
+    if (!signal.aborted) throw err;
   });
 }

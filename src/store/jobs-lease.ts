@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { isUuid } from '../domain/ids.js';
 import type { HeartbeatOutcome, Job, JobWritten, JsonObject, LeaseExtended, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
-import { JOB_COLUMNS, jobFromRow, jobWrittenFromRow, type JobRow } from './rows.js';
+import { JOB_COLUMNS, columnsOf, jobFromRow, jobWrittenFromRow, type JobRow } from './rows.js';
 import { rowsOf, statement, type PgTypes } from './statements.js';
 
 /**
@@ -26,20 +26,10 @@ const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
   'job-claim',
   { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', now: 'timestamptz' },
   {
-    id: 'uuid',
-    queue: 'text',
-    type: 'text',
-    payload: 'jsonb',
-    priority: 'int4',
-    run_at: 'timestamptz',
-    attempt: 'int4',
-    max_attempts: 'int4',
-    lease_token: 'uuid',
-    locked_until: 'timestamptz',
-    idempotency_key: 'text',
-    last_error: 'text',
-    created_at: 'timestamptz',
-    started_at: 'timestamptz',
+    ...columnsOf(JOB_COLUMNS, [
+      'id', 'queue', 'type', 'payload', 'priority', 'run_at', 'attempt', 'max_attempts', 'lease_token',
+      'locked_until', 'idempotency_key', 'last_error', 'created_at', 'started_at',
+    ] as const),
     slot: 'int8',
   },
   { prepared: true },
@@ -60,22 +50,15 @@ interface JobHeartbeatRow {
 const jobHeartbeatManySql = statement<LeaseParams, JobHeartbeatRow>(
   'job-heartbeat-many',
   { ids: 'uuid[]', tokens: 'uuid[]', now: 'timestamptz' },
-  { id: 'uuid', lease_token: 'uuid', locked_until: 'timestamptz', cancel_requested_at: 'timestamptz' },
+  columnsOf(JOB_COLUMNS, ['id', 'lease_token', 'locked_until', 'cancel_requested_at'] as const),
   { prepared: true },
 );
 
 /** What a completion sends back: what JobWritten needs, and the token that was matched. */
 type JobCompletedRow = Pick<JobRow, 'id' | 'lease_token' | 'queue' | 'type' | 'state' | 'attempt' | 'worker_id' | 'last_error'>;
-const JOB_COMPLETED_COLUMNS: PgTypes<JobCompletedRow> = {
-  id: 'uuid',
-  lease_token: 'uuid',
-  queue: 'text',
-  type: 'text',
-  state: 'evora.job_state',
-  attempt: 'int4',
-  worker_id: 'text',
-  last_error: 'text',
-};
+const JOB_COMPLETED_COLUMNS: PgTypes<JobCompletedRow> = columnsOf(JOB_COLUMNS, [
+  'id', 'lease_token', 'queue', 'type', 'state', 'attempt', 'worker_id', 'last_error',
+] as const);
 const jobCompleteManySql = statement<LeaseParams & { results: (string | null)[] }, JobCompletedRow>(
   'job-complete-many',
   { ids: 'uuid[]', tokens: 'uuid[]', results: 'jsonb[]', now: 'timestamptz' },

@@ -54,6 +54,14 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   finished_at: 'timestamptz',
 };
 
+/**
+ * Some of a table's columns, in the order given (a statement that reads back fewer columns
+ * than `RETURNING *`): their types come from the table's one declaration.
+ */
+export function columnsOf<T, K extends keyof T>(columns: PgTypes<T>, names: readonly K[]): PgTypes<Pick<T, K>> {
+  return Object.fromEntries(names.map((n) => [n, columns[n]])) as unknown as PgTypes<Pick<T, K>>;
+}
+
 /** A row of evora.queues, in the table's column order. */
 export interface QueueRow {
   name: string;

@@ -3,7 +3,7 @@ import { EvoraError, alreadyExists } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import type { JobSubmitInput, JobSubmitResult } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
-import { queryConfig, statement } from './statements.js';
+import { inTransaction, queryConfig, statement } from './statements.js';
 
 /**
  * Submits: producers' writes. Job ids are made here (UUIDv7) so a batch knows which rows it
@@ -140,12 +140,7 @@ export async function jobsSubmit(
   const transactional = anyKey && jobs.length > 1;
   for (let tries = 1; ; tries++) {
     const client = await pool.connect();
-    let inTransaction = false;
-    try {
-      if (transactional) {
-        await client.query('BEGIN');
-        inTransaction = true;
-      }
+    const run = async (): Promise<JobSubmitResult[]> => {
       const inserted = (await client.query(insert)).rows as JobRow[];
       const byId = new Map(inserted.map((r) => [r.id, r]));
       const results: (JobSubmitResult | undefined)[] = ids.map((id) => {
@@ -174,11 +169,11 @@ export async function jobsSubmit(
           results[i] = { job: jobFromRow(row), created: false };
         }
       }
-      if (inTransaction) await client.query('COMMIT');
-      inTransaction = false;
       return results as JobSubmitResult[];
+    };
+    try {
+      return transactional ? await inTransaction(client, run) : await run();
     } catch (err) {
-      if (inTransaction) await client.query('ROLLBACK').catch(() => undefined);
       // Two first submits to a new queue can race on creating its row; the loser sees
       // neither row in its snapshot and leaves max_attempts NULL. Trying again sees it.
       const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION;

@@ -1,6 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import pg from 'pg';
-import { rowsOf, script, scriptRun, statement, type None } from './statements.js';
+import { inTransaction, rowsOf, script, scriptRun, statement, type None } from './statements.js';
 
 /** One numbered SQL file from ./migrations/. */
 export interface Migration {
@@ -90,24 +90,23 @@ export async function migrate(connectionString: string, migrations: Migration[] 
   client.on('error', () => undefined);
   await client.connect();
   try {
-    await client.query('BEGIN');
-    await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
-    await scriptRun(client, migrationBookkeepingCreateSql);
-    const recorded = await rowsOf(client, migrationAppliedListSql, {});
-    const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
-    if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
-    const done = new Set(recorded.map((r) => r.version));
-    const applied: number[] = [];
-    for (const m of migrations) {
-      if (done.has(m.version)) continue;
-      await client.query(m.sql);
-      await rowsOf(client, migrationRecordSql, { version: m.version, name: m.name });
-      applied.push(m.version);
-    }
-    await client.query('COMMIT');
-    return applied;
+    return await inTransaction(client, async () => {
+      await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
+      await scriptRun(client, migrationBookkeepingCreateSql);
+      const recorded = await rowsOf(client, migrationAppliedListSql, {});
+      const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
+      if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
+      const done = new Set(recorded.map((r) => r.version));
+      const applied: number[] = [];
+      for (const m of migrations) {
+        if (done.has(m.version)) continue;
+        await client.query(m.sql);
+        await rowsOf(client, migrationRecordSql, { version: m.version, name: m.name });
+        applied.push(m.version);
+      }
+      return applied;
+    });
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
     if (err instanceof MigrationsUnknownError) throw err;
     throw new Error(`migration failed: ${(err as Error).message}`, { cause: err });
   } finally {

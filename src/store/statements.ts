@@ -288,3 +288,19 @@ export function statementNamed(name: string): Statement {
   if (!s) throw new Error(`evora: no declared statement "${name}"`);
   return s;
 }
+
+/**
+ * Runs `fn` in one transaction on `client`: committed when `fn` returns, rolled back (and
+ * the error rethrown) when it throws. The one place the store begins and ends transactions.
+ */
+export async function inTransaction<T>(client: pg.ClientBase, fn: () => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    const out = await fn();
+    await client.query('COMMIT');
+    return out;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}

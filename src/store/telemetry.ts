@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { JobState } from '../domain/job.js';
-import { rowOf, rowsOf, statement, type None } from './statements.js';
+import { inTransaction, rowOf, rowsOf, statement, type None } from './statements.js';
 
 /**
  * The embedded telemetry sink's tables (src/telemetry/pg-sink.ts is the sink; this is its
@@ -120,39 +120,35 @@ export async function telemetryApply(
 ): Promise<{ applied: boolean }> {
   const client = await pool.connect();
   try {
-    await client.query('BEGIN');
-    if (!(await rowOf(client, telemetryBatchMarkAppliedSql, { batchId: params.batchId }))) {
-      await client.query('COMMIT');
-      return { applied: false };
-    }
-    const { counts, minutes } = params;
-    if (counts.length > 0) {
-      await rowsOf(client, telemetryCountsAddSql, {
-        queues: counts.map((c) => c.queue),
-        states: counts.map((c) => c.state),
-        deltas: counts.map((c) => c.n),
-      });
-    }
-    if (minutes.length > 0) {
-      await rowsOf(client, telemetryMinutesAddSql, {
-        queues: minutes.map((m) => m.queue),
-        minutes: minutes.map((m) => m.minute),
-        submitted: minutes.map((m) => m.submitted),
-        completed: minutes.map((m) => m.completed),
-        failed: minutes.map((m) => m.failed),
-        deadLettered: minutes.map((m) => m.deadLettered),
-        waitHists: minutes.map((m) => JSON.stringify(m.wait)),
-        runHists: minutes.map((m) => JSON.stringify(m.run)),
-      });
-    }
-    // Recent events: the batch's packed outbox rows, copied as they are.
-    await rowsOf(client, telemetryRecentEventsCopySql, { hiId: params.outbox.hiId, horizon: params.outbox.horizon });
-    await rowsOf(client, telemetryRecentEventsPruneSql, { retentionSeconds: params.retentionSeconds, now: params.now });
-    await client.query('COMMIT');
-    return { applied: true };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
+    return await inTransaction(client, async () => {
+      if (!(await rowOf(client, telemetryBatchMarkAppliedSql, { batchId: params.batchId }))) {
+        return { applied: false };
+      }
+      const { counts, minutes } = params;
+      if (counts.length > 0) {
+        await rowsOf(client, telemetryCountsAddSql, {
+          queues: counts.map((c) => c.queue),
+          states: counts.map((c) => c.state),
+          deltas: counts.map((c) => c.n),
+        });
+      }
+      if (minutes.length > 0) {
+        await rowsOf(client, telemetryMinutesAddSql, {
+          queues: minutes.map((m) => m.queue),
+          minutes: minutes.map((m) => m.minute),
+          submitted: minutes.map((m) => m.submitted),
+          completed: minutes.map((m) => m.completed),
+          failed: minutes.map((m) => m.failed),
+          deadLettered: minutes.map((m) => m.deadLettered),
+          waitHists: minutes.map((m) => JSON.stringify(m.wait)),
+          runHists: minutes.map((m) => JSON.stringify(m.run)),
+        });
+      }
+      // Recent events: the batch's packed outbox rows, copied as they are.
+      await rowsOf(client, telemetryRecentEventsCopySql, { hiId: params.outbox.hiId, horizon: params.outbox.horizon });
+      await rowsOf(client, telemetryRecentEventsPruneSql, { retentionSeconds: params.retentionSeconds, now: params.now });
+      return { applied: true };
+    });
   } finally {
     client.release();
   }

@@ -35,11 +35,21 @@ export function parseTime(text: string, flag: string): Date {
   return new Date(ms);
 }
 
+/**
+ * The bounds in words: "from 0 to 1", "at least 1", "at most 10" (never "to Infinity").
+ * An infinite bound is no bound.
+ */
+function rangeText(min: number, max: number): string {
+  if (Number.isFinite(min) && Number.isFinite(max)) return `from ${min} to ${max}`;
+  if (Number.isFinite(min)) return `at least ${min}`;
+  return `at most ${max}`;
+}
+
 /** A whole number within bounds. */
 export function parseInteger(text: string, flag: string, min = -Infinity, max = Infinity): number {
   if (!/^-?\d+$/.test(text.trim())) throw new UsageError(`${flag} must be a whole number, got "${text}"`);
   const n = Number(text);
-  if (n < min || n > max) throw new UsageError(`${flag} must be from ${min} to ${max}, got ${n}`);
+  if (n < min || n > max) throw new UsageError(`${flag} must be ${rangeText(min, max)}, got ${n}`);
   return n;
 }
 
@@ -47,7 +57,7 @@ export function parseInteger(text: string, flag: string, min = -Infinity, max = 
 export function parseNumber(text: string, flag: string, min: number, max: number): number {
   const n = Number(text.trim());
   if (text.trim() === '' || !Number.isFinite(n)) throw new UsageError(`${flag} must be a number, got "${text}"`);
-  if (n < min || n > max) throw new UsageError(`${flag} must be from ${min} to ${max}, got ${n}`);
+  if (n < min || n > max) throw new UsageError(`${flag} must be ${rangeText(min, max)}, got ${n}`);
   return n;
 }
 

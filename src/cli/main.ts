@@ -1,4 +1,7 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { CONFIG_DOC, configLoad, type ServerConfig } from '../server/config.js';
 import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
@@ -45,11 +48,35 @@ function errorLine(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).replace(/\s*\n\s*/g, ' ');
 }
 
+/**
+ * The version in Evora's package.json, found by walking up from this module: it is two
+ * folders up from src/cli/ (tsx), three from dist/src/cli/ (the build), and further from the
+ * CLI test's private build, so no fixed relative path fits all.
+ */
+function packageVersion(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'evora' && pkg.version) return pkg.version;
+    } catch {
+      // no package.json here (or not readable): keep walking up
+    }
+    const up = dirname(dir);
+    if (up === dir) return 'unknown';
+    dir = up;
+  }
+}
+
 const program = new Command('evora')
   .description('Evora: a job queue server on PostgreSQL, reached over gRPC')
-  .option('--address <host:port>', `server to talk to [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
+  .version(packageVersion(), '-V, --version', 'print the version and exit')
+  // Subcommand help lists these global options too (commander copies this setting into
+  // every command added below, so it must come first).
+  .configureHelp({ showGlobalOptions: true })
+  .option('--address <host:port>', `server the client commands talk to (not serve's listen address) [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
   .option('--json', 'print results as JSON (for scripts)')
-  .option('--timeout <duration>', 'deadline of each call, e.g. 10s', '10s')
+  .option('--timeout <duration>', 'deadline of each client call, e.g. 10s', '10s')
   .exitOverride()
   .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
 
@@ -97,7 +124,10 @@ serve.action(async (opts: Record<string, string | undefined>) => {
 
 program
   .command('migrate')
-  .description('apply pending database migrations and exit (the server also applies them when it starts)')
+  .description(
+    'apply pending database migrations and exit (the server also applies them when it starts). Without --database-url it starts ' +
+      "the embedded PostgreSQL itself, so stop `evora serve` first, or pass the running server's URL (printed at its start)",
+  )
   .option('--database-url <url>', 'PostgreSQL connection string [env DATABASE_URL; unset: the embedded PostgreSQL]')
   .option('--data-dir <dir>', 'data folder of the embedded PostgreSQL [env EVORA_DATA_DIR, default .evora]')
   .option('--embedded-pg-port <port>', 'port of the embedded PostgreSQL [env EVORA_PG_PORT, default 54329]')
@@ -122,8 +152,11 @@ clientCommandsAdd(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) {
-    // Commander already printed its message (or the help). Help asked for is success.
-    process.exitCode = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.OK : EXIT.USAGE;
+    // Commander already printed its message (or the help). Help or the version asked for
+    // (`--help`, `help <command>`, `--version`) is success; help shown because a command was
+    // missing (`evora`, `evora queue`) is a usage error, which commander marks exitCode 1.
+    const asked = ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(err.code) && err.exitCode === 0;
+    process.exitCode = asked ? EXIT.OK : EXIT.USAGE;
     return;
   }
   console.error(`evora: ${errorLine(err)}`);

@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabaseCreate } from '../helpers/db.js';
@@ -240,5 +240,41 @@ describe('evora client commands', () => {
     const help = await evora('--help');
     expect(help.code).toBe(0);
     for (const cmd of ['serve', 'submit', 'get', 'list', 'cancel', 'retry', 'queues', 'queue']) expect(help.stdout).toContain(cmd);
+  });
+
+  it("every subcommand's help lists the global options too; `help <command>` exits 0, a missing command 2", async () => {
+    const cmds = [['serve'], ['migrate'], ['submit'], ['get'], ['list'], ['cancel'], ['retry'], ['queues'], ['stats'], ['queue'], ['queue', 'set'], ['queue', 'pause']];
+    const helps = await Promise.all(cmds.map((c) => evora(...c, '--help')));
+    for (const [i, h] of helps.entries()) {
+      const what = `evora ${cmds[i]!.join(' ')} --help`;
+      expect(h.code, what).toBe(0);
+      expect(h.stdout, what).toMatch(/^Global Options:$/m);
+      for (const flag of ['--address <host:port>', '--json', '--timeout <duration>', '--version']) expect(h.stdout, what).toContain(flag);
+    }
+    const viaHelp = await evora('help', 'list');
+    expect(viaHelp.code).toBe(0);
+    expect(viaHelp.stdout).toContain('--limit <n>');
+    expect((await evora('queue')).code).toBe(2);
+  });
+
+  it('--version and -V print the version of package.json', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const flag of ['--version', '-V']) {
+      const r = await evora(flag);
+      expect(r.code, flag).toBe(0);
+      expect(r.stdout, flag).toBe(`${version}\n`);
+    }
+  });
+
+  it('range errors name the bound that exists: "at least 1", never "to Infinity"', async () => {
+    const [limit, attempts, jitter] = await Promise.all([
+      evora('list', '--limit', '0'),
+      evora('queue', 'set', queueName(), '--max-attempts', '0'),
+      evora('queue', 'set', queueName(), '--jitter', '2'),
+    ]);
+    expect(limit.code).toBe(2);
+    expect(limit.stderr).toBe('evora: --limit must be at least 1, got 0\n');
+    expect(attempts.stderr).toBe('evora: --max-attempts must be at least 1, got 0\n');
+    expect(jitter.stderr).toBe('evora: --jitter must be from 0 to 1, got 2\n');
   });
 });

@@ -114,6 +114,8 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       onLog: (line) => logger.trace({ postgres: line.trim() }, 'postgres'),
     });
     databaseUrl = parts.embedded.url;
+    // Local only (127.0.0.1), so shown in full: what psql and `evora migrate --database-url` need.
+    logger.info({ url: databaseUrl }, `embedded PostgreSQL at ${databaseUrl}`);
   }
   try {
     const applied = await migrate(databaseUrl);

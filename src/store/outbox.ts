@@ -106,7 +106,7 @@ export async function projectorBatchClose(pool: pg.Pool, batchId: number): Promi
   await rowsOf(pool, projectorBatchCloseSql, { batchId });
 }
 
-/** Claimable jobs per queue (Store.queueDepths). */
+/** Claimable jobs for every known queue, 0 for a drained one (Store.queueDepths). */
 export async function queueDepths(pool: pg.Pool, now: Date | null): Promise<{ queue: string; depth: number }[]> {
   return rowsOf(pool, queueDepthsSql, { now });
 }

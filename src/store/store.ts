@@ -242,7 +242,7 @@ export class Store {
     await projectorBatchClose(this.pool, params.batchId);
   }
 
-  /** PENDING jobs claimable now, per queue (from the claimable index). */
+  /** PENDING jobs claimable now, for every known queue, 0 included (from the claimable index). */
   async queueDepths(params: { now?: Date } = {}): Promise<{ queue: string; depth: number }[]> {
     return queueDepths(this.pool, params.now ?? null);
   }

@@ -32,10 +32,13 @@ export class ServerMetrics {
   });
 
   constructor(deps: { store: Store }) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'evora_process_' });
+    // Node's process metrics under their conventional names (process_cpu_seconds_total,
+    // nodejs_heap_size_used_bytes, ...), unprefixed as every Node exporter has them, so
+    // stock dashboards work; Evora's own metrics are all evora_*. Never both prefixes.
+    collectDefaultMetrics({ register: this.registry });
     new Gauge({
       name: 'evora_queue_depth',
-      help: 'PENDING jobs claimable now, per queue',
+      help: 'PENDING jobs claimable now, per queue; 0 for a known queue with none (the series never disappears)',
       labelNames: ['queue'],
       registers: [this.registry],
       async collect() {

@@ -56,6 +56,28 @@ describe('/metrics and /healthz', () => {
     expect(metric(text!, 'evora_claim_duration_seconds_count', `queue="${queue}"`)).toBeGreaterThanOrEqual(1);
     expect(metric(text!, 'evora_push_latency_seconds_count', `queue="${queue}"`)).toBe(4);
     expect(text).toMatch(/^evora_connected_workers 1$/m);
+    // Drained: the queue's depth series reads 0; it does not disappear.
+    expect(metric(text!, 'evora_queue_depth', `queue="${queue}"`)).toBe(0);
     w.close();
+  });
+
+  it('a known queue without claimable jobs has an evora_queue_depth series at 0', async () => {
+    const empty = queueName('empty');
+    await call(clients.queues, 'upsertQueue', { name: empty });
+    const text = await (await fetch(`${base}/metrics`)).text();
+    expect(metric(text, 'evora_queue_depth', `queue="${empty}"`)).toBe(0);
+  });
+
+  it("Node's process metrics have their conventional names, process_* and nodejs_*, and Evora's are all evora_*", async () => {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const names = new Set(text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/[{ ]/)[0]!));
+    expect(names).toContain('process_cpu_seconds_total');
+    expect(names).toContain('process_resident_memory_bytes');
+    expect(names).toContain('nodejs_heap_size_used_bytes');
+    expect(names).toContain('nodejs_eventloop_lag_seconds');
+    for (const n of names) {
+      expect(n, 'one prefix at most').not.toMatch(/^evora_(process|nodejs)_/);
+      expect(n, 'every metric is a process, Node or Evora one').toMatch(/^(process|nodejs|evora)_/);
+    }
   });
 });

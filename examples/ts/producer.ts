@@ -1,37 +1,37 @@
 /**
- * An Evora producer: configures the `emails` queue, submits a few `send_email` jobs (one of
- * them bad), and follows them until each one is finished.
+ * An Evora producer: configures the `images` queue, submits a batch of `resize` jobs (one
+ * that fails once and is retried, one with a bad payload), and follows them until each one
+ * is finished. The job is the one every example speaks (examples/ts/images.ts), so any of
+ * the workers runs it: TypeScript, Go or Python.
  *
  *   npm start                                # the server, in another terminal
- *   npx tsx examples/ts/worker.ts            # a worker, in another terminal
+ *   npx tsx examples/ts/worker.ts            # a worker, in another terminal; or
+ *                                            # examples/go-worker, examples/python-worker
  *   npx tsx examples/ts/producer.ts [count]  # this producer (default 5 jobs)
  *
  * In your own project, import from the package instead: `from 'evora/client'`.
  */
 import { EvoraApiError, EvoraClient, type Job } from '../../src/sdk/index.js';
+import { JOB_TYPE, QUEUE, demoPayloads } from './images.js';
 
 const count = Number(process.argv[2] ?? 5);
 const client = new EvoraClient(); // default: $EVORA_ADDRESS, else 127.0.0.1:50051
 
 try {
   // Retries after 1 s, 2 s, 4 s ... (capped at 30 s), at most 5 attempts.
-  await client.upsertQueue('emails', { maxAttempts: 5, backoff: { kind: 'exponential', baseSeconds: 1, capSeconds: 30 } });
+  await client.upsertQueue(QUEUE, { maxAttempts: 5, backoff: { kind: 'exponential', baseSeconds: 1, capSeconds: 30 } });
 
-  const batch = Array.from({ length: count }, (_, i) => ({
-    queue: 'emails',
-    type: 'send_email',
-    payload: { to: `user${i}@example.com`, subject: `Hello #${i}` },
-  }));
-  batch.push({ queue: 'emails', type: 'send_email', payload: { to: 'nobody', subject: 'This one goes to the DLQ' } });
+  // `count` images, one that fails its first attempt, one with no width (goes to the DLQ).
+  const batch = demoPayloads(count).map((payload) => ({ queue: QUEUE, type: JOB_TYPE, payload }));
   // All or nothing: one transaction on the server.
   const submitted = await client.submitMany(batch);
   console.log(`submitted ${submitted.length} jobs`);
 
   // Submitting again with the same idempotency key returns the first job.
-  const once = { queue: 'emails', type: 'send_email', payload: { to: 'ops@example.com', subject: 'Daily report' }, idempotencyKey: `report-${new Date().toISOString().slice(0, 10)}` };
+  const once = { queue: QUEUE, type: JOB_TYPE, payload: { image: 'daily-banner.png', width: 1200, height: 400 }, idempotencyKey: `banner-${new Date().toISOString().slice(0, 10)}` };
   const first = await client.submit(once);
   const replay = await client.submit(once);
-  console.log(`daily report: job ${first.job.id} (created: ${first.created}); replay gives ${replay.job.id} (created: ${replay.created})`);
+  console.log(`daily banner: job ${first.job.id} (created: ${first.created}); replay gives ${replay.job.id} (created: ${replay.created})`);
 
   // Follow the jobs until they are finished (a worker must be running).
   const ids = [...submitted.map((r) => r.job.id), first.job.id];

@@ -1,12 +1,14 @@
 /**
- * An Evora worker: takes `send_email` jobs from the `emails` queue and "sends" them.
+ * An Evora worker: takes `resize` jobs from the `images` queue (the job every example
+ * speaks, examples/ts/images.ts) and "resizes" the images, as the Go and Python workers do.
  *
  *   npm start                           # the server, in another terminal
  *   npx tsx examples/ts/worker.ts       # this worker (Ctrl-C drains and stops it)
  *
  * In your own project, import from the package instead: `from 'evora/client'`.
  */
-import { EvoraWorker, NonRetryableError, type WorkerLogger } from '../../src/sdk/index.js';
+import { EvoraWorker, NonRetryableError, type JsonObject, type WorkerLogger } from '../../src/sdk/index.js';
+import { JOB_TYPE, QUEUE, ResizeError, resize } from './images.js';
 
 /** The SDK logs nothing unless given a logger (pino works as is); this one prints to the console. */
 const logger: WorkerLogger = {
@@ -17,26 +19,25 @@ const logger: WorkerLogger = {
 
 const worker = new EvoraWorker({
   // address: '127.0.0.1:50051',   // default: $EVORA_ADDRESS, else 127.0.0.1:50051
-  queues: ['emails'],
+  queues: [QUEUE],
   slots: 4, // up to 4 jobs at once
   logger,
 });
 
-interface Email {
-  to: string;
-  subject: string;
-}
-
-worker.handle<Email>('send_email', async (job, ctx) => {
-  const { to, subject } = job.payload;
-  // A job that can never succeed goes straight to the DLQ.
-  if (typeof to !== 'string' || !to.includes('@')) throw new NonRetryableError(`not an email address: ${JSON.stringify(to)}`);
-  // The "work": 300-800 ms, stopped early if the job is cancelled (ctx.signal).
-  await delay(300 + Math.random() * 500, ctx.signal);
-  // Transient failures are retried with the queue's backoff.
-  if (Math.random() < 0.25) throw new Error('SMTP server busy, try again');
-  console.log(`sent "${subject}" to ${to} (job ${job.id}, attempt ${job.attempt})`);
-  return { messageId: `<${job.id}@example.com>`, sentAt: new Date().toISOString() };
+worker.handle<JsonObject>(JOB_TYPE, async (job, ctx) => {
+  // The "work": sleep_ms of it, stopped early if the job is cancelled (ctx.signal).
+  const ms = job.payload.sleep_ms;
+  if (typeof ms === 'number' && ms > 0) await delay(ms, ctx.signal);
+  try {
+    const result = resize(job.payload, job.attempt, ctx.workerId);
+    console.log(`resized ${result.image} to ${result.thumbnail} (job ${job.id}, attempt ${job.attempt})`);
+    return result;
+  } catch (err) {
+    // A bad payload can never succeed: straight to the DLQ. Other failures are retried
+    // with the queue's backoff (a plain Error).
+    if (err instanceof ResizeError && !err.retryable) throw new NonRetryableError(err.message);
+    throw err;
+  }
 });
 
 worker.on('jobFinished', (o) => {
@@ -44,7 +45,7 @@ worker.on('jobFinished', (o) => {
 });
 
 await worker.start();
-console.log(`worker ${worker.workerId} is taking jobs from ${worker.queues.join(', ')}; Ctrl-C to stop`);
+console.log(`worker ${worker.workerId} is taking ${JOB_TYPE} jobs from ${worker.queues.join(', ')}; Ctrl-C to stop`);
 
 process.once('SIGINT', () => {
   console.log('draining: finishing the jobs in hand, taking no new ones...');

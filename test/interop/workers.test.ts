@@ -9,6 +9,7 @@ import { BackoffKind } from '../../src/gen/evora/v1/queue.js';
 import { queueName } from '../helpers/factories.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
+import { JOB_TYPE, QUEUE, ResizeError, demoPayloads, resize } from '../../examples/ts/images.js';
 import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless, start, titled, type Proc, type Tool } from './toolchain.js';
 
 /**
@@ -19,7 +20,9 @@ import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless
  * lease_lost (LEASE_LOST_REASON_EXPIRED) stops it without a report (and only the lease it
  * names: a job pushed again under a new lease runs on), an ack ACK_RESULT_INVALID is not
  * resent; their own unit tests cover the ack decisions a live
- * server does not easily produce (ACK_RESULT_RETRY_LATER, an old server's acks).
+ * server does not easily produce (ACK_RESULT_RETRY_LATER, an old server's acks). And both
+ * run the TypeScript producer's jobs (examples/ts/images.ts) from their default queue with
+ * the very results the TypeScript worker computes: the examples feed one another.
  */
 
 const exec = promisify(execFile);
@@ -66,8 +69,7 @@ const PAYLOADS = [
 ];
 const RETRIED = PAYLOADS.filter((p) => 'fail_until_attempt' in p).length;
 
-async function setupQueue(prefix: string): Promise<string> {
-  const queue = queueName(prefix);
+async function setupQueue(prefix: string, queue = queueName(prefix)): Promise<string> {
   // Immediate retries; a 5 s lease (the examples heartbeat every heartbeat_interval_seconds,
   // here 1 s). With a 3 s lease the first test below once timed out under the whole suite's
   // load on 2 cores (cause not captured: the test's timeout came before the worker's own, so
@@ -97,7 +99,8 @@ function describeExit(p: Proc, e: { code: number | null; signal: string | null }
 
 /** How to start a worker: the queue it serves and its flags. */
 interface LaunchOptions {
-  queue: string;
+  /** Unset: no queue flag, so the worker serves its default queue. */
+  queue?: string;
   workerId: string;
   slots: number;
   maxJobs?: number;
@@ -129,7 +132,7 @@ const kinds: WorkerKind[] = [
         start(
           bin,
           [
-            ...['-address', address, '-queue', queue, '-worker-id', workerId, '-slots', String(slots)],
+            ...['-address', address, ...(queue ? ['-queue', queue] : []), '-worker-id', workerId, '-slots', String(slots)],
             ...(maxJobs ? ['-max-jobs', String(maxJobs)] : []),
             ...(drainTimeout ? ['-drain-timeout', drainTimeout] : []),
           ],
@@ -151,7 +154,7 @@ const kinds: WorkerKind[] = [
         start(
           py,
           [
-            ...['worker.py', '--address', address, '--queue', queue, '--worker-id', workerId, '--slots', String(slots)],
+            ...['worker.py', '--address', address, ...(queue ? ['--queue', queue] : []), '--worker-id', workerId, '--slots', String(slots)],
             ...(maxJobs ? ['--max-jobs', String(maxJobs)] : []),
             ...(drainTimeout ? ['--drain-timeout', drainTimeout] : []),
           ],
@@ -196,6 +199,41 @@ for (const kind of kinds) {
         else expect(job.lastError).toBe('');
       }
       // Longer than the worker's own 60 s limit, so a stuck worker fails with its log.
+    }, 90_000);
+
+    it("runs the TypeScript producer's jobs (examples/ts/images.ts) from its default queue, with the TypeScript worker's results", async () => {
+      // The examples' shared queue, which the worker serves without a --queue flag.
+      await setupQueue('', QUEUE);
+      const payloads = demoPayloads(4);
+      const { results } = await call(clients.jobs, 'submitJobs', {
+        jobs: payloads.map((payload) => ({ queue: QUEUE, type: JOB_TYPE, payload, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
+      });
+      const workerId = `interop-ts-producer-${kind.name.split(' ')[0]!.toLowerCase()}`;
+      // One report per attempt: the flaky job fails once, the broken one goes to the DLQ at once.
+      const attempts = payloads.map((p) => (typeof p.fail_until_attempt === 'number' ? p.fail_until_attempt : 1));
+      const proc = launch({ workerId, slots: 2, maxJobs: attempts.reduce((a, b) => a + b, 0) });
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+      const outcomes: string[] = [];
+      for (const [i, r] of results.entries()) {
+        const job = await getJob(r.job!.id);
+        const attempt = attempts[i]!;
+        let expected: ReturnType<typeof resize> | ResizeError;
+        try {
+          expected = resize(payloads[i]!, attempt, workerId);
+        } catch (err) {
+          expected = err as ResizeError;
+        }
+        if (expected instanceof ResizeError) {
+          expect(job, proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_DLQ, attempt, lastError: expected.message });
+          outcomes.push('dlq');
+        } else {
+          expect(job, proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, attempt, workerId, result: expected });
+          outcomes.push(`completed on attempt ${attempt}`);
+        }
+      }
+      // The demo batch covers each path: plain completions, a retry, a dead letter.
+      expect(new Set(outcomes)).toEqual(new Set(['completed on attempt 1', 'completed on attempt 2', 'dlq']));
     }, 90_000);
 
     it('drains on SIGTERM: finishes the running job, takes no new one, exits 0', async () => {

@@ -75,7 +75,9 @@ export async function privatePostgres(opts: { started?: boolean } = {}): Promise
       return withDatabase(url, name);
     },
     query,
-    untilAccepting: () => waitFor(() => query('SELECT 1').then(() => true), { timeoutMs: 30_000, what: 'PostgreSQL to accept connections' }),
+    async untilAccepting() {
+      await waitFor(() => query('SELECT 1').then(() => true), { timeoutMs: 30_000, what: 'PostgreSQL to accept connections' });
+    },
   };
   if (opts.started !== false) await self.start();
   return self;

@@ -58,12 +58,13 @@ async function lockHold(url: string, lockSql: string): Promise<{ release(): Prom
 }
 
 /** The pid of the server backend (application_name `app`) that waits on a lock running a statement containing `text`. */
-function untilWaiting(app: string, text: string, not: number[] = []): Promise<number> {
-  return waitFor(
+async function untilWaiting(app: string, text: string, not: number[] = []): Promise<number> {
+  const pid = await waitFor(
     async () =>
       (await backendsOf(pgc, app)).find((b) => b.wait_event_type === 'Lock' && b.query.includes(text) && !not.includes(b.pid))?.pid,
     { what: `a backend of ${app} waiting in "${text}"` },
   );
+  return pid!;
 }
 
 /** After a kill: a SIGKILL puts the whole cluster through crash recovery; wait until it is back. */
@@ -182,7 +183,7 @@ describe('a running server survives the loss of each connection it holds', () =>
     });
 
     it(`the LISTEN connection, killed (${how})`, async () => {
-      const [before] = await waitFor(() => backendsOf(pgc, 'evora-listener').then((b) => (b.length === 1 ? b : null)));
+      const [before] = (await waitFor(() => backendsOf(pgc, 'evora-listener').then((b) => (b.length === 1 ? b : null))))!;
       await backendKill(pgc, before!.pid, how);
       await afterKill(how);
       await waitFor(() => backendsOf(pgc, 'evora-listener').then((b) => b.length === 1 && b[0]!.pid !== before!.pid), {
@@ -197,7 +198,7 @@ describe('a running server survives the loss of each connection it holds', () =>
           `SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)
             WHERE a.application_name = 'evora-leader' AND l.locktype = 'advisory' AND l.granted`,
         );
-      const [before] = await waitFor(() => leaderLocks().then((r) => (r.length === 1 ? r : null)), { what: 'a leader' });
+      const [before] = (await waitFor(() => leaderLocks().then((r) => (r.length === 1 ? r : null)), { what: 'a leader' }))!;
       await backendKill(pgc, before!.pid, how);
       await afterKill(how);
       await waitFor(() => leaderLocks().then((r) => r.length === 1 && r[0]!.pid !== before!.pid), {

@@ -92,16 +92,12 @@ serve.action(async (opts: Record<string, string | undefined>) => {
   }
   // Loaded here so that the client commands start fast and never load server code.
   const { createLogger } = await import('../logger.js');
-  const { serverStart } = await import('../server/server.js');
+  const { serverStart, ServerStartAbortedError } = await import('../server/server.js');
   const logger = createLogger({ level: config.logLevel, pretty: config.logPretty });
-  let server;
-  try {
-    server = await serverStart(config, logger);
-  } catch (err) {
-    logger.fatal({ err }, (err as Error).message);
-    process.exit(1);
-  }
-  logger.info({ address: server.address, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' }, `Evora listening on ${server.address}`);
+  // Signals are handled from the start: one that arrives while the server waits for
+  // PostgreSQL stops it at once (the start is aborted and undoes itself).
+  const starting = new AbortController();
+  let server: Awaited<ReturnType<typeof serverStart>> | null = null;
   let signals = 0;
   const onSignal = (signal: string) => {
     signals++;
@@ -110,6 +106,7 @@ serve.action(async (opts: Record<string, string | undefined>) => {
       process.exit(1);
     }
     logger.info({ signal }, 'signal received');
+    if (!server) return starting.abort();
     server.stop().then(
       () => process.exit(0),
       (err: unknown) => {
@@ -120,6 +117,19 @@ serve.action(async (opts: Record<string, string | undefined>) => {
   };
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
+  try {
+    server = await serverStart(config, logger, { signal: starting.signal });
+  } catch (err) {
+    if (err instanceof ServerStartAbortedError) {
+      logger.info('stopped');
+      process.exit(0);
+    }
+    // One line on stderr (the detail, with its stack, in the log at debug).
+    logger.debug({ err }, 'start failed');
+    console.error(`evora: ${errorLine(err)}`);
+    process.exit(1);
+  }
+  logger.info({ address: server.address, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' }, `Evora listening on ${server.address}`);
 });
 
 program

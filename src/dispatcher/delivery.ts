@@ -2,6 +2,7 @@ import type { Job } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import type { HeldLease, WorkerSession } from './session.js';
+import { isUnavailable } from '../domain/errors.js';
 
 /**
  * Pushing leased jobs to the sessions they were dealt to, and knowing which session of this
@@ -114,7 +115,7 @@ export class JobDelivery {
         snoozes: jobs.map((j) => ({ id: j.id, token: j.leaseToken ?? '', runAt: j.runAt })),
       });
     } catch (err) {
-      this.logger.warn({ err, jobs: jobs.length }, 'could not release undelivered jobs; their leases will expire');
+      this.logger[isUnavailable(err) ? 'debug' : 'warn']({ err, jobs: jobs.length }, 'could not release undelivered jobs; their leases will expire');
     }
   }
 

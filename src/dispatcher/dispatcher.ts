@@ -8,6 +8,7 @@ import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
 import { WorkerSession, type SessionMessage } from './session.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WorkerWriteRequest, type WriteAck, type WriteKind, type WriteListener, type WriteRequest } from './worker-writes.js';
+import { isUnavailable } from '../domain/errors.js';
 
 /**
  * The dispatcher matches claimed jobs to workers' free slots. It knows nothing of gRPC:
@@ -394,7 +395,8 @@ export class Dispatcher {
     try {
       await this.opts.store.jobSnoozeMany({ snoozes: jobs.map((j) => ({ id: j.id, token: j.leaseToken ?? '', runAt: j.runAt })) });
     } catch (err) {
-      this.opts.logger.warn({ err, jobs: jobs.length }, 'could not give back the jobs of a gone caller; their leases will expire');
+      const level = isUnavailable(err) ? 'debug' : 'warn';
+      this.opts.logger[level]({ err, jobs: jobs.length }, 'could not give back the jobs of a gone caller; their leases will expire');
     }
   }
 

@@ -2,6 +2,7 @@ import type { Job } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { WorkerSession } from './session.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
+import { isUnavailable } from '../domain/errors.js';
 
 /**
  * Where a queue's claim loop is (one claimer per queue with sessions on this server):
@@ -192,7 +193,9 @@ export class QueueClaimer {
       try {
         jobs = await this.host.claim(this.name, slots.map((s) => s.workerId));
       } catch (err) {
-        this.host.logger.error({ err, queue: this.name }, 'claim failed; the next poll retries');
+        // An outage is logged once by the store; the next poll (or wake-up) retries.
+        if (isUnavailable(err)) this.host.logger.debug({ err, queue: this.name }, 'claim failed: database unavailable');
+        else this.host.logger.error({ err, queue: this.name }, 'claim failed; the next poll retries');
         unreserve(reserved);
         if (!this.#stopped()) this.#to('wanted');
         return;

@@ -32,3 +32,17 @@ export const notFound = (message: string) => new EvoraError('NOT_FOUND', message
 export const alreadyExists = (message: string) => new EvoraError('ALREADY_EXISTS', message);
 /** The thing is not in a state that allows this (a lease no longer current, a finished job cancelled). */
 export const failedPrecondition = (message: string) => new EvoraError('FAILED_PRECONDITION', message);
+/**
+ * The database cannot be reached or is restarting (refused, reset, terminated, recovering).
+ * Answered UNAVAILABLE: the caller retries later. A write in flight when the connection
+ * broke may or may not have committed; submits with an idempotency key are safe to retry.
+ */
+export const unavailable = (message: string, options?: { cause?: unknown }) => new EvoraError('UNAVAILABLE', message, options);
+
+/**
+ * Whether `err` is an UNAVAILABLE domain error: an expected outage, which the store's
+ * availability tracker has logged once; callers must not log it again at error level.
+ */
+export function isUnavailable(err: unknown): boolean {
+  return err instanceof EvoraError && err.code === 'UNAVAILABLE';
+}

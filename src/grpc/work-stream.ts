@@ -2,7 +2,7 @@ import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-j
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
-import { EvoraError, invalidArgument } from '../domain/errors.js';
+import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { JsonObject, LeaseRef } from '../domain/job.js';
 import { MAX_SLOTS, checkDate, checkIntRange, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
@@ -115,7 +115,9 @@ export class WorkStream implements WorkStreamHandle {
   private readonly answers: WriteListener = {
     written: (request, ack) => this.answered(request.write, ack.result, ack.reason),
     failed: (request, err) => {
-      this.log.error({ err, job_id: request.write.id }, 'worker write failed; the worker is asked to send it again');
+      // An outage is logged once by the store.
+      const level = isUnavailable(err) ? 'debug' : 'error';
+      this.log[level]({ err, job_id: request.write.id }, 'worker write failed; the worker is asked to send it again');
       this.answered(request.write, 'retry_later', 'the server could not apply the report now; retry the write');
     },
   };
@@ -346,7 +348,7 @@ export class WorkStream implements WorkStreamHandle {
           }));
           this.send({ msg: { $case: 'heartbeatAck', value: { leases: extended } } });
         },
-        (err: unknown) => this.log.error({ err }, 'heartbeat failed'),
+        (err: unknown) => this.log[isUnavailable(err) ? 'debug' : 'error']({ err }, 'heartbeat failed'),
       );
     this.track(answered);
   }

@@ -1,6 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { Lifecycle, type LifecycleState } from './lifecycle.js';
+import { isUnavailable } from '../domain/errors.js';
 
 /** How a periodic service is paced. */
 export interface PeriodicOptions {
@@ -118,6 +119,8 @@ export abstract class PeriodicService {
         await this.runOnce(signal);
       } catch (err) {
         if (signal.aborted) this.logger.debug({ err }, `${this.name}: tick ended by stop`);
+        // An outage is logged once by the store; the next tick retries.
+        else if (isUnavailable(err)) this.logger.debug({ err }, `${this.name}: tick failed: database unavailable`);
         else this.logger.error({ err }, `${this.name}: tick failed`);
       }
       await abortableDelay(this.intervalMs, signal);

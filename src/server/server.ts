@@ -1,10 +1,10 @@
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { ServerConfig } from './config.js';
 import { embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { JobObserver } from './job-observer.js';
-import { migrate } from '../store/migrate.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
@@ -24,14 +24,37 @@ import { jobService } from '../grpc/job-service.js';
 import { queueService } from '../grpc/queue-service.js';
 import { workerService } from '../grpc/worker-service.js';
 import { workerServiceDefinition } from '../grpc/work-messages.js';
+import { serviceNotReady } from '../grpc/not-ready.js';
+import { databaseReady } from './database-ready.js';
 
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
+/** The services' definitions, in the order of SERVICE_NAMES. */
+const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [JobServiceService, workerServiceDefinition, QueueServiceService];
 const DEFAULT_LEASE_SECONDS = 30;
 /** How long the gRPC server waits for calls to end on their own before cancelling them. */
 const GRPC_SHUTDOWN_GRACE_MS = 1000;
 
 /** The leader-only services of a server process, run by its maintainer. */
 export type ServerMaintainer = Maintainer<{ sweeper: Sweeper; projector: Projector }>;
+
+/** Options of serverStart beyond the configuration. */
+export interface ServerStartOptions {
+  /**
+   * Aborting it while the server starts (a SIGTERM while it waits for PostgreSQL) stops
+   * what was built, in the shutdown order, and rejects with ServerStartAbortedError.
+   */
+  signal?: AbortSignal;
+  /** Told the gRPC address as soon as the port is bound, before PostgreSQL is reached. */
+  onListening?: (address: string) => void;
+}
+
+/** serverStart's signal aborted before the server was ready; what it had built is stopped. */
+export class ServerStartAbortedError extends Error {
+  constructor() {
+    super('start aborted');
+    this.name = 'ServerStartAbortedError';
+  }
+}
 
 /** A running Evora server process: where it listens, its parts (for tests), and how to stop it. */
 export interface EvoraServer {
@@ -49,7 +72,7 @@ export interface EvoraServer {
 }
 
 /**
- * The parts built so far, in build order. `partsStop` stops whichever exist, so a start
+ * The parts built so far. `partsStop` stops whichever exist, so a start
  * that fails half way is undone by the same code, in the same order, as a normal stop.
  */
 interface Parts {
@@ -68,12 +91,17 @@ interface Parts {
 }
 
 /**
- * The composition root: starts an Evora server, building every part in order: the database
- * (embedded unless configured), migrations, the store, metrics and the dispatcher, the
- * LISTEN connection, the telemetry sink, the maintainer (leader election; the sweeper and
- * the projector run on the leader), gRPC with health and reflection, the metrics endpoint.
+ * The composition root: starts an Evora server, building every part in order:
+ *  - gRPC, bound first (so a taken port fails at once, before PostgreSQL starts), with
+ *    health NOT_SERVING and reflection; every method answers UNAVAILABLE until ready;
+ *  - the database (embedded unless configured) and the store, waited for with capped
+ *    exponential backoff while it is unreachable (./database-ready.ts), then migrations;
+ *  - metrics and the dispatcher, the LISTEN connection, the telemetry sink, the maintainer
+ *    (leader election; the sweeper and the projector run on the leader);
+ *  - the services swap in and health says SERVING; the metrics endpoint.
+ * Resolves once ready; `opts.onListening` hears the address as soon as the port is bound.
  *
- * Shutdown order (stop(), and a failed start, stop what exists in this order):
+ * Shutdown order (stop(), and a failed or aborted start, stop what exists in this order):
  *  1. health says NOT_SERVING, and the shutdown signal aborts (this process no longer
  *     tries to become the leader);
  *  2. the dispatcher stops claiming, tells every worker to drain, and waits up to
@@ -90,7 +118,7 @@ interface Parts {
  *  9. the embedded PostgreSQL stops.
  * Nothing is left RUNNING without a lease: the schema forbids it.
  */
-export async function serverStart(config: ServerConfig, logger: Logger): Promise<EvoraServer> {
+export async function serverStart(config: ServerConfig, logger: Logger, opts: ServerStartOptions = {}): Promise<EvoraServer> {
   const parts: Parts = {
     shutdown: new AbortController(),
     embedded: null,
@@ -104,25 +132,52 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     streams: new Set(),
     metricsServer: null,
   };
-  let databaseUrl = config.databaseUrl;
-  if (!databaseUrl) {
-    const dataDir = join(config.dataDir, 'pgdata');
-    logger.info({ data_dir: dataDir, port: config.embeddedPgPort }, 'starting embedded PostgreSQL');
-    parts.embedded = await embeddedPostgresStart({
-      dataDir,
-      port: config.embeddedPgPort,
-      onLog: (line) => logger.trace({ postgres: line.trim() }, 'postgres'),
-    });
-    databaseUrl = parts.embedded.url;
-    // Local only (127.0.0.1), so shown in full: what psql and `evora migrate --database-url` need.
-    logger.info({ url: databaseUrl }, `embedded PostgreSQL at ${databaseUrl}`);
-  }
+  // The start ends early when the caller's signal aborts (a SIGTERM while waiting for PostgreSQL).
+  const startSignal = opts.signal ?? new AbortController().signal;
+  const untilAborted = <T>(work: Promise<T>) => raceAbort(work, startSignal);
   try {
-    const applied = await migrate(databaseUrl);
+    const server = new grpc.Server({
+      'grpc.max_receive_message_length': config.maxMessageBytes,
+      'grpc.max_send_message_length': config.maxMessageBytes,
+      'grpc.keepalive_permit_without_calls': 1,
+      'grpc.keepalive_time_ms': 30_000,
+    });
+    for (const definition of SERVICE_DEFINITIONS) {
+      server.addService(definition, serviceNotReady(definition, 'waiting for the database', logger));
+    }
+    const health = new HealthImplementation(Object.fromEntries(['', ...SERVICE_NAMES].map((s) => [s, 'NOT_SERVING' as const])));
+    health.addToServer(server);
+    reflectionAddToServer(server);
+    parts.grpc = server;
+    parts.health = health;
+    const port = await grpcListen(server, config.host, config.port);
+    const address = `${config.host}:${port}`;
+    opts.onListening?.(address);
+
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      const dataDir = join(config.dataDir, 'pgdata');
+      logger.info({ data_dir: dataDir, port: config.embeddedPgPort }, 'starting embedded PostgreSQL');
+      parts.embedded = await embeddedPostgresStart({
+        dataDir,
+        port: config.embeddedPgPort,
+        onLog: (line) => logger.trace({ postgres: line.trim() }, 'postgres'),
+      });
+      databaseUrl = parts.embedded.url;
+      // Local only (127.0.0.1), so shown in full: what psql and `evora migrate --database-url` need.
+      logger.info({ url: databaseUrl }, `embedded PostgreSQL at ${databaseUrl}`);
+    }
+
+    const store = new Store({
+      connectionString: databaseUrl,
+      maxConnections: config.dbPoolSize,
+      claimAsyncCommit: config.claimAsyncCommit,
+      logger: logger.child({ component: 'store' }),
+    });
+    parts.store = store;
+    const applied = await untilAborted(databaseReady({ store, databaseUrl, signal: startSignal }));
     if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
 
-    const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize, claimAsyncCommit: config.claimAsyncCommit });
-    parts.store = store;
     const metrics = new ServerMetrics({ store });
     const jobObserver = new JobObserver(metrics, logger.child({ component: 'dispatcher' }));
     const dispatcher = new Dispatcher({ store, logger: logger.child({ component: 'dispatcher' }), pollIntervalMs: config.pollIntervalMs, observer: jobObserver });
@@ -138,8 +193,9 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       },
       onConnected: () => dispatcher.notifyAll(),
       onError: (err) => logger.warn({ err }, 'LISTEN connection lost; reconnecting'),
+      availability: store.availability,
     });
-    await parts.listener.start();
+    await untilAborted(parts.listener.start());
     dispatcher.start();
 
     const telemetry: TelemetrySink = config.mongodbUrl
@@ -164,13 +220,6 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     parts.maintainer = maintainer;
     maintainer.start(parts.shutdown.signal);
 
-    const server = new grpc.Server({
-      'grpc.max_receive_message_length': config.maxMessageBytes,
-      'grpc.max_send_message_length': config.maxMessageBytes,
-      'grpc.keepalive_permit_without_calls': 1,
-      'grpc.keepalive_time_ms': 30_000,
-    });
-    const streams = new Set<WorkStreamHandle>();
     const deps = {
       metrics,
       store,
@@ -178,25 +227,17 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
       logger,
       maxPayloadBytes: config.maxPayloadBytes,
       defaultLeaseSeconds: DEFAULT_LEASE_SECONDS,
-      streams,
+      streams: parts.streams,
       telemetry,
     };
-    server.addService(JobServiceService, jobService(deps));
-    server.addService(workerServiceDefinition, workerService(deps));
-    server.addService(QueueServiceService, queueService(deps));
-    const health = new HealthImplementation(Object.fromEntries(['', ...SERVICE_NAMES].map((s) => [s, 'SERVING' as const])));
-    health.addToServer(server);
-    reflectionAddToServer(server);
-    parts.grpc = server;
-    parts.health = health;
-    parts.streams = streams;
+    // Ready: the services swap in, each in one tick (no call finds its method missing).
+    const implementations = [jobService(deps), workerService(deps), queueService(deps)];
+    SERVICE_DEFINITIONS.forEach((definition, i) => {
+      server.removeService(definition);
+      server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);
+    });
+    for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'SERVING');
 
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
-        err ? reject(new Error(`cannot listen on ${config.host}:${config.port}: ${err.message}`, { cause: err })) : resolve(p),
-      ),
-    );
-    const address = `${config.host}:${port}`;
     if (config.metricsPort > 0) {
       parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, store, logger });
       logger.info({ port: parts.metricsServer.port }, `metrics on http://${config.host}:${parts.metricsServer.port}/metrics`);
@@ -213,7 +254,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     return { address, port, databaseUrl, store, dispatcher, maintainer, telemetry, stop };
   } catch (err) {
     await partsStop(parts, config, logger).catch((stopErr: unknown) => logger.error({ err: stopErr }, 'stopping after a failed start failed'));
-    throw err;
+    throw startSignal.aborted ? new ServerStartAbortedError() : err;
   }
 }
 
@@ -269,5 +310,54 @@ function grpcServerStop(server: grpc.Server): Promise<void> {
       clearTimeout(timer);
       resolve();
     });
+  });
+}
+
+/**
+ * Binds the gRPC server. The port is tried with a plain socket first, so a taken port is
+ * refused with one line (grpc-js would also print a line of its own on stderr).
+ */
+async function grpcListen(server: grpc.Server, host: string, port: number): Promise<number> {
+  const refused = (reason: string, cause: unknown) => new Error(`cannot listen on ${host}:${port}: ${reason}`, { cause });
+  if (port !== 0) {
+    await new Promise<void>((resolve, reject) => {
+      const probe = createServer();
+      probe.once('error', (err: NodeJS.ErrnoException) => reject(refused(LISTEN_ERRORS[err.code ?? ''] ?? err.message, err)));
+      probe.listen(port, host, () => probe.close(() => resolve()));
+    });
+  }
+  return new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(refused(err.message, err)) : resolve(p))),
+  );
+}
+
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'the address is already in use',
+  EACCES: 'permission denied',
+  EADDRNOTAVAIL: 'the address is not available on this machine',
+};
+
+/** `work`, or a rejection as soon as `signal` aborts (`work` then settles unobserved). */
+function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.reject(new ServerStartAbortedError());
+  }
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => {
+      work.catch(() => undefined);
+      reject(new ServerStartAbortedError());
+    };
+    signal.addEventListener('abort', abort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', abort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', abort);
+        reject(err as Error);
+      },
+    );
   });
 }

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import type { StorePool } from './pool.js';
 import { isUuid } from '../domain/ids.js';
 import type { HeartbeatOutcome, Job, JobWritten, JsonObject, LeaseExtended, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
 import { JOB_COLUMNS, columnsOf, jobFromRow, jobWrittenFromRow, type JobRow } from './rows.js';
@@ -93,7 +93,7 @@ const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow
 );
 
 /** The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order. */
-export async function jobsClaim(claimPool: pg.Pool, queues: string[], workerIds: string[], now: Date | null): Promise<Job[]> {
+export async function jobsClaim(claimPool: StorePool, queues: string[], workerIds: string[], now: Date | null): Promise<Job[]> {
   if (workerIds.length === 0 || queues.length === 0) return [];
   const distinct: string[] = [];
   const index = new Map<string, number>();
@@ -122,7 +122,7 @@ export async function jobsClaim(claimPool: pg.Pool, queues: string[], workerIds:
  * Heartbeats (Store.jobHeartbeatMany). A lease is the pair (id, token): a worker may name a
  * stale and the current lease of one job, and only the current one is extended.
  */
-export async function jobsHeartbeat(pool: pg.Pool, leases: LeaseRef[], now: Date | null): Promise<HeartbeatOutcome> {
+export async function jobsHeartbeat(pool: StorePool, leases: LeaseRef[], now: Date | null): Promise<HeartbeatOutcome> {
   const valid = leases.filter((l) => isUuid(l.id) && isUuid(l.token));
   const extended: LeaseExtended[] = [];
   if (valid.length > 0) {
@@ -142,7 +142,7 @@ function leaseKey(l: LeaseRef): string {
 
 /** Completions (Store.jobCompleteMany). */
 export async function jobsComplete(
-  pool: pg.Pool,
+  pool: StorePool,
   completions: (LeaseRef & { result?: JsonObject | null })[],
   now: Date | null,
 ): Promise<LeaseWriteOutcome<JobWritten>[]> {
@@ -161,7 +161,7 @@ export async function jobsComplete(
 
 /** Failures (Store.jobFailMany). */
 export async function jobsFail(
-  pool: pg.Pool,
+  pool: StorePool,
   failures: (LeaseRef & { error: string; retryable: boolean; retryAt?: Date | null })[],
   now: Date | null,
 ): Promise<LeaseWriteOutcome[]> {
@@ -181,7 +181,7 @@ export async function jobsFail(
 }
 
 /** Snoozes (Store.jobSnoozeMany). */
-export async function jobsSnooze(pool: pg.Pool, snoozes: (LeaseRef & { runAt: Date | null })[], now: Date | null): Promise<LeaseWriteOutcome[]> {
+export async function jobsSnooze(pool: StorePool, snoozes: (LeaseRef & { runAt: Date | null })[], now: Date | null): Promise<LeaseWriteOutcome[]> {
   const valid = snoozes.filter((s) => isUuid(s.id) && isUuid(s.token));
   const rows =
     valid.length === 0
@@ -191,7 +191,7 @@ export async function jobsSnooze(pool: pg.Pool, snoozes: (LeaseRef & { runAt: Da
 }
 
 /** One batch of the visibility sweep (Store.jobSweepExpired). */
-export async function jobsSweepExpired(pool: pg.Pool, limit: number, now: Date | null): Promise<SweepResult> {
+export async function jobsSweepExpired(pool: StorePool, limit: number, now: Date | null): Promise<SweepResult> {
   const jobs = (await rowsOf(pool, jobSweepExpiredSql, { limit, now })).map(jobFromRow);
   return {
     requeued: jobs.filter((j) => j.state === 'PENDING').length,

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { Job, JobListParams, JobState } from '../domain/job.js';
@@ -38,7 +38,7 @@ function idCheck(id: string): void {
 }
 
 /** One job (Store.jobGet). */
-export async function jobRead(pool: pg.Pool, id: string): Promise<Job> {
+export async function jobRead(pool: StorePool, id: string): Promise<Job> {
   idCheck(id);
   const row = await rowOf(pool, jobGetSql, { id });
   if (!row) throw notFound(`job ${id} not found`);
@@ -46,7 +46,7 @@ export async function jobRead(pool: pg.Pool, id: string): Promise<Job> {
 }
 
 /** A page of jobs (Store.jobList). */
-export async function jobsList(pool: pg.Pool, params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
+export async function jobsList(pool: StorePool, params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
   if (params.afterId && !isUuid(params.afterId)) throw invalidArgument('page token is not valid');
   const rows = await rowsOf(pool, jobListSql, {
     queue: params.queue || null,
@@ -60,7 +60,7 @@ export async function jobsList(pool: pg.Pool, params: JobListParams): Promise<{ 
 }
 
 /** An operator's cancel (Store.jobCancel). */
-export async function jobCancel(pool: pg.Pool, id: string, now: Date | null): Promise<Job> {
+export async function jobCancel(pool: StorePool, id: string, now: Date | null): Promise<Job> {
   idCheck(id);
   const row = await rowOf(pool, jobCancelSql, { id, now });
   if (row) return jobFromRow(row);
@@ -70,7 +70,7 @@ export async function jobCancel(pool: pg.Pool, id: string, now: Date | null): Pr
 }
 
 /** An operator's manual retry (Store.jobRetry). */
-export async function jobRetry(pool: pg.Pool, id: string, now: Date | null): Promise<Job> {
+export async function jobRetry(pool: StorePool, id: string, now: Date | null): Promise<Job> {
   idCheck(id);
   const row = await rowOf(pool, jobRetrySql, { id, now });
   if (row) return jobFromRow(row);

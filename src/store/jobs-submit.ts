@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { StorePool } from './pool.js';
 import { EvoraError, alreadyExists } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
 import type { JobSubmitInput, JobSubmitResult } from '../domain/job.js';
@@ -98,7 +99,7 @@ class RetrySubmit extends Error {}
  * payload differ. Results in input order.
  */
 export async function jobsSubmit(
-  pool: pg.Pool,
+  pool: StorePool,
   jobs: JobSubmitInput[],
   now: Date | null,
   handoffWorkerId: string | null,
@@ -138,8 +139,8 @@ export async function jobsSubmit(
   // Without keys, or with a single job, one autocommit statement is atomic by itself. A
   // batch with keys needs a transaction: a refused replay must undo the batch's inserts.
   const transactional = anyKey && jobs.length > 1;
-  for (let tries = 1; ; tries++) {
-    const client = await pool.connect();
+  // One attempt on one connection of its own (a transaction's, when the batch needs one).
+  const attempt = (client: pg.PoolClient): Promise<JobSubmitResult[]> => {
     const run = async (): Promise<JobSubmitResult[]> => {
       const inserted = (await client.query(insert)).rows as JobRow[];
       const byId = new Map(inserted.map((r) => [r.id, r]));
@@ -171,17 +172,18 @@ export async function jobsSubmit(
       }
       return results as JobSubmitResult[];
     };
+    return transactional ? inTransaction(client, run) : run();
+  };
+  for (let tries = 1; ; tries++) {
     try {
-      return transactional ? await inTransaction(client, run) : await run();
+      return await pool.withClient(attempt);
     } catch (err) {
       // Two first submits to a new queue can race on creating its row; the loser sees
       // neither row in its snapshot and leaves max_attempts NULL. Trying again sees it.
       const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION;
       if (retryable && tries < 3) continue;
-      if (err instanceof EvoraError) throw err;
+      if (err instanceof EvoraError) throw err; // UNAVAILABLE included (the pool classified it)
       throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
-    } finally {
-      client.release();
     }
   }
 }

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
+import type { DatabaseAvailability } from './availability.js';
 
 /** A notification as the listener hands it on. */
 export interface Notification {
@@ -17,7 +18,14 @@ export interface NotificationListenerOptions {
    * are lost, so the receiver should look for work as if it had been told.
    */
   onConnected?: () => void;
+  /** Told of a failure that is not an outage (outages go to `availability`, when given). */
   onError?: (err: Error) => void;
+  /**
+   * The store's outage tracker: a connection that cannot be made or is cut because the
+   * database is unavailable is reported there (logged once per outage, not once per
+   * reconnect attempt), and a successful (re)connection ends an outage.
+   */
+  availability?: DatabaseAvailability;
   /** Delay before reconnecting after the connection drops. */
   reconnectDelayMs?: number;
 }
@@ -59,9 +67,16 @@ export class NotificationListener {
     while (!signal.aborted) {
       const client = new pg.Client({ connectionString: this.options.connectionString, application_name: 'evora-listener' });
       this.client = client;
+      let started = this.options.availability?.mark() ?? 0;
+      const failed = (err: Error) => {
+        if (signal.aborted) return;
+        if (!this.options.availability?.failure(err, started)) this.options.onError?.(err);
+      };
+      // The client has this listener for as long as it exists: an 'error' without one
+      // would kill the process.
       const closed = new Promise<void>((resolve) => {
         client.on('error', (err) => {
-          this.options.onError?.(err);
+          failed(err);
           resolve();
         });
         client.on('end', () => resolve());
@@ -74,11 +89,13 @@ export class NotificationListener {
         for (const channel of this.options.channels) {
           await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
         }
+        this.options.availability?.success(started);
+        started = this.options.availability?.mark() ?? 0; // a later loss is a new failure
         firstConnected();
         this.options.onConnected?.();
         await closed;
       } catch (err) {
-        if (!signal.aborted) this.options.onError?.(err as Error);
+        failed(err as Error);
       } finally {
         await client.end().catch(() => undefined);
       }

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import type { StorePool } from './pool.js';
 import type { OutboxEvents } from '../domain/events.js';
 import { rowOf, rowsOf, statement, type None } from './statements.js';
 
@@ -67,7 +67,7 @@ type PackedEvents = [
 
 /** The projector's next batch (Store.projectorBatchOpen). */
 export async function projectorBatchOpen(
-  pool: pg.Pool,
+  pool: StorePool,
   params: { sink: string; limit: number; details: boolean },
 ): Promise<{ batchId: number; outbox: { hiId: string; horizon: string }; rows: OutboxEvents[]; reopened: boolean } | null> {
   let batch = await rowOf(pool, projectorBatchOpenGetSql, {});
@@ -102,17 +102,17 @@ export async function projectorBatchOpen(
 }
 
 /** Closes an applied batch (Store.projectorBatchClose). */
-export async function projectorBatchClose(pool: pg.Pool, batchId: number): Promise<void> {
+export async function projectorBatchClose(pool: StorePool, batchId: number): Promise<void> {
   await rowsOf(pool, projectorBatchCloseSql, { batchId });
 }
 
 /** Claimable jobs for every known queue, 0 for a drained one (Store.queueDepths). */
-export async function queueDepths(pool: pg.Pool, now: Date | null): Promise<{ queue: string; depth: number }[]> {
+export async function queueDepths(pool: StorePool, now: Date | null): Promise<{ queue: string; depth: number }[]> {
   return rowsOf(pool, queueDepthsSql, { now });
 }
 
 /** Telemetry's lag (Store.outboxLag). */
-export async function outboxLag(pool: pg.Pool, now: Date | null): Promise<{ events: number; oldestSeconds: number }> {
+export async function outboxLag(pool: StorePool, now: Date | null): Promise<{ events: number; oldestSeconds: number }> {
   const row = await rowOf(pool, outboxLagSql, { now });
   return { events: row?.n ?? 0, oldestSeconds: Math.max(0, row?.age ?? 0) };
 }

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import type { StorePool } from './pool.js';
 import { notFound } from '../domain/errors.js';
 import type { BackoffKind, Queue, QueueUpsertInput } from '../domain/queue.js';
 import { QUEUE_COLUMNS, queueFromRow, type QueueRow } from './rows.js';
@@ -41,7 +41,7 @@ const queueSetPausedSql = statement<{ name: string; paused: boolean; now: Date |
 );
 
 /** Creates or changes a queue (Store.queueUpsert). */
-export async function queueUpsert(pool: pg.Pool, params: QueueUpsertInput, now: Date | null): Promise<{ queue: Queue; created: boolean }> {
+export async function queueUpsert(pool: StorePool, params: QueueUpsertInput, now: Date | null): Promise<{ queue: Queue; created: boolean }> {
   const row = await rowOf(pool, queueUpsertSql, {
     name: params.name,
     maxAttempts: params.maxAttempts ?? null,
@@ -57,19 +57,19 @@ export async function queueUpsert(pool: pg.Pool, params: QueueUpsertInput, now: 
 }
 
 /** One queue (Store.queueGet). */
-export async function queueRead(pool: pg.Pool, name: string): Promise<Queue> {
+export async function queueRead(pool: StorePool, name: string): Promise<Queue> {
   const row = await rowOf(pool, queueGetSql, { name });
   if (!row) throw notFound(`queue "${name}" not found`);
   return queueFromRow(row);
 }
 
 /** Every queue (Store.queueList). */
-export async function queuesList(pool: pg.Pool): Promise<Queue[]> {
+export async function queuesList(pool: StorePool): Promise<Queue[]> {
   return (await rowsOf(pool, queueListSql, {})).map(queueFromRow);
 }
 
 /** Pauses or resumes a queue (Store.queueSetPaused). */
-export async function queueSetPaused(pool: pg.Pool, name: string, paused: boolean, now: Date | null): Promise<Queue> {
+export async function queueSetPaused(pool: StorePool, name: string, paused: boolean, now: Date | null): Promise<Queue> {
   const row = await rowOf(pool, queueSetPausedSql, { name, paused, now });
   if (!row) throw notFound(`queue "${name}" not found`);
   return queueFromRow(row);

@@ -21,6 +21,9 @@ import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from 
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
 import { telemetryApply, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
 import { STORE_SESSION_OPTIONS, storeTypes } from './types.js';
+import { DatabaseAvailability } from './availability.js';
+import { StorePool } from './pool.js';
+import { silentLogger, type Logger } from '../logger.js';
 
 export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL } from './channels.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
@@ -50,11 +53,23 @@ export interface StoreOptions {
    * the main one, on top of it). Off by default; see Store.claimPool.
    */
   claimAsyncCommit?: boolean;
+  /**
+   * Where the outage tracker logs (once per outage at warn, its end at info); silent when
+   * absent.
+   */
+  logger?: Logger;
 }
+
+/**
+ * How long a statement waits for a connection (a new one, or a pooled one to come free)
+ * before it is answered UNAVAILABLE. Without a bound, a database host that drops packets
+ * holds each call for the TCP connect timeout (about 2 minutes).
+ */
+const POOL_CONNECT_TIMEOUT_MS = 10_000;
 
 /** The store. Owns the connection pools; `close()` ends them. Safe for concurrent use. */
 export class Store {
-  private readonly pool: pg.Pool;
+  private readonly pool: StorePool;
   /**
    * Where claims run. By default the main pool. With claimAsyncCommit, a pool of sessions
    * with synchronous_commit off, so a claim returns without waiting for its WAL flush.
@@ -67,7 +82,12 @@ export class Store {
    * counted is lost, so a job that crashes the database right after its claim never
    * reaches the DLQ. Submits, completions, failures and operator writes stay synchronous.
    */
-  private readonly claimPool: pg.Pool;
+  private readonly claimPool: StorePool;
+  /**
+   * Whether the database is reachable as this process sees it: fed by every statement
+   * (through the StorePool), the LISTEN connection and the server's startup wait.
+   */
+  readonly availability: DatabaseAvailability;
   private closed = false;
 
   constructor(readonly options: StoreOptions) {
@@ -75,20 +95,24 @@ export class Store {
       connectionString: options.connectionString,
       application_name: options.applicationName ?? 'evora',
       types: storeTypes,
+      connectionTimeoutMillis: POOL_CONNECT_TIMEOUT_MS,
     };
+    this.availability = new DatabaseAvailability(options.logger ?? silentLogger());
     // UTC sessions: timestamps arrive in the one form storeTypes reads fast.
-    this.pool = new pg.Pool({ ...common, max: options.maxConnections ?? 10, options: STORE_SESSION_OPTIONS });
+    this.pool = new StorePool(
+      new pg.Pool({ ...common, max: options.maxConnections ?? 10, options: STORE_SESSION_OPTIONS }),
+      this.availability,
+    );
     this.claimPool = options.claimAsyncCommit
-      ? new pg.Pool({
-          ...common,
-          max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)),
-          options: `${STORE_SESSION_OPTIONS} -c synchronous_commit=off`,
-        })
+      ? new StorePool(
+          new pg.Pool({
+            ...common,
+            max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)),
+            options: `${STORE_SESSION_OPTIONS} -c synchronous_commit=off`,
+          }),
+          this.availability,
+        )
       : this.pool;
-    // An idle client that loses its connection must not crash the process; the pool
-    // replaces it on the next checkout.
-    this.pool.on('error', () => undefined);
-    if (this.claimPool !== this.pool) this.claimPool.on('error', () => undefined);
   }
 
   /** Ends the pools. Safe to call twice. */

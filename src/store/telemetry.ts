@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import type { StorePool } from './pool.js';
 import type { JobState } from '../domain/job.js';
 import { inTransaction, rowOf, rowsOf, statement, type None } from './statements.js';
 
@@ -108,7 +108,7 @@ const telemetryMinutesReadSql = statement<{ queues: string[] | null; since: Date
 
 /** Applies a projector batch to the embedded sink's tables (Store.telemetryApply). */
 export async function telemetryApply(
-  pool: pg.Pool,
+  pool: StorePool,
   params: {
     batchId: number;
     counts: TelemetryCountDelta[];
@@ -118,9 +118,8 @@ export async function telemetryApply(
     now: Date | null;
   },
 ): Promise<{ applied: boolean }> {
-  const client = await pool.connect();
-  try {
-    return await inTransaction(client, async () => {
+  return pool.withClient((client) =>
+    inTransaction(client, async () => {
       if (!(await rowOf(client, telemetryBatchMarkAppliedSql, { batchId: params.batchId }))) {
         return { applied: false };
       }
@@ -148,15 +147,13 @@ export async function telemetryApply(
       await rowsOf(client, telemetryRecentEventsCopySql, { hiId: params.outbox.hiId, horizon: params.outbox.horizon });
       await rowsOf(client, telemetryRecentEventsPruneSql, { retentionSeconds: params.retentionSeconds, now: params.now });
       return { applied: true };
-    });
-  } finally {
-    client.release();
-  }
+    }),
+  );
 }
 
 /** The embedded sink's counts and minutes (Store.telemetryRead). */
 export async function telemetryRead(
-  pool: pg.Pool,
+  pool: StorePool,
   params: { queues: string[] | null; since: Date },
 ): Promise<{ counts: TelemetryCountDelta[]; minutes: TelemetryMinute[] }> {
   const counts = await rowsOf(pool, telemetryCountsReadSql, { queues: params.queues });

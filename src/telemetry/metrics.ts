@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
+import { isUnavailable } from '../domain/errors.js';
 
 /**
  * Prometheus metrics of one server process, in a registry of its own (tests run several
@@ -100,7 +101,7 @@ export async function metricsServerStart(params: {
           res.end(text);
         },
         (err: unknown) => {
-          params.logger.error({ err }, 'metrics collection failed');
+          params.logger[isUnavailable(err) ? 'debug' : 'error']({ err }, 'metrics collection failed');
           res.writeHead(500).end('metrics collection failed\n');
         },
       );

@@ -1,0 +1,168 @@
+import { performance } from 'node:perf_hooks';
+import { EvoraError, unavailable } from '../domain/errors.js';
+import { checkTransition, type Transitions } from '../domain/state-machine.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * Whether the database is reachable, as one server process sees it, and the one place that
+ * decides which failures mean "the database is unreachable or restarting" (an outage: the
+ * caller retries later) rather than a bug.
+ *
+ * What must stay true: an outage is logged once, at warn, when it begins ("database
+ * unavailable: <reason>") and once, at info, when a statement succeeds again ("database
+ * available again after 2.3 s"); every failure during it is answered UNAVAILABLE, with no
+ * error-level log and no stack. Genuinely unexpected errors are not classified here and keep
+ * their error-level path (src/grpc/status.ts answers them INTERNAL).
+ */
+
+/** SQLSTATEs that mean the database is going away, restarting or refusing connections for now. */
+const UNAVAILABLE_SQLSTATES = new Set([
+  '57P01', // admin_shutdown: terminating connection due to administrator command (also pg_terminate_backend)
+  '57P02', // crash_shutdown: another backend crashed, the postmaster restarts them all
+  '57P03', // cannot_connect_now: the database system is starting up / shutting down / in recovery
+  '53300', // too_many_connections
+]);
+
+/** Socket errors of a connection that cannot be made or was cut. */
+const UNAVAILABLE_ERRNOS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ECONNABORTED: 'connection aborted',
+  EPIPE: 'connection closed',
+  ETIMEDOUT: 'connection timed out',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  EHOSTDOWN: 'host down',
+  EAI_AGAIN: 'name lookup failed (temporary)',
+};
+
+/** pg's own messages for a connection that broke or could not be made in time. */
+const UNAVAILABLE_MESSAGES = [
+  /^Connection terminated/, // "…unexpectedly", "…due to connection timeout"
+  /^timeout exceeded when trying to connect$/,
+  /is not queryable$/, // a client whose connection already failed
+  /^Connection timed out$/,
+];
+
+/**
+ * Why the database is unavailable, if `err` (or an error in its `cause` chain) says it is;
+ * null for any other error. The reason is one readable line, e.g. "connection refused
+ * (127.0.0.1:5432)" or "terminating connection due to administrator command".
+ */
+export function databaseUnavailableReason(err: unknown): string | null {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e instanceof EvoraError) return e.code === 'UNAVAILABLE' ? e.message.replace(/^database unavailable: /, '') : null;
+    const reason = reasonOf(e);
+    if (reason) return reason;
+  }
+  return null;
+}
+
+function reasonOf(e: Error): string | null {
+  const { code, address, port } = e as Error & { code?: unknown; address?: unknown; port?: unknown };
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08')) return oneLine(e.message) || code;
+    const errno = UNAVAILABLE_ERRNOS[code];
+    if (errno) {
+      // Node reports a failed dual-stack connect as an AggregateError without a message.
+      const where = typeof address === 'string' ? ` (${address}${typeof port === 'number' ? `:${port}` : ''})` : '';
+      return `${errno}${where}`;
+    }
+  }
+  if (UNAVAILABLE_MESSAGES.some((m) => m.test(e.message))) return oneLine(e.message);
+  return null;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+/**
+ * The states of the database as this process sees it:
+ *   connecting   not reached yet (the server is starting)
+ *   waiting      not reached yet, and an attempt failed (startup waits with backoff)
+ *   available    the last statement that ended reached it
+ *   unavailable  an outage: a statement failed for want of the database, none succeeded since
+ */
+export type AvailabilityState = 'connecting' | 'waiting' | 'available' | 'unavailable';
+
+const TRANSITIONS: Transitions<AvailabilityState> = {
+  connecting: ['waiting', 'available'],
+  waiting: ['available'],
+  available: ['unavailable'],
+  unavailable: ['available'],
+};
+
+/**
+ * The outage tracker of one server process, fed by the store (every statement, the LISTEN
+ * connection, the startup wait). Operations take a `started` mark (`mark()`) so that a
+ * straggler does not flap the state: a success of an operation that began before the
+ * outage does not end it, and a failure of one that began before the recovery does not
+ * start a new one (it is still answered UNAVAILABLE).
+ */
+export class DatabaseAvailability {
+  #state: AvailabilityState = 'connecting';
+  /** performance.now() when the current state began. */
+  #since = performance.now();
+
+  constructor(private readonly logger: Logger) {}
+
+  get state(): AvailabilityState {
+    return this.#state;
+  }
+
+  /** The mark an operation takes when it begins (to pass to success/failure). */
+  mark(): number {
+    return performance.now();
+  }
+
+  /** A statement (or connection) that began at `started` reached the database. */
+  success(started: number = performance.now()): void {
+    const state = this.#state;
+    if (state === 'available') return;
+    if (state === 'unavailable' && started < this.#since) return; // began before the outage
+    const downSeconds = (performance.now() - this.#since) / 1000;
+    this.#to('available');
+    if (state === 'unavailable') {
+      this.logger.info({ down_seconds: round1(downSeconds) }, `database available again after ${round1(downSeconds)} s`);
+    } else if (state === 'waiting') {
+      this.logger.info({ waited_seconds: round1(downSeconds) }, `database reached after ${round1(downSeconds)} s`);
+    }
+  }
+
+  /**
+   * A statement (or connection) that began at `started` failed with `err`. When `err` says
+   * the database is unavailable, the outage is recorded (and logged if it is new) and the
+   * UNAVAILABLE domain error to throw instead is returned; otherwise null (the caller
+   * rethrows `err` as it is).
+   */
+  failure(err: unknown, started: number = performance.now()): EvoraError | null {
+    const reason = databaseUnavailableReason(err);
+    if (reason === null) return null;
+    switch (this.#state) {
+      case 'connecting':
+        this.#to('waiting');
+        this.logger.warn({ reason }, `waiting for the database: ${reason}`);
+        break;
+      case 'available':
+        if (started < this.#since) break; // a straggler of the last outage
+        this.#to('unavailable');
+        this.logger.warn({ reason }, `database unavailable: ${reason}`);
+        break;
+      case 'waiting':
+      case 'unavailable':
+        this.logger.debug({ reason }, 'database still unavailable');
+        break;
+    }
+    return err instanceof EvoraError ? err : unavailable(`database unavailable: ${reason}`, { cause: err });
+  }
+
+  #to(next: AvailabilityState): void {
+    this.#state = checkTransition('database availability', TRANSITIONS, this.#state, next);
+    this.#since = performance.now();
+  }
+}
+
+function round1(n: number): number {
+  return Math.round(n * 10) / 10;
+}

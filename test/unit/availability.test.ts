@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { EvoraError, isUnavailable, notFound } from '../../src/domain/errors.js';
+import { DatabaseAvailability, databaseUnavailableReason } from '../../src/store/availability.js';
+
+/** An error as pg or Node reports it: a message and the fields they set. */
+function errorWith(message: string, fields: Record<string, unknown> = {}): Error {
+  return Object.assign(new Error(message), fields);
+}
+
+describe('databaseUnavailableReason: which failures are an outage', () => {
+  it.each([
+    ['pg_terminate_backend / fast shutdown', errorWith('terminating connection due to administrator command', { code: '57P01' }), 'terminating connection due to administrator command'],
+    ['another backend crashed', errorWith('terminating connection because of crash of another server process', { code: '57P02' }), 'terminating connection because of crash of another server process'],
+    ['recovery', errorWith('the database system is in recovery mode', { code: '57P03' }), 'the database system is in recovery mode'],
+    ['starting up', errorWith('the database system is starting up', { code: '57P03' }), 'the database system is starting up'],
+    ['too many connections', errorWith('sorry, too many clients already', { code: '53300' }), 'sorry, too many clients already'],
+    ['SQLSTATE class 08', errorWith('connection failure', { code: '08006' }), 'connection failure'],
+    ['refused', errorWith('connect ECONNREFUSED 127.0.0.1:5432', { code: 'ECONNREFUSED', address: '127.0.0.1', port: 5432 }), 'connection refused (127.0.0.1:5432)'],
+    ['refused, dual stack (no message)', errorWith('', { code: 'ECONNREFUSED' }), 'connection refused'],
+    ['reset', errorWith('read ECONNRESET', { code: 'ECONNRESET' }), 'connection reset'],
+    ['socket closed under a query', errorWith('Connection terminated unexpectedly'), 'Connection terminated unexpectedly'],
+    ['pool connect timeout', errorWith('timeout exceeded when trying to connect'), 'timeout exceeded when trying to connect'],
+    ['a client whose connection failed', errorWith('Client has encountered a connection error and is not queryable'), 'Client has encountered a connection error and is not queryable'],
+    ['wrapped (a cause chain)', new Error('migration failed: x', { cause: errorWith('the database system is shutting down', { code: '57P03' }) }), 'the database system is shutting down'],
+  ])('%s', (_what, err, reason) => {
+    expect(databaseUnavailableReason(err)).toBe(reason);
+  });
+
+  it.each([
+    ['a constraint violation', errorWith('duplicate key value violates unique constraint', { code: '23505' })],
+    ['a wrong password', errorWith('password authentication failed for user "postgres"', { code: '28P01' })],
+    ['an unknown database', errorWith('database "nope" does not exist', { code: '3D000' })],
+    ['a query cancelled', errorWith('canceling statement due to user request', { code: '57014' })],
+    ['a domain error', notFound('job x not found')],
+    ['a bug', new TypeError("Cannot read properties of undefined (reading 'id')")],
+    ['not an error', 'ECONNREFUSED'],
+  ])('not %s', (_what, err) => {
+    expect(databaseUnavailableReason(err)).toBeNull();
+  });
+});
+
+describe('DatabaseAvailability: one warn per outage, one info per recovery', () => {
+  function tracker() {
+    const lines: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s) as { level: number; msg: string }) });
+    return { availability: new DatabaseAvailability(logger), lines };
+  }
+  const refused = () => errorWith('connect ECONNREFUSED 127.0.0.1:5432', { code: 'ECONNREFUSED', address: '127.0.0.1', port: 5432 });
+
+  it('answers an outage with an UNAVAILABLE domain error carrying one line and its cause', () => {
+    const { availability } = tracker();
+    const cause = refused();
+    const err = availability.failure(cause);
+    expect(err).toBeInstanceOf(EvoraError);
+    expect(isUnavailable(err)).toBe(true);
+    expect(err!.message).toBe('database unavailable: connection refused (127.0.0.1:5432)');
+    expect(err!.cause).toBe(cause);
+    expect(availability.failure(new TypeError('a bug'))).toBeNull();
+  });
+
+  it('startup: waiting (warn once), reached (info once)', () => {
+    const { availability, lines } = tracker();
+    expect(availability.state).toBe('connecting');
+    availability.failure(refused());
+    availability.failure(refused());
+    expect(availability.state).toBe('waiting');
+    availability.success();
+    expect(availability.state).toBe('available');
+    expect(lines.map((l) => [l.level, l.msg.replace(/[\d.]+ s$/, 'N s')])).toEqual([
+      [40, 'waiting for the database: connection refused (127.0.0.1:5432)'],
+      [30, 'database reached after N s'],
+    ]);
+  });
+
+  it('an outage is logged once however many statements fail, and its end once', () => {
+    const { availability, lines } = tracker();
+    availability.success();
+    for (let i = 0; i < 100; i++) availability.failure(refused());
+    expect(availability.state).toBe('unavailable');
+    availability.success();
+    availability.success();
+    expect(lines.map((l) => [l.level, l.msg.replace(/[\d.]+ s$/, 'N s')])).toEqual([
+      [40, 'database unavailable: connection refused (127.0.0.1:5432)'],
+      [30, 'database available again after N s'],
+    ]);
+  });
+
+  it('stragglers do not flap it: a success begun before the outage does not end it, a failure begun before the recovery does not start another', () => {
+    const { availability, lines } = tracker();
+    availability.success();
+    const before = availability.mark();
+    availability.failure(refused()); // the outage begins after `before`
+    availability.success(before);
+    expect(availability.state).toBe('unavailable');
+    availability.success(); // a statement begun during the outage
+    expect(availability.state).toBe('available');
+    const err = availability.failure(refused(), before); // began before the recovery
+    expect(isUnavailable(err)).toBe(true);
+    expect(availability.state).toBe('available');
+    expect(lines.filter((l) => l.level === 40)).toHaveLength(1);
+  });
+});

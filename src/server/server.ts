@@ -115,11 +115,21 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     });
     databaseUrl = parts.embedded.url;
   }
+  // PostgreSQL itself, for what a pooler on databaseUrl cannot carry (LISTEN, the leader's
+  // session lock, migrations); the embedded PostgreSQL has no pooler in front.
+  const directUrl = (config.databaseUrl && config.directDatabaseUrl) || databaseUrl;
   try {
-    const applied = await migrate(databaseUrl);
+    const applied = await migrate(directUrl);
     if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
 
-    const store = new Store({ connectionString: databaseUrl, maxConnections: config.dbPoolSize, claimAsyncCommit: config.claimAsyncCommit });
+    const { store, decision } = await Store.open({
+      connectionString: databaseUrl,
+      directConnectionString: directUrl,
+      pooler: config.dbPooler,
+      maxConnections: config.dbPoolSize,
+      claimAsyncCommit: config.claimAsyncCommit,
+    });
+    if (decision.pooled) logger.info({ reason: decision.reason }, 'a pooler sits on the database URL: statements run unnamed');
     parts.store = store;
     const metrics = new ServerMetrics({ store });
     const jobObserver = new JobObserver(metrics, logger.child({ component: 'dispatcher' }));
@@ -128,7 +138,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     metrics.dispatcherGaugesAdd(dispatcher);
 
     parts.listener = new NotificationListener({
-      connectionString: databaseUrl,
+      connectionString: directUrl,
       channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL],
       onNotification: (n) => {
         if (n.channel === CHANNEL_JOB_AVAILABLE) dispatcher.notifyQueue(n.payload);
@@ -146,7 +156,7 @@ export async function serverStart(config: ServerConfig, logger: Logger): Promise
     parts.telemetry = telemetry;
 
     const maintainer: ServerMaintainer = new Maintainer({
-      connectionString: databaseUrl,
+      connectionString: directUrl,
       electionIntervalMs: config.electionIntervalMs,
       logger,
       services: {

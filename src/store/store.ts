@@ -20,10 +20,12 @@ import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
 import { telemetryApply, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
-import { STORE_SESSION_OPTIONS, storeTypes } from './types.js';
+import { poolerDecide, storeClientClass, type DbPooler, type PoolerDecision } from './connections.js';
+import { storeTypes } from './types.js';
 
 export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL } from './channels.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
+export type { DbPooler } from './connections.js';
 
 /**
  * The store: the only code in Evora that speaks SQL to the queue's database, and the owner
@@ -47,9 +49,15 @@ export interface StoreOptions {
   applicationName?: string;
   /**
    * Claims commit with synchronous_commit off, on a pool of their own (half the size of
-   * the main one, on top of it). Off by default; see Store.claimPool.
+   * the main one, on top of it). Off by default; see Store.claimPool. Refused when pooled.
    */
   claimAsyncCommit?: boolean;
+  /**
+   * A pooler that shares server connections (pgbouncer in transaction mode) may sit on
+   * connectionString: statements run unnamed, and no session setting is used that the
+   * pooler does not keep (connections.ts). Default false: named prepared statements.
+   */
+  pooled?: boolean;
 }
 
 /** The store. Owns the connection pools; `close()` ends them. Safe for concurrent use. */
@@ -70,19 +78,39 @@ export class Store {
   private readonly claimPool: pg.Pool;
   private closed = false;
 
+  /**
+   * Makes a store after deciding whether a pooler sits on `connectionString` (`pooler`:
+   * auto, the default, asks the server unless `directConnectionString` differs from it; see
+   * connections.ts). `decision` says what was decided and why, for the log.
+   */
+  static async open(
+    options: Omit<StoreOptions, 'pooled'> & { pooler?: DbPooler; directConnectionString?: string | null },
+  ): Promise<{ store: Store; decision: PoolerDecision }> {
+    const { pooler, directConnectionString, ...rest } = options;
+    const decision = await poolerDecide({ pooler: pooler ?? 'auto', connectionString: options.connectionString, directConnectionString });
+    return { store: new Store({ ...rest, pooled: decision.pooled }), decision };
+  }
+
   constructor(readonly options: StoreOptions) {
+    if (options.pooled && options.claimAsyncCommit) {
+      throw new Error(
+        'asynchronous claim commits (EVORA_CLAIM_ASYNC_COMMIT=1) set synchronous_commit for their sessions, which a ' +
+          'transaction pooler does not keep: turn them off, or point the database URL at PostgreSQL itself',
+      );
+    }
     const common = {
       connectionString: options.connectionString,
       application_name: options.applicationName ?? 'evora',
       types: storeTypes,
     };
-    // UTC sessions: timestamps arrive in the one form storeTypes reads fast.
-    this.pool = new pg.Pool({ ...common, max: options.maxConnections ?? 10, options: STORE_SESSION_OPTIONS });
+    const namedStatements = !options.pooled;
+    // UTC sessions (the clients send TimeZone): timestamps arrive in the one form storeTypes reads fast.
+    this.pool = new pg.Pool({ ...common, max: options.maxConnections ?? 10, Client: storeClientClass({ namedStatements }) });
     this.claimPool = options.claimAsyncCommit
       ? new pg.Pool({
           ...common,
           max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)),
-          options: `${STORE_SESSION_OPTIONS} -c synchronous_commit=off`,
+          Client: storeClientClass({ namedStatements, startupParameters: { synchronous_commit: 'off' } }),
         })
       : this.pool;
     // An idle client that loses its connection must not crash the process; the pool

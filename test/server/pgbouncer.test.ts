@@ -1,6 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { poolerDecide, poolerDetect, storeClientClass } from '../../src/store/connections.js';
 import { migrate } from '../../src/store/migrate.js';

@@ -139,10 +139,11 @@ program
       "the embedded PostgreSQL itself, so stop `evora serve` first, or pass the running server's URL (printed at its start)",
   )
   .option('--database-url <url>', 'PostgreSQL connection string [env DATABASE_URL; unset: the embedded PostgreSQL]')
+  .option('--direct-database-url <url>', 'PostgreSQL itself when DATABASE_URL is a pooler: migrations run there [env EVORA_DIRECT_DATABASE_URL]')
   .option('--data-dir <dir>', 'data folder of the embedded PostgreSQL [env EVORA_DATA_DIR, default .evora]')
   .option('--embedded-pg-port <port>', 'port of the embedded PostgreSQL [env EVORA_PG_PORT, default 54329]')
-  .action(async (opts: { databaseUrl?: string; dataDir?: string; embeddedPgPort?: string }) => {
-    const config = configLoad({ databaseUrl: opts.databaseUrl, dataDir: opts.dataDir, embeddedPgPort: opts.embeddedPgPort });
+  .action(async (opts: { databaseUrl?: string; directDatabaseUrl?: string; dataDir?: string; embeddedPgPort?: string }) => {
+    const config = configLoad({ databaseUrl: opts.databaseUrl, directDatabaseUrl: opts.directDatabaseUrl, dataDir: opts.dataDir, embeddedPgPort: opts.embeddedPgPort });
     const { migrate } = await import('../store/migrate.js');
     const { embeddedPostgresStart } = await import('../server/embedded-postgres.js');
     const { join } = await import('node:path');
@@ -150,7 +151,7 @@ program
       ? null
       : await embeddedPostgresStart({ dataDir: join(config.dataDir, 'pgdata'), port: config.embeddedPgPort });
     try {
-      const applied = await migrate(config.databaseUrl ?? embedded!.url);
+      const applied = await migrate((config.databaseUrl && config.directDatabaseUrl) || config.databaseUrl || embedded!.url);
       const line = applied.length === 0 ? 'evora: the schema is up to date' : `evora: applied migrations ${applied.join(', ')}`;
       process.stdout.write(`${program.opts<{ json?: boolean }>().json ? JSON.stringify({ applied }) : line}\n`);
     } finally {

@@ -1,3 +1,5 @@
+import type { DbPooler } from '../store/connections.js';
+
 /**
  * Server configuration: every setting has a default, an environment variable, and (in
  * `evora serve`) a flag. The README's configuration table is generated from CONFIG_DOC.
@@ -15,6 +17,13 @@ export interface ServerConfig {
   /** Pretty logs; default: when stdout is a terminal. */
   logPretty: boolean | undefined;
   dbPoolSize: number;
+  /**
+   * PostgreSQL itself, for what a transaction pooler on databaseUrl cannot carry: LISTEN,
+   * the leader's session-level advisory lock, the migrations. Null: databaseUrl.
+   */
+  directDatabaseUrl: string | null;
+  /** Whether a pooler sits on databaseUrl (named prepared statements off): auto detects it. */
+  dbPooler: DbPooler;
   /**
    * Claims commit without waiting for the WAL flush (off by default): faster, but after a
    * PostgreSQL crash a job claimed in the last moments may run twice and its attempt is
@@ -39,6 +48,9 @@ export interface ServerConfig {
   metricsPort: number;
 }
 
+/** EVORA_DB_POOLER's values (here, not imported from the store, so loading the config loads no pg). */
+const DB_POOLER_VALUES: readonly DbPooler[] = ['auto', 'none', 'transaction'];
+
 interface ConfigEntry {
   key: keyof ServerConfig;
   env: string;
@@ -57,6 +69,8 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, silent' },
   { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
   { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)' },
+  { key: 'directDatabaseUrl', env: 'EVORA_DIRECT_DATABASE_URL', flag: '--direct-database-url', default: '', doc: 'PostgreSQL itself, when DATABASE_URL is a pooler (pgbouncer): LISTEN, the leader lock and migrations connect here; unset: DATABASE_URL' },
+  { key: 'dbPooler', env: 'EVORA_DB_POOLER', flag: '--db-pooler', default: 'auto', doc: 'auto: detect a pooler on DATABASE_URL (or assume one when EVORA_DIRECT_DATABASE_URL differs); transaction: one is there (no named prepared statements, no session settings; EVORA_CLAIM_ASYNC_COMMIT refused); none: PostgreSQL itself (or pgbouncer >= 1.21 with max_prepared_statements)' },
   { key: 'claimAsyncCommit', env: 'EVORA_CLAIM_ASYNC_COMMIT', flag: '--claim-async-commit', default: '0', doc: '1: claims commit without waiting for the WAL flush (faster; after a PostgreSQL crash a job claimed just before may run twice, its attempt uncounted); 0: off' },
   { key: 'pollIntervalMs', env: 'EVORA_POLL_INTERVAL_MS', flag: '--poll-interval-ms', default: '1000', doc: 'fallback poll for queues with idle workers; also when scheduled jobs come due' },
   { key: 'sweepIntervalMs', env: 'EVORA_SWEEP_INTERVAL_MS', flag: '--sweep-interval-ms', default: '1000', doc: 'how often the leader requeues expired leases' },
@@ -78,7 +92,11 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   const out: Record<string, unknown> = {};
   for (const e of CONFIG_DOC) {
     const value = raw(e);
-    if (e.key === 'databaseUrl' || e.key === 'mongodbUrl') out[e.key] = value || null;
+    if (e.key === 'databaseUrl' || e.key === 'mongodbUrl' || e.key === 'directDatabaseUrl') out[e.key] = value || null;
+    else if (e.key === 'dbPooler') {
+      if (!(DB_POOLER_VALUES as readonly string[]).includes(value)) throw new Error(`${e.env} (${e.flag}) must be ${DB_POOLER_VALUES.join(', ')}, got "${value}"`);
+      out[e.key] = value;
+    }
     else if (e.key === 'logPretty') out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
     else if (e.key === 'claimAsyncCommit') {
       if (!['0', '1', 'true', 'false'].includes(value)) throw new Error(`${e.env} (${e.flag}) must be 0 or 1, got "${value}"`);

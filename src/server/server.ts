@@ -26,6 +26,9 @@ import { workerService } from '../grpc/worker-service.js';
 import { workerServiceDefinition } from '../grpc/work-messages.js';
 import { serviceNotReady } from '../grpc/not-ready.js';
 import { databaseReady } from './database-ready.js';
+import { migrate } from '../store/migrate.js';
+import { DatabaseAvailability } from '../store/availability.js';
+import { poolerDecide } from '../store/connections.js';
 
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
 /** The services' definitions, in the order of SERVICE_NAMES. */
@@ -168,15 +171,32 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       logger.info({ url: databaseUrl }, `embedded PostgreSQL at ${databaseUrl}`);
     }
 
+    // PostgreSQL itself, for what a pooler on databaseUrl cannot carry (LISTEN, the leader's
+    // session lock, migrations); the embedded PostgreSQL has no pooler in front.
+    const poolUrl = databaseUrl;
+    const directUrl = (config.databaseUrl && config.directDatabaseUrl) || poolUrl;
+    const availability = new DatabaseAvailability(logger.child({ component: 'store' }));
+    const { applied, decision } = await untilAborted(
+      databaseReady({
+        availability,
+        signal: startSignal,
+        attempt: async () => {
+          const decision = await poolerDecide({ pooler: config.dbPooler, connectionString: poolUrl, directConnectionString: directUrl });
+          return { decision, applied: await migrate(directUrl) };
+        },
+      }),
+    );
+    if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
+    if (decision.pooled) logger.info({ reason: decision.reason }, 'a pooler sits on the database URL: statements run unnamed');
+
     const store = new Store({
       connectionString: databaseUrl,
       maxConnections: config.dbPoolSize,
       claimAsyncCommit: config.claimAsyncCommit,
-      logger: logger.child({ component: 'store' }),
+      pooled: decision.pooled,
+      availability,
     });
     parts.store = store;
-    const applied = await untilAborted(databaseReady({ store, databaseUrl, signal: startSignal }));
-    if (applied.length > 0) logger.info({ versions: applied }, 'migrations applied');
 
     const metrics = new ServerMetrics({ store });
     const jobObserver = new JobObserver(metrics, logger.child({ component: 'dispatcher' }));
@@ -185,7 +205,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     metrics.dispatcherGaugesAdd(dispatcher);
 
     parts.listener = new NotificationListener({
-      connectionString: databaseUrl,
+      connectionString: directUrl,
       channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL],
       onNotification: (n) => {
         if (n.channel === CHANNEL_JOB_AVAILABLE) dispatcher.notifyQueue(n.payload);
@@ -204,7 +224,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     parts.telemetry = telemetry;
 
     const maintainer: ServerMaintainer = new Maintainer({
-      connectionString: databaseUrl,
+      connectionString: directUrl,
       electionIntervalMs: config.electionIntervalMs,
       logger,
       services: {

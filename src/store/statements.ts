@@ -65,7 +65,8 @@ export interface Statement<P = unknown, R = unknown> {
   /**
    * The name it is prepared under on each connection (`evora_job_claim`), or null for a
    * statement planned at every call. Hot-path statements are prepared: planning their CTEs
-   * costs about 1 ms, paid once per connection.
+   * costs about 1 ms, paid once per connection. Behind a pooler the store's connections
+   * drop the name and run it unnamed (connections.ts).
    */
   readonly preparedName: string | null;
 }

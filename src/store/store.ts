@@ -20,13 +20,15 @@ import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
 import { telemetryApply, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
-import { STORE_SESSION_OPTIONS, storeTypes } from './types.js';
+import { poolerDecide, storeClientClass, type DbPooler, type PoolerDecision } from './connections.js';
+import { storeTypes } from './types.js';
 import { DatabaseAvailability } from './availability.js';
 import { StorePool } from './pool.js';
 import { silentLogger, type Logger } from '../logger.js';
 
 export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL } from './channels.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
+export type { DbPooler } from './connections.js';
 
 /**
  * The store: the only code in Evora that speaks SQL to the queue's database, and the owner
@@ -50,7 +52,7 @@ export interface StoreOptions {
   applicationName?: string;
   /**
    * Claims commit with synchronous_commit off, on a pool of their own (half the size of
-   * the main one, on top of it). Off by default; see Store.claimPool.
+   * the main one, on top of it). Off by default; see Store.claimPool. Refused when pooled.
    */
   claimAsyncCommit?: boolean;
   /**
@@ -58,6 +60,17 @@ export interface StoreOptions {
    * absent.
    */
   logger?: Logger;
+  /**
+   * The outage tracker to feed, when the caller made one before the store (the server's
+   * startup wait); otherwise the store makes its own, logging to `logger`.
+   */
+  availability?: DatabaseAvailability;
+  /**
+   * A pooler that shares server connections (pgbouncer in transaction mode) may sit on
+   * connectionString: statements run unnamed, and no session setting is used that the
+   * pooler does not keep (connections.ts). Default false: named prepared statements.
+   */
+  pooled?: boolean;
 }
 
 /**
@@ -90,17 +103,37 @@ export class Store {
   readonly availability: DatabaseAvailability;
   private closed = false;
 
+  /**
+   * Makes a store after deciding whether a pooler sits on `connectionString` (`pooler`:
+   * auto, the default, asks the server unless `directConnectionString` differs from it; see
+   * connections.ts). `decision` says what was decided and why, for the log.
+   */
+  static async open(
+    options: Omit<StoreOptions, 'pooled'> & { pooler?: DbPooler; directConnectionString?: string | null },
+  ): Promise<{ store: Store; decision: PoolerDecision }> {
+    const { pooler, directConnectionString, ...rest } = options;
+    const decision = await poolerDecide({ pooler: pooler ?? 'auto', connectionString: options.connectionString, directConnectionString });
+    return { store: new Store({ ...rest, pooled: decision.pooled }), decision };
+  }
+
   constructor(readonly options: StoreOptions) {
+    if (options.pooled && options.claimAsyncCommit) {
+      throw new Error(
+        'asynchronous claim commits (EVORA_CLAIM_ASYNC_COMMIT=1) set synchronous_commit for their sessions, which a ' +
+          'transaction pooler does not keep: turn them off, or point the database URL at PostgreSQL itself',
+      );
+    }
     const common = {
       connectionString: options.connectionString,
       application_name: options.applicationName ?? 'evora',
       types: storeTypes,
       connectionTimeoutMillis: POOL_CONNECT_TIMEOUT_MS,
     };
-    this.availability = new DatabaseAvailability(options.logger ?? silentLogger());
-    // UTC sessions: timestamps arrive in the one form storeTypes reads fast.
+    this.availability = options.availability ?? new DatabaseAvailability(options.logger ?? silentLogger());
+    const namedStatements = !options.pooled;
+    // UTC sessions (the clients send TimeZone): timestamps arrive in the one form storeTypes reads fast.
     this.pool = new StorePool(
-      new pg.Pool({ ...common, max: options.maxConnections ?? 10, options: STORE_SESSION_OPTIONS }),
+      new pg.Pool({ ...common, max: options.maxConnections ?? 10, Client: storeClientClass({ namedStatements }) }),
       this.availability,
     );
     this.claimPool = options.claimAsyncCommit
@@ -108,7 +141,7 @@ export class Store {
           new pg.Pool({
             ...common,
             max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)),
-            options: `${STORE_SESSION_OPTIONS} -c synchronous_commit=off`,
+            Client: storeClientClass({ namedStatements, startupParameters: { synchronous_commit: 'off' } }),
           }),
           this.availability,
         )

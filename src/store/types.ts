@@ -2,7 +2,7 @@ import pg from 'pg';
 
 /**
  * How the store's connections turn column values into JavaScript. The sessions run in UTC
- * (the pool sets TimeZone), so PostgreSQL sends every timestamptz as
+ * (the pool's clients send TimeZone when they connect: connections.ts), so PostgreSQL sends every timestamptz as
  * `YYYY-MM-DD HH:MM:SS[.ffffff]+00`; that shape is read by slicing instead of the general
  * regular-expression parser, which was a few percent of the server's CPU on the hot path.
  * Anything else (infinity, BC dates, other offsets) goes to pg's own parser. Dates keep
@@ -14,9 +14,6 @@ export const storeTypes = {
     return format === 'binary' ? pg.types.getTypeParser(oid, 'binary') : pg.types.getTypeParser(oid);
   },
 } as unknown as pg.CustomTypesConfig;
-
-/** The connection parameter that makes a session run in UTC. */
-export const STORE_SESSION_OPTIONS = '-c TimeZone=UTC';
 
 const TIMESTAMPTZ_OID = 1184;
 const defaultTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ_OID) as (value: string) => Date;

@@ -108,13 +108,17 @@ describe('ClaimJobs for a caller that has gone', () => {
           (err) => resolve(err!),
         ),
       );
+      // Inside admin's transaction pg_stat_activity keeps the state and query it first read
+      // (only the wait event is live): clear that snapshot at each look, or a claim that
+      // reaches PostgreSQL after the first look is never seen (through pgbouncer, often).
       await waitFor(
-        async () =>
-          (
-            await admin.query(
-              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%claimable_queues%'`,
-            )
-          ).rowCount === 1,
+        async () => {
+          await admin.query('SELECT pg_stat_clear_snapshot()');
+          const waiting = await admin.query(
+            `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%claimable_queues%'`,
+          );
+          return waiting.rowCount === 1;
+        },
         { what: 'the claim to wait for the outbox' },
       );
       expect((await gone).code).toBe(status.DEADLINE_EXCEEDED);

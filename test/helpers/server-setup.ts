@@ -49,9 +49,23 @@ export function call<C extends grpc.Client, M extends keyof C>(
 }
 
 /**
+ * Where the servers that serverSetup starts connect, given their database's URL: by default
+ * straight to it. A test file that sets a route before it imports other test files runs
+ * those files' tests through it (test/server/pgbouncer.test.ts: through pgbouncer).
+ */
+export type DatabaseRoute = (databaseUrl: string) => Promise<{ databaseUrl: string; directDatabaseUrl: string | null }>;
+let route: DatabaseRoute | null = null;
+
+/** Sets (or, with null, clears) the route of the servers serverSetup starts from now on. */
+export function serverSetupRoute(r: DatabaseRoute | null): void {
+  route = r;
+}
+
+/**
  * Starts an Evora server on 127.0.0.1 (any free port) over a database of its own, unless
  * `databaseUrl` is given (to start a second server on the same database). Stops it, and
- * drops the database, after the file's tests.
+ * drops the database, after the file's tests. The `databaseUrl` returned is the database's
+ * own (for raw SQL), whatever route the server takes to it.
  */
 export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, string>> & { databaseUrl?: string } = {}) {
   let dropDb: (() => Promise<void>) | null = null;
@@ -61,8 +75,19 @@ export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, 
     databaseUrl = db.url;
     dropDb = db.drop;
   }
+  const routed = route ? await route(databaseUrl) : { databaseUrl, directDatabaseUrl: null };
   const config = configLoad(
-    { host: '127.0.0.1', port: '0', pollIntervalMs: '200', sweepIntervalMs: '100', electionIntervalMs: '200', projectIntervalMs: '200', ...overrides, databaseUrl },
+    {
+      host: '127.0.0.1',
+      port: '0',
+      pollIntervalMs: '200',
+      sweepIntervalMs: '100',
+      electionIntervalMs: '200',
+      projectIntervalMs: '200',
+      ...overrides,
+      databaseUrl: routed.databaseUrl,
+      directDatabaseUrl: routed.directDatabaseUrl ?? undefined,
+    },
     {},
   );
   const logger = process.env.EVORA_TEST_LOG ? createLogger({ level: process.env.EVORA_TEST_LOG, pretty: false }) : silentLogger();

@@ -2,6 +2,7 @@ import { relative } from 'node:path';
 import type { Reporter, TestModule, Vitest } from 'vitest/node';
 import { findGo, findGrpcurl, findPython, type Tool } from '../interop/toolchain.js';
 import { ferretdbMissingReason } from './ferretdb.js';
+import { findPgbouncer } from './pgbouncer.js';
 
 /**
  * A vitest reporter (after the default one, vitest.config.ts) that ends a run in which
@@ -47,6 +48,11 @@ export const SKIP_GROUPS: SkipGroup[] = [
       const reason = ferretdbMissingReason();
       return reason === null ? [] : [reason];
     },
+  },
+  {
+    name: 'Evora through pgbouncer in transaction mode',
+    files: ['test/server/pgbouncer.test.ts'],
+    missing: () => reasons(findPgbouncer()),
   },
 ];
 

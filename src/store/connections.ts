@@ -1,0 +1,122 @@
+import pg from 'pg';
+import { rowOf, statement, type None } from './statements.js';
+
+/**
+ * How the store's pooled connections are made, and whether a connection pooler (pgbouncer in
+ * transaction mode, or any pooler that shares server connections between its clients) may
+ * sit between them and PostgreSQL. What must stay true for the pool to work through such a
+ * pooler (docs/store.md, "Behind pgbouncer"):
+ *
+ * - No named prepared statements: a name lives on one server connection, and the pooler
+ *   hands that connection to other clients ("prepared statement "evora_job_claim" already
+ *   exists") or hands this client another one ("... does not exist"). With a pooler the
+ *   store's clients send every statement unnamed (the extended protocol's unnamed
+ *   statement, parsed and planned at each call, which lives only until the next one).
+ * - No session state but what the pooler tracks itself. The sessions run in UTC (types.ts
+ *   reads timestamps fast in that form): `TimeZone` is sent as a startup parameter of its
+ *   own, which PostgreSQL takes as a setting and pgbouncer (every version) tracks and sets
+ *   on whichever server connection it assigns. Not as `options=-c TimeZone=UTC`, which
+ *   pgbouncer before 1.20 refuses ("unsupported startup parameter: options"). A setting a
+ *   pooler does not track (synchronous_commit, for asynchronous claim commits) is refused
+ *   with a pooler (Store.open).
+ * - LISTEN, the leader's session-level advisory lock and the migrations use their own
+ *   connections to the direct URL (server.ts passes it), never this pool.
+ */
+
+/** Whether a pooler may sit on the store's database URL: find out, or be told. */
+export type DbPooler = 'auto' | 'none' | 'transaction';
+
+/** The session settings every store connection starts with (startup parameters, see above). */
+export const STORE_STARTUP_PARAMETERS: Readonly<Record<string, string>> = { TimeZone: 'UTC' };
+
+const sessionBackendPidSql = statement<None, { pid: number }>('session-backend-pid', {}, { pid: 'int4' });
+
+/** pg.Client's internal hook that builds the startup message (pg 8); checked when this module loads. */
+interface StartupConfHook {
+  getStartupConf(this: pg.Client): Record<string, string>;
+}
+const clientProto = pg.Client.prototype as unknown as Partial<StartupConfHook> & { query: pg.Client['query'] };
+const baseStartupConf = clientProto.getStartupConf;
+if (typeof baseStartupConf !== 'function') {
+  throw new Error('evora: pg.Client has no getStartupConf(): the store sends its session settings through it (pg 8); check the pg version');
+}
+const baseQuery = clientProto.query;
+
+/** A pg.Client class as a pool takes it (`Client` in pg.PoolConfig). */
+export type StoreClientClass = new (config?: pg.ClientConfig) => pg.Client;
+
+/**
+ * The client class of the store's pools: sends `startupParameters` (setting name → value)
+ * in its startup message, and, with `namedStatements` false, runs every statement unnamed
+ * (a query config's `name` is dropped, so a declared prepared statement is parsed and
+ * planned at each call instead of once per connection).
+ */
+export function storeClientClass(opts: { namedStatements: boolean; startupParameters?: Readonly<Record<string, string>> }): StoreClientClass {
+  const startup = { ...STORE_STARTUP_PARAMETERS, ...opts.startupParameters };
+  class StoreClient extends pg.Client {
+    getStartupConf(): Record<string, string> {
+      return { ...baseStartupConf!.call(this), ...startup };
+    }
+  }
+  if (!opts.namedStatements) {
+    StoreClient.prototype.query = function query(this: pg.Client, config: unknown, ...rest: unknown[]) {
+      return (baseQuery as (this: pg.Client, ...args: unknown[]) => unknown).call(this, unnamed(config), ...rest);
+    } as pg.Client['query'];
+  }
+  return StoreClient;
+}
+
+/** A query config without its statement name (anything else unchanged). */
+function unnamed(config: unknown): unknown {
+  if (typeof config !== 'object' || config === null || !('name' in config) || (config as pg.QueryConfig).name === undefined) return config;
+  const { name: _name, ...rest } = config as pg.QueryConfig;
+  return rest;
+}
+
+/**
+ * Whether a pooler answers on `connectionString`: PostgreSQL tells a new connection its
+ * backend's process id (BackendKeyData) and a pooler makes up its own key for each client
+ * (pgbouncer: random), so the id told differs from pg_backend_pid(). Any pooler that shares
+ * server connections must make up keys, since a client's server changes; one that does
+ * not share them (session mode) is detected too, and then runs unnamed statements it
+ * would not need to: slower, never wrong.
+ */
+export async function poolerDetect(connectionString: string, opts: { connectionTimeoutMillis?: number } = {}): Promise<boolean> {
+  const Client = storeClientClass({ namedStatements: false });
+  const client = new Client({ connectionString, application_name: 'evora-probe', connectionTimeoutMillis: opts.connectionTimeoutMillis });
+  client.on('error', () => undefined); // reported by connect() or the query
+  await client.connect();
+  try {
+    const row = await rowOf(client, sessionBackendPidSql, {});
+    const told = (client as unknown as { processID: number | null }).processID;
+    return row?.pid !== told;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** What the store was told or found about a pooler, and why (for the log). */
+export interface PoolerDecision {
+  pooled: boolean;
+  reason: string;
+}
+
+/**
+ * Decides whether the store's pool treats its database URL as a pooler's: `none` and
+ * `transaction` say so; `auto` assumes a pooler when a direct URL other than the database
+ * URL is given (why else give one), else asks the server (poolerDetect).
+ */
+export async function poolerDecide(opts: {
+  pooler: DbPooler;
+  connectionString: string;
+  directConnectionString?: string | null;
+}): Promise<PoolerDecision> {
+  if (opts.pooler === 'none') return { pooled: false, reason: 'configured: no pooler' };
+  if (opts.pooler === 'transaction') return { pooled: true, reason: 'configured: a transaction pooler' };
+  if (opts.directConnectionString && opts.directConnectionString !== opts.connectionString) {
+    return { pooled: true, reason: 'a direct database URL other than the database URL is set' };
+  }
+  return (await poolerDetect(opts.connectionString))
+    ? { pooled: true, reason: 'detected: the backend key the server sent is not its backend pid' }
+    : { pooled: false, reason: 'detected: PostgreSQL itself' };
+}

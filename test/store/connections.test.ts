@@ -1,0 +1,89 @@
+import pg from 'pg';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { poolerDecide, storeClientClass } from '../../src/store/connections.js';
+import { Store } from '../../src/store/store.js';
+import { queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+
+/**
+ * The store's connections straight to PostgreSQL (test/server/pgbouncer.test.ts has them
+ * through pgbouncer): the session settings they start with, and what running statements
+ * unnamed leaves on a connection.
+ */
+
+let url: string;
+let sql: pg.Pool;
+beforeAll(async () => {
+  ({ url, sql } = await storeSetup());
+  // Defaults other than the store's, so that what the store sets is seen.
+  const name = pg.escapeIdentifier(new URL(url).pathname.slice(1));
+  await sql.query(`ALTER DATABASE ${name} SET TimeZone = 'America/New_York'`);
+  await sql.query(`ALTER DATABASE ${name} SET synchronous_commit = on`);
+});
+
+async function show(client: pg.Client, setting: string): Promise<string> {
+  return Object.values((await client.query(`SHOW ${setting}`)).rows[0] as Record<string, string>)[0]!;
+}
+
+describe('store connections', () => {
+  it('start in UTC, and with synchronous_commit off only when asked for (startup parameters, not options)', async () => {
+    for (const [Client, syncCommit] of [
+      [storeClientClass({ namedStatements: true }), 'on'],
+      [storeClientClass({ namedStatements: false }), 'on'],
+      [storeClientClass({ namedStatements: true, startupParameters: { synchronous_commit: 'off' } }), 'off'],
+    ] as const) {
+      const client = new Client({ connectionString: url });
+      await client.connect();
+      try {
+        expect(await show(client, 'TimeZone')).toBe('UTC');
+        expect(await show(client, 'synchronous_commit')).toBe(syncCommit);
+      } finally {
+        await client.end();
+      }
+    }
+    const plain = new pg.Client({ connectionString: url });
+    await plain.connect();
+    expect(await show(plain, 'TimeZone')).toBe('America/New_York');
+    await plain.end();
+  });
+
+  it('without named statements, a declared prepared statement leaves nothing prepared on the connection', async () => {
+    for (const [namedStatements, prepared] of [[true, ['evora_x']], [false, []]] as const) {
+      const client = new (storeClientClass({ namedStatements }))({ connectionString: url });
+      await client.connect();
+      try {
+        for (let i = 0; i < 2; i++) {
+          expect((await client.query({ name: 'evora_x', text: 'SELECT $1::int + 1 AS v', values: [i] })).rows).toEqual([{ v: i + 1 }]);
+        }
+        const { rows } = await client.query<{ name: string }>('SELECT name FROM pg_prepared_statements ORDER BY name');
+        expect(rows.map((r) => r.name)).toEqual(prepared);
+      } finally {
+        await client.end();
+      }
+    }
+  });
+
+  it('auto finds PostgreSQL itself; a direct URL other than the database URL means a pooler; none and transaction are taken as said', async () => {
+    expect(await poolerDecide({ pooler: 'auto', connectionString: url })).toMatchObject({ pooled: false });
+    expect(await poolerDecide({ pooler: 'auto', connectionString: url, directConnectionString: url })).toMatchObject({ pooled: false });
+    const other = new URL(url);
+    other.hostname = 'localhost';
+    expect(await poolerDecide({ pooler: 'auto', connectionString: url, directConnectionString: other.toString() })).toMatchObject({ pooled: true });
+    expect(await poolerDecide({ pooler: 'transaction', connectionString: url })).toMatchObject({ pooled: true });
+    expect(await poolerDecide({ pooler: 'none', connectionString: 'postgres://nowhere.invalid/x' })).toMatchObject({ pooled: false });
+  });
+
+  it('a pooled store works on PostgreSQL itself (every statement unnamed)', async () => {
+    const store = new Store({ connectionString: url, pooled: true, maxConnections: 2 });
+    try {
+      const queue = queueName();
+      await store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {} }] });
+      const [job] = await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w' });
+      const [done] = await store.jobCompleteMany({ completions: [{ id: job!.id, token: job!.leaseToken!, result: { ok: true } }] });
+      expect(done).toMatchObject({ accepted: true });
+      expect((await store.jobGet({ id: job!.id })).state).toBe('COMPLETED');
+    } finally {
+      await store.close();
+    }
+  });
+});

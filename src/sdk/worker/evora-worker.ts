@@ -93,7 +93,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.address = resolveAddress(opts.address);
     const backoff = {
       initialDelayMs: opts.reconnect?.initialDelayMs ?? 200,
-      maxDelayMs: opts.reconnect?.maxDelayMs ?? 5_000,
+      // Short: after an outage the worker is back within about this long of the server.
+      maxDelayMs: opts.reconnect?.maxDelayMs ?? 2_000,
       jitter: opts.reconnect?.jitter ?? 0.3,
     };
     this.log = workerLogOf(opts.logger);

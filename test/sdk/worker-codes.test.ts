@@ -173,7 +173,9 @@ describe('EvoraWorker matches acks to reports by job and lease token', () => {
       ['fail', 'token-0'],
       ['complete', 'token-0b'],
     ]);
-    expect(worker.stats()).toMatchObject({ held: 2, awaitingAck: 2 });
+    // Two reports await acks, but one lease is held: a job has one current lease, so the push
+    // under token-0b says token-0 is lost (the server counts one slot for the job, too).
+    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 2 });
     return t;
   }
 
@@ -188,7 +190,7 @@ describe('EvoraWorker matches acks to reports by job and lease token', () => {
     ack('job-0', AckResult.ACK_RESULT_ACCEPTED, { leaseToken: 'token-0b' });
     await waitFor(() => finished.length === 1, { what: "the second lease's report to settle" });
     expect(finished[0]).toMatchObject({ job: { id: 'job-0', attempt: 2 }, outcome: 'completed', accepted: true, ackResult: 'accepted' });
-    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 1 });
 
     ack('job-0', AckResult.ACK_RESULT_LEASE_LOST, { leaseToken: 'token-0' });
     await waitFor(() => finished.length === 2, { what: "the first lease's report to settle" });

@@ -115,11 +115,52 @@ describe('EvoraWorker and lease_lost', () => {
     await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
     // The server may have applied the report just before it found the lease gone.
     server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-0', leaseToken: 'token-0', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: '' } } });
+    // The server freed its slot: so does the worker, at once, while the ack is awaited.
+    await waitFor(() => worker.stats().held === 0, { what: 'the slot freed' });
+    expect(worker.stats()).toMatchObject({ awaitingAck: 1, held: 0 });
     ack('job-0', AckResult.ACK_RESULT_ACCEPTED, { leaseToken: 'token-0' });
     await waitFor(() => finished.length === 1, { what: 'the ack' });
     expect(finished[0]).toMatchObject({ outcome: 'completed', accepted: true, ackResult: 'accepted' });
   });
 
+  it('a written report whose lease was lost is neither renewed nor named in hello, and settles as lost if the stream ends first', async () => {
+    const { server, worker, finished, reportsOf } = await setup();
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    server.send({ msg: { $case: 'jobs', value: { jobs: [leasedJob(0), leasedJob(1)] } } });
+    await waitFor(() => reportsOf('job-0').length === 1 && reportsOf('job-1').length === 1, { what: 'the reports' });
+    server.send({ msg: { $case: 'leaseLost', value: { jobId: 'job-0', leaseToken: 'token-0', code: LeaseLostReason.LEASE_LOST_REASON_EXPIRED, reason: '' } } });
+    await waitFor(() => worker.stats().held === 1, { what: "job-0's slot freed" });
+    // The stream ends before either ack: job-1 (lease held) is named in the next hello and
+    // resent; job-0 (lease lost) is settled as lost and never sent again.
+    server.endStream();
+    await waitFor(() => server.hellos.length === 2 && reportsOf('job-1').length === 2, { what: 'the reconnect and the resend' });
+    expect(server.hello?.held).toEqual([{ jobId: 'job-1', leaseToken: 'token-1' }]);
+    expect(reportsOf('job-0')).toHaveLength(1);
+    expect(finished).toEqual([expect.objectContaining({ job: expect.objectContaining({ id: 'job-0' }), accepted: false, ackResult: 'lease_lost' })]);
+    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+  });
+
+  it('a push of a job under a new lease ends the lease of that job the worker still runs, before counting slots', async () => {
+    const { server, worker, finished, aborted, logged } = await setup();
+    const runs: string[] = [];
+    worker.handle('wait', async (_job, ctx) => {
+      runs.push(ctx.leaseToken);
+      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve));
+    });
+    await worker.start();
+    const first = leasedJob(0, 'wait');
+    server.send({ msg: { $case: 'job', value: first } });
+    await waitFor(() => worker.stats().running === 1, { what: 'the first lease running' });
+    // The lease expired meanwhile and the server leased the job again, to this worker.
+    server.send({ msg: { $case: 'job', value: { ...first, leaseToken: 'token-0b', job: { ...first.job!, attempt: 2 } } } });
+    await waitFor(() => runs.length === 2 && finished.length === 1, { what: 'the second lease running, the first ended' });
+    expect(runs).toEqual(['token-0', 'token-0b']);
+    expect(aborted.map((a) => [a.job.id, a.kind])).toEqual([['job-0', 'lease_lost']]);
+    expect(finished[0]).toMatchObject({ outcome: 'lost', accepted: false });
+    expect(worker.stats()).toMatchObject({ running: 1, held: 1 });
+    expect(logged.filter((l) => l.msg.includes('more jobs than this worker has slots'))).toEqual([]);
+  });
 });
 
 describe('EvoraWorker gives jobs back due now by the server\'s clock', () => {

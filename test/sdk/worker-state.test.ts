@@ -87,12 +87,16 @@ describe('the held job table', () => {
     'awaitingAck -> reporting',
     'awaitingAck -> done',
     'awaitingAck -> lost',
+    'awaitingAck -> lostAwaitingAck',
+    'lostAwaitingAck -> done',
+    'lostAwaitingAck -> lost',
   ];
   /** How a new job reaches each state along allowed moves. */
   const PATH: Record<HeldJobState, HeldJobState[]> = {
     running: [],
     reporting: ['reporting'],
     awaitingAck: ['reporting', 'awaitingAck'],
+    lostAwaitingAck: ['reporting', 'awaitingAck', 'lostAwaitingAck'],
     done: ['reporting', 'done'],
     lost: ['lost'],
   };
@@ -108,14 +112,16 @@ describe('the held job table', () => {
 
   /** Where the table's indexes have the job, by state. */
   function indexed(jobs: HeldJobs, h: HeldJob) {
-    return { running: jobs.running.get(h.job.id) === h, report: jobs.reportUnder(h.job.id, h.token) === h, held: jobs.held, reports: jobs.reportCount };
+    return { running: jobs.running.get(h.job.id) === h, report: jobs.reportUnder(h.job.id, h.token) === h, held: jobs.held, reports: jobs.reportCount, leases: jobs.leases().length };
   }
   const INDEXED: Record<HeldJobState, ReturnType<typeof indexed>> = {
-    running: { running: true, report: false, held: 1, reports: 0 },
-    reporting: { running: false, report: true, held: 1, reports: 1 },
-    awaitingAck: { running: false, report: true, held: 1, reports: 1 },
-    done: { running: false, report: false, held: 0, reports: 0 },
-    lost: { running: false, report: false, held: 0, reports: 0 },
+    running: { running: true, report: false, held: 1, reports: 0, leases: 1 },
+    reporting: { running: false, report: true, held: 1, reports: 1, leases: 1 },
+    awaitingAck: { running: false, report: true, held: 1, reports: 1, leases: 1 },
+    // Its lease is lost: no slot, no lease to renew, but its ack is still awaited.
+    lostAwaitingAck: { running: false, report: true, held: 0, reports: 1, leases: 0 },
+    done: { running: false, report: false, held: 0, reports: 0, leases: 0 },
+    lost: { running: false, report: false, held: 0, reports: 0, leases: 0 },
   };
 
   it('allows exactly the moves of its diagram, and the indexes follow each move', () => {

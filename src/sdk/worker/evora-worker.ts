@@ -93,7 +93,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.address = resolveAddress(opts.address);
     const backoff = {
       initialDelayMs: opts.reconnect?.initialDelayMs ?? 200,
-      maxDelayMs: opts.reconnect?.maxDelayMs ?? 5_000,
+      // Short: after an outage the worker is back within about this long of the server.
+      maxDelayMs: opts.reconnect?.maxDelayMs ?? 2_000,
       jitter: opts.reconnect?.jitter ?? 0.3,
     };
     this.log = workerLogOf(opts.logger);
@@ -277,25 +278,44 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
 
   /**
    * The server no longer holds a lease for this worker, named by its token (empty from a
-   * server older than the token: then the job's running lease). The running job under it is
-   * aborted and its outcome never reported; a report under it that waits to be written (a
-   * resend after RETRY_LATER, a reconnect) is dropped, since nothing may be sent about a
-   * lost lease. A report already written is left to its ack (the server may have applied it
-   * just before). Any other lease of the job, such as a newer one, is kept.
+   * server older than the token: then the job's running lease), and has freed its slot. The
+   * running job under it is aborted and its outcome never reported; a report under it that
+   * waits to be written (a resend after RETRY_LATER, a reconnect) is dropped, since nothing
+   * may be sent about a lost lease. A report already written frees its slot too, and is
+   * left to its ack (the server may have applied it just before). Any other lease of the
+   * job, such as a newer one, is kept.
    */
   private onLeaseLost(lost: ServerLeaseLost): void {
-    const token = lost.leaseToken;
-    const h = this.jobs.running.get(lost.jobId);
+    this.leaseLose(lost.jobId, lost.leaseToken, leaseLostName(lost.code), lost.reason, leaseLostText(lost.code));
+  }
+
+  /** What onLeaseLost does, for one lease (`token`; '' = the job's running lease). */
+  private leaseLose(jobId: string, token: string, code: string, reason: string, abortText: string): void {
+    const h = this.jobs.running.get(jobId);
     if (h && (token === '' || token === h.token)) {
-      const fields = { job_id: h.job.id, lease_token: h.token, code: leaseLostName(lost.code), reason: lost.reason };
-      this.log.warn(fields, 'lease lost; the handler is aborted and its outcome will not be reported');
+      this.log.warn({ job_id: h.job.id, lease_token: h.token, code, reason }, 'lease lost; the handler is aborted and its outcome will not be reported');
       h.to('lost');
-      this.abortJob(h, 'lease_lost', leaseLostText(lost.code));
+      this.abortJob(h, 'lease_lost', abortText);
       return;
     }
-    const report = token === '' ? undefined : this.jobs.reportUnder(lost.jobId, token);
-    if (report?.state === 'reporting') return this.reports.leaseLost(report, leaseLostName(lost.code), lost.reason);
-    this.log.debug({ job_id: lost.jobId, lease_token: token }, 'lease lost for a lease no running job or waiting report holds');
+    const report = token === '' ? undefined : this.jobs.reportUnder(jobId, token);
+    if (report) return this.reports.leaseLost(report, code, reason);
+    this.log.debug({ job_id: jobId, lease_token: token }, 'lease lost for a lease no running job or waiting report holds');
+  }
+
+  /**
+   * A job was pushed under `token`: a job has one current lease, so every other lease of it
+   * this worker still holds is lost, whether or not the server's lease_lost for it has come
+   * yet (the server stopped counting it when it leased the job again). Acting now keeps the
+   * slot count equal to the server's at the moment of the push. Rare: only after a lease
+   * expired while this worker held it (for instance through a database outage).
+   */
+  private leasesSuperseded(jobId: string, token: string): void {
+    const running = this.jobs.running.get(jobId);
+    const stale: string[] = [];
+    if (running && running.token !== token) stale.push(running.token);
+    for (const r of this.jobs.reportsOf(jobId)) if (r.token !== token && r.state !== 'lostAwaitingAck') stale.push(r.token);
+    for (const t of stale) this.leaseLose(jobId, t, 'superseded', 'the server leased the job again', 'the server leased the job again: this lease is lost');
   }
 
   /** The lease length a pushed job without lease times is given: the session's, else 30 s. */
@@ -312,6 +332,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private onJob(leased: LeasedJob, defaultLeaseMs: number, receivedAt: number): void {
     const job = leased.job;
     if (!job) return;
+    if (this.jobs.hasLeaseOf(job.id)) this.leasesSuperseded(job.id, leased.leaseToken);
     if (this.jobs.held >= this.slots) {
       this.log.warn({ job_id: job.id, slots: this.slots }, 'the server pushed more jobs than this worker has slots');
     }

@@ -13,16 +13,29 @@ import { IllegalTransitionError, type Transitions } from './state.js';
  *      │            └───┼──────────┘                 (stream lost, or ack: retry later)
  *      └───> lost <─────┘                            (server: lease_lost naming the lease
  *                                                     while running, or while its report waits)
+ *   awaitingAck ──> lostAwaitingAck ──> done | lost  (server: lease_lost naming the lease of a
+ *                                                     written report; then its ack, or the end
+ *                                                     of the stream)
  *
  * running: the handler runs and the lease is renewed. reporting: the report is made and
  * waits to be written (a batch flush, a reconnect, a resend delay). awaitingAck: written on
- * the current stream. A job holds its slot and its lease while running, reporting or
- * awaitingAck; done and lost are final. A lost job's handler may still be running: the
- * handler runner counts executions on its own.
+ * the current stream. lostAwaitingAck: written, and then the server said its lease is lost
+ * (or pushed the same job under a newer lease, which says the same): the server no longer
+ * counts it against this worker's slots, so neither does the worker, and it is renewed and
+ * named in hello no more; only its ack is awaited, to learn whether the write was applied
+ * just before the lease went (the ack settles it; a stream that ends first settles it as
+ * lost, since nothing may be resent under a lost lease).
+ *
+ * A job holds its slot and its lease while running, reporting or awaitingAck, and in no
+ * other state: that is the count the server keeps for the session (src/dispatcher/
+ * session.ts: a lease is held from its push until its write commits or a heartbeat finds it
+ * lost), so the worker never counts more than the server and a push never finds the slots
+ * full. done and lost are final. A lost job's handler may still be running: the handler
+ * runner counts executions on its own.
  */
 
 /** Where a held job is in its lifecycle (see the module comment). */
-export type HeldJobState = 'running' | 'reporting' | 'awaitingAck' | 'done' | 'lost';
+export type HeldJobState = 'running' | 'reporting' | 'awaitingAck' | 'lostAwaitingAck' | 'done' | 'lost';
 
 /**
  * The held job's allowed moves (the diagram above). Exported for the tests that pin it;
@@ -31,10 +44,16 @@ export type HeldJobState = 'running' | 'reporting' | 'awaitingAck' | 'done' | 'l
 export const HELD_JOB_TRANSITIONS: Transitions<HeldJobState> = {
   running: ['reporting', 'lost'],
   reporting: ['awaitingAck', 'done', 'lost'],
-  awaitingAck: ['reporting', 'done', 'lost'],
+  awaitingAck: ['reporting', 'lostAwaitingAck', 'done', 'lost'],
+  lostAwaitingAck: ['done', 'lost'],
   done: [],
   lost: [],
 };
+
+/** The states in which a job holds a slot and a lease (see the module comment). */
+export function holdsLease(state: HeldJobState): boolean {
+  return state === 'running' || state === 'reporting' || state === 'awaitingAck';
+}
 
 /** What a finished handler reported. */
 export type ReportOutcome = 'completed' | 'failed' | 'snoozed';
@@ -146,7 +165,8 @@ export class HeldJob {
  * report; its later ones follow through HeldJob.laterReport (almost always there is one).
  *
  * What must stay true: a job is in the index of its state and in no other, and moving
- * between reporting and awaitingAck leaves the indexes alone; a job's reports are kept in
+ * between reporting, awaitingAck and lostAwaitingAck leaves the indexes alone; `held`
+ * counts exactly the jobs whose state holds a lease (holdsLease); a job's reports are kept in
  * the order they were made (a server that predates ack tokens acks one job's reports in
  * the order they were sent); every move calls `changed` (stop() waits on it); and per job
  * the bookkeeping is a constant number of map operations, with nothing allocated.
@@ -156,6 +176,8 @@ export class HeldJobs {
   /** Each job's oldest report not yet settled; the later ones hang off it (laterReport). */
   private readonly reportsById = new Map<string, HeldJob>();
   private unsettled = 0;
+  /** Reports in state lostAwaitingAck: not settled, but holding no slot and no lease. */
+  private leaseless = 0;
 
   constructor(private readonly changed: () => void) {}
 
@@ -180,6 +202,16 @@ export class HeldJobs {
     return this.reportsById.keys();
   }
 
+  /** Whether any lease of this job is held here, running or reported (O(1): checked on every push). */
+  hasLeaseOf(jobId: string): boolean {
+    return this.runningById.has(jobId) || this.reportsById.has(jobId);
+  }
+
+  /** The job's reports not yet settled, oldest first. */
+  *reportsOf(jobId: string): IterableIterator<HeldJob> {
+    for (let h = this.reportsById.get(jobId); h; h = h.laterReport ?? undefined) yield h;
+  }
+
   /** The report made under this lease, if it is not settled yet. */
   reportUnder(jobId: string, leaseToken: string): HeldJob | undefined {
     for (let h = this.reportsById.get(jobId); h; h = h.laterReport ?? undefined) {
@@ -198,9 +230,12 @@ export class HeldJobs {
     return this.reportsById.get(jobId);
   }
 
-  /** Leases held: running jobs and reports not yet acknowledged. */
+  /**
+   * Slots taken, which is leases held: running jobs and reports not yet acknowledged whose
+   * lease the server has not said is lost. The server counts exactly these for the session.
+   */
   get held(): number {
-    return this.runningById.size + this.unsettled;
+    return this.runningById.size + this.unsettled - this.leaseless;
   }
 
   /**
@@ -214,12 +249,12 @@ export class HeldJobs {
     return h;
   }
 
-  /** Every lease held, once each (what hello.held and heartbeats carry). */
+  /** Every lease held, once each (what hello.held and heartbeats carry); none the server said is lost. */
   leases(): Lease[] {
     const leases: Lease[] = [];
     for (const h of this.runningById.values()) leases.push(h.lease());
     for (const h of this.reports()) {
-      if (this.runningById.get(h.job.id)?.token !== h.token) leases.push(h.lease());
+      if (h.state !== 'lostAwaitingAck' && this.runningById.get(h.job.id)?.token !== h.token) leases.push(h.lease());
     }
     return leases;
   }
@@ -228,7 +263,7 @@ export class HeldJobs {
   shortestLeaseMs(): number {
     let ms = Infinity;
     for (const h of this.runningById.values()) ms = Math.min(ms, h.leaseMs);
-    for (const h of this.reports()) ms = Math.min(ms, h.leaseMs);
+    for (const h of this.reports()) if (h.state !== 'lostAwaitingAck') ms = Math.min(ms, h.leaseMs);
     return ms;
   }
 
@@ -239,7 +274,10 @@ export class HeldJobs {
       if (this.runningById.get(id) === h) this.runningById.delete(id);
       if (to === 'reporting') this.reportAdd(h);
     } else if (to === 'done' || to === 'lost') {
+      if (from === 'lostAwaitingAck') this.leaseless--;
       this.reportRemove(h);
+    } else if (to === 'lostAwaitingAck') {
+      this.leaseless++;
     }
     this.changed();
   }

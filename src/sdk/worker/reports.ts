@@ -36,7 +36,8 @@ export interface ReportStream {
  *   with `accepted: false` and nothing is resent.
  *
  * A lease_lost naming the lease of a report that waits to be written (for a resend, a
- * reconnect, its batch) settles it as lost without writing it (see leaseLost()).
+ * reconnect, its batch) settles it as lost without writing it; one naming a report already
+ * written frees its slot and leaves it to its ack (see leaseLost()).
  *
  * Reports that become ready in the same tick go out together on setImmediate: completes as
  * one `completes`, fails as one `fails` (each kept under a size bound) when the welcome
@@ -71,12 +72,21 @@ export class Reports {
     this.enqueue(h);
   }
 
-  /** The stream ended: every report written on it and not acknowledged is written again on the next session. */
+  /**
+   * The stream ended: every report written on it and not acknowledged is written again on
+   * the next session, except those whose lease the server said is lost (lostAwaitingAck):
+   * nothing may be sent under a lost lease, and their ack will never come, so they settle
+   * as lost.
+   */
   streamLost(): void {
     for (const h of [...this.deps.jobs.reports()]) {
-      if (h.state !== 'awaitingAck') continue;
-      h.to('reporting');
-      this.outbox.add(h);
+      if (h.state === 'lostAwaitingAck') {
+        h.to('lost');
+        this.settle(h, 'lease_lost', 'the stream ended before the ack of a report whose lease was lost');
+      } else if (h.state === 'awaitingAck') {
+        h.to('reporting');
+        this.outbox.add(h);
+      }
     }
   }
 
@@ -121,11 +131,17 @@ export class Reports {
         h.to('done');
         return this.settle(h, result, '');
       case 'retry_later':
+        if (h.state === 'lostAwaitingAck') {
+          // Not applied, and no resend can be: the lease is gone.
+          h.to('lost');
+          return this.settle(h, 'lease_lost', ack.reason);
+        }
         return this.resendLater(h, ack.reason);
       case 'lease_lost': {
         // A resend after a reconnect may meet its own earlier, already applied write.
         const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason };
         if (h.sends > 1) this.deps.log.info({ ...fields, resent: true }, 'report not applied (it may have been applied before the reconnect)');
+        else if (h.state === 'lostAwaitingAck') this.deps.log.info(fields, 'report not applied: the lease was lost, as the server had said');
         else this.deps.log.warn(fields, 'report not applied: the lease is lost');
         h.to('lost');
         return this.settle(h, result, ack.reason);
@@ -141,11 +157,20 @@ export class Reports {
   }
 
   /**
-   * The server says the lease of a report still waiting to be written is lost (`code`,
-   * `reason`: for the log): it is settled as lost (`ackResult` 'lease_lost') and never
-   * written. Only a report in state reporting; one already written waits for its ack.
+   * The server says the lease of a report is lost (`code`, `reason`: for the log). One still
+   * waiting to be written is settled as lost (`ackResult` 'lease_lost') and never written.
+   * One already written (awaitingAck) moves to lostAwaitingAck: it frees its slot at once,
+   * as the server's did, and its ack (the write may have been applied just before) settles it.
    */
   leaseLost(h: HeldJob, code: string, reason: string): void {
+    if (h.state === 'awaitingAck') {
+      this.deps.log.info(
+        { job_id: h.job.id, lease_token: h.token, outcome: h.report?.outcome, code, reason },
+        'lease lost while the report awaits its ack; its slot is free, the ack will tell whether it was applied',
+      );
+      h.to('lostAwaitingAck');
+      return;
+    }
     if (h.state !== 'reporting') return;
     this.unqueue(h);
     this.deps.log.warn(

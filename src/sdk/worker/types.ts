@@ -23,7 +23,7 @@ export interface EvoraWorkerOptions extends ConnectionOptions {
   slots?: number;
   /** Identity recorded in Job.workerId. Default `<hostname>:<pid>:<random>`. */
   workerId?: string;
-  /** Reconnect backoff: delay = min(max, initial * 2^n) +/- jitter. Defaults 200 ms, 5 000 ms, 0.3. */
+  /** Reconnect backoff: delay = min(max, initial * 2^n) +/- jitter. Defaults 200 ms, 2 000 ms, 0.3. */
   reconnect?: { initialDelayMs?: number; maxDelayMs?: number; jitter?: number };
   /** Where to log. Default: nowhere (listen to the events instead). */
   logger?: WorkerLogger;

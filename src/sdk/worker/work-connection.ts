@@ -292,7 +292,30 @@ export class WorkConnection {
     else this.opts.log.debug({ err: error, retry_in_ms: retryInMs }, 'cannot open the Work stream; retrying');
     this.state.to('backoff');
     this.reconnectTimer = this.opts.timers.after(retryInMs, () => this.connect());
+    this.connectOnChannelChange(retryInMs);
     this.opts.events.disconnected(error, retryInMs);
+  }
+
+  /**
+   * While the channel is in TRANSIENT_FAILURE (the server cannot be reached), a new stream
+   * fails at once without trying: only the channel's own reconnect attempts (every
+   * `maxDelayMs` at most, the same backoff) can find the server back. Were the next stream
+   * left to our timer alone, it could miss the moment by up to a whole delay each time, the
+   * two schedules adding up (restarts took up to ~20 s). So the next stream also starts as
+   * soon as the channel leaves TRANSIENT_FAILURE (it is connecting, or connected), whichever
+   * comes first. What must stay true: it acts only in the backoff it was set for (the
+   * generation is unchanged), and it ends with the delay or with the channel's close.
+   */
+  private connectOnChannelChange(withinMs: number): void {
+    const channel = this.opts.client.getChannel();
+    const state = channel.getConnectivityState(false);
+    if (state !== grpc.connectivityState.TRANSIENT_FAILURE) return;
+    const gen = this.gen;
+    channel.watchConnectivityState(state, Date.now() + withinMs, (err?: Error) => {
+      if (err || gen !== this.gen || !this.state.is('backoff')) return;
+      this.reconnectTimer = this.opts.timers.clear(this.reconnectTimer);
+      this.connect();
+    });
   }
 
   private nextDelay(): number {

@@ -38,7 +38,7 @@ const onUnexpected = (e: UnexpectedExit) => {
 };
 const postgres = new ChaosPostgres(pgDir, await freePort(), join(runDir, 'postgres.log'), 100, (pid) =>
   onUnexpected({ name: 'postgres', pid, code: null, signal: null, atMs: Date.now() - started, phase: 'run', logTail: '' }));
-const zombies = { attempted: 0, refused: 0, accepted: 0, error: 0 };
+const zombies = { attempted: 0, refused: 0, accepted: 0, error: 0, byCode: {} as Record<string, number> };
 /** Each worker's last word on its slots (WorkerStats), for the diagnostics of a run that does not settle. */
 const workerStats = new Map<string, object>();
 
@@ -48,20 +48,23 @@ let faults: FaultRunner | null = null;
 let diagnostics: unknown = null;
 let submitter: Submitter | null = null;
 
-function cleanupNow(): void {
+/** Kills every process of the run at once (Ctrl-C, a failure of the orchestrator itself). */
+async function cleanupNow(): Promise<void> {
   faults?.stop();
   submitter?.stop();
   for (const p of [...workers, ...servers]) p.killNow();
-  void postgres.postmasterPid().then((pid) => postgres.killNow(pid));
+  postgres.killNow(await postgres.postmasterPid());
+  await new Promise((r) => setTimeout(r, 500)); // the backends follow the postmaster
 }
-process.once('SIGINT', () => {
-  say('interrupted: killing every process of the run');
-  cleanupNow();
-  setTimeout(() => {
-    if (!opts.keepData) rmSync(pgDir, { recursive: true, force: true });
-    process.exit(130);
-  }, 500);
-});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    say(`${signal}: killing every process of the run`);
+    void cleanupNow().finally(() => {
+      if (!opts.keepData) rmSync(pgDir, { recursive: true, force: true });
+      process.exit(130);
+    });
+  });
+}
 
 async function main(): Promise<number> {
   await postgres.start();
@@ -102,11 +105,12 @@ async function main(): Promise<number> {
       logPath: join(runDir, `worker-${i}.log`),
       readyPattern: /"msg":"ready"/,
       onMessage: (m) => {
-        const msg = m as { t?: string; outcome?: 'refused' | 'accepted' | 'error'; stats?: object };
+        const msg = m as { t?: string; outcome?: 'refused' | 'accepted' | 'error'; code?: string; stats?: object };
         if (msg.t === 'stats' && msg.stats) workerStats.set(`worker-${i}`, msg.stats);
         if (msg.t !== 'zombie' || !msg.outcome) return;
         zombies.attempted++;
         zombies[msg.outcome]++;
+        zombies.byCode[msg.code ?? '?'] = (zombies.byCode[msg.code ?? '?'] ?? 0) + 1;
       },
     }, onUnexpected));
   }
@@ -196,7 +200,7 @@ try {
   code = await main();
 } catch (err) {
   say(`the run itself failed: ${(err as Error).stack ?? String(err)}`);
-  cleanupNow();
+  await cleanupNow();
 } finally {
   if (!opts.keepData) rmSync(pgDir, { recursive: true, force: true });
   say(`logs kept in ${runDir}`);

@@ -56,6 +56,10 @@ async function cleanupNow(): Promise<void> {
   postgres.killNow(await postgres.postmasterPid());
   await new Promise((r) => setTimeout(r, 500)); // the backends follow the postmaster
 }
+// Whatever ends this process, no server or worker outlives it (synchronous kills only).
+process.once('exit', () => {
+  for (const p of [...workers, ...servers]) p.killNow();
+});
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     say(`${signal}: killing every process of the run`);

@@ -118,6 +118,9 @@ worker.on('error', (err) => log('error', 'worker error', { error: err.message })
 // The SDK's view of its slots, for the orchestrator's diagnostics of a run that does not settle.
 setInterval(() => tell({ t: 'stats', stats: worker.stats() }), 2000).unref();
 
+// The orchestrator is gone (killed itself): do not outlive it.
+process.once('disconnect', () => process.exit(1));
+
 process.once('SIGTERM', () => {
   void worker.stop({ timeoutMs: 3000, graceMs: 2000 }).then(
     (r) => {

@@ -29,15 +29,18 @@ export interface ChaosOptions {
 
 const USAGE = `usage: tsx test/chaos/run.ts [--short] [--jobs N] [--faults-per-kind K] [--seed S]
   [--dist DIR | --server-cmd "node dist/src/cli/main.js serve"] [--servers 3] [--workers 6]
-  [--lease-seconds 4] [--settle-timeout-s 600] [--keep-data]`;
+  [--lease-seconds 4] [--settle-timeout-s 300] [--keep-data]`;
 
 /** Parses the suite's flags; throws with the usage on anything unknown. */
 export function optionsParse(argv: string[]): ChaosOptions {
+  const known = ['short', 'keep-data', 'help', 'jobs', 'faults-per-kind', 'seed', 'dist', 'server-cmd', 'servers', 'workers',
+    'lease-seconds', 'settle-timeout-s'];
   const flags = new Map<string, string | true>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (!arg.startsWith('--')) throw new Error(`unexpected argument ${arg}\n${USAGE}`);
     const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
+    if (!known.includes(name)) throw new Error(`unknown flag --${name}\n${USAGE}`);
     if (['short', 'keep-data', 'help'].includes(name)) flags.set(name, true);
     else {
       const value = inline ?? argv[++i];
@@ -45,9 +48,6 @@ export function optionsParse(argv: string[]): ChaosOptions {
       flags.set(name, value);
     }
   }
-  const known = ['short', 'keep-data', 'help', 'jobs', 'faults-per-kind', 'seed', 'dist', 'server-cmd', 'servers', 'workers',
-    'lease-seconds', 'settle-timeout-s'];
-  for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`unknown flag --${name}\n${USAGE}`);
   if (flags.has('help')) throw new Error(USAGE);
   const short = flags.has('short');
   const num = (name: string, fallback: number): number => {

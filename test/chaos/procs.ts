@@ -21,6 +21,8 @@ export interface UnexpectedExit {
   /** When during the run: 'run', or 'shutdown' for a bad exit after the orchestrator's SIGTERM. */
   phase: 'run' | 'shutdown';
   logTail: string;
+  /** The likely cause, read from the log tail (filled in with it). */
+  cause: string;
 }
 
 /** How to start one process. */
@@ -127,10 +129,14 @@ export class ChaosProcess {
       atMs: Date.now() - t0,
       phase: this.shuttingDown ? 'shutdown' : 'run',
       logTail: '',
+      cause: code !== null ? `exit code ${code}` : `signal ${signal}`,
     };
     this.onUnexpected(exit);
     // The last lines reach the log file a moment after the exit.
-    setTimeout(() => (exit.logTail = this.tail()), 300).unref();
+    setTimeout(() => {
+      exit.logTail = this.tail();
+      exit.cause = exitCause(exit.logTail) ?? exit.cause;
+    }, 300).unref();
     if (!this.shuttingDown && this.expecting === null) {
       // The run goes on: start it again after a moment.
       this.restartLater(this.restartDelayMs);
@@ -204,9 +210,35 @@ export class ChaosProcess {
 
   private tail(): string {
     try {
-      return readFileSync(this.spec.logPath, 'utf8').trim().split('\n').slice(-8).join('\n');
+      const text = readFileSync(this.spec.logPath, 'utf8');
+      // This start's output only.
+      return text.slice(text.lastIndexOf('=== chaos: start')).trim().split('\n').slice(-40).join('\n');
     } catch {
       return '';
     }
   }
+}
+
+/**
+ * The likely cause of a crash, from the end of its log: an unhandled 'error' event (with
+ * the error's first line), or the message of the last fatal log line; null if neither.
+ */
+export function exitCause(tail: string): string | null {
+  const lines = tail.split('\n');
+  const unhandled = lines.findIndex((l) => l.includes("Unhandled 'error' event"));
+  if (unhandled >= 0) {
+    const what = lines.slice(unhandled + 1).find((l) => /^\S*(error|Error)\b/.test(l.trim()));
+    return `unhandled 'error' event: ${what?.trim() ?? '?'}`;
+  }
+  const uncaught = lines.find((l) => /^(Error|TypeError|RangeError|error):/.test(l.trim()));
+  for (const line of [...lines].reverse()) {
+    if (!line.startsWith('{')) continue;
+    try {
+      const entry = JSON.parse(line) as { level?: number; msg?: string };
+      if ((entry.level ?? 0) >= 60) return `fatal: ${entry.msg ?? '?'}`;
+    } catch {
+      // not a log line
+    }
+  }
+  return uncaught ? `crashed on ${uncaught.trim()}` : null;
 }

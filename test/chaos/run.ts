@@ -37,7 +37,8 @@ const onUnexpected = (e: UnexpectedExit) => {
   say(`UNEXPECTED EXIT of ${e.name} (pid ${e.pid}, code ${e.code}, signal ${e.signal}) at +${(e.atMs / 1000).toFixed(1)}s`);
 };
 const postgres = new ChaosPostgres(pgDir, await freePort(), join(runDir, 'postgres.log'), 100, (pid) =>
-  onUnexpected({ name: 'postgres', pid, code: null, signal: null, atMs: Date.now() - started, phase: 'run', logTail: '' }));
+  onUnexpected({ name: 'postgres', pid, code: null, signal: null, atMs: Date.now() - started, phase: 'run', logTail: '',
+    cause: 'postmaster found dead' }));
 const zombies = { attempted: 0, refused: 0, accepted: 0, error: 0, byCode: {} as Record<string, number> };
 /** Each worker's last word on its slots (WorkerStats), for the diagnostics of a run that does not settle. */
 const workerStats = new Map<string, object>();
@@ -191,9 +192,12 @@ function report(v: Verdict, sub: Submitter, f: FaultRunner): number {
   writeFileSync(join(runDir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
   for (const m of v.statsMismatches.slice(0, 10)) say(`stats: ${m}`);
   for (const [what, list] of Object.entries(v.examples)) say(`${what} e.g. ${JSON.stringify(list.slice(0, 3))}`);
-  const byName = new Map<string, number>();
-  for (const e of unexpected) byName.set(`${e.name.replace(/-\d+$/, '')} (${e.code ?? e.signal})`, (byName.get(`${e.name.replace(/-\d+$/, '')} (${e.code ?? e.signal})`) ?? 0) + 1);
-  if (unexpected.length) say(`unexpected exits: ${[...byName].map(([k, n]) => `${k} x${n}`).join(', ')}; first log tail:\n${unexpected[0]!.logTail}`);
+  const byCause = new Map<string, number>();
+  for (const e of unexpected) {
+    const k = `${e.name.replace(/-\d+$/, '')}${e.phase === 'shutdown' ? ' on shutdown' : ''}: ${e.cause.slice(0, 120)}`;
+    byCause.set(k, (byCause.get(k) ?? 0) + 1);
+  }
+  for (const [k, n] of byCause) say(`unexpected exits x${n}: ${k}`);
   say(`submit errors by status: ${JSON.stringify(sub.stats.errorsByCode)} over ${sub.stats.calls} calls`);
   process.stdout.write(`${line}\n`);
   return ok ? 0 : 1;

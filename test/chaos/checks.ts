@@ -243,7 +243,8 @@ async function statsCompare(
 }
 
 /**
- * Why a run did not settle: the jobs still not terminal (from the database), each
+ * Why a run did not settle: the jobs still not terminal and the transactions open for
+ * long (from the database), each
  * server's connected workers and free slots per queue (GetQueueStats), and each worker's
  * own view of its slots (its last WorkerStats).
  */
@@ -251,6 +252,11 @@ export async function stuckDiagnostics(url: string, serverAddresses: string[], w
   const stuckJobs = await adminQuery(url,
     `SELECT id, queue, type, state::text AS state, attempt, run_at, locked_until, worker_id FROM evora.jobs
      WHERE state NOT IN ('COMPLETED', 'DLQ') ORDER BY id LIMIT 10`);
+  // A transaction left open holds its row locks, and claims skip locked rows (SKIP LOCKED).
+  const openTransactions = await adminQuery(url,
+    `SELECT pid, application_name, state, now() - xact_start AS open_for, left(query, 200) AS last_query
+     FROM pg_stat_activity WHERE xact_start < now() - interval '5 seconds' AND backend_type = 'client backend'
+       AND application_name NOT LIKE 'chaos%'`);
   const servers: Record<string, unknown> = {};
   for (const address of serverAddresses) {
     const client = new EvoraClient({ address, deadlineMs: 5000 });
@@ -263,5 +269,5 @@ export async function stuckDiagnostics(url: string, serverAddresses: string[], w
       client.close();
     }
   }
-  return { stuckJobs, servers, workers: Object.fromEntries(workerStats) };
+  return { stuckJobs, openTransactions, servers, workers: Object.fromEntries(workerStats) };
 }

@@ -1,4 +1,4 @@
-import type { Job } from '../domain/job.js';
+import type { Job, LeaseRef } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import type { HeldLease, WorkerSession } from './session.js';
@@ -8,8 +8,8 @@ import { isUnavailable } from '../domain/errors.js';
  * Pushing leased jobs to the sessions they were dealt to, and knowing which session of this
  * server holds which job (the slot it occupies, and where an operator's cancel goes). What
  * must stay true: every job a claim or hand-off leased is either pushed (and then held by its
- * session until a write or a lost heartbeat frees it) or released at once, so no lease is
- * left to expire for a worker that never got the job.
+ * session until a write, a lost heartbeat or its expiry frees it) or released at once, so no
+ * lease is left to expire for a worker that never got the job.
  */
 export class JobDelivery {
   /** Which session holds a job, for routing cancels. */
@@ -46,6 +46,18 @@ export class JobDelivery {
     if (this.holders.get(jobId) === session) this.holders.delete(jobId);
     this.changed();
     return true;
+  }
+
+  /**
+   * Forgets the session's leases that expired before `cutoff` (ms since the epoch; see
+   * WorkerSession.dropExpired) and returns them.
+   */
+  dropExpired(session: WorkerSession, cutoff: number): LeaseRef[] {
+    const expired = session.dropExpired(cutoff);
+    if (expired.length === 0) return expired;
+    for (const { id } of expired) if (this.holders.get(id) === session) this.holders.delete(id);
+    this.changed();
+    return expired;
   }
 
   /** The session closed: cancels for its jobs go nowhere here any more (its leases run on). */
@@ -101,7 +113,9 @@ export class JobDelivery {
 
   private send(session: WorkerSession, jobs: Job[]): void {
     for (const job of jobs) {
-      session.hold(job.id, { token: job.leaseToken ?? '' });
+      // The database keeps a RUNNING job's locked_until set; hold() throws without one (a
+      // bug), and push() then drops and releases the whole list.
+      session.hold(job.id, { token: job.leaseToken ?? '', expiresAt: job.lockedUntil?.getTime() ?? Number.NaN });
       this.holders.set(job.id, session);
     }
     session.send({ kind: 'jobs', jobs });

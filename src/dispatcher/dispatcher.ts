@@ -20,13 +20,15 @@ import { isUnavailable } from '../domain/errors.js';
  *   jobs are dealt round-robin, best job first, over the queue's sessions;
  * - a submit hands its job to a free slot here only when a claim would pick it now
  *   (the store decides that in the submit's statement); a job leased so is pushed or released;
- * - a worker write is answered only after the batch that carries it has committed.
+ * - a worker write is answered only after the batch that carries it has committed;
+ * - a session holds a lease only until that lease expires (plus leaseExpiryGraceMs): then the
+ *   worker is told lease_lost and the slot is free, heartbeat or not (dropExpiredLeases).
  *
  * The parts: session.ts (a worker session, its slots and leases), queue-claimer.ts (one
  * queue's claim loop), delivery.ts (pushing leased jobs, and which session holds which),
  * worker-writes.ts and batcher.ts (group commit of worker writes), long-poll.ts (unary
- * claims waiting for work); this file owns them and the paths between them (a little over
- * 400 lines on purpose: those paths are read best in one place).
+ * claims waiting for work); this file owns them and the paths between them (about 500
+ * lines on purpose: those paths are read best in one place).
  */
 
 export { WorkerSession } from './session.js';
@@ -49,6 +51,17 @@ export interface DispatcherOptions {
    * waits. 0 turns it off.
    */
   claimCooldownMs?: number;
+  /**
+   * How long after a held lease's expiry (`locked_until`, the database's clock) the session
+   * stops counting it and tells the worker lease_lost; default 2,000 ms. Why a margin: this
+   * process's clock may run ahead of PostgreSQL's (hosts synced by NTP differ by far less),
+   * a heartbeat may be on its way, and the database honours an expired lease until the
+   * sweeper (each EVORA_SWEEP_INTERVAL_MS, 1 s by default) requeues the job; after the
+   * margin the lease is usually gone in the database too. Why not more: the slot is idle
+   * for as long. Checked on the fallback poll's tick, so a lease is dropped up to
+   * pollIntervalMs after expiry + margin.
+   */
+  leaseExpiryGraceMs?: number;
   /** Told of claims, pushes and finished writes (for metrics and logs). */
   observer?: DispatcherObserver;
 }
@@ -63,8 +76,9 @@ export interface DispatcherObserver {
 
 /**
  * Where the dispatcher is: `ready` (made; claims on wake-ups, no fallback poll yet),
- * `polling` (start() ran: the fallback poll runs too), `stopped` (drainAll ran: nothing new
- * is claimed, handed off or pushed, and no timer of the dispatcher's runs any more).
+ * `polling` (start() ran: the fallback poll and the lease-expiry check run too), `stopped`
+ * (drainAll ran: nothing new is claimed, handed off or pushed, and no timer of the
+ * dispatcher's runs any more, but the expiry check while a drainAll waits).
  */
 export type DispatcherState = 'ready' | 'polling' | 'stopped';
 
@@ -151,8 +165,12 @@ export class Dispatcher {
     this.delivery.holderOf(jobId)?.send({ kind: 'cancel', jobId, reason: 'operator' });
   }
 
-  /** The fallback poll: only queues with free slots (an idle or busy server queries nothing). */
+  /**
+   * The fallback poll: first the sessions' expired leases (no query), then only queues with
+   * free slots (an idle or busy server queries nothing).
+   */
   private poll(): void {
+    this.dropExpiredLeases();
     for (const q of this.queues.values()) {
       if ([...q.sessions].some((s) => s.free > 0)) q.wake();
     }
@@ -178,7 +196,7 @@ export class Dispatcher {
       // named too, or not) is told lost with its own token.
       const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
       session.lostOnOpen.push(...beat.lost);
-      for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token });
+      for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token, expiresAt: lease.lockedUntil.getTime() });
     }
     this.sessions.add(session);
     if (this._state === 'stopped') {
@@ -292,6 +310,13 @@ export class Dispatcher {
    */
   async heartbeat(session: WorkerSession | null, leases: LeaseRef[]): Promise<HeartbeatOutcome> {
     const result = await this.opts.store.jobHeartbeatMany({ leases });
+    for (const e of result.extended) {
+      // The session that holds the lease holds it longer, whichever stream or unary call beat.
+      const expiresAt = e.lockedUntil.getTime();
+      session?.extend(e.id, e.token, expiresAt);
+      const holder = this.delivery.holderOf(e.id);
+      if (holder && holder !== session) holder.extend(e.id, e.token, expiresAt);
+    }
     if (session) {
       for (const lost of result.lost) {
         session.send({ kind: 'leaseLost', jobId: lost.id, token: lost.token, reason: 'expired' });
@@ -300,6 +325,33 @@ export class Dispatcher {
       for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id, reason: 'operator' });
     }
     return result;
+  }
+
+  /**
+   * Drops every held lease that expired more than leaseExpiryGraceMs before `now`: its worker
+   * is told lease_lost (reason expired, with the token, as a heartbeat that finds it lost
+   * tells it) and its queues claim for the freed slot. The worker may have stopped
+   * heartbeating it (a report given up during an outage, a client that forgot it); without
+   * this its slot stayed taken until the stream ended. Touches no row: the sweeper requeues
+   * the job. Runs on the fallback poll's tick (and while drainAll waits); `now` is for tests.
+   * Returns how many leases it dropped.
+   */
+  dropExpiredLeases(now: Date = new Date()): number {
+    const cutoff = now.getTime() - (this.opts.leaseExpiryGraceMs ?? 2000);
+    let dropped = 0;
+    for (const session of this.sessions) {
+      const expired = this.delivery.dropExpired(session, cutoff);
+      if (expired.length === 0) continue;
+      dropped += expired.length;
+      this.opts.logger.info({ worker_id: session.workerId, jobs: expired.map((l) => l.id) }, 'leases expired while their worker held them; told lease_lost');
+      try {
+        for (const l of expired) session.send({ kind: 'leaseLost', jobId: l.id, token: l.token, reason: 'expired' });
+      } catch (err) {
+        this.opts.logger.error({ err, worker_id: session.workerId }, 'could not tell a worker its leases expired');
+      }
+      this.wakeQueuesOf(session);
+    }
+    return dropped;
   }
 
   /** A write committed (accepted or not): the session's slot for that lease is free. */
@@ -427,7 +479,14 @@ export class Dispatcher {
       }
     }
     await Promise.allSettled(this.inFlight);
-    await this.delivery.untilNoneHeld(() => this.sessionStats().held, timeoutMs);
+    // A lease that expires meanwhile stops counting as held, as it would while polling.
+    const expiryCheck = setInterval(() => this.dropExpiredLeases(), this.opts.pollIntervalMs);
+    expiryCheck.unref();
+    try {
+      await this.delivery.untilNoneHeld(() => this.sessionStats().held, timeoutMs);
+    } finally {
+      clearInterval(expiryCheck);
+    }
     await this.writes.idle();
     return this.sessionStats().held;
   }

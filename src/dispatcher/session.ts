@@ -11,10 +11,21 @@ export type SessionMessage =
   | { kind: 'leaseLost'; jobId: string; token: string; reason: LeaseLostReason }
   | { kind: 'drain'; reason: DrainReason };
 
-/** A job the dispatcher has pushed to a session and not yet seen finished. */
+/**
+ * A job the dispatcher has pushed to a session (or the session re-adopted from its hello)
+ * and not yet seen finished, nor seen expire.
+ */
 export interface HeldLease {
   /** The lease's fencing token: only a write with this token frees the slot. */
   token: string;
+  /**
+   * When the lease expires (ms since the epoch, the database's `locked_until`): as the claim,
+   * the hand-off or the hello's heartbeat set it, moved forward by every heartbeat that
+   * extends this lease (WorkerSession.extend). Must stay true: it is never earlier than the
+   * lease's latest expiry the dispatcher has seen, so a lease is never dropped as expired
+   * while a heartbeat this process answered says it runs on.
+   */
+  expiresAt: number;
 }
 
 /**
@@ -41,16 +52,26 @@ export const SESSION_TRANSITIONS: Transitions<SessionState> = {
  * holds. What must stay true: `held + reserved ≤ slots` for every job the dispatcher gives it
  * (claims and hand-offs reserve a slot before their statement runs and give the reservation
  * back, job or not, before they push); only an open session has free slots; only an open or
- * paused session is pushed jobs.
+ * paused session is pushed jobs; a lease is held only until it is finished, found lost by a
+ * heartbeat, or expires (the dispatcher's expiry check, Dispatcher.dropExpiredLeases).
  */
 export class WorkerSession {
   readonly id = randomUUID();
-  /** Jobs pushed and not yet finished, by job id. Change it only through hold() and drop(). */
+  /**
+   * Jobs pushed and not yet finished (nor expired), by job id. Change it only through
+   * hold(), extend(), drop() and dropExpired().
+   */
   readonly held = new Map<string, HeldLease>();
   /** Leases named in hello.held that were no longer current (to be told as lease_lost). */
   readonly lostOnOpen: LeaseRef[] = [];
   #state: SessionState = 'open';
   #reserved = 0;
+  /**
+   * No held lease expires before this (ms): a lower bound, so dropExpired() skips the scan
+   * until it has passed. Must stay ≤ every held lease's expiresAt: hold() lowers it,
+   * extend() only moves expiries later, dropExpired() recomputes it.
+   */
+  #earliestExpiry = Number.POSITIVE_INFINITY;
 
   constructor(
     readonly workerId: string,
@@ -110,7 +131,22 @@ export class WorkerSession {
   /** Records a lease the session holds: a job pushed to it, or one named in its hello. */
   hold(jobId: string, lease: HeldLease): void {
     if (!this.deliverable) throw new BrokenInvariantError(`session ${this.id}: a job held while ${this.#state}`);
+    if (!Number.isFinite(lease.expiresAt)) throw new BrokenInvariantError(`session ${this.id}: job ${jobId} held without an expiry`);
     this.held.set(jobId, lease);
+    if (lease.expiresAt < this.#earliestExpiry) this.#earliestExpiry = lease.expiresAt;
+  }
+
+  /**
+   * A heartbeat extended a lease until `expiresAt`: the session holds it that much longer.
+   * Only the lease with this token (a stale lease of the same job says nothing of the
+   * current one), and only ever later (heartbeat answers may be seen out of order).
+   * Returns whether the session holds that lease.
+   */
+  extend(jobId: string, token: string, expiresAt: number): boolean {
+    const lease = this.held.get(jobId);
+    if (!lease || lease.token !== token) return false;
+    if (expiresAt > lease.expiresAt) lease.expiresAt = expiresAt;
+    return true;
   }
 
   /**
@@ -123,6 +159,23 @@ export class WorkerSession {
     if (!lease || (token !== undefined && lease.token !== token)) return false;
     this.held.delete(jobId);
     return true;
+  }
+
+  /**
+   * Forgets every lease that expired before `cutoff` (ms since the epoch) and returns them.
+   * Costs nothing until the earliest expiry has passed; then one pass over the held leases.
+   */
+  dropExpired(cutoff: number): LeaseRef[] {
+    if (cutoff <= this.#earliestExpiry) return [];
+    const expired: LeaseRef[] = [];
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const [id, lease] of this.held) {
+      if (lease.expiresAt < cutoff) expired.push({ id, token: lease.token });
+      else if (lease.expiresAt < earliest) earliest = lease.expiresAt;
+    }
+    for (const { id } of expired) this.held.delete(id);
+    this.#earliestExpiry = earliest;
+    return expired;
   }
 
   // ----- life -------------------------------------------------------------------------

@@ -75,7 +75,7 @@ describe('a session counts its slots', () => {
   it('free = slots − held − reserved, never below 0', () => {
     const { session } = setup(3);
     session.reserve();
-    session.hold('a', { token: 't1' });
+    session.hold('a', { token: 't1', expiresAt: Date.now() + 60_000 });
     expect(session).toMatchObject({ reserved: 1, free: 1 });
     session.reserve();
     expect(session.free).toBe(0);
@@ -96,7 +96,7 @@ describe('a session counts its slots', () => {
 
   it('reserves and gives back several slots at once, never more than are free or reserved', () => {
     const { session } = setup(3);
-    session.hold('a', { token: 't1' });
+    session.hold('a', { token: 't1', expiresAt: Date.now() + 60_000 });
     expect(() => session.reserve(3)).toThrow(BrokenInvariantError);
     session.reserve(2);
     expect(session).toMatchObject({ reserved: 2, free: 0 });
@@ -117,15 +117,15 @@ describe('a session counts its slots', () => {
   it('holds jobs only while open or paused', () => {
     const { session } = setup(2);
     session.pause();
-    session.hold('a', { token: 't1' });
+    session.hold('a', { token: 't1', expiresAt: Date.now() + 60_000 });
     session.drain();
-    expect(() => session.hold('b', { token: 't2' })).toThrow(BrokenInvariantError);
+    expect(() => session.hold('b', { token: 't2', expiresAt: Date.now() + 60_000 })).toThrow(BrokenInvariantError);
     expect([...session.held.keys()]).toEqual(['a']);
   });
 
   it('drops a lease only with its own token: a late write of an earlier run keeps the current one', () => {
     const { session } = setup(2);
-    session.hold('a', { token: 'second-run' });
+    session.hold('a', { token: 'second-run', expiresAt: Date.now() + 60_000 });
     expect(session.drop('a', 'first-run')).toBe(false);
     expect(session.held.size).toBe(1);
     expect(session.drop('a', 'second-run')).toBe(true);

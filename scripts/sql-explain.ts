@@ -81,13 +81,16 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
     jobFailMany: { ids, tokens, errors: many('explain'), retryables: many(true), retryAts: many(null), now: null },
     jobSnoozeMany: { ids, tokens, runAts: many(now), now: null },
     jobSweepExpired: { limit: CLAIM, now: new Date(now.getTime() + 3_600_000) },
+    // Eight days on, the history is past its 7-day retention (but the open batch's events hold it back).
+    jobPrune: { limit: 1000, now: new Date(now.getTime() + 8 * 86_400_000) },
     jobGet: { id: seed.pendingId },
     jobList: { queue: QUEUE, states: ['PENDING'], type: null, afterId: null, limit: 51 },
     jobCancel: { id: seed.pendingId, now: null },
     jobRetry: { id: seed.pendingId, now: null },
     queueUpsert: {
       name: QUEUE, maxAttempts: null, backoffKind: null, backoffBaseSeconds: null, backoffCapSeconds: null,
-      backoffJitter: null, leaseSeconds: null, maxConcurrency: null, now: null,
+      backoffJitter: null, leaseSeconds: null, maxConcurrency: null, completedRetentionSeconds: null,
+      cancelledRetentionSeconds: null, dlqRetentionSeconds: null, now: null,
     },
     queueGet: { name: QUEUE },
     queueList: {},

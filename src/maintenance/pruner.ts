@@ -40,7 +40,7 @@ export class Pruner extends PeriodicService {
       intervalMs?: number;
       /** See PeriodicOptions.startJitterMaxMs. */
       startJitterMaxMs?: number;
-      /** Jobs deleted per statement (default 1,000). */
+      /** Jobs deleted per statement (default 1,000; at least 1). */
       batchSize?: number;
       /** Pause between two batches of one run (default 10 ms; 0: none). */
       batchPauseMs?: number;
@@ -53,7 +53,8 @@ export class Pruner extends PeriodicService {
       { intervalMs: opts.intervalMs ?? 60_000, startJitterMaxMs: opts.startJitterMaxMs },
       opts.logger.child({ component: 'pruner' }),
     );
-    this.batchSize = opts.batchSize ?? 1000;
+    // At least 1: a batch of 0 would never come back short.
+    this.batchSize = Math.max(1, opts.batchSize ?? 1000);
     this.batchPauseMs = opts.batchPauseMs ?? 10;
   }
 

@@ -11,6 +11,7 @@
  *   npm run bench -- --set graphile.concurrency=32 --set pgboss.batchSize=1000
  *   npm run bench -- --jobs 50000         throughput/flat burn-down size
  *   npm run bench -- --rounds 5           burn-downs per throughput/flat scenario, median reported (full 5, quick 1)
+ *   npm run bench -- --flat-seed 10000000 finished jobs seeded before the flat-cost burn-down (full 1,000,000)
  *   npm run bench -- --out /tmp/b.md      write the results block to another file (any run)
  *   npm run bench -- --no-write           never write
  *   npm run bench -- --profile DIR        CPU profiles of Evora's server and worker processes into DIR
@@ -56,6 +57,7 @@ const { values: args } = parseArgs({
     scenarios: { type: 'string' },
     jobs: { type: 'string' },
     rounds: { type: 'string' },
+    'flat-seed': { type: 'string' },
     set: { type: 'string', multiple: true, default: [] },
     out: { type: 'string' },
     'no-write': { type: 'boolean', default: false },
@@ -88,6 +90,7 @@ const scenarios = list(args.scenarios, SCENARIOS, (s) => (SCENARIOS as readonly 
 const sizes: Sizes = { ...(args.quick ? QUICK : FULL) };
 if (args.jobs) sizes.throughputJobs = Number(args.jobs);
 if (args.rounds) sizes.burnRounds = Number(args.rounds);
+if (args['flat-seed']) sizes.flatSeed = Number(args['flat-seed']);
 const overrides: Record<SystemName, Record<string, string>> = { evora: {}, 'graphile-worker': {}, 'pg-boss': {}, bullmq: {} };
 for (const s of args.set) {
   const m = /^([\w-]+)\.(\w+)=(.*)$/.exec(s);
@@ -97,7 +100,7 @@ for (const s of args.set) {
 }
 const persistence = args['redis-persistence'] as RedisPersistence;
 if (!['none', 'everysec', 'always'].includes(persistence)) throw new Error('--redis-persistence: none, everysec or always');
-const filtered = !!(args.systems || args.scenarios || args.jobs || args.rounds || args.set.length);
+const filtered = !!(args.systems || args.scenarios || args.jobs || args.rounds || args['flat-seed'] || args.set.length);
 const writeTo = args['no-write'] ? null : args.out ? resolve(args.out) : !args.quick && !filtered ? DOC : null;
 const profileDir = args.profile ? resolve(args.profile) : null;
 if (profileDir) mkdirSync(profileDir, { recursive: true });

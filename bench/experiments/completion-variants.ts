@@ -12,7 +12,8 @@
  * not Evora's (they only make jobs to complete). docs/benchmarks.md quotes the results.
  *
  * Usage: npx tsx bench/experiments/completion-variants.ts [variants=full,noevents,minimal,unindexed,delete,move]
- * Environment: FILLFACTOR=50 sets the jobs table's fillfactor first; ROUNDS (default 3) and
+ * Environment: FILLFACTOR=50 sets the jobs table's fillfactor first; DROP_INDEXES=a,b drops
+ * those indexes of the migrated schema first (what an index costs); ROUNDS (default 3) and
  * BATCHES (default 20) set the size. Starts its own durable embedded PostgreSQL in a temp
  * folder, creates Evora's schema with `evora migrate`, and talks to it over one connection
  * of its own: the store is not used, so the experiment does not depend on its internals.
@@ -55,6 +56,10 @@ try {
   await db.connect();
   await db.query(sql('setup'));
   if (process.env.FILLFACTOR) await db.query(`ALTER TABLE evora.jobs SET (fillfactor = ${Number(process.env.FILLFACTOR)})`);
+  // What an index costs the completion: DROP_INDEXES=jobs_finished_idx measures without it.
+  for (const index of (process.env.DROP_INDEXES ?? '').split(',').filter(Boolean)) {
+    await db.query(`DROP INDEX evora.${pg.escapeIdentifier(index)}`);
+  }
   const backend = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
   const submit = sql('submit');
   const claim = sql('claim');

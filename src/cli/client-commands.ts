@@ -9,6 +9,7 @@ import {
   parseInteger,
   parseJsonObject,
   parseNumber,
+  parseRetention,
   parseTime,
   queueDetails,
   queueTable,
@@ -234,6 +235,9 @@ export function clientCommandsAdd(program: Command): void {
     .option('--backoff-cap <duration>', 'longest delay, e.g. 1h')
     .option('--jitter <fraction>', 'random spread of the delay, 0..1 (0.2 = ±20%)')
     .option('--max-concurrency <n>', 'most RUNNING jobs across all workers; 0 = unlimited (stored, not yet enforced)')
+    .option('--completed-retention <duration>', 'how long COMPLETED jobs are kept after they finish, e.g. 7d; 0 or forever: never deleted')
+    .option('--cancelled-retention <duration>', 'how long CANCELLED jobs are kept, e.g. 7d; 0 or forever: never deleted')
+    .option('--dlq-retention <duration>', 'how long DLQ jobs are kept (a deleted one cannot be retried), e.g. 30d; 0 or forever: never deleted')
     .action(
       withClient(
         async (
@@ -247,12 +251,18 @@ export function clientCommandsAdd(program: Command): void {
             backoffCap?: string;
             jitter?: string;
             maxConcurrency?: string;
+            completedRetention?: string;
+            cancelledRetention?: string;
+            dlqRetention?: string;
           },
         ) => {
           const settings: QueueSettings = {};
           if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1);
           if (opts.leaseSeconds !== undefined) settings.leaseSeconds = parseInteger(opts.leaseSeconds, '--lease-seconds', 1);
           if (opts.maxConcurrency !== undefined) settings.maxConcurrency = parseInteger(opts.maxConcurrency, '--max-concurrency', 0);
+          if (opts.completedRetention !== undefined) settings.completedRetentionSeconds = parseRetention(opts.completedRetention, '--completed-retention');
+          if (opts.cancelledRetention !== undefined) settings.cancelledRetentionSeconds = parseRetention(opts.cancelledRetention, '--cancelled-retention');
+          if (opts.dlqRetention !== undefined) settings.dlqRetentionSeconds = parseRetention(opts.dlqRetention, '--dlq-retention');
           const backoff: QueueSettings['backoff'] = {};
           if (opts.backoff !== undefined) {
             const kind = opts.backoff.toLowerCase() as BackoffKindName;

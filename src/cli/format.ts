@@ -162,10 +162,20 @@ function backoffText(q: Queue): string {
   return `${b.kind} ${duration(b.baseSeconds)}..${duration(b.capSeconds)}${b.jitter ? ` ±${Math.round(b.jitter * 100)}%` : ''}`;
 }
 
+/** A retention in seconds as shown: `7d`, or `forever` for 0. */
+function retentionText(seconds: number): string {
+  return seconds === 0 ? 'forever' : duration(seconds);
+}
+
+/** Parses a retention flag: a duration (`7d`, `12h`), or `0` / `forever` to keep finished jobs forever. Returns seconds. */
+export function parseRetention(text: string, flag: string): number {
+  return text.trim().toLowerCase() === 'forever' ? 0 : parseDuration(text, flag);
+}
+
 /** Queues and their settings, one line each (`evora queues`). */
 export function queueTable(queues: Queue[]): string {
   return table(
-    ['NAME', 'STATUS', 'MAX ATTEMPTS', 'LEASE', 'BACKOFF', 'MAX CONCURRENCY'],
+    ['NAME', 'STATUS', 'MAX ATTEMPTS', 'LEASE', 'BACKOFF', 'MAX CONCURRENCY', 'KEEP COMPLETED/CANCELLED/DLQ'],
     queues.map((q) => [
       q.name,
       q.paused ? 'paused' : 'active',
@@ -173,6 +183,7 @@ export function queueTable(queues: Queue[]): string {
       duration(q.leaseSeconds),
       backoffText(q),
       q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency),
+      [q.completedRetentionSeconds, q.cancelledRetentionSeconds, q.dlqRetentionSeconds].map(retentionText).join('/'),
     ]),
   );
 }
@@ -225,6 +236,9 @@ export function queueDetails(q: Queue): string {
     ['lease', duration(q.leaseSeconds)],
     ['backoff', backoffText(q)],
     ['max concurrency', q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency)],
+    ['keep completed', retentionText(q.completedRetentionSeconds)],
+    ['keep cancelled', retentionText(q.cancelledRetentionSeconds)],
+    ['keep dlq', retentionText(q.dlqRetentionSeconds)],
     ['created', time(q.createdAt)],
     ['updated', time(q.updatedAt)],
   ]);

@@ -108,3 +108,13 @@ export interface SweepResult {
   cancelled: number;
   jobs: Job[];
 }
+
+/** The states a job ends in; only these are ever pruned (retention, src/maintenance/pruner.ts). */
+export type FinishedJobState = Extract<JobState, 'COMPLETED' | 'DLQ' | 'CANCELLED'>;
+
+/** Jobs the pruner deleted in one batch, per queue and finished state (only non-zero counts). */
+export interface PruneCount {
+  queue: string;
+  state: FinishedJobState;
+  jobs: number;
+}

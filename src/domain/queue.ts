@@ -17,6 +17,13 @@ export interface Queue {
   maxConcurrency: number | null;
   createdAt: Date;
   updatedAt: Date;
+  /**
+   * Retention: how long a finished job of this queue is kept after it finished, per state,
+   * in seconds; null = forever. The leader's pruner deletes it after that (never before).
+   */
+  completedRetentionSeconds: number | null;
+  cancelledRetentionSeconds: number | null;
+  dlqRetentionSeconds: number | null;
 }
 
 /** Settings for queueUpsert; absent fields keep their current value (or the default on create). */
@@ -30,5 +37,9 @@ export interface QueueUpsertInput {
   leaseSeconds?: number | null;
   /** null keeps the current value; 0 clears the limit. */
   maxConcurrency?: number | null;
+  /** Retentions in seconds: null keeps the current value; 0 keeps finished jobs forever. */
+  completedRetentionSeconds?: number | null;
+  cancelledRetentionSeconds?: number | null;
+  dlqRetentionSeconds?: number | null;
 }
 

@@ -113,3 +113,14 @@ export function pageTokenDecode(token: string): string | null {
   if (!m?.[1]) throw invalidArgument('page_token is not valid (pass next_page_token back unchanged)');
   return m[1];
 }
+
+/** Longest retention a queue may set (100 years, in seconds); 0 means "forever" instead. */
+export const MAX_RETENTION_SECONDS = 100 * 365.25 * 86_400;
+
+/** A queue's retention in seconds: 0 (keep forever) up to MAX_RETENTION_SECONDS. */
+export function checkRetentionSeconds(field: string, seconds: number): number {
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_RETENTION_SECONDS) {
+    throw invalidArgument(`${field} must be from 0 (keep forever) to 100 years, got ${seconds} s`);
+  }
+  return seconds;
+}

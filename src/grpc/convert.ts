@@ -117,5 +117,9 @@ export function queueToPb(q: Queue): PbQueue {
     maxConcurrency: q.maxConcurrency ?? 0,
     createdAt: q.createdAt,
     updatedAt: q.updatedAt,
+    // null (kept forever) is 0 on the wire.
+    completedRetention: secondsToDuration(q.completedRetentionSeconds ?? 0),
+    cancelledRetention: secondsToDuration(q.cancelledRetentionSeconds ?? 0),
+    dlqRetention: secondsToDuration(q.dlqRetentionSeconds ?? 0),
   };
 }

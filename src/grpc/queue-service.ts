@@ -1,6 +1,7 @@
 import { invalidArgument } from '../domain/errors.js';
-import { checkIntRange, checkName } from '../domain/validate.js';
+import { checkIntRange, checkName, checkRetentionSeconds } from '../domain/validate.js';
 import type { QueueServiceServer, QueueStats } from '../gen/evora/v1/queue.js';
+import type { Duration } from '../gen/google/protobuf/duration.js';
 import { telemetryStats, type QueueTelemetry } from '../telemetry/projection.js';
 import { backoffKindFromPb, durationToSeconds, queueToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
@@ -58,6 +59,8 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
       const base = b?.base ? durationToSeconds(b.base) : undefined;
       const cap = b?.cap ? durationToSeconds(b.cap) : undefined;
       if ((base ?? 0) < 0 || (cap ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
+      // Unset keeps the current retention; 0 keeps finished jobs forever.
+      const retention = (field: string, d: Duration | undefined) => (d ? checkRetentionSeconds(field, durationToSeconds(d)) : null);
       const { queue, created } = await store.queueUpsert({
         name,
         maxAttempts: req.maxAttempts === undefined ? null : checkIntRange('max_attempts', req.maxAttempts, 1, 1000),
@@ -68,6 +71,9 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
         backoffBaseSeconds: base ?? null,
         backoffCapSeconds: cap ?? null,
         backoffJitter: b ? b.jitter : null,
+        completedRetentionSeconds: retention('completed_retention', req.completedRetention),
+        cancelledRetentionSeconds: retention('cancelled_retention', req.cancelledRetention),
+        dlqRetentionSeconds: retention('dlq_retention', req.dlqRetention),
       });
       return { queue: queueToPb(queue), created };
     }),

@@ -4,8 +4,8 @@ import { Lifecycle, type LifecycleState } from './lifecycle.js';
 import type { PeriodicService } from './periodic.js';
 
 /**
- * Runs the leader-only background services (the sweeper, the projector, and later the
- * scheduler and the pruner) on exactly one process per database, like River's
+ * Runs the leader-only background services (the sweeper, the projector, the pruner, and
+ * later the scheduler) on exactly one process per database, like River's
  * QueueMaintainer: its elector holds the leadership lock, and the maintainer **starts** the
  * services when this process is elected and **stops** them when it loses leadership
  * (each stop aborts the tick in progress and waits for it to return). The services know

@@ -101,6 +101,12 @@ export interface QueueSettings {
   maxConcurrency?: number;
   /** Unset parts of the backoff keep their current value. */
   backoff?: Partial<Backoff>;
+  /** How long COMPLETED jobs are kept after they finish, in seconds; 0 = forever (server default 7 days). */
+  completedRetentionSeconds?: number;
+  /** How long CANCELLED jobs are kept, in seconds; 0 = forever (server default 7 days). */
+  cancelledRetentionSeconds?: number;
+  /** How long DLQ jobs are kept, in seconds; 0 = forever (server default 30 days). */
+  dlqRetentionSeconds?: number;
 }
 
 /**
@@ -214,6 +220,9 @@ export class EvoraClient {
       maxAttempts: settings.maxAttempts,
       leaseSeconds: settings.leaseSeconds,
       maxConcurrency: settings.maxConcurrency,
+      completedRetention: settings.completedRetentionSeconds === undefined ? undefined : secondsToDuration(settings.completedRetentionSeconds),
+      cancelledRetention: settings.cancelledRetentionSeconds === undefined ? undefined : secondsToDuration(settings.cancelledRetentionSeconds),
+      dlqRetention: settings.dlqRetentionSeconds === undefined ? undefined : secondsToDuration(settings.dlqRetentionSeconds),
     };
     const b = settings.backoff;
     if (!b) {

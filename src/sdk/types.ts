@@ -76,6 +76,13 @@ export interface Queue {
   maxConcurrency: number;
   createdAt: Date | null;
   updatedAt: Date | null;
+  /**
+   * Retention, in seconds: a COMPLETED, CANCELLED or DLQ job is kept at least this long after
+   * it finished, then the server deletes it; 0 = kept forever.
+   */
+  completedRetentionSeconds: number;
+  cancelledRetentionSeconds: number;
+  dlqRetentionSeconds: number;
 }
 
 /** Latency percentiles in milliseconds (0 without data). */
@@ -223,6 +230,9 @@ export function queueFromPb(pb: PbQueue): Queue {
     maxConcurrency: pb.maxConcurrency,
     createdAt: pb.createdAt ?? null,
     updatedAt: pb.updatedAt ?? null,
+    completedRetentionSeconds: durationToSeconds(pb.completedRetention),
+    cancelledRetentionSeconds: durationToSeconds(pb.cancelledRetention),
+    dlqRetentionSeconds: durationToSeconds(pb.dlqRetention),
   };
 }
 

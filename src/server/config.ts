@@ -46,6 +46,10 @@ export interface ServerConfig {
   projectIntervalMs: number;
   /** HTTP port for /metrics and /healthz; 0: off. */
   metricsPort: number;
+  /** How often the leader deletes finished jobs past their queue's retention. */
+  pruneIntervalMs: number;
+  /** Finished jobs deleted per pruner statement (one short transaction each). */
+  pruneBatchSize: number;
 }
 
 /** EVORA_DB_POOLER's values (here, not imported from the store, so loading the config loads no pg). */
@@ -80,6 +84,8 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'mongodbUrl', env: 'MONGODB_URL', flag: '--mongodb-url', default: '', doc: 'MongoDB for telemetry; unset: keep telemetry in PostgreSQL tables' },
   { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)' },
   { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'HTTP port on the gRPC host for /metrics (Prometheus) and /healthz, e.g. 9464; 0: off' },
+  { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)" },
+  { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs deleted per pruner statement (each a short transaction of its own)' },
   { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work' },
 ];
 

@@ -12,6 +12,7 @@ import type { Logger } from '../logger.js';
 import { Maintainer } from '../maintenance/maintainer.js';
 import { Sweeper } from '../maintenance/sweeper.js';
 import { Projector } from '../maintenance/projector.js';
+import { Pruner } from '../maintenance/pruner.js';
 import { PostgresTelemetrySink } from '../telemetry/pg-sink.js';
 import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
@@ -38,7 +39,7 @@ const DEFAULT_LEASE_SECONDS = 30;
 const GRPC_SHUTDOWN_GRACE_MS = 1000;
 
 /** The leader-only services of a server process, run by its maintainer. */
-export type ServerMaintainer = Maintainer<{ sweeper: Sweeper; projector: Projector }>;
+export type ServerMaintainer = Maintainer<{ sweeper: Sweeper; projector: Projector; pruner: Pruner }>;
 
 /** Options of serverStart beyond the configuration. */
 export interface ServerStartOptions {
@@ -100,7 +101,7 @@ interface Parts {
  *  - the database (embedded unless configured) and the store, waited for with capped
  *    exponential backoff while it is unreachable (./database-ready.ts), then migrations;
  *  - metrics and the dispatcher, the LISTEN connection, the telemetry sink, the maintainer
- *    (leader election; the sweeper and the projector run on the leader);
+ *    (leader election; the sweeper, the projector and the pruner run on the leader);
  *  - the services swap in and health says SERVING; the metrics endpoint.
  * Resolves once ready; `opts.onListening` hears the address as soon as the port is bound.
  *
@@ -113,7 +114,7 @@ interface Parts {
  *  4. the gRPC server stops (calls still open after a grace second are cancelled; jobs
  *     still held keep their leases, so workers can finish them on another server, or the
  *     sweeper requeues them), then the metrics endpoint closes;
- *  5. the maintainer stops: the leader services (sweeper, projector) end their tick in
+ *  5. the maintainer stops: the leader services (sweeper, projector, pruner) end their tick in
  *     progress, then the elector releases the leadership lock;
  *  6. the projector's telemetry sink closes;
  *  7. the LISTEN connection stops;
@@ -235,6 +236,13 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           onSwept: (batch) => batch.jobs.forEach((job) => jobObserver.written('expire', job)),
         }),
         projector: new Projector({ store, sink: telemetry, logger, intervalMs: config.projectIntervalMs }),
+        pruner: new Pruner({
+          store,
+          logger,
+          intervalMs: config.pruneIntervalMs,
+          batchSize: config.pruneBatchSize,
+          onPruned: (counts) => counts.forEach((c) => metrics.jobsPruned.inc({ queue: c.queue, state: c.state }, c.jobs)),
+        }),
       },
     });
     parts.maintainer = maintainer;

@@ -15,6 +15,9 @@ interface QueueUpsertParams {
   backoffJitter: number | null;
   leaseSeconds: number | null;
   maxConcurrency: number | null;
+  completedRetentionSeconds: number | null;
+  cancelledRetentionSeconds: number | null;
+  dlqRetentionSeconds: number | null;
   now: Date | null;
 }
 const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolean }>(
@@ -28,6 +31,9 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
     backoffJitter: 'float8',
     leaseSeconds: 'int4',
     maxConcurrency: 'int4',
+    completedRetentionSeconds: 'float8',
+    cancelledRetentionSeconds: 'float8',
+    dlqRetentionSeconds: 'float8',
     now: 'timestamptz',
   },
   { ...QUEUE_COLUMNS, created: 'bool' },
@@ -51,6 +57,9 @@ export async function queueUpsert(pool: StorePool, params: QueueUpsertInput, now
     backoffJitter: params.backoffJitter ?? null,
     leaseSeconds: params.leaseSeconds ?? null,
     maxConcurrency: params.maxConcurrency ?? null,
+    completedRetentionSeconds: params.completedRetentionSeconds ?? null,
+    cancelledRetentionSeconds: params.cancelledRetentionSeconds ?? null,
+    dlqRetentionSeconds: params.dlqRetentionSeconds ?? null,
     now,
   });
   return { queue: queueFromRow(row!), created: row!.created };

@@ -75,6 +75,9 @@ export interface QueueRow {
   max_concurrency: number | null;
   created_at: Date;
   updated_at: Date;
+  completed_retention_seconds: number | null;
+  cancelled_retention_seconds: number | null;
+  dlq_retention_seconds: number | null;
 }
 
 /** The columns of evora.queues, in table order. */
@@ -90,6 +93,9 @@ export const QUEUE_COLUMNS: PgTypes<QueueRow> = {
   max_concurrency: 'int4',
   created_at: 'timestamptz',
   updated_at: 'timestamptz',
+  completed_retention_seconds: 'float8',
+  cancelled_retention_seconds: 'float8',
+  dlq_retention_seconds: 'float8',
 };
 
 /** A job row as the domain's Job. */
@@ -136,5 +142,8 @@ export function queueFromRow(r: QueueRow): Queue {
     maxConcurrency: r.max_concurrency,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
+    completedRetentionSeconds: r.completed_retention_seconds,
+    cancelledRetentionSeconds: r.cancelled_retention_seconds,
+    dlqRetentionSeconds: r.dlq_retention_seconds,
   };
 }

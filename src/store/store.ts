@@ -11,12 +11,14 @@ import type {
   JsonObject,
   LeaseRef,
   LeaseWriteOutcome,
+  PruneCount,
   SweepResult,
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
 import { jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired } from './jobs-lease.js';
 import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
+import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
 import { telemetryApply, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
@@ -274,6 +276,16 @@ export class Store {
    */
   async jobSweepExpired(params: { limit: number; now?: Date }): Promise<SweepResult> {
     return jobsSweepExpired(this.pool, params.limit, params.now ?? null);
+  }
+
+  /**
+   * One batch of retention: deletes up to `limit` COMPLETED, CANCELLED and DLQ jobs whose
+   * queue's retention for that state has passed since they finished (oldest first), never
+   * one whose events are still waiting in the outbox. Returns the counts per queue and state;
+   * fewer than `limit` in all means nothing more is due now.
+   */
+  async jobPrune(params: { limit: number; now?: Date }): Promise<PruneCount[]> {
+    return jobsPrune(this.pool, params.limit, params.now ?? null);
   }
 
   // ----- the outbox ----------------------------------------------------------------------

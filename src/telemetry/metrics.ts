@@ -17,6 +17,8 @@ export class ServerMetrics {
   readonly jobsCompleted = new Counter({ name: 'evora_jobs_completed_total', help: 'Jobs completed through this server', labelNames: ['queue'], registers: [this.registry] });
   readonly jobsFailed = new Counter({ name: 'evora_jobs_failed_total', help: 'Failed attempts reported through this server or expired by its sweeper', labelNames: ['queue'], registers: [this.registry] });
   readonly jobsDeadLettered = new Counter({ name: 'evora_jobs_dead_lettered_total', help: 'Jobs moved to the dead-letter queue by this server', labelNames: ['queue'], registers: [this.registry] });
+  /** Finished jobs deleted by this server's pruner (retention), per queue and state. */
+  readonly jobsPruned = new Counter({ name: 'evora_jobs_pruned_total', help: 'Finished jobs deleted by this server as leader, past their queue\'s retention', labelNames: ['queue', 'state'], registers: [this.registry] });
   readonly claimSeconds = new Histogram({
     name: 'evora_claim_duration_seconds',
     help: 'Duration of one claim statement',

@@ -126,6 +126,7 @@ describe('evora client commands', () => {
     const name = queueName();
     const created = await json<{ created: boolean; queue: Record<string, unknown> }>(
       'queue', 'set', name, '--max-attempts', '3', '--lease-seconds', '15', '--backoff', 'fixed', '--backoff-base', '2s', '--backoff-cap', '1h', '--jitter', '0', '--max-concurrency', '5',
+      '--completed-retention', '2d', '--dlq-retention', 'forever',
     );
     expect(created).toEqual({
       created: true,
@@ -136,21 +137,27 @@ describe('evora client commands', () => {
         maxConcurrency: 5,
         paused: false,
         backoff: { kind: 'fixed', baseSeconds: 2, capSeconds: 3600, jitter: 0 },
+        completedRetentionSeconds: 172_800,
+        cancelledRetentionSeconds: 604_800,
+        dlqRetentionSeconds: 0,
       }),
     });
-    const updated = await evora('queue', 'set', name, '--max-attempts', '6');
+    const updated = await evora('queue', 'set', name, '--max-attempts', '6', '--cancelled-retention', '12h');
     expect(updated.code).toBe(0);
     expect(updated.stdout).toMatch(new RegExp(`^queue ${name} updated\\n`));
     expect(updated.stdout).toMatch(/^max attempts\s+6$/m);
     expect(updated.stdout).toMatch(/^backoff\s+fixed 2s\.\.1h$/m);
+    expect(updated.stdout).toMatch(/^keep completed\s+2d$/m);
+    expect(updated.stdout).toMatch(/^keep cancelled\s+12h$/m);
+    expect(updated.stdout).toMatch(/^keep dlq\s+forever$/m);
 
     expect(await evora('queue', 'pause', name)).toMatchObject({ code: 0, stdout: `queue ${name}: paused\n` });
     expect(await json('queue', 'get', name)).toMatchObject({ name, paused: true, maxAttempts: 6 });
     const queues = await json<{ name: string; paused: boolean }[]>('queues');
     expect(queues.find((q) => q.name === name)).toMatchObject({ paused: true });
     const table = await evora('queues');
-    expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+STATUS\s+MAX ATTEMPTS\s+LEASE\s+BACKOFF\s+MAX CONCURRENCY$/);
-    expect(table.stdout).toMatch(new RegExp(`^${name}\\s+paused\\s+6\\s+15s\\s+fixed 2s\\.\\.1h\\s+5$`, 'm'));
+    expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+STATUS\s+MAX ATTEMPTS\s+LEASE\s+BACKOFF\s+MAX CONCURRENCY\s+KEEP COMPLETED\/CANCELLED\/DLQ$/);
+    expect(table.stdout).toMatch(new RegExp(`^${name}\\s+paused\\s+6\\s+15s\\s+fixed 2s\\.\\.1h\\s+5\\s+2d/12h/forever$`, 'm'));
     expect(await json('queue', 'resume', name)).toMatchObject({ name, paused: false });
   });
 

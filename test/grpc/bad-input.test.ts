@@ -70,6 +70,8 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: [], max: 1 }), INVALID_ARGUMENT);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', leaseSeconds: 0 }), INVALID_ARGUMENT, /lease_seconds/);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', backoff: { kind: 1, jitter: 2 } }), INVALID_ARGUMENT, /jitter/);
+    await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', dlqRetention: { seconds: -1, nanos: 0 } }), INVALID_ARGUMENT, /dlq_retention/);
+    await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', completedRetention: { seconds: 200 * 365 * 86_400, nanos: 0 } }), INVALID_ARGUMENT, /completed_retention/);
   });
 
   it('NOT_FOUND for unknown jobs and queues', async () => {

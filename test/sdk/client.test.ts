@@ -176,6 +176,12 @@ describe('queues', () => {
     const third = await client.upsertQueue(name, { backoff: { jitter: 0 } });
     expect(third.queue.backoff).toEqual({ kind: 'fixed', baseSeconds: 2, capSeconds: 3600, jitter: 0 });
 
+    // Retention: the defaults, then set (0 = forever); unset keeps them.
+    expect(first.queue).toMatchObject({ completedRetentionSeconds: 604_800, cancelledRetentionSeconds: 604_800, dlqRetentionSeconds: 2_592_000 });
+    const kept = await client.upsertQueue(name, { completedRetentionSeconds: 3600, dlqRetentionSeconds: 0 });
+    expect(kept.queue).toMatchObject({ completedRetentionSeconds: 3600, cancelledRetentionSeconds: 604_800, dlqRetentionSeconds: 0 });
+    expect(await client.getQueue(name)).toMatchObject({ completedRetentionSeconds: 3600, dlqRetentionSeconds: 0, maxAttempts: 4 });
+
     // A new queue created with a backoff but no jitter keeps the server's default jitter.
     const other = queueName();
     const created = await client.upsertQueue(other, { backoff: { kind: 'linear' } });

@@ -80,13 +80,14 @@ describe('migrations', () => {
     const db = await testDatabaseCreate({ empty: true });
     const client = new pg.Client({ connectionString: db.url });
     try {
-      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline', '2_projector_one_open_batch']);
-      expect(await migrate(db.url)).toEqual([1, 2]);
+      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline', '2_projector_one_open_batch', '3_retention']);
+      expect(await migrate(db.url)).toEqual([1, 2, 3]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
         { version: 1, name: 'baseline' },
         { version: 2, name: 'projector_one_open_batch' },
+        { version: 3, name: 'retention' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -129,16 +130,18 @@ describe('migrations: a database of a newer Evora, and 0002', () => {
     await client.connect();
     try {
       await migrate(db.url);
-      await client.query(`INSERT INTO evora.schema_migrations (version, name) VALUES (3, 'from_the_future'), (4, 'more')`);
+      await client.query(`INSERT INTO evora.schema_migrations (version, name) VALUES (9001, 'from_the_future'), (9002, 'more')`);
       const refused = migrate(db.url);
       await expect(refused).rejects.toBeInstanceOf(MigrationsUnknownError);
       const message = await refused.then(() => '', (err: Error) => err.message);
-      expect(message).toMatch(
-        /^the database was migrated by a newer Evora \(it records 0003_from_the_future, 0004_more; this version knows migrations up to 0002_projector_one_open_batch\); nothing was changed\. Run that version/,
+      const newest = migrationsLoad().at(-1)!;
+      expect(message).toContain(
+        `the database was migrated by a newer Evora (it records 9001_from_the_future, 9002_more; this version knows migrations up to ${String(newest.version).padStart(4, '0')}_${newest.name}); nothing was changed. Run that version`,
       );
+      expect(message.startsWith('the database was migrated by a newer Evora')).toBe(true);
       expect(message).not.toMatch(/DROP|delete|evora:/);
       const { rows } = await client.query(`SELECT count(*)::int AS n FROM evora.schema_migrations`);
-      expect(rows[0].n).toBe(4);
+      expect(rows[0].n).toBe(migrationsLoad().length + 2);
     } finally {
       await client.end();
       await db.drop();
@@ -154,7 +157,7 @@ describe('migrations: a database of a newer Evora, and 0002', () => {
       const insert = `INSERT INTO evora.projector_batches (sink, events, hi_id, horizon) VALUES ('s', 1, 1, '1'::xid8) RETURNING id`;
       const first = (await client.query<{ id: string }>(insert)).rows[0]!.id;
       await client.query(insert);
-      expect(await migrate(db.url)).toEqual([2]);
+      expect(await migrate(db.url, migrationsLoad().slice(0, 2))).toEqual([2]);
       const { rows } = await client.query<{ id: string }>('SELECT id FROM evora.projector_batches');
       expect(rows).toEqual([{ id: first }]);
       await expect(client.query(insert)).rejects.toThrow(/projector_batches_one_open_idx/);

@@ -1,17 +1,22 @@
 -- name: queueUpsert
 -- Creates a queue or changes the given settings of an existing one: a null parameter
 -- keeps the current value (or takes the default for a new queue). :maxConcurrency 0 means
--- "no limit" (NULL in the table). A new queue's created_at and updated_at are :now (or
--- the database's clock). `created` says which happened, decided by this statement itself:
--- a row it inserted has no xmax, one it updated has this transaction's.
+-- "no limit" (NULL in the table); a retention of 0 means "keep forever" (NULL in the
+-- table). A new queue's created_at and updated_at are :now (or the database's clock).
+-- `created` says which happened, decided by this statement itself: a row it inserted has
+-- no xmax, one it updated has this transaction's.
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
 INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
-                               backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at)
+                               backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at,
+                               completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds)
 VALUES (:name,
         coalesce(:maxAttempts::int, 5), coalesce(:backoffKind::evora.backoff_kind, 'exponential'),
         coalesce(:backoffBaseSeconds::float8, 5), coalesce(:backoffCapSeconds::float8, 3600), coalesce(:backoffJitter::float8, 0.2),
         coalesce(:leaseSeconds::int, 30), nullif(:maxConcurrency::int, 0),
-        coalesce(:now::timestamptz, now()), coalesce(:now::timestamptz, now()))
+        coalesce(:now::timestamptz, now()), coalesce(:now::timestamptz, now()),
+        CASE WHEN :completedRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:completedRetentionSeconds::float8, 0) END,
+        CASE WHEN :cancelledRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
+        CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END)
 ON CONFLICT (name) DO UPDATE SET
   max_attempts = coalesce(:maxAttempts::int, q.max_attempts),
   backoff_kind = coalesce(:backoffKind::evora.backoff_kind, q.backoff_kind),
@@ -20,5 +25,11 @@ ON CONFLICT (name) DO UPDATE SET
   backoff_jitter = coalesce(:backoffJitter::float8, q.backoff_jitter),
   lease_seconds = coalesce(:leaseSeconds::int, q.lease_seconds),
   max_concurrency = CASE WHEN :maxConcurrency::int IS NULL THEN q.max_concurrency ELSE nullif(:maxConcurrency::int, 0) END,
+  completed_retention_seconds = CASE WHEN :completedRetentionSeconds::float8 IS NULL THEN q.completed_retention_seconds
+                                     ELSE nullif(:completedRetentionSeconds::float8, 0) END,
+  cancelled_retention_seconds = CASE WHEN :cancelledRetentionSeconds::float8 IS NULL THEN q.cancelled_retention_seconds
+                                     ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
+  dlq_retention_seconds = CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN q.dlq_retention_seconds
+                               ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
   updated_at = coalesce(:now::timestamptz, now())
 RETURNING q.*, (q.xmax = 0) AS created

@@ -115,7 +115,25 @@ export interface Queue {
     | Date
     | undefined;
   /** Time the queue settings last changed (including pause/resume). */
-  updatedAt?: Date | undefined;
+  updatedAt?:
+    | Date
+    | undefined;
+  /**
+   * Retention of COMPLETED jobs: each is kept at least this long after it finished, then
+   * the leader deletes it (within EVORA_PRUNE_INTERVAL_MS or so); 0 = kept forever. Default 7 days.
+   */
+  completedRetention?:
+    | Duration
+    | undefined;
+  /** Retention of CANCELLED jobs, as completed_retention. Default 7 days. */
+  cancelledRetention?:
+    | Duration
+    | undefined;
+  /**
+   * Retention of jobs in the dead-letter queue (DLQ), as completed_retention; a deleted DLQ
+   * job can no longer be retried. Default 30 days.
+   */
+  dlqRetention?: Duration | undefined;
 }
 
 /** UpsertQueueRequest creates or updates a queue; unset fields keep their current value or default. */
@@ -138,7 +156,22 @@ export interface UpsertQueueRequest {
    * Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited. Stored, not yet
    * enforced (see Queue.max_concurrency).
    */
-  maxConcurrency?: number | undefined;
+  maxConcurrency?:
+    | number
+    | undefined;
+  /**
+   * How long COMPLETED jobs are kept after they finish (see Queue.completed_retention);
+   * 0 = forever; unset = keep / 7 days. At most 100 years; never negative.
+   */
+  completedRetention?:
+    | Duration
+    | undefined;
+  /** How long CANCELLED jobs are kept after they finish; 0 = forever; unset = keep / 7 days. */
+  cancelledRetention?:
+    | Duration
+    | undefined;
+  /** How long DLQ jobs are kept after they finish; 0 = forever; unset = keep / 30 days. */
+  dlqRetention?: Duration | undefined;
 }
 
 /** UpsertQueueResponse carries the queue after the upsert. */
@@ -225,11 +258,15 @@ export interface QueueStats {
   pending: number;
   /** Jobs currently RUNNING. */
   running: number;
-  /** Jobs COMPLETED (finished jobs are kept; nothing removes them yet). */
+  /**
+   * Jobs COMPLETED. Like dlq and cancelled, counted from the jobs' state changes: a job
+   * deleted by retention (Queue.completed_retention) is still counted here, so this is every
+   * job that completed, not the rows GetJob or ListJobs can still find.
+   */
   completed: number;
-  /** Jobs in the dead-letter queue. */
+  /** Jobs in the dead-letter queue (those deleted by retention included, see completed). */
   dlq: number;
-  /** Jobs CANCELLED. */
+  /** Jobs CANCELLED (those deleted by retention included, see completed). */
   cancelled: number;
   /** Completed jobs per second. */
   throughput?:
@@ -410,6 +447,9 @@ function createBaseQueue(): Queue {
     maxConcurrency: 0,
     createdAt: undefined,
     updatedAt: undefined,
+    completedRetention: undefined,
+    cancelledRetention: undefined,
+    dlqRetention: undefined,
   };
 }
 
@@ -438,6 +478,15 @@ export const Queue: MessageFns<Queue> = {
     }
     if (message.updatedAt !== undefined) {
       Timestamp.encode(toTimestamp(message.updatedAt), writer.uint32(66).fork()).join();
+    }
+    if (message.completedRetention !== undefined) {
+      Duration.encode(message.completedRetention, writer.uint32(74).fork()).join();
+    }
+    if (message.cancelledRetention !== undefined) {
+      Duration.encode(message.cancelledRetention, writer.uint32(82).fork()).join();
+    }
+    if (message.dlqRetention !== undefined) {
+      Duration.encode(message.dlqRetention, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -519,6 +568,30 @@ export const Queue: MessageFns<Queue> = {
             message.updatedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.completedRetention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.cancelledRetention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.dlqRetention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -561,6 +634,21 @@ export const Queue: MessageFns<Queue> = {
         : isSet(object.updated_at)
         ? fromJsonTimestamp(object.updated_at)
         : undefined,
+      completedRetention: isSet(object.completedRetention)
+        ? Duration.fromJSON(object.completedRetention)
+        : isSet(object.completed_retention)
+        ? Duration.fromJSON(object.completed_retention)
+        : undefined,
+      cancelledRetention: isSet(object.cancelledRetention)
+        ? Duration.fromJSON(object.cancelledRetention)
+        : isSet(object.cancelled_retention)
+        ? Duration.fromJSON(object.cancelled_retention)
+        : undefined,
+      dlqRetention: isSet(object.dlqRetention)
+        ? Duration.fromJSON(object.dlqRetention)
+        : isSet(object.dlq_retention)
+        ? Duration.fromJSON(object.dlq_retention)
+        : undefined,
     };
   },
 
@@ -590,6 +678,15 @@ export const Queue: MessageFns<Queue> = {
     if (message.updatedAt !== undefined) {
       obj.updatedAt = message.updatedAt.toISOString();
     }
+    if (message.completedRetention !== undefined) {
+      obj.completedRetention = Duration.toJSON(message.completedRetention);
+    }
+    if (message.cancelledRetention !== undefined) {
+      obj.cancelledRetention = Duration.toJSON(message.cancelledRetention);
+    }
+    if (message.dlqRetention !== undefined) {
+      obj.dlqRetention = Duration.toJSON(message.dlqRetention);
+    }
     return obj;
   },
 
@@ -608,12 +705,30 @@ export const Queue: MessageFns<Queue> = {
     message.maxConcurrency = object.maxConcurrency ?? 0;
     message.createdAt = object.createdAt ?? undefined;
     message.updatedAt = object.updatedAt ?? undefined;
+    message.completedRetention = (object.completedRetention !== undefined && object.completedRetention !== null)
+      ? Duration.fromPartial(object.completedRetention)
+      : undefined;
+    message.cancelledRetention = (object.cancelledRetention !== undefined && object.cancelledRetention !== null)
+      ? Duration.fromPartial(object.cancelledRetention)
+      : undefined;
+    message.dlqRetention = (object.dlqRetention !== undefined && object.dlqRetention !== null)
+      ? Duration.fromPartial(object.dlqRetention)
+      : undefined;
     return message;
   },
 };
 
 function createBaseUpsertQueueRequest(): UpsertQueueRequest {
-  return { name: "", maxAttempts: undefined, backoff: undefined, leaseSeconds: undefined, maxConcurrency: undefined };
+  return {
+    name: "",
+    maxAttempts: undefined,
+    backoff: undefined,
+    leaseSeconds: undefined,
+    maxConcurrency: undefined,
+    completedRetention: undefined,
+    cancelledRetention: undefined,
+    dlqRetention: undefined,
+  };
 }
 
 export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
@@ -632,6 +747,15 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     }
     if (message.maxConcurrency !== undefined) {
       writer.uint32(40).int32(message.maxConcurrency);
+    }
+    if (message.completedRetention !== undefined) {
+      Duration.encode(message.completedRetention, writer.uint32(50).fork()).join();
+    }
+    if (message.cancelledRetention !== undefined) {
+      Duration.encode(message.cancelledRetention, writer.uint32(58).fork()).join();
+    }
+    if (message.dlqRetention !== undefined) {
+      Duration.encode(message.dlqRetention, writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -689,6 +813,30 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
             message.maxConcurrency = reader.int32();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.completedRetention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.cancelledRetention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.dlqRetention = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -720,6 +868,21 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
         : isSet(object.max_concurrency)
         ? globalThis.Number(object.max_concurrency)
         : undefined,
+      completedRetention: isSet(object.completedRetention)
+        ? Duration.fromJSON(object.completedRetention)
+        : isSet(object.completed_retention)
+        ? Duration.fromJSON(object.completed_retention)
+        : undefined,
+      cancelledRetention: isSet(object.cancelledRetention)
+        ? Duration.fromJSON(object.cancelledRetention)
+        : isSet(object.cancelled_retention)
+        ? Duration.fromJSON(object.cancelled_retention)
+        : undefined,
+      dlqRetention: isSet(object.dlqRetention)
+        ? Duration.fromJSON(object.dlqRetention)
+        : isSet(object.dlq_retention)
+        ? Duration.fromJSON(object.dlq_retention)
+        : undefined,
     };
   },
 
@@ -740,6 +903,15 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     if (message.maxConcurrency !== undefined) {
       obj.maxConcurrency = Math.round(message.maxConcurrency);
     }
+    if (message.completedRetention !== undefined) {
+      obj.completedRetention = Duration.toJSON(message.completedRetention);
+    }
+    if (message.cancelledRetention !== undefined) {
+      obj.cancelledRetention = Duration.toJSON(message.cancelledRetention);
+    }
+    if (message.dlqRetention !== undefined) {
+      obj.dlqRetention = Duration.toJSON(message.dlqRetention);
+    }
     return obj;
   },
 
@@ -755,6 +927,15 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
       : undefined;
     message.leaseSeconds = object.leaseSeconds ?? undefined;
     message.maxConcurrency = object.maxConcurrency ?? undefined;
+    message.completedRetention = (object.completedRetention !== undefined && object.completedRetention !== null)
+      ? Duration.fromPartial(object.completedRetention)
+      : undefined;
+    message.cancelledRetention = (object.cancelledRetention !== undefined && object.cancelledRetention !== null)
+      ? Duration.fromPartial(object.cancelledRetention)
+      : undefined;
+    message.dlqRetention = (object.dlqRetention !== undefined && object.dlqRetention !== null)
+      ? Duration.fromPartial(object.dlqRetention)
+      : undefined;
     return message;
   },
 };

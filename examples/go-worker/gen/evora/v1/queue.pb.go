@@ -172,7 +172,15 @@ type Queue struct {
 	// Time the queue was created.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Time the queue settings last changed (including pause/resume).
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Retention of COMPLETED jobs: each is kept at least this long after it finished, then
+	// the leader deletes it (within EVORA_PRUNE_INTERVAL_MS or so); 0 = kept forever. Default 7 days.
+	CompletedRetention *durationpb.Duration `protobuf:"bytes,9,opt,name=completed_retention,json=completedRetention,proto3" json:"completed_retention,omitempty"`
+	// Retention of CANCELLED jobs, as completed_retention. Default 7 days.
+	CancelledRetention *durationpb.Duration `protobuf:"bytes,10,opt,name=cancelled_retention,json=cancelledRetention,proto3" json:"cancelled_retention,omitempty"`
+	// Retention of jobs in the dead-letter queue (DLQ), as completed_retention; a deleted DLQ
+	// job can no longer be retried. Default 30 days.
+	DlqRetention  *durationpb.Duration `protobuf:"bytes,11,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -263,6 +271,27 @@ func (x *Queue) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Queue) GetCompletedRetention() *durationpb.Duration {
+	if x != nil {
+		return x.CompletedRetention
+	}
+	return nil
+}
+
+func (x *Queue) GetCancelledRetention() *durationpb.Duration {
+	if x != nil {
+		return x.CancelledRetention
+	}
+	return nil
+}
+
+func (x *Queue) GetDlqRetention() *durationpb.Duration {
+	if x != nil {
+		return x.DlqRetention
+	}
+	return nil
+}
+
 // UpsertQueueRequest creates or updates a queue; unset fields keep their current value or default.
 type UpsertQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -277,8 +306,15 @@ type UpsertQueueRequest struct {
 	// Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited. Stored, not yet
 	// enforced (see Queue.max_concurrency).
 	MaxConcurrency *int32 `protobuf:"varint,5,opt,name=max_concurrency,json=maxConcurrency,proto3,oneof" json:"max_concurrency,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How long COMPLETED jobs are kept after they finish (see Queue.completed_retention);
+	// 0 = forever; unset = keep / 7 days. At most 100 years; never negative.
+	CompletedRetention *durationpb.Duration `protobuf:"bytes,6,opt,name=completed_retention,json=completedRetention,proto3" json:"completed_retention,omitempty"`
+	// How long CANCELLED jobs are kept after they finish; 0 = forever; unset = keep / 7 days.
+	CancelledRetention *durationpb.Duration `protobuf:"bytes,7,opt,name=cancelled_retention,json=cancelledRetention,proto3" json:"cancelled_retention,omitempty"`
+	// How long DLQ jobs are kept after they finish; 0 = forever; unset = keep / 30 days.
+	DlqRetention  *durationpb.Duration `protobuf:"bytes,8,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpsertQueueRequest) Reset() {
@@ -344,6 +380,27 @@ func (x *UpsertQueueRequest) GetMaxConcurrency() int32 {
 		return *x.MaxConcurrency
 	}
 	return 0
+}
+
+func (x *UpsertQueueRequest) GetCompletedRetention() *durationpb.Duration {
+	if x != nil {
+		return x.CompletedRetention
+	}
+	return nil
+}
+
+func (x *UpsertQueueRequest) GetCancelledRetention() *durationpb.Duration {
+	if x != nil {
+		return x.CancelledRetention
+	}
+	return nil
+}
+
+func (x *UpsertQueueRequest) GetDlqRetention() *durationpb.Duration {
+	if x != nil {
+		return x.DlqRetention
+	}
+	return nil
 }
 
 // UpsertQueueResponse carries the queue after the upsert.
@@ -897,11 +954,13 @@ type QueueStats struct {
 	Pending int64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
 	// Jobs currently RUNNING.
 	Running int64 `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
-	// Jobs COMPLETED (finished jobs are kept; nothing removes them yet).
+	// Jobs COMPLETED. Like dlq and cancelled, counted from the jobs' state changes: a job
+	// deleted by retention (Queue.completed_retention) is still counted here, so this is every
+	// job that completed, not the rows GetJob or ListJobs can still find.
 	Completed int64 `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`
-	// Jobs in the dead-letter queue.
+	// Jobs in the dead-letter queue (those deleted by retention included, see completed).
 	Dlq int64 `protobuf:"varint,5,opt,name=dlq,proto3" json:"dlq,omitempty"`
-	// Jobs CANCELLED.
+	// Jobs CANCELLED (those deleted by retention included, see completed).
 	Cancelled int64 `protobuf:"varint,6,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	// Completed jobs per second.
 	Throughput *Throughput `protobuf:"bytes,7,opt,name=throughput,proto3" json:"throughput,omitempty"`
@@ -1262,7 +1321,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.evora.v1.BackoffKindR\x04kind\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
 	"\x03cap\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03cap\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xc7\x02\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05R\vmaxAttempts\x12+\n" +
@@ -1273,13 +1332,20 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x8c\x02\n" +
+	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12J\n" +
+	"\x13completed_retention\x18\t \x01(\v2\x19.google.protobuf.DurationR\x12completedRetention\x12J\n" +
+	"\x13cancelled_retention\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
+	"\rdlq_retention\x18\v \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\"\xe4\x03\n" +
 	"\x12UpsertQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12+\n" +
 	"\abackoff\x18\x03 \x01(\v2\x11.evora.v1.BackoffR\abackoff\x12(\n" +
 	"\rlease_seconds\x18\x04 \x01(\x05H\x01R\fleaseSeconds\x88\x01\x01\x12,\n" +
-	"\x0fmax_concurrency\x18\x05 \x01(\x05H\x02R\x0emaxConcurrency\x88\x01\x01B\x0f\n" +
+	"\x0fmax_concurrency\x18\x05 \x01(\x05H\x02R\x0emaxConcurrency\x88\x01\x01\x12J\n" +
+	"\x13completed_retention\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12completedRetention\x12J\n" +
+	"\x13cancelled_retention\x18\a \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
+	"\rdlq_retention\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdlqRetentionB\x0f\n" +
 	"\r_max_attemptsB\x10\n" +
 	"\x0e_lease_secondsB\x12\n" +
 	"\x10_max_concurrency\"V\n" +
@@ -1404,36 +1470,42 @@ var file_evora_v1_queue_proto_depIdxs = []int32{
 	1,  // 3: evora.v1.Queue.backoff:type_name -> evora.v1.Backoff
 	21, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
 	21, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 6: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
-	2,  // 7: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 8: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 9: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
-	2,  // 10: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 11: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
-	14, // 12: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
-	13, // 13: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
-	13, // 14: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
-	15, // 15: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	15, // 16: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	3,  // 17: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
-	5,  // 18: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
-	7,  // 19: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
-	9,  // 20: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
-	11, // 21: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
-	16, // 22: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
-	18, // 23: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
-	4,  // 24: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
-	6,  // 25: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
-	8,  // 26: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
-	10, // 27: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
-	12, // 28: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
-	17, // 29: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
-	19, // 30: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	20, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
+	20, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
+	20, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
+	1,  // 9: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
+	20, // 10: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
+	20, // 11: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
+	20, // 12: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
+	2,  // 13: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 14: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 15: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
+	2,  // 16: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 17: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
+	14, // 18: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
+	13, // 19: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
+	13, // 20: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
+	15, // 21: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	15, // 22: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	3,  // 23: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
+	5,  // 24: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
+	7,  // 25: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
+	9,  // 26: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
+	11, // 27: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
+	16, // 28: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
+	18, // 29: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
+	4,  // 30: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
+	6,  // 31: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
+	8,  // 32: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
+	10, // 33: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
+	12, // 34: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
+	17, // 35: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
+	19, // 36: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_queue_proto_init() }

@@ -35,7 +35,7 @@ class Backoff(_message.Message):
     def __init__(self, kind: _Optional[_Union[BackoffKind, str]] = ..., base: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cap: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "paused", "max_concurrency", "created_at", "updated_at")
+    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "paused", "max_concurrency", "created_at", "updated_at", "completed_retention", "cancelled_retention", "dlq_retention")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +44,9 @@ class Queue(_message.Message):
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    DLQ_RETENTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_attempts: int
     backoff: Backoff
@@ -52,21 +55,30 @@ class Queue(_message.Message):
     max_concurrency: int
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., paused: _Optional[bool] = ..., max_concurrency: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    completed_retention: _duration_pb2.Duration
+    cancelled_retention: _duration_pb2.Duration
+    dlq_retention: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., paused: _Optional[bool] = ..., max_concurrency: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancelled_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dlq_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class UpsertQueueRequest(_message.Message):
-    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "max_concurrency")
+    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "max_concurrency", "completed_retention", "cancelled_retention", "dlq_retention")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_RETENTION_FIELD_NUMBER: _ClassVar[int]
+    DLQ_RETENTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_attempts: int
     backoff: Backoff
     lease_seconds: int
     max_concurrency: int
-    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
+    completed_retention: _duration_pb2.Duration
+    cancelled_retention: _duration_pb2.Duration
+    dlq_retention: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., completed_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancelled_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dlq_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class UpsertQueueResponse(_message.Message):
     __slots__ = ("queue", "created")

@@ -27,6 +27,7 @@ import { workerService } from '../grpc/worker-service.js';
 import { workerServiceDefinition } from '../grpc/work-messages.js';
 import { serviceNotReady } from '../grpc/not-ready.js';
 import { databaseReady } from './database-ready.js';
+import { abortRace } from '../domain/abort.js';
 import { migrate } from '../store/migrate.js';
 import { DatabaseAvailability } from '../store/availability.js';
 import { poolerDecide } from '../store/connections.js';
@@ -138,7 +139,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
   };
   // The start ends early when the caller's signal aborts (a SIGTERM while waiting for PostgreSQL).
   const startSignal = opts.signal ?? new AbortController().signal;
-  const untilAborted = <T>(work: Promise<T>) => raceAbort(work, startSignal);
+  const untilAborted = <T>(work: Promise<T>) => abortRace(work, startSignal, () => new ServerStartAbortedError());
   try {
     const server = new grpc.Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,
@@ -364,28 +365,3 @@ const LISTEN_ERRORS: Record<string, string> = {
   EACCES: 'permission denied',
   EADDRNOTAVAIL: 'the address is not available on this machine',
 };
-
-/** `work`, or a rejection as soon as `signal` aborts (`work` then settles unobserved). */
-function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    work.catch(() => undefined);
-    return Promise.reject(new ServerStartAbortedError());
-  }
-  return new Promise<T>((resolve, reject) => {
-    const abort = () => {
-      work.catch(() => undefined);
-      reject(new ServerStartAbortedError());
-    };
-    signal.addEventListener('abort', abort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', abort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', abort);
-        reject(err as Error);
-      },
-    );
-  });
-}

@@ -1,3 +1,4 @@
+import { abortRace } from '../domain/abort.js';
 import pg from 'pg';
 import { healthCheck } from './health.js';
 import { rowOf, statement } from './statements.js';
@@ -52,12 +53,12 @@ export class AdvisoryLeaderLock {
    */
   async leaderAttemptElect(signal?: AbortSignal): Promise<boolean> {
     try {
-      const client = await untilAborted(this.connection(), signal);
+      const client = await abortRace(this.connection(), signal, abortedError);
       if (this.held) {
-        await untilAborted(healthCheck(client), signal); // still connected means still holding
+        await abortRace(healthCheck(client), signal, abortedError); // still connected means still holding
         return true;
       }
-      const row = await untilAborted(rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), signal);
+      const row = await abortRace(rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), signal, abortedError);
       this.held = row?.ok === true;
       return this.held;
     } catch {
@@ -133,25 +134,5 @@ async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolea
   }
 }
 
-/** `work`, or a rejection as soon as `signal` aborts (`work` then settles unobserved). */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return work;
-  if (signal.aborted) {
-    work.catch(() => undefined);
-    return Promise.reject(new Error('aborted'));
-  }
-  return new Promise<T>((resolve, reject) => {
-    const abort = () => reject(new Error('aborted'));
-    signal.addEventListener('abort', abort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', abort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', abort);
-        reject(err as Error);
-      },
-    );
-  });
-}
+/** What an aborted wait of the leader rejects with (the elector's loop ends on its signal, not on this error). */
+const abortedError = () => new Error('aborted');

@@ -167,13 +167,17 @@ export class Dispatcher {
 
   /**
    * The fallback poll: first the sessions' expired leases (no query), then only queues with
-   * free slots (an idle or busy server queries nothing).
+   * free slots (an idle or busy server queries nothing). Which queues to wake is decided
+   * before waking any: a woken queue's claim reserves every free slot of its sessions at
+   * once, and a session takes jobs from several queues, so deciding queue by queue left the
+   * queues after the first without free slots: never polled, their due retries waited for a
+   * NOTIFY that never comes. A queue whose slots an earlier queue's claim just reserved goes
+   * `wanted` and claims when that claim gives them back.
    */
   private poll(): void {
     this.dropExpiredLeases();
-    for (const q of this.queues.values()) {
-      if ([...q.sessions].some((s) => s.free > 0)) q.wake();
-    }
+    const due = [...this.queues.values()].filter((q) => [...q.sessions].some((s) => s.free > 0));
+    for (const q of due) q.wake();
   }
 
   // ----- sessions -----------------------------------------------------------------------

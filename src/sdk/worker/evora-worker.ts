@@ -26,6 +26,9 @@ import { WorkConnection } from './work-connection.js';
  * - HandlerRunner (handler-runner.ts): the user's handlers, their context and signal.
  * - HeldJobs (held-job.ts): each held job's lifecycle, running -> … -> done | lost.
  *
+ * (About 420 lines: the facade wires those parts together and owns the public events and
+ * stop() order; splitting the wiring further would scatter one sequence over files.)
+ *
  * How it keeps its promises (docs/sdk.md has the user's view):
  * - Slots: the server pushes at most `slots` jobs minus those held; the worker runs every
  *   pushed job at once. A job holds its slot until the server acknowledges its report or

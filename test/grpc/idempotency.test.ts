@@ -74,7 +74,7 @@ describe('idempotent submits', () => {
     // The queue's default (5) is what the job got, but the first submit did not say 5.
     expect(first.job.maxAttempts).toBe(5);
     expect((await refusal(client.submit({ queue, type: 't', idempotencyKey: 'k', maxAttempts: 5 }))).details).toMatch(/different max_attempts$/);
-    expect((await refusal(client.submit({ queue, type: 't', idempotencyKey: 'k', runAt: first.job.runAt }))).details).toMatch(/different run_at$/);
+    expect((await refusal(client.submit({ queue, type: 't', idempotencyKey: 'k', runAt: first.job.runAt! }))).details).toMatch(/different run_at$/);
     // Names the first differing field in the API's order.
     expect((await refusal(client.submit({ queue, type: 't', idempotencyKey: 'k', priority: 2, maxAttempts: 2 }))).details).toMatch(/different priority$/);
   });

@@ -72,15 +72,26 @@ const jobInsertHandoffSql = statement<JobInsertHandoffParams, JobRow>(
 
 interface JobFindByKeysParams {
   queues: string[];
-  idempotencyKeys: (string | undefined)[];
+  idempotencyKeys: (string | null)[];
   types: string[];
   payloads: string[];
+  priorities: number[];
+  runAts: (Date | null)[];
+  maxAttempts: (number | null)[];
 }
-type JobFoundRow = JobRow & { same_content: boolean };
+type JobFoundRow = JobRow & { difference: string | null };
 const jobFindByKeysSql = statement<JobFindByKeysParams, JobFoundRow>(
   'job-find-by-keys',
-  { queues: 'text[]', idempotencyKeys: 'text[]', types: 'text[]', payloads: 'jsonb[]' },
-  { ...JOB_COLUMNS, same_content: 'bool' },
+  {
+    queues: 'text[]',
+    idempotencyKeys: 'text[]',
+    types: 'text[]',
+    payloads: 'jsonb[]',
+    priorities: 'int4[]',
+    runAts: 'timestamptz[]',
+    maxAttempts: 'int4[]',
+  },
+  { ...JOB_COLUMNS, difference: 'text' },
 );
 
 const PG_NOT_NULL_VIOLATION = '23502';
@@ -95,8 +106,8 @@ class RetrySubmit extends Error {}
 /**
  * Submits jobs, all or nothing; with `handoffWorkerId` (one job only) the job may be leased
  * to that worker in the same statement (job-insert-handoff.sql). Replays of an idempotency
- * key come back with created=false, or are refused (ALREADY_EXISTS) when their type or
- * payload differ. Results in input order.
+ * key come back with created=false, or are refused (ALREADY_EXISTS, naming the first field)
+ * when any submitted field differs (evora.job_submit_difference). Results in input order.
  */
 export async function jobsSubmit(
   pool: StorePool,
@@ -153,18 +164,21 @@ export async function jobsSubmit(
         const found = await client.query(
           queryConfig(jobFindByKeysSql, {
             queues: missing.map(({ j }) => j.queue),
-            idempotencyKeys: missing.map(({ j }) => j.idempotencyKey),
+            idempotencyKeys: missing.map(({ j }) => j.idempotencyKey ?? null),
             types: missing.map(({ j }) => j.type),
-            payloads: missing.map(({ j }) => JSON.stringify(j.payload ?? {})),
+            payloads: missing.map(({ i }) => payloads[i]!),
+            priorities: missing.map(({ j }) => j.priority ?? 0),
+            runAts: missing.map(({ j }) => j.runAt ?? null),
+            maxAttempts: missing.map(({ i }) => maxAttempts[i]!),
           }),
         );
         const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
         for (const { j, i } of missing) {
           const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
           if (!row) throw new RetrySubmit('the conflicting job vanished');
-          if (!row.same_content) {
+          if (row.difference !== null) {
             throw alreadyExists(
-              `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id} with a different type or payload`,
+              `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id}, submitted with a different ${row.difference}`,
             );
           }
           results[i] = { job: jobFromRow(row), created: false };

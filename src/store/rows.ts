@@ -29,6 +29,8 @@ export interface JobRow {
   created_at: Date;
   started_at: Date | null;
   finished_at: Date | null;
+  /** What a keyed submit said for the fields the row resolves (0005_strict_idempotency.sql); null without a key. */
+  submitted: JsonObject | null;
 }
 
 /** The columns of evora.jobs, in table order. */
@@ -52,6 +54,7 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   created_at: 'timestamptz',
   started_at: 'timestamptz',
   finished_at: 'timestamptz',
+  submitted: 'jsonb',
 };
 
 /**

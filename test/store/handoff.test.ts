@@ -46,6 +46,17 @@ describe('a submit hands its job to a named worker when a claim would pick it no
     expect(await store.jobClaim({ queues: [queue], limit: 10, workerId: 'w2', now: at(2) })).toEqual([]);
   });
 
+  it('a keyed job handed off remembers what was submitted: a replay differing in a field is refused naming it', async () => {
+    const queue = await queueCreate();
+    const input = jobInput({ queue, idempotencyKey: 'h', priority: 4 });
+    const { job } = await store.jobSubmit({ job: input, now: T0, handoffWorkerId: 'w1' });
+    expect(job.state).toBe('RUNNING');
+    expect(await store.jobSubmit({ job: input, now: at(1), handoffWorkerId: 'w1' })).toMatchObject({ created: false, job: { id: job.id } });
+    await expect(store.jobSubmit({ job: { ...input, maxAttempts: 2 }, now: at(1), handoffWorkerId: 'w1' })).rejects.toThrow(
+      /submitted with a different max_attempts$/,
+    );
+  });
+
   it('leaves the job PENDING when a claimable job waits in the queue, so it does not overtake it', async () => {
     const queue = await queueCreate();
     const { job: first } = await store.jobSubmit({ job: jobInput({ queue }), now: T0 });

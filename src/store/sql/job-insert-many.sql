@@ -19,11 +19,12 @@ new_queues AS (
   RETURNING name, max_attempts
 ),
 inserted AS (
-  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, created_at)
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at)
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce(:now::timestamptz, now())),
          i.idempotency_key,
          coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
+         CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts) END,
          coalesce(:now::timestamptz, now())
   FROM input i
   LEFT JOIN evora.queues q ON q.name = i.queue

@@ -160,7 +160,13 @@ export interface SubmitJobRequest {
   runAt?:
     | Date
     | undefined;
-  /** Deduplication key, unique per queue; empty = no deduplication. */
+  /**
+   * Deduplication key, unique per queue; empty = no deduplication. A replay must
+   * repeat the first submit's type, payload, priority, run_at and max_attempts
+   * exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+   * that differs. The key is remembered as long as its job exists (until the
+   * queue's retention prunes the finished job).
+   */
   idempotencyKey: string;
   /** Maximum attempts for this job; 0 = the queue's max_attempts. */
   maxAttempts: number;
@@ -1706,7 +1712,9 @@ export const JobServiceService = {
   /**
    * SubmitJob enqueues one job. If idempotency_key is set and a job with the
    * same key already exists in the same queue, that job is returned with
-   * created = false and nothing new is enqueued. When a worker connected to this
+   * created = false and nothing new is enqueued, provided every submitted field
+   * is what the first submit said; otherwise ALREADY_EXISTS names the first field
+   * that differs (docs/api.md, "Idempotency"). When a worker connected to this
    * server has a free slot for the queue and nothing claimable waits in it, the job
    * is handed to that worker by the submit itself and comes back RUNNING.
    */
@@ -1790,7 +1798,9 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   /**
    * SubmitJob enqueues one job. If idempotency_key is set and a job with the
    * same key already exists in the same queue, that job is returned with
-   * created = false and nothing new is enqueued. When a worker connected to this
+   * created = false and nothing new is enqueued, provided every submitted field
+   * is what the first submit said; otherwise ALREADY_EXISTS names the first field
+   * that differs (docs/api.md, "Idempotency"). When a worker connected to this
    * server has a free slot for the queue and nothing claimable waits in it, the job
    * is handed to that worker by the submit itself and comes back RUNNING.
    */
@@ -1826,7 +1836,9 @@ export interface JobServiceClient extends Client {
   /**
    * SubmitJob enqueues one job. If idempotency_key is set and a job with the
    * same key already exists in the same queue, that job is returned with
-   * created = false and nothing new is enqueued. When a worker connected to this
+   * created = false and nothing new is enqueued, provided every submitted field
+   * is what the first submit said; otherwise ALREADY_EXISTS names the first field
+   * that differs (docs/api.md, "Idempotency"). When a worker connected to this
    * server has a free slot for the queue and nothing claimable waits in it, the job
    * is handed to that worker by the submit itself and comes back RUNNING.
    */

@@ -301,7 +301,11 @@ type SubmitJobRequest struct {
 	Priority int32 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
 	// Earliest time the job may run; unset = now.
 	RunAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
-	// Deduplication key, unique per queue; empty = no deduplication.
+	// Deduplication key, unique per queue; empty = no deduplication. A replay must
+	// repeat the first submit's type, payload, priority, run_at and max_attempts
+	// exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+	// that differs. The key is remembered as long as its job exists (until the
+	// queue's retention prunes the finished job).
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Maximum attempts for this job; 0 = the queue's max_attempts.
 	MaxAttempts   int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`

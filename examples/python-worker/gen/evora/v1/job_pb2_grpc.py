@@ -76,7 +76,9 @@ class JobServiceServicer:
     def SubmitJob(self, request, context):
         """SubmitJob enqueues one job. If idempotency_key is set and a job with the
         same key already exists in the same queue, that job is returned with
-        created = false and nothing new is enqueued. When a worker connected to this
+        created = false and nothing new is enqueued, provided every submitted field
+        is what the first submit said; otherwise ALREADY_EXISTS names the first field
+        that differs (docs/api.md, "Idempotency"). When a worker connected to this
         server has a free slot for the queue and nothing claimable waits in it, the job
         is handed to that worker by the submit itself and comes back RUNNING.
         """

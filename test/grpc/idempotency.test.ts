@@ -1,0 +1,104 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EvoraApiError, EvoraClient, type SubmitJobInput } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { serverSetup } from '../helpers/server-setup.js';
+
+// Strict idempotency (docs/api.md, "Idempotency"): a replay is identical to what the first
+// submit SAID, or refused naming the first field that differs; through SubmitJob, SubmitJobs
+// and evora.submit_job alike.
+
+let client: EvoraClient;
+let db: pg.Client;
+beforeAll(async () => {
+  const { address, databaseUrl } = await serverSetup();
+  client = new EvoraClient({ address });
+  db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+});
+afterAll(async () => {
+  client.close();
+  await db.end();
+});
+
+/** The error a refused call gives (its status name and message). */
+async function refusal(p: Promise<unknown>): Promise<EvoraApiError> {
+  const err = await p.then(
+    () => {
+      throw new Error('expected a refusal, got success');
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(EvoraApiError);
+  return err as EvoraApiError;
+}
+
+const RUN_AT = new Date('2030-01-01T00:00:00Z');
+
+/** Each submitted field, and a replay that differs in it alone. */
+const DIFFERENT: [string, Partial<SubmitJobInput>][] = [
+  ['type', { type: 'other' }],
+  ['payload', { payload: { v: 2 } }],
+  ['priority', { priority: 7 }],
+  ['run_at', { runAt: new Date(RUN_AT.getTime() + 1) }],
+  ['max_attempts', { maxAttempts: 9 }],
+];
+
+describe('idempotent submits', () => {
+  it('an identical replay is created=false with the first job; fields unset on both submits are identical', async () => {
+    const queue = queueName();
+    for (const input of [
+      { queue, type: 't', idempotencyKey: 'unset' },
+      { queue, type: 't', idempotencyKey: 'set', payload: { v: 1 }, priority: 3, runAt: RUN_AT, maxAttempts: 4 },
+    ]) {
+      const first = await client.submit(input);
+      expect(first.created).toBe(true);
+      const replay = await client.submit(input);
+      expect(replay).toMatchObject({ created: false, job: { id: first.job.id } });
+    }
+  });
+
+  it.each(DIFFERENT)('a replay with a different %s is ALREADY_EXISTS naming it; the first job is unchanged', async (field, change) => {
+    const queue = queueName();
+    const input = { queue, type: 't', idempotencyKey: 'k', payload: { v: 1 }, priority: 1, runAt: RUN_AT, maxAttempts: 3 };
+    const first = await client.submit(input);
+    const err = await refusal(client.submit({ ...input, ...change }));
+    expect(err.codeName).toBe('ALREADY_EXISTS');
+    expect(err.details).toBe(`idempotency key "k" in queue "${queue}" already names job ${first.job.id}, submitted with a different ${field}`);
+    expect(await client.get(first.job.id)).toMatchObject({ type: 't', payload: { v: 1 }, priority: 1, maxAttempts: 3 });
+  });
+
+  it('compares what was submitted, not resolved defaults: unset vs the value it resolved to differs', async () => {
+    const queue = queueName();
+    const first = await client.submit({ queue, type: 't', idempotencyKey: 'k' });
+    // The queue's default (5) is what the job got, but the first submit did not say 5.
+    expect(first.job.maxAttempts).toBe(5);
+    expect((await refusal(client.submit({ queue, type: 't', idempotencyKey: 'k', maxAttempts: 5 }))).details).toMatch(/different max_attempts$/);
+    expect((await refusal(client.submit({ queue, type: 't', idempotencyKey: 'k', runAt: first.job.runAt! }))).details).toMatch(/different run_at$/);
+    // Names the first differing field in the API's order.
+    expect((await refusal(client.submit({ queue, type: 't', idempotencyKey: 'k', priority: 2, maxAttempts: 2 }))).details).toMatch(/different priority$/);
+  });
+
+  it('SubmitJobs: replays are created=false per item; one differing item refuses the whole batch, naming the item and field', async () => {
+    const queue = queueName();
+    const a = { queue, type: 't', idempotencyKey: 'a', priority: 2 };
+    const [first] = await client.submitMany([a]);
+    const ok = await client.submitMany([a, { queue, type: 't', idempotencyKey: 'b' }]);
+    expect(ok.map((r) => r.created)).toEqual([false, true]);
+    expect(ok[0]!.job.id).toBe(first!.job.id);
+    const err = await refusal(client.submitMany([{ queue, type: 't', idempotencyKey: 'c' }, { ...a, priority: 3 }]));
+    expect(err.codeName).toBe('ALREADY_EXISTS');
+    expect(err.details).toMatch(/idempotency key "a" .* different priority$/);
+    // All or nothing: the batch's new job "c" was not kept.
+    const { rows } = await db.query('SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1', [queue]);
+    expect(rows[0].n).toBe(2);
+  });
+
+  it('a job created before strict idempotency (no record of its submit) accepts a replay that only matches type and payload', async () => {
+    const queue = queueName();
+    const first = await client.submit({ queue, type: 't', idempotencyKey: 'old', priority: 1 });
+    await db.query('UPDATE evora.jobs SET submitted = NULL WHERE id = $1', [first.job.id]);
+    expect(await client.submit({ queue, type: 't', idempotencyKey: 'old', priority: 9 })).toMatchObject({ created: false, job: { id: first.job.id } });
+    expect((await refusal(client.submit({ queue, type: 'u', idempotencyKey: 'old' }))).details).toMatch(/different type$/);
+  });
+});

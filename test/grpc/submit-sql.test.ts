@@ -1,0 +1,133 @@
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { EvoraApiError, EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { serverSetup } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+// evora.submit_job (0005_strict_idempotency.sql): a submit inside the application's own
+// transaction. The server's fallback poll is an hour here, so a job a worker receives was
+// pushed by the NOTIFY that the function's COMMIT delivered.
+
+let client: EvoraClient;
+let address: string;
+let db: pg.Client;
+const workers: EvoraWorker[] = [];
+beforeAll(async () => {
+  let databaseUrl: string;
+  ({ address, databaseUrl } = await serverSetup({ pollIntervalMs: '3600000' }));
+  client = new EvoraClient({ address });
+  db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  await db.query('CREATE TABLE app_orders (id serial PRIMARY KEY, note text NOT NULL)');
+});
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 0, graceMs: 1_000 })));
+});
+afterAll(async () => {
+  client.close();
+  await db.end();
+});
+
+/** The job ids in the outbox or (once the projector moved them) in the recent events. */
+async function eventsOf(jobId: string): Promise<number> {
+  const { rows } = await db.query(
+    `SELECT (SELECT count(*) FROM evora.job_events WHERE $1::uuid = ANY(job_ids))
+          + (SELECT count(*) FROM evora.telemetry_recent_events WHERE $1::uuid = ANY(job_ids)) AS n`,
+    [jobId],
+  );
+  return Number(rows[0].n);
+}
+
+/** The SQL error a statement raises. */
+async function sqlError(sql: string, params: unknown[]): Promise<{ code: string; message: string }> {
+  const err = await db.query(sql, params).then(
+    () => {
+      throw new Error('expected an error, got success');
+    },
+    (e: unknown) => e as { code: string; message: string },
+  );
+  return { code: err.code, message: err.message };
+}
+
+describe('evora.submit_job', () => {
+  it('rolled back leaves no job and no event; committed, an idle worker gets it pushed and completes it', async () => {
+    const queue = queueName();
+    const done: string[] = [];
+    const w = new EvoraWorker({ address, workerId: `w-${queue}`, queues: [queue], slots: 1 });
+    workers.push(w);
+    w.handle<{ order: number }>('ship', (job) => {
+      done.push(job.id);
+      return { shipped: job.payload.order };
+    });
+    await w.start();
+    // The worker is idle and its session is listening; give the server the queue row first.
+    const warmup = await client.submit({ queue, type: 'ship', payload: { order: 0 } });
+    await waitFor(async () => (await client.get(warmup.job.id)).state === 'COMPLETED', { what: 'the warm-up job to complete' });
+
+    await db.query('BEGIN');
+    const order = (await db.query(`INSERT INTO app_orders (note) VALUES ('rolled back') RETURNING id`)).rows[0].id as number;
+    const rolled = (await db.query(`SELECT * FROM evora.submit_job($1, 'ship', jsonb_build_object('order', $2::int))`, [queue, order])).rows[0];
+    expect(rolled.created).toBe(true);
+    await db.query('ROLLBACK');
+    expect((await db.query('SELECT count(*)::int AS n FROM evora.jobs WHERE id = $1', [rolled.job_id])).rows[0].n).toBe(0);
+    expect(await eventsOf(rolled.job_id)).toBe(0);
+
+    await db.query('BEGIN');
+    const order2 = (await db.query(`INSERT INTO app_orders (note) VALUES ('committed') RETURNING id`)).rows[0].id as number;
+    const { job_id: id } = (await db.query(`SELECT * FROM evora.submit_job(queue => $1, type => 'ship', payload => jsonb_build_object('order', $2::int))`, [queue, order2])).rows[0];
+    await db.query('COMMIT');
+    await waitFor(() => done.includes(id), { what: 'the committed job to be pushed to the idle worker and run' });
+    await waitFor(async () => (await client.get(id)).state === 'COMPLETED', { what: 'the job to be COMPLETED' });
+    expect((await client.get(id)).result).toEqual({ shipped: order2 });
+    expect(done).not.toContain(rolled.job_id);
+    expect(await eventsOf(id)).toBeGreaterThanOrEqual(1);
+  });
+
+  it('agrees with the API on idempotency: replays across the two are created=false, and a differing field is named the same', async () => {
+    const queue = queueName();
+    const viaApi = await client.submit({ queue, type: 't', idempotencyKey: 'api', payload: { v: 1 }, priority: 2 });
+    const replay = (await db.query(`SELECT * FROM evora.submit_job($1, 't', '{"v":1}', 2, idempotency_key => 'api')`, [queue])).rows[0];
+    expect(replay).toEqual({ job_id: viaApi.job.id, created: false });
+
+    const viaSql = (await db.query(`SELECT * FROM evora.submit_job($1, 't', '{"v":1}', max_attempts => 4, idempotency_key => 'sql')`, [queue])).rows[0];
+    expect(viaSql.created).toBe(true);
+    expect(await client.submit({ queue, type: 't', idempotencyKey: 'sql', payload: { v: 1 }, maxAttempts: 4 })).toMatchObject({ created: false, job: { id: viaSql.job_id } });
+    // The row the function wrote is the row the API writes for the same submit.
+    const viaApi2 = await client.submit({ queue, type: 't', idempotencyKey: 'api2', payload: { v: 1 }, maxAttempts: 4 });
+    const cols = 'queue, type, payload, state, priority, attempt, max_attempts, submitted';
+    const { rows } = await db.query(`SELECT ${cols} FROM evora.jobs WHERE id = ANY($1::uuid[]) ORDER BY idempotency_key`, [[viaApi2.job.id, viaSql.job_id]]);
+    expect(rows[0]).toEqual(rows[1]);
+
+    const fromSql = await sqlError(`SELECT * FROM evora.submit_job($1, 't', '{"v":1}', 2, max_attempts => 9, idempotency_key => 'api')`, [queue]);
+    expect(fromSql).toEqual({
+      code: '23505',
+      message: `evora: idempotency key "api" in queue "${queue}" already names job ${viaApi.job.id}, submitted with a different max_attempts`,
+    });
+    const fromApi = await client.submit({ queue, type: 't', idempotencyKey: 'sql', payload: { v: 1 } }).catch((e: unknown) => e as EvoraApiError);
+    expect((fromApi as EvoraApiError).details).toMatch(/already names job .*, submitted with a different max_attempts$/);
+    // Unset on both (run_at, and here max_attempts) is identical.
+    await db.query(`SELECT evora.submit_job($1, 't', idempotency_key => 'bare')`, [queue]);
+    expect((await db.query(`SELECT created FROM evora.submit_job($1, 't', idempotency_key => 'bare')`, [queue])).rows[0].created).toBe(false);
+  });
+
+  it('bad input is invalid_parameter_value with one line naming the field, and changes nothing', async () => {
+    const queue = queueName();
+    const cases: [string, unknown[], RegExp][] = [
+      [`SELECT evora.submit_job('', 't')`, [], /^evora: queue is required$/],
+      [`SELECT evora.submit_job($1, 'bad type')`, [queue], /^evora: type "bad type" may contain only/],
+      [`SELECT evora.submit_job($1, 't', '[1]')`, [queue], /^evora: payload must be a JSON object, got array$/],
+      [`SELECT evora.submit_job($1, 't', priority => 1001)`, [queue], /^evora: priority must be/],
+      [`SELECT evora.submit_job($1, 't', max_attempts => -1)`, [queue], /^evora: max_attempts must be/],
+      [`SELECT evora.submit_job($1, 't', idempotency_key => repeat('k', 256))`, [queue], /^evora: idempotency_key is longer/],
+      [`SELECT evora.submit_job($1, 't', run_at => 'infinity')`, [queue], /^evora: run_at is not a valid time$/],
+    ];
+    for (const [sql, params, message] of cases) {
+      const err = await sqlError(sql, params);
+      expect(err.code).toBe('22023');
+      expect(err.message).toMatch(message);
+      expect(err.message).not.toMatch(/\n/);
+    }
+    expect((await db.query('SELECT count(*)::int AS n FROM evora.queues WHERE name = $1', [queue])).rows[0].n).toBe(0);
+  });
+});

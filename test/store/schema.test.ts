@@ -80,14 +80,15 @@ describe('migrations', () => {
     const db = await testDatabaseCreate({ empty: true });
     const client = new pg.Client({ connectionString: db.url });
     try {
-      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline', '2_projector_one_open_batch', '3_retention']);
-      expect(await migrate(db.url)).toEqual([1, 2, 3]);
+      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline', '2_projector_one_open_batch', '3_retention', '4_max_concurrency']);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
         { version: 1, name: 'baseline' },
         { version: 2, name: 'projector_one_open_batch' },
         { version: 3, name: 'retention' },
+        { version: 4, name: 'max_concurrency' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {

@@ -234,7 +234,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--backoff-base <duration>', 'delay before the first retry, e.g. 5s')
     .option('--backoff-cap <duration>', 'longest delay, e.g. 1h')
     .option('--jitter <fraction>', 'random spread of the delay, 0..1 (0.2 = ±20%)')
-    .option('--max-concurrency <n>', 'most RUNNING jobs across all workers; 0 = unlimited (stored, not yet enforced)')
+    .option('--max-concurrency <n>', 'most RUNNING jobs across all workers and servers; 0 = unlimited')
     .option('--completed-retention <duration>', 'how long COMPLETED jobs are kept after they finish, e.g. 7d; 0 or forever: never deleted')
     .option('--cancelled-retention <duration>', 'how long CANCELLED jobs are kept, e.g. 7d; 0 or forever: never deleted')
     .option('--dlq-retention <duration>', 'how long DLQ jobs are kept (a deleted one cannot be retried), e.g. 30d; 0 or forever: never deleted')

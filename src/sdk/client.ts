@@ -97,7 +97,7 @@ export interface JobPage {
 export interface QueueSettings {
   maxAttempts?: number;
   leaseSeconds?: number;
-  /** 0 = unlimited. Stored, not yet enforced by the server. */
+  /** Most RUNNING jobs of the queue across all workers and servers; 0 = unlimited. */
   maxConcurrency?: number;
   /** Unset parts of the backoff keep their current value. */
   backoff?: Partial<Backoff>;

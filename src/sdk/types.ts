@@ -72,7 +72,7 @@ export interface Queue {
   backoff: Backoff;
   leaseSeconds: number;
   paused: boolean;
-  /** Maximum RUNNING jobs across all workers; 0 = unlimited. Stored and shown, not yet enforced by the server. */
+  /** Maximum RUNNING jobs across all workers and servers; 0 = unlimited. Enforced by every lease. */
   maxConcurrency: number;
   createdAt: Date | null;
   updatedAt: Date | null;

@@ -80,14 +80,21 @@ describe('migrations', () => {
     const db = await testDatabaseCreate({ empty: true });
     const client = new pg.Client({ connectionString: db.url });
     try {
-      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual(['1_baseline', '2_projector_one_open_batch', '3_retention', '5_strict_idempotency']);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 5]);
+      expect(migrationsLoad().map((m) => `${m.version}_${m.name}`)).toEqual([
+        '1_baseline',
+        '2_projector_one_open_batch',
+        '3_retention',
+        '4_max_concurrency',
+        '5_strict_idempotency',
+      ]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
         { version: 1, name: 'baseline' },
         { version: 2, name: 'projector_one_open_batch' },
         { version: 3, name: 'retention' },
+        { version: 4, name: 'max_concurrency' },
         { version: 5, name: 'strict_idempotency' },
       ]);
       expect(await migrate(db.url)).toEqual([]);

@@ -7,8 +7,17 @@
 -- Must stay true: per queue a LATERAL scan of jobs_claimable_idx in (priority, run_at, id)
 -- order stops after :limit rows, so the cost is independent of how many jobs wait or have
 -- finished; the UPDATE finds its rows by primary key (test/store/plans.test.ts).
+-- A queue with max_concurrency set takes at most its room: max_concurrency minus its RUNNING
+-- jobs, counted by evora.queue_room under a per-queue advisory lock held until this claim
+-- commits (migration 0004 says why that is exact across servers). An unlimited queue never
+-- calls it: its room is :limit, no lock, no count. Queues are taken in name order so two claims
+-- of several limited queues lock them in the same order.
 WITH claimable_queues AS (
-  SELECT name, lease_seconds FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused
+  SELECT name, lease_seconds,
+         CASE WHEN max_concurrency IS NULL THEN :limit::int8
+              ELSE least(:limit::int8, evora.queue_room(name, max_concurrency)) END AS room
+  -- Ordered below the call: a sort above it would order the rows after the calls were made.
+  FROM (SELECT * FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused ORDER BY name) ordered
 ),
 picked AS (
   SELECT c.id, c.priority, c.run_at
@@ -18,7 +27,7 @@ picked AS (
     FROM evora.jobs j
     WHERE j.state = 'PENDING' AND j.queue = q.name AND j.run_at <= coalesce(:now::timestamptz, now())
     ORDER BY j.priority, j.run_at, j.id
-    LIMIT :limit
+    LIMIT q.room
     FOR UPDATE SKIP LOCKED
   ) c
   ORDER BY c.priority, c.run_at, c.id

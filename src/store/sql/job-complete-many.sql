@@ -27,5 +27,13 @@ events AS (
          array_agg(NULL::float8), array_agg((extract(epoch FROM finished_at - started_at) * 1000)::float8)
   FROM updated
   HAVING count(*) > 0
+),
+woken AS (
+  -- A limited queue (max_concurrency) one of whose RUNNING jobs finished: its claimers, idle
+  -- while it was full, claim the freed room. One primary-key probe per distinct queue.
+  SELECT pg_notify('evora_job_available', d.queue)
+  FROM (SELECT DISTINCT queue FROM updated) d
+  WHERE EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = d.queue AND q.max_concurrency IS NOT NULL)
 )
 SELECT id, lease_token, queue, type, state, attempt, worker_id, last_error FROM updated
+WHERE (SELECT count(*) FROM woken) >= 0

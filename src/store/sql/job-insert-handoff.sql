@@ -1,7 +1,9 @@
 -- name: jobInsertHandoff
 -- Submits one job and, when a claim would pick it now, hands it straight to
 -- :handoffWorkerId (a worker of the submitting server with a free slot) in this statement:
--- its queue exists and is not paused, it is due, and no claimable job waits in the queue.
+-- its queue exists, is not paused and has no max_concurrency (a limited queue's jobs are
+-- claimed: only the claim counts RUNNING jobs under the queue's lock), it is due, and no
+-- claimable job waits in the queue.
 -- Such a job is created RUNNING under a fresh lease (the schema allows that only as a
 -- claim leaves a job: attempt 1, a worker, a start time), records two events, submitted
 -- then claimed, and wakes no one; otherwise it is inserted PENDING as jobInsertMany does.
@@ -43,6 +45,8 @@ inserted AS (
   LEFT JOIN LATERAL (
     SELECT q.lease_seconds
     WHERE NOT q.paused
+      -- A limited queue's jobs go through the claim, which counts its RUNNING jobs under a lock.
+      AND q.max_concurrency IS NULL
       AND coalesce(i.run_at, coalesce(:now::timestamptz, now())) <= coalesce(:now::timestamptz, now())
       AND (
         -- The first job a claim would take, looked up the way a claim walks the index.

@@ -39,7 +39,11 @@ events AS (
   HAVING count(*) > 0
 ),
 woken AS (
+  -- A queue with a job claimable now, or a limited queue (max_concurrency) one of whose
+  -- RUNNING jobs left: its claimers, idle while it was full, claim the freed room.
   SELECT pg_notify('evora_job_available', d.queue)
-  FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING' AND run_at <= coalesce(:now::timestamptz, now())) d
+  FROM (SELECT queue, bool_or(state = 'PENDING' AND run_at <= coalesce(:now::timestamptz, now())) AS due
+        FROM updated GROUP BY queue) d
+  WHERE d.due OR EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = d.queue AND q.max_concurrency IS NOT NULL)
 )
 SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0

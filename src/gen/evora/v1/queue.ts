@@ -106,8 +106,9 @@ export interface Queue {
   /** True while the queue is paused: no new jobs are leased from it. */
   paused: boolean;
   /**
-   * Maximum number of RUNNING jobs across all workers; 0 = unlimited. Stored and shown,
-   * not yet enforced: the server does not limit RUNNING jobs by it yet.
+   * Maximum number of RUNNING jobs across all workers and servers; 0 = unlimited. Enforced
+   * by every lease (stream push, ClaimJobs, submit hand-off); jobs already running when it
+   * is lowered keep running.
    */
   maxConcurrency: number;
   /** Time the queue was created. */
@@ -153,8 +154,8 @@ export interface UpsertQueueRequest {
     | number
     | undefined;
   /**
-   * Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited. Stored, not yet
-   * enforced (see Queue.max_concurrency).
+   * Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited (see
+   * Queue.max_concurrency).
    */
   maxConcurrency?:
     | number

@@ -166,8 +166,9 @@ type Queue struct {
 	LeaseSeconds int32 `protobuf:"varint,4,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
 	// True while the queue is paused: no new jobs are leased from it.
 	Paused bool `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
-	// Maximum number of RUNNING jobs across all workers; 0 = unlimited. Stored and shown,
-	// not yet enforced: the server does not limit RUNNING jobs by it yet.
+	// Maximum number of RUNNING jobs across all workers and servers; 0 = unlimited. Enforced
+	// by every lease (stream push, ClaimJobs, submit hand-off); jobs already running when it
+	// is lowered keep running.
 	MaxConcurrency int32 `protobuf:"varint,6,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
 	// Time the queue was created.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
@@ -303,8 +304,8 @@ type UpsertQueueRequest struct {
 	Backoff *Backoff `protobuf:"bytes,3,opt,name=backoff,proto3" json:"backoff,omitempty"`
 	// Lease length in seconds (>= 1); unset = keep / server default.
 	LeaseSeconds *int32 `protobuf:"varint,4,opt,name=lease_seconds,json=leaseSeconds,proto3,oneof" json:"lease_seconds,omitempty"`
-	// Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited. Stored, not yet
-	// enforced (see Queue.max_concurrency).
+	// Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited (see
+	// Queue.max_concurrency).
 	MaxConcurrency *int32 `protobuf:"varint,5,opt,name=max_concurrency,json=maxConcurrency,proto3,oneof" json:"max_concurrency,omitempty"`
 	// How long COMPLETED jobs are kept after they finish (see Queue.completed_retention);
 	// 0 = forever; unset = keep / 7 days. At most 100 years; never negative.

@@ -278,7 +278,10 @@ export class Dispatcher {
 
   /** Forgets a queue's claimer once it has no sessions and no claim loop. */
   private forgetIfUnused(q: QueueClaimer): void {
-    if (q.sessions.size === 0 && !q.running && this.queues.get(q.name) === q) this.queues.delete(q.name);
+    if (q.sessions.size === 0 && !q.running && this.queues.get(q.name) === q) {
+      this.queues.delete(q.name);
+      q.forgotten();
+    }
   }
 
   // ----- worker writes ------------------------------------------------------------------
@@ -439,7 +442,9 @@ export class Dispatcher {
       }
       const left = deadline - Date.now();
       if (jobs.length > 0 || left <= 0 || this._state === 'stopped' || params.signal?.aborted) return jobs;
-      await this.waiters.wait(queues, Math.min(left, this.opts.pollIntervalMs), [params.signal, this.stopping.signal]);
+      // A rate limit held jobs back: try again when the next token is due, not a poll later.
+      const tokenIn = jobs.nextTokenAt ? Math.max(1, jobs.nextTokenAt.getTime() - Date.now() + 1) : Infinity;
+      await this.waiters.wait(queues, Math.min(left, this.opts.pollIntervalMs, tokenIn), [params.signal, this.stopping.signal]);
     }
   }
 

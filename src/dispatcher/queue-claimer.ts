@@ -28,8 +28,11 @@ export const CLAIMER_TRANSITIONS: Transitions<ClaimerState> = {
 
 /** What a claimer needs from the dispatcher that owns it. */
 export interface ClaimerHost {
-  /** Runs one claim statement: one job at most per worker id (one id per reserved slot). */
-  claim(queue: string, workerIds: string[]): Promise<Job[]>;
+  /**
+   * Runs one claim statement: one job at most per worker id (one id per reserved slot).
+   * `nextTokenAt`: the queue's rate limit held jobs back until then.
+   */
+  claim(queue: string, workerIds: string[]): Promise<Job[] & { nextTokenAt?: Date }>;
   /** Pushes each session the jobs dealt to it; releases those that cannot be pushed. Never throws. */
   deliver(dealt: Map<WorkerSession, Job[]>): Promise<void>;
   /** A reserved slot of this session got nothing: the session's other queues may want it. */
@@ -76,6 +79,13 @@ export class QueueClaimer {
   #startQueued = false;
   /** The name the transition errors give this claimer. */
   readonly #machine: string;
+  /**
+   * Rate limits: one wake-up at the time the queue's next token is due, set when a claim
+   * found jobs held back by the limit (instead of polling while the bucket is empty).
+   * At most one is pending (the earliest); stop() clears it.
+   */
+  #tokenTimer: NodeJS.Timeout | null = null;
+  #tokenAt = 0;
 
   constructor(
     readonly name: string,
@@ -123,6 +133,7 @@ export class QueueClaimer {
   /** Shutdown: nothing more is claimed; a cooldown ends at once. A claim in flight finishes (its jobs are released). */
   stop(): void {
     if (this.#state === 'stopped') return;
+    this.#clearTokenTimer();
     const endCooldown = this.#endCooldown;
     this.#to('stopped');
     endCooldown?.();
@@ -189,7 +200,7 @@ export class QueueClaimer {
       if (slots.length === 0) return this.#to('wanted'); // a freed slot starts the next claim
       const wakesBefore = this.#wakes;
       const started = performance.now();
-      let jobs: Job[];
+      let jobs: Job[] & { nextTokenAt?: Date };
       try {
         jobs = await this.host.claim(this.name, slots.map((s) => s.workerId));
       } catch (err) {
@@ -201,6 +212,7 @@ export class QueueClaimer {
         return;
       }
       unreserve(reserved);
+      if (jobs.nextTokenAt) this.#wakeAt(jobs.nextTokenAt);
       this.host.claimed?.(this.name, slots.length, jobs.length, performance.now() - started);
       await this.host.deliver(dealToSlots(slots, jobs));
       // Slots that got nothing here may be wanted by the sessions' other queues.
@@ -230,6 +242,33 @@ export class QueueClaimer {
       const timer = setTimeout(end, this.opts.claimCooldownMs);
       this.#endCooldown = end;
     });
+  }
+
+  /**
+   * Wakes the queue when its next token is due (rate limits). Keeps the earliest pending
+   * wake-up; a wake-up that comes early is harmless (the claim takes nothing and says when).
+   */
+  #wakeAt(at: Date): void {
+    const due = at.getTime();
+    if (this.#tokenTimer && this.#tokenAt <= due) return;
+    this.#clearTokenTimer();
+    this.#tokenAt = due;
+    // A millisecond late rather than early: Date has no finer grain than the database's time.
+    this.#tokenTimer = setTimeout(() => {
+      this.#tokenTimer = null;
+      this.wake();
+    }, Math.max(0, due - Date.now() + 1));
+    this.#tokenTimer.unref();
+  }
+
+  /** The dispatcher forgets this claimer (no sessions left): its token wake-up is not wanted. */
+  forgotten(): void {
+    this.#clearTokenTimer();
+  }
+
+  #clearTokenTimer(): void {
+    if (this.#tokenTimer) clearTimeout(this.#tokenTimer);
+    this.#tokenTimer = null;
   }
 
   /** A quarter of the queue's slots (at most a full claim) are free. */

@@ -24,6 +24,17 @@ export interface Queue {
   completedRetentionSeconds: number | null;
   cancelledRetentionSeconds: number | null;
   dlqRetentionSeconds: number | null;
+  /** Job starts per second across all servers (a token bucket of `burst`); null = none. */
+  rateLimit: RateLimit | null;
+}
+
+/**
+ * A rate limit: at most `burst` starts at once, refilled at `perSecond` (a token bucket that
+ * starts full). Must stay true: perSecond is finite and > 0, burst >= 1 (validate.ts).
+ */
+export interface RateLimit {
+  perSecond: number;
+  burst: number;
 }
 
 /** Settings for queueUpsert; absent fields keep their current value (or the default on create). */
@@ -41,5 +52,7 @@ export interface QueueUpsertInput {
   completedRetentionSeconds?: number | null;
   cancelledRetentionSeconds?: number | null;
   dlqRetentionSeconds?: number | null;
+  /** null/absent keeps the current value; `{ perSecond: 0 }` clears the limit. */
+  rateLimit?: RateLimit | null;
 }
 

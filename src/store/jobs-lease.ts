@@ -21,7 +21,11 @@ interface JobClaimParams {
   now: Date | null;
 }
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
-type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'> & { slot: string };
+type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'> & {
+  slot: string;
+  /** Only on a row without a job (id null): when a rate-limited queue's next token is due. */
+  next_token_at: Date | null;
+};
 const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
   'job-claim',
   { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', now: 'timestamptz' },
@@ -31,6 +35,7 @@ const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
       'locked_until', 'idempotency_key', 'last_error', 'created_at', 'started_at',
     ] as const),
     slot: 'int8',
+    next_token_at: 'timestamptz',
   },
   { prepared: true },
 );
@@ -92,8 +97,15 @@ const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow
   { prepared: true },
 );
 
+/**
+ * What a claim took, best first; `nextTokenAt` is set when jobs of a rate-limited queue were
+ * held back for want of a token: the earliest time the next token is due (the claimer wakes
+ * then instead of polling).
+ */
+export type ClaimedJobs = Job[] & { nextTokenAt?: Date };
+
 /** The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order. */
-export async function jobsClaim(claimPool: StorePool, queues: string[], workerIds: string[], now: Date | null): Promise<Job[]> {
+export async function jobsClaim(claimPool: StorePool, queues: string[], workerIds: string[], now: Date | null): Promise<ClaimedJobs> {
   if (workerIds.length === 0 || queues.length === 0) return [];
   const distinct: string[] = [];
   const index = new Map<string, number>();
@@ -102,9 +114,15 @@ export async function jobsClaim(claimPool: StorePool, queues: string[], workerId
     if (i === undefined) index.set(w, (i = distinct.push(w)));
     return i;
   });
-  const rows = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, now });
+  const all = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, now });
+  let nextTokenAt: Date | undefined;
+  const rows: JobClaimRow[] = [];
+  for (const r of all) {
+    if (r.id !== null) rows.push(r);
+    else if (r.next_token_at && (!nextTokenAt || r.next_token_at < nextTokenAt)) nextTokenAt = r.next_token_at;
+  }
   // The rows come back in no particular order; the slot number restores the claim order.
-  return rows
+  const jobs: ClaimedJobs = rows
     .sort((a, b) => Number(a.slot) - Number(b.slot))
     .map((r, i) => {
       const job = jobFromRow(r as JobClaimRow & JobRow);
@@ -116,6 +134,8 @@ export async function jobsClaim(claimPool: StorePool, queues: string[], workerId
       job.cancelRequestedAt = null;
       return job;
     });
+  if (nextTokenAt) jobs.nextTokenAt = nextTokenAt;
+  return jobs;
 }
 
 /**

@@ -18,6 +18,8 @@ interface QueueUpsertParams {
   completedRetentionSeconds: number | null;
   cancelledRetentionSeconds: number | null;
   dlqRetentionSeconds: number | null;
+  ratePerSecond: number | null;
+  rateBurst: number | null;
   now: Date | null;
 }
 const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolean }>(
@@ -34,6 +36,8 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
     completedRetentionSeconds: 'float8',
     cancelledRetentionSeconds: 'float8',
     dlqRetentionSeconds: 'float8',
+    ratePerSecond: 'float8',
+    rateBurst: 'int4',
     now: 'timestamptz',
   },
   { ...QUEUE_COLUMNS, created: 'bool' },
@@ -60,6 +64,8 @@ export async function queueUpsert(pool: StorePool, params: QueueUpsertInput, now
     completedRetentionSeconds: params.completedRetentionSeconds ?? null,
     cancelledRetentionSeconds: params.cancelledRetentionSeconds ?? null,
     dlqRetentionSeconds: params.dlqRetentionSeconds ?? null,
+    ratePerSecond: params.rateLimit?.perSecond ?? null,
+    rateBurst: params.rateLimit ? (params.rateLimit.perSecond === 0 ? 0 : params.rateLimit.burst) : null,
     now,
   });
   return { queue: queueFromRow(row!), created: row!.created };

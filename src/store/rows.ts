@@ -81,6 +81,11 @@ export interface QueueRow {
   completed_retention_seconds: number | null;
   cancelled_retention_seconds: number | null;
   dlq_retention_seconds: number | null;
+  rate_per_second: number | null;
+  rate_burst: number | null;
+  /** The rate limit's bucket state: read and written only by evora.queue_limit (migration 0008). */
+  rate_tokens: number | null;
+  rate_refilled_at: Date | null;
 }
 
 /** The columns of evora.queues, in table order. */
@@ -99,6 +104,10 @@ export const QUEUE_COLUMNS: PgTypes<QueueRow> = {
   completed_retention_seconds: 'float8',
   cancelled_retention_seconds: 'float8',
   dlq_retention_seconds: 'float8',
+  rate_per_second: 'float8',
+  rate_burst: 'int4',
+  rate_tokens: 'float8',
+  rate_refilled_at: 'timestamptz',
 };
 
 /** A job row as the domain's Job. */
@@ -148,5 +157,6 @@ export function queueFromRow(r: QueueRow): Queue {
     completedRetentionSeconds: r.completed_retention_seconds,
     cancelledRetentionSeconds: r.cancelled_retention_seconds,
     dlqRetentionSeconds: r.dlq_retention_seconds,
+    rateLimit: r.rate_per_second === null || r.rate_burst === null ? null : { perSecond: r.rate_per_second, burst: r.rate_burst },
   };
 }

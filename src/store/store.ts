@@ -16,7 +16,7 @@ import type {
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
-import { jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired } from './jobs-lease.js';
+import { type ClaimedJobs, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired } from './jobs-lease.js';
 import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
@@ -193,11 +193,12 @@ export class Store {
    * paused queues and rows other claimers hold (SKIP LOCKED). Each claimed job is RUNNING
    * with attempt+1, a fresh lease token, and a lease of its queue's lease_seconds.
    * Either one worker takes up to `limit` jobs, or `workerIds` names one worker per slot:
-   * the i-th job returned (in claim order) belongs to workerIds[i].
+   * the i-th job returned (in claim order) belongs to workerIds[i]. `nextTokenAt` is set when
+   * a rate limit held jobs back: when the next token is due.
    */
   async jobClaim(
     params: { queues: string[]; now?: Date } & ({ limit: number; workerId: string } | { workerIds: string[] }),
-  ): Promise<Job[]> {
+  ): Promise<ClaimedJobs> {
     const workerIds =
       'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
     return jobsClaim(this.claimPool, params.queues, workerIds, params.now ?? null);

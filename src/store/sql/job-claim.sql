@@ -8,16 +8,25 @@
 -- order stops after :limit rows, so the cost is independent of how many jobs wait or have
 -- finished; the UPDATE finds its rows by primary key (test/store/plans.test.ts).
 -- A queue with max_concurrency set takes at most its room: max_concurrency minus its RUNNING
--- jobs, counted by evora.queue_room under a per-queue advisory lock held until this claim
--- commits (migration 0004 says why that is exact across servers). An unlimited queue never
+-- jobs, counted by evora.queue_limit under a per-queue advisory lock held until this claim
+-- commits (migration 0004 says why that is exact across servers). A rate-limited queue's
+-- room is also at most its bucket's whole tokens (migration 0008), and a queue whose jobs wait
+-- for a token sends back one row without a job (id NULL) saying when the next one is due. An unlimited queue never
 -- calls it: its room is :limit, no lock, no count. Queues are taken in name order so two claims
 -- of several limited queues lock them in the same order.
-WITH claimable_queues AS (
+WITH limits AS (
+  -- Rate limits (migration 0008): a rate-limited queue also takes at most its whole tokens,
+  -- by the same function under the same lock; next_token_at says when jobs held back by the
+  -- rate limit can start (the dispatcher wakes the queue then).
   SELECT name, lease_seconds,
-         CASE WHEN max_concurrency IS NULL THEN :limit::int8
-              ELSE least(:limit::int8, evora.queue_room(name, max_concurrency)) END AS room
+         CASE WHEN max_concurrency IS NOT NULL OR rate_per_second IS NOT NULL
+              THEN evora.queue_limit(name, max_concurrency, rate_per_second, rate_burst, :limit::int8,
+                                     coalesce(:now::timestamptz, now())) END AS lim
   -- Ordered below the call: a sort above it would order the rows after the calls were made.
   FROM (SELECT * FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused ORDER BY name) ordered
+),
+claimable_queues AS (
+  SELECT name, lease_seconds, coalesce((lim).room, :limit::int8) AS room, (lim).next_token_at FROM limits
 ),
 picked AS (
   SELECT c.id, c.priority, c.run_at
@@ -72,5 +81,10 @@ events AS (
 -- Not sent back: state (RUNNING), worker_id (the caller named it), and result, finished_at
 -- and cancel_requested_at (NULL after a claim); every column read back costs the server.
 SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, locked_until,
-       idempotency_key, last_error, created_at, started_at, slot
+       idempotency_key, last_error, created_at, started_at, slot, NULL::timestamptz AS next_token_at
 FROM claimed
+UNION ALL
+-- Rate limits: one row without a job (id NULL) per queue whose jobs wait for a token.
+SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid,
+       NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::int8, next_token_at
+FROM claimable_queues WHERE next_token_at IS NOT NULL

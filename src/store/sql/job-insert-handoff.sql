@@ -1,7 +1,7 @@
 -- name: jobInsertHandoff
 -- Submits one job and, when a claim would pick it now, hands it straight to
 -- :handoffWorkerId (a worker of the submitting server with a free slot) in this statement:
--- its queue exists, is not paused and has no max_concurrency (a limited queue's jobs are
+-- its queue exists, is not paused and has no max_concurrency nor rate limit (a limited queue's jobs are
 -- claimed: only the claim counts RUNNING jobs under the queue's lock), it is due, and no
 -- claimable job waits in the queue.
 -- Such a job is created RUNNING under a fresh lease (the schema allows that only as a
@@ -47,6 +47,7 @@ inserted AS (
     WHERE NOT q.paused
       -- A limited queue's jobs go through the claim, which counts its RUNNING jobs under a lock.
       AND q.max_concurrency IS NULL
+      AND q.rate_per_second IS NULL -- a rate-limited queue's starts are counted by the claim only
       AND coalesce(i.run_at, coalesce(:now::timestamptz, now())) <= coalesce(:now::timestamptz, now())
       AND (
         -- The first job a claim would take, looked up the way a claim walks the index.

@@ -5,10 +5,13 @@
 -- table). A new queue's created_at and updated_at are :now (or the database's clock).
 -- `created` says which happened, decided by this statement itself: a row it inserted has
 -- no xmax, one it updated has this transaction's.
+-- :ratePerSecond null keeps the rate limit, 0 clears it, else it is set with :rateBurst
+-- (validated: finite, > 0, burst >= 1); a changed limit refills the bucket (its state NULL).
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
 INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
                                backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at,
-                               completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds)
+                               completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds,
+                               rate_per_second, rate_burst)
 VALUES (:name,
         coalesce(:maxAttempts::int, 5), coalesce(:backoffKind::evora.backoff_kind, 'exponential'),
         coalesce(:backoffBaseSeconds::float8, 5), coalesce(:backoffCapSeconds::float8, 3600), coalesce(:backoffJitter::float8, 0.2),
@@ -16,7 +19,8 @@ VALUES (:name,
         coalesce(:now::timestamptz, now()), coalesce(:now::timestamptz, now()),
         CASE WHEN :completedRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:completedRetentionSeconds::float8, 0) END,
         CASE WHEN :cancelledRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
-        CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END)
+        CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
+        nullif(:ratePerSecond::float8, 0), CASE WHEN nullif(:ratePerSecond::float8, 0) IS NOT NULL THEN :rateBurst::int END)
 ON CONFLICT (name) DO UPDATE SET
   max_attempts = coalesce(:maxAttempts::int, q.max_attempts),
   backoff_kind = coalesce(:backoffKind::evora.backoff_kind, q.backoff_kind),
@@ -31,5 +35,10 @@ ON CONFLICT (name) DO UPDATE SET
                                      ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
   dlq_retention_seconds = CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN q.dlq_retention_seconds
                                ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
+  rate_per_second = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_per_second ELSE nullif(:ratePerSecond::float8, 0) END,
+  rate_burst = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_burst
+                    WHEN :ratePerSecond::float8 = 0 THEN NULL ELSE :rateBurst::int END,
+  rate_tokens = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_tokens END,
+  rate_refilled_at = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_refilled_at END,
   updated_at = coalesce(:now::timestamptz, now())
 RETURNING q.*, (q.xmax = 0) AS created

@@ -9,6 +9,7 @@ import {
   parseInteger,
   parseJsonObject,
   parseNumber,
+  parseRate,
   parseRetention,
   parseTime,
   queueDetails,
@@ -235,6 +236,8 @@ export function clientCommandsAdd(program: Command): void {
     .option('--backoff-cap <duration>', 'longest delay, e.g. 1h')
     .option('--jitter <fraction>', 'random spread of the delay, 0..1 (0.2 = ±20%)')
     .option('--max-concurrency <n>', 'most RUNNING jobs across all workers and servers; 0 = unlimited')
+    .option('--rate <rate>', 'most job starts across all servers, e.g. 5/s, 300/m, 10/h (a number alone is per second); 0 or none: no limit')
+    .option('--burst <n>', 'with --rate: most starts at once (default: one second of the rate, at least 1)')
     .option('--completed-retention <duration>', 'how long COMPLETED jobs are kept after they finish, e.g. 7d; 0 or forever: never deleted')
     .option('--cancelled-retention <duration>', 'how long CANCELLED jobs are kept, e.g. 7d; 0 or forever: never deleted')
     .option('--dlq-retention <duration>', 'how long DLQ jobs are kept (a deleted one cannot be retried), e.g. 30d; 0 or forever: never deleted')
@@ -251,6 +254,8 @@ export function clientCommandsAdd(program: Command): void {
             backoffCap?: string;
             jitter?: string;
             maxConcurrency?: string;
+            rate?: string;
+            burst?: string;
             completedRetention?: string;
             cancelledRetention?: string;
             dlqRetention?: string;
@@ -260,6 +265,12 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1);
           if (opts.leaseSeconds !== undefined) settings.leaseSeconds = parseInteger(opts.leaseSeconds, '--lease-seconds', 1);
           if (opts.maxConcurrency !== undefined) settings.maxConcurrency = parseInteger(opts.maxConcurrency, '--max-concurrency', 0);
+          if (opts.burst !== undefined && opts.rate === undefined) throw new UsageError('--burst needs --rate');
+          if (opts.rate !== undefined) {
+            const perSecond = parseRate(opts.rate, '--rate');
+            const burst = opts.burst === undefined ? Math.max(1, Math.ceil(perSecond)) : parseInteger(opts.burst, '--burst', 1);
+            settings.rateLimit = perSecond === 0 ? { perSecond: 0, burst: 0 } : { perSecond, burst };
+          }
           if (opts.completedRetention !== undefined) settings.completedRetentionSeconds = parseRetention(opts.completedRetention, '--completed-retention');
           if (opts.cancelledRetention !== undefined) settings.cancelledRetentionSeconds = parseRetention(opts.cancelledRetention, '--cancelled-retention');
           if (opts.dlqRetention !== undefined) settings.dlqRetentionSeconds = parseRetention(opts.dlqRetention, '--dlq-retention');

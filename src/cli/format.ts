@@ -61,6 +61,23 @@ export function parseNumber(text: string, flag: string, min: number, max: number
   return n;
 }
 
+/** A rate: `5/s`, `300/m`, `10/h`, or a number (per second); `0` or `none` is 0 (no limit). Per second. */
+export function parseRate(text: string, flag: string): number {
+  const t = text.trim().toLowerCase();
+  if (t === 'none' || t === 'off') return 0;
+  const m = /^([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(?:\/\s*(s|sec|m|min|h|hour))?$/.exec(t);
+  const n = m ? Number(m[1]) : NaN;
+  if (!m || !Number.isFinite(n)) throw new UsageError(`${flag} must be a rate such as 5/s, 300/m or 10/h (or 0/none), got "${text}"`);
+  const per = m[2]?.startsWith('h') ? 3600 : m[2]?.startsWith('m') ? 60 : 1;
+  return n / per;
+}
+
+/** A rate limit as the CLI shows it: `5/s, burst 1`, or `none`. */
+export function rateText(q: Queue): string {
+  if (!q.rateLimit) return 'none';
+  return `${String(+q.rateLimit.perSecond.toPrecision(6))}/s, burst ${q.rateLimit.burst}`;
+}
+
 /** A JSON object given inline. */
 export function parseJsonObject(text: string, flag: string): JsonObject {
   let value: unknown;
@@ -236,6 +253,7 @@ export function queueDetails(q: Queue): string {
     ['lease', duration(q.leaseSeconds)],
     ['backoff', backoffText(q)],
     ['max concurrency', q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency)],
+    ['rate limit', rateText(q)],
     ['keep completed', retentionText(q.completedRetentionSeconds)],
     ['keep cancelled', retentionText(q.cancelledRetentionSeconds)],
     ['keep dlq', retentionText(q.dlqRetentionSeconds)],

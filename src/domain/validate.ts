@@ -1,6 +1,7 @@
 import { invalidArgument } from './errors.js';
 import { isUuid } from './ids.js';
 import type { JsonObject } from './job.js';
+import type { RateLimit } from './queue.js';
 
 /**
  * Input checks shared by every RPC. Each throws INVALID_ARGUMENT with one line that names
@@ -112,6 +113,21 @@ export function pageTokenDecode(token: string): string | null {
   const m = /^j:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(text);
   if (!m?.[1]) throw invalidArgument('page_token is not valid (pass next_page_token back unchanged)');
   return m[1];
+}
+
+/** Highest rate limit (starts per second) and burst a queue may set. */
+export const MAX_RATE_PER_SECOND = 1_000_000;
+
+/**
+ * A queue's rate limit as asked: per second 0 (clears the limit; burst ignored) or finite
+ * and positive up to MAX_RATE_PER_SECOND with a burst of 1 to 1,000,000.
+ */
+export function checkRateLimit(perSecond: number, burst: number): RateLimit {
+  if (!Number.isFinite(perSecond) || perSecond < 0 || perSecond > MAX_RATE_PER_SECOND) {
+    throw invalidArgument(`rate_limit.per_second must be from 0 (no limit) to ${MAX_RATE_PER_SECOND}, got ${perSecond}`);
+  }
+  if (perSecond === 0) return { perSecond: 0, burst: 0 };
+  return { perSecond, burst: checkIntRange('rate_limit.burst', burst, 1, 1_000_000) };
 }
 
 /** Longest retention a queue may set (100 years, in seconds); 0 means "forever" instead. */

@@ -121,5 +121,6 @@ export function queueToPb(q: Queue): PbQueue {
     completedRetention: secondsToDuration(q.completedRetentionSeconds ?? 0),
     cancelledRetention: secondsToDuration(q.cancelledRetentionSeconds ?? 0),
     dlqRetention: secondsToDuration(q.dlqRetentionSeconds ?? 0),
+    rateLimit: q.rateLimit ? { perSecond: q.rateLimit.perSecond, burst: q.rateLimit.burst } : undefined,
   };
 }

@@ -99,6 +99,11 @@ export interface QueueSettings {
   leaseSeconds?: number;
   /** Most RUNNING jobs of the queue across all workers and servers; 0 = unlimited. */
   maxConcurrency?: number;
+  /**
+   * Job starts per second across all servers (a token bucket of `burst`, starting full);
+   * `{ perSecond: 0 }` clears the limit.
+   */
+  rateLimit?: { perSecond: number; burst?: number };
   /** Unset parts of the backoff keep their current value. */
   backoff?: Partial<Backoff>;
   /** How long COMPLETED jobs are kept after they finish, in seconds; 0 = forever (server default 7 days). */
@@ -220,6 +225,7 @@ export class EvoraClient {
       maxAttempts: settings.maxAttempts,
       leaseSeconds: settings.leaseSeconds,
       maxConcurrency: settings.maxConcurrency,
+      rateLimit: settings.rateLimit ? { perSecond: settings.rateLimit.perSecond, burst: settings.rateLimit.burst ?? 0 } : undefined,
       completedRetention: settings.completedRetentionSeconds === undefined ? undefined : secondsToDuration(settings.completedRetentionSeconds),
       cancelledRetention: settings.cancelledRetentionSeconds === undefined ? undefined : secondsToDuration(settings.cancelledRetentionSeconds),
       dlqRetention: settings.dlqRetentionSeconds === undefined ? undefined : secondsToDuration(settings.dlqRetentionSeconds),

@@ -24,4 +24,4 @@ export type { ConnectionOptions } from './connection.js';
 export { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, StatusCode, statusName } from './errors.js';
 export type { AbortCause, StatusName } from './errors.js';
 export { BACKOFF_KINDS, JOB_STATES, jobStateParse } from './types.js';
-export type { Backoff, BackoffKindName, Job, JobStateName, JsonObject, JsonValue, Percentiles, Queue, QueueStats } from './types.js';
+export type { Backoff, BackoffKindName, Job, JobStateName, JsonObject, JsonValue, Percentiles, Queue, QueueStats, RateLimit } from './types.js';

@@ -74,6 +74,8 @@ export interface Queue {
   paused: boolean;
   /** Maximum RUNNING jobs across all workers and servers; 0 = unlimited. Enforced by every lease. */
   maxConcurrency: number;
+  /** Job starts per second across all servers, or null for none (see RateLimit). */
+  rateLimit: RateLimit | null;
   createdAt: Date | null;
   updatedAt: Date | null;
   /**
@@ -83,6 +85,17 @@ export interface Queue {
   completedRetentionSeconds: number;
   cancelledRetentionSeconds: number;
   dlqRetentionSeconds: number;
+}
+
+/**
+ * A queue's rate limit: at most `burst` starts at once, refilled at `perSecond` (a token
+ * bucket that starts full); every start counts, on every server. Held-back jobs stay PENDING.
+ */
+export interface RateLimit {
+  /** Starts per second (> 0; 0 in settings clears the limit). */
+  perSecond: number;
+  /** Most starts at once (>= 1 with a rate). */
+  burst: number;
 }
 
 /** Latency percentiles in milliseconds (0 without data). */
@@ -228,6 +241,7 @@ export function queueFromPb(pb: PbQueue): Queue {
     leaseSeconds: pb.leaseSeconds,
     paused: pb.paused,
     maxConcurrency: pb.maxConcurrency,
+    rateLimit: pb.rateLimit && pb.rateLimit.perSecond > 0 ? { perSecond: pb.rateLimit.perSecond, burst: pb.rateLimit.burst } : null,
     createdAt: pb.createdAt ?? null,
     updatedAt: pb.updatedAt ?? null,
     completedRetentionSeconds: durationToSeconds(pb.completedRetention),

@@ -150,6 +150,14 @@ describe('evora client commands', () => {
     expect(updated.stdout).toMatch(/^keep completed\s+2d$/m);
     expect(updated.stdout).toMatch(/^keep cancelled\s+12h$/m);
     expect(updated.stdout).toMatch(/^keep dlq\s+forever$/m);
+    expect(updated.stdout).toMatch(/^rate limit\s+none$/m);
+    const limited = await evora('queue', 'set', name, '--rate', '5/s', '--burst', '1');
+    expect(limited.stdout).toMatch(/^rate limit\s+5\/s, burst 1$/m);
+    expect(await json('queue', 'get', name)).toMatchObject({ rateLimit: { perSecond: 5, burst: 1 } });
+    expect((await evora('queue', 'set', name, '--rate', '120/m')).stdout).toMatch(/^rate limit\s+2\/s, burst 2$/m);
+    expect((await evora('queue', 'set', name, '--rate', 'none')).stdout).toMatch(/^rate limit\s+none$/m);
+    expect(await evora('queue', 'set', name, '--burst', '2')).toMatchObject({ code: 2, stderr: 'evora: --burst needs --rate\n' });
+    expect((await evora('queue', 'set', name, '--rate', 'fast')).code).toBe(2);
 
     expect(await evora('queue', 'pause', name)).toMatchObject({ code: 0, stdout: `queue ${name}: paused\n` });
     expect(await json('queue', 'get', name)).toMatchObject({ name, paused: true, maxAttempts: 6 });

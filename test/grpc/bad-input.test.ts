@@ -74,6 +74,26 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', completedRetention: { seconds: 200 * 365 * 86_400, nanos: 0 } }), INVALID_ARGUMENT, /completed_retention/);
   });
 
+  it('INVALID_ARGUMENT for a negative, NaN or infinite rate limit, or a burst of 0 with a rate; nothing changed', async () => {
+    const name = queueName();
+    await call(clients.queues, 'upsertQueue', { name, rateLimit: { perSecond: 2, burst: 3 } });
+    for (const [perSecond, burst, field] of [
+      [-1, 1, /rate_limit\.per_second must be from 0 \(no limit\)/],
+      [Number.NaN, 1, /rate_limit\.per_second.*got NaN/],
+      [Number.POSITIVE_INFINITY, 1, /rate_limit\.per_second.*got Infinity/],
+      [5, 0, /rate_limit\.burst must be from 1 to 1000000, got 0/],
+      [5, -2, /rate_limit\.burst/],
+    ] as const) {
+      await expectStatus(call(clients.queues, 'upsertQueue', { name, maxAttempts: 9, rateLimit: { perSecond, burst } }), INVALID_ARGUMENT, field);
+    }
+    const { queue } = await call(clients.queues, 'getQueue', { name });
+    expect(queue?.rateLimit).toEqual({ perSecond: 2, burst: 3 });
+    expect(queue?.maxAttempts).not.toBe(9);
+    // per_second 0 clears the limit (its burst is ignored).
+    const cleared = await call(clients.queues, 'upsertQueue', { name, rateLimit: { perSecond: 0, burst: 0 } });
+    expect(cleared.queue?.rateLimit).toBeUndefined();
+  });
+
   it('NOT_FOUND for unknown jobs and queues', async () => {
     await expectStatus(call(clients.jobs, 'getJob', { id: MISSING }), NOT_FOUND, /not found/);
     await expectStatus(call(clients.jobs, 'cancelJob', { id: MISSING }), NOT_FOUND);

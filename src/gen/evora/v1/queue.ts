@@ -134,7 +134,25 @@ export interface Queue {
    * Retention of jobs in the dead-letter queue (DLQ), as completed_retention; a deleted DLQ
    * job can no longer be retried. Default 30 days.
    */
-  dlqRetention?: Duration | undefined;
+  dlqRetention?:
+    | Duration
+    | undefined;
+  /** Job starts per second across all servers; unset (or per_second 0) = no limit. */
+  rateLimit?: RateLimit | undefined;
+}
+
+/**
+ * RateLimit limits how fast a queue's jobs start, across all servers: a token bucket of
+ * `burst` tokens that starts full and refills at `per_second`; every start takes one (stream
+ * pushes, ClaimJobs, retries; a rate-limited queue's jobs are never handed off on submit).
+ * A job held back by the limit stays PENDING and starts when a token is free. Changing the
+ * limit refills the bucket.
+ */
+export interface RateLimit {
+  /** Starts per second (> 0, finite); 0 = no limit. */
+  perSecond: number;
+  /** Bucket size: the most starts at once (>= 1 with a rate; ignored with per_second 0). */
+  burst: number;
 }
 
 /** UpsertQueueRequest creates or updates a queue; unset fields keep their current value or default. */
@@ -172,7 +190,14 @@ export interface UpsertQueueRequest {
     | Duration
     | undefined;
   /** How long DLQ jobs are kept after they finish; 0 = forever; unset = keep / 30 days. */
-  dlqRetention?: Duration | undefined;
+  dlqRetention?:
+    | Duration
+    | undefined;
+  /**
+   * Rate limit (see Queue.rate_limit); per_second 0 clears it; unset = keep / none.
+   * A negative, NaN or infinite rate, or a burst below 1 with a rate, is INVALID_ARGUMENT.
+   */
+  rateLimit?: RateLimit | undefined;
 }
 
 /** UpsertQueueResponse carries the queue after the upsert. */
@@ -451,6 +476,7 @@ function createBaseQueue(): Queue {
     completedRetention: undefined,
     cancelledRetention: undefined,
     dlqRetention: undefined,
+    rateLimit: undefined,
   };
 }
 
@@ -488,6 +514,9 @@ export const Queue: MessageFns<Queue> = {
     }
     if (message.dlqRetention !== undefined) {
       Duration.encode(message.dlqRetention, writer.uint32(90).fork()).join();
+    }
+    if (message.rateLimit !== undefined) {
+      RateLimit.encode(message.rateLimit, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -593,6 +622,14 @@ export const Queue: MessageFns<Queue> = {
             message.dlqRetention = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.rateLimit = RateLimit.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -650,6 +687,11 @@ export const Queue: MessageFns<Queue> = {
         : isSet(object.dlq_retention)
         ? Duration.fromJSON(object.dlq_retention)
         : undefined,
+      rateLimit: isSet(object.rateLimit)
+        ? RateLimit.fromJSON(object.rateLimit)
+        : isSet(object.rate_limit)
+        ? RateLimit.fromJSON(object.rate_limit)
+        : undefined,
     };
   },
 
@@ -688,6 +730,9 @@ export const Queue: MessageFns<Queue> = {
     if (message.dlqRetention !== undefined) {
       obj.dlqRetention = Duration.toJSON(message.dlqRetention);
     }
+    if (message.rateLimit !== undefined) {
+      obj.rateLimit = RateLimit.toJSON(message.rateLimit);
+    }
     return obj;
   },
 
@@ -715,6 +760,98 @@ export const Queue: MessageFns<Queue> = {
     message.dlqRetention = (object.dlqRetention !== undefined && object.dlqRetention !== null)
       ? Duration.fromPartial(object.dlqRetention)
       : undefined;
+    message.rateLimit = (object.rateLimit !== undefined && object.rateLimit !== null)
+      ? RateLimit.fromPartial(object.rateLimit)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRateLimit(): RateLimit {
+  return { perSecond: 0, burst: 0 };
+}
+
+export const RateLimit: MessageFns<RateLimit> = {
+  encode(message: RateLimit, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.perSecond !== 0) {
+      writer.uint32(9).double(message.perSecond);
+    }
+    if (message.burst !== 0) {
+      writer.uint32(16).int32(message.burst);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RateLimit {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRateLimit();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 9) {
+              break;
+            }
+
+            message.perSecond = reader.double();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.burst = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RateLimit {
+    return {
+      perSecond: isSet(object.perSecond)
+        ? globalThis.Number(object.perSecond)
+        : isSet(object.per_second)
+        ? globalThis.Number(object.per_second)
+        : 0,
+      burst: isSet(object.burst) ? globalThis.Number(object.burst) : 0,
+    };
+  },
+
+  toJSON(message: RateLimit): unknown {
+    const obj: any = {};
+    if (message.perSecond !== 0) {
+      obj.perSecond = floatToJson(message.perSecond);
+    }
+    if (message.burst !== 0) {
+      obj.burst = Math.round(message.burst);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RateLimit>, I>>(base?: I): RateLimit {
+    return RateLimit.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RateLimit>, I>>(object: I): RateLimit {
+    const message = createBaseRateLimit();
+    message.perSecond = object.perSecond ?? 0;
+    message.burst = object.burst ?? 0;
     return message;
   },
 };
@@ -729,6 +866,7 @@ function createBaseUpsertQueueRequest(): UpsertQueueRequest {
     completedRetention: undefined,
     cancelledRetention: undefined,
     dlqRetention: undefined,
+    rateLimit: undefined,
   };
 }
 
@@ -757,6 +895,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     }
     if (message.dlqRetention !== undefined) {
       Duration.encode(message.dlqRetention, writer.uint32(66).fork()).join();
+    }
+    if (message.rateLimit !== undefined) {
+      RateLimit.encode(message.rateLimit, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -838,6 +979,14 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
             message.dlqRetention = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.rateLimit = RateLimit.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -884,6 +1033,11 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
         : isSet(object.dlq_retention)
         ? Duration.fromJSON(object.dlq_retention)
         : undefined,
+      rateLimit: isSet(object.rateLimit)
+        ? RateLimit.fromJSON(object.rateLimit)
+        : isSet(object.rate_limit)
+        ? RateLimit.fromJSON(object.rate_limit)
+        : undefined,
     };
   },
 
@@ -913,6 +1067,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     if (message.dlqRetention !== undefined) {
       obj.dlqRetention = Duration.toJSON(message.dlqRetention);
     }
+    if (message.rateLimit !== undefined) {
+      obj.rateLimit = RateLimit.toJSON(message.rateLimit);
+    }
     return obj;
   },
 
@@ -936,6 +1093,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
       : undefined;
     message.dlqRetention = (object.dlqRetention !== undefined && object.dlqRetention !== null)
       ? Duration.fromPartial(object.dlqRetention)
+      : undefined;
+    message.rateLimit = (object.rateLimit !== undefined && object.rateLimit !== null)
+      ? RateLimit.fromPartial(object.rateLimit)
       : undefined;
     return message;
   },

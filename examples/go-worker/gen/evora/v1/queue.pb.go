@@ -181,7 +181,9 @@ type Queue struct {
 	CancelledRetention *durationpb.Duration `protobuf:"bytes,10,opt,name=cancelled_retention,json=cancelledRetention,proto3" json:"cancelled_retention,omitempty"`
 	// Retention of jobs in the dead-letter queue (DLQ), as completed_retention; a deleted DLQ
 	// job can no longer be retried. Default 30 days.
-	DlqRetention  *durationpb.Duration `protobuf:"bytes,11,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
+	DlqRetention *durationpb.Duration `protobuf:"bytes,11,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
+	// Job starts per second across all servers; unset (or per_second 0) = no limit.
+	RateLimit     *RateLimit `protobuf:"bytes,12,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +295,72 @@ func (x *Queue) GetDlqRetention() *durationpb.Duration {
 	return nil
 }
 
+func (x *Queue) GetRateLimit() *RateLimit {
+	if x != nil {
+		return x.RateLimit
+	}
+	return nil
+}
+
+// RateLimit limits how fast a queue's jobs start, across all servers: a token bucket of
+// `burst` tokens that starts full and refills at `per_second`; every start takes one (stream
+// pushes, ClaimJobs, retries; a rate-limited queue's jobs are never handed off on submit).
+// A job held back by the limit stays PENDING and starts when a token is free. Changing the
+// limit refills the bucket.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Starts per second (> 0, finite); 0 = no limit.
+	PerSecond float64 `protobuf:"fixed64,1,opt,name=per_second,json=perSecond,proto3" json:"per_second,omitempty"`
+	// Bucket size: the most starts at once (>= 1 with a rate; ignored with per_second 0).
+	Burst         int32 `protobuf:"varint,2,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_evora_v1_queue_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RateLimit) GetPerSecond() float64 {
+	if x != nil {
+		return x.PerSecond
+	}
+	return 0
+}
+
+func (x *RateLimit) GetBurst() int32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
 // UpsertQueueRequest creates or updates a queue; unset fields keep their current value or default.
 type UpsertQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -313,14 +381,17 @@ type UpsertQueueRequest struct {
 	// How long CANCELLED jobs are kept after they finish; 0 = forever; unset = keep / 7 days.
 	CancelledRetention *durationpb.Duration `protobuf:"bytes,7,opt,name=cancelled_retention,json=cancelledRetention,proto3" json:"cancelled_retention,omitempty"`
 	// How long DLQ jobs are kept after they finish; 0 = forever; unset = keep / 30 days.
-	DlqRetention  *durationpb.Duration `protobuf:"bytes,8,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
+	DlqRetention *durationpb.Duration `protobuf:"bytes,8,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
+	// Rate limit (see Queue.rate_limit); per_second 0 clears it; unset = keep / none.
+	// A negative, NaN or infinite rate, or a burst below 1 with a rate, is INVALID_ARGUMENT.
+	RateLimit     *RateLimit `protobuf:"bytes,9,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpsertQueueRequest) Reset() {
 	*x = UpsertQueueRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[2]
+	mi := &file_evora_v1_queue_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +403,7 @@ func (x *UpsertQueueRequest) String() string {
 func (*UpsertQueueRequest) ProtoMessage() {}
 
 func (x *UpsertQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[2]
+	mi := &file_evora_v1_queue_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +416,7 @@ func (x *UpsertQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertQueueRequest.ProtoReflect.Descriptor instead.
 func (*UpsertQueueRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *UpsertQueueRequest) GetName() string {
@@ -404,6 +475,13 @@ func (x *UpsertQueueRequest) GetDlqRetention() *durationpb.Duration {
 	return nil
 }
 
+func (x *UpsertQueueRequest) GetRateLimit() *RateLimit {
+	if x != nil {
+		return x.RateLimit
+	}
+	return nil
+}
+
 // UpsertQueueResponse carries the queue after the upsert.
 type UpsertQueueResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -417,7 +495,7 @@ type UpsertQueueResponse struct {
 
 func (x *UpsertQueueResponse) Reset() {
 	*x = UpsertQueueResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[3]
+	mi := &file_evora_v1_queue_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +507,7 @@ func (x *UpsertQueueResponse) String() string {
 func (*UpsertQueueResponse) ProtoMessage() {}
 
 func (x *UpsertQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[3]
+	mi := &file_evora_v1_queue_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +520,7 @@ func (x *UpsertQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertQueueResponse.ProtoReflect.Descriptor instead.
 func (*UpsertQueueResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UpsertQueueResponse) GetQueue() *Queue {
@@ -470,7 +548,7 @@ type GetQueueRequest struct {
 
 func (x *GetQueueRequest) Reset() {
 	*x = GetQueueRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[4]
+	mi := &file_evora_v1_queue_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +560,7 @@ func (x *GetQueueRequest) String() string {
 func (*GetQueueRequest) ProtoMessage() {}
 
 func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[4]
+	mi := &file_evora_v1_queue_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +573,7 @@ func (x *GetQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{4}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetQueueRequest) GetName() string {
@@ -516,7 +594,7 @@ type GetQueueResponse struct {
 
 func (x *GetQueueResponse) Reset() {
 	*x = GetQueueResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[5]
+	mi := &file_evora_v1_queue_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +606,7 @@ func (x *GetQueueResponse) String() string {
 func (*GetQueueResponse) ProtoMessage() {}
 
 func (x *GetQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[5]
+	mi := &file_evora_v1_queue_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +619,7 @@ func (x *GetQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetQueueResponse) GetQueue() *Queue {
@@ -560,7 +638,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[6]
+	mi := &file_evora_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +650,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[6]
+	mi := &file_evora_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +663,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{7}
 }
 
 // ListQueuesResponse carries all queues.
@@ -599,7 +677,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[7]
+	mi := &file_evora_v1_queue_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +689,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[7]
+	mi := &file_evora_v1_queue_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +702,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*Queue {
@@ -645,7 +723,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[8]
+	mi := &file_evora_v1_queue_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +735,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[8]
+	mi := &file_evora_v1_queue_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +748,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PauseQueueRequest) GetName() string {
@@ -691,7 +769,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[9]
+	mi := &file_evora_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +781,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[9]
+	mi := &file_evora_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +794,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PauseQueueResponse) GetQueue() *Queue {
@@ -737,7 +815,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[10]
+	mi := &file_evora_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +827,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[10]
+	mi := &file_evora_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +840,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResumeQueueRequest) GetName() string {
@@ -783,7 +861,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[11]
+	mi := &file_evora_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +873,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[11]
+	mi := &file_evora_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +886,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeQueueResponse) GetQueue() *Queue {
@@ -833,7 +911,7 @@ type Percentiles struct {
 
 func (x *Percentiles) Reset() {
 	*x = Percentiles{}
-	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	mi := &file_evora_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +923,7 @@ func (x *Percentiles) String() string {
 func (*Percentiles) ProtoMessage() {}
 
 func (x *Percentiles) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	mi := &file_evora_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +936,7 @@ func (x *Percentiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Percentiles.ProtoReflect.Descriptor instead.
 func (*Percentiles) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Percentiles) GetP50Ms() float64 {
@@ -897,7 +975,7 @@ type Throughput struct {
 
 func (x *Throughput) Reset() {
 	*x = Throughput{}
-	mi := &file_evora_v1_queue_proto_msgTypes[13]
+	mi := &file_evora_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +987,7 @@ func (x *Throughput) String() string {
 func (*Throughput) ProtoMessage() {}
 
 func (x *Throughput) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[13]
+	mi := &file_evora_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1000,7 @@ func (x *Throughput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Throughput.ProtoReflect.Descriptor instead.
 func (*Throughput) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Throughput) GetLast_1M() float64 {
@@ -991,7 +1069,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_evora_v1_queue_proto_msgTypes[14]
+	mi := &file_evora_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1081,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[14]
+	mi := &file_evora_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1094,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -1149,7 +1227,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[15]
+	mi := &file_evora_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1239,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[15]
+	mi := &file_evora_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1252,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetQueueStatsRequest) GetName() string {
@@ -1195,7 +1273,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[16]
+	mi := &file_evora_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1285,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[16]
+	mi := &file_evora_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1298,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetQueueStatsResponse) GetStats() *QueueStats {
@@ -1239,7 +1317,7 @@ type ListQueueStatsRequest struct {
 
 func (x *ListQueueStatsRequest) Reset() {
 	*x = ListQueueStatsRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[17]
+	mi := &file_evora_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1329,7 @@ func (x *ListQueueStatsRequest) String() string {
 func (*ListQueueStatsRequest) ProtoMessage() {}
 
 func (x *ListQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[17]
+	mi := &file_evora_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1342,7 @@ func (x *ListQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*ListQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 // ListQueueStatsResponse carries the stats of every queue.
@@ -1278,7 +1356,7 @@ type ListQueueStatsResponse struct {
 
 func (x *ListQueueStatsResponse) Reset() {
 	*x = ListQueueStatsResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[18]
+	mi := &file_evora_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1368,7 @@ func (x *ListQueueStatsResponse) String() string {
 func (*ListQueueStatsResponse) ProtoMessage() {}
 
 func (x *ListQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[18]
+	mi := &file_evora_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1381,7 @@ func (x *ListQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*ListQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{18}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListQueueStatsResponse) GetStats() []*QueueStats {
@@ -1322,7 +1400,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.evora.v1.BackoffKindR\x04kind\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
 	"\x03cap\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03cap\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xd3\x04\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05R\vmaxAttempts\x12+\n" +
@@ -1337,7 +1415,13 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x13completed_retention\x18\t \x01(\v2\x19.google.protobuf.DurationR\x12completedRetention\x12J\n" +
 	"\x13cancelled_retention\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
-	"\rdlq_retention\x18\v \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\"\xe4\x03\n" +
+	"\rdlq_retention\x18\v \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\x122\n" +
+	"\n" +
+	"rate_limit\x18\f \x01(\v2\x13.evora.v1.RateLimitR\trateLimit\"@\n" +
+	"\tRateLimit\x12\x1d\n" +
+	"\n" +
+	"per_second\x18\x01 \x01(\x01R\tperSecond\x12\x14\n" +
+	"\x05burst\x18\x02 \x01(\x05R\x05burst\"\x98\x04\n" +
 	"\x12UpsertQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12+\n" +
@@ -1346,7 +1430,9 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x0fmax_concurrency\x18\x05 \x01(\x05H\x02R\x0emaxConcurrency\x88\x01\x01\x12J\n" +
 	"\x13completed_retention\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12completedRetention\x12J\n" +
 	"\x13cancelled_retention\x18\a \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
-	"\rdlq_retention\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdlqRetentionB\x0f\n" +
+	"\rdlq_retention\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\x122\n" +
+	"\n" +
+	"rate_limit\x18\t \x01(\v2\x13.evora.v1.RateLimitR\trateLimitB\x0f\n" +
 	"\r_max_attemptsB\x10\n" +
 	"\x0e_lease_secondsB\x12\n" +
 	"\x10_max_concurrency\"V\n" +
@@ -1439,74 +1525,77 @@ func file_evora_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_evora_v1_queue_proto_goTypes = []any{
 	(BackoffKind)(0),               // 0: evora.v1.BackoffKind
 	(*Backoff)(nil),                // 1: evora.v1.Backoff
 	(*Queue)(nil),                  // 2: evora.v1.Queue
-	(*UpsertQueueRequest)(nil),     // 3: evora.v1.UpsertQueueRequest
-	(*UpsertQueueResponse)(nil),    // 4: evora.v1.UpsertQueueResponse
-	(*GetQueueRequest)(nil),        // 5: evora.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),       // 6: evora.v1.GetQueueResponse
-	(*ListQueuesRequest)(nil),      // 7: evora.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 8: evora.v1.ListQueuesResponse
-	(*PauseQueueRequest)(nil),      // 9: evora.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 10: evora.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 11: evora.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 12: evora.v1.ResumeQueueResponse
-	(*Percentiles)(nil),            // 13: evora.v1.Percentiles
-	(*Throughput)(nil),             // 14: evora.v1.Throughput
-	(*QueueStats)(nil),             // 15: evora.v1.QueueStats
-	(*GetQueueStatsRequest)(nil),   // 16: evora.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil),  // 17: evora.v1.GetQueueStatsResponse
-	(*ListQueueStatsRequest)(nil),  // 18: evora.v1.ListQueueStatsRequest
-	(*ListQueueStatsResponse)(nil), // 19: evora.v1.ListQueueStatsResponse
-	(*durationpb.Duration)(nil),    // 20: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
+	(*RateLimit)(nil),              // 3: evora.v1.RateLimit
+	(*UpsertQueueRequest)(nil),     // 4: evora.v1.UpsertQueueRequest
+	(*UpsertQueueResponse)(nil),    // 5: evora.v1.UpsertQueueResponse
+	(*GetQueueRequest)(nil),        // 6: evora.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),       // 7: evora.v1.GetQueueResponse
+	(*ListQueuesRequest)(nil),      // 8: evora.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 9: evora.v1.ListQueuesResponse
+	(*PauseQueueRequest)(nil),      // 10: evora.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 11: evora.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 12: evora.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 13: evora.v1.ResumeQueueResponse
+	(*Percentiles)(nil),            // 14: evora.v1.Percentiles
+	(*Throughput)(nil),             // 15: evora.v1.Throughput
+	(*QueueStats)(nil),             // 16: evora.v1.QueueStats
+	(*GetQueueStatsRequest)(nil),   // 17: evora.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),  // 18: evora.v1.GetQueueStatsResponse
+	(*ListQueueStatsRequest)(nil),  // 19: evora.v1.ListQueueStatsRequest
+	(*ListQueueStatsResponse)(nil), // 20: evora.v1.ListQueueStatsResponse
+	(*durationpb.Duration)(nil),    // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
 }
 var file_evora_v1_queue_proto_depIdxs = []int32{
 	0,  // 0: evora.v1.Backoff.kind:type_name -> evora.v1.BackoffKind
-	20, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
-	20, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
+	21, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
+	21, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
 	1,  // 3: evora.v1.Queue.backoff:type_name -> evora.v1.Backoff
-	21, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
-	21, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
-	20, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
-	20, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
-	1,  // 9: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
-	20, // 10: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
-	20, // 11: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
-	20, // 12: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
-	2,  // 13: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 14: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 15: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
-	2,  // 16: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 17: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
-	14, // 18: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
-	13, // 19: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
-	13, // 20: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
-	15, // 21: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	15, // 22: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	3,  // 23: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
-	5,  // 24: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
-	7,  // 25: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
-	9,  // 26: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
-	11, // 27: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
-	16, // 28: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
-	18, // 29: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
-	4,  // 30: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
-	6,  // 31: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
-	8,  // 32: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
-	10, // 33: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
-	12, // 34: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
-	17, // 35: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
-	19, // 36: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	22, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	22, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
+	21, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
+	21, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
+	3,  // 9: evora.v1.Queue.rate_limit:type_name -> evora.v1.RateLimit
+	1,  // 10: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
+	21, // 11: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
+	21, // 12: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
+	21, // 13: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
+	3,  // 14: evora.v1.UpsertQueueRequest.rate_limit:type_name -> evora.v1.RateLimit
+	2,  // 15: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 16: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 17: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
+	2,  // 18: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 19: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
+	15, // 20: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
+	14, // 21: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
+	14, // 22: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
+	16, // 23: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	16, // 24: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	4,  // 25: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
+	6,  // 26: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
+	8,  // 27: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
+	10, // 28: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
+	12, // 29: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
+	17, // 30: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
+	19, // 31: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
+	5,  // 32: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
+	7,  // 33: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
+	9,  // 34: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
+	11, // 35: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
+	13, // 36: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
+	18, // 37: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
+	20, // 38: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_queue_proto_init() }
@@ -1514,14 +1603,14 @@ func file_evora_v1_queue_proto_init() {
 	if File_evora_v1_queue_proto != nil {
 		return
 	}
-	file_evora_v1_queue_proto_msgTypes[2].OneofWrappers = []any{}
+	file_evora_v1_queue_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_queue_proto_rawDesc), len(file_evora_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

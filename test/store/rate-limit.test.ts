@@ -1,0 +1,65 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { Store } from '../../src/store/store.js';
+import { jobInputs, queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+
+/**
+ * The rate limit's token bucket as the claim applies it (migration 0008, evora.queue_limit),
+ * at explicit times (the claim's `now`), so every number here is exact.
+ */
+let store: Store;
+beforeAll(async () => {
+  ({ store } = await storeSetup());
+});
+
+const T0 = new Date('2030-01-01T00:00:00Z');
+const at = (seconds: number) => new Date(T0.getTime() + seconds * 1000);
+
+describe('rate limit bucket', () => {
+  it('starts full at burst, refills at the rate, takes only whole tokens, and says when the next one is due', async () => {
+    const queue = queueName('bucket');
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 2, burst: 3 } });
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 6), now: at(-1) });
+    const claim = (s: number) => store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: at(s) });
+
+    const first = await claim(0);
+    expect(first).toHaveLength(3);
+    expect(first.nextTokenAt).toEqual(at(0.5));
+    const early = await claim(0.4);
+    expect(early).toHaveLength(0);
+    expect(early.nextTokenAt).toEqual(at(0.5));
+    expect(await claim(0.5)).toHaveLength(1);
+    // A claim whose time is before the last refill (another server's claim took the lock
+    // first) may not use the tokens that accrued after its time.
+    expect(await claim(0.45)).toHaveLength(0);
+    // Long after: the bucket is capped at burst; two jobs are left, so two tokens are taken
+    // and no next time is reported (nothing waits).
+    const late = await claim(100);
+    expect(late).toHaveLength(2);
+    expect(late.nextTokenAt).toBeUndefined();
+    // Tokens were not spent on jobs that were not there: one is left for a new job at once.
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 3), now: at(100) });
+    const after = await claim(100);
+    expect(after).toHaveLength(1);
+    expect(after.nextTokenAt).toEqual(at(100.5));
+  });
+
+  it('combines with max_concurrency (the smaller room), and clearing the limit lets every job start', async () => {
+    const queue = queueName('both');
+    await store.queueUpsert({ name: queue, maxConcurrency: 2, rateLimit: { perSecond: 1, burst: 5 } });
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 8), now: at(-1) });
+    const claim = (s: number) => store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: at(s) });
+    // max_concurrency holds these back, not the bucket: no token time is reported.
+    const first = await claim(0);
+    expect(first).toHaveLength(2);
+    expect(first.nextTokenAt).toBeUndefined();
+    await store.queueUpsert({ name: queue, maxConcurrency: 0 });
+    // Three tokens left of five.
+    const second = await claim(0);
+    expect(second).toHaveLength(3);
+    expect(second.nextTokenAt).toEqual(at(1));
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 0, burst: 0 } });
+    expect((await store.queueGet({ name: queue })).rateLimit).toBeNull();
+    expect(await claim(0)).toHaveLength(3);
+  });
+});

@@ -17,6 +17,9 @@ import { isUnavailable } from '../domain/errors.js';
  */
 export type ClaimerState = 'idle' | 'wanted' | 'claiming' | 'coolingDown' | 'stopped';
 
+/** The longest delay setTimeout takes (2^31 − 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /** The moves a claimer may make. A claim is only ever started from idle or wanted. */
 export const CLAIMER_TRANSITIONS: Transitions<ClaimerState> = {
   idle: ['claiming', 'stopped'],
@@ -254,10 +257,12 @@ export class QueueClaimer {
     this.#clearTokenTimer();
     this.#tokenAt = due;
     // A millisecond late rather than early: Date has no finer grain than the database's time.
+    // Capped: a longer delay overflows setTimeout, which then fires at once (a very slow rate
+    // would claim in a loop); the wake-up after the cap claims nothing and sets another.
     this.#tokenTimer = setTimeout(() => {
       this.#tokenTimer = null;
       this.wake();
-    }, Math.max(0, due - Date.now() + 1));
+    }, Math.min(MAX_TIMER_MS, Math.max(0, due - Date.now() + 1)));
     this.#tokenTimer.unref();
   }
 

@@ -18,13 +18,15 @@ interface JobClaimParams {
   workerIds: string[];
   /** Per slot, the 1-based index of its worker in workerIds. */
   slotWorkers: number[];
+  /** Job types to claim; null = any. */
+  types: string[] | null;
   now: Date | null;
 }
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
 type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'> & { slot: string };
 const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
   'job-claim',
-  { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', now: 'timestamptz' },
+  { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', types: 'text[]', now: 'timestamptz' },
   {
     ...columnsOf(JOB_COLUMNS, [
       'id', 'queue', 'type', 'payload', 'priority', 'run_at', 'attempt', 'max_attempts', 'lease_token',
@@ -92,8 +94,17 @@ const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow
   { prepared: true },
 );
 
-/** The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order. */
-export async function jobsClaim(claimPool: StorePool, queues: string[], workerIds: string[], now: Date | null): Promise<Job[]> {
+/**
+ * The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order; `types`
+ * limits it to those job types (null = any).
+ */
+export async function jobsClaim(
+  claimPool: StorePool,
+  queues: string[],
+  workerIds: string[],
+  types: string[] | null,
+  now: Date | null,
+): Promise<Job[]> {
   if (workerIds.length === 0 || queues.length === 0) return [];
   const distinct: string[] = [];
   const index = new Map<string, number>();
@@ -102,7 +113,7 @@ export async function jobsClaim(claimPool: StorePool, queues: string[], workerId
     if (i === undefined) index.set(w, (i = distinct.push(w)));
     return i;
   });
-  const rows = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, now });
+  const rows = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, types, now });
   // The rows come back in no particular order; the slot number restores the claim order.
   return rows
     .sort((a, b) => Number(a.slot) - Number(b.slot))

@@ -193,14 +193,16 @@ export class Store {
    * paused queues and rows other claimers hold (SKIP LOCKED). Each claimed job is RUNNING
    * with attempt+1, a fresh lease token, and a lease of its queue's lease_seconds.
    * Either one worker takes up to `limit` jobs, or `workerIds` names one worker per slot:
-   * the i-th job returned (in claim order) belongs to workerIds[i].
+   * the i-th job returned (in claim order) belongs to workerIds[i]. `types` (job-type
+   * routing) claims only jobs of those types; unset, null or empty = any type.
    */
   async jobClaim(
-    params: { queues: string[]; now?: Date } & ({ limit: number; workerId: string } | { workerIds: string[] }),
+    params: { queues: string[]; types?: string[] | null; now?: Date } & ({ limit: number; workerId: string } | { workerIds: string[] }),
   ): Promise<Job[]> {
     const workerIds =
       'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
-    return jobsClaim(this.claimPool, params.queues, workerIds, params.now ?? null);
+    const types = params.types && params.types.length > 0 ? params.types : null;
+    return jobsClaim(this.claimPool, params.queues, workerIds, types, params.now ?? null);
   }
 
   /**

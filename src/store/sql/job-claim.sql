@@ -12,6 +12,10 @@
 -- commits (migration 0004 says why that is exact across servers). An unlimited queue never
 -- calls it: its room is :limit, no lock, no count. Queues are taken in name order so two claims
 -- of several limited queues lock them in the same order.
+-- Job-type routing: :types NULL = any type (the plan above, unchanged); else only jobs whose
+-- type is in :types: a filter on the same index scan, which reads past the other types'
+-- rows (cheap when types are mixed; when the wanted type is rare among many waiting jobs of
+-- other types, each claim reads those rows: docs/dispatcher.md "job types").
 WITH claimable_queues AS (
   SELECT name, lease_seconds,
          CASE WHEN max_concurrency IS NULL THEN :limit::int8
@@ -26,6 +30,7 @@ picked AS (
     SELECT j.id, j.priority, j.run_at
     FROM evora.jobs j
     WHERE j.state = 'PENDING' AND j.queue = q.name AND j.run_at <= coalesce(:now::timestamptz, now())
+      AND (:types::text[] IS NULL OR j.type = ANY(:types::text[]))
     ORDER BY j.priority, j.run_at, j.id
     LIMIT q.room
     FOR UPDATE SKIP LOCKED

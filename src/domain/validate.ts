@@ -48,7 +48,10 @@ export const MAX_JOB_TYPES = 256;
 export function checkJobTypes(field: string, types: readonly string[]): string[] | null {
   if (types.length === 0) return null;
   if (types.length > MAX_JOB_TYPES) throw invalidArgument(`${field} names more than ${MAX_JOB_TYPES} job types`);
-  types.forEach((t) => checkName(field, t));
+  types.forEach((t) => {
+    if (!t) throw invalidArgument(`${field} contains an empty job type`);
+    checkName(field, t);
+  });
   return [...new Set(types)].sort();
 }
 

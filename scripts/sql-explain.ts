@@ -14,7 +14,8 @@
  * waiting jobs, RUNNING (default 1,000) claimed ones, in queue "explain"; CLAIM (default 100)
  * is the size of the claim and of the batch writes. Starts its own embedded PostgreSQL in a
  * temp folder, or with DATABASE_URL makes a scratch database on that server (the role needs
- * CREATEDB) and drops it afterwards.
+ * CREATEDB) and drops it afterwards. TYPES=a,b gives jobClaim a job-type filter (the seed's
+ * jobs are all of type "noop"; unset = any type).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -83,7 +84,7 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
       maxAttempts: null, now: null, handoffWorkerId: WORKER,
     },
     jobFindByKeys: { queues: [QUEUE], idempotencyKeys: ['key-1'], types: ['noop'], payloads: ['{}'] },
-    jobClaim: { queues: [QUEUE], limit: CLAIM, workerIds: [WORKER], slotWorkers: many(1), now: null },
+    jobClaim: { queues: [QUEUE], limit: CLAIM, workerIds: [WORKER], slotWorkers: many(1), types: process.env.TYPES ? process.env.TYPES.split(',') : null, now: null },
     jobHeartbeatMany: { ids, tokens, now: null },
     jobCompleteMany: { ids, tokens, results: many(null), now: null },
     jobFailMany: { ids, tokens, errors: many('explain'), retryables: many(true), retryAts: many(null), now: null },

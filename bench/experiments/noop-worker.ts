@@ -28,5 +28,5 @@ stream.on('error', () => process.exit(0));
 setInterval(() => {
   process.stdout.write(JSON.stringify({ acks, latencies: latencies.splice(0) }) + '\n');
 }, 100);
-stream.write({ msg: { $case: 'hello', value: { workerId: `noop-${process.pid}`, queues: [queue], slots: Number(slots), held: [] } } });
+stream.write({ msg: { $case: 'hello', value: { workerId: `noop-${process.pid}`, queues: [queue], slots: Number(slots), held: [], jobTypes: [] } } });
 process.on('SIGTERM', () => process.exit(0));

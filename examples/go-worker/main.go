@@ -142,6 +142,8 @@ func (w *worker) connect() (*session, time.Duration, error) {
 	}
 	hello := &evorav1.WorkerHello{WorkerId: w.cfg.workerID, Queues: []string{w.cfg.queue}, Slots: int32(w.cfg.slots)}
 	hello.Held = w.heldLeases()
+	// Job-type routing: the server sends only jobs of the types this worker runs.
+	hello.JobTypes = []string{JobType}
 	if err := stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Hello{Hello: hello}}); err != nil {
 		cancel()
 		return nil, 0, err

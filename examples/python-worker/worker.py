@@ -139,7 +139,9 @@ class Worker:
         s = Session(self.stub, self.events, self.sid)
         held = self.held_leases()
         s.send(pb.WorkRequest(hello=pb.WorkerHello(
-            worker_id=self.args.worker_id, queues=[self.args.queue], slots=self.args.slots, held=held)))
+            worker_id=self.args.worker_id, queues=[self.args.queue], slots=self.args.slots, held=held,
+            # Job-type routing: the server sends only jobs of the types this worker runs.
+            job_types=[JOB_TYPE])))
         deadline = time.monotonic() + 30
         while True:
             try:

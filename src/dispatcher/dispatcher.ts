@@ -5,7 +5,7 @@ import type { Store } from '../store/store.js';
 import { JobDelivery } from './delivery.js';
 import { LongPollWaiters } from './long-poll.js';
 import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
-import { WorkerSession, type SessionMessage } from './session.js';
+import { WorkerSession, typesKeyOf, type SessionMessage } from './session.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WorkerWriteRequest, type WriteAck, type WriteKind, type WriteListener, type WriteRequest } from './worker-writes.js';
 import { isUnavailable } from '../domain/errors.js';
@@ -95,7 +95,11 @@ export const DISPATCHER_TRANSITIONS: Transitions<DispatcherState> = {
  * claims.
  */
 export class Dispatcher {
-  private readonly queues = new Map<string, QueueClaimer>();
+  /**
+   * The claimers, by queue, then by the job-type key of their sessions (job-type routing:
+   * WorkerSession.typesKey; '*' = any type): one claimer per (queue, type set) with sessions here.
+   */
+  private readonly queues = new Map<string, Map<string, QueueClaimer>>();
   private readonly sessions = new Set<WorkerSession>();
   private readonly delivery: JobDelivery;
   private readonly writes: WorkerWrites;
@@ -123,7 +127,7 @@ export class Dispatcher {
       () => this._state === 'stopped',
     );
     this.claimerHost = {
-      claim: (queue, workerIds) => store.jobClaim({ queues: [queue], workerIds }),
+      claim: (queue, workerIds, types) => store.jobClaim({ queues: [queue], workerIds, types }),
       deliver: (dealt) => this.delivery.push(dealt),
       slotUnused: (session) => this.wakeQueuesOf(session),
       track: (run) => this.track(run),
@@ -151,13 +155,23 @@ export class Dispatcher {
   /** A NOTIFY said this queue has claimable work. */
   notifyQueue(queue: string): void {
     this.waiters.wakeQueue(queue);
-    this.queues.get(queue)?.wake();
+    for (const q of this.claimersOf(queue)) q.wake();
+  }
+
+  /** Every claimer of a queue here (one per type set of its sessions). */
+  private claimersOf(queue: string): Iterable<QueueClaimer> {
+    return this.queues.get(queue)?.values() ?? [];
+  }
+
+  /** Every claimer here. */
+  private *allClaimers(): Iterable<QueueClaimer> {
+    for (const group of this.queues.values()) yield* group.values();
   }
 
   /** Wake every queue: after the LISTEN connection (re)connects, notifications may have been missed. */
   notifyAll(): void {
     this.waiters.wakeAll();
-    for (const q of this.queues.values()) q.wake();
+    for (const q of this.allClaimers()) q.wake();
   }
 
   /** A NOTIFY said an operator cancelled this job: tell the worker that holds it here, if any. */
@@ -176,7 +190,7 @@ export class Dispatcher {
    */
   private poll(): void {
     this.dropExpiredLeases();
-    const due = [...this.queues.values()].filter((q) => [...q.sessions].some((s) => s.free > 0));
+    const due = [...this.allClaimers()].filter((q) => [...q.sessions].some((s) => s.free > 0));
     for (const q of due) q.wake();
   }
 
@@ -186,15 +200,19 @@ export class Dispatcher {
    * Opens a session for a worker's stream. `held` are leases the worker still holds from an
    * earlier stream: the current ones occupy slots until finished. A session opened once
    * drainAll has run is drained at once and told so (it gets no jobs; it may finish its own).
+   * `types` (job-type routing): the job types it runs, deduplicated and sorted; unset or null
+   * = any type. It is given only jobs of those types.
    */
   async sessionOpen(params: {
     workerId: string;
     queues: string[];
     slots: number;
+    types?: string[] | null;
     held?: LeaseRef[];
     send: (msg: SessionMessage) => void;
   }): Promise<WorkerSession> {
-    const session = new WorkerSession(params.workerId, [...new Set(params.queues)], params.slots, params.send);
+    const types = params.types && params.types.length > 0 ? [...new Set(params.types)].sort() : null;
+    const session = new WorkerSession(params.workerId, [...new Set(params.queues)], params.slots, params.send, types);
     if (params.held && params.held.length > 0) {
       // Only the leases still current hold slots; a stale lease of a job (its current one
       // named too, or not) is told lost with its own token.
@@ -209,14 +227,17 @@ export class Dispatcher {
       session.send({ kind: 'drain', reason: this.drainReason });
     }
     for (const name of session.queues) {
-      let q = this.queues.get(name);
+      let group = this.queues.get(name);
+      if (!group) this.queues.set(name, (group = new Map()));
+      let q = group.get(session.typesKey);
       if (!q) {
         q = new QueueClaimer(name, this.claimerHost, {
           maxClaimBatch: this.opts.maxClaimBatch ?? 1000,
           claimCooldownMs: this.opts.claimCooldownMs ?? 5,
+          types,
         });
         if (this._state === 'stopped') q.stop();
-        this.queues.set(name, q);
+        group.set(session.typesKey, q);
       }
       q.sessions.add(session);
       q.wake();
@@ -232,7 +253,7 @@ export class Dispatcher {
     if (!session.close()) return;
     this.sessions.delete(session);
     for (const name of session.queues) {
-      const q = this.queues.get(name);
+      const q = this.queues.get(name)?.get(session.typesKey);
       if (!q) continue;
       q.sessions.delete(session);
       this.forgetIfUnused(q);
@@ -272,16 +293,19 @@ export class Dispatcher {
 
   /** Workers connected here that take jobs from a queue, and their free slots. */
   queueWorkers(queue: string): { workers: number; freeSlots: number } {
-    const sessions = [...(this.queues.get(queue)?.sessions ?? [])];
+    const sessions = [...this.claimersOf(queue)].flatMap((q) => [...q.sessions]);
     return { workers: sessions.length, freeSlots: sessions.reduce((n, s) => n + s.free, 0) };
   }
 
   /** Forgets a queue's claimer once it has no sessions and no claim loop. */
   private forgetIfUnused(q: QueueClaimer): void {
-    if (q.sessions.size === 0 && !q.running && this.queues.get(q.name) === q) {
-      this.queues.delete(q.name);
-      q.forgotten();
-    }
+    if (q.sessions.size > 0 || q.running) return;
+    const group = this.queues.get(q.name);
+    const key = typesKeyOf(q.types);
+    if (group?.get(key) !== q) return;
+    group.delete(key);
+    q.forgotten();
+    if (group.size === 0) this.queues.delete(q.name);
   }
 
   // ----- worker writes ------------------------------------------------------------------
@@ -379,7 +403,7 @@ export class Dispatcher {
   /** A session has free slots again: its queues claim if they may have more work, or end a cooldown. */
   private wakeQueuesOf(session: WorkerSession): void {
     if (session.free === 0) return;
-    for (const name of session.queues) this.queues.get(name)?.slotsFreed();
+    for (const name of session.queues) this.queues.get(name)?.get(session.typesKey)?.slotsFreed();
   }
 
   /** Keeps a claim loop or hand-off in `inFlight` until it settles (drainAll waits for them). */
@@ -403,7 +427,14 @@ export class Dispatcher {
   async submit(job: JobSubmitInput): Promise<JobSubmitResult> {
     // Only an idle queue tries: while a claim runs or a wake-up is pending, jobs may be
     // waiting (the statement would decline), and the claim is about to serve the slots anyway.
-    const session = this._state === 'stopped' ? null : (this.queues.get(job.queue)?.reserveForHandOff() ?? null);
+    // Job-type routing: only a claimer whose sessions take the job's type may hand it off.
+    let session: WorkerSession | null = null;
+    if (this._state !== 'stopped') {
+      for (const q of this.claimersOf(job.queue)) {
+        if (q.types && !q.types.includes(job.type)) continue;
+        if ((session = q.reserveForHandOff())) break;
+      }
+    }
     if (!session) return this.opts.store.jobSubmit({ job });
     return this.track(this.handOff(session, job));
   }
@@ -430,12 +461,20 @@ export class Dispatcher {
    * What must stay true: a caller that has gone (`signal` aborted) is never left holding
    * jobs: no claim starts after the abort, and jobs a claim in flight took are given back.
    */
-  async claimUnary(params: { workerId: string; queues: string[]; max: number; waitMs: number; signal?: AbortSignal }): Promise<Job[]> {
+  async claimUnary(params: {
+    workerId: string;
+    queues: string[];
+    max: number;
+    waitMs: number;
+    /** Job-type routing: only jobs of these types; unset, null or empty = any type. */
+    types?: string[] | null;
+    signal?: AbortSignal;
+  }): Promise<Job[]> {
     const deadline = Date.now() + params.waitMs;
     const queues = new Set(params.queues);
     for (;;) {
       if (params.signal?.aborted) return [];
-      const jobs = await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId });
+      const jobs = await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId, types: params.types ?? null });
       if (jobs.length > 0 && params.signal?.aborted) {
         await this.giveBack(jobs);
         return [];
@@ -481,7 +520,7 @@ export class Dispatcher {
       if (this.pollTimer) clearInterval(this.pollTimer);
       this.pollTimer = null;
       this.stopping.abort(); // ends the long-poll waits
-      for (const q of this.queues.values()) q.stop(); // ends a claim cooldown now
+      for (const q of this.allClaimers()) q.stop(); // ends a claim cooldown now
       for (const s of this.sessions) {
         s.drain();
         s.send({ kind: 'drain', reason });

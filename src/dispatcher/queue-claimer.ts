@@ -32,10 +32,11 @@ export const CLAIMER_TRANSITIONS: Transitions<ClaimerState> = {
 /** What a claimer needs from the dispatcher that owns it. */
 export interface ClaimerHost {
   /**
-   * Runs one claim statement: one job at most per worker id (one id per reserved slot).
-   * `nextTokenAt`: the queue's rate limit held jobs back until then.
+   * Runs one claim statement: one job at most per worker id (one id per reserved slot), only
+   * jobs of `types` (null = any type). `nextTokenAt`: the queue's rate limit held jobs back
+   * until then.
    */
-  claim(queue: string, workerIds: string[]): Promise<Job[] & { nextTokenAt?: Date }>;
+  claim(queue: string, workerIds: string[], types: string[] | null): Promise<Job[] & { nextTokenAt?: Date }>;
   /** Pushes each session the jobs dealt to it; releases those that cannot be pushed. Never throws. */
   deliver(dealt: Map<WorkerSession, Job[]>): Promise<void>;
   /** A reserved slot of this session got nothing: the session's other queues may want it. */
@@ -55,10 +56,18 @@ export interface ClaimerOptions {
   maxClaimBatch: number;
   /** The longest a claim after a full one waits for free slots; 0 turns the cooldown off. */
   claimCooldownMs: number;
+  /**
+   * Job-type routing: the job types of every session of this claimer (null = any type). A
+   * queue has one claimer per distinct type set of its sessions here (its claimer group).
+   */
+  types?: string[] | null;
 }
 
 /**
- * One queue's claim loop on this server. What must stay true (docs/dispatcher.md):
+ * One queue's claim loop on this server, for the sessions of one job-type set (job-type
+ * routing: sessions with equal types share a claimer; a queue whose sessions all take any
+ * type has one). What must stay true (docs/dispatcher.md):
+ * - every session of a claimer has the claimer's types, and its claims take only those;
  * - at most one claim of the queue is in flight here;
  * - a claim reserves every free slot it asks for before its statement runs, dealt
  *   round-robin (one slot per session per round, from a rotating first session), so it can
@@ -95,8 +104,12 @@ export class QueueClaimer {
     private readonly host: ClaimerHost,
     private readonly opts: ClaimerOptions,
   ) {
-    this.#machine = `claimer of queue ${name}`;
+    this.types = opts.types && opts.types.length > 0 ? opts.types : null;
+    this.#machine = this.types ? `claimer of queue ${name} (types ${this.types.join(',')})` : `claimer of queue ${name}`;
   }
+
+  /** The job types this claimer claims; null = any type. */
+  readonly types: string[] | null;
 
   /** Where the claim loop is (see ClaimerState). */
   get state(): ClaimerState {
@@ -205,7 +218,7 @@ export class QueueClaimer {
       const started = performance.now();
       let jobs: Job[] & { nextTokenAt?: Date };
       try {
-        jobs = await this.host.claim(this.name, slots.map((s) => s.workerId));
+        jobs = await this.host.claim(this.name, slots.map((s) => s.workerId), this.types);
       } catch (err) {
         // An outage is logged once by the store; the next poll (or wake-up) retries.
         if (isUnavailable(err)) this.host.logger.debug({ err, queue: this.name }, 'claim failed: database unavailable');

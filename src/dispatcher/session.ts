@@ -73,12 +73,30 @@ export class WorkerSession {
    */
   #earliestExpiry = Number.POSITIVE_INFINITY;
 
+  /**
+   * The session's job types as one string (job-type routing): sessions with equal keys share
+   * a claimer group per queue. '*' = any type.
+   */
+  readonly typesKey: string;
+
+  /**
+   * `types`: the job types the worker runs, deduplicated and sorted (checkJobTypes), or null
+   * for any type. Must stay true: the session is only ever given jobs of these types.
+   */
   constructor(
     readonly workerId: string,
     readonly queues: string[],
     readonly slots: number,
     readonly send: (msg: SessionMessage) => void,
-  ) {}
+    readonly types: string[] | null = null,
+  ) {
+    this.typesKey = typesKeyOf(types);
+  }
+
+  /** Whether the session may be given a job of this type. */
+  takesType(type: string): boolean {
+    return this.types === null || this.types.includes(type);
+  }
 
   /** Where the session is in its life (see SessionState). */
   get state(): SessionState {
@@ -217,4 +235,9 @@ export class WorkerSession {
   #to(next: SessionState): void {
     this.#state = checkTransition('worker session', SESSION_TRANSITIONS, this.#state, next);
   }
+}
+
+/** The claimer-group key of a set of job types (sorted, deduplicated) or of any type (null). */
+export function typesKeyOf(types: readonly string[] | null): string {
+  return types === null || types.length === 0 ? '*' : types.join('\n');
 }

@@ -38,6 +38,24 @@ export function checkName(field: string, value: string): string {
   return value;
 }
 
+/** Most job types one worker may name (hello.job_types, ClaimJobsRequest.job_types). */
+export const MAX_JOB_TYPES = 256;
+
+/**
+ * A worker's job types (job-type routing): each a valid name (see checkName), at most
+ * MAX_JOB_TYPES. Returns them deduplicated and sorted (equal sets compare equal as
+ * strings: the dispatcher groups sessions by them), or null for an empty list = any type.
+ */
+export function checkJobTypes(field: string, types: readonly string[]): string[] | null {
+  if (types.length === 0) return null;
+  if (types.length > MAX_JOB_TYPES) throw invalidArgument(`${field} names more than ${MAX_JOB_TYPES} job types`);
+  types.forEach((t) => {
+    if (!t) throw invalidArgument(`${field} contains an empty job type`);
+    checkName(field, t);
+  });
+  return [...new Set(types)].sort();
+}
+
 /** A job's priority: an integer from PRIORITY_MIN to PRIORITY_MAX. */
 export function checkPriority(value: number): number {
   if (!Number.isInteger(value) || value < PRIORITY_MIN || value > PRIORITY_MAX) {

@@ -5,7 +5,7 @@ import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { JsonObject, LeaseRef } from '../domain/job.js';
-import { MAX_SLOTS, checkDate, checkIntRange, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
+import { MAX_SLOTS, checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
 import type {
   Lease,
   WorkerComplete,
@@ -198,6 +198,7 @@ export class WorkStream implements WorkStreamHandle {
       if (hello.queues.length === 0) throw invalidArgument('hello.queues must name at least one queue');
       hello.queues.forEach((q) => checkName('hello.queues', q));
       checkIntRange('hello.slots', hello.slots, 1, MAX_SLOTS);
+      checkJobTypes('hello.job_types', hello.jobTypes);
     } catch (err) {
       return this.refuse((err as Error).message);
     }
@@ -217,6 +218,7 @@ export class WorkStream implements WorkStreamHandle {
         workerId: hello.workerId,
         queues: hello.queues,
         slots: hello.slots,
+        types: checkJobTypes('hello.job_types', hello.jobTypes),
         held: held.map((l) => ({ id: l.jobId, token: l.leaseToken })),
         send: (msg) => this.fromDispatcher(msg),
       });
@@ -230,7 +232,7 @@ export class WorkStream implements WorkStreamHandle {
     }
     this.session = session;
     this.log = this.deps.logger.child({ worker_id: hello.workerId, session_id: session.id });
-    this.log.info({ queues: hello.queues, slots: hello.slots }, 'worker session opened');
+    this.log.info({ queues: hello.queues, slots: hello.slots, job_types: hello.jobTypes }, 'worker session opened');
     this.to('open');
     this.send({
       msg: {

@@ -1,7 +1,7 @@
 import { LEASE_LOST_TEXT } from '../domain/codes.js';
 import { failedPrecondition, invalidArgument } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
-import { checkDate, checkIntRange, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
+import { checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
 import type { WorkerServiceServer } from '../gen/evora/v1/worker.js';
 import { durationToSeconds, jobToPb, leasedJobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
@@ -48,9 +48,10 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const max = req.max === 0 ? 1 : checkIntRange('max', req.max, 1, 1000);
       const waitMs = req.wait ? Math.round(durationToSeconds(req.wait) * 1000) : 0;
       if (waitMs < 0 || waitMs > MAX_WAIT_MS) throw invalidArgument(`wait must be from 0 to ${MAX_WAIT_MS / 1000}s`);
+      const types = checkJobTypes('job_types', req.jobTypes);
       const abort = new AbortController();
       call.on('cancelled', () => abort.abort());
-      const jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, signal: abort.signal });
+      const jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, types, signal: abort.signal });
       return { jobs: jobs.map(leasedJobToPb) };
     }),
     extendLease: unary(logger, 'ExtendLease', async (req) => {

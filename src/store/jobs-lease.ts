@@ -18,6 +18,8 @@ interface JobClaimParams {
   workerIds: string[];
   /** Per slot, the 1-based index of its worker in workerIds. */
   slotWorkers: number[];
+  /** Job types to claim; null = any. */
+  types: string[] | null;
   now: Date | null;
 }
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
@@ -28,7 +30,7 @@ type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_reque
 };
 const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
   'job-claim',
-  { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', now: 'timestamptz' },
+  { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', types: 'text[]', now: 'timestamptz' },
   {
     ...columnsOf(JOB_COLUMNS, [
       'id', 'queue', 'type', 'payload', 'priority', 'run_at', 'attempt', 'max_attempts', 'lease_token',
@@ -104,8 +106,17 @@ const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow
  */
 export type ClaimedJobs = Job[] & { nextTokenAt?: Date };
 
-/** The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order. */
-export async function jobsClaim(claimPool: StorePool, queues: string[], workerIds: string[], now: Date | null): Promise<ClaimedJobs> {
+/**
+ * The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order; `types`
+ * limits it to those job types (null = any).
+ */
+export async function jobsClaim(
+  claimPool: StorePool,
+  queues: string[],
+  workerIds: string[],
+  types: string[] | null,
+  now: Date | null,
+): Promise<ClaimedJobs> {
   if (workerIds.length === 0 || queues.length === 0) return [];
   const distinct: string[] = [];
   const index = new Map<string, number>();
@@ -114,7 +125,7 @@ export async function jobsClaim(claimPool: StorePool, queues: string[], workerId
     if (i === undefined) index.set(w, (i = distinct.push(w)));
     return i;
   });
-  const all = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, now });
+  const all = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, types, now });
   let nextTokenAt: Date | undefined;
   const rows: JobClaimRow[] = [];
   for (const r of all) {

@@ -193,15 +193,17 @@ export class Store {
    * paused queues and rows other claimers hold (SKIP LOCKED). Each claimed job is RUNNING
    * with attempt+1, a fresh lease token, and a lease of its queue's lease_seconds.
    * Either one worker takes up to `limit` jobs, or `workerIds` names one worker per slot:
-   * the i-th job returned (in claim order) belongs to workerIds[i]. `nextTokenAt` is set when
-   * a rate limit held jobs back: when the next token is due.
+   * the i-th job returned (in claim order) belongs to workerIds[i]. `types` (job-type
+   * routing) claims only jobs of those types; unset, null or empty = any type. `nextTokenAt`
+   * is set when a rate limit held jobs back: when the next token is due.
    */
   async jobClaim(
-    params: { queues: string[]; now?: Date } & ({ limit: number; workerId: string } | { workerIds: string[] }),
+    params: { queues: string[]; types?: string[] | null; now?: Date } & ({ limit: number; workerId: string } | { workerIds: string[] }),
   ): Promise<ClaimedJobs> {
     const workerIds =
       'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
-    return jobsClaim(this.claimPool, params.queues, workerIds, params.now ?? null);
+    const types = params.types && params.types.length > 0 ? params.types : null;
+    return jobsClaim(this.claimPool, params.queues, workerIds, types, params.now ?? null);
   }
 
   /**

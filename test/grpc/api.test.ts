@@ -70,7 +70,7 @@ describe('a job through the API', () => {
 
     const q2 = queueName();
     const { job: j2 } = await submit(q2);
-    const claimed = await call(clients.workers, 'claimJobs', { workerId: 'unary', queues: [q2], max: 5 });
+    const claimed = await call(clients.workers, 'claimJobs', { workerId: 'unary', queues: [q2], max: 5, jobTypes: [] });
     expect(claimed.jobs.map((l) => l.job?.id)).toEqual([j2!.id]);
     const ext = await call(clients.workers, 'extendLease', { jobId: j2!.id, leaseToken: claimed.jobs[0]!.leaseToken });
     expect(ext.leaseExpiresAt).toBeInstanceOf(Date);
@@ -80,7 +80,7 @@ describe('a job through the API', () => {
 
   it('ClaimJobs with wait long-polls until a job is submitted', async () => {
     const queue = queueName();
-    const pending = call(clients.workers, 'claimJobs', { workerId: 'poller', queues: [queue], max: 1, wait: { seconds: 20, nanos: 0 } });
+    const pending = call(clients.workers, 'claimJobs', { workerId: 'poller', queues: [queue], max: 1, jobTypes: [], wait: { seconds: 20, nanos: 0 } });
     await waitFor(() => server.dispatcher.waitingClaims > 0, { what: 'the claim to wait' });
     const { job } = await submit(queue);
     const claimed = await pending;
@@ -102,7 +102,7 @@ describe('ClaimJobs for a caller that has gone', () => {
       await admin.query('LOCK TABLE evora.job_events IN EXCLUSIVE MODE');
       const gone = new Promise<ServiceError>((resolve) =>
         clients.workers.claimJobs(
-          { workerId: 'gone', queues: [queue], max: 1, wait: { seconds: 20, nanos: 0 } },
+          { workerId: 'gone', queues: [queue], max: 1, jobTypes: [], wait: { seconds: 20, nanos: 0 } },
           new Metadata(),
           { deadline: Date.now() + 2000 },
           (err) => resolve(err!),
@@ -140,7 +140,7 @@ describe('ClaimJobs for a caller that has gone', () => {
       { what: 'the job to be claimed and given back' },
     );
     expect(back!.attempt).toBe(0);
-    const next = await call(clients.workers, 'claimJobs', { workerId: 'next', queues: [queue], max: 1 });
+    const next = await call(clients.workers, 'claimJobs', { workerId: 'next', queues: [queue], max: 1, jobTypes: [] });
     expect(next.jobs.map((j) => j.job!.id)).toEqual([id]);
   });
 });
@@ -184,7 +184,7 @@ describe('fencing and cancel', () => {
     const queue = queueName();
     await call(clients.queues, 'upsertQueue', { name: queue, leaseSeconds: 1, backoff: { kind: 3, base: { seconds: 0, nanos: 0 }, jitter: 0 } });
     const { job } = await submit(queue);
-    const first = await call(clients.workers, 'claimJobs', { workerId: 'slow', queues: [queue], max: 1 });
+    const first = await call(clients.workers, 'claimJobs', { workerId: 'slow', queues: [queue], max: 1, jobTypes: [] });
     const staleToken = first.jobs[0]!.leaseToken;
     // The lease expires; the sweeper requeues; a streaming worker gets it with a new token.
     const w = worker();

@@ -66,8 +66,8 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: -1, pageToken: '' }), INVALID_ARGUMENT);
     await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 10, pageToken: 'garbage' }), INVALID_ARGUMENT, /page_token/);
     await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [99 as JobState], type: '', pageSize: 10, pageToken: '' }), INVALID_ARGUMENT);
-    await expectStatus(call(clients.workers, 'claimJobs', { workerId: '', queues: ['q'], max: 1 }), INVALID_ARGUMENT);
-    await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: [], max: 1 }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.workers, 'claimJobs', { workerId: '', queues: ['q'], max: 1, jobTypes: [] }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: [], max: 1, jobTypes: [] }), INVALID_ARGUMENT);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', leaseSeconds: 0 }), INVALID_ARGUMENT, /lease_seconds/);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', backoff: { kind: 1, jitter: 2 } }), INVALID_ARGUMENT, /jitter/);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', dlqRetention: { seconds: -1, nanos: 0 } }), INVALID_ARGUMENT, /dlq_retention/);
@@ -113,7 +113,7 @@ describe('bad input gets the right status and changes nothing', () => {
   it('FAILED_PRECONDITION for retrying a COMPLETED job and for a stale lease on unary calls', async () => {
     const queue = queueName();
     const { job } = await call(clients.jobs, 'submitJob', { ...ok, queue });
-    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [queue], max: 1 });
+    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [queue], max: 1, jobTypes: [] });
     await call(clients.workers, 'completeJob', { jobId: job!.id, leaseToken: jobs[0]!.leaseToken, result: {} });
     await expectStatus(call(clients.jobs, 'retryJob', { id: job!.id }), FAILED_PRECONDITION, /COMPLETED/);
     await expectStatus(call(clients.jobs, 'cancelJob', { id: job!.id }), FAILED_PRECONDITION);
@@ -123,7 +123,7 @@ describe('bad input gets the right status and changes nothing', () => {
   it('INVALID_ARGUMENT, not FAILED_PRECONDITION, for a malformed job id or lease token on every unary worker call', async () => {
     const queue = queueName();
     const { job } = await call(clients.jobs, 'submitJob', { ...ok, queue });
-    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [queue], max: 1 });
+    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [queue], max: 1, jobTypes: [] });
     const token = jobs[0]!.leaseToken;
     const bad: [string, string, RegExp][] = [
       [job!.id, 'junk', /lease_token "junk" is not a UUID/],
@@ -153,7 +153,7 @@ describe('bad input gets the right status and changes nothing', () => {
     expect((w.error as grpc.ServiceError).details).toMatch(/first message on a Work stream must be hello/);
 
     const v = new RawWorker(clients);
-    v.send({ msg: { $case: 'hello', value: { workerId: 'w', queues: ['q'], slots: 0, held: [] } } });
+    v.send({ msg: { $case: 'hello', value: { workerId: 'w', queues: ['q'], slots: 0, held: [], jobTypes: [] } } });
     await v.until(() => v.ended);
     expect((v.error as grpc.ServiceError | null)?.code).toBe(INVALID_ARGUMENT);
   });
@@ -208,7 +208,7 @@ describe('health and reflection', () => {
     const worker = decoded.find((f: { name: string }) => f.name === 'evora/v1/worker.proto');
     expect(worker).toBeDefined();
     const hello = worker.messageType.find((m: { name: string }) => m.name === 'WorkerHello');
-    expect(hello.field.map((f: { name: string }) => f.name)).toEqual(['worker_id', 'queues', 'slots', 'held', 'accepts_batches']);
+    expect(hello.field.map((f: { name: string }) => f.name)).toEqual(['worker_id', 'queues', 'slots', 'held', 'accepts_batches', 'job_types']);
     // The well-known types it uses can be fetched too (grpcurl needs them to describe).
     const struct = await ask({ file_by_filename: 'google/protobuf/struct.proto' });
     expect(struct.file_descriptor_response.file_descriptor_proto.length).toBeGreaterThan(0);

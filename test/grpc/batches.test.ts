@@ -164,7 +164,7 @@ describe('a `completes` batch is checked item by item', () => {
     const queue = queueName();
     await call(clients.queues, 'upsertQueue', { name: queue, leaseSeconds: 1, backoff: { kind: 3, base: { seconds: 0, nanos: 0 }, jitter: 0 } });
     const [id, other] = await submitMany(queue, 2);
-    const first = await call(clients.workers, 'claimJobs', { workerId: 'slow', queues: [queue], max: 2 });
+    const first = await call(clients.workers, 'claimJobs', { workerId: 'slow', queues: [queue], max: 2, jobTypes: [] });
     const stale = new Map(first.jobs.map((j) => [j.job!.id, j.leaseToken]));
     // Both leases expire; the sweeper requeues; a streaming worker gets them with new tokens.
     const w = worker();

@@ -23,7 +23,7 @@ describe('hello.held after a reconnect', () => {
       (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 })).job!;
     const finished = await submit();
     const running = await submit();
-    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'before', queues: [queue], max: 2 });
+    const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'before', queues: [queue], max: 2, jobTypes: [] });
     expect(jobs).toHaveLength(2);
     const stale = jobs.find((j) => j.job!.id === finished.id)!;
     const current = jobs.find((j) => j.job!.id === running.id)!;

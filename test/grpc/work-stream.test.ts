@@ -92,7 +92,7 @@ describe('messages sent before the welcome', () => {
     const queue = queueName();
     const { id } = await submit(queue);
     // The lease comes from a unary claim, as a worker reconnecting with a job in hand has it.
-    const claimed = (await call(clients.workers, 'claimJobs', { workerId: 'early', queues: [queue], max: 1 })).jobs[0]!;
+    const claimed = (await call(clients.workers, 'claimJobs', { workerId: 'early', queues: [queue], max: 1, jobTypes: [] })).jobs[0]!;
     const w = worker();
     w.helloSend('early', [queue], 1, { held: [lease(claimed)] });
     w.send({ msg: { $case: 'heartbeat', value: { leases: [lease(claimed)] } } });
@@ -162,11 +162,11 @@ describe('snooze without run_at means now', () => {
   it('on SnoozeJob: PENDING with run_at now, and the next ClaimJobs gets it', async () => {
     const queue = queueName();
     const { id } = await submit(queue);
-    const first = (await call(clients.workers, 'claimJobs', { workerId: 'u', queues: [queue], max: 1 })).jobs[0]!;
+    const first = (await call(clients.workers, 'claimJobs', { workerId: 'u', queues: [queue], max: 1, jobTypes: [] })).jobs[0]!;
     const snoozed = await call(clients.workers, 'snoozeJob', lease(first));
     expect(snoozed.job).toMatchObject({ id, state: JobState.JOB_STATE_PENDING, attempt: 0 });
     expect(snoozed.job!.runAt!.getTime()).toBeLessThanOrEqual(Date.now());
-    const again = await call(clients.workers, 'claimJobs', { workerId: 'u', queues: [queue], max: 1 });
+    const again = await call(clients.workers, 'claimJobs', { workerId: 'u', queues: [queue], max: 1, jobTypes: [] });
     expect(again.jobs.map((j) => j.job!.id)).toEqual([id]);
   });
 });

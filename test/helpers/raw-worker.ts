@@ -7,6 +7,7 @@ import type { Clients } from './server-setup.js';
 export interface HelloOptions {
   batches?: boolean;
   held?: Lease[];
+  jobTypes?: string[];
 }
 
 /**
@@ -49,7 +50,7 @@ export class RawWorker {
   /** Sends hello without waiting for the welcome (messages may follow it at once). */
   helloSend(workerId: string, queues: string[], slots: number, opts: HelloOptions = {}): void {
     const acceptsBatches = opts.batches === undefined ? {} : { acceptsBatches: opts.batches };
-    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: opts.held ?? [], ...acceptsBatches } } });
+    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: opts.held ?? [], jobTypes: opts.jobTypes ?? [], ...acceptsBatches } } });
   }
 
   /** Resolves once the welcome has arrived. */

@@ -38,7 +38,7 @@ describe('slot accounting against a real server', () => {
 
     // Y: leased by a unary worker; its completion will hang on the test's row lock.
     const y = await submit(blockerQueue, 'blocker');
-    const claimed = await call(clients.workers, 'claimJobs', { workerId: 'unary', queues: [blockerQueue], max: 1 });
+    const claimed = await call(clients.workers, 'claimJobs', { workerId: 'unary', queues: [blockerQueue], max: 1, jobTypes: [] });
     const yLease = claimed.jobs[0]!;
     expect(yLease.job?.id).toBe(y.id);
 

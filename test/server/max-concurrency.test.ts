@@ -133,21 +133,21 @@ describe('max_concurrency across two servers', () => {
     const job = (n: number) => ({ queue, type: 't', payload: { n }, priority: 0, idempotencyKey: '', maxAttempts: 0 });
     await call(a.clients.jobs, 'submitJobs', { jobs: [job(1), job(2), job(3)] });
 
-    const first = await call(a.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 3 });
+    const first = await call(a.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 3, jobTypes: [] });
     expect(first.jobs).toHaveLength(1);
     // Full: the other server claims nothing, and neither does this one.
-    expect((await call(b.clients.workers, 'claimJobs', { workerId: 'u2', queues: [queue], max: 3 })).jobs).toHaveLength(0);
-    expect((await call(a.clients.workers, 'claimJobs', { workerId: 'u3', queues: [queue], max: 3 })).jobs).toHaveLength(0);
+    expect((await call(b.clients.workers, 'claimJobs', { workerId: 'u2', queues: [queue], max: 3, jobTypes: [] })).jobs).toHaveLength(0);
+    expect((await call(a.clients.workers, 'claimJobs', { workerId: 'u3', queues: [queue], max: 3, jobTypes: [] })).jobs).toHaveLength(0);
 
     // The job finishes: one more may run.
     const leased = first.jobs[0]!;
     await call(a.clients.workers, 'completeJob', { jobId: leased.job!.id, leaseToken: leased.leaseToken, result: {} });
-    const next = await call(b.clients.workers, 'claimJobs', { workerId: 'u2', queues: [queue], max: 3 });
+    const next = await call(b.clients.workers, 'claimJobs', { workerId: 'u2', queues: [queue], max: 3, jobTypes: [] });
     expect(next.jobs).toHaveLength(1);
 
     // Raising the limit takes effect on the next claim.
     await call(a.clients.queues, 'upsertQueue', { name: queue, maxConcurrency: 2 });
-    expect((await call(a.clients.workers, 'claimJobs', { workerId: 'u3', queues: [queue], max: 3 })).jobs).toHaveLength(1);
+    expect((await call(a.clients.workers, 'claimJobs', { workerId: 'u3', queues: [queue], max: 3, jobTypes: [] })).jobs).toHaveLength(1);
     const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1 AND state = 'RUNNING'`, [queue]);
     expect(rows[0]!.n).toBe(2);
   });

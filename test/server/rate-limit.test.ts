@@ -141,10 +141,10 @@ describe('rate_limit across two servers', () => {
     await call(a.clients.jobs, 'submitJobs', { jobs: [job(1), job(2), job(3), job(4)] });
 
     // The bucket starts full: two at once, then none on either server until a token is due.
-    const first = await call(a.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 4 });
+    const first = await call(a.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 4, jobTypes: [] });
     expect(first.jobs).toHaveLength(2);
     // A long-poll (with a minute-long fallback poll) gets the next token's job when it is due.
-    const next = await call(b.clients.workers, 'claimJobs', { workerId: 'u2', queues: [queue], max: 4, wait: { seconds: 10, nanos: 0 } });
+    const next = await call(b.clients.workers, 'claimJobs', { workerId: 'u2', queues: [queue], max: 4, wait: { seconds: 10, nanos: 0 }, jobTypes: [] });
     // One token is due 250 ms after the first claim (two if this machine was slow meanwhile).
     expect(next.jobs.length).toBeGreaterThanOrEqual(1);
     const starts = await startsOf(queue);

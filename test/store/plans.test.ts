@@ -119,13 +119,17 @@ describe('plans that must not depend on fresh statistics', () => {
     await inRolledBackTransaction(async (client) => {
       const execute = await prepare(client, 'jobClaim', 'claim_plan');
       await client.query('SET LOCAL plan_cache_mode = force_custom_plan'); // what the store's claims run
-      for (const size of [1, 100, 1000]) {
-        const plan = await planOf(
-          client,
-          execute({ queues: `'{${queue}}'`, limit: String(size), workerIds: "'{w}'", now: 'NULL', slotWorkers: `array_fill(1, ARRAY[${size}])` }),
-        );
-        expect(plan, `claim of ${size}`).toContain('jobs_pkey');
-        expect(plan, `claim of ${size}`).not.toMatch(/Seq Scan on jobs/);
+      // types NULL (any type) and a job-type filter (job-type routing): the same plan.
+      for (const types of ['NULL', "'{t}'"]) {
+        for (const size of [1, 100, 1000]) {
+          const plan = await planOf(
+            client,
+            execute({ queues: `'{${queue}}'`, limit: String(size), workerIds: "'{w}'", now: 'NULL', types, slotWorkers: `array_fill(1, ARRAY[${size}])` }),
+          );
+          expect(plan, `claim of ${size}, types ${types}`).toContain('jobs_pkey');
+          expect(plan, `claim of ${size}, types ${types}`).toContain('jobs_claimable_idx');
+          expect(plan, `claim of ${size}, types ${types}`).not.toMatch(/Seq Scan on jobs/);
+        }
       }
     });
   });

@@ -138,7 +138,7 @@ describeFerret('a server with MONGODB_URL', () => {
     const queue = queueName();
     await telemetry.suspend();
     await submit(queue, 50);
-    const claimed = await call(server.clients.workers, 'claimJobs', { workerId: 'offline-telemetry', queues: [queue], max: 50 });
+    const claimed = await call(server.clients.workers, 'claimJobs', { workerId: 'offline-telemetry', queues: [queue], max: 50, jobTypes: [] });
     expect(claimed.jobs).toHaveLength(50);
     for (const l of claimed.jobs) {
       await call(server.clients.workers, 'completeJob', { jobId: l.job!.id, leaseToken: l.leaseToken, result: {} });

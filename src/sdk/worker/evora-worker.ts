@@ -131,6 +131,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       changed,
       events: {
         helloLeases: () => this.jobs.leases(),
+        helloJobTypes: () => this.runner.types(),
         stopping: () => this.stopping,
         opened: (w, reconnect) => this.onOpened(w, reconnect),
         message: (m, late) => this.onMessage(m, late),
@@ -165,7 +166,12 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     });
   }
 
-  /** Registers the handler for a job type (replacing an earlier one). Returns the worker, for chaining. */
+  /**
+   * Registers the handler for a job type (replacing an earlier one). Returns the worker, for
+   * chaining. The worker's hello declares its registered types (job-type routing), so the
+   * server sends it only jobs of those types: register them all before start() (a type
+   * registered later is declared at the next reconnect only).
+   */
   handle<P = JsonObject>(type: string, handler: JobHandler<P>): this {
     this.runner.register(type, handler as JobHandler);
     return this;

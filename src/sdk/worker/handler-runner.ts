@@ -37,6 +37,11 @@ export class HandlerRunner {
     return this.handlers.size;
   }
 
+  /** The registered job types, sorted: what the worker declares in hello.job_types. */
+  types(): string[] {
+    return [...this.handlers.keys()].sort();
+  }
+
   /** Handler executions in progress. */
   get executions(): ReadonlySet<HeldJob> {
     return this.active;

@@ -61,6 +61,11 @@ const CLOSE_TIMEOUT_MS = 2_000;
 export interface ConnectionEvents {
   /** The leases to name in hello.held. */
   helloLeases(): Lease[];
+  /**
+   * The job types to name in hello.job_types: the worker's registered handlers, so the server
+   * sends it only jobs it can run (job-type routing). Read at every hello (each reconnect).
+   */
+  helloJobTypes(): string[];
   /** The worker is stopping: a new session starts draining. */
   stopping(): boolean;
   /** A session opened (`reconnect`: not the first). */
@@ -212,8 +217,9 @@ export class WorkConnection {
       if (this.connected) this.opts.events.writable();
     });
     const held = this.opts.events.helloLeases();
+    const jobTypes = this.opts.events.helloJobTypes();
     const { workerId, queues, slots } = this.opts;
-    if (!stream.write({ msg: { $case: 'hello', value: { workerId, queues: [...queues], slots, held, acceptsBatches: true } } })) this.blocked = true;
+    if (!stream.write({ msg: { $case: 'hello', value: { workerId, queues: [...queues], slots, held, acceptsBatches: true, jobTypes } } })) this.blocked = true;
     this.welcomeTimer = this.opts.timers.after(WELCOME_TIMEOUT_MS, () => {
       if (gen !== this.gen || !this.state.is('connecting')) return;
       this.opts.log.warn({ address: this.opts.address }, 'no welcome from the server; reconnecting');

@@ -14,6 +14,10 @@
 -- for a token sends back one row without a job (id NULL) saying when the next one is due. An unlimited queue never
 -- calls it: its room is :limit, no lock, no count. Queues are taken in name order so two claims
 -- of several limited queues lock them in the same order.
+-- Job-type routing: :types NULL = any type (the plan above, unchanged); else only jobs whose
+-- type is in :types: a filter on the same index scan, which reads past the other types'
+-- rows (cheap when types are mixed; when the wanted type is rare among many waiting jobs of
+-- other types, each claim reads those rows: docs/dispatcher.md "job types").
 WITH limits AS (
   -- Rate limits (migration 0008): a rate-limited queue also takes at most its whole tokens,
   -- by the same function under the same lock; next_token_at says when jobs held back by the
@@ -35,6 +39,10 @@ picked AS (
     SELECT j.id, j.priority, j.run_at
     FROM evora.jobs j
     WHERE j.state = 'PENDING' AND j.queue = q.name AND j.run_at <= coalesce(:now::timestamptz, now())
+      -- Not `type = ANY(:types)`: for a type the statistics find rare the planner then chose a
+      -- sequential scan of all jobs and a sort; array_position hides the selectivity, so the
+      -- scan stays on jobs_claimable_idx (test/store/plans.test.ts).
+      AND (:types::text[] IS NULL OR array_position(:types::text[], j.type) IS NOT NULL)
     ORDER BY j.priority, j.run_at, j.id
     LIMIT q.room
     FOR UPDATE SKIP LOCKED

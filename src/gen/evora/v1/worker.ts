@@ -319,7 +319,16 @@ export interface WorkerHello {
    * messages only (what workers written before batches get). `optional` only so that
    * code building a hello without it keeps compiling in every language.
    */
-  acceptsBatches?: boolean | undefined;
+  acceptsBatches?:
+    | boolean
+    | undefined;
+  /**
+   * Job types the worker runs (Job.type); the server sends it only jobs of these types.
+   * Empty = any type (what workers written before routing get). Each name must be a valid
+   * job type (non-empty); a worker on a queue shared with other workers should list the
+   * types it has handlers for, so that it never gets (and dead-letters) the others' jobs.
+   */
+  jobTypes: string[];
 }
 
 /** Lease identifies one lease held by a worker. */
@@ -533,7 +542,11 @@ export interface ClaimJobsRequest {
   /** Maximum number of jobs to lease; 0 = 1. */
   max: number;
   /** Long-poll: how long to wait for at least one job if none is ready; unset or zero = return at once. */
-  wait?: Duration | undefined;
+  wait?:
+    | Duration
+    | undefined;
+  /** Job types to lease (Job.type); empty = any type. Same rules as WorkerHello.job_types. */
+  jobTypes: string[];
 }
 
 /** ClaimJobsResponse carries the leased jobs. */
@@ -1092,7 +1105,7 @@ export const WorkResponse: MessageFns<WorkResponse> = {
 };
 
 function createBaseWorkerHello(): WorkerHello {
-  return { workerId: "", queues: [], slots: 0, held: [], acceptsBatches: undefined };
+  return { workerId: "", queues: [], slots: 0, held: [], acceptsBatches: undefined, jobTypes: [] };
 }
 
 export const WorkerHello: MessageFns<WorkerHello> = {
@@ -1111,6 +1124,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     }
     if (message.acceptsBatches !== undefined) {
       writer.uint32(40).bool(message.acceptsBatches);
+    }
+    for (const v of message.jobTypes) {
+      writer.uint32(50).string(v!);
     }
     return writer;
   },
@@ -1168,6 +1184,14 @@ export const WorkerHello: MessageFns<WorkerHello> = {
             message.acceptsBatches = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.jobTypes.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1195,6 +1219,11 @@ export const WorkerHello: MessageFns<WorkerHello> = {
         : isSet(object.accepts_batches)
         ? globalThis.Boolean(object.accepts_batches)
         : undefined,
+      jobTypes: globalThis.Array.isArray(object?.jobTypes)
+        ? object.jobTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.job_types)
+        ? object.job_types.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1215,6 +1244,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     if (message.acceptsBatches !== undefined) {
       obj.acceptsBatches = message.acceptsBatches;
     }
+    if (message.jobTypes?.length) {
+      obj.jobTypes = message.jobTypes;
+    }
     return obj;
   },
 
@@ -1228,6 +1260,7 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     message.slots = object.slots ?? 0;
     message.held = object.held?.map((e) => Lease.fromPartial(e)) || [];
     message.acceptsBatches = object.acceptsBatches ?? undefined;
+    message.jobTypes = object.jobTypes?.map((e) => e) || [];
     return message;
   },
 };
@@ -2994,7 +3027,7 @@ export const ServerDrain: MessageFns<ServerDrain> = {
 };
 
 function createBaseClaimJobsRequest(): ClaimJobsRequest {
-  return { workerId: "", queues: [], max: 0, wait: undefined };
+  return { workerId: "", queues: [], max: 0, wait: undefined, jobTypes: [] };
 }
 
 export const ClaimJobsRequest: MessageFns<ClaimJobsRequest> = {
@@ -3010,6 +3043,9 @@ export const ClaimJobsRequest: MessageFns<ClaimJobsRequest> = {
     }
     if (message.wait !== undefined) {
       Duration.encode(message.wait, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.jobTypes) {
+      writer.uint32(42).string(v!);
     }
     return writer;
   },
@@ -3059,6 +3095,14 @@ export const ClaimJobsRequest: MessageFns<ClaimJobsRequest> = {
             message.wait = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.jobTypes.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3081,6 +3125,11 @@ export const ClaimJobsRequest: MessageFns<ClaimJobsRequest> = {
       queues: globalThis.Array.isArray(object?.queues) ? object.queues.map((e: any) => globalThis.String(e)) : [],
       max: isSet(object.max) ? globalThis.Number(object.max) : 0,
       wait: isSet(object.wait) ? Duration.fromJSON(object.wait) : undefined,
+      jobTypes: globalThis.Array.isArray(object?.jobTypes)
+        ? object.jobTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.job_types)
+        ? object.job_types.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -3098,6 +3147,9 @@ export const ClaimJobsRequest: MessageFns<ClaimJobsRequest> = {
     if (message.wait !== undefined) {
       obj.wait = Duration.toJSON(message.wait);
     }
+    if (message.jobTypes?.length) {
+      obj.jobTypes = message.jobTypes;
+    }
     return obj;
   },
 
@@ -3110,6 +3162,7 @@ export const ClaimJobsRequest: MessageFns<ClaimJobsRequest> = {
     message.queues = object.queues?.map((e) => e) || [];
     message.max = object.max ?? 0;
     message.wait = (object.wait !== undefined && object.wait !== null) ? Duration.fromPartial(object.wait) : undefined;
+    message.jobTypes = object.jobTypes?.map((e) => e) || [];
     return message;
   },
 };

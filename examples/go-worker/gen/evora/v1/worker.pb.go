@@ -662,8 +662,13 @@ type WorkerHello struct {
 	// messages only (what workers written before batches get). `optional` only so that
 	// code building a hello without it keeps compiling in every language.
 	AcceptsBatches *bool `protobuf:"varint,5,opt,name=accepts_batches,json=acceptsBatches,proto3,oneof" json:"accepts_batches,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Job types the worker runs (Job.type); the server sends it only jobs of these types.
+	// Empty = any type (what workers written before routing get). Each name must be a valid
+	// job type (non-empty); a worker on a queue shared with other workers should list the
+	// types it has handlers for, so that it never gets (and dead-letters) the others' jobs.
+	JobTypes      []string `protobuf:"bytes,6,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerHello) Reset() {
@@ -729,6 +734,13 @@ func (x *WorkerHello) GetAcceptsBatches() bool {
 		return *x.AcceptsBatches
 	}
 	return false
+}
+
+func (x *WorkerHello) GetJobTypes() []string {
+	if x != nil {
+		return x.JobTypes
+	}
+	return nil
 }
 
 // Lease identifies one lease held by a worker.
@@ -1819,7 +1831,9 @@ type ClaimJobsRequest struct {
 	// Maximum number of jobs to lease; 0 = 1.
 	Max int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
 	// Long-poll: how long to wait for at least one job if none is ready; unset or zero = return at once.
-	Wait          *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Job types to lease (Job.type); empty = any type. Same rules as WorkerHello.job_types.
+	JobTypes      []string `protobuf:"bytes,5,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1878,6 +1892,13 @@ func (x *ClaimJobsRequest) GetMax() int32 {
 func (x *ClaimJobsRequest) GetWait() *durationpb.Duration {
 	if x != nil {
 		return x.Wait
+	}
+	return nil
+}
+
+func (x *ClaimJobsRequest) GetJobTypes() []string {
+	if x != nil {
+		return x.JobTypes
 	}
 	return nil
 }
@@ -2412,13 +2433,14 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x05drain\x18\a \x01(\v2\x15.evora.v1.ServerDrainH\x00R\x05drain\x12.\n" +
 	"\x04jobs\x18\b \x01(\v2\x18.evora.v1.LeasedJobBatchH\x00R\x04jobs\x12.\n" +
 	"\x04acks\x18\t \x01(\v2\x18.evora.v1.ServerAckBatchH\x00R\x04acksB\x05\n" +
-	"\x03msg\"\xbf\x01\n" +
+	"\x03msg\"\xdc\x01\n" +
 	"\vWorkerHello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
 	"\x06queues\x18\x02 \x03(\tR\x06queues\x12\x14\n" +
 	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12#\n" +
 	"\x04held\x18\x04 \x03(\v2\x0f.evora.v1.LeaseR\x04held\x12,\n" +
-	"\x0faccepts_batches\x18\x05 \x01(\bH\x00R\x0eacceptsBatches\x88\x01\x01B\x12\n" +
+	"\x0faccepts_batches\x18\x05 \x01(\bH\x00R\x0eacceptsBatches\x88\x01\x01\x12\x1b\n" +
+	"\tjob_types\x18\x06 \x03(\tR\bjobTypesB\x12\n" +
 	"\x10_accepts_batches\"?\n" +
 	"\x05Lease\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
@@ -2491,12 +2513,13 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x06leases\x18\x01 \x03(\v2\x17.evora.v1.ExtendedLeaseR\x06leases\"P\n" +
 	"\vServerDrain\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12)\n" +
-	"\x04code\x18\x02 \x01(\x0e2\x15.evora.v1.DrainReasonR\x04code\"\x88\x01\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x15.evora.v1.DrainReasonR\x04code\"\xa5\x01\n" +
 	"\x10ClaimJobsRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
 	"\x06queues\x18\x02 \x03(\tR\x06queues\x12\x10\n" +
 	"\x03max\x18\x03 \x01(\x05R\x03max\x12-\n" +
-	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"<\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x1b\n" +
+	"\tjob_types\x18\x05 \x03(\tR\bjobTypes\"<\n" +
 	"\x11ClaimJobsResponse\x12'\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.evora.v1.LeasedJobR\x04jobs\"L\n" +
 	"\x12ExtendLeaseRequest\x12\x15\n" +

@@ -92,18 +92,20 @@ class WorkResponse(_message.Message):
     def __init__(self, welcome: _Optional[_Union[ServerWelcome, _Mapping]] = ..., job: _Optional[_Union[LeasedJob, _Mapping]] = ..., ack: _Optional[_Union[ServerAck, _Mapping]] = ..., cancel: _Optional[_Union[ServerCancel, _Mapping]] = ..., lease_lost: _Optional[_Union[ServerLeaseLost, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[ServerHeartbeatAck, _Mapping]] = ..., drain: _Optional[_Union[ServerDrain, _Mapping]] = ..., jobs: _Optional[_Union[LeasedJobBatch, _Mapping]] = ..., acks: _Optional[_Union[ServerAckBatch, _Mapping]] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("worker_id", "queues", "slots", "held", "accepts_batches")
+    __slots__ = ("worker_id", "queues", "slots", "held", "accepts_batches", "job_types")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
     slots: int
     held: _containers.RepeatedCompositeFieldContainer[Lease]
     accepts_batches: bool
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
+    job_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., accepts_batches: _Optional[bool] = ..., job_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("job_id", "lease_token")
@@ -266,16 +268,18 @@ class ServerDrain(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., code: _Optional[_Union[DrainReason, str]] = ...) -> None: ...
 
 class ClaimJobsRequest(_message.Message):
-    __slots__ = ("worker_id", "queues", "max", "wait")
+    __slots__ = ("worker_id", "queues", "max", "wait", "job_types")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     MAX_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
     max: int
     wait: _duration_pb2.Duration
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max: _Optional[int] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    job_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., max: _Optional[int] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., job_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ClaimJobsResponse(_message.Message):
     __slots__ = ("jobs",)

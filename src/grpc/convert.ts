@@ -25,6 +25,7 @@ export const LEASE_LOST_REASON_TO_PB: Record<LeaseLostReason, PbLeaseLostReason>
 /** A cancel reason as the proto enum. */
 export const CANCEL_REASON_TO_PB: Record<CancelReason, PbCancelReason> = {
   operator: PbCancelReason.CANCEL_REASON_OPERATOR,
+  timeout: PbCancelReason.CANCEL_REASON_TIMEOUT,
 };
 
 /** A drain reason as the proto enum. */

@@ -21,7 +21,8 @@ interface JobClaimParams {
   now: Date | null;
 }
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
-type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'> & { slot: string };
+type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'
+  | 'backoff_kind' | 'backoff_base_seconds' | 'backoff_cap_seconds' | 'backoff_jitter' | 'timeout_seconds'> & { slot: string };
 const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
   'job-claim',
   { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', now: 'timestamptz' },
@@ -92,6 +93,12 @@ const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow
   { prepared: true },
 );
 
+const jobSweepTimedOutSql = statement<{ limit: number; now: Date | null }, JobRow>(
+  'job-sweep-timed-out',
+  { limit: 'int8', now: 'timestamptz' },
+  JOB_COLUMNS,
+);
+
 /** The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order. */
 export async function jobsClaim(claimPool: StorePool, queues: string[], workerIds: string[], now: Date | null): Promise<Job[]> {
   if (workerIds.length === 0 || queues.length === 0) return [];
@@ -114,6 +121,9 @@ export async function jobsClaim(claimPool: StorePool, queues: string[], workerId
       job.result = null;
       job.finishedAt = null;
       job.cancelRequestedAt = null;
+      // The job's own policy is the server's business (fail, sweep), not the worker's: not read.
+      job.backoff = null;
+      job.timeoutSeconds = null;
       return job;
     });
 }
@@ -192,7 +202,16 @@ export async function jobsSnooze(pool: StorePool, snoozes: (LeaseRef & { runAt: 
 
 /** One batch of the visibility sweep (Store.jobSweepExpired). */
 export async function jobsSweepExpired(pool: StorePool, limit: number, now: Date | null): Promise<SweepResult> {
-  const jobs = (await rowsOf(pool, jobSweepExpiredSql, { limit, now })).map(jobFromRow);
+  return sweepResult((await rowsOf(pool, jobSweepExpiredSql, { limit, now })).map(jobFromRow));
+}
+
+/** One batch of the timeout sweep (Store.jobSweepTimedOut). */
+export async function jobsSweepTimedOut(pool: StorePool, limit: number, now: Date | null): Promise<SweepResult> {
+  return sweepResult((await rowsOf(pool, jobSweepTimedOutSql, { limit, now })).map(jobFromRow));
+}
+
+/** A sweep batch's jobs, counted by where they went. */
+function sweepResult(jobs: Job[]): SweepResult {
   return {
     requeued: jobs.filter((j) => j.state === 'PENDING').length,
     deadLettered: jobs.filter((j) => j.state === 'DLQ').length,

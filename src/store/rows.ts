@@ -31,6 +31,12 @@ export interface JobRow {
   finished_at: Date | null;
   /** What a keyed submit said for the fields the row resolves (0005_strict_idempotency.sql); null without a key. */
   submitted: JsonObject | null;
+  /** The job's own backoff, each NULL = the queue's, and attempt timeout (0007_job_policy.sql). */
+  backoff_kind: BackoffKind | null;
+  backoff_base_seconds: number | null;
+  backoff_cap_seconds: number | null;
+  backoff_jitter: number | null;
+  timeout_seconds: number | null;
 }
 
 /** The columns of evora.jobs, in table order. */
@@ -55,6 +61,11 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   started_at: 'timestamptz',
   finished_at: 'timestamptz',
   submitted: 'jsonb',
+  backoff_kind: 'evora.backoff_kind',
+  backoff_base_seconds: 'float8',
+  backoff_cap_seconds: 'float8',
+  backoff_jitter: 'float8',
+  timeout_seconds: 'float8',
 };
 
 /**
@@ -123,6 +134,17 @@ export function jobFromRow(r: JobRow): Job {
     createdAt: r.created_at,
     startedAt: r.started_at,
     finishedAt: r.finished_at,
+    // `?? null`: a statement that reads back fewer columns (the claim) leaves these unset.
+    backoff:
+      (r.backoff_kind ?? r.backoff_base_seconds ?? r.backoff_cap_seconds ?? r.backoff_jitter ?? null) === null
+        ? null
+        : {
+            kind: r.backoff_kind ?? null,
+            baseSeconds: r.backoff_base_seconds ?? null,
+            capSeconds: r.backoff_cap_seconds ?? null,
+            jitter: r.backoff_jitter ?? null,
+          },
+    timeoutSeconds: r.timeout_seconds ?? null,
   };
 }
 

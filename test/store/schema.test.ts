@@ -86,8 +86,9 @@ describe('migrations', () => {
         '3_retention',
         '4_max_concurrency',
         '5_strict_idempotency',
+        '7_job_policy',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -96,6 +97,7 @@ describe('migrations', () => {
         { version: 3, name: 'retention' },
         { version: 4, name: 'max_concurrency' },
         { version: 5, name: 'strict_idempotency' },
+        { version: 7, name: 'job_policy' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {

@@ -207,8 +207,15 @@ describe('evora client commands', () => {
     const conflict = await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":2}');
     expect(conflict.code).toBe(4);
     expect(oneLine(conflict)).toMatch(/^evora: ALREADY_EXISTS: /);
+    // The job's own backoff and timeout reach the server: a replay must repeat them.
+    const policy = ['--backoff', 'fixed', '--backoff-base', '1s', '--attempt-timeout', '30s'];
+    expect((await evora('submit', queue, 't', '--key', 'pol', ...policy)).code).toBe(0);
+    expect((await evora('submit', queue, 't', '--key', 'pol', ...policy)).code).toBe(0);
+    expect(oneLine(await evora('submit', queue, 't', '--key', 'pol', ...policy.slice(0, 4), '--attempt-timeout', '31s'))).toMatch(/different timeout$/);
+    expect(oneLine(await evora('submit', queue, 't', '--key', 'pol', '--attempt-timeout', '30s'))).toMatch(/different backoff$/);
+    expect(oneLine(await evora('submit', queue, 't', '--attempt-timeout', '0s'))).toBe('evora: INVALID_ARGUMENT: timeout must be positive, got 0 s');
     // Nothing was submitted by the failed commands.
-    expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(1);
+    expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(2);
   });
 
   it('stats: one queue in detail and all queues as a table, once the projector has caught up', async () => {

@@ -246,6 +246,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--completed-retention <duration>', 'how long COMPLETED jobs are kept after they finish, e.g. 7d; 0 or forever: never deleted')
     .option('--cancelled-retention <duration>', 'how long CANCELLED jobs are kept, e.g. 7d; 0 or forever: never deleted')
     .option('--dlq-retention <duration>', 'how long DLQ jobs are kept (a deleted one cannot be retried), e.g. 30d; 0 or forever: never deleted')
+    .option('--attempt-timeout <duration>', 'the attempt timeout of jobs submitted without one, e.g. 5m; 0: none')
     .action(
       withClient(
         async (
@@ -262,6 +263,7 @@ export function clientCommandsAdd(program: Command): void {
             completedRetention?: string;
             cancelledRetention?: string;
             dlqRetention?: string;
+            attemptTimeout?: string;
           },
         ) => {
           const settings: QueueSettings = {};
@@ -271,6 +273,7 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.completedRetention !== undefined) settings.completedRetentionSeconds = parseRetention(opts.completedRetention, '--completed-retention');
           if (opts.cancelledRetention !== undefined) settings.cancelledRetentionSeconds = parseRetention(opts.cancelledRetention, '--cancelled-retention');
           if (opts.dlqRetention !== undefined) settings.dlqRetentionSeconds = parseRetention(opts.dlqRetention, '--dlq-retention');
+          if (opts.attemptTimeout !== undefined) settings.attemptTimeoutSeconds = parseDuration(opts.attemptTimeout, '--attempt-timeout');
           settings.backoff = backoffOf(opts);
           const res = await ctx.client.upsertQueue(name, settings);
           print(ctx, res, () => `queue ${res.queue.name} ${res.created ? 'created' : 'updated'}\n${queueDetails(res.queue)}`);

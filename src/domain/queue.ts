@@ -24,6 +24,8 @@ export interface Queue {
   completedRetentionSeconds: number | null;
   cancelledRetentionSeconds: number | null;
   dlqRetentionSeconds: number | null;
+  /** The attempt timeout of jobs submitted without one, in seconds; null = none (0007_job_policy.sql). */
+  attemptTimeoutSeconds: number | null;
 }
 
 /** Settings for queueUpsert; absent fields keep their current value (or the default on create). */
@@ -41,5 +43,7 @@ export interface QueueUpsertInput {
   completedRetentionSeconds?: number | null;
   cancelledRetentionSeconds?: number | null;
   dlqRetentionSeconds?: number | null;
+  /** null keeps the current value; 0 clears it (no default timeout). */
+  attemptTimeoutSeconds?: number | null;
 }
 

@@ -128,10 +128,10 @@ export function checkRetentionSeconds(field: string, seconds: number): number {
 /** Longest attempt timeout a job may set (one year, in seconds). */
 export const MAX_TIMEOUT_SECONDS = 365.25 * 86_400;
 
-/** A job's attempt timeout in seconds (SubmitJobRequest.timeout): more than 0, at most a year. */
-export function checkTimeoutSeconds(seconds: number): number {
-  if (!Number.isFinite(seconds) || seconds <= 0) throw invalidArgument(`timeout must be positive, got ${seconds} s`);
-  if (seconds > MAX_TIMEOUT_SECONDS) throw invalidArgument(`timeout must be at most one year, got ${seconds} s`);
+/** An attempt timeout in seconds (SubmitJobRequest.timeout, a queue's attempt_timeout): more than 0, at most a year. */
+export function checkTimeoutSeconds(seconds: number, field = 'timeout'): number {
+  if (!Number.isFinite(seconds) || seconds <= 0) throw invalidArgument(`${field} must be positive, got ${seconds} s`);
+  if (seconds > MAX_TIMEOUT_SECONDS) throw invalidArgument(`${field} must be at most one year, got ${seconds} s`);
   return seconds;
 }
 

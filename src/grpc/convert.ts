@@ -122,5 +122,6 @@ export function queueToPb(q: Queue): PbQueue {
     completedRetention: secondsToDuration(q.completedRetentionSeconds ?? 0),
     cancelledRetention: secondsToDuration(q.cancelledRetentionSeconds ?? 0),
     dlqRetention: secondsToDuration(q.dlqRetentionSeconds ?? 0),
+    attemptTimeout: q.attemptTimeoutSeconds === null ? undefined : secondsToDuration(q.attemptTimeoutSeconds),
   };
 }

@@ -118,6 +118,8 @@ export interface QueueSettings {
   cancelledRetentionSeconds?: number;
   /** How long DLQ jobs are kept, in seconds; 0 = forever (server default 30 days). */
   dlqRetentionSeconds?: number;
+  /** The attempt timeout of jobs submitted without `timeoutSeconds`, in seconds; 0 = none (the default). */
+  attemptTimeoutSeconds?: number;
 }
 
 /**
@@ -234,6 +236,7 @@ export class EvoraClient {
       completedRetention: settings.completedRetentionSeconds === undefined ? undefined : secondsToDuration(settings.completedRetentionSeconds),
       cancelledRetention: settings.cancelledRetentionSeconds === undefined ? undefined : secondsToDuration(settings.cancelledRetentionSeconds),
       dlqRetention: settings.dlqRetentionSeconds === undefined ? undefined : secondsToDuration(settings.dlqRetentionSeconds),
+      attemptTimeout: settings.attemptTimeoutSeconds === undefined ? undefined : secondsToDuration(settings.attemptTimeoutSeconds),
     };
     const b = settings.backoff;
     if (!b) {

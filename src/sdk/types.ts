@@ -83,6 +83,8 @@ export interface Queue {
   completedRetentionSeconds: number;
   cancelledRetentionSeconds: number;
   dlqRetentionSeconds: number;
+  /** The attempt timeout of jobs submitted without `timeoutSeconds`, in seconds; 0 = none. */
+  attemptTimeoutSeconds: number;
 }
 
 /** Latency percentiles in milliseconds (0 without data). */
@@ -233,6 +235,7 @@ export function queueFromPb(pb: PbQueue): Queue {
     completedRetentionSeconds: durationToSeconds(pb.completedRetention),
     cancelledRetentionSeconds: durationToSeconds(pb.cancelledRetention),
     dlqRetentionSeconds: durationToSeconds(pb.dlqRetention),
+    attemptTimeoutSeconds: durationToSeconds(pb.attemptTimeout),
   };
 }
 

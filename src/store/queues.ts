@@ -18,6 +18,7 @@ interface QueueUpsertParams {
   completedRetentionSeconds: number | null;
   cancelledRetentionSeconds: number | null;
   dlqRetentionSeconds: number | null;
+  attemptTimeoutSeconds: number | null;
   now: Date | null;
 }
 const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolean }>(
@@ -34,6 +35,7 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
     completedRetentionSeconds: 'float8',
     cancelledRetentionSeconds: 'float8',
     dlqRetentionSeconds: 'float8',
+    attemptTimeoutSeconds: 'float8',
     now: 'timestamptz',
   },
   { ...QUEUE_COLUMNS, created: 'bool' },
@@ -60,6 +62,7 @@ export async function queueUpsert(pool: StorePool, params: QueueUpsertInput, now
     completedRetentionSeconds: params.completedRetentionSeconds ?? null,
     cancelledRetentionSeconds: params.cancelledRetentionSeconds ?? null,
     dlqRetentionSeconds: params.dlqRetentionSeconds ?? null,
+    attemptTimeoutSeconds: params.attemptTimeoutSeconds ?? null,
     now,
   });
   return { queue: queueFromRow(row!), created: row!.created };

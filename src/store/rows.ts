@@ -92,6 +92,7 @@ export interface QueueRow {
   completed_retention_seconds: number | null;
   cancelled_retention_seconds: number | null;
   dlq_retention_seconds: number | null;
+  attempt_timeout_seconds: number | null;
 }
 
 /** The columns of evora.queues, in table order. */
@@ -110,6 +111,7 @@ export const QUEUE_COLUMNS: PgTypes<QueueRow> = {
   completed_retention_seconds: 'float8',
   cancelled_retention_seconds: 'float8',
   dlq_retention_seconds: 'float8',
+  attempt_timeout_seconds: 'float8',
 };
 
 /** A job row as the domain's Job. */
@@ -170,5 +172,6 @@ export function queueFromRow(r: QueueRow): Queue {
     completedRetentionSeconds: r.completed_retention_seconds,
     cancelledRetentionSeconds: r.cancelled_retention_seconds,
     dlqRetentionSeconds: r.dlq_retention_seconds,
+    attemptTimeoutSeconds: r.attempt_timeout_seconds,
   };
 }

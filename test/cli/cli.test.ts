@@ -142,7 +142,8 @@ describe('evora client commands', () => {
         dlqRetentionSeconds: 0,
       }),
     });
-    const updated = await evora('queue', 'set', name, '--max-attempts', '6', '--cancelled-retention', '12h');
+    expect(created.queue.attemptTimeoutSeconds).toBe(0);
+    const updated = await evora('queue', 'set', name, '--max-attempts', '6', '--cancelled-retention', '12h', '--attempt-timeout', '5m');
     expect(updated.code).toBe(0);
     expect(updated.stdout).toMatch(new RegExp(`^queue ${name} updated\\n`));
     expect(updated.stdout).toMatch(/^max attempts\s+6$/m);
@@ -150,6 +151,7 @@ describe('evora client commands', () => {
     expect(updated.stdout).toMatch(/^keep completed\s+2d$/m);
     expect(updated.stdout).toMatch(/^keep cancelled\s+12h$/m);
     expect(updated.stdout).toMatch(/^keep dlq\s+forever$/m);
+    expect(updated.stdout).toMatch(/^attempt timeout\s+5m$/m);
 
     expect(await evora('queue', 'pause', name)).toMatchObject({ code: 0, stdout: `queue ${name}: paused\n` });
     expect(await json('queue', 'get', name)).toMatchObject({ name, paused: true, maxAttempts: 6 });

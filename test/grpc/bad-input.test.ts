@@ -76,6 +76,7 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', backoff: { kind: 1, jitter: 2 } }), INVALID_ARGUMENT, /jitter/);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', dlqRetention: { seconds: -1, nanos: 0 } }), INVALID_ARGUMENT, /dlq_retention/);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', completedRetention: { seconds: 200 * 365 * 86_400, nanos: 0 } }), INVALID_ARGUMENT, /completed_retention/);
+    await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', attemptTimeout: { seconds: -1, nanos: 0 } }), INVALID_ARGUMENT, /^attempt_timeout must be positive, got -1 s$/);
   });
 
   it('NOT_FOUND for unknown jobs and queues', async () => {

@@ -70,6 +70,25 @@ describe('attempt timeout', () => {
     expect(await store.jobGet({ id: second.id })).toMatchObject({ state: 'DLQ', attempt: 2, lastError: 'attempt timed out after 30s' });
   });
 
+  it("a queue's attempt timeout is the default of jobs submitted without one, taken at submit; 0 clears it", async () => {
+    const queue = queueName();
+    const { queue: q } = await store.queueUpsert({ name: queue, attemptTimeoutSeconds: 60 });
+    expect(q.attemptTimeoutSeconds).toBe(60);
+    const byDefault = (await store.jobSubmit({ job: jobInput({ queue }), now: T0 })).job;
+    const own = (await store.jobSubmit({ job: jobInput({ queue, timeoutSeconds: 5 }), now: T0 })).job;
+    expect([byDefault.timeoutSeconds, own.timeoutSeconds]).toEqual([60, 5]);
+    // Another setting leaves it as it is; 0 clears it for jobs submitted after.
+    expect((await store.queueUpsert({ name: queue, maxAttempts: 3 })).queue.attemptTimeoutSeconds).toBe(60);
+    expect((await store.queueUpsert({ name: queue, attemptTimeoutSeconds: 0 })).queue.attemptTimeoutSeconds).toBeNull();
+    expect((await store.jobSubmit({ job: jobInput({ queue }), now: T0 })).job.timeoutSeconds).toBeNull();
+    expect((await store.jobGet({ id: byDefault.id })).timeoutSeconds).toBe(60);
+    // A keyed job that took the queue's default said nothing about a timeout: its replay need not either.
+    await store.queueUpsert({ name: queue, attemptTimeoutSeconds: 60 });
+    const keyed = await store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'd' }), now: T0 });
+    expect(keyed.job.timeoutSeconds).toBe(60);
+    expect((await store.jobSubmit({ job: jobInput({ queue, idempotencyKey: 'd' }), now: T0 })).created).toBe(false);
+  });
+
   it('a job without a timeout is never swept by it', async () => {
     const queue = queueName();
     await store.queueUpsert({ name: queue, leaseSeconds: 86_400 });

@@ -7,7 +7,11 @@
 -- Timeout: the longest one attempt may run, heartbeats or not; NULL = no limit. The
 -- attempt's deadline is started_at + timeout_seconds; the leader's sweeper fails a RUNNING
 -- job past it (job-sweep-timed-out.sql). The few RUNNING jobs with a timeout are found by
--- jobs_running_timeout_idx.
+-- jobs_running_timeout_idx. A queue's attempt_timeout_seconds is the default of the jobs
+-- submitted to it without a timeout, resolved at submit time as max_attempts is (a change
+-- applies to jobs submitted after it).
+ALTER TABLE evora.queues ADD COLUMN attempt_timeout_seconds double precision CHECK (attempt_timeout_seconds > 0);
+
 ALTER TABLE evora.jobs
     ADD COLUMN backoff_kind evora.backoff_kind,
     ADD COLUMN backoff_base_seconds double precision CHECK (backoff_base_seconds >= 0),

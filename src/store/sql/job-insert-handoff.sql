@@ -38,7 +38,7 @@ inserted AS (
          (i.policy -> 'backoff' ->> 'base')::float8,
          (i.policy -> 'backoff' ->> 'cap')::float8,
          (i.policy -> 'backoff' ->> 'jitter')::float8,
-         (i.policy ->> 'timeout')::float8,
+         coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds),
          (CASE WHEN h.lease_seconds IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
          CASE WHEN h.lease_seconds IS NULL THEN 0 ELSE 1 END,
          CASE WHEN h.lease_seconds IS NOT NULL THEN gen_random_uuid() END,

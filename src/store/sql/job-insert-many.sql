@@ -3,7 +3,8 @@
 -- event each, and wakes each queue that got a job due now. A new queue gets its row with
 -- the defaults. A job whose (queue, idempotency key) exists is skipped (ON CONFLICT DO
 -- NOTHING) and not returned: the store looks it up with jobFindByKeys. :policies holds each
--- job's own backoff and timeout (0007_job_policy.sql; NULL = the queue's).
+-- job's own backoff and timeout (0007_job_policy.sql; NULL = the queue's: backoff when it
+-- fails, the queue's attempt_timeout_seconds now; a new queue has none).
 -- Must stay true: job ids come from the caller (UUIDv7), so it knows which rows it created;
 -- the events are written in this statement, so a rolled-back submit leaves none.
 WITH input AS (
@@ -32,7 +33,7 @@ inserted AS (
          (i.policy -> 'backoff' ->> 'base')::float8,
          (i.policy -> 'backoff' ->> 'cap')::float8,
          (i.policy -> 'backoff' ->> 'jitter')::float8,
-         (i.policy ->> 'timeout')::float8
+         coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds)
   FROM input i
   LEFT JOIN evora.queues q ON q.name = i.queue
   LEFT JOIN new_queues nq ON nq.name = i.queue

@@ -2,13 +2,14 @@
 -- Creates a queue or changes the given settings of an existing one: a null parameter
 -- keeps the current value (or takes the default for a new queue). :maxConcurrency 0 means
 -- "no limit" (NULL in the table); a retention of 0 means "keep forever" (NULL in the
--- table). A new queue's created_at and updated_at are :now (or the database's clock).
+-- table); an attempt timeout of 0 means "none" (NULL, the default). A new queue's created_at and updated_at are :now (or the database's clock).
 -- `created` says which happened, decided by this statement itself: a row it inserted has
 -- no xmax, one it updated has this transaction's.
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
 INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
                                backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at,
-                               completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds)
+                               completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds,
+                               attempt_timeout_seconds)
 VALUES (:name,
         coalesce(:maxAttempts::int, 5), coalesce(:backoffKind::evora.backoff_kind, 'exponential'),
         coalesce(:backoffBaseSeconds::float8, 5), coalesce(:backoffCapSeconds::float8, 3600), coalesce(:backoffJitter::float8, 0.2),
@@ -16,7 +17,8 @@ VALUES (:name,
         coalesce(:now::timestamptz, now()), coalesce(:now::timestamptz, now()),
         CASE WHEN :completedRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:completedRetentionSeconds::float8, 0) END,
         CASE WHEN :cancelledRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
-        CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END)
+        CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
+        nullif(:attemptTimeoutSeconds::float8, 0))
 ON CONFLICT (name) DO UPDATE SET
   max_attempts = coalesce(:maxAttempts::int, q.max_attempts),
   backoff_kind = coalesce(:backoffKind::evora.backoff_kind, q.backoff_kind),
@@ -31,5 +33,7 @@ ON CONFLICT (name) DO UPDATE SET
                                      ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
   dlq_retention_seconds = CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN q.dlq_retention_seconds
                                ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
+  attempt_timeout_seconds = CASE WHEN :attemptTimeoutSeconds::float8 IS NULL THEN q.attempt_timeout_seconds
+                                 ELSE nullif(:attemptTimeoutSeconds::float8, 0) END,
   updated_at = coalesce(:now::timestamptz, now())
 RETURNING q.*, (q.xmax = 0) AS created

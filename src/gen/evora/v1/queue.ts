@@ -134,7 +134,15 @@ export interface Queue {
    * Retention of jobs in the dead-letter queue (DLQ), as completed_retention; a deleted DLQ
    * job can no longer be retried. Default 30 days.
    */
-  dlqRetention?: Duration | undefined;
+  dlqRetention?:
+    | Duration
+    | undefined;
+  /**
+   * The timeout of jobs submitted to this queue without one (SubmitJobRequest.timeout);
+   * unset = none. Taken at submit time, as max_attempts is: a change applies to jobs
+   * submitted after it.
+   */
+  attemptTimeout?: Duration | undefined;
 }
 
 /** UpsertQueueRequest creates or updates a queue; unset fields keep their current value or default. */
@@ -172,7 +180,14 @@ export interface UpsertQueueRequest {
     | Duration
     | undefined;
   /** How long DLQ jobs are kept after they finish; 0 = forever; unset = keep / 30 days. */
-  dlqRetention?: Duration | undefined;
+  dlqRetention?:
+    | Duration
+    | undefined;
+  /**
+   * The default attempt timeout of the queue's jobs (see Queue.attempt_timeout); 0 = none;
+   * unset = keep / none. Never negative; at most a year.
+   */
+  attemptTimeout?: Duration | undefined;
 }
 
 /** UpsertQueueResponse carries the queue after the upsert. */
@@ -451,6 +466,7 @@ function createBaseQueue(): Queue {
     completedRetention: undefined,
     cancelledRetention: undefined,
     dlqRetention: undefined,
+    attemptTimeout: undefined,
   };
 }
 
@@ -488,6 +504,9 @@ export const Queue: MessageFns<Queue> = {
     }
     if (message.dlqRetention !== undefined) {
       Duration.encode(message.dlqRetention, writer.uint32(90).fork()).join();
+    }
+    if (message.attemptTimeout !== undefined) {
+      Duration.encode(message.attemptTimeout, writer.uint32(98).fork()).join();
     }
     return writer;
   },
@@ -593,6 +612,14 @@ export const Queue: MessageFns<Queue> = {
             message.dlqRetention = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.attemptTimeout = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -650,6 +677,11 @@ export const Queue: MessageFns<Queue> = {
         : isSet(object.dlq_retention)
         ? Duration.fromJSON(object.dlq_retention)
         : undefined,
+      attemptTimeout: isSet(object.attemptTimeout)
+        ? Duration.fromJSON(object.attemptTimeout)
+        : isSet(object.attempt_timeout)
+        ? Duration.fromJSON(object.attempt_timeout)
+        : undefined,
     };
   },
 
@@ -688,6 +720,9 @@ export const Queue: MessageFns<Queue> = {
     if (message.dlqRetention !== undefined) {
       obj.dlqRetention = Duration.toJSON(message.dlqRetention);
     }
+    if (message.attemptTimeout !== undefined) {
+      obj.attemptTimeout = Duration.toJSON(message.attemptTimeout);
+    }
     return obj;
   },
 
@@ -715,6 +750,9 @@ export const Queue: MessageFns<Queue> = {
     message.dlqRetention = (object.dlqRetention !== undefined && object.dlqRetention !== null)
       ? Duration.fromPartial(object.dlqRetention)
       : undefined;
+    message.attemptTimeout = (object.attemptTimeout !== undefined && object.attemptTimeout !== null)
+      ? Duration.fromPartial(object.attemptTimeout)
+      : undefined;
     return message;
   },
 };
@@ -729,6 +767,7 @@ function createBaseUpsertQueueRequest(): UpsertQueueRequest {
     completedRetention: undefined,
     cancelledRetention: undefined,
     dlqRetention: undefined,
+    attemptTimeout: undefined,
   };
 }
 
@@ -757,6 +796,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     }
     if (message.dlqRetention !== undefined) {
       Duration.encode(message.dlqRetention, writer.uint32(66).fork()).join();
+    }
+    if (message.attemptTimeout !== undefined) {
+      Duration.encode(message.attemptTimeout, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -838,6 +880,14 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
             message.dlqRetention = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.attemptTimeout = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -884,6 +934,11 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
         : isSet(object.dlq_retention)
         ? Duration.fromJSON(object.dlq_retention)
         : undefined,
+      attemptTimeout: isSet(object.attemptTimeout)
+        ? Duration.fromJSON(object.attemptTimeout)
+        : isSet(object.attempt_timeout)
+        ? Duration.fromJSON(object.attempt_timeout)
+        : undefined,
     };
   },
 
@@ -913,6 +968,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     if (message.dlqRetention !== undefined) {
       obj.dlqRetention = Duration.toJSON(message.dlqRetention);
     }
+    if (message.attemptTimeout !== undefined) {
+      obj.attemptTimeout = Duration.toJSON(message.attemptTimeout);
+    }
     return obj;
   },
 
@@ -936,6 +994,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
       : undefined;
     message.dlqRetention = (object.dlqRetention !== undefined && object.dlqRetention !== null)
       ? Duration.fromPartial(object.dlqRetention)
+      : undefined;
+    message.attemptTimeout = (object.attemptTimeout !== undefined && object.attemptTimeout !== null)
+      ? Duration.fromPartial(object.attemptTimeout)
       : undefined;
     return message;
   },

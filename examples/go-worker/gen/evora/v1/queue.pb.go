@@ -181,9 +181,13 @@ type Queue struct {
 	CancelledRetention *durationpb.Duration `protobuf:"bytes,10,opt,name=cancelled_retention,json=cancelledRetention,proto3" json:"cancelled_retention,omitempty"`
 	// Retention of jobs in the dead-letter queue (DLQ), as completed_retention; a deleted DLQ
 	// job can no longer be retried. Default 30 days.
-	DlqRetention  *durationpb.Duration `protobuf:"bytes,11,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DlqRetention *durationpb.Duration `protobuf:"bytes,11,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
+	// The timeout of jobs submitted to this queue without one (SubmitJobRequest.timeout);
+	// unset = none. Taken at submit time, as max_attempts is: a change applies to jobs
+	// submitted after it.
+	AttemptTimeout *durationpb.Duration `protobuf:"bytes,12,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
@@ -293,6 +297,13 @@ func (x *Queue) GetDlqRetention() *durationpb.Duration {
 	return nil
 }
 
+func (x *Queue) GetAttemptTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.AttemptTimeout
+	}
+	return nil
+}
+
 // UpsertQueueRequest creates or updates a queue; unset fields keep their current value or default.
 type UpsertQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -313,9 +324,12 @@ type UpsertQueueRequest struct {
 	// How long CANCELLED jobs are kept after they finish; 0 = forever; unset = keep / 7 days.
 	CancelledRetention *durationpb.Duration `protobuf:"bytes,7,opt,name=cancelled_retention,json=cancelledRetention,proto3" json:"cancelled_retention,omitempty"`
 	// How long DLQ jobs are kept after they finish; 0 = forever; unset = keep / 30 days.
-	DlqRetention  *durationpb.Duration `protobuf:"bytes,8,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DlqRetention *durationpb.Duration `protobuf:"bytes,8,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
+	// The default attempt timeout of the queue's jobs (see Queue.attempt_timeout); 0 = none;
+	// unset = keep / none. Never negative; at most a year.
+	AttemptTimeout *durationpb.Duration `protobuf:"bytes,9,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UpsertQueueRequest) Reset() {
@@ -400,6 +414,13 @@ func (x *UpsertQueueRequest) GetCancelledRetention() *durationpb.Duration {
 func (x *UpsertQueueRequest) GetDlqRetention() *durationpb.Duration {
 	if x != nil {
 		return x.DlqRetention
+	}
+	return nil
+}
+
+func (x *UpsertQueueRequest) GetAttemptTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.AttemptTimeout
 	}
 	return nil
 }
@@ -1322,7 +1343,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.evora.v1.BackoffKindR\x04kind\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
 	"\x03cap\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03cap\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xe3\x04\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05R\vmaxAttempts\x12+\n" +
@@ -1337,7 +1358,8 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x13completed_retention\x18\t \x01(\v2\x19.google.protobuf.DurationR\x12completedRetention\x12J\n" +
 	"\x13cancelled_retention\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
-	"\rdlq_retention\x18\v \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\"\xe4\x03\n" +
+	"\rdlq_retention\x18\v \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\x12B\n" +
+	"\x0fattempt_timeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\"\xa8\x04\n" +
 	"\x12UpsertQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12+\n" +
@@ -1346,7 +1368,8 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x0fmax_concurrency\x18\x05 \x01(\x05H\x02R\x0emaxConcurrency\x88\x01\x01\x12J\n" +
 	"\x13completed_retention\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x12completedRetention\x12J\n" +
 	"\x13cancelled_retention\x18\a \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
-	"\rdlq_retention\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdlqRetentionB\x0f\n" +
+	"\rdlq_retention\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\x12B\n" +
+	"\x0fattempt_timeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeoutB\x0f\n" +
 	"\r_max_attemptsB\x10\n" +
 	"\x0e_lease_secondsB\x12\n" +
 	"\x10_max_concurrency\"V\n" +
@@ -1474,39 +1497,41 @@ var file_evora_v1_queue_proto_depIdxs = []int32{
 	20, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
 	20, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
 	20, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
-	1,  // 9: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
-	20, // 10: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
-	20, // 11: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
-	20, // 12: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
-	2,  // 13: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 14: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 15: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
-	2,  // 16: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 17: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
-	14, // 18: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
-	13, // 19: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
-	13, // 20: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
-	15, // 21: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	15, // 22: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	3,  // 23: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
-	5,  // 24: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
-	7,  // 25: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
-	9,  // 26: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
-	11, // 27: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
-	16, // 28: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
-	18, // 29: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
-	4,  // 30: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
-	6,  // 31: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
-	8,  // 32: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
-	10, // 33: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
-	12, // 34: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
-	17, // 35: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
-	19, // 36: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	20, // 9: evora.v1.Queue.attempt_timeout:type_name -> google.protobuf.Duration
+	1,  // 10: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
+	20, // 11: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
+	20, // 12: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
+	20, // 13: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
+	20, // 14: evora.v1.UpsertQueueRequest.attempt_timeout:type_name -> google.protobuf.Duration
+	2,  // 15: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 16: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 17: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
+	2,  // 18: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 19: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
+	14, // 20: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
+	13, // 21: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
+	13, // 22: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
+	15, // 23: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	15, // 24: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	3,  // 25: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
+	5,  // 26: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
+	7,  // 27: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
+	9,  // 28: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
+	11, // 29: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
+	16, // 30: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
+	18, // 31: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
+	4,  // 32: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
+	6,  // 33: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
+	8,  // 34: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
+	10, // 35: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
+	12, // 36: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
+	17, // 37: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
+	19, // 38: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_queue_proto_init() }

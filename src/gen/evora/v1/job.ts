@@ -181,8 +181,8 @@ export interface SubmitJobRequest {
     | Backoff
     | undefined;
   /**
-   * The longest one attempt may run, heartbeats or not; unset = no limit; zero or
-   * negative = INVALID_ARGUMENT. When it passes, the server fails the attempt with the
+   * The longest one attempt may run, heartbeats or not; unset = the queue's
+   * attempt_timeout (taken now), or no limit; zero or negative = INVALID_ARGUMENT. When it passes, the server fails the attempt with the
    * error "attempt timed out after <timeout>", tells the holding worker with ServerCancel
    * (code CANCEL_REASON_TIMEOUT; the worker's later report is answered LEASE_LOST), and the
    * usual retry rules apply (backoff, then DLQ after max_attempts).

@@ -314,8 +314,8 @@ type SubmitJobRequest struct {
 	// unset durations take the queue's value when the job fails (jitter is used as given).
 	// Validated as UpsertQueueRequest.backoff.
 	Backoff *Backoff `protobuf:"bytes,8,opt,name=backoff,proto3" json:"backoff,omitempty"`
-	// The longest one attempt may run, heartbeats or not; unset = no limit; zero or
-	// negative = INVALID_ARGUMENT. When it passes, the server fails the attempt with the
+	// The longest one attempt may run, heartbeats or not; unset = the queue's
+	// attempt_timeout (taken now), or no limit; zero or negative = INVALID_ARGUMENT. When it passes, the server fails the attempt with the
 	// error "attempt timed out after <timeout>", tells the holding worker with ServerCancel
 	// (code CANCEL_REASON_TIMEOUT; the worker's later report is answered LEASE_LOST), and the
 	// usual retry rules apply (backoff, then DLQ after max_attempts).

@@ -297,8 +297,10 @@ func (w *worker) handle(s *session, m *evorav1.WorkResponse) {
 	case *evorav1.WorkResponse_Ack:
 		w.onAck(s, msg.Ack)
 	case *evorav1.WorkResponse_Cancel:
-		// Every code (CANCEL_REASON_OPERATOR, or none from an old server) means the same:
-		// stop the job and report it; it fails as non-retryable and becomes CANCELLED.
+		// Every code (CANCEL_REASON_OPERATOR, CANCEL_REASON_TIMEOUT, or none from an old
+		// server) means the same: stop the job and report it; it fails as non-retryable and
+		// becomes CANCELLED (after TIMEOUT the server already failed it: the report is
+		// answered LEASE_LOST).
 		if t, ok := w.running[msg.Cancel.GetJobId()]; ok {
 			w.log.Info("job cancelled; stopping it", "job_id", t.id, "code", msg.Cancel.GetCode())
 			t.cancel(errCancelled)

@@ -293,8 +293,10 @@ class Worker:
         elif kind == "ack":
             self.on_ack(s, msg.ack)
         elif kind == "cancel":
-            # Every code (CANCEL_REASON_OPERATOR, or none from an old server) means the same:
-            # stop the job and report it; it fails as non-retryable and becomes CANCELLED.
+            # Every code (CANCEL_REASON_OPERATOR, CANCEL_REASON_TIMEOUT, or none from an old
+            # server) means the same: stop the job and report it; it fails as non-retryable and
+            # becomes CANCELLED (after TIMEOUT the server already failed it: the report is
+            # answered LEASE_LOST).
             t = self.running.get(msg.cancel.job_id)
             if t:
                 log.info("job cancelled; stopping it job_id=%s code=%s", t.id, code_name(pb.CancelReason, msg.cancel.code))

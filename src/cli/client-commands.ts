@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { BACKOFF_KINDS, EvoraApiError, EvoraClient, jobStateParse, type BackoffKindName, type Job, type QueueSettings } from '../sdk/index.js';
+import { BACKOFF_KINDS, EvoraApiError, EvoraClient, jobStateParse, type Backoff, type BackoffKindName, type Job, type QueueSettings } from '../sdk/index.js';
 import {
   UsageError,
   jobDetails,
@@ -101,9 +101,17 @@ export function clientCommandsAdd(program: Command): void {
     .option('--priority <n>', 'smaller runs first, -1000..1000 (default 0)')
     .option('--run-at <time>', 'earliest time to run: ISO 8601 time, or a delay such as 10m')
     .option('--max-attempts <n>', "attempts before the DLQ (default: the queue's)")
+    .option('--backoff <kind>', `this job's retry delay growth: ${BACKOFF_KINDS.join(', ')} (default: the queue's)`)
+    .option('--backoff-base <duration>', "this job's delay before the first retry, e.g. 1s (default: the queue's)")
+    .option('--backoff-cap <duration>', "this job's longest delay, e.g. 1m (default: the queue's)")
+    .option('--jitter <fraction>', "this job's random spread of the delay, 0..1 (default 0 once any --backoff* is given)")
+    // Not --timeout: that is the global deadline of each client call.
+    .option('--attempt-timeout <duration>', 'the longest one attempt may run, e.g. 30s; then the server fails it (default: no limit)')
     .action(
-      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string }) => {
+      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string }) => {
         const res = await ctx.client.submit({
+          backoff: backoffOf(opts),
+          timeoutSeconds: opts.attemptTimeout === undefined ? undefined : parseDuration(opts.attemptTimeout, '--attempt-timeout'),
           queue,
           type,
           payload: payloadOf(opts.payload),
@@ -241,6 +249,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--completed-retention <duration>', 'how long COMPLETED jobs are kept after they finish, e.g. 7d; 0 or forever: never deleted')
     .option('--cancelled-retention <duration>', 'how long CANCELLED jobs are kept, e.g. 7d; 0 or forever: never deleted')
     .option('--dlq-retention <duration>', 'how long DLQ jobs are kept (a deleted one cannot be retried), e.g. 30d; 0 or forever: never deleted')
+    .option('--attempt-timeout <duration>', 'the attempt timeout of jobs submitted without one, e.g. 5m; 0: none')
     .action(
       withClient(
         async (
@@ -259,6 +268,7 @@ export function clientCommandsAdd(program: Command): void {
             completedRetention?: string;
             cancelledRetention?: string;
             dlqRetention?: string;
+            attemptTimeout?: string;
           },
         ) => {
           const settings: QueueSettings = {};
@@ -274,19 +284,33 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.completedRetention !== undefined) settings.completedRetentionSeconds = parseRetention(opts.completedRetention, '--completed-retention');
           if (opts.cancelledRetention !== undefined) settings.cancelledRetentionSeconds = parseRetention(opts.cancelledRetention, '--cancelled-retention');
           if (opts.dlqRetention !== undefined) settings.dlqRetentionSeconds = parseRetention(opts.dlqRetention, '--dlq-retention');
-          const backoff: QueueSettings['backoff'] = {};
-          if (opts.backoff !== undefined) {
-            const kind = opts.backoff.toLowerCase() as BackoffKindName;
-            if (!BACKOFF_KINDS.includes(kind)) throw new UsageError(`--backoff must be one of ${BACKOFF_KINDS.join(', ')}, got "${opts.backoff}"`);
-            backoff.kind = kind;
-          }
-          if (opts.backoffBase !== undefined) backoff.baseSeconds = parseDuration(opts.backoffBase, '--backoff-base');
-          if (opts.backoffCap !== undefined) backoff.capSeconds = parseDuration(opts.backoffCap, '--backoff-cap');
-          if (opts.jitter !== undefined) backoff.jitter = parseNumber(opts.jitter, '--jitter', 0, 1);
-          if (Object.keys(backoff).length > 0) settings.backoff = backoff;
+          if (opts.attemptTimeout !== undefined) settings.attemptTimeoutSeconds = parseDuration(opts.attemptTimeout, '--attempt-timeout');
+          settings.backoff = backoffOf(opts);
           const res = await ctx.client.upsertQueue(name, settings);
           print(ctx, res, () => `queue ${res.queue.name} ${res.created ? 'created' : 'updated'}\n${queueDetails(res.queue)}`);
         },
       ),
     );
+}
+
+/** The --backoff, --backoff-base, --backoff-cap and --jitter flags of `queue set` and `submit`. */
+interface BackoffFlags {
+  backoff?: string;
+  backoffBase?: string;
+  backoffCap?: string;
+  jitter?: string;
+}
+
+/** The backoff the flags give (only the parts given), or undefined when none is. */
+function backoffOf(opts: BackoffFlags): Partial<Backoff> | undefined {
+  const backoff: Partial<Backoff> = {};
+  if (opts.backoff !== undefined) {
+    const kind = opts.backoff.toLowerCase() as BackoffKindName;
+    if (!BACKOFF_KINDS.includes(kind)) throw new UsageError(`--backoff must be one of ${BACKOFF_KINDS.join(', ')}, got "${opts.backoff}"`);
+    backoff.kind = kind;
+  }
+  if (opts.backoffBase !== undefined) backoff.baseSeconds = parseDuration(opts.backoffBase, '--backoff-base');
+  if (opts.backoffCap !== undefined) backoff.capSeconds = parseDuration(opts.backoffCap, '--backoff-cap');
+  if (opts.jitter !== undefined) backoff.jitter = parseNumber(opts.jitter, '--jitter', 0, 1);
+  return Object.keys(backoff).length > 0 ? backoff : undefined;
 }

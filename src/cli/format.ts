@@ -257,6 +257,7 @@ export function queueDetails(q: Queue): string {
     ['keep completed', retentionText(q.completedRetentionSeconds)],
     ['keep cancelled', retentionText(q.cancelledRetentionSeconds)],
     ['keep dlq', retentionText(q.dlqRetentionSeconds)],
+    ['attempt timeout', q.attemptTimeoutSeconds === 0 ? 'none' : duration(q.attemptTimeoutSeconds)],
     ['created', time(q.createdAt)],
     ['updated', time(q.updatedAt)],
   ]);

@@ -1,4 +1,4 @@
-import type { DrainReason } from '../domain/codes.js';
+import type { CancelReason, DrainReason } from '../domain/codes.js';
 import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
@@ -174,9 +174,15 @@ export class Dispatcher {
     for (const q of this.allClaimers()) q.wake();
   }
 
-  /** A NOTIFY said an operator cancelled this job: tell the worker that holds it here, if any. */
-  notifyCancel(jobId: string): void {
-    this.delivery.holderOf(jobId)?.send({ kind: 'cancel', jobId, reason: 'operator' });
+  /**
+   * A NOTIFY on evora_job_cancel: tell the worker that holds the job here, if any. The
+   * payload is the job id (an operator's cancel, job-cancel.sql) or "<id> timeout" (the
+   * sweeper failed an attempt past its timeout, job-sweep-timed-out.sql).
+   */
+  notifyCancel(payload: string): void {
+    const [jobId = '', why] = payload.split(' ');
+    const reason: CancelReason = why === 'timeout' ? 'timeout' : 'operator';
+    this.delivery.holderOf(jobId)?.send({ kind: 'cancel', jobId, reason });
   }
 
   /**

@@ -22,8 +22,11 @@ export type LeaseLostReason =
   /** A lease named in hello.held after a reconnect was no longer current. */
   | 'not_held_on_reconnect';
 
-/** Why a running job is being cancelled (proto CancelReason). */
-export type CancelReason = 'operator';
+/**
+ * Why a running job is being cancelled (proto CancelReason): an operator's CancelJob, or
+ * its attempt ran past the job's timeout (the server already failed it).
+ */
+export type CancelReason = 'operator' | 'timeout';
 
 /** Why the server asks a worker to drain (proto DrainReason). */
 export type DrainReason = 'server_shutdown';

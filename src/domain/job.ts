@@ -4,6 +4,8 @@
  * protobuf.
  */
 
+import type { BackoffKind } from './queue.js';
+
 /** The lifecycle states a job moves through; the database rejects any other change. */
 export type JobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED';
 
@@ -35,6 +37,22 @@ export interface Job {
   createdAt: Date;
   startedAt: Date | null;
   finishedAt: Date | null;
+  /** The job's own backoff (null: the queue's); each null field is the queue's. */
+  backoff: JobBackoff | null;
+  /** The longest one attempt may run, heartbeats or not; null = no limit. */
+  timeoutSeconds: number | null;
+}
+
+/**
+ * A job's own retry delay policy (SubmitJobRequest.backoff). Each null field takes the
+ * queue's value when the job fails, so a job can change only the kind, say.
+ */
+export interface JobBackoff {
+  kind: BackoffKind | null;
+  baseSeconds: number | null;
+  capSeconds: number | null;
+  /** 0..1, as Queue.backoffJitter. */
+  jitter: number | null;
 }
 
 
@@ -48,6 +66,10 @@ export interface JobSubmitInput {
   idempotencyKey?: string | null;
   /** 0 or absent: the queue's max_attempts. */
   maxAttempts?: number | null;
+  /** Absent or null: the queue's backoff. */
+  backoff?: JobBackoff | null;
+  /** The attempt timeout in seconds (> 0); absent or null: none. */
+  timeoutSeconds?: number | null;
 }
 
 /** A submitted job and whether this call created it (false on an idempotent replay). */

@@ -24,6 +24,8 @@ export interface Queue {
   completedRetentionSeconds: number | null;
   cancelledRetentionSeconds: number | null;
   dlqRetentionSeconds: number | null;
+  /** The attempt timeout of jobs submitted without one, in seconds; null = none (0007_job_policy.sql). */
+  attemptTimeoutSeconds: number | null;
   /** Job starts per second across all servers (a token bucket of `burst`); null = none. */
   rateLimit: RateLimit | null;
 }
@@ -52,6 +54,8 @@ export interface QueueUpsertInput {
   completedRetentionSeconds?: number | null;
   cancelledRetentionSeconds?: number | null;
   dlqRetentionSeconds?: number | null;
+  /** null keeps the current value; 0 clears it (no default timeout). */
+  attemptTimeoutSeconds?: number | null;
   /** null/absent keeps the current value; `{ perSecond: 0 }` clears the limit. */
   rateLimit?: RateLimit | null;
 }

@@ -158,3 +158,22 @@ export function checkRetentionSeconds(field: string, seconds: number): number {
   }
   return seconds;
 }
+
+/** Longest attempt timeout a job may set (one year, in seconds). */
+export const MAX_TIMEOUT_SECONDS = 365.25 * 86_400;
+
+/** An attempt timeout in seconds (SubmitJobRequest.timeout, a queue's attempt_timeout): more than 0, at most a year. */
+export function checkTimeoutSeconds(seconds: number, field = 'timeout'): number {
+  if (!Number.isFinite(seconds) || seconds <= 0) throw invalidArgument(`${field} must be positive, got ${seconds} s`);
+  if (seconds > MAX_TIMEOUT_SECONDS) throw invalidArgument(`${field} must be at most one year, got ${seconds} s`);
+  return seconds;
+}
+
+/**
+ * A backoff's numbers, as UpsertQueueRequest.backoff checks them (the same one-line
+ * messages): jitter 0..1, durations not negative. Unset durations are undefined.
+ */
+export function checkBackoffNumbers(b: { jitter: number; baseSeconds?: number; capSeconds?: number }): void {
+  if (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter)) throw invalidArgument('backoff.jitter must be from 0 to 1');
+  if ((b.baseSeconds ?? 0) < 0 || (b.capSeconds ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
+}

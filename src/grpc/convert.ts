@@ -25,6 +25,7 @@ export const LEASE_LOST_REASON_TO_PB: Record<LeaseLostReason, PbLeaseLostReason>
 /** A cancel reason as the proto enum. */
 export const CANCEL_REASON_TO_PB: Record<CancelReason, PbCancelReason> = {
   operator: PbCancelReason.CANCEL_REASON_OPERATOR,
+  timeout: PbCancelReason.CANCEL_REASON_TIMEOUT,
 };
 
 /** A drain reason as the proto enum. */
@@ -121,6 +122,7 @@ export function queueToPb(q: Queue): PbQueue {
     completedRetention: secondsToDuration(q.completedRetentionSeconds ?? 0),
     cancelledRetention: secondsToDuration(q.cancelledRetentionSeconds ?? 0),
     dlqRetention: secondsToDuration(q.dlqRetentionSeconds ?? 0),
+    attemptTimeout: q.attemptTimeoutSeconds === null ? undefined : secondsToDuration(q.attemptTimeoutSeconds),
     rateLimit: q.rateLimit ? { perSecond: q.rateLimit.perSecond, burst: q.rateLimit.burst } : undefined,
   };
 }

@@ -1,5 +1,5 @@
 import { invalidArgument } from '../domain/errors.js';
-import type { JobState, JobSubmitInput } from '../domain/job.js';
+import type { JobBackoff, JobState, JobSubmitInput } from '../domain/job.js';
 import {
   DEFAULT_PAGE_SIZE,
   MAX_BATCH,
@@ -12,11 +12,14 @@ import {
   checkName,
   checkPriority,
   checkUuid,
+  checkBackoffNumbers,
+  checkTimeoutSeconds,
   pageTokenDecode,
   pageTokenEncode,
 } from '../domain/validate.js';
 import type { JobServiceServer, SubmitJobRequest } from '../gen/evora/v1/job.js';
-import { jobStateFromPb, jobToPb } from './convert.js';
+import type { Backoff } from '../gen/evora/v1/queue.js';
+import { backoffKindFromPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { unary } from './unary.js';
 
@@ -30,7 +33,17 @@ function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitI
     runAt: checkDate('run_at', req.runAt) ?? null,
     idempotencyKey: checkIdempotencyKey(req.idempotencyKey) || null,
     maxAttempts: checkMaxAttempts(req.maxAttempts) || null,
+    backoff: req.backoff ? jobBackoff(req.backoff) : null,
+    timeoutSeconds: req.timeout ? checkTimeoutSeconds(durationToSeconds(req.timeout)) : null,
   };
+}
+
+/** A submit's own backoff, checked as UpsertQueue checks a queue's; unset parts are the queue's. */
+function jobBackoff(b: Backoff): JobBackoff {
+  const baseSeconds = b.base ? durationToSeconds(b.base) : undefined;
+  const capSeconds = b.cap ? durationToSeconds(b.cap) : undefined;
+  checkBackoffNumbers({ jitter: b.jitter, baseSeconds, capSeconds });
+  return { kind: backoffKindFromPb(b.kind) ?? null, baseSeconds: baseSeconds ?? null, capSeconds: capSeconds ?? null, jitter: b.jitter };
 }
 
 /**

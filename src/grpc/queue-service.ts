@@ -1,5 +1,5 @@
 import { invalidArgument } from '../domain/errors.js';
-import { checkIntRange, checkName, checkRateLimit, checkRetentionSeconds } from '../domain/validate.js';
+import { checkIntRange, checkName, checkRateLimit, checkRetentionSeconds, checkTimeoutSeconds } from '../domain/validate.js';
 import type { QueueServiceServer, QueueStats } from '../gen/evora/v1/queue.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import { telemetryStats, type QueueTelemetry } from '../telemetry/projection.js';
@@ -74,6 +74,12 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
         completedRetentionSeconds: retention('completed_retention', req.completedRetention),
         cancelledRetentionSeconds: retention('cancelled_retention', req.cancelledRetention),
         dlqRetentionSeconds: retention('dlq_retention', req.dlqRetention),
+        // 0 clears the default; otherwise a job's timeout rules apply.
+        attemptTimeoutSeconds: !req.attemptTimeout
+          ? null
+          : durationToSeconds(req.attemptTimeout) === 0
+            ? 0
+            : checkTimeoutSeconds(durationToSeconds(req.attemptTimeout), 'attempt_timeout'),
         rateLimit: req.rateLimit ? checkRateLimit(req.rateLimit.perSecond, req.rateLimit.burst) : null,
       });
       return { queue: queueToPb(queue), created };

@@ -68,6 +68,17 @@ export interface SubmitJobInput<P = JsonObject> {
   idempotencyKey?: string;
   /** Attempts before the DLQ. Default: the queue's max_attempts. */
   maxAttempts?: number;
+  /**
+   * This job's retry delays instead of the queue's. Unset `kind`, `baseSeconds` or
+   * `capSeconds` take the queue's; `jitter` unset means 0 (the wire always carries it).
+   */
+  backoff?: Partial<Backoff>;
+  /**
+   * The longest one attempt may run, in seconds (> 0), heartbeats or not. When it passes
+   * the server fails the attempt ("attempt timed out after ..."; the usual retries apply)
+   * and the handler's `ctx.signal` aborts with a JobAbortedError of kind 'timed_out'.
+   */
+  timeoutSeconds?: number;
 }
 
 /** The outcome of a submit. */
@@ -112,6 +123,8 @@ export interface QueueSettings {
   cancelledRetentionSeconds?: number;
   /** How long DLQ jobs are kept, in seconds; 0 = forever (server default 30 days). */
   dlqRetentionSeconds?: number;
+  /** The attempt timeout of jobs submitted without `timeoutSeconds`, in seconds; 0 = none (the default). */
+  attemptTimeoutSeconds?: number;
 }
 
 /**
@@ -229,6 +242,7 @@ export class EvoraClient {
       completedRetention: settings.completedRetentionSeconds === undefined ? undefined : secondsToDuration(settings.completedRetentionSeconds),
       cancelledRetention: settings.cancelledRetentionSeconds === undefined ? undefined : secondsToDuration(settings.cancelledRetentionSeconds),
       dlqRetention: settings.dlqRetentionSeconds === undefined ? undefined : secondsToDuration(settings.dlqRetentionSeconds),
+      attemptTimeout: settings.attemptTimeoutSeconds === undefined ? undefined : secondsToDuration(settings.attemptTimeoutSeconds),
     };
     const b = settings.backoff;
     if (!b) {
@@ -352,5 +366,12 @@ function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequ
     runAt: input.runAt,
     idempotencyKey: input.idempotencyKey ?? '',
     maxAttempts: input.maxAttempts ?? 0,
+    backoff: input.backoff && {
+      kind: backoffKindToPb(input.backoff.kind),
+      base: input.backoff.baseSeconds === undefined ? undefined : secondsToDuration(input.backoff.baseSeconds),
+      cap: input.backoff.capSeconds === undefined ? undefined : secondsToDuration(input.backoff.capSeconds),
+      jitter: input.backoff.jitter ?? 0,
+    },
+    timeout: input.timeoutSeconds === undefined ? undefined : secondsToDuration(input.timeoutSeconds),
   };
 }

@@ -117,12 +117,14 @@ export class SnoozeError extends Error {
 }
 
 /** Why a handler's `ctx.signal` fired. */
-export type AbortCause = 'cancelled' | 'lease_lost' | 'shutdown';
+export type AbortCause = 'cancelled' | 'timed_out' | 'lease_lost' | 'shutdown';
 
 /**
  * The reason of an aborted `ctx.signal`: an operator cancelled the job ('cancelled'), the
- * worker no longer holds its lease ('lease_lost'), or the worker is stopping and the
- * handler outlived the stop timeout ('shutdown').
+ * attempt ran past the job's timeout and the server already failed it ('timed_out'; the
+ * retry rules apply, and any report about it is answered lease_lost), the worker no
+ * longer holds its lease ('lease_lost'), or the worker is stopping and the handler
+ * outlived the stop timeout ('shutdown').
  */
 export class JobAbortedError extends Error {
   constructor(

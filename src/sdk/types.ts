@@ -85,6 +85,8 @@ export interface Queue {
   completedRetentionSeconds: number;
   cancelledRetentionSeconds: number;
   dlqRetentionSeconds: number;
+  /** The attempt timeout of jobs submitted without `timeoutSeconds`, in seconds; 0 = none. */
+  attemptTimeoutSeconds: number;
 }
 
 /**
@@ -247,6 +249,7 @@ export function queueFromPb(pb: PbQueue): Queue {
     completedRetentionSeconds: durationToSeconds(pb.completedRetention),
     cancelledRetentionSeconds: durationToSeconds(pb.cancelledRetention),
     dlqRetentionSeconds: durationToSeconds(pb.dlqRetention),
+    attemptTimeoutSeconds: durationToSeconds(pb.attemptTimeout),
   };
 }
 

@@ -3,8 +3,8 @@ import type { Job, JobWritten } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
 
-/** How a job's new state came about: a worker's write, or the sweeper expiring its lease. */
-export type JobWrite = 'complete' | 'fail' | 'snooze' | 'expire';
+/** How a job's new state came about: a worker's write, or the sweeper (its lease expired, or its attempt timed out). */
+export type JobWrite = 'complete' | 'fail' | 'snooze' | 'expire' | 'timeout';
 
 /** The fields every job log line carries. */
 function jobLogFields(job: JobWritten, workerId: string | null) {
@@ -15,8 +15,8 @@ function jobLogFields(job: JobWritten, workerId: string | null) {
  * What this server process tells about the jobs it moves: Prometheus counters and
  * histograms, and one log line per change of state (pushes and completions at debug,
  * retries at info, dead letters at warn, so a busy server logs per failure, not per job).
- * It is the dispatcher's observer and hears of the sweeper's expiries too (`written` with
- * `expire`), so every state change this process makes is counted in one place.
+ * It is the dispatcher's observer and hears of the sweeper's expiries and timeouts too
+ * (`written` with `expire` or `timeout`), so every state change this process makes is counted in one place.
  */
 export class JobObserver implements DispatcherObserver {
   constructor(
@@ -47,7 +47,7 @@ export class JobObserver implements DispatcherObserver {
       this.logger.debug({ ...fields, run_at: job.runAt }, 'job snoozed');
     } else if (job.state === 'PENDING') {
       this.metrics.jobsFailed.inc({ queue: job.queue });
-      const what = write === 'expire' ? 'lease expired' : 'job failed';
+      const what = write === 'expire' ? 'lease expired' : write === 'timeout' ? 'attempt timed out' : 'job failed';
       this.logger.info({ ...fields, error: job.lastError, retry_at: job.runAt }, `${what}; will retry`);
     } else {
       this.logger.info(fields, `job ${job.state.toLowerCase()}`);

@@ -234,7 +234,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           store,
           logger,
           intervalMs: config.sweepIntervalMs,
-          onSwept: (batch) => batch.jobs.forEach((job) => jobObserver.written('expire', job)),
+          onSwept: (batch, cause) => batch.jobs.forEach((job) => jobObserver.written(cause === 'timed_out' ? 'timeout' : 'expire', job)),
         }),
         projector: new Projector({ store, sink: telemetry, logger, intervalMs: config.projectIntervalMs }),
         pruner: new Pruner({

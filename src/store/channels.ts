@@ -6,5 +6,8 @@
 
 /** NOTIFY channel that names a queue which has work claimable now. */
 export const CHANNEL_JOB_AVAILABLE = 'evora_job_available';
-/** NOTIFY channel that names a RUNNING job an operator has asked to cancel. */
+/**
+ * NOTIFY channel that names a RUNNING job an operator has asked to cancel (payload: its id),
+ * or a job whose attempt the timeout sweep just failed (payload: "<id> timeout").
+ */
 export const CHANNEL_JOB_CANCEL = 'evora_job_cancel';

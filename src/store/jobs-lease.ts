@@ -23,7 +23,8 @@ interface JobClaimParams {
   now: Date | null;
 }
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
-type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'> & {
+type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'
+  | 'backoff_kind' | 'backoff_base_seconds' | 'backoff_cap_seconds' | 'backoff_jitter' | 'timeout_seconds'> & {
   slot: string;
   /** Only on a row without a job (id null): when a rate-limited queue's next token is due. */
   next_token_at: Date | null;
@@ -99,6 +100,12 @@ const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow
   { prepared: true },
 );
 
+const jobSweepTimedOutSql = statement<{ limit: number; now: Date | null }, JobRow>(
+  'job-sweep-timed-out',
+  { limit: 'int8', now: 'timestamptz' },
+  JOB_COLUMNS,
+);
+
 /**
  * What a claim took, best first; `nextTokenAt` is set when jobs of a rate-limited queue were
  * held back for want of a token: the earliest time the next token is due (the claimer wakes
@@ -143,6 +150,9 @@ export async function jobsClaim(
       job.result = null;
       job.finishedAt = null;
       job.cancelRequestedAt = null;
+      // The job's own policy is the server's business (fail, sweep), not the worker's: not read.
+      job.backoff = null;
+      job.timeoutSeconds = null;
       return job;
     });
   if (nextTokenAt) jobs.nextTokenAt = nextTokenAt;
@@ -223,7 +233,16 @@ export async function jobsSnooze(pool: StorePool, snoozes: (LeaseRef & { runAt: 
 
 /** One batch of the visibility sweep (Store.jobSweepExpired). */
 export async function jobsSweepExpired(pool: StorePool, limit: number, now: Date | null): Promise<SweepResult> {
-  const jobs = (await rowsOf(pool, jobSweepExpiredSql, { limit, now })).map(jobFromRow);
+  return sweepResult((await rowsOf(pool, jobSweepExpiredSql, { limit, now })).map(jobFromRow));
+}
+
+/** One batch of the timeout sweep (Store.jobSweepTimedOut). */
+export async function jobsSweepTimedOut(pool: StorePool, limit: number, now: Date | null): Promise<SweepResult> {
+  return sweepResult((await rowsOf(pool, jobSweepTimedOutSql, { limit, now })).map(jobFromRow));
+}
+
+/** A sweep batch's jobs, counted by where they went. */
+function sweepResult(jobs: Job[]): SweepResult {
   return {
     requeued: jobs.filter((j) => j.state === 'PENDING').length,
     deadLettered: jobs.filter((j) => j.state === 'DLQ').length,

@@ -21,6 +21,7 @@ interface JobInsertManyParams {
   runAts: (Date | null)[];
   idempotencyKeys: (string | null)[];
   maxAttempts: (number | null)[];
+  policies: (string | null)[];
   now: Date | null;
 }
 const jobInsertManySql = statement<JobInsertManyParams, JobRow>(
@@ -34,6 +35,7 @@ const jobInsertManySql = statement<JobInsertManyParams, JobRow>(
     runAts: 'timestamptz[]',
     idempotencyKeys: 'text[]',
     maxAttempts: 'int4[]',
+    policies: 'jsonb[]',
     now: 'timestamptz',
   },
   JOB_COLUMNS,
@@ -49,6 +51,7 @@ interface JobInsertHandoffParams {
   runAt: Date | null;
   idempotencyKey: string | null;
   maxAttempts: number | null;
+  policy: string | null;
   now: Date | null;
   handoffWorkerId: string;
 }
@@ -63,6 +66,7 @@ const jobInsertHandoffSql = statement<JobInsertHandoffParams, JobRow>(
     runAt: 'timestamptz',
     idempotencyKey: 'text',
     maxAttempts: 'int4',
+    policy: 'jsonb',
     now: 'timestamptz',
     handoffWorkerId: 'text',
   },
@@ -78,6 +82,7 @@ interface JobFindByKeysParams {
   priorities: number[];
   runAts: (Date | null)[];
   maxAttempts: (number | null)[];
+  policies: (string | null)[];
 }
 type JobFoundRow = JobRow & { difference: string | null };
 const jobFindByKeysSql = statement<JobFindByKeysParams, JobFoundRow>(
@@ -90,6 +95,7 @@ const jobFindByKeysSql = statement<JobFindByKeysParams, JobFoundRow>(
     priorities: 'int4[]',
     runAts: 'timestamptz[]',
     maxAttempts: 'int4[]',
+    policies: 'jsonb[]',
   },
   { ...JOB_COLUMNS, difference: 'text' },
 );
@@ -98,6 +104,21 @@ const PG_NOT_NULL_VIOLATION = '23502';
 
 function pgCode(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+/**
+ * A job's own policy as the submit statements take it (0007_job_policy.sql), or null for
+ * none. Always the same keys, unset ones null: the idempotency comparison compares this
+ * JSON as it is.
+ */
+function policyJson(j: JobSubmitInput): string | null {
+  const b = j.backoff ?? null;
+  const timeout = j.timeoutSeconds ?? null;
+  if (b === null && timeout === null) return null;
+  return JSON.stringify({
+    backoff: b === null ? null : { kind: b.kind ?? null, base: b.baseSeconds ?? null, cap: b.capSeconds ?? null, jitter: b.jitter ?? null },
+    timeout,
+  });
 }
 
 /** Internal: a submit attempt that lost a race and should simply run again. */
@@ -119,6 +140,7 @@ export async function jobsSubmit(
   const ids = jobs.map(() => uuidv7());
   const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
   const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
+  const policies = jobs.map(policyJson);
   const job = jobs[0]!;
   // The hand-off statement takes one job as scalars (see its file), batches take arrays.
   const insert =
@@ -132,6 +154,7 @@ export async function jobsSubmit(
           runAts: jobs.map((j) => j.runAt ?? null),
           idempotencyKeys: jobs.map((j) => j.idempotencyKey || null),
           maxAttempts,
+          policies,
           now,
         })
       : queryConfig(jobInsertHandoffSql, {
@@ -143,6 +166,7 @@ export async function jobsSubmit(
           runAt: job.runAt ?? null,
           idempotencyKey: job.idempotencyKey || null,
           maxAttempts: maxAttempts[0]!,
+          policy: policies[0]!,
           now,
           handoffWorkerId,
         });
@@ -170,6 +194,7 @@ export async function jobsSubmit(
             priorities: missing.map(({ j }) => j.priority ?? 0),
             runAts: missing.map(({ j }) => j.runAt ?? null),
             maxAttempts: missing.map(({ i }) => maxAttempts[i]!),
+            policies: missing.map(({ i }) => policies[i]!),
           }),
         );
         const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));

@@ -18,6 +18,7 @@ interface QueueUpsertParams {
   completedRetentionSeconds: number | null;
   cancelledRetentionSeconds: number | null;
   dlqRetentionSeconds: number | null;
+  attemptTimeoutSeconds: number | null;
   ratePerSecond: number | null;
   rateBurst: number | null;
   now: Date | null;
@@ -36,6 +37,7 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
     completedRetentionSeconds: 'float8',
     cancelledRetentionSeconds: 'float8',
     dlqRetentionSeconds: 'float8',
+    attemptTimeoutSeconds: 'float8',
     ratePerSecond: 'float8',
     rateBurst: 'int4',
     now: 'timestamptz',
@@ -64,6 +66,7 @@ export async function queueUpsert(pool: StorePool, params: QueueUpsertInput, now
     completedRetentionSeconds: params.completedRetentionSeconds ?? null,
     cancelledRetentionSeconds: params.cancelledRetentionSeconds ?? null,
     dlqRetentionSeconds: params.dlqRetentionSeconds ?? null,
+    attemptTimeoutSeconds: params.attemptTimeoutSeconds ?? null,
     ratePerSecond: params.rateLimit?.perSecond ?? null,
     rateBurst: params.rateLimit ? (params.rateLimit.perSecond === 0 ? 0 : params.rateLimit.burst) : null,
     now,

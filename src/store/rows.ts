@@ -31,6 +31,12 @@ export interface JobRow {
   finished_at: Date | null;
   /** What a keyed submit said for the fields the row resolves (0005_strict_idempotency.sql); null without a key. */
   submitted: JsonObject | null;
+  /** The job's own backoff, each NULL = the queue's, and attempt timeout (0007_job_policy.sql). */
+  backoff_kind: BackoffKind | null;
+  backoff_base_seconds: number | null;
+  backoff_cap_seconds: number | null;
+  backoff_jitter: number | null;
+  timeout_seconds: number | null;
 }
 
 /** The columns of evora.jobs, in table order. */
@@ -55,6 +61,11 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   started_at: 'timestamptz',
   finished_at: 'timestamptz',
   submitted: 'jsonb',
+  backoff_kind: 'evora.backoff_kind',
+  backoff_base_seconds: 'float8',
+  backoff_cap_seconds: 'float8',
+  backoff_jitter: 'float8',
+  timeout_seconds: 'float8',
 };
 
 /**
@@ -81,6 +92,7 @@ export interface QueueRow {
   completed_retention_seconds: number | null;
   cancelled_retention_seconds: number | null;
   dlq_retention_seconds: number | null;
+  attempt_timeout_seconds: number | null;
   rate_per_second: number | null;
   rate_burst: number | null;
   /** The rate limit's bucket state: read and written only by evora.queue_limit (migration 0008). */
@@ -104,6 +116,7 @@ export const QUEUE_COLUMNS: PgTypes<QueueRow> = {
   completed_retention_seconds: 'float8',
   cancelled_retention_seconds: 'float8',
   dlq_retention_seconds: 'float8',
+  attempt_timeout_seconds: 'float8',
   rate_per_second: 'float8',
   rate_burst: 'int4',
   rate_tokens: 'float8',
@@ -132,6 +145,17 @@ export function jobFromRow(r: JobRow): Job {
     createdAt: r.created_at,
     startedAt: r.started_at,
     finishedAt: r.finished_at,
+    // `?? null`: a statement that reads back fewer columns (the claim) leaves these unset.
+    backoff:
+      (r.backoff_kind ?? r.backoff_base_seconds ?? r.backoff_cap_seconds ?? r.backoff_jitter ?? null) === null
+        ? null
+        : {
+            kind: r.backoff_kind ?? null,
+            baseSeconds: r.backoff_base_seconds ?? null,
+            capSeconds: r.backoff_cap_seconds ?? null,
+            jitter: r.backoff_jitter ?? null,
+          },
+    timeoutSeconds: r.timeout_seconds ?? null,
   };
 }
 
@@ -157,6 +181,7 @@ export function queueFromRow(r: QueueRow): Queue {
     completedRetentionSeconds: r.completed_retention_seconds,
     cancelledRetentionSeconds: r.cancelled_retention_seconds,
     dlqRetentionSeconds: r.dlq_retention_seconds,
+    attemptTimeoutSeconds: r.attempt_timeout_seconds,
     rateLimit: r.rate_per_second === null || r.rate_burst === null ? null : { perSecond: r.rate_per_second, burst: r.rate_burst },
   };
 }

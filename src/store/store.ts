@@ -16,7 +16,7 @@ import type {
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
-import { type ClaimedJobs, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired } from './jobs-lease.js';
+import { type ClaimedJobs, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
 import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
@@ -279,6 +279,15 @@ export class Store {
    */
   async jobSweepExpired(params: { limit: number; now?: Date }): Promise<SweepResult> {
     return jobsSweepExpired(this.pool, params.limit, params.now ?? null);
+  }
+
+  /**
+   * One batch of the timeout sweep: RUNNING jobs whose attempt ran past started_at + their
+   * timeout fail (retry after backoff, DLQ, or CANCELLED) with "attempt timed out after ...",
+   * and their holders' servers are told on evora_job_cancel ("<id> timeout").
+   */
+  async jobSweepTimedOut(params: { limit: number; now?: Date }): Promise<SweepResult> {
+    return jobsSweepTimedOut(this.pool, params.limit, params.now ?? null);
   }
 
   /**

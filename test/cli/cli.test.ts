@@ -142,7 +142,8 @@ describe('evora client commands', () => {
         dlqRetentionSeconds: 0,
       }),
     });
-    const updated = await evora('queue', 'set', name, '--max-attempts', '6', '--cancelled-retention', '12h');
+    expect(created.queue.attemptTimeoutSeconds).toBe(0);
+    const updated = await evora('queue', 'set', name, '--max-attempts', '6', '--cancelled-retention', '12h', '--attempt-timeout', '5m');
     expect(updated.code).toBe(0);
     expect(updated.stdout).toMatch(new RegExp(`^queue ${name} updated\\n`));
     expect(updated.stdout).toMatch(/^max attempts\s+6$/m);
@@ -150,6 +151,7 @@ describe('evora client commands', () => {
     expect(updated.stdout).toMatch(/^keep completed\s+2d$/m);
     expect(updated.stdout).toMatch(/^keep cancelled\s+12h$/m);
     expect(updated.stdout).toMatch(/^keep dlq\s+forever$/m);
+    expect(updated.stdout).toMatch(/^attempt timeout\s+5m$/m);
     expect(updated.stdout).toMatch(/^rate limit\s+none$/m);
     const limited = await evora('queue', 'set', name, '--rate', '5/s', '--burst', '1');
     expect(limited.stdout).toMatch(/^rate limit\s+5\/s, burst 1$/m);
@@ -215,8 +217,15 @@ describe('evora client commands', () => {
     const conflict = await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":2}');
     expect(conflict.code).toBe(4);
     expect(oneLine(conflict)).toMatch(/^evora: ALREADY_EXISTS: /);
+    // The job's own backoff and timeout reach the server: a replay must repeat them.
+    const policy = ['--backoff', 'fixed', '--backoff-base', '1s', '--attempt-timeout', '30s'];
+    expect((await evora('submit', queue, 't', '--key', 'pol', ...policy)).code).toBe(0);
+    expect((await evora('submit', queue, 't', '--key', 'pol', ...policy)).code).toBe(0);
+    expect(oneLine(await evora('submit', queue, 't', '--key', 'pol', ...policy.slice(0, 4), '--attempt-timeout', '31s'))).toMatch(/different timeout$/);
+    expect(oneLine(await evora('submit', queue, 't', '--key', 'pol', '--attempt-timeout', '30s'))).toMatch(/different backoff$/);
+    expect(oneLine(await evora('submit', queue, 't', '--attempt-timeout', '0s'))).toBe('evora: INVALID_ARGUMENT: timeout must be positive, got 0 s');
     // Nothing was submitted by the failed commands.
-    expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(1);
+    expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(2);
   });
 
   it('stats: one queue in detail and all queues as a table, once the projector has caught up', async () => {

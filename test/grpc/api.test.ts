@@ -226,6 +226,27 @@ describe('fencing and cancel', () => {
     expect(retried.job?.state).toBe(JobState.JOB_STATE_PENDING);
   });
 
+  it("a job's timeout: the server fails the attempt, pushes cancel TIMEOUT to its holder, refuses the late complete, and frees the slot", async () => {
+    const queue = queueName();
+    const { job } = await submit(queue, { maxAttempts: 1, timeout: { seconds: 1, nanos: 0 } });
+    const w = worker();
+    await w.hello('slowpoke', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    await w.until(() => w.received.some((r) => r.msg?.$case === 'cancel' && r.msg.value.jobId === job!.id));
+    expect(w.messages('cancel')).toEqual([{ jobId: job!.id, code: CancelReason.CANCEL_REASON_TIMEOUT }]);
+    expect((await call(clients.jobs, 'getJob', { id: job!.id })).job).toMatchObject({
+      state: JobState.JOB_STATE_DLQ,
+      attempt: 1,
+      lastError: 'attempt timed out after 1s',
+    });
+    w.complete(w.jobs[0]!);
+    await w.until(() => w.acks(job!.id).length === 1);
+    expect(w.acks(job!.id)[0]).toMatchObject({ accepted: false, result: AckResult.ACK_RESULT_LEASE_LOST });
+    // The one slot is free again: the next job is pushed to the same worker.
+    const next = await submit(queue);
+    await w.until(() => w.jobs.some((j) => j.job?.id === next.job!.id));
+  });
+
   it('a worker killed mid-job: the job goes to another worker after the lease expires', async () => {
     const queue = queueName();
     await call(clients.queues, 'upsertQueue', { name: queue, leaseSeconds: 1, backoff: { kind: 3, base: { seconds: 0, nanos: 0 }, jitter: 0 } });

@@ -46,6 +46,10 @@ describe('bad input gets the right status and changes nothing', () => {
       [{ maxAttempts: -1 }, /max_attempts/],
       [{ idempotencyKey: 'k'.repeat(300) }, /idempotency_key/],
       [{ payload: { blob: 'x'.repeat(2000) } }, /payload is \d+ bytes of JSON; the limit is 1000/],
+      [{ timeout: { seconds: 0, nanos: 0 } }, /^timeout must be positive, got 0 s$/],
+      [{ timeout: { seconds: -5, nanos: 0 } }, /^timeout must be positive, got -5 s$/],
+      [{ backoff: { kind: 0, jitter: 2 } }, /^backoff.jitter must be from 0 to 1$/],
+      [{ backoff: { kind: 0, jitter: 0, base: { seconds: -1, nanos: 0 } } }, /^backoff durations must not be negative$/],
     ];
     for (const [patch, message] of cases) {
       await expectStatus(call(clients.jobs, 'submitJob', { ...ok, queue: queueName(), ...patch } as never), INVALID_ARGUMENT, message);
@@ -72,6 +76,7 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', backoff: { kind: 1, jitter: 2 } }), INVALID_ARGUMENT, /jitter/);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', dlqRetention: { seconds: -1, nanos: 0 } }), INVALID_ARGUMENT, /dlq_retention/);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', completedRetention: { seconds: 200 * 365 * 86_400, nanos: 0 } }), INVALID_ARGUMENT, /completed_retention/);
+    await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', attemptTimeout: { seconds: -1, nanos: 0 } }), INVALID_ARGUMENT, /^attempt_timeout must be positive, got -1 s$/);
   });
 
   it('INVALID_ARGUMENT for a negative, NaN or infinite rate limit, or a burst of 0 with a rate; nothing changed', async () => {
@@ -108,6 +113,24 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', payload: { v: 2 } }), ALREADY_EXISTS, /idempotency key "k"/);
     const got = await call(clients.jobs, 'getJob', { id: first.job!.id });
     expect(got.job?.payload).toEqual({ v: 1 });
+  });
+
+  it('ALREADY_EXISTS naming backoff or timeout for a replay that changes the job\'s own policy', async () => {
+    const queue = queueName();
+    const policy = { backoff: { kind: 3, base: { seconds: 1, nanos: 0 }, jitter: 0 }, timeout: { seconds: 30, nanos: 0 } };
+    const first = await call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', ...policy });
+    const again = await call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', ...policy });
+    expect(again).toMatchObject({ created: false, job: { id: first.job!.id } });
+    await expectStatus(
+      call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', ...policy, backoff: { ...policy.backoff, kind: 1 } }),
+      ALREADY_EXISTS,
+      /submitted with a different backoff$/,
+    );
+    await expectStatus(
+      call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', ...policy, timeout: { seconds: 31, nanos: 0 } }),
+      ALREADY_EXISTS,
+      /submitted with a different timeout$/,
+    );
   });
 
   it('FAILED_PRECONDITION for retrying a COMPLETED job and for a stale lease on unary calls', async () => {

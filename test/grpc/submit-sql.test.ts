@@ -5,7 +5,7 @@ import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
 
-// evora.submit_job (0005_strict_idempotency.sql): a submit inside the application's own
+// evora.submit_job (0005_strict_idempotency.sql, given the job's policy in 0007_job_policy.sql): a submit inside the application's own
 // transaction. The server's fallback poll is an hour here, so a job a worker receives was
 // pushed by the NOTIFY that the function's COMMIT delivered.
 
@@ -111,6 +111,29 @@ describe('evora.submit_job', () => {
     expect((await db.query(`SELECT created FROM evora.submit_job($1, 't', idempotency_key => 'bare')`, [queue])).rows[0].created).toBe(false);
   });
 
+  it("agrees with the API on a job's own backoff and timeout: the same row, replays across the two, the differing field named", async () => {
+    const queue = queueName();
+    const viaSql = (
+      await db.query(
+        `SELECT * FROM evora.submit_job($1, 't', idempotency_key => 'pol', backoff_kind => 'fixed', backoff_base => '1 second', timeout => '30 seconds')`,
+        [queue],
+      )
+    ).rows[0];
+    const policy = { backoff: { kind: 'fixed' as const, baseSeconds: 1 }, timeoutSeconds: 30 };
+    expect(await client.submit({ queue, type: 't', idempotencyKey: 'pol', ...policy })).toMatchObject({ created: false, job: { id: viaSql.job_id } });
+    const viaApi = await client.submit({ queue, type: 't', idempotencyKey: 'pol2', ...policy });
+    const cols = 'submitted, backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds';
+    const { rows } = await db.query(`SELECT ${cols} FROM evora.jobs WHERE id = ANY($1::uuid[])`, [[viaApi.job.id, viaSql.job_id]]);
+    expect(rows[0]).toEqual(rows[1]);
+    expect(rows[0]).toMatchObject({ backoff_kind: 'fixed', backoff_base_seconds: 1, backoff_cap_seconds: null, backoff_jitter: 0, timeout_seconds: 30 });
+    const fromSql = await sqlError(`SELECT evora.submit_job($1, 't', idempotency_key => 'pol2', backoff_kind => 'fixed', backoff_base => '1 second')`, [queue]);
+    expect(fromSql).toEqual({ code: '23505', message: `evora: idempotency key "pol2" in queue "${queue}" already names job ${viaApi.job.id}, submitted with a different timeout` });
+    // Without a timeout of its own a job takes the queue's default, as through the API.
+    await client.upsertQueue(queue, { attemptTimeoutSeconds: 90 });
+    const plain = (await db.query(`SELECT * FROM evora.submit_job($1, 't')`, [queue])).rows[0];
+    expect((await db.query('SELECT timeout_seconds FROM evora.jobs WHERE id = $1', [plain.job_id])).rows[0].timeout_seconds).toBe(90);
+  });
+
   it('bad input is invalid_parameter_value with one line naming the field, and changes nothing', async () => {
     const queue = queueName();
     const cases: [string, unknown[], RegExp][] = [
@@ -121,6 +144,9 @@ describe('evora.submit_job', () => {
       [`SELECT evora.submit_job($1, 't', max_attempts => -1)`, [queue], /^evora: max_attempts must be/],
       [`SELECT evora.submit_job($1, 't', idempotency_key => repeat('k', 256))`, [queue], /^evora: idempotency_key is longer/],
       [`SELECT evora.submit_job($1, 't', run_at => 'infinity')`, [queue], /^evora: run_at is not a valid time$/],
+      [`SELECT evora.submit_job($1, 't', timeout => '0 seconds')`, [queue], /^evora: timeout must be positive, got 0 s$/],
+      [`SELECT evora.submit_job($1, 't', backoff_jitter => 1.5)`, [queue], /^evora: backoff.jitter must be from 0 to 1$/],
+      [`SELECT evora.submit_job($1, 't', backoff_base => '-1 second')`, [queue], /^evora: backoff durations must not be negative$/],
     ];
     for (const [sql, params, message] of cases) {
       const err = await sqlError(sql, params);

@@ -34,6 +34,8 @@ function job(over: Partial<Job> = {}): Job {
     createdAt: new Date(base.getTime() - 1_500),
     startedAt: base,
     finishedAt: null,
+    backoff: null,
+    timeoutSeconds: null,
     ...over,
   };
 }

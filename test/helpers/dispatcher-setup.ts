@@ -31,6 +31,8 @@ export function leasedJob(queue: string, n: number, workerId = 'w'): Job {
     createdAt: now,
     startedAt: now,
     finishedAt: null,
+    backoff: null,
+    timeoutSeconds: null,
   };
 }
 

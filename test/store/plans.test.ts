@@ -54,6 +54,7 @@ function handoffArgs(queue: string, payload: string): Record<string, string> {
     runAt: 'NULL',
     idempotencyKey: 'NULL',
     maxAttempts: 'NULL',
+    policy: 'NULL',
     now: 'NULL',
     handoffWorkerId: "'w'",
   };

@@ -86,9 +86,10 @@ describe('migrations', () => {
         '3_retention',
         '4_max_concurrency',
         '5_strict_idempotency',
+        '7_job_policy',
         '8_rate_limit',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 8]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -97,6 +98,7 @@ describe('migrations', () => {
         { version: 3, name: 'retention' },
         { version: 4, name: 'max_concurrency' },
         { version: 5, name: 'strict_idempotency' },
+        { version: 7, name: 'job_policy' },
         { version: 8, name: 'rate_limit' },
       ]);
       expect(await migrate(db.url)).toEqual([]);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
-import { WorkerServiceClient, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
+import { CancelReason, WorkerServiceClient, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
 import { channelCreate, resolveAddress } from '../connection.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
@@ -271,9 +271,12 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       case 'heartbeatAck':
         return this.heartbeats.acked(m.value, late);
       case 'cancel': {
-        // Every cancel code (and none, from an older server) means the same: stop the job.
+        // Every cancel code (and none, from an older server) means: stop the job. TIMEOUT
+        // says the server already failed the attempt (the signal's reason tells the handler).
         const h = this.jobs.running.get(m.value.jobId);
-        if (h) this.abortJob(h, 'cancelled', 'an operator cancelled the job');
+        if (h && m.value.code === CancelReason.CANCEL_REASON_TIMEOUT) {
+          this.abortJob(h, 'timed_out', 'the attempt ran past the job\'s timeout; the server failed it');
+        } else if (h) this.abortJob(h, 'cancelled', 'an operator cancelled the job');
         return;
       }
       case 'leaseLost':

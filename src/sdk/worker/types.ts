@@ -33,7 +33,7 @@ export interface EvoraWorkerOptions extends ConnectionOptions {
 export interface JobContext<P = JsonObject> {
   /** The job as leased (state RUNNING, attempt = this attempt's number). */
   readonly job: Job<P>;
-  /** Fires when an operator cancels the job, the lease is lost, or a stop times out; its `reason` is a JobAbortedError. */
+  /** Fires when an operator cancels the job, its timeout passes (the server failed the attempt), the lease is lost, or a stop times out; its `reason` is a JobAbortedError. */
   readonly signal: AbortSignal;
   /** This worker's id. */
   readonly workerId: string;

@@ -15,7 +15,9 @@ WITH input AS (
 locked AS (
   SELECT j.id, f.error, f.retry_at,
          evora.job_state_after_failure(j.cancel_requested_at IS NOT NULL, f.retryable, j.attempt, j.max_attempts) AS next_state,
-         evora.backoff_seconds(q.backoff_kind, q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
+         -- The job's own backoff (0007_job_policy.sql), field by field over its queue's.
+         evora.backoff_seconds(coalesce(j.backoff_kind, q.backoff_kind), coalesce(j.backoff_base_seconds, q.backoff_base_seconds),
+                               coalesce(j.backoff_cap_seconds, q.backoff_cap_seconds), coalesce(j.backoff_jitter, q.backoff_jitter),
                                j.attempt, random()) AS backoff
   FROM input f
   JOIN evora.jobs j ON j.id = f.id

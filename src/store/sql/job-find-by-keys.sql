@@ -7,8 +7,8 @@
 -- the replay's fields go through evora.job_submitted_fields as the insert's do.
 SELECT j.*,
        evora.job_submit_difference(j.type, j.payload, j.submitted, k.type, k.payload,
-                                   evora.job_submitted_fields(k.priority, k.run_at, k.max_attempts)) AS difference
+                                   evora.job_submitted_fields(k.priority, k.run_at, k.max_attempts, k.policy)) AS difference
 FROM unnest(:queues::text[], :idempotencyKeys::text[], :types::text[], :payloads::jsonb[],
-            :priorities::int[], :runAts::timestamptz[], :maxAttempts::int[])
-  AS k(queue, idempotency_key, type, payload, priority, run_at, max_attempts)
+            :priorities::int[], :runAts::timestamptz[], :maxAttempts::int[], :policies::jsonb[])
+  AS k(queue, idempotency_key, type, payload, priority, run_at, max_attempts, policy)
 JOIN evora.jobs j ON j.queue = k.queue AND j.idempotency_key = k.idempotency_key

@@ -14,7 +14,8 @@
 -- claim: an EXISTS gets planned as a scan of every queue's waiting jobs once there are many.
 WITH input AS (
   SELECT :id::uuid AS id, :queue::text AS queue, :type::text AS type, :payload::jsonb AS payload, :priority::int AS priority,
-         :runAt::timestamptz AS run_at, :idempotencyKey::text AS idempotency_key, :maxAttempts::int AS max_attempts
+         :runAt::timestamptz AS run_at, :idempotencyKey::text AS idempotency_key, :maxAttempts::int AS max_attempts,
+         :policy::jsonb AS policy
 ),
 new_queues AS (
   INSERT INTO evora.queues (name)
@@ -25,13 +26,19 @@ new_queues AS (
 ),
 inserted AS (
   INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at,
+                          backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds,
                           state, attempt, lease_token, locked_until, worker_id, started_at)
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce(:now::timestamptz, now())),
          i.idempotency_key,
          coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
-         CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts) END,
+         CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts, i.policy) END,
          coalesce(:now::timestamptz, now()),
+         (i.policy -> 'backoff' ->> 'kind')::evora.backoff_kind,
+         (i.policy -> 'backoff' ->> 'base')::float8,
+         (i.policy -> 'backoff' ->> 'cap')::float8,
+         (i.policy -> 'backoff' ->> 'jitter')::float8,
+         coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds),
          (CASE WHEN h.lease_seconds IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
          CASE WHEN h.lease_seconds IS NULL THEN 0 ELSE 1 END,
          CASE WHEN h.lease_seconds IS NOT NULL THEN gen_random_uuid() END,

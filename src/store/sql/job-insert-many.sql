@@ -2,14 +2,16 @@
 -- Submits jobs (arrays, one element per job): inserts them PENDING with one `submitted`
 -- event each, and wakes each queue that got a job due now. A new queue gets its row with
 -- the defaults. A job whose (queue, idempotency key) exists is skipped (ON CONFLICT DO
--- NOTHING) and not returned: the store looks it up with jobFindByKeys.
+-- NOTHING) and not returned: the store looks it up with jobFindByKeys. :policies holds each
+-- job's own backoff and timeout (0007_job_policy.sql; NULL = the queue's: backoff when it
+-- fails, the queue's attempt_timeout_seconds now; a new queue has none).
 -- Must stay true: job ids come from the caller (UUIDv7), so it knows which rows it created;
 -- the events are written in this statement, so a rolled-back submit leaves none.
 WITH input AS (
   SELECT *
   FROM unnest(:ids::uuid[], :queues::text[], :types::text[], :payloads::jsonb[], :priorities::int[],
-              :runAts::timestamptz[], :idempotencyKeys::text[], :maxAttempts::int[])
-    AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts)
+              :runAts::timestamptz[], :idempotencyKeys::text[], :maxAttempts::int[], :policies::jsonb[])
+    AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, policy)
 ),
 new_queues AS (
   INSERT INTO evora.queues (name)
@@ -19,13 +21,19 @@ new_queues AS (
   RETURNING name, max_attempts
 ),
 inserted AS (
-  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at)
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at,
+                          backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds)
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce(:now::timestamptz, now())),
          i.idempotency_key,
          coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
-         CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts) END,
-         coalesce(:now::timestamptz, now())
+         CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts, i.policy) END,
+         coalesce(:now::timestamptz, now()),
+         (i.policy -> 'backoff' ->> 'kind')::evora.backoff_kind,
+         (i.policy -> 'backoff' ->> 'base')::float8,
+         (i.policy -> 'backoff' ->> 'cap')::float8,
+         (i.policy -> 'backoff' ->> 'jitter')::float8,
+         coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds)
   FROM input i
   LEFT JOIN evora.queues q ON q.name = i.queue
   LEFT JOIN new_queues nq ON nq.name = i.queue

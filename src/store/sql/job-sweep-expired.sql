@@ -9,7 +9,9 @@
 WITH expired AS (
   SELECT j.id,
          evora.job_state_after_failure(j.cancel_requested_at IS NOT NULL, true, j.attempt, j.max_attempts) AS next_state,
-         evora.backoff_seconds(q.backoff_kind, q.backoff_base_seconds, q.backoff_cap_seconds, q.backoff_jitter,
+         -- The job's own backoff (0007_job_policy.sql), field by field over its queue's.
+         evora.backoff_seconds(coalesce(j.backoff_kind, q.backoff_kind), coalesce(j.backoff_base_seconds, q.backoff_base_seconds),
+                               coalesce(j.backoff_cap_seconds, q.backoff_cap_seconds), coalesce(j.backoff_jitter, q.backoff_jitter),
                                j.attempt, random()) AS backoff
   FROM evora.jobs j
   JOIN evora.queues q ON q.name = j.queue

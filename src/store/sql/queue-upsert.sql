@@ -2,7 +2,7 @@
 -- Creates a queue or changes the given settings of an existing one: a null parameter
 -- keeps the current value (or takes the default for a new queue). :maxConcurrency 0 means
 -- "no limit" (NULL in the table); a retention of 0 means "keep forever" (NULL in the
--- table). A new queue's created_at and updated_at are :now (or the database's clock).
+-- table); an attempt timeout of 0 means "none" (NULL, the default). A new queue's created_at and updated_at are :now (or the database's clock).
 -- `created` says which happened, decided by this statement itself: a row it inserted has
 -- no xmax, one it updated has this transaction's.
 -- :ratePerSecond null keeps the rate limit, 0 clears it, else it is set with :rateBurst
@@ -11,6 +11,7 @@
 INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
                                backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at,
                                completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds,
+                               attempt_timeout_seconds,
                                rate_per_second, rate_burst)
 VALUES (:name,
         coalesce(:maxAttempts::int, 5), coalesce(:backoffKind::evora.backoff_kind, 'exponential'),
@@ -20,6 +21,7 @@ VALUES (:name,
         CASE WHEN :completedRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:completedRetentionSeconds::float8, 0) END,
         CASE WHEN :cancelledRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
         CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
+        nullif(:attemptTimeoutSeconds::float8, 0),
         nullif(:ratePerSecond::float8, 0), CASE WHEN nullif(:ratePerSecond::float8, 0) IS NOT NULL THEN :rateBurst::int END)
 ON CONFLICT (name) DO UPDATE SET
   max_attempts = coalesce(:maxAttempts::int, q.max_attempts),
@@ -35,6 +37,8 @@ ON CONFLICT (name) DO UPDATE SET
                                      ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
   dlq_retention_seconds = CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN q.dlq_retention_seconds
                                ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
+  attempt_timeout_seconds = CASE WHEN :attemptTimeoutSeconds::float8 IS NULL THEN q.attempt_timeout_seconds
+                                 ELSE nullif(:attemptTimeoutSeconds::float8, 0) END,
   rate_per_second = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_per_second ELSE nullif(:ratePerSecond::float8, 0) END,
   rate_burst = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_burst
                     WHEN :ratePerSecond::float8 = 0 THEN NULL ELSE :rateBurst::int END,

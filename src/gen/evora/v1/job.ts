@@ -18,8 +18,10 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Duration } from "../../google/protobuf/duration.js";
 import { Struct } from "../../google/protobuf/struct.js";
 import { Timestamp } from "../../google/protobuf/timestamp.js";
+import { Backoff } from "./queue.js";
 
 export const protobufPackage = "evora.v1";
 
@@ -162,14 +164,30 @@ export interface SubmitJobRequest {
     | undefined;
   /**
    * Deduplication key, unique per queue; empty = no deduplication. A replay must
-   * repeat the first submit's type, payload, priority, run_at and max_attempts
-   * exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+   * repeat the first submit's type, payload, priority, run_at, max_attempts, backoff
+   * and timeout exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
    * that differs. The key is remembered as long as its job exists (until the
    * queue's retention prunes the finished job).
    */
   idempotencyKey: string;
   /** Maximum attempts for this job; 0 = the queue's max_attempts. */
   maxAttempts: number;
+  /**
+   * This job's retry delay policy; unset = the queue's. Within it, kind UNSPECIFIED and
+   * unset durations take the queue's value when the job fails (jitter is used as given).
+   * Validated as UpsertQueueRequest.backoff.
+   */
+  backoff?:
+    | Backoff
+    | undefined;
+  /**
+   * The longest one attempt may run, heartbeats or not; unset = the queue's
+   * attempt_timeout (taken now), or no limit; zero or negative = INVALID_ARGUMENT. When it passes, the server fails the attempt with the
+   * error "attempt timed out after <timeout>", tells the holding worker with ServerCancel
+   * (code CANCEL_REASON_TIMEOUT; the worker's later report is answered LEASE_LOST), and the
+   * usual retry rules apply (backoff, then DLQ after max_attempts).
+   */
+  timeout?: Duration | undefined;
 }
 
 /** SubmitJobResponse is the outcome of submitting one job. */
@@ -656,7 +674,17 @@ export const Job: MessageFns<Job> = {
 };
 
 function createBaseSubmitJobRequest(): SubmitJobRequest {
-  return { queue: "", type: "", payload: undefined, priority: 0, runAt: undefined, idempotencyKey: "", maxAttempts: 0 };
+  return {
+    queue: "",
+    type: "",
+    payload: undefined,
+    priority: 0,
+    runAt: undefined,
+    idempotencyKey: "",
+    maxAttempts: 0,
+    backoff: undefined,
+    timeout: undefined,
+  };
 }
 
 export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
@@ -681,6 +709,12 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     }
     if (message.maxAttempts !== 0) {
       writer.uint32(56).int32(message.maxAttempts);
+    }
+    if (message.backoff !== undefined) {
+      Backoff.encode(message.backoff, writer.uint32(66).fork()).join();
+    }
+    if (message.timeout !== undefined) {
+      Duration.encode(message.timeout, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -754,6 +788,22 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
             message.maxAttempts = reader.int32();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.backoff = Backoff.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.timeout = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -787,6 +837,8 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
         : isSet(object.max_attempts)
         ? globalThis.Number(object.max_attempts)
         : 0,
+      backoff: isSet(object.backoff) ? Backoff.fromJSON(object.backoff) : undefined,
+      timeout: isSet(object.timeout) ? Duration.fromJSON(object.timeout) : undefined,
     };
   },
 
@@ -813,6 +865,12 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     if (message.maxAttempts !== 0) {
       obj.maxAttempts = Math.round(message.maxAttempts);
     }
+    if (message.backoff !== undefined) {
+      obj.backoff = Backoff.toJSON(message.backoff);
+    }
+    if (message.timeout !== undefined) {
+      obj.timeout = Duration.toJSON(message.timeout);
+    }
     return obj;
   },
 
@@ -828,6 +886,12 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     message.runAt = object.runAt ?? undefined;
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.maxAttempts = object.maxAttempts ?? 0;
+    message.backoff = (object.backoff !== undefined && object.backoff !== null)
+      ? Backoff.fromPartial(object.backoff)
+      : undefined;
+    message.timeout = (object.timeout !== undefined && object.timeout !== null)
+      ? Duration.fromPartial(object.timeout)
+      : undefined;
     return message;
   },
 };

@@ -138,7 +138,15 @@ export interface Queue {
     | Duration
     | undefined;
   /** Job starts per second across all servers; unset (or per_second 0) = no limit. */
-  rateLimit?: RateLimit | undefined;
+  rateLimit?:
+    | RateLimit
+    | undefined;
+  /**
+   * The timeout of jobs submitted to this queue without one (SubmitJobRequest.timeout);
+   * unset = none. Taken at submit time, as max_attempts is: a change applies to jobs
+   * submitted after it.
+   */
+  attemptTimeout?: Duration | undefined;
 }
 
 /**
@@ -197,7 +205,14 @@ export interface UpsertQueueRequest {
    * Rate limit (see Queue.rate_limit); per_second 0 clears it; unset = keep / none.
    * A negative, NaN or infinite rate, or a burst below 1 with a rate, is INVALID_ARGUMENT.
    */
-  rateLimit?: RateLimit | undefined;
+  rateLimit?:
+    | RateLimit
+    | undefined;
+  /**
+   * The default attempt timeout of the queue's jobs (see Queue.attempt_timeout); 0 = none;
+   * unset = keep / none. Never negative; at most a year.
+   */
+  attemptTimeout?: Duration | undefined;
 }
 
 /** UpsertQueueResponse carries the queue after the upsert. */
@@ -477,6 +492,7 @@ function createBaseQueue(): Queue {
     cancelledRetention: undefined,
     dlqRetention: undefined,
     rateLimit: undefined,
+    attemptTimeout: undefined,
   };
 }
 
@@ -517,6 +533,9 @@ export const Queue: MessageFns<Queue> = {
     }
     if (message.rateLimit !== undefined) {
       RateLimit.encode(message.rateLimit, writer.uint32(98).fork()).join();
+    }
+    if (message.attemptTimeout !== undefined) {
+      Duration.encode(message.attemptTimeout, writer.uint32(106).fork()).join();
     }
     return writer;
   },
@@ -630,6 +649,14 @@ export const Queue: MessageFns<Queue> = {
             message.rateLimit = RateLimit.decode(reader, reader.uint32());
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.attemptTimeout = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -692,6 +719,11 @@ export const Queue: MessageFns<Queue> = {
         : isSet(object.rate_limit)
         ? RateLimit.fromJSON(object.rate_limit)
         : undefined,
+      attemptTimeout: isSet(object.attemptTimeout)
+        ? Duration.fromJSON(object.attemptTimeout)
+        : isSet(object.attempt_timeout)
+        ? Duration.fromJSON(object.attempt_timeout)
+        : undefined,
     };
   },
 
@@ -733,6 +765,9 @@ export const Queue: MessageFns<Queue> = {
     if (message.rateLimit !== undefined) {
       obj.rateLimit = RateLimit.toJSON(message.rateLimit);
     }
+    if (message.attemptTimeout !== undefined) {
+      obj.attemptTimeout = Duration.toJSON(message.attemptTimeout);
+    }
     return obj;
   },
 
@@ -762,6 +797,9 @@ export const Queue: MessageFns<Queue> = {
       : undefined;
     message.rateLimit = (object.rateLimit !== undefined && object.rateLimit !== null)
       ? RateLimit.fromPartial(object.rateLimit)
+      : undefined;
+    message.attemptTimeout = (object.attemptTimeout !== undefined && object.attemptTimeout !== null)
+      ? Duration.fromPartial(object.attemptTimeout)
       : undefined;
     return message;
   },
@@ -867,6 +905,7 @@ function createBaseUpsertQueueRequest(): UpsertQueueRequest {
     cancelledRetention: undefined,
     dlqRetention: undefined,
     rateLimit: undefined,
+    attemptTimeout: undefined,
   };
 }
 
@@ -898,6 +937,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     }
     if (message.rateLimit !== undefined) {
       RateLimit.encode(message.rateLimit, writer.uint32(74).fork()).join();
+    }
+    if (message.attemptTimeout !== undefined) {
+      Duration.encode(message.attemptTimeout, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -987,6 +1029,14 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
             message.rateLimit = RateLimit.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.attemptTimeout = Duration.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1038,6 +1088,11 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
         : isSet(object.rate_limit)
         ? RateLimit.fromJSON(object.rate_limit)
         : undefined,
+      attemptTimeout: isSet(object.attemptTimeout)
+        ? Duration.fromJSON(object.attemptTimeout)
+        : isSet(object.attempt_timeout)
+        ? Duration.fromJSON(object.attempt_timeout)
+        : undefined,
     };
   },
 
@@ -1070,6 +1125,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     if (message.rateLimit !== undefined) {
       obj.rateLimit = RateLimit.toJSON(message.rateLimit);
     }
+    if (message.attemptTimeout !== undefined) {
+      obj.attemptTimeout = Duration.toJSON(message.attemptTimeout);
+    }
     return obj;
   },
 
@@ -1096,6 +1154,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
       : undefined;
     message.rateLimit = (object.rateLimit !== undefined && object.rateLimit !== null)
       ? RateLimit.fromPartial(object.rateLimit)
+      : undefined;
+    message.attemptTimeout = (object.attemptTimeout !== undefined && object.attemptTimeout !== null)
+      ? Duration.fromPartial(object.attemptTimeout)
       : undefined;
     return message;
   },

@@ -105,6 +105,12 @@ export enum CancelReason {
   CANCEL_REASON_UNSPECIFIED = 0,
   /** CANCEL_REASON_OPERATOR - An operator called CancelJob. */
   CANCEL_REASON_OPERATOR = 1,
+  /**
+   * CANCEL_REASON_TIMEOUT - The attempt ran longer than the job's timeout (SubmitJobRequest.timeout): the server
+   * already failed it (retry or DLQ as for any failure), so the lease is no longer the
+   * worker's; any report about it is answered ACK_RESULT_LEASE_LOST.
+   */
+  CANCEL_REASON_TIMEOUT = 2,
   UNRECOGNIZED = -1,
 }
 
@@ -116,6 +122,9 @@ export function cancelReasonFromJSON(object: any): CancelReason {
     case 1:
     case "CANCEL_REASON_OPERATOR":
       return CancelReason.CANCEL_REASON_OPERATOR;
+    case 2:
+    case "CANCEL_REASON_TIMEOUT":
+      return CancelReason.CANCEL_REASON_TIMEOUT;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -129,6 +138,8 @@ export function cancelReasonToJSON(object: CancelReason): string {
       return "CANCEL_REASON_UNSPECIFIED";
     case CancelReason.CANCEL_REASON_OPERATOR:
       return "CANCEL_REASON_OPERATOR";
+    case CancelReason.CANCEL_REASON_TIMEOUT:
+      return "CANCEL_REASON_TIMEOUT";
     case CancelReason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

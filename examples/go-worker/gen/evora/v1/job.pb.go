@@ -9,6 +9,7 @@ package evorav1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -302,13 +303,23 @@ type SubmitJobRequest struct {
 	// Earliest time the job may run; unset = now.
 	RunAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	// Deduplication key, unique per queue; empty = no deduplication. A replay must
-	// repeat the first submit's type, payload, priority, run_at and max_attempts
-	// exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+	// repeat the first submit's type, payload, priority, run_at, max_attempts, backoff
+	// and timeout exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
 	// that differs. The key is remembered as long as its job exists (until the
 	// queue's retention prunes the finished job).
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Maximum attempts for this job; 0 = the queue's max_attempts.
-	MaxAttempts   int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	MaxAttempts int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// This job's retry delay policy; unset = the queue's. Within it, kind UNSPECIFIED and
+	// unset durations take the queue's value when the job fails (jitter is used as given).
+	// Validated as UpsertQueueRequest.backoff.
+	Backoff *Backoff `protobuf:"bytes,8,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	// The longest one attempt may run, heartbeats or not; unset = the queue's
+	// attempt_timeout (taken now), or no limit; zero or negative = INVALID_ARGUMENT. When it passes, the server fails the attempt with the
+	// error "attempt timed out after <timeout>", tells the holding worker with ServerCancel
+	// (code CANCEL_REASON_TIMEOUT; the worker's later report is answered LEASE_LOST), and the
+	// usual retry rules apply (backoff, then DLQ after max_attempts).
+	Timeout       *durationpb.Duration `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,6 +401,20 @@ func (x *SubmitJobRequest) GetMaxAttempts() int32 {
 		return x.MaxAttempts
 	}
 	return 0
+}
+
+func (x *SubmitJobRequest) GetBackoff() *Backoff {
+	if x != nil {
+		return x.Backoff
+	}
+	return nil
+}
+
+func (x *SubmitJobRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
 }
 
 // SubmitJobResponse is the outcome of submitting one job.
@@ -957,7 +982,7 @@ var File_evora_v1_job_proto protoreflect.FileDescriptor
 
 const file_evora_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x05\n" +
+	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x14evora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x05\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -981,7 +1006,7 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x10 \x01(\tR\tlastError\x12)\n" +
 	"\x10cancel_requested\x18\x11 \x01(\bR\x0fcancelRequested\x12D\n" +
-	"\x10lease_expires_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"\x8a\x02\n" +
+	"\x10lease_expires_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"\xec\x02\n" +
 	"\x10SubmitJobRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x121\n" +
@@ -989,7 +1014,9 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\bpriority\x18\x04 \x01(\x05R\bpriority\x121\n" +
 	"\x06run_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\x12'\n" +
 	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12!\n" +
-	"\fmax_attempts\x18\a \x01(\x05R\vmaxAttempts\"N\n" +
+	"\fmax_attempts\x18\a \x01(\x05R\vmaxAttempts\x12+\n" +
+	"\abackoff\x18\b \x01(\v2\x11.evora.v1.BackoffR\abackoff\x123\n" +
+	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\"N\n" +
 	"\x11SubmitJobResponse\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"C\n" +
@@ -1068,6 +1095,8 @@ var file_evora_v1_job_proto_goTypes = []any{
 	(*RetryJobResponse)(nil),      // 13: evora.v1.RetryJobResponse
 	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
 	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*Backoff)(nil),               // 16: evora.v1.Backoff
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 }
 var file_evora_v1_job_proto_depIdxs = []int32{
 	14, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
@@ -1080,31 +1109,33 @@ var file_evora_v1_job_proto_depIdxs = []int32{
 	15, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
 	14, // 8: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
 	15, // 9: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	1,  // 10: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
-	2,  // 11: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
-	3,  // 12: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
-	1,  // 13: evora.v1.GetJobResponse.job:type_name -> evora.v1.Job
-	0,  // 14: evora.v1.ListJobsRequest.states:type_name -> evora.v1.JobState
-	1,  // 15: evora.v1.ListJobsResponse.jobs:type_name -> evora.v1.Job
-	1,  // 16: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
-	1,  // 17: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
-	2,  // 18: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
-	4,  // 19: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
-	6,  // 20: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
-	8,  // 21: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
-	10, // 22: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
-	12, // 23: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
-	3,  // 24: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
-	5,  // 25: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
-	7,  // 26: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
-	9,  // 27: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
-	11, // 28: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
-	13, // 29: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	16, // 10: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
+	17, // 11: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
+	1,  // 12: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
+	2,  // 13: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
+	3,  // 14: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
+	1,  // 15: evora.v1.GetJobResponse.job:type_name -> evora.v1.Job
+	0,  // 16: evora.v1.ListJobsRequest.states:type_name -> evora.v1.JobState
+	1,  // 17: evora.v1.ListJobsResponse.jobs:type_name -> evora.v1.Job
+	1,  // 18: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
+	1,  // 19: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
+	2,  // 20: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
+	4,  // 21: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
+	6,  // 22: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
+	8,  // 23: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
+	10, // 24: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
+	12, // 25: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
+	3,  // 26: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
+	5,  // 27: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
+	7,  // 28: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
+	9,  // 29: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
+	11, // 30: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
+	13, // 31: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_job_proto_init() }
@@ -1112,6 +1143,7 @@ func file_evora_v1_job_proto_init() {
 	if File_evora_v1_job_proto != nil {
 		return
 	}
+	file_evora_v1_queue_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

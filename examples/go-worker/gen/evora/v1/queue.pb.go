@@ -183,9 +183,13 @@ type Queue struct {
 	// job can no longer be retried. Default 30 days.
 	DlqRetention *durationpb.Duration `protobuf:"bytes,11,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
 	// Job starts per second across all servers; unset (or per_second 0) = no limit.
-	RateLimit     *RateLimit `protobuf:"bytes,12,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RateLimit *RateLimit `protobuf:"bytes,12,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// The timeout of jobs submitted to this queue without one (SubmitJobRequest.timeout);
+	// unset = none. Taken at submit time, as max_attempts is: a change applies to jobs
+	// submitted after it.
+	AttemptTimeout *durationpb.Duration `protobuf:"bytes,13,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
@@ -302,6 +306,13 @@ func (x *Queue) GetRateLimit() *RateLimit {
 	return nil
 }
 
+func (x *Queue) GetAttemptTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.AttemptTimeout
+	}
+	return nil
+}
+
 // RateLimit limits how fast a queue's jobs start, across all servers: a token bucket of
 // `burst` tokens that starts full and refills at `per_second`; every start takes one (stream
 // pushes, ClaimJobs, retries; a rate-limited queue's jobs are never handed off on submit).
@@ -384,9 +395,12 @@ type UpsertQueueRequest struct {
 	DlqRetention *durationpb.Duration `protobuf:"bytes,8,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
 	// Rate limit (see Queue.rate_limit); per_second 0 clears it; unset = keep / none.
 	// A negative, NaN or infinite rate, or a burst below 1 with a rate, is INVALID_ARGUMENT.
-	RateLimit     *RateLimit `protobuf:"bytes,9,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RateLimit *RateLimit `protobuf:"bytes,9,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	// The default attempt timeout of the queue's jobs (see Queue.attempt_timeout); 0 = none;
+	// unset = keep / none. Never negative; at most a year.
+	AttemptTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UpsertQueueRequest) Reset() {
@@ -478,6 +492,13 @@ func (x *UpsertQueueRequest) GetDlqRetention() *durationpb.Duration {
 func (x *UpsertQueueRequest) GetRateLimit() *RateLimit {
 	if x != nil {
 		return x.RateLimit
+	}
+	return nil
+}
+
+func (x *UpsertQueueRequest) GetAttemptTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.AttemptTimeout
 	}
 	return nil
 }
@@ -1400,7 +1421,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.evora.v1.BackoffKindR\x04kind\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
 	"\x03cap\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03cap\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xd3\x04\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x97\x05\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05R\vmaxAttempts\x12+\n" +
@@ -1417,11 +1438,12 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
 	"\rdlq_retention\x18\v \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\x122\n" +
 	"\n" +
-	"rate_limit\x18\f \x01(\v2\x13.evora.v1.RateLimitR\trateLimit\"@\n" +
+	"rate_limit\x18\f \x01(\v2\x13.evora.v1.RateLimitR\trateLimit\x12B\n" +
+	"\x0fattempt_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\"@\n" +
 	"\tRateLimit\x12\x1d\n" +
 	"\n" +
 	"per_second\x18\x01 \x01(\x01R\tperSecond\x12\x14\n" +
-	"\x05burst\x18\x02 \x01(\x05R\x05burst\"\x98\x04\n" +
+	"\x05burst\x18\x02 \x01(\x05R\x05burst\"\xdc\x04\n" +
 	"\x12UpsertQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12+\n" +
@@ -1432,7 +1454,9 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x13cancelled_retention\x18\a \x01(\v2\x19.google.protobuf.DurationR\x12cancelledRetention\x12>\n" +
 	"\rdlq_retention\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\x122\n" +
 	"\n" +
-	"rate_limit\x18\t \x01(\v2\x13.evora.v1.RateLimitR\trateLimitB\x0f\n" +
+	"rate_limit\x18\t \x01(\v2\x13.evora.v1.RateLimitR\trateLimit\x12B\n" +
+	"\x0fattempt_timeout\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeoutB\x0f\n" +
 	"\r_max_attemptsB\x10\n" +
 	"\x0e_lease_secondsB\x12\n" +
 	"\x10_max_concurrency\"V\n" +
@@ -1562,40 +1586,42 @@ var file_evora_v1_queue_proto_depIdxs = []int32{
 	21, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
 	21, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
 	3,  // 9: evora.v1.Queue.rate_limit:type_name -> evora.v1.RateLimit
-	1,  // 10: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
-	21, // 11: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
-	21, // 12: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
-	21, // 13: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
-	3,  // 14: evora.v1.UpsertQueueRequest.rate_limit:type_name -> evora.v1.RateLimit
-	2,  // 15: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 16: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 17: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
-	2,  // 18: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
-	2,  // 19: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
-	15, // 20: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
-	14, // 21: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
-	14, // 22: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
-	16, // 23: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	16, // 24: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	4,  // 25: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
-	6,  // 26: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
-	8,  // 27: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
-	10, // 28: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
-	12, // 29: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
-	17, // 30: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
-	19, // 31: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
-	5,  // 32: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
-	7,  // 33: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
-	9,  // 34: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
-	11, // 35: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
-	13, // 36: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
-	18, // 37: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
-	20, // 38: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
-	32, // [32:39] is the sub-list for method output_type
-	25, // [25:32] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	21, // 10: evora.v1.Queue.attempt_timeout:type_name -> google.protobuf.Duration
+	1,  // 11: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
+	21, // 12: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
+	21, // 13: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
+	21, // 14: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
+	3,  // 15: evora.v1.UpsertQueueRequest.rate_limit:type_name -> evora.v1.RateLimit
+	21, // 16: evora.v1.UpsertQueueRequest.attempt_timeout:type_name -> google.protobuf.Duration
+	2,  // 17: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 18: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 19: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
+	2,  // 20: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
+	2,  // 21: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
+	15, // 22: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
+	14, // 23: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
+	14, // 24: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
+	16, // 25: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	16, // 26: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	4,  // 27: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
+	6,  // 28: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
+	8,  // 29: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
+	10, // 30: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
+	12, // 31: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
+	17, // 32: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
+	19, // 33: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
+	5,  // 34: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
+	7,  // 35: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
+	9,  // 36: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
+	11, // 37: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
+	13, // 38: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
+	18, // 39: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
+	20, // 40: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_queue_proto_init() }

@@ -98,6 +98,10 @@ const (
 	CancelReason_CANCEL_REASON_UNSPECIFIED CancelReason = 0
 	// An operator called CancelJob.
 	CancelReason_CANCEL_REASON_OPERATOR CancelReason = 1
+	// The attempt ran longer than the job's timeout (SubmitJobRequest.timeout): the server
+	// already failed it (retry or DLQ as for any failure), so the lease is no longer the
+	// worker's; any report about it is answered ACK_RESULT_LEASE_LOST.
+	CancelReason_CANCEL_REASON_TIMEOUT CancelReason = 2
 )
 
 // Enum value maps for CancelReason.
@@ -105,10 +109,12 @@ var (
 	CancelReason_name = map[int32]string{
 		0: "CANCEL_REASON_UNSPECIFIED",
 		1: "CANCEL_REASON_OPERATOR",
+		2: "CANCEL_REASON_TIMEOUT",
 	}
 	CancelReason_value = map[string]int32{
 		"CANCEL_REASON_UNSPECIFIED": 0,
 		"CANCEL_REASON_OPERATOR":    1,
+		"CANCEL_REASON_TIMEOUT":     2,
 	}
 )
 
@@ -2557,10 +2563,11 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x13ACK_RESULT_ACCEPTED\x10\x01\x12\x19\n" +
 	"\x15ACK_RESULT_LEASE_LOST\x10\x02\x12\x1a\n" +
 	"\x16ACK_RESULT_RETRY_LATER\x10\x03\x12\x16\n" +
-	"\x12ACK_RESULT_INVALID\x10\x04*I\n" +
+	"\x12ACK_RESULT_INVALID\x10\x04*d\n" +
 	"\fCancelReason\x12\x1d\n" +
 	"\x19CANCEL_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
-	"\x16CANCEL_REASON_OPERATOR\x10\x01*\x80\x01\n" +
+	"\x16CANCEL_REASON_OPERATOR\x10\x01\x12\x19\n" +
+	"\x15CANCEL_REASON_TIMEOUT\x10\x02*\x80\x01\n" +
 	"\x0fLeaseLostReason\x12!\n" +
 	"\x1dLEASE_LOST_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19LEASE_LOST_REASON_EXPIRED\x10\x01\x12+\n" +

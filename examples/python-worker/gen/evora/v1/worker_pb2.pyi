@@ -25,6 +25,7 @@ class CancelReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CANCEL_REASON_UNSPECIFIED: _ClassVar[CancelReason]
     CANCEL_REASON_OPERATOR: _ClassVar[CancelReason]
+    CANCEL_REASON_TIMEOUT: _ClassVar[CancelReason]
 
 class LeaseLostReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -43,6 +44,7 @@ ACK_RESULT_RETRY_LATER: AckResult
 ACK_RESULT_INVALID: AckResult
 CANCEL_REASON_UNSPECIFIED: CancelReason
 CANCEL_REASON_OPERATOR: CancelReason
+CANCEL_REASON_TIMEOUT: CancelReason
 LEASE_LOST_REASON_UNSPECIFIED: LeaseLostReason
 LEASE_LOST_REASON_EXPIRED: LeaseLostReason
 LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT: LeaseLostReason

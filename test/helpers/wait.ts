@@ -19,3 +19,17 @@ export async function waitFor<T>(check: () => T | Promise<T>, opts: { timeoutMs?
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/**
+ * Waits until the job reads `state` through `client` (the SDK's EvoraClient, or anything
+ * with its get), and returns it as read then.
+ */
+export async function jobInState<J extends { state: string }>(client: { get(id: string): Promise<J> }, id: string, state: string): Promise<J> {
+  return waitFor<J | null>(
+    async () => {
+      const job = await client.get(id);
+      return job.state === state ? job : null;
+    },
+    { what: `job ${id} to be ${state}` },
+  ) as Promise<J>;
+}

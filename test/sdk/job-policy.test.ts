@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EvoraClient, EvoraWorker, JobAbortedError, type Job, type JobStateName } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
-import { waitFor } from '../helpers/wait.js';
+import { jobInState, waitFor } from '../helpers/wait.js';
 
 /** Per-job backoff and timeout end to end: SDK submit options, the server's timeout sweep, the worker's abort. */
 
@@ -25,14 +25,8 @@ function worker(queue: string): EvoraWorker {
   return w;
 }
 
-async function jobIn(id: string, state: JobStateName): Promise<Job> {
-  return waitFor<Job | null>(
-    async () => {
-      const job = await client.get(id);
-      return job.state === state ? job : null;
-    },
-    { what: `job ${id} to be ${state}` },
-  ) as Promise<Job>;
+function jobIn(id: string, state: JobStateName): Promise<Job> {
+  return jobInState<Job>(client, id, state);
 }
 
 describe('per-job policy', () => {

@@ -13,7 +13,7 @@ import {
 } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
-import { waitFor } from '../helpers/wait.js';
+import { jobInState, waitFor } from '../helpers/wait.js';
 
 let client: EvoraClient;
 let server: EvoraServer;
@@ -43,14 +43,8 @@ function gate() {
   return { open, opened };
 }
 
-async function jobIn(id: string, state: JobStateName): Promise<Job> {
-  return waitFor<Job | null>(
-    async () => {
-      const job = await client.get(id);
-      return job.state === state ? job : null;
-    },
-    { what: `job ${id} to be ${state}` },
-  ) as Promise<Job>;
+function jobIn(id: string, state: JobStateName): Promise<Job> {
+  return jobInState<Job>(client, id, state);
 }
 
 describe('EvoraWorker', () => {

@@ -65,6 +65,9 @@ $$;
 -- any server (migration 0004 says why). Rows another transaction holds are skipped (SKIP
 -- LOCKED), which only ever under-admits. The keys are found by a loose scan of
 -- jobs_key_claimable_idx (one probe per distinct waiting key), not by reading every job.
+-- Known cost: the key-less jobs have no index of their own (every queue's jobs would pay
+-- for it), so their branch is a filtered scan that grows with the table (docs/dispatcher.md
+-- "Concurrency keys" has the numbers).
 CREATE FUNCTION evora.queue_pick_by_key(queue_name text, per_key integer, room bigint, at timestamptz, types text[])
     RETURNS TABLE (id uuid, priority integer, run_at timestamptz)
     LANGUAGE plpgsql VOLATILE AS $$

@@ -66,10 +66,14 @@ $$;
 -- LOCKED), which only ever under-admits. The keys are found by a loose scan of
 -- jobs_key_claimable_idx (one probe per distinct waiting key), not by reading every job.
 -- Known cost: the key-less jobs have no index of their own (every queue's jobs would pay
--- for it), so their branch is a filtered scan that grows with the table (docs/dispatcher.md
--- "Concurrency keys" has the numbers).
+-- for it), so their branch walks jobs_claimable_idx past the queue's keyed waiting jobs: it
+-- grows with the queue's backlog (docs/dispatcher.md "Concurrency keys" has the numbers).
 CREATE FUNCTION evora.queue_pick_by_key(queue_name text, per_key integer, room bigint, at timestamptz, types text[])
     RETURNS TABLE (id uuid, priority integer, run_at timestamptz)
+    -- Every statement here has an index to walk; for the key-less jobs' filtered walk of
+    -- jobs_claimable_idx the planner otherwise took a sequential scan of the whole table
+    -- (all queues, all finished jobs) as it estimates key-less jobs rare. Only while it runs.
+    SET enable_seqscan = off
     LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE

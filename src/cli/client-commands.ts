@@ -107,8 +107,9 @@ export function clientCommandsAdd(program: Command): void {
     .option('--jitter <fraction>', "this job's random spread of the delay, 0..1 (default 0 once any --backoff* is given)")
     // Not --timeout: that is the global deadline of each client call.
     .option('--attempt-timeout <duration>', 'the longest one attempt may run, e.g. 30s; then the server fails it (default: no limit)')
+    .option('--concurrency-key <key>', "groups the job (e.g. a tenant id) for the queue's --max-concurrency-per-key (default: none)")
     .action(
-      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string }) => {
+      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string; concurrencyKey?: string }) => {
         const res = await ctx.client.submit({
           backoff: backoffOf(opts),
           timeoutSeconds: opts.attemptTimeout === undefined ? undefined : parseDuration(opts.attemptTimeout, '--attempt-timeout'),
@@ -116,6 +117,7 @@ export function clientCommandsAdd(program: Command): void {
           type,
           payload: payloadOf(opts.payload),
           idempotencyKey: opts.key,
+          concurrencyKey: opts.concurrencyKey,
           priority: opts.priority === undefined ? undefined : parseInteger(opts.priority, '--priority'),
           runAt: opts.runAt === undefined ? undefined : parseTime(opts.runAt, '--run-at'),
           maxAttempts: opts.maxAttempts === undefined ? undefined : parseInteger(opts.maxAttempts, '--max-attempts', 1),
@@ -244,6 +246,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--backoff-cap <duration>', 'longest delay, e.g. 1h')
     .option('--jitter <fraction>', 'random spread of the delay, 0..1 (0.2 = ±20%)')
     .option('--max-concurrency <n>', 'most RUNNING jobs across all workers and servers; 0 = unlimited')
+    .option('--max-concurrency-per-key <n>', 'most RUNNING jobs per concurrency key, claims rotating across keys; 0 = no per-key limit')
     .option('--rate <rate>', 'most job starts across all servers, e.g. 5/s, 300/m, 10/h (a number alone is per second); 0 or none: no limit')
     .option('--burst <n>', 'with --rate: most starts at once (default: one second of the rate, at least 1)')
     .option('--completed-retention <duration>', 'how long COMPLETED jobs are kept after they finish, e.g. 7d; 0 or forever: never deleted')
@@ -263,6 +266,7 @@ export function clientCommandsAdd(program: Command): void {
             backoffCap?: string;
             jitter?: string;
             maxConcurrency?: string;
+            maxConcurrencyPerKey?: string;
             rate?: string;
             burst?: string;
             completedRetention?: string;
@@ -275,6 +279,9 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1);
           if (opts.leaseSeconds !== undefined) settings.leaseSeconds = parseInteger(opts.leaseSeconds, '--lease-seconds', 1);
           if (opts.maxConcurrency !== undefined) settings.maxConcurrency = parseInteger(opts.maxConcurrency, '--max-concurrency', 0);
+          if (opts.maxConcurrencyPerKey !== undefined) {
+            settings.maxConcurrencyPerKey = parseInteger(opts.maxConcurrencyPerKey, '--max-concurrency-per-key', 0);
+          }
           if (opts.burst !== undefined && opts.rate === undefined) throw new UsageError('--burst needs --rate');
           if (opts.rate !== undefined) {
             const perSecond = parseRate(opts.rate, '--rate');

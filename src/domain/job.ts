@@ -41,6 +41,8 @@ export interface Job {
   backoff: JobBackoff | null;
   /** The longest one attempt may run, heartbeats or not; null = no limit. */
   timeoutSeconds: number | null;
+  /** The job's concurrency key (e.g. a tenant id); null = none (docs/api.md "Concurrency keys"). */
+  concurrencyKey: string | null;
 }
 
 /**
@@ -70,6 +72,8 @@ export interface JobSubmitInput {
   backoff?: JobBackoff | null;
   /** The attempt timeout in seconds (> 0); absent or null: none. */
   timeoutSeconds?: number | null;
+  /** Groups the job for its queue's max_concurrency_per_key; absent, null or '': none. */
+  concurrencyKey?: string | null;
 }
 
 /** A submitted job and whether this call created it (false on an idempotent replay). */

@@ -28,6 +28,8 @@ export interface Queue {
   attemptTimeoutSeconds: number | null;
   /** Job starts per second across all servers (a token bucket of `burst`); null = none. */
   rateLimit: RateLimit | null;
+  /** At most this many RUNNING jobs per concurrency key, claims rotating across keys; null = none. */
+  maxConcurrencyPerKey: number | null;
 }
 
 /**
@@ -58,5 +60,7 @@ export interface QueueUpsertInput {
   attemptTimeoutSeconds?: number | null;
   /** null/absent keeps the current value; `{ perSecond: 0 }` clears the limit. */
   rateLimit?: RateLimit | null;
+  /** null keeps the current value; 0 clears the per-key limit. */
+  maxConcurrencyPerKey?: number | null;
 }
 

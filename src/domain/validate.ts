@@ -80,6 +80,18 @@ export function checkIdempotencyKey(value: string): string {
   return value;
 }
 
+/** The longest concurrency key, in UTF-8 bytes (the column's CHECK, 0009_concurrency_keys.sql). */
+export const MAX_CONCURRENCY_KEY_BYTES = 255;
+
+/** A concurrency key: any text up to MAX_CONCURRENCY_KEY_BYTES bytes of UTF-8 ('' for none). */
+export function checkConcurrencyKey(value: string): string {
+  const bytes = Buffer.byteLength(value, 'utf8');
+  if (bytes > MAX_CONCURRENCY_KEY_BYTES) {
+    throw invalidArgument(`concurrency_key is longer than ${MAX_CONCURRENCY_KEY_BYTES} bytes (got ${bytes})`);
+  }
+  return value;
+}
+
 /** A payload or result: a JSON object no larger than the configured limit. */
 export function checkJsonSize(field: string, value: JsonObject | undefined, maxBytes: number): JsonObject {
   const obj = value ?? {};

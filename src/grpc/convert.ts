@@ -72,6 +72,7 @@ export function jobToPb(job: Job): PbJob {
     lastError: job.lastError ?? '',
     cancelRequested: job.cancelRequestedAt !== null,
     leaseExpiresAt: job.state === 'RUNNING' ? (job.lockedUntil ?? undefined) : undefined,
+    concurrencyKey: job.concurrencyKey ?? undefined,
   };
 }
 
@@ -116,6 +117,7 @@ export function queueToPb(q: Queue): PbQueue {
     leaseSeconds: q.leaseSeconds,
     paused: q.paused,
     maxConcurrency: q.maxConcurrency ?? 0,
+    maxConcurrencyPerKey: q.maxConcurrencyPerKey ?? 0,
     createdAt: q.createdAt,
     updatedAt: q.updatedAt,
     // null (kept forever) is 0 on the wire.

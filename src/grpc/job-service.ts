@@ -6,6 +6,7 @@ import {
   MAX_PAGE_SIZE,
   checkDate,
   checkIdempotencyKey,
+  checkConcurrencyKey,
   checkIntRange,
   checkJsonSize,
   checkMaxAttempts,
@@ -35,6 +36,7 @@ function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitI
     maxAttempts: checkMaxAttempts(req.maxAttempts) || null,
     backoff: req.backoff ? jobBackoff(req.backoff) : null,
     timeoutSeconds: req.timeout ? checkTimeoutSeconds(durationToSeconds(req.timeout)) : null,
+    concurrencyKey: checkConcurrencyKey(req.concurrencyKey ?? '') || null,
   };
 }
 

@@ -81,6 +81,10 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
             ? 0
             : checkTimeoutSeconds(durationToSeconds(req.attemptTimeout), 'attempt_timeout'),
         rateLimit: req.rateLimit ? checkRateLimit(req.rateLimit.perSecond, req.rateLimit.burst) : null,
+        maxConcurrencyPerKey:
+          req.maxConcurrencyPerKey === undefined
+            ? null
+            : checkIntRange('max_concurrency_per_key', req.maxConcurrencyPerKey, 0, 1_000_000),
       });
       return { queue: queueToPb(queue), created };
     }),

@@ -79,6 +79,11 @@ export interface SubmitJobInput<P = JsonObject> {
    * and the handler's `ctx.signal` aborts with a JobAbortedError of kind 'timed_out'.
    */
   timeoutSeconds?: number;
+  /**
+   * Groups the job (e.g. a tenant id) for its queue's `maxConcurrencyPerKey`: at most that
+   * many RUNNING jobs per key, claims rotating across keys. Unset or '' = none; at most 255 bytes.
+   */
+  concurrencyKey?: string;
 }
 
 /** The outcome of a submit. */
@@ -125,6 +130,8 @@ export interface QueueSettings {
   dlqRetentionSeconds?: number;
   /** The attempt timeout of jobs submitted without `timeoutSeconds`, in seconds; 0 = none (the default). */
   attemptTimeoutSeconds?: number;
+  /** Most RUNNING jobs per concurrency key, claims rotating across keys; 0 = no per-key limit. */
+  maxConcurrencyPerKey?: number;
 }
 
 /**
@@ -243,6 +250,7 @@ export class EvoraClient {
       cancelledRetention: settings.cancelledRetentionSeconds === undefined ? undefined : secondsToDuration(settings.cancelledRetentionSeconds),
       dlqRetention: settings.dlqRetentionSeconds === undefined ? undefined : secondsToDuration(settings.dlqRetentionSeconds),
       attemptTimeout: settings.attemptTimeoutSeconds === undefined ? undefined : secondsToDuration(settings.attemptTimeoutSeconds),
+      maxConcurrencyPerKey: settings.maxConcurrencyPerKey,
     };
     const b = settings.backoff;
     if (!b) {
@@ -373,5 +381,6 @@ function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequ
       jitter: input.backoff.jitter ?? 0,
     },
     timeout: input.timeoutSeconds === undefined ? undefined : secondsToDuration(input.timeoutSeconds),
+    concurrencyKey: input.concurrencyKey || undefined,
   };
 }

@@ -36,6 +36,8 @@ export interface Job<P = JsonObject, R = JsonObject> {
   startedAt: Date | null;
   finishedAt: Date | null;
   idempotencyKey: string | null;
+  /** The concurrency key it was submitted with, or null (not sent to workers with a lease). */
+  concurrencyKey: string | null;
   /** The worker that holds (or last held) the job. */
   workerId: string | null;
   /** What the worker reported on completion. */
@@ -87,6 +89,8 @@ export interface Queue {
   dlqRetentionSeconds: number;
   /** The attempt timeout of jobs submitted without `timeoutSeconds`, in seconds; 0 = none. */
   attemptTimeoutSeconds: number;
+  /** Most RUNNING jobs per concurrency key; 0 = no per-key limit. */
+  maxConcurrencyPerKey: number;
 }
 
 /**
@@ -197,6 +201,7 @@ export function jobFromPb<P = JsonObject, R = JsonObject>(pb: PbJob): Job<P, R> 
     startedAt: pb.startedAt ?? null,
     finishedAt: pb.finishedAt ?? null,
     idempotencyKey: pb.idempotencyKey || null,
+    concurrencyKey: pb.concurrencyKey || null,
     workerId: pb.workerId || null,
     result: (pb.result ?? null) as R | null,
     lastError: pb.lastError || null,
@@ -250,6 +255,7 @@ export function queueFromPb(pb: PbQueue): Queue {
     cancelledRetentionSeconds: durationToSeconds(pb.cancelledRetention),
     dlqRetentionSeconds: durationToSeconds(pb.dlqRetention),
     attemptTimeoutSeconds: durationToSeconds(pb.attemptTimeout),
+    maxConcurrencyPerKey: pb.maxConcurrencyPerKey,
   };
 }
 

@@ -24,7 +24,7 @@ interface JobClaimParams {
 }
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
 type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'
-  | 'backoff_kind' | 'backoff_base_seconds' | 'backoff_cap_seconds' | 'backoff_jitter' | 'timeout_seconds'> & {
+  | 'backoff_kind' | 'backoff_base_seconds' | 'backoff_cap_seconds' | 'backoff_jitter' | 'timeout_seconds' | 'concurrency_key'> & {
   slot: string;
   /** Only on a row without a job (id null): when a rate-limited queue's next token is due. */
   next_token_at: Date | null;

@@ -114,10 +114,14 @@ function pgCode(err: unknown): string | undefined {
 function policyJson(j: JobSubmitInput): string | null {
   const b = j.backoff ?? null;
   const timeout = j.timeoutSeconds ?? null;
-  if (b === null && timeout === null) return null;
+  const concurrencyKey = j.concurrencyKey || null;
+  if (b === null && timeout === null && concurrencyKey === null) return null;
   return JSON.stringify({
     backoff: b === null ? null : { kind: b.kind ?? null, base: b.baseSeconds ?? null, cap: b.capSeconds ?? null, jitter: b.jitter ?? null },
     timeout,
+    // The job's concurrency key rides here too (0009_concurrency_keys.sql): the insert reads
+    // it into its column and evora.job_submitted_fields records it for the comparison.
+    concurrency_key: concurrencyKey,
   });
 }
 

@@ -21,6 +21,7 @@ interface QueueUpsertParams {
   attemptTimeoutSeconds: number | null;
   ratePerSecond: number | null;
   rateBurst: number | null;
+  maxConcurrencyPerKey: number | null;
   now: Date | null;
 }
 const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolean }>(
@@ -40,6 +41,7 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
     attemptTimeoutSeconds: 'float8',
     ratePerSecond: 'float8',
     rateBurst: 'int4',
+    maxConcurrencyPerKey: 'int4',
     now: 'timestamptz',
   },
   { ...QUEUE_COLUMNS, created: 'bool' },
@@ -69,6 +71,7 @@ export async function queueUpsert(pool: StorePool, params: QueueUpsertInput, now
     attemptTimeoutSeconds: params.attemptTimeoutSeconds ?? null,
     ratePerSecond: params.rateLimit?.perSecond ?? null,
     rateBurst: params.rateLimit ? (params.rateLimit.perSecond === 0 ? 0 : params.rateLimit.burst) : null,
+    maxConcurrencyPerKey: params.maxConcurrencyPerKey ?? null,
     now,
   });
   return { queue: queueFromRow(row!), created: row!.created };

@@ -37,6 +37,8 @@ export interface JobRow {
   backoff_cap_seconds: number | null;
   backoff_jitter: number | null;
   timeout_seconds: number | null;
+  /** The job's concurrency key (0009_concurrency_keys.sql); null = none. */
+  concurrency_key: string | null;
 }
 
 /** The columns of evora.jobs, in table order. */
@@ -66,6 +68,7 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   backoff_cap_seconds: 'float8',
   backoff_jitter: 'float8',
   timeout_seconds: 'float8',
+  concurrency_key: 'text',
 };
 
 /**
@@ -98,6 +101,8 @@ export interface QueueRow {
   /** The rate limit's bucket state: read and written only by evora.queue_limit (migration 0008). */
   rate_tokens: number | null;
   rate_refilled_at: Date | null;
+  /** At most this many RUNNING jobs per concurrency key; null = no per-key limit (0009). */
+  max_concurrency_per_key: number | null;
 }
 
 /** The columns of evora.queues, in table order. */
@@ -121,6 +126,7 @@ export const QUEUE_COLUMNS: PgTypes<QueueRow> = {
   rate_burst: 'int4',
   rate_tokens: 'float8',
   rate_refilled_at: 'timestamptz',
+  max_concurrency_per_key: 'int4',
 };
 
 /** A job row as the domain's Job. */
@@ -156,6 +162,7 @@ export function jobFromRow(r: JobRow): Job {
             jitter: r.backoff_jitter ?? null,
           },
     timeoutSeconds: r.timeout_seconds ?? null,
+    concurrencyKey: r.concurrency_key ?? null,
   };
 }
 
@@ -183,5 +190,6 @@ export function queueFromRow(r: QueueRow): Queue {
     dlqRetentionSeconds: r.dlq_retention_seconds,
     attemptTimeoutSeconds: r.attempt_timeout_seconds,
     rateLimit: r.rate_per_second === null || r.rate_burst === null ? null : { perSecond: r.rate_per_second, burst: r.rate_burst },
+    maxConcurrencyPerKey: r.max_concurrency_per_key,
   };
 }

@@ -158,6 +158,8 @@ describe('evora client commands', () => {
     expect(await json('queue', 'get', name)).toMatchObject({ rateLimit: { perSecond: 5, burst: 1 } });
     expect((await evora('queue', 'set', name, '--rate', '120/m')).stdout).toMatch(/^rate limit\s+2\/s, burst 2$/m);
     expect((await evora('queue', 'set', name, '--rate', 'none')).stdout).toMatch(/^rate limit\s+none$/m);
+    expect((await evora('queue', 'set', name, '--max-concurrency-per-key', '2')).stdout).toMatch(/^max per key\s+2$/m);
+    expect(await json('queue', 'get', name)).toMatchObject({ maxConcurrencyPerKey: 2 });
     expect(await evora('queue', 'set', name, '--burst', '2')).toMatchObject({ code: 2, stderr: 'evora: --burst needs --rate\n' });
     expect((await evora('queue', 'set', name, '--rate', 'fast')).code).toBe(2);
 
@@ -226,6 +228,10 @@ describe('evora client commands', () => {
     expect(oneLine(await evora('submit', queue, 't', '--attempt-timeout', '0s'))).toBe('evora: INVALID_ARGUMENT: timeout must be positive, got 0 s');
     // Nothing was submitted by the failed commands.
     expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(2);
+    // The concurrency key reaches the server and is compared on a replay.
+    const keyed = await json<{ job: { id: string; concurrencyKey: string } }>('submit', queue, 't', '--key', 'ck', '--concurrency-key', 'tenant-1');
+    expect(keyed.job.concurrencyKey).toBe('tenant-1');
+    expect(oneLine(await evora('submit', queue, 't', '--key', 'ck', '--concurrency-key', 'tenant-2'))).toMatch(/different concurrency_key$/);
   });
 
   it('stats: one queue in detail and all queues as a table, once the projector has caught up', async () => {

@@ -133,6 +133,26 @@ describe('bad input gets the right status and changes nothing', () => {
     );
   });
 
+  it('concurrency keys: an oversized key or per-key limit is INVALID_ARGUMENT and creates nothing; a replay with another key is ALREADY_EXISTS', async () => {
+    const queue = queueName();
+    await expectStatus(
+      call(clients.jobs, 'submitJob', { ...ok, queue, concurrencyKey: 'é'.repeat(128) }),
+      INVALID_ARGUMENT,
+      /^concurrency_key is longer than 255 bytes \(got 256\)$/,
+    );
+    expect((await call(clients.jobs, 'listJobs', { queue, states: [], type: '', pageSize: 10, pageToken: '' })).jobs).toHaveLength(0);
+    await expectStatus(call(clients.queues, 'upsertQueue', { name: queue, maxConcurrencyPerKey: -1 }), INVALID_ARGUMENT, /max_concurrency_per_key/);
+    const { queue: q } = await call(clients.queues, 'upsertQueue', { name: queue, maxConcurrencyPerKey: 3 });
+    expect(q!.maxConcurrencyPerKey).toBe(3);
+    const first = await call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', concurrencyKey: 'tenant-1' });
+    expect(first.job!.concurrencyKey).toBe('tenant-1');
+    await expectStatus(
+      call(clients.jobs, 'submitJob', { ...ok, queue, idempotencyKey: 'k', concurrencyKey: 'tenant-2' }),
+      ALREADY_EXISTS,
+      /submitted with a different concurrency_key$/,
+    );
+  });
+
   it('FAILED_PRECONDITION for retrying a COMPLETED job and for a stale lease on unary calls', async () => {
     const queue = queueName();
     const { job } = await call(clients.jobs, 'submitJob', { ...ok, queue });

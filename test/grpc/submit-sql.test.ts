@@ -5,7 +5,7 @@ import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
 
-// evora.submit_job (0005_strict_idempotency.sql, given the job's policy in 0007_job_policy.sql): a submit inside the application's own
+// evora.submit_job (0005_strict_idempotency.sql, given the job's policy in 0007_job_policy.sql and its concurrency key in 0009): a submit inside the application's own
 // transaction. The server's fallback poll is an hour here, so a job a worker receives was
 // pushed by the NOTIFY that the function's COMMIT delivered.
 
@@ -134,6 +134,24 @@ describe('evora.submit_job', () => {
     expect((await db.query('SELECT timeout_seconds FROM evora.jobs WHERE id = $1', [plain.job_id])).rows[0].timeout_seconds).toBe(90);
   });
 
+  it('agrees with the API on the concurrency key: the same row, replays across the two, a differing key named', async () => {
+    const queue = queueName();
+    const viaSql = (await db.query(`SELECT * FROM evora.submit_job($1, 't', idempotency_key => 'ck', concurrency_key => 'tenant-1')`, [queue])).rows[0];
+    expect(await client.submit({ queue, type: 't', idempotencyKey: 'ck', concurrencyKey: 'tenant-1' })).toMatchObject({
+      created: false,
+      job: { id: viaSql.job_id, concurrencyKey: 'tenant-1' },
+    });
+    const viaApi = await client.submit({ queue, type: 't', idempotencyKey: 'ck2', concurrencyKey: 'tenant-1' });
+    const { rows } = await db.query(`SELECT submitted, concurrency_key FROM evora.jobs WHERE id = ANY($1::uuid[])`, [[viaApi.job.id, viaSql.job_id]]);
+    expect(rows[0]).toEqual(rows[1]);
+    expect(rows[0].concurrency_key).toBe('tenant-1');
+    const fromSql = await sqlError(`SELECT evora.submit_job($1, 't', idempotency_key => 'ck2', concurrency_key => 'tenant-2')`, [queue]);
+    expect(fromSql).toEqual({
+      code: '23505',
+      message: `evora: idempotency key "ck2" in queue "${queue}" already names job ${viaApi.job.id}, submitted with a different concurrency_key`,
+    });
+  });
+
   it('bad input is invalid_parameter_value with one line naming the field, and changes nothing', async () => {
     const queue = queueName();
     const cases: [string, unknown[], RegExp][] = [
@@ -147,6 +165,7 @@ describe('evora.submit_job', () => {
       [`SELECT evora.submit_job($1, 't', timeout => '0 seconds')`, [queue], /^evora: timeout must be positive, got 0 s$/],
       [`SELECT evora.submit_job($1, 't', backoff_jitter => 1.5)`, [queue], /^evora: backoff.jitter must be from 0 to 1$/],
       [`SELECT evora.submit_job($1, 't', backoff_base => '-1 second')`, [queue], /^evora: backoff durations must not be negative$/],
+      [`SELECT evora.submit_job($1, 't', concurrency_key => repeat('é', 128))`, [queue], /^evora: concurrency_key is longer than 255 bytes \(got 256\)$/],
     ];
     for (const [sql, params, message] of cases) {
       const err = await sqlError(sql, params);

@@ -36,6 +36,7 @@ function job(over: Partial<Job> = {}): Job {
     finishedAt: null,
     backoff: null,
     timeoutSeconds: null,
+    concurrencyKey: null,
     ...over,
   };
 }

@@ -33,6 +33,7 @@ export function leasedJob(queue: string, n: number, workerId = 'w'): Job {
     finishedAt: null,
     backoff: null,
     timeoutSeconds: null,
+    concurrencyKey: null,
   };
 }
 

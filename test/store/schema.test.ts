@@ -88,8 +88,9 @@ describe('migrations', () => {
         '5_strict_idempotency',
         '7_job_policy',
         '8_rate_limit',
+        '9_concurrency_keys',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -100,6 +101,7 @@ describe('migrations', () => {
         { version: 5, name: 'strict_idempotency' },
         { version: 7, name: 'job_policy' },
         { version: 8, name: 'rate_limit' },
+        { version: 9, name: 'concurrency_keys' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {

@@ -18,19 +18,22 @@
 -- type is in :types: a filter on the same index scan, which reads past the other types'
 -- rows (cheap when types are mixed; when the wanted type is rare among many waiting jobs of
 -- other types, each claim reads those rows: docs/dispatcher.md "job types").
+-- Concurrency keys: a queue with max_concurrency_per_key takes its jobs from
+-- evora.queue_pick_by_key (migration 0009; round-robin across keys, each key at most its
+-- free slots) instead of the scan above; its lock is taken by evora.queue_limit here first.
 WITH limits AS (
   -- Rate limits (migration 0008): a rate-limited queue also takes at most its whole tokens,
   -- by the same function under the same lock; next_token_at says when jobs held back by the
   -- rate limit can start (the dispatcher wakes the queue then).
-  SELECT name, lease_seconds,
-         CASE WHEN max_concurrency IS NOT NULL OR rate_per_second IS NOT NULL
+  SELECT name, lease_seconds, max_concurrency_per_key AS per_key,
+         CASE WHEN max_concurrency IS NOT NULL OR rate_per_second IS NOT NULL OR max_concurrency_per_key IS NOT NULL
               THEN evora.queue_limit(name, max_concurrency, rate_per_second, rate_burst, :limit::int8,
                                      coalesce(:now::timestamptz, now())) END AS lim
   -- Ordered below the call: a sort above it would order the rows after the calls were made.
   FROM (SELECT * FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused ORDER BY name) ordered
 ),
 claimable_queues AS (
-  SELECT name, lease_seconds, coalesce((lim).room, :limit::int8) AS room, (lim).next_token_at FROM limits
+  SELECT name, lease_seconds, coalesce((lim).room, :limit::int8) AS room, (lim).next_token_at, per_key FROM limits
 ),
 picked AS (
   SELECT c.id, c.priority, c.run_at
@@ -47,7 +50,16 @@ picked AS (
     LIMIT q.room
     FOR UPDATE SKIP LOCKED
   ) c
-  ORDER BY c.priority, c.run_at, c.id
+  WHERE q.per_key IS NULL
+  UNION ALL
+  -- Concurrency keys (migration 0009): a queue with max_concurrency_per_key picks round-robin
+  -- across keys, in a function whose statements see every committed claim (after the lock).
+  SELECT k.id, k.priority, k.run_at
+  FROM claimable_queues q
+  CROSS JOIN LATERAL evora.queue_pick_by_key(q.name, q.per_key, q.room, coalesce(:now::timestamptz, now()),
+                                             :types::text[]) k
+  WHERE q.per_key IS NOT NULL
+  ORDER BY priority, run_at, id
   LIMIT :limit
 ),
 slotted AS (

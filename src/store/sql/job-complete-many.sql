@@ -33,7 +33,8 @@ woken AS (
   -- while it was full, claim the freed room. One primary-key probe per distinct queue.
   SELECT pg_notify('evora_job_available', d.queue)
   FROM (SELECT DISTINCT queue FROM updated) d
-  WHERE EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = d.queue AND q.max_concurrency IS NOT NULL)
+  WHERE EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = d.queue
+                                 AND (q.max_concurrency IS NOT NULL OR q.max_concurrency_per_key IS NOT NULL))
 )
 SELECT id, lease_token, queue, type, state, attempt, worker_id, last_error FROM updated
 WHERE (SELECT count(*) FROM woken) >= 0

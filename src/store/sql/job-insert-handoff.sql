@@ -26,7 +26,7 @@ new_queues AS (
 ),
 inserted AS (
   INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at,
-                          backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds,
+                          backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds, concurrency_key,
                           state, attempt, lease_token, locked_until, worker_id, started_at)
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce(:now::timestamptz, now())),
@@ -39,6 +39,7 @@ inserted AS (
          (i.policy -> 'backoff' ->> 'cap')::float8,
          (i.policy -> 'backoff' ->> 'jitter')::float8,
          coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds),
+         i.policy ->> 'concurrency_key',
          (CASE WHEN h.lease_seconds IS NULL THEN 'PENDING' ELSE 'RUNNING' END)::evora.job_state,
          CASE WHEN h.lease_seconds IS NULL THEN 0 ELSE 1 END,
          CASE WHEN h.lease_seconds IS NOT NULL THEN gen_random_uuid() END,
@@ -55,6 +56,7 @@ inserted AS (
       -- A limited queue's jobs go through the claim, which counts its RUNNING jobs under a lock.
       AND q.max_concurrency IS NULL
       AND q.rate_per_second IS NULL -- a rate-limited queue's starts are counted by the claim only
+      AND q.max_concurrency_per_key IS NULL -- per-key limits are counted by the claim only (0009)
       AND coalesce(i.run_at, coalesce(:now::timestamptz, now())) <= coalesce(:now::timestamptz, now())
       AND (
         -- The first job a claim would take, looked up the way a claim walks the index.

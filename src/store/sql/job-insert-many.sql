@@ -22,7 +22,7 @@ new_queues AS (
 ),
 inserted AS (
   INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at,
-                          backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds)
+                          backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds, concurrency_key)
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce(:now::timestamptz, now())),
          i.idempotency_key,
@@ -33,7 +33,8 @@ inserted AS (
          (i.policy -> 'backoff' ->> 'base')::float8,
          (i.policy -> 'backoff' ->> 'cap')::float8,
          (i.policy -> 'backoff' ->> 'jitter')::float8,
-         coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds)
+         coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds),
+         i.policy ->> 'concurrency_key'
   FROM input i
   LEFT JOIN evora.queues q ON q.name = i.queue
   LEFT JOIN new_queues nq ON nq.name = i.queue

@@ -44,6 +44,7 @@ woken AS (
   SELECT pg_notify('evora_job_available', d.queue)
   FROM (SELECT queue, bool_or(state = 'PENDING' AND run_at <= coalesce(:now::timestamptz, now())) AS due
         FROM updated GROUP BY queue) d
-  WHERE d.due OR EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = d.queue AND q.max_concurrency IS NOT NULL)
+  WHERE d.due OR EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = d.queue
+                                 AND (q.max_concurrency IS NOT NULL OR q.max_concurrency_per_key IS NOT NULL))
 )
 SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0

@@ -7,12 +7,13 @@
 -- no xmax, one it updated has this transaction's.
 -- :ratePerSecond null keeps the rate limit, 0 clears it, else it is set with :rateBurst
 -- (validated: finite, > 0, burst >= 1); a changed limit refills the bucket (its state NULL).
+-- :maxConcurrencyPerKey: null keeps, 0 clears (NULL), else the per-key limit (0009).
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
 INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
                                backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at,
                                completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds,
                                attempt_timeout_seconds,
-                               rate_per_second, rate_burst)
+                               rate_per_second, rate_burst, max_concurrency_per_key)
 VALUES (:name,
         coalesce(:maxAttempts::int, 5), coalesce(:backoffKind::evora.backoff_kind, 'exponential'),
         coalesce(:backoffBaseSeconds::float8, 5), coalesce(:backoffCapSeconds::float8, 3600), coalesce(:backoffJitter::float8, 0.2),
@@ -22,7 +23,8 @@ VALUES (:name,
         CASE WHEN :cancelledRetentionSeconds::float8 IS NULL THEN 604800 ELSE nullif(:cancelledRetentionSeconds::float8, 0) END,
         CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
         nullif(:attemptTimeoutSeconds::float8, 0),
-        nullif(:ratePerSecond::float8, 0), CASE WHEN nullif(:ratePerSecond::float8, 0) IS NOT NULL THEN :rateBurst::int END)
+        nullif(:ratePerSecond::float8, 0), CASE WHEN nullif(:ratePerSecond::float8, 0) IS NOT NULL THEN :rateBurst::int END,
+        nullif(:maxConcurrencyPerKey::int, 0))
 ON CONFLICT (name) DO UPDATE SET
   max_attempts = coalesce(:maxAttempts::int, q.max_attempts),
   backoff_kind = coalesce(:backoffKind::evora.backoff_kind, q.backoff_kind),
@@ -44,5 +46,7 @@ ON CONFLICT (name) DO UPDATE SET
                     WHEN :ratePerSecond::float8 = 0 THEN NULL ELSE :rateBurst::int END,
   rate_tokens = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_tokens END,
   rate_refilled_at = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_refilled_at END,
+  max_concurrency_per_key = CASE WHEN :maxConcurrencyPerKey::int IS NULL THEN q.max_concurrency_per_key
+                                 ELSE nullif(:maxConcurrencyPerKey::int, 0) END,
   updated_at = coalesce(:now::timestamptz, now())
 RETURNING q.*, (q.xmax = 0) AS created

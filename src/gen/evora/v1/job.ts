@@ -143,7 +143,11 @@ export interface Job {
   /** True once an operator asked to cancel the job while it was RUNNING. */
   cancelRequested: boolean;
   /** When the current lease ends unless extended; unset unless RUNNING. */
-  leaseExpiresAt?: Date | undefined;
+  leaseExpiresAt?:
+    | Date
+    | undefined;
+  /** The concurrency key the job was submitted with; unset = none. */
+  concurrencyKey?: string | undefined;
 }
 
 /** SubmitJobRequest describes one job to enqueue. */
@@ -164,8 +168,8 @@ export interface SubmitJobRequest {
     | undefined;
   /**
    * Deduplication key, unique per queue; empty = no deduplication. A replay must
-   * repeat the first submit's type, payload, priority, run_at, max_attempts, backoff
-   * and timeout exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+   * repeat the first submit's type, payload, priority, run_at, max_attempts, backoff,
+   * timeout and concurrency_key exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
    * that differs. The key is remembered as long as its job exists (until the
    * queue's retention prunes the finished job).
    */
@@ -187,7 +191,16 @@ export interface SubmitJobRequest {
    * (code CANCEL_REASON_TIMEOUT; the worker's later report is answered LEASE_LOST), and the
    * usual retry rules apply (backoff, then DLQ after max_attempts).
    */
-  timeout?: Duration | undefined;
+  timeout?:
+    | Duration
+    | undefined;
+  /**
+   * Groups the job with the queue's other jobs of the same key (e.g. a tenant id) for the
+   * queue's max_concurrency_per_key: at most that many RUNNING jobs per key, and claims
+   * rotate across keys (docs/api.md "Concurrency keys"). Unset or empty = no key: not limited per
+   * key. At most 255 bytes (UTF-8), else INVALID_ARGUMENT.
+   */
+  concurrencyKey?: string | undefined;
 }
 
 /** SubmitJobResponse is the outcome of submitting one job. */
@@ -293,6 +306,7 @@ function createBaseJob(): Job {
     lastError: "",
     cancelRequested: false,
     leaseExpiresAt: undefined,
+    concurrencyKey: undefined,
   };
 }
 
@@ -351,6 +365,9 @@ export const Job: MessageFns<Job> = {
     }
     if (message.leaseExpiresAt !== undefined) {
       Timestamp.encode(toTimestamp(message.leaseExpiresAt), writer.uint32(146).fork()).join();
+    }
+    if (message.concurrencyKey !== undefined) {
+      writer.uint32(154).string(message.concurrencyKey);
     }
     return writer;
   },
@@ -512,6 +529,14 @@ export const Job: MessageFns<Job> = {
             message.leaseExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.concurrencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -584,6 +609,11 @@ export const Job: MessageFns<Job> = {
         : isSet(object.lease_expires_at)
         ? fromJsonTimestamp(object.lease_expires_at)
         : undefined,
+      concurrencyKey: isSet(object.concurrencyKey)
+        ? globalThis.String(object.concurrencyKey)
+        : isSet(object.concurrency_key)
+        ? globalThis.String(object.concurrency_key)
+        : undefined,
     };
   },
 
@@ -643,6 +673,9 @@ export const Job: MessageFns<Job> = {
     if (message.leaseExpiresAt !== undefined) {
       obj.leaseExpiresAt = message.leaseExpiresAt.toISOString();
     }
+    if (message.concurrencyKey !== undefined) {
+      obj.concurrencyKey = message.concurrencyKey;
+    }
     return obj;
   },
 
@@ -669,6 +702,7 @@ export const Job: MessageFns<Job> = {
     message.lastError = object.lastError ?? "";
     message.cancelRequested = object.cancelRequested ?? false;
     message.leaseExpiresAt = object.leaseExpiresAt ?? undefined;
+    message.concurrencyKey = object.concurrencyKey ?? undefined;
     return message;
   },
 };
@@ -684,6 +718,7 @@ function createBaseSubmitJobRequest(): SubmitJobRequest {
     maxAttempts: 0,
     backoff: undefined,
     timeout: undefined,
+    concurrencyKey: undefined,
   };
 }
 
@@ -715,6 +750,9 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     }
     if (message.timeout !== undefined) {
       Duration.encode(message.timeout, writer.uint32(74).fork()).join();
+    }
+    if (message.concurrencyKey !== undefined) {
+      writer.uint32(82).string(message.concurrencyKey);
     }
     return writer;
   },
@@ -804,6 +842,14 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
             message.timeout = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.concurrencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -839,6 +885,11 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
         : 0,
       backoff: isSet(object.backoff) ? Backoff.fromJSON(object.backoff) : undefined,
       timeout: isSet(object.timeout) ? Duration.fromJSON(object.timeout) : undefined,
+      concurrencyKey: isSet(object.concurrencyKey)
+        ? globalThis.String(object.concurrencyKey)
+        : isSet(object.concurrency_key)
+        ? globalThis.String(object.concurrency_key)
+        : undefined,
     };
   },
 
@@ -871,6 +922,9 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     if (message.timeout !== undefined) {
       obj.timeout = Duration.toJSON(message.timeout);
     }
+    if (message.concurrencyKey !== undefined) {
+      obj.concurrencyKey = message.concurrencyKey;
+    }
     return obj;
   },
 
@@ -892,6 +946,7 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     message.timeout = (object.timeout !== undefined && object.timeout !== null)
       ? Duration.fromPartial(object.timeout)
       : undefined;
+    message.concurrencyKey = object.concurrencyKey ?? undefined;
     return message;
   },
 };

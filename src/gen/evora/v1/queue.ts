@@ -146,7 +146,20 @@ export interface Queue {
    * unset = none. Taken at submit time, as max_attempts is: a change applies to jobs
    * submitted after it.
    */
-  attemptTimeout?: Duration | undefined;
+  attemptTimeout?:
+    | Duration
+    | undefined;
+  /**
+   * At most this many RUNNING jobs per concurrency key (SubmitJobRequest.concurrency_key),
+   * across all workers and servers; 0 = no per-key limit. With it set, each claim rotates
+   * across keys: every key with waiting jobs offers its best (limit - RUNNING of that key)
+   * jobs in (priority, run_at, submit order), the jobs without a key offer theirs as one
+   * more group, and the claim takes them by (rank within the group, priority, run_at,
+   * submit order), so a key's n-th job starts before any key's (n+1)-th. Jobs without a key
+   * are not limited per key; max_concurrency and rate_limit still apply to all jobs. Jobs of
+   * such a queue are never handed off on submit.
+   */
+  maxConcurrencyPerKey: number;
 }
 
 /**
@@ -212,7 +225,14 @@ export interface UpsertQueueRequest {
    * The default attempt timeout of the queue's jobs (see Queue.attempt_timeout); 0 = none;
    * unset = keep / none. Never negative; at most a year.
    */
-  attemptTimeout?: Duration | undefined;
+  attemptTimeout?:
+    | Duration
+    | undefined;
+  /**
+   * Per-key limit (see Queue.max_concurrency_per_key), 0 = none; unset = keep / none.
+   * Negative or above 1,000,000 = INVALID_ARGUMENT.
+   */
+  maxConcurrencyPerKey?: number | undefined;
 }
 
 /** UpsertQueueResponse carries the queue after the upsert. */
@@ -493,6 +513,7 @@ function createBaseQueue(): Queue {
     dlqRetention: undefined,
     rateLimit: undefined,
     attemptTimeout: undefined,
+    maxConcurrencyPerKey: 0,
   };
 }
 
@@ -536,6 +557,9 @@ export const Queue: MessageFns<Queue> = {
     }
     if (message.attemptTimeout !== undefined) {
       Duration.encode(message.attemptTimeout, writer.uint32(106).fork()).join();
+    }
+    if (message.maxConcurrencyPerKey !== 0) {
+      writer.uint32(112).int32(message.maxConcurrencyPerKey);
     }
     return writer;
   },
@@ -657,6 +681,14 @@ export const Queue: MessageFns<Queue> = {
             message.attemptTimeout = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.maxConcurrencyPerKey = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -724,6 +756,11 @@ export const Queue: MessageFns<Queue> = {
         : isSet(object.attempt_timeout)
         ? Duration.fromJSON(object.attempt_timeout)
         : undefined,
+      maxConcurrencyPerKey: isSet(object.maxConcurrencyPerKey)
+        ? globalThis.Number(object.maxConcurrencyPerKey)
+        : isSet(object.max_concurrency_per_key)
+        ? globalThis.Number(object.max_concurrency_per_key)
+        : 0,
     };
   },
 
@@ -768,6 +805,9 @@ export const Queue: MessageFns<Queue> = {
     if (message.attemptTimeout !== undefined) {
       obj.attemptTimeout = Duration.toJSON(message.attemptTimeout);
     }
+    if (message.maxConcurrencyPerKey !== 0) {
+      obj.maxConcurrencyPerKey = Math.round(message.maxConcurrencyPerKey);
+    }
     return obj;
   },
 
@@ -801,6 +841,7 @@ export const Queue: MessageFns<Queue> = {
     message.attemptTimeout = (object.attemptTimeout !== undefined && object.attemptTimeout !== null)
       ? Duration.fromPartial(object.attemptTimeout)
       : undefined;
+    message.maxConcurrencyPerKey = object.maxConcurrencyPerKey ?? 0;
     return message;
   },
 };
@@ -906,6 +947,7 @@ function createBaseUpsertQueueRequest(): UpsertQueueRequest {
     dlqRetention: undefined,
     rateLimit: undefined,
     attemptTimeout: undefined,
+    maxConcurrencyPerKey: undefined,
   };
 }
 
@@ -940,6 +982,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     }
     if (message.attemptTimeout !== undefined) {
       Duration.encode(message.attemptTimeout, writer.uint32(82).fork()).join();
+    }
+    if (message.maxConcurrencyPerKey !== undefined) {
+      writer.uint32(88).int32(message.maxConcurrencyPerKey);
     }
     return writer;
   },
@@ -1037,6 +1082,14 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
             message.attemptTimeout = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.maxConcurrencyPerKey = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1093,6 +1146,11 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
         : isSet(object.attempt_timeout)
         ? Duration.fromJSON(object.attempt_timeout)
         : undefined,
+      maxConcurrencyPerKey: isSet(object.maxConcurrencyPerKey)
+        ? globalThis.Number(object.maxConcurrencyPerKey)
+        : isSet(object.max_concurrency_per_key)
+        ? globalThis.Number(object.max_concurrency_per_key)
+        : undefined,
     };
   },
 
@@ -1128,6 +1186,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     if (message.attemptTimeout !== undefined) {
       obj.attemptTimeout = Duration.toJSON(message.attemptTimeout);
     }
+    if (message.maxConcurrencyPerKey !== undefined) {
+      obj.maxConcurrencyPerKey = Math.round(message.maxConcurrencyPerKey);
+    }
     return obj;
   },
 
@@ -1158,6 +1219,7 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     message.attemptTimeout = (object.attemptTimeout !== undefined && object.attemptTimeout !== null)
       ? Duration.fromPartial(object.attemptTimeout)
       : undefined;
+    message.maxConcurrencyPerKey = object.maxConcurrencyPerKey ?? undefined;
     return message;
   },
 };

@@ -129,6 +129,8 @@ type Job struct {
 	CancelRequested bool `protobuf:"varint,17,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// When the current lease ends unless extended; unset unless RUNNING.
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	// The concurrency key the job was submitted with; unset = none.
+	ConcurrencyKey *string `protobuf:"bytes,19,opt,name=concurrency_key,json=concurrencyKey,proto3,oneof" json:"concurrency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -289,6 +291,13 @@ func (x *Job) GetLeaseExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Job) GetConcurrencyKey() string {
+	if x != nil && x.ConcurrencyKey != nil {
+		return *x.ConcurrencyKey
+	}
+	return ""
+}
+
 // SubmitJobRequest describes one job to enqueue.
 type SubmitJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -303,8 +312,8 @@ type SubmitJobRequest struct {
 	// Earliest time the job may run; unset = now.
 	RunAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	// Deduplication key, unique per queue; empty = no deduplication. A replay must
-	// repeat the first submit's type, payload, priority, run_at, max_attempts, backoff
-	// and timeout exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+	// repeat the first submit's type, payload, priority, run_at, max_attempts, backoff,
+	// timeout and concurrency_key exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
 	// that differs. The key is remembered as long as its job exists (until the
 	// queue's retention prunes the finished job).
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
@@ -319,9 +328,14 @@ type SubmitJobRequest struct {
 	// error "attempt timed out after <timeout>", tells the holding worker with ServerCancel
 	// (code CANCEL_REASON_TIMEOUT; the worker's later report is answered LEASE_LOST), and the
 	// usual retry rules apply (backoff, then DLQ after max_attempts).
-	Timeout       *durationpb.Duration `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Timeout *durationpb.Duration `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Groups the job with the queue's other jobs of the same key (e.g. a tenant id) for the
+	// queue's max_concurrency_per_key: at most that many RUNNING jobs per key, and claims
+	// rotate across keys (docs/api.md "Concurrency keys"). Unset or empty = no key: not limited per
+	// key. At most 255 bytes (UTF-8), else INVALID_ARGUMENT.
+	ConcurrencyKey *string `protobuf:"bytes,10,opt,name=concurrency_key,json=concurrencyKey,proto3,oneof" json:"concurrency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SubmitJobRequest) Reset() {
@@ -415,6 +429,13 @@ func (x *SubmitJobRequest) GetTimeout() *durationpb.Duration {
 		return x.Timeout
 	}
 	return nil
+}
+
+func (x *SubmitJobRequest) GetConcurrencyKey() string {
+	if x != nil && x.ConcurrencyKey != nil {
+		return *x.ConcurrencyKey
+	}
+	return ""
 }
 
 // SubmitJobResponse is the outcome of submitting one job.
@@ -982,7 +1003,7 @@ var File_evora_v1_job_proto protoreflect.FileDescriptor
 
 const file_evora_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x14evora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe2\x05\n" +
+	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x14evora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1006,7 +1027,9 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x10 \x01(\tR\tlastError\x12)\n" +
 	"\x10cancel_requested\x18\x11 \x01(\bR\x0fcancelRequested\x12D\n" +
-	"\x10lease_expires_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"\xec\x02\n" +
+	"\x10lease_expires_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12,\n" +
+	"\x0fconcurrency_key\x18\x13 \x01(\tH\x00R\x0econcurrencyKey\x88\x01\x01B\x12\n" +
+	"\x10_concurrency_key\"\xae\x03\n" +
 	"\x10SubmitJobRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x121\n" +
@@ -1016,7 +1039,10 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12!\n" +
 	"\fmax_attempts\x18\a \x01(\x05R\vmaxAttempts\x12+\n" +
 	"\abackoff\x18\b \x01(\v2\x11.evora.v1.BackoffR\abackoff\x123\n" +
-	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\"N\n" +
+	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12,\n" +
+	"\x0fconcurrency_key\x18\n" +
+	" \x01(\tH\x00R\x0econcurrencyKey\x88\x01\x01B\x12\n" +
+	"\x10_concurrency_key\"N\n" +
 	"\x11SubmitJobResponse\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"C\n" +
@@ -1144,6 +1170,8 @@ func file_evora_v1_job_proto_init() {
 		return
 	}
 	file_evora_v1_queue_proto_init()
+	file_evora_v1_job_proto_msgTypes[0].OneofWrappers = []any{}
+	file_evora_v1_job_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

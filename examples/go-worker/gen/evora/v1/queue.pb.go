@@ -188,8 +188,17 @@ type Queue struct {
 	// unset = none. Taken at submit time, as max_attempts is: a change applies to jobs
 	// submitted after it.
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,13,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// At most this many RUNNING jobs per concurrency key (SubmitJobRequest.concurrency_key),
+	// across all workers and servers; 0 = no per-key limit. With it set, each claim rotates
+	// across keys: every key with waiting jobs offers its best (limit - RUNNING of that key)
+	// jobs in (priority, run_at, submit order), the jobs without a key offer theirs as one
+	// more group, and the claim takes them by (rank within the group, priority, run_at,
+	// submit order), so a key's n-th job starts before any key's (n+1)-th. Jobs without a key
+	// are not limited per key; max_concurrency and rate_limit still apply to all jobs. Jobs of
+	// such a queue are never handed off on submit.
+	MaxConcurrencyPerKey int32 `protobuf:"varint,14,opt,name=max_concurrency_per_key,json=maxConcurrencyPerKey,proto3" json:"max_concurrency_per_key,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
@@ -313,6 +322,13 @@ func (x *Queue) GetAttemptTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *Queue) GetMaxConcurrencyPerKey() int32 {
+	if x != nil {
+		return x.MaxConcurrencyPerKey
+	}
+	return 0
+}
+
 // RateLimit limits how fast a queue's jobs start, across all servers: a token bucket of
 // `burst` tokens that starts full and refills at `per_second`; every start takes one (stream
 // pushes, ClaimJobs, retries; a rate-limited queue's jobs are never handed off on submit).
@@ -399,8 +415,11 @@ type UpsertQueueRequest struct {
 	// The default attempt timeout of the queue's jobs (see Queue.attempt_timeout); 0 = none;
 	// unset = keep / none. Never negative; at most a year.
 	AttemptTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=attempt_timeout,json=attemptTimeout,proto3" json:"attempt_timeout,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Per-key limit (see Queue.max_concurrency_per_key), 0 = none; unset = keep / none.
+	// Negative or above 1,000,000 = INVALID_ARGUMENT.
+	MaxConcurrencyPerKey *int32 `protobuf:"varint,11,opt,name=max_concurrency_per_key,json=maxConcurrencyPerKey,proto3,oneof" json:"max_concurrency_per_key,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *UpsertQueueRequest) Reset() {
@@ -501,6 +520,13 @@ func (x *UpsertQueueRequest) GetAttemptTimeout() *durationpb.Duration {
 		return x.AttemptTimeout
 	}
 	return nil
+}
+
+func (x *UpsertQueueRequest) GetMaxConcurrencyPerKey() int32 {
+	if x != nil && x.MaxConcurrencyPerKey != nil {
+		return *x.MaxConcurrencyPerKey
+	}
+	return 0
 }
 
 // UpsertQueueResponse carries the queue after the upsert.
@@ -1421,7 +1447,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.evora.v1.BackoffKindR\x04kind\x12-\n" +
 	"\x04base\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04base\x12+\n" +
 	"\x03cap\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03cap\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x97\x05\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xce\x05\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05R\vmaxAttempts\x12+\n" +
@@ -1439,11 +1465,12 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\rdlq_retention\x18\v \x01(\v2\x19.google.protobuf.DurationR\fdlqRetention\x122\n" +
 	"\n" +
 	"rate_limit\x18\f \x01(\v2\x13.evora.v1.RateLimitR\trateLimit\x12B\n" +
-	"\x0fattempt_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\"@\n" +
+	"\x0fattempt_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x125\n" +
+	"\x17max_concurrency_per_key\x18\x0e \x01(\x05R\x14maxConcurrencyPerKey\"@\n" +
 	"\tRateLimit\x12\x1d\n" +
 	"\n" +
 	"per_second\x18\x01 \x01(\x01R\tperSecond\x12\x14\n" +
-	"\x05burst\x18\x02 \x01(\x05R\x05burst\"\xdc\x04\n" +
+	"\x05burst\x18\x02 \x01(\x05R\x05burst\"\xb4\x05\n" +
 	"\x12UpsertQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\fmax_attempts\x18\x02 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12+\n" +
@@ -1456,10 +1483,12 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"rate_limit\x18\t \x01(\v2\x13.evora.v1.RateLimitR\trateLimit\x12B\n" +
 	"\x0fattempt_timeout\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeoutB\x0f\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0eattemptTimeout\x12:\n" +
+	"\x17max_concurrency_per_key\x18\v \x01(\x05H\x03R\x14maxConcurrencyPerKey\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\x10\n" +
 	"\x0e_lease_secondsB\x12\n" +
-	"\x10_max_concurrency\"V\n" +
+	"\x10_max_concurrencyB\x1a\n" +
+	"\x18_max_concurrency_per_key\"V\n" +
 	"\x13UpsertQueueResponse\x12%\n" +
 	"\x05queue\x18\x01 \x01(\v2\x0f.evora.v1.QueueR\x05queue\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"%\n" +

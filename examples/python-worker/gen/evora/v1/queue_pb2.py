@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vora/v1/queue.proto\x12\x08\x65vora.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n\x07\x42\x61\x63koff\x12#\n\x04kind\x18\x01 \x01(\x0e\x32\x15.evora.v1.BackoffKind\x12\'\n\x04\x62\x61se\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12&\n\x03\x63\x61p\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06jitter\x18\x04 \x01(\x01\"\xee\x03\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cmax_attempts\x18\x02 \x01(\x05\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x15\n\rlease_seconds\x18\x04 \x01(\x05\x12\x0e\n\x06paused\x18\x05 \x01(\x08\x12\x17\n\x0fmax_concurrency\x18\x06 \x01(\x05\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x13\x63ompleted_retention\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\x0c \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\".\n\tRateLimit\x12\x12\n\nper_second\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\x05\"\xd1\x03\n\x12UpsertQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x0cmax_attempts\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x1a\n\rlease_seconds\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x1c\n\x0fmax_concurrency\x18\x05 \x01(\x05H\x02\x88\x01\x01\x12\x36\n\x13\x63ompleted_retention\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\t \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationB\x0f\n\r_max_attemptsB\x10\n\x0e_lease_secondsB\x12\n\x10_max_concurrency\"F\n\x13UpsertQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\x0fGetQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"2\n\x10GetQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\x13\n\x11ListQueuesRequest\"5\n\x12ListQueuesResponse\x12\x1f\n\x06queues\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Queue\"!\n\x11PauseQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x12PauseQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\"\n\x12ResumeQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x13ResumeQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"=\n\x0bPercentiles\x12\x0e\n\x06p50_ms\x18\x01 \x01(\x01\x12\x0e\n\x06p95_ms\x18\x02 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x03 \x01(\x01\"@\n\nThroughput\x12\x0f\n\x07last_1m\x18\x01 \x01(\x01\x12\x0f\n\x07last_5m\x18\x02 \x01(\x01\x12\x10\n\x08last_60m\x18\x03 \x01(\x01\"\xa0\x03\n\nQueueStats\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x11\n\tcompleted\x18\x04 \x01(\x03\x12\x0b\n\x03\x64lq\x18\x05 \x01(\x03\x12\x11\n\tcancelled\x18\x06 \x01(\x03\x12(\n\nthroughput\x18\x07 \x01(\x0b\x32\x14.evora.v1.Throughput\x12#\n\x04wait\x18\x08 \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\"\n\x03run\x18\t \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\x14\n\x0c\x66\x61ilure_rate\x18\n \x01(\x01\x12\x19\n\x11\x63onnected_workers\x18\x0b \x01(\x05\x12\x12\n\nfree_slots\x18\x0c \x01(\x05\x12\x15\n\rsubmitted_60m\x18\r \x01(\x03\x12\x15\n\rcompleted_60m\x18\x0e \x01(\x03\x12\x12\n\nfailed_60m\x18\x0f \x01(\x03\x12\x19\n\x11\x64\x65\x61\x64_lettered_60m\x18\x10 \x01(\x03\x12\x19\n\x11outbox_lag_events\x18\x11 \x01(\x03\"$\n\x14GetQueueStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"<\n\x15GetQueueStatsResponse\x12#\n\x05stats\x18\x01 \x01(\x0b\x32\x14.evora.v1.QueueStats\"\x17\n\x15ListQueueStatsRequest\"=\n\x16ListQueueStatsResponse\x12#\n\x05stats\x18\x01 \x03(\x0b\x32\x14.evora.v1.QueueStats*z\n\x0b\x42\x61\x63koffKind\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_EXPONENTIAL\x10\x01\x12\x17\n\x13\x42\x41\x43KOFF_KIND_LINEAR\x10\x02\x12\x16\n\x12\x42\x41\x43KOFF_KIND_FIXED\x10\x03\x32\xa2\x04\n\x0cQueueService\x12J\n\x0bUpsertQueue\x12\x1c.evora.v1.UpsertQueueRequest\x1a\x1d.evora.v1.UpsertQueueResponse\x12\x41\n\x08GetQueue\x12\x19.evora.v1.GetQueueRequest\x1a\x1a.evora.v1.GetQueueResponse\x12G\n\nListQueues\x12\x1b.evora.v1.ListQueuesRequest\x1a\x1c.evora.v1.ListQueuesResponse\x12G\n\nPauseQueue\x12\x1b.evora.v1.PauseQueueRequest\x1a\x1c.evora.v1.PauseQueueResponse\x12J\n\x0bResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12P\n\rGetQueueStats\x12\x1e.evora.v1.GetQueueStatsRequest\x1a\x1f.evora.v1.GetQueueStatsResponse\x12S\n\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vora/v1/queue.proto\x12\x08\x65vora.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n\x07\x42\x61\x63koff\x12#\n\x04kind\x18\x01 \x01(\x0e\x32\x15.evora.v1.BackoffKind\x12\'\n\x04\x62\x61se\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12&\n\x03\x63\x61p\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06jitter\x18\x04 \x01(\x01\"\x8f\x04\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cmax_attempts\x18\x02 \x01(\x05\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x15\n\rlease_seconds\x18\x04 \x01(\x05\x12\x0e\n\x06paused\x18\x05 \x01(\x08\x12\x17\n\x0fmax_concurrency\x18\x06 \x01(\x05\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x13\x63ompleted_retention\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\x0c \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1f\n\x17max_concurrency_per_key\x18\x0e \x01(\x05\".\n\tRateLimit\x12\x12\n\nper_second\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\x05\"\x93\x04\n\x12UpsertQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x0cmax_attempts\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x1a\n\rlease_seconds\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x1c\n\x0fmax_concurrency\x18\x05 \x01(\x05H\x02\x88\x01\x01\x12\x36\n\x13\x63ompleted_retention\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\t \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12$\n\x17max_concurrency_per_key\x18\x0b \x01(\x05H\x03\x88\x01\x01\x42\x0f\n\r_max_attemptsB\x10\n\x0e_lease_secondsB\x12\n\x10_max_concurrencyB\x1a\n\x18_max_concurrency_per_key\"F\n\x13UpsertQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\x0fGetQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"2\n\x10GetQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\x13\n\x11ListQueuesRequest\"5\n\x12ListQueuesResponse\x12\x1f\n\x06queues\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Queue\"!\n\x11PauseQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x12PauseQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\"\n\x12ResumeQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x13ResumeQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"=\n\x0bPercentiles\x12\x0e\n\x06p50_ms\x18\x01 \x01(\x01\x12\x0e\n\x06p95_ms\x18\x02 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x03 \x01(\x01\"@\n\nThroughput\x12\x0f\n\x07last_1m\x18\x01 \x01(\x01\x12\x0f\n\x07last_5m\x18\x02 \x01(\x01\x12\x10\n\x08last_60m\x18\x03 \x01(\x01\"\xa0\x03\n\nQueueStats\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x11\n\tcompleted\x18\x04 \x01(\x03\x12\x0b\n\x03\x64lq\x18\x05 \x01(\x03\x12\x11\n\tcancelled\x18\x06 \x01(\x03\x12(\n\nthroughput\x18\x07 \x01(\x0b\x32\x14.evora.v1.Throughput\x12#\n\x04wait\x18\x08 \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\"\n\x03run\x18\t \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\x14\n\x0c\x66\x61ilure_rate\x18\n \x01(\x01\x12\x19\n\x11\x63onnected_workers\x18\x0b \x01(\x05\x12\x12\n\nfree_slots\x18\x0c \x01(\x05\x12\x15\n\rsubmitted_60m\x18\r \x01(\x03\x12\x15\n\rcompleted_60m\x18\x0e \x01(\x03\x12\x12\n\nfailed_60m\x18\x0f \x01(\x03\x12\x19\n\x11\x64\x65\x61\x64_lettered_60m\x18\x10 \x01(\x03\x12\x19\n\x11outbox_lag_events\x18\x11 \x01(\x03\"$\n\x14GetQueueStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"<\n\x15GetQueueStatsResponse\x12#\n\x05stats\x18\x01 \x01(\x0b\x32\x14.evora.v1.QueueStats\"\x17\n\x15ListQueueStatsRequest\"=\n\x16ListQueueStatsResponse\x12#\n\x05stats\x18\x01 \x03(\x0b\x32\x14.evora.v1.QueueStats*z\n\x0b\x42\x61\x63koffKind\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_EXPONENTIAL\x10\x01\x12\x17\n\x13\x42\x41\x43KOFF_KIND_LINEAR\x10\x02\x12\x16\n\x12\x42\x41\x43KOFF_KIND_FIXED\x10\x03\x32\xa2\x04\n\x0cQueueService\x12J\n\x0bUpsertQueue\x12\x1c.evora.v1.UpsertQueueRequest\x1a\x1d.evora.v1.UpsertQueueResponse\x12\x41\n\x08GetQueue\x12\x19.evora.v1.GetQueueRequest\x1a\x1a.evora.v1.GetQueueResponse\x12G\n\nListQueues\x12\x1b.evora.v1.ListQueuesRequest\x1a\x1c.evora.v1.ListQueuesResponse\x12G\n\nPauseQueue\x12\x1b.evora.v1.PauseQueueRequest\x1a\x1c.evora.v1.PauseQueueResponse\x12J\n\x0bResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12P\n\rGetQueueStats\x12\x1e.evora.v1.GetQueueStatsRequest\x1a\x1f.evora.v1.GetQueueStatsResponse\x12S\n\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,48 +34,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evora.v1.queue_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z.github.com/evora/evora/gen/go/evora/v1;evorav1'
-  _globals['_BACKOFFKIND']._serialized_start=2407
-  _globals['_BACKOFFKIND']._serialized_end=2529
+  _globals['_BACKOFFKIND']._serialized_start=2506
+  _globals['_BACKOFFKIND']._serialized_end=2628
   _globals['_BACKOFF']._serialized_start=100
   _globals['_BACKOFF']._serialized_end=243
   _globals['_QUEUE']._serialized_start=246
-  _globals['_QUEUE']._serialized_end=740
-  _globals['_RATELIMIT']._serialized_start=742
-  _globals['_RATELIMIT']._serialized_end=788
-  _globals['_UPSERTQUEUEREQUEST']._serialized_start=791
-  _globals['_UPSERTQUEUEREQUEST']._serialized_end=1256
-  _globals['_UPSERTQUEUERESPONSE']._serialized_start=1258
-  _globals['_UPSERTQUEUERESPONSE']._serialized_end=1328
-  _globals['_GETQUEUEREQUEST']._serialized_start=1330
-  _globals['_GETQUEUEREQUEST']._serialized_end=1361
-  _globals['_GETQUEUERESPONSE']._serialized_start=1363
-  _globals['_GETQUEUERESPONSE']._serialized_end=1413
-  _globals['_LISTQUEUESREQUEST']._serialized_start=1415
-  _globals['_LISTQUEUESREQUEST']._serialized_end=1434
-  _globals['_LISTQUEUESRESPONSE']._serialized_start=1436
-  _globals['_LISTQUEUESRESPONSE']._serialized_end=1489
-  _globals['_PAUSEQUEUEREQUEST']._serialized_start=1491
-  _globals['_PAUSEQUEUEREQUEST']._serialized_end=1524
-  _globals['_PAUSEQUEUERESPONSE']._serialized_start=1526
-  _globals['_PAUSEQUEUERESPONSE']._serialized_end=1578
-  _globals['_RESUMEQUEUEREQUEST']._serialized_start=1580
-  _globals['_RESUMEQUEUEREQUEST']._serialized_end=1614
-  _globals['_RESUMEQUEUERESPONSE']._serialized_start=1616
-  _globals['_RESUMEQUEUERESPONSE']._serialized_end=1669
-  _globals['_PERCENTILES']._serialized_start=1671
-  _globals['_PERCENTILES']._serialized_end=1732
-  _globals['_THROUGHPUT']._serialized_start=1734
-  _globals['_THROUGHPUT']._serialized_end=1798
-  _globals['_QUEUESTATS']._serialized_start=1801
-  _globals['_QUEUESTATS']._serialized_end=2217
-  _globals['_GETQUEUESTATSREQUEST']._serialized_start=2219
-  _globals['_GETQUEUESTATSREQUEST']._serialized_end=2255
-  _globals['_GETQUEUESTATSRESPONSE']._serialized_start=2257
-  _globals['_GETQUEUESTATSRESPONSE']._serialized_end=2317
-  _globals['_LISTQUEUESTATSREQUEST']._serialized_start=2319
-  _globals['_LISTQUEUESTATSREQUEST']._serialized_end=2342
-  _globals['_LISTQUEUESTATSRESPONSE']._serialized_start=2344
-  _globals['_LISTQUEUESTATSRESPONSE']._serialized_end=2405
-  _globals['_QUEUESERVICE']._serialized_start=2532
-  _globals['_QUEUESERVICE']._serialized_end=3078
+  _globals['_QUEUE']._serialized_end=773
+  _globals['_RATELIMIT']._serialized_start=775
+  _globals['_RATELIMIT']._serialized_end=821
+  _globals['_UPSERTQUEUEREQUEST']._serialized_start=824
+  _globals['_UPSERTQUEUEREQUEST']._serialized_end=1355
+  _globals['_UPSERTQUEUERESPONSE']._serialized_start=1357
+  _globals['_UPSERTQUEUERESPONSE']._serialized_end=1427
+  _globals['_GETQUEUEREQUEST']._serialized_start=1429
+  _globals['_GETQUEUEREQUEST']._serialized_end=1460
+  _globals['_GETQUEUERESPONSE']._serialized_start=1462
+  _globals['_GETQUEUERESPONSE']._serialized_end=1512
+  _globals['_LISTQUEUESREQUEST']._serialized_start=1514
+  _globals['_LISTQUEUESREQUEST']._serialized_end=1533
+  _globals['_LISTQUEUESRESPONSE']._serialized_start=1535
+  _globals['_LISTQUEUESRESPONSE']._serialized_end=1588
+  _globals['_PAUSEQUEUEREQUEST']._serialized_start=1590
+  _globals['_PAUSEQUEUEREQUEST']._serialized_end=1623
+  _globals['_PAUSEQUEUERESPONSE']._serialized_start=1625
+  _globals['_PAUSEQUEUERESPONSE']._serialized_end=1677
+  _globals['_RESUMEQUEUEREQUEST']._serialized_start=1679
+  _globals['_RESUMEQUEUEREQUEST']._serialized_end=1713
+  _globals['_RESUMEQUEUERESPONSE']._serialized_start=1715
+  _globals['_RESUMEQUEUERESPONSE']._serialized_end=1768
+  _globals['_PERCENTILES']._serialized_start=1770
+  _globals['_PERCENTILES']._serialized_end=1831
+  _globals['_THROUGHPUT']._serialized_start=1833
+  _globals['_THROUGHPUT']._serialized_end=1897
+  _globals['_QUEUESTATS']._serialized_start=1900
+  _globals['_QUEUESTATS']._serialized_end=2316
+  _globals['_GETQUEUESTATSREQUEST']._serialized_start=2318
+  _globals['_GETQUEUESTATSREQUEST']._serialized_end=2354
+  _globals['_GETQUEUESTATSRESPONSE']._serialized_start=2356
+  _globals['_GETQUEUESTATSRESPONSE']._serialized_end=2416
+  _globals['_LISTQUEUESTATSREQUEST']._serialized_start=2418
+  _globals['_LISTQUEUESTATSREQUEST']._serialized_end=2441
+  _globals['_LISTQUEUESTATSRESPONSE']._serialized_start=2443
+  _globals['_LISTQUEUESTATSRESPONSE']._serialized_end=2504
+  _globals['_QUEUESERVICE']._serialized_start=2631
+  _globals['_QUEUESERVICE']._serialized_end=3177
 # @@protoc_insertion_point(module_scope)

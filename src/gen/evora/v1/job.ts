@@ -146,7 +146,11 @@ export interface Job {
   leaseExpiresAt?:
     | Date
     | undefined;
-  /** The concurrency key the job was submitted with; unset = none. */
+  /**
+   * The concurrency key the job was submitted with; unset = none. Set by GetJob, ListJobs
+   * and SubmitJob(s); a job pushed to a worker (LeasedJob.job) or claimed by ClaimJobs does
+   * not carry it (always unset there).
+   */
   concurrencyKey?: string | undefined;
 }
 

@@ -129,7 +129,9 @@ type Job struct {
 	CancelRequested bool `protobuf:"varint,17,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// When the current lease ends unless extended; unset unless RUNNING.
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
-	// The concurrency key the job was submitted with; unset = none.
+	// The concurrency key the job was submitted with; unset = none. Set by GetJob, ListJobs
+	// and SubmitJob(s); a job pushed to a worker (LeasedJob.job) or claimed by ClaimJobs does
+	// not carry it (always unset there).
 	ConcurrencyKey *string `protobuf:"bytes,19,opt,name=concurrency_key,json=concurrencyKey,proto3,oneof" json:"concurrency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

@@ -28,20 +28,23 @@ type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_reque
   slot: string;
   /** Only on a row without a job (id null): when a rate-limited queue's next token is due. */
   next_token_at: Date | null;
+  /** Only on a row without a job (id null): whether the queue has a limit (which statement claims it). */
+  queue_limited: boolean | null;
 };
-const jobClaimSql = statement<JobClaimParams, JobClaimRow>(
-  'job-claim',
-  { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', types: 'text[]', now: 'timestamptz' },
-  {
-    ...columnsOf(JOB_COLUMNS, [
-      'id', 'queue', 'type', 'payload', 'priority', 'run_at', 'attempt', 'max_attempts', 'lease_token',
-      'locked_until', 'idempotency_key', 'last_error', 'created_at', 'started_at',
-    ] as const),
-    slot: 'int8',
-    next_token_at: 'timestamptz',
-  },
-  { prepared: true },
-);
+const JOB_CLAIM_PARAMS = { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', types: 'text[]', now: 'timestamptz' } as const;
+const JOB_CLAIM_COLUMNS: PgTypes<JobClaimRow> = {
+  ...columnsOf(JOB_COLUMNS, [
+    'id', 'queue', 'type', 'payload', 'priority', 'run_at', 'attempt', 'max_attempts', 'lease_token',
+    'locked_until', 'idempotency_key', 'last_error', 'created_at', 'started_at',
+  ] as const),
+  slot: 'int8',
+  next_token_at: 'timestamptz',
+  queue_limited: 'bool',
+};
+/** The claim of queues without limits: the statement they pay for (job-claim.sql). */
+const jobClaimSql = statement<JobClaimParams, JobClaimRow>('job-claim', JOB_CLAIM_PARAMS, JOB_CLAIM_COLUMNS, { prepared: true });
+/** The claim of queues with limits: room, rate tokens and per-key picks (job-claim-limited.sql). */
+const jobClaimLimitedSql = statement<JobClaimParams, JobClaimRow>('job-claim-limited', JOB_CLAIM_PARAMS, JOB_CLAIM_COLUMNS, { prepared: true });
 
 interface LeaseParams {
   ids: string[];
@@ -114,17 +117,57 @@ const jobSweepTimedOutSql = statement<{ limit: number; now: Date | null }, JobRo
 export type ClaimedJobs = Job[] & { nextTokenAt?: Date };
 
 /**
+ * The queues this store has seen limited (Store.jobClaim): their claims go straight to
+ * job-claim-limited.sql. Only a hint: each statement checks the queue's settings itself and
+ * answers a queue that belongs to the other one with a row without a job, which corrects it.
+ */
+export type LimitedQueues = Set<string>;
+
+/**
  * The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order; `types`
- * limits it to those job types (null = any).
+ * limits it to those job types (null = any). Queues without a limit are claimed by
+ * job-claim.sql, those with one by job-claim-limited.sql; a queue found in the other kind
+ * than `limited` said is claimed again, with the slots left, by the right statement.
  */
 export async function jobsClaim(
   claimPool: StorePool,
+  limited: LimitedQueues,
   queues: string[],
   workerIds: string[],
   types: string[] | null,
   now: Date | null,
 ): Promise<ClaimedJobs> {
   if (workerIds.length === 0 || queues.length === 0) return [];
+  const plain = queues.filter((q) => !limited.has(q));
+  const withLimits = queues.filter((q) => limited.has(q));
+  const jobs: ClaimedJobs = [];
+  let nextTokenAt: Date | undefined;
+  // At most three statements: a queue moves kind at most once per call (found limited by the
+  // plain claim, it goes to the limited one, whose answer for it is then final).
+  for (const [sql, asked] of [[jobClaimSql, plain], [jobClaimLimitedSql, withLimits]] as const) {
+    if (asked.length === 0 || jobs.length >= workerIds.length) continue;
+    const got = await claimOnce(claimPool, sql, asked, workerIds.slice(jobs.length), types, now);
+    for (const q of got.nowLimited) {
+      limited.add(q);
+      if (sql === jobClaimSql) withLimits.push(q);
+    }
+    for (const q of got.nowPlain) limited.delete(q);
+    jobs.push(...got.jobs);
+    if (got.nextTokenAt && (!nextTokenAt || got.nextTokenAt < nextTokenAt)) nextTokenAt = got.nextTokenAt;
+  }
+  if (nextTokenAt) jobs.nextTokenAt = nextTokenAt;
+  return jobs;
+}
+
+/** One claim statement's jobs, best first, and what it said about the queues' kinds. */
+async function claimOnce(
+  claimPool: StorePool,
+  sql: typeof jobClaimSql,
+  queues: string[],
+  workerIds: string[],
+  types: string[] | null,
+  now: Date | null,
+): Promise<{ jobs: Job[]; nextTokenAt?: Date; nowLimited: string[]; nowPlain: string[] }> {
   const distinct: string[] = [];
   const index = new Map<string, number>();
   const slotWorkers = workerIds.map((w) => {
@@ -132,15 +175,21 @@ export async function jobsClaim(
     if (i === undefined) index.set(w, (i = distinct.push(w)));
     return i;
   });
-  const all = await rowsOf(claimPool, jobClaimSql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, types, now });
+  const all = await rowsOf(claimPool, sql, { queues, limit: workerIds.length, workerIds: distinct, slotWorkers, types, now });
   let nextTokenAt: Date | undefined;
+  const nowLimited: string[] = [];
+  const nowPlain: string[] = [];
   const rows: JobClaimRow[] = [];
   for (const r of all) {
     if (r.id !== null) rows.push(r);
-    else if (r.next_token_at && (!nextTokenAt || r.next_token_at < nextTokenAt)) nextTokenAt = r.next_token_at;
+    else {
+      if (r.queue_limited === true) nowLimited.push(r.queue);
+      else if (r.queue_limited === false) nowPlain.push(r.queue);
+      if (r.next_token_at && (!nextTokenAt || r.next_token_at < nextTokenAt)) nextTokenAt = r.next_token_at;
+    }
   }
   // The rows come back in no particular order; the slot number restores the claim order.
-  const jobs: ClaimedJobs = rows
+  const jobs = rows
     .sort((a, b) => Number(a.slot) - Number(b.slot))
     .map((r, i) => {
       const job = jobFromRow(r as JobClaimRow & JobRow);
@@ -155,8 +204,7 @@ export async function jobsClaim(
       job.timeoutSeconds = null;
       return job;
     });
-  if (nextTokenAt) jobs.nextTokenAt = nextTokenAt;
-  return jobs;
+  return { jobs, ...(nextTokenAt ? { nextTokenAt } : {}), nowLimited, nowPlain };
 }
 
 /**

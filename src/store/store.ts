@@ -16,7 +16,7 @@ import type {
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
-import { type ClaimedJobs, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
+import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
 import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
@@ -98,6 +98,8 @@ export class Store {
    * reaches the DLQ. Submits, completions, failures and operator writes stay synchronous.
    */
   private readonly claimPool: StorePool;
+  /** The queues last seen with a limit: which claim statement to try first (jobs-lease.ts). */
+  private readonly limitedQueues: LimitedQueues = new Set();
   /**
    * Whether the database is reachable as this process sees it: fed by every statement
    * (through the StorePool), the LISTEN connection and the server's startup wait.
@@ -203,7 +205,7 @@ export class Store {
     const workerIds =
       'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
     const types = params.types && params.types.length > 0 ? params.types : null;
-    return jobsClaim(this.claimPool, params.queues, workerIds, types, params.now ?? null);
+    return jobsClaim(this.claimPool, this.limitedQueues, params.queues, workerIds, types, params.now ?? null);
   }
 
   /**

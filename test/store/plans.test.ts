@@ -115,23 +115,30 @@ describe('plans that must not depend on fresh statistics', () => {
 
   it('a claim updates its jobs found by primary key, not by a scan of the table', async () => {
     const queue = queueName();
+    // The same plan for the limited queues' statement (a queue with max_concurrency).
+    const limitedQueue = queueName();
+    await store.queueUpsert({ name: limitedQueue, maxConcurrency: 100_000 });
     for (let i = 0; i < 20; i++) await store.jobSubmitMany({ jobs: jobInputs(queue, 1000) });
+    for (let i = 0; i < 5; i++) await store.jobSubmitMany({ jobs: jobInputs(limitedQueue, 1000) });
     await sql.query('ANALYZE evora.jobs');
-    await inRolledBackTransaction(async (client) => {
-      const execute = await prepare(client, 'jobClaim', 'claim_plan');
-      await client.query('SET LOCAL plan_cache_mode = force_custom_plan'); // what the store's claims run
-      // types NULL (any type) and a job-type filter (job-type routing): the same plan.
-      for (const types of ['NULL', "'{t}'"]) {
-        for (const size of [1, 100, 1000]) {
-          const plan = await planOf(
-            client,
-            execute({ queues: `'{${queue}}'`, limit: String(size), workerIds: "'{w}'", now: 'NULL', types, slotWorkers: `array_fill(1, ARRAY[${size}])` }),
-          );
-          expect(plan, `claim of ${size}, types ${types}`).toContain('jobs_pkey');
-          expect(plan, `claim of ${size}, types ${types}`).toContain('jobs_claimable_idx');
-          expect(plan, `claim of ${size}, types ${types}`).not.toMatch(/Seq Scan on jobs/);
+    for (const [name, q] of [['jobClaim', queue], ['jobClaimLimited', limitedQueue]] as const) {
+      await inRolledBackTransaction(async (client) => {
+        const execute = await prepare(client, name, `plan_${name}`);
+        await client.query('SET LOCAL plan_cache_mode = force_custom_plan'); // what the store's claims run
+        // types NULL (any type) and a job-type filter (job-type routing): the same plan.
+        for (const types of ['NULL', "'{t}'"]) {
+          for (const size of [1, 100, 1000]) {
+            const plan = await planOf(
+              client,
+              execute({ queues: `'{${q}}'`, limit: String(size), workerIds: "'{w}'", now: 'NULL', types, slotWorkers: `array_fill(1, ARRAY[${size}])` }),
+            );
+            const what = `${name}: claim of ${size}, types ${types}`;
+            expect(plan, what).toContain('jobs_pkey');
+            expect(plan, what).toContain('jobs_claimable_idx');
+            expect(plan, what).not.toMatch(/Seq Scan on jobs/);
+          }
         }
-      }
-    });
+      });
+    }
   });
 });

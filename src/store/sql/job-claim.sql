@@ -7,33 +7,19 @@
 -- Must stay true: per queue a LATERAL scan of jobs_claimable_idx in (priority, run_at, id)
 -- order stops after :limit rows, so the cost is independent of how many jobs wait or have
 -- finished; the UPDATE finds its rows by primary key (test/store/plans.test.ts).
--- A queue with max_concurrency set takes at most its room: max_concurrency minus its RUNNING
--- jobs, counted by evora.queue_limit under a per-queue advisory lock held until this claim
--- commits (migration 0004 says why that is exact across servers). A rate-limited queue's
--- room is also at most its bucket's whole tokens (migration 0008), and a queue whose jobs wait
--- for a token sends back one row without a job (id NULL) saying when the next one is due. An unlimited queue never
--- calls it: its room is :limit, no lock, no count. Queues are taken in name order so two claims
--- of several limited queues lock them in the same order.
--- Job-type routing: :types NULL = any type (the plan above, unchanged); else only jobs whose
--- type is in :types: a filter on the same index scan, which reads past the other types'
--- rows (cheap when types are mixed; when the wanted type is rare among many waiting jobs of
--- other types, each claim reads those rows: docs/dispatcher.md "job types").
--- Concurrency keys: a queue with max_concurrency_per_key takes its jobs from
--- evora.queue_pick_by_key (migration 0009; round-robin across keys, each key at most its
--- free slots) instead of the scan above; its lock is taken by evora.queue_limit here first.
-WITH limits AS (
-  -- Rate limits (migration 0008): a rate-limited queue also takes at most its whole tokens,
-  -- by the same function under the same lock; next_token_at says when jobs held back by the
-  -- rate limit can start (the dispatcher wakes the queue then).
-  SELECT name, lease_seconds, max_concurrency_per_key AS per_key,
-         CASE WHEN max_concurrency IS NOT NULL OR rate_per_second IS NOT NULL OR max_concurrency_per_key IS NOT NULL
-              THEN evora.queue_limit(name, max_concurrency, rate_per_second, rate_burst, :limit::int8,
-                                     coalesce(:now::timestamptz, now())) END AS lim
-  -- Ordered below the call: a sort above it would order the rows after the calls were made.
-  FROM (SELECT * FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused ORDER BY name) ordered
-),
-claimable_queues AS (
-  SELECT name, lease_seconds, coalesce((lim).room, :limit::int8) AS room, (lim).next_token_at, per_key FROM limits
+-- Only queues without a limit (max_concurrency, rate_limit, max_concurrency_per_key) are
+-- claimed here, so they pay nothing for the limits: no lock, no count, no bucket. An asked
+-- queue that has one is answered with a row without a job (id NULL, queue_limited true)
+-- and the store claims it with job-claim-limited.sql instead. The check reads the queue's
+-- row in this statement's snapshot, so a limit committed before the claim starts is obeyed.
+-- Job-type routing: :types NULL = any type; else only jobs whose type is in :types: a filter
+-- on the same index scan, which reads past the other types' rows (cheap when types are mixed;
+-- when the wanted type is rare among many waiting jobs of other types, each claim reads those
+-- rows: docs/dispatcher.md "job types").
+WITH claimable_queues AS (
+  SELECT name, lease_seconds,
+         (max_concurrency IS NOT NULL OR rate_per_second IS NOT NULL OR max_concurrency_per_key IS NOT NULL) AS limited
+  FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused
 ),
 picked AS (
   SELECT c.id, c.priority, c.run_at
@@ -47,19 +33,11 @@ picked AS (
       -- scan stays on jobs_claimable_idx (test/store/plans.test.ts).
       AND (:types::text[] IS NULL OR array_position(:types::text[], j.type) IS NOT NULL)
     ORDER BY j.priority, j.run_at, j.id
-    LIMIT q.room
+    LIMIT :limit
     FOR UPDATE SKIP LOCKED
   ) c
-  WHERE q.per_key IS NULL
-  UNION ALL
-  -- Concurrency keys (migration 0009): a queue with max_concurrency_per_key picks round-robin
-  -- across keys, in a function whose statements see every committed claim (after the lock).
-  SELECT k.id, k.priority, k.run_at
-  FROM claimable_queues q
-  CROSS JOIN LATERAL evora.queue_pick_by_key(q.name, q.per_key, q.room, coalesce(:now::timestamptz, now()),
-                                             :types::text[]) k
-  WHERE q.per_key IS NOT NULL
-  ORDER BY priority, run_at, id
+  WHERE NOT q.limited
+  ORDER BY c.priority, c.run_at, c.id
   LIMIT :limit
 ),
 slotted AS (
@@ -100,11 +78,14 @@ events AS (
 )
 -- Not sent back: state (RUNNING), worker_id (the caller named it), and result, finished_at
 -- and cancel_requested_at (NULL after a claim); every column read back costs the server.
+-- The columns next_token_at and queue_limited are those of job-claim-limited.sql (one row type).
 SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, locked_until,
-       idempotency_key, last_error, created_at, started_at, slot, NULL::timestamptz AS next_token_at
+       idempotency_key, last_error, created_at, started_at, slot, NULL::timestamptz AS next_token_at,
+       NULL::bool AS queue_limited
 FROM claimed
 UNION ALL
--- Rate limits: one row without a job (id NULL) per queue whose jobs wait for a token.
+-- A queue with a limit: one row without a job (the store claims it with job-claim-limited.sql).
 SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid,
-       NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::int8, next_token_at
-FROM claimable_queues WHERE next_token_at IS NOT NULL
+       NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::int8, NULL::timestamptz,
+       true
+FROM claimable_queues WHERE limited

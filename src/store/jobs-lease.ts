@@ -229,9 +229,18 @@ function leaseKey(l: LeaseRef): string {
   return `${l.id} ${l.token}`;
 }
 
-/** Completions (Store.jobCompleteMany). */
+const queueWakeSql = statement<{ queues: string[] }, { pg_notify: string }>('queue-wake', { queues: 'text[]' }, { pg_notify: 'void' });
+
+/**
+ * Completions (Store.jobCompleteMany). A completed job of a queue with a limit frees room its
+ * claimers (on any server) may be idle for: those queues, as far as `limited` knows, are
+ * woken after the completion commits. The statement itself does not look at queues, so
+ * queues without limits pay nothing. What `limited` does not know (a limited queue never
+ * claimed through this store) is found by the claimers' fallback poll.
+ */
 export async function jobsComplete(
   pool: StorePool,
+  limited: LimitedQueues,
   completions: (LeaseRef & { result?: JsonObject | null })[],
   now: Date | null,
 ): Promise<LeaseWriteOutcome<JobWritten>[]> {
@@ -245,7 +254,25 @@ export async function jobsComplete(
           results: valid.map((c) => (c.result == null ? null : JSON.stringify(c.result))),
           now,
         });
+  if (limited.size > 0) {
+    const wake = new Set<string>();
+    for (const r of rows) if (limited.has(r.queue)) wake.add(r.queue);
+    if (wake.size > 0) await queuesWake(pool, [...wake]);
+  }
   return leaseWriteOutcomes(completions, jobWrittenFromRow, rows);
+}
+
+/**
+ * NOTIFYs the queues after a write that freed room committed. Best effort: the write stands
+ * whatever happens here, and a wake-up that is not sent is made up by the fallback poll, so
+ * a failure (the database went away just now) is not the caller's.
+ */
+async function queuesWake(pool: StorePool, queues: string[]): Promise<void> {
+  try {
+    await rowsOf(pool, queueWakeSql, { queues });
+  } catch {
+    // Reported by the pool's availability tracker; the claimers' fallback poll covers it.
+  }
 }
 
 /** Failures (Store.jobFailMany). */

@@ -226,7 +226,7 @@ export class Store {
     completions: (LeaseRef & { result?: JsonObject | null })[];
     now?: Date;
   }): Promise<LeaseWriteOutcome<JobWritten>[]> {
-    return jobsComplete(this.pool, params.completions, params.now ?? null);
+    return jobsComplete(this.pool, this.limitedQueues, params.completions, params.now ?? null);
   }
 
   /**

@@ -6,6 +6,9 @@
 -- report of one job in the same batch are both kept, and only the fresh token matches.
 -- "RUNNING" is written as a CASE so the rows are found by primary key (see
 -- job-heartbeat-many.sql; test/store/plans.test.ts).
+-- No NOTIFY here: a completion of a limited queue's job frees room, and the store wakes
+-- that queue's claimers with queue-wake.sql after this commits (jobs-lease.ts), so queues
+-- without limits pay nothing for it.
 WITH input AS (
   SELECT DISTINCT ON (id, token) * FROM unnest(:ids::uuid[], :tokens::uuid[], :results::jsonb[]) AS c(id, token, result)
 ),
@@ -27,14 +30,5 @@ events AS (
          array_agg(NULL::float8), array_agg((extract(epoch FROM finished_at - started_at) * 1000)::float8)
   FROM updated
   HAVING count(*) > 0
-),
-woken AS (
-  -- A limited queue (max_concurrency) one of whose RUNNING jobs finished: its claimers, idle
-  -- while it was full, claim the freed room. One primary-key probe per distinct queue.
-  SELECT pg_notify('evora_job_available', d.queue)
-  FROM (SELECT DISTINCT queue FROM updated) d
-  WHERE EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = d.queue
-                                 AND (q.max_concurrency IS NOT NULL OR q.max_concurrency_per_key IS NOT NULL))
 )
 SELECT id, lease_token, queue, type, state, attempt, worker_id, last_error FROM updated
-WHERE (SELECT count(*) FROM woken) >= 0

@@ -1,13 +1,13 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import type { Job, JobListParams, JobState } from '../domain/job.js';
+import { FINISHED_STATES, RETRYABLE_STATES, type Job, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import { rowOf, rowsOf, statement } from './statements.js';
 
 /**
- * Operators' reads and writes of single jobs (the JobService API): get, list, cancel,
- * retry. Not on the hot path: planned at every call.
+ * Operators' reads and writes of jobs (the JobService API): get, list, cancel, retry, and
+ * the bulk retry and purge over a filter. Not on the hot path: planned at every call.
  */
 
 const jobGetSql = statement<{ id: string }, JobRow>('job-get', { id: 'uuid' }, JOB_COLUMNS);
@@ -76,4 +76,115 @@ export async function jobRetry(pool: StorePool, id: string, now: Date | null): P
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
   throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
+}
+
+/** The filter parts of the bulk statements, as they bind. */
+interface BulkFilterSqlParams {
+  queue: string | null;
+  states: JobState[];
+  type: string | null;
+  finishedBefore: Date | null;
+  ids: string[] | null;
+}
+const BULK_FILTER_TYPES = {
+  queue: 'text',
+  states: 'evora.job_state[]',
+  type: 'text',
+  finishedBefore: 'timestamptz',
+  ids: 'uuid[]',
+} as const;
+
+interface BulkBatchRow {
+  jobs: number;
+  last_id: string | null;
+}
+const BULK_BATCH_COLUMNS = { jobs: 'int4', last_id: 'uuid' } as const;
+
+const jobRetryManySql = statement<BulkFilterSqlParams & { afterId: string | null; limit: number; now: Date | null }, BulkBatchRow>(
+  'job-retry-many',
+  { ...BULK_FILTER_TYPES, afterId: 'uuid', limit: 'int8', now: 'timestamptz' },
+  BULK_BATCH_COLUMNS,
+);
+
+const jobPurgeManySql = statement<BulkFilterSqlParams & { afterId: string | null; limit: number }, BulkBatchRow>(
+  'job-purge-many',
+  { ...BULK_FILTER_TYPES, afterId: 'uuid', limit: 'int8' },
+  BULK_BATCH_COLUMNS,
+);
+
+/** `jobs` is int8: pg hands it over as a string. */
+const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean }, { jobs: string }>(
+  'job-count-many',
+  { ...BULK_FILTER_TYPES, projectedOnly: 'bool' },
+  { jobs: 'int8' },
+);
+
+/** Rows one bulk statement changes at most: one short transaction, a bounded set of row locks. */
+export const BULK_BATCH_SIZE = 500;
+
+/** What a bulk operator action is asked to do. */
+export interface JobBulkParams {
+  filter: JobBulkFilter;
+  /** Count what would be done; change nothing. */
+  dryRun: boolean;
+  now: Date | null;
+  /** Stops between batches (what is done stays done). */
+  signal?: AbortSignal;
+  /** Rows per statement; BULK_BATCH_SIZE unless a test says otherwise. */
+  batchSize?: number;
+}
+
+function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): BulkFilterSqlParams {
+  return {
+    queue: filter.queue,
+    states: filter.states.filter((s) => allowed.includes(s)),
+    type: filter.type,
+    finishedBefore: filter.finishedBefore,
+    ids: filter.ids,
+  };
+}
+
+/**
+ * Runs `batch` from the start of the id order until a batch does less than a full one,
+ * each batch its own statement (and transaction); returns the total. The cursor only moves
+ * forward, so the loop ends however the table changes meanwhile.
+ */
+async function batchesRun(
+  params: JobBulkParams,
+  batch: (afterId: string | null, limit: number) => Promise<BulkBatchRow | undefined>,
+): Promise<number> {
+  const limit = params.batchSize ?? BULK_BATCH_SIZE;
+  let afterId: string | null = null;
+  let total = 0;
+  for (;;) {
+    params.signal?.throwIfAborted();
+    const row = await batch(afterId, limit);
+    total += row?.jobs ?? 0;
+    if (!row || row.jobs < limit || !row.last_id) return total;
+    afterId = row.last_id;
+  }
+}
+
+/**
+ * An operator's bulk retry (Store.jobRetryMany): every DLQ or CANCELLED job the filter
+ * matches, each as jobRetry does it; other states in the filter's reach are left alone.
+ * Returns how many jobs were (or, dry run, would be) retried.
+ */
+export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Promise<number> {
+  const filter = filterParams(params.filter, RETRYABLE_STATES);
+  if (filter.states.length === 0) return 0;
+  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: false }))?.jobs ?? 0);
+  return batchesRun(params, (afterId, limit) => rowOf(pool, jobRetryManySql, { ...filter, afterId, limit, now: params.now }));
+}
+
+/**
+ * An operator's purge (Store.jobPurgeMany): deletes every finished job the filter matches,
+ * never one in another state, and (as retention) never one whose events telemetry has not
+ * projected yet. Returns how many jobs were (or, dry run, would be) deleted.
+ */
+export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Promise<number> {
+  const filter = filterParams(params.filter, FINISHED_STATES);
+  if (filter.states.length === 0) return 0;
+  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true }))?.jobs ?? 0);
+  return batchesRun(params, (afterId, limit) => rowOf(pool, jobPurgeManySql, { ...filter, afterId, limit }));
 }

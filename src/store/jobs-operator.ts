@@ -94,21 +94,22 @@ const BULK_FILTER_TYPES = {
   ids: 'uuid[]',
 } as const;
 
+/** One batch: how many jobs it changed, and its time (the cutoff of the run's later batches). */
 interface BulkBatchRow {
   jobs: number;
-  last_id: string | null;
+  at: Date;
 }
-const BULK_BATCH_COLUMNS = { jobs: 'int4', last_id: 'uuid' } as const;
+const BULK_BATCH_COLUMNS = { jobs: 'int4', at: 'timestamptz' } as const;
 
-const jobRetryManySql = statement<BulkFilterSqlParams & { afterId: string | null; limit: number; now: Date | null }, BulkBatchRow>(
+const jobRetryManySql = statement<BulkFilterSqlParams & { cutoff: Date | null; limit: number; now: Date | null }, BulkBatchRow>(
   'job-retry-many',
-  { ...BULK_FILTER_TYPES, afterId: 'uuid', limit: 'int8', now: 'timestamptz' },
+  { ...BULK_FILTER_TYPES, cutoff: 'timestamptz', limit: 'int8', now: 'timestamptz' },
   BULK_BATCH_COLUMNS,
 );
 
-const jobPurgeManySql = statement<BulkFilterSqlParams & { afterId: string | null; limit: number }, BulkBatchRow>(
+const jobPurgeManySql = statement<BulkFilterSqlParams & { cutoff: Date | null; limit: number; now: Date | null }, BulkBatchRow>(
   'job-purge-many',
-  { ...BULK_FILTER_TYPES, afterId: 'uuid', limit: 'int8' },
+  { ...BULK_FILTER_TYPES, cutoff: 'timestamptz', limit: 'int8', now: 'timestamptz' },
   BULK_BATCH_COLUMNS,
 );
 
@@ -145,23 +146,24 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
 }
 
 /**
- * Runs `batch` from the start of the id order until a batch does less than a full one,
- * each batch its own statement (and transaction); returns the total. The cursor only moves
- * forward, so the loop ends however the table changes meanwhile.
+ * Runs `batch` until one does less than a full batch, each its own statement (and
+ * transaction); returns the total. Every batch after the first takes only jobs that
+ * finished by the first one's time (`cutoff`): a batch's jobs leave the match, and no job
+ * that finishes while the run goes on joins it, so the loop ends however busy the queue is.
  */
 async function batchesRun(
   params: JobBulkParams,
-  batch: (afterId: string | null, limit: number) => Promise<BulkBatchRow | undefined>,
+  batch: (cutoff: Date | null, limit: number) => Promise<BulkBatchRow | undefined>,
 ): Promise<number> {
   const limit = params.batchSize ?? BULK_BATCH_SIZE;
-  let afterId: string | null = null;
+  let cutoff: Date | null = null;
   let total = 0;
   for (;;) {
     params.signal?.throwIfAborted();
-    const row = await batch(afterId, limit);
+    const row = await batch(cutoff, limit);
     total += row?.jobs ?? 0;
-    if (!row || row.jobs < limit || !row.last_id) return total;
-    afterId = row.last_id;
+    if (!row || row.jobs < limit) return total;
+    cutoff ??= row.at;
   }
 }
 
@@ -174,7 +176,7 @@ export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Pro
   const filter = filterParams(params.filter, RETRYABLE_STATES);
   if (filter.states.length === 0) return 0;
   if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: false }))?.jobs ?? 0);
-  return batchesRun(params, (afterId, limit) => rowOf(pool, jobRetryManySql, { ...filter, afterId, limit, now: params.now }));
+  return batchesRun(params, (cutoff, limit) => rowOf(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now }));
 }
 
 /**
@@ -186,5 +188,5 @@ export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Pro
   const filter = filterParams(params.filter, FINISHED_STATES);
   if (filter.states.length === 0) return 0;
   if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true }))?.jobs ?? 0);
-  return batchesRun(params, (afterId, limit) => rowOf(pool, jobPurgeManySql, { ...filter, afterId, limit }));
+  return batchesRun(params, (cutoff, limit) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now }));
 }

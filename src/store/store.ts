@@ -276,8 +276,8 @@ export class Store {
   }
 
   /** Bulk delete of finished jobs over a filter, in batches, never unprojected ones; the count done or, dry run, due. */
-  async jobPurgeMany(params: Omit<JobBulkParams, 'now'>): Promise<number> {
-    return jobsPurgeMany(this.pool, { ...params, now: null });
+  async jobPurgeMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
+    return jobsPurgeMany(this.pool, { ...params, now: params.now ?? null });
   }
 
   // ----- maintenance -------------------------------------------------------------------

@@ -97,7 +97,8 @@ describe('jobPurgeMany', () => {
     expect(await store.jobPurgeMany({ filter, dryRun: true })).toBe(5);
     expect(await store.jobPurgeMany({ filter: { ...filter, finishedBefore: T0 }, dryRun: true })).toBe(0);
     expect(await store.jobPurgeMany({ filter: { ...filter, ids: ids.slice(0, 2) }, dryRun: false })).toBe(2);
-    expect(await store.jobPurgeMany({ filter, dryRun: false, batchSize: 2 })).toBe(3);
+    // Batches of 2: 2, then (only jobs finished by the first batch's `now`) 1.
+    expect(await store.jobPurgeMany({ filter, dryRun: false, batchSize: 2, now: T0 })).toBe(3);
     expect((await sql.query('SELECT 1 FROM evora.jobs WHERE queue = $1', [queue])).rowCount).toBe(0);
   });
 });

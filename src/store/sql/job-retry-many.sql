@@ -1,15 +1,17 @@
 -- name: jobRetryMany
 -- One batch of an operator's bulk retry (RetryJobs): up to :limit jobs matching the filter
--- (queue, states, type, finished before, ids; null: not filtered on), in id order after
--- :afterId, each changed exactly as sql/job-retry.sql changes one job: back to PENDING, due
+-- (queue, states, type, finished before, ids; null: not filtered on) that finished at or
+-- before :cutoff (null: any time), each changed exactly as sql/job-retry.sql changes one job: back to PENDING, due
 -- now, attempts reset, last run forgotten (the last error stays). One `retried_manually`
 -- event per job in one outbox row; wakes each queue once. Returns how many it retried and
--- the last id it looked at (the caller's next :afterId; null when it retried none).
+-- its time (the caller's :cutoff for the run's later batches).
 -- Must stay true:
 -- - only DLQ and CANCELLED jobs are ever retried, whatever :states says (the explicit list);
 -- - bounded: at most :limit rows locked, SKIP LOCKED (a row another operator or the pruner
---   holds is left for a later run), and the id cursor only moves forward, so the caller's
---   loop ends even while retried jobs fail back into the DLQ.
+--   holds is left for a later run); no ORDER BY, so a batch is one range scan of
+--   jobs_finished_idx when a queue is given, not a sort of every match;
+-- - the caller's loop ends: a retried job leaves the match (PENDING), and one that fails back
+--   into the DLQ meanwhile finished after :cutoff, so the run never takes a job twice.
 WITH previous AS (
   SELECT j.id, j.state
   FROM evora.jobs j
@@ -18,8 +20,7 @@ WITH previous AS (
     AND (:type::text IS NULL OR j.type = :type)
     AND (:finishedBefore::timestamptz IS NULL OR j.finished_at < :finishedBefore)
     AND (:ids::uuid[] IS NULL OR j.id = ANY (:ids))
-    AND (:afterId::uuid IS NULL OR j.id > :afterId)
-  ORDER BY j.id
+    AND (:cutoff::timestamptz IS NULL OR j.finished_at <= :cutoff)
   LIMIT :limit
   FOR UPDATE SKIP LOCKED
 ),
@@ -51,6 +52,6 @@ events AS (
 woken AS (
   SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated) d
 )
-SELECT count(*)::int AS jobs, (array_agg(id ORDER BY id DESC))[1] AS last_id
+SELECT count(*)::int AS jobs, coalesce(:now::timestamptz, now()) AS at
 FROM updated
 WHERE (SELECT count(*) FROM woken) >= 0

@@ -2450,6 +2450,8 @@ export const JobServiceService = {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call takes only jobs that finished by the time it started: one that fails back into
+   * the DLQ while the call runs is left for the next call, so the call always ends.
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs: {
@@ -2525,6 +2527,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call takes only jobs that finished by the time it started: one that fails back into
+   * the DLQ while the call runs is left for the next call, so the call always ends.
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs: handleUnaryCall<RetryJobsRequest, RetryJobsResponse>;
@@ -2668,6 +2672,8 @@ export interface JobServiceClient extends Client {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call takes only jobs that finished by the time it started: one that fails back into
+   * the DLQ while the call runs is left for the next call, so the call always ends.
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs(

@@ -68,6 +68,8 @@ type JobServiceClient interface {
 	// INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
 	// own, so a call cut short (deadline, cancel, server stop) may have retried part of the
 	// matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+	// A call takes only jobs that finished by the time it started: one that fails back into
+	// the DLQ while the call runs is left for the next call, so the call always ends.
 	// An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
 	RetryJobs(ctx context.Context, in *RetryJobsRequest, opts ...grpc.CallOption) (*RetryJobsResponse, error)
 	// PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
@@ -207,6 +209,8 @@ type JobServiceServer interface {
 	// INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
 	// own, so a call cut short (deadline, cancel, server stop) may have retried part of the
 	// matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+	// A call takes only jobs that finished by the time it started: one that fails back into
+	// the DLQ while the call runs is left for the next call, so the call always ends.
 	// An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
 	RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error)
 	// PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;

@@ -96,6 +96,9 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
     jobList: { queue: QUEUE, states: ['PENDING'], type: null, afterId: null, limit: 51 },
     jobCancel: { id: seed.pendingId, now: null },
     jobRetry: { id: seed.pendingId, now: null },
+    jobRetryMany: { queue: QUEUE, states: ['DLQ', 'CANCELLED'], type: null, finishedBefore: null, ids: null, cutoff: null, limit: 500, now: null },
+    jobPurgeMany: { queue: QUEUE, states: ['COMPLETED'], type: null, finishedBefore: null, ids: null, cutoff: null, limit: 500, now: null },
+    jobCountMany: { queue: QUEUE, states: ['COMPLETED'], type: null, finishedBefore: null, ids: null, projectedOnly: true },
     queueUpsert: {
       name: QUEUE, maxAttempts: null, backoffKind: null, backoffBaseSeconds: null, backoffCapSeconds: null,
       backoffJitter: null, leaseSeconds: null, maxConcurrency: null, completedRetentionSeconds: null,

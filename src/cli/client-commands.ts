@@ -1,6 +1,16 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { BACKOFF_KINDS, EvoraApiError, EvoraClient, jobStateParse, type Backoff, type BackoffKindName, type Job, type QueueSettings } from '../sdk/index.js';
+import {
+  BACKOFF_KINDS,
+  EvoraApiError,
+  EvoraClient,
+  jobStateParse,
+  type Backoff,
+  type BackoffKindName,
+  type BulkJobFilter,
+  type Job,
+  type QueueSettings,
+} from '../sdk/index.js';
 import {
   UsageError,
   jobDetails,
@@ -88,7 +98,7 @@ function cancelText(job: Job): string {
 }
 
 /**
- * Adds the client commands (submit, get, list, cancel, retry, queues, stats, queue ...) to
+ * Adds the client commands (submit, get, list, cancel, retry, purge, queues, stats, queue ...) to
  * `program`. They load no server code, so they start fast; each maps a failure to one line
  * and an exit code in main.ts.
  */
@@ -174,12 +184,43 @@ export function clientCommandsAdd(program: Command): void {
     );
 
   program
-    .command('retry <id>')
-    .description('run a DLQ or CANCELLED job again')
+    .command('retry [id]')
+    .description('run a DLQ or CANCELLED job again, or with --all every one a filter matches')
+    .option('--all', 'retry every DLQ or CANCELLED job the filter flags match (required without an id)')
+    .option('--queue <queue>', 'with --all: only this queue')
+    .option('--state <states...>', 'with --all: only these states (dlq, cancelled; default both)')
+    .option('--type <type>', 'with --all: only this job type')
+    .option('--finished-before <time>', 'with --all: only jobs that finished before this: an age such as 7d, or an ISO 8601 time')
+    .option('--dry-run', 'with --all: only count the jobs that would be retried')
     .action(
-      withClient(async (ctx, id: string) => {
-        const job = await ctx.client.retry(id);
-        print(ctx, job, () => `job ${job.id}: ${job.state}, will run again`);
+      withClient(async (ctx, id: string | undefined, opts: BulkFlags & { all?: boolean }) => {
+        const filterGiven = opts.queue !== undefined || opts.state !== undefined || opts.type !== undefined || opts.finishedBefore !== undefined;
+        if (id !== undefined) {
+          if (opts.all || filterGiven || opts.dryRun) throw new UsageError('give a job id, or filter flags with --all, not both');
+          const job = await ctx.client.retry(id);
+          print(ctx, job, () => `job ${job.id}: ${job.state}, will run again`);
+          return;
+        }
+        if (!opts.all) throw new UsageError('give a job id, or filter flags (--queue, --state, --type, --finished-before) with --all');
+        const dryRun = Boolean(opts.dryRun);
+        const count = await ctx.client.retryJobs(bulkFilterOf(opts), { dryRun });
+        print(ctx, { count, dryRun }, () => (dryRun ? `${jobsText(count)} would be retried` : `${jobsText(count)} retried`));
+      }),
+    );
+
+  program
+    .command('purge')
+    .description('delete finished jobs (COMPLETED, DLQ, CANCELLED) a filter matches; never pending or running ones')
+    .option('--queue <queue>', 'only this queue')
+    .option('--state <states...>', 'only these states (completed, dlq, cancelled; default all three)')
+    .option('--type <type>', 'only this job type')
+    .option('--finished-before <time>', 'only jobs that finished before this: an age such as 7d, or an ISO 8601 time')
+    .option('--dry-run', 'only count the jobs that would be deleted')
+    .action(
+      withClient(async (ctx, opts: BulkFlags) => {
+        const dryRun = Boolean(opts.dryRun);
+        const count = await ctx.client.purgeJobs(bulkFilterOf(opts), { dryRun });
+        print(ctx, { count, dryRun }, () => (dryRun ? `${jobsText(count)} would be deleted` : `${jobsText(count)} deleted`));
       }),
     );
 
@@ -298,6 +339,39 @@ export function clientCommandsAdd(program: Command): void {
         },
       ),
     );
+}
+
+/** The filter flags of `retry --all` and `purge`. */
+interface BulkFlags {
+  queue?: string;
+  state?: string[];
+  type?: string;
+  finishedBefore?: string;
+  dryRun?: boolean;
+}
+
+/** The filter the flags give; the server refuses an empty one. */
+function bulkFilterOf(opts: BulkFlags): BulkJobFilter {
+  return {
+    queue: opts.queue,
+    states: statesOf(opts.state),
+    type: opts.type,
+    finishedBefore: opts.finishedBefore === undefined ? undefined : parseAgeOrTime(opts.finishedBefore, '--finished-before'),
+  };
+}
+
+/** A time in the past: an age (`7d`, `12h`: that long ago) or an ISO 8601 time. */
+function parseAgeOrTime(text: string, flag: string): Date {
+  const t = text.trim();
+  if (/^[\d.]+(ms|s|m|h|d)/.test(t) && !/^\d{4}-/.test(t)) return new Date(Date.now() - parseDuration(t, flag) * 1000);
+  const ms = /^[\d.]+$/.test(t) ? NaN : Date.parse(t);
+  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be an age such as 7d or an ISO 8601 time (2030-01-02T15:04:05Z), got "${text}"`);
+  return new Date(ms);
+}
+
+/** `1 job`, `3 jobs`. */
+function jobsText(count: number): string {
+  return `${count} job${count === 1 ? '' : 's'}`;
 }
 
 /** The --backoff, --backoff-base, --backoff-cap and --jitter flags of `queue set` and `submit`. */

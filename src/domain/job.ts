@@ -144,3 +144,30 @@ export interface PruneCount {
   state: FinishedJobState;
   jobs: number;
 }
+
+/**
+ * The states an operator's retry (RetryJob, RetryJobs) moves back to PENDING. The SQL of
+ * both retries names the same list (sql/job-retry.sql, sql/job-retry-many.sql).
+ */
+export const RETRYABLE_STATES: readonly JobState[] = ['DLQ', 'CANCELLED'];
+
+/**
+ * The states a purge (PurgeJobs) or retention may delete: the finished ones, named one by
+ * one so that a state added later (one a job waits in) is never purged by default.
+ */
+export const FINISHED_STATES: readonly FinishedJobState[] = ['COMPLETED', 'DLQ', 'CANCELLED'];
+
+/**
+ * Which jobs a bulk operator action (RetryJobs, PurgeJobs) touches, checked
+ * (checkBulkFilter). Parts are ANDed; null = not filtered on that part. `states` is never
+ * null: an unset state filter is every state the action may touch.
+ */
+export interface JobBulkFilter {
+  queue: string | null;
+  states: JobState[];
+  type: string | null;
+  /** Only jobs that finished before this time. */
+  finishedBefore: Date | null;
+  /** Only these jobs. */
+  ids: string[] | null;
+}

@@ -1,6 +1,6 @@
 import { invalidArgument } from './errors.js';
 import { isUuid } from './ids.js';
-import type { JsonObject } from './job.js';
+import type { JobBulkFilter, JobState, JsonObject } from './job.js';
 import type { RateLimit } from './queue.js';
 
 /**
@@ -188,4 +188,41 @@ export function checkTimeoutSeconds(seconds: number, field = 'timeout'): number 
 export function checkBackoffNumbers(b: { jitter: number; baseSeconds?: number; capSeconds?: number }): void {
   if (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter)) throw invalidArgument('backoff.jitter must be from 0 to 1');
   if ((b.baseSeconds ?? 0) < 0 || (b.capSeconds ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
+}
+
+/** Most ids one bulk action's filter may name (RetryJobs, PurgeJobs). */
+export const MAX_FILTER_IDS = MAX_BATCH;
+
+/** A bulk action's filter as it arrives, states already mapped from the wire (unknown ones are null). */
+export interface BulkFilterInput {
+  queue: string;
+  states: (JobState | null)[];
+  type: string;
+  finishedBefore: Date | undefined;
+  ids: string[];
+}
+
+/**
+ * The filter of a bulk operator action (RetryJobs may touch `allowed` = DLQ and CANCELLED,
+ * PurgeJobs the finished states). An empty filter is refused ("a filter is required") so no
+ * one retries or purges everything by accident; a state the action cannot touch is refused
+ * naming it; so are a bad id, queue or type. Unset states become `allowed`.
+ */
+export function checkBulkFilter(action: 'retried' | 'purged', input: BulkFilterInput, allowed: readonly JobState[]): JobBulkFilter {
+  const empty = !input.queue && input.states.length === 0 && !input.type && !input.finishedBefore && input.ids.length === 0;
+  if (empty) throw invalidArgument('a filter is required (queue, states, type, finished_before or ids)');
+  const states = input.states.map((s, i) => {
+    if (!s) throw invalidArgument(`filter.states[${i}] is not a known state`);
+    if (!allowed.includes(s)) throw invalidArgument(`filter.states: ${s} jobs cannot be ${action} (only ${allowed.join(', ')})`);
+    return s;
+  });
+  if (input.ids.length > MAX_FILTER_IDS) throw invalidArgument(`filter.ids names more than ${MAX_FILTER_IDS} jobs`);
+  input.ids.forEach((id, i) => checkUuid(`filter.ids[${i}]`, id));
+  return {
+    queue: input.queue ? checkName('filter.queue', input.queue) : null,
+    states: states.length > 0 ? [...new Set(states)] : [...allowed],
+    type: input.type ? checkName('filter.type', input.type) : null,
+    finishedBefore: checkDate('filter.finished_before', input.finishedBefore) ?? null,
+    ids: input.ids.length > 0 ? [...new Set(input.ids)] : null,
+  };
 }

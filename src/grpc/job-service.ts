@@ -1,5 +1,5 @@
-import { invalidArgument } from '../domain/errors.js';
-import type { JobBackoff, JobState, JobSubmitInput } from '../domain/job.js';
+import { failedPrecondition, invalidArgument } from '../domain/errors.js';
+import { FINISHED_STATES, RETRYABLE_STATES, type JobBackoff, type JobBulkFilter, type JobState, type JobSubmitInput } from '../domain/job.js';
 import {
   DEFAULT_PAGE_SIZE,
   MAX_BATCH,
@@ -14,11 +14,12 @@ import {
   checkPriority,
   checkUuid,
   checkBackoffNumbers,
+  checkBulkFilter,
   checkTimeoutSeconds,
   pageTokenDecode,
   pageTokenEncode,
 } from '../domain/validate.js';
-import type { JobServiceServer, SubmitJobRequest } from '../gen/evora/v1/job.js';
+import type { JobFilter, JobServiceServer, SubmitJobRequest } from '../gen/evora/v1/job.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
 import { backoffKindFromPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
@@ -48,8 +49,35 @@ function jobBackoff(b: Backoff): JobBackoff {
   return { kind: backoffKindFromPb(b.kind) ?? null, baseSeconds: baseSeconds ?? null, capSeconds: capSeconds ?? null, jitter: b.jitter };
 }
 
+/** A bulk action's filter, checked for the states the action may touch (`allowed`). */
+function bulkFilter(action: 'retried' | 'purged', filter: JobFilter | undefined, allowed: readonly JobState[]): JobBulkFilter {
+  return checkBulkFilter(
+    action,
+    {
+      queue: filter?.queue ?? '',
+      states: (filter?.states ?? []).map((s) => jobStateFromPb(s) ?? null),
+      type: filter?.type ?? '',
+      finishedBefore: filter?.finishedBefore,
+      ids: filter?.ids ?? [],
+    },
+    allowed,
+  );
+}
+
 /**
- * JobService: producers submit jobs, operators read, cancel and retry them. A submit goes
+ * An AbortSignal that aborts when the call is cancelled (its deadline passed, the client went
+ * away), so a bulk action stops between batches; the reason is a domain error, as no one
+ * reads the answer and nothing went wrong on the server.
+ */
+function callSignal(call: { on(event: 'cancelled', fn: () => void): unknown }): AbortSignal {
+  const ac = new AbortController();
+  call.on('cancelled', () => ac.abort(failedPrecondition('the call was cancelled; the batches done so far stay done')));
+  return ac.signal;
+}
+
+/**
+ * JobService: producers submit jobs, operators read, cancel and retry them, one by one or
+ * over a filter (RetryJobs), and purge finished ones (PurgeJobs). A submit goes
  * through the dispatcher (which may hand the job to an idle worker of this server); the
  * rest goes to the store.
  */
@@ -103,6 +131,18 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       const job = await store.jobRetry({ id: checkUuid('id', req.id) });
       logger.info({ job_id: job.id, queue: job.queue, type: job.type }, 'job retried by operator');
       return { job: jobToPb(job) };
+    }),
+    retryJobs: unary(logger, 'RetryJobs', async (req, call) => {
+      const filter = bulkFilter('retried', req.filter, RETRYABLE_STATES);
+      const count = await store.jobRetryMany({ filter, dryRun: req.dryRun, signal: callSignal(call) });
+      logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to retry counted' : 'jobs retried by operator');
+      return { count };
+    }),
+    purgeJobs: unary(logger, 'PurgeJobs', async (req, call) => {
+      const filter = bulkFilter('purged', req.filter, FINISHED_STATES);
+      const count = await store.jobPurgeMany({ filter, dryRun: req.dryRun, signal: callSignal(call) });
+      logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to purge counted' : 'jobs purged by operator');
+      return { count };
     }),
   };
 }

@@ -1,10 +1,14 @@
+// Over 400 lines on purpose: the one EvoraClient class, a short method per RPC of JobService
+// and QueueService; splitting it would split its API.
 import * as grpc from '@grpc/grpc-js';
 import {
   JobServiceClient,
   type CancelJobResponse,
   type GetJobResponse,
   type ListJobsResponse,
+  type PurgeJobsResponse,
   type RetryJobResponse,
+  type RetryJobsResponse,
   type SubmitJobRequest,
   type SubmitJobResponse,
   type SubmitJobsResponse,
@@ -99,6 +103,32 @@ export interface ListJobsFilter {
   /** One state or several ('DLQ', ['PENDING', 'RUNNING']); case-insensitive. */
   states?: JobStateName | JobStateName[] | string | string[];
   type?: string;
+}
+
+// ----- bulk operator actions: types ---------------------------------------------------
+
+/**
+ * Which jobs `retryJobs` or `purgeJobs` touches; parts are ANDed and at least one must be
+ * set (an empty filter is refused, INVALID_ARGUMENT).
+ */
+export interface BulkJobFilter {
+  queue?: string;
+  /**
+   * One state or several, case-insensitive; unset = every state the action may touch
+   * (retry: DLQ and CANCELLED; purge: COMPLETED, DLQ and CANCELLED). Any other is INVALID_ARGUMENT.
+   */
+  states?: JobStateName | JobStateName[] | string | string[];
+  type?: string;
+  /** Only jobs that finished before this time. */
+  finishedBefore?: Date;
+  /** Only these jobs (at most 10,000); unknown ones and ones in other states are skipped. */
+  ids?: string[];
+}
+
+/** Options of `retryJobs` and `purgeJobs`. */
+export interface BulkCallOptions extends CallOptions {
+  /** Only count what would be done; change nothing. */
+  dryRun?: boolean;
 }
 
 /** One page of jobs. */
@@ -232,6 +262,31 @@ export class EvoraClient {
     return jobFromPb(required(res.job, 'RetryJob'));
   }
 
+  // ----- bulk operator actions ----------------------------------------------------------
+
+  /**
+   * Runs every DLQ or CANCELLED job the filter matches again, each as `retry` does; jobs in
+   * other states are left alone. Returns how many were retried (dry run: would be). Done in
+   * batches committed one by one: after a deadline or a failure some may be retried; calling
+   * again is safe.
+   */
+  async retryJobs(filter: BulkJobFilter, opts: BulkCallOptions = {}): Promise<number> {
+    const req = { filter: bulkFilterToPb(filter), dryRun: opts.dryRun ?? false };
+    const res = await this.unary<RetryJobsResponse>('RetryJobs', (md, o, cb) => this.jobs.retryJobs(req, md, o, cb), opts);
+    return res.count;
+  }
+
+  /**
+   * Deletes every finished job (COMPLETED, DLQ, CANCELLED) the filter matches, never one in
+   * another state, nor (for now) one whose events telemetry has not recorded yet. Returns how
+   * many were deleted (dry run: would be). Batched and safe to repeat, as `retryJobs`.
+   */
+  async purgeJobs(filter: BulkJobFilter, opts: BulkCallOptions = {}): Promise<number> {
+    const req = { filter: bulkFilterToPb(filter), dryRun: opts.dryRun ?? false };
+    const res = await this.unary<PurgeJobsResponse>('PurgeJobs', (md, o, cb) => this.jobs.purgeJobs(req, md, o, cb), opts);
+    return res.count;
+  }
+
   // ----- queues -------------------------------------------------------------------------
 
   /**
@@ -363,6 +418,16 @@ function required<T>(value: T | undefined, rpc: string): T {
 function statesOf(states: ListJobsFilter['states']): JobStateName[] {
   if (states === undefined) return [];
   return (Array.isArray(states) ? states : [states]).map((s) => jobStateParse(s));
+}
+
+function bulkFilterToPb(filter: BulkJobFilter) {
+  return {
+    queue: filter.queue ?? '',
+    states: statesOf(filter.states).map(jobStateToPb),
+    type: filter.type ?? '',
+    finishedBefore: filter.finishedBefore,
+    ids: filter.ids ?? [],
+  };
 }
 
 function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequest {

@@ -5,6 +5,7 @@
  */
 export { EvoraClient } from './client.js';
 export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitJobInput, SubmitResult } from './client.js';
+export type { BulkCallOptions, BulkJobFilter } from './client.js';
 export { EvoraWorker } from './worker/evora-worker.js';
 export type {
   AckResultName,

@@ -1,13 +1,13 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import type { Job, JobListParams, JobState } from '../domain/job.js';
+import { FINISHED_STATES, RETRYABLE_STATES, type Job, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import { rowOf, rowsOf, statement } from './statements.js';
 
 /**
- * Operators' reads and writes of single jobs (the JobService API): get, list, cancel,
- * retry. Not on the hot path: planned at every call.
+ * Operators' reads and writes of jobs (the JobService API): get, list, cancel, retry, and
+ * the bulk retry and purge over a filter. Not on the hot path: planned at every call.
  */
 
 const jobGetSql = statement<{ id: string }, JobRow>('job-get', { id: 'uuid' }, JOB_COLUMNS);
@@ -76,4 +76,117 @@ export async function jobRetry(pool: StorePool, id: string, now: Date | null): P
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
   throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
+}
+
+/** The filter parts of the bulk statements, as they bind. */
+interface BulkFilterSqlParams {
+  queue: string | null;
+  states: JobState[];
+  type: string | null;
+  finishedBefore: Date | null;
+  ids: string[] | null;
+}
+const BULK_FILTER_TYPES = {
+  queue: 'text',
+  states: 'evora.job_state[]',
+  type: 'text',
+  finishedBefore: 'timestamptz',
+  ids: 'uuid[]',
+} as const;
+
+/** One batch: how many jobs it changed, and its time (the cutoff of the run's later batches). */
+interface BulkBatchRow {
+  jobs: number;
+  at: Date;
+}
+const BULK_BATCH_COLUMNS = { jobs: 'int4', at: 'timestamptz' } as const;
+
+const jobRetryManySql = statement<BulkFilterSqlParams & { cutoff: Date | null; limit: number; now: Date | null }, BulkBatchRow>(
+  'job-retry-many',
+  { ...BULK_FILTER_TYPES, cutoff: 'timestamptz', limit: 'int8', now: 'timestamptz' },
+  BULK_BATCH_COLUMNS,
+);
+
+const jobPurgeManySql = statement<BulkFilterSqlParams & { cutoff: Date | null; limit: number; now: Date | null }, BulkBatchRow>(
+  'job-purge-many',
+  { ...BULK_FILTER_TYPES, cutoff: 'timestamptz', limit: 'int8', now: 'timestamptz' },
+  BULK_BATCH_COLUMNS,
+);
+
+/** `jobs` is int8: pg hands it over as a string. */
+const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean }, { jobs: string }>(
+  'job-count-many',
+  { ...BULK_FILTER_TYPES, projectedOnly: 'bool' },
+  { jobs: 'int8' },
+);
+
+/** Rows one bulk statement changes at most: one short transaction, a bounded set of row locks. */
+export const BULK_BATCH_SIZE = 500;
+
+/** What a bulk operator action is asked to do. */
+export interface JobBulkParams {
+  filter: JobBulkFilter;
+  /** Count what would be done; change nothing. */
+  dryRun: boolean;
+  now: Date | null;
+  /** Stops between batches (what is done stays done). */
+  signal?: AbortSignal;
+  /** Rows per statement; BULK_BATCH_SIZE unless a test says otherwise. */
+  batchSize?: number;
+}
+
+function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): BulkFilterSqlParams {
+  return {
+    queue: filter.queue,
+    states: filter.states.filter((s) => allowed.includes(s)),
+    type: filter.type,
+    finishedBefore: filter.finishedBefore,
+    ids: filter.ids,
+  };
+}
+
+/**
+ * Runs `batch` until one does less than a full batch, each its own statement (and
+ * transaction); returns the total. Every batch after the first takes only jobs that
+ * finished by the first one's time (`cutoff`): a batch's jobs leave the match, and no job
+ * that finishes while the run goes on joins it, so the loop ends however busy the queue is.
+ */
+async function batchesRun(
+  params: JobBulkParams,
+  batch: (cutoff: Date | null, limit: number) => Promise<BulkBatchRow | undefined>,
+): Promise<number> {
+  const limit = params.batchSize ?? BULK_BATCH_SIZE;
+  let cutoff: Date | null = null;
+  let total = 0;
+  for (;;) {
+    params.signal?.throwIfAborted();
+    const row = await batch(cutoff, limit);
+    total += row?.jobs ?? 0;
+    if (!row || row.jobs < limit) return total;
+    cutoff ??= row.at;
+  }
+}
+
+/**
+ * An operator's bulk retry (Store.jobRetryMany): every DLQ or CANCELLED job the filter
+ * matches, each as jobRetry does it; other states in the filter's reach are left alone.
+ * Returns how many jobs were (or, dry run, would be) retried.
+ */
+export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Promise<number> {
+  const filter = filterParams(params.filter, RETRYABLE_STATES);
+  if (filter.states.length === 0) return 0;
+  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: false }))?.jobs ?? 0);
+  return batchesRun(params, (cutoff, limit) => rowOf(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now }));
+}
+
+/**
+ * An operator's purge (Store.jobPurgeMany): deletes every finished job the filter matches,
+ * never one in another state, and (as retention) never one whose events telemetry has not
+ * projected yet. Returns how many jobs were (or, dry run, would be) deleted.
+ */
+export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Promise<number> {
+  const filter = filterParams(params.filter, FINISHED_STATES);
+  if (filter.states.length === 0) return 0;
+  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true }))?.jobs ?? 0);
+  return batchesRun(params, (cutoff, limit) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now }));
 }

@@ -17,7 +17,7 @@ import type {
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
 import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
-import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
+import { jobCancel, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
@@ -270,6 +270,16 @@ export class Store {
   /** Manual retry: a DLQ or CANCELLED job goes back to PENDING with its attempts reset. */
   async jobRetry(params: { id: string; now?: Date }): Promise<Job> {
     return jobRetry(this.pool, params.id, params.now ?? null);
+  }
+
+  /** Bulk retry over a filter, in batches (as jobRetry, DLQ and CANCELLED jobs only); the count done or, dry run, due. */
+  async jobRetryMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
+    return jobsRetryMany(this.pool, { ...params, now: params.now ?? null });
+  }
+
+  /** Bulk delete of finished jobs over a filter, in batches, never unprojected ones; the count done or, dry run, due. */
+  async jobPurgeMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
+    return jobsPurgeMany(this.pool, { ...params, now: params.now ?? null });
   }
 
   // ----- maintenance -------------------------------------------------------------------

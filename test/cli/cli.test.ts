@@ -122,6 +122,46 @@ describe('evora client commands', () => {
     expect(again.stderr).toMatch(new RegExp(`^evora: FAILED_PRECONDITION: job ${id} is PENDING; only DLQ or CANCELLED jobs can be retried\\n$`));
   });
 
+  it('retry --all and purge over a filter: dry runs, counts, --json, and the guards against a typo', async () => {
+    const queue = queueName('bulk');
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await json<{ job: JobJson }>('submit', queue, 't')).job.id);
+    for (const id of ids) await json('cancel', id);
+
+    // Without an id, a filter retry needs --all; an id and filter flags together are refused.
+    const noAll = await evora('retry', '--queue', queue, '--state', 'cancelled');
+    expect(noAll.code).toBe(2);
+    expect(noAll.stderr).toMatch(/^evora: give a job id, or filter flags .* with --all\n$/);
+    const both = await evora('retry', ids[0]!, '--all', '--queue', queue);
+    expect(both.code).toBe(2);
+    const empty = await evora('retry', '--all');
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toMatch(/^evora: INVALID_ARGUMENT: a filter is required/);
+    const wrongState = await evora('purge', '--queue', queue, '--state', 'pending');
+    expect(wrongState.code).toBe(2);
+    expect(wrongState.stderr).toMatch(/PENDING jobs cannot be purged/);
+
+    expect(await json('retry', '--all', '--queue', queue, '--state', 'cancelled', '--dry-run')).toEqual({ count: 3, dryRun: true });
+    const retried = await evora('retry', '--all', '--queue', queue, '--state', 'cancelled');
+    expect(retried).toMatchObject({ code: 0, stdout: '3 jobs retried\n' });
+    expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'pending')).toHaveLength(3);
+    expect(await json('retry', '--all', '--queue', queue)).toEqual({ count: 0, dryRun: false });
+
+    // Cancelled again: purged once telemetry has recorded their events (the count waits for it).
+    for (const id of ids) await json('cancel', id);
+    expect(await json('purge', '--queue', queue, '--finished-before', '1h', '--dry-run')).toEqual({ count: 0, dryRun: true });
+    await waitFor(async () => (await json<{ count: number }>('purge', '--queue', queue, '--state', 'cancelled', '--dry-run')).count === 3, {
+      what: 'three jobs to purge',
+    });
+    const purged = await evora('purge', '--queue', queue, '--state', 'cancelled', '--finished-before', new Date(Date.now() + 60_000).toISOString());
+    expect(purged).toMatchObject({ code: 0, stdout: '3 jobs deleted\n' });
+    expect(await json<JobJson[]>('list', '--queue', queue)).toEqual([]);
+    expect(await evora('purge', '--queue', queue, '--dry-run')).toMatchObject({ code: 0, stdout: '0 jobs would be deleted\n' });
+    const badTime = await evora('purge', '--queue', queue, '--finished-before', 'last week');
+    expect(badTime.code).toBe(2);
+    expect(badTime.stderr).toMatch(/^evora: --finished-before must be an age such as 7d or an ISO 8601 time/);
+  });
+
   it('queues, queue set / get / pause / resume', async () => {
     const name = queueName();
     const created = await json<{ created: boolean; queue: Record<string, unknown> }>(

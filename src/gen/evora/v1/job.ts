@@ -290,6 +290,66 @@ export interface RetryJobResponse {
   job?: Job | undefined;
 }
 
+/**
+ * JobFilter selects the jobs of a bulk action (RetryJobs, PurgeJobs). Set parts are ANDed;
+ * at least one part must be set (an empty filter is INVALID_ARGUMENT, so nothing is retried
+ * or purged by accident).
+ */
+export interface JobFilter {
+  /** Only jobs in this queue; empty = any queue. */
+  queue: string;
+  /**
+   * Only jobs in one of these states; empty = every state the action may touch (RetryJobs:
+   * DLQ and CANCELLED; PurgeJobs: COMPLETED, DLQ and CANCELLED). A state the action may not
+   * touch, or UNSPECIFIED, is INVALID_ARGUMENT naming it.
+   */
+  states: JobState[];
+  /** Only jobs of this type; empty = any type. */
+  type: string;
+  /** Only jobs that finished (finished_at) before this time; unset = any time. */
+  finishedBefore?:
+    | Date
+    | undefined;
+  /**
+   * Only these jobs (UUIDs, at most 10,000); empty = any. A malformed id is
+   * INVALID_ARGUMENT; an unknown one, or one in a state the action does not touch, is
+   * skipped (not counted).
+   */
+  ids: string[];
+}
+
+/** RetryJobsRequest selects the DLQ and CANCELLED jobs to run again. */
+export interface RetryJobsRequest {
+  /** Which jobs (required: at least one part set). */
+  filter?:
+    | JobFilter
+    | undefined;
+  /** Count the jobs that would be retried now and change nothing. */
+  dryRun: boolean;
+}
+
+/** RetryJobsResponse says how many jobs were retried. */
+export interface RetryJobsResponse {
+  /** Jobs moved back to PENDING by this call (dry run: that would be, at the time of the call). */
+  count: number;
+}
+
+/** PurgeJobsRequest selects the finished jobs to delete. */
+export interface PurgeJobsRequest {
+  /** Which jobs (required: at least one part set). */
+  filter?:
+    | JobFilter
+    | undefined;
+  /** Count the jobs that would be deleted now and change nothing. */
+  dryRun: boolean;
+}
+
+/** PurgeJobsResponse says how many jobs were deleted. */
+export interface PurgeJobsResponse {
+  /** Jobs deleted by this call (dry run: that would be, at the time of the call). */
+  count: number;
+}
+
 function createBaseJob(): Job {
   return {
     id: "",
@@ -1826,6 +1886,473 @@ export const RetryJobResponse: MessageFns<RetryJobResponse> = {
   },
 };
 
+function createBaseJobFilter(): JobFilter {
+  return { queue: "", states: [], type: "", finishedBefore: undefined, ids: [] };
+}
+
+export const JobFilter: MessageFns<JobFilter> = {
+  encode(message: JobFilter, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.states.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.states) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    if (message.type !== "") {
+      writer.uint32(26).string(message.type);
+    }
+    if (message.finishedBefore !== undefined) {
+      Timestamp.encode(toTimestamp(message.finishedBefore), writer.uint32(34).fork()).join();
+    }
+    for (const v of message.ids) {
+      writer.uint32(42).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JobFilter {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJobFilter();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.states.push(reader.int32() as any);
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.states.push(reader.int32() as any);
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.finishedBefore = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.ids.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): JobFilter {
+    return {
+      queue: isSet(object.queue) ? globalThis.String(object.queue) : "",
+      states: globalThis.Array.isArray(object?.states) ? object.states.map((e: any) => jobStateFromJSON(e)) : [],
+      type: isSet(object.type) ? globalThis.String(object.type) : "",
+      finishedBefore: isSet(object.finishedBefore)
+        ? fromJsonTimestamp(object.finishedBefore)
+        : isSet(object.finished_before)
+        ? fromJsonTimestamp(object.finished_before)
+        : undefined,
+      ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: JobFilter): unknown {
+    const obj: any = {};
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    if (message.states?.length) {
+      obj.states = message.states.map((e) => jobStateToJSON(e));
+    }
+    if (message.type !== "") {
+      obj.type = message.type;
+    }
+    if (message.finishedBefore !== undefined) {
+      obj.finishedBefore = message.finishedBefore.toISOString();
+    }
+    if (message.ids?.length) {
+      obj.ids = message.ids;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<JobFilter>, I>>(base?: I): JobFilter {
+    return JobFilter.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<JobFilter>, I>>(object: I): JobFilter {
+    const message = createBaseJobFilter();
+    message.queue = object.queue ?? "";
+    message.states = object.states?.map((e) => e) || [];
+    message.type = object.type ?? "";
+    message.finishedBefore = object.finishedBefore ?? undefined;
+    message.ids = object.ids?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseRetryJobsRequest(): RetryJobsRequest {
+  return { filter: undefined, dryRun: false };
+}
+
+export const RetryJobsRequest: MessageFns<RetryJobsRequest> = {
+  encode(message: RetryJobsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      JobFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryJobsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryJobsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = JobFilter.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetryJobsRequest {
+    return {
+      filter: isSet(object.filter) ? JobFilter.fromJSON(object.filter) : undefined,
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: RetryJobsRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = JobFilter.toJSON(message.filter);
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetryJobsRequest>, I>>(base?: I): RetryJobsRequest {
+    return RetryJobsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryJobsRequest>, I>>(object: I): RetryJobsRequest {
+    const message = createBaseRetryJobsRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? JobFilter.fromPartial(object.filter)
+      : undefined;
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseRetryJobsResponse(): RetryJobsResponse {
+  return { count: 0 };
+}
+
+export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
+  encode(message: RetryJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.count !== 0) {
+      writer.uint32(8).int64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryJobsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryJobsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.count = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetryJobsResponse {
+    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+  },
+
+  toJSON(message: RetryJobsResponse): unknown {
+    const obj: any = {};
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetryJobsResponse>, I>>(base?: I): RetryJobsResponse {
+    return RetryJobsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryJobsResponse>, I>>(object: I): RetryJobsResponse {
+    const message = createBaseRetryJobsResponse();
+    message.count = object.count ?? 0;
+    return message;
+  },
+};
+
+function createBasePurgeJobsRequest(): PurgeJobsRequest {
+  return { filter: undefined, dryRun: false };
+}
+
+export const PurgeJobsRequest: MessageFns<PurgeJobsRequest> = {
+  encode(message: PurgeJobsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      JobFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeJobsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePurgeJobsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = JobFilter.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PurgeJobsRequest {
+    return {
+      filter: isSet(object.filter) ? JobFilter.fromJSON(object.filter) : undefined,
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: PurgeJobsRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = JobFilter.toJSON(message.filter);
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PurgeJobsRequest>, I>>(base?: I): PurgeJobsRequest {
+    return PurgeJobsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeJobsRequest>, I>>(object: I): PurgeJobsRequest {
+    const message = createBasePurgeJobsRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? JobFilter.fromPartial(object.filter)
+      : undefined;
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBasePurgeJobsResponse(): PurgeJobsResponse {
+  return { count: 0 };
+}
+
+export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
+  encode(message: PurgeJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.count !== 0) {
+      writer.uint32(8).int64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeJobsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePurgeJobsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.count = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PurgeJobsResponse {
+    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+  },
+
+  toJSON(message: PurgeJobsResponse): unknown {
+    const obj: any = {};
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PurgeJobsResponse>, I>>(base?: I): PurgeJobsResponse {
+    return PurgeJobsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeJobsResponse>, I>>(object: I): PurgeJobsResponse {
+    const message = createBasePurgeJobsResponse();
+    message.count = object.count ?? 0;
+    return message;
+  },
+};
+
 /**
  * JobService is used by producers (to submit jobs) and operators (to inspect,
  * cancel and retry them). Workers use WorkerService instead.
@@ -1915,6 +2442,45 @@ export const JobServiceService = {
     responseSerialize: (value: RetryJobResponse): Buffer => Buffer.from(RetryJobResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RetryJobResponse => RetryJobResponse.decode(value),
   },
+  /**
+   * RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
+   * RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
+   * event, its queue woken). Jobs the filter reaches in other states (through queue, type
+   * or ids) are left as they are and not counted; filter.states naming another state is
+   * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
+   * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
+   * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call takes only jobs that finished by the time it started: one that fails back into
+   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
+   */
+  retryJobs: {
+    path: "/evora.v1.JobService/RetryJobs" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RetryJobsRequest): Buffer => Buffer.from(RetryJobsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RetryJobsRequest => RetryJobsRequest.decode(value),
+    responseSerialize: (value: RetryJobsResponse): Buffer => Buffer.from(RetryJobsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RetryJobsResponse => RetryJobsResponse.decode(value),
+  },
+  /**
+   * PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
+   * a job in any other state (PENDING, RUNNING, or a state added later) is never deleted,
+   * and filter.states naming one is INVALID_ARGUMENT. As queue retention does, it leaves a
+   * job whose events telemetry has not recorded yet (usually for under a second; longer
+   * while the telemetry store is down) for a later call, and it changes no telemetry
+   * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
+   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   */
+  purgeJobs: {
+    path: "/evora.v1.JobService/PurgeJobs" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PurgeJobsRequest): Buffer => Buffer.from(PurgeJobsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PurgeJobsRequest => PurgeJobsRequest.decode(value),
+    responseSerialize: (value: PurgeJobsResponse): Buffer => Buffer.from(PurgeJobsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PurgeJobsResponse => PurgeJobsResponse.decode(value),
+  },
 } as const;
 
 export interface JobServiceServer extends UntypedServiceImplementation {
@@ -1953,6 +2519,29 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * an error (FAILED_PRECONDITION).
    */
   retryJob: handleUnaryCall<RetryJobRequest, RetryJobResponse>;
+  /**
+   * RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
+   * RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
+   * event, its queue woken). Jobs the filter reaches in other states (through queue, type
+   * or ids) are left as they are and not counted; filter.states naming another state is
+   * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
+   * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
+   * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call takes only jobs that finished by the time it started: one that fails back into
+   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
+   */
+  retryJobs: handleUnaryCall<RetryJobsRequest, RetryJobsResponse>;
+  /**
+   * PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
+   * a job in any other state (PENDING, RUNNING, or a state added later) is never deleted,
+   * and filter.states naming one is INVALID_ARGUMENT. As queue retention does, it leaves a
+   * job whose events telemetry has not recorded yet (usually for under a second; longer
+   * while the telemetry store is down) for a later call, and it changes no telemetry
+   * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
+   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   */
+  purgeJobs: handleUnaryCall<PurgeJobsRequest, PurgeJobsResponse>;
 }
 
 export interface JobServiceClient extends Client {
@@ -2075,6 +2664,57 @@ export interface JobServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RetryJobResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
+   * RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
+   * event, its queue woken). Jobs the filter reaches in other states (through queue, type
+   * or ids) are left as they are and not counted; filter.states naming another state is
+   * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
+   * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
+   * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call takes only jobs that finished by the time it started: one that fails back into
+   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
+   */
+  retryJobs(
+    request: RetryJobsRequest,
+    callback: (error: ServiceError | null, response: RetryJobsResponse) => void,
+  ): ClientUnaryCall;
+  retryJobs(
+    request: RetryJobsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RetryJobsResponse) => void,
+  ): ClientUnaryCall;
+  retryJobs(
+    request: RetryJobsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RetryJobsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
+   * a job in any other state (PENDING, RUNNING, or a state added later) is never deleted,
+   * and filter.states naming one is INVALID_ARGUMENT. As queue retention does, it leaves a
+   * job whose events telemetry has not recorded yet (usually for under a second; longer
+   * while the telemetry store is down) for a later call, and it changes no telemetry
+   * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
+   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   */
+  purgeJobs(
+    request: PurgeJobsRequest,
+    callback: (error: ServiceError | null, response: PurgeJobsResponse) => void,
+  ): ClientUnaryCall;
+  purgeJobs(
+    request: PurgeJobsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PurgeJobsResponse) => void,
+  ): ClientUnaryCall;
+  purgeJobs(
+    request: PurgeJobsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PurgeJobsResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const JobServiceClient = makeGenericClientConstructor(JobServiceService, "evora.v1.JobService") as unknown as {
@@ -2116,6 +2756,17 @@ function fromJsonTimestamp(o: any): Date {
   } else {
     return fromTimestamp(Timestamp.fromJSON(o));
   }
+}
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
 }
 
 function isObject(value: any): boolean {

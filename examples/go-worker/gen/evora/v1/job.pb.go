@@ -1001,6 +1001,296 @@ func (x *RetryJobResponse) GetJob() *Job {
 	return nil
 }
 
+// JobFilter selects the jobs of a bulk action (RetryJobs, PurgeJobs). Set parts are ANDed;
+// at least one part must be set (an empty filter is INVALID_ARGUMENT, so nothing is retried
+// or purged by accident).
+type JobFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only jobs in this queue; empty = any queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Only jobs in one of these states; empty = every state the action may touch (RetryJobs:
+	// DLQ and CANCELLED; PurgeJobs: COMPLETED, DLQ and CANCELLED). A state the action may not
+	// touch, or UNSPECIFIED, is INVALID_ARGUMENT naming it.
+	States []JobState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=evora.v1.JobState" json:"states,omitempty"`
+	// Only jobs of this type; empty = any type.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// Only jobs that finished (finished_at) before this time; unset = any time.
+	FinishedBefore *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=finished_before,json=finishedBefore,proto3" json:"finished_before,omitempty"`
+	// Only these jobs (UUIDs, at most 10,000); empty = any. A malformed id is
+	// INVALID_ARGUMENT; an unknown one, or one in a state the action does not touch, is
+	// skipped (not counted).
+	Ids           []string `protobuf:"bytes,5,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobFilter) Reset() {
+	*x = JobFilter{}
+	mi := &file_evora_v1_job_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobFilter) ProtoMessage() {}
+
+func (x *JobFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
+func (*JobFilter) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *JobFilter) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *JobFilter) GetStates() []JobState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *JobFilter) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *JobFilter) GetFinishedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedBefore
+	}
+	return nil
+}
+
+func (x *JobFilter) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+// RetryJobsRequest selects the DLQ and CANCELLED jobs to run again.
+type RetryJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which jobs (required: at least one part set).
+	Filter *JobFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Count the jobs that would be retried now and change nothing.
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryJobsRequest) Reset() {
+	*x = RetryJobsRequest{}
+	mi := &file_evora_v1_job_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryJobsRequest) ProtoMessage() {}
+
+func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
+func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RetryJobsRequest) GetFilter() *JobFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *RetryJobsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// RetryJobsResponse says how many jobs were retried.
+type RetryJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Jobs moved back to PENDING by this call (dry run: that would be, at the time of the call).
+	Count         int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryJobsResponse) Reset() {
+	*x = RetryJobsResponse{}
+	mi := &file_evora_v1_job_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryJobsResponse) ProtoMessage() {}
+
+func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
+func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RetryJobsResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// PurgeJobsRequest selects the finished jobs to delete.
+type PurgeJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which jobs (required: at least one part set).
+	Filter *JobFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Count the jobs that would be deleted now and change nothing.
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeJobsRequest) Reset() {
+	*x = PurgeJobsRequest{}
+	mi := &file_evora_v1_job_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeJobsRequest) ProtoMessage() {}
+
+func (x *PurgeJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeJobsRequest.ProtoReflect.Descriptor instead.
+func (*PurgeJobsRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PurgeJobsRequest) GetFilter() *JobFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *PurgeJobsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// PurgeJobsResponse says how many jobs were deleted.
+type PurgeJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Jobs deleted by this call (dry run: that would be, at the time of the call).
+	Count         int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeJobsResponse) Reset() {
+	*x = PurgeJobsResponse{}
+	mi := &file_evora_v1_job_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeJobsResponse) ProtoMessage() {}
+
+func (x *PurgeJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeJobsResponse.ProtoReflect.Descriptor instead.
+func (*PurgeJobsResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PurgeJobsResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 var File_evora_v1_job_proto protoreflect.FileDescriptor
 
 const file_evora_v1_job_proto_rawDesc = "" +
@@ -1073,14 +1363,30 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x0fRetryJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x10RetryJobResponse\x12\x1f\n" +
-	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job*\x98\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\"\xb8\x01\n" +
+	"\tJobFilter\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12*\n" +
+	"\x06states\x18\x02 \x03(\x0e2\x12.evora.v1.JobStateR\x06states\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12C\n" +
+	"\x0ffinished_before\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0efinishedBefore\x12\x10\n" +
+	"\x03ids\x18\x05 \x03(\tR\x03ids\"X\n" +
+	"\x10RetryJobsRequest\x12+\n" +
+	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
+	"\x11RetryJobsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\"X\n" +
+	"\x10PurgeJobsRequest\x12+\n" +
+	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
+	"\x11PurgeJobsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count*\x98\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_COMPLETED\x10\x03\x12\x11\n" +
 	"\rJOB_STATE_DLQ\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x052\xa4\x03\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x052\xb0\x04\n" +
 	"\n" +
 	"JobService\x12D\n" +
 	"\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n" +
@@ -1089,7 +1395,9 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x06GetJob\x12\x17.evora.v1.GetJobRequest\x1a\x18.evora.v1.GetJobResponse\x12A\n" +
 	"\bListJobs\x12\x19.evora.v1.ListJobsRequest\x1a\x1a.evora.v1.ListJobsResponse\x12D\n" +
 	"\tCancelJob\x12\x1a.evora.v1.CancelJobRequest\x1a\x1b.evora.v1.CancelJobResponse\x12A\n" +
-	"\bRetryJob\x12\x19.evora.v1.RetryJobRequest\x1a\x1a.evora.v1.RetryJobResponseB\x99\x01\n" +
+	"\bRetryJob\x12\x19.evora.v1.RetryJobRequest\x1a\x1a.evora.v1.RetryJobResponse\x12D\n" +
+	"\tRetryJobs\x12\x1a.evora.v1.RetryJobsRequest\x1a\x1b.evora.v1.RetryJobsResponse\x12D\n" +
+	"\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponseB\x99\x01\n" +
 	"\fcom.evora.v1B\bJobProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
 
 var (
@@ -1105,7 +1413,7 @@ func file_evora_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_evora_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: evora.v1.JobState
 	(*Job)(nil),                   // 1: evora.v1.Job
@@ -1121,24 +1429,29 @@ var file_evora_v1_job_proto_goTypes = []any{
 	(*CancelJobResponse)(nil),     // 11: evora.v1.CancelJobResponse
 	(*RetryJobRequest)(nil),       // 12: evora.v1.RetryJobRequest
 	(*RetryJobResponse)(nil),      // 13: evora.v1.RetryJobResponse
-	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*Backoff)(nil),               // 16: evora.v1.Backoff
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*JobFilter)(nil),             // 14: evora.v1.JobFilter
+	(*RetryJobsRequest)(nil),      // 15: evora.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),     // 16: evora.v1.RetryJobsResponse
+	(*PurgeJobsRequest)(nil),      // 17: evora.v1.PurgeJobsRequest
+	(*PurgeJobsResponse)(nil),     // 18: evora.v1.PurgeJobsResponse
+	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*Backoff)(nil),               // 21: evora.v1.Backoff
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
 }
 var file_evora_v1_job_proto_depIdxs = []int32{
-	14, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
+	19, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
 	0,  // 1: evora.v1.Job.state:type_name -> evora.v1.JobState
-	15, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	15, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	15, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	15, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	14, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
-	15, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
-	14, // 8: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
-	15, // 9: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	16, // 10: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
-	17, // 11: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
+	20, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	20, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	20, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	20, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
+	20, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	19, // 8: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
+	20, // 9: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	21, // 10: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
+	22, // 11: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
 	1,  // 12: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
 	2,  // 13: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
 	3,  // 14: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
@@ -1147,23 +1460,31 @@ var file_evora_v1_job_proto_depIdxs = []int32{
 	1,  // 17: evora.v1.ListJobsResponse.jobs:type_name -> evora.v1.Job
 	1,  // 18: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
 	1,  // 19: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
-	2,  // 20: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
-	4,  // 21: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
-	6,  // 22: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
-	8,  // 23: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
-	10, // 24: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
-	12, // 25: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
-	3,  // 26: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
-	5,  // 27: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
-	7,  // 28: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
-	9,  // 29: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
-	11, // 30: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
-	13, // 31: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	0,  // 20: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
+	20, // 21: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
+	14, // 22: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
+	14, // 23: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
+	2,  // 24: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
+	4,  // 25: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
+	6,  // 26: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
+	8,  // 27: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
+	10, // 28: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
+	12, // 29: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
+	15, // 30: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
+	17, // 31: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
+	3,  // 32: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
+	5,  // 33: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
+	7,  // 34: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
+	9,  // 35: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
+	11, // 36: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
+	13, // 37: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
+	16, // 38: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
+	18, // 39: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_job_proto_init() }
@@ -1180,7 +1501,7 @@ func file_evora_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_job_proto_rawDesc), len(file_evora_v1_job_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

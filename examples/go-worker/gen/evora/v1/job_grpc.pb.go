@@ -25,6 +25,8 @@ const (
 	JobService_ListJobs_FullMethodName   = "/evora.v1.JobService/ListJobs"
 	JobService_CancelJob_FullMethodName  = "/evora.v1.JobService/CancelJob"
 	JobService_RetryJob_FullMethodName   = "/evora.v1.JobService/RetryJob"
+	JobService_RetryJobs_FullMethodName  = "/evora.v1.JobService/RetryJobs"
+	JobService_PurgeJobs_FullMethodName  = "/evora.v1.JobService/PurgeJobs"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -59,6 +61,25 @@ type JobServiceClient interface {
 	// again as soon as possible with a fresh attempt budget. Any other state is
 	// an error (FAILED_PRECONDITION).
 	RetryJob(ctx context.Context, in *RetryJobRequest, opts ...grpc.CallOption) (*RetryJobResponse, error)
+	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
+	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
+	// event, its queue woken). Jobs the filter reaches in other states (through queue, type
+	// or ids) are left as they are and not counted; filter.states naming another state is
+	// INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
+	// own, so a call cut short (deadline, cancel, server stop) may have retried part of the
+	// matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+	// A call takes only jobs that finished by the time it started: one that fails back into
+	// the DLQ while the call runs is left for the next call, so the call always ends.
+	// An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
+	RetryJobs(ctx context.Context, in *RetryJobsRequest, opts ...grpc.CallOption) (*RetryJobsResponse, error)
+	// PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
+	// a job in any other state (PENDING, RUNNING, or a state added later) is never deleted,
+	// and filter.states naming one is INVALID_ARGUMENT. As queue retention does, it leaves a
+	// job whose events telemetry has not recorded yet (usually for under a second; longer
+	// while the telemetry store is down) for a later call, and it changes no telemetry
+	// counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
+	// RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+	PurgeJobs(ctx context.Context, in *PurgeJobsRequest, opts ...grpc.CallOption) (*PurgeJobsResponse, error)
 }
 
 type jobServiceClient struct {
@@ -129,6 +150,26 @@ func (c *jobServiceClient) RetryJob(ctx context.Context, in *RetryJobRequest, op
 	return out, nil
 }
 
+func (c *jobServiceClient) RetryJobs(ctx context.Context, in *RetryJobsRequest, opts ...grpc.CallOption) (*RetryJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryJobsResponse)
+	err := c.cc.Invoke(ctx, JobService_RetryJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobServiceClient) PurgeJobs(ctx context.Context, in *PurgeJobsRequest, opts ...grpc.CallOption) (*PurgeJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeJobsResponse)
+	err := c.cc.Invoke(ctx, JobService_PurgeJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -161,6 +202,25 @@ type JobServiceServer interface {
 	// again as soon as possible with a fresh attempt budget. Any other state is
 	// an error (FAILED_PRECONDITION).
 	RetryJob(context.Context, *RetryJobRequest) (*RetryJobResponse, error)
+	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
+	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
+	// event, its queue woken). Jobs the filter reaches in other states (through queue, type
+	// or ids) are left as they are and not counted; filter.states naming another state is
+	// INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
+	// own, so a call cut short (deadline, cancel, server stop) may have retried part of the
+	// matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+	// A call takes only jobs that finished by the time it started: one that fails back into
+	// the DLQ while the call runs is left for the next call, so the call always ends.
+	// An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
+	RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error)
+	// PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
+	// a job in any other state (PENDING, RUNNING, or a state added later) is never deleted,
+	// and filter.states naming one is INVALID_ARGUMENT. As queue retention does, it leaves a
+	// job whose events telemetry has not recorded yet (usually for under a second; longer
+	// while the telemetry store is down) for a later call, and it changes no telemetry
+	// counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
+	// RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+	PurgeJobs(context.Context, *PurgeJobsRequest) (*PurgeJobsResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -188,6 +248,12 @@ func (UnimplementedJobServiceServer) CancelJob(context.Context, *CancelJobReques
 }
 func (UnimplementedJobServiceServer) RetryJob(context.Context, *RetryJobRequest) (*RetryJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryJob not implemented")
+}
+func (UnimplementedJobServiceServer) RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryJobs not implemented")
+}
+func (UnimplementedJobServiceServer) PurgeJobs(context.Context, *PurgeJobsRequest) (*PurgeJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeJobs not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -318,6 +384,42 @@ func _JobService_RetryJob_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_RetryJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).RetryJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_RetryJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).RetryJobs(ctx, req.(*RetryJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobService_PurgeJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).PurgeJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_PurgeJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).PurgeJobs(ctx, req.(*PurgeJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -348,6 +450,14 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryJob",
 			Handler:    _JobService_RetryJob_Handler,
+		},
+		{
+			MethodName: "RetryJobs",
+			Handler:    _JobService_RetryJobs_Handler,
+		},
+		{
+			MethodName: "PurgeJobs",
+			Handler:    _JobService_PurgeJobs_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -66,6 +66,16 @@ class JobServiceStub:
                 request_serializer=evora_dot_v1_dot_job__pb2.RetryJobRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_job__pb2.RetryJobResponse.FromString,
                 _registered_method=True)
+        self.RetryJobs = channel.unary_unary(
+                '/evora.v1.JobService/RetryJobs',
+                request_serializer=evora_dot_v1_dot_job__pb2.RetryJobsRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_job__pb2.RetryJobsResponse.FromString,
+                _registered_method=True)
+        self.PurgeJobs = channel.unary_unary(
+                '/evora.v1.JobService/PurgeJobs',
+                request_serializer=evora_dot_v1_dot_job__pb2.PurgeJobsRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_job__pb2.PurgeJobsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -128,6 +138,35 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryJobs(self, request, context):
+        """RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
+        RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
+        event, its queue woken). Jobs the filter reaches in other states (through queue, type
+        or ids) are left as they are and not counted; filter.states naming another state is
+        INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
+        own, so a call cut short (deadline, cancel, server stop) may have retried part of the
+        matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+        A call takes only jobs that finished by the time it started: one that fails back into
+        the DLQ while the call runs is left for the next call, so the call always ends.
+        An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeJobs(self, request, context):
+        """PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
+        a job in any other state (PENDING, RUNNING, or a state added later) is never deleted,
+        and filter.states naming one is INVALID_ARGUMENT. As queue retention does, it leaves a
+        job whose events telemetry has not recorded yet (usually for under a second; longer
+        while the telemetry store is down) for a later call, and it changes no telemetry
+        counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
+        RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -160,6 +199,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.RetryJob,
                     request_deserializer=evora_dot_v1_dot_job__pb2.RetryJobRequest.FromString,
                     response_serializer=evora_dot_v1_dot_job__pb2.RetryJobResponse.SerializeToString,
+            ),
+            'RetryJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryJobs,
+                    request_deserializer=evora_dot_v1_dot_job__pb2.RetryJobsRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_job__pb2.RetryJobsResponse.SerializeToString,
+            ),
+            'PurgeJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeJobs,
+                    request_deserializer=evora_dot_v1_dot_job__pb2.PurgeJobsRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_job__pb2.PurgeJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -326,6 +375,60 @@ class JobService:
             '/evora.v1.JobService/RetryJob',
             evora_dot_v1_dot_job__pb2.RetryJobRequest.SerializeToString,
             evora_dot_v1_dot_job__pb2.RetryJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.JobService/RetryJobs',
+            evora_dot_v1_dot_job__pb2.RetryJobsRequest.SerializeToString,
+            evora_dot_v1_dot_job__pb2.RetryJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.JobService/PurgeJobs',
+            evora_dot_v1_dot_job__pb2.PurgeJobsRequest.SerializeToString,
+            evora_dot_v1_dot_job__pb2.PurgeJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,14 @@
+-- name: jobCountMany
+-- A bulk action's dry run (RetryJobs, PurgeJobs with dry_run): how many jobs the action
+-- would touch now. The filter as in sql/job-retry-many.sql and sql/job-purge-many.sql;
+-- :projectedOnly adds the purge's rule that a job whose events are still in the outbox is
+-- left alone. The caller passes only states its action may touch. Changes nothing.
+SELECT count(*)::int8 AS jobs
+FROM evora.jobs j
+WHERE j.state = ANY (:states::evora.job_state[])
+  AND (:queue::text IS NULL OR j.queue = :queue)
+  AND (:type::text IS NULL OR j.type = :type)
+  AND (:finishedBefore::timestamptz IS NULL OR j.finished_at < :finishedBefore)
+  AND (:ids::uuid[] IS NULL OR j.id = ANY (:ids))
+  AND (NOT :projectedOnly::bool
+       OR j.finished_at < (SELECT coalesce(min(at), 'infinity'::timestamptz) FROM evora.job_events))

@@ -1,0 +1,57 @@
+-- name: jobRetryMany
+-- One batch of an operator's bulk retry (RetryJobs): up to :limit jobs matching the filter
+-- (queue, states, type, finished before, ids; null: not filtered on) that finished at or
+-- before :cutoff (null: any time), each changed exactly as sql/job-retry.sql changes one job: back to PENDING, due
+-- now, attempts reset, last run forgotten (the last error stays). One `retried_manually`
+-- event per job in one outbox row; wakes each queue once. Returns how many it retried and
+-- its time (the caller's :cutoff for the run's later batches).
+-- Must stay true:
+-- - only DLQ and CANCELLED jobs are ever retried, whatever :states says (the explicit list);
+-- - bounded: at most :limit rows locked, SKIP LOCKED (a row another operator or the pruner
+--   holds is left for a later run); no ORDER BY, so a batch is one range scan of
+--   jobs_finished_idx when a queue is given, not a sort of every match;
+-- - the caller's loop ends: a retried job leaves the match (PENDING), and one that fails back
+--   into the DLQ meanwhile finished after :cutoff, so the run never takes a job twice.
+WITH previous AS (
+  SELECT j.id, j.state
+  FROM evora.jobs j
+  WHERE j.state IN ('DLQ', 'CANCELLED') AND j.state = ANY (:states::evora.job_state[])
+    AND (:queue::text IS NULL OR j.queue = :queue)
+    AND (:type::text IS NULL OR j.type = :type)
+    AND (:finishedBefore::timestamptz IS NULL OR j.finished_at < :finishedBefore)
+    AND (:ids::uuid[] IS NULL OR j.id = ANY (:ids))
+    AND (:cutoff::timestamptz IS NULL OR j.finished_at <= :cutoff)
+  LIMIT :limit
+  FOR UPDATE SKIP LOCKED
+),
+updated AS (
+  UPDATE evora.jobs j
+  SET state = 'PENDING',
+      attempt = 0,
+      run_at = coalesce(:now::timestamptz, now()),
+      lease_token = NULL,
+      locked_until = NULL,
+      worker_id = NULL,
+      result = NULL,
+      cancel_requested_at = NULL,
+      started_at = NULL,
+      finished_at = NULL
+  FROM previous p
+  WHERE j.id = p.id
+  RETURNING j.id, j.queue, j.type, j.state, j.attempt, j.worker_id, j.run_at, p.state AS previous_state
+),
+events AS (
+  INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+  SELECT max(run_at), count(*), array_agg(id), array_agg(queue), array_agg(type),
+         array_agg('retried_manually'::evora.job_event_kind), array_agg(previous_state::evora.job_state), array_agg(state),
+         array_agg(attempt), array_agg(worker_id),
+         array_agg(NULL::float8), array_agg(NULL::float8)
+  FROM updated
+  HAVING count(*) > 0
+),
+woken AS (
+  SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated) d
+)
+SELECT count(*)::int AS jobs, coalesce(:now::timestamptz, now()) AS at
+FROM updated
+WHERE (SELECT count(*) FROM woken) >= 0

@@ -1,0 +1,104 @@
+import type pg from 'pg';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { JobBulkFilter } from '../../src/domain/job.js';
+import { silentLogger } from '../../src/logger.js';
+import { Projector } from '../../src/maintenance/projector.js';
+import type { Store } from '../../src/store/store.js';
+import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
+import { jobInputs, queueName } from '../helpers/factories.js';
+import { storeSetup } from '../helpers/store-setup.js';
+
+/**
+ * The bulk statements (sql/job-retry-many.sql, job-purge-many.sql, job-count-many.sql)
+ * through Store.jobRetryMany and Store.jobPurgeMany: the batch loop, `now`, rows another
+ * transaction holds, and the purge's outbox rule. The RPCs are in test/grpc/bulk-actions.test.ts.
+ */
+
+let store: Store;
+let sql: pg.Pool;
+let projector: Projector;
+beforeAll(async () => {
+  ({ store, sql } = await storeSetup());
+  projector = new Projector({ store, sink: new PostgresTelemetrySink(store), logger: silentLogger() });
+});
+
+const signal = new AbortController().signal;
+const T0 = new Date('2032-05-01T00:00:00Z');
+
+async function projectAll(): Promise<void> {
+  while ((await projector.runOnce(signal)).events > 0);
+}
+
+const filterOf = (f: Partial<JobBulkFilter> & Pick<JobBulkFilter, 'states'>): JobBulkFilter => ({
+  queue: null,
+  type: null,
+  finishedBefore: null,
+  ids: null,
+  ...f,
+});
+
+/** `n` jobs of `queue` dead-lettered at T0 (max_attempts 1, failed as not retryable). */
+async function deadLettered(queue: string, n: number): Promise<string[]> {
+  await store.queueUpsert({ name: queue, maxAttempts: 1 });
+  await store.jobSubmitMany({ jobs: jobInputs(queue, n), now: T0 });
+  const claimed = await store.jobClaim({ queues: [queue], limit: n, workerId: 'w', now: T0 });
+  await store.jobFailMany({ failures: claimed.map((j) => ({ id: j.id, token: j.leaseToken!, error: 'boom', retryable: false })), now: T0 });
+  return claimed.map((j) => j.id);
+}
+
+describe('jobRetryMany', () => {
+  it('loops over batches to the end, due at `now`; a row another transaction holds is skipped and retried by the next run', async () => {
+    const queue = queueName('retry');
+    const ids = await deadLettered(queue, 7);
+    const held = await sql.connect();
+    try {
+      await held.query('BEGIN');
+      await held.query('SELECT id FROM evora.jobs WHERE id = $1 FOR UPDATE', [ids[3]]);
+      const now = new Date(T0.getTime() + 60_000);
+      const filter = filterOf({ queue, states: ['DLQ'] });
+      expect(await store.jobRetryMany({ filter, dryRun: true, now })).toBe(7);
+      // Batches of 2: 2, 2 (one skipped), 2, 0.
+      expect(await store.jobRetryMany({ filter, dryRun: false, now, batchSize: 2 })).toBe(6);
+      const { rows } = await sql.query<{ state: string; run_at: Date; attempt: number; n: number }>(
+        'SELECT state, run_at, attempt, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY 1, 2, 3 ORDER BY 1',
+        [queue],
+      );
+      expect(rows).toEqual([
+        { state: 'PENDING', run_at: now, attempt: 0, n: 6 },
+        { state: 'DLQ', run_at: T0, attempt: 1, n: 1 },
+      ]);
+      await held.query('ROLLBACK');
+      expect(await store.jobRetryMany({ filter, dryRun: false, now, batchSize: 2 })).toBe(1);
+      expect(await store.jobRetryMany({ filter, dryRun: false, now, batchSize: 2 })).toBe(0);
+    } finally {
+      await held.query('ROLLBACK');
+      held.release();
+    }
+  });
+
+  it('stops between batches when its signal aborts; what was done stays done', async () => {
+    const queue = queueName('abort');
+    await deadLettered(queue, 4);
+    const ac = new AbortController();
+    ac.abort(new Error('stop'));
+    await expect(store.jobRetryMany({ filter: filterOf({ queue, states: ['DLQ'] }), dryRun: false, signal: ac.signal })).rejects.toThrow('stop');
+    expect(await store.jobRetryMany({ filter: filterOf({ queue, states: ['DLQ'] }), dryRun: true })).toBe(4);
+  });
+});
+
+describe('jobPurgeMany', () => {
+  it('leaves finished jobs whose events telemetry has not projected; deletes them once it has', async () => {
+    const queue = queueName('purge');
+    const ids = await deadLettered(queue, 5);
+    const filter = filterOf({ queue, states: ['COMPLETED', 'DLQ', 'CANCELLED'] });
+    expect(await store.jobPurgeMany({ filter, dryRun: true })).toBe(0);
+    expect(await store.jobPurgeMany({ filter, dryRun: false })).toBe(0);
+    await projectAll();
+    expect(await store.jobPurgeMany({ filter, dryRun: true })).toBe(5);
+    expect(await store.jobPurgeMany({ filter: { ...filter, finishedBefore: T0 }, dryRun: true })).toBe(0);
+    expect(await store.jobPurgeMany({ filter: { ...filter, ids: ids.slice(0, 2) }, dryRun: false })).toBe(2);
+    // Batches of 2: 2, then (only jobs finished by the first batch's `now`) 1.
+    expect(await store.jobPurgeMany({ filter, dryRun: false, batchSize: 2, now: T0 })).toBe(3);
+    expect((await sql.query('SELECT 1 FROM evora.jobs WHERE queue = $1', [queue])).rowCount).toBe(0);
+  });
+});

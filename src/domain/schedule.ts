@@ -12,8 +12,8 @@ import { checkIntRange, checkMaxAttempts, checkName, checkPriority } from './val
  * Its DST behaviour, which the docs promise and test/unit/schedule-cron.test.ts pins:
  * a wall time that does not exist (spring forward, 02:30 on 2026-03-08 in New York) fires
  * once, an hour later by the wall clock (03:30 EDT); a wall time that happens twice (fall
- * back, 01:30 on 2026-11-01) fires once, at its first occurrence (EDT), unless the hour
- * field is a wildcard or step (then it fires in both hours, as every hour does).
+ * back, 01:30 on 2026-11-01) fires once, at its first occurrence (EDT); an expression
+ * whose hour field is * fires in both repeated hours, as in every hour.
  */
 
 /** What the scheduler does with fire times that passed while it was not running. */

@@ -59,6 +59,9 @@ export class Scheduler extends PeriodicService {
    */
   async runOnce(signal: AbortSignal, params: { now?: Date } = {}): Promise<ScheduleFireResult[]> {
     if (params.now === undefined) await this.sleepUntilDue(signal);
+    // Unknown until a pass succeeds: a failing pass (the database away) is retried after
+    // maxSleepMs, not at once.
+    this.dueAtLocalMs = null;
     const passes: ScheduleFireResult[] = [];
     while (!signal.aborted) {
       const pass = await this.opts.store.scheduleFireDue({ limit: this.batchSize, now: params.now });

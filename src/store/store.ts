@@ -53,8 +53,9 @@ export type { DbPooler } from './connections.js';
  * clock decides, so that many server processes agree on time.
  *
  * This class is the facade: each method hands its pool to the module of its area
- * (jobs-submit, jobs-lease, jobs-operator, outbox, queues, telemetry), where the statements
- * are declared and run.
+ * (jobs-submit, jobs-lease, jobs-operator, outbox, queues, schedules, telemetry), where the
+ * statements are declared and run. It is over 400 lines because every operation's contract
+ * is documented here, where callers look; the code of each is one line.
  */
 
 /** Connection settings for the store's pool. */

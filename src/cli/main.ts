@@ -6,6 +6,7 @@ import { Command, CommanderError } from 'commander';
 import { CONFIG_DOC, configLoad, type ServerConfig } from '../server/config.js';
 import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
+import { scheduleCommandsAdd } from './schedule-commands.js';
 import { UsageError } from './format.js';
 
 /**
@@ -164,6 +165,7 @@ program
   });
 
 clientCommandsAdd(program);
+scheduleCommandsAdd(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) {

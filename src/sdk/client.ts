@@ -1,5 +1,5 @@
-// Over 400 lines on purpose: the one EvoraClient class, a short method per RPC of JobService
-// and QueueService; splitting it would split its API.
+// Over 400 lines on purpose: the one EvoraClient class, a short method per RPC of JobService,
+// QueueService and ScheduleService; splitting it would split its API.
 import * as grpc from '@grpc/grpc-js';
 import {
   JobServiceClient,
@@ -25,6 +25,15 @@ import {
   type UpsertQueueRequest,
   type UpsertQueueResponse,
 } from '../gen/evora/v1/queue.js';
+import {
+  ScheduleServiceClient,
+  type GetScheduleResponse,
+  type ListSchedulesResponse,
+  type PauseScheduleResponse,
+  type ResumeScheduleResponse,
+  type TriggerScheduleResponse,
+  type UpsertScheduleResponse,
+} from '../gen/evora/v1/schedule.js';
 import { channelCreate, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
 import {
@@ -34,6 +43,8 @@ import {
   jobStateToPb,
   queueFromPb,
   queueStatsFromPb,
+  scheduleFromPb,
+  scheduleToPb,
   secondsToDuration,
   toJsonObject,
   type Backoff,
@@ -42,6 +53,8 @@ import {
   type JsonObject,
   type Queue,
   type QueueStats,
+  type Schedule,
+  type ScheduleInput,
 } from './types.js';
 
 /** Options of an EvoraClient. */
@@ -180,6 +193,7 @@ export class EvoraClient {
   private readonly channel: grpc.Channel;
   private readonly jobs: JobServiceClient;
   private readonly queues: QueueServiceClient;
+  private readonly schedules: ScheduleServiceClient;
   private readonly deadlineMs: number;
   private closed = false;
 
@@ -190,6 +204,7 @@ export class EvoraClient {
     const creds = opts.credentials ?? grpc.credentials.createInsecure();
     this.jobs = new JobServiceClient(this.address, creds, { channelOverride: this.channel });
     this.queues = new QueueServiceClient(this.address, creds, { channelOverride: this.channel });
+    this.schedules = new ScheduleServiceClient(this.address, creds, { channelOverride: this.channel });
   }
 
   // ----- jobs ---------------------------------------------------------------------------
@@ -375,6 +390,58 @@ export class EvoraClient {
   async listQueueStats(opts?: CallOptions): Promise<QueueStats[]> {
     const res = await this.unary<ListQueueStatsResponse>('ListQueueStats', (md, o, cb) => this.queues.listQueueStats({}, md, o, cb), opts);
     return res.stats.map(queueStatsFromPb);
+  }
+
+  // ----- schedules (docs/api.md, "Schedules") ------------------------------------------
+
+  /** Creates a schedule or replaces its settings (pause state and last run are kept). */
+  async upsertSchedule<P = JsonObject>(input: ScheduleInput<P>, opts?: CallOptions): Promise<{ schedule: Schedule<P>; created: boolean }> {
+    const req = { schedule: scheduleToPb(input) };
+    const res = await this.unary<UpsertScheduleResponse>('UpsertSchedule', (md, o, cb) => this.schedules.upsertSchedule(req, md, o, cb), opts);
+    return { schedule: scheduleFromPb<P>(required(res.schedule, 'UpsertSchedule')), created: res.created };
+  }
+
+  /** Reads one schedule (NOT_FOUND if there is none). */
+  async getSchedule<P = JsonObject>(name: string, opts?: CallOptions): Promise<Schedule<P>> {
+    const res = await this.unary<GetScheduleResponse>('GetSchedule', (md, o, cb) => this.schedules.getSchedule({ name }, md, o, cb), opts);
+    return scheduleFromPb<P>(required(res.schedule, 'GetSchedule'));
+  }
+
+  /** Every schedule, by name. */
+  async listSchedules(opts?: CallOptions): Promise<Schedule[]> {
+    const res = await this.unary<ListSchedulesResponse>('ListSchedules', (md, o, cb) => this.schedules.listSchedules({}, md, o, cb), opts);
+    return res.schedules.map((s) => scheduleFromPb(s));
+  }
+
+  /** Deletes a schedule; its jobs stay (NOT_FOUND if there is none). */
+  async deleteSchedule(name: string, opts?: CallOptions): Promise<void> {
+    await this.unary('DeleteSchedule', (md, o, cb) => this.schedules.deleteSchedule({ name }, md, o, cb), opts);
+  }
+
+  /** Stops a schedule from firing. */
+  async pauseSchedule(name: string, opts?: CallOptions): Promise<Schedule> {
+    const res = await this.unary<PauseScheduleResponse>('PauseSchedule', (md, o, cb) => this.schedules.pauseSchedule({ name }, md, o, cb), opts);
+    return scheduleFromPb(required(res.schedule, 'PauseSchedule'));
+  }
+
+  /** Lets a paused schedule fire again from its next fire time after now (missed ones are skipped). */
+  async resumeSchedule(name: string, opts?: CallOptions): Promise<Schedule> {
+    const res = await this.unary<ResumeScheduleResponse>('ResumeSchedule', (md, o, cb) => this.schedules.resumeSchedule({ name }, md, o, cb), opts);
+    return scheduleFromPb(required(res.schedule, 'ResumeSchedule'));
+  }
+
+  /**
+   * Submits one job of the schedule now, paused or not. `triggerId` makes a retry safe:
+   * the same id returns the same job (created = false).
+   */
+  async triggerSchedule(
+    name: string,
+    params: { triggerId?: string } = {},
+    opts?: CallOptions,
+  ): Promise<{ jobId: string; idempotencyKey: string; created: boolean; schedule: Schedule }> {
+    const req = { name, triggerId: params.triggerId ?? '' };
+    const res = await this.unary<TriggerScheduleResponse>('TriggerSchedule', (md, o, cb) => this.schedules.triggerSchedule(req, md, o, cb), opts);
+    return { jobId: res.jobId, idempotencyKey: res.idempotencyKey, created: res.created, schedule: scheduleFromPb(required(res.schedule, 'TriggerSchedule')) };
   }
 
   /** Closes the connection. Calls made afterwards fail. Safe to call twice. */

@@ -24,5 +24,19 @@ export { DEFAULT_ADDRESS } from './connection.js';
 export type { ConnectionOptions } from './connection.js';
 export { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, StatusCode, statusName } from './errors.js';
 export type { AbortCause, StatusName } from './errors.js';
-export { BACKOFF_KINDS, JOB_STATES, jobStateParse } from './types.js';
-export type { Backoff, BackoffKindName, Job, JobStateName, JsonObject, JsonValue, Percentiles, Queue, QueueStats, RateLimit } from './types.js';
+export { BACKOFF_KINDS, JOB_STATES, MISFIRE_POLICIES, jobStateParse } from './types.js';
+export type {
+  Backoff,
+  BackoffKindName,
+  Job,
+  JobStateName,
+  JsonObject,
+  JsonValue,
+  MisfirePolicyName,
+  Percentiles,
+  Queue,
+  QueueStats,
+  RateLimit,
+  Schedule,
+  ScheduleInput,
+} from './types.js';

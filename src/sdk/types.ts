@@ -1,5 +1,6 @@
 import { JobState as PbJobState, type Job as PbJob } from '../gen/evora/v1/job.js';
 import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
+import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule } from '../gen/evora/v1/schedule.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
 
 /**
@@ -281,4 +282,98 @@ export function toJsonObjectSized(value: unknown, what: string): { json: JsonObj
     throw new TypeError(`${what} must be a JSON object`);
   }
   return { json: json as JsonObject, length: text.length };
+}
+
+/** What a schedule does with fire times it reaches late (docs/api.md, "Schedules"). */
+export type MisfirePolicyName = 'skip' | 'run_once' | 'run_each';
+/** Every misfire policy. */
+export const MISFIRE_POLICIES: readonly MisfirePolicyName[] = ['skip', 'run_once', 'run_each'];
+
+const MISFIRE_TO_PB: Record<MisfirePolicyName, PbMisfirePolicy> = {
+  skip: PbMisfirePolicy.MISFIRE_POLICY_SKIP,
+  run_once: PbMisfirePolicy.MISFIRE_POLICY_RUN_ONCE,
+  run_each: PbMisfirePolicy.MISFIRE_POLICY_RUN_EACH,
+};
+
+/** A recurring schedule as the server reports it. */
+export interface Schedule<P = JsonObject> {
+  name: string;
+  /** 5 fields, or 6 with leading seconds. */
+  cron: string;
+  /** IANA time zone the cron expression is read in. */
+  timezone: string;
+  queue: string;
+  type: string;
+  payload: P;
+  priority: number;
+  /** 0 = the queue's default. */
+  maxAttempts: number;
+  misfirePolicy: MisfirePolicyName;
+  /** RUN_EACH submits at most this many missed fires. */
+  misfireCap: number;
+  paused: boolean;
+  nextRunAt: Date | null;
+  lastRunAt: Date | null;
+  lastJobId: string | null;
+  createdAt: Date | null;
+  updatedAt: Date | null;
+}
+
+/** What upsertSchedule sets; unset fields take their defaults (the schedule is replaced whole). */
+export interface ScheduleInput<P = JsonObject> {
+  name: string;
+  cron: string;
+  /** Default "UTC". */
+  timezone?: string;
+  queue: string;
+  type: string;
+  /** Default {}. */
+  payload?: P;
+  priority?: number;
+  maxAttempts?: number;
+  /** Default 'run_once'. */
+  misfirePolicy?: MisfirePolicyName;
+  /** Default 100 (1..1000). */
+  misfireCap?: number;
+}
+
+/** A schedule's input as the wire's Schedule. */
+export function scheduleToPb<P>(s: ScheduleInput<P>): PbSchedule {
+  return {
+    name: s.name,
+    cron: s.cron,
+    timezone: s.timezone ?? '',
+    queue: s.queue,
+    type: s.type,
+    payload: s.payload === undefined ? {} : toJsonObject(s.payload, 'schedule.payload'),
+    priority: s.priority ?? 0,
+    maxAttempts: s.maxAttempts ?? 0,
+    misfirePolicy: s.misfirePolicy === undefined ? PbMisfirePolicy.MISFIRE_POLICY_UNSPECIFIED : MISFIRE_TO_PB[s.misfirePolicy],
+    misfireCap: s.misfireCap ?? 0,
+    paused: false,
+    lastJobId: '',
+  };
+}
+
+/** A schedule from the wire. */
+export function scheduleFromPb<P = JsonObject>(pb: PbSchedule): Schedule<P> {
+  const policy = (Object.keys(MISFIRE_TO_PB) as MisfirePolicyName[]).find((k) => MISFIRE_TO_PB[k] === pb.misfirePolicy);
+  return {
+    name: pb.name,
+    cron: pb.cron,
+    timezone: pb.timezone,
+    queue: pb.queue,
+    type: pb.type,
+    payload: (pb.payload ?? {}) as P,
+    priority: pb.priority,
+    maxAttempts: pb.maxAttempts,
+    misfirePolicy: policy ?? 'run_once',
+    misfireCap: pb.misfireCap,
+    paused: pb.paused,
+    nextRunAt: pb.nextRunAt ?? null,
+    lastRunAt: pb.lastRunAt ?? null,
+    lastJobId: pb.lastJobId || null,
+    createdAt: pb.createdAt ?? null,
+    updatedAt: pb.updatedAt ?? null,
+  };
 }

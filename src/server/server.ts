@@ -8,21 +8,24 @@ import { JobObserver } from './job-observer.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
+import { ScheduleServiceService } from '../gen/evora/v1/schedule.js';
 import type { Logger } from '../logger.js';
 import { Maintainer } from '../maintenance/maintainer.js';
 import { Sweeper } from '../maintenance/sweeper.js';
 import { Projector } from '../maintenance/projector.js';
 import { Pruner } from '../maintenance/pruner.js';
+import { Scheduler } from '../maintenance/scheduler.js';
 import { PostgresTelemetrySink } from '../telemetry/pg-sink.js';
 import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
 import { ServerMetrics, metricsServerStart } from '../telemetry/metrics.js';
 import { NotificationListener } from '../store/listener.js';
-import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, Store } from '../store/store.js';
+import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, Store } from '../store/store.js';
 import { reflectionAddToServer } from '../grpc/reflection.js';
 import type { WorkStreamHandle } from '../grpc/deps.js';
 import { jobService } from '../grpc/job-service.js';
 import { queueService } from '../grpc/queue-service.js';
+import { scheduleService } from '../grpc/schedule-service.js';
 import { workerService } from '../grpc/worker-service.js';
 import { workerServiceDefinition } from '../grpc/work-messages.js';
 import { serviceNotReady } from '../grpc/not-ready.js';
@@ -32,15 +35,20 @@ import { migrate } from '../store/migrate.js';
 import { DatabaseAvailability } from '../store/availability.js';
 import { poolerDecide } from '../store/connections.js';
 
-const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService'];
+const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService', 'evora.v1.ScheduleService'];
 /** The services' definitions, in the order of SERVICE_NAMES. */
-const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [JobServiceService, workerServiceDefinition, QueueServiceService];
+const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [
+  JobServiceService,
+  workerServiceDefinition,
+  QueueServiceService,
+  ScheduleServiceService,
+];
 const DEFAULT_LEASE_SECONDS = 30;
 /** How long the gRPC server waits for calls to end on their own before cancelling them. */
 const GRPC_SHUTDOWN_GRACE_MS = 1000;
 
 /** The leader-only services of a server process, run by its maintainer. */
-export type ServerMaintainer = Maintainer<{ sweeper: Sweeper; projector: Projector; pruner: Pruner }>;
+export type ServerMaintainer = Maintainer<{ sweeper: Sweeper; projector: Projector; pruner: Pruner; scheduler: Scheduler }>;
 
 /** Options of serverStart beyond the configuration. */
 export interface ServerStartOptions {
@@ -102,7 +110,7 @@ interface Parts {
  *  - the database (embedded unless configured) and the store, waited for with capped
  *    exponential backoff while it is unreachable (./database-ready.ts), then migrations;
  *  - metrics and the dispatcher, the LISTEN connection, the telemetry sink, the maintainer
- *    (leader election; the sweeper, the projector and the pruner run on the leader);
+ *    (leader election; the sweeper, the projector, the pruner and the scheduler run on the leader);
  *  - the services swap in and health says SERVING; the metrics endpoint.
  * Resolves once ready; `opts.onListening` hears the address as soon as the port is bound.
  *
@@ -115,7 +123,7 @@ interface Parts {
  *  4. the gRPC server stops (calls still open after a grace second are cancelled; jobs
  *     still held keep their leases, so workers can finish them on another server, or the
  *     sweeper requeues them), then the metrics endpoint closes;
- *  5. the maintainer stops: the leader services (sweeper, projector, pruner) end their tick in
+ *  5. the maintainer stops: the leader services (sweeper, projector, pruner, scheduler) end their tick in
  *     progress, then the elector releases the leadership lock;
  *  6. the projector's telemetry sink closes;
  *  7. the LISTEN connection stops;
@@ -208,12 +216,16 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
 
     parts.listener = new NotificationListener({
       connectionString: directUrl,
-      channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL],
+      channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED],
       onNotification: (n) => {
         if (n.channel === CHANNEL_JOB_AVAILABLE) dispatcher.notifyQueue(n.payload);
         else if (n.channel === CHANNEL_JOB_CANCEL) dispatcher.notifyCancel(n.payload);
+        else if (n.channel === CHANNEL_SCHEDULE_CHANGED) parts.maintainer?.services.scheduler.wake();
       },
-      onConnected: () => dispatcher.notifyAll(),
+      onConnected: () => {
+        dispatcher.notifyAll();
+        parts.maintainer?.services.scheduler.wake();
+      },
       onError: (err) => logger.warn({ err }, 'LISTEN connection lost; reconnecting'),
       availability: store.availability,
     });
@@ -244,6 +256,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           batchSize: config.pruneBatchSize,
           onPruned: (counts) => counts.forEach((c) => metrics.jobsPruned.inc({ queue: c.queue, state: c.state }, c.jobs)),
         }),
+        scheduler: new Scheduler({ store, logger }),
       },
     });
     parts.maintainer = maintainer;
@@ -260,7 +273,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       telemetry,
     };
     // Ready: the services swap in, each in one tick (no call finds its method missing).
-    const implementations = [jobService(deps), workerService(deps), queueService(deps)];
+    const implementations = [jobService(deps), workerService(deps), queueService(deps), scheduleService(deps)];
     SERVICE_DEFINITIONS.forEach((definition, i) => {
       server.removeService(definition);
       server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);

@@ -11,3 +11,8 @@ export const CHANNEL_JOB_AVAILABLE = 'evora_job_available';
  * or a job whose attempt the timeout sweep just failed (payload: "<id> timeout").
  */
 export const CHANNEL_JOB_CANCEL = 'evora_job_cancel';
+/**
+ * NOTIFY channel that names a schedule created, changed or resumed (payload: its name): the
+ * leader's scheduler re-reads when its next fire is due.
+ */
+export const CHANNEL_SCHEDULE_CHANGED = 'evora_schedule_changed';

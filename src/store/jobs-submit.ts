@@ -180,41 +180,7 @@ export async function jobsSubmit(
   const transactional = anyKey && jobs.length > 1;
   // One attempt on one connection of its own (a transaction's, when the batch needs one).
   const attempt = (client: pg.PoolClient): Promise<JobSubmitResult[]> => {
-    const run = async (): Promise<JobSubmitResult[]> => {
-      const inserted = (await client.query(insert)).rows as JobRow[];
-      const byId = new Map(inserted.map((r) => [r.id, r]));
-      const results: (JobSubmitResult | undefined)[] = ids.map((id) => {
-        const row = byId.get(id);
-        return row ? { job: jobFromRow(row), created: true } : undefined;
-      });
-      const missing = jobs.map((j, i) => ({ j, i })).filter(({ i }) => !results[i]);
-      if (missing.length > 0) {
-        const found = await client.query(
-          queryConfig(jobFindByKeysSql, {
-            queues: missing.map(({ j }) => j.queue),
-            idempotencyKeys: missing.map(({ j }) => j.idempotencyKey ?? null),
-            types: missing.map(({ j }) => j.type),
-            payloads: missing.map(({ i }) => payloads[i]!),
-            priorities: missing.map(({ j }) => j.priority ?? 0),
-            runAts: missing.map(({ j }) => j.runAt ?? null),
-            maxAttempts: missing.map(({ i }) => maxAttempts[i]!),
-            policies: missing.map(({ i }) => policies[i]!),
-          }),
-        );
-        const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
-        for (const { j, i } of missing) {
-          const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
-          if (!row) throw new RetrySubmit('the conflicting job vanished');
-          if (row.difference !== null) {
-            throw alreadyExists(
-              `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id}, submitted with a different ${row.difference}`,
-            );
-          }
-          results[i] = { job: jobFromRow(row), created: false };
-        }
-      }
-      return results as JobSubmitResult[];
-    };
+    const run = () => submitOn(client, jobs, { ids, payloads, maxAttempts, policies, insert }, false);
     return transactional ? inTransaction(client, run) : run();
   };
   for (let tries = 1; ; tries++) {
@@ -229,4 +195,89 @@ export async function jobsSubmit(
       throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
     }
   }
+}
+
+/** A submit's statements' inputs, computed once per submit. */
+interface SubmitPrepared {
+  ids: string[];
+  payloads: string[];
+  maxAttempts: (number | null)[];
+  policies: (string | null)[];
+  insert: pg.QueryConfig;
+}
+
+/**
+ * The insert, then the lookup of the replays, on `client` (in the caller's transaction when
+ * it has one). `keepDifferentReplays`: a replay whose fields differ returns the existing job
+ * (created=false) instead of being refused.
+ */
+async function submitOn(
+  client: pg.ClientBase,
+  jobs: JobSubmitInput[],
+  p: SubmitPrepared,
+  keepDifferentReplays: boolean,
+): Promise<JobSubmitResult[]> {
+  const { ids, payloads, maxAttempts, policies } = p;
+  const inserted = (await client.query(p.insert)).rows as JobRow[];
+  const byId = new Map(inserted.map((r) => [r.id, r]));
+  const results: (JobSubmitResult | undefined)[] = ids.map((id) => {
+    const row = byId.get(id);
+    return row ? { job: jobFromRow(row), created: true } : undefined;
+  });
+  const missing = jobs.map((j, i) => ({ j, i })).filter(({ i }) => !results[i]);
+  if (missing.length > 0) {
+    const found = await client.query(
+      queryConfig(jobFindByKeysSql, {
+        queues: missing.map(({ j }) => j.queue),
+        idempotencyKeys: missing.map(({ j }) => j.idempotencyKey ?? null),
+        types: missing.map(({ j }) => j.type),
+        payloads: missing.map(({ i }) => payloads[i]!),
+        priorities: missing.map(({ j }) => j.priority ?? 0),
+        runAts: missing.map(({ j }) => j.runAt ?? null),
+        maxAttempts: missing.map(({ i }) => maxAttempts[i]!),
+        policies: missing.map(({ i }) => policies[i]!),
+      }),
+    );
+    const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
+    for (const { j, i } of missing) {
+      const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
+      if (!row) throw new RetrySubmit('the conflicting job vanished');
+      if (row.difference !== null && !keepDifferentReplays) {
+        throw alreadyExists(
+          `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id}, submitted with a different ${row.difference}`,
+        );
+      }
+      results[i] = { job: jobFromRow(row), created: false };
+    }
+  }
+  return results as JobSubmitResult[];
+}
+
+/**
+ * Submits jobs, each with an idempotency key, on `client` inside the caller's transaction
+ * (the scheduler's: the jobs, their events, the NOTIFY and the caller's own writes commit
+ * together). A key that already names a job returns that job with created=false, even when
+ * its fields differ (a schedule recreated with another payload does not fire a time twice).
+ * A lost race throws; the caller's transaction rolls back and it tries again later.
+ */
+export async function jobsSubmitInTransaction(client: pg.ClientBase, jobs: JobSubmitInput[], now: Date | null): Promise<JobSubmitResult[]> {
+  if (jobs.length === 0) return [];
+  if (jobs.some((j) => !j.idempotencyKey)) throw new Error('evora: jobsSubmitInTransaction needs an idempotency key on every job');
+  const ids = jobs.map(() => uuidv7());
+  const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
+  const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
+  const policies = jobs.map(policyJson);
+  const insert = queryConfig(jobInsertManySql, {
+    ids,
+    queues: jobs.map((j) => j.queue),
+    types: jobs.map((j) => j.type),
+    payloads,
+    priorities: jobs.map((j) => j.priority ?? 0),
+    runAts: jobs.map((j) => j.runAt ?? null),
+    idempotencyKeys: jobs.map((j) => j.idempotencyKey || null),
+    maxAttempts,
+    policies,
+    now,
+  });
+  return submitOn(client, jobs, { ids, payloads, maxAttempts, policies, insert }, true);
 }

@@ -21,6 +21,17 @@ import { jobCancel, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, t
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
+import {
+  scheduleDelete,
+  scheduleFireDue,
+  scheduleRead,
+  scheduleSetPaused,
+  scheduleTrigger,
+  scheduleUpsert,
+  schedulesList,
+  type ScheduleFireResult,
+} from './schedules.js';
+import type { Schedule, ScheduleUpsertInput } from '../domain/schedule.js';
 import { telemetryApply, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
 import { poolerDecide, storeClientClass, type DbPooler, type PoolerDecision } from './connections.js';
 import { storeTypes } from './types.js';
@@ -28,7 +39,8 @@ import { DatabaseAvailability } from './availability.js';
 import { StorePool } from './pool.js';
 import { silentLogger, type Logger } from '../logger.js';
 
-export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL } from './channels.js';
+export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED } from './channels.js';
+export type { ScheduleFireResult } from './schedules.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
 export type { DbPooler } from './connections.js';
 
@@ -41,8 +53,9 @@ export type { DbPooler } from './connections.js';
  * clock decides, so that many server processes agree on time.
  *
  * This class is the facade: each method hands its pool to the module of its area
- * (jobs-submit, jobs-lease, jobs-operator, outbox, queues, telemetry), where the statements
- * are declared and run.
+ * (jobs-submit, jobs-lease, jobs-operator, outbox, queues, schedules, telemetry), where the
+ * statements are declared and run. It is over 400 lines because every operation's contract
+ * is documented here, where callers look; the code of each is one line.
  */
 
 /** Connection settings for the store's pool. */
@@ -396,5 +409,53 @@ export class Store {
    */
   async queueSetPaused(params: { name: string; paused: boolean; now?: Date }): Promise<Queue> {
     return queueSetPaused(this.pool, params.name, params.paused, params.now ?? null);
+  }
+
+  // ----- schedules ---------------------------------------------------------------------
+
+  /**
+   * Creates a schedule or replaces its settings (paused and the last run are kept);
+   * `nextRunAt` is its first fire time after now, used when it is new or its cron or time
+   * zone changed. Wakes the leader's scheduler.
+   */
+  async scheduleUpsert(params: ScheduleUpsertInput & { nextRunAt: Date; now?: Date }): Promise<{ schedule: Schedule; created: boolean }> {
+    const { nextRunAt, now, ...input } = params;
+    return scheduleUpsert(this.pool, input, nextRunAt, now ?? null);
+  }
+
+  /** Reads one schedule. NOT_FOUND when it does not exist. */
+  async scheduleGet(params: { name: string }): Promise<Schedule> {
+    return scheduleRead(this.pool, params.name);
+  }
+
+  /** All schedules by name. */
+  async scheduleList(): Promise<Schedule[]> {
+    return schedulesList(this.pool);
+  }
+
+  /** Deletes a schedule (its jobs stay). NOT_FOUND when it does not exist. */
+  async scheduleDelete(params: { name: string }): Promise<void> {
+    return scheduleDelete(this.pool, params.name);
+  }
+
+  /**
+   * Pauses or resumes a schedule; resuming a paused one sets next_run_at to `nextRunAt`
+   * (the first fire time after now: fires missed while paused are skipped).
+   */
+  async scheduleSetPaused(params: { name: string; paused: boolean; nextRunAt?: Date | null; now?: Date }): Promise<Schedule> {
+    return scheduleSetPaused(this.pool, { name: params.name, paused: params.paused, nextRunAt: params.nextRunAt ?? null, now: params.now ?? null });
+  }
+
+  /** Submits one job of a schedule now, paused or not, and records it as its last run (see schedules.ts). */
+  async scheduleTrigger(params: { name: string; triggerId?: string | null; now?: Date }): Promise<{ schedule: Schedule; result: JobSubmitResult }> {
+    return scheduleTrigger(this.pool, { name: params.name, triggerId: params.triggerId ?? null, now: params.now ?? null });
+  }
+
+  /**
+   * One scheduler pass: the jobs of up to `limit` due schedules, submitted with their
+   * per-fire keys in the transaction that moves the schedules on (see schedules.ts).
+   */
+  async scheduleFireDue(params: { limit: number; now?: Date }): Promise<ScheduleFireResult> {
+    return scheduleFireDue(this.pool, { limit: params.limit, now: params.now ?? null });
   }
 }

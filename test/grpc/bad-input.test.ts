@@ -216,7 +216,7 @@ describe('health and reflection', () => {
     const health = new Health(address, grpc.credentials.createInsecure()) as grpc.Client & {
       check: (req: { service: string }, cb: (e: grpc.ServiceError | null, r: { status: string }) => void) => void;
     };
-    for (const service of ['', 'evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService']) {
+    for (const service of ['', 'evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService', 'evora.v1.ScheduleService']) {
       const res = await new Promise<{ status: string }>((resolve, reject) =>
         health.check({ service }, (e, r) => (e ? reject(e) : resolve(r))),
       );

@@ -30,7 +30,7 @@ export const grpcurlSteps: GrpcurlStep[] = [
     title: 'List the services',
     intro: 'The server has reflection on, so grpcurl needs no .proto files.',
     command: 'grpcurl -plaintext $ADDR list',
-    after: 'Prints `evora.v1.JobService`, `evora.v1.QueueService`, `evora.v1.WorkerService` and `grpc.health.v1.Health`.',
+    after: 'Prints `evora.v1.JobService`, `evora.v1.QueueService`, `evora.v1.ScheduleService`, `evora.v1.WorkerService` and `grpc.health.v1.Health`.',
   },
   {
     id: 'describe',

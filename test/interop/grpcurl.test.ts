@@ -59,6 +59,7 @@ describe.skipIf(skipUnless('the grpcurl commands', grpcurl))(titled('the grpcurl
     expect(out.trim().split('\n').sort()).toEqual([
       'evora.v1.JobService',
       'evora.v1.QueueService',
+      'evora.v1.ScheduleService',
       'evora.v1.WorkerService',
       'grpc.health.v1.Health',
     ]);

@@ -89,8 +89,9 @@ describe('migrations', () => {
         '7_job_policy',
         '8_rate_limit',
         '9_concurrency_keys',
+        '10_schedules',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -102,6 +103,7 @@ describe('migrations', () => {
         { version: 7, name: 'job_policy' },
         { version: 8, name: 'rate_limit' },
         { version: 9, name: 'concurrency_keys' },
+        { version: 10, name: 'schedules' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {

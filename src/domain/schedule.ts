@@ -1,0 +1,218 @@
+import { CronExpressionParser, type CronExpression } from 'cron-parser';
+import { invalidArgument } from './errors.js';
+import type { JsonObject } from './job.js';
+import { checkIntRange, checkMaxAttempts, checkName, checkPriority } from './validate.js';
+
+/**
+ * Recurring schedules: what one is, how its cron expression is read, and which fire times
+ * become jobs (docs/api.md, "Schedules"). Pure functions of their inputs and `now`; the
+ * store runs them inside the transaction that enqueues the jobs, and the API for checks.
+ *
+ * Cron is read by cron-parser (v5, luxon time zones): 5 fields, or 6 with leading seconds.
+ * Its DST behaviour, which the docs promise and test/unit/schedule-cron.test.ts pins:
+ * a wall time that does not exist (spring forward, 02:30 on 2026-03-08 in New York) fires
+ * once, an hour later by the wall clock (03:30 EDT); a wall time that happens twice (fall
+ * back, 01:30 on 2026-11-01) fires once, at its first occurrence (EDT); an expression
+ * whose hour field is * fires in both repeated hours, as in every hour.
+ */
+
+/** What the scheduler does with fire times that passed while it was not running. */
+export type MisfirePolicy = 'skip' | 'run_once' | 'run_each';
+/** Every misfire policy. */
+export const MISFIRE_POLICIES: readonly MisfirePolicy[] = ['skip', 'run_once', 'run_each'];
+
+/** The misfire policy of a schedule that names none. */
+export const MISFIRE_POLICY_DEFAULT: MisfirePolicy = 'run_once';
+/** RUN_EACH runs at most this many missed fires when a schedule names no cap. */
+export const MISFIRE_CAP_DEFAULT = 100;
+/** The largest misfire cap (a catch-up is one transaction). */
+export const MISFIRE_CAP_MAX = 1000;
+/**
+ * A fire time is on time while it is the latest that has come and came less than this long
+ * ago; earlier fire times, and the latest once it is older, are missed (the policy decides).
+ */
+export const SCHEDULE_ON_TIME_MS = 60_000;
+/** Longest client-chosen trigger id (TriggerScheduleRequest.trigger_id). */
+export const MAX_TRIGGER_ID_LENGTH = 64;
+
+/** A schedule as the store holds it. */
+export interface Schedule {
+  name: string;
+  cron: string;
+  timezone: string;
+  queue: string;
+  type: string;
+  payload: JsonObject;
+  priority: number;
+  /** Null: the queue's default. */
+  maxAttempts: number | null;
+  misfirePolicy: MisfirePolicy;
+  misfireCap: number;
+  paused: boolean;
+  /** The next fire time the scheduler will act on (for a paused schedule: recomputed on resume). */
+  nextRunAt: Date;
+  lastRunAt: Date | null;
+  lastJobId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** What UpsertSchedule sets: every field of a schedule a caller chooses (checked). */
+export interface ScheduleUpsertInput {
+  name: string;
+  cron: string;
+  timezone: string;
+  queue: string;
+  type: string;
+  payload: JsonObject;
+  priority: number;
+  maxAttempts: number | null;
+  misfirePolicy: MisfirePolicy;
+  misfireCap: number;
+}
+
+/** The cron expression iterator, from `after` (exclusive) on. Throws what cron-parser throws. */
+function cronIterator(cron: string, timezone: string, after: Date): CronExpression {
+  return CronExpressionParser.parse(cron, { tz: timezone, currentDate: after });
+}
+
+/** An IANA time zone name that this runtime knows ("UTC", "America/New_York"). */
+export function checkTimezone(value: string): string {
+  if (!value) return 'UTC';
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: value });
+  } catch {
+    throw invalidArgument(`timezone "${value}" is not an IANA time zone (e.g. "UTC", "Europe/Berlin")`);
+  }
+  return value;
+}
+
+/**
+ * A cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
+ * first), each as cron-parser reads it, with at least one fire time. Returns it trimmed,
+ * fields separated by single spaces.
+ */
+export function checkCron(value: string, timezone: string): string {
+  const fields = value.trim().split(/\s+/).filter((f) => f.length > 0);
+  if (fields.length !== 5 && fields.length !== 6) {
+    throw invalidArgument(`cron "${value}" must have 5 fields (minute hour day month weekday) or 6 (seconds first), got ${fields.length}`);
+  }
+  const cron = fields.join(' ');
+  try {
+    cronIterator(cron, timezone, new Date()).next();
+  } catch (err) {
+    throw invalidArgument(`cron "${value}" is invalid: ${(err as Error).message}`);
+  }
+  return cron;
+}
+
+/** A schedule's name: as a queue's (it is part of its jobs' idempotency keys). */
+export function checkScheduleName(value: string): string {
+  return checkName('name', value);
+}
+
+/** A client-chosen trigger id: letters, digits and _ . : / -, at most MAX_TRIGGER_ID_LENGTH. */
+export function checkTriggerId(value: string): string {
+  if (!value) return '';
+  if (value.length > MAX_TRIGGER_ID_LENGTH) throw invalidArgument(`trigger_id is longer than ${MAX_TRIGGER_ID_LENGTH} characters`);
+  return checkName('trigger_id', value);
+}
+
+/** Every field of an upsert, checked; one line naming the first bad field. */
+export function checkScheduleUpsert(input: {
+  name: string;
+  cron: string;
+  timezone: string;
+  queue: string;
+  type: string;
+  payload: JsonObject;
+  priority: number;
+  maxAttempts: number;
+  misfirePolicy: MisfirePolicy | undefined;
+  misfireCap: number;
+}): ScheduleUpsertInput {
+  const name = checkScheduleName(input.name);
+  const timezone = checkTimezone(input.timezone);
+  return {
+    name,
+    cron: checkCron(input.cron, timezone),
+    timezone,
+    queue: checkName('queue', input.queue),
+    type: checkName('type', input.type),
+    payload: input.payload,
+    priority: checkPriority(input.priority),
+    maxAttempts: checkMaxAttempts(input.maxAttempts) || null,
+    misfirePolicy: input.misfirePolicy ?? MISFIRE_POLICY_DEFAULT,
+    misfireCap: input.misfireCap === 0 ? MISFIRE_CAP_DEFAULT : checkIntRange('misfire_cap', input.misfireCap, 1, MISFIRE_CAP_MAX),
+  };
+}
+
+/** The first fire time strictly after `after`. */
+export function cronNextAfter(cron: string, timezone: string, after: Date): Date {
+  return cronIterator(cron, timezone, after).next().toDate();
+}
+
+/** The idempotency key of a schedule's job for one fire time: `schedule:<name>:<RFC 3339 UTC, seconds>`. */
+export function scheduleFireKey(name: string, fireAt: Date): string {
+  return `schedule:${name}:${fireAt.toISOString().replace(/\.\d{3}Z$/, 'Z')}`;
+}
+
+/** The idempotency key of a TriggerSchedule job: `schedule:<name>:trigger:<trigger id>`. */
+export function scheduleTriggerKey(name: string, triggerId: string): string {
+  return `schedule:${name}:trigger:${triggerId}`;
+}
+
+/** What the scheduler does for one due schedule at `now`. */
+export interface ScheduleFirePlan {
+  /** The fire times that get a job, oldest first. */
+  fires: Date[];
+  /** The fire times that came and get none (counted, as far as looked back; for logs). */
+  skipped: number;
+  /** The schedule's next fire time: the first strictly after `now`. */
+  nextRunAt: Date;
+}
+
+/**
+ * Which fire times of a due schedule (nextRunAt <= now) get a job at `now`. Of the fire
+ * times in [nextRunAt, now], the latest is on time if it came less than SCHEDULE_ON_TIME_MS
+ * ago and always runs; the others are missed: SKIP runs none, RUN_ONCE the latest missed,
+ * RUN_EACH the latest `misfireCap` missed. Looks back only as far as it needs (a per-second
+ * schedule down for a week costs a few thousand steps, not 600,000).
+ */
+export function scheduleFirePlan(
+  s: Pick<Schedule, 'cron' | 'timezone' | 'nextRunAt' | 'misfirePolicy' | 'misfireCap'>,
+  now: Date,
+): ScheduleFirePlan {
+  const nextRunAt = cronNextAfter(s.cron, s.timezone, now);
+  if (s.nextRunAt.getTime() > now.getTime()) return { fires: [], skipped: 0, nextRunAt: s.nextRunAt };
+  const missedWanted = s.misfirePolicy === 'run_each' ? s.misfireCap : s.misfirePolicy === 'run_once' ? 1 : 0;
+  const keep = missedWanted + 1;
+  const from = s.nextRunAt.getTime() - 1;
+  let windowMs = 2 * SCHEDULE_ON_TIME_MS;
+  let fires: Date[] = [];
+  let total = 0;
+  let reachedStart = false;
+  for (;;) {
+    const start = Math.max(from, now.getTime() - windowMs);
+    reachedStart = start === from;
+    fires = [];
+    total = 0;
+    const it = cronIterator(s.cron, s.timezone, new Date(start));
+    for (;;) {
+      const at = it.next().toDate();
+      if (at.getTime() > now.getTime()) break;
+      total++;
+      fires.push(at);
+      if (fires.length > keep) fires.shift();
+    }
+    if (reachedStart || total >= keep) break;
+    windowMs *= 8;
+  }
+  const latest = fires[fires.length - 1];
+  if (latest === undefined) return { fires: [], skipped: 0, nextRunAt };
+  const onTime = now.getTime() - latest.getTime() < SCHEDULE_ON_TIME_MS;
+  const missed = onTime ? fires.slice(0, -1) : fires;
+  const run = missedWanted === 0 ? [] : missed.slice(-missedWanted);
+  const chosen = onTime ? [...run, latest] : run;
+  return { fires: chosen, skipped: Math.max(0, total - chosen.length), nextRunAt };
+}

@@ -1,0 +1,114 @@
+import { invalidArgument } from '../domain/errors.js';
+import {
+  checkScheduleName,
+  checkScheduleUpsert,
+  checkTriggerId,
+  cronNextAfter,
+  scheduleTriggerKey,
+  type MisfirePolicy,
+  type Schedule,
+} from '../domain/schedule.js';
+import { checkJsonSize } from '../domain/validate.js';
+import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule, type ScheduleServiceServer } from '../gen/evora/v1/schedule.js';
+import type { ServiceDeps } from './deps.js';
+import { unary } from './unary.js';
+
+const MISFIRE_TO_PB: Record<MisfirePolicy, PbMisfirePolicy> = {
+  skip: PbMisfirePolicy.MISFIRE_POLICY_SKIP,
+  run_once: PbMisfirePolicy.MISFIRE_POLICY_RUN_ONCE,
+  run_each: PbMisfirePolicy.MISFIRE_POLICY_RUN_EACH,
+};
+
+/** A request's misfire policy: undefined for UNSPECIFIED (the default), INVALID_ARGUMENT for a value this server does not know. */
+function misfireFromPb(p: PbMisfirePolicy): MisfirePolicy | undefined {
+  if (p === PbMisfirePolicy.MISFIRE_POLICY_UNSPECIFIED) return undefined;
+  const found = (Object.keys(MISFIRE_TO_PB) as MisfirePolicy[]).find((k) => MISFIRE_TO_PB[k] === p);
+  if (!found) throw invalidArgument(`misfire_policy ${p} is not a known policy`);
+  return found;
+}
+
+/** A schedule as clients see it. */
+export function scheduleToPb(s: Schedule): PbSchedule {
+  return {
+    name: s.name,
+    cron: s.cron,
+    timezone: s.timezone,
+    queue: s.queue,
+    type: s.type,
+    payload: s.payload,
+    priority: s.priority,
+    maxAttempts: s.maxAttempts ?? 0,
+    misfirePolicy: MISFIRE_TO_PB[s.misfirePolicy],
+    misfireCap: s.misfireCap,
+    paused: s.paused,
+    nextRunAt: s.nextRunAt,
+    lastRunAt: s.lastRunAt ?? undefined,
+    lastJobId: s.lastJobId ?? '',
+    createdAt: s.createdAt,
+    updatedAt: s.updatedAt,
+  };
+}
+
+/**
+ * ScheduleService: operators keep recurring schedules; the leader's scheduler
+ * (src/maintenance/scheduler.ts) fires them. Next fire times for upsert and resume are
+ * computed from this process's clock; a clock a little off moves a fire by as much, never
+ * duplicates one (the idempotency key does not change).
+ */
+export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
+  const { store, logger, maxPayloadBytes } = deps;
+  return {
+    upsertSchedule: unary(logger, 'UpsertSchedule', async (req) => {
+      const s = req.schedule;
+      if (!s) throw invalidArgument('schedule is required');
+      const input = checkScheduleUpsert({
+        name: s.name,
+        cron: s.cron,
+        timezone: s.timezone,
+        queue: s.queue,
+        type: s.type,
+        payload: checkJsonSize('payload', s.payload, maxPayloadBytes),
+        priority: s.priority,
+        maxAttempts: s.maxAttempts,
+        misfirePolicy: misfireFromPb(s.misfirePolicy),
+        misfireCap: s.misfireCap,
+      });
+      const nextRunAt = cronNextAfter(input.cron, input.timezone, new Date());
+      const { schedule, created } = await store.scheduleUpsert({ ...input, nextRunAt });
+      logger.info({ schedule: schedule.name, created }, 'schedule upserted');
+      return { schedule: scheduleToPb(schedule), created };
+    }),
+    getSchedule: unary(logger, 'GetSchedule', async (req) => ({
+      schedule: scheduleToPb(await store.scheduleGet({ name: checkScheduleName(req.name) })),
+    })),
+    listSchedules: unary(logger, 'ListSchedules', async () => ({ schedules: (await store.scheduleList()).map(scheduleToPb) })),
+    deleteSchedule: unary(logger, 'DeleteSchedule', async (req) => {
+      await store.scheduleDelete({ name: checkScheduleName(req.name) });
+      logger.info({ schedule: req.name }, 'schedule deleted');
+      return {};
+    }),
+    pauseSchedule: unary(logger, 'PauseSchedule', async (req) => {
+      const schedule = await store.scheduleSetPaused({ name: checkScheduleName(req.name), paused: true });
+      return { schedule: scheduleToPb(schedule) };
+    }),
+    resumeSchedule: unary(logger, 'ResumeSchedule', async (req) => {
+      const name = checkScheduleName(req.name);
+      const current = await store.scheduleGet({ name });
+      const nextRunAt = cronNextAfter(current.cron, current.timezone, new Date());
+      const schedule = await store.scheduleSetPaused({ name, paused: false, nextRunAt });
+      return { schedule: scheduleToPb(schedule) };
+    }),
+    triggerSchedule: unary(logger, 'TriggerSchedule', async (req) => {
+      const name = checkScheduleName(req.name);
+      const triggerId = checkTriggerId(req.triggerId);
+      const { schedule, result } = await store.scheduleTrigger({ name, triggerId: triggerId || null });
+      logger.info({ schedule: name, job_id: result.job.id, created: result.created }, 'schedule triggered');
+      return {
+        jobId: result.job.id,
+        idempotencyKey: result.job.idempotencyKey ?? scheduleTriggerKey(name, triggerId),
+        created: result.created,
+        schedule: scheduleToPb(schedule),
+      };
+    }),
+  };
+}

@@ -1,0 +1,3 @@
+-- name: scheduleList
+-- Every schedule, by name.
+SELECT * FROM evora.schedules ORDER BY name

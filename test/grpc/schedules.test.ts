@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EvoraApiError, EvoraClient, type ScheduleInput } from '../../src/sdk/index.js';
+import { MisfirePolicy } from '../../src/gen/evora/v1/schedule.js';
+import { ScheduleServiceClient } from '../../src/gen/evora/v1/schedule.js';
+import * as grpc from '@grpc/grpc-js';
+import { queueName } from '../helpers/factories.js';
+import { call, serverSetup } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * ScheduleService end to end through the SDK against a real server (its leader's scheduler
+ * runs): the CRUD calls, bad input (INVALID_ARGUMENT / NOT_FOUND, one line, nothing
+ * changed), a per-second schedule firing, pause, and TriggerSchedule while paused.
+ */
+
+let client: EvoraClient;
+let raw: ScheduleServiceClient;
+beforeAll(async () => {
+  const { address } = await serverSetup();
+  client = new EvoraClient({ address });
+  raw = new ScheduleServiceClient(address, grpc.credentials.createInsecure());
+});
+afterAll(() => {
+  client.close();
+  raw.close();
+});
+
+async function apiError(p: Promise<unknown>): Promise<EvoraApiError> {
+  const err = await p.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(EvoraApiError);
+  expect((err as EvoraApiError).details).not.toContain('\n');
+  return err as EvoraApiError;
+}
+
+const input = (over: Partial<ScheduleInput> = {}): ScheduleInput => ({
+  name: queueName('sched'),
+  cron: '0 3 * * *',
+  queue: queueName(),
+  type: 'report',
+  ...over,
+});
+
+describe('ScheduleService', () => {
+  it('upsert, get, list, pause, resume, delete', async () => {
+    const s = input({ timezone: 'Europe/Berlin', payload: { kind: 'nightly' }, priority: 5, maxAttempts: 2, misfirePolicy: 'run_each', misfireCap: 7 });
+    const { schedule, created } = await client.upsertSchedule(s);
+    expect(created).toBe(true);
+    expect(schedule).toMatchObject({
+      name: s.name, cron: '0 3 * * *', timezone: 'Europe/Berlin', queue: s.queue, type: 'report', payload: { kind: 'nightly' },
+      priority: 5, maxAttempts: 2, misfirePolicy: 'run_each', misfireCap: 7, paused: false, lastJobId: null, lastRunAt: null,
+    });
+    // 03:00 in Berlin is 01:00 or 02:00 UTC.
+    expect(schedule.nextRunAt!.getTime()).toBeGreaterThan(Date.now());
+    expect([1, 2]).toContain(schedule.nextRunAt!.getUTCHours());
+    expect((await client.upsertSchedule(s)).created).toBe(false);
+    expect(await client.getSchedule(s.name)).toMatchObject({ name: s.name, misfireCap: 7 });
+    expect((await client.listSchedules()).map((x) => x.name)).toContain(s.name);
+    expect((await client.pauseSchedule(s.name)).paused).toBe(true);
+    expect((await client.resumeSchedule(s.name)).paused).toBe(false);
+    await client.deleteSchedule(s.name);
+    expect((await apiError(client.getSchedule(s.name))).codeName).toBe('NOT_FOUND');
+  });
+
+  it('defaults: UTC, RUN_ONCE, cap 100', async () => {
+    const { schedule } = await client.upsertSchedule(input());
+    expect(schedule).toMatchObject({ timezone: 'UTC', misfirePolicy: 'run_once', misfireCap: 100, maxAttempts: 0, payload: {} });
+  });
+
+  it('bad input: INVALID_ARGUMENT or NOT_FOUND with one line, and nothing changed', async () => {
+    const cases: [Partial<ScheduleInput>, RegExp][] = [
+      [{ cron: '61 * * * *' }, /cron "61 \* \* \* \*" is invalid/],
+      [{ cron: '* * *' }, /must have 5 fields/],
+      [{ cron: '' }, /cron/],
+      [{ timezone: 'Mars/Olympus' }, /timezone "Mars\/Olympus" is not an IANA time zone/],
+      [{ name: '' }, /name is required/],
+      [{ name: 'bad name!' }, /name "bad name!" may contain only/],
+      [{ queue: '' }, /queue is required/],
+      [{ type: '' }, /type is required/],
+      [{ priority: 5000 }, /priority must be/],
+      [{ misfireCap: 1001 }, /misfire_cap/],
+    ];
+    for (const [over, message] of cases) {
+      const s = input(over);
+      const err = await apiError(client.upsertSchedule(s));
+      expect(err.codeName, JSON.stringify(over)).toBe('INVALID_ARGUMENT');
+      expect(err.details).toMatch(message);
+      if (s.name && !/bad/.test(s.name)) expect((await apiError(client.getSchedule(s.name))).codeName).toBe('NOT_FOUND');
+    }
+    const unknown = await new Promise<grpc.ServiceError>((resolve) =>
+      raw.upsertSchedule(
+        { schedule: { ...input(), timezone: '', priority: 0, maxAttempts: 0, misfirePolicy: 42 as MisfirePolicy, misfireCap: 0, paused: false, lastJobId: '' } },
+        (err) => resolve(err!),
+      ),
+    );
+    expect(unknown.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const missing = await new Promise<grpc.ServiceError>((resolve) => raw.upsertSchedule({}, (err) => resolve(err!)));
+    expect(missing.details).toBe('schedule is required');
+    for (const op of [
+      () => client.getSchedule('nope'),
+      () => client.deleteSchedule('nope'),
+      () => client.pauseSchedule('nope'),
+      () => client.resumeSchedule('nope'),
+      () => client.triggerSchedule('nope'),
+    ]) {
+      const err = await apiError(op());
+      expect(err.codeName).toBe('NOT_FOUND');
+      expect(err.details).toBe('schedule "nope" not found');
+    }
+    expect((await apiError(client.triggerSchedule('x', { triggerId: 'no spaces' }))).codeName).toBe('INVALID_ARGUMENT');
+  });
+
+  it('a per-second schedule fires through the leader: one job per second, key per fire time; pause stops it', async () => {
+    const s = input({ cron: '* * * * * *', misfirePolicy: 'skip' });
+    await client.upsertSchedule(s);
+    await waitFor(async () => (await client.list({ queue: s.queue })).jobs.length >= 3, { what: 'three fires', timeoutMs: 15_000 });
+    const paused = await client.pauseSchedule(s.name);
+    const seen = (await client.list({ queue: s.queue })).jobs;
+    const keys = seen.map((j) => j.idempotencyKey!).sort();
+    expect(new Set(keys).size).toBe(keys.length);
+    for (const k of keys) expect(k).toMatch(new RegExp(`^schedule:${s.name}:\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ$`));
+    const last = await client.getSchedule(s.name);
+    expect(keys).toContain(`schedule:${s.name}:${last.lastRunAt!.toISOString().replace('.000Z', 'Z')}`);
+    expect(paused.paused).toBe(true);
+    // Paused: the jobs stay as they were (a fire that was committing as the pause landed counted).
+    const count = (await client.list({ queue: s.queue })).jobs.length;
+    const triggered = await client.triggerSchedule(s.name, { triggerId: 'ops-1' });
+    expect(triggered).toMatchObject({ created: true, idempotencyKey: `schedule:${s.name}:trigger:ops-1` });
+    expect(triggered.schedule).toMatchObject({ paused: true, lastJobId: triggered.jobId });
+    const job = await client.get(triggered.jobId);
+    expect(job).toMatchObject({ queue: s.queue, type: 'report', state: 'PENDING' });
+    expect((await client.triggerSchedule(s.name, { triggerId: 'ops-1' })).created).toBe(false);
+    const fresh = await client.triggerSchedule(s.name);
+    expect(fresh.idempotencyKey).toMatch(new RegExp(`^schedule:${s.name}:trigger:[0-9a-f-]{36}$`));
+    expect((await client.list({ queue: s.queue })).jobs.length).toBe(count + 2);
+  });
+
+  it('the raw wire: enum values and unset times', async () => {
+    const s = input({ misfirePolicy: 'skip' });
+    await client.upsertSchedule(s);
+    const res = await call(raw, 'getSchedule', { name: s.name });
+    expect(res.schedule).toMatchObject({ misfirePolicy: MisfirePolicy.MISFIRE_POLICY_SKIP, lastJobId: '', lastRunAt: undefined });
+  });
+});

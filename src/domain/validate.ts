@@ -189,3 +189,61 @@ export function checkBackoffNumbers(b: { jitter: number; baseSeconds?: number; c
   if (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter)) throw invalidArgument('backoff.jitter must be from 0 to 1');
   if ((b.baseSeconds ?? 0) < 0 || (b.capSeconds ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
 }
+
+/** Most parents one job may name (depends_on and depends_on_refs together). */
+export const MAX_PARENTS = 1000;
+
+/** A job's depends_on: job ids (each a UUID, else INVALID_ARGUMENT naming it), duplicates dropped. */
+export function checkDependsOn(ids: readonly string[]): string[] {
+  ids.forEach((id, i) => checkUuid(`depends_on[${i}]`, id));
+  const distinct = [...new Set(ids)];
+  if (distinct.length > MAX_PARENTS) throw invalidArgument(`depends_on names more than ${MAX_PARENTS} jobs`);
+  return distinct;
+}
+
+/** One job of a SubmitJobs call as the ref check sees it. */
+export interface DependencyRefs {
+  ref?: string | null;
+  dependsOnRefs?: readonly string[] | null;
+}
+
+/**
+ * The refs of one SubmitJobs call (refs may come in any order): each ref a valid name used
+ * by one job only, each depends_on_refs entry a ref of the call, and no cycle (a job that
+ * would wait for itself, directly or through others). Throws INVALID_ARGUMENT naming the
+ * jobs and refs at fault; the call then changes nothing.
+ */
+export function checkDependencyRefs(jobs: readonly DependencyRefs[]): void {
+  const byRef = new Map<string, number>();
+  jobs.forEach((j, i) => {
+    if (!j.ref) return;
+    checkName(`jobs[${i}].ref`, j.ref);
+    const first = byRef.get(j.ref);
+    if (first !== undefined) throw invalidArgument(`ref "${j.ref}" is used twice (jobs[${first}] and jobs[${i}])`);
+    byRef.set(j.ref, i);
+  });
+  jobs.forEach((j, i) => {
+    for (const r of j.dependsOnRefs ?? []) {
+      if (!byRef.has(r)) throw invalidArgument(`jobs[${i}].depends_on_refs names unknown ref "${r}"`);
+    }
+    if ((j.dependsOnRefs?.length ?? 0) > MAX_PARENTS) throw invalidArgument(`jobs[${i}].depends_on_refs names more than ${MAX_PARENTS} refs`);
+  });
+  // Depth-first search; a ref met again while on the path closes a cycle.
+  const done = new Set<number>();
+  const onPath: number[] = [];
+  const pathAt = new Map<number, number>();
+  const visit = (i: number): void => {
+    if (done.has(i)) return;
+    const at = pathAt.get(i);
+    if (at !== undefined) {
+      const cycle = [...onPath.slice(at), i].map((k) => `"${jobs[k]!.ref}"`).join(' -> ');
+      throw invalidArgument(`depends_on_refs form a cycle: ${cycle}`);
+    }
+    pathAt.set(i, onPath.push(i) - 1);
+    for (const r of jobs[i]!.dependsOnRefs ?? []) visit(byRef.get(r)!);
+    onPath.pop();
+    pathAt.delete(i);
+    done.add(i);
+  };
+  jobs.forEach((_, i) => visit(i));
+}

@@ -25,7 +25,11 @@ const jobListSql = statement<JobListSqlParams, JobRow>(
   JOB_COLUMNS,
 );
 
-const jobCancelSql = statement<{ id: string; now: Date | null }, JobRow>('job-cancel', { id: 'uuid', now: 'timestamptz' }, JOB_COLUMNS);
+const jobCancelSql = statement<{ id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
+  'job-cancel',
+  { id: 'uuid', now: 'timestamptz' },
+  { ...JOB_COLUMNS, previous_state: 'evora.job_state' },
+);
 
 const jobRetrySql = statement<{ id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
   'job-retry',
@@ -75,5 +79,8 @@ export async function jobRetry(pool: StorePool, id: string, now: Date | null): P
   const row = await rowOf(pool, jobRetrySql, { id, now });
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
+  if ((job.state === 'DLQ' || job.state === 'CANCELLED') && job.parentIds) {
+    throw failedPrecondition(`job ${job.id} has a parent in DLQ or CANCELLED (${job.lastError ?? 'see its parents'}); retry that parent first`);
+  }
   throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
 }

@@ -16,7 +16,7 @@ import type {
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
-import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
+import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
@@ -270,6 +270,15 @@ export class Store {
   /** Manual retry: a DLQ or CANCELLED job goes back to PENDING with its attempts reset. */
   async jobRetry(params: { id: string; now?: Date }): Promise<Job> {
     return jobRetry(this.pool, params.id, params.now ?? null);
+  }
+
+  /**
+   * One batch of the dependencies' repair pass: WAITING jobs none of whose parents is
+   * unfinished become PENDING (their queues woken). The parents' trigger does this as the last
+   * parent completes; this only catches what slipped through. Returns the released ids.
+   */
+  async jobWaitingRepair(params: { limit: number; now?: Date }): Promise<string[]> {
+    return jobsWaitingRepair(this.pool, params.limit, params.now ?? null);
   }
 
   // ----- maintenance -------------------------------------------------------------------

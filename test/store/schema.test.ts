@@ -45,6 +45,8 @@ describe('the database enforces the state machine', () => {
       [
         'PENDING->RUNNING', 'RUNNING->COMPLETED', 'RUNNING->PENDING', 'RUNNING->DLQ',
         'DLQ->PENDING', 'PENDING->CANCELLED', 'RUNNING->CANCELLED', 'CANCELLED->PENDING',
+        // dependencies (0011_dependencies.sql)
+        'WAITING->PENDING', 'WAITING->CANCELLED', 'CANCELLED->WAITING',
       ].sort(),
     );
   });

@@ -194,7 +194,7 @@ export interface SubmitJobRequest {
   /**
    * Deduplication key, unique per queue; empty = no deduplication. A replay must
    * repeat the first submit's type, payload, priority, run_at, max_attempts, backoff,
-   * timeout and concurrency_key exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+   * timeout, concurrency_key and depends_on (with depends_on_refs) exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
    * that differs. The key is remembered as long as its job exists (until the
    * queue's retention prunes the finished job).
    */
@@ -335,7 +335,7 @@ export interface RetryJobRequest {
 
 /** RetryJobResponse carries the job after it was re-enqueued. */
 export interface RetryJobResponse {
-  /** The job, now PENDING. */
+  /** The job, now PENDING (or WAITING for its unfinished parents). */
   job?: Job | undefined;
 }
 
@@ -1981,7 +1981,8 @@ export const JobServiceService = {
   },
   /**
    * SubmitJobs enqueues several jobs in one transaction: either every job is
-   * accepted (new or idempotent replay) or none is and the call fails.
+   * accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+   * can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
    */
   submitJobs: {
     path: "/evora.v1.JobService/SubmitJobs" as const,
@@ -2016,7 +2017,8 @@ export const JobServiceService = {
     responseDeserialize: (value: Buffer): ListJobsResponse => ListJobsResponse.decode(value),
   },
   /**
-   * CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+   * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+   * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
    * ServerCancel). Cancelling a job that already finished is an error
    * (FAILED_PRECONDITION).
@@ -2033,7 +2035,9 @@ export const JobServiceService = {
   /**
    * RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
    * again as soon as possible with a fresh attempt budget. Any other state is
-   * an error (FAILED_PRECONDITION).
+   * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+   * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+   * that parent: it restores the children it cancelled, back to WAITING).
    */
   retryJob: {
     path: "/evora.v1.JobService/RetryJob" as const,
@@ -2059,7 +2063,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   submitJob: handleUnaryCall<SubmitJobRequest, SubmitJobResponse>;
   /**
    * SubmitJobs enqueues several jobs in one transaction: either every job is
-   * accepted (new or idempotent replay) or none is and the call fails.
+   * accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+   * can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
    */
   submitJobs: handleUnaryCall<SubmitJobsRequest, SubmitJobsResponse>;
   /**
@@ -2070,7 +2075,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   /** ListJobs returns jobs matching the filters, newest first, one page at a time. */
   listJobs: handleUnaryCall<ListJobsRequest, ListJobsResponse>;
   /**
-   * CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+   * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+   * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
    * ServerCancel). Cancelling a job that already finished is an error
    * (FAILED_PRECONDITION).
@@ -2079,7 +2085,9 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   /**
    * RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
    * again as soon as possible with a fresh attempt budget. Any other state is
-   * an error (FAILED_PRECONDITION).
+   * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+   * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+   * that parent: it restores the children it cancelled, back to WAITING).
    */
   retryJob: handleUnaryCall<RetryJobRequest, RetryJobResponse>;
 }
@@ -2111,7 +2119,8 @@ export interface JobServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * SubmitJobs enqueues several jobs in one transaction: either every job is
-   * accepted (new or idempotent replay) or none is and the call fails.
+   * accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+   * can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
    */
   submitJobs(
     request: SubmitJobsRequest,
@@ -2164,7 +2173,8 @@ export interface JobServiceClient extends Client {
     callback: (error: ServiceError | null, response: ListJobsResponse) => void,
   ): ClientUnaryCall;
   /**
-   * CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+   * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+   * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
    * ServerCancel). Cancelling a job that already finished is an error
    * (FAILED_PRECONDITION).
@@ -2187,7 +2197,9 @@ export interface JobServiceClient extends Client {
   /**
    * RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
    * again as soon as possible with a fresh attempt budget. Any other state is
-   * an error (FAILED_PRECONDITION).
+   * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+   * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+   * that parent: it restores the children it cancelled, back to WAITING).
    */
   retryJob(
     request: RetryJobRequest,

@@ -332,7 +332,7 @@ type SubmitJobRequest struct {
 	RunAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	// Deduplication key, unique per queue; empty = no deduplication. A replay must
 	// repeat the first submit's type, payload, priority, run_at, max_attempts, backoff,
-	// timeout and concurrency_key exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+	// timeout, concurrency_key and depends_on (with depends_on_refs) exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
 	// that differs. The key is remembered as long as its job exists (until the
 	// queue's retention prunes the finished job).
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
@@ -1016,7 +1016,7 @@ func (x *RetryJobRequest) GetId() string {
 // RetryJobResponse carries the job after it was re-enqueued.
 type RetryJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job, now PENDING.
+	// The job, now PENDING (or WAITING for its unfinished parents).
 	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -4,6 +4,7 @@ import type { Job, JobSubmitInput } from '../../src/domain/job.js';
 import type { Store } from '../../src/store/store.js';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { OUTBOX_EVENTS, storeSetup } from '../helpers/store-setup.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Job dependencies in the store: the submit, the parents' trigger, the claim's parent results, the repair pass. */
 
@@ -31,14 +32,14 @@ async function stateOf(id: string): Promise<string> {
 }
 
 /** The diamond A -> B, A -> C, B and C -> D, in one call, refs in any order. */
-async function diamond(queue: string): Promise<{ a: Job; b: Job; c: Job; d: Job }> {
+async function diamond(queue: string, realTime = false): Promise<{ a: Job; b: Job; c: Job; d: Job }> {
   const jobs: JobSubmitInput[] = [
     jobInput({ queue, type: 'd', ref: 'd', dependsOnRefs: ['b', 'c'] }),
     jobInput({ queue, type: 'b', ref: 'b', dependsOnRefs: ['a'] }),
     jobInput({ queue, type: 'a', ref: 'a' }),
     jobInput({ queue, type: 'c', ref: 'c', dependsOnRefs: ['a'] }),
   ];
-  const [d, b, a, c] = (await store.jobSubmitMany({ jobs, now: T0 })).map((r) => r.job);
+  const [d, b, a, c] = (await store.jobSubmitMany({ jobs, ...(realTime ? {} : { now: T0 }) })).map((r) => r.job);
   return { a: a!, b: b!, c: c!, d: d! };
 }
 
@@ -207,6 +208,80 @@ describe('concurrency and repair', () => {
       // Clear the child so the next round's claim takes only the parent.
       await store.jobCancel({ id: child.job.id });
     }
+  });
+
+  /** Runs `fn` in a transaction of its own on the raw pool, committed when `commit` resolves. */
+  async function heldTransaction(fn: (c: pg.PoolClient) => Promise<void>): Promise<{ commit: () => Promise<void> }> {
+    const c = await sql.connect();
+    await c.query('BEGIN');
+    await fn(c);
+    return {
+      commit: async () => {
+        await c.query('COMMIT');
+        c.release();
+      },
+    };
+  }
+
+  /** Whether some other backend waits on a lock (the statement under test is blocked). */
+  async function someoneWaits(): Promise<boolean> {
+    const { rows } = await sql.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`);
+    return rows[0].n > 0;
+  }
+
+  it('a submit that waits on a completing parent sees it COMPLETED', async () => {
+    const queue = queueName();
+    const parent = (await store.jobSubmit({ job: jobInput({ queue }) })).job;
+    await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w' });
+    const completion = await heldTransaction(async (c) => {
+      await c.query(`UPDATE evora.jobs SET state = 'COMPLETED', locked_until = NULL, finished_at = now() WHERE id = $1`, [parent.id]);
+    });
+    const child = store.jobSubmit({ job: jobInput({ queue, dependsOn: [parent.id] }) });
+    await waitFor(someoneWaits, { what: 'the submit to wait on the parent' });
+    await completion.commit();
+    expect((await child).job.state).toBe('PENDING');
+  });
+
+  it('a completion that waits on a submit holding its parent releases the new child', async () => {
+    const queue = queueName();
+    const parent = (await store.jobSubmit({ job: jobInput({ queue }) })).job;
+    const [run] = await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w' });
+    const childId = '01900000-0000-7000-8000-0000000000aa';
+    // What a dependency submit does, held open: lock and mark the parent, insert the child WAITING.
+    const submit = await heldTransaction(async (c) => {
+      await c.query(`UPDATE evora.jobs SET has_dependents = true WHERE id = $1`, [parent.id]);
+      await c.query(
+        `INSERT INTO evora.jobs (id, queue, type, max_attempts, state, parent_ids) VALUES ($1, $2, 'child', 3, 'WAITING', ARRAY[$3::uuid])`,
+        [childId, queue, parent.id],
+      );
+    });
+    const completed = store.jobCompleteMany({ completions: [{ id: run!.id, token: run!.leaseToken!, result: { ok: 1 } }] });
+    await waitFor(someoneWaits, { what: 'the completion to wait on the parent' });
+    await submit.commit();
+    expect((await completed)[0]?.accepted).toBe(true);
+    expect(await stateOf(childId)).toBe('PENDING');
+  });
+
+  it('two parents completing in concurrent transactions release their child once, never leaving it WAITING', async () => {
+    const queue = queueName();
+    const { b, c, d } = await diamond(queue, true);
+    const [aRun] = await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w' });
+    const [done] = await store.jobCompleteMany({ completions: [{ id: aRun!.id, token: aRun!.leaseToken!, result: {} }] });
+    expect(done?.accepted).toBe(true);
+    const runs = await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w' });
+    expect(runs.map((j) => j.id).sort()).toEqual([b.id, c.id].sort());
+    // B completes in a transaction held open: its trigger locks D and finds C still RUNNING.
+    const first = await heldTransaction(async (client) => {
+      await client.query(`UPDATE evora.jobs SET state = 'COMPLETED', locked_until = NULL, finished_at = now() WHERE id = $1`, [b.id]);
+    });
+    expect(await stateOf(d.id)).toBe('WAITING');
+    // C completes meanwhile: its trigger waits for D's lock, then sees B's commit.
+    const cRun = runs.find((j) => j.id === c.id)!;
+    const second = store.jobCompleteMany({ completions: [{ id: cRun.id, token: cRun.leaseToken!, result: {} }] });
+    await waitFor(someoneWaits, { what: "C's completion to wait on D" });
+    await first.commit();
+    await second;
+    expect(await stateOf(d.id)).toBe('PENDING');
   });
 
   it('the repair pass releases a WAITING job whose parents all completed', async () => {

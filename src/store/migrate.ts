@@ -92,9 +92,10 @@ function migrationsUnknownMessage(unknown: { version: number; name: string }[], 
 /**
  * Applies every migration not yet recorded in evora.schema_migrations, all in one
  * transaction (or one per commit marker met, see COMMIT_MARKER) under a transaction-level
- * advisory lock: two servers starting at once
- * apply them exactly once (the second waits, then finds nothing to do), and a failure
- * leaves the schema as it was. Forward only. Returns the versions it applied.
+ * advisory lock: two servers starting at once apply them exactly once (the second waits,
+ * then finds nothing to do), and a failure leaves the schema as the last commit left it (as
+ * it was, without markers; with one, the migrations before it and the marked migration's
+ * re-runnable first part stay). Forward only. Returns the versions it applied.
  *
  * Refuses (MigrationsUnknownError, one line saying what to do) a database that records a
  * migration this version does not know, instead of applying the rest over a schema it

@@ -69,7 +69,7 @@ if (process.argv[2] === '--worker') {
   for (let i = 0; i < N; i += 1000) {
     await submit({
       jobs: Array.from({ length: Math.min(1000, N - i) }, () => ({
-        queue: 'burn', type: 'noop', payload, priority: 0, idempotencyKey: '', maxAttempts: 0,
+        queue: 'burn', type: 'noop', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [],
       })),
     });
   }

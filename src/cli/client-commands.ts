@@ -118,9 +118,11 @@ export function clientCommandsAdd(program: Command): void {
     // Not --timeout: that is the global deadline of each client call.
     .option('--attempt-timeout <duration>', 'the longest one attempt may run, e.g. 30s; then the server fails it (default: no limit)')
     .option('--concurrency-key <key>', "groups the job (e.g. a tenant id) for the queue's --max-concurrency-per-key (default: none)")
+    .option('--depends-on <ids>', 'job ids (comma-separated) this job runs after: WAITING until they all complete (default: none)')
     .action(
-      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string; concurrencyKey?: string }) => {
+      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string; concurrencyKey?: string; dependsOn?: string }) => {
         const res = await ctx.client.submit({
+          dependsOn: opts.dependsOn === undefined ? undefined : opts.dependsOn.split(',').map((s) => s.trim()).filter(Boolean),
           backoff: backoffOf(opts),
           timeoutSeconds: opts.attemptTimeout === undefined ? undefined : parseDuration(opts.attemptTimeout, '--attempt-timeout'),
           queue,

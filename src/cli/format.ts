@@ -151,6 +151,7 @@ export function jobDetails(job: Job): string {
     ['worker', job.workerId ?? '-'],
     ['idempotency key', job.idempotencyKey ?? '-'],
     ['concurrency key', job.concurrencyKey ?? '-'],
+    ['depends on', job.dependsOn.length > 0 ? job.dependsOn.join(', ') : '-'],
     ['last error', job.lastError ?? '-'],
     ['payload', JSON.stringify(job.payload)],
     ['result', job.result ? JSON.stringify(job.result) : '-'],
@@ -234,6 +235,7 @@ export function statsDetails(s: QueueStats): string {
   return fields([
     ['queue', s.queue],
     ['pending / running', `${s.counts.PENDING} / ${s.counts.RUNNING}`],
+    ['waiting (for parents)', String(s.counts.WAITING)],
     ['completed / dlq / cancelled', `${s.counts.COMPLETED} / ${s.counts.DLQ} / ${s.counts.CANCELLED}`],
     ['jobs/s (1m, 5m, 60m)', `${rate(s.throughput.last1m)}, ${rate(s.throughput.last5m)}, ${rate(s.throughput.last60m)}`],
     ['wait p50/p95/p99', `${ms(s.wait.p50Ms)} / ${ms(s.wait.p95Ms)} / ${ms(s.wait.p99Ms)}`],

@@ -435,7 +435,9 @@ export class Dispatcher {
     // waiting (the statement would decline), and the claim is about to serve the slots anyway.
     // Job-type routing: only a claimer whose sessions take the job's type may hand it off.
     let session: WorkerSession | null = null;
-    if (this._state !== 'stopped') {
+    // A job with parents is created WAITING or PENDING behind them, never handed off.
+    const hasParents = (job.dependsOn?.length ?? 0) > 0;
+    if (this._state !== 'stopped' && !hasParents) {
       for (const q of this.claimersOf(job.queue)) {
         if (q.types && !q.types.includes(job.type)) continue;
         if ((session = q.reserveForHandOff())) break;

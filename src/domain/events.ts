@@ -16,7 +16,11 @@ export type JobEventKind =
   | 'cancelled'
   | 'retried_manually'
   | 'snoozed'
-  | 'lease_expired';
+  | 'lease_expired'
+  /** WAITING -> PENDING: the job's last parent completed (0011_dependencies.sql). */
+  | 'released'
+  /** CANCELLED -> WAITING: the parent whose end cancelled the job was retried. */
+  | 'restored';
 
 /**
  * One outbox event, as a sink that stores events sees it. The outbox keeps one packed row

@@ -6,11 +6,14 @@
 
 import type { BackoffKind } from './queue.js';
 
-/** The lifecycle states a job moves through; the database rejects any other change. */
-export type JobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED';
+/**
+ * The lifecycle states a job moves through; the database rejects any other change. WAITING:
+ * a job whose parents have not all completed (docs/api.md "Dependencies").
+ */
+export type JobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED' | 'WAITING';
 
-/** All job states, in lifecycle order. */
-export const JOB_STATES: readonly JobState[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED'];
+/** All job states, in lifecycle order (WAITING last: it was added last, and the wire keeps that order). */
+export const JOB_STATES: readonly JobState[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED', 'WAITING'];
 
 /** A JSON object, as job payloads and results are. */
 export type JsonObject = { [key: string]: unknown };
@@ -43,7 +46,15 @@ export interface Job {
   timeoutSeconds: number | null;
   /** The job's concurrency key (e.g. a tenant id); null = none (docs/api.md "Concurrency keys"). */
   concurrencyKey: string | null;
+  // ----- dependencies (docs/api.md "Dependencies") -----
+  /** The job's parents; null = none. */
+  parentIds: JobParentIds;
+  /** Set only on a claimed job with parents: each parent's result (null if it reported none), by parent id. */
+  parentResults?: Record<string, JsonObject | null>;
 }
+
+/** A job's parents (distinct ids), or null for a job without parents. */
+export type JobParentIds = string[] | null;
 
 /**
  * A job's own retry delay policy (SubmitJobRequest.backoff). Each null field takes the
@@ -74,6 +85,12 @@ export interface JobSubmitInput {
   timeoutSeconds?: number | null;
   /** Groups the job for its queue's max_concurrency_per_key; absent, null or '': none. */
   concurrencyKey?: string | null;
+  /** Ids of existing jobs this one runs after (checked UUIDs, distinct); absent or empty: none. */
+  dependsOn?: string[] | null;
+  /** This job's name within one SubmitJobs call, for its siblings' dependsOnRefs; absent or '': none. */
+  ref?: string | null;
+  /** Refs of jobs of the same call this one runs after (checked by checkDependencyRefs). */
+  dependsOnRefs?: string[] | null;
 }
 
 /** A submitted job and whether this call created it (false on an idempotent replay). */

@@ -226,3 +226,72 @@ export function checkBulkFilter(action: 'retried' | 'purged', input: BulkFilterI
     ids: input.ids.length > 0 ? [...new Set(input.ids)] : null,
   };
 }
+
+/** Most parents one job may name (depends_on and depends_on_refs together). */
+export const MAX_PARENTS = 1000;
+
+/** A job's depends_on: job ids (each a UUID, else INVALID_ARGUMENT naming it), duplicates dropped. */
+export function checkDependsOn(ids: readonly string[]): string[] {
+  ids.forEach((id, i) => checkUuid(`depends_on[${i}]`, id));
+  const distinct = [...new Set(ids)];
+  if (distinct.length > MAX_PARENTS) throw invalidArgument(`depends_on names more than ${MAX_PARENTS} jobs`);
+  return distinct;
+}
+
+/** One job of a SubmitJobs call as the ref check sees it. */
+export interface DependencyRefs {
+  ref?: string | null;
+  dependsOnRefs?: readonly string[] | null;
+}
+
+/**
+ * The refs of one SubmitJobs call (refs may come in any order): each ref a valid name used
+ * by one job only, each depends_on_refs entry a ref of the call, and no cycle (a job that
+ * would wait for itself, directly or through others). Throws INVALID_ARGUMENT naming the
+ * jobs and refs at fault; the call then changes nothing.
+ */
+export function checkDependencyRefs(jobs: readonly DependencyRefs[]): void {
+  const byRef = new Map<string, number>();
+  jobs.forEach((j, i) => {
+    if (!j.ref) return;
+    checkName(`jobs[${i}].ref`, j.ref);
+    const first = byRef.get(j.ref);
+    if (first !== undefined) throw invalidArgument(`ref "${j.ref}" is used twice (jobs[${first}] and jobs[${i}])`);
+    byRef.set(j.ref, i);
+  });
+  jobs.forEach((j, i) => {
+    for (const r of j.dependsOnRefs ?? []) {
+      if (!byRef.has(r)) throw invalidArgument(`jobs[${i}].depends_on_refs names unknown ref "${r}"`);
+    }
+    if ((j.dependsOnRefs?.length ?? 0) > MAX_PARENTS) throw invalidArgument(`jobs[${i}].depends_on_refs names more than ${MAX_PARENTS} refs`);
+  });
+  // Depth-first search with a stack of its own (a chain of 10,000 jobs is deeper than the
+  // call stack); a ref met again while on the path closes a cycle.
+  const done = new Set<number>();
+  const pathAt = new Map<number, number>();
+  const parentsOf = (i: number) => (jobs[i]!.dependsOnRefs ?? []).map((r) => byRef.get(r)!);
+  for (let root = 0; root < jobs.length; root++) {
+    if (done.has(root)) continue;
+    const path: { job: number; parents: number[]; next: number }[] = [{ job: root, parents: parentsOf(root), next: 0 }];
+    pathAt.set(root, 0);
+    while (path.length > 0) {
+      const top = path[path.length - 1]!;
+      if (top.next >= top.parents.length) {
+        path.pop();
+        pathAt.delete(top.job);
+        done.add(top.job);
+        continue;
+      }
+      const p = top.parents[top.next++]!;
+      if (done.has(p)) continue;
+      const at = pathAt.get(p);
+      if (at !== undefined) {
+        const refs = [...path.slice(at).map((e) => e.job), p].map((k) => `"${jobs[k]!.ref}"`);
+        // A long cycle is shown by its ends, so the message stays one short line.
+        const cycle = (refs.length > 8 ? [...refs.slice(0, 4), `… (${refs.length - 6} more)`, ...refs.slice(-2)] : refs).join(' -> ');
+        throw invalidArgument(`depends_on_refs form a cycle: ${cycle}`);
+      }
+      pathAt.set(p, path.push({ job: p, parents: parentsOf(p), next: 0 }) - 1);
+    }
+  }
+}

@@ -40,6 +40,7 @@ export const STATE_TO_PB: Record<JobState, PbJobState> = {
   COMPLETED: PbJobState.JOB_STATE_COMPLETED,
   DLQ: PbJobState.JOB_STATE_DLQ,
   CANCELLED: PbJobState.JOB_STATE_CANCELLED,
+  WAITING: PbJobState.JOB_STATE_WAITING,
 };
 
 const STATE_FROM_PB = new Map<PbJobState, JobState>(
@@ -73,12 +74,18 @@ export function jobToPb(job: Job): PbJob {
     cancelRequested: job.cancelRequestedAt !== null,
     leaseExpiresAt: job.state === 'RUNNING' ? (job.lockedUntil ?? undefined) : undefined,
     concurrencyKey: job.concurrencyKey ?? undefined,
+    dependsOn: job.parentIds ?? [],
   };
 }
 
-/** A freshly claimed job with the lease its holder must present on every write. */
+/**
+ * A freshly claimed job with the lease its holder must present on every write, and its
+ * parents' results when it has parents (a parent without a result: an empty object).
+ */
 export function leasedJobToPb(job: Job): LeasedJob {
-  return { job: jobToPb(job), leaseToken: job.leaseToken ?? '', leaseExpiresAt: job.lockedUntil ?? undefined };
+  const parentResults: LeasedJob['parentResults'] = {};
+  for (const [id, result] of Object.entries(job.parentResults ?? {})) parentResults[id] = result ?? {};
+  return { job: jobToPb(job), leaseToken: job.leaseToken ?? '', leaseExpiresAt: job.lockedUntil ?? undefined, parentResults };
 }
 
 const BACKOFF_TO_PB: Record<BackoffKind, PbBackoffKind> = {

@@ -16,6 +16,8 @@ import {
   checkBackoffNumbers,
   checkBulkFilter,
   checkTimeoutSeconds,
+  checkDependsOn,
+  checkDependencyRefs,
   pageTokenDecode,
   pageTokenEncode,
 } from '../domain/validate.js';
@@ -38,6 +40,9 @@ function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitI
     backoff: req.backoff ? jobBackoff(req.backoff) : null,
     timeoutSeconds: req.timeout ? checkTimeoutSeconds(durationToSeconds(req.timeout)) : null,
     concurrencyKey: checkConcurrencyKey(req.concurrencyKey ?? '') || null,
+    dependsOn: req.dependsOn.length > 0 ? checkDependsOn(req.dependsOn) : null,
+    ref: req.ref || null,
+    dependsOnRefs: req.dependsOnRefs.length > 0 ? [...new Set(req.dependsOnRefs)] : null,
   };
 }
 
@@ -85,6 +90,9 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
   const { store, dispatcher, logger, maxPayloadBytes, metrics } = deps;
   return {
     submitJob: unary(logger, 'SubmitJob', async (req) => {
+      if (req.dependsOnRefs.length > 0) {
+        throw invalidArgument('depends_on_refs names jobs of the same SubmitJobs call; SubmitJob takes depends_on (job ids)');
+      }
       const { job, created } = await dispatcher.submit(submitInput(req, maxPayloadBytes));
       if (created) {
         metrics.jobsSubmitted.inc({ queue: job.queue });
@@ -101,6 +109,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
           throw invalidArgument(`jobs[${i}]: ${(err as Error).message}`);
         }
       });
+      checkDependencyRefs(inputs);
       const results = await store.jobSubmitMany({ jobs: inputs });
       for (const r of results) if (r.created) metrics.jobsSubmitted.inc({ queue: r.job.queue });
       return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })) };

@@ -22,6 +22,7 @@ function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { worke
     completed: c.COMPLETED ?? 0,
     dlq: c.DLQ ?? 0,
     cancelled: c.CANCELLED ?? 0,
+    waiting: c.WAITING ?? 0,
     throughput: { last1m: t?.throughput.m1 ?? 0, last5m: t?.throughput.m5 ?? 0, last60m: t?.throughput.m60 ?? 0 },
     wait: pct(t?.waitMs),
     run: pct(t?.runMs),

@@ -20,7 +20,8 @@ export interface SweepSummary {
  * their jobs this way. Each batch commits on its own, so a sweep stopped between batches
  * leaves the rest to the next one. The same tick fails RUNNING jobs past their attempt
  * timeout (SubmitJobRequest.timeout; job-sweep-timed-out.sql), so a job's timeout is
- * enforced within about one interval.
+ * enforced within about one interval. It also runs the dependencies' repair pass
+ * (job-waiting-repair.sql): a WAITING job whose parents have all completed is released.
  */
 export class Sweeper extends PeriodicService {
   private readonly batchSize: number;
@@ -64,6 +65,11 @@ export class Sweeper extends PeriodicService {
         if (batch.jobs.length > 0) this.opts.onSwept?.(batch, cause);
         if (batch.jobs.length < this.batchSize) break;
       }
+    }
+    while (!signal.aborted) {
+      const released = await this.opts.store.jobWaitingRepair({ limit: this.batchSize, now: params.now });
+      if (released.length > 0) this.logger.warn({ jobs: released.length }, 'released WAITING jobs whose parents had all completed');
+      if (released.length < this.batchSize) break;
     }
     if (summary.requeued + summary.deadLettered + summary.cancelled > 0) this.logger.debug(summary, 'sweep done');
     return summary;

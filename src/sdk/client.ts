@@ -101,6 +101,15 @@ export interface SubmitJobInput<P = JsonObject> {
    * many RUNNING jobs per key, claims rotating across keys. Unset or '' = none; at most 255 bytes.
    */
   concurrencyKey?: string;
+  /**
+   * Ids of existing jobs this one runs after: it is WAITING until they all complete, then
+   * runs with their results in `ctx.parentResults`; cancelled if one ends DLQ or CANCELLED.
+   */
+  dependsOn?: string[];
+  /** This job's name within one submitMany call, for the other jobs' `dependsOnRefs`. */
+  ref?: string;
+  /** Refs of jobs of the same submitMany call this one runs after (a graph in one call). */
+  dependsOnRefs?: string[];
 }
 
 /** The outcome of a submit. */
@@ -514,5 +523,8 @@ function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequ
     },
     timeout: input.timeoutSeconds === undefined ? undefined : secondsToDuration(input.timeoutSeconds),
     concurrencyKey: input.concurrencyKey || undefined,
+    dependsOn: input.dependsOn ?? [],
+    ref: input.ref ?? '',
+    dependsOnRefs: input.dependsOnRefs ?? [],
   };
 }

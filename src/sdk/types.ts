@@ -14,9 +14,9 @@ export type JsonValue = string | number | boolean | null | JsonValue[] | { [key:
 export type JsonObject = { [key: string]: JsonValue };
 
 /** The lifecycle state of a job. */
-export type JobStateName = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED';
-/** Every state, in lifecycle order. */
-export const JOB_STATES: readonly JobStateName[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED'];
+export type JobStateName = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED' | 'WAITING';
+/** Every state, in lifecycle order (WAITING, for unfinished parents, last as on the wire). */
+export const JOB_STATES: readonly JobStateName[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED', 'WAITING'];
 
 /** A job as the server reports it. */
 export interface Job<P = JsonObject, R = JsonObject> {
@@ -49,6 +49,8 @@ export interface Job<P = JsonObject, R = JsonObject> {
   cancelRequested: boolean;
   /** When the current lease ends (RUNNING only). */
   leaseExpiresAt: Date | null;
+  /** The ids of the jobs this one runs after (its parents); empty for none. */
+  dependsOn: string[];
 }
 
 /** How the delay before a retry grows with the attempt number. */
@@ -140,7 +142,7 @@ export function queueStatsFromPb(pb: PbQueueStats): QueueStats {
   const pct = (p: PbQueueStats['wait']) => ({ p50Ms: p?.p50Ms ?? 0, p95Ms: p?.p95Ms ?? 0, p99Ms: p?.p99Ms ?? 0 });
   return {
     queue: pb.queue,
-    counts: { PENDING: pb.pending, RUNNING: pb.running, COMPLETED: pb.completed, DLQ: pb.dlq, CANCELLED: pb.cancelled },
+    counts: { PENDING: pb.pending, RUNNING: pb.running, COMPLETED: pb.completed, DLQ: pb.dlq, CANCELLED: pb.cancelled, WAITING: pb.waiting },
     throughput: { last1m: pb.throughput?.last1m ?? 0, last5m: pb.throughput?.last5m ?? 0, last60m: pb.throughput?.last60m ?? 0 },
     wait: pct(pb.wait),
     run: pct(pb.run),
@@ -161,6 +163,7 @@ const STATE_FROM_PB = new Map<PbJobState, JobStateName>([
   [PbJobState.JOB_STATE_COMPLETED, 'COMPLETED'],
   [PbJobState.JOB_STATE_DLQ, 'DLQ'],
   [PbJobState.JOB_STATE_CANCELLED, 'CANCELLED'],
+  [PbJobState.JOB_STATE_WAITING, 'WAITING'],
 ]);
 const STATE_TO_PB = new Map<JobStateName, PbJobState>([...STATE_FROM_PB].map(([k, v]) => [v, k]));
 
@@ -208,6 +211,7 @@ export function jobFromPb<P = JsonObject, R = JsonObject>(pb: PbJob): Job<P, R> 
     lastError: pb.lastError || null,
     cancelRequested: pb.cancelRequested,
     leaseExpiresAt: pb.leaseExpiresAt ?? null,
+    dependsOn: pb.dependsOn,
   };
 }
 

@@ -24,7 +24,8 @@ interface JobClaimParams {
 }
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
 type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'
-  | 'backoff_kind' | 'backoff_base_seconds' | 'backoff_cap_seconds' | 'backoff_jitter' | 'timeout_seconds' | 'concurrency_key'> & {
+  | 'backoff_kind' | 'backoff_base_seconds' | 'backoff_cap_seconds' | 'backoff_jitter' | 'timeout_seconds' | 'concurrency_key'
+  | 'has_dependents' | 'cancelled_by'> & {
   slot: string;
   /** Only on a row without a job (id null): when a rate-limited queue's next token is due. */
   next_token_at: Date | null;
@@ -40,11 +41,20 @@ const JOB_CLAIM_COLUMNS: PgTypes<JobClaimRow> = {
   slot: 'int8',
   next_token_at: 'timestamptz',
   queue_limited: 'bool',
+  // dependencies (0011_dependencies.sql)
+  parent_ids: 'uuid[]',
 };
 /** The claim of queues without limits: the statement they pay for (job-claim.sql). */
 const jobClaimSql = statement<JobClaimParams, JobClaimRow>('job-claim', JOB_CLAIM_PARAMS, JOB_CLAIM_COLUMNS, { prepared: true });
 /** The claim of queues with limits: room, rate tokens and per-key picks (job-claim-limited.sql). */
 const jobClaimLimitedSql = statement<JobClaimParams, JobClaimRow>('job-claim-limited', JOB_CLAIM_PARAMS, JOB_CLAIM_COLUMNS, { prepared: true });
+
+/** The parents' results of claimed jobs that have parents (job-results-get.sql). */
+const jobResultsGetSql = statement<{ ids: string[] }, { id: string; result: JsonObject | null }>(
+  'job-results-get',
+  { ids: 'uuid[]' },
+  columnsOf(JOB_COLUMNS, ['id', 'result'] as const),
+);
 
 interface LeaseParams {
   ids: string[];
@@ -204,7 +214,23 @@ async function claimOnce(
       job.timeoutSeconds = null;
       return job;
     });
+  await parentResultsAttach(claimPool, jobs);
   return { jobs, ...(nextTokenAt ? { nextTokenAt } : {}), nowLimited, nowPlain };
+}
+
+/**
+ * Sets parentResults on the claimed jobs that have parents, with one statement, and only
+ * when there are some: a claim of jobs without parents pays nothing for dependencies. A
+ * parent that no longer exists is missing from the map; one without a result maps to null.
+ */
+async function parentResultsAttach(pool: StorePool, jobs: Job[]): Promise<void> {
+  const withParents = jobs.filter((j) => j.parentIds);
+  if (withParents.length === 0) return;
+  const ids = [...new Set(withParents.flatMap((j) => j.parentIds!))];
+  const results = new Map((await rowsOf(pool, jobResultsGetSql, { ids })).map((r) => [r.id, r.result]));
+  for (const job of withParents) {
+    job.parentResults = Object.fromEntries(job.parentIds!.filter((p) => results.has(p)).map((p) => [p, results.get(p) ?? null]));
+  }
 }
 
 /**
@@ -314,6 +340,17 @@ export async function jobsSweepExpired(pool: StorePool, limit: number, now: Date
 /** One batch of the timeout sweep (Store.jobSweepTimedOut). */
 export async function jobsSweepTimedOut(pool: StorePool, limit: number, now: Date | null): Promise<SweepResult> {
   return sweepResult((await rowsOf(pool, jobSweepTimedOutSql, { limit, now })).map(jobFromRow));
+}
+
+const jobWaitingRepairSql = statement<{ limit: number; now: Date | null }, { id: string }>(
+  'job-waiting-repair',
+  { limit: 'int8', now: 'timestamptz' },
+  columnsOf(JOB_COLUMNS, ['id'] as const),
+);
+
+/** One batch of the dependencies' repair pass (Store.jobWaitingRepair): the ids of the jobs it released. */
+export async function jobsWaitingRepair(pool: StorePool, limit: number, now: Date | null): Promise<string[]> {
+  return (await rowsOf(pool, jobWaitingRepairSql, { limit, now })).map((r) => r.id);
 }
 
 /** A sweep batch's jobs, counted by where they went. */

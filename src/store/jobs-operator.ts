@@ -25,7 +25,11 @@ const jobListSql = statement<JobListSqlParams, JobRow>(
   JOB_COLUMNS,
 );
 
-const jobCancelSql = statement<{ id: string; now: Date | null }, JobRow>('job-cancel', { id: 'uuid', now: 'timestamptz' }, JOB_COLUMNS);
+const jobCancelSql = statement<{ id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
+  'job-cancel',
+  { id: 'uuid', now: 'timestamptz' },
+  { ...JOB_COLUMNS, previous_state: 'evora.job_state' },
+);
 
 const jobRetrySql = statement<{ id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
   'job-retry',
@@ -75,6 +79,9 @@ export async function jobRetry(pool: StorePool, id: string, now: Date | null): P
   const row = await rowOf(pool, jobRetrySql, { id, now });
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
+  if ((job.state === 'DLQ' || job.state === 'CANCELLED') && job.parentIds) {
+    throw failedPrecondition(`job ${job.id} has a parent in DLQ or CANCELLED (${job.lastError ?? 'see its parents'}); retry that parent first`);
+  }
   throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
 }
 
@@ -114,9 +121,9 @@ const jobPurgeManySql = statement<BulkFilterSqlParams & { cutoff: Date | null; l
 );
 
 /** `jobs` is int8: pg hands it over as a string. */
-const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean }, { jobs: string }>(
+const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean; retryOnly: boolean }, { jobs: string }>(
   'job-count-many',
-  { ...BULK_FILTER_TYPES, projectedOnly: 'bool' },
+  { ...BULK_FILTER_TYPES, projectedOnly: 'bool', retryOnly: 'bool' },
   { jobs: 'int8' },
 );
 
@@ -175,7 +182,7 @@ async function batchesRun(
 export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Promise<number> {
   const filter = filterParams(params.filter, RETRYABLE_STATES);
   if (filter.states.length === 0) return 0;
-  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: false }))?.jobs ?? 0);
+  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: false, retryOnly: true }))?.jobs ?? 0);
   return batchesRun(params, (cutoff, limit) => rowOf(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now }));
 }
 
@@ -187,6 +194,6 @@ export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Pro
 export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Promise<number> {
   const filter = filterParams(params.filter, FINISHED_STATES);
   if (filter.states.length === 0) return 0;
-  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true }))?.jobs ?? 0);
+  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true, retryOnly: false }))?.jobs ?? 0);
   return batchesRun(params, (cutoff, limit) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now }));
 }

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import type { StorePool } from './pool.js';
-import { EvoraError, alreadyExists } from '../domain/errors.js';
+import { EvoraError, alreadyExists, failedPrecondition, notFound, unavailable } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
-import type { JobSubmitInput, JobSubmitResult } from '../domain/job.js';
+import type { JobState, JobSubmitInput, JobSubmitResult } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import { inTransaction, queryConfig, statement } from './statements.js';
 
@@ -100,7 +100,44 @@ const jobFindByKeysSql = statement<JobFindByKeysParams, JobFoundRow>(
   { ...JOB_COLUMNS, difference: 'text' },
 );
 
+interface JobInsertGraphParams extends JobInsertManyParams {
+  states: JobState[];
+  parentIds: (string | null)[];
+  hasDependents: boolean[];
+}
+const jobInsertGraphSql = statement<JobInsertGraphParams, JobRow>(
+  'job-insert-graph',
+  {
+    ids: 'uuid[]',
+    queues: 'text[]',
+    types: 'text[]',
+    payloads: 'jsonb[]',
+    priorities: 'int4[]',
+    runAts: 'timestamptz[]',
+    idempotencyKeys: 'text[]',
+    maxAttempts: 'int4[]',
+    policies: 'jsonb[]',
+    now: 'timestamptz',
+    states: 'evora.job_state[]',
+    parentIds: 'jsonb[]',
+    hasDependents: 'bool[]',
+  },
+  JOB_COLUMNS,
+);
+
+const jobParentsLockSql = statement<{ ids: string[] }, { id: string; state: JobState }>(
+  'job-parents-lock',
+  { ids: 'uuid[]' },
+  { id: 'uuid', state: 'evora.job_state' },
+);
+
 const PG_NOT_NULL_VIOLATION = '23502';
+/** A deadlock (tried again; the parent locks are NOWAIT, so none is expected from them). */
+const PG_DEADLOCK = '40P01';
+/** lock_not_available: a NOWAIT lock found the row held (job-parents-lock.sql). */
+const PG_LOCK_NOT_AVAILABLE = '55P03';
+/** How long a dependency submit keeps trying while its parents are held by other writes. */
+const PARENT_BUSY_BUDGET_MS = 5_000;
 
 function pgCode(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
@@ -115,14 +152,25 @@ function policyJson(j: JobSubmitInput): string | null {
   const b = j.backoff ?? null;
   const timeout = j.timeoutSeconds ?? null;
   const concurrencyKey = j.concurrencyKey || null;
-  if (b === null && timeout === null && concurrencyKey === null) return null;
+  const dependsOn = hasDependencies(j)
+    ? { ids: [...new Set(j.dependsOn ?? [])].sort(), refs: [...new Set(j.dependsOnRefs ?? [])].sort() }
+    : null;
+  if (b === null && timeout === null && concurrencyKey === null && dependsOn === null) return null;
   return JSON.stringify({
     backoff: b === null ? null : { kind: b.kind ?? null, base: b.baseSeconds ?? null, cap: b.capSeconds ?? null, jitter: b.jitter ?? null },
     timeout,
     // The job's concurrency key rides here too (0009_concurrency_keys.sql): the insert reads
     // it into its column and evora.job_submitted_fields records it for the comparison.
     concurrency_key: concurrencyKey,
+    // The parents as submitted (0011_dependencies.sql), for the comparison only; absent
+    // (not null) for a job without, so other jobs' policy JSON is what it was.
+    ...(dependsOn ? { depends_on: dependsOn } : {}),
   });
+}
+
+/** Whether a job names parents (depends_on or depends_on_refs). */
+function hasDependencies(j: JobSubmitInput): boolean {
+  return (j.dependsOn?.length ?? 0) > 0 || (j.dependsOnRefs?.length ?? 0) > 0;
 }
 
 /** Internal: a submit attempt that lost a race and should simply run again. */
@@ -141,6 +189,7 @@ export async function jobsSubmit(
   handoffWorkerId: string | null,
 ): Promise<JobSubmitResult[]> {
   if (jobs.length === 0) return [];
+  if (jobs.some(hasDependencies)) return jobsSubmitGraph(pool, jobs, now);
   const ids = jobs.map(() => uuidv7());
   const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
   const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
@@ -189,7 +238,7 @@ export async function jobsSubmit(
     } catch (err) {
       // Two first submits to a new queue can race on creating its row; the loser sees
       // neither row in its snapshot and leaves max_attempts NULL. Trying again sees it.
-      const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION;
+      const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION || pgCode(err) === PG_DEADLOCK;
       if (retryable && tries < 3) continue;
       if (err instanceof EvoraError) throw err; // UNAVAILABLE included (the pool classified it)
       throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
@@ -280,4 +329,130 @@ export async function jobsSubmitInTransaction(client: pg.ClientBase, jobs: JobSu
     now,
   });
   return submitOn(client, jobs, { ids, payloads, maxAttempts, policies, insert }, true);
+}
+
+/**
+ * Submits a batch in which some job names parents (depends_on ids, or depends_on_refs to
+ * jobs of the batch; the refs were checked by checkDependencyRefs), all or nothing, in one
+ * transaction:
+ *   1. replays first: a job whose (queue, idempotency key) exists keeps that job's id, so
+ *      the batch's jobs that name it by ref depend on it (a field that differs: ALREADY_EXISTS);
+ *   2. the existing parents are locked and marked (job-parents-lock.sql): an id that names
+ *      no job is NOT_FOUND, a parent in DLQ or CANCELLED is FAILED_PRECONDITION;
+ *   3. the new jobs are inserted WAITING while a parent is unfinished (or new in this
+ *      batch), else PENDING (job-insert-graph.sql).
+ * A key taken by a concurrent submit between 1 and 3 runs the whole attempt again.
+ */
+async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Date | null): Promise<JobSubmitResult[]> {
+  const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
+  const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
+  const policies = jobs.map(policyJson);
+  const refIndex = new Map<string, number>();
+  jobs.forEach((j, i) => j.ref && refIndex.set(j.ref, i));
+
+  const attempt = (client: pg.PoolClient): Promise<JobSubmitResult[]> =>
+    inTransaction(client, async () => {
+      const results: (JobSubmitResult | undefined)[] = jobs.map(() => undefined);
+      const keyed = jobs.map((j, i) => ({ j, i })).filter(({ j }) => j.idempotencyKey);
+      if (keyed.length > 0) {
+        const found = await client.query(
+          queryConfig(jobFindByKeysSql, {
+            queues: keyed.map(({ j }) => j.queue),
+            idempotencyKeys: keyed.map(({ j }) => j.idempotencyKey ?? null),
+            types: keyed.map(({ j }) => j.type),
+            payloads: keyed.map(({ i }) => payloads[i]!),
+            priorities: keyed.map(({ j }) => j.priority ?? 0),
+            runAts: keyed.map(({ j }) => j.runAt ?? null),
+            maxAttempts: keyed.map(({ i }) => maxAttempts[i]!),
+            policies: keyed.map(({ i }) => policies[i]!),
+          }),
+        );
+        const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
+        for (const { j, i } of keyed) {
+          const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
+          if (!row) continue;
+          if (row.difference !== null) {
+            throw alreadyExists(
+              `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id}, submitted with a different ${row.difference}`,
+            );
+          }
+          results[i] = { job: jobFromRow(row), created: false };
+        }
+      }
+      const ids = jobs.map((_, i) => results[i]?.job.id ?? uuidv7());
+      const parents = jobs.map((j) => [
+        ...new Set([...(j.dependsOn ?? []), ...(j.dependsOnRefs ?? []).map((r) => ids[refIndex.get(r)!]!)]),
+      ]);
+      const fresh = jobs.map((_, i) => i).filter((i) => !results[i]);
+      if (fresh.length === 0) return results as JobSubmitResult[];
+      const freshIds = new Set(fresh.map((i) => ids[i]!));
+      const existing = [...new Set(fresh.flatMap((i) => parents[i]!.filter((p) => !freshIds.has(p))))];
+      const states = new Map<string, JobState>();
+      if (existing.length > 0) {
+        for (const r of (await client.query(queryConfig(jobParentsLockSql, { ids: existing }))).rows as { id: string; state: JobState }[]) {
+          states.set(r.id, r.state);
+        }
+        for (const i of fresh) {
+          for (const p of parents[i]!) {
+            if (freshIds.has(p)) continue;
+            const state = states.get(p);
+            const which = jobs.length > 1 ? `jobs[${i}].depends_on` : 'depends_on';
+            if (state === undefined) throw notFound(`${which} names job ${p}, which does not exist`);
+            if (state === 'DLQ' || state === 'CANCELLED') {
+              throw failedPrecondition(`${which} names job ${p}, which is ${state}: retry it first, or submit without it`);
+            }
+          }
+        }
+      }
+      const named = new Set(fresh.flatMap((i) => parents[i]!));
+      const inserted = (
+        await client.query(
+          queryConfig(jobInsertGraphSql, {
+            ids: fresh.map((i) => ids[i]!),
+            queues: fresh.map((i) => jobs[i]!.queue),
+            types: fresh.map((i) => jobs[i]!.type),
+            payloads: fresh.map((i) => payloads[i]!),
+            priorities: fresh.map((i) => jobs[i]!.priority ?? 0),
+            runAts: fresh.map((i) => jobs[i]!.runAt ?? null),
+            idempotencyKeys: fresh.map((i) => jobs[i]!.idempotencyKey || null),
+            maxAttempts: fresh.map((i) => maxAttempts[i]!),
+            policies: fresh.map((i) => policies[i]!),
+            now,
+            states: fresh.map((i) =>
+              parents[i]!.some((p) => freshIds.has(p) || states.get(p) !== 'COMPLETED') ? 'WAITING' : 'PENDING',
+            ),
+            parentIds: fresh.map((i) => (parents[i]!.length > 0 ? JSON.stringify(parents[i]) : null)),
+            hasDependents: fresh.map((i) => named.has(ids[i]!)),
+          }),
+        )
+      ).rows as JobRow[];
+      // A key a concurrent submit took after step 1: the attempt runs again (and finds it).
+      if (inserted.length < fresh.length) throw new RetrySubmit('an idempotency key was taken meanwhile');
+      const byId = new Map(inserted.map((r) => [r.id, r]));
+      for (const i of fresh) results[i] = { job: jobFromRow(byId.get(ids[i]!)!), created: true };
+      return results as JobSubmitResult[];
+    });
+
+  for (let tries = 0, busyTries = 0, busyMs = 0; ; ) {
+    try {
+      return await pool.withClient(attempt);
+    } catch (err) {
+      // A parent held by another transaction (job-parents-lock.sql locks NOWAIT, so that a
+      // submit never waits while holding a parent): held for one statement, so try again
+      // soon, for up to about PARENT_BUSY_BUDGET_MS in all.
+      if (pgCode(err) === PG_LOCK_NOT_AVAILABLE) {
+        if (busyMs >= PARENT_BUSY_BUDGET_MS) {
+          throw unavailable('a parent job stayed locked by other writes; try the submit again', { cause: err });
+        }
+        const pause = Math.min(2 ** ++busyTries, 100);
+        busyMs += pause;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+        continue;
+      }
+      const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION || pgCode(err) === PG_DEADLOCK;
+      if (retryable && ++tries < 3) continue;
+      if (err instanceof EvoraError) throw err;
+      throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
 }

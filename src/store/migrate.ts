@@ -27,6 +27,21 @@ export function migrationsLoad(): Migration[] {
   return migrations;
 }
 
+/**
+ * A line `-- evora:commit` in a migration: what comes before it is committed before the rest
+ * runs, in a transaction of its own (ALTER TYPE ... ADD VALUE: a new enum value cannot be
+ * used in the transaction that adds it). The part before it must be safe to run again (IF NOT
+ * EXISTS): a failure after that commit leaves it applied and the migration unrecorded.
+ */
+const COMMIT_MARKER = /^-- evora:commit[ \t]*$/m;
+
+/** A migration's SQL as [the part before its commit marker, the rest], or [all of it, null]. */
+function migrationSplit(sql: string): [string, string | null] {
+  const m = COMMIT_MARKER.exec(sql);
+  if (!m) return [sql, null];
+  return [sql.slice(0, m.index), sql.slice(m.index + m[0].length)];
+}
+
 /** Advisory lock key that serialises migration runs across every process on the database. */
 const MIGRATION_LOCK_KEY = 7_301_846_001;
 
@@ -76,9 +91,11 @@ function migrationsUnknownMessage(unknown: { version: number; name: string }[], 
 
 /**
  * Applies every migration not yet recorded in evora.schema_migrations, all in one
- * transaction under a transaction-level advisory lock: two servers starting at once
- * apply them exactly once (the second waits, then finds nothing to do), and a failure
- * leaves the schema as it was. Forward only. Returns the versions it applied.
+ * transaction (or one per commit marker met, see COMMIT_MARKER) under a transaction-level
+ * advisory lock: two servers starting at once apply them exactly once (the second waits,
+ * then finds nothing to do), and a failure leaves the schema as the last commit left it (as
+ * it was, without markers; with one, the migrations before it and the marked migration's
+ * re-runnable first part stay). Forward only. Returns the versions it applied.
  *
  * Refuses (MigrationsUnknownError, one line saying what to do) a database that records a
  * migration this version does not know, instead of applying the rest over a schema it
@@ -90,22 +107,34 @@ export async function migrate(connectionString: string, migrations: Migration[] 
   client.on('error', () => undefined);
   await client.connect();
   try {
-    return await inTransaction(client, async () => {
-      await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
-      await scriptRun(client, migrationBookkeepingCreateSql);
-      const recorded = await rowsOf(client, migrationAppliedListSql, {});
-      const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
-      if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
-      const done = new Set(recorded.map((r) => r.version));
-      const applied: number[] = [];
-      for (const m of migrations) {
-        if (done.has(m.version)) continue;
-        await client.query(m.sql);
-        await rowsOf(client, migrationRecordSql, { version: m.version, name: m.name });
-        applied.push(m.version);
-      }
-      return applied;
-    });
+    const applied: number[] = [];
+    // The migrations whose part before their commit marker this call has committed.
+    const headsDone = new Set<number>();
+    // One transaction per round; a round ends after a migration's part before its marker.
+    for (;;) {
+      const more = await inTransaction(client, async () => {
+        await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
+        await scriptRun(client, migrationBookkeepingCreateSql);
+        const recorded = await rowsOf(client, migrationAppliedListSql, {});
+        const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
+        if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
+        const done = new Set(recorded.map((r) => r.version));
+        for (const m of migrations) {
+          if (done.has(m.version)) continue;
+          const [head, tail] = migrationSplit(m.sql);
+          if (tail !== null && !headsDone.has(m.version)) {
+            await client.query(head);
+            headsDone.add(m.version);
+            return true;
+          }
+          await client.query(tail ?? head);
+          await rowsOf(client, migrationRecordSql, { version: m.version, name: m.name });
+          applied.push(m.version);
+        }
+        return false;
+      });
+      if (!more) return applied;
+    }
   } catch (err) {
     if (err instanceof MigrationsUnknownError) throw err;
     throw new Error(`migration failed: ${(err as Error).message}`, { cause: err });

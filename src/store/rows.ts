@@ -39,6 +39,13 @@ export interface JobRow {
   timeout_seconds: number | null;
   /** The job's concurrency key (0009_concurrency_keys.sql); null = none. */
   concurrency_key: string | null;
+  // ----- dependencies (0011_dependencies.sql) -----
+  /** The job's parents; null = none. */
+  parent_ids: string[] | null;
+  /** Whether some job names this one as a parent. */
+  has_dependents: boolean;
+  /** While CANCELLED: the parent whose end cancelled it. */
+  cancelled_by: string | null;
 }
 
 /** The columns of evora.jobs, in table order. */
@@ -69,6 +76,10 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   backoff_jitter: 'float8',
   timeout_seconds: 'float8',
   concurrency_key: 'text',
+  // dependencies (0011_dependencies.sql)
+  parent_ids: 'uuid[]',
+  has_dependents: 'bool',
+  cancelled_by: 'uuid',
 };
 
 /**
@@ -163,6 +174,7 @@ export function jobFromRow(r: JobRow): Job {
           },
     timeoutSeconds: r.timeout_seconds ?? null,
     concurrencyKey: r.concurrency_key ?? null,
+    parentIds: r.parent_ids ?? null,
   };
 }
 

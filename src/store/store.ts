@@ -16,7 +16,7 @@ import type {
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
-import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
+import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobCancel, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
@@ -293,6 +293,15 @@ export class Store {
   /** Bulk delete of finished jobs over a filter, in batches, never unprojected ones; the count done or, dry run, due. */
   async jobPurgeMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
     return jobsPurgeMany(this.pool, { ...params, now: params.now ?? null });
+  }
+
+  /**
+   * One batch of the dependencies' repair pass: WAITING jobs none of whose parents is
+   * unfinished become PENDING (their queues woken). The parents' trigger does this as the last
+   * parent completes; this only catches what slipped through. Returns the released ids.
+   */
+  async jobWaitingRepair(params: { limit: number; now?: Date }): Promise<string[]> {
+    return jobsWaitingRepair(this.pool, params.limit, params.now ?? null);
   }
 
   // ----- maintenance -------------------------------------------------------------------

@@ -162,6 +162,21 @@ describe('evora client commands', () => {
     expect(badTime.stderr).toMatch(/^evora: --finished-before must be an age such as 7d or an ISO 8601 time/);
   });
 
+  it('submit --depends-on makes a WAITING job; get shows its parents', async () => {
+    const queue = queueName();
+    const a = (await json<{ job: JobJson }>('submit', queue, 'a')).job.id;
+    const b = (await json<{ job: JobJson }>('submit', queue, 'b')).job.id;
+    const child = await json<{ job: JobJson & { dependsOn: string[] } }>('submit', queue, 'c', '--depends-on', `${a},${b}`);
+    expect(child.job).toMatchObject({ state: 'WAITING' });
+    expect([...child.job.dependsOn].sort()).toEqual([a, b].sort());
+    const shown = await evora('get', child.job.id);
+    expect(shown.stdout).toMatch(/^state\s+WAITING$/m);
+    expect(shown.stdout).toMatch(new RegExp(`^depends on\\s+(${a}, ${b}|${b}, ${a})$`, 'm'));
+    expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'waiting')).toHaveLength(1);
+    const bad = await evora('submit', queue, 'c', '--depends-on', '01900000-0000-7000-8000-000000000002');
+    expect(bad.code).toBe(3);
+  });
+
   it('queues, queue set / get / pause / resume', async () => {
     const name = queueName();
     const created = await json<{ created: boolean; queue: Record<string, unknown> }>(

@@ -17,7 +17,7 @@ beforeAll(async () => {
   ({ clients, address } = await serverSetup({ maxPayloadBytes: '1000' }));
 });
 
-const ok = { queue: 'q', type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 };
+const ok = { queue: 'q', type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] };
 const MISSING = '00000000-0000-7000-8000-000000000000';
 const { INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION } = grpc.status;
 

@@ -18,7 +18,7 @@ const worker = rawWorkers(() => clients);
 
 async function submitMany(queue: string, n: number): Promise<string[]> {
   const res = await call(clients.jobs, 'submitJobs', {
-    jobs: Array.from({ length: n }, (_, i) => ({ queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
+    jobs: Array.from({ length: n }, (_, i) => ({ queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
   });
   return res.results.map((r) => r.job!.id);
 }

@@ -37,6 +37,7 @@ function job(over: Partial<Job> = {}): Job {
     backoff: null,
     timeoutSeconds: null,
     concurrencyKey: null,
+    parentIds: null,
     ...over,
   };
 }

@@ -34,6 +34,7 @@ export function leasedJob(queue: string, n: number, workerId = 'w'): Job {
     backoff: null,
     timeoutSeconds: null,
     concurrencyKey: null,
+    parentIds: null,
   };
 }
 

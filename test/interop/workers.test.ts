@@ -85,7 +85,7 @@ async function setupQueue(prefix: string, queue = queueName(prefix)): Promise<st
 }
 
 async function submit(queue: string, payload: Record<string, unknown>): Promise<Job> {
-  const { job } = await call(clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0 });
+  const { job } = await call(clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
   return job!;
 }
 
@@ -206,7 +206,7 @@ for (const kind of kinds) {
       await setupQueue('', QUEUE);
       const payloads = demoPayloads(4);
       const { results } = await call(clients.jobs, 'submitJobs', {
-        jobs: payloads.map((payload) => ({ queue: QUEUE, type: JOB_TYPE, payload, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
+        jobs: payloads.map((payload) => ({ queue: QUEUE, type: JOB_TYPE, payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
       });
       const workerId = `interop-ts-producer-${kind.name.split(' ')[0]!.toLowerCase()}`;
       // One report per attempt: the flaky job fails once, the broken one goes to the DLQ at once.

@@ -109,9 +109,11 @@ export function leasedJob(i: number, type = 'noop', leaseMs = 30_000): LeasedJob
       lastError: '',
       cancelRequested: false,
       leaseExpiresAt: new Date(now.getTime() + leaseMs),
+      dependsOn: [],
     },
     leaseToken: `token-${i}`,
     leaseExpiresAt: new Date(now.getTime() + leaseMs),
+    parentResults: {},
   };
 }
 

@@ -73,7 +73,7 @@ async function afterKill(how: (typeof HOWS)[number]): Promise<void> {
 }
 
 function submitRequest(queue: string, key = '') {
-  return { queue, type: 't', payload: { n: 1 }, priority: 0, idempotencyKey: key, maxAttempts: 0 };
+  return { queue, type: 't', payload: { n: 1 }, priority: 0, idempotencyKey: key, maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] };
 }
 
 /** The server answers a submit and reads the job back (retrying while the database recovers). */

@@ -30,7 +30,7 @@ describe('/metrics and /healthz', () => {
     const queue = queueName();
     await call(clients.queues, 'upsertQueue', { name: queue, maxAttempts: 1 });
     await call(clients.jobs, 'submitJobs', {
-      jobs: Array.from({ length: 4 }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0 })),
+      jobs: Array.from({ length: 4 }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
     });
     const before = await (await fetch(`${base}/metrics`)).text();
     expect(metric(before, 'evora_jobs_submitted_total', `queue="${queue}"`)).toBe(4);

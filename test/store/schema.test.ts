@@ -45,6 +45,8 @@ describe('the database enforces the state machine', () => {
       [
         'PENDING->RUNNING', 'RUNNING->COMPLETED', 'RUNNING->PENDING', 'RUNNING->DLQ',
         'DLQ->PENDING', 'PENDING->CANCELLED', 'RUNNING->CANCELLED', 'CANCELLED->PENDING',
+        // dependencies (0011_dependencies.sql)
+        'WAITING->PENDING', 'WAITING->CANCELLED', 'CANCELLED->WAITING',
       ].sort(),
     );
   });
@@ -90,8 +92,9 @@ describe('migrations', () => {
         '8_rate_limit',
         '9_concurrency_keys',
         '10_schedules',
+        '11_dependencies',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -104,8 +107,28 @@ describe('migrations', () => {
         { version: 8, name: 'rate_limit' },
         { version: 9, name: 'concurrency_keys' },
         { version: 10, name: 'schedules' },
+        { version: 11, name: 'dependencies' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
+    } finally {
+      await client.end();
+      await db.drop();
+    }
+  });
+
+  it('a migration with a commit marker applies over a committed schema: 0011 adds enum values, commits, then uses them', async () => {
+    const db = await testDatabaseCreate({ empty: true });
+    const client = new pg.Client({ connectionString: db.url });
+    try {
+      const all = migrationsLoad();
+      expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9]);
+      expect(await migrate(db.url, all)).toEqual([11]);
+      await client.connect();
+      const { rows } = await client.query(
+        `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,
+      );
+      expect(rows[0].n).toBe(3);
+      expect(await migrate(db.url, all)).toEqual([]);
     } finally {
       await client.end();
       await db.drop();

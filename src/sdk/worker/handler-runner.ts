@@ -115,6 +115,10 @@ class Context implements JobContext {
     return this.held.leaseExpiresAt;
   }
 
+  get parentResults(): Readonly<Record<string, JsonObject>> {
+    return this.held.parentResults;
+  }
+
   snooze(when: Date | number): never {
     return ctxSnooze(when);
   }

@@ -42,6 +42,11 @@ export interface JobContext<P = JsonObject> {
   /** When the lease ends unless renewed (the worker renews it on its own). */
   readonly leaseExpiresAt: Date | null;
   /**
+   * The results of the job's parents (`job.dependsOn`), by parent id: each the object its
+   * parent completed with ({} if none). Empty for a job without parents.
+   */
+  readonly parentResults: Readonly<Record<string, JsonObject>>;
+  /**
    * Gives the job back to run again at `when` (a Date, or ms from now) without counting a
    * failure; 0 ms or less means now by the server's clock. Throws; never returns.
    */

@@ -2,7 +2,9 @@
 -- One batch of an operator's bulk retry (RetryJobs): up to :limit jobs matching the filter
 -- (queue, states, type, finished before, ids; null: not filtered on) that finished at or
 -- before :cutoff (null: any time), each changed exactly as sql/job-retry.sql changes one job: back to PENDING, due
--- now, attempts reset, last run forgotten (the last error stays). One `retried_manually`
+-- now, attempts reset, last run forgotten (the last error stays); a job with parents
+-- (0011_dependencies.sql) back to WAITING while a parent is unfinished, and not taken at
+-- all while a parent is DLQ or CANCELLED (that parent's retry restores it). One `retried_manually`
 -- event per job in one outbox row; wakes each queue once. Returns how many it retried and
 -- its time (the caller's :cutoff for the run's later batches).
 -- Must stay true:
@@ -10,10 +12,11 @@
 -- - bounded: at most :limit rows locked, SKIP LOCKED (a row another operator or the pruner
 --   holds is left for a later run); no ORDER BY, so a batch is one range scan of
 --   jobs_finished_idx when a queue is given, not a sort of every match;
--- - the caller's loop ends: a retried job leaves the match (PENDING), and one that fails back
+-- - the caller's loop ends: a retried job leaves the match (PENDING or WAITING), a job held by
+--   a DLQ or CANCELLED parent is never in it, and one that fails back
 --   into the DLQ meanwhile finished after :cutoff, so the run never takes a job twice.
 WITH previous AS (
-  SELECT j.id, j.state
+  SELECT j.id, j.state, j.parent_ids
   FROM evora.jobs j
   WHERE j.state IN ('DLQ', 'CANCELLED') AND j.state = ANY (:states::evora.job_state[])
     AND (:queue::text IS NULL OR j.queue = :queue)
@@ -21,12 +24,24 @@ WITH previous AS (
     AND (:finishedBefore::timestamptz IS NULL OR j.finished_at < :finishedBefore)
     AND (:ids::uuid[] IS NULL OR j.id = ANY (:ids))
     AND (:cutoff::timestamptz IS NULL OR j.finished_at <= :cutoff)
+    AND (j.parent_ids IS NULL
+         OR NOT EXISTS (SELECT 1 FROM evora.jobs p WHERE p.id = ANY (j.parent_ids) AND p.state IN ('DLQ', 'CANCELLED')))
   LIMIT :limit
-  FOR UPDATE SKIP LOCKED
+  FOR UPDATE OF j SKIP LOCKED
+),
+parents AS (
+  -- Latest versions (a locking read), as sql/job-retry.sql reads them: a parent completing
+  -- meanwhile is seen COMPLETED or finds its child WAITING.
+  SELECT v.id AS child, p.state
+  FROM previous v JOIN evora.jobs p ON p.id = ANY (v.parent_ids)
+  ORDER BY p.id
+  FOR SHARE OF p
 ),
 updated AS (
   UPDATE evora.jobs j
-  SET state = 'PENDING',
+  SET state = (CASE WHEN EXISTS (SELECT 1 FROM parents a WHERE a.child = p.id AND a.state <> 'COMPLETED')
+                    THEN 'WAITING' ELSE 'PENDING' END)::evora.job_state,
+      cancelled_by = NULL,
       attempt = 0,
       run_at = coalesce(:now::timestamptz, now()),
       lease_token = NULL,
@@ -37,7 +52,7 @@ updated AS (
       started_at = NULL,
       finished_at = NULL
   FROM previous p
-  WHERE j.id = p.id
+  WHERE j.id = p.id AND NOT EXISTS (SELECT 1 FROM parents a WHERE a.child = p.id AND a.state IN ('DLQ', 'CANCELLED'))
   RETURNING j.id, j.queue, j.type, j.state, j.attempt, j.worker_id, j.run_at, p.state AS previous_state
 ),
 events AS (
@@ -50,7 +65,7 @@ events AS (
   HAVING count(*) > 0
 ),
 woken AS (
-  SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated) d
+  SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING') d
 )
 SELECT count(*)::int AS jobs, coalesce(:now::timestamptz, now()) AS at
 FROM updated

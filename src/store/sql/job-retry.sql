@@ -2,12 +2,20 @@
 -- An operator's manual retry: a DLQ or CANCELLED job goes back to PENDING, due now, with
 -- its attempts reset and its last run forgotten (lease, worker, result, times; the last
 -- error stays). One `retried_manually` event; wakes its queue. No row for any other state.
+-- A job with parents (0011_dependencies.sql) goes back to WAITING while a parent is
+-- unfinished, and is not retried (no row) while a parent is DLQ or CANCELLED: that parent's
+-- retry restores it. Its parents are read with a locking read (their latest versions), so a
+-- parent completing meanwhile either is seen COMPLETED or finds this job WAITING.
 WITH previous AS (
-  SELECT id, state FROM evora.jobs WHERE id = :id AND state IN ('DLQ', 'CANCELLED') FOR UPDATE
+  SELECT id, state, parent_ids FROM evora.jobs WHERE id = :id AND state IN ('DLQ', 'CANCELLED') FOR UPDATE
+),
+parents AS (
+  SELECT p.id, p.state FROM evora.jobs p, previous v WHERE p.id = ANY (v.parent_ids) ORDER BY p.id FOR SHARE OF p
 ),
 updated AS (
   UPDATE evora.jobs j
-  SET state = 'PENDING',
+  SET state = (CASE WHEN EXISTS (SELECT 1 FROM parents WHERE state <> 'COMPLETED') THEN 'WAITING' ELSE 'PENDING' END)::evora.job_state,
+      cancelled_by = NULL,
       attempt = 0,
       run_at = coalesce(:now::timestamptz, now()),
       lease_token = NULL,
@@ -18,7 +26,7 @@ updated AS (
       started_at = NULL,
       finished_at = NULL
   FROM previous p
-  WHERE j.id = p.id
+  WHERE j.id = p.id AND NOT EXISTS (SELECT 1 FROM parents WHERE state IN ('DLQ', 'CANCELLED'))
   RETURNING j.*, p.state AS previous_state
 ),
 events AS (
@@ -31,6 +39,6 @@ events AS (
   HAVING count(*) > 0
 ),
 woken AS (
-  SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated) d
+  SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING') d
 )
 SELECT * FROM updated WHERE (SELECT count(*) FROM woken) >= 0

@@ -42,8 +42,17 @@ export enum JobState {
   JOB_STATE_COMPLETED = 3,
   /** JOB_STATE_DLQ - Dead letter: failed with a non-retryable error or ran out of attempts (terminal until RetryJob). */
   JOB_STATE_DLQ = 4,
-  /** JOB_STATE_CANCELLED - Cancelled by an operator (terminal until RetryJob). */
+  /**
+   * JOB_STATE_CANCELLED - Cancelled by an operator, or because a parent ended DLQ or CANCELLED (then last_error
+   * says "parent <id> ended <state>"); terminal until RetryJob (of the job, or of that parent).
+   */
   JOB_STATE_CANCELLED = 5,
+  /**
+   * JOB_STATE_WAITING - Waiting for its parents (SubmitJobRequest.depends_on, depends_on_refs): not claimable.
+   * Becomes PENDING when its last parent COMPLETES (and is then pushed or claimed as any
+   * PENDING job), or CANCELLED when a parent ends DLQ or CANCELLED (docs/api.md "Dependencies").
+   */
+  JOB_STATE_WAITING = 6,
   UNRECOGNIZED = -1,
 }
 
@@ -67,6 +76,9 @@ export function jobStateFromJSON(object: any): JobState {
     case 5:
     case "JOB_STATE_CANCELLED":
       return JobState.JOB_STATE_CANCELLED;
+    case 6:
+    case "JOB_STATE_WAITING":
+      return JobState.JOB_STATE_WAITING;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -88,6 +100,8 @@ export function jobStateToJSON(object: JobState): string {
       return "JOB_STATE_DLQ";
     case JobState.JOB_STATE_CANCELLED:
       return "JOB_STATE_CANCELLED";
+    case JobState.JOB_STATE_WAITING:
+      return "JOB_STATE_WAITING";
     case JobState.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -151,7 +165,14 @@ export interface Job {
    * and SubmitJob(s); a job pushed to a worker (LeasedJob.job) or claimed by ClaimJobs does
    * not carry it (always unset there).
    */
-  concurrencyKey?: string | undefined;
+  concurrencyKey?:
+    | string
+    | undefined;
+  /**
+   * The job's parents (ids of the jobs it runs after; depends_on and resolved
+   * depends_on_refs of its submit); empty = none. Set by GetJob, ListJobs and SubmitJob(s).
+   */
+  dependsOn: string[];
 }
 
 /** SubmitJobRequest describes one job to enqueue. */
@@ -173,7 +194,7 @@ export interface SubmitJobRequest {
   /**
    * Deduplication key, unique per queue; empty = no deduplication. A replay must
    * repeat the first submit's type, payload, priority, run_at, max_attempts, backoff,
-   * timeout and concurrency_key exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+   * timeout, concurrency_key and depends_on (with depends_on_refs) exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
    * that differs. The key is remembered as long as its job exists (until the
    * queue's retention prunes the finished job).
    */
@@ -204,7 +225,35 @@ export interface SubmitJobRequest {
    * rotate across keys (docs/api.md "Concurrency keys"). Unset or empty = no key: not limited per
    * key. At most 255 bytes (UTF-8), else INVALID_ARGUMENT.
    */
-  concurrencyKey?: string | undefined;
+  concurrencyKey?:
+    | string
+    | undefined;
+  /**
+   * Ids of existing jobs this job runs after (its parents). Each must be a UUID
+   * (INVALID_ARGUMENT) of an existing job (NOT_FOUND naming it); duplicates count once.
+   * The job is created WAITING while any parent is unfinished, PENDING when all have
+   * COMPLETED. A parent already in DLQ or CANCELLED refuses the whole call with
+   * FAILED_PRECONDITION naming it (retry that parent first). A WAITING job becomes PENDING
+   * when its last parent COMPLETES; when a parent ends DLQ or CANCELLED it becomes CANCELLED
+   * ("parent <id> ended <state>"), and RetryJob of that parent puts it back to WAITING. A job
+   * with parents is never handed straight to a worker by the submit. The worker that runs
+   * it gets the parents' results in LeasedJob.parent_results. Compared on an idempotent
+   * replay as field "depends_on" (with depends_on_refs, as submitted).
+   */
+  dependsOn: string[];
+  /**
+   * This job's name within one SubmitJobs call, for depends_on_refs of the call's other
+   * jobs (any order in the call); a name as queue names are; used by one job of the call
+   * only (else INVALID_ARGUMENT). Not stored; empty = none.
+   */
+  ref: string;
+  /**
+   * Refs (SubmitJobRequest.ref) of jobs of the same SubmitJobs call this job runs after,
+   * as depends_on does for existing jobs: a whole graph is submitted at once, all or
+   * nothing. An unknown ref or a cycle is INVALID_ARGUMENT naming it. Only in SubmitJobs
+   * (SubmitJob: INVALID_ARGUMENT).
+   */
+  dependsOnRefs: string[];
 }
 
 /** SubmitJobResponse is the outcome of submitting one job. */
@@ -248,7 +297,7 @@ export interface GetJobResponse {
 export interface ListJobsRequest {
   /** Only jobs in this queue; empty = all queues. */
   queue: string;
-  /** Only jobs in one of these states; empty = any state. */
+  /** Only jobs in one of these states (JOB_STATE_WAITING included); empty = any state. */
   states: JobState[];
   /** Only jobs of this type; empty = any type. */
   type: string;
@@ -286,7 +335,7 @@ export interface RetryJobRequest {
 
 /** RetryJobResponse carries the job after it was re-enqueued. */
 export interface RetryJobResponse {
-  /** The job, now PENDING. */
+  /** The job, now PENDING (or WAITING for its unfinished parents). */
   job?: Job | undefined;
 }
 
@@ -371,6 +420,7 @@ function createBaseJob(): Job {
     cancelRequested: false,
     leaseExpiresAt: undefined,
     concurrencyKey: undefined,
+    dependsOn: [],
   };
 }
 
@@ -432,6 +482,9 @@ export const Job: MessageFns<Job> = {
     }
     if (message.concurrencyKey !== undefined) {
       writer.uint32(154).string(message.concurrencyKey);
+    }
+    for (const v of message.dependsOn) {
+      writer.uint32(178).string(v!);
     }
     return writer;
   },
@@ -601,6 +654,14 @@ export const Job: MessageFns<Job> = {
             message.concurrencyKey = reader.string();
             continue;
           }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.dependsOn.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -678,6 +739,11 @@ export const Job: MessageFns<Job> = {
         : isSet(object.concurrency_key)
         ? globalThis.String(object.concurrency_key)
         : undefined,
+      dependsOn: globalThis.Array.isArray(object?.dependsOn)
+        ? object.dependsOn.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.depends_on)
+        ? object.depends_on.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -740,6 +806,9 @@ export const Job: MessageFns<Job> = {
     if (message.concurrencyKey !== undefined) {
       obj.concurrencyKey = message.concurrencyKey;
     }
+    if (message.dependsOn?.length) {
+      obj.dependsOn = message.dependsOn;
+    }
     return obj;
   },
 
@@ -767,6 +836,7 @@ export const Job: MessageFns<Job> = {
     message.cancelRequested = object.cancelRequested ?? false;
     message.leaseExpiresAt = object.leaseExpiresAt ?? undefined;
     message.concurrencyKey = object.concurrencyKey ?? undefined;
+    message.dependsOn = object.dependsOn?.map((e) => e) || [];
     return message;
   },
 };
@@ -783,6 +853,9 @@ function createBaseSubmitJobRequest(): SubmitJobRequest {
     backoff: undefined,
     timeout: undefined,
     concurrencyKey: undefined,
+    dependsOn: [],
+    ref: "",
+    dependsOnRefs: [],
   };
 }
 
@@ -817,6 +890,15 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     }
     if (message.concurrencyKey !== undefined) {
       writer.uint32(82).string(message.concurrencyKey);
+    }
+    for (const v of message.dependsOn) {
+      writer.uint32(90).string(v!);
+    }
+    if (message.ref !== "") {
+      writer.uint32(98).string(message.ref);
+    }
+    for (const v of message.dependsOnRefs) {
+      writer.uint32(106).string(v!);
     }
     return writer;
   },
@@ -914,6 +996,30 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
             message.concurrencyKey = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.dependsOn.push(reader.string());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.ref = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.dependsOnRefs.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -954,6 +1060,17 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
         : isSet(object.concurrency_key)
         ? globalThis.String(object.concurrency_key)
         : undefined,
+      dependsOn: globalThis.Array.isArray(object?.dependsOn)
+        ? object.dependsOn.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.depends_on)
+        ? object.depends_on.map((e: any) => globalThis.String(e))
+        : [],
+      ref: isSet(object.ref) ? globalThis.String(object.ref) : "",
+      dependsOnRefs: globalThis.Array.isArray(object?.dependsOnRefs)
+        ? object.dependsOnRefs.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.depends_on_refs)
+        ? object.depends_on_refs.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -989,6 +1106,15 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     if (message.concurrencyKey !== undefined) {
       obj.concurrencyKey = message.concurrencyKey;
     }
+    if (message.dependsOn?.length) {
+      obj.dependsOn = message.dependsOn;
+    }
+    if (message.ref !== "") {
+      obj.ref = message.ref;
+    }
+    if (message.dependsOnRefs?.length) {
+      obj.dependsOnRefs = message.dependsOnRefs;
+    }
     return obj;
   },
 
@@ -1011,6 +1137,9 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
       ? Duration.fromPartial(object.timeout)
       : undefined;
     message.concurrencyKey = object.concurrencyKey ?? undefined;
+    message.dependsOn = object.dependsOn?.map((e) => e) || [];
+    message.ref = object.ref ?? "";
+    message.dependsOnRefs = object.dependsOnRefs?.map((e) => e) || [];
     return message;
   },
 };
@@ -2379,7 +2508,8 @@ export const JobServiceService = {
   },
   /**
    * SubmitJobs enqueues several jobs in one transaction: either every job is
-   * accepted (new or idempotent replay) or none is and the call fails.
+   * accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+   * can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
    */
   submitJobs: {
     path: "/evora.v1.JobService/SubmitJobs" as const,
@@ -2414,7 +2544,8 @@ export const JobServiceService = {
     responseDeserialize: (value: Buffer): ListJobsResponse => ListJobsResponse.decode(value),
   },
   /**
-   * CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+   * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+   * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
    * ServerCancel). Cancelling a job that already finished is an error
    * (FAILED_PRECONDITION).
@@ -2431,7 +2562,9 @@ export const JobServiceService = {
   /**
    * RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
    * again as soon as possible with a fresh attempt budget. Any other state is
-   * an error (FAILED_PRECONDITION).
+   * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+   * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+   * that parent: it restores the children it cancelled, back to WAITING).
    */
   retryJob: {
     path: "/evora.v1.JobService/RetryJob" as const,
@@ -2496,7 +2629,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   submitJob: handleUnaryCall<SubmitJobRequest, SubmitJobResponse>;
   /**
    * SubmitJobs enqueues several jobs in one transaction: either every job is
-   * accepted (new or idempotent replay) or none is and the call fails.
+   * accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+   * can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
    */
   submitJobs: handleUnaryCall<SubmitJobsRequest, SubmitJobsResponse>;
   /**
@@ -2507,7 +2641,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   /** ListJobs returns jobs matching the filters, newest first, one page at a time. */
   listJobs: handleUnaryCall<ListJobsRequest, ListJobsResponse>;
   /**
-   * CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+   * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+   * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
    * ServerCancel). Cancelling a job that already finished is an error
    * (FAILED_PRECONDITION).
@@ -2516,7 +2651,9 @@ export interface JobServiceServer extends UntypedServiceImplementation {
   /**
    * RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
    * again as soon as possible with a fresh attempt budget. Any other state is
-   * an error (FAILED_PRECONDITION).
+   * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+   * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+   * that parent: it restores the children it cancelled, back to WAITING).
    */
   retryJob: handleUnaryCall<RetryJobRequest, RetryJobResponse>;
   /**
@@ -2571,7 +2708,8 @@ export interface JobServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * SubmitJobs enqueues several jobs in one transaction: either every job is
-   * accepted (new or idempotent replay) or none is and the call fails.
+   * accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+   * can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
    */
   submitJobs(
     request: SubmitJobsRequest,
@@ -2624,7 +2762,8 @@ export interface JobServiceClient extends Client {
     callback: (error: ServiceError | null, response: ListJobsResponse) => void,
   ): ClientUnaryCall;
   /**
-   * CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+   * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+   * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
    * ServerCancel). Cancelling a job that already finished is an error
    * (FAILED_PRECONDITION).
@@ -2647,7 +2786,9 @@ export interface JobServiceClient extends Client {
   /**
    * RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
    * again as soon as possible with a fresh attempt budget. Any other state is
-   * an error (FAILED_PRECONDITION).
+   * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+   * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+   * that parent: it restores the children it cancelled, back to WAITING).
    */
   retryJob(
     request: RetryJobRequest,

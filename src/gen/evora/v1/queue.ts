@@ -357,6 +357,8 @@ export interface QueueStats {
   deadLettered60m: number;
   /** Telemetry events not yet projected (server-wide): how far these numbers may lag. */
   outboxLagEvents: number;
+  /** Jobs currently WAITING for their parents (docs/api.md "Dependencies"). */
+  waiting: number;
 }
 
 /** GetQueueStatsRequest names the queue. */
@@ -2075,6 +2077,7 @@ function createBaseQueueStats(): QueueStats {
     failed60m: 0,
     deadLettered60m: 0,
     outboxLagEvents: 0,
+    waiting: 0,
   };
 }
 
@@ -2130,6 +2133,9 @@ export const QueueStats: MessageFns<QueueStats> = {
     }
     if (message.outboxLagEvents !== 0) {
       writer.uint32(136).int64(message.outboxLagEvents);
+    }
+    if (message.waiting !== 0) {
+      writer.uint32(144).int64(message.waiting);
     }
     return writer;
   },
@@ -2283,6 +2289,14 @@ export const QueueStats: MessageFns<QueueStats> = {
             message.outboxLagEvents = longToNumber(reader.int64());
             continue;
           }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.waiting = longToNumber(reader.int64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2346,6 +2360,7 @@ export const QueueStats: MessageFns<QueueStats> = {
         : isSet(object.outbox_lag_events)
         ? globalThis.Number(object.outbox_lag_events)
         : 0,
+      waiting: isSet(object.waiting) ? globalThis.Number(object.waiting) : 0,
     };
   },
 
@@ -2402,6 +2417,9 @@ export const QueueStats: MessageFns<QueueStats> = {
     if (message.outboxLagEvents !== 0) {
       obj.outboxLagEvents = Math.round(message.outboxLagEvents);
     }
+    if (message.waiting !== 0) {
+      obj.waiting = Math.round(message.waiting);
+    }
     return obj;
   },
 
@@ -2431,6 +2449,7 @@ export const QueueStats: MessageFns<QueueStats> = {
     message.failed60m = object.failed60m ?? 0;
     message.deadLettered60m = object.deadLettered60m ?? 0;
     message.outboxLagEvents = object.outboxLagEvents ?? 0;
+    message.waiting = object.waiting ?? 0;
     return message;
   },
 };

@@ -435,7 +435,21 @@ export interface LeasedJob {
   /** Opaque token to include in every report about this job. */
   leaseToken: string;
   /** When the lease ends unless extended by heartbeat or ExtendLease. */
-  leaseExpiresAt?: Date | undefined;
+  leaseExpiresAt?:
+    | Date
+    | undefined;
+  /**
+   * The results of the job's parents (Job.depends_on), keyed by parent id: each the
+   * parent's completion result (an empty Struct if it reported none). Set on every pushed
+   * or claimed job that has parents (all of them COMPLETED by then); empty otherwise. A
+   * parent deleted by retention meanwhile is missing from the map.
+   */
+  parentResults: { [key: string]: { [key: string]: any } | undefined };
+}
+
+export interface LeasedJob_ParentResultsEntry {
+  key: string;
+  value?: { [key: string]: any } | undefined;
 }
 
 /** ServerAck answers a complete, fail or snooze message. */
@@ -2153,7 +2167,7 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
 };
 
 function createBaseLeasedJob(): LeasedJob {
-  return { job: undefined, leaseToken: "", leaseExpiresAt: undefined };
+  return { job: undefined, leaseToken: "", leaseExpiresAt: undefined, parentResults: {} };
 }
 
 export const LeasedJob: MessageFns<LeasedJob> = {
@@ -2167,6 +2181,13 @@ export const LeasedJob: MessageFns<LeasedJob> = {
     if (message.leaseExpiresAt !== undefined) {
       Timestamp.encode(toTimestamp(message.leaseExpiresAt), writer.uint32(26).fork()).join();
     }
+    globalThis.Object.entries(message.parentResults).forEach(
+      ([key, value]: [string, { [key: string]: any } | undefined]) => {
+        if (value !== undefined) {
+          LeasedJob_ParentResultsEntry.encode({ key: key as any, value }, writer.uint32(34).fork()).join();
+        }
+      },
+    );
     return writer;
   },
 
@@ -2207,6 +2228,17 @@ export const LeasedJob: MessageFns<LeasedJob> = {
             message.leaseExpiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            const entry4 = LeasedJob_ParentResultsEntry.decode(reader, reader.uint32());
+            if (entry4.value !== undefined) {
+              message.parentResults[entry4.key] = entry4.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2232,6 +2264,33 @@ export const LeasedJob: MessageFns<LeasedJob> = {
         : isSet(object.lease_expires_at)
         ? fromJsonTimestamp(object.lease_expires_at)
         : undefined,
+      parentResults: isObject(object.parentResults)
+        ? (globalThis.Object.entries(object.parentResults) as [string, any][]).reduce(
+          (acc: { [key: string]: { [key: string]: any } | undefined }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: value as { [key: string]: any } | undefined,
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.parent_results)
+        ? (globalThis.Object.entries(object.parent_results) as [string, any][]).reduce(
+          (acc: { [key: string]: { [key: string]: any } | undefined }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: value as { [key: string]: any } | undefined,
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
     };
   },
 
@@ -2246,6 +2305,18 @@ export const LeasedJob: MessageFns<LeasedJob> = {
     if (message.leaseExpiresAt !== undefined) {
       obj.leaseExpiresAt = message.leaseExpiresAt.toISOString();
     }
+    if (message.parentResults) {
+      const entries = globalThis.Object.entries(message.parentResults) as [
+        string,
+        { [key: string]: any } | undefined,
+      ][];
+      if (entries.length > 0) {
+        obj.parentResults = {};
+        entries.forEach(([k, v]) => {
+          obj.parentResults[k] = v;
+        });
+      }
+    }
     return obj;
   },
 
@@ -2257,6 +2328,104 @@ export const LeasedJob: MessageFns<LeasedJob> = {
     message.job = (object.job !== undefined && object.job !== null) ? Job.fromPartial(object.job) : undefined;
     message.leaseToken = object.leaseToken ?? "";
     message.leaseExpiresAt = object.leaseExpiresAt ?? undefined;
+    message.parentResults =
+      (globalThis.Object.entries(object.parentResults ?? {}) as [string, { [key: string]: any } | undefined][]).reduce(
+        (
+          acc: { [key: string]: { [key: string]: any } | undefined },
+          [key, value]: [string, { [key: string]: any } | undefined],
+        ) => {
+          if (value !== undefined) {
+            acc[key] = value;
+          }
+          return acc;
+        },
+        {},
+      );
+    return message;
+  },
+};
+
+function createBaseLeasedJob_ParentResultsEntry(): LeasedJob_ParentResultsEntry {
+  return { key: "", value: undefined };
+}
+
+export const LeasedJob_ParentResultsEntry: MessageFns<LeasedJob_ParentResultsEntry> = {
+  encode(message: LeasedJob_ParentResultsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== undefined) {
+      Struct.encode(Struct.wrap(message.value), writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LeasedJob_ParentResultsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLeasedJob_ParentResultsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LeasedJob_ParentResultsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isObject(object.value) ? object.value : undefined,
+    };
+  },
+
+  toJSON(message: LeasedJob_ParentResultsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== undefined) {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LeasedJob_ParentResultsEntry>, I>>(base?: I): LeasedJob_ParentResultsEntry {
+    return LeasedJob_ParentResultsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LeasedJob_ParentResultsEntry>, I>>(object: I): LeasedJob_ParentResultsEntry {
+    const message = createBaseLeasedJob_ParentResultsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? undefined;
     return message;
   },
 };

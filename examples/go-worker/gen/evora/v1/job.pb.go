@@ -39,8 +39,13 @@ const (
 	JobState_JOB_STATE_COMPLETED JobState = 3
 	// Dead letter: failed with a non-retryable error or ran out of attempts (terminal until RetryJob).
 	JobState_JOB_STATE_DLQ JobState = 4
-	// Cancelled by an operator (terminal until RetryJob).
+	// Cancelled by an operator, or because a parent ended DLQ or CANCELLED (then last_error
+	// says "parent <id> ended <state>"); terminal until RetryJob (of the job, or of that parent).
 	JobState_JOB_STATE_CANCELLED JobState = 5
+	// Waiting for its parents (SubmitJobRequest.depends_on, depends_on_refs): not claimable.
+	// Becomes PENDING when its last parent COMPLETES (and is then pushed or claimed as any
+	// PENDING job), or CANCELLED when a parent ends DLQ or CANCELLED (docs/api.md "Dependencies").
+	JobState_JOB_STATE_WAITING JobState = 6
 )
 
 // Enum value maps for JobState.
@@ -52,6 +57,7 @@ var (
 		3: "JOB_STATE_COMPLETED",
 		4: "JOB_STATE_DLQ",
 		5: "JOB_STATE_CANCELLED",
+		6: "JOB_STATE_WAITING",
 	}
 	JobState_value = map[string]int32{
 		"JOB_STATE_UNSPECIFIED": 0,
@@ -60,6 +66,7 @@ var (
 		"JOB_STATE_COMPLETED":   3,
 		"JOB_STATE_DLQ":         4,
 		"JOB_STATE_CANCELLED":   5,
+		"JOB_STATE_WAITING":     6,
 	}
 )
 
@@ -133,8 +140,11 @@ type Job struct {
 	// and SubmitJob(s); a job pushed to a worker (LeasedJob.job) or claimed by ClaimJobs does
 	// not carry it (always unset there).
 	ConcurrencyKey *string `protobuf:"bytes,19,opt,name=concurrency_key,json=concurrencyKey,proto3,oneof" json:"concurrency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The job's parents (ids of the jobs it runs after; depends_on and resolved
+	// depends_on_refs of its submit); empty = none. Set by GetJob, ListJobs and SubmitJob(s).
+	DependsOn     []string `protobuf:"bytes,22,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -300,6 +310,13 @@ func (x *Job) GetConcurrencyKey() string {
 	return ""
 }
 
+func (x *Job) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
 // SubmitJobRequest describes one job to enqueue.
 type SubmitJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -315,7 +332,7 @@ type SubmitJobRequest struct {
 	RunAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	// Deduplication key, unique per queue; empty = no deduplication. A replay must
 	// repeat the first submit's type, payload, priority, run_at, max_attempts, backoff,
-	// timeout and concurrency_key exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
+	// timeout, concurrency_key and depends_on (with depends_on_refs) exactly (unset on both = identical), else ALREADY_EXISTS naming the first field
 	// that differs. The key is remembered as long as its job exists (until the
 	// queue's retention prunes the finished job).
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
@@ -336,8 +353,28 @@ type SubmitJobRequest struct {
 	// rotate across keys (docs/api.md "Concurrency keys"). Unset or empty = no key: not limited per
 	// key. At most 255 bytes (UTF-8), else INVALID_ARGUMENT.
 	ConcurrencyKey *string `protobuf:"bytes,10,opt,name=concurrency_key,json=concurrencyKey,proto3,oneof" json:"concurrency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Ids of existing jobs this job runs after (its parents). Each must be a UUID
+	// (INVALID_ARGUMENT) of an existing job (NOT_FOUND naming it); duplicates count once.
+	// The job is created WAITING while any parent is unfinished, PENDING when all have
+	// COMPLETED. A parent already in DLQ or CANCELLED refuses the whole call with
+	// FAILED_PRECONDITION naming it (retry that parent first). A WAITING job becomes PENDING
+	// when its last parent COMPLETES; when a parent ends DLQ or CANCELLED it becomes CANCELLED
+	// ("parent <id> ended <state>"), and RetryJob of that parent puts it back to WAITING. A job
+	// with parents is never handed straight to a worker by the submit. The worker that runs
+	// it gets the parents' results in LeasedJob.parent_results. Compared on an idempotent
+	// replay as field "depends_on" (with depends_on_refs, as submitted).
+	DependsOn []string `protobuf:"bytes,11,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// This job's name within one SubmitJobs call, for depends_on_refs of the call's other
+	// jobs (any order in the call); a name as queue names are; used by one job of the call
+	// only (else INVALID_ARGUMENT). Not stored; empty = none.
+	Ref string `protobuf:"bytes,12,opt,name=ref,proto3" json:"ref,omitempty"`
+	// Refs (SubmitJobRequest.ref) of jobs of the same SubmitJobs call this job runs after,
+	// as depends_on does for existing jobs: a whole graph is submitted at once, all or
+	// nothing. An unknown ref or a cycle is INVALID_ARGUMENT naming it. Only in SubmitJobs
+	// (SubmitJob: INVALID_ARGUMENT).
+	DependsOnRefs []string `protobuf:"bytes,13,rep,name=depends_on_refs,json=dependsOnRefs,proto3" json:"depends_on_refs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitJobRequest) Reset() {
@@ -438,6 +475,27 @@ func (x *SubmitJobRequest) GetConcurrencyKey() string {
 		return *x.ConcurrencyKey
 	}
 	return ""
+}
+
+func (x *SubmitJobRequest) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *SubmitJobRequest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *SubmitJobRequest) GetDependsOnRefs() []string {
+	if x != nil {
+		return x.DependsOnRefs
+	}
+	return nil
 }
 
 // SubmitJobResponse is the outcome of submitting one job.
@@ -685,7 +743,7 @@ type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only jobs in this queue; empty = all queues.
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	// Only jobs in one of these states; empty = any state.
+	// Only jobs in one of these states (JOB_STATE_WAITING included); empty = any state.
 	States []JobState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=evora.v1.JobState" json:"states,omitempty"`
 	// Only jobs of this type; empty = any type.
 	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
@@ -958,7 +1016,7 @@ func (x *RetryJobRequest) GetId() string {
 // RetryJobResponse carries the job after it was re-enqueued.
 type RetryJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job, now PENDING.
+	// The job, now PENDING (or WAITING for its unfinished parents).
 	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1295,7 +1353,7 @@ var File_evora_v1_job_proto protoreflect.FileDescriptor
 
 const file_evora_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x14evora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x06\n" +
+	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x14evora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1320,8 +1378,10 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"last_error\x18\x10 \x01(\tR\tlastError\x12)\n" +
 	"\x10cancel_requested\x18\x11 \x01(\bR\x0fcancelRequested\x12D\n" +
 	"\x10lease_expires_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12,\n" +
-	"\x0fconcurrency_key\x18\x13 \x01(\tH\x00R\x0econcurrencyKey\x88\x01\x01B\x12\n" +
-	"\x10_concurrency_key\"\xae\x03\n" +
+	"\x0fconcurrency_key\x18\x13 \x01(\tH\x00R\x0econcurrencyKey\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18\x16 \x03(\tR\tdependsOnB\x12\n" +
+	"\x10_concurrency_key\"\x87\x04\n" +
 	"\x10SubmitJobRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x121\n" +
@@ -1333,7 +1393,11 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\abackoff\x18\b \x01(\v2\x11.evora.v1.BackoffR\abackoff\x123\n" +
 	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12,\n" +
 	"\x0fconcurrency_key\x18\n" +
-	" \x01(\tH\x00R\x0econcurrencyKey\x88\x01\x01B\x12\n" +
+	" \x01(\tH\x00R\x0econcurrencyKey\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18\v \x03(\tR\tdependsOn\x12\x10\n" +
+	"\x03ref\x18\f \x01(\tR\x03ref\x12&\n" +
+	"\x0fdepends_on_refs\x18\r \x03(\tR\rdependsOnRefsB\x12\n" +
 	"\x10_concurrency_key\"N\n" +
 	"\x11SubmitJobResponse\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x18\n" +
@@ -1379,14 +1443,15 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
 	"\x11PurgeJobsResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count*\x98\x01\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count*\xaf\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_COMPLETED\x10\x03\x12\x11\n" +
 	"\rJOB_STATE_DLQ\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x052\xb0\x04\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x05\x12\x15\n" +
+	"\x11JOB_STATE_WAITING\x10\x062\xb0\x04\n" +
 	"\n" +
 	"JobService\x12D\n" +
 	"\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n" +

@@ -45,21 +45,25 @@ type JobServiceClient interface {
 	// is handed to that worker by the submit itself and comes back RUNNING.
 	SubmitJob(ctx context.Context, in *SubmitJobRequest, opts ...grpc.CallOption) (*SubmitJobResponse, error)
 	// SubmitJobs enqueues several jobs in one transaction: either every job is
-	// accepted (new or idempotent replay) or none is and the call fails.
+	// accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+	// can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
 	SubmitJobs(ctx context.Context, in *SubmitJobsRequest, opts ...grpc.CallOption) (*SubmitJobsResponse, error)
 	// GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
 	// not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	// ListJobs returns jobs matching the filters, newest first, one page at a time.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
-	// CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
 	// ServerCancel). Cancelling a job that already finished is an error
 	// (FAILED_PRECONDITION).
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
 	// again as soon as possible with a fresh attempt budget. Any other state is
-	// an error (FAILED_PRECONDITION).
+	// an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+	// is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+	// that parent: it restores the children it cancelled, back to WAITING).
 	RetryJob(ctx context.Context, in *RetryJobRequest, opts ...grpc.CallOption) (*RetryJobResponse, error)
 	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
 	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
@@ -186,21 +190,25 @@ type JobServiceServer interface {
 	// is handed to that worker by the submit itself and comes back RUNNING.
 	SubmitJob(context.Context, *SubmitJobRequest) (*SubmitJobResponse, error)
 	// SubmitJobs enqueues several jobs in one transaction: either every job is
-	// accepted (new or idempotent replay) or none is and the call fails.
+	// accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+	// can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
 	SubmitJobs(context.Context, *SubmitJobsRequest) (*SubmitJobsResponse, error)
 	// GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
 	// not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	// ListJobs returns jobs matching the filters, newest first, one page at a time.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
-	// CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
 	// ServerCancel). Cancelling a job that already finished is an error
 	// (FAILED_PRECONDITION).
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
 	// again as soon as possible with a fresh attempt budget. Any other state is
-	// an error (FAILED_PRECONDITION).
+	// an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+	// is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+	// that parent: it restores the children it cancelled, back to WAITING).
 	RetryJob(context.Context, *RetryJobRequest) (*RetryJobResponse, error)
 	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
 	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually

@@ -1110,8 +1110,10 @@ type QueueStats struct {
 	DeadLettered_60M int64 `protobuf:"varint,16,opt,name=dead_lettered_60m,json=deadLettered60m,proto3" json:"dead_lettered_60m,omitempty"`
 	// Telemetry events not yet projected (server-wide): how far these numbers may lag.
 	OutboxLagEvents int64 `protobuf:"varint,17,opt,name=outbox_lag_events,json=outboxLagEvents,proto3" json:"outbox_lag_events,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Jobs currently WAITING for their parents (docs/api.md "Dependencies").
+	Waiting       int64 `protobuf:"varint,18,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -1259,6 +1261,13 @@ func (x *QueueStats) GetDeadLettered_60M() int64 {
 func (x *QueueStats) GetOutboxLagEvents() int64 {
 	if x != nil {
 		return x.OutboxLagEvents
+	}
+	return 0
+}
+
+func (x *QueueStats) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
 	}
 	return 0
 }
@@ -1515,7 +1524,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"Throughput\x12\x17\n" +
 	"\alast_1m\x18\x01 \x01(\x01R\x06last1m\x12\x17\n" +
 	"\alast_5m\x18\x02 \x01(\x01R\x06last5m\x12\x19\n" +
-	"\blast_60m\x18\x03 \x01(\x01R\alast60m\"\xde\x04\n" +
+	"\blast_60m\x18\x03 \x01(\x01R\alast60m\"\xf8\x04\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
@@ -1539,7 +1548,8 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"failed_60m\x18\x0f \x01(\x03R\tfailed60m\x12*\n" +
 	"\x11dead_lettered_60m\x18\x10 \x01(\x03R\x0fdeadLettered60m\x12*\n" +
-	"\x11outbox_lag_events\x18\x11 \x01(\x03R\x0foutboxLagEvents\"*\n" +
+	"\x11outbox_lag_events\x18\x11 \x01(\x03R\x0foutboxLagEvents\x12\x18\n" +
+	"\awaiting\x18\x12 \x01(\x03R\awaiting\"*\n" +
 	"\x14GetQueueStatsRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
 	"\x15GetQueueStatsResponse\x12*\n" +

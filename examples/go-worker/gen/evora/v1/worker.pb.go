@@ -1282,8 +1282,13 @@ type LeasedJob struct {
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	// When the lease ends unless extended by heartbeat or ExtendLease.
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The results of the job's parents (Job.depends_on), keyed by parent id: each the
+	// parent's completion result (an empty Struct if it reported none). Set on every pushed
+	// or claimed job that has parents (all of them COMPLETED by then); empty otherwise. A
+	// parent deleted by retention meanwhile is missing from the map.
+	ParentResults map[string]*structpb.Struct `protobuf:"bytes,4,rep,name=parent_results,json=parentResults,proto3" json:"parent_results,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeasedJob) Reset() {
@@ -1333,6 +1338,13 @@ func (x *LeasedJob) GetLeaseToken() string {
 func (x *LeasedJob) GetLeaseExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+func (x *LeasedJob) GetParentResults() map[string]*structpb.Struct {
+	if x != nil {
+		return x.ParentResults
 	}
 	return nil
 }
@@ -2483,12 +2495,16 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\rlease_seconds\x18\x02 \x01(\x05R\fleaseSeconds\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12'\n" +
-	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\"\x93\x01\n" +
+	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\"\xbd\x02\n" +
 	"\tLeasedJob\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12D\n" +
-	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"\xa4\x01\n" +
+	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12M\n" +
+	"\x0eparent_results\x18\x04 \x03(\v2&.evora.v1.LeasedJob.ParentResultsEntryR\rparentResults\x1aY\n" +
+	"\x12ParentResultsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01\"\xa4\x01\n" +
 	"\tServerAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
@@ -2597,7 +2613,7 @@ func file_evora_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_evora_v1_worker_proto_goTypes = []any{
 	(AckResult)(0),                // 0: evora.v1.AckResult
 	(CancelReason)(0),             // 1: evora.v1.CancelReason
@@ -2634,10 +2650,11 @@ var file_evora_v1_worker_proto_goTypes = []any{
 	(*FailJobResponse)(nil),       // 32: evora.v1.FailJobResponse
 	(*SnoozeJobRequest)(nil),      // 33: evora.v1.SnoozeJobRequest
 	(*SnoozeJobResponse)(nil),     // 34: evora.v1.SnoozeJobResponse
-	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*Job)(nil),                   // 37: evora.v1.Job
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	nil,                           // 35: evora.v1.LeasedJob.ParentResultsEntry
+	(*structpb.Struct)(nil),       // 36: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*Job)(nil),                   // 38: evora.v1.Job
+	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
 }
 var file_evora_v1_worker_proto_depIdxs = []int32{
 	6,  // 0: evora.v1.WorkRequest.hello:type_name -> evora.v1.WorkerHello
@@ -2659,47 +2676,49 @@ var file_evora_v1_worker_proto_depIdxs = []int32{
 	19, // 16: evora.v1.WorkResponse.acks:type_name -> evora.v1.ServerAckBatch
 	7,  // 17: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
 	7,  // 18: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
-	35, // 19: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
-	36, // 20: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
-	36, // 21: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
+	36, // 19: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
+	37, // 20: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
+	37, // 21: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
 	9,  // 22: evora.v1.WorkerCompleteBatch.completes:type_name -> evora.v1.WorkerComplete
 	10, // 23: evora.v1.WorkerFailBatch.fails:type_name -> evora.v1.WorkerFail
-	37, // 24: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
-	36, // 25: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 26: evora.v1.ServerAck.result:type_name -> evora.v1.AckResult
-	16, // 27: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
-	17, // 28: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
-	1,  // 29: evora.v1.ServerCancel.code:type_name -> evora.v1.CancelReason
-	2,  // 30: evora.v1.ServerLeaseLost.code:type_name -> evora.v1.LeaseLostReason
-	36, // 31: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
-	22, // 32: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
-	3,  // 33: evora.v1.ServerDrain.code:type_name -> evora.v1.DrainReason
-	38, // 34: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
-	16, // 35: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
-	36, // 36: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	35, // 37: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
-	37, // 38: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
-	36, // 39: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
-	37, // 40: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
-	36, // 41: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	37, // 42: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
-	4,  // 43: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
-	25, // 44: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
-	27, // 45: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
-	29, // 46: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
-	31, // 47: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
-	33, // 48: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
-	5,  // 49: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
-	26, // 50: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
-	28, // 51: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
-	30, // 52: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
-	32, // 53: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
-	34, // 54: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
-	49, // [49:55] is the sub-list for method output_type
-	43, // [43:49] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	38, // 24: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
+	37, // 25: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	35, // 26: evora.v1.LeasedJob.parent_results:type_name -> evora.v1.LeasedJob.ParentResultsEntry
+	0,  // 27: evora.v1.ServerAck.result:type_name -> evora.v1.AckResult
+	16, // 28: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
+	17, // 29: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
+	1,  // 30: evora.v1.ServerCancel.code:type_name -> evora.v1.CancelReason
+	2,  // 31: evora.v1.ServerLeaseLost.code:type_name -> evora.v1.LeaseLostReason
+	37, // 32: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
+	22, // 33: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
+	3,  // 34: evora.v1.ServerDrain.code:type_name -> evora.v1.DrainReason
+	39, // 35: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
+	16, // 36: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
+	37, // 37: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	36, // 38: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
+	38, // 39: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
+	37, // 40: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
+	38, // 41: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
+	37, // 42: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	38, // 43: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
+	36, // 44: evora.v1.LeasedJob.ParentResultsEntry.value:type_name -> google.protobuf.Struct
+	4,  // 45: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
+	25, // 46: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
+	27, // 47: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
+	29, // 48: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
+	31, // 49: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
+	33, // 50: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
+	5,  // 51: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
+	26, // 52: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
+	28, // 53: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
+	30, // 54: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
+	32, // 55: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
+	34, // 56: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
+	51, // [51:57] is the sub-list for method output_type
+	45, // [45:51] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_worker_proto_init() }
@@ -2736,7 +2755,7 @@ func file_evora_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_worker_proto_rawDesc), len(file_evora_v1_worker_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

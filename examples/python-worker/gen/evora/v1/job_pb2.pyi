@@ -21,15 +21,17 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATE_COMPLETED: _ClassVar[JobState]
     JOB_STATE_DLQ: _ClassVar[JobState]
     JOB_STATE_CANCELLED: _ClassVar[JobState]
+    JOB_STATE_WAITING: _ClassVar[JobState]
 JOB_STATE_UNSPECIFIED: JobState
 JOB_STATE_PENDING: JobState
 JOB_STATE_RUNNING: JobState
 JOB_STATE_COMPLETED: JobState
 JOB_STATE_DLQ: JobState
 JOB_STATE_CANCELLED: JobState
+JOB_STATE_WAITING: JobState
 
 class Job(_message.Message):
-    __slots__ = ("id", "queue", "type", "payload", "state", "priority", "attempt", "max_attempts", "run_at", "created_at", "started_at", "finished_at", "idempotency_key", "worker_id", "result", "last_error", "cancel_requested", "lease_expires_at", "concurrency_key")
+    __slots__ = ("id", "queue", "type", "payload", "state", "priority", "attempt", "max_attempts", "run_at", "created_at", "started_at", "finished_at", "idempotency_key", "worker_id", "result", "last_error", "cancel_requested", "lease_expires_at", "concurrency_key", "depends_on")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +51,7 @@ class Job(_message.Message):
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     type: str
@@ -68,10 +71,11 @@ class Job(_message.Message):
     cancel_requested: bool
     lease_expires_at: _timestamp_pb2.Timestamp
     concurrency_key: str
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., priority: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., worker_id: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., concurrency_key: _Optional[str] = ...) -> None: ...
+    depends_on: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., priority: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., worker_id: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., concurrency_key: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("queue", "type", "payload", "priority", "run_at", "idempotency_key", "max_attempts", "backoff", "timeout", "concurrency_key")
+    __slots__ = ("queue", "type", "payload", "priority", "run_at", "idempotency_key", "max_attempts", "backoff", "timeout", "concurrency_key", "depends_on", "ref", "depends_on_refs")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +86,9 @@ class SubmitJobRequest(_message.Message):
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_REFS_FIELD_NUMBER: _ClassVar[int]
     queue: str
     type: str
     payload: _struct_pb2.Struct
@@ -92,7 +99,10 @@ class SubmitJobRequest(_message.Message):
     backoff: _queue_pb2.Backoff
     timeout: _duration_pb2.Duration
     concurrency_key: str
-    def __init__(self, queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[_queue_pb2.Backoff, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency_key: _Optional[str] = ...) -> None: ...
+    depends_on: _containers.RepeatedScalarFieldContainer[str]
+    ref: str
+    depends_on_refs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[_queue_pb2.Backoff, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency_key: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ..., ref: _Optional[str] = ..., depends_on_refs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job", "created")

@@ -98,7 +98,8 @@ class JobServiceServicer:
 
     def SubmitJobs(self, request, context):
         """SubmitJobs enqueues several jobs in one transaction: either every job is
-        accepted (new or idempotent replay) or none is and the call fails.
+        accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
+        can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -120,7 +121,8 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelJob(self, request, context):
-        """CancelJob cancels a job. A PENDING job becomes CANCELLED at once; a RUNNING
+        """CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
+        WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
         job gets cancel_requested = true and its worker is told to stop (see
         ServerCancel). Cancelling a job that already finished is an error
         (FAILED_PRECONDITION).
@@ -132,7 +134,9 @@ class JobServiceServicer:
     def RetryJob(self, request, context):
         """RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
         again as soon as possible with a fresh attempt budget. Any other state is
-        an error (FAILED_PRECONDITION).
+        an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
+        is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
+        that parent: it restores the children it cancelled, back to WAITING).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65vora/v1/worker.proto\x12\x08\x65vora.v1\x1a\x12\x65vora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\x02\n\x0bWorkRequest\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.evora.v1.WorkerHelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.evora.v1.WorkerHeartbeatH\x00\x12,\n\x08\x63omplete\x18\x03 \x01(\x0b\x32\x18.evora.v1.WorkerCompleteH\x00\x12$\n\x04\x66\x61il\x18\x04 \x01(\x0b\x32\x14.evora.v1.WorkerFailH\x00\x12(\n\x06snooze\x18\x05 \x01(\x0b\x32\x16.evora.v1.WorkerSnoozeH\x00\x12&\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x15.evora.v1.WorkerDrainH\x00\x12\x32\n\tcompletes\x18\x07 \x01(\x0b\x32\x1d.evora.v1.WorkerCompleteBatchH\x00\x12*\n\x05\x66\x61ils\x18\x08 \x01(\x0b\x32\x19.evora.v1.WorkerFailBatchH\x00\x42\x05\n\x03msg\"\x97\x03\n\x0cWorkResponse\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.evora.v1.ServerWelcomeH\x00\x12\"\n\x03job\x18\x02 \x01(\x0b\x32\x13.evora.v1.LeasedJobH\x00\x12\"\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x13.evora.v1.ServerAckH\x00\x12(\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x16.evora.v1.ServerCancelH\x00\x12/\n\nlease_lost\x18\x05 \x01(\x0b\x32\x19.evora.v1.ServerLeaseLostH\x00\x12\x35\n\rheartbeat_ack\x18\x06 \x01(\x0b\x32\x1c.evora.v1.ServerHeartbeatAckH\x00\x12&\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x15.evora.v1.ServerDrainH\x00\x12(\n\x04jobs\x18\x08 \x01(\x0b\x32\x18.evora.v1.LeasedJobBatchH\x00\x12(\n\x04\x61\x63ks\x18\t \x01(\x0b\x32\x18.evora.v1.ServerAckBatchH\x00\x42\x05\n\x03msg\"\xa3\x01\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x1d\n\x04held\x18\x04 \x03(\x0b\x32\x0f.evora.v1.Lease\x12\x1c\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\tjob_types\x18\x06 \x03(\tB\x12\n\x10_accepts_batches\",\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"2\n\x0fWorkerHeartbeat\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Lease\"^\n\x0eWorkerComplete\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x85\x01\n\nWorkerFail\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x0cWorkerSnooze\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"B\n\x13WorkerCompleteBatch\x12+\n\tcompletes\x18\x01 \x03(\x0b\x32\x18.evora.v1.WorkerComplete\"6\n\x0fWorkerFailBatch\x12#\n\x05\x66\x61ils\x18\x01 \x03(\x0b\x32\x14.evora.v1.WorkerFail\"\r\n\x0bWorkerDrain\"\x96\x01\n\rServerWelcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x04 \x01(\x05\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\"r\n\tLeasedJob\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"w\n\tServerAck\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12#\n\x06result\x18\x04 \x01(\x0e\x32\x13.evora.v1.AckResult\x12\x13\n\x0blease_token\x18\x05 \x01(\t\"3\n\x0eLeasedJobBatch\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"3\n\x0eServerAckBatch\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.evora.v1.ServerAck\"D\n\x0cServerCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12$\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x16.evora.v1.CancelReason\"o\n\x0fServerLeaseLost\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\'\n\x04\x63ode\x18\x03 \x01(\x0e\x32\x19.evora.v1.LeaseLostReason\x12\x13\n\x0blease_token\x18\x04 \x01(\t\"\x84\x01\n\rExtendedLease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\"=\n\x12ServerHeartbeatAck\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.evora.v1.ExtendedLease\"B\n\x0bServerDrain\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12#\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x15.evora.v1.DrainReason\"~\n\x10\x43laimJobsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\x0b\n\x03max\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tjob_types\x18\x05 \x03(\t\"6\n\x11\x43laimJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"9\n\x12\x45xtendLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"e\n\x13\x45xtendLeaseResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"b\n\x12\x43ompleteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x13\x43ompleteJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x89\x01\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0f\x46\x61ilJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"c\n\x10SnoozeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x11SnoozeJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job*\x8f\x01\n\tAckResult\x12\x1a\n\x16\x41\x43K_RESULT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_RESULT_ACCEPTED\x10\x01\x12\x19\n\x15\x41\x43K_RESULT_LEASE_LOST\x10\x02\x12\x1a\n\x16\x41\x43K_RESULT_RETRY_LATER\x10\x03\x12\x16\n\x12\x41\x43K_RESULT_INVALID\x10\x04*d\n\x0c\x43\x61ncelReason\x12\x1d\n\x19\x43\x41NCEL_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41NCEL_REASON_OPERATOR\x10\x01\x12\x19\n\x15\x43\x41NCEL_REASON_TIMEOUT\x10\x02*\x80\x01\n\x0fLeaseLostReason\x12!\n\x1dLEASE_LOST_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19LEASE_LOST_REASON_EXPIRED\x10\x01\x12+\n\'LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT\x10\x02*M\n\x0b\x44rainReason\x12\x1c\n\x18\x44RAIN_REASON_UNSPECIFIED\x10\x00\x12 \n\x1c\x44RAIN_REASON_SERVER_SHUTDOWN\x10\x01\x32\xae\x03\n\rWorkerService\x12\x39\n\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x01\x30\x01\x12\x44\n\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n\x0b\x45xtendLease\x12\x1c.evora.v1.ExtendLeaseRequest\x1a\x1d.evora.v1.ExtendLeaseResponse\x12J\n\x0b\x43ompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n\x07\x46\x61ilJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12\x44\n\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65vora/v1/worker.proto\x12\x08\x65vora.v1\x1a\x12\x65vora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\x02\n\x0bWorkRequest\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.evora.v1.WorkerHelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.evora.v1.WorkerHeartbeatH\x00\x12,\n\x08\x63omplete\x18\x03 \x01(\x0b\x32\x18.evora.v1.WorkerCompleteH\x00\x12$\n\x04\x66\x61il\x18\x04 \x01(\x0b\x32\x14.evora.v1.WorkerFailH\x00\x12(\n\x06snooze\x18\x05 \x01(\x0b\x32\x16.evora.v1.WorkerSnoozeH\x00\x12&\n\x05\x64rain\x18\x06 \x01(\x0b\x32\x15.evora.v1.WorkerDrainH\x00\x12\x32\n\tcompletes\x18\x07 \x01(\x0b\x32\x1d.evora.v1.WorkerCompleteBatchH\x00\x12*\n\x05\x66\x61ils\x18\x08 \x01(\x0b\x32\x19.evora.v1.WorkerFailBatchH\x00\x42\x05\n\x03msg\"\x97\x03\n\x0cWorkResponse\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.evora.v1.ServerWelcomeH\x00\x12\"\n\x03job\x18\x02 \x01(\x0b\x32\x13.evora.v1.LeasedJobH\x00\x12\"\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x13.evora.v1.ServerAckH\x00\x12(\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x16.evora.v1.ServerCancelH\x00\x12/\n\nlease_lost\x18\x05 \x01(\x0b\x32\x19.evora.v1.ServerLeaseLostH\x00\x12\x35\n\rheartbeat_ack\x18\x06 \x01(\x0b\x32\x1c.evora.v1.ServerHeartbeatAckH\x00\x12&\n\x05\x64rain\x18\x07 \x01(\x0b\x32\x15.evora.v1.ServerDrainH\x00\x12(\n\x04jobs\x18\x08 \x01(\x0b\x32\x18.evora.v1.LeasedJobBatchH\x00\x12(\n\x04\x61\x63ks\x18\t \x01(\x0b\x32\x18.evora.v1.ServerAckBatchH\x00\x42\x05\n\x03msg\"\xa3\x01\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\x05\x12\x1d\n\x04held\x18\x04 \x03(\x0b\x32\x0f.evora.v1.Lease\x12\x1c\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\tjob_types\x18\x06 \x03(\tB\x12\n\x10_accepts_batches\",\n\x05Lease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"2\n\x0fWorkerHeartbeat\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Lease\"^\n\x0eWorkerComplete\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x85\x01\n\nWorkerFail\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x0cWorkerSnooze\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"B\n\x13WorkerCompleteBatch\x12+\n\tcompletes\x18\x01 \x03(\x0b\x32\x18.evora.v1.WorkerComplete\"6\n\x0fWorkerFailBatch\x12#\n\x05\x66\x61ils\x18\x01 \x03(\x0b\x32\x14.evora.v1.WorkerFail\"\r\n\x0bWorkerDrain\"\x96\x01\n\rServerWelcome\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlease_seconds\x18\x02 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x04 \x01(\x05\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x05 \x01(\x08\"\x81\x02\n\tLeasedJob\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12>\n\x0eparent_results\x18\x04 \x03(\x0b\x32&.evora.v1.LeasedJob.ParentResultsEntry\x1aM\n\x12ParentResultsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct:\x02\x38\x01\"w\n\tServerAck\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12#\n\x06result\x18\x04 \x01(\x0e\x32\x13.evora.v1.AckResult\x12\x13\n\x0blease_token\x18\x05 \x01(\t\"3\n\x0eLeasedJobBatch\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"3\n\x0eServerAckBatch\x12!\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x13.evora.v1.ServerAck\"D\n\x0cServerCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12$\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x16.evora.v1.CancelReason\"o\n\x0fServerLeaseLost\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\'\n\x04\x63ode\x18\x03 \x01(\x0e\x32\x19.evora.v1.LeaseLostReason\x12\x13\n\x0blease_token\x18\x04 \x01(\t\"\x84\x01\n\rExtendedLease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x34\n\x10lease_expires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x04 \x01(\x08\"=\n\x12ServerHeartbeatAck\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.evora.v1.ExtendedLease\"B\n\x0bServerDrain\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12#\n\x04\x63ode\x18\x02 \x01(\x0e\x32\x15.evora.v1.DrainReason\"~\n\x10\x43laimJobsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06queues\x18\x02 \x03(\t\x12\x0b\n\x03max\x18\x03 \x01(\x05\x12\'\n\x04wait\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tjob_types\x18\x05 \x03(\t\"6\n\x11\x43laimJobsResponse\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.evora.v1.LeasedJob\"9\n\x12\x45xtendLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"e\n\x13\x45xtendLeaseResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"b\n\x12\x43ompleteJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x13\x43ompleteJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x89\x01\n\x0e\x46\x61ilJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x15\n\rnon_retryable\x18\x04 \x01(\x08\x12,\n\x08retry_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"-\n\x0f\x46\x61ilJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"c\n\x10SnoozeJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12*\n\x06run_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x11SnoozeJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job*\x8f\x01\n\tAckResult\x12\x1a\n\x16\x41\x43K_RESULT_UNSPECIFIED\x10\x00\x12\x17\n\x13\x41\x43K_RESULT_ACCEPTED\x10\x01\x12\x19\n\x15\x41\x43K_RESULT_LEASE_LOST\x10\x02\x12\x1a\n\x16\x41\x43K_RESULT_RETRY_LATER\x10\x03\x12\x16\n\x12\x41\x43K_RESULT_INVALID\x10\x04*d\n\x0c\x43\x61ncelReason\x12\x1d\n\x19\x43\x41NCEL_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41NCEL_REASON_OPERATOR\x10\x01\x12\x19\n\x15\x43\x41NCEL_REASON_TIMEOUT\x10\x02*\x80\x01\n\x0fLeaseLostReason\x12!\n\x1dLEASE_LOST_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19LEASE_LOST_REASON_EXPIRED\x10\x01\x12+\n\'LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT\x10\x02*M\n\x0b\x44rainReason\x12\x1c\n\x18\x44RAIN_REASON_UNSPECIFIED\x10\x00\x12 \n\x1c\x44RAIN_REASON_SERVER_SHUTDOWN\x10\x01\x32\xae\x03\n\rWorkerService\x12\x39\n\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x01\x30\x01\x12\x44\n\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n\x0b\x45xtendLease\x12\x1c.evora.v1.ExtendLeaseRequest\x1a\x1d.evora.v1.ExtendLeaseResponse\x12J\n\x0b\x43ompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n\x07\x46\x61ilJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12\x44\n\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,14 +36,16 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evora.v1.worker_pb2', _glob
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z.github.com/evora/evora/gen/go/evora/v1;evorav1'
-  _globals['_ACKRESULT']._serialized_start=3445
-  _globals['_ACKRESULT']._serialized_end=3588
-  _globals['_CANCELREASON']._serialized_start=3590
-  _globals['_CANCELREASON']._serialized_end=3690
-  _globals['_LEASELOSTREASON']._serialized_start=3693
-  _globals['_LEASELOSTREASON']._serialized_end=3821
-  _globals['_DRAINREASON']._serialized_start=3823
-  _globals['_DRAINREASON']._serialized_end=3900
+  _globals['_LEASEDJOB_PARENTRESULTSENTRY']._loaded_options = None
+  _globals['_LEASEDJOB_PARENTRESULTSENTRY']._serialized_options = b'8\001'
+  _globals['_ACKRESULT']._serialized_start=3589
+  _globals['_ACKRESULT']._serialized_end=3732
+  _globals['_CANCELREASON']._serialized_start=3734
+  _globals['_CANCELREASON']._serialized_end=3834
+  _globals['_LEASELOSTREASON']._serialized_start=3837
+  _globals['_LEASELOSTREASON']._serialized_end=3965
+  _globals['_DRAINREASON']._serialized_start=3967
+  _globals['_DRAINREASON']._serialized_end=4044
   _globals['_WORKREQUEST']._serialized_start=151
   _globals['_WORKREQUEST']._serialized_end=521
   _globals['_WORKRESPONSE']._serialized_start=524
@@ -68,44 +70,46 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WORKERDRAIN']._serialized_end=1663
   _globals['_SERVERWELCOME']._serialized_start=1666
   _globals['_SERVERWELCOME']._serialized_end=1816
-  _globals['_LEASEDJOB']._serialized_start=1818
-  _globals['_LEASEDJOB']._serialized_end=1932
-  _globals['_SERVERACK']._serialized_start=1934
-  _globals['_SERVERACK']._serialized_end=2053
-  _globals['_LEASEDJOBBATCH']._serialized_start=2055
-  _globals['_LEASEDJOBBATCH']._serialized_end=2106
-  _globals['_SERVERACKBATCH']._serialized_start=2108
-  _globals['_SERVERACKBATCH']._serialized_end=2159
-  _globals['_SERVERCANCEL']._serialized_start=2161
-  _globals['_SERVERCANCEL']._serialized_end=2229
-  _globals['_SERVERLEASELOST']._serialized_start=2231
-  _globals['_SERVERLEASELOST']._serialized_end=2342
-  _globals['_EXTENDEDLEASE']._serialized_start=2345
-  _globals['_EXTENDEDLEASE']._serialized_end=2477
-  _globals['_SERVERHEARTBEATACK']._serialized_start=2479
-  _globals['_SERVERHEARTBEATACK']._serialized_end=2540
-  _globals['_SERVERDRAIN']._serialized_start=2542
-  _globals['_SERVERDRAIN']._serialized_end=2608
-  _globals['_CLAIMJOBSREQUEST']._serialized_start=2610
-  _globals['_CLAIMJOBSREQUEST']._serialized_end=2736
-  _globals['_CLAIMJOBSRESPONSE']._serialized_start=2738
-  _globals['_CLAIMJOBSRESPONSE']._serialized_end=2792
-  _globals['_EXTENDLEASEREQUEST']._serialized_start=2794
-  _globals['_EXTENDLEASEREQUEST']._serialized_end=2851
-  _globals['_EXTENDLEASERESPONSE']._serialized_start=2853
-  _globals['_EXTENDLEASERESPONSE']._serialized_end=2954
-  _globals['_COMPLETEJOBREQUEST']._serialized_start=2956
-  _globals['_COMPLETEJOBREQUEST']._serialized_end=3054
-  _globals['_COMPLETEJOBRESPONSE']._serialized_start=3056
-  _globals['_COMPLETEJOBRESPONSE']._serialized_end=3105
-  _globals['_FAILJOBREQUEST']._serialized_start=3108
-  _globals['_FAILJOBREQUEST']._serialized_end=3245
-  _globals['_FAILJOBRESPONSE']._serialized_start=3247
-  _globals['_FAILJOBRESPONSE']._serialized_end=3292
-  _globals['_SNOOZEJOBREQUEST']._serialized_start=3294
-  _globals['_SNOOZEJOBREQUEST']._serialized_end=3393
-  _globals['_SNOOZEJOBRESPONSE']._serialized_start=3395
-  _globals['_SNOOZEJOBRESPONSE']._serialized_end=3442
-  _globals['_WORKERSERVICE']._serialized_start=3903
-  _globals['_WORKERSERVICE']._serialized_end=4333
+  _globals['_LEASEDJOB']._serialized_start=1819
+  _globals['_LEASEDJOB']._serialized_end=2076
+  _globals['_LEASEDJOB_PARENTRESULTSENTRY']._serialized_start=1999
+  _globals['_LEASEDJOB_PARENTRESULTSENTRY']._serialized_end=2076
+  _globals['_SERVERACK']._serialized_start=2078
+  _globals['_SERVERACK']._serialized_end=2197
+  _globals['_LEASEDJOBBATCH']._serialized_start=2199
+  _globals['_LEASEDJOBBATCH']._serialized_end=2250
+  _globals['_SERVERACKBATCH']._serialized_start=2252
+  _globals['_SERVERACKBATCH']._serialized_end=2303
+  _globals['_SERVERCANCEL']._serialized_start=2305
+  _globals['_SERVERCANCEL']._serialized_end=2373
+  _globals['_SERVERLEASELOST']._serialized_start=2375
+  _globals['_SERVERLEASELOST']._serialized_end=2486
+  _globals['_EXTENDEDLEASE']._serialized_start=2489
+  _globals['_EXTENDEDLEASE']._serialized_end=2621
+  _globals['_SERVERHEARTBEATACK']._serialized_start=2623
+  _globals['_SERVERHEARTBEATACK']._serialized_end=2684
+  _globals['_SERVERDRAIN']._serialized_start=2686
+  _globals['_SERVERDRAIN']._serialized_end=2752
+  _globals['_CLAIMJOBSREQUEST']._serialized_start=2754
+  _globals['_CLAIMJOBSREQUEST']._serialized_end=2880
+  _globals['_CLAIMJOBSRESPONSE']._serialized_start=2882
+  _globals['_CLAIMJOBSRESPONSE']._serialized_end=2936
+  _globals['_EXTENDLEASEREQUEST']._serialized_start=2938
+  _globals['_EXTENDLEASEREQUEST']._serialized_end=2995
+  _globals['_EXTENDLEASERESPONSE']._serialized_start=2997
+  _globals['_EXTENDLEASERESPONSE']._serialized_end=3098
+  _globals['_COMPLETEJOBREQUEST']._serialized_start=3100
+  _globals['_COMPLETEJOBREQUEST']._serialized_end=3198
+  _globals['_COMPLETEJOBRESPONSE']._serialized_start=3200
+  _globals['_COMPLETEJOBRESPONSE']._serialized_end=3249
+  _globals['_FAILJOBREQUEST']._serialized_start=3252
+  _globals['_FAILJOBREQUEST']._serialized_end=3389
+  _globals['_FAILJOBRESPONSE']._serialized_start=3391
+  _globals['_FAILJOBRESPONSE']._serialized_end=3436
+  _globals['_SNOOZEJOBREQUEST']._serialized_start=3438
+  _globals['_SNOOZEJOBREQUEST']._serialized_end=3537
+  _globals['_SNOOZEJOBRESPONSE']._serialized_start=3539
+  _globals['_SNOOZEJOBRESPONSE']._serialized_end=3586
+  _globals['_WORKERSERVICE']._serialized_start=4047
+  _globals['_WORKERSERVICE']._serialized_end=4477
 # @@protoc_insertion_point(module_scope)

@@ -188,14 +188,23 @@ class ServerWelcome(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class LeasedJob(_message.Message):
-    __slots__ = ("job", "lease_token", "lease_expires_at")
+    __slots__ = ("job", "lease_token", "lease_expires_at", "parent_results")
+    class ParentResultsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _struct_pb2.Struct
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
     JOB_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RESULTS_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     lease_token: str
     lease_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    parent_results: _containers.MessageMap[str, _struct_pb2.Struct]
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_results: _Optional[_Mapping[str, _struct_pb2.Struct]] = ...) -> None: ...
 
 class ServerAck(_message.Message):
     __slots__ = ("job_id", "accepted", "reason", "result", "lease_token")

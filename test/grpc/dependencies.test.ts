@@ -1,0 +1,192 @@
+import * as grpc from '@grpc/grpc-js';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
+import { JobState } from '../../src/gen/evora/v1/job.js';
+import { EvoraClient, EvoraWorker, NonRetryableError, type Job, type JobStateName, type JsonObject } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
+import { jobInState, waitFor } from '../helpers/wait.js';
+
+/**
+ * Job dependencies through the API: a graph submitted in one SubmitJobs call, run by a real
+ * TS SDK worker (parents' results in ctx.parentResults), DLQ propagation and retry, and bad
+ * input that changes nothing.
+ */
+
+let client: EvoraClient;
+let clients: Clients;
+let address: string;
+let sql: pg.Pool;
+const workers: EvoraWorker[] = [];
+
+beforeAll(async () => {
+  let databaseUrl: string;
+  ({ clients, address, databaseUrl } = await serverSetup());
+  client = new EvoraClient({ address });
+  sql = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+});
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 0, graceMs: 1_000 })));
+});
+afterAll(async () => {
+  client.close();
+  await sql.end();
+});
+
+function jobIn(id: string, state: JobStateName): Promise<Job> {
+  return jobInState<Job>(client, id, state);
+}
+
+/** What the handlers saw, in the order they started. */
+interface Seen {
+  type: string;
+  parentResults: Record<string, JsonObject>;
+}
+
+/** A started worker on `queue` that completes each job with { from: type }, or fails type `failType` for good. */
+async function worker(queue: string, seen: Seen[], failType: { value: string | null }): Promise<EvoraWorker> {
+  const w = new EvoraWorker({ address, workerId: `w-${queueName('')}`, queues: [queue], slots: 4 });
+  workers.push(w);
+  for (const type of ['a', 'b', 'c', 'd']) {
+    w.handle(type, async (job, ctx) => {
+      seen.push({ type: job.type, parentResults: { ...ctx.parentResults } });
+      if (failType.value === type) throw new NonRetryableError(`${type} fails`);
+      return { from: type };
+    });
+  }
+  await w.start();
+  return w;
+}
+
+/** The diamond A -> B, A -> C, B and C -> D in one call, refs out of order. */
+async function submitDiamond(queue: string) {
+  const results = await client.submitMany([
+    { queue, type: 'd', ref: 'd', dependsOnRefs: ['b', 'c'] },
+    { queue, type: 'c', ref: 'c', dependsOnRefs: ['a'] },
+    { queue, type: 'b', ref: 'b', dependsOnRefs: ['a'] },
+    { queue, type: 'a', ref: 'a' },
+  ]);
+  const [d, c, b, a] = results.map((r) => r.job);
+  return { a: a!, b: b!, c: c!, d: d! };
+}
+
+describe('a diamond through the API', () => {
+  it('D starts only after B and C complete and sees both results; the jobs show their parents', async () => {
+    const queue = queueName();
+    const { a, b, c, d } = await submitDiamond(queue);
+    expect([a.state, b.state, c.state, d.state]).toEqual(['PENDING', 'WAITING', 'WAITING', 'WAITING']);
+    expect([...d.dependsOn].sort()).toEqual([b.id, c.id].sort());
+    expect((await client.get(b.id)).dependsOn).toEqual([a.id]);
+    const waiting = await client.list({ queue, states: 'WAITING' });
+    expect(waiting.jobs.map((j) => j.id).sort()).toEqual([b.id, c.id, d.id].sort());
+
+    const seen: Seen[] = [];
+    await worker(queue, seen, { value: null });
+    await jobIn(d.id, 'COMPLETED');
+    expect(seen.map((s) => s.type).slice(0, 1)).toEqual(['a']);
+    expect(seen.map((s) => s.type).slice(1, 3).sort()).toEqual(['b', 'c']);
+    expect(seen[3]).toEqual({ type: 'd', parentResults: { [b.id]: { from: 'b' }, [c.id]: { from: 'c' } } });
+    expect(seen.find((s) => s.type === 'b')!.parentResults).toEqual({ [a.id]: { from: 'a' } });
+    // D started after both B and C finished.
+    const [bDone, cDone, dRun] = await Promise.all([client.get(b.id), client.get(c.id), client.get(d.id)]);
+    expect(dRun.startedAt!.getTime()).toBeGreaterThanOrEqual(Math.max(bDone.finishedAt!.getTime(), cDone.finishedAt!.getTime()));
+  });
+
+  it('A dead-lettered cancels B, C and D naming A; retrying A runs the whole graph', async () => {
+    const queue = queueName();
+    const { a, b, c, d } = await submitDiamond(queue);
+    const seen: Seen[] = [];
+    const fail = { value: 'a' as string | null };
+    await worker(queue, seen, fail);
+    await jobIn(a.id, 'DLQ');
+    for (const id of [b.id, c.id, d.id]) {
+      const job = await jobIn(id, 'CANCELLED');
+      expect(job.lastError).toBe(`parent ${a.id} ended DLQ`);
+    }
+    fail.value = null;
+    expect((await client.retry(a.id)).state).toBe('PENDING');
+    await jobIn(d.id, 'COMPLETED');
+    for (const id of [a.id, b.id, c.id]) expect((await client.get(id)).state).toBe('COMPLETED');
+    expect(seen.at(-1)).toEqual({ type: 'd', parentResults: { [b.id]: { from: 'b' }, [c.id]: { from: 'c' } } });
+  });
+});
+
+describe('bad input changes nothing', () => {
+  const ok = (queue: string, extra: Partial<SubmitJobRequest> = {}): SubmitJobRequest => ({
+    queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], ...extra,
+  });
+
+  async function expectStatus(p: Promise<unknown>, code: grpc.status, message: RegExp) {
+    const err = (await p.then(
+      () => {
+        throw new Error(`expected status ${grpc.status[code]}, got success`);
+      },
+      (e: unknown) => e,
+    )) as grpc.ServiceError;
+    expect(grpc.status[err.code]).toBe(grpc.status[code]);
+    expect(err.details).toMatch(message);
+    expect(err.details).not.toMatch(/\n/);
+  }
+
+  async function jobsIn(queue: string): Promise<number> {
+    return (await sql.query('SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1', [queue])).rows[0].n;
+  }
+
+  it('unknown ref, ref used twice, cycle, unknown or malformed id, refs in SubmitJob', async () => {
+    const queue = queueName();
+    const { INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION } = grpc.status;
+    const submitJobs = (jobs: SubmitJobRequest[]) => call(clients.jobs, 'submitJobs', { jobs });
+    await expectStatus(
+      submitJobs([ok(queue, { ref: 'a' }), ok(queue, { dependsOnRefs: ['nope'] })]),
+      INVALID_ARGUMENT,
+      /^jobs\[1\]\.depends_on_refs names unknown ref "nope"$/,
+    );
+    await expectStatus(submitJobs([ok(queue, { ref: 'a' }), ok(queue, { ref: 'a' })]), INVALID_ARGUMENT, /^ref "a" is used twice \(jobs\[0\] and jobs\[1\]\)$/);
+    await expectStatus(
+      submitJobs([ok(queue, { ref: 'a', dependsOnRefs: ['c'] }), ok(queue, { ref: 'b', dependsOnRefs: ['a'] }), ok(queue, { ref: 'c', dependsOnRefs: ['b'] })]),
+      INVALID_ARGUMENT,
+      /^depends_on_refs form a cycle: "a" -> "c" -> "b" -> "a"$/,
+    );
+    await expectStatus(submitJobs([ok(queue, { ref: 'a', dependsOnRefs: ['a'] })]), INVALID_ARGUMENT, /cycle: "a" -> "a"$/);
+    const missing = '01900000-0000-7000-8000-000000000001';
+    await expectStatus(
+      submitJobs([ok(queue, { ref: 'a' }), ok(queue, { dependsOn: [missing], dependsOnRefs: ['a'] })]),
+      NOT_FOUND,
+      new RegExp(`^jobs\\[1\\]\\.depends_on names job ${missing}, which does not exist$`),
+    );
+    await expectStatus(call(clients.jobs, 'submitJob', ok(queue, { dependsOn: ['not-a-uuid'] })), INVALID_ARGUMENT, /^depends_on\[0\] "not-a-uuid" is not a UUID$/);
+    await expectStatus(call(clients.jobs, 'submitJob', ok(queue, { dependsOnRefs: ['a'] })), INVALID_ARGUMENT, /^depends_on_refs names jobs of the same SubmitJobs call/);
+    expect(await jobsIn(queue)).toBe(0);
+
+    // A parent already in the DLQ: refused, nothing created.
+    const dead = (await client.submit({ queue: queueName(), type: 'a' })).job;
+    const seen: Seen[] = [];
+    await worker(dead.queue, seen, { value: 'a' });
+    await jobIn(dead.id, 'DLQ');
+    await expectStatus(call(clients.jobs, 'submitJob', ok(queue, { dependsOn: [dead.id] })), FAILED_PRECONDITION, /which is DLQ: retry it first/);
+    expect(await jobsIn(queue)).toBe(0);
+  });
+
+  it('a replay with different parents is ALREADY_EXISTS naming depends_on', async () => {
+    const queue = queueName();
+    const p1 = (await client.submit({ queue, type: 't' })).job;
+    const p2 = (await client.submit({ queue, type: 't' })).job;
+    await client.submit({ queue, type: 't', idempotencyKey: 'k', dependsOn: [p1.id] });
+    expect((await client.submit({ queue, type: 't', idempotencyKey: 'k', dependsOn: [p1.id] })).created).toBe(false);
+    await expectStatus(
+      call(clients.jobs, 'submitJob', ok(queue, { idempotencyKey: 'k', dependsOn: [p2.id] })),
+      grpc.status.ALREADY_EXISTS,
+      /submitted with a different depends_on$/,
+    );
+  });
+
+  it('JOB_STATE_WAITING filters ListJobs over the raw API', async () => {
+    const queue = queueName();
+    const parent = (await client.submit({ queue, type: 't' })).job;
+    const child = (await client.submit({ queue, type: 't', dependsOn: [parent.id] })).job;
+    const page = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_WAITING], type: '', pageSize: 0, pageToken: '' });
+    expect(page.jobs.map((j) => [j.id, j.state, j.dependsOn])).toEqual([[child.id, JobState.JOB_STATE_WAITING, [parent.id]]]);
+    await waitFor(async () => (await client.queueStats(queue)).counts.WAITING === 1, { what: 'WAITING in queue stats' });
+  });
+});

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { checkDependencyRefs } from '../../src/domain/validate.js';
+
+/** The ref checks of a SubmitJobs call (checkDependencyRefs): graphs as deep as a batch allows. */
+
+const chain = (n: number) => Array.from({ length: n }, (_, i) => ({ ref: `r${i}`, dependsOnRefs: i > 0 ? [`r${i - 1}`] : [] }));
+
+describe('checkDependencyRefs', () => {
+  it('accepts a chain of 10,000 jobs in any order, and a diamond', () => {
+    expect(() => checkDependencyRefs(chain(10_000).reverse())).not.toThrow();
+    expect(() =>
+      checkDependencyRefs([
+        { ref: 'd', dependsOnRefs: ['b', 'c'] },
+        { ref: 'b', dependsOnRefs: ['a'] },
+        { ref: 'c', dependsOnRefs: ['a'] },
+        { ref: 'a' },
+        { dependsOnRefs: ['d'] },
+      ]),
+    ).not.toThrow();
+  });
+
+  it('names a cycle of 10,000 jobs by its ends, in one line', () => {
+    const jobs = chain(10_000);
+    jobs[0]!.dependsOnRefs = ['r9999'];
+    expect(() => checkDependencyRefs(jobs)).toThrow(/^depends_on_refs form a cycle: "r0" -> "r9999" -> "r9998" -> "r9997" -> … \(9995 more\) -> "r1" -> "r0"$/);
+  });
+
+  it('refuses an unknown ref, a ref used twice and an invalid ref', () => {
+    expect(() => checkDependencyRefs([{ ref: 'a' }, { dependsOnRefs: ['b'] }])).toThrow('jobs[1].depends_on_refs names unknown ref "b"');
+    expect(() => checkDependencyRefs([{ ref: 'a' }, { ref: 'a' }])).toThrow('ref "a" is used twice (jobs[0] and jobs[1])');
+    expect(() => checkDependencyRefs([{ ref: 'no spaces' }])).toThrow(/^jobs\[0\]\.ref "no spaces" may contain only/);
+  });
+});

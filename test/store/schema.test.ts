@@ -121,7 +121,7 @@ describe('migrations', () => {
     const client = new pg.Client({ connectionString: db.url });
     try {
       const all = migrationsLoad();
-      expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9]);
+      expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
       expect(await migrate(db.url, all)).toEqual([11]);
       await client.connect();
       const { rows } = await client.query(

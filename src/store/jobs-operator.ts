@@ -1,7 +1,7 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import type { Job, JobListParams, JobState } from '../domain/job.js';
+import type { AttemptOutcome, Job, JobAttempt, JobListParams, JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import { rowOf, rowsOf, statement } from './statements.js';
 
@@ -76,4 +76,47 @@ export async function jobRetry(pool: StorePool, id: string, now: Date | null): P
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
   throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
+}
+
+interface JobAttemptRow {
+  attempt: number;
+  worker_id: string | null;
+  started_at: Date | null;
+  finished_at: Date;
+  outcome: Exclude<AttemptOutcome, 'RUNNING'>;
+  error: string | null;
+}
+const jobAttemptListSql = statement<{ id: string }, JobAttemptRow>(
+  'job-attempt-list',
+  { id: 'uuid' },
+  { attempt: 'int4', worker_id: 'text', started_at: 'timestamptz', finished_at: 'timestamptz', outcome: 'evora.attempt_outcome', error: 'text' },
+);
+
+/**
+ * A job's attempts, oldest first (Store.jobAttempts): those that ended without success, as
+ * evora.job_attempts keeps them, and then the attempt the job row itself describes when it is
+ * RUNNING (outcome RUNNING) or COMPLETED (the completed attempt is never stored: the happy
+ * path writes no history row).
+ */
+export async function jobAttemptsRead(pool: StorePool, job: Job): Promise<JobAttempt[]> {
+  const rows = await rowsOf(pool, jobAttemptListSql, { id: job.id });
+  const attempts: JobAttempt[] = rows.map((r) => ({
+    attempt: r.attempt,
+    workerId: r.worker_id,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+    outcome: r.outcome,
+    error: r.error,
+  }));
+  if ((job.state === 'RUNNING' || job.state === 'COMPLETED') && job.attempt > 0) {
+    attempts.push({
+      attempt: job.attempt,
+      workerId: job.workerId,
+      startedAt: job.startedAt,
+      finishedAt: job.state === 'COMPLETED' ? job.finishedAt : null,
+      outcome: job.state,
+      error: null,
+    });
+  }
+  return attempts;
 }

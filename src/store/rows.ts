@@ -1,5 +1,5 @@
 import type { BackoffKind, Queue } from '../domain/queue.js';
-import type { Job, JobState, JobWritten, JsonObject } from '../domain/job.js';
+import type { Job, JobProgress, JobState, JobWritten, JsonObject } from '../domain/job.js';
 import type { PgTypes } from './statements.js';
 
 /**
@@ -39,6 +39,21 @@ export interface JobRow {
   timeout_seconds: number | null;
   /** The job's concurrency key (0009_concurrency_keys.sql); null = none. */
   concurrency_key: string | null;
+  // Progress and checkpoints (0012_progress_attempts.sql).
+  /** The last progress report (job-progress-many.sql builds it); null = none. */
+  progress: ProgressJson | null;
+  /** The last checkpoint reported; null = none. */
+  checkpoint: JsonObject | null;
+}
+
+/** Job.progress as job-progress-many.sql stores it (absent keys were NULL). */
+export interface ProgressJson {
+  percent?: number;
+  done?: number;
+  total?: number;
+  message?: string;
+  attempt?: number;
+  reported_at?: string;
 }
 
 /** The columns of evora.jobs, in table order. */
@@ -69,6 +84,8 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   backoff_jitter: 'float8',
   timeout_seconds: 'float8',
   concurrency_key: 'text',
+  progress: 'jsonb',
+  checkpoint: 'jsonb',
 };
 
 /**
@@ -163,6 +180,21 @@ export function jobFromRow(r: JobRow): Job {
           },
     timeoutSeconds: r.timeout_seconds ?? null,
     concurrencyKey: r.concurrency_key ?? null,
+    progress: progressFromJson(r.progress ?? null),
+    checkpoint: r.checkpoint ?? null,
+  };
+}
+
+/** Job.progress from its stored JSON. */
+export function progressFromJson(p: ProgressJson | null): JobProgress | null {
+  if (!p) return null;
+  return {
+    percent: p.percent ?? null,
+    done: p.done ?? null,
+    total: p.total ?? null,
+    message: p.message ?? '',
+    attempt: p.attempt ?? 0,
+    reportedAt: new Date(p.reported_at ?? 0),
   };
 }
 

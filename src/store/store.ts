@@ -4,6 +4,7 @@ import type { Queue, QueueUpsertInput } from '../domain/queue.js';
 import type {
   HeartbeatOutcome,
   Job,
+  JobAttempt,
   JobListParams,
   JobSubmitInput,
   JobSubmitResult,
@@ -11,13 +12,14 @@ import type {
   JsonObject,
   LeaseRef,
   LeaseWriteOutcome,
+  ProgressReport,
   PruneCount,
   SweepResult,
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
-import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
-import { jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
+import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut } from './jobs-lease.js';
+import { jobAttemptsRead, jobCancel, jobRead, jobRetry, jobsList } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
@@ -246,7 +248,20 @@ export class Store {
     return jobsSnooze(this.pool, params.snoozes, params.now ?? null);
   }
 
+  /**
+   * Stores progress reports (one per lease; the dispatcher coalesces them) on jobs whose
+   * leases are current; the others change nothing and are answered lease_lost.
+   */
+  async jobProgressMany(params: { reports: ProgressReport[]; now?: Date }): Promise<LeaseWriteOutcome<null>[]> {
+    return jobsProgress(this.pool, params.reports, params.now ?? null);
+  }
+
   // ----- jobs: operators ---------------------------------------------------------------
+
+  /** A job's attempts, oldest first: the stored ones that failed, then its running or completed one. */
+  async jobAttempts(params: { job: Job }): Promise<JobAttempt[]> {
+    return jobAttemptsRead(this.pool, params.job);
+  }
 
   /** Reads one job. NOT_FOUND when there is none with that id. */
   async jobGet(params: { id: string }): Promise<Job> {

@@ -89,6 +89,7 @@ describe('migrations', () => {
         '7_job_policy',
         '8_rate_limit',
         '9_concurrency_keys',
+        '12_progress_attempts',
       ]);
       expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9]);
       await client.connect();

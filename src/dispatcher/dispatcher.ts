@@ -1,5 +1,5 @@
 import type { CancelReason, DrainReason } from '../domain/codes.js';
-import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
+import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef, ProgressReport } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { JobDelivery } from './delivery.js';
@@ -7,6 +7,7 @@ import { LongPollWaiters } from './long-poll.js';
 import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
 import { WorkerSession, typesKeyOf, type SessionMessage } from './session.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
+import { ProgressWrites } from './progress-writes.js';
 import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WorkerWriteRequest, type WriteAck, type WriteKind, type WriteListener, type WriteRequest } from './worker-writes.js';
 import { isUnavailable } from '../domain/errors.js';
 
@@ -62,6 +63,8 @@ export interface DispatcherOptions {
    * pollIntervalMs after expiry + margin.
    */
   leaseExpiryGraceMs?: number;
+  /** How often coalesced progress reports are written (default 1,000 ms: at most one write per job per second). */
+  progressFlushMs?: number;
   /** Told of claims, pushes and finished writes (for metrics and logs). */
   observer?: DispatcherObserver;
 }
@@ -103,6 +106,7 @@ export class Dispatcher {
   private readonly sessions = new Set<WorkerSession>();
   private readonly delivery: JobDelivery;
   private readonly writes: WorkerWrites;
+  private readonly progressWrites: ProgressWrites;
   /**
    * Claims and hand-off submits in flight. drainAll waits for them, so every job they lease
    * is pushed or released before shutdown goes on.
@@ -119,7 +123,8 @@ export class Dispatcher {
 
   constructor(private readonly opts: DispatcherOptions) {
     const { store } = opts;
-    this.writes = new WorkerWrites(store, opts.logger, (request, ack) => this.written(request, ack));
+    this.progressWrites = new ProgressWrites(store, opts.logger, opts.progressFlushMs);
+    this.writes = new WorkerWrites(store, opts.logger, (request, ack) => this.written(request, ack), this.progressWrites);
     this.delivery = new JobDelivery(
       store,
       opts.logger,
@@ -340,6 +345,27 @@ export class Dispatcher {
   }
 
   /**
+   * A progress report (coalesced: written with the next flush, about once a second). For a
+   * Work stream (`session` set) a report whose lease is not current is told lease_lost and
+   * frees its slot, as a heartbeat's lost lease is; the promise says whether the lease was
+   * current (false: nothing changed) and rejects when the write failed.
+   */
+  progress(session: WorkerSession | null, report: ProgressReport): Promise<boolean> {
+    return new Promise((resolve, reject) =>
+      this.progressWrites.add(report, {
+        written: (accepted) => {
+          if (!accepted && session && !session.closed) {
+            session.send({ kind: 'leaseLost', jobId: report.id, token: report.token, reason: 'expired' });
+            this.slotFree(session, report.id, report.token);
+          }
+          resolve(accepted);
+        },
+        failed: reject,
+      }),
+    );
+  }
+
+  /**
    * Extends a session's leases. Each lost lease is told to the worker (lease_lost, with its
    * token) and frees its slot if it is the lease the session holds: a stale lease of a job
    * whose current lease the session also holds leaves that slot alone. Jobs an operator
@@ -541,6 +567,7 @@ export class Dispatcher {
     } finally {
       clearInterval(expiryCheck);
     }
+    await this.progressWrites.close();
     await this.writes.idle();
     return this.sessionStats().held;
   }

@@ -82,25 +82,25 @@ interface JobAttemptRow {
   attempt: number;
   worker_id: string | null;
   started_at: Date | null;
-  finished_at: Date;
-  outcome: Exclude<AttemptOutcome, 'RUNNING'>;
+  finished_at: Date | null;
+  outcome: AttemptOutcome;
   error: string | null;
 }
 const jobAttemptListSql = statement<{ id: string }, JobAttemptRow>(
   'job-attempt-list',
   { id: 'uuid' },
-  { attempt: 'int4', worker_id: 'text', started_at: 'timestamptz', finished_at: 'timestamptz', outcome: 'evora.attempt_outcome', error: 'text' },
+  { attempt: 'int4', worker_id: 'text', started_at: 'timestamptz', finished_at: 'timestamptz', outcome: 'text', error: 'text' },
 );
 
 /**
- * A job's attempts, oldest first (Store.jobAttempts): those that ended without success, as
- * evora.job_attempts keeps them, and then the attempt the job row itself describes when it is
- * RUNNING (outcome RUNNING) or COMPLETED (the completed attempt is never stored: the happy
- * path writes no history row).
+ * A job's attempts, oldest first (Store.jobAttempts; job-attempt-list.sql): those that ended
+ * without success, then its RUNNING or COMPLETED one, read from the job row. Empty for an
+ * unknown id (the caller checks the job exists).
  */
-export async function jobAttemptsRead(pool: StorePool, job: Job): Promise<JobAttempt[]> {
-  const rows = await rowsOf(pool, jobAttemptListSql, { id: job.id });
-  const attempts: JobAttempt[] = rows.map((r) => ({
+export async function jobAttemptsRead(pool: StorePool, id: string): Promise<JobAttempt[]> {
+  idCheck(id);
+  const rows = await rowsOf(pool, jobAttemptListSql, { id });
+  return rows.map((r) => ({
     attempt: r.attempt,
     workerId: r.worker_id,
     startedAt: r.started_at,
@@ -108,15 +108,4 @@ export async function jobAttemptsRead(pool: StorePool, job: Job): Promise<JobAtt
     outcome: r.outcome,
     error: r.error,
   }));
-  if ((job.state === 'RUNNING' || job.state === 'COMPLETED') && job.attempt > 0) {
-    attempts.push({
-      attempt: job.attempt,
-      workerId: job.workerId,
-      startedAt: job.startedAt,
-      finishedAt: job.state === 'COMPLETED' ? job.finishedAt : null,
-      outcome: job.state,
-      error: null,
-    });
-  }
-  return attempts;
 }

@@ -258,9 +258,12 @@ export class Store {
 
   // ----- jobs: operators ---------------------------------------------------------------
 
-  /** A job's attempts, oldest first: the stored ones that failed, then its running or completed one. */
-  async jobAttempts(params: { job: Job }): Promise<JobAttempt[]> {
-    return jobAttemptsRead(this.pool, params.job);
+  /**
+   * A job's attempts, oldest first: those that ended without success, then its running or
+   * completed one. Empty for an unknown id.
+   */
+  async jobAttempts(params: { id: string }): Promise<JobAttempt[]> {
+    return jobAttemptsRead(this.pool, params.id);
   }
 
   /** Reads one job. NOT_FOUND when there is none with that id. */

@@ -91,7 +91,7 @@ describe('migrations', () => {
         '9_concurrency_keys',
         '12_progress_attempts',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 12]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -103,6 +103,7 @@ describe('migrations', () => {
         { version: 7, name: 'job_policy' },
         { version: 8, name: 'rate_limit' },
         { version: 9, name: 'concurrency_keys' },
+        { version: 12, name: 'progress_attempts' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {

@@ -3,6 +3,7 @@ import {
   JobServiceClient,
   type CancelJobResponse,
   type GetJobResponse,
+  type ListJobAttemptsResponse,
   type ListJobsResponse,
   type RetryJobResponse,
   type SubmitJobRequest,
@@ -21,11 +22,14 @@ import {
   type UpsertQueueRequest,
   type UpsertQueueResponse,
 } from '../gen/evora/v1/queue.js';
+import { WorkerServiceClient, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
 import { channelCreate, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
 import {
   backoffKindToPb,
+  jobAttemptFromPb,
   jobFromPb,
+  progressToPb,
   jobStateParse,
   jobStateToPb,
   queueFromPb,
@@ -34,7 +38,9 @@ import {
   toJsonObject,
   type Backoff,
   type Job,
+  type JobAttempt,
   type JobStateName,
+  type ProgressInput,
   type JsonObject,
   type Queue,
   type QueueStats,
@@ -150,6 +156,7 @@ export class EvoraClient {
   private readonly channel: grpc.Channel;
   private readonly jobs: JobServiceClient;
   private readonly queues: QueueServiceClient;
+  private readonly workers: WorkerServiceClient;
   private readonly deadlineMs: number;
   private closed = false;
 
@@ -160,6 +167,7 @@ export class EvoraClient {
     const creds = opts.credentials ?? grpc.credentials.createInsecure();
     this.jobs = new JobServiceClient(this.address, creds, { channelOverride: this.channel });
     this.queues = new QueueServiceClient(this.address, creds, { channelOverride: this.channel });
+    this.workers = new WorkerServiceClient(this.address, creds, { channelOverride: this.channel });
   }
 
   // ----- jobs ---------------------------------------------------------------------------
@@ -230,6 +238,25 @@ export class EvoraClient {
   async retry(id: string, opts?: CallOptions): Promise<Job> {
     const res = await this.unary<RetryJobResponse>('RetryJob', (md, o, cb) => this.jobs.retryJob({ id }, md, o, cb), opts);
     return jobFromPb(required(res.job, 'RetryJob'));
+  }
+
+  /**
+   * A job's attempts, oldest first: each one's number, worker, start, end, outcome and error
+   * (the running or completed attempt last). NOT_FOUND if there is no such job.
+   */
+  async attempts(id: string, opts?: CallOptions): Promise<JobAttempt[]> {
+    const res = await this.unary<ListJobAttemptsResponse>('ListJobAttempts', (md, o, cb) => this.jobs.listJobAttempts({ id }, md, o, cb), opts);
+    return res.attempts.map(jobAttemptFromPb);
+  }
+
+  /**
+   * Reports progress of a job this caller leased (ClaimJobs) without a Work stream: resolves
+   * once the server stored it (reports are coalesced, so within about a second), rejects with
+   * FAILED_PRECONDITION when the lease is not current. EvoraWorker handlers use ctx.progress.
+   */
+  async reportProgress(lease: { jobId: string; leaseToken: string }, progress: ProgressInput, opts?: CallOptions): Promise<void> {
+    const req = { jobId: lease.jobId, leaseToken: lease.leaseToken, ...progressToPb(progress) };
+    await this.unary<ReportProgressResponse>('ReportProgress', (md, o, cb) => this.workers.reportProgress(req, md, o, cb), opts);
   }
 
   // ----- queues -------------------------------------------------------------------------

@@ -25,3 +25,5 @@ export { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, Snooze
 export type { AbortCause, StatusName } from './errors.js';
 export { BACKOFF_KINDS, JOB_STATES, jobStateParse } from './types.js';
 export type { Backoff, BackoffKindName, Job, JobStateName, JsonObject, JsonValue, Percentiles, Queue, QueueStats, RateLimit } from './types.js';
+export type { AttemptOutcomeName, JobAttempt, JobProgress, ProgressInput } from './types.js';
+export { PROGRESS_MESSAGE_MAX } from './types.js';

@@ -1,7 +1,7 @@
 import type { Job as PbJob } from '../../gen/evora/v1/job.js';
 import type { Lease, LeasedJob, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { JobAbortedError, type AbortCause } from '../errors.js';
-import { jobFromPb, type Job } from '../types.js';
+import { jobFromPb, type Job, type JsonObject } from '../types.js';
 import { IllegalTransitionError, type Transitions } from './state.js';
 
 /**
@@ -77,6 +77,8 @@ export class HeldJob {
   readonly leaseMs: number;
   /** When the lease ends unless renewed, by the server's clock (what ctx.leaseExpiresAt shows). */
   leaseExpiresAt: Date | null;
+  /** The checkpoint an earlier attempt reported (LeasedJob.checkpoint; ctx.checkpoint); null = none. */
+  readonly checkpoint: JsonObject | null;
   /**
    * By the local clock, a time before which the lease surely still lasts: when the worker
    * received it (or sent the heartbeat that renewed it) plus the lease length.
@@ -110,6 +112,7 @@ export class HeldJob {
     this.job = jobFromPb(job);
     this.token = leased.leaseToken;
     this.leaseExpiresAt = leased.leaseExpiresAt ?? null;
+    this.checkpoint = (leased.checkpoint ?? null) as JsonObject | null;
     const started = this.job.startedAt;
     this.leaseMs = this.leaseExpiresAt && started ? Math.max(1000, this.leaseExpiresAt.getTime() - started.getTime()) : defaultLeaseMs;
     this.leaseDeadline = receivedAt + this.leaseMs;

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { BACKOFF_KINDS, EvoraApiError, EvoraClient, jobStateParse, type Backoff, type BackoffKindName, type Job, type QueueSettings } from '../sdk/index.js';
 import {
   UsageError,
+  attemptTable,
   jobDetails,
   jobTable,
   parseDuration,
@@ -135,8 +136,8 @@ export function clientCommandsAdd(program: Command): void {
     .description('show a job')
     .action(
       withClient(async (ctx, id: string) => {
-        const job = await ctx.client.get(id);
-        print(ctx, job, () => jobDetails(job));
+        const [job, attempts] = await Promise.all([ctx.client.get(id), ctx.client.attempts(id)]);
+        print(ctx, { ...job, attempts }, () => `${jobDetails(job)}\n\n${attemptTable(attempts)}`);
       }),
     );
 

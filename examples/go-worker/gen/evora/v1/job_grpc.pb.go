@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JobService_SubmitJob_FullMethodName  = "/evora.v1.JobService/SubmitJob"
-	JobService_SubmitJobs_FullMethodName = "/evora.v1.JobService/SubmitJobs"
-	JobService_GetJob_FullMethodName     = "/evora.v1.JobService/GetJob"
-	JobService_ListJobs_FullMethodName   = "/evora.v1.JobService/ListJobs"
-	JobService_CancelJob_FullMethodName  = "/evora.v1.JobService/CancelJob"
-	JobService_RetryJob_FullMethodName   = "/evora.v1.JobService/RetryJob"
+	JobService_SubmitJob_FullMethodName       = "/evora.v1.JobService/SubmitJob"
+	JobService_SubmitJobs_FullMethodName      = "/evora.v1.JobService/SubmitJobs"
+	JobService_GetJob_FullMethodName          = "/evora.v1.JobService/GetJob"
+	JobService_ListJobs_FullMethodName        = "/evora.v1.JobService/ListJobs"
+	JobService_CancelJob_FullMethodName       = "/evora.v1.JobService/CancelJob"
+	JobService_RetryJob_FullMethodName        = "/evora.v1.JobService/RetryJob"
+	JobService_ListJobAttempts_FullMethodName = "/evora.v1.JobService/ListJobAttempts"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -59,6 +60,9 @@ type JobServiceClient interface {
 	// again as soon as possible with a fresh attempt budget. Any other state is
 	// an error (FAILED_PRECONDITION).
 	RetryJob(ctx context.Context, in *RetryJobRequest, opts ...grpc.CallOption) (*RetryJobResponse, error)
+	// ListJobAttempts returns a job's attempts, oldest first (the same list as
+	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+	ListJobAttempts(ctx context.Context, in *ListJobAttemptsRequest, opts ...grpc.CallOption) (*ListJobAttemptsResponse, error)
 }
 
 type jobServiceClient struct {
@@ -129,6 +133,16 @@ func (c *jobServiceClient) RetryJob(ctx context.Context, in *RetryJobRequest, op
 	return out, nil
 }
 
+func (c *jobServiceClient) ListJobAttempts(ctx context.Context, in *ListJobAttemptsRequest, opts ...grpc.CallOption) (*ListJobAttemptsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJobAttemptsResponse)
+	err := c.cc.Invoke(ctx, JobService_ListJobAttempts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -161,6 +175,9 @@ type JobServiceServer interface {
 	// again as soon as possible with a fresh attempt budget. Any other state is
 	// an error (FAILED_PRECONDITION).
 	RetryJob(context.Context, *RetryJobRequest) (*RetryJobResponse, error)
+	// ListJobAttempts returns a job's attempts, oldest first (the same list as
+	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+	ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -188,6 +205,9 @@ func (UnimplementedJobServiceServer) CancelJob(context.Context, *CancelJobReques
 }
 func (UnimplementedJobServiceServer) RetryJob(context.Context, *RetryJobRequest) (*RetryJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryJob not implemented")
+}
+func (UnimplementedJobServiceServer) ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJobAttempts not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -318,6 +338,24 @@ func _JobService_RetryJob_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_ListJobAttempts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJobAttemptsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ListJobAttempts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ListJobAttempts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ListJobAttempts(ctx, req.(*ListJobAttemptsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -348,6 +386,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryJob",
 			Handler:    _JobService_RetryJob_Handler,
+		},
+		{
+			MethodName: "ListJobAttempts",
+			Handler:    _JobService_ListJobAttempts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -29,13 +29,16 @@ export const PROGRESS_FLUSH_MS = 1000;
  * - every listener hears exactly once: `written` with the flush's outcome for its lease, or
  *   `failed`; a report dropped by `drop` (the job completed) is answered `written(true)`:
  *   it was current and the completion supersedes it;
- * - `take` hands a lease's waiting report to the caller, who writes it before the fail or
- *   snooze of that lease (so its checkpoint reaches the next attempt);
+ * - `settleFirst` writes a lease's waiting report, or waits for the flush that carries it,
+ *   before the fail or snooze of that lease is written (so its checkpoint reaches the next
+ *   attempt: a fail that committed first would leave the job PENDING, and the report fenced out);
  * - the store's fencing (job-progress-many.sql) keeps a report from touching a job whose
  *   lease is no longer the report's.
  */
 export class ProgressWrites {
   private pending = new Map<string, PendingProgress>();
+  /** The leases in the flush being written, and that flush. */
+  private inFlight: { keys: Set<string>; done: Promise<void> } | null = null;
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
 
@@ -79,19 +82,29 @@ export class ProgressWrites {
     if (p) tellAll(p.listeners, this.logger, (l) => l.written(true));
   }
 
-  /** Writes one lease's report now (before its fail or snooze); never rejects. */
-  async writeNow(p: PendingProgress): Promise<void> {
-    await this.write([p]);
+  /**
+   * Before a lease's fail or snooze: writes its waiting report now, or returns the flush in
+   * flight that carries it; null when there is nothing to wait for. Never rejects.
+   */
+  settleFirst(lease: LeaseRef): Promise<void> | null {
+    const waiting = this.take(lease);
+    if (waiting) return this.write([waiting]);
+    if (this.inFlight?.keys.has(leaseKey(lease))) return this.inFlight.done;
+    return null;
   }
 
   /** Writes everything that waits now, and resolves when it and any flush in flight are done. */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing;
     if (this.pending.size === 0) return;
+    const keys = new Set(this.pending.keys());
     const batch = [...this.pending.values()];
     this.pending = new Map();
-    this.flushing = this.write(batch).finally(() => {
+    const done = this.write(batch);
+    this.inFlight = { keys, done };
+    this.flushing = done.finally(() => {
       this.flushing = null;
+      this.inFlight = null;
     });
     await this.flushing;
   }

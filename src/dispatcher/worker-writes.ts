@@ -94,17 +94,17 @@ export class WorkerWrites {
   /**
    * Completes, fails (retry, DLQ, or CANCELLED if an operator asked) or snoozes a job; its
    * listener hears after the commit. A progress report of the same lease still waiting to be
-   * written is dropped by a completion (the job is done), and written before a fail or snooze
-   * (so its checkpoint reaches the next attempt): the cost of that one statement falls only on
-   * a job that reported progress within the last second.
+   * written is dropped by a completion (the job is done), and written (or its flush awaited)
+   * before a fail or snooze, so its checkpoint reaches the next attempt: the cost of that one
+   * statement falls only on a job that reported progress within the last second.
    */
   add(request: WorkerWriteRequest): void {
     if (request.kind === 'complete') {
       this.progress.drop(request.write);
     } else {
-      const waiting = this.progress.take(request.write);
-      if (waiting) {
-        const after = this.progress.writeNow(waiting).then(() => {
+      const first = this.progress.settleFirst(request.write);
+      if (first) {
+        const after = first.then(() => {
           this.afterProgress.delete(after);
           this.addNow(request);
         });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status, type ServiceError } from '@grpc/grpc-js';
 import pg from 'pg';
 import { AttemptOutcome, JobState, type JobAttempt, type SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
+import type { LeasedJob } from '../../src/gen/evora/v1/worker.js';
 import { queueName } from '../helpers/factories.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
@@ -33,9 +34,9 @@ async function queueRetryingAtOnce(extra: { leaseSeconds?: number } = {}): Promi
 const submit = async (queue: string, fields: Partial<SubmitJobRequest> = {}) =>
   (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 5, ...fields })).job!;
 const claimOne = async (queue: string, workerId: string) =>
-  waitFor(async () => (await call(clients.workers, 'claimJobs', { workerId, queues: [queue], max: 1, jobTypes: [] })).jobs[0], {
+  waitFor<LeasedJob | undefined>(async () => (await call(clients.workers, 'claimJobs', { workerId, queues: [queue], max: 1, jobTypes: [] })).jobs[0], {
     what: `a job of ${queue} for ${workerId}`,
-  });
+  }) as Promise<LeasedJob>;
 const attemptsOf = async (id: string) => (await call(clients.jobs, 'listJobAttempts', { id })).attempts;
 const historyRows = async (id: string) =>
   Number((await sql.query<{ n: string }>('SELECT count(*) AS n FROM evora.job_attempts WHERE job_id = $1', [id])).rows[0]!.n);
@@ -82,10 +83,10 @@ describe('attempt history', () => {
     const queue = await queueRetryingAtOnce({ leaseSeconds: 1 });
     const { id } = await submit(queue);
     await claimOne(queue, 'w-gone'); // never heartbeats
-    const attempts = await waitFor(async () => {
+    const attempts = (await waitFor(async () => {
       const a = await attemptsOf(id);
       return a.length === 1 && a[0]!.outcome !== AttemptOutcome.ATTEMPT_OUTCOME_RUNNING ? a : null;
-    }, { what: 'the lease to expire' });
+    }, { what: 'the lease to expire' }))!;
     expect(attempts.map(shape)).toEqual([
       { attempt: 1, workerId: 'w-gone', outcome: AttemptOutcome.ATTEMPT_OUTCOME_LEASE_EXPIRED, error: 'lease expired (worker w-gone)', ended: true },
     ]);
@@ -95,10 +96,10 @@ describe('attempt history', () => {
     const queue = await queueRetryingAtOnce();
     const { id } = await submit(queue, { timeout: { seconds: 0, nanos: 300_000_000 } });
     await claimOne(queue, 'w-slow');
-    const attempts = await waitFor(async () => {
+    const attempts = (await waitFor(async () => {
       const a = await attemptsOf(id);
       return a.length >= 1 && a[0]!.outcome !== AttemptOutcome.ATTEMPT_OUTCOME_RUNNING ? a : null;
-    }, { what: 'the attempt to time out' });
+    }, { what: 'the attempt to time out' }))!;
     expect(shape(attempts[0]!)).toEqual({ attempt: 1, workerId: 'w-slow', outcome: AttemptOutcome.ATTEMPT_OUTCOME_TIMED_OUT, error: 'attempt timed out after 0.3s', ended: true });
   });
 

@@ -63,10 +63,10 @@ describe('progress while a job runs', () => {
     const leased = w.jobs[0]!;
     const before = Date.now();
     w.send({ msg: { $case: 'progress', value: report(leased, { percent: 40, message: 'copying' }) } });
-    const job = await waitFor(async () => {
+    const job = (await waitFor(async () => {
       const j = await getJob(id);
       return j.progress ? j : null;
-    }, { what: 'progress stored' });
+    }, { what: 'progress stored' }))!;
     expect(job.state).toBe(JobState.JOB_STATE_RUNNING);
     expect(job.progress).toMatchObject({ percent: 40, message: 'copying', attempt: 1 });
     expect(job.progress!.done).toBeUndefined();
@@ -74,7 +74,10 @@ describe('progress while a job runs', () => {
 
     // Counts replace a percentage.
     w.send({ msg: { $case: 'progress', value: report(leased, { done: 3, total: 10 }) } });
-    const counted = await waitFor(async () => ((await getJob(id)).progress?.done === 3 ? getJob(id) : null));
+    const counted = (await waitFor(async () => {
+      const j = await getJob(id);
+      return j.progress?.done === 3 ? j : null;
+    }))!;
     expect(counted.progress).toMatchObject({ done: 3, total: 10, message: '' });
     expect(counted.progress!.percent).toBeUndefined();
     w.complete(leased);
@@ -202,10 +205,10 @@ describe('checkpoints', () => {
     try {
       await sdkWorker.start();
       const { job } = await client.submit({ queue, type: 't', payload: {}, maxAttempts: 3 });
-      const done = await waitFor(async () => {
+      const done = (await waitFor(async () => {
         const j = await client.get(job.id);
         return j.state === 'COMPLETED' ? j : null;
-      });
+      }))!;
       expect(seen).toEqual([null, { offset: 5 }]);
       expect(done.result).toEqual({ resumedFrom: 5 });
       expect(done.progress).toMatchObject({ done: 5, total: 10, message: 'half', attempt: 1 });

@@ -17,7 +17,7 @@ let clients: Clients;
 let sql: pg.Client;
 beforeAll(async () => {
   let databaseUrl: string;
-  ({ clients, databaseUrl } = await serverSetup());
+  ({ clients, databaseUrl } = await serverSetup({ pruneIntervalMs: '200' }));
   sql = new pg.Client({ connectionString: databaseUrl });
   await sql.connect();
 });
@@ -120,13 +120,15 @@ describe('attempt history', () => {
     ]);
   });
 
-  it("a job's history rows are deleted with the job", async () => {
+  it("retention deletes a job's history rows with the job", async () => {
     const queue = await queueRetryingAtOnce();
     const { id } = await submit(queue, { maxAttempts: 1 });
     const leased = await claimOne(queue, 'w-dlq');
     await call(clients.workers, 'failJob', { jobId: id, leaseToken: leased.leaseToken, error: 'bad', nonRetryable: true });
     expect(await historyRows(id)).toBe(1);
-    await sql.query('DELETE FROM evora.jobs WHERE id = $1', [id]);
+    // A DLQ retention of 1 ms: the leader's pruner deletes the job soon after.
+    await call(clients.queues, 'upsertQueue', { name: queue, dlqRetention: { seconds: 0, nanos: 1_000_000 } });
+    await waitFor(async () => (await sql.query('SELECT 1 FROM evora.jobs WHERE id = $1', [id])).rowCount === 0, { what: 'the pruner' });
     expect(await historyRows(id)).toBe(0);
   });
 

@@ -346,17 +346,20 @@ export class Dispatcher {
 
   /**
    * A progress report (coalesced: written with the next flush, about once a second). For a
-   * Work stream (`session` set) a report whose lease is not current is told lease_lost and
-   * frees its slot, as a heartbeat's lost lease is; the promise says whether the lease was
+   * Work stream (`session` set), a report whose lease is not current while the session still
+   * holds that lease is told lease_lost and frees its slot, as a heartbeat's lost lease is; one
+   * about a lease the session no longer holds (its complete, fail or snooze was answered, or
+   * lease_lost was sent) is not answered: the worker already knows, and a lease_lost racing
+   * the ack of its completion would only confuse it. The promise says whether the lease was
    * current (false: nothing changed) and rejects when the write failed.
    */
   progress(session: WorkerSession | null, report: ProgressReport): Promise<boolean> {
     return new Promise((resolve, reject) =>
       this.progressWrites.add(report, {
         written: (accepted) => {
-          if (!accepted && session && !session.closed) {
+          if (!accepted && session && !session.closed && this.delivery.drop(session, report.id, report.token)) {
             session.send({ kind: 'leaseLost', jobId: report.id, token: report.token, reason: 'expired' });
-            this.slotFree(session, report.id, report.token);
+            this.wakeQueuesOf(session);
           }
           resolve(accepted);
         },

@@ -126,10 +126,10 @@ describe('fencing', () => {
     await w.hello('p-stale', [queue], 1);
     await w.until(() => w.jobs.length === 1);
     const leased = w.jobs[0]!;
-    w.complete(leased, { done: true });
-    await w.until(() => w.acks(id).length === 1);
-    const finished = await getJob(id);
-    expect(finished.state).toBe(JobState.JOB_STATE_COMPLETED);
+    // The job is leased again behind this worker's back (as if its lease had expired and
+    // another worker had claimed it): this worker's token is no longer current.
+    await sql.query('UPDATE evora.jobs SET lease_token = gen_random_uuid() WHERE id = $1', [id]);
+    const before = await getJob(id);
 
     w.send({ msg: { $case: 'progress', value: report(leased, { percent: 99, checkpoint: { late: true } }) } });
     await w.until(() => w.messages('leaseLost').some((l) => l.jobId === id));
@@ -141,9 +141,29 @@ describe('fencing', () => {
       code: status.FAILED_PRECONDITION,
     });
     const after = await getJob(id);
-    expect(after).toEqual(finished);
+    expect(after).toEqual(before);
     expect(after.progress).toBeUndefined();
     expect((await sql.query('SELECT checkpoint FROM evora.jobs WHERE id = $1', [id])).rows[0].checkpoint).toBeNull();
+  });
+
+  it('a report about a job already completed changes nothing and is dropped without an answer', async () => {
+    const queue = queueName();
+    const { id } = await submit(queue);
+    const w = worker();
+    await w.hello('p-late', [queue], 1);
+    await w.until(() => w.jobs.length === 1);
+    const leased = w.jobs[0]!;
+    w.complete(leased, { done: true });
+    await w.until(() => w.acks(id).length === 1);
+    const finished = await getJob(id);
+    w.send({ msg: { $case: 'progress', value: report(leased, { percent: 99, checkpoint: { late: true } }) } });
+    // The same lease's unary report joins the stream's in the same flush: once it is answered,
+    // the stream's report has been written (and refused) too.
+    await expect(call(clients.workers, 'reportProgress', report(leased, { percent: 98 }))).rejects.toMatchObject({
+      code: status.FAILED_PRECONDITION,
+    });
+    expect(await getJob(id)).toEqual(finished);
+    expect(w.messages('leaseLost')).toEqual([]);
   });
 
   it('a report waiting when the job completes is dropped; the completed job keeps what was stored', async () => {
@@ -156,9 +176,11 @@ describe('fencing', () => {
     w.send({ msg: { $case: 'progress', value: report(leased, { percent: 50 }) } });
     w.complete(leased);
     await w.until(() => w.acks(id).length === 1);
-    // The next flush (a second later) has nothing for this job: it was dropped at the completion.
-    w.send({ msg: { $case: 'progress', value: report(leased, { percent: 70 }) } });
-    await w.until(() => w.messages('leaseLost').some((l) => l.jobId === id));
+    // Once a later report of the lease is answered, any flush that could have carried the
+    // first has run: it was dropped at the completion.
+    await expect(call(clients.workers, 'reportProgress', report(leased, { percent: 70 }))).rejects.toMatchObject({
+      code: status.FAILED_PRECONDITION,
+    });
     const job = await getJob(id);
     expect(job.state).toBe(JobState.JOB_STATE_COMPLETED);
     expect(job.progress).toBeUndefined();
@@ -220,18 +242,19 @@ describe('checkpoints', () => {
 });
 
 describe('bad input is INVALID_ARGUMENT with one line, and changes nothing', () => {
-  it.each([
+  const cases: [Partial<ReportProgressRequest>, RegExp, string?][] = [
     [{ percent: 101 }, /^percent must be from 0 to 100, got 101$/],
     [{ percent: -1 }, /^percent must be from 0 to 100, got -1$/],
-    [{ percent: Number.NaN }, /^percent must be from 0 to 100, got NaN$/],
+    [{ percent: Number.NaN }, /^percent must be from 0 to 100, got NaN$/, '{"percent":NaN}'],
     [{ done: 11, total: 10 }, /^done must not exceed total, got 11\/10$/],
     [{ done: -1, total: 10 }, /^done and total must be integers of at least 0, got -1\/10$/],
     [{ done: 1 }, /^done and total must be set together$/],
     [{ percent: 5, done: 1, total: 2 }, /^progress takes percent or done\/total, not both$/],
-    [{ message: 'x'.repeat(257) }, /^message is longer than 256 characters$/],
-    [{ checkpoint: { blob: 'x'.repeat(MAX_PAYLOAD_BYTES) } }, /^checkpoint is \d+ bytes of JSON; the limit is 2000$/],
+    [{ message: 'x'.repeat(257) }, /^message is longer than 256 characters$/, 'a message of 257 characters'],
+    [{ checkpoint: { blob: 'x'.repeat(MAX_PAYLOAD_BYTES) } }, /^checkpoint is \d+ bytes of JSON; the limit is 2000$/, 'a checkpoint over the limit'],
     [{ jobId: 'nope' }, /^job_id "nope" is not a UUID$/],
-  ] as [Partial<ReportProgressRequest>, RegExp][])('%o', async (fields, message) => {
+  ];
+  it.each(cases.map(([fields, message, label]) => [label ?? JSON.stringify(fields), fields, message] as const))('%s', async (_label, fields, message) => {
     const queue = queueName();
     const { id } = await submit(queue);
     const leased = await claimOne(queue);

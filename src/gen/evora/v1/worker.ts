@@ -274,8 +274,9 @@ export interface WorkRequest {
     | //
     /**
      * Reports progress (and optionally a checkpoint) of a running job. Not acked: a report
-     * whose lease is not current is answered with `lease_lost` (code EXPIRED), a malformed one
-     * is dropped (logged by the server). See WorkerProgress.
+     * whose lease is not current is answered with `lease_lost` (code EXPIRED) unless the
+     * worker already had the job's answer; a malformed one is dropped (logged by the server).
+     * See WorkerProgress.
      */
     { $case: "progress"; value: WorkerProgress }
     | undefined;
@@ -407,7 +408,10 @@ export interface WorkerSnooze {
  *   for SubmitJobRequest.payload). Else the report is malformed: INVALID_ARGUMENT on
  *   ReportProgress; dropped on the stream.
  * - Fenced by the lease: a report whose lease_token is not the job's current lease changes
- *   nothing (the stream answers `lease_lost`, ReportProgress FAILED_PRECONDITION).
+ *   nothing. ReportProgress answers FAILED_PRECONDITION. The stream answers `lease_lost`
+ *   (code EXPIRED) while the server still counted the lease as this worker's; a report about a
+ *   job whose complete, fail or snooze was already acked (or whose lease_lost was already
+ *   sent) is dropped without an answer.
  * - Coalesced: the server keeps the latest report per lease and stores it about once a
  *   second (a checkpoint sent in an earlier report of that second is kept if the latest has
  *   none). Send as often as is convenient; Job.progress shows the latest stored report.

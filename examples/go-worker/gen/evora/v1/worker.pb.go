@@ -440,8 +440,9 @@ type WorkRequest_Fails struct {
 
 type WorkRequest_Progress struct {
 	// Reports progress (and optionally a checkpoint) of a running job. Not acked: a report
-	// whose lease is not current is answered with `lease_lost` (code EXPIRED), a malformed one
-	// is dropped (logged by the server). See WorkerProgress.
+	// whose lease is not current is answered with `lease_lost` (code EXPIRED) unless the
+	// worker already had the job's answer; a malformed one is dropped (logged by the server).
+	// See WorkerProgress.
 	Progress *WorkerProgress `protobuf:"bytes,9,opt,name=progress,proto3,oneof"`
 }
 
@@ -1088,7 +1089,10 @@ func (x *WorkerSnooze) GetRunAt() *timestamppb.Timestamp {
 //     for SubmitJobRequest.payload). Else the report is malformed: INVALID_ARGUMENT on
 //     ReportProgress; dropped on the stream.
 //   - Fenced by the lease: a report whose lease_token is not the job's current lease changes
-//     nothing (the stream answers `lease_lost`, ReportProgress FAILED_PRECONDITION).
+//     nothing. ReportProgress answers FAILED_PRECONDITION. The stream answers `lease_lost`
+//     (code EXPIRED) while the server still counted the lease as this worker's; a report about a
+//     job whose complete, fail or snooze was already acked (or whose lease_lost was already
+//     sent) is dropped without an answer.
 //   - Coalesced: the server keeps the latest report per lease and stores it about once a
 //     second (a checkpoint sent in an earlier report of that second is kept if the latest has
 //     none). Send as often as is convenient; Job.progress shows the latest stored report.

@@ -241,6 +241,26 @@ describe('checkpoints', () => {
   });
 });
 
+describe('the SDK client', () => {
+  it('reportProgress stores a report of a unary lease; a malformed one throws before it is sent', async () => {
+    const queue = queueName();
+    const client = new EvoraClient({ address });
+    try {
+      const { id } = await submit(queue);
+      const leased = await claimOne(queue, 'sdk-unary');
+      const lease = { jobId: id, leaseToken: leased.leaseToken };
+      await client.reportProgress(lease, { done: 2, total: 8, message: 'two of eight', checkpoint: { at: 2 } });
+      expect((await client.get(id)).progress).toMatchObject({ percent: null, done: 2, total: 8, message: 'two of eight', attempt: 1 });
+      await expect(client.reportProgress(lease, { percent: 120 })).rejects.toThrow(RangeError);
+      await expect(client.reportProgress(lease, { percent: 5, done: 1, total: 2 })).rejects.toThrow(TypeError);
+      expect((await client.attempts(id)).map((a) => [a.attempt, a.workerId, a.outcome])).toEqual([[1, 'sdk-unary', 'RUNNING']]);
+      await call(clients.workers, 'completeJob', { jobId: id, leaseToken: leased.leaseToken });
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe('bad input is INVALID_ARGUMENT with one line, and changes nothing', () => {
   const cases: [Partial<ReportProgressRequest>, RegExp, string?][] = [
     [{ percent: 101 }, /^percent must be from 0 to 100, got 101$/],

@@ -1,3 +1,4 @@
+import { unavailable } from '../domain/errors.js';
 import type { LeaseRef, ProgressReport } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
@@ -41,6 +42,8 @@ export class ProgressWrites {
   private inFlight: { keys: Set<string>; done: Promise<void> } | null = null;
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
+  /** close() ran (server shutdown): no timer is started again; later reports are refused UNAVAILABLE. */
+  private closed = false;
 
   constructor(
     private readonly store: Store,
@@ -50,6 +53,10 @@ export class ProgressWrites {
 
   /** Keeps `report` as its lease's latest; it is written with the next flush. */
   add(report: ProgressReport, listener: ProgressListener): void {
+    if (this.closed) {
+      tellAll([listener], this.logger, (l) => l.failed(unavailable('the server is shutting down; progress is not stored')));
+      return;
+    }
     const key = leaseKey(report);
     const before = this.pending.get(key);
     if (before) {
@@ -109,8 +116,9 @@ export class ProgressWrites {
     await this.flushing;
   }
 
-  /** Stops the timer and writes what waits (shutdown). */
+  /** Stops the timer for good and writes what waits (shutdown). */
   async close(): Promise<void> {
+    this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.flush();

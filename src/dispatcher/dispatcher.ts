@@ -28,8 +28,9 @@ import { isUnavailable } from '../domain/errors.js';
  * The parts: session.ts (a worker session, its slots and leases), queue-claimer.ts (one
  * queue's claim loop), delivery.ts (pushing leased jobs, and which session holds which),
  * worker-writes.ts and batcher.ts (group commit of worker writes), long-poll.ts (unary
- * claims waiting for work); this file owns them and the paths between them (about 500
- * lines on purpose: those paths are read best in one place).
+ * claims waiting for work), progress-writes.ts (coalesced progress reports); this file owns
+ * them and the paths between them (about 600 lines on purpose: those paths are read best in
+ * one place).
  */
 
 export { WorkerSession } from './session.js';

@@ -13,6 +13,7 @@ import {
 } from '../sdk/index.js';
 import {
   UsageError,
+  attemptTable,
   jobDetails,
   jobTable,
   parseDuration,
@@ -147,8 +148,8 @@ export function clientCommandsAdd(program: Command): void {
     .description('show a job')
     .action(
       withClient(async (ctx, id: string) => {
-        const job = await ctx.client.get(id);
-        print(ctx, job, () => jobDetails(job));
+        const [job, attempts] = await Promise.all([ctx.client.get(id), ctx.client.attempts(id)]);
+        print(ctx, { ...job, attempts }, () => `${jobDetails(job)}\n\n${attemptTable(attempts)}`);
       }),
     );
 

@@ -1,4 +1,4 @@
-import type { Job, JsonObject, Queue, QueueStats } from '../sdk/index.js';
+import type { Job, JobAttempt, JobProgress, JsonObject, Queue, QueueStats } from '../sdk/index.js';
 
 /** Parsing of command-line values and human-readable rendering for the client commands. */
 
@@ -153,9 +153,32 @@ export function jobDetails(job: Job): string {
     ['concurrency key', job.concurrencyKey ?? '-'],
     ['depends on', job.dependsOn.length > 0 ? job.dependsOn.join(', ') : '-'],
     ['last error', job.lastError ?? '-'],
+    ['progress', job.progress ? progressText(job.progress) : '-'],
     ['payload', JSON.stringify(job.payload)],
     ['result', job.result ? JSON.stringify(job.result) : '-'],
   ]);
+}
+
+/** A progress report on one line: `40% (attempt 2, 2026-11-26 10:00:00) copying`. */
+function progressText(p: JobProgress): string {
+  const amount = p.percent !== null ? `${p.percent}%` : p.done !== null ? `${p.done}/${p.total ?? '?'}` : '-';
+  return `${amount} (attempt ${p.attempt}, ${time(p.reportedAt)})${p.message ? ` ${oneLine(p.message, 80)}` : ''}`;
+}
+
+/** A job's attempts, one line each, oldest first (`evora get`); a long error is cut to one short line. */
+export function attemptTable(attempts: JobAttempt[]): string {
+  if (attempts.length === 0) return 'attempts: none yet';
+  return table(
+    ['ATTEMPT', 'OUTCOME', 'WORKER', 'STARTED', 'ENDED', 'ERROR'],
+    attempts.map((a) => [
+      String(a.attempt),
+      a.outcome,
+      a.workerId ?? '-',
+      time(a.startedAt),
+      time(a.finishedAt),
+      a.error ? oneLine(a.error, 60) : '-',
+    ]),
+  );
 }
 
 /** Jobs, one line each (`evora list`); a long last error is cut to one short line. */

@@ -1,5 +1,5 @@
 import type { CancelReason, DrainReason } from '../domain/codes.js';
-import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef } from '../domain/job.js';
+import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef, ProgressReport } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { JobDelivery } from './delivery.js';
@@ -7,6 +7,7 @@ import { LongPollWaiters } from './long-poll.js';
 import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
 import { WorkerSession, typesKeyOf, type SessionMessage } from './session.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
+import { ProgressWrites } from './progress-writes.js';
 import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WorkerWriteRequest, type WriteAck, type WriteKind, type WriteListener, type WriteRequest } from './worker-writes.js';
 import { isUnavailable } from '../domain/errors.js';
 
@@ -27,8 +28,9 @@ import { isUnavailable } from '../domain/errors.js';
  * The parts: session.ts (a worker session, its slots and leases), queue-claimer.ts (one
  * queue's claim loop), delivery.ts (pushing leased jobs, and which session holds which),
  * worker-writes.ts and batcher.ts (group commit of worker writes), long-poll.ts (unary
- * claims waiting for work); this file owns them and the paths between them (about 500
- * lines on purpose: those paths are read best in one place).
+ * claims waiting for work), progress-writes.ts (coalesced progress reports); this file owns
+ * them and the paths between them (about 600 lines on purpose: those paths are read best in
+ * one place).
  */
 
 export { WorkerSession } from './session.js';
@@ -62,6 +64,8 @@ export interface DispatcherOptions {
    * pollIntervalMs after expiry + margin.
    */
   leaseExpiryGraceMs?: number;
+  /** How often coalesced progress reports are written (default 1,000 ms: at most one write per job per second). */
+  progressFlushMs?: number;
   /** Told of claims, pushes and finished writes (for metrics and logs). */
   observer?: DispatcherObserver;
 }
@@ -103,6 +107,7 @@ export class Dispatcher {
   private readonly sessions = new Set<WorkerSession>();
   private readonly delivery: JobDelivery;
   private readonly writes: WorkerWrites;
+  private readonly progressWrites: ProgressWrites;
   /**
    * Claims and hand-off submits in flight. drainAll waits for them, so every job they lease
    * is pushed or released before shutdown goes on.
@@ -119,7 +124,8 @@ export class Dispatcher {
 
   constructor(private readonly opts: DispatcherOptions) {
     const { store } = opts;
-    this.writes = new WorkerWrites(store, opts.logger, (request, ack) => this.written(request, ack));
+    this.progressWrites = new ProgressWrites(store, opts.logger, opts.progressFlushMs);
+    this.writes = new WorkerWrites(store, opts.logger, (request, ack) => this.written(request, ack), this.progressWrites);
     this.delivery = new JobDelivery(
       store,
       opts.logger,
@@ -340,6 +346,30 @@ export class Dispatcher {
   }
 
   /**
+   * A progress report (coalesced: written with the next flush, about once a second). For a
+   * Work stream (`session` set), a report whose lease is not current while the session still
+   * holds that lease is told lease_lost and frees its slot, as a heartbeat's lost lease is; one
+   * about a lease the session no longer holds (its complete, fail or snooze was answered, or
+   * lease_lost was sent) is not answered: the worker already knows, and a lease_lost racing
+   * the ack of its completion would only confuse it. The promise says whether the lease was
+   * current (false: nothing changed) and rejects when the write failed.
+   */
+  progress(session: WorkerSession | null, report: ProgressReport): Promise<boolean> {
+    return new Promise((resolve, reject) =>
+      this.progressWrites.add(report, {
+        written: (accepted) => {
+          if (!accepted && session && !session.closed && this.delivery.drop(session, report.id, report.token)) {
+            session.send({ kind: 'leaseLost', jobId: report.id, token: report.token, reason: 'expired' });
+            this.wakeQueuesOf(session);
+          }
+          resolve(accepted);
+        },
+        failed: reject,
+      }),
+    );
+  }
+
+  /**
    * Extends a session's leases. Each lost lease is told to the worker (lease_lost, with its
    * token) and frees its slot if it is the lease the session holds: a stale lease of a job
    * whose current lease the session also holds leaves that slot alone. Jobs an operator
@@ -543,6 +573,7 @@ export class Dispatcher {
     } finally {
       clearInterval(expiryCheck);
     }
+    await this.progressWrites.close();
     await this.writes.idle();
     return this.sessionStats().held;
   }

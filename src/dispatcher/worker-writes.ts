@@ -3,6 +3,7 @@ import type { Job, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome } from '.
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { Batcher } from './batcher.js';
+import type { ProgressWrites } from './progress-writes.js';
 import type { WorkerSession } from './session.js';
 
 /** The answer to one complete, fail or snooze. */
@@ -65,12 +66,16 @@ export class WorkerWrites {
   private readonly completions: Batcher<WriteRequest<CompleteWrite, JobWritten>, LeaseWriteOutcome<JobWritten>>;
   private readonly failures: Batcher<WriteRequest<FailWrite, Job>, LeaseWriteOutcome>;
   private readonly snoozes: Batcher<WriteRequest<SnoozeWrite, Job>, LeaseWriteOutcome>;
+  /** Fails and snoozes waiting for their lease's progress report to be written first. */
+  private readonly afterProgress = new Set<Promise<void>>();
 
   constructor(
     store: Store,
     private readonly logger: Logger,
     /** Told of each write whose statement committed, before its listener. */
     private readonly committed: (request: WriteRequest, ack: WriteAck) => void,
+    /** The coalesced progress reports, settled before a lease's own end (see add). */
+    private readonly progress: ProgressWrites,
   ) {
     this.completions = new Batcher(
       (batch) => store.jobCompleteMany({ completions: batch.map((r) => r.write) }),
@@ -88,9 +93,29 @@ export class WorkerWrites {
 
   /**
    * Completes, fails (retry, DLQ, or CANCELLED if an operator asked) or snoozes a job; its
-   * listener hears after the commit.
+   * listener hears after the commit. A progress report of the same lease still waiting to be
+   * written is dropped by a completion (the job is done), and written (or its flush awaited)
+   * before a fail or snooze, so its checkpoint reaches the next attempt: the cost of that one
+   * statement falls only on a job that reported progress within the last second.
    */
   add(request: WorkerWriteRequest): void {
+    if (request.kind === 'complete') {
+      this.progress.drop(request.write);
+    } else {
+      const first = this.progress.settleFirst(request.write);
+      if (first) {
+        const after = first.then(() => {
+          this.afterProgress.delete(after);
+          this.addNow(request);
+        });
+        this.afterProgress.add(after);
+        return;
+      }
+    }
+    this.addNow(request);
+  }
+
+  private addNow(request: WorkerWriteRequest): void {
     switch (request.kind) {
       case 'complete':
         return this.completions.add(request);
@@ -103,6 +128,7 @@ export class WorkerWrites {
 
   /** Resolves when every write queued so far has been written and answered. */
   async idle(): Promise<void> {
+    await Promise.all(this.afterProgress);
     await Promise.all([this.completions.idle(), this.failures.idle(), this.snoozes.idle()]);
   }
 

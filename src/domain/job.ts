@@ -51,6 +51,11 @@ export interface Job {
   parentIds: JobParentIds;
   /** Set only on a claimed job with parents: each parent's result (null if it reported none), by parent id. */
   parentResults?: Record<string, JsonObject | null>;
+  // Progress and checkpoints (docs/api.md "Progress and checkpoints").
+  /** The last progress report stored (coalesced: at most about one a second); null = none. */
+  progress?: JobProgress | null;
+  /** The last checkpoint reported; it outlives its attempt and is handed to the next one. null = none. */
+  checkpoint?: JsonObject | null;
 }
 
 /** A job's parents (distinct ids), or null for a job without parents. */
@@ -187,4 +192,46 @@ export interface JobBulkFilter {
   finishedBefore: Date | null;
   /** Only these jobs. */
   ids: string[] | null;
+}
+
+// Progress and checkpoints, and attempt history (docs/api.md).
+
+/** A job's last stored progress report (Job.progress). Either percent or done/total is set. */
+export interface JobProgress {
+  /** 0..100. */
+  percent: number | null;
+  done: number | null;
+  total: number | null;
+  /** Short text for people (at most MAX_PROGRESS_MESSAGE_LENGTH characters); '' = none. */
+  message: string;
+  /** The attempt that reported it (a report from an earlier attempt stays until a new one comes). */
+  attempt: number;
+  /** When the server received the report. */
+  reportedAt: Date;
+}
+
+/** One progress report as a lease holder sends it (checked by checkProgressReport). */
+export interface ProgressReport extends LeaseRef {
+  percent: number | null;
+  done: number | null;
+  total: number | null;
+  message: string;
+  /** null = keep the stored checkpoint. */
+  checkpoint: JsonObject | null;
+  reportedAt: Date;
+}
+
+/** How an attempt ended (AttemptOutcome); RUNNING is the attempt still under way. */
+export type AttemptOutcome = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'TIMED_OUT' | 'LEASE_EXPIRED' | 'SNOOZED' | 'CANCELLED';
+
+/** One attempt of a job, as the history shows it (oldest first). */
+export interface JobAttempt {
+  attempt: number;
+  workerId: string | null;
+  startedAt: Date | null;
+  /** null while it runs. */
+  finishedAt: Date | null;
+  outcome: AttemptOutcome;
+  /** The error it ended with; null = none. */
+  error: string | null;
 }

@@ -1,6 +1,6 @@
 import { invalidArgument } from './errors.js';
 import { isUuid } from './ids.js';
-import type { JobBulkFilter, JobState, JsonObject } from './job.js';
+import type { JobBulkFilter, JobState, JsonObject, ProgressReport } from './job.js';
 import type { RateLimit } from './queue.js';
 
 /**
@@ -294,4 +294,58 @@ export function checkDependencyRefs(jobs: readonly DependencyRefs[]): void {
       pathAt.set(p, path.push({ job: p, parents: parentsOf(p), next: 0 }) - 1);
     }
   }
+}
+
+/** Longest progress message (WorkerProgress.message), in characters. */
+export const MAX_PROGRESS_MESSAGE_LENGTH = 256;
+
+/** A progress report's values as the wire carries them (before checking). */
+export interface ProgressInput {
+  jobId: string;
+  leaseToken: string;
+  /** undefined = not set. */
+  percent: number | undefined;
+  done: number | undefined;
+  total: number | undefined;
+  message: string;
+  checkpoint: JsonObject | undefined;
+}
+
+/**
+ * A progress report (WorkerProgress, ReportProgressRequest): a UUID job id and lease token;
+ * percent 0..100, or done and total (integers, 0 <= done <= total), not both and not
+ * neither unless a message or checkpoint is all the report says; a message of at most
+ * MAX_PROGRESS_MESSAGE_LENGTH characters; a checkpoint no larger than the payload limit.
+ */
+export function checkProgressReport(input: ProgressInput, maxPayloadBytes: number, now: Date): ProgressReport {
+  checkUuid('job_id', input.jobId);
+  checkUuid('lease_token', input.leaseToken);
+  const { percent, done, total } = input;
+  if (percent !== undefined && (done !== undefined || total !== undefined)) {
+    throw invalidArgument('progress takes percent or done/total, not both');
+  }
+  if (percent !== undefined && (!Number.isFinite(percent) || percent < 0 || percent > 100)) {
+    throw invalidArgument(`percent must be from 0 to 100, got ${percent}`);
+  }
+  if ((done === undefined) !== (total === undefined)) throw invalidArgument('done and total must be set together');
+  if (done !== undefined && total !== undefined) {
+    if (!Number.isSafeInteger(done) || !Number.isSafeInteger(total) || done < 0 || total < 0) {
+      throw invalidArgument(`done and total must be integers of at least 0, got ${done}/${total}`);
+    }
+    if (done > total) throw invalidArgument(`done must not exceed total, got ${done}/${total}`);
+  }
+  if (input.message.length > MAX_PROGRESS_MESSAGE_LENGTH) {
+    throw invalidArgument(`message is longer than ${MAX_PROGRESS_MESSAGE_LENGTH} characters`);
+  }
+  const checkpoint = input.checkpoint === undefined ? null : checkJsonSize('checkpoint', input.checkpoint, maxPayloadBytes);
+  return {
+    id: input.jobId,
+    token: input.leaseToken,
+    percent: percent ?? null,
+    done: done ?? null,
+    total: total ?? null,
+    message: input.message,
+    checkpoint,
+    reportedAt: now,
+  };
 }

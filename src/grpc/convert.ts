@@ -1,10 +1,11 @@
-import { JobState as PbJobState, type Job as PbJob } from '../gen/evora/v1/job.js';
+import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as PbJob, type JobAttempt as PbJobAttempt, type JobProgress as PbJobProgress } from '../gen/evora/v1/job.js';
 import { BackoffKind as PbBackoffKind, type Queue as PbQueue } from '../gen/evora/v1/queue.js';
-import { AckResult as PbAckResult, CancelReason as PbCancelReason, DrainReason as PbDrainReason, LeaseLostReason as PbLeaseLostReason, type LeasedJob } from '../gen/evora/v1/worker.js';
+import { AckResult as PbAckResult, CancelReason as PbCancelReason, DrainReason as PbDrainReason, LeaseLostReason as PbLeaseLostReason, type LeasedJob, type ReportProgressRequest, type WorkerProgress } from '../gen/evora/v1/worker.js';
 import type { AckResult, CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
-import type { Job, JobState } from '../domain/job.js';
+import type { AttemptOutcome, Job, JobAttempt, JobProgress, JobState } from '../domain/job.js';
 import type { BackoffKind, Queue } from '../domain/queue.js';
+import type { ProgressInput } from '../domain/validate.js';
 
 /** Translation between the domain types and the generated protobuf types. */
 
@@ -75,6 +76,7 @@ export function jobToPb(job: Job): PbJob {
     leaseExpiresAt: job.state === 'RUNNING' ? (job.lockedUntil ?? undefined) : undefined,
     concurrencyKey: job.concurrencyKey ?? undefined,
     dependsOn: job.parentIds ?? [],
+    progress: job.progress ? progressToPb(job.progress) : undefined,
   };
 }
 
@@ -85,7 +87,63 @@ export function jobToPb(job: Job): PbJob {
 export function leasedJobToPb(job: Job): LeasedJob {
   const parentResults: LeasedJob['parentResults'] = {};
   for (const [id, result] of Object.entries(job.parentResults ?? {})) parentResults[id] = result ?? {};
-  return { job: jobToPb(job), leaseToken: job.leaseToken ?? '', leaseExpiresAt: job.lockedUntil ?? undefined, parentResults };
+  return {
+    job: jobToPb(job),
+    leaseToken: job.leaseToken ?? '',
+    leaseExpiresAt: job.lockedUntil ?? undefined,
+    parentResults,
+    checkpoint: job.checkpoint ?? undefined,
+  };
+}
+
+// Progress and attempt history (docs/api.md "Progress and checkpoints", "Attempt history").
+
+/** A job's stored progress as clients see it. */
+export function progressToPb(p: JobProgress): PbJobProgress {
+  return {
+    percent: p.percent ?? undefined,
+    done: p.done ?? undefined,
+    total: p.total ?? undefined,
+    message: p.message,
+    attempt: p.attempt,
+    reportedAt: p.reportedAt,
+  };
+}
+
+/** A progress report as the wire carries it (WorkerProgress, ReportProgressRequest), for checkProgressReport. */
+export function progressInput(p: WorkerProgress | ReportProgressRequest): ProgressInput {
+  return {
+    jobId: p.jobId,
+    leaseToken: p.leaseToken,
+    percent: p.percent,
+    done: p.done,
+    total: p.total,
+    message: p.message,
+    checkpoint: p.checkpoint,
+  };
+}
+
+/** An attempt's outcome as the proto enum. */
+export const ATTEMPT_OUTCOME_TO_PB: Record<AttemptOutcome, PbAttemptOutcome> = {
+  RUNNING: PbAttemptOutcome.ATTEMPT_OUTCOME_RUNNING,
+  COMPLETED: PbAttemptOutcome.ATTEMPT_OUTCOME_COMPLETED,
+  FAILED: PbAttemptOutcome.ATTEMPT_OUTCOME_FAILED,
+  TIMED_OUT: PbAttemptOutcome.ATTEMPT_OUTCOME_TIMED_OUT,
+  LEASE_EXPIRED: PbAttemptOutcome.ATTEMPT_OUTCOME_LEASE_EXPIRED,
+  SNOOZED: PbAttemptOutcome.ATTEMPT_OUTCOME_SNOOZED,
+  CANCELLED: PbAttemptOutcome.ATTEMPT_OUTCOME_CANCELLED,
+};
+
+/** One attempt of a job as clients see it. */
+export function attemptToPb(a: JobAttempt): PbJobAttempt {
+  return {
+    attempt: a.attempt,
+    workerId: a.workerId ?? '',
+    startedAt: a.startedAt ?? undefined,
+    finishedAt: a.finishedAt ?? undefined,
+    outcome: ATTEMPT_OUTCOME_TO_PB[a.outcome],
+    error: a.error ?? '',
+  };
 }
 
 const BACKOFF_TO_PB: Record<BackoffKind, PbBackoffKind> = {

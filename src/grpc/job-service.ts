@@ -23,7 +23,7 @@ import {
 } from '../domain/validate.js';
 import type { JobFilter, JobServiceServer, SubmitJobRequest } from '../gen/evora/v1/job.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
-import { backoffKindFromPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
+import { attemptToPb, backoffKindFromPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { unary } from './unary.js';
 
@@ -114,7 +114,14 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       for (const r of results) if (r.created) metrics.jobsSubmitted.inc({ queue: r.job.queue });
       return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })) };
     }),
-    getJob: unary(logger, 'GetJob', async (req) => ({ job: jobToPb(await store.jobGet({ id: checkUuid('id', req.id) })) })),
+    getJob: unary(logger, 'GetJob', async (req) => {
+      const job = await store.jobGet({ id: checkUuid('id', req.id) });
+      return { job: jobToPb(job), attempts: (await store.jobAttempts({ id: job.id })).map(attemptToPb) };
+    }),
+    listJobAttempts: unary(logger, 'ListJobAttempts', async (req) => {
+      const job = await store.jobGet({ id: checkUuid('id', req.id) });
+      return { attempts: (await store.jobAttempts({ id: job.id })).map(attemptToPb) };
+    }),
     listJobs: unary(logger, 'ListJobs', async (req) => {
       const states = req.states.map((s) => {
         const state = jobStateFromPb(s);

@@ -4,21 +4,22 @@ import type { Dispatcher, SessionMessage, WorkerSession, WriteListener } from '.
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import type { JsonObject, LeaseRef } from '../domain/job.js';
-import { MAX_SLOTS, checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
+import type { JsonObject, LeaseRef, ProgressReport } from '../domain/job.js';
+import { MAX_SLOTS, checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
 import type {
   Lease,
   WorkerComplete,
   WorkerFail,
   WorkerHeartbeat,
   WorkerHello,
+  WorkerProgress,
   WorkerSnooze,
   WorkRequest,
   WorkResponse,
 } from '../gen/evora/v1/worker.js';
 import type { Logger } from '../logger.js';
 import { AckQueue } from './ack-queue.js';
-import { LEASE_LOST_REASON_TO_PB } from './convert.js';
+import { LEASE_LOST_REASON_TO_PB, progressInput } from './convert.js';
 import type { WorkStreamHandle } from './deps.js';
 import { toServiceError } from './status.js';
 import { StreamWriter, type WritableCall } from './stream-writer.js';
@@ -279,6 +280,8 @@ export class WorkStream implements WorkStreamHandle {
         return;
       case 'snooze':
         return this.snooze(s, m.value);
+      case 'progress':
+        return this.progress(s, m.value);
       case 'drain':
         if (this.current !== 'open') return; // already draining
         this.to('draining');
@@ -323,6 +326,25 @@ export class WorkStream implements WorkStreamHandle {
     this.pending++;
     const write = { id: v.jobId, token: v.leaseToken, runAt: v.runAt ?? null };
     this.deps.dispatcher.report({ kind: 'snooze', write, session: s, listener: this.answers });
+  }
+
+  /**
+   * A progress report: not acked. Coalesced by the dispatcher, which tells a report whose
+   * lease is not current lease_lost; a malformed one is dropped and logged (there is no ack
+   * to carry INVALID, and the job runs on).
+   */
+  private progress(s: WorkerSession, v: WorkerProgress): void {
+    let report: ProgressReport;
+    try {
+      report = checkProgressReport(progressInput(v), this.deps.maxPayloadBytes, new Date());
+    } catch (err) {
+      if (!(err instanceof EvoraError)) throw err;
+      this.log.warn({ job_id: v.jobId.slice(0, 64), reason: err.message }, 'worker sent a malformed progress report; dropped');
+      return;
+    }
+    this.deps.dispatcher
+      .progress(s, report)
+      .catch((err: unknown) => this.log[isUnavailable(err) ? 'debug' : 'error']({ err, job_id: report.id }, 'progress report not written'));
   }
 
   /**

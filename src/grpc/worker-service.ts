@@ -1,9 +1,9 @@
 import { LEASE_LOST_TEXT } from '../domain/codes.js';
 import { failedPrecondition, invalidArgument } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
-import { checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkUuid } from '../domain/validate.js';
+import { checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
 import type { WorkerServiceServer } from '../gen/evora/v1/worker.js';
-import { durationToSeconds, jobToPb, leasedJobToPb } from './convert.js';
+import { durationToSeconds, jobToPb, leasedJobToPb, progressInput } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { unary } from './unary.js';
 import { WorkStream, type WorkStreamDeps } from './work-stream.js';
@@ -74,6 +74,12 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const out = await dispatcher.fail(null, { ...lease, error: req.error.slice(0, 10_000), retryable: !req.nonRetryable, retryAt });
       if (!out.accepted) throw leaseLost();
       return { job: out.job ? jobToPb(out.job) : undefined };
+    }),
+    reportProgress: unary(logger, 'ReportProgress', async (req) => {
+      const report = checkProgressReport(progressInput(req), maxPayloadBytes, new Date());
+      // Answers once the coalesced report is written (within about a second).
+      if (!(await dispatcher.progress(null, report))) throw leaseLost();
+      return {};
     }),
     snoozeJob: unary(logger, 'SnoozeJob', async (req) => {
       const lease = leaseRef(req);

@@ -5,6 +5,7 @@ import {
   JobServiceClient,
   type CancelJobResponse,
   type GetJobResponse,
+  type ListJobAttemptsResponse,
   type ListJobsResponse,
   type PurgeJobsResponse,
   type RetryJobResponse,
@@ -34,11 +35,14 @@ import {
   type TriggerScheduleResponse,
   type UpsertScheduleResponse,
 } from '../gen/evora/v1/schedule.js';
+import { WorkerServiceClient, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
 import { channelCreate, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
 import {
   backoffKindToPb,
+  jobAttemptFromPb,
   jobFromPb,
+  progressToPb,
   jobStateParse,
   jobStateToPb,
   queueFromPb,
@@ -49,7 +53,9 @@ import {
   toJsonObject,
   type Backoff,
   type Job,
+  type JobAttempt,
   type JobStateName,
+  type ProgressInput,
   type JsonObject,
   type Queue,
   type QueueStats,
@@ -203,6 +209,7 @@ export class EvoraClient {
   private readonly jobs: JobServiceClient;
   private readonly queues: QueueServiceClient;
   private readonly schedules: ScheduleServiceClient;
+  private readonly workers: WorkerServiceClient;
   private readonly deadlineMs: number;
   private closed = false;
 
@@ -214,6 +221,7 @@ export class EvoraClient {
     this.jobs = new JobServiceClient(this.address, creds, { channelOverride: this.channel });
     this.queues = new QueueServiceClient(this.address, creds, { channelOverride: this.channel });
     this.schedules = new ScheduleServiceClient(this.address, creds, { channelOverride: this.channel });
+    this.workers = new WorkerServiceClient(this.address, creds, { channelOverride: this.channel });
   }
 
   // ----- jobs ---------------------------------------------------------------------------
@@ -309,6 +317,25 @@ export class EvoraClient {
     const req = { filter: bulkFilterToPb(filter), dryRun: opts.dryRun ?? false };
     const res = await this.unary<PurgeJobsResponse>('PurgeJobs', (md, o, cb) => this.jobs.purgeJobs(req, md, o, cb), opts);
     return res.count;
+  }
+
+  /**
+   * A job's attempts, oldest first: each one's number, worker, start, end, outcome and error
+   * (the running or completed attempt last). NOT_FOUND if there is no such job.
+   */
+  async attempts(id: string, opts?: CallOptions): Promise<JobAttempt[]> {
+    const res = await this.unary<ListJobAttemptsResponse>('ListJobAttempts', (md, o, cb) => this.jobs.listJobAttempts({ id }, md, o, cb), opts);
+    return res.attempts.map(jobAttemptFromPb);
+  }
+
+  /**
+   * Reports progress of a job this caller leased (ClaimJobs) without a Work stream: resolves
+   * once the server stored it (reports are coalesced, so within about a second), rejects with
+   * FAILED_PRECONDITION when the lease is not current. EvoraWorker handlers use ctx.progress.
+   */
+  async reportProgress(lease: { jobId: string; leaseToken: string }, progress: ProgressInput, opts?: CallOptions): Promise<void> {
+    const req = { jobId: lease.jobId, leaseToken: lease.leaseToken, ...progressToPb(progress) };
+    await this.unary<ReportProgressResponse>('ReportProgress', (md, o, cb) => this.workers.reportProgress(req, md, o, cb), opts);
   }
 
   // ----- queues -------------------------------------------------------------------------

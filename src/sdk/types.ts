@@ -1,4 +1,4 @@
-import { JobState as PbJobState, type Job as PbJob } from '../gen/evora/v1/job.js';
+import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as PbJob, type JobAttempt as PbJobAttempt } from '../gen/evora/v1/job.js';
 import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
 import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule } from '../gen/evora/v1/schedule.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
@@ -51,6 +51,104 @@ export interface Job<P = JsonObject, R = JsonObject> {
   leaseExpiresAt: Date | null;
   /** The ids of the jobs this one runs after (its parents); empty for none. */
   dependsOn: string[];
+  /** The last stored progress report (coalesced: about one a second is stored); null = none. */
+  progress: JobProgress | null;
+}
+
+// Progress and attempt history (docs/api.md "Progress and checkpoints", "Attempt history").
+
+/** A job's last stored progress report. */
+export interface JobProgress {
+  /** 0..100, or null when counts were reported. */
+  percent: number | null;
+  done: number | null;
+  total: number | null;
+  message: string;
+  /** The attempt that reported it. */
+  attempt: number;
+  reportedAt: Date | null;
+}
+
+/** What a worker reports: percent (0..100) or done/total, a short message, a checkpoint. */
+export interface ProgressInput {
+  percent?: number;
+  done?: number;
+  total?: number;
+  /** At most PROGRESS_MESSAGE_MAX characters. */
+  message?: string;
+  /** A JSON object the next attempt gets as ctx.checkpoint if this one fails. */
+  checkpoint?: unknown;
+}
+
+/** Longest progress message the server takes. */
+export const PROGRESS_MESSAGE_MAX = 256;
+
+/** How an attempt ended ('RUNNING': it still runs). */
+export type AttemptOutcomeName = 'RUNNING' | 'COMPLETED' | 'FAILED' | 'TIMED_OUT' | 'LEASE_EXPIRED' | 'SNOOZED' | 'CANCELLED';
+
+/** One attempt of a job (EvoraClient.attempts). */
+export interface JobAttempt {
+  attempt: number;
+  workerId: string | null;
+  startedAt: Date | null;
+  /** null while it runs. */
+  finishedAt: Date | null;
+  outcome: AttemptOutcomeName;
+  /** The error it ended with; null = none. */
+  error: string | null;
+}
+
+const ATTEMPT_OUTCOME_FROM_PB = new Map<PbAttemptOutcome, AttemptOutcomeName>([
+  [PbAttemptOutcome.ATTEMPT_OUTCOME_RUNNING, 'RUNNING'],
+  [PbAttemptOutcome.ATTEMPT_OUTCOME_COMPLETED, 'COMPLETED'],
+  [PbAttemptOutcome.ATTEMPT_OUTCOME_FAILED, 'FAILED'],
+  [PbAttemptOutcome.ATTEMPT_OUTCOME_TIMED_OUT, 'TIMED_OUT'],
+  [PbAttemptOutcome.ATTEMPT_OUTCOME_LEASE_EXPIRED, 'LEASE_EXPIRED'],
+  [PbAttemptOutcome.ATTEMPT_OUTCOME_SNOOZED, 'SNOOZED'],
+  [PbAttemptOutcome.ATTEMPT_OUTCOME_CANCELLED, 'CANCELLED'],
+]);
+
+/** The wire's JobAttempt as the SDK's plain object. */
+export function jobAttemptFromPb(pb: PbJobAttempt): JobAttempt {
+  const outcome = ATTEMPT_OUTCOME_FROM_PB.get(pb.outcome);
+  if (!outcome) throw new Error(`the server sent an unknown attempt outcome (${pb.outcome}); this SDK is older than the server`);
+  return {
+    attempt: pb.attempt,
+    workerId: pb.workerId || null,
+    startedAt: pb.startedAt ?? null,
+    finishedAt: pb.finishedAt ?? null,
+    outcome,
+    error: pb.error || null,
+  };
+}
+
+/**
+ * A progress report as the wire's fields; throws TypeError/RangeError for what the server
+ * would refuse (percent outside 0..100, done > total, both kinds, a long message).
+ */
+export function progressToPb(p: ProgressInput): {
+  percent?: number;
+  done?: number;
+  total?: number;
+  message: string;
+  checkpoint?: JsonObject;
+} {
+  if (p.percent !== undefined && (p.done !== undefined || p.total !== undefined)) throw new TypeError('progress takes percent or done/total, not both');
+  if (p.percent !== undefined && !(p.percent >= 0 && p.percent <= 100)) throw new RangeError(`percent must be from 0 to 100, got ${p.percent}`);
+  if ((p.done === undefined) !== (p.total === undefined)) throw new TypeError('done and total must be given together');
+  if (p.done !== undefined && p.total !== undefined) {
+    if (!Number.isSafeInteger(p.done) || !Number.isSafeInteger(p.total) || p.done < 0 || p.done > p.total) {
+      throw new RangeError(`done and total must be integers with 0 <= done <= total, got ${p.done}/${p.total}`);
+    }
+  }
+  const message = p.message ?? '';
+  if (message.length > PROGRESS_MESSAGE_MAX) throw new RangeError(`progress message is longer than ${PROGRESS_MESSAGE_MAX} characters`);
+  return {
+    ...(p.percent !== undefined ? { percent: p.percent } : {}),
+    ...(p.done !== undefined ? { done: p.done, total: p.total } : {}),
+    message,
+    ...(p.checkpoint !== undefined ? { checkpoint: toJsonObject(p.checkpoint, 'checkpoint') } : {}),
+  };
 }
 
 /** How the delay before a retry grows with the attempt number. */
@@ -212,6 +310,16 @@ export function jobFromPb<P = JsonObject, R = JsonObject>(pb: PbJob): Job<P, R> 
     cancelRequested: pb.cancelRequested,
     leaseExpiresAt: pb.leaseExpiresAt ?? null,
     dependsOn: pb.dependsOn,
+    progress: pb.progress
+      ? {
+          percent: pb.progress.percent ?? null,
+          done: pb.progress.done ?? null,
+          total: pb.progress.total ?? null,
+          message: pb.progress.message,
+          attempt: pb.progress.attempt,
+          reportedAt: pb.progress.reportedAt ?? null,
+        }
+      : null,
   };
 }
 

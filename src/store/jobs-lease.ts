@@ -1,6 +1,6 @@
 import type { StorePool } from './pool.js';
 import { isUuid } from '../domain/ids.js';
-import type { HeartbeatOutcome, Job, JobWritten, JsonObject, LeaseExtended, LeaseRef, LeaseWriteOutcome, SweepResult } from '../domain/job.js';
+import type { HeartbeatOutcome, Job, JobWritten, JsonObject, LeaseExtended, LeaseRef, LeaseWriteOutcome, ProgressReport, SweepResult } from '../domain/job.js';
 import { JOB_COLUMNS, columnsOf, jobFromRow, jobWrittenFromRow, type JobRow } from './rows.js';
 import { rowsOf, statement, type PgTypes } from './statements.js';
 
@@ -25,12 +25,14 @@ interface JobClaimParams {
 /** The columns a claim sends back (see job-claim.sql), and the slot that orders them. */
 type JobClaimRow = Omit<JobRow, 'state' | 'worker_id' | 'result' | 'cancel_requested_at' | 'finished_at' | 'submitted'
   | 'backoff_kind' | 'backoff_base_seconds' | 'backoff_cap_seconds' | 'backoff_jitter' | 'timeout_seconds' | 'concurrency_key'
-  | 'has_dependents' | 'cancelled_by'> & {
+  | 'has_dependents' | 'cancelled_by' | 'progress'> & {
   slot: string;
   /** Only on a row without a job (id null): when a rate-limited queue's next token is due. */
   next_token_at: Date | null;
   /** Only on a row without a job (id null): whether the queue has a limit (which statement claims it). */
   queue_limited: boolean | null;
+  /** The job's last checkpoint (the next attempt resumes from it); null = none. */
+  checkpoint: JsonObject | null;
 };
 const JOB_CLAIM_PARAMS = { queues: 'text[]', limit: 'int8', workerIds: 'text[]', slotWorkers: 'int4[]', types: 'text[]', now: 'timestamptz' } as const;
 const JOB_CLAIM_COLUMNS: PgTypes<JobClaimRow> = {
@@ -43,6 +45,7 @@ const JOB_CLAIM_COLUMNS: PgTypes<JobClaimRow> = {
   queue_limited: 'bool',
   // dependencies (0011_dependencies.sql)
   parent_ids: 'uuid[]',
+  checkpoint: 'jsonb',
 };
 /** The claim of queues without limits: the statement they pay for (job-claim.sql). */
 const jobClaimSql = statement<JobClaimParams, JobClaimRow>('job-claim', JOB_CLAIM_PARAMS, JOB_CLAIM_COLUMNS, { prepared: true });
@@ -212,6 +215,7 @@ async function claimOnce(
       // The job's own policy is the server's business (fail, sweep), not the worker's: not read.
       job.backoff = null;
       job.timeoutSeconds = null;
+      job.progress = null;
       return job;
     });
   await parentResultsAttach(claimPool, jobs);
@@ -330,6 +334,47 @@ export async function jobsSnooze(pool: StorePool, snoozes: (LeaseRef & { runAt: 
       ? []
       : await rowsOf(pool, jobSnoozeManySql, { ids: valid.map((s) => s.id), tokens: valid.map((s) => s.token), runAts: valid.map((s) => s.runAt), now });
   return leaseWriteOutcomes(snoozes, jobFromRow, rows);
+}
+
+interface JobProgressManyParams extends LeaseParams {
+  percents: (number | null)[];
+  dones: (number | null)[];
+  totals: (number | null)[];
+  messages: (string | null)[];
+  checkpoints: (string | null)[];
+  reportedAts: Date[];
+}
+const jobProgressManySql = statement<JobProgressManyParams, { id: string; lease_token: string | null }>(
+  'job-progress-many',
+  {
+    ids: 'uuid[]', tokens: 'uuid[]', percents: 'float8[]', dones: 'int8[]', totals: 'int8[]', messages: 'text[]',
+    checkpoints: 'jsonb[]', reportedAts: 'timestamptz[]', now: 'timestamptz',
+  },
+  columnsOf(JOB_COLUMNS, ['id', 'lease_token'] as const),
+  { prepared: true },
+);
+
+/**
+ * Progress reports (Store.jobProgressMany): the latest report of each lease, written
+ * together. A report whose lease is not current changes nothing and is answered lease_lost.
+ */
+export async function jobsProgress(pool: StorePool, reports: ProgressReport[], now: Date | null): Promise<LeaseWriteOutcome<null>[]> {
+  const valid = reports.filter((r) => isUuid(r.id) && isUuid(r.token));
+  const rows =
+    valid.length === 0
+      ? []
+      : await rowsOf(pool, jobProgressManySql, {
+          ids: valid.map((r) => r.id),
+          tokens: valid.map((r) => r.token),
+          percents: valid.map((r) => r.percent),
+          dones: valid.map((r) => r.done),
+          totals: valid.map((r) => r.total),
+          messages: valid.map((r) => r.message || null),
+          checkpoints: valid.map((r) => (r.checkpoint === null ? null : JSON.stringify(r.checkpoint))),
+          reportedAts: valid.map((r) => r.reportedAt),
+          now,
+        });
+  return leaseWriteOutcomes(reports, () => null, rows);
 }
 
 /** One batch of the visibility sweep (Store.jobSweepExpired). */

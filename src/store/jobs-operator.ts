@@ -1,7 +1,7 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import { FINISHED_STATES, RETRYABLE_STATES, type Job, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
+import { FINISHED_STATES, RETRYABLE_STATES, type AttemptOutcome, type Job, type JobAttempt, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import { rowOf, rowsOf, statement } from './statements.js';
 
@@ -196,4 +196,36 @@ export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Pro
   if (filter.states.length === 0) return 0;
   if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true, retryOnly: false }))?.jobs ?? 0);
   return batchesRun(params, (cutoff, limit) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now }));
+}
+
+interface JobAttemptRow {
+  attempt: number;
+  worker_id: string | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+  outcome: AttemptOutcome;
+  error: string | null;
+}
+const jobAttemptListSql = statement<{ id: string }, JobAttemptRow>(
+  'job-attempt-list',
+  { id: 'uuid' },
+  { attempt: 'int4', worker_id: 'text', started_at: 'timestamptz', finished_at: 'timestamptz', outcome: 'text', error: 'text' },
+);
+
+/**
+ * A job's attempts, oldest first (Store.jobAttempts; job-attempt-list.sql): those that ended
+ * without success, then its RUNNING or COMPLETED one, read from the job row. Empty for an
+ * unknown id (the caller checks the job exists).
+ */
+export async function jobAttemptsRead(pool: StorePool, id: string): Promise<JobAttempt[]> {
+  idCheck(id);
+  const rows = await rowsOf(pool, jobAttemptListSql, { id });
+  return rows.map((r) => ({
+    attempt: r.attempt,
+    workerId: r.worker_id,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+    outcome: r.outcome,
+    error: r.error,
+  }));
 }

@@ -1,5 +1,5 @@
 import type { BackoffKind, Queue } from '../domain/queue.js';
-import type { Job, JobState, JobWritten, JsonObject } from '../domain/job.js';
+import type { Job, JobProgress, JobState, JobWritten, JsonObject } from '../domain/job.js';
 import type { PgTypes } from './statements.js';
 
 /**
@@ -46,6 +46,21 @@ export interface JobRow {
   has_dependents: boolean;
   /** While CANCELLED: the parent whose end cancelled it. */
   cancelled_by: string | null;
+  // Progress and checkpoints (0012_progress_attempts.sql).
+  /** The last progress report (job-progress-many.sql builds it); null = none. */
+  progress: ProgressJson | null;
+  /** The last checkpoint reported; null = none. */
+  checkpoint: JsonObject | null;
+}
+
+/** Job.progress as job-progress-many.sql stores it (absent keys were NULL). */
+export interface ProgressJson {
+  percent?: number;
+  done?: number;
+  total?: number;
+  message?: string;
+  attempt?: number;
+  reported_at?: string;
 }
 
 /** The columns of evora.jobs, in table order. */
@@ -80,6 +95,8 @@ export const JOB_COLUMNS: PgTypes<JobRow> = {
   parent_ids: 'uuid[]',
   has_dependents: 'bool',
   cancelled_by: 'uuid',
+  progress: 'jsonb',
+  checkpoint: 'jsonb',
 };
 
 /**
@@ -175,6 +192,21 @@ export function jobFromRow(r: JobRow): Job {
     timeoutSeconds: r.timeout_seconds ?? null,
     concurrencyKey: r.concurrency_key ?? null,
     parentIds: r.parent_ids ?? null,
+    progress: progressFromJson(r.progress ?? null),
+    checkpoint: r.checkpoint ?? null,
+  };
+}
+
+/** Job.progress from its stored JSON. */
+export function progressFromJson(p: ProgressJson | null): JobProgress | null {
+  if (!p) return null;
+  return {
+    percent: p.percent ?? null,
+    done: p.done ?? null,
+    total: p.total ?? null,
+    message: p.message ?? '',
+    attempt: p.attempt ?? 0,
+    reportedAt: new Date(p.reported_at ?? 0),
   };
 }
 

@@ -33,7 +33,7 @@ export type PgType =
   | 'text' | 'text[]' | 'uuid' | 'uuid[]' | 'jsonb' | 'jsonb[]' | 'timestamptz' | 'timestamptz[]'
   | 'xid8' | 'void'
   | 'evora.job_state' | 'evora.job_state[]' | 'evora.backoff_kind'
-  | 'evora.job_event_kind[]';
+  | 'evora.job_event_kind[]' | 'evora.attempt_outcome';
 
 /** The declared type of every parameter (or column) of a statement: every key, nothing else. */
 export type PgTypes<T> = { readonly [K in keyof T]-?: PgType };

@@ -4,6 +4,7 @@ import type { Queue, QueueUpsertInput } from '../domain/queue.js';
 import type {
   HeartbeatOutcome,
   Job,
+  JobAttempt,
   JobListParams,
   JobSubmitInput,
   JobSubmitResult,
@@ -11,13 +12,14 @@ import type {
   JsonObject,
   LeaseRef,
   LeaseWriteOutcome,
+  ProgressReport,
   PruneCount,
   SweepResult,
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { jobsSubmit } from './jobs-submit.js';
-import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
-import { jobCancel, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
+import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
+import { jobAttemptsRead, jobCancel, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
@@ -259,7 +261,23 @@ export class Store {
     return jobsSnooze(this.pool, params.snoozes, params.now ?? null);
   }
 
+  /**
+   * Stores progress reports (one per lease; the dispatcher coalesces them) on jobs whose
+   * leases are current; the others change nothing and are answered lease_lost.
+   */
+  async jobProgressMany(params: { reports: ProgressReport[]; now?: Date }): Promise<LeaseWriteOutcome<null>[]> {
+    return jobsProgress(this.pool, params.reports, params.now ?? null);
+  }
+
   // ----- jobs: operators ---------------------------------------------------------------
+
+  /**
+   * A job's attempts, oldest first: those that ended without success, then its running or
+   * completed one. Empty for an unknown id.
+   */
+  async jobAttempts(params: { id: string }): Promise<JobAttempt[]> {
+    return jobAttemptsRead(this.pool, params.id);
+  }
 
   /** Reads one job. NOT_FOUND when there is none with that id. */
   async jobGet(params: { id: string }): Promise<Job> {

@@ -96,11 +96,13 @@ describe('evora client commands', () => {
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/^job [0-9a-f-]{36} submitted to queue .* \(type other, PENDING\)\n$/);
 
-    expect(await json<JobJson>('get', id)).toMatchObject({ id, state: 'PENDING', payload: { to: 'a@example.com', n: 2 } });
+    expect(await json<JobJson>('get', id)).toMatchObject({ id, state: 'PENDING', payload: { to: 'a@example.com', n: 2 }, attempts: [], progress: null });
     const shown = await evora('get', id);
     expect(shown.code).toBe(0);
     expect(shown.stdout).toMatch(new RegExp(`^id\\s+${id}$`, 'm'));
     expect(shown.stdout).toMatch(/^state\s+PENDING$/m);
+    expect(shown.stdout).toMatch(/^progress\s+-$/m);
+    expect(shown.stdout).toMatch(/^attempts: none yet$/m);
     // jsonb orders keys its own way.
     expect(shown.stdout).toMatch(/^payload\s+\{("n":2,"to":"a@example.com"|"to":"a@example.com","n":2)\}$/m);
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobState, type Job } from '../../src/gen/evora/v1/job.js';
+import { AttemptOutcome, JobState, type Job } from '../../src/gen/evora/v1/job.js';
 import { BackoffKind } from '../../src/gen/evora/v1/queue.js';
 import { queueName } from '../helpers/factories.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
@@ -195,8 +195,14 @@ for (const kind of kinds) {
           workerId,
           result: expectedResult(p, attempt, workerId),
         });
-        if (attempt === 2) expect(job.lastError).toBe('simulated failure on attempt 1 (fail_until_attempt=2)');
-        else expect(job.lastError).toBe('');
+        // A completed job shows no error; the failed attempt's is in its history.
+        expect(job.lastError).toBe('');
+        const attempts = (await call(clients.jobs, 'listJobAttempts', { id: submitted.id })).attempts;
+        expect(attempts.map((a) => [a.outcome, a.error])).toEqual(
+          attempt === 2
+            ? [[AttemptOutcome.ATTEMPT_OUTCOME_FAILED, 'simulated failure on attempt 1 (fail_until_attempt=2)'], [AttemptOutcome.ATTEMPT_OUTCOME_COMPLETED, '']]
+            : [[AttemptOutcome.ATTEMPT_OUTCOME_COMPLETED, '']],
+        );
       }
       // Longer than the worker's own 60 s limit, so a stuck worker fails with its log.
     }, 90_000);
@@ -327,7 +333,12 @@ for (const kind of kinds) {
         workerId,
         result: expectedResult(payload, 2, workerId),
       });
-      expect(after.lastError).toMatch(/^lease expired/);
+      expect(after.lastError).toBe('');
+      const attempts = (await call(clients.jobs, 'listJobAttempts', { id: job.id })).attempts;
+      expect(attempts.map((a) => [a.outcome, a.error])).toEqual([
+        [AttemptOutcome.ATTEMPT_OUTCOME_LEASE_EXPIRED, expect.stringMatching(/^lease expired/)],
+        [AttemptOutcome.ATTEMPT_OUTCOME_COMPLETED, ''],
+      ]);
     }, 60_000);
 
     it('does not resend a report answered ACK_RESULT_INVALID (a result over the size limit)', async () => {

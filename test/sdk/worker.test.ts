@@ -99,7 +99,9 @@ describe('EvoraWorker', () => {
     );
     await w.start();
 
-    expect(await jobIn(flaky!, 'COMPLETED')).toMatchObject({ attempt: 2, lastError: 'smtp down', result: { sent: true } });
+    expect(await jobIn(flaky!, 'COMPLETED')).toMatchObject({ attempt: 2, lastError: null, result: { sent: true } });
+    // The failed attempt's error is in the history, no longer on the completed job.
+    expect((await client.attempts(flaky!)).map((a) => [a.outcome, a.error])).toEqual([['FAILED', 'smtp down'], ['COMPLETED', null]]);
     expect(attempts[flaky!]).toEqual([1, 2]);
     expect(await jobIn(fatal!, 'DLQ')).toMatchObject({ attempt: 1, lastError: 'bad address' });
     expect(await jobIn(answer!, 'COMPLETED')).toMatchObject({ result: { value: 42 } });

@@ -93,8 +93,9 @@ describe('migrations', () => {
         '9_concurrency_keys',
         '10_schedules',
         '11_dependencies',
+        '12_progress_attempts',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -108,6 +109,7 @@ describe('migrations', () => {
         { version: 9, name: 'concurrency_keys' },
         { version: 10, name: 'schedules' },
         { version: 11, name: 'dependencies' },
+        { version: 12, name: 'progress_attempts' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {

@@ -118,6 +118,11 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       log: this.log,
       started: (job) => this.fire('jobStarted', job),
       done: (h, report) => this.onHandlerDone(h, report),
+      // Only while the handler holds the lease; dropped while disconnected (the next report
+      // or the job's end says more).
+      progress: (h, msg) => {
+        if (h.state === 'running') this.connection.write(msg);
+      },
     });
     this.connection = new WorkConnection({
       client,

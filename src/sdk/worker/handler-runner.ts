@@ -1,5 +1,6 @@
 import { NonRetryableError, RetryAtError, SnoozeError } from '../errors.js';
-import { toJsonObjectSized, type Job, type JsonObject } from '../types.js';
+import { progressToPb, toJsonObjectSized, type Job, type JsonObject, type ProgressInput } from '../types.js';
+import type { WorkRequest } from '../../gen/evora/v1/worker.js';
 import type { HeldJob, Report } from './held-job.js';
 import type { JobContext, JobHandler, WorkerLog } from './types.js';
 
@@ -25,6 +26,8 @@ export class HandlerRunner {
       started: (job: Job) => void;
       /** The execution ended with this report; called synchronously after it left `executions`. */
       done: (h: HeldJob, report: Report) => void;
+      /** A handler's progress report (ctx.progress) for the worker to send. */
+      progress: (h: HeldJob, msg: WorkRequest) => void;
     },
   ) {}
 
@@ -59,7 +62,7 @@ export class HandlerRunner {
       this.active.add(h);
       this.deps.started(h.job);
       try {
-        const result = resultOf(await handler(h.job, new Context(h, this.deps.workerId)));
+        const result = resultOf(await handler(h.job, new Context(h, this.deps.workerId, this.deps.progress)));
         report = {
           outcome: 'completed',
           error: null,
@@ -102,9 +105,19 @@ class Context implements JobContext {
   constructor(
     private readonly held: HeldJob,
     readonly workerId: string,
+    private readonly send: (h: HeldJob, msg: WorkRequest) => void,
   ) {
     this.job = held.job;
     this.leaseToken = held.token;
+  }
+
+  get checkpoint(): JsonObject | null {
+    return this.held.checkpoint;
+  }
+
+  progress(report: ProgressInput): void {
+    const value = { jobId: this.held.job.id, leaseToken: this.held.token, ...progressToPb(report) };
+    this.send(this.held, { msg: { $case: 'progress', value } });
   }
 
   get signal(): AbortSignal {

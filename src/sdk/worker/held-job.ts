@@ -79,6 +79,8 @@ export class HeldJob {
   leaseExpiresAt: Date | null;
   /** The parents' results the server sent with the job (LeasedJob.parent_results). */
   readonly parentResults: Record<string, JsonObject>;
+  /** The checkpoint an earlier attempt reported (LeasedJob.checkpoint; ctx.checkpoint); null = none. */
+  readonly checkpoint: JsonObject | null;
   /**
    * By the local clock, a time before which the lease surely still lasts: when the worker
    * received it (or sent the heartbeat that renewed it) plus the lease length.
@@ -113,6 +115,7 @@ export class HeldJob {
     this.token = leased.leaseToken;
     this.leaseExpiresAt = leased.leaseExpiresAt ?? null;
     this.parentResults = leased.parentResults as Record<string, JsonObject>;
+    this.checkpoint = (leased.checkpoint ?? null) as JsonObject | null;
     const started = this.job.startedAt;
     this.leaseMs = this.leaseExpiresAt && started ? Math.max(1000, this.leaseExpiresAt.getTime() - started.getTime()) : defaultLeaseMs;
     this.leaseDeadline = receivedAt + this.leaseMs;

@@ -1,6 +1,6 @@
 import type { ConnectionOptions } from '../connection.js';
 import type { AbortCause } from '../errors.js';
-import type { Job, JsonObject } from '../types.js';
+import type { Job, JsonObject, ProgressInput } from '../types.js';
 
 /**
  * The public types of EvoraWorker: its options, what a handler gets, its events and its
@@ -53,6 +53,20 @@ export interface JobContext<P = JsonObject> {
   snooze(when: Date | number): never;
   /** Fails this attempt and retries at `when` (a Date, or ms from now) instead of after the queue's backoff. Throws; never returns. */
   retryAt(when: Date | number, message?: string): never;
+  /**
+   * The checkpoint an earlier attempt of this job reported (ctx.progress({ checkpoint })),
+   * to resume from; null = none (a first attempt, or none was reported).
+   */
+  readonly checkpoint: JsonObject | null;
+  /**
+   * Reports progress: `percent` (0..100) or `done` and `total`, a short `message`, and a
+   * `checkpoint` (a JSON object) the next attempt gets as ctx.checkpoint if this one fails.
+   * Fire and forget: call it as often as you like, the server stores about one report per
+   * second (the latest); a report still waiting when the handler throws is stored before
+   * the failure. Throws TypeError/RangeError for a malformed report; does nothing once the
+   * job is no longer held or while the worker is disconnected.
+   */
+  progress(report: ProgressInput): void;
 }
 
 /**

@@ -65,7 +65,8 @@ claimed AS (
     AND j.id = ANY (ARRAY(SELECT id FROM picked))
   RETURNING j.id, j.queue, j.type, j.payload, j.state, j.priority, j.run_at, j.attempt, j.max_attempts,
             j.lease_token, j.locked_until, j.worker_id, j.idempotency_key, j.last_error, j.created_at,
-            j.started_at, s.slot, j.parent_ids
+            j.started_at, s.slot, j.parent_ids,
+            j.checkpoint
 ),
 events AS (
   INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
@@ -82,11 +83,13 @@ events AS (
 -- The columns next_token_at and queue_limited are those of job-claim-limited.sql (one row type).
 SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, locked_until,
        idempotency_key, last_error, created_at, started_at, slot, NULL::timestamptz AS next_token_at,
-       NULL::bool AS queue_limited, parent_ids
+       NULL::bool AS queue_limited, parent_ids,
+       checkpoint -- the last checkpoint reported (0012_progress_attempts.sql): the next attempt resumes from it
 FROM claimed
 UNION ALL
 -- A queue with a limit: one row without a job (the store claims it with job-claim-limited.sql).
 SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid,
        NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::int8, NULL::timestamptz,
-       true, NULL::uuid[]
+       true, NULL::uuid[],
+       NULL::jsonb
 FROM claimable_queues WHERE limited

@@ -4,6 +4,8 @@
 -- JobWritten needs, and the token, so the caller can tell which input was accepted.
 -- Must stay true: one report per lease (DISTINCT ON (id, token)): a stale and a fresh
 -- report of one job in the same batch are both kept, and only the fresh token matches.
+-- A completed job has no error: last_error is cleared here (earlier attempts' errors are in
+-- evora.job_attempts); the completion writes nothing else (no history row).
 -- "RUNNING" is written as a CASE so the rows are found by primary key (see
 -- job-heartbeat-many.sql; test/store/plans.test.ts).
 -- No NOTIFY here: a completion of a limited queue's job frees room, and the store wakes
@@ -16,6 +18,7 @@ updated AS (
   UPDATE evora.jobs j
   SET state = 'COMPLETED',
       result = c.result,
+      last_error = NULL,
       locked_until = NULL,
       finished_at = coalesce(:now::timestamptz, now())
   FROM input c

@@ -6,7 +6,8 @@
 -- cancelled) with its run time; wakes each queue that has a job due now again.
 -- Must stay true: the leased rows are locked first (FOR UPDATE returns their latest
 -- version), each next state is decided from that version, then written. One report per
--- lease (DISTINCT ON); "RUNNING" as a CASE (see job-heartbeat-many.sql).
+-- lease (DISTINCT ON); "RUNNING" as a CASE (see job-heartbeat-many.sql). Each failed attempt
+-- leaves its history row (evora.job_attempts, 0012_progress_attempts.sql) in the same statement.
 WITH input AS (
   SELECT DISTINCT ON (id, token) *
   FROM unnest(:ids::uuid[], :tokens::uuid[], :errors::text[], :retryables::bool[], :retryAts::timestamptz[])
@@ -37,6 +38,14 @@ updated AS (
   FROM locked l
   WHERE j.id = l.id
   RETURNING j.*
+),
+attempts AS (
+  -- The attempt's history row (evora.job_attempts): CANCELLED when an operator's cancel
+  -- ended it, else FAILED, with the worker's error.
+  INSERT INTO evora.job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error)
+  SELECT id, attempt, worker_id, started_at, coalesce(:now::timestamptz, now()),
+         (CASE WHEN state = 'CANCELLED' THEN 'CANCELLED' ELSE 'FAILED' END)::evora.attempt_outcome, last_error
+  FROM updated
 ),
 events AS (
   INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)

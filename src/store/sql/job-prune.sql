@@ -13,7 +13,8 @@
 --   (telemetry store down), pruning waits with it;
 -- - bounded and short: at most :limit rows locked (SKIP LOCKED: a row an operator is
 --   retrying right now is left for a later batch) and deleted by primary key; no event is
---   written (pruning is not a change of state: telemetry counts are left as they are).
+--   written (pruning is not a change of state: telemetry counts are left as they are);
+-- - a deleted job's attempt history (evora.job_attempts) is deleted with it, in this statement.
 WITH horizon AS (
   SELECT coalesce(min(at), 'infinity'::timestamptz) AS oldest_event FROM evora.job_events
 ),
@@ -44,6 +45,11 @@ picked AS (
 deleted AS (
   DELETE FROM evora.jobs j
   WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-  RETURNING j.queue, j.state
+  RETURNING j.id, j.queue, j.state
+),
+attempts_deleted AS (
+  -- Their attempt history (evora.job_attempts has no foreign key: see 0012_progress_attempts.sql).
+  DELETE FROM evora.job_attempts a
+  WHERE a.job_id = ANY (ARRAY(SELECT id FROM deleted))
 )
 SELECT queue, state, count(*)::int AS jobs FROM deleted GROUP BY queue, state ORDER BY queue, state

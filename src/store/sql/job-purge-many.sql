@@ -13,7 +13,8 @@
 -- - bounded: at most :limit rows locked (SKIP LOCKED: a row an operator is retrying right
 --   now is left alone) and deleted by primary key; no ORDER BY, so a batch is one range scan
 --   of jobs_finished_idx when a queue is given; no event is written (telemetry counts are
---   left as they are, as retention leaves them).
+--   left as they are, as retention leaves them);
+-- - a deleted job's attempt history (evora.job_attempts) is deleted with it, in this statement.
 WITH horizon AS (
   SELECT coalesce(min(at), 'infinity'::timestamptz) AS oldest_event FROM evora.job_events
 ),
@@ -34,5 +35,10 @@ deleted AS (
   DELETE FROM evora.jobs j
   WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
   RETURNING j.id
+),
+attempts_deleted AS (
+  -- Their attempt history (evora.job_attempts has no foreign key: see 0012_progress_attempts.sql).
+  DELETE FROM evora.job_attempts a
+  WHERE a.job_id = ANY (ARRAY(SELECT id FROM deleted))
 )
 SELECT count(*)::int AS jobs, coalesce(:now::timestamptz, now()) AS at FROM deleted

@@ -5,12 +5,13 @@
 -- instead. One event per job (snoozed or cancelled) with its run time; wakes each queue
 -- that has a job due now again.
 -- Must stay true: locked first, then decided and written (as job-fail-many.sql); one
--- report per lease (DISTINCT ON); "RUNNING" as a CASE (see job-heartbeat-many.sql).
+-- report per lease (DISTINCT ON); "RUNNING" as a CASE (see job-heartbeat-many.sql). Each
+-- snoozed attempt leaves its history row (evora.job_attempts) in the same statement.
 WITH input AS (
   SELECT DISTINCT ON (id, token) * FROM unnest(:ids::uuid[], :tokens::uuid[], :runAts::timestamptz[]) AS s(id, token, run_at)
 ),
 locked AS (
-  SELECT j.id, coalesce(s.run_at, coalesce(:now::timestamptz, now())) AS run_at,
+  SELECT j.id, j.attempt AS ran_attempt, coalesce(s.run_at, coalesce(:now::timestamptz, now())) AS run_at,
          CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'CANCELLED'::evora.job_state
               ELSE 'PENDING'::evora.job_state END AS next_state
   FROM input s JOIN evora.jobs j ON j.id = s.id
@@ -27,6 +28,14 @@ updated AS (
   FROM locked l
   WHERE j.id = l.id
   RETURNING j.*
+),
+attempts AS (
+  -- The attempt's history row: SNOOZED (or CANCELLED), numbered as it ran (the snooze gives
+  -- the attempt back, so the next attempt has the same number).
+  INSERT INTO evora.job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error)
+  SELECT u.id, l.ran_attempt, u.worker_id, u.started_at, coalesce(:now::timestamptz, now()),
+         (CASE WHEN u.state = 'CANCELLED' THEN 'CANCELLED' ELSE 'SNOOZED' END)::evora.attempt_outcome, NULL
+  FROM updated u JOIN locked l ON l.id = u.id
 ),
 events AS (
   INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)

@@ -39,6 +39,14 @@ updated AS (
   WHERE j.id = t.id
   RETURNING j.*
 ),
+attempts AS (
+  -- The attempt's history row (evora.job_attempts): TIMED_OUT, or CANCELLED when an operator
+  -- had asked for that, with last_error as its error.
+  INSERT INTO evora.job_attempts (job_id, attempt, worker_id, started_at, finished_at, outcome, error)
+  SELECT id, attempt, worker_id, started_at, coalesce(:now::timestamptz, now()),
+         (CASE WHEN state = 'CANCELLED' THEN 'CANCELLED' ELSE 'TIMED_OUT' END)::evora.attempt_outcome, last_error
+  FROM updated
+),
 events AS (
   INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
   SELECT max(coalesce(:now::timestamptz, now())), count(*), array_agg(id), array_agg(queue), array_agg(type),

@@ -108,6 +108,84 @@ export function jobStateToJSON(object: JobState): string {
   }
 }
 
+/** AttemptOutcome says how one attempt of a job ended. */
+export enum AttemptOutcome {
+  /** ATTEMPT_OUTCOME_UNSPECIFIED - Never used by the server. */
+  ATTEMPT_OUTCOME_UNSPECIFIED = 0,
+  /** ATTEMPT_OUTCOME_RUNNING - The attempt is still running (only ever the last attempt of a RUNNING job). */
+  ATTEMPT_OUTCOME_RUNNING = 1,
+  /** ATTEMPT_OUTCOME_COMPLETED - The worker completed the job. */
+  ATTEMPT_OUTCOME_COMPLETED = 2,
+  /** ATTEMPT_OUTCOME_FAILED - The worker reported a failure (fail / FailJob); JobAttempt.error is its error. */
+  ATTEMPT_OUTCOME_FAILED = 3,
+  /** ATTEMPT_OUTCOME_TIMED_OUT - The attempt ran past the job's timeout and the server failed it. */
+  ATTEMPT_OUTCOME_TIMED_OUT = 4,
+  /** ATTEMPT_OUTCOME_LEASE_EXPIRED - The worker's lease expired (no heartbeat in time) and the server took the job back. */
+  ATTEMPT_OUTCOME_LEASE_EXPIRED = 5,
+  /** ATTEMPT_OUTCOME_SNOOZED - The worker gave the job back to run later (snooze); the next attempt has the same number. */
+  ATTEMPT_OUTCOME_SNOOZED = 6,
+  /** ATTEMPT_OUTCOME_CANCELLED - An operator cancelled the job while this attempt ran, and the attempt ended with it. */
+  ATTEMPT_OUTCOME_CANCELLED = 7,
+  UNRECOGNIZED = -1,
+}
+
+export function attemptOutcomeFromJSON(object: any): AttemptOutcome {
+  switch (object) {
+    case 0:
+    case "ATTEMPT_OUTCOME_UNSPECIFIED":
+      return AttemptOutcome.ATTEMPT_OUTCOME_UNSPECIFIED;
+    case 1:
+    case "ATTEMPT_OUTCOME_RUNNING":
+      return AttemptOutcome.ATTEMPT_OUTCOME_RUNNING;
+    case 2:
+    case "ATTEMPT_OUTCOME_COMPLETED":
+      return AttemptOutcome.ATTEMPT_OUTCOME_COMPLETED;
+    case 3:
+    case "ATTEMPT_OUTCOME_FAILED":
+      return AttemptOutcome.ATTEMPT_OUTCOME_FAILED;
+    case 4:
+    case "ATTEMPT_OUTCOME_TIMED_OUT":
+      return AttemptOutcome.ATTEMPT_OUTCOME_TIMED_OUT;
+    case 5:
+    case "ATTEMPT_OUTCOME_LEASE_EXPIRED":
+      return AttemptOutcome.ATTEMPT_OUTCOME_LEASE_EXPIRED;
+    case 6:
+    case "ATTEMPT_OUTCOME_SNOOZED":
+      return AttemptOutcome.ATTEMPT_OUTCOME_SNOOZED;
+    case 7:
+    case "ATTEMPT_OUTCOME_CANCELLED":
+      return AttemptOutcome.ATTEMPT_OUTCOME_CANCELLED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return AttemptOutcome.UNRECOGNIZED;
+  }
+}
+
+export function attemptOutcomeToJSON(object: AttemptOutcome): string {
+  switch (object) {
+    case AttemptOutcome.ATTEMPT_OUTCOME_UNSPECIFIED:
+      return "ATTEMPT_OUTCOME_UNSPECIFIED";
+    case AttemptOutcome.ATTEMPT_OUTCOME_RUNNING:
+      return "ATTEMPT_OUTCOME_RUNNING";
+    case AttemptOutcome.ATTEMPT_OUTCOME_COMPLETED:
+      return "ATTEMPT_OUTCOME_COMPLETED";
+    case AttemptOutcome.ATTEMPT_OUTCOME_FAILED:
+      return "ATTEMPT_OUTCOME_FAILED";
+    case AttemptOutcome.ATTEMPT_OUTCOME_TIMED_OUT:
+      return "ATTEMPT_OUTCOME_TIMED_OUT";
+    case AttemptOutcome.ATTEMPT_OUTCOME_LEASE_EXPIRED:
+      return "ATTEMPT_OUTCOME_LEASE_EXPIRED";
+    case AttemptOutcome.ATTEMPT_OUTCOME_SNOOZED:
+      return "ATTEMPT_OUTCOME_SNOOZED";
+    case AttemptOutcome.ATTEMPT_OUTCOME_CANCELLED:
+      return "ATTEMPT_OUTCOME_CANCELLED";
+    case AttemptOutcome.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Job is one unit of work and its current state. */
 export interface Job {
   /** Server-assigned identifier (UUID, lower-case canonical text form). */
@@ -173,6 +251,61 @@ export interface Job {
    * depends_on_refs of its submit); empty = none. Set by GetJob, ListJobs and SubmitJob(s).
    */
   dependsOn: string[];
+  /**
+   * The last progress report a worker made for this job (WorkerProgress); unset = none yet.
+   * Reports are coalesced: at most about one per second per job is stored, so a read shows the
+   * latest stored one, not necessarily the latest sent. It stays after its attempt ends (its
+   * `attempt` says which attempt reported it). Unset on a job pushed to a worker or claimed.
+   */
+  progress?: JobProgress | undefined;
+}
+
+/** JobProgress is a job's last stored progress report (docs/api.md "Progress and checkpoints"). */
+export interface JobProgress {
+  /** 0..100; set when the worker reported a percentage. */
+  percent?:
+    | number
+    | undefined;
+  /** Units done; set (with total) when the worker reported counts. */
+  done?:
+    | number
+    | undefined;
+  /** Units in all; set with done. */
+  total?:
+    | number
+    | undefined;
+  /** The worker's short text for people; empty = none. */
+  message: string;
+  /** The attempt (Job.attempt) that made the report. */
+  attempt: number;
+  /** When the server received the report. */
+  reportedAt?: Date | undefined;
+}
+
+/** JobAttempt is one attempt of a job: one lease, from claim to its end. */
+export interface JobAttempt {
+  /**
+   * The attempt's number (Job.attempt while it ran; a manual RetryJob starts again at 1, and a
+   * snoozed attempt's number is used again by the next one).
+   */
+  attempt: number;
+  /** The worker that held the lease. */
+  workerId: string;
+  /** When it was leased. */
+  startedAt?:
+    | Date
+    | undefined;
+  /** When it ended; unset while it runs. */
+  finishedAt?:
+    | Date
+    | undefined;
+  /** How it ended. */
+  outcome: AttemptOutcome;
+  /**
+   * The error it ended with (the worker's, or the server's words for a timeout or an expired
+   * lease); empty for COMPLETED, SNOOZED and RUNNING attempts. For people: act on `outcome`.
+   */
+  error: string;
 }
 
 /** SubmitJobRequest describes one job to enqueue. */
@@ -290,7 +423,11 @@ export interface GetJobRequest {
 /** GetJobResponse carries the requested job. */
 export interface GetJobResponse {
   /** The job. */
-  job?: Job | undefined;
+  job?:
+    | Job
+    | undefined;
+  /** Its attempts, oldest first (as ListJobAttempts answers). */
+  attempts: JobAttempt[];
 }
 
 /** ListJobsRequest filters and pages through jobs. Filters are ANDed; empty filters match everything. */
@@ -399,6 +536,21 @@ export interface PurgeJobsResponse {
   count: number;
 }
 
+/** ListJobAttemptsRequest selects the job whose attempts to list. */
+export interface ListJobAttemptsRequest {
+  /** Job id (UUID). */
+  id: string;
+}
+
+/** ListJobAttemptsResponse is a job's attempt history. */
+export interface ListJobAttemptsResponse {
+  /**
+   * Every attempt, oldest first: those that ended (failed, timed out, lease expired, snoozed,
+   * cancelled, completed) and the one running now, if any.
+   */
+  attempts: JobAttempt[];
+}
+
 function createBaseJob(): Job {
   return {
     id: "",
@@ -421,6 +573,7 @@ function createBaseJob(): Job {
     leaseExpiresAt: undefined,
     concurrencyKey: undefined,
     dependsOn: [],
+    progress: undefined,
   };
 }
 
@@ -485,6 +638,9 @@ export const Job: MessageFns<Job> = {
     }
     for (const v of message.dependsOn) {
       writer.uint32(178).string(v!);
+    }
+    if (message.progress !== undefined) {
+      JobProgress.encode(message.progress, writer.uint32(162).fork()).join();
     }
     return writer;
   },
@@ -662,6 +818,14 @@ export const Job: MessageFns<Job> = {
             message.dependsOn.push(reader.string());
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.progress = JobProgress.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -744,6 +908,7 @@ export const Job: MessageFns<Job> = {
         : globalThis.Array.isArray(object?.depends_on)
         ? object.depends_on.map((e: any) => globalThis.String(e))
         : [],
+      progress: isSet(object.progress) ? JobProgress.fromJSON(object.progress) : undefined,
     };
   },
 
@@ -809,6 +974,9 @@ export const Job: MessageFns<Job> = {
     if (message.dependsOn?.length) {
       obj.dependsOn = message.dependsOn;
     }
+    if (message.progress !== undefined) {
+      obj.progress = JobProgress.toJSON(message.progress);
+    }
     return obj;
   },
 
@@ -837,6 +1005,323 @@ export const Job: MessageFns<Job> = {
     message.leaseExpiresAt = object.leaseExpiresAt ?? undefined;
     message.concurrencyKey = object.concurrencyKey ?? undefined;
     message.dependsOn = object.dependsOn?.map((e) => e) || [];
+    message.progress = (object.progress !== undefined && object.progress !== null)
+      ? JobProgress.fromPartial(object.progress)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseJobProgress(): JobProgress {
+  return { percent: undefined, done: undefined, total: undefined, message: "", attempt: 0, reportedAt: undefined };
+}
+
+export const JobProgress: MessageFns<JobProgress> = {
+  encode(message: JobProgress, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.percent !== undefined) {
+      writer.uint32(9).double(message.percent);
+    }
+    if (message.done !== undefined) {
+      writer.uint32(16).int64(message.done);
+    }
+    if (message.total !== undefined) {
+      writer.uint32(24).int64(message.total);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    if (message.attempt !== 0) {
+      writer.uint32(40).int32(message.attempt);
+    }
+    if (message.reportedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.reportedAt), writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JobProgress {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJobProgress();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 9) {
+              break;
+            }
+
+            message.percent = reader.double();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.done = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.attempt = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reportedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): JobProgress {
+    return {
+      percent: isSet(object.percent) ? globalThis.Number(object.percent) : undefined,
+      done: isSet(object.done) ? globalThis.Number(object.done) : undefined,
+      total: isSet(object.total) ? globalThis.Number(object.total) : undefined,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      attempt: isSet(object.attempt) ? globalThis.Number(object.attempt) : 0,
+      reportedAt: isSet(object.reportedAt)
+        ? fromJsonTimestamp(object.reportedAt)
+        : isSet(object.reported_at)
+        ? fromJsonTimestamp(object.reported_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: JobProgress): unknown {
+    const obj: any = {};
+    if (message.percent !== undefined) {
+      obj.percent = floatToJson(message.percent);
+    }
+    if (message.done !== undefined) {
+      obj.done = Math.round(message.done);
+    }
+    if (message.total !== undefined) {
+      obj.total = Math.round(message.total);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.attempt !== 0) {
+      obj.attempt = Math.round(message.attempt);
+    }
+    if (message.reportedAt !== undefined) {
+      obj.reportedAt = message.reportedAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<JobProgress>, I>>(base?: I): JobProgress {
+    return JobProgress.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<JobProgress>, I>>(object: I): JobProgress {
+    const message = createBaseJobProgress();
+    message.percent = object.percent ?? undefined;
+    message.done = object.done ?? undefined;
+    message.total = object.total ?? undefined;
+    message.message = object.message ?? "";
+    message.attempt = object.attempt ?? 0;
+    message.reportedAt = object.reportedAt ?? undefined;
+    return message;
+  },
+};
+
+function createBaseJobAttempt(): JobAttempt {
+  return { attempt: 0, workerId: "", startedAt: undefined, finishedAt: undefined, outcome: 0, error: "" };
+}
+
+export const JobAttempt: MessageFns<JobAttempt> = {
+  encode(message: JobAttempt, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.attempt !== 0) {
+      writer.uint32(8).int32(message.attempt);
+    }
+    if (message.workerId !== "") {
+      writer.uint32(18).string(message.workerId);
+    }
+    if (message.startedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.startedAt), writer.uint32(26).fork()).join();
+    }
+    if (message.finishedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.finishedAt), writer.uint32(34).fork()).join();
+    }
+    if (message.outcome !== 0) {
+      writer.uint32(40).int32(message.outcome);
+    }
+    if (message.error !== "") {
+      writer.uint32(50).string(message.error);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JobAttempt {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJobAttempt();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.attempt = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.workerId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.startedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.finishedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.outcome = reader.int32() as any;
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): JobAttempt {
+    return {
+      attempt: isSet(object.attempt) ? globalThis.Number(object.attempt) : 0,
+      workerId: isSet(object.workerId)
+        ? globalThis.String(object.workerId)
+        : isSet(object.worker_id)
+        ? globalThis.String(object.worker_id)
+        : "",
+      startedAt: isSet(object.startedAt)
+        ? fromJsonTimestamp(object.startedAt)
+        : isSet(object.started_at)
+        ? fromJsonTimestamp(object.started_at)
+        : undefined,
+      finishedAt: isSet(object.finishedAt)
+        ? fromJsonTimestamp(object.finishedAt)
+        : isSet(object.finished_at)
+        ? fromJsonTimestamp(object.finished_at)
+        : undefined,
+      outcome: isSet(object.outcome) ? attemptOutcomeFromJSON(object.outcome) : 0,
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+    };
+  },
+
+  toJSON(message: JobAttempt): unknown {
+    const obj: any = {};
+    if (message.attempt !== 0) {
+      obj.attempt = Math.round(message.attempt);
+    }
+    if (message.workerId !== "") {
+      obj.workerId = message.workerId;
+    }
+    if (message.startedAt !== undefined) {
+      obj.startedAt = message.startedAt.toISOString();
+    }
+    if (message.finishedAt !== undefined) {
+      obj.finishedAt = message.finishedAt.toISOString();
+    }
+    if (message.outcome !== 0) {
+      obj.outcome = attemptOutcomeToJSON(message.outcome);
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<JobAttempt>, I>>(base?: I): JobAttempt {
+    return JobAttempt.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<JobAttempt>, I>>(object: I): JobAttempt {
+    const message = createBaseJobAttempt();
+    message.attempt = object.attempt ?? 0;
+    message.workerId = object.workerId ?? "";
+    message.startedAt = object.startedAt ?? undefined;
+    message.finishedAt = object.finishedAt ?? undefined;
+    message.outcome = object.outcome ?? 0;
+    message.error = object.error ?? "";
     return message;
   },
 };
@@ -1437,13 +1922,16 @@ export const GetJobRequest: MessageFns<GetJobRequest> = {
 };
 
 function createBaseGetJobResponse(): GetJobResponse {
-  return { job: undefined };
+  return { job: undefined, attempts: [] };
 }
 
 export const GetJobResponse: MessageFns<GetJobResponse> = {
   encode(message: GetJobResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.job !== undefined) {
       Job.encode(message.job, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.attempts) {
+      JobAttempt.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -1469,6 +1957,14 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
             message.job = Job.decode(reader, reader.uint32());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.attempts.push(JobAttempt.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1482,13 +1978,21 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
   },
 
   fromJSON(object: any): GetJobResponse {
-    return { job: isSet(object.job) ? Job.fromJSON(object.job) : undefined };
+    return {
+      job: isSet(object.job) ? Job.fromJSON(object.job) : undefined,
+      attempts: globalThis.Array.isArray(object?.attempts)
+        ? object.attempts.map((e: any) => JobAttempt.fromJSON(e))
+        : [],
+    };
   },
 
   toJSON(message: GetJobResponse): unknown {
     const obj: any = {};
     if (message.job !== undefined) {
       obj.job = Job.toJSON(message.job);
+    }
+    if (message.attempts?.length) {
+      obj.attempts = message.attempts.map((e) => JobAttempt.toJSON(e));
     }
     return obj;
   },
@@ -1499,6 +2003,7 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
   fromPartial<I extends Exact<DeepPartial<GetJobResponse>, I>>(object: I): GetJobResponse {
     const message = createBaseGetJobResponse();
     message.job = (object.job !== undefined && object.job !== null) ? Job.fromPartial(object.job) : undefined;
+    message.attempts = object.attempts?.map((e) => JobAttempt.fromPartial(e)) || [];
     return message;
   },
 };
@@ -2482,6 +2987,144 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   },
 };
 
+function createBaseListJobAttemptsRequest(): ListJobAttemptsRequest {
+  return { id: "" };
+}
+
+export const ListJobAttemptsRequest: MessageFns<ListJobAttemptsRequest> = {
+  encode(message: ListJobAttemptsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListJobAttemptsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListJobAttemptsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListJobAttemptsRequest {
+    return { id: isSet(object.id) ? globalThis.String(object.id) : "" };
+  },
+
+  toJSON(message: ListJobAttemptsRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListJobAttemptsRequest>, I>>(base?: I): ListJobAttemptsRequest {
+    return ListJobAttemptsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListJobAttemptsRequest>, I>>(object: I): ListJobAttemptsRequest {
+    const message = createBaseListJobAttemptsRequest();
+    message.id = object.id ?? "";
+    return message;
+  },
+};
+
+function createBaseListJobAttemptsResponse(): ListJobAttemptsResponse {
+  return { attempts: [] };
+}
+
+export const ListJobAttemptsResponse: MessageFns<ListJobAttemptsResponse> = {
+  encode(message: ListJobAttemptsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.attempts) {
+      JobAttempt.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListJobAttemptsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListJobAttemptsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.attempts.push(JobAttempt.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListJobAttemptsResponse {
+    return {
+      attempts: globalThis.Array.isArray(object?.attempts)
+        ? object.attempts.map((e: any) => JobAttempt.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListJobAttemptsResponse): unknown {
+    const obj: any = {};
+    if (message.attempts?.length) {
+      obj.attempts = message.attempts.map((e) => JobAttempt.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListJobAttemptsResponse>, I>>(base?: I): ListJobAttemptsResponse {
+    return ListJobAttemptsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListJobAttemptsResponse>, I>>(object: I): ListJobAttemptsResponse {
+    const message = createBaseListJobAttemptsResponse();
+    message.attempts = object.attempts?.map((e) => JobAttempt.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 /**
  * JobService is used by producers (to submit jobs) and operators (to inspect,
  * cancel and retry them). Workers use WorkerService instead.
@@ -2614,6 +3257,21 @@ export const JobServiceService = {
     responseSerialize: (value: PurgeJobsResponse): Buffer => Buffer.from(PurgeJobsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PurgeJobsResponse => PurgeJobsResponse.decode(value),
   },
+  /**
+   * ListJobAttempts returns a job's attempts, oldest first (the same list as
+   * GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+   */
+  listJobAttempts: {
+    path: "/evora.v1.JobService/ListJobAttempts" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListJobAttemptsRequest): Buffer =>
+      Buffer.from(ListJobAttemptsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListJobAttemptsRequest => ListJobAttemptsRequest.decode(value),
+    responseSerialize: (value: ListJobAttemptsResponse): Buffer =>
+      Buffer.from(ListJobAttemptsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListJobAttemptsResponse => ListJobAttemptsResponse.decode(value),
+  },
 } as const;
 
 export interface JobServiceServer extends UntypedServiceImplementation {
@@ -2679,6 +3337,11 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs: handleUnaryCall<PurgeJobsRequest, PurgeJobsResponse>;
+  /**
+   * ListJobAttempts returns a job's attempts, oldest first (the same list as
+   * GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+   */
+  listJobAttempts: handleUnaryCall<ListJobAttemptsRequest, ListJobAttemptsResponse>;
 }
 
 export interface JobServiceClient extends Client {
@@ -2856,6 +3519,25 @@ export interface JobServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PurgeJobsResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * ListJobAttempts returns a job's attempts, oldest first (the same list as
+   * GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+   */
+  listJobAttempts(
+    request: ListJobAttemptsRequest,
+    callback: (error: ServiceError | null, response: ListJobAttemptsResponse) => void,
+  ): ClientUnaryCall;
+  listJobAttempts(
+    request: ListJobAttemptsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListJobAttemptsResponse) => void,
+  ): ClientUnaryCall;
+  listJobAttempts(
+    request: ListJobAttemptsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListJobAttemptsResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const JobServiceClient = makeGenericClientConstructor(JobServiceService, "evora.v1.JobService") as unknown as {
@@ -2863,6 +3545,10 @@ export const JobServiceClient = makeGenericClientConstructor(JobServiceService, 
   service: typeof JobServiceService;
   serviceName: string;
 };
+
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

@@ -271,6 +271,14 @@ export interface WorkRequest {
     | //
     /** Reports several failed attempts; each is answered by its own ack, as `completes`. */
     { $case: "fails"; value: WorkerFailBatch }
+    | //
+    /**
+     * Reports progress (and optionally a checkpoint) of a running job. Not acked: a report
+     * whose lease is not current is answered with `lease_lost` (code EXPIRED) unless the
+     * worker already had the job's answer; a malformed one is dropped (logged by the server).
+     * See WorkerProgress.
+     */
+    { $case: "progress"; value: WorkerProgress }
     | undefined;
 }
 
@@ -390,6 +398,52 @@ export interface WorkerSnooze {
   runAt?: Date | undefined;
 }
 
+/**
+ * WorkerProgress reports how far a running job is, and optionally a checkpoint to resume from.
+ *
+ * Rules (docs/api.md "Progress and checkpoints"):
+ * - Set `percent` (0..100) or `done` and `total` (integers, 0 <= done <= total), not both;
+ *   either may be left out when the report only carries a message or a checkpoint. `message`
+ *   is at most 256 characters; `checkpoint` at most the server's payload size limit (the one
+ *   for SubmitJobRequest.payload). Else the report is malformed: INVALID_ARGUMENT on
+ *   ReportProgress; dropped on the stream.
+ * - Fenced by the lease: a report whose lease_token is not the job's current lease changes
+ *   nothing. ReportProgress answers FAILED_PRECONDITION. The stream answers `lease_lost`
+ *   (code EXPIRED) while the server still counted the lease as this worker's; a report about a
+ *   job whose complete, fail or snooze was already acked (or whose lease_lost was already
+ *   sent) is dropped without an answer.
+ * - Coalesced: the server keeps the latest report per lease and stores it about once a
+ *   second (a checkpoint sent in an earlier report of that second is kept if the latest has
+ *   none). Send as often as is convenient; Job.progress shows the latest stored report.
+ * - A report still waiting to be stored when the worker fails or snoozes the job is stored
+ *   first (so its checkpoint reaches the next attempt); one waiting when the job completes is
+ *   dropped. A report never changes a finished job.
+ * - Checkpoint on retry: the job's last stored checkpoint is kept across attempts and every
+ *   later lease of the job carries it (LeasedJob.checkpoint), so a retried attempt can resume.
+ */
+export interface WorkerProgress {
+  /** Id of the job. */
+  jobId: string;
+  /** Token of the current lease. */
+  leaseToken: string;
+  /** 0..100; unset = not reported as a percentage. */
+  percent?:
+    | number
+    | undefined;
+  /** Units done (with total); unset = not reported as counts. */
+  done?:
+    | number
+    | undefined;
+  /** Units in all (with done). */
+  total?:
+    | number
+    | undefined;
+  /** Short text for people (at most 256 characters); empty = none. */
+  message: string;
+  /** JSON object to resume from on a later attempt; unset = keep the one stored. */
+  checkpoint?: { [key: string]: any } | undefined;
+}
+
 /** WorkerCompleteBatch reports several jobs as completed at once. */
 export interface WorkerCompleteBatch {
   /** The reports, each as in `complete`; each gets its own ack. */
@@ -445,6 +499,11 @@ export interface LeasedJob {
    * parent deleted by retention meanwhile is missing from the map.
    */
   parentResults: { [key: string]: { [key: string]: any } | undefined };
+  /**
+   * The last checkpoint an earlier attempt of this job reported (WorkerProgress.checkpoint);
+   * unset = none. Resume from it.
+   */
+  checkpoint?: { [key: string]: any } | undefined;
 }
 
 export interface LeasedJob_ParentResultsEntry {
@@ -650,6 +709,34 @@ export interface SnoozeJobResponse {
   job?: Job | undefined;
 }
 
+/** ReportProgressRequest reports progress without a stream (fields and rules as WorkerProgress). */
+export interface ReportProgressRequest {
+  /** Id of the job. */
+  jobId: string;
+  /** Token of the current lease. */
+  leaseToken: string;
+  /** 0..100; unset = not reported as a percentage. */
+  percent?:
+    | number
+    | undefined;
+  /** Units done (with total). */
+  done?:
+    | number
+    | undefined;
+  /** Units in all (with done). */
+  total?:
+    | number
+    | undefined;
+  /** Short text for people (at most 256 characters). */
+  message: string;
+  /** JSON object to resume from on a later attempt; unset = keep the one stored. */
+  checkpoint?: { [key: string]: any } | undefined;
+}
+
+/** ReportProgressResponse answers a stored progress report. */
+export interface ReportProgressResponse {
+}
+
 function createBaseWorkRequest(): WorkRequest {
   return { msg: undefined };
 }
@@ -680,6 +767,9 @@ export const WorkRequest: MessageFns<WorkRequest> = {
         break;
       case "fails":
         WorkerFailBatch.encode(message.msg.value, writer.uint32(66).fork()).join();
+        break;
+      case "progress":
+        WorkerProgress.encode(message.msg.value, writer.uint32(74).fork()).join();
         break;
     }
     return writer;
@@ -762,6 +852,14 @@ export const WorkRequest: MessageFns<WorkRequest> = {
             message.msg = { $case: "fails", value: WorkerFailBatch.decode(reader, reader.uint32()) };
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.msg = { $case: "progress", value: WorkerProgress.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -792,6 +890,8 @@ export const WorkRequest: MessageFns<WorkRequest> = {
         ? { $case: "completes", value: WorkerCompleteBatch.fromJSON(object.completes) }
         : isSet(object.fails)
         ? { $case: "fails", value: WorkerFailBatch.fromJSON(object.fails) }
+        : isSet(object.progress)
+        ? { $case: "progress", value: WorkerProgress.fromJSON(object.progress) }
         : undefined,
     };
   },
@@ -814,6 +914,8 @@ export const WorkRequest: MessageFns<WorkRequest> = {
       obj.completes = WorkerCompleteBatch.toJSON(message.msg.value);
     } else if (message.msg?.$case === "fails") {
       obj.fails = WorkerFailBatch.toJSON(message.msg.value);
+    } else if (message.msg?.$case === "progress") {
+      obj.progress = WorkerProgress.toJSON(message.msg.value);
     }
     return obj;
   },
@@ -869,6 +971,12 @@ export const WorkRequest: MessageFns<WorkRequest> = {
       case "fails": {
         if (object.msg?.value !== undefined && object.msg?.value !== null) {
           message.msg = { $case: "fails", value: WorkerFailBatch.fromPartial(object.msg.value) };
+        }
+        break;
+      }
+      case "progress": {
+        if (object.msg?.value !== undefined && object.msg?.value !== null) {
+          message.msg = { $case: "progress", value: WorkerProgress.fromPartial(object.msg.value) };
         }
         break;
       }
@@ -1821,6 +1929,187 @@ export const WorkerSnooze: MessageFns<WorkerSnooze> = {
   },
 };
 
+function createBaseWorkerProgress(): WorkerProgress {
+  return {
+    jobId: "",
+    leaseToken: "",
+    percent: undefined,
+    done: undefined,
+    total: undefined,
+    message: "",
+    checkpoint: undefined,
+  };
+}
+
+export const WorkerProgress: MessageFns<WorkerProgress> = {
+  encode(message: WorkerProgress, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.jobId !== "") {
+      writer.uint32(10).string(message.jobId);
+    }
+    if (message.leaseToken !== "") {
+      writer.uint32(18).string(message.leaseToken);
+    }
+    if (message.percent !== undefined) {
+      writer.uint32(25).double(message.percent);
+    }
+    if (message.done !== undefined) {
+      writer.uint32(32).int64(message.done);
+    }
+    if (message.total !== undefined) {
+      writer.uint32(40).int64(message.total);
+    }
+    if (message.message !== "") {
+      writer.uint32(50).string(message.message);
+    }
+    if (message.checkpoint !== undefined) {
+      Struct.encode(Struct.wrap(message.checkpoint), writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkerProgress {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkerProgress();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.jobId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.leaseToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.percent = reader.double();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.done = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.checkpoint = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkerProgress {
+    return {
+      jobId: isSet(object.jobId)
+        ? globalThis.String(object.jobId)
+        : isSet(object.job_id)
+        ? globalThis.String(object.job_id)
+        : "",
+      leaseToken: isSet(object.leaseToken)
+        ? globalThis.String(object.leaseToken)
+        : isSet(object.lease_token)
+        ? globalThis.String(object.lease_token)
+        : "",
+      percent: isSet(object.percent) ? globalThis.Number(object.percent) : undefined,
+      done: isSet(object.done) ? globalThis.Number(object.done) : undefined,
+      total: isSet(object.total) ? globalThis.Number(object.total) : undefined,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      checkpoint: isObject(object.checkpoint) ? object.checkpoint : undefined,
+    };
+  },
+
+  toJSON(message: WorkerProgress): unknown {
+    const obj: any = {};
+    if (message.jobId !== "") {
+      obj.jobId = message.jobId;
+    }
+    if (message.leaseToken !== "") {
+      obj.leaseToken = message.leaseToken;
+    }
+    if (message.percent !== undefined) {
+      obj.percent = floatToJson(message.percent);
+    }
+    if (message.done !== undefined) {
+      obj.done = Math.round(message.done);
+    }
+    if (message.total !== undefined) {
+      obj.total = Math.round(message.total);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.checkpoint !== undefined) {
+      obj.checkpoint = message.checkpoint;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkerProgress>, I>>(base?: I): WorkerProgress {
+    return WorkerProgress.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkerProgress>, I>>(object: I): WorkerProgress {
+    const message = createBaseWorkerProgress();
+    message.jobId = object.jobId ?? "";
+    message.leaseToken = object.leaseToken ?? "";
+    message.percent = object.percent ?? undefined;
+    message.done = object.done ?? undefined;
+    message.total = object.total ?? undefined;
+    message.message = object.message ?? "";
+    message.checkpoint = object.checkpoint ?? undefined;
+    return message;
+  },
+};
+
 function createBaseWorkerCompleteBatch(): WorkerCompleteBatch {
   return { completes: [] };
 }
@@ -2167,7 +2456,7 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
 };
 
 function createBaseLeasedJob(): LeasedJob {
-  return { job: undefined, leaseToken: "", leaseExpiresAt: undefined, parentResults: {} };
+  return { job: undefined, leaseToken: "", leaseExpiresAt: undefined, parentResults: {}, checkpoint: undefined };
 }
 
 export const LeasedJob: MessageFns<LeasedJob> = {
@@ -2188,6 +2477,9 @@ export const LeasedJob: MessageFns<LeasedJob> = {
         }
       },
     );
+    if (message.checkpoint !== undefined) {
+      Struct.encode(Struct.wrap(message.checkpoint), writer.uint32(42).fork()).join();
+    }
     return writer;
   },
 
@@ -2237,6 +2529,14 @@ export const LeasedJob: MessageFns<LeasedJob> = {
             if (entry4.value !== undefined) {
               message.parentResults[entry4.key] = entry4.value;
             }
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.checkpoint = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -2291,6 +2591,7 @@ export const LeasedJob: MessageFns<LeasedJob> = {
           {},
         )
         : {},
+      checkpoint: isObject(object.checkpoint) ? object.checkpoint : undefined,
     };
   },
 
@@ -2317,6 +2618,9 @@ export const LeasedJob: MessageFns<LeasedJob> = {
         });
       }
     }
+    if (message.checkpoint !== undefined) {
+      obj.checkpoint = message.checkpoint;
+    }
     return obj;
   },
 
@@ -2341,6 +2645,7 @@ export const LeasedJob: MessageFns<LeasedJob> = {
         },
         {},
       );
+    message.checkpoint = object.checkpoint ?? undefined;
     return message;
   },
 };
@@ -4172,6 +4477,239 @@ export const SnoozeJobResponse: MessageFns<SnoozeJobResponse> = {
   },
 };
 
+function createBaseReportProgressRequest(): ReportProgressRequest {
+  return {
+    jobId: "",
+    leaseToken: "",
+    percent: undefined,
+    done: undefined,
+    total: undefined,
+    message: "",
+    checkpoint: undefined,
+  };
+}
+
+export const ReportProgressRequest: MessageFns<ReportProgressRequest> = {
+  encode(message: ReportProgressRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.jobId !== "") {
+      writer.uint32(10).string(message.jobId);
+    }
+    if (message.leaseToken !== "") {
+      writer.uint32(18).string(message.leaseToken);
+    }
+    if (message.percent !== undefined) {
+      writer.uint32(25).double(message.percent);
+    }
+    if (message.done !== undefined) {
+      writer.uint32(32).int64(message.done);
+    }
+    if (message.total !== undefined) {
+      writer.uint32(40).int64(message.total);
+    }
+    if (message.message !== "") {
+      writer.uint32(50).string(message.message);
+    }
+    if (message.checkpoint !== undefined) {
+      Struct.encode(Struct.wrap(message.checkpoint), writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReportProgressRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReportProgressRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.jobId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.leaseToken = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.percent = reader.double();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.done = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.checkpoint = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReportProgressRequest {
+    return {
+      jobId: isSet(object.jobId)
+        ? globalThis.String(object.jobId)
+        : isSet(object.job_id)
+        ? globalThis.String(object.job_id)
+        : "",
+      leaseToken: isSet(object.leaseToken)
+        ? globalThis.String(object.leaseToken)
+        : isSet(object.lease_token)
+        ? globalThis.String(object.lease_token)
+        : "",
+      percent: isSet(object.percent) ? globalThis.Number(object.percent) : undefined,
+      done: isSet(object.done) ? globalThis.Number(object.done) : undefined,
+      total: isSet(object.total) ? globalThis.Number(object.total) : undefined,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      checkpoint: isObject(object.checkpoint) ? object.checkpoint : undefined,
+    };
+  },
+
+  toJSON(message: ReportProgressRequest): unknown {
+    const obj: any = {};
+    if (message.jobId !== "") {
+      obj.jobId = message.jobId;
+    }
+    if (message.leaseToken !== "") {
+      obj.leaseToken = message.leaseToken;
+    }
+    if (message.percent !== undefined) {
+      obj.percent = floatToJson(message.percent);
+    }
+    if (message.done !== undefined) {
+      obj.done = Math.round(message.done);
+    }
+    if (message.total !== undefined) {
+      obj.total = Math.round(message.total);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.checkpoint !== undefined) {
+      obj.checkpoint = message.checkpoint;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReportProgressRequest>, I>>(base?: I): ReportProgressRequest {
+    return ReportProgressRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReportProgressRequest>, I>>(object: I): ReportProgressRequest {
+    const message = createBaseReportProgressRequest();
+    message.jobId = object.jobId ?? "";
+    message.leaseToken = object.leaseToken ?? "";
+    message.percent = object.percent ?? undefined;
+    message.done = object.done ?? undefined;
+    message.total = object.total ?? undefined;
+    message.message = object.message ?? "";
+    message.checkpoint = object.checkpoint ?? undefined;
+    return message;
+  },
+};
+
+function createBaseReportProgressResponse(): ReportProgressResponse {
+  return {};
+}
+
+export const ReportProgressResponse: MessageFns<ReportProgressResponse> = {
+  encode(_: ReportProgressResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReportProgressResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReportProgressResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ReportProgressResponse {
+    return {};
+  },
+
+  toJSON(_: ReportProgressResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReportProgressResponse>, I>>(base?: I): ReportProgressResponse {
+    return ReportProgressResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReportProgressResponse>, I>>(_: I): ReportProgressResponse {
+    const message = createBaseReportProgressResponse();
+    return message;
+  },
+};
+
 /**
  * WorkerService is used by workers to lease, run and report jobs.
  *
@@ -4274,6 +4812,23 @@ export const WorkerServiceService = {
     responseSerialize: (value: SnoozeJobResponse): Buffer => Buffer.from(SnoozeJobResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SnoozeJobResponse => SnoozeJobResponse.decode(value),
   },
+  /**
+   * ReportProgress stores a progress report (unary twin of `progress`; rules at
+   * WorkerProgress). It answers once the report is stored (within about a second: reports
+   * are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
+   * INVALID_ARGUMENT for a malformed report.
+   */
+  reportProgress: {
+    path: "/evora.v1.WorkerService/ReportProgress" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReportProgressRequest): Buffer =>
+      Buffer.from(ReportProgressRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReportProgressRequest => ReportProgressRequest.decode(value),
+    responseSerialize: (value: ReportProgressResponse): Buffer =>
+      Buffer.from(ReportProgressResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ReportProgressResponse => ReportProgressResponse.decode(value),
+  },
 } as const;
 
 export interface WorkerServiceServer extends UntypedServiceImplementation {
@@ -4316,6 +4871,13 @@ export interface WorkerServiceServer extends UntypedServiceImplementation {
    * unset (unary twin of `snooze`).
    */
   snoozeJob: handleUnaryCall<SnoozeJobRequest, SnoozeJobResponse>;
+  /**
+   * ReportProgress stores a progress report (unary twin of `progress`; rules at
+   * WorkerProgress). It answers once the report is stored (within about a second: reports
+   * are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
+   * INVALID_ARGUMENT for a malformed report.
+   */
+  reportProgress: handleUnaryCall<ReportProgressRequest, ReportProgressResponse>;
 }
 
 export interface WorkerServiceClient extends Client {
@@ -4430,6 +4992,27 @@ export interface WorkerServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SnoozeJobResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * ReportProgress stores a progress report (unary twin of `progress`; rules at
+   * WorkerProgress). It answers once the report is stored (within about a second: reports
+   * are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
+   * INVALID_ARGUMENT for a malformed report.
+   */
+  reportProgress(
+    request: ReportProgressRequest,
+    callback: (error: ServiceError | null, response: ReportProgressResponse) => void,
+  ): ClientUnaryCall;
+  reportProgress(
+    request: ReportProgressRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ReportProgressResponse) => void,
+  ): ClientUnaryCall;
+  reportProgress(
+    request: ReportProgressRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ReportProgressResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const WorkerServiceClient = makeGenericClientConstructor(
@@ -4440,6 +5023,10 @@ export const WorkerServiceClient = makeGenericClientConstructor(
   service: typeof WorkerServiceService;
   serviceName: string;
 };
+
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 
@@ -4474,6 +5061,17 @@ function fromJsonTimestamp(o: any): Date {
   } else {
     return fromTimestamp(Timestamp.fromJSON(o));
   }
+}
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
 }
 
 function isObject(value: any): boolean {

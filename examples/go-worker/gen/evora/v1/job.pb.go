@@ -97,6 +97,79 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_evora_v1_job_proto_rawDescGZIP(), []int{0}
 }
 
+// AttemptOutcome says how one attempt of a job ended.
+type AttemptOutcome int32
+
+const (
+	// Never used by the server.
+	AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED AttemptOutcome = 0
+	// The attempt is still running (only ever the last attempt of a RUNNING job).
+	AttemptOutcome_ATTEMPT_OUTCOME_RUNNING AttemptOutcome = 1
+	// The worker completed the job.
+	AttemptOutcome_ATTEMPT_OUTCOME_COMPLETED AttemptOutcome = 2
+	// The worker reported a failure (fail / FailJob); JobAttempt.error is its error.
+	AttemptOutcome_ATTEMPT_OUTCOME_FAILED AttemptOutcome = 3
+	// The attempt ran past the job's timeout and the server failed it.
+	AttemptOutcome_ATTEMPT_OUTCOME_TIMED_OUT AttemptOutcome = 4
+	// The worker's lease expired (no heartbeat in time) and the server took the job back.
+	AttemptOutcome_ATTEMPT_OUTCOME_LEASE_EXPIRED AttemptOutcome = 5
+	// The worker gave the job back to run later (snooze); the next attempt has the same number.
+	AttemptOutcome_ATTEMPT_OUTCOME_SNOOZED AttemptOutcome = 6
+	// An operator cancelled the job while this attempt ran, and the attempt ended with it.
+	AttemptOutcome_ATTEMPT_OUTCOME_CANCELLED AttemptOutcome = 7
+)
+
+// Enum value maps for AttemptOutcome.
+var (
+	AttemptOutcome_name = map[int32]string{
+		0: "ATTEMPT_OUTCOME_UNSPECIFIED",
+		1: "ATTEMPT_OUTCOME_RUNNING",
+		2: "ATTEMPT_OUTCOME_COMPLETED",
+		3: "ATTEMPT_OUTCOME_FAILED",
+		4: "ATTEMPT_OUTCOME_TIMED_OUT",
+		5: "ATTEMPT_OUTCOME_LEASE_EXPIRED",
+		6: "ATTEMPT_OUTCOME_SNOOZED",
+		7: "ATTEMPT_OUTCOME_CANCELLED",
+	}
+	AttemptOutcome_value = map[string]int32{
+		"ATTEMPT_OUTCOME_UNSPECIFIED":   0,
+		"ATTEMPT_OUTCOME_RUNNING":       1,
+		"ATTEMPT_OUTCOME_COMPLETED":     2,
+		"ATTEMPT_OUTCOME_FAILED":        3,
+		"ATTEMPT_OUTCOME_TIMED_OUT":     4,
+		"ATTEMPT_OUTCOME_LEASE_EXPIRED": 5,
+		"ATTEMPT_OUTCOME_SNOOZED":       6,
+		"ATTEMPT_OUTCOME_CANCELLED":     7,
+	}
+)
+
+func (x AttemptOutcome) Enum() *AttemptOutcome {
+	p := new(AttemptOutcome)
+	*p = x
+	return p
+}
+
+func (x AttemptOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AttemptOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_evora_v1_job_proto_enumTypes[1].Descriptor()
+}
+
+func (AttemptOutcome) Type() protoreflect.EnumType {
+	return &file_evora_v1_job_proto_enumTypes[1]
+}
+
+func (x AttemptOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AttemptOutcome.Descriptor instead.
+func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
 // Job is one unit of work and its current state.
 type Job struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -142,7 +215,12 @@ type Job struct {
 	ConcurrencyKey *string `protobuf:"bytes,19,opt,name=concurrency_key,json=concurrencyKey,proto3,oneof" json:"concurrency_key,omitempty"`
 	// The job's parents (ids of the jobs it runs after; depends_on and resolved
 	// depends_on_refs of its submit); empty = none. Set by GetJob, ListJobs and SubmitJob(s).
-	DependsOn     []string `protobuf:"bytes,22,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	DependsOn []string `protobuf:"bytes,22,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// The last progress report a worker made for this job (WorkerProgress); unset = none yet.
+	// Reports are coalesced: at most about one per second per job is stored, so a read shows the
+	// latest stored one, not necessarily the latest sent. It stays after its attempt ends (its
+	// `attempt` says which attempt reported it). Unset on a job pushed to a worker or claimed.
+	Progress      *JobProgress `protobuf:"bytes,20,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +395,197 @@ func (x *Job) GetDependsOn() []string {
 	return nil
 }
 
+func (x *Job) GetProgress() *JobProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// JobProgress is a job's last stored progress report (docs/api.md "Progress and checkpoints").
+type JobProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0..100; set when the worker reported a percentage.
+	Percent *float64 `protobuf:"fixed64,1,opt,name=percent,proto3,oneof" json:"percent,omitempty"`
+	// Units done; set (with total) when the worker reported counts.
+	Done *int64 `protobuf:"varint,2,opt,name=done,proto3,oneof" json:"done,omitempty"`
+	// Units in all; set with done.
+	Total *int64 `protobuf:"varint,3,opt,name=total,proto3,oneof" json:"total,omitempty"`
+	// The worker's short text for people; empty = none.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// The attempt (Job.attempt) that made the report.
+	Attempt int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When the server received the report.
+	ReportedAt    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobProgress) Reset() {
+	*x = JobProgress{}
+	mi := &file_evora_v1_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobProgress) ProtoMessage() {}
+
+func (x *JobProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobProgress.ProtoReflect.Descriptor instead.
+func (*JobProgress) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JobProgress) GetPercent() float64 {
+	if x != nil && x.Percent != nil {
+		return *x.Percent
+	}
+	return 0
+}
+
+func (x *JobProgress) GetDone() int64 {
+	if x != nil && x.Done != nil {
+		return *x.Done
+	}
+	return 0
+}
+
+func (x *JobProgress) GetTotal() int64 {
+	if x != nil && x.Total != nil {
+		return *x.Total
+	}
+	return 0
+}
+
+func (x *JobProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *JobProgress) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *JobProgress) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
+// JobAttempt is one attempt of a job: one lease, from claim to its end.
+type JobAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attempt's number (Job.attempt while it ran; a manual RetryJob starts again at 1, and a
+	// snoozed attempt's number is used again by the next one).
+	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The worker that held the lease.
+	WorkerId string `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// When it was leased.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// When it ended; unset while it runs.
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// How it ended.
+	Outcome AttemptOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=evora.v1.AttemptOutcome" json:"outcome,omitempty"`
+	// The error it ended with (the worker's, or the server's words for a timeout or an expired
+	// lease); empty for COMPLETED, SNOOZED and RUNNING attempts. For people: act on `outcome`.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobAttempt) Reset() {
+	*x = JobAttempt{}
+	mi := &file_evora_v1_job_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobAttempt) ProtoMessage() {}
+
+func (x *JobAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
+func (*JobAttempt) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JobAttempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *JobAttempt) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetOutcome() AttemptOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED
+}
+
+func (x *JobAttempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // SubmitJobRequest describes one job to enqueue.
 type SubmitJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -379,7 +648,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[1]
+	mi := &file_evora_v1_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +660,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[1]
+	mi := &file_evora_v1_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +673,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SubmitJobRequest) GetQueue() string {
@@ -512,7 +781,7 @@ type SubmitJobResponse struct {
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[2]
+	mi := &file_evora_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +793,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[2]
+	mi := &file_evora_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +806,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubmitJobResponse) GetJob() *Job {
@@ -565,7 +834,7 @@ type SubmitJobsRequest struct {
 
 func (x *SubmitJobsRequest) Reset() {
 	*x = SubmitJobsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[3]
+	mi := &file_evora_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +846,7 @@ func (x *SubmitJobsRequest) String() string {
 func (*SubmitJobsRequest) ProtoMessage() {}
 
 func (x *SubmitJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[3]
+	mi := &file_evora_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +859,7 @@ func (x *SubmitJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobsRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitJobsRequest) GetJobs() []*SubmitJobRequest {
@@ -611,7 +880,7 @@ type SubmitJobsResponse struct {
 
 func (x *SubmitJobsResponse) Reset() {
 	*x = SubmitJobsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[4]
+	mi := &file_evora_v1_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +892,7 @@ func (x *SubmitJobsResponse) String() string {
 func (*SubmitJobsResponse) ProtoMessage() {}
 
 func (x *SubmitJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[4]
+	mi := &file_evora_v1_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +905,7 @@ func (x *SubmitJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobsResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitJobsResponse) GetResults() []*SubmitJobResponse {
@@ -657,7 +926,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[5]
+	mi := &file_evora_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +938,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[5]
+	mi := &file_evora_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +951,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -696,14 +965,16 @@ func (x *GetJobRequest) GetId() string {
 type GetJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job.
-	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// Its attempts, oldest first (as ListJobAttempts answers).
+	Attempts      []*JobAttempt `protobuf:"bytes,2,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[6]
+	mi := &file_evora_v1_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +986,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[6]
+	mi := &file_evora_v1_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,12 +999,19 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{6}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
 	if x != nil {
 		return x.Job
+	}
+	return nil
+}
+
+func (x *GetJobResponse) GetAttempts() []*JobAttempt {
+	if x != nil {
+		return x.Attempts
 	}
 	return nil
 }
@@ -757,7 +1035,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[7]
+	mi := &file_evora_v1_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +1047,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[7]
+	mi := &file_evora_v1_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1060,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListJobsRequest) GetQueue() string {
@@ -833,7 +1111,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[8]
+	mi := &file_evora_v1_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1123,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[8]
+	mi := &file_evora_v1_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1136,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -886,7 +1164,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[9]
+	mi := &file_evora_v1_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1176,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[9]
+	mi := &file_evora_v1_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1189,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{9}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -932,7 +1210,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[10]
+	mi := &file_evora_v1_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1222,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[10]
+	mi := &file_evora_v1_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1235,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{10}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -978,7 +1256,7 @@ type RetryJobRequest struct {
 
 func (x *RetryJobRequest) Reset() {
 	*x = RetryJobRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[11]
+	mi := &file_evora_v1_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1268,7 @@ func (x *RetryJobRequest) String() string {
 func (*RetryJobRequest) ProtoMessage() {}
 
 func (x *RetryJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[11]
+	mi := &file_evora_v1_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1281,7 @@ func (x *RetryJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{11}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RetryJobRequest) GetId() string {
@@ -1024,7 +1302,7 @@ type RetryJobResponse struct {
 
 func (x *RetryJobResponse) Reset() {
 	*x = RetryJobResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[12]
+	mi := &file_evora_v1_job_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1314,7 @@ func (x *RetryJobResponse) String() string {
 func (*RetryJobResponse) ProtoMessage() {}
 
 func (x *RetryJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[12]
+	mi := &file_evora_v1_job_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1327,7 @@ func (x *RetryJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{12}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RetryJobResponse) GetJob() *Job {
@@ -1084,7 +1362,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_evora_v1_job_proto_msgTypes[13]
+	mi := &file_evora_v1_job_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1374,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[13]
+	mi := &file_evora_v1_job_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1387,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{13}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JobFilter) GetQueue() string {
@@ -1160,7 +1438,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[14]
+	mi := &file_evora_v1_job_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1450,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[14]
+	mi := &file_evora_v1_job_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1463,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{14}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RetryJobsRequest) GetFilter() *JobFilter {
@@ -1213,7 +1491,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[15]
+	mi := &file_evora_v1_job_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1503,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[15]
+	mi := &file_evora_v1_job_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1516,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{15}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RetryJobsResponse) GetCount() int64 {
@@ -1261,7 +1539,7 @@ type PurgeJobsRequest struct {
 
 func (x *PurgeJobsRequest) Reset() {
 	*x = PurgeJobsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[16]
+	mi := &file_evora_v1_job_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1551,7 @@ func (x *PurgeJobsRequest) String() string {
 func (*PurgeJobsRequest) ProtoMessage() {}
 
 func (x *PurgeJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[16]
+	mi := &file_evora_v1_job_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1564,7 @@ func (x *PurgeJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeJobsRequest.ProtoReflect.Descriptor instead.
 func (*PurgeJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{16}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PurgeJobsRequest) GetFilter() *JobFilter {
@@ -1314,7 +1592,7 @@ type PurgeJobsResponse struct {
 
 func (x *PurgeJobsResponse) Reset() {
 	*x = PurgeJobsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[17]
+	mi := &file_evora_v1_job_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1604,7 @@ func (x *PurgeJobsResponse) String() string {
 func (*PurgeJobsResponse) ProtoMessage() {}
 
 func (x *PurgeJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[17]
+	mi := &file_evora_v1_job_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1617,7 @@ func (x *PurgeJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeJobsResponse.ProtoReflect.Descriptor instead.
 func (*PurgeJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{17}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PurgeJobsResponse) GetCount() int64 {
@@ -1349,11 +1627,104 @@ func (x *PurgeJobsResponse) GetCount() int64 {
 	return 0
 }
 
+// ListJobAttemptsRequest selects the job whose attempts to list.
+type ListJobAttemptsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Job id (UUID).
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobAttemptsRequest) Reset() {
+	*x = ListJobAttemptsRequest{}
+	mi := &file_evora_v1_job_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobAttemptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobAttemptsRequest) ProtoMessage() {}
+
+func (x *ListJobAttemptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobAttemptsRequest.ProtoReflect.Descriptor instead.
+func (*ListJobAttemptsRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListJobAttemptsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// ListJobAttemptsResponse is a job's attempt history.
+type ListJobAttemptsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every attempt, oldest first: those that ended (failed, timed out, lease expired, snoozed,
+	// cancelled, completed) and the one running now, if any.
+	Attempts      []*JobAttempt `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobAttemptsResponse) Reset() {
+	*x = ListJobAttemptsResponse{}
+	mi := &file_evora_v1_job_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobAttemptsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobAttemptsResponse) ProtoMessage() {}
+
+func (x *ListJobAttemptsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobAttemptsResponse.ProtoReflect.Descriptor instead.
+func (*ListJobAttemptsResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListJobAttemptsResponse) GetAttempts() []*JobAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
 var File_evora_v1_job_proto protoreflect.FileDescriptor
 
 const file_evora_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x14evora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x06\n" +
+	"\x12evora/v1/job.proto\x12\bevora.v1\x1a\x14evora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf6\x06\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1380,8 +1751,31 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x10lease_expires_at\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12,\n" +
 	"\x0fconcurrency_key\x18\x13 \x01(\tH\x00R\x0econcurrencyKey\x88\x01\x01\x12\x1d\n" +
 	"\n" +
-	"depends_on\x18\x16 \x03(\tR\tdependsOnB\x12\n" +
-	"\x10_concurrency_key\"\x87\x04\n" +
+	"depends_on\x18\x16 \x03(\tR\tdependsOn\x121\n" +
+	"\bprogress\x18\x14 \x01(\v2\x15.evora.v1.JobProgressR\bprogressB\x12\n" +
+	"\x10_concurrency_key\"\xf0\x01\n" +
+	"\vJobProgress\x12\x1d\n" +
+	"\apercent\x18\x01 \x01(\x01H\x00R\apercent\x88\x01\x01\x12\x17\n" +
+	"\x04done\x18\x02 \x01(\x03H\x01R\x04done\x88\x01\x01\x12\x19\n" +
+	"\x05total\x18\x03 \x01(\x03H\x02R\x05total\x88\x01\x01\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12;\n" +
+	"\vreported_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAtB\n" +
+	"\n" +
+	"\b_percentB\a\n" +
+	"\x05_doneB\b\n" +
+	"\x06_total\"\x85\x02\n" +
+	"\n" +
+	"JobAttempt\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x122\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x18.evora.v1.AttemptOutcomeR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\x87\x04\n" +
 	"\x10SubmitJobRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x121\n" +
@@ -1407,9 +1801,10 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x12SubmitJobsResponse\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.evora.v1.SubmitJobResponseR\aresults\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"c\n" +
 	"\x0eGetJobResponse\x12\x1f\n" +
-	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\"\xa3\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x120\n" +
+	"\battempts\x18\x02 \x03(\v2\x14.evora.v1.JobAttemptR\battempts\"\xa3\x01\n" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12*\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x12.evora.v1.JobStateR\x06states\x12\x12\n" +
@@ -1443,7 +1838,11 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
 	"\x11PurgeJobsResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count*\xaf\x01\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\"(\n" +
+	"\x16ListJobAttemptsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
+	"\x17ListJobAttemptsResponse\x120\n" +
+	"\battempts\x18\x01 \x03(\v2\x14.evora.v1.JobAttemptR\battempts*\xaf\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x15\n" +
@@ -1451,7 +1850,16 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x13JOB_STATE_COMPLETED\x10\x03\x12\x11\n" +
 	"\rJOB_STATE_DLQ\x10\x04\x12\x17\n" +
 	"\x13JOB_STATE_CANCELLED\x10\x05\x12\x15\n" +
-	"\x11JOB_STATE_WAITING\x10\x062\xb0\x04\n" +
+	"\x11JOB_STATE_WAITING\x10\x06*\x87\x02\n" +
+	"\x0eAttemptOutcome\x12\x1f\n" +
+	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ATTEMPT_OUTCOME_RUNNING\x10\x01\x12\x1d\n" +
+	"\x19ATTEMPT_OUTCOME_COMPLETED\x10\x02\x12\x1a\n" +
+	"\x16ATTEMPT_OUTCOME_FAILED\x10\x03\x12\x1d\n" +
+	"\x19ATTEMPT_OUTCOME_TIMED_OUT\x10\x04\x12!\n" +
+	"\x1dATTEMPT_OUTCOME_LEASE_EXPIRED\x10\x05\x12\x1b\n" +
+	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\x06\x12\x1d\n" +
+	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\a2\x88\x05\n" +
 	"\n" +
 	"JobService\x12D\n" +
 	"\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n" +
@@ -1462,7 +1870,8 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\tCancelJob\x12\x1a.evora.v1.CancelJobRequest\x1a\x1b.evora.v1.CancelJobResponse\x12A\n" +
 	"\bRetryJob\x12\x19.evora.v1.RetryJobRequest\x1a\x1a.evora.v1.RetryJobResponse\x12D\n" +
 	"\tRetryJobs\x12\x1a.evora.v1.RetryJobsRequest\x1a\x1b.evora.v1.RetryJobsResponse\x12D\n" +
-	"\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponseB\x99\x01\n" +
+	"\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponse\x12V\n" +
+	"\x0fListJobAttempts\x12 .evora.v1.ListJobAttemptsRequest\x1a!.evora.v1.ListJobAttemptsResponseB\x99\x01\n" +
 	"\fcom.evora.v1B\bJobProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
 
 var (
@@ -1477,79 +1886,93 @@ func file_evora_v1_job_proto_rawDescGZIP() []byte {
 	return file_evora_v1_job_proto_rawDescData
 }
 
-var file_evora_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_evora_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_evora_v1_job_proto_goTypes = []any{
-	(JobState)(0),                 // 0: evora.v1.JobState
-	(*Job)(nil),                   // 1: evora.v1.Job
-	(*SubmitJobRequest)(nil),      // 2: evora.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),     // 3: evora.v1.SubmitJobResponse
-	(*SubmitJobsRequest)(nil),     // 4: evora.v1.SubmitJobsRequest
-	(*SubmitJobsResponse)(nil),    // 5: evora.v1.SubmitJobsResponse
-	(*GetJobRequest)(nil),         // 6: evora.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 7: evora.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 8: evora.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 9: evora.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),      // 10: evora.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 11: evora.v1.CancelJobResponse
-	(*RetryJobRequest)(nil),       // 12: evora.v1.RetryJobRequest
-	(*RetryJobResponse)(nil),      // 13: evora.v1.RetryJobResponse
-	(*JobFilter)(nil),             // 14: evora.v1.JobFilter
-	(*RetryJobsRequest)(nil),      // 15: evora.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),     // 16: evora.v1.RetryJobsResponse
-	(*PurgeJobsRequest)(nil),      // 17: evora.v1.PurgeJobsRequest
-	(*PurgeJobsResponse)(nil),     // 18: evora.v1.PurgeJobsResponse
-	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*Backoff)(nil),               // 21: evora.v1.Backoff
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(JobState)(0),                   // 0: evora.v1.JobState
+	(AttemptOutcome)(0),             // 1: evora.v1.AttemptOutcome
+	(*Job)(nil),                     // 2: evora.v1.Job
+	(*JobProgress)(nil),             // 3: evora.v1.JobProgress
+	(*JobAttempt)(nil),              // 4: evora.v1.JobAttempt
+	(*SubmitJobRequest)(nil),        // 5: evora.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),       // 6: evora.v1.SubmitJobResponse
+	(*SubmitJobsRequest)(nil),       // 7: evora.v1.SubmitJobsRequest
+	(*SubmitJobsResponse)(nil),      // 8: evora.v1.SubmitJobsResponse
+	(*GetJobRequest)(nil),           // 9: evora.v1.GetJobRequest
+	(*GetJobResponse)(nil),          // 10: evora.v1.GetJobResponse
+	(*ListJobsRequest)(nil),         // 11: evora.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),        // 12: evora.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),        // 13: evora.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),       // 14: evora.v1.CancelJobResponse
+	(*RetryJobRequest)(nil),         // 15: evora.v1.RetryJobRequest
+	(*RetryJobResponse)(nil),        // 16: evora.v1.RetryJobResponse
+	(*JobFilter)(nil),               // 17: evora.v1.JobFilter
+	(*RetryJobsRequest)(nil),        // 18: evora.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),       // 19: evora.v1.RetryJobsResponse
+	(*PurgeJobsRequest)(nil),        // 20: evora.v1.PurgeJobsRequest
+	(*PurgeJobsResponse)(nil),       // 21: evora.v1.PurgeJobsResponse
+	(*ListJobAttemptsRequest)(nil),  // 22: evora.v1.ListJobAttemptsRequest
+	(*ListJobAttemptsResponse)(nil), // 23: evora.v1.ListJobAttemptsResponse
+	(*structpb.Struct)(nil),         // 24: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
+	(*Backoff)(nil),                 // 26: evora.v1.Backoff
+	(*durationpb.Duration)(nil),     // 27: google.protobuf.Duration
 }
 var file_evora_v1_job_proto_depIdxs = []int32{
-	19, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
+	24, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
 	0,  // 1: evora.v1.Job.state:type_name -> evora.v1.JobState
-	20, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	20, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	20, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	20, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
-	20, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
-	19, // 8: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
-	20, // 9: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	21, // 10: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
-	22, // 11: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
-	1,  // 12: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
-	2,  // 13: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
-	3,  // 14: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
-	1,  // 15: evora.v1.GetJobResponse.job:type_name -> evora.v1.Job
-	0,  // 16: evora.v1.ListJobsRequest.states:type_name -> evora.v1.JobState
-	1,  // 17: evora.v1.ListJobsResponse.jobs:type_name -> evora.v1.Job
-	1,  // 18: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
-	1,  // 19: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
-	0,  // 20: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
-	20, // 21: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
-	14, // 22: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
-	14, // 23: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
-	2,  // 24: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
-	4,  // 25: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
-	6,  // 26: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
-	8,  // 27: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
-	10, // 28: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
-	12, // 29: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
-	15, // 30: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
-	17, // 31: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
-	3,  // 32: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
-	5,  // 33: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
-	7,  // 34: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
-	9,  // 35: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
-	11, // 36: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
-	13, // 37: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
-	16, // 38: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
-	18, // 39: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	25, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	25, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	25, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	25, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	24, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
+	25, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 8: evora.v1.Job.progress:type_name -> evora.v1.JobProgress
+	25, // 9: evora.v1.JobProgress.reported_at:type_name -> google.protobuf.Timestamp
+	25, // 10: evora.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	25, // 11: evora.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,  // 12: evora.v1.JobAttempt.outcome:type_name -> evora.v1.AttemptOutcome
+	24, // 13: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
+	25, // 14: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	26, // 15: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
+	27, // 16: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
+	2,  // 17: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
+	5,  // 18: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
+	6,  // 19: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
+	2,  // 20: evora.v1.GetJobResponse.job:type_name -> evora.v1.Job
+	4,  // 21: evora.v1.GetJobResponse.attempts:type_name -> evora.v1.JobAttempt
+	0,  // 22: evora.v1.ListJobsRequest.states:type_name -> evora.v1.JobState
+	2,  // 23: evora.v1.ListJobsResponse.jobs:type_name -> evora.v1.Job
+	2,  // 24: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
+	2,  // 25: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
+	0,  // 26: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
+	25, // 27: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
+	17, // 28: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
+	17, // 29: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
+	4,  // 30: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
+	5,  // 31: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
+	7,  // 32: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
+	9,  // 33: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
+	11, // 34: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
+	13, // 35: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
+	15, // 36: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
+	18, // 37: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
+	20, // 38: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
+	22, // 39: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
+	6,  // 40: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
+	8,  // 41: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
+	10, // 42: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
+	12, // 43: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
+	14, // 44: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
+	16, // 45: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
+	19, // 46: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
+	21, // 47: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
+	23, // 48: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
+	40, // [40:49] is the sub-list for method output_type
+	31, // [31:40] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_job_proto_init() }
@@ -1560,13 +1983,14 @@ func file_evora_v1_job_proto_init() {
 	file_evora_v1_queue_proto_init()
 	file_evora_v1_job_proto_msgTypes[0].OneofWrappers = []any{}
 	file_evora_v1_job_proto_msgTypes[1].OneofWrappers = []any{}
+	file_evora_v1_job_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_job_proto_rawDesc), len(file_evora_v1_job_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   18,
+			NumEnums:      2,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

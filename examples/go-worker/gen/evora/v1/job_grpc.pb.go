@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JobService_SubmitJob_FullMethodName  = "/evora.v1.JobService/SubmitJob"
-	JobService_SubmitJobs_FullMethodName = "/evora.v1.JobService/SubmitJobs"
-	JobService_GetJob_FullMethodName     = "/evora.v1.JobService/GetJob"
-	JobService_ListJobs_FullMethodName   = "/evora.v1.JobService/ListJobs"
-	JobService_CancelJob_FullMethodName  = "/evora.v1.JobService/CancelJob"
-	JobService_RetryJob_FullMethodName   = "/evora.v1.JobService/RetryJob"
-	JobService_RetryJobs_FullMethodName  = "/evora.v1.JobService/RetryJobs"
-	JobService_PurgeJobs_FullMethodName  = "/evora.v1.JobService/PurgeJobs"
+	JobService_SubmitJob_FullMethodName       = "/evora.v1.JobService/SubmitJob"
+	JobService_SubmitJobs_FullMethodName      = "/evora.v1.JobService/SubmitJobs"
+	JobService_GetJob_FullMethodName          = "/evora.v1.JobService/GetJob"
+	JobService_ListJobs_FullMethodName        = "/evora.v1.JobService/ListJobs"
+	JobService_CancelJob_FullMethodName       = "/evora.v1.JobService/CancelJob"
+	JobService_RetryJob_FullMethodName        = "/evora.v1.JobService/RetryJob"
+	JobService_RetryJobs_FullMethodName       = "/evora.v1.JobService/RetryJobs"
+	JobService_PurgeJobs_FullMethodName       = "/evora.v1.JobService/PurgeJobs"
+	JobService_ListJobAttempts_FullMethodName = "/evora.v1.JobService/ListJobAttempts"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -84,6 +85,9 @@ type JobServiceClient interface {
 	// counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
 	// RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
 	PurgeJobs(ctx context.Context, in *PurgeJobsRequest, opts ...grpc.CallOption) (*PurgeJobsResponse, error)
+	// ListJobAttempts returns a job's attempts, oldest first (the same list as
+	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+	ListJobAttempts(ctx context.Context, in *ListJobAttemptsRequest, opts ...grpc.CallOption) (*ListJobAttemptsResponse, error)
 }
 
 type jobServiceClient struct {
@@ -174,6 +178,16 @@ func (c *jobServiceClient) PurgeJobs(ctx context.Context, in *PurgeJobsRequest, 
 	return out, nil
 }
 
+func (c *jobServiceClient) ListJobAttempts(ctx context.Context, in *ListJobAttemptsRequest, opts ...grpc.CallOption) (*ListJobAttemptsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJobAttemptsResponse)
+	err := c.cc.Invoke(ctx, JobService_ListJobAttempts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -229,6 +243,9 @@ type JobServiceServer interface {
 	// counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
 	// RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
 	PurgeJobs(context.Context, *PurgeJobsRequest) (*PurgeJobsResponse, error)
+	// ListJobAttempts returns a job's attempts, oldest first (the same list as
+	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+	ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -262,6 +279,9 @@ func (UnimplementedJobServiceServer) RetryJobs(context.Context, *RetryJobsReques
 }
 func (UnimplementedJobServiceServer) PurgeJobs(context.Context, *PurgeJobsRequest) (*PurgeJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeJobs not implemented")
+}
+func (UnimplementedJobServiceServer) ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJobAttempts not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -428,6 +448,24 @@ func _JobService_PurgeJobs_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_ListJobAttempts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJobAttemptsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ListJobAttempts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ListJobAttempts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ListJobAttempts(ctx, req.(*ListJobAttemptsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -466,6 +504,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeJobs",
 			Handler:    _JobService_PurgeJobs_Handler,
+		},
+		{
+			MethodName: "ListJobAttempts",
+			Handler:    _JobService_ListJobAttempts_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -267,6 +267,7 @@ type WorkRequest struct {
 	//	*WorkRequest_Drain
 	//	*WorkRequest_Completes
 	//	*WorkRequest_Fails
+	//	*WorkRequest_Progress
 	Msg           isWorkRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -381,6 +382,15 @@ func (x *WorkRequest) GetFails() *WorkerFailBatch {
 	return nil
 }
 
+func (x *WorkRequest) GetProgress() *WorkerProgress {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkRequest_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
 type isWorkRequest_Msg interface {
 	isWorkRequest_Msg()
 }
@@ -428,6 +438,14 @@ type WorkRequest_Fails struct {
 	Fails *WorkerFailBatch `protobuf:"bytes,8,opt,name=fails,proto3,oneof"`
 }
 
+type WorkRequest_Progress struct {
+	// Reports progress (and optionally a checkpoint) of a running job. Not acked: a report
+	// whose lease is not current is answered with `lease_lost` (code EXPIRED) unless the
+	// worker already had the job's answer; a malformed one is dropped (logged by the server).
+	// See WorkerProgress.
+	Progress *WorkerProgress `protobuf:"bytes,9,opt,name=progress,proto3,oneof"`
+}
+
 func (*WorkRequest_Hello) isWorkRequest_Msg() {}
 
 func (*WorkRequest_Heartbeat) isWorkRequest_Msg() {}
@@ -443,6 +461,8 @@ func (*WorkRequest_Drain) isWorkRequest_Msg() {}
 func (*WorkRequest_Completes) isWorkRequest_Msg() {}
 
 func (*WorkRequest_Fails) isWorkRequest_Msg() {}
+
+func (*WorkRequest_Progress) isWorkRequest_Msg() {}
 
 // WorkResponse is one server-to-worker message on the Work stream.
 type WorkResponse struct {
@@ -1060,6 +1080,126 @@ func (x *WorkerSnooze) GetRunAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// WorkerProgress reports how far a running job is, and optionally a checkpoint to resume from.
+//
+// Rules (docs/api.md "Progress and checkpoints"):
+//   - Set `percent` (0..100) or `done` and `total` (integers, 0 <= done <= total), not both;
+//     either may be left out when the report only carries a message or a checkpoint. `message`
+//     is at most 256 characters; `checkpoint` at most the server's payload size limit (the one
+//     for SubmitJobRequest.payload). Else the report is malformed: INVALID_ARGUMENT on
+//     ReportProgress; dropped on the stream.
+//   - Fenced by the lease: a report whose lease_token is not the job's current lease changes
+//     nothing. ReportProgress answers FAILED_PRECONDITION. The stream answers `lease_lost`
+//     (code EXPIRED) while the server still counted the lease as this worker's; a report about a
+//     job whose complete, fail or snooze was already acked (or whose lease_lost was already
+//     sent) is dropped without an answer.
+//   - Coalesced: the server keeps the latest report per lease and stores it about once a
+//     second (a checkpoint sent in an earlier report of that second is kept if the latest has
+//     none). Send as often as is convenient; Job.progress shows the latest stored report.
+//   - A report still waiting to be stored when the worker fails or snoozes the job is stored
+//     first (so its checkpoint reaches the next attempt); one waiting when the job completes is
+//     dropped. A report never changes a finished job.
+//   - Checkpoint on retry: the job's last stored checkpoint is kept across attempts and every
+//     later lease of the job carries it (LeasedJob.checkpoint), so a retried attempt can resume.
+type WorkerProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the job.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Token of the current lease.
+	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// 0..100; unset = not reported as a percentage.
+	Percent *float64 `protobuf:"fixed64,3,opt,name=percent,proto3,oneof" json:"percent,omitempty"`
+	// Units done (with total); unset = not reported as counts.
+	Done *int64 `protobuf:"varint,4,opt,name=done,proto3,oneof" json:"done,omitempty"`
+	// Units in all (with done).
+	Total *int64 `protobuf:"varint,5,opt,name=total,proto3,oneof" json:"total,omitempty"`
+	// Short text for people (at most 256 characters); empty = none.
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// JSON object to resume from on a later attempt; unset = keep the one stored.
+	Checkpoint    *structpb.Struct `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerProgress) Reset() {
+	*x = WorkerProgress{}
+	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerProgress) ProtoMessage() {}
+
+func (x *WorkerProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerProgress.ProtoReflect.Descriptor instead.
+func (*WorkerProgress) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WorkerProgress) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *WorkerProgress) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
+}
+
+func (x *WorkerProgress) GetPercent() float64 {
+	if x != nil && x.Percent != nil {
+		return *x.Percent
+	}
+	return 0
+}
+
+func (x *WorkerProgress) GetDone() int64 {
+	if x != nil && x.Done != nil {
+		return *x.Done
+	}
+	return 0
+}
+
+func (x *WorkerProgress) GetTotal() int64 {
+	if x != nil && x.Total != nil {
+		return *x.Total
+	}
+	return 0
+}
+
+func (x *WorkerProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *WorkerProgress) GetCheckpoint() *structpb.Struct {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
 // WorkerCompleteBatch reports several jobs as completed at once.
 type WorkerCompleteBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1071,7 +1211,7 @@ type WorkerCompleteBatch struct {
 
 func (x *WorkerCompleteBatch) Reset() {
 	*x = WorkerCompleteBatch{}
-	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	mi := &file_evora_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1223,7 @@ func (x *WorkerCompleteBatch) String() string {
 func (*WorkerCompleteBatch) ProtoMessage() {}
 
 func (x *WorkerCompleteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[8]
+	mi := &file_evora_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1236,7 @@ func (x *WorkerCompleteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerCompleteBatch.ProtoReflect.Descriptor instead.
 func (*WorkerCompleteBatch) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkerCompleteBatch) GetCompletes() []*WorkerComplete {
@@ -1117,7 +1257,7 @@ type WorkerFailBatch struct {
 
 func (x *WorkerFailBatch) Reset() {
 	*x = WorkerFailBatch{}
-	mi := &file_evora_v1_worker_proto_msgTypes[9]
+	mi := &file_evora_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1269,7 @@ func (x *WorkerFailBatch) String() string {
 func (*WorkerFailBatch) ProtoMessage() {}
 
 func (x *WorkerFailBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[9]
+	mi := &file_evora_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1282,7 @@ func (x *WorkerFailBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerFailBatch.ProtoReflect.Descriptor instead.
 func (*WorkerFailBatch) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WorkerFailBatch) GetFails() []*WorkerFail {
@@ -1161,7 +1301,7 @@ type WorkerDrain struct {
 
 func (x *WorkerDrain) Reset() {
 	*x = WorkerDrain{}
-	mi := &file_evora_v1_worker_proto_msgTypes[10]
+	mi := &file_evora_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1313,7 @@ func (x *WorkerDrain) String() string {
 func (*WorkerDrain) ProtoMessage() {}
 
 func (x *WorkerDrain) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[10]
+	mi := &file_evora_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1326,7 @@ func (x *WorkerDrain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerDrain.ProtoReflect.Descriptor instead.
 func (*WorkerDrain) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 // ServerWelcome starts a Work session.
@@ -1210,7 +1350,7 @@ type ServerWelcome struct {
 
 func (x *ServerWelcome) Reset() {
 	*x = ServerWelcome{}
-	mi := &file_evora_v1_worker_proto_msgTypes[11]
+	mi := &file_evora_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1362,7 @@ func (x *ServerWelcome) String() string {
 func (*ServerWelcome) ProtoMessage() {}
 
 func (x *ServerWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[11]
+	mi := &file_evora_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1375,7 @@ func (x *ServerWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerWelcome.ProtoReflect.Descriptor instead.
 func (*ServerWelcome) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServerWelcome) GetSessionId() string {
@@ -1287,13 +1427,16 @@ type LeasedJob struct {
 	// or claimed job that has parents (all of them COMPLETED by then); empty otherwise. A
 	// parent deleted by retention meanwhile is missing from the map.
 	ParentResults map[string]*structpb.Struct `protobuf:"bytes,4,rep,name=parent_results,json=parentResults,proto3" json:"parent_results,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The last checkpoint an earlier attempt of this job reported (WorkerProgress.checkpoint);
+	// unset = none. Resume from it.
+	Checkpoint    *structpb.Struct `protobuf:"bytes,5,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeasedJob) Reset() {
 	*x = LeasedJob{}
-	mi := &file_evora_v1_worker_proto_msgTypes[12]
+	mi := &file_evora_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1448,7 @@ func (x *LeasedJob) String() string {
 func (*LeasedJob) ProtoMessage() {}
 
 func (x *LeasedJob) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[12]
+	mi := &file_evora_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1461,7 @@ func (x *LeasedJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedJob.ProtoReflect.Descriptor instead.
 func (*LeasedJob) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeasedJob) GetJob() *Job {
@@ -1349,6 +1492,13 @@ func (x *LeasedJob) GetParentResults() map[string]*structpb.Struct {
 	return nil
 }
 
+func (x *LeasedJob) GetCheckpoint() *structpb.Struct {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
 // ServerAck answers a complete, fail or snooze message.
 type ServerAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1372,7 +1522,7 @@ type ServerAck struct {
 
 func (x *ServerAck) Reset() {
 	*x = ServerAck{}
-	mi := &file_evora_v1_worker_proto_msgTypes[13]
+	mi := &file_evora_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1534,7 @@ func (x *ServerAck) String() string {
 func (*ServerAck) ProtoMessage() {}
 
 func (x *ServerAck) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[13]
+	mi := &file_evora_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1547,7 @@ func (x *ServerAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerAck.ProtoReflect.Descriptor instead.
 func (*ServerAck) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServerAck) GetJobId() string {
@@ -1447,7 +1597,7 @@ type LeasedJobBatch struct {
 
 func (x *LeasedJobBatch) Reset() {
 	*x = LeasedJobBatch{}
-	mi := &file_evora_v1_worker_proto_msgTypes[14]
+	mi := &file_evora_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1609,7 @@ func (x *LeasedJobBatch) String() string {
 func (*LeasedJobBatch) ProtoMessage() {}
 
 func (x *LeasedJobBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[14]
+	mi := &file_evora_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1622,7 @@ func (x *LeasedJobBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedJobBatch.ProtoReflect.Descriptor instead.
 func (*LeasedJobBatch) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeasedJobBatch) GetJobs() []*LeasedJob {
@@ -1494,7 +1644,7 @@ type ServerAckBatch struct {
 
 func (x *ServerAckBatch) Reset() {
 	*x = ServerAckBatch{}
-	mi := &file_evora_v1_worker_proto_msgTypes[15]
+	mi := &file_evora_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1656,7 @@ func (x *ServerAckBatch) String() string {
 func (*ServerAckBatch) ProtoMessage() {}
 
 func (x *ServerAckBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[15]
+	mi := &file_evora_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1669,7 @@ func (x *ServerAckBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerAckBatch.ProtoReflect.Descriptor instead.
 func (*ServerAckBatch) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ServerAckBatch) GetAcks() []*ServerAck {
@@ -1545,7 +1695,7 @@ type ServerCancel struct {
 
 func (x *ServerCancel) Reset() {
 	*x = ServerCancel{}
-	mi := &file_evora_v1_worker_proto_msgTypes[16]
+	mi := &file_evora_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1707,7 @@ func (x *ServerCancel) String() string {
 func (*ServerCancel) ProtoMessage() {}
 
 func (x *ServerCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[16]
+	mi := &file_evora_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1720,7 @@ func (x *ServerCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerCancel.ProtoReflect.Descriptor instead.
 func (*ServerCancel) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ServerCancel) GetJobId() string {
@@ -1607,7 +1757,7 @@ type ServerLeaseLost struct {
 
 func (x *ServerLeaseLost) Reset() {
 	*x = ServerLeaseLost{}
-	mi := &file_evora_v1_worker_proto_msgTypes[17]
+	mi := &file_evora_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1769,7 @@ func (x *ServerLeaseLost) String() string {
 func (*ServerLeaseLost) ProtoMessage() {}
 
 func (x *ServerLeaseLost) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[17]
+	mi := &file_evora_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1782,7 @@ func (x *ServerLeaseLost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerLeaseLost.ProtoReflect.Descriptor instead.
 func (*ServerLeaseLost) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ServerLeaseLost) GetJobId() string {
@@ -1680,7 +1830,7 @@ type ExtendedLease struct {
 
 func (x *ExtendedLease) Reset() {
 	*x = ExtendedLease{}
-	mi := &file_evora_v1_worker_proto_msgTypes[18]
+	mi := &file_evora_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1842,7 @@ func (x *ExtendedLease) String() string {
 func (*ExtendedLease) ProtoMessage() {}
 
 func (x *ExtendedLease) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[18]
+	mi := &file_evora_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1855,7 @@ func (x *ExtendedLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendedLease.ProtoReflect.Descriptor instead.
 func (*ExtendedLease) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExtendedLease) GetJobId() string {
@@ -1748,7 +1898,7 @@ type ServerHeartbeatAck struct {
 
 func (x *ServerHeartbeatAck) Reset() {
 	*x = ServerHeartbeatAck{}
-	mi := &file_evora_v1_worker_proto_msgTypes[19]
+	mi := &file_evora_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1910,7 @@ func (x *ServerHeartbeatAck) String() string {
 func (*ServerHeartbeatAck) ProtoMessage() {}
 
 func (x *ServerHeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[19]
+	mi := &file_evora_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1923,7 @@ func (x *ServerHeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHeartbeatAck.ProtoReflect.Descriptor instead.
 func (*ServerHeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ServerHeartbeatAck) GetLeases() []*ExtendedLease {
@@ -1797,7 +1947,7 @@ type ServerDrain struct {
 
 func (x *ServerDrain) Reset() {
 	*x = ServerDrain{}
-	mi := &file_evora_v1_worker_proto_msgTypes[20]
+	mi := &file_evora_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1959,7 @@ func (x *ServerDrain) String() string {
 func (*ServerDrain) ProtoMessage() {}
 
 func (x *ServerDrain) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[20]
+	mi := &file_evora_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1972,7 @@ func (x *ServerDrain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerDrain.ProtoReflect.Descriptor instead.
 func (*ServerDrain) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServerDrain) GetReason() string {
@@ -1858,7 +2008,7 @@ type ClaimJobsRequest struct {
 
 func (x *ClaimJobsRequest) Reset() {
 	*x = ClaimJobsRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[21]
+	mi := &file_evora_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2020,7 @@ func (x *ClaimJobsRequest) String() string {
 func (*ClaimJobsRequest) ProtoMessage() {}
 
 func (x *ClaimJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[21]
+	mi := &file_evora_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2033,7 @@ func (x *ClaimJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimJobsRequest.ProtoReflect.Descriptor instead.
 func (*ClaimJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClaimJobsRequest) GetWorkerId() string {
@@ -1932,7 +2082,7 @@ type ClaimJobsResponse struct {
 
 func (x *ClaimJobsResponse) Reset() {
 	*x = ClaimJobsResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[22]
+	mi := &file_evora_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2094,7 @@ func (x *ClaimJobsResponse) String() string {
 func (*ClaimJobsResponse) ProtoMessage() {}
 
 func (x *ClaimJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[22]
+	mi := &file_evora_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2107,7 @@ func (x *ClaimJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimJobsResponse.ProtoReflect.Descriptor instead.
 func (*ClaimJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClaimJobsResponse) GetJobs() []*LeasedJob {
@@ -1980,7 +2130,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[23]
+	mi := &file_evora_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2142,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[23]
+	mi := &file_evora_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2155,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{23}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExtendLeaseRequest) GetJobId() string {
@@ -2035,7 +2185,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[24]
+	mi := &file_evora_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2197,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[24]
+	mi := &file_evora_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2210,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{24}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -2092,7 +2242,7 @@ type CompleteJobRequest struct {
 
 func (x *CompleteJobRequest) Reset() {
 	*x = CompleteJobRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[25]
+	mi := &file_evora_v1_worker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2254,7 @@ func (x *CompleteJobRequest) String() string {
 func (*CompleteJobRequest) ProtoMessage() {}
 
 func (x *CompleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[25]
+	mi := &file_evora_v1_worker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2267,7 @@ func (x *CompleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJobRequest.ProtoReflect.Descriptor instead.
 func (*CompleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{25}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompleteJobRequest) GetJobId() string {
@@ -2152,7 +2302,7 @@ type CompleteJobResponse struct {
 
 func (x *CompleteJobResponse) Reset() {
 	*x = CompleteJobResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[26]
+	mi := &file_evora_v1_worker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2314,7 @@ func (x *CompleteJobResponse) String() string {
 func (*CompleteJobResponse) ProtoMessage() {}
 
 func (x *CompleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[26]
+	mi := &file_evora_v1_worker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2327,7 @@ func (x *CompleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteJobResponse.ProtoReflect.Descriptor instead.
 func (*CompleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{26}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompleteJobResponse) GetJob() *Job {
@@ -2206,7 +2356,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[27]
+	mi := &file_evora_v1_worker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2368,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[27]
+	mi := &file_evora_v1_worker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2381,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{27}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FailJobRequest) GetJobId() string {
@@ -2280,7 +2430,7 @@ type FailJobResponse struct {
 
 func (x *FailJobResponse) Reset() {
 	*x = FailJobResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[28]
+	mi := &file_evora_v1_worker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2442,7 @@ func (x *FailJobResponse) String() string {
 func (*FailJobResponse) ProtoMessage() {}
 
 func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[28]
+	mi := &file_evora_v1_worker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2455,7 @@ func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobResponse.ProtoReflect.Descriptor instead.
 func (*FailJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{28}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FailJobResponse) GetJob() *Job {
@@ -2330,7 +2480,7 @@ type SnoozeJobRequest struct {
 
 func (x *SnoozeJobRequest) Reset() {
 	*x = SnoozeJobRequest{}
-	mi := &file_evora_v1_worker_proto_msgTypes[29]
+	mi := &file_evora_v1_worker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2492,7 @@ func (x *SnoozeJobRequest) String() string {
 func (*SnoozeJobRequest) ProtoMessage() {}
 
 func (x *SnoozeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[29]
+	mi := &file_evora_v1_worker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2505,7 @@ func (x *SnoozeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeJobRequest.ProtoReflect.Descriptor instead.
 func (*SnoozeJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{29}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SnoozeJobRequest) GetJobId() string {
@@ -2390,7 +2540,7 @@ type SnoozeJobResponse struct {
 
 func (x *SnoozeJobResponse) Reset() {
 	*x = SnoozeJobResponse{}
-	mi := &file_evora_v1_worker_proto_msgTypes[30]
+	mi := &file_evora_v1_worker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2552,7 @@ func (x *SnoozeJobResponse) String() string {
 func (*SnoozeJobResponse) ProtoMessage() {}
 
 func (x *SnoozeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_worker_proto_msgTypes[30]
+	mi := &file_evora_v1_worker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2565,7 @@ func (x *SnoozeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnoozeJobResponse.ProtoReflect.Descriptor instead.
 func (*SnoozeJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_worker_proto_rawDescGZIP(), []int{30}
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SnoozeJobResponse) GetJob() *Job {
@@ -2425,11 +2575,148 @@ func (x *SnoozeJobResponse) GetJob() *Job {
 	return nil
 }
 
+// ReportProgressRequest reports progress without a stream (fields and rules as WorkerProgress).
+type ReportProgressRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the job.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Token of the current lease.
+	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// 0..100; unset = not reported as a percentage.
+	Percent *float64 `protobuf:"fixed64,3,opt,name=percent,proto3,oneof" json:"percent,omitempty"`
+	// Units done (with total).
+	Done *int64 `protobuf:"varint,4,opt,name=done,proto3,oneof" json:"done,omitempty"`
+	// Units in all (with done).
+	Total *int64 `protobuf:"varint,5,opt,name=total,proto3,oneof" json:"total,omitempty"`
+	// Short text for people (at most 256 characters).
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// JSON object to resume from on a later attempt; unset = keep the one stored.
+	Checkpoint    *structpb.Struct `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportProgressRequest) Reset() {
+	*x = ReportProgressRequest{}
+	mi := &file_evora_v1_worker_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportProgressRequest) ProtoMessage() {}
+
+func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
+func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ReportProgressRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetPercent() float64 {
+	if x != nil && x.Percent != nil {
+		return *x.Percent
+	}
+	return 0
+}
+
+func (x *ReportProgressRequest) GetDone() int64 {
+	if x != nil && x.Done != nil {
+		return *x.Done
+	}
+	return 0
+}
+
+func (x *ReportProgressRequest) GetTotal() int64 {
+	if x != nil && x.Total != nil {
+		return *x.Total
+	}
+	return 0
+}
+
+func (x *ReportProgressRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetCheckpoint() *structpb.Struct {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+// ReportProgressResponse answers a stored progress report.
+type ReportProgressResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportProgressResponse) Reset() {
+	*x = ReportProgressResponse{}
+	mi := &file_evora_v1_worker_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportProgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportProgressResponse) ProtoMessage() {}
+
+func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
+func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{33}
+}
+
 var File_evora_v1_worker_proto protoreflect.FileDescriptor
 
 const file_evora_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x15evora/v1/worker.proto\x12\bevora.v1\x1a\x12evora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x03\n" +
+	"\x15evora/v1/worker.proto\x12\bevora.v1\x1a\x12evora/v1/job.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x03\n" +
 	"\vWorkRequest\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.evora.v1.WorkerHelloH\x00R\x05hello\x129\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x19.evora.v1.WorkerHeartbeatH\x00R\theartbeat\x126\n" +
@@ -2438,7 +2725,8 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x06snooze\x18\x05 \x01(\v2\x16.evora.v1.WorkerSnoozeH\x00R\x06snooze\x12-\n" +
 	"\x05drain\x18\x06 \x01(\v2\x15.evora.v1.WorkerDrainH\x00R\x05drain\x12=\n" +
 	"\tcompletes\x18\a \x01(\v2\x1d.evora.v1.WorkerCompleteBatchH\x00R\tcompletes\x121\n" +
-	"\x05fails\x18\b \x01(\v2\x19.evora.v1.WorkerFailBatchH\x00R\x05failsB\x05\n" +
+	"\x05fails\x18\b \x01(\v2\x19.evora.v1.WorkerFailBatchH\x00R\x05fails\x126\n" +
+	"\bprogress\x18\t \x01(\v2\x18.evora.v1.WorkerProgressH\x00R\bprogressB\x05\n" +
 	"\x03msg\"\xde\x03\n" +
 	"\fWorkResponse\x123\n" +
 	"\awelcome\x18\x01 \x01(\v2\x17.evora.v1.ServerWelcomeH\x00R\awelcome\x12'\n" +
@@ -2483,7 +2771,22 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x121\n" +
-	"\x06run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"M\n" +
+	"\x06run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"\x8d\x02\n" +
+	"\x0eWorkerProgress\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
+	"\vlease_token\x18\x02 \x01(\tR\n" +
+	"leaseToken\x12\x1d\n" +
+	"\apercent\x18\x03 \x01(\x01H\x00R\apercent\x88\x01\x01\x12\x17\n" +
+	"\x04done\x18\x04 \x01(\x03H\x01R\x04done\x88\x01\x01\x12\x19\n" +
+	"\x05total\x18\x05 \x01(\x03H\x02R\x05total\x88\x01\x01\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x127\n" +
+	"\n" +
+	"checkpoint\x18\a \x01(\v2\x17.google.protobuf.StructR\n" +
+	"checkpointB\n" +
+	"\n" +
+	"\b_percentB\a\n" +
+	"\x05_doneB\b\n" +
+	"\x06_total\"M\n" +
 	"\x13WorkerCompleteBatch\x126\n" +
 	"\tcompletes\x18\x01 \x03(\v2\x18.evora.v1.WorkerCompleteR\tcompletes\"=\n" +
 	"\x0fWorkerFailBatch\x12*\n" +
@@ -2495,13 +2798,16 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\rlease_seconds\x18\x02 \x01(\x05R\fleaseSeconds\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12'\n" +
-	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\"\xbd\x02\n" +
+	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\"\xf6\x02\n" +
 	"\tLeasedJob\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12D\n" +
 	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12M\n" +
-	"\x0eparent_results\x18\x04 \x03(\v2&.evora.v1.LeasedJob.ParentResultsEntryR\rparentResults\x1aY\n" +
+	"\x0eparent_results\x18\x04 \x03(\v2&.evora.v1.LeasedJob.ParentResultsEntryR\rparentResults\x127\n" +
+	"\n" +
+	"checkpoint\x18\x05 \x01(\v2\x17.google.protobuf.StructR\n" +
+	"checkpoint\x1aY\n" +
 	"\x12ParentResultsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01\"\xa4\x01\n" +
@@ -2573,7 +2879,23 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"leaseToken\x121\n" +
 	"\x06run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05runAt\"4\n" +
 	"\x11SnoozeJobResponse\x12\x1f\n" +
-	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job*\x8f\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\"\x94\x02\n" +
+	"\x15ReportProgressRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
+	"\vlease_token\x18\x02 \x01(\tR\n" +
+	"leaseToken\x12\x1d\n" +
+	"\apercent\x18\x03 \x01(\x01H\x00R\apercent\x88\x01\x01\x12\x17\n" +
+	"\x04done\x18\x04 \x01(\x03H\x01R\x04done\x88\x01\x01\x12\x19\n" +
+	"\x05total\x18\x05 \x01(\x03H\x02R\x05total\x88\x01\x01\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x127\n" +
+	"\n" +
+	"checkpoint\x18\a \x01(\v2\x17.google.protobuf.StructR\n" +
+	"checkpointB\n" +
+	"\n" +
+	"\b_percentB\a\n" +
+	"\x05_doneB\b\n" +
+	"\x06_total\"\x18\n" +
+	"\x16ReportProgressResponse*\x8f\x01\n" +
 	"\tAckResult\x12\x1a\n" +
 	"\x16ACK_RESULT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ACK_RESULT_ACCEPTED\x10\x01\x12\x19\n" +
@@ -2590,14 +2912,15 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"'LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT\x10\x02*M\n" +
 	"\vDrainReason\x12\x1c\n" +
 	"\x18DRAIN_REASON_UNSPECIFIED\x10\x00\x12 \n" +
-	"\x1cDRAIN_REASON_SERVER_SHUTDOWN\x10\x012\xae\x03\n" +
+	"\x1cDRAIN_REASON_SERVER_SHUTDOWN\x10\x012\x83\x04\n" +
 	"\rWorkerService\x129\n" +
 	"\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x010\x01\x12D\n" +
 	"\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n" +
 	"\vExtendLease\x12\x1c.evora.v1.ExtendLeaseRequest\x1a\x1d.evora.v1.ExtendLeaseResponse\x12J\n" +
 	"\vCompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n" +
 	"\aFailJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12D\n" +
-	"\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponseB\x9c\x01\n" +
+	"\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponse\x12S\n" +
+	"\x0eReportProgress\x12\x1f.evora.v1.ReportProgressRequest\x1a .evora.v1.ReportProgressResponseB\x9c\x01\n" +
 	"\fcom.evora.v1B\vWorkerProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
 
 var (
@@ -2613,48 +2936,51 @@ func file_evora_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_evora_v1_worker_proto_goTypes = []any{
-	(AckResult)(0),                // 0: evora.v1.AckResult
-	(CancelReason)(0),             // 1: evora.v1.CancelReason
-	(LeaseLostReason)(0),          // 2: evora.v1.LeaseLostReason
-	(DrainReason)(0),              // 3: evora.v1.DrainReason
-	(*WorkRequest)(nil),           // 4: evora.v1.WorkRequest
-	(*WorkResponse)(nil),          // 5: evora.v1.WorkResponse
-	(*WorkerHello)(nil),           // 6: evora.v1.WorkerHello
-	(*Lease)(nil),                 // 7: evora.v1.Lease
-	(*WorkerHeartbeat)(nil),       // 8: evora.v1.WorkerHeartbeat
-	(*WorkerComplete)(nil),        // 9: evora.v1.WorkerComplete
-	(*WorkerFail)(nil),            // 10: evora.v1.WorkerFail
-	(*WorkerSnooze)(nil),          // 11: evora.v1.WorkerSnooze
-	(*WorkerCompleteBatch)(nil),   // 12: evora.v1.WorkerCompleteBatch
-	(*WorkerFailBatch)(nil),       // 13: evora.v1.WorkerFailBatch
-	(*WorkerDrain)(nil),           // 14: evora.v1.WorkerDrain
-	(*ServerWelcome)(nil),         // 15: evora.v1.ServerWelcome
-	(*LeasedJob)(nil),             // 16: evora.v1.LeasedJob
-	(*ServerAck)(nil),             // 17: evora.v1.ServerAck
-	(*LeasedJobBatch)(nil),        // 18: evora.v1.LeasedJobBatch
-	(*ServerAckBatch)(nil),        // 19: evora.v1.ServerAckBatch
-	(*ServerCancel)(nil),          // 20: evora.v1.ServerCancel
-	(*ServerLeaseLost)(nil),       // 21: evora.v1.ServerLeaseLost
-	(*ExtendedLease)(nil),         // 22: evora.v1.ExtendedLease
-	(*ServerHeartbeatAck)(nil),    // 23: evora.v1.ServerHeartbeatAck
-	(*ServerDrain)(nil),           // 24: evora.v1.ServerDrain
-	(*ClaimJobsRequest)(nil),      // 25: evora.v1.ClaimJobsRequest
-	(*ClaimJobsResponse)(nil),     // 26: evora.v1.ClaimJobsResponse
-	(*ExtendLeaseRequest)(nil),    // 27: evora.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 28: evora.v1.ExtendLeaseResponse
-	(*CompleteJobRequest)(nil),    // 29: evora.v1.CompleteJobRequest
-	(*CompleteJobResponse)(nil),   // 30: evora.v1.CompleteJobResponse
-	(*FailJobRequest)(nil),        // 31: evora.v1.FailJobRequest
-	(*FailJobResponse)(nil),       // 32: evora.v1.FailJobResponse
-	(*SnoozeJobRequest)(nil),      // 33: evora.v1.SnoozeJobRequest
-	(*SnoozeJobResponse)(nil),     // 34: evora.v1.SnoozeJobResponse
-	nil,                           // 35: evora.v1.LeasedJob.ParentResultsEntry
-	(*structpb.Struct)(nil),       // 36: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*Job)(nil),                   // 38: evora.v1.Job
-	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
+	(AckResult)(0),                 // 0: evora.v1.AckResult
+	(CancelReason)(0),              // 1: evora.v1.CancelReason
+	(LeaseLostReason)(0),           // 2: evora.v1.LeaseLostReason
+	(DrainReason)(0),               // 3: evora.v1.DrainReason
+	(*WorkRequest)(nil),            // 4: evora.v1.WorkRequest
+	(*WorkResponse)(nil),           // 5: evora.v1.WorkResponse
+	(*WorkerHello)(nil),            // 6: evora.v1.WorkerHello
+	(*Lease)(nil),                  // 7: evora.v1.Lease
+	(*WorkerHeartbeat)(nil),        // 8: evora.v1.WorkerHeartbeat
+	(*WorkerComplete)(nil),         // 9: evora.v1.WorkerComplete
+	(*WorkerFail)(nil),             // 10: evora.v1.WorkerFail
+	(*WorkerSnooze)(nil),           // 11: evora.v1.WorkerSnooze
+	(*WorkerProgress)(nil),         // 12: evora.v1.WorkerProgress
+	(*WorkerCompleteBatch)(nil),    // 13: evora.v1.WorkerCompleteBatch
+	(*WorkerFailBatch)(nil),        // 14: evora.v1.WorkerFailBatch
+	(*WorkerDrain)(nil),            // 15: evora.v1.WorkerDrain
+	(*ServerWelcome)(nil),          // 16: evora.v1.ServerWelcome
+	(*LeasedJob)(nil),              // 17: evora.v1.LeasedJob
+	(*ServerAck)(nil),              // 18: evora.v1.ServerAck
+	(*LeasedJobBatch)(nil),         // 19: evora.v1.LeasedJobBatch
+	(*ServerAckBatch)(nil),         // 20: evora.v1.ServerAckBatch
+	(*ServerCancel)(nil),           // 21: evora.v1.ServerCancel
+	(*ServerLeaseLost)(nil),        // 22: evora.v1.ServerLeaseLost
+	(*ExtendedLease)(nil),          // 23: evora.v1.ExtendedLease
+	(*ServerHeartbeatAck)(nil),     // 24: evora.v1.ServerHeartbeatAck
+	(*ServerDrain)(nil),            // 25: evora.v1.ServerDrain
+	(*ClaimJobsRequest)(nil),       // 26: evora.v1.ClaimJobsRequest
+	(*ClaimJobsResponse)(nil),      // 27: evora.v1.ClaimJobsResponse
+	(*ExtendLeaseRequest)(nil),     // 28: evora.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),    // 29: evora.v1.ExtendLeaseResponse
+	(*CompleteJobRequest)(nil),     // 30: evora.v1.CompleteJobRequest
+	(*CompleteJobResponse)(nil),    // 31: evora.v1.CompleteJobResponse
+	(*FailJobRequest)(nil),         // 32: evora.v1.FailJobRequest
+	(*FailJobResponse)(nil),        // 33: evora.v1.FailJobResponse
+	(*SnoozeJobRequest)(nil),       // 34: evora.v1.SnoozeJobRequest
+	(*SnoozeJobResponse)(nil),      // 35: evora.v1.SnoozeJobResponse
+	(*ReportProgressRequest)(nil),  // 36: evora.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 37: evora.v1.ReportProgressResponse
+	nil,                            // 38: evora.v1.LeasedJob.ParentResultsEntry
+	(*structpb.Struct)(nil),        // 39: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
+	(*Job)(nil),                    // 41: evora.v1.Job
+	(*durationpb.Duration)(nil),    // 42: google.protobuf.Duration
 }
 var file_evora_v1_worker_proto_depIdxs = []int32{
 	6,  // 0: evora.v1.WorkRequest.hello:type_name -> evora.v1.WorkerHello
@@ -2662,63 +2988,69 @@ var file_evora_v1_worker_proto_depIdxs = []int32{
 	9,  // 2: evora.v1.WorkRequest.complete:type_name -> evora.v1.WorkerComplete
 	10, // 3: evora.v1.WorkRequest.fail:type_name -> evora.v1.WorkerFail
 	11, // 4: evora.v1.WorkRequest.snooze:type_name -> evora.v1.WorkerSnooze
-	14, // 5: evora.v1.WorkRequest.drain:type_name -> evora.v1.WorkerDrain
-	12, // 6: evora.v1.WorkRequest.completes:type_name -> evora.v1.WorkerCompleteBatch
-	13, // 7: evora.v1.WorkRequest.fails:type_name -> evora.v1.WorkerFailBatch
-	15, // 8: evora.v1.WorkResponse.welcome:type_name -> evora.v1.ServerWelcome
-	16, // 9: evora.v1.WorkResponse.job:type_name -> evora.v1.LeasedJob
-	17, // 10: evora.v1.WorkResponse.ack:type_name -> evora.v1.ServerAck
-	20, // 11: evora.v1.WorkResponse.cancel:type_name -> evora.v1.ServerCancel
-	21, // 12: evora.v1.WorkResponse.lease_lost:type_name -> evora.v1.ServerLeaseLost
-	23, // 13: evora.v1.WorkResponse.heartbeat_ack:type_name -> evora.v1.ServerHeartbeatAck
-	24, // 14: evora.v1.WorkResponse.drain:type_name -> evora.v1.ServerDrain
-	18, // 15: evora.v1.WorkResponse.jobs:type_name -> evora.v1.LeasedJobBatch
-	19, // 16: evora.v1.WorkResponse.acks:type_name -> evora.v1.ServerAckBatch
-	7,  // 17: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
-	7,  // 18: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
-	36, // 19: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
-	37, // 20: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
-	37, // 21: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
-	9,  // 22: evora.v1.WorkerCompleteBatch.completes:type_name -> evora.v1.WorkerComplete
-	10, // 23: evora.v1.WorkerFailBatch.fails:type_name -> evora.v1.WorkerFail
-	38, // 24: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
-	37, // 25: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	35, // 26: evora.v1.LeasedJob.parent_results:type_name -> evora.v1.LeasedJob.ParentResultsEntry
-	0,  // 27: evora.v1.ServerAck.result:type_name -> evora.v1.AckResult
-	16, // 28: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
-	17, // 29: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
-	1,  // 30: evora.v1.ServerCancel.code:type_name -> evora.v1.CancelReason
-	2,  // 31: evora.v1.ServerLeaseLost.code:type_name -> evora.v1.LeaseLostReason
-	37, // 32: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
-	22, // 33: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
-	3,  // 34: evora.v1.ServerDrain.code:type_name -> evora.v1.DrainReason
-	39, // 35: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
-	16, // 36: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
-	37, // 37: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	36, // 38: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
-	38, // 39: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
-	37, // 40: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
-	38, // 41: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
-	37, // 42: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	38, // 43: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
-	36, // 44: evora.v1.LeasedJob.ParentResultsEntry.value:type_name -> google.protobuf.Struct
-	4,  // 45: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
-	25, // 46: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
-	27, // 47: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
-	29, // 48: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
-	31, // 49: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
-	33, // 50: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
-	5,  // 51: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
-	26, // 52: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
-	28, // 53: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
-	30, // 54: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
-	32, // 55: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
-	34, // 56: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
-	51, // [51:57] is the sub-list for method output_type
-	45, // [45:51] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	15, // 5: evora.v1.WorkRequest.drain:type_name -> evora.v1.WorkerDrain
+	13, // 6: evora.v1.WorkRequest.completes:type_name -> evora.v1.WorkerCompleteBatch
+	14, // 7: evora.v1.WorkRequest.fails:type_name -> evora.v1.WorkerFailBatch
+	12, // 8: evora.v1.WorkRequest.progress:type_name -> evora.v1.WorkerProgress
+	16, // 9: evora.v1.WorkResponse.welcome:type_name -> evora.v1.ServerWelcome
+	17, // 10: evora.v1.WorkResponse.job:type_name -> evora.v1.LeasedJob
+	18, // 11: evora.v1.WorkResponse.ack:type_name -> evora.v1.ServerAck
+	21, // 12: evora.v1.WorkResponse.cancel:type_name -> evora.v1.ServerCancel
+	22, // 13: evora.v1.WorkResponse.lease_lost:type_name -> evora.v1.ServerLeaseLost
+	24, // 14: evora.v1.WorkResponse.heartbeat_ack:type_name -> evora.v1.ServerHeartbeatAck
+	25, // 15: evora.v1.WorkResponse.drain:type_name -> evora.v1.ServerDrain
+	19, // 16: evora.v1.WorkResponse.jobs:type_name -> evora.v1.LeasedJobBatch
+	20, // 17: evora.v1.WorkResponse.acks:type_name -> evora.v1.ServerAckBatch
+	7,  // 18: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
+	7,  // 19: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
+	39, // 20: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
+	40, // 21: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
+	40, // 22: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
+	39, // 23: evora.v1.WorkerProgress.checkpoint:type_name -> google.protobuf.Struct
+	9,  // 24: evora.v1.WorkerCompleteBatch.completes:type_name -> evora.v1.WorkerComplete
+	10, // 25: evora.v1.WorkerFailBatch.fails:type_name -> evora.v1.WorkerFail
+	41, // 26: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
+	40, // 27: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	38, // 28: evora.v1.LeasedJob.parent_results:type_name -> evora.v1.LeasedJob.ParentResultsEntry
+	39, // 29: evora.v1.LeasedJob.checkpoint:type_name -> google.protobuf.Struct
+	0,  // 30: evora.v1.ServerAck.result:type_name -> evora.v1.AckResult
+	17, // 31: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
+	18, // 32: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
+	1,  // 33: evora.v1.ServerCancel.code:type_name -> evora.v1.CancelReason
+	2,  // 34: evora.v1.ServerLeaseLost.code:type_name -> evora.v1.LeaseLostReason
+	40, // 35: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
+	23, // 36: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
+	3,  // 37: evora.v1.ServerDrain.code:type_name -> evora.v1.DrainReason
+	42, // 38: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
+	17, // 39: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
+	40, // 40: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	39, // 41: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
+	41, // 42: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
+	40, // 43: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
+	41, // 44: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
+	40, // 45: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	41, // 46: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
+	39, // 47: evora.v1.ReportProgressRequest.checkpoint:type_name -> google.protobuf.Struct
+	39, // 48: evora.v1.LeasedJob.ParentResultsEntry.value:type_name -> google.protobuf.Struct
+	4,  // 49: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
+	26, // 50: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
+	28, // 51: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
+	30, // 52: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
+	32, // 53: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
+	34, // 54: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
+	36, // 55: evora.v1.WorkerService.ReportProgress:input_type -> evora.v1.ReportProgressRequest
+	5,  // 56: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
+	27, // 57: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
+	29, // 58: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
+	31, // 59: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
+	33, // 60: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
+	35, // 61: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
+	37, // 62: evora.v1.WorkerService.ReportProgress:output_type -> evora.v1.ReportProgressResponse
+	56, // [56:63] is the sub-list for method output_type
+	49, // [49:56] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_worker_proto_init() }
@@ -2736,6 +3068,7 @@ func file_evora_v1_worker_proto_init() {
 		(*WorkRequest_Drain)(nil),
 		(*WorkRequest_Completes)(nil),
 		(*WorkRequest_Fails)(nil),
+		(*WorkRequest_Progress)(nil),
 	}
 	file_evora_v1_worker_proto_msgTypes[1].OneofWrappers = []any{
 		(*WorkResponse_Welcome)(nil),
@@ -2749,13 +3082,15 @@ func file_evora_v1_worker_proto_init() {
 		(*WorkResponse_Acks)(nil),
 	}
 	file_evora_v1_worker_proto_msgTypes[2].OneofWrappers = []any{}
+	file_evora_v1_worker_proto_msgTypes[8].OneofWrappers = []any{}
+	file_evora_v1_worker_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_worker_proto_rawDesc), len(file_evora_v1_worker_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerService_Work_FullMethodName        = "/evora.v1.WorkerService/Work"
-	WorkerService_ClaimJobs_FullMethodName   = "/evora.v1.WorkerService/ClaimJobs"
-	WorkerService_ExtendLease_FullMethodName = "/evora.v1.WorkerService/ExtendLease"
-	WorkerService_CompleteJob_FullMethodName = "/evora.v1.WorkerService/CompleteJob"
-	WorkerService_FailJob_FullMethodName     = "/evora.v1.WorkerService/FailJob"
-	WorkerService_SnoozeJob_FullMethodName   = "/evora.v1.WorkerService/SnoozeJob"
+	WorkerService_Work_FullMethodName           = "/evora.v1.WorkerService/Work"
+	WorkerService_ClaimJobs_FullMethodName      = "/evora.v1.WorkerService/ClaimJobs"
+	WorkerService_ExtendLease_FullMethodName    = "/evora.v1.WorkerService/ExtendLease"
+	WorkerService_CompleteJob_FullMethodName    = "/evora.v1.WorkerService/CompleteJob"
+	WorkerService_FailJob_FullMethodName        = "/evora.v1.WorkerService/FailJob"
+	WorkerService_SnoozeJob_FullMethodName      = "/evora.v1.WorkerService/SnoozeJob"
+	WorkerService_ReportProgress_FullMethodName = "/evora.v1.WorkerService/ReportProgress"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -76,6 +77,11 @@ type WorkerServiceClient interface {
 	// SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
 	// unset (unary twin of `snooze`).
 	SnoozeJob(ctx context.Context, in *SnoozeJobRequest, opts ...grpc.CallOption) (*SnoozeJobResponse, error)
+	// ReportProgress stores a progress report (unary twin of `progress`; rules at
+	// WorkerProgress). It answers once the report is stored (within about a second: reports
+	// are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
+	// INVALID_ARGUMENT for a malformed report.
+	ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error)
 }
 
 type workerServiceClient struct {
@@ -149,6 +155,16 @@ func (c *workerServiceClient) SnoozeJob(ctx context.Context, in *SnoozeJobReques
 	return out, nil
 }
 
+func (c *workerServiceClient) ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportProgressResponse)
+	err := c.cc.Invoke(ctx, WorkerService_ReportProgress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -198,6 +214,11 @@ type WorkerServiceServer interface {
 	// SnoozeJob puts a leased job back to PENDING until run_at, or now when run_at is
 	// unset (unary twin of `snooze`).
 	SnoozeJob(context.Context, *SnoozeJobRequest) (*SnoozeJobResponse, error)
+	// ReportProgress stores a progress report (unary twin of `progress`; rules at
+	// WorkerProgress). It answers once the report is stored (within about a second: reports
+	// are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
+	// INVALID_ARGUMENT for a malformed report.
+	ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -225,6 +246,9 @@ func (UnimplementedWorkerServiceServer) FailJob(context.Context, *FailJobRequest
 }
 func (UnimplementedWorkerServiceServer) SnoozeJob(context.Context, *SnoozeJobRequest) (*SnoozeJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SnoozeJob not implemented")
+}
+func (UnimplementedWorkerServiceServer) ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportProgress not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -344,6 +368,24 @@ func _WorkerService_SnoozeJob_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_ReportProgress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportProgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).ReportProgress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_ReportProgress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).ReportProgress(ctx, req.(*ReportProgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -370,6 +412,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SnoozeJob",
 			Handler:    _WorkerService_SnoozeJob_Handler,
+		},
+		{
+			MethodName: "ReportProgress",
+			Handler:    _WorkerService_ReportProgress_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x65vora/v1/job.proto\x12\x08\x65vora.v1\x1a\x14\x65vora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf0\x04\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12(\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12!\n\x05state\x18\x05 \x01(\x0e\x32\x12.evora.v1.JobState\x12\x10\n\x08priority\x18\x06 \x01(\x05\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12*\n\x06run_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\ncreated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\r \x01(\t\x12\x11\n\tworker_id\x18\x0e \x01(\t\x12\'\n\x06result\x18\x0f \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nlast_error\x18\x10 \x01(\t\x12\x18\n\x10\x63\x61ncel_requested\x18\x11 \x01(\x08\x12\x34\n\x10lease_expires_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1c\n\x0f\x63oncurrency_key\x18\x13 \x01(\tH\x00\x88\x01\x01\x12\x12\n\ndepends_on\x18\x16 \x03(\tB\x12\n\x10_concurrency_key\"\x82\x03\n\x10SubmitJobRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12(\n\x07payload\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12*\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\"\n\x07\x62\x61\x63koff\x18\x08 \x01(\x0b\x32\x11.evora.v1.Backoff\x12*\n\x07timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1c\n\x0f\x63oncurrency_key\x18\n \x01(\tH\x00\x88\x01\x01\x12\x12\n\ndepends_on\x18\x0b \x03(\t\x12\x0b\n\x03ref\x18\x0c \x01(\t\x12\x17\n\x0f\x64\x65pends_on_refs\x18\r \x03(\tB\x12\n\x10_concurrency_key\"@\n\x11SubmitJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"=\n\x11SubmitJobsRequest\x12(\n\x04jobs\x18\x01 \x03(\x0b\x32\x1a.evora.v1.SubmitJobRequest\"B\n\x12SubmitJobsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.evora.v1.SubmitJobResponse\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\",\n\x0eGetJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"y\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\"\n\x06states\x18\x02 \x03(\x0e\x32\x12.evora.v1.JobState\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.evora.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"/\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x1d\n\x0fRetryJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\".\n\x10RetryJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x8e\x01\n\tJobFilter\x12\r\n\x05queue\x18\x01 \x01(\t\x12\"\n\x06states\x18\x02 \x03(\x0e\x32\x12.evora.v1.JobState\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x33\n\x0f\x66inished_before\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03ids\x18\x05 \x03(\t\"H\n\x10RetryJobsRequest\x12#\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x13.evora.v1.JobFilter\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"\"\n\x11RetryJobsResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"H\n\x10PurgeJobsRequest\x12#\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x13.evora.v1.JobFilter\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"\"\n\x11PurgeJobsResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03*\xaf\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_PENDING\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_COMPLETED\x10\x03\x12\x11\n\rJOB_STATE_DLQ\x10\x04\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x05\x12\x15\n\x11JOB_STATE_WAITING\x10\x06\x32\xb0\x04\n\nJobService\x12\x44\n\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n\nSubmitJobs\x12\x1b.evora.v1.SubmitJobsRequest\x1a\x1c.evora.v1.SubmitJobsResponse\x12;\n\x06GetJob\x12\x17.evora.v1.GetJobRequest\x1a\x18.evora.v1.GetJobResponse\x12\x41\n\x08ListJobs\x12\x19.evora.v1.ListJobsRequest\x1a\x1a.evora.v1.ListJobsResponse\x12\x44\n\tCancelJob\x12\x1a.evora.v1.CancelJobRequest\x1a\x1b.evora.v1.CancelJobResponse\x12\x41\n\x08RetryJob\x12\x19.evora.v1.RetryJobRequest\x1a\x1a.evora.v1.RetryJobResponse\x12\x44\n\tRetryJobs\x12\x1a.evora.v1.RetryJobsRequest\x1a\x1b.evora.v1.RetryJobsResponse\x12\x44\n\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x65vora/v1/job.proto\x12\x08\x65vora.v1\x1a\x14\x65vora/v1/queue.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x05\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12(\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12!\n\x05state\x18\x05 \x01(\x0e\x32\x12.evora.v1.JobState\x12\x10\n\x08priority\x18\x06 \x01(\x05\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12*\n\x06run_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\ncreated_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\r \x01(\t\x12\x11\n\tworker_id\x18\x0e \x01(\t\x12\'\n\x06result\x18\x0f \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nlast_error\x18\x10 \x01(\t\x12\x18\n\x10\x63\x61ncel_requested\x18\x11 \x01(\x08\x12\x34\n\x10lease_expires_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1c\n\x0f\x63oncurrency_key\x18\x13 \x01(\tH\x00\x88\x01\x01\x12\x12\n\ndepends_on\x18\x16 \x03(\t\x12\'\n\x08progress\x18\x14 \x01(\x0b\x32\x15.evora.v1.JobProgressB\x12\n\x10_concurrency_key\"\xbc\x01\n\x0bJobProgress\x12\x14\n\x07percent\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x11\n\x04\x64one\x18\x02 \x01(\x03H\x01\x88\x01\x01\x12\x12\n\x05total\x18\x03 \x01(\x03H\x02\x88\x01\x01\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x05 \x01(\x05\x12/\n\x0breported_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\n\n\x08_percentB\x07\n\x05_doneB\x08\n\x06_total\"\xcb\x01\n\nJobAttempt\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12.\n\nstarted_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x07outcome\x18\x05 \x01(\x0e\x32\x18.evora.v1.AttemptOutcome\x12\r\n\x05\x65rror\x18\x06 \x01(\t\"\x82\x03\n\x10SubmitJobRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12(\n\x07payload\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12*\n\x06run_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\x12\x14\n\x0cmax_attempts\x18\x07 \x01(\x05\x12\"\n\x07\x62\x61\x63koff\x18\x08 \x01(\x0b\x32\x11.evora.v1.Backoff\x12*\n\x07timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1c\n\x0f\x63oncurrency_key\x18\n \x01(\tH\x00\x88\x01\x01\x12\x12\n\ndepends_on\x18\x0b \x03(\t\x12\x0b\n\x03ref\x18\x0c \x01(\t\x12\x17\n\x0f\x64\x65pends_on_refs\x18\r \x03(\tB\x12\n\x10_concurrency_key\"@\n\x11SubmitJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"=\n\x11SubmitJobsRequest\x12(\n\x04jobs\x18\x01 \x03(\x0b\x32\x1a.evora.v1.SubmitJobRequest\"B\n\x12SubmitJobsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.evora.v1.SubmitJobResponse\"\x1b\n\rGetJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"T\n\x0eGetJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\x12&\n\x08\x61ttempts\x18\x02 \x03(\x0b\x32\x14.evora.v1.JobAttempt\"y\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\"\n\x06states\x18\x02 \x03(\x0e\x32\x12.evora.v1.JobState\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.evora.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x1e\n\x10\x43\x61ncelJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\"/\n\x11\x43\x61ncelJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x1d\n\x0fRetryJobRequest\x12\n\n\x02id\x18\x01 \x01(\t\".\n\x10RetryJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.evora.v1.Job\"\x8e\x01\n\tJobFilter\x12\r\n\x05queue\x18\x01 \x01(\t\x12\"\n\x06states\x18\x02 \x03(\x0e\x32\x12.evora.v1.JobState\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x33\n\x0f\x66inished_before\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03ids\x18\x05 \x03(\t\"H\n\x10RetryJobsRequest\x12#\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x13.evora.v1.JobFilter\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"\"\n\x11RetryJobsResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"H\n\x10PurgeJobsRequest\x12#\n\x06\x66ilter\x18\x01 \x01(\x0b\x32\x13.evora.v1.JobFilter\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"\"\n\x11PurgeJobsResponse\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\"$\n\x16ListJobAttemptsRequest\x12\n\n\x02id\x18\x01 \x01(\t\"A\n\x17ListJobAttemptsResponse\x12&\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x14.evora.v1.JobAttempt*\xaf\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_PENDING\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_COMPLETED\x10\x03\x12\x11\n\rJOB_STATE_DLQ\x10\x04\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x05\x12\x15\n\x11JOB_STATE_WAITING\x10\x06*\x87\x02\n\x0e\x41ttemptOutcome\x12\x1f\n\x1b\x41TTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41TTEMPT_OUTCOME_RUNNING\x10\x01\x12\x1d\n\x19\x41TTEMPT_OUTCOME_COMPLETED\x10\x02\x12\x1a\n\x16\x41TTEMPT_OUTCOME_FAILED\x10\x03\x12\x1d\n\x19\x41TTEMPT_OUTCOME_TIMED_OUT\x10\x04\x12!\n\x1d\x41TTEMPT_OUTCOME_LEASE_EXPIRED\x10\x05\x12\x1b\n\x17\x41TTEMPT_OUTCOME_SNOOZED\x10\x06\x12\x1d\n\x19\x41TTEMPT_OUTCOME_CANCELLED\x10\x07\x32\x88\x05\n\nJobService\x12\x44\n\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n\nSubmitJobs\x12\x1b.evora.v1.SubmitJobsRequest\x1a\x1c.evora.v1.SubmitJobsResponse\x12;\n\x06GetJob\x12\x17.evora.v1.GetJobRequest\x1a\x18.evora.v1.GetJobResponse\x12\x41\n\x08ListJobs\x12\x19.evora.v1.ListJobsRequest\x1a\x1a.evora.v1.ListJobsResponse\x12\x44\n\tCancelJob\x12\x1a.evora.v1.CancelJobRequest\x1a\x1b.evora.v1.CancelJobResponse\x12\x41\n\x08RetryJob\x12\x19.evora.v1.RetryJobRequest\x1a\x1a.evora.v1.RetryJobResponse\x12\x44\n\tRetryJobs\x12\x1a.evora.v1.RetryJobsRequest\x1a\x1b.evora.v1.RetryJobsResponse\x12\x44\n\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponse\x12V\n\x0fListJobAttempts\x12 .evora.v1.ListJobAttemptsRequest\x1a!.evora.v1.ListJobAttemptsResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,44 +36,54 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evora.v1.job_pb2', _globals
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z.github.com/evora/evora/gen/go/evora/v1;evorav1'
-  _globals['_JOBSTATE']._serialized_start=2160
-  _globals['_JOBSTATE']._serialized_end=2335
+  _globals['_JOBSTATE']._serialized_start=2743
+  _globals['_JOBSTATE']._serialized_end=2918
+  _globals['_ATTEMPTOUTCOME']._serialized_start=2921
+  _globals['_ATTEMPTOUTCOME']._serialized_end=3184
   _globals['_JOB']._serialized_start=150
-  _globals['_JOB']._serialized_end=774
-  _globals['_SUBMITJOBREQUEST']._serialized_start=777
-  _globals['_SUBMITJOBREQUEST']._serialized_end=1163
-  _globals['_SUBMITJOBRESPONSE']._serialized_start=1165
-  _globals['_SUBMITJOBRESPONSE']._serialized_end=1229
-  _globals['_SUBMITJOBSREQUEST']._serialized_start=1231
-  _globals['_SUBMITJOBSREQUEST']._serialized_end=1292
-  _globals['_SUBMITJOBSRESPONSE']._serialized_start=1294
-  _globals['_SUBMITJOBSRESPONSE']._serialized_end=1360
-  _globals['_GETJOBREQUEST']._serialized_start=1362
-  _globals['_GETJOBREQUEST']._serialized_end=1389
-  _globals['_GETJOBRESPONSE']._serialized_start=1391
-  _globals['_GETJOBRESPONSE']._serialized_end=1435
-  _globals['_LISTJOBSREQUEST']._serialized_start=1437
-  _globals['_LISTJOBSREQUEST']._serialized_end=1558
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1560
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1632
-  _globals['_CANCELJOBREQUEST']._serialized_start=1634
-  _globals['_CANCELJOBREQUEST']._serialized_end=1664
-  _globals['_CANCELJOBRESPONSE']._serialized_start=1666
-  _globals['_CANCELJOBRESPONSE']._serialized_end=1713
-  _globals['_RETRYJOBREQUEST']._serialized_start=1715
-  _globals['_RETRYJOBREQUEST']._serialized_end=1744
-  _globals['_RETRYJOBRESPONSE']._serialized_start=1746
-  _globals['_RETRYJOBRESPONSE']._serialized_end=1792
-  _globals['_JOBFILTER']._serialized_start=1795
-  _globals['_JOBFILTER']._serialized_end=1937
-  _globals['_RETRYJOBSREQUEST']._serialized_start=1939
-  _globals['_RETRYJOBSREQUEST']._serialized_end=2011
-  _globals['_RETRYJOBSRESPONSE']._serialized_start=2013
-  _globals['_RETRYJOBSRESPONSE']._serialized_end=2047
-  _globals['_PURGEJOBSREQUEST']._serialized_start=2049
-  _globals['_PURGEJOBSREQUEST']._serialized_end=2121
-  _globals['_PURGEJOBSRESPONSE']._serialized_start=2123
-  _globals['_PURGEJOBSRESPONSE']._serialized_end=2157
-  _globals['_JOBSERVICE']._serialized_start=2338
-  _globals['_JOBSERVICE']._serialized_end=2898
+  _globals['_JOB']._serialized_end=815
+  _globals['_JOBPROGRESS']._serialized_start=818
+  _globals['_JOBPROGRESS']._serialized_end=1006
+  _globals['_JOBATTEMPT']._serialized_start=1009
+  _globals['_JOBATTEMPT']._serialized_end=1212
+  _globals['_SUBMITJOBREQUEST']._serialized_start=1215
+  _globals['_SUBMITJOBREQUEST']._serialized_end=1601
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=1603
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=1667
+  _globals['_SUBMITJOBSREQUEST']._serialized_start=1669
+  _globals['_SUBMITJOBSREQUEST']._serialized_end=1730
+  _globals['_SUBMITJOBSRESPONSE']._serialized_start=1732
+  _globals['_SUBMITJOBSRESPONSE']._serialized_end=1798
+  _globals['_GETJOBREQUEST']._serialized_start=1800
+  _globals['_GETJOBREQUEST']._serialized_end=1827
+  _globals['_GETJOBRESPONSE']._serialized_start=1829
+  _globals['_GETJOBRESPONSE']._serialized_end=1913
+  _globals['_LISTJOBSREQUEST']._serialized_start=1915
+  _globals['_LISTJOBSREQUEST']._serialized_end=2036
+  _globals['_LISTJOBSRESPONSE']._serialized_start=2038
+  _globals['_LISTJOBSRESPONSE']._serialized_end=2110
+  _globals['_CANCELJOBREQUEST']._serialized_start=2112
+  _globals['_CANCELJOBREQUEST']._serialized_end=2142
+  _globals['_CANCELJOBRESPONSE']._serialized_start=2144
+  _globals['_CANCELJOBRESPONSE']._serialized_end=2191
+  _globals['_RETRYJOBREQUEST']._serialized_start=2193
+  _globals['_RETRYJOBREQUEST']._serialized_end=2222
+  _globals['_RETRYJOBRESPONSE']._serialized_start=2224
+  _globals['_RETRYJOBRESPONSE']._serialized_end=2270
+  _globals['_JOBFILTER']._serialized_start=2273
+  _globals['_JOBFILTER']._serialized_end=2415
+  _globals['_RETRYJOBSREQUEST']._serialized_start=2417
+  _globals['_RETRYJOBSREQUEST']._serialized_end=2489
+  _globals['_RETRYJOBSRESPONSE']._serialized_start=2491
+  _globals['_RETRYJOBSRESPONSE']._serialized_end=2525
+  _globals['_PURGEJOBSREQUEST']._serialized_start=2527
+  _globals['_PURGEJOBSREQUEST']._serialized_end=2599
+  _globals['_PURGEJOBSRESPONSE']._serialized_start=2601
+  _globals['_PURGEJOBSRESPONSE']._serialized_end=2635
+  _globals['_LISTJOBATTEMPTSREQUEST']._serialized_start=2637
+  _globals['_LISTJOBATTEMPTSREQUEST']._serialized_end=2673
+  _globals['_LISTJOBATTEMPTSRESPONSE']._serialized_start=2675
+  _globals['_LISTJOBATTEMPTSRESPONSE']._serialized_end=2740
+  _globals['_JOBSERVICE']._serialized_start=3187
+  _globals['_JOBSERVICE']._serialized_end=3835
 # @@protoc_insertion_point(module_scope)

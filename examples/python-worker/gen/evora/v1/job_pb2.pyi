@@ -22,6 +22,17 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATE_DLQ: _ClassVar[JobState]
     JOB_STATE_CANCELLED: _ClassVar[JobState]
     JOB_STATE_WAITING: _ClassVar[JobState]
+
+class AttemptOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ATTEMPT_OUTCOME_UNSPECIFIED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_RUNNING: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_COMPLETED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_FAILED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_TIMED_OUT: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_LEASE_EXPIRED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_SNOOZED: _ClassVar[AttemptOutcome]
+    ATTEMPT_OUTCOME_CANCELLED: _ClassVar[AttemptOutcome]
 JOB_STATE_UNSPECIFIED: JobState
 JOB_STATE_PENDING: JobState
 JOB_STATE_RUNNING: JobState
@@ -29,9 +40,17 @@ JOB_STATE_COMPLETED: JobState
 JOB_STATE_DLQ: JobState
 JOB_STATE_CANCELLED: JobState
 JOB_STATE_WAITING: JobState
+ATTEMPT_OUTCOME_UNSPECIFIED: AttemptOutcome
+ATTEMPT_OUTCOME_RUNNING: AttemptOutcome
+ATTEMPT_OUTCOME_COMPLETED: AttemptOutcome
+ATTEMPT_OUTCOME_FAILED: AttemptOutcome
+ATTEMPT_OUTCOME_TIMED_OUT: AttemptOutcome
+ATTEMPT_OUTCOME_LEASE_EXPIRED: AttemptOutcome
+ATTEMPT_OUTCOME_SNOOZED: AttemptOutcome
+ATTEMPT_OUTCOME_CANCELLED: AttemptOutcome
 
 class Job(_message.Message):
-    __slots__ = ("id", "queue", "type", "payload", "state", "priority", "attempt", "max_attempts", "run_at", "created_at", "started_at", "finished_at", "idempotency_key", "worker_id", "result", "last_error", "cancel_requested", "lease_expires_at", "concurrency_key", "depends_on")
+    __slots__ = ("id", "queue", "type", "payload", "state", "priority", "attempt", "max_attempts", "run_at", "created_at", "started_at", "finished_at", "idempotency_key", "worker_id", "result", "last_error", "cancel_requested", "lease_expires_at", "concurrency_key", "depends_on", "progress")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +71,7 @@ class Job(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     type: str
@@ -72,7 +92,40 @@ class Job(_message.Message):
     lease_expires_at: _timestamp_pb2.Timestamp
     concurrency_key: str
     depends_on: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., priority: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., worker_id: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., concurrency_key: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ...) -> None: ...
+    progress: JobProgress
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., priority: _Optional[int] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., worker_id: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_error: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., concurrency_key: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ..., progress: _Optional[_Union[JobProgress, _Mapping]] = ...) -> None: ...
+
+class JobProgress(_message.Message):
+    __slots__ = ("percent", "done", "total", "message", "attempt", "reported_at")
+    PERCENT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_AT_FIELD_NUMBER: _ClassVar[int]
+    percent: float
+    done: int
+    total: int
+    message: str
+    attempt: int
+    reported_at: _timestamp_pb2.Timestamp
+    def __init__(self, percent: _Optional[float] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., message: _Optional[str] = ..., attempt: _Optional[int] = ..., reported_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class JobAttempt(_message.Message):
+    __slots__ = ("attempt", "worker_id", "started_at", "finished_at", "outcome", "error")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    worker_id: str
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    outcome: AttemptOutcome
+    error: str
+    def __init__(self, attempt: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("queue", "type", "payload", "priority", "run_at", "idempotency_key", "max_attempts", "backoff", "timeout", "concurrency_key", "depends_on", "ref", "depends_on_refs")
@@ -131,10 +184,12 @@ class GetJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class GetJobResponse(_message.Message):
-    __slots__ = ("job",)
+    __slots__ = ("job", "attempts")
     JOB_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     job: Job
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+    attempts: _containers.RepeatedCompositeFieldContainer[JobAttempt]
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
     __slots__ = ("queue", "states", "type", "page_size", "page_token")
@@ -223,3 +278,15 @@ class PurgeJobsResponse(_message.Message):
     COUNT_FIELD_NUMBER: _ClassVar[int]
     count: int
     def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class ListJobAttemptsRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ListJobAttemptsResponse(_message.Message):
+    __slots__ = ("attempts",)
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedCompositeFieldContainer[JobAttempt]
+    def __init__(self, attempts: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ...) -> None: ...

@@ -76,6 +76,11 @@ class JobServiceStub:
                 request_serializer=evora_dot_v1_dot_job__pb2.PurgeJobsRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_job__pb2.PurgeJobsResponse.FromString,
                 _registered_method=True)
+        self.ListJobAttempts = channel.unary_unary(
+                '/evora.v1.JobService/ListJobAttempts',
+                request_serializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -171,6 +176,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobAttempts(self, request, context):
+        """ListJobAttempts returns a job's attempts, oldest first (the same list as
+        GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +226,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.PurgeJobs,
                     request_deserializer=evora_dot_v1_dot_job__pb2.PurgeJobsRequest.FromString,
                     response_serializer=evora_dot_v1_dot_job__pb2.PurgeJobsResponse.SerializeToString,
+            ),
+            'ListJobAttempts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobAttempts,
+                    request_deserializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -433,6 +451,33 @@ class JobService:
             '/evora.v1.JobService/PurgeJobs',
             evora_dot_v1_dot_job__pb2.PurgeJobsRequest.SerializeToString,
             evora_dot_v1_dot_job__pb2.PurgeJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobAttempts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.JobService/ListJobAttempts',
+            evora_dot_v1_dot_job__pb2.ListJobAttemptsRequest.SerializeToString,
+            evora_dot_v1_dot_job__pb2.ListJobAttemptsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -52,7 +52,7 @@ DRAIN_REASON_UNSPECIFIED: DrainReason
 DRAIN_REASON_SERVER_SHUTDOWN: DrainReason
 
 class WorkRequest(_message.Message):
-    __slots__ = ("hello", "heartbeat", "complete", "fail", "snooze", "drain", "completes", "fails")
+    __slots__ = ("hello", "heartbeat", "complete", "fail", "snooze", "drain", "completes", "fails", "progress")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class WorkRequest(_message.Message):
     DRAIN_FIELD_NUMBER: _ClassVar[int]
     COMPLETES_FIELD_NUMBER: _ClassVar[int]
     FAILS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     hello: WorkerHello
     heartbeat: WorkerHeartbeat
     complete: WorkerComplete
@@ -69,7 +70,8 @@ class WorkRequest(_message.Message):
     drain: WorkerDrain
     completes: WorkerCompleteBatch
     fails: WorkerFailBatch
-    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[WorkerHeartbeat, _Mapping]] = ..., complete: _Optional[_Union[WorkerComplete, _Mapping]] = ..., fail: _Optional[_Union[WorkerFail, _Mapping]] = ..., snooze: _Optional[_Union[WorkerSnooze, _Mapping]] = ..., drain: _Optional[_Union[WorkerDrain, _Mapping]] = ..., completes: _Optional[_Union[WorkerCompleteBatch, _Mapping]] = ..., fails: _Optional[_Union[WorkerFailBatch, _Mapping]] = ...) -> None: ...
+    progress: WorkerProgress
+    def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., heartbeat: _Optional[_Union[WorkerHeartbeat, _Mapping]] = ..., complete: _Optional[_Union[WorkerComplete, _Mapping]] = ..., fail: _Optional[_Union[WorkerFail, _Mapping]] = ..., snooze: _Optional[_Union[WorkerSnooze, _Mapping]] = ..., drain: _Optional[_Union[WorkerDrain, _Mapping]] = ..., completes: _Optional[_Union[WorkerCompleteBatch, _Mapping]] = ..., fails: _Optional[_Union[WorkerFailBatch, _Mapping]] = ..., progress: _Optional[_Union[WorkerProgress, _Mapping]] = ...) -> None: ...
 
 class WorkResponse(_message.Message):
     __slots__ = ("welcome", "job", "ack", "cancel", "lease_lost", "heartbeat_ack", "drain", "jobs", "acks")
@@ -157,6 +159,24 @@ class WorkerSnooze(_message.Message):
     run_at: _timestamp_pb2.Timestamp
     def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class WorkerProgress(_message.Message):
+    __slots__ = ("job_id", "lease_token", "percent", "done", "total", "message", "checkpoint")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PERCENT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    percent: float
+    done: int
+    total: int
+    message: str
+    checkpoint: _struct_pb2.Struct
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., percent: _Optional[float] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., message: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
 class WorkerCompleteBatch(_message.Message):
     __slots__ = ("completes",)
     COMPLETES_FIELD_NUMBER: _ClassVar[int]
@@ -188,7 +208,7 @@ class ServerWelcome(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
 
 class LeasedJob(_message.Message):
-    __slots__ = ("job", "lease_token", "lease_expires_at", "parent_results")
+    __slots__ = ("job", "lease_token", "lease_expires_at", "parent_results", "checkpoint")
     class ParentResultsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -200,11 +220,13 @@ class LeasedJob(_message.Message):
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     PARENT_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     lease_token: str
     lease_expires_at: _timestamp_pb2.Timestamp
     parent_results: _containers.MessageMap[str, _struct_pb2.Struct]
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_results: _Optional[_Mapping[str, _struct_pb2.Struct]] = ...) -> None: ...
+    checkpoint: _struct_pb2.Struct
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_results: _Optional[_Mapping[str, _struct_pb2.Struct]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ServerAck(_message.Message):
     __slots__ = ("job_id", "accepted", "reason", "result", "lease_token")
@@ -365,3 +387,25 @@ class SnoozeJobResponse(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class ReportProgressRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "percent", "done", "total", "message", "checkpoint")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PERCENT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    percent: float
+    done: int
+    total: int
+    message: str
+    checkpoint: _struct_pb2.Struct
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., percent: _Optional[float] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., message: _Optional[str] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ReportProgressResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -75,6 +75,11 @@ class WorkerServiceStub:
                 request_serializer=evora_dot_v1_dot_worker__pb2.SnoozeJobRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_worker__pb2.SnoozeJobResponse.FromString,
                 _registered_method=True)
+        self.ReportProgress = channel.unary_unary(
+                '/evora.v1.WorkerService/ReportProgress',
+                request_serializer=evora_dot_v1_dot_worker__pb2.ReportProgressRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_worker__pb2.ReportProgressResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -154,6 +159,16 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportProgress(self, request, context):
+        """ReportProgress stores a progress report (unary twin of `progress`; rules at
+        WorkerProgress). It answers once the report is stored (within about a second: reports
+        are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
+        INVALID_ARGUMENT for a malformed report.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -186,6 +201,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.SnoozeJob,
                     request_deserializer=evora_dot_v1_dot_worker__pb2.SnoozeJobRequest.FromString,
                     response_serializer=evora_dot_v1_dot_worker__pb2.SnoozeJobResponse.SerializeToString,
+            ),
+            'ReportProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportProgress,
+                    request_deserializer=evora_dot_v1_dot_worker__pb2.ReportProgressRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_worker__pb2.ReportProgressResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -361,6 +381,33 @@ class WorkerService:
             '/evora.v1.WorkerService/SnoozeJob',
             evora_dot_v1_dot_worker__pb2.SnoozeJobRequest.SerializeToString,
             evora_dot_v1_dot_worker__pb2.SnoozeJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.WorkerService/ReportProgress',
+            evora_dot_v1_dot_worker__pb2.ReportProgressRequest.SerializeToString,
+            evora_dot_v1_dot_worker__pb2.ReportProgressResponse.FromString,
             options,
             channel_credentials,
             insecure,

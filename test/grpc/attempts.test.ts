@@ -132,6 +132,21 @@ describe('attempt history', () => {
     expect(await historyRows(id)).toBe(0);
   });
 
+  it("PurgeJobs deletes a job's history rows with the job", async () => {
+    const queue = await queueRetryingAtOnce();
+    const { id } = await submit(queue, { maxAttempts: 1 });
+    const leased = await claimOne(queue, 'w-purge');
+    await call(clients.workers, 'failJob', { jobId: id, leaseToken: leased.leaseToken, error: 'bad', nonRetryable: true });
+    expect(await historyRows(id)).toBe(1);
+    // Purged once telemetry has recorded its events (PurgeJobs leaves it until then).
+    await waitFor(
+      async () => (await call(clients.jobs, 'purgeJobs', { filter: { queue, states: [], type: '', ids: [id] }, dryRun: false })).count === 1,
+      { what: 'the purge' },
+    );
+    expect((await sql.query('SELECT 1 FROM evora.jobs WHERE id = $1', [id])).rowCount).toBe(0);
+    expect(await historyRows(id)).toBe(0);
+  });
+
   it('ListJobAttempts: NOT_FOUND for an unknown job, INVALID_ARGUMENT for an id that is not a UUID', async () => {
     const missing = (await call(clients.jobs, 'listJobAttempts', { id: '00000000-0000-4000-8000-000000000000' }).catch((e: unknown) => e)) as ServiceError;
     expect(missing.code).toBe(status.NOT_FOUND);

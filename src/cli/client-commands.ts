@@ -2,8 +2,6 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import {
   BACKOFF_KINDS,
-  EvoraApiError,
-  EvoraClient,
   jobStateParse,
   type Backoff,
   type BackoffKindName,
@@ -28,47 +26,12 @@ import {
   statsDetails,
   statsTable,
 } from './format.js';
+import { print, withClient } from './client-context.js';
 
 /**
  * The client commands of `evora`: thin wrappers over the SDK's EvoraClient. Each prints a
  * human-readable text, or with --json the SDK's objects as JSON (times as ISO strings).
  */
-
-/** Options every client command reads (the program's global options). */
-interface GlobalOptions {
-  address?: string;
-  json?: boolean;
-  timeout: string;
-}
-
-interface Ctx {
-  client: EvoraClient;
-  json: boolean;
-}
-
-function print(ctx: Ctx, value: unknown, human: () => string): void {
-  process.stdout.write(`${ctx.json ? JSON.stringify(value, null, 2) : human()}\n`);
-}
-
-/** Runs a command with a client built from the global options, and closes it. */
-function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Promise<void>) {
-  return async (...args: [...A, Command]) => {
-    const cmd = args[args.length - 1] as Command;
-    const g = cmd.optsWithGlobals<GlobalOptions>();
-    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000 });
-    try {
-      await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
-    } catch (err) {
-      if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
-        const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
-        throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
-      }
-      throw err;
-    } finally {
-      client.close();
-    }
-  };
-}
 
 function payloadOf(text: string | undefined) {
   if (text === undefined) return undefined;

@@ -1,46 +1,12 @@
 import type { Command } from 'commander';
-import { EvoraApiError, EvoraClient, MISFIRE_POLICIES, type MisfirePolicyName, type Schedule } from '../sdk/index.js';
-import { UsageError, fields, parseDuration, parseInteger, parseJsonObject, table, time } from './format.js';
+import { MISFIRE_POLICIES, type MisfirePolicyName, type Schedule } from '../sdk/index.js';
+import { UsageError, fields, parseInteger, parseJsonObject, table, time } from './format.js';
+import { print, withClient } from './client-context.js';
 
 /**
  * `evora schedule set|get|list|delete|pause|resume|trigger`: thin wrappers over the SDK's
  * schedule methods. Human-readable text, or with --json the SDK's objects as JSON.
  */
-
-/** Options every client command reads (the program's global options). */
-interface GlobalOptions {
-  address?: string;
-  json?: boolean;
-  timeout: string;
-}
-
-interface Ctx {
-  client: EvoraClient;
-  json: boolean;
-}
-
-function print(ctx: Ctx, value: unknown, human: () => string): void {
-  process.stdout.write(`${ctx.json ? JSON.stringify(value, null, 2) : human()}\n`);
-}
-
-/** Runs a command with a client built from the global options, and closes it. */
-function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Promise<void>) {
-  return async (...args: [...A, Command]) => {
-    const cmd = args[args.length - 1] as Command;
-    const g = cmd.optsWithGlobals<GlobalOptions>();
-    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000 });
-    try {
-      await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
-    } catch (err) {
-      if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
-        throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${err.message})`, cause: err });
-      }
-      throw err;
-    } finally {
-      client.close();
-    }
-  };
-}
 
 function misfireParse(text: string): MisfirePolicyName {
   const name = text.toLowerCase().replace(/-/g, '_') as MisfirePolicyName;

@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: the three submit paths (plain, hand-off, dependency graph) share
+// their replay lookup, idempotency rules and retry loop here; apart they would drift.
 import type pg from 'pg';
 import type { StorePool } from './pool.js';
 import { EvoraError, alreadyExists, failedPrecondition, notFound, unavailable } from '../domain/errors.js';
@@ -246,6 +248,43 @@ export async function jobsSubmit(
   }
 }
 
+/**
+ * The jobs that the (queue, idempotency key) of `keyed` already name, each with the first
+ * submitted field in which it differs from this submit (null: identical; job-find-by-keys.sql),
+ * by replayKey. `keyed[k].i` indexes the submit's prepared payloads, maxAttempts, policies.
+ */
+async function replaysFind(
+  client: pg.ClientBase,
+  keyed: { j: JobSubmitInput; i: number }[],
+  p: { payloads: string[]; maxAttempts: (number | null)[]; policies: (string | null)[] },
+): Promise<Map<string, JobFoundRow>> {
+  const found = await client.query(
+    queryConfig(jobFindByKeysSql, {
+      queues: keyed.map(({ j }) => j.queue),
+      idempotencyKeys: keyed.map(({ j }) => j.idempotencyKey ?? null),
+      types: keyed.map(({ j }) => j.type),
+      payloads: keyed.map(({ i }) => p.payloads[i]!),
+      priorities: keyed.map(({ j }) => j.priority ?? 0),
+      runAts: keyed.map(({ j }) => j.runAt ?? null),
+      maxAttempts: keyed.map(({ i }) => p.maxAttempts[i]!),
+      policies: keyed.map(({ i }) => p.policies[i]!),
+    }),
+  );
+  return new Map((found.rows as JobFoundRow[]).map((r) => [replayKey({ queue: r.queue, idempotencyKey: r.idempotency_key }), r]));
+}
+
+/** How replaysFind keys a job: its queue and idempotency key. */
+function replayKey(j: { queue: string; idempotencyKey?: string | null }): string {
+  return `${j.queue}\u0000${j.idempotencyKey}`;
+}
+
+/** ALREADY_EXISTS for a replay whose submitted fields differ from the job its key names. */
+function replayDiffers(j: JobSubmitInput, row: JobFoundRow): Error {
+  return alreadyExists(
+    `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id}, submitted with a different ${row.difference}`,
+  );
+}
+
 /** A submit's statements' inputs, computed once per submit. */
 interface SubmitPrepared {
   ids: string[];
@@ -275,27 +314,11 @@ async function submitOn(
   });
   const missing = jobs.map((j, i) => ({ j, i })).filter(({ i }) => !results[i]);
   if (missing.length > 0) {
-    const found = await client.query(
-      queryConfig(jobFindByKeysSql, {
-        queues: missing.map(({ j }) => j.queue),
-        idempotencyKeys: missing.map(({ j }) => j.idempotencyKey ?? null),
-        types: missing.map(({ j }) => j.type),
-        payloads: missing.map(({ i }) => payloads[i]!),
-        priorities: missing.map(({ j }) => j.priority ?? 0),
-        runAts: missing.map(({ j }) => j.runAt ?? null),
-        maxAttempts: missing.map(({ i }) => maxAttempts[i]!),
-        policies: missing.map(({ i }) => policies[i]!),
-      }),
-    );
-    const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
+    const byKey = await replaysFind(client, missing, { payloads, maxAttempts, policies });
     for (const { j, i } of missing) {
-      const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
+      const row = byKey.get(replayKey(j));
       if (!row) throw new RetrySubmit('the conflicting job vanished');
-      if (row.difference !== null && !keepDifferentReplays) {
-        throw alreadyExists(
-          `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id}, submitted with a different ${row.difference}`,
-        );
-      }
+      if (row.difference !== null && !keepDifferentReplays) throw replayDiffers(j, row);
       results[i] = { job: jobFromRow(row), created: false };
     }
   }
@@ -355,27 +378,11 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
       const results: (JobSubmitResult | undefined)[] = jobs.map(() => undefined);
       const keyed = jobs.map((j, i) => ({ j, i })).filter(({ j }) => j.idempotencyKey);
       if (keyed.length > 0) {
-        const found = await client.query(
-          queryConfig(jobFindByKeysSql, {
-            queues: keyed.map(({ j }) => j.queue),
-            idempotencyKeys: keyed.map(({ j }) => j.idempotencyKey ?? null),
-            types: keyed.map(({ j }) => j.type),
-            payloads: keyed.map(({ i }) => payloads[i]!),
-            priorities: keyed.map(({ j }) => j.priority ?? 0),
-            runAts: keyed.map(({ j }) => j.runAt ?? null),
-            maxAttempts: keyed.map(({ i }) => maxAttempts[i]!),
-            policies: keyed.map(({ i }) => policies[i]!),
-          }),
-        );
-        const byKey = new Map((found.rows as JobFoundRow[]).map((r) => [`${r.queue}\u0000${r.idempotency_key}`, r]));
+        const byKey = await replaysFind(client, keyed, { payloads, maxAttempts, policies });
         for (const { j, i } of keyed) {
-          const row = byKey.get(`${j.queue}\u0000${j.idempotencyKey}`);
+          const row = byKey.get(replayKey(j));
           if (!row) continue;
-          if (row.difference !== null) {
-            throw alreadyExists(
-              `idempotency key "${j.idempotencyKey}" in queue "${j.queue}" already names job ${row.id}, submitted with a different ${row.difference}`,
-            );
-          }
+          if (row.difference !== null) throw replayDiffers(j, row);
           results[i] = { job: jobFromRow(row), created: false };
         }
       }

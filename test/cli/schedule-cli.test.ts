@@ -1,74 +1,13 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { queueName } from '../helpers/factories.js';
-import { serverSetup } from '../helpers/server-setup.js';
+import { cliSetup } from '../helpers/cli.js';
 
 /**
  * `evora schedule ...` (src/cli/schedule-commands.ts), run as the built CLI in a child
- * process against a live server, built as test/cli/cli.test.ts builds it.
+ * process against a live server (test/helpers/cli.ts).
  */
 
-const ROOT = resolve(import.meta.dirname, '../..');
-// Under node_modules so that the compiled files resolve their packages from the project.
-const BUILD = join(ROOT, 'node_modules', '.cache', `evora-cli-test-${randomBytes(4).toString('hex')}`);
-const MAIN = join(BUILD, 'out', 'src', 'cli', 'main.js');
-let address: string;
-
-beforeAll(async () => {
-  ({ address } = await serverSetup());
-  mkdirSync(BUILD, { recursive: true });
-  writeFileSync(
-    join(BUILD, 'tsconfig.json'),
-    JSON.stringify({
-      extends: join(ROOT, 'tsconfig.build.json'),
-      compilerOptions: { outDir: join(BUILD, 'out'), rootDir: ROOT, declaration: false, sourceMap: false },
-      files: [join(ROOT, 'src', 'cli', 'main.ts')],
-      include: [],
-    }),
-  );
-  // Type checking is `npm run typecheck`'s job; here only the emitted JavaScript matters.
-  const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(BUILD, 'tsconfig.json'), '--noCheck'], {
-    encoding: 'utf8',
-  });
-  if (!existsSync(MAIN)) throw new Error(`building the CLI failed: ${tsc.stdout}${tsc.stderr}`);
-  // As `npm run build` does: the statements, migrations and descriptor set go next to the modules.
-  const assets = spawnSync(process.execPath, [join(ROOT, 'scripts', 'build-assets.mjs'), join(BUILD, 'out')], { encoding: 'utf8' });
-  if (assets.status !== 0) throw new Error(`copying the build's assets failed: ${assets.stdout}${assets.stderr}`);
-});
-afterAll(() => rmSync(BUILD, { recursive: true, force: true }));
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `evora <args>` against the test server (through EVORA_ADDRESS unless --address is given). */
-function evora(...args: string[]): Promise<Run> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [MAIN, ...args], {
-      env: { ...process.env, EVORA_ADDRESS: address },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
-}
-
-/** Runs a command that must succeed with --json and returns its parsed output. */
-async function json<T = Record<string, unknown>>(...args: string[]): Promise<T> {
-  const r = await evora(...args, '--json');
-  expect(r.stderr).toBe('');
-  expect(r.code).toBe(0);
-  return JSON.parse(r.stdout) as T;
-}
+const { evora, json } = cliSetup();
 
 type ScheduleJson = { name: string; cron: string; timezone: string; queue: string; paused: boolean; misfirePolicy: string; misfireCap: number; nextRunAt: string; lastJobId: string | null };
 

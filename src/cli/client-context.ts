@@ -1,0 +1,50 @@
+import type { Command } from 'commander';
+import { EvoraApiError, EvoraClient } from '../sdk/index.js';
+import { parseDuration } from './format.js';
+
+/**
+ * What every client command of `evora` shares (client-commands.ts, schedule-commands.ts):
+ * the global options, a client built from them and closed after the command, and printing
+ * either human text or, with --json, the SDK's objects as JSON.
+ */
+
+/** Options every client command reads (the program's global options). */
+interface GlobalOptions {
+  address?: string;
+  json?: boolean;
+  timeout: string;
+}
+
+/** A client command's client, and whether it prints JSON. */
+export interface Ctx {
+  client: EvoraClient;
+  json: boolean;
+}
+
+/** Prints `value` as JSON with --json, else the human text. */
+export function print(ctx: Ctx, value: unknown, human: () => string): void {
+  process.stdout.write(`${ctx.json ? JSON.stringify(value, null, 2) : human()}\n`);
+}
+
+/**
+ * Runs a command with a client built from the global options, and closes it. A server that
+ * cannot be reached is said in one line naming its address.
+ */
+export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Promise<void>) {
+  return async (...args: [...A, Command]) => {
+    const cmd = args[args.length - 1] as Command;
+    const g = cmd.optsWithGlobals<GlobalOptions>();
+    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000 });
+    try {
+      await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
+    } catch (err) {
+      if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
+        const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
+        throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
+      }
+      throw err;
+    } finally {
+      client.close();
+    }
+  };
+}

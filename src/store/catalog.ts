@@ -6,5 +6,6 @@
 import './store.js';
 import './leader.js';
 import './migrate.js';
+import './roles.js';
 
 export { statementFiles, statementNamed, statementsDeclared } from './statements.js';

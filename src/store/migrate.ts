@@ -47,6 +47,12 @@ const MIGRATION_LOCK_KEY = 7_301_846_001;
 
 const migrationLockSql = statement<{ key: number }, { locked: string }>('migration-lock', { key: 'int8' }, { locked: 'void' });
 const migrationBookkeepingCreateSql = script('migration-bookkeeping-create');
+const migrationSchemaCreateSql = script('migration-schema-create');
+const migrationOwnerBecomeSql = statement<None, { role: string | null; schema_exists: boolean; bookkept: boolean }>(
+  'migration-owner-become',
+  {},
+  { role: 'text', schema_exists: 'bool', bookkept: 'bool' },
+);
 const migrationAppliedListSql = statement<None, { version: number; name: string }>(
   'migration-applied-list',
   {},
@@ -97,6 +103,11 @@ function migrationsUnknownMessage(unknown: { version: number; name: string }[], 
  * it was, without markers; with one, the migrations before it and the marked migration's
  * re-runnable first part stay). Forward only. Returns the versions it applied.
  *
+ * Each transaction acts as the owner role of the evora schema when the connecting role is
+ * another that may (a superuser; sql/migration-owner-become.sql), so what migrations create
+ * belongs to that owner; a role that may not (the application role) runs nothing when the
+ * schema is up to date and fails with a hint when a migration is pending.
+ *
  * Refuses (MigrationsUnknownError, one line saying what to do) a database that records a
  * migration this version does not know, instead of applying the rest over a schema it
  * cannot vouch for. Messages carry no "evora:" prefix: the CLI adds it.
@@ -114,7 +125,10 @@ export async function migrate(connectionString: string, migrations: Migration[] 
     for (;;) {
       const more = await inTransaction(client, async () => {
         await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
-        await scriptRun(client, migrationBookkeepingCreateSql);
+        // Act as the schema's owner role when it is not us (docs/security.md, "Database role").
+        const owner = (await rowsOf(client, migrationOwnerBecomeSql, {}))[0]!;
+        if (!owner.schema_exists) await scriptRun(client, migrationSchemaCreateSql);
+        if (!owner.bookkept) await scriptRun(client, migrationBookkeepingCreateSql);
         const recorded = await rowsOf(client, migrationAppliedListSql, {});
         const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
         if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
@@ -137,7 +151,12 @@ export async function migrate(connectionString: string, migrations: Migration[] 
     }
   } catch (err) {
     if (err instanceof MigrationsUnknownError) throw err;
-    throw new Error(`migration failed: ${(err as Error).message}`, { cause: err });
+    // 42501 insufficient_privilege: the application role (which may not change the schema) met a pending migration.
+    const hint =
+      (err as { code?: string }).code === '42501'
+        ? ' (this role may not change the evora schema: run `evora migrate` with the URL of a superuser or of a member of the schema\'s owner role, docs/security.md)'
+        : '';
+    throw new Error(`migration failed: ${(err as Error).message}${hint}`, { cause: err });
   } finally {
     await client.end().catch(() => undefined);
   }

@@ -1,7 +1,8 @@
 -- name: migrationBookkeepingCreate
--- The schema and the table that record which migrations ran (src/store/migrate.ts).
--- Must stay true: idempotent; it runs before every migration run, in its transaction.
-CREATE SCHEMA IF NOT EXISTS evora;
+-- The table that records which migrations ran (src/store/migrate.ts).
+-- Must stay true: idempotent; it runs in the migration transaction, only while the table
+-- is missing (CREATE ... IF NOT EXISTS still needs CREATE on the schema, which the
+-- application role lacks: docs/security.md).
 CREATE TABLE IF NOT EXISTS evora.schema_migrations (
   version integer PRIMARY KEY,
   name text NOT NULL,

@@ -67,7 +67,7 @@ function tlsLoad(files: TlsFiles): TlsLoad {
  */
 export class ReloadingServerCredentials extends grpc.ServerCredentials {
   private current: TlsLoad;
-  private rejectedDigest: string | null = null;
+  private lastRejection: string | null = null;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -92,11 +92,11 @@ export class ReloadingServerCredentials extends grpc.ServerCredentials {
     } catch (err) {
       // Only once per bad state; the old certificate stays in use.
       const message = (err as Error).message;
-      if (this.rejectedDigest !== message) this.logger.warn({ err }, `${message}; keeping the certificate in use`);
-      this.rejectedDigest = message;
+      if (this.lastRejection !== message) this.logger.warn({ err }, `${message}; keeping the certificate in use`);
+      this.lastRejection = message;
       return;
     }
-    this.rejectedDigest = null;
+    this.lastRejection = null;
     if (next.digest === this.current.digest) return;
     this.current = next;
     this.updateSecureContextOptions(next.options);

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // config is the worker's command line (each flag may also come from an EVORA_* variable).
@@ -17,6 +22,9 @@ type config struct {
 	maxJobs      int
 	idleExit     time.Duration
 	drainTimeout time.Duration
+	tlsCA        string // PEM file of the CA that signed the server's certificate; "" = plaintext
+	tlsCert      string // PEM file of this worker's certificate, for a server that requires one (mTLS)
+	tlsKey       string // PEM file of tlsCert's private key
 }
 
 func env(name, def string) string {
@@ -45,10 +53,45 @@ func parseFlags() config {
 	flag.IntVar(&c.maxJobs, "max-jobs", 0, "drain and exit after this many reports (complete or fail) were acknowledged; 0 = never")
 	flag.DurationVar(&c.idleExit, "idle-exit", 0, "drain and exit after this long with no job; 0 = never")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on drain, how long to wait for running jobs before exiting anyway")
+	flag.StringVar(&c.tlsCA, "tls-ca", env("EVORA_TLS_CA", ""), "TLS: PEM file of the CA that signed the server's certificate; unset = plaintext (env EVORA_TLS_CA)")
+	flag.StringVar(&c.tlsCert, "tls-cert", env("EVORA_TLS_CLIENT_CERT", ""), "mTLS: PEM file of this worker's certificate; needs -tls-key (env EVORA_TLS_CLIENT_CERT)")
+	flag.StringVar(&c.tlsKey, "tls-key", env("EVORA_TLS_CLIENT_KEY", ""), "mTLS: PEM file of the certificate's private key (env EVORA_TLS_CLIENT_KEY)")
 	flag.Parse()
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		fmt.Fprintln(os.Stderr, "go-worker: -tls-cert and -tls-key must be given together")
+		os.Exit(2)
+	}
 	if c.slots < 1 {
 		fmt.Fprintln(os.Stderr, "go-worker: -slots must be at least 1")
 		os.Exit(2)
 	}
 	return c
+}
+
+// transportCredentials is plaintext unless a CA or a client certificate is given; then TLS
+// trusting that CA (or the system's roots), presenting the client certificate if given.
+func (c config) transportCredentials() (credentials.TransportCredentials, error) {
+	if c.tlsCA == "" && c.tlsCert == "" {
+		return insecure.NewCredentials(), nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.tlsCA != "" {
+		pem, err := os.ReadFile(c.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-tls-ca: no PEM certificate in %s", c.tlsCA)
+		}
+		tc.RootCAs = pool
+	}
+	if c.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(tc), nil
 }

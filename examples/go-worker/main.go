@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
@@ -37,7 +36,12 @@ import (
 func main() {
 	cfg := parseFlags()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("worker_id", cfg.workerID)
-	conn, err := grpc.NewClient(cfg.address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := cfg.transportCredentials()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go-worker: %v\n", err)
+		os.Exit(2)
+	}
+	conn, err := grpc.NewClient(cfg.address, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		log.Error("cannot create client", "err", err)
 		os.Exit(1)

@@ -29,7 +29,18 @@ def parse_args(description: str) -> argparse.Namespace:
                     help="drain and exit after this many reports (complete or fail) were acknowledged; 0 = never")
     ap.add_argument("--idle-exit", type=duration, default=0.0, help="drain and exit after this long with no job (e.g. 5s); 0 = never")
     ap.add_argument("--drain-timeout", type=duration, default=30.0, help="on drain, how long to wait for running jobs")
+    ap.add_argument("--tls-ca", default=env("EVORA_TLS_CA", ""),
+                    help="TLS: PEM file of the CA that signed the server's certificate; unset = plaintext (env EVORA_TLS_CA)")
+    ap.add_argument("--tls-cert", default=env("EVORA_TLS_CLIENT_CERT", ""),
+                    help="mTLS: PEM file of this worker's certificate; needs --tls-key (env EVORA_TLS_CLIENT_CERT)")
+    ap.add_argument("--tls-key", default=env("EVORA_TLS_CLIENT_KEY", ""),
+                    help="mTLS: PEM file of the certificate's private key (env EVORA_TLS_CLIENT_KEY)")
     args = ap.parse_args()
     if args.slots < 1:
         ap.error("--slots must be at least 1")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        ap.error("--tls-cert and --tls-key must be given together")
+    for flag, path in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path and not os.access(path, os.R_OK):
+            ap.error(f"{flag}: cannot read {path}")
     return args

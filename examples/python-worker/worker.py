@@ -77,6 +77,23 @@ class Task:
             self.stop.set()
 
 
+def open_channel(args: argparse.Namespace) -> grpc.Channel:
+    """Plaintext unless a CA or a client certificate is given; then TLS trusting that CA (or
+    the system's roots), presenting the client certificate if given (mTLS)."""
+    ca, cert, key = (getattr(args, name, "") or "" for name in ("tls_ca", "tls_cert", "tls_key"))
+    if not ca and not cert:
+        return grpc.insecure_channel(args.address)
+
+    def read(path: str) -> bytes | None:
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    creds = grpc.ssl_channel_credentials(root_certificates=read(ca), private_key=read(key), certificate_chain=read(cert))
+    return grpc.secure_channel(args.address, creds)
+
+
 @dataclass
 class Report:
     req: pb.WorkRequest
@@ -88,7 +105,7 @@ class Report:
 class Worker:
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.channel = grpc.insecure_channel(args.address)
+        self.channel = open_channel(args)
         self.stub = pb_grpc.WorkerServiceStub(self.channel)
         self.pool = ThreadPoolExecutor(max_workers=args.slots, thread_name_prefix="job")
         self.events: queue.Queue = queue.Queue()

@@ -1,6 +1,7 @@
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { EvoraApiError, EvoraClient } from '../sdk/index.js';
-import { parseDuration } from './format.js';
+import { parseDuration, UsageError } from './format.js';
 
 /**
  * What every client command of `evora` shares (client-commands.ts, schedule-commands.ts):
@@ -13,6 +14,30 @@ interface GlobalOptions {
   address?: string;
   json?: boolean;
   timeout: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+/**
+ * The client's TLS files from the global flags, else the environment (EVORA_TLS_CA,
+ * EVORA_TLS_CLIENT_CERT, EVORA_TLS_CLIENT_KEY: not EVORA_TLS_CERT/KEY, which are the
+ * server's own), read into the SDK's tls* options. None set: plaintext.
+ */
+export function tlsOptions(g: { tlsCa?: string; tlsCert?: string; tlsKey?: string }, env = process.env) {
+  const ca = g.tlsCa || env.EVORA_TLS_CA;
+  const cert = g.tlsCert || env.EVORA_TLS_CLIENT_CERT;
+  const key = g.tlsKey || env.EVORA_TLS_CLIENT_KEY;
+  if (Boolean(cert) !== Boolean(key)) throw new UsageError('--tls-cert (EVORA_TLS_CLIENT_CERT) and --tls-key (EVORA_TLS_CLIENT_KEY) must be given together');
+  const read = (flag: string, path: string | undefined) => {
+    if (!path) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new UsageError(`${flag}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+  };
+  return { tlsCa: read('--tls-ca', ca), tlsCert: read('--tls-cert', cert), tlsKey: read('--tls-key', key) };
 }
 
 /** A client command's client, and whether it prints JSON. */
@@ -34,7 +59,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
   return async (...args: [...A, Command]) => {
     const cmd = args[args.length - 1] as Command;
     const g = cmd.optsWithGlobals<GlobalOptions>();
-    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000 });
+    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000, ...tlsOptions(g) });
     try {
       await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
     } catch (err) {

@@ -79,6 +79,9 @@ const program = new Command('evora')
   .option('--address <host:port>', `server the client commands talk to (not serve's listen address) [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
   .option('--json', 'print results as JSON (for scripts)')
   .option('--timeout <duration>', 'deadline of each client call, e.g. 10s', '10s')
+  .option('--tls-ca <file>', "TLS: the CA (PEM) that signed the server's certificate [env EVORA_TLS_CA; unset: plaintext]")
+  .option('--tls-cert <file>', "mTLS: this client's certificate (PEM; needs --tls-key) [env EVORA_TLS_CLIENT_CERT]")
+  .option('--tls-key <file>', "mTLS: the client certificate's private key (PEM) [env EVORA_TLS_CLIENT_KEY]")
   .exitOverride()
   .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
 

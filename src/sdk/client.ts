@@ -36,7 +36,7 @@ import {
   type UpsertScheduleResponse,
 } from '../gen/evora/v1/schedule.js';
 import { WorkerServiceClient, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
-import { channelCreate, resolveAddress, type ConnectionOptions } from './connection.js';
+import { channelCreate, credentialsFor, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
 import {
   backoffKindToPb,
@@ -217,7 +217,7 @@ export class EvoraClient {
     this.address = resolveAddress(opts.address);
     this.deadlineMs = opts.deadlineMs ?? 10_000;
     this.channel = channelCreate(opts);
-    const creds = opts.credentials ?? grpc.credentials.createInsecure();
+    const creds = credentialsFor(opts);
     this.jobs = new JobServiceClient(this.address, creds, { channelOverride: this.channel });
     this.queues = new QueueServiceClient(this.address, creds, { channelOverride: this.channel });
     this.schedules = new ScheduleServiceClient(this.address, creds, { channelOverride: this.channel });

@@ -8,10 +8,21 @@ export interface ConnectionOptions {
   /** host:port of the server. Default: $EVORA_ADDRESS, else 127.0.0.1:50051. */
   address?: string;
   /**
-   * Channel credentials. Default: insecure (plaintext), which is what the server speaks
-   * today; pass `grpc.credentials.createSsl(...)` once it serves TLS.
+   * Channel credentials, for what the tls* options do not cover. Default: plaintext, or TLS
+   * when any tls* option is set. Not together with the tls* options.
    */
   credentials?: grpc.ChannelCredentials;
+  /**
+   * TLS with the system's root CAs (a server whose certificate a public CA signed). Implied
+   * by tlsCa, tlsCert and tlsKey. Default: plaintext.
+   */
+  tls?: boolean;
+  /** PEM of the CA that signed the server's certificate (e.g. `readFileSync('ca.pem')`); turns TLS on. */
+  tlsCa?: string | Buffer;
+  /** PEM of this client's certificate chain, for a server that requires one (mTLS); needs tlsKey. */
+  tlsCert?: string | Buffer;
+  /** PEM of the private key of tlsCert. */
+  tlsKey?: string | Buffer;
   /** Extra grpc-js channel options (they override the SDK's). */
   channelOptions?: grpc.ChannelOptions;
 }
@@ -21,9 +32,23 @@ export function resolveAddress(address: string | undefined): string {
   return address || process.env.EVORA_ADDRESS || DEFAULT_ADDRESS;
 }
 
+/**
+ * The channel credentials the options ask for: `credentials` as given, TLS when any tls*
+ * option is set, else plaintext. Throws a TypeError for options that contradict each other.
+ */
+export function credentialsFor(opts: ConnectionOptions): grpc.ChannelCredentials {
+  const tls = Boolean(opts.tls || opts.tlsCa || opts.tlsCert || opts.tlsKey);
+  if (opts.credentials && tls) throw new TypeError('credentials and the tls options are exclusive: pass one or the other');
+  if (Boolean(opts.tlsCert) !== Boolean(opts.tlsKey)) throw new TypeError('tlsCert and tlsKey must be given together');
+  if (opts.credentials) return opts.credentials;
+  if (!tls) return grpc.credentials.createInsecure();
+  const pem = (v: string | Buffer | undefined) => (v === undefined ? null : Buffer.isBuffer(v) ? v : Buffer.from(v));
+  return grpc.credentials.createSsl(pem(opts.tlsCa), pem(opts.tlsKey), pem(opts.tlsCert));
+}
+
 /** One channel for the given options; every service client of one SDK object shares it. */
 export function channelCreate(opts: ConnectionOptions, defaults: grpc.ChannelOptions = {}): grpc.Channel {
-  return new grpc.Channel(resolveAddress(opts.address), opts.credentials ?? grpc.credentials.createInsecure(), {
+  return new grpc.Channel(resolveAddress(opts.address), credentialsFor(opts), {
     // Large enough for a batch of jobs with 1 MiB payloads; the server has its own limit.
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,

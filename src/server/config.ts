@@ -50,6 +50,14 @@ export interface ServerConfig {
   pruneIntervalMs: number;
   /** Finished jobs deleted per pruner statement (one short transaction each). */
   pruneBatchSize: number;
+  /** TLS on the gRPC port: the server's certificate (PEM file); null: plaintext. Needs tlsKey. */
+  tlsCert: string | null;
+  /** The private key (PEM file) of tlsCert; set exactly when tlsCert is. */
+  tlsKey: string | null;
+  /** A CA (PEM file) client certificates must be signed by (mTLS); needs tlsCert. */
+  tlsClientCa: string | null;
+  /** How often the TLS files are read again (a valid change applies to new connections). */
+  tlsReloadIntervalMs: number;
 }
 
 /** EVORA_DB_POOLER's values (here, not imported from the store, so loading the config loads no pg). */
@@ -87,6 +95,11 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)" },
   { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs deleted per pruner statement (each a short transaction of its own)' },
   { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work' },
+  // TLS (docs/tls.md). The flags are not --tls-cert/--tls-key: those are the client commands' global options.
+  { key: 'tlsCert', env: 'EVORA_TLS_CERT', flag: '--tls-server-cert', default: '', doc: "TLS on the gRPC port: the server's certificate chain (PEM file; needs EVORA_TLS_KEY); reloaded when it changes; unset: plaintext" },
+  { key: 'tlsKey', env: 'EVORA_TLS_KEY', flag: '--tls-server-key', default: '', doc: "the private key (PEM file) of EVORA_TLS_CERT" },
+  { key: 'tlsClientCa', env: 'EVORA_TLS_CLIENT_CA', flag: '--tls-client-ca', default: '', doc: 'mTLS: clients must present a certificate signed by this CA (PEM file; needs EVORA_TLS_CERT)' },
+  { key: 'tlsReloadIntervalMs', env: 'EVORA_TLS_RELOAD_INTERVAL_MS', flag: '--tls-reload-interval-ms', default: '5000', doc: 'how often the TLS files are read again; a valid change applies to new connections without a restart' },
 ];
 
 /**
@@ -98,7 +111,7 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   const out: Record<string, unknown> = {};
   for (const e of CONFIG_DOC) {
     const value = raw(e);
-    if (e.key === 'databaseUrl' || e.key === 'mongodbUrl' || e.key === 'directDatabaseUrl') out[e.key] = value || null;
+    if (e.key === 'databaseUrl' || e.key === 'mongodbUrl' || e.key === 'directDatabaseUrl' || e.key === 'tlsCert' || e.key === 'tlsKey' || e.key === 'tlsClientCa') out[e.key] = value || null;
     else if (e.key === 'dbPooler') {
       if (!(DB_POOLER_VALUES as readonly string[]).includes(value)) throw new Error(`${e.env} (${e.flag}) must be ${DB_POOLER_VALUES.join(', ')}, got "${value}"`);
       out[e.key] = value;
@@ -113,5 +126,8 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
       out[e.key] = Number(value);
     } else out[e.key] = value;
   }
+  // TLS settings come together (the files themselves are read and checked when the server starts).
+  if (Boolean(out.tlsCert) !== Boolean(out.tlsKey)) throw new Error('EVORA_TLS_CERT (--tls-server-cert) and EVORA_TLS_KEY (--tls-server-key) must be set together');
+  if (out.tlsClientCa && !out.tlsCert) throw new Error('EVORA_TLS_CLIENT_CA (--tls-client-ca) needs EVORA_TLS_CERT and EVORA_TLS_KEY (mTLS runs over TLS)');
   return out as unknown as ServerConfig;
 }

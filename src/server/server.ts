@@ -5,6 +5,7 @@ import { HealthImplementation } from 'grpc-health-check';
 import type { ServerConfig } from './config.js';
 import { EMBEDDED_ROLE, embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { JobObserver } from './job-observer.js';
+import { ReloadingServerCredentials } from './tls.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
@@ -102,10 +103,13 @@ interface Parts {
   health: HealthImplementation | null;
   streams: Set<WorkStreamHandle>;
   metricsServer: { port: number; close(): Promise<void> } | null;
+  /** The gRPC port's TLS credentials when TLS is on (they poll their files until stopped). */
+  tls: ReloadingServerCredentials | null;
 }
 
 /**
  * The composition root: starts an Evora server, building every part in order:
+ *  - the TLS files when configured, read and checked first (a bad one fails the start at once);
  *  - gRPC, bound first (so a taken port fails at once, before PostgreSQL starts), with
  *    health NOT_SERVING and reflection; every method answers UNAVAILABLE until ready;
  *  - the database (embedded unless configured) and the store, waited for with capped
@@ -145,11 +149,17 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     health: null,
     streams: new Set(),
     metricsServer: null,
+    tls: null,
   };
   // The start ends early when the caller's signal aborts (a SIGTERM while waiting for PostgreSQL).
   const startSignal = opts.signal ?? new AbortController().signal;
   const untilAborted = <T>(work: Promise<T>) => abortRace(work, startSignal, () => new ServerStartAbortedError());
   try {
+    if (config.tlsCert && config.tlsKey) {
+      const files = { certFile: config.tlsCert, keyFile: config.tlsKey, clientCaFile: config.tlsClientCa };
+      parts.tls = new ReloadingServerCredentials(files, logger.child({ component: 'tls' }), config.tlsReloadIntervalMs);
+      logger.info({ cert: config.tlsCert, client_ca: config.tlsClientCa }, config.tlsClientCa ? 'TLS on, client certificates required (mTLS)' : 'TLS on');
+    }
     const server = new grpc.Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,
       'grpc.max_send_message_length': config.maxMessageBytes,
@@ -164,7 +174,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     reflectionAddToServer(server);
     parts.grpc = server;
     parts.health = health;
-    const port = await grpcListen(server, config.host, config.port);
+    const port = await grpcListen(server, config.host, config.port, parts.tls ?? grpc.ServerCredentials.createInsecure());
     const address = `${config.host}:${port}`;
     opts.onListening?.(address);
 
@@ -336,6 +346,7 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   for (const stream of parts.streams) stream.end();
   // 4. The gRPC server, then the metrics endpoint.
   await step('stopping gRPC', async () => parts.grpc && (await grpcServerStop(parts.grpc)));
+  parts.tls?.stop();
   await step('closing the metrics endpoint', async () => parts.metricsServer?.close());
   // 5. The maintainer: leader services, then the leadership lock.
   await step('stopping the maintainer', async () => parts.maintainer?.stop());
@@ -368,7 +379,7 @@ function grpcServerStop(server: grpc.Server): Promise<void> {
  * Binds the gRPC server. The port is tried with a plain socket first, so a taken port is
  * refused with one line (grpc-js would also print a line of its own on stderr).
  */
-async function grpcListen(server: grpc.Server, host: string, port: number): Promise<number> {
+async function grpcListen(server: grpc.Server, host: string, port: number, credentials: grpc.ServerCredentials): Promise<number> {
   const refused = (reason: string, cause: unknown) => new Error(`cannot listen on ${host}:${port}: ${reason}`, { cause });
   if (port !== 0) {
     await new Promise<void>((resolve, reject) => {
@@ -378,7 +389,7 @@ async function grpcListen(server: grpc.Server, host: string, port: number): Prom
     });
   }
   return new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(refused(err.message, err)) : resolve(p))),
+    server.bindAsync(`${host}:${port}`, credentials, (err, p) => (err ? reject(refused(err.message, err)) : resolve(p))),
   );
 }
 

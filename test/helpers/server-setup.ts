@@ -16,9 +16,8 @@ export interface Clients {
   close(): void;
 }
 
-/** Raw generated clients (tests of the wire contract use these rather than the SDK). */
-export function clientsFor(address: string): Clients {
-  const creds = grpc.credentials.createInsecure();
+/** Raw generated clients (tests of the wire contract use these rather than the SDK); plaintext unless `creds` say otherwise. */
+export function clientsFor(address: string, creds: grpc.ChannelCredentials = grpc.credentials.createInsecure()): Clients {
   const jobs = new JobServiceClient(address, creds);
   const workers = new WorkerServiceClient(address, creds);
   const queues = new QueueServiceClient(address, creds);

@@ -91,6 +91,31 @@ export const grpcurlSteps: GrpcurlStep[] = [
   },
 ];
 
+/**
+ * The same over TLS (docs/tls.md), run in a folder holding ca.pem, client.pem and
+ * client.key, against a server with EVORA_TLS_CERT/KEY (and, for mtls, EVORA_TLS_CLIENT_CA).
+ */
+export const grpcurlTlsSteps: GrpcurlStep[] = [
+  {
+    id: 'tls',
+    title: 'Over TLS',
+    intro:
+      'When the server has a certificate (`EVORA_TLS_CERT`, `EVORA_TLS_KEY`), drop `-plaintext` and give grpcurl the CA ' +
+      "that signed it. `$ADDR` must be a name or address the server's certificate lists.",
+    command: 'grpcurl -cacert ca.pem $ADDR grpc.health.v1.Health/Check',
+    after: 'Prints `"status": "SERVING"`.',
+  },
+  {
+    id: 'mtls',
+    title: 'With a client certificate (mTLS)',
+    intro:
+      'When the server also has `EVORA_TLS_CLIENT_CA`, it refuses connections without a client certificate signed by that CA; ' +
+      'every command above works with these three flags in place of `-plaintext`.',
+    command: `grpcurl -cacert ca.pem -cert client.pem -key client.key -d '{"queue": "images", "type": "resize", "payload": {"image": "tls.png", "width": 10, "height": 10}}' $ADDR evora.v1.JobService/SubmitJob`,
+    after: 'Without `-cert` and `-key` the same command fails: the TLS handshake is refused before any call.',
+  },
+];
+
 /** docs/grpcurl.md. */
 export function grpcurlMarkdown(): string {
   const parts = [
@@ -114,6 +139,12 @@ export function grpcurlMarkdown(): string {
   ];
   grpcurlSteps.forEach((s, i) => {
     parts.push('', `## ${i + 1}. ${s.title}`, '');
+    if (s.intro) parts.push(s.intro, '');
+    parts.push('```sh', s.command, '```');
+    if (s.after) parts.push('', s.after);
+  });
+  grpcurlTlsSteps.forEach((s, i) => {
+    parts.push('', `## ${grpcurlSteps.length + i + 1}. ${s.title}`, '');
     if (s.intro) parts.push(s.intro, '');
     parts.push('```sh', s.command, '```');
     if (s.after) parts.push('', s.after);

@@ -1,9 +1,10 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverSetup } from '../helpers/server-setup.js';
-import { grpcurlMarkdown, grpcurlSteps, type GrpcurlStep } from './grpcurl-commands.js';
+import { tlsCertsGenerate } from '../helpers/tls-certs.js';
+import { grpcurlMarkdown, grpcurlSteps, grpcurlTlsSteps, type GrpcurlStep } from './grpcurl-commands.js';
 import { REPO_ROOT, assertTools, findGrpcurl, skipUnless, titled } from './toolchain.js';
 
 /**
@@ -113,5 +114,46 @@ describe.skipIf(skipUnless('the grpcurl commands', grpcurl))(titled('the grpcurl
       result: { thumbnail: 'cat_256x192.png', width: 256, height: 192 },
     });
     expect(Date.parse(out.job.finishedAt)).not.toBeNaN();
+  });
+});
+
+describe.skipIf(skipUnless('the grpcurl TLS commands', grpcurl))(titled('the grpcurl TLS commands of docs/grpcurl.md', grpcurl), () => {
+  // The doc's file names (ca.pem, client.pem, client.key) are the helper's, in its folder.
+  const certs = tlsCertsGenerate('evora-grpcurl');
+  afterAll(() => certs.remove());
+  let tlsAddr = '';
+  let mtlsAddr = '';
+
+  beforeAll(async () => {
+    assertTools(grpcurl);
+    ({ address: tlsAddr } = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey }));
+    ({ address: mtlsAddr } = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey, tlsClientCa: certs.caCert }));
+  });
+
+  /** Runs a TLS step's command (or the given variant of it) in the certificates' folder. */
+  function runTls(command: string, addr: string): Promise<{ ok: boolean; stdout: string; stderr: string }> {
+    const path = grpcurl.ok ? `${dirname(grpcurl.path)}:${process.env.PATH ?? ''}` : process.env.PATH;
+    return new Promise((resolve) => {
+      execFile('bash', ['-euo', 'pipefail', '-c', command], { cwd: certs.dir, env: { ...process.env, PATH: path, ADDR: addr }, timeout: 30_000 }, (err, stdout, stderr) =>
+        resolve({ ok: !err, stdout, stderr }),
+      );
+    });
+  }
+
+  const tlsStep = (id: string) => grpcurlTlsSteps.find((x) => x.id === id)!.command;
+
+  it('health over TLS with the CA; refused with -plaintext', async () => {
+    const run = await runTls(tlsStep('tls'), tlsAddr);
+    expect(run.ok, run.stderr).toBe(true);
+    expect(JSON.parse(run.stdout)).toEqual({ status: 'SERVING' });
+    expect((await runTls('grpcurl -plaintext $ADDR grpc.health.v1.Health/Check', tlsAddr)).ok).toBe(false);
+  });
+
+  it('mTLS: submits with a client certificate; refused without one', async () => {
+    const run = await runTls(tlsStep('mtls'), mtlsAddr);
+    expect(run.ok, run.stderr).toBe(true);
+    expect(JSON.parse(run.stdout)).toMatchObject({ created: true, job: { queue: 'images', type: 'resize', state: 'JOB_STATE_PENDING' } });
+    const anonymous = await runTls(tlsStep('mtls').replace(' -cert client.pem -key client.key', ''), mtlsAddr);
+    expect(anonymous.ok).toBe(false);
   });
 });

@@ -7,7 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AttemptOutcome, JobState, type Job } from '../../src/gen/evora/v1/job.js';
 import { BackoffKind } from '../../src/gen/evora/v1/queue.js';
 import { queueName } from '../helpers/factories.js';
-import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
+import * as grpc from '@grpc/grpc-js';
+import { call, clientsFor, serverSetup, type Clients } from '../helpers/server-setup.js';
+import { tlsCertsGenerate } from '../helpers/tls-certs.js';
 import { waitFor } from '../helpers/wait.js';
 import { JOB_TYPE, QUEUE, ResizeError, demoPayloads, resize } from '../../examples/ts/images.js';
 import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless, start, titled, type Proc, type Tool } from './toolchain.js';
@@ -36,11 +38,20 @@ let scratch: string;
 /** Results over this size are refused (ACK_RESULT_INVALID); the test payloads are far below it. */
 const MAX_PAYLOAD_BYTES = 4096;
 
+/** A second server that requires client certificates (mTLS); its raw clients trust its CA. */
+const certs = tlsCertsGenerate('evora-interop');
+let mtls: { address: string; clients: Clients };
+
 beforeAll(async () => {
   ({ clients, address } = await serverSetup({ maxPayloadBytes: String(MAX_PAYLOAD_BYTES) }));
+  const m = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey, tlsClientCa: certs.caCert });
+  m.clients.close();
+  mtls = { address: m.address, clients: clientsFor(m.address, grpc.credentials.createSsl(certs.read(certs.caCert), certs.read(certs.clientKey), certs.read(certs.clientCert))) };
   scratch = await mkdtemp(join(tmpdir(), 'evora-interop-'));
 });
 afterAll(async () => {
+  mtls?.clients.close();
+  certs.remove();
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
@@ -106,6 +117,10 @@ interface LaunchOptions {
   maxJobs?: number;
   /** The worker's -drain-timeout / --drain-timeout (e.g. "20s"); unset = its default. */
   drainTimeout?: string;
+  /** Another server than the file's (the TLS one). */
+  address?: string;
+  /** Extra flags, spelled `--x` (Go's flag package takes two dashes too): the TLS files. */
+  extra?: string[];
 }
 
 interface WorkerKind {
@@ -128,13 +143,14 @@ const kinds: WorkerKind[] = [
       if (!go.ok) throw new Error('unreachable');
       const bin = join(scratch, 'go-worker');
       await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
-      return ({ queue, workerId, slots, maxJobs, drainTimeout }) =>
+      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra }) =>
         start(
           bin,
           [
-            ...['-address', address, ...(queue ? ['-queue', queue] : []), '-worker-id', workerId, '-slots', String(slots)],
+            ...['-address', at ?? address, ...(queue ? ['-queue', queue] : []), '-worker-id', workerId, '-slots', String(slots)],
             ...(maxJobs ? ['-max-jobs', String(maxJobs)] : []),
             ...(drainTimeout ? ['-drain-timeout', drainTimeout] : []),
+            ...(extra ?? []),
           ],
           { timeoutMs: 60_000 },
         );
@@ -150,13 +166,14 @@ const kinds: WorkerKind[] = [
     async prepare() {
       if (!python.ok) throw new Error('unreachable');
       const py = python.path;
-      return ({ queue, workerId, slots, maxJobs, drainTimeout }) =>
+      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra }) =>
         start(
           py,
           [
-            ...['worker.py', '--address', address, ...(queue ? ['--queue', queue] : []), '--worker-id', workerId, '--slots', String(slots)],
+            ...['worker.py', '--address', at ?? address, ...(queue ? ['--queue', queue] : []), '--worker-id', workerId, '--slots', String(slots)],
             ...(maxJobs ? ['--max-jobs', String(maxJobs)] : []),
             ...(drainTimeout ? ['--drain-timeout', drainTimeout] : []),
+            ...(extra ?? []),
           ],
           { cwd: PY_DIR, timeoutMs: 60_000, env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' } },
         );
@@ -359,6 +376,25 @@ for (const kind of kinds) {
       expect([JobState.JOB_STATE_RUNNING, JobState.JOB_STATE_PENDING]).toContain(after.state);
       expect(after.result).toBeUndefined();
     });
+
+    it('runs a job over mTLS (--tls-ca, --tls-cert, --tls-key)', async () => {
+      const queue = queueName('tls');
+      const payload = { image: 'tls.png', width: 600, height: 300 };
+      const { job } = await call(mtls.clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+      const workerId = `interop-${queue}`;
+      const proc = launch({
+        queue,
+        workerId,
+        slots: 1,
+        maxJobs: 1,
+        address: mtls.address,
+        extra: ['--tls-ca', certs.caCert, '--tls-cert', certs.clientCert, '--tls-key', certs.clientKey],
+      });
+      const exit = await proc.exited;
+      expect(exit.code, describeExit(proc, exit)).toBe(0);
+      const done = (await call(mtls.clients.jobs, 'getJob', { id: job!.id })).job!;
+      expect(done, proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, workerId, result: expectedResult(payload, 1, workerId) });
+    }, 90_000);
 
     it('passes its own unit tests (the ack decisions)', async () => {
       await kind.unitTests();

@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { CancelReason, WorkerServiceClient, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
-import { channelCreate, resolveAddress } from '../connection.js';
+import { channelCreate, credentialsFor, resolveAddress } from '../connection.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
 import { leaseLostName, leaseLostText } from './codes.js';
@@ -109,7 +109,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       'grpc.initial_reconnect_backoff_ms': backoff.initialDelayMs,
       'grpc.max_reconnect_backoff_ms': backoff.maxDelayMs,
     });
-    const client = new WorkerServiceClient(this.address, opts.credentials ?? grpc.credentials.createInsecure(), {
+    const client = new WorkerServiceClient(this.address, credentialsFor(opts), {
       channelOverride: this.channel,
     });
     this.jobs = new HeldJobs(changed);

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { Store } from '../../src/store/store.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
+import { waitFor } from '../helpers/wait.js';
 
 let store: Store;
 let sql: pg.Pool;
@@ -88,6 +89,33 @@ describe('claims with claimAsyncCommit', () => {
       expect(done.every((d) => d.accepted)).toBe(true);
     } finally {
       await asyncStore.close();
+    }
+  });
+
+  it('heartbeat and completion batches lock their jobs in id order, so two of them over the same jobs cannot deadlock', async () => {
+    const queue = queueName('lock-order');
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 2) });
+    const jobs = (await store.jobClaim({ queues: [queue], limit: 2, workerId: 'w' })).sort((a, b) => (a.id < b.id ? -1 : 1));
+    const [low, high] = jobs as [(typeof jobs)[number], (typeof jobs)[number]];
+    // Another transaction holds the lower id; each batch names the higher id first.
+    const holder = await sql.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM evora.jobs WHERE id = $1 FOR UPDATE', [low.id]);
+      const leases = [high, low].map((j) => ({ id: j.id, token: j.leaseToken! }));
+      const heartbeat = store.jobHeartbeatMany({ leases });
+      const waiting = async () =>
+        (await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`)).rows[0]!.n > 0;
+      await waitFor(waiting, { what: 'the heartbeat to wait on the held job' });
+      // Sorted, the batch waits on the lower id before it locks the higher one: the higher
+      // one is free (unsorted, the batch would hold it while waiting, and a completion batch
+      // in id order would then deadlock with it).
+      const probe = await sql.query('SELECT 1 FROM evora.jobs WHERE id = $1 FOR UPDATE NOWAIT', [high.id]);
+      expect(probe.rowCount).toBe(1);
+      await holder.query('COMMIT');
+      expect((await heartbeat).extended).toHaveLength(2);
+    } finally {
+      holder.release();
     }
   });
 });

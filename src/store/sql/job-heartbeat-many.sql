@@ -10,8 +10,12 @@
 -- statistics taken while few jobs ran, walked the whole lease index: with 55,000 jobs
 -- running, completing one took ~60 ms (docs/store.md). The same holds for every write by
 -- lease (complete, fail, snooze).
+-- Rows are locked in id order, as by every batch write by lease (their DISTINCT ON sorts
+-- by id, and that sorted input drives the primary-key loop): a heartbeat batch and a
+-- completion batch naming the same jobs, run at once, lock them in the same order and
+-- cannot deadlock (unsorted, they did under the fault suite).
 UPDATE evora.jobs j
 SET locked_until = coalesce(:now::timestamptz, now()) + make_interval(secs => q.lease_seconds)
-FROM unnest(:ids::uuid[], :tokens::uuid[]) AS l(id, token), evora.queues q
+FROM (SELECT DISTINCT ON (id, token) * FROM unnest(:ids::uuid[], :tokens::uuid[]) AS u(id, token)) l, evora.queues q
 WHERE j.id = l.id AND j.lease_token = l.token AND (CASE WHEN j.state = 'RUNNING' THEN true END) AND q.name = j.queue
 RETURNING j.id, j.lease_token, j.locked_until, j.cancel_requested_at

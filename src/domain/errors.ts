@@ -8,7 +8,9 @@ export type EvoraErrorCode =
   | 'NOT_FOUND'
   | 'ALREADY_EXISTS'
   | 'FAILED_PRECONDITION'
-  | 'UNAVAILABLE';
+  | 'UNAVAILABLE'
+  | 'UNAUTHENTICATED'
+  | 'PERMISSION_DENIED';
 
 /** A failure the caller can act on; its message is one readable line meant for them. */
 export class EvoraError extends Error {
@@ -32,6 +34,13 @@ export const notFound = (message: string) => new EvoraError('NOT_FOUND', message
 export const alreadyExists = (message: string) => new EvoraError('ALREADY_EXISTS', message);
 /** The thing is not in a state that allows this (a lease no longer current, a finished job cancelled). */
 export const failedPrecondition = (message: string) => new EvoraError('FAILED_PRECONDITION', message);
+/**
+ * The call carries no token, or one that is malformed, unknown, expired or revoked. The
+ * message never contains the token.
+ */
+export const unauthenticated = (message: string) => new EvoraError('UNAUTHENTICATED', message);
+/** The token is valid but its role or its queues do not allow this; nothing was changed. */
+export const permissionDenied = (message: string) => new EvoraError('PERMISSION_DENIED', message);
 /**
  * The database cannot be reached or is restarting (refused, reset, terminated, recovering).
  * Answered UNAVAILABLE: the caller retries later. A write in flight when the connection

@@ -16,3 +16,8 @@ export const CHANNEL_JOB_CANCEL = 'evora_job_cancel';
  * leader's scheduler re-reads when its next fire is due.
  */
 export const CHANNEL_SCHEDULE_CHANGED = 'evora_schedule_changed';
+/**
+ * NOTIFY channel sent by every write to the token table (payload: the token's id): each
+ * server's token cache (src/auth/) reads the table again at once.
+ */
+export const CHANNEL_TOKENS_CHANGED = 'evora_tokens_changed';

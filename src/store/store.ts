@@ -41,7 +41,7 @@ import { DatabaseAvailability } from './availability.js';
 import { StorePool } from './pool.js';
 import { silentLogger, type Logger } from '../logger.js';
 
-export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED } from './channels.js';
+export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED } from './channels.js';
 export type { ScheduleFireResult } from './schedules.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
 export type { DbPooler } from './connections.js';

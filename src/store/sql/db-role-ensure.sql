@@ -6,7 +6,8 @@
 --    old owner holds outside the schema); migrations act as it (migration-owner-become.sql);
 --  * the application role (LOGIN) is NOT the owner and not a member of it: it has USAGE on
 --    the schema, SELECT/INSERT/UPDATE/DELETE on the tables (SELECT only on the ones that
---    define the rules: job_state_transitions, schema_migrations), sequences, EXECUTE; so it
+--    define the rules: job_state_transitions, schema_migrations; SELECT and INSERT only on
+--    the append-only audit_events), sequences, EXECUTE; so it
 --    cannot ALTER TABLE ... DISABLE TRIGGER, drop or replace the trigger or its function,
 --    or add a legal transition; and no SUPERUSER, CREATEDB, CREATEROLE, REPLICATION,
 --    BYPASSRLS (session_replication_role is refused to it).
@@ -93,6 +94,10 @@ BEGIN
     LOOP
         EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON %s FROM %I', obj.ident, app);
     END LOOP;
+    -- The audit log is append-only for the application role.
+    IF to_regclass('evora.audit_events') IS NOT NULL THEN
+        EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON evora.audit_events FROM %I', app);
+    END IF;
     -- What later migrations create (acting as the owner role) is usable by the application
     -- role too; a migration that adds a rules table revokes the writes itself.
     EXECUTE format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA evora GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I', owner_role, app);

@@ -3,6 +3,7 @@
  * and each layer imports only the layers below it. The layers, bottom up:
  *   domain          types, errors, codes, validation: imports no other layer
  *   store           the only code that speaks SQL
+ *   auth            the API token cache and authentication (imports domain and store only)
  *   dispatcher      claimed jobs to free slots
  *   telemetry       the projection and its sinks, Prometheus metrics (which read the dispatcher's gauges)
  *   maintenance     leader-only background services and the maintainer
@@ -43,7 +44,8 @@ module.exports = {
       from: { path: '^src/domain/' },
       to: { path: '^src/', pathNot: '^src/domain/' },
     },
-    layer('store', ['telemetry', 'dispatcher', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
+    layer('store', ['auth', 'telemetry', 'dispatcher', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
+    layer('auth', ['dispatcher', 'telemetry', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
     layer('telemetry', ['maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
     layer('dispatcher', ['telemetry', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
     layer('maintenance', ['dispatcher', 'grpc', 'server', 'cli', 'sdk', 'gen']),

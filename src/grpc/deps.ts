@@ -1,3 +1,4 @@
+import type { Authenticator } from '../auth/authenticator.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
@@ -13,6 +14,8 @@ export interface ServiceDeps {
   store: Store;
   dispatcher: Dispatcher;
   logger: Logger;
+  /** Authenticates every call (the token cache); the handlers authorize with src/grpc/auth.ts. */
+  auth: Authenticator;
   maxPayloadBytes: number;
   /** Lease length told to workers whose queues are not configured yet. */
   defaultLeaseSeconds: number;

@@ -21,10 +21,11 @@ import {
   pageTokenDecode,
   pageTokenEncode,
 } from '../domain/validate.js';
-import type { JobFilter, JobServiceServer, SubmitJobRequest } from '../gen/evora/v1/job.js';
+import { JobServiceService, type JobFilter, type JobServiceServer, type SubmitJobRequest } from '../gen/evora/v1/job.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
 import { attemptToPb, backoffKindFromPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
+import { jobScopeCheck, scopeCheck, scopeCheckFilter } from './auth.js';
 import { unary } from './unary.js';
 
 /** A SubmitJobRequest as the store's input, every field checked. */
@@ -88,19 +89,22 @@ function callSignal(call: { on(event: 'cancelled', fn: () => void): unknown }): 
  */
 export function jobService(deps: ServiceDeps): JobServiceServer {
   const { store, dispatcher, logger, maxPayloadBytes, metrics } = deps;
+  const M = JobServiceService;
   return {
-    submitJob: unary(logger, 'SubmitJob', async (req) => {
+    submitJob: unary(deps, M.submitJob.path, async (req, _call, principal) => {
       if (req.dependsOnRefs.length > 0) {
         throw invalidArgument('depends_on_refs names jobs of the same SubmitJobs call; SubmitJob takes depends_on (job ids)');
       }
-      const { job, created } = await dispatcher.submit(submitInput(req, maxPayloadBytes));
+      const input = submitInput(req, maxPayloadBytes);
+      scopeCheck(principal, M.submitJob.path, [input.queue]);
+      const { job, created } = await dispatcher.submit(input);
       if (created) {
         metrics.jobsSubmitted.inc({ queue: job.queue });
         logger.debug({ job_id: job.id, queue: job.queue, type: job.type, attempt: 0 }, 'job submitted');
       }
       return { job: jobToPb(job), created };
     }),
-    submitJobs: unary(logger, 'SubmitJobs', async (req) => {
+    submitJobs: unary(deps, M.submitJobs.path, async (req, _call, principal) => {
       if (req.jobs.length > MAX_BATCH) throw invalidArgument(`at most ${MAX_BATCH} jobs per SubmitJobs call`);
       const inputs = req.jobs.map((j, i) => {
         try {
@@ -110,24 +114,29 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
         }
       });
       checkDependencyRefs(inputs);
+      // One job out of scope refuses the whole batch: nothing is written.
+      scopeCheck(principal, M.submitJobs.path, [...new Set(inputs.map((j) => j.queue))]);
       const results = await store.jobSubmitMany({ jobs: inputs });
       for (const r of results) if (r.created) metrics.jobsSubmitted.inc({ queue: r.job.queue });
       return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })) };
     }),
-    getJob: unary(logger, 'GetJob', async (req) => {
+    getJob: unary(deps, M.getJob.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
+      scopeCheck(principal, M.getJob.path, [job.queue]);
       return { job: jobToPb(job), attempts: (await store.jobAttempts({ id: job.id })).map(attemptToPb) };
     }),
-    listJobAttempts: unary(logger, 'ListJobAttempts', async (req) => {
+    listJobAttempts: unary(deps, M.listJobAttempts.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
+      scopeCheck(principal, M.listJobAttempts.path, [job.queue]);
       return { attempts: (await store.jobAttempts({ id: job.id })).map(attemptToPb) };
     }),
-    listJobs: unary(logger, 'ListJobs', async (req) => {
+    listJobs: unary(deps, M.listJobs.path, async (req, _call, principal) => {
       const states = req.states.map((s) => {
         const state = jobStateFromPb(s);
         if (!state) throw invalidArgument(`states contains an unknown state (${s})`);
         return state;
       });
+      scopeCheckFilter(principal, M.listJobs.path, req.queue);
       const limit = req.pageSize === 0 ? DEFAULT_PAGE_SIZE : checkIntRange('page_size', req.pageSize, 1, MAX_PAGE_SIZE);
       const page = await store.jobList({
         queue: req.queue ? checkName('queue', req.queue) : null,
@@ -138,24 +147,30 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       });
       return { jobs: page.jobs.map(jobToPb), nextPageToken: pageTokenEncode(page.nextAfterId) };
     }),
-    cancelJob: unary(logger, 'CancelJob', async (req) => {
-      const job = await store.jobCancel({ id: checkUuid('id', req.id) });
+    cancelJob: unary(deps, M.cancelJob.path, async (req, _call, principal) => {
+      const id = checkUuid('id', req.id);
+      await jobScopeCheck(store, principal, M.cancelJob.path, id);
+      const job = await store.jobCancel({ id });
       logger.info({ job_id: job.id, queue: job.queue, type: job.type, state: job.state }, 'job cancel requested');
       return { job: jobToPb(job) };
     }),
-    retryJob: unary(logger, 'RetryJob', async (req) => {
-      const job = await store.jobRetry({ id: checkUuid('id', req.id) });
+    retryJob: unary(deps, M.retryJob.path, async (req, _call, principal) => {
+      const id = checkUuid('id', req.id);
+      await jobScopeCheck(store, principal, M.retryJob.path, id);
+      const job = await store.jobRetry({ id });
       logger.info({ job_id: job.id, queue: job.queue, type: job.type }, 'job retried by operator');
       return { job: jobToPb(job) };
     }),
-    retryJobs: unary(logger, 'RetryJobs', async (req, call) => {
+    retryJobs: unary(deps, M.retryJobs.path, async (req, call, principal) => {
       const filter = bulkFilter('retried', req.filter, RETRYABLE_STATES);
+      scopeCheckFilter(principal, M.retryJobs.path, filter.queue);
       const count = await store.jobRetryMany({ filter, dryRun: req.dryRun, signal: callSignal(call) });
       logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to retry counted' : 'jobs retried by operator');
       return { count };
     }),
-    purgeJobs: unary(logger, 'PurgeJobs', async (req, call) => {
+    purgeJobs: unary(deps, M.purgeJobs.path, async (req, call, principal) => {
       const filter = bulkFilter('purged', req.filter, FINISHED_STATES);
+      scopeCheckFilter(principal, M.purgeJobs.path, filter.queue);
       const count = await store.jobPurgeMany({ filter, dryRun: req.dryRun, signal: callSignal(call) });
       logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to purge counted' : 'jobs purged by operator');
       return { count };

@@ -1,10 +1,11 @@
 import { invalidArgument } from '../domain/errors.js';
 import { checkIntRange, checkName, checkRateLimit, checkRetentionSeconds, checkTimeoutSeconds } from '../domain/validate.js';
-import type { QueueServiceServer, QueueStats } from '../gen/evora/v1/queue.js';
+import { QueueServiceService, type QueueServiceServer, type QueueStats } from '../gen/evora/v1/queue.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import { telemetryStats, type QueueTelemetry } from '../telemetry/projection.js';
 import { backoffKindFromPb, durationToSeconds, queueToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
+import { scopeCheck, scopeFilter } from './auth.js';
 import { unary } from './unary.js';
 
 /** One queue's stats as the proto message: telemetry's figures, this server's workers, the outbox lag. */
@@ -40,21 +41,26 @@ function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { worke
 /** QueueService: operators configure, pause and resume queues, and read their stats. */
 export function queueService(deps: ServiceDeps): QueueServiceServer {
   const { store, logger, telemetry, dispatcher } = deps;
+  const M = QueueServiceService;
   return {
-    getQueueStats: unary(logger, 'GetQueueStats', async (req) => {
-      const queue = await store.queueGet({ name: checkName('name', req.name) });
+    getQueueStats: unary(deps, M.getQueueStats.path, async (req, _call, principal) => {
+      const name = checkName('name', req.name);
+      scopeCheck(principal, M.getQueueStats.path, [name]);
+      const queue = await store.queueGet({ name });
       const [[stats], lag] = await Promise.all([telemetryStats(telemetry, { queues: [queue.name] }), store.outboxLag()]);
       return { stats: queueStatsToPb(queue.name, stats ?? null, dispatcher.queueWorkers(queue.name), lag.events) };
     }),
-    listQueueStats: unary(logger, 'ListQueueStats', async () => {
-      const [queues, all, lag] = await Promise.all([store.queueList(), telemetryStats(telemetry, { queues: null }), store.outboxLag()]);
+    listQueueStats: unary(deps, M.listQueueStats.path, async (_req, _call, principal) => {
+      const [queueList, all, lag] = await Promise.all([store.queueList(), telemetryStats(telemetry, { queues: null }), store.outboxLag()]);
+      const queues = scopeFilter(principal, queueList, (q) => q.name);
       const byName = new Map(all.map((s) => [s.queue, s]));
       return {
         stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, dispatcher.queueWorkers(q.name), lag.events)),
       };
     }),
-    upsertQueue: unary(logger, 'UpsertQueue', async (req) => {
+    upsertQueue: unary(deps, M.upsertQueue.path, async (req, _call, principal) => {
       const name = checkName('name', req.name);
+      scopeCheck(principal, M.upsertQueue.path, [name]);
       const b = req.backoff;
       if (b && (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter))) throw invalidArgument('backoff.jitter must be from 0 to 1');
       const base = b?.base ? durationToSeconds(b.base) : undefined;
@@ -89,15 +95,25 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
       });
       return { queue: queueToPb(queue), created };
     }),
-    getQueue: unary(logger, 'GetQueue', async (req) => ({ queue: queueToPb(await store.queueGet({ name: checkName('name', req.name) })) })),
-    listQueues: unary(logger, 'ListQueues', async () => ({ queues: (await store.queueList()).map(queueToPb) })),
-    pauseQueue: unary(logger, 'PauseQueue', async (req) => {
-      const queue = await store.queueSetPaused({ name: checkName('name', req.name), paused: true });
+    getQueue: unary(deps, M.getQueue.path, async (req, _call, principal) => {
+      const name = checkName('name', req.name);
+      scopeCheck(principal, M.getQueue.path, [name]);
+      return { queue: queueToPb(await store.queueGet({ name })) };
+    }),
+    listQueues: unary(deps, M.listQueues.path, async (_req, _call, principal) => ({
+      queues: scopeFilter(principal, await store.queueList(), (q) => q.name).map(queueToPb),
+    })),
+    pauseQueue: unary(deps, M.pauseQueue.path, async (req, _call, principal) => {
+      const name = checkName('name', req.name);
+      scopeCheck(principal, M.pauseQueue.path, [name]);
+      const queue = await store.queueSetPaused({ name, paused: true });
       logger.info({ queue: queue.name }, 'queue paused');
       return { queue: queueToPb(queue) };
     }),
-    resumeQueue: unary(logger, 'ResumeQueue', async (req) => {
-      const queue = await store.queueSetPaused({ name: checkName('name', req.name), paused: false });
+    resumeQueue: unary(deps, M.resumeQueue.path, async (req, _call, principal) => {
+      const name = checkName('name', req.name);
+      scopeCheck(principal, M.resumeQueue.path, [name]);
+      const queue = await store.queueSetPaused({ name, paused: false });
       logger.info({ queue: queue.name }, 'queue resumed');
       return { queue: queueToPb(queue) };
     }),

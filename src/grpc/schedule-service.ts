@@ -9,8 +9,9 @@ import {
   type Schedule,
 } from '../domain/schedule.js';
 import { checkJsonSize } from '../domain/validate.js';
-import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule, type ScheduleServiceServer } from '../gen/evora/v1/schedule.js';
+import { MisfirePolicy as PbMisfirePolicy, ScheduleServiceService, type Schedule as PbSchedule, type ScheduleServiceServer } from '../gen/evora/v1/schedule.js';
 import type { ServiceDeps } from './deps.js';
+import { scheduleScopeCheck, scopeCheck, scopeFilter } from './auth.js';
 import { unary } from './unary.js';
 
 const MISFIRE_TO_PB: Record<MisfirePolicy, PbMisfirePolicy> = {
@@ -57,8 +58,9 @@ export function scheduleToPb(s: Schedule): PbSchedule {
  */
 export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
   const { store, logger, maxPayloadBytes } = deps;
+  const M = ScheduleServiceService;
   return {
-    upsertSchedule: unary(logger, 'UpsertSchedule', async (req) => {
+    upsertSchedule: unary(deps, M.upsertSchedule.path, async (req, _call, principal) => {
       const s = req.schedule;
       if (!s) throw invalidArgument('schedule is required');
       const input = checkScheduleUpsert({
@@ -73,33 +75,46 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
         misfirePolicy: misfireFromPb(s.misfirePolicy),
         misfireCap: s.misfireCap,
       });
+      // The new queue, and the queue of the schedule it replaces.
+      scopeCheck(principal, M.upsertSchedule.path, [input.queue]);
+      await scheduleScopeCheck(store, principal, M.upsertSchedule.path, input.name);
       const nextRunAt = cronNextAfter(input.cron, input.timezone, new Date());
       const { schedule, created } = await store.scheduleUpsert({ ...input, nextRunAt });
       logger.info({ schedule: schedule.name, created }, 'schedule upserted');
       return { schedule: scheduleToPb(schedule), created };
     }),
-    getSchedule: unary(logger, 'GetSchedule', async (req) => ({
-      schedule: scheduleToPb(await store.scheduleGet({ name: checkScheduleName(req.name) })),
+    getSchedule: unary(deps, M.getSchedule.path, async (req, _call, principal) => {
+      const schedule = await store.scheduleGet({ name: checkScheduleName(req.name) });
+      scopeCheck(principal, M.getSchedule.path, [schedule.queue]);
+      return { schedule: scheduleToPb(schedule) };
+    }),
+    listSchedules: unary(deps, M.listSchedules.path, async (_req, _call, principal) => ({
+      schedules: scopeFilter(principal, await store.scheduleList(), (s) => s.queue).map(scheduleToPb),
     })),
-    listSchedules: unary(logger, 'ListSchedules', async () => ({ schedules: (await store.scheduleList()).map(scheduleToPb) })),
-    deleteSchedule: unary(logger, 'DeleteSchedule', async (req) => {
-      await store.scheduleDelete({ name: checkScheduleName(req.name) });
+    deleteSchedule: unary(deps, M.deleteSchedule.path, async (req, _call, principal) => {
+      const name = checkScheduleName(req.name);
+      await scheduleScopeCheck(store, principal, M.deleteSchedule.path, name);
+      await store.scheduleDelete({ name });
       logger.info({ schedule: req.name }, 'schedule deleted');
       return {};
     }),
-    pauseSchedule: unary(logger, 'PauseSchedule', async (req) => {
-      const schedule = await store.scheduleSetPaused({ name: checkScheduleName(req.name), paused: true });
+    pauseSchedule: unary(deps, M.pauseSchedule.path, async (req, _call, principal) => {
+      const name = checkScheduleName(req.name);
+      await scheduleScopeCheck(store, principal, M.pauseSchedule.path, name);
+      const schedule = await store.scheduleSetPaused({ name, paused: true });
       return { schedule: scheduleToPb(schedule) };
     }),
-    resumeSchedule: unary(logger, 'ResumeSchedule', async (req) => {
+    resumeSchedule: unary(deps, M.resumeSchedule.path, async (req, _call, principal) => {
       const name = checkScheduleName(req.name);
       const current = await store.scheduleGet({ name });
+      scopeCheck(principal, M.resumeSchedule.path, [current.queue]);
       const nextRunAt = cronNextAfter(current.cron, current.timezone, new Date());
       const schedule = await store.scheduleSetPaused({ name, paused: false, nextRunAt });
       return { schedule: scheduleToPb(schedule) };
     }),
-    triggerSchedule: unary(logger, 'TriggerSchedule', async (req) => {
+    triggerSchedule: unary(deps, M.triggerSchedule.path, async (req, _call, principal) => {
       const name = checkScheduleName(req.name);
+      await scheduleScopeCheck(store, principal, M.triggerSchedule.path, name);
       const triggerId = checkTriggerId(req.triggerId);
       const { schedule, result } = await store.scheduleTrigger({ name, triggerId: triggerId || null });
       logger.info({ schedule: name, job_id: result.job.id, created: result.created }, 'schedule triggered');

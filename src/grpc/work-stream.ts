@@ -17,6 +17,8 @@ import type {
   WorkRequest,
   WorkResponse,
 } from '../gen/evora/v1/worker.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { authorize, type Principal } from '../domain/auth.js';
 import type { Logger } from '../logger.js';
 import { AckQueue } from './ack-queue.js';
 import { LEASE_LOST_REASON_TO_PB, progressInput } from './convert.js';
@@ -91,6 +93,8 @@ export interface WorkStreamDeps {
   leaseSecondsFor(queues: string[]): Promise<number>;
   /** Open Work streams, so shutdown can end them after the drain. */
   streams: Set<WorkStreamHandle>;
+  /** Tells the stream when its token stops working (revoked or expired). */
+  auth: Pick<Authenticator, 'onInvalidated'>;
 }
 
 /** The Work stream of one worker; see the module comment for its states and rules. */
@@ -123,18 +127,36 @@ export class WorkStream implements WorkStreamHandle {
     },
   };
   private readonly closing = new AbortController();
+  /** Stops listening for the token's invalidation. */
+  private unsubscribe: (() => void) | null = null;
   private readonly writer: StreamWriter<EncodedWorkResponse>;
 
-  /** Serves a Work stream until it ends. */
-  static start(call: ServerDuplexStream<WorkRequest, WorkResponse>, deps: WorkStreamDeps): WorkStream {
-    return new WorkStream(call, deps);
+  /**
+   * Serves a Work stream until it ends, for an authenticated caller whose role may work
+   * (src/grpc/worker-service.ts checked it): hello.queues must be in its scope, and the
+   * stream ends UNAUTHENTICATED when its token is revoked or expires.
+   */
+  static start(call: ServerDuplexStream<WorkRequest, WorkResponse>, deps: WorkStreamDeps, principal: Principal): WorkStream {
+    return new WorkStream(call, deps, principal);
   }
 
   private constructor(
     private readonly call: ServerDuplexStream<WorkRequest, WorkResponse>,
     private readonly deps: WorkStreamDeps,
+    private readonly principal: Principal,
   ) {
     this.log = deps.logger;
+    if (principal.tokenId) {
+      const name = principal.name;
+      this.unsubscribe = deps.auth.onInvalidated(principal.tokenId, () =>
+        this.guard(() => {
+          if (this.current === 'closed') return;
+          this.log.warn({ token_id: principal.tokenId, token_name: name, reason: 'token revoked or expired' }, 'Work stream ended: its token stopped working');
+          this.endWithStatus({ code: status.UNAUTHENTICATED, details: `token "${name}" was revoked or has expired` });
+          this.gone();
+        }),
+      );
+    }
     // Messages are encoded before they are written, so the writer knows what waits in bytes;
     // the Work method's serializer (workerServiceDefinition) passes encoded messages through.
     this.writer = new StreamWriter(call as unknown as WritableCall<EncodedWorkResponse>, {
@@ -202,6 +224,17 @@ export class WorkStream implements WorkStreamHandle {
       checkJobTypes('hello.job_types', hello.jobTypes);
     } catch (err) {
       return this.refuse((err as Error).message);
+    }
+    try {
+      authorize(this.principal, 'work', 'Work', hello.queues);
+    } catch (err) {
+      this.log.warn(
+        { method: 'Work', token_id: this.principal.tokenId, token_name: this.principal.name, reason: (err as Error).message, peer: this.call.getPeer() },
+        'call refused: permission denied',
+      );
+      this.endWithStatus(toServiceError(err, this.log, { method: 'Work' }));
+      this.gone();
+      return;
     }
     this.to('opening');
     this.batches = hello.acceptsBatches === true;
@@ -472,6 +505,8 @@ export class WorkStream implements WorkStreamHandle {
   private close(): void {
     if (this.current === 'closed') return;
     this.to('closed');
+    this.unsubscribe?.();
+    this.unsubscribe = null;
     this.deps.streams.delete(this);
     this.early.length = 0;
     this.beforeWelcome.length = 0;

@@ -2,9 +2,11 @@ import { LEASE_LOST_TEXT } from '../domain/codes.js';
 import { failedPrecondition, invalidArgument } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
 import { checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
-import type { WorkerServiceServer } from '../gen/evora/v1/worker.js';
+import { WorkerServiceService, type WorkerServiceServer } from '../gen/evora/v1/worker.js';
 import { durationToSeconds, jobToPb, leasedJobToPb, progressInput } from './convert.js';
 import type { ServiceDeps } from './deps.js';
+import { authRefusalLog, callPrincipal, jobScopeCheck, scopeCheck } from './auth.js';
+import { toServiceError } from './status.js';
 import { unary } from './unary.js';
 import { WorkStream, type WorkStreamDeps } from './work-stream.js';
 
@@ -35,16 +37,28 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     const known = (await store.queueList()).filter((q) => queues.includes(q.name));
     return Math.min(deps.defaultLeaseSeconds, ...known.map((q) => q.leaseSeconds));
   }
-  const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, leaseSecondsFor, streams: deps.streams };
+  const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, leaseSecondsFor, streams: deps.streams, auth: deps.auth };
+  const M = WorkerServiceService;
 
   return {
+    // Authenticated when the stream opens (refused with the status at once); the stream
+    // checks hello.queues against the token's scope and ends when the token stops working.
     work: (call) => {
-      WorkStream.start(call, streamDeps);
+      callPrincipal(deps, M.work.path, call.metadata).then(
+        (principal) => {
+          if (!call.cancelled) WorkStream.start(call, streamDeps, principal);
+        },
+        (err: unknown) => {
+          authRefusalLog(logger, M.work.path, null, err, call.getPeer());
+          call.emit('error', toServiceError(err, logger, { method: 'Work' }));
+        },
+      );
     },
-    claimJobs: unary(logger, 'ClaimJobs', async (req, call) => {
+    claimJobs: unary(deps, M.claimJobs.path, async (req, call, principal) => {
       checkName('worker_id', req.workerId);
       if (req.queues.length === 0) throw invalidArgument('queues must name at least one queue');
       req.queues.forEach((q) => checkName('queues', q));
+      scopeCheck(principal, M.claimJobs.path, req.queues);
       const max = req.max === 0 ? 1 : checkIntRange('max', req.max, 1, 1000);
       const waitMs = req.wait ? Math.round(durationToSeconds(req.wait) * 1000) : 0;
       if (waitMs < 0 || waitMs > MAX_WAIT_MS) throw invalidArgument(`wait must be from 0 to ${MAX_WAIT_MS / 1000}s`);
@@ -54,35 +68,41 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, types, signal: abort.signal });
       return { jobs: jobs.map(leasedJobToPb) };
     }),
-    extendLease: unary(logger, 'ExtendLease', async (req) => {
-      const r = await dispatcher.heartbeat(null, [leaseRef(req)]);
+    extendLease: unary(deps, M.extendLease.path, async (req, _call, principal) => {
+      const lease = leaseRef(req);
+      await jobScopeCheck(store, principal, M.extendLease.path, lease.id);
+      const r = await dispatcher.heartbeat(null, [lease]);
       const e = r.extended[0];
       if (!e) throw leaseLost();
       return { leaseExpiresAt: e.lockedUntil, cancelRequested: e.cancelRequested };
     }),
-    completeJob: unary(logger, 'CompleteJob', async (req) => {
+    completeJob: unary(deps, M.completeJob.path, async (req, _call, principal) => {
       const lease = leaseRef(req);
+      await jobScopeCheck(store, principal, M.completeJob.path, lease.id);
       const result = checkJsonSize('result', req.result, maxPayloadBytes);
       const out = await dispatcher.complete(null, { ...lease, result });
       if (!out.accepted) throw leaseLost();
       // A completion reports only what changed; COMPLETED is final, so this read is that job.
       return { job: jobToPb(await store.jobGet({ id: lease.id })) };
     }),
-    failJob: unary(logger, 'FailJob', async (req) => {
+    failJob: unary(deps, M.failJob.path, async (req, _call, principal) => {
       const lease = leaseRef(req);
+      await jobScopeCheck(store, principal, M.failJob.path, lease.id);
       const retryAt = checkDate('retry_at', req.retryAt) ?? null;
       const out = await dispatcher.fail(null, { ...lease, error: req.error.slice(0, 10_000), retryable: !req.nonRetryable, retryAt });
       if (!out.accepted) throw leaseLost();
       return { job: out.job ? jobToPb(out.job) : undefined };
     }),
-    reportProgress: unary(logger, 'ReportProgress', async (req) => {
+    reportProgress: unary(deps, M.reportProgress.path, async (req, _call, principal) => {
       const report = checkProgressReport(progressInput(req), maxPayloadBytes, new Date());
+      await jobScopeCheck(store, principal, M.reportProgress.path, report.id);
       // Answers once the coalesced report is written (within about a second).
       if (!(await dispatcher.progress(null, report))) throw leaseLost();
       return {};
     }),
-    snoozeJob: unary(logger, 'SnoozeJob', async (req) => {
+    snoozeJob: unary(deps, M.snoozeJob.path, async (req, _call, principal) => {
       const lease = leaseRef(req);
+      await jobScopeCheck(store, principal, M.snoozeJob.path, lease.id);
       // run_at unset means now: the job is claimable again at once.
       const runAt = checkDate('run_at', req.runAt) ?? null;
       const out = await dispatcher.snooze(null, { ...lease, runAt });

@@ -31,7 +31,7 @@ export const SQL_DIR = new URL('./sql/', import.meta.url);
 export type PgType =
   | 'bool' | 'bool[]' | 'int4' | 'int4[]' | 'int8' | 'int8[]' | 'float8' | 'float8[]'
   | 'text' | 'text[]' | 'uuid' | 'uuid[]' | 'jsonb' | 'jsonb[]' | 'timestamptz' | 'timestamptz[]'
-  | 'xid8' | 'void'
+  | 'xid8' | 'void' | 'bytea'
   | 'evora.job_state' | 'evora.job_state[]' | 'evora.backoff_kind'
   | 'evora.job_event_kind[]' | 'evora.attempt_outcome';
 

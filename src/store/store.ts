@@ -16,7 +16,9 @@ import type {
   PruneCount,
   SweepResult,
 } from '../domain/job.js';
+import type { ApiToken } from '../domain/auth.js';
 import { healthCheck } from './health.js';
+import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
 import { jobsSubmit } from './jobs-submit.js';
 import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobAttemptsRead, jobCancel, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
@@ -484,5 +486,25 @@ export class Store {
    */
   async scheduleFireDue(params: { limit: number; now?: Date }): Promise<ScheduleFireResult> {
     return scheduleFireDue(this.pool, { limit: params.limit, now: params.now ?? null });
+  }
+
+  // ----- tokens: the auth cache's reads ------------------------------------------------
+
+  /**
+   * Every API token with its secret's SHA-256, revoked and expired ones too: what each
+   * server's token cache (src/auth/) holds. Only the cache may see the hashes.
+   */
+  async tokenAuthList(): Promise<(ApiToken & { secretHash: Buffer })[]> {
+    return tokensAuthList(this.pool);
+  }
+
+  /**
+   * EVORA_BOOTSTRAP_ADMIN_TOKEN at startup: keeps the token with this hash (whatever its
+   * name; a revoked one stays revoked), or creates an admin token named "bootstrap" (or
+   * "bootstrap-<8 hex of the hash>" when that name is taken), with its audit event and the
+   * caches' NOTIFY in the same statement. Safe when servers start at once.
+   */
+  async tokenBootstrapEnsure(params: { secretHash: Buffer; now?: Date }): Promise<{ token: ApiToken; created: boolean }> {
+    return tokenBootstrapEnsure(this.pool, params.secretHash, params.now ?? null);
   }
 }

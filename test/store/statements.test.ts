@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { statementFiles, statementNamed, statementsDeclared } from '../../src/store/catalog.js';
-import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED } from '../../src/store/store.js';
+import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED } from '../../src/store/store.js';
 import { queryConfig, sqlParse, type Statement } from '../../src/store/statements.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
@@ -17,6 +17,7 @@ beforeAll(async () => {
 const SAMPLE_PARAMS: Record<string, Record<string, unknown>> = {
   jobInsertHandoff: { id: '018f0000-0000-7000-8000-000000000001', queue: 'q', type: 't', payload: '{}', priority: 0, handoffWorkerId: 'w' },
   queueUpsert: { name: 'q' },
+  tokenBootstrapEnsure: { id: '018f0000-0000-7000-8000-000000000002', secretHash: Buffer.alloc(32, 1) },
   telemetryBatchMarkApplied: { batchId: 1 },
   migrationRecord: { version: 999, name: 'test' },
   scheduleUpsert: {
@@ -83,7 +84,7 @@ describe('the statement files', () => {
   it('notify only on the store\'s channels', () => {
     const channels = new Set<string>();
     for (const s of statementsDeclared()) for (const m of s.text.matchAll(/pg_notify\('([^']*)'/g)) channels.add(m[1]!);
-    expect([...channels].sort()).toEqual([CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED].sort());
+    expect([...channels].sort()).toEqual([CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED].sort());
   });
 
   it('the hot path runs as named prepared statements, under the names it always had', () => {

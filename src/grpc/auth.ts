@@ -1,0 +1,145 @@
+import type { Metadata } from '@grpc/grpc-js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { authorize, queueInScope, requireQueueForScoped, scoped, type Permission, type Principal } from '../domain/auth.js';
+import { EvoraError } from '../domain/errors.js';
+import type { Logger } from '../logger.js';
+import type { Store } from '../store/store.js';
+
+/**
+ * Authorization of the gRPC API: which permission each method needs (one table for every
+ * method of every Evora service), and the queue-scope checks the handlers share. The rules
+ * are those of proto/evora/v1/auth.proto's top comment and src/domain/auth.ts's
+ * ROLE_PERMISSIONS; a test (test/grpc/auth-matrix.test.ts) checks the table covers every
+ * method of every service definition. Health and reflection are not ours and stay open.
+ */
+
+/** The permission each method needs, by its full path ("/evora.v1.JobService/SubmitJob"). */
+export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
+  '/evora.v1.JobService/SubmitJob': 'job.submit',
+  '/evora.v1.JobService/SubmitJobs': 'job.submit',
+  '/evora.v1.JobService/GetJob': 'job.read',
+  '/evora.v1.JobService/ListJobs': 'job.read',
+  '/evora.v1.JobService/ListJobAttempts': 'job.read',
+  '/evora.v1.JobService/CancelJob': 'job.manage',
+  '/evora.v1.JobService/RetryJob': 'job.manage',
+  '/evora.v1.JobService/RetryJobs': 'job.manage',
+  '/evora.v1.JobService/PurgeJobs': 'job.manage',
+  '/evora.v1.WorkerService/Work': 'work',
+  '/evora.v1.WorkerService/ClaimJobs': 'work',
+  '/evora.v1.WorkerService/ExtendLease': 'work',
+  '/evora.v1.WorkerService/CompleteJob': 'work',
+  '/evora.v1.WorkerService/FailJob': 'work',
+  '/evora.v1.WorkerService/SnoozeJob': 'work',
+  '/evora.v1.WorkerService/ReportProgress': 'work',
+  '/evora.v1.QueueService/GetQueue': 'queue.read',
+  '/evora.v1.QueueService/ListQueues': 'queue.read',
+  '/evora.v1.QueueService/GetQueueStats': 'queue.read',
+  '/evora.v1.QueueService/ListQueueStats': 'queue.read',
+  '/evora.v1.QueueService/UpsertQueue': 'queue.manage',
+  '/evora.v1.QueueService/PauseQueue': 'queue.manage',
+  '/evora.v1.QueueService/ResumeQueue': 'queue.manage',
+  '/evora.v1.ScheduleService/GetSchedule': 'schedule.read',
+  '/evora.v1.ScheduleService/ListSchedules': 'schedule.read',
+  '/evora.v1.ScheduleService/UpsertSchedule': 'schedule.manage',
+  '/evora.v1.ScheduleService/DeleteSchedule': 'schedule.manage',
+  '/evora.v1.ScheduleService/PauseSchedule': 'schedule.manage',
+  '/evora.v1.ScheduleService/ResumeSchedule': 'schedule.manage',
+  '/evora.v1.ScheduleService/TriggerSchedule': 'schedule.manage',
+  '/evora.v1.TokenService/CreateToken': 'token.manage',
+  '/evora.v1.TokenService/ListTokens': 'token.manage',
+  '/evora.v1.TokenService/RevokeToken': 'token.manage',
+  '/evora.v1.AuditService/ListAuditEvents': 'audit.read',
+};
+
+/** What a handler needs to authenticate and authorize its calls (ServiceDeps has both). */
+export interface AuthContext {
+  logger: Logger;
+  auth: Authenticator;
+}
+
+/** The method's short name for messages ("SubmitJob"). */
+export function methodName(method: string): string {
+  return method.slice(method.lastIndexOf('/') + 1);
+}
+
+/** The permission `method` needs; throws (a bug, at wrap time) for a method missing from the table. */
+export function methodPermission(method: string): Permission {
+  const permission = METHOD_PERMISSIONS[method];
+  if (!permission) throw new Error(`${method} has no entry in METHOD_PERMISSIONS (src/grpc/auth.ts)`);
+  return permission;
+}
+
+/** The call's `authorization` header (a binary value is not a bearer token: undefined). */
+function authorizationHeader(metadata: Metadata): string | undefined {
+  const v = metadata.get('authorization')[0];
+  return typeof v === 'string' ? v : undefined;
+}
+
+/**
+ * Authenticates a call from its metadata and checks its role has the method's permission.
+ * Throws UNAUTHENTICATED, PERMISSION_DENIED or UNAVAILABLE (stale token cache); the caller
+ * answers through toServiceError and logs the refusal with authRefusalLog.
+ */
+export async function callPrincipal(ctx: AuthContext, method: string, metadata: Metadata): Promise<Principal> {
+  const principal = await ctx.auth.authenticateAsync(authorizationHeader(metadata));
+  authorize(principal, methodPermission(method), methodName(method));
+  return principal;
+}
+
+/**
+ * Logs one warn line for a refused call (UNAUTHENTICATED or PERMISSION_DENIED), without the
+ * secret or the header; other errors are not refusals and are left to toServiceError.
+ */
+export function authRefusalLog(logger: Logger, method: string, principal: Principal | null, err: unknown, peer: string): void {
+  if (!(err instanceof EvoraError) || (err.code !== 'UNAUTHENTICATED' && err.code !== 'PERMISSION_DENIED')) return;
+  logger.warn(
+    { method: methodName(method), token_id: principal?.tokenId ?? null, token_name: principal?.name ?? null, reason: err.message, peer },
+    err.code === 'UNAUTHENTICATED' ? 'call refused: not authenticated' : 'call refused: permission denied',
+  );
+}
+
+/** PERMISSION_DENIED unless every queue is in the principal's scope (the role was checked already). */
+export function scopeCheck(p: Principal, method: string, queues: readonly string[]): void {
+  authorize(p, methodPermission(method), methodName(method), queues);
+}
+
+/** PERMISSION_DENIED when a scoped principal names no queue, or one outside its scope. */
+export function scopeCheckFilter(p: Principal, method: string, queue: string | null | undefined): void {
+  requireQueueForScoped(p, methodName(method), queue);
+  if (queue) scopeCheck(p, method, [queue]);
+}
+
+/** The items whose queue is in the principal's scope (lists answer only those). */
+export function scopeFilter<T>(p: Principal, items: T[], queueOf: (item: T) => string): T[] {
+  return scoped(p) ? items.filter((i) => queueInScope(p.queues, queueOf(i))) : items;
+}
+
+/**
+ * For a scoped principal, reads the job first and refuses PERMISSION_DENIED (nothing
+ * changed) when its queue is out of scope; a job that does not exist is left to the
+ * handler (NOT_FOUND, or lease lost). Unscoped principals cost nothing (the hot path).
+ */
+export async function jobScopeCheck(store: Pick<Store, 'jobGet'>, p: Principal, method: string, id: string): Promise<void> {
+  if (!scoped(p)) return;
+  let queue: string;
+  try {
+    queue = (await store.jobGet({ id })).queue;
+  } catch (err) {
+    if (err instanceof EvoraError && err.code === 'NOT_FOUND') return;
+    throw err;
+  }
+  scopeCheck(p, method, [queue]);
+}
+
+/** As jobScopeCheck, for a schedule by name: its queue must be in scope. */
+export async function scheduleScopeCheck(store: Pick<Store, 'scheduleGet'>, p: Principal, method: string, name: string): Promise<void> {
+  if (!scoped(p)) return;
+  let queue: string;
+  try {
+    queue = (await store.scheduleGet({ name })).queue;
+  } catch (err) {
+    if (err instanceof EvoraError && err.code === 'NOT_FOUND') return;
+    throw err;
+  }
+  scopeCheck(p, method, [queue]);
+}

@@ -86,7 +86,7 @@ const program = new Command('evora')
   .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
 
 const serve = program.command('serve').description('run the Evora server (embedded PostgreSQL unless DATABASE_URL is set)');
-for (const e of CONFIG_DOC) serve.option(`${e.flag} <value>`, `${e.doc} [env ${e.env}${e.default ? `, default ${e.default}` : ''}]`);
+for (const e of CONFIG_DOC.filter((c) => c.flag)) serve.option(`${e.flag} <value>`, `${e.doc} [env ${e.env}${e.default ? `, default ${e.default}` : ''}]`);
 serve.action(async (opts: Record<string, string | undefined>) => {
   let config: ServerConfig;
   try {

@@ -1,8 +1,10 @@
+import { checkBootstrapSecret } from '../domain/auth.js';
 import type { DbPooler } from '../store/connections.js';
 
 /**
  * Server configuration: every setting has a default, an environment variable, and (in
- * `evora serve`) a flag. The README's configuration table is generated from CONFIG_DOC.
+ * `evora serve`) a flag, but for secrets (EVORA_BOOTSTRAP_ADMIN_TOKEN): those are
+ * environment only, as a command line is visible to every user of the machine. The README's configuration table is generated from CONFIG_DOC.
  */
 export interface ServerConfig {
   /** PostgreSQL to use; when absent Evora runs its own embedded PostgreSQL. */
@@ -58,6 +60,17 @@ export interface ServerConfig {
   tlsClientCa: string | null;
   /** How often the TLS files are read again (a valid change applies to new connections). */
   tlsReloadIntervalMs: number;
+  /**
+   * EVORA_BOOTSTRAP_ADMIN_TOKEN: an admin token's secret the server creates (or keeps) at
+   * startup, so auth is on from the first start; null: none. Never logged.
+   */
+  bootstrapAdminToken: string | null;
+  /** Run without auth on a non-loopback address (no tokens exist). Refused otherwise. */
+  insecureNoAuth: boolean;
+  /** Server reflection on the gRPC port (grpcurl's list and describe). */
+  reflection: boolean;
+  /** How often each server reads the token table again (NOTIFY makes it read at once). */
+  authRefreshMs: number;
 }
 
 /** EVORA_DB_POOLER's values (here, not imported from the store, so loading the config loads no pg). */
@@ -66,6 +79,7 @@ const DB_POOLER_VALUES: readonly DbPooler[] = ['auto', 'none', 'transaction'];
 interface ConfigEntry {
   key: keyof ServerConfig;
   env: string;
+  /** The `evora serve` flag; '' for a secret, set by the environment only. */
   flag: string;
   default: string;
   doc: string;
@@ -100,7 +114,15 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'tlsKey', env: 'EVORA_TLS_KEY', flag: '--tls-server-key', default: '', doc: "the private key (PEM file) of EVORA_TLS_CERT" },
   { key: 'tlsClientCa', env: 'EVORA_TLS_CLIENT_CA', flag: '--tls-client-ca', default: '', doc: 'mTLS: clients must present a certificate signed by this CA (PEM file; needs EVORA_TLS_CERT)' },
   { key: 'tlsReloadIntervalMs', env: 'EVORA_TLS_RELOAD_INTERVAL_MS', flag: '--tls-reload-interval-ms', default: '5000', doc: 'how often the TLS files are read again; a valid change applies to new connections without a restart' },
+  // Auth (docs/security.md "API tokens"). The bootstrap secret has no flag: argv is visible to every user.
+  { key: 'bootstrapAdminToken', env: 'EVORA_BOOTSTRAP_ADMIN_TOKEN', flag: '', default: '', doc: 'an admin token secret (at least 32 characters) created or kept at startup: auth is on from the first start; environment only' },
+  { key: 'insecureNoAuth', env: 'EVORA_INSECURE_NO_AUTH', flag: '--insecure-no-auth', default: '0', doc: '1: serve without auth on a non-loopback address while no token exists (refused otherwise); 0: off' },
+  { key: 'reflection', env: 'EVORA_REFLECTION', flag: '--reflection', default: '1', doc: '1: gRPC server reflection on (no token needed); 0: off' },
+  { key: 'authRefreshMs', env: 'EVORA_AUTH_REFRESH_MS', flag: '--auth-refresh-ms', default: '2000', doc: 'how often each server reads the token table again (100 to 4000; a change is also seen at once through NOTIFY)' },
 ];
+
+/** Settings that are 0 or 1. */
+const BOOLEAN_KEYS: ReadonlySet<keyof ServerConfig> = new Set(['claimAsyncCommit', 'insecureNoAuth', 'reflection']);
 
 /**
  * Builds the configuration from (in order of precedence) explicit overrides such as CLI
@@ -112,12 +134,13 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   for (const e of CONFIG_DOC) {
     const value = raw(e);
     if (e.key === 'databaseUrl' || e.key === 'mongodbUrl' || e.key === 'directDatabaseUrl' || e.key === 'tlsCert' || e.key === 'tlsKey' || e.key === 'tlsClientCa') out[e.key] = value || null;
+    else if (e.key === 'bootstrapAdminToken') out[e.key] = value ? checkBootstrapSecret(value) : null;
     else if (e.key === 'dbPooler') {
       if (!(DB_POOLER_VALUES as readonly string[]).includes(value)) throw new Error(`${e.env} (${e.flag}) must be ${DB_POOLER_VALUES.join(', ')}, got "${value}"`);
       out[e.key] = value;
     }
     else if (e.key === 'logPretty') out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
-    else if (e.key === 'claimAsyncCommit') {
+    else if (BOOLEAN_KEYS.has(e.key)) {
       if (!['0', '1', 'true', 'false'].includes(value)) throw new Error(`${e.env} (${e.flag}) must be 0 or 1, got "${value}"`);
       out[e.key] = value === '1' || value === 'true';
     }
@@ -125,6 +148,9 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
       if (!/^\d+$/.test(value)) throw new Error(`${e.env} (${e.flag}) must be a whole number, got "${value}"`);
       out[e.key] = Number(value);
     } else out[e.key] = value;
+  }
+  if ((out.authRefreshMs as number) < 100 || (out.authRefreshMs as number) > 4000) {
+    throw new Error(`EVORA_AUTH_REFRESH_MS (--auth-refresh-ms) must be from 100 to 4000 (a revoked token must stop working within 5 s), got ${String(out.authRefreshMs)}`);
   }
   // TLS settings come together (the files themselves are read and checked when the server starts).
   if (Boolean(out.tlsCert) !== Boolean(out.tlsKey)) throw new Error('EVORA_TLS_CERT (--tls-server-cert) and EVORA_TLS_KEY (--tls-server-key) must be set together');

@@ -4,8 +4,10 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { ServerConfig } from './config.js';
 import { EMBEDDED_ROLE, embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
+import { authStartCheck, bootstrapTokenEnsure } from './auth-start.js';
 import { JobObserver } from './job-observer.js';
 import { ReloadingServerCredentials } from './tls.js';
+import { Authenticator } from '../auth/authenticator.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
@@ -21,7 +23,7 @@ import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
 import { ServerMetrics, metricsServerStart } from '../telemetry/metrics.js';
 import { NotificationListener } from '../store/listener.js';
-import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, Store } from '../store/store.js';
+import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED, Store } from '../store/store.js';
 import { reflectionAddToServer } from '../grpc/reflection.js';
 import type { WorkStreamHandle } from '../grpc/deps.js';
 import { jobService } from '../grpc/job-service.js';
@@ -105,15 +107,21 @@ interface Parts {
   metricsServer: { port: number; close(): Promise<void> } | null;
   /** The gRPC port's TLS credentials when TLS is on (they poll their files until stopped). */
   tls: ReloadingServerCredentials | null;
+  /** The API token cache (it reads the token table until stopped). */
+  auth: Authenticator | null;
 }
 
 /**
  * The composition root: starts an Evora server, building every part in order:
  *  - the TLS files when configured, read and checked first (a bad one fails the start at once);
  *  - gRPC, bound first (so a taken port fails at once, before PostgreSQL starts), with
- *    health NOT_SERVING and reflection; every method answers UNAVAILABLE until ready;
+ *    health NOT_SERVING and reflection (unless turned off); every method answers
+ *    UNAVAILABLE until ready;
  *  - the database (embedded unless configured) and the store, waited for with capped
  *    exponential backoff while it is unreachable (./database-ready.ts), then migrations;
+ *  - auth: the bootstrap admin token ensured (EVORA_BOOTSTRAP_ADMIN_TOKEN), the token cache
+ *    started; with no token the server runs open on loopback only, or with --insecure-no-auth
+ *    (authStartCheck);
  *  - metrics and the dispatcher, the LISTEN connection, the telemetry sink, the maintainer
  *    (leader election; the sweeper, the projector, the pruner and the scheduler run on the leader);
  *  - the services swap in and health says SERVING; the metrics endpoint.
@@ -127,7 +135,8 @@ interface Parts {
  *  3. the Work streams end;
  *  4. the gRPC server stops (calls still open after a grace second are cancelled; jobs
  *     still held keep their leases, so workers can finish them on another server, or the
- *     sweeper requeues them), then the metrics endpoint closes;
+ *     sweeper requeues them), then the metrics endpoint closes and the token cache stops
+ *     reading the token table;
  *  5. the maintainer stops: the leader services (sweeper, projector, pruner, scheduler) end their tick in
  *     progress, then the elector releases the leadership lock;
  *  6. the projector's telemetry sink closes;
@@ -150,6 +159,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     streams: new Set(),
     metricsServer: null,
     tls: null,
+    auth: null,
   };
   // The start ends early when the caller's signal aborts (a SIGTERM while waiting for PostgreSQL).
   const startSignal = opts.signal ?? new AbortController().signal;
@@ -171,7 +181,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     }
     const health = new HealthImplementation(Object.fromEntries(['', ...SERVICE_NAMES].map((s) => [s, 'NOT_SERVING' as const])));
     health.addToServer(server);
-    reflectionAddToServer(server);
+    if (config.reflection) reflectionAddToServer(server);
     parts.grpc = server;
     parts.health = health;
     const port = await grpcListen(server, config.host, config.port, parts.tls ?? grpc.ServerCredentials.createInsecure());
@@ -227,6 +237,18 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     });
     parts.store = store;
 
+    // Auth, before anything serves: the bootstrap token, then the token cache.
+    if (config.bootstrapAdminToken) await untilAborted(bootstrapTokenEnsure(store, config.bootstrapAdminToken, logger));
+    const auth = new Authenticator({
+      store,
+      logger: logger.child({ component: 'auth' }),
+      refreshMs: config.authRefreshMs,
+      bootstrapConfigured: config.bootstrapAdminToken !== null,
+    });
+    parts.auth = auth;
+    await untilAborted(auth.start(parts.shutdown.signal));
+    authStartCheck(auth.authOn, config, logger);
+
     const metrics = new ServerMetrics({ store });
     const jobObserver = new JobObserver(metrics, logger.child({ component: 'dispatcher' }));
     const dispatcher = new Dispatcher({ store, logger: logger.child({ component: 'dispatcher' }), pollIntervalMs: config.pollIntervalMs, observer: jobObserver });
@@ -235,14 +257,16 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
 
     parts.listener = new NotificationListener({
       connectionString: directUrl,
-      channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED],
+      channels: [CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED],
       onNotification: (n) => {
         if (n.channel === CHANNEL_JOB_AVAILABLE) dispatcher.notifyQueue(n.payload);
+        else if (n.channel === CHANNEL_TOKENS_CHANGED) auth.refresh().catch(() => undefined);
         else if (n.channel === CHANNEL_JOB_CANCEL) dispatcher.notifyCancel(n.payload);
         else if (n.channel === CHANNEL_SCHEDULE_CHANGED) parts.maintainer?.services.scheduler.wake();
       },
       onConnected: () => {
         dispatcher.notifyAll();
+        auth.refresh().catch(() => undefined); // token changes told while the connection was down
         parts.maintainer?.services.scheduler.wake();
       },
       onError: (err) => logger.warn({ err }, 'LISTEN connection lost; reconnecting'),
@@ -286,6 +310,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       store,
       dispatcher,
       logger,
+      auth,
       maxPayloadBytes: config.maxPayloadBytes,
       defaultLeaseSeconds: DEFAULT_LEASE_SECONDS,
       streams: parts.streams,
@@ -348,6 +373,7 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   await step('stopping gRPC', async () => parts.grpc && (await grpcServerStop(parts.grpc)));
   parts.tls?.stop();
   await step('closing the metrics endpoint', async () => parts.metricsServer?.close());
+  parts.auth?.stop();
   // 5. The maintainer: leader services, then the leadership lock.
   await step('stopping the maintainer', async () => parts.maintainer?.stop());
   // 6. The telemetry sink.

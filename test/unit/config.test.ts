@@ -21,12 +21,29 @@ describe('configuration', () => {
     expect(() => configLoad({}, { EVORA_CLAIM_ASYNC_COMMIT: 'yes' })).toThrow('EVORA_CLAIM_ASYNC_COMMIT (--claim-async-commit) must be 0 or 1, got "yes"');
   });
 
+  it('auth settings: the bootstrap secret from the environment only, checked without repeating it; refresh bounded', () => {
+    const secret = 'b'.repeat(40);
+    expect(configLoad({}, { EVORA_BOOTSTRAP_ADMIN_TOKEN: secret }).bootstrapAdminToken).toBe(secret);
+    expect(configLoad({}, {})).toMatchObject({ bootstrapAdminToken: null, insecureNoAuth: false, reflection: true, authRefreshMs: 2000 });
+    expect(CONFIG_DOC.find((e) => e.key === 'bootstrapAdminToken')?.flag).toBe('');
+    let message = '';
+    try {
+      configLoad({}, { EVORA_BOOTSTRAP_ADMIN_TOKEN: 'short-secret-xyz' });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/at least 32 characters/);
+    expect(message).not.toContain('short-secret-xyz');
+    expect(configLoad({ reflection: '0', insecureNoAuth: '1' }, {})).toMatchObject({ reflection: false, insecureNoAuth: true });
+    expect(() => configLoad({}, { EVORA_AUTH_REFRESH_MS: '5000' })).toThrow(/from 100 to 4000/);
+  });
+
   it('the README documents every setting with its variable, flag and default', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     for (const e of CONFIG_DOC) {
       const row = readme.split('\n').find((l) => l.startsWith(`| \`${e.env}\` |`));
       expect(row, `README lacks a row for ${e.env}`).toBeDefined();
-      expect(row).toContain(`\`${e.flag}\``);
+      expect(row).toContain(e.flag ? `\`${e.flag}\`` : '(environment only)');
       expect(row).toContain(e.default ? `\`${e.default}\`` : '(unset)');
     }
   });

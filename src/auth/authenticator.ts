@@ -59,6 +59,8 @@ export class Authenticator {
   private inFlight: Promise<void> | null = null;
   /** When the last read triggered by an unknown token started. */
   private lastUnknownRefresh = 0;
+  /** The next read for unknown tokens, shared by every call that waits for it. */
+  private unknownRead: Promise<void> | null = null;
   private readonly listeners = new Map<string, Set<() => void>>();
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
   private interval: NodeJS.Timeout | null = null;
@@ -130,13 +132,29 @@ export class Authenticator {
   async authenticateAsync(authorizationHeader: string | undefined, now = new Date()): Promise<Principal> {
     const found = this.lookup(authorizationHeader, now);
     if (found) return found;
-    const since = Date.now() - this.lastUnknownRefresh;
-    if (this.inFlight) await this.inFlight.catch(() => undefined);
-    else if (since >= UNKNOWN_REFRESH_MIN_MS) {
-      this.lastUnknownRefresh = Date.now();
-      await this.refresh().catch(() => undefined);
-    }
+    await this.readForUnknown();
     return this.authenticate(authorizationHeader, new Date());
+  }
+
+  /**
+   * A read of the table that starts after this call (so it sees a token committed before
+   * the call came), shared by every call waiting meanwhile, and at most one every
+   * UNKNOWN_REFRESH_MIN_MS: a flood of unknown tokens costs the database 4 reads a second.
+   */
+  private readForUnknown(): Promise<void> {
+    if (!this.unknownRead) {
+      const wait = Math.max(0, this.lastUnknownRefresh + UNKNOWN_REFRESH_MIN_MS - Date.now());
+      this.unknownRead = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          // Later callers wait for the next read: this one may start before their token.
+          this.unknownRead = null;
+          this.lastUnknownRefresh = Date.now();
+          this.read().then(resolve, () => resolve());
+        }, wait);
+        timer.unref();
+      });
+    }
+    return this.unknownRead;
   }
 
   /**

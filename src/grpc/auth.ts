@@ -76,14 +76,17 @@ function authorizationHeader(metadata: Metadata): string | undefined {
 }
 
 /**
- * Authenticates a call from its metadata and checks its role has the method's permission.
- * Throws UNAUTHENTICATED, PERMISSION_DENIED or UNAVAILABLE (stale token cache); the caller
- * answers through toServiceError and logs the refusal with authRefusalLog.
+ * Authenticates a call from its metadata: UNAUTHENTICATED, or UNAVAILABLE (stale token
+ * cache). The caller then checks the method's permission (methodAuthorize), answers a
+ * refusal through toServiceError and logs it with authRefusalLog.
  */
-export async function callPrincipal(ctx: AuthContext, method: string, metadata: Metadata): Promise<Principal> {
-  const principal = await ctx.auth.authenticateAsync(authorizationHeader(metadata));
+export function callAuthenticate(ctx: AuthContext, metadata: Metadata): Promise<Principal> {
+  return ctx.auth.authenticateAsync(authorizationHeader(metadata));
+}
+
+/** PERMISSION_DENIED unless the principal's role has the method's permission. */
+export function methodAuthorize(principal: Principal, method: string): void {
   authorize(principal, methodPermission(method), methodName(method));
-  return principal;
 }
 
 /**

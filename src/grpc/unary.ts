@@ -1,6 +1,6 @@
 import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import type { Principal } from '../domain/auth.js';
-import { authRefusalLog, callPrincipal, methodName, methodPermission, type AuthContext } from './auth.js';
+import { authRefusalLog, callAuthenticate, methodAuthorize, methodName, methodPermission, type AuthContext } from './auth.js';
 import { toServiceError } from './status.js';
 
 /**
@@ -26,9 +26,10 @@ export function unary<Req, Res>(
   const name = methodName(method);
   return (call, callback) => {
     let principal: Principal | null = null;
-    callPrincipal(ctx, method, call.metadata)
+    callAuthenticate(ctx, call.metadata)
       .then((p) => {
         principal = p;
+        methodAuthorize(p, method);
         return fn(call.request, call, p);
       })
       .then(

@@ -112,7 +112,7 @@ describe('Authenticator', () => {
       },
       { timeoutMs: 8000, what: 'the stale cache to be refused' },
     );
-    expect(err.message).toBe('cannot check tokens: the database is unreachable');
+    expect(err!.message).toBe('cannot check tokens: the database is unreachable');
   });
 
   it('unknown hashes trigger at most one read every 250 ms whatever the rate', async () => {

@@ -1,7 +1,7 @@
 import type { Metadata } from '@grpc/grpc-js';
 import type { Authenticator } from '../auth/authenticator.js';
-import { authorize, queueInScope, requireQueueForScoped, scoped, type Permission, type Principal } from '../domain/auth.js';
-import { EvoraError } from '../domain/errors.js';
+import { authorize, principalLabel, queueInScope, requireQueueForScoped, scoped, type Permission, type Principal } from '../domain/auth.js';
+import { EvoraError, permissionDenied } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 
@@ -84,9 +84,20 @@ export function callAuthenticate(ctx: AuthContext, metadata: Metadata): Promise<
   return ctx.auth.authenticateAsync(authorizationHeader(metadata));
 }
 
-/** PERMISSION_DENIED unless the principal's role has the method's permission. */
+/** Permissions over every queue at once: a token limited to queues may not use them. */
+const UNSCOPED_ONLY: ReadonlySet<Permission> = new Set<Permission>(['token.manage', 'audit.read']);
+
+/**
+ * PERMISSION_DENIED unless the principal's role has the method's permission. Token
+ * management and the audit log span every queue, so they also need a token without queue
+ * limits (else a limited admin could make itself an unlimited token).
+ */
 export function methodAuthorize(principal: Principal, method: string): void {
-  authorize(principal, methodPermission(method), methodName(method));
+  const permission = methodPermission(method);
+  authorize(principal, permission, methodName(method));
+  if (UNSCOPED_ONLY.has(permission) && scoped(principal)) {
+    throw permissionDenied(`${principalLabel(principal)} is limited to queues ${principal.queues.join(', ')}; ${methodName(method)} needs a token of every queue`);
+  }
 }
 
 /**

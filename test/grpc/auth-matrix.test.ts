@@ -304,6 +304,15 @@ describe('queue scopes', () => {
     expect(await unaryCode(clientA, get, { id: ids.billingJob }, bearer(producer))).toBe(grpc.status.OK);
   });
 
+  it('a token limited to queues may not manage tokens or read the audit log, even an admin one', async () => {
+    const admin = await token({ role: 'admin', queues: ['billing.*'] });
+    for (const def of [TokenServiceService.listTokens, AuditServiceService.listAuditEvents] as unknown as MethodDef[]) {
+      const code = await unaryCode(clientA, def, {}, bearer(admin));
+      expect([grpc.status.PERMISSION_DENIED, grpc.status.UNIMPLEMENTED], def.path).toContain(code);
+    }
+    expect(await unaryCode(clientA, QueueServiceService.pauseQueue as unknown as MethodDef, { name: 'other' }, bearer(admin))).toBe(grpc.status.PERMISSION_DENIED);
+  });
+
   it('the Work stream hello must name queues in scope; ListQueues answers only the scope', async () => {
     const worker = await token({ role: 'worker', queues: ['billing.a'] });
     const out = workOpen(clientA, bearer(worker), ['billing.a', 'other']);

@@ -5,6 +5,7 @@ import { pino } from 'pino';
 import { JobServiceService, ListJobsRequest } from '../../src/gen/evora/v1/job.js';
 import { configLoad, type ServerConfig } from '../../src/server/config.js';
 import { serverStart, type EvoraServer } from '../../src/server/server.js';
+import { hostIsLoopback } from '../../src/server/auth-start.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 import { bearer } from '../helpers/tokens.js';
 
@@ -86,6 +87,11 @@ function reflectionCode(address: string): Promise<grpc.status> {
 const healthCode = (address: string) => rawUnary(address, '/grpc.health.v1.Health/Check', Buffer.alloc(0));
 
 describe('auth at startup', () => {
+  it('loopback is 127.0.0.0/8, ::1 and localhost', () => {
+    for (const h of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', 'LOCALHOST']) expect(hostIsLoopback(h), h).toBe(true);
+    for (const h of ['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', 'example.com', '']) expect(hostIsLoopback(h), h).toBe(false);
+  });
+
   it('no token on loopback: the server runs open and says so in one info line', async () => {
     const lines: LogLine[] = [];
     const server = await start(await database(), {}, lines);

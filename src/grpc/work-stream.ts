@@ -53,7 +53,10 @@ import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type Encod
  *   session's slots and the acks of the requests already read); nothing is dropped until
  *   the stream closes (its AbortSignal then discards what is left);
  * - ending (shutdown, or the worker half-closing) writes the acks of the reports already
- *   received before the stream ends.
+ *   received before the stream ends;
+ * - the caller was authenticated before the stream started (worker-service.ts); its hello
+ *   may name only queues of its token's scope (else PERMISSION_DENIED), and the stream ends
+ *   UNAUTHENTICATED as soon as the token cache says the token was revoked or expired.
  */
 
 /** Where a Work stream is in its life; see the module comment. */

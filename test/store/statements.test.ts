@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { statementFiles, statementNamed, statementsDeclared } from '../../src/store/catalog.js';
-import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED } from '../../src/store/store.js';
+import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED } from '../../src/store/store.js';
 import { queryConfig, sqlParse, type Statement } from '../../src/store/statements.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
@@ -16,13 +16,18 @@ beforeAll(async () => {
  */
 const SAMPLE_PARAMS: Record<string, Record<string, unknown>> = {
   jobInsertHandoff: { id: '018f0000-0000-7000-8000-000000000001', queue: 'q', type: 't', payload: '{}', priority: 0, handoffWorkerId: 'w' },
-  queueUpsert: { name: 'q' },
+  queueUpsert: { name: 'q', actorKind: 'anonymous', actorName: '', change: '{}' },
   telemetryBatchMarkApplied: { batchId: 1 },
   migrationRecord: { version: 999, name: 'test' },
   scheduleUpsert: {
     name: 's', cron: '* * * * *', timezone: 'UTC', queue: 'q', type: 't', payload: '{}', priority: 0,
-    misfirePolicy: 'skip', misfireCap: 1, nextRunAt: new Date(0),
+    misfirePolicy: 'skip', misfireCap: 1, nextRunAt: new Date(0), actorKind: 'anonymous', actorName: '',
   },
+  tokenCreate: {
+    id: '018f0000-0000-7000-8000-000000000002', name: 't', role: 'viewer', queues: [], secretHashHex: '00'.repeat(32),
+    createdBy: '', actorKind: 'anonymous', actorName: '',
+  },
+  auditInsert: { actorKind: 'anonymous', actorName: '', action: 'queue.pause', target: 'q', change: '{}' },
 };
 
 /** Canonical names of the given PostgreSQL type names (int4 -> integer, …), in order. */
@@ -83,7 +88,7 @@ describe('the statement files', () => {
   it('notify only on the store\'s channels', () => {
     const channels = new Set<string>();
     for (const s of statementsDeclared()) for (const m of s.text.matchAll(/pg_notify\('([^']*)'/g)) channels.add(m[1]!);
-    expect([...channels].sort()).toEqual([CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED].sort());
+    expect([...channels].sort()).toEqual([CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED].sort());
   });
 
   it('the hot path runs as named prepared statements, under the names it always had', () => {

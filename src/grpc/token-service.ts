@@ -1,0 +1,52 @@
+import { randomUUID } from 'node:crypto';
+import { ANONYMOUS, tokenSecretGenerate, tokenSecretHash } from '../domain/auth.js';
+import { auditActor } from '../domain/audit.js';
+import { checkTokenCreate, checkTokenRef, tokenCreatedBy, tokenExpiresAt } from '../domain/validate-admin.js';
+import type { TokenServiceServer } from '../gen/evora/v1/auth.js';
+import { durationToSeconds, tokenRoleFromPb, tokenToPb } from './convert.js';
+import type { ServiceDeps } from './deps.js';
+import { unary } from './unary.js';
+
+/**
+ * TokenService: operators make, list and revoke API tokens. The secret is made here and
+ * returned once by CreateToken; only its hash reaches the store. Every create and revoke is
+ * audited by the store in the same statement. Log lines name tokens, never secrets.
+ */
+export function tokenService(deps: ServiceDeps): TokenServiceServer {
+  const { store, logger } = deps;
+  return {
+    createToken: unary(logger, 'CreateToken', async (req) => {
+      const id = randomUUID();
+      const input = checkTokenCreate(id, {
+        name: req.name,
+        role: tokenRoleFromPb(req.role),
+        queues: req.queues,
+        expiresInSeconds: req.expiresIn ? durationToSeconds(req.expiresIn) : null,
+      });
+      const actor = auditActor(ANONYMOUS); // actor: wired by the lead at merge
+      const secret = tokenSecretGenerate();
+      const token = await store.tokenCreate({
+        id,
+        name: input.name,
+        role: input.role,
+        queues: input.queues,
+        expiresAt: tokenExpiresAt(new Date(), input.expiresInSeconds),
+        secretHash: tokenSecretHash(secret),
+        createdBy: tokenCreatedBy(actor),
+        actor,
+      });
+      logger.info({ token: token.id, name: token.name, role: token.role }, 'token created');
+      return { token: tokenToPb(token), secret };
+    }),
+    listTokens: unary(logger, 'ListTokens', async (req) => ({
+      tokens: (await store.tokenList({ includeRevoked: req.includeRevoked })).map(tokenToPb),
+    })),
+    revokeToken: unary(logger, 'RevokeToken', async (req) => {
+      const ref = checkTokenRef(req.token);
+      const actor = auditActor(ANONYMOUS); // actor: wired by the lead at merge
+      const token = await store.tokenRevoke({ token: ref, actor });
+      logger.info({ token: token.id, name: token.name }, 'token revoked');
+      return { token: tokenToPb(token) };
+    }),
+  };
+}

@@ -5,7 +5,7 @@ import type { Queue, QueueUpsertInput } from '../domain/queue.js';
 import type { ApiToken } from '../domain/auth.js';
 import type { AuditActor, AuditEvent, AuditListParams } from '../domain/audit.js';
 import { auditList } from './audit.js';
-import { tokenCreate, tokenRevoke, tokensList, type TokenCreateInput } from './tokens.js';
+import { adminSessionCheck, tokenCreate, tokenRevoke, tokensList, type TokenCreateInput } from './tokens.js';
 import type {
   HeartbeatOutcome,
   Job,
@@ -534,6 +534,15 @@ export class Store {
    */
   async tokenRevoke(params: { token: string; actor?: AuditActor; now?: Date }): Promise<ApiToken> {
     return tokenRevoke(this.pool, params);
+  }
+
+  /**
+   * The database role this store connects as, and whether the schema has the token and
+   * audit tables: direct database access (`evora token --database-url`) names its actor
+   * with the role and refuses an unmigrated database.
+   */
+  async adminSessionCheck(): Promise<{ role: string; migrated: boolean }> {
+    return adminSessionCheck(this.pool);
   }
 
   /** A page of the audit log, newest first; `nextBeforeId` (the next page's beforeId) is null on the last. */

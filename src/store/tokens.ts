@@ -3,7 +3,7 @@ import type { ApiToken, TokenRole } from '../domain/auth.js';
 import type { AuditActor } from '../domain/audit.js';
 import { alreadyExists, notFound } from '../domain/errors.js';
 import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
-import { rowOf, rowsOf, statement, type PgTypes } from './statements.js';
+import { rowOf, rowsOf, statement, type None, type PgTypes } from './statements.js';
 
 /**
  * API tokens as operators manage them (TokenService, `evora token`): create, list, revoke.
@@ -77,6 +77,17 @@ const tokenRevokeSql = statement<ActorParams & { token: string; now: Date | null
   { ...ACTOR_TYPES, token: 'text', now: 'timestamptz' },
   TOKEN_COLUMNS,
 );
+
+const adminSessionCheckSql = statement<None, { role: string; migrated: boolean }>(
+  'admin-session-check',
+  {},
+  { role: 'text', migrated: 'bool' },
+);
+
+/** The session's role, and whether the token and audit tables exist (Store.adminSessionCheck). */
+export async function adminSessionCheck(pool: StorePool): Promise<{ role: string; migrated: boolean }> {
+  return (await rowOf(pool, adminSessionCheckSql, {}))!;
+}
 
 /** What Store.tokenCreate takes (validated by the caller: src/domain/validate-admin.ts). */
 export interface TokenCreateInput {

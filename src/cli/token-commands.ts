@@ -106,15 +106,18 @@ async function directBackend(
       const id = randomUUID();
       const checked = checkTokenCreate(id, { name: input.name, role: input.role, queues: input.queues, expiresInSeconds: input.expiresInSeconds ?? null });
       const secret = tokenSecretGenerate();
+      // One clock for created_at and expires_at, so a token lives exactly --expires.
+      const now = new Date();
       const token = await store.tokenCreate({
         id,
         name: checked.name,
         role: checked.role,
         queues: checked.queues,
-        expiresAt: tokenExpiresAt(new Date(), checked.expiresInSeconds),
+        expiresAt: tokenExpiresAt(now, checked.expiresInSeconds),
         secretHash: tokenSecretHash(secret),
         createdBy: tokenCreatedBy(actor),
         actor,
+        now,
       });
       return { token, secret };
     },

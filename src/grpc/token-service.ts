@@ -25,15 +25,18 @@ export function tokenService(deps: ServiceDeps): TokenServiceServer {
       });
       const actor = auditActor(ANONYMOUS); // actor: wired by the lead at merge
       const secret = tokenSecretGenerate();
+      // One clock for created_at and expires_at, so a token lives exactly expires_in.
+      const now = new Date();
       const token = await store.tokenCreate({
         id,
         name: input.name,
         role: input.role,
         queues: input.queues,
-        expiresAt: tokenExpiresAt(new Date(), input.expiresInSeconds),
+        expiresAt: tokenExpiresAt(now, input.expiresInSeconds),
         secretHash: tokenSecretHash(secret),
         createdBy: tokenCreatedBy(actor),
         actor,
+        now,
       });
       logger.info({ token: token.id, name: token.name, role: token.role }, 'token created');
       return { token: tokenToPb(token), secret };

@@ -1,5 +1,5 @@
 // Over 400 lines on purpose: the one EvoraClient class, a short method per RPC of JobService,
-// QueueService and ScheduleService; splitting it would split its API.
+// QueueService, ScheduleService, TokenService and AuditService; splitting it would split its API.
 import * as grpc from '@grpc/grpc-js';
 import {
   JobServiceClient,

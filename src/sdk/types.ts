@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: every SDK type and its one translation from and to protobuf, in one
+// place, so that a field is added in one file.
 import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as PbJob, type JobAttempt as PbJobAttempt } from '../gen/evora/v1/job.js';
 import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
 import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule } from '../gen/evora/v1/schedule.js';

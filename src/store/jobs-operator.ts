@@ -159,9 +159,14 @@ export interface JobBulkParams {
   actor?: AuditActor;
 }
 
+/** Most job ids of a bulk filter an audit event lists; a longer list is recorded by its length. */
+const AUDIT_MAX_IDS = 100;
+
 /**
  * The audit parameters of a run's batch `n` (from 1): target the filter's queue or "*";
- * change the filter (the batch's job count is added by the statement).
+ * change the filter (the batch's job count is added by the statement). A filter of more
+ * than AUDIT_MAX_IDS ids records `ids_count` instead of the ids (each batch's event would
+ * repeat up to 10,000 of them).
  */
 function bulkAudit(params: JobBulkParams, n: number): ActorParams & { auditTarget: string; auditChange: string } {
   const f = params.filter;
@@ -170,7 +175,7 @@ function bulkAudit(params: JobBulkParams, n: number): ActorParams & { auditTarge
     states: f.states,
     type: f.type,
     finished_before: f.finishedBefore ? f.finishedBefore.toISOString() : null,
-    ids: f.ids,
+    ...(f.ids !== null && f.ids.length > AUDIT_MAX_IDS ? { ids_count: f.ids.length } : { ids: f.ids }),
   };
   return { ...actorParams(params.actor), auditTarget: f.queue ?? '*', auditChange: JSON.stringify({ filter, batch: n }) };
 }

@@ -68,7 +68,8 @@ export function queueUpsertChange(params: QueueUpsertInput): JsonObject {
   const change: JsonObject = {};
   for (const [key, value] of Object.entries(params)) {
     if (key === 'name' || key === 'now' || key === 'actor' || value === null || value === undefined) continue;
-    change[key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value as JsonObject[string];
+    const v = key === 'rateLimit' && params.rateLimit ? { per_second: params.rateLimit.perSecond, burst: params.rateLimit.burst } : value;
+    change[key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = v as JsonObject[string];
   }
   return change;
 }

@@ -58,7 +58,7 @@ describe('admin operations write one audit event each', () => {
       ['queue.pause', 'token', ops.tokenId, 'ops'],
       ['queue.resume', 'anonymous', null, ''],
     ]);
-    expect(events[0]!.change).toEqual({ max_attempts: 3, rate_limit: { perSecond: 2, burst: 4 } });
+    expect(events[0]!.change).toEqual({ max_attempts: 3, rate_limit: { per_second: 2, burst: 4 } });
     expect(events[0]!.at).toEqual(T0);
     const before = await eventCount();
     await expect(store.queueSetPaused({ name: queueName('missing'), paused: true, actor: ops })).rejects.toMatchObject({ code: 'NOT_FOUND' });

@@ -8,6 +8,7 @@ import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
 import { scheduleCommandsAdd } from './schedule-commands.js';
 import { dbCommandsAdd } from './db-commands.js';
+import { tokenCommandsAdd } from './token-commands.js';
 import { UsageError } from './format.js';
 
 /**
@@ -171,6 +172,7 @@ program
 clientCommandsAdd(program);
 scheduleCommandsAdd(program);
 dbCommandsAdd(program);
+tokenCommandsAdd(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) {

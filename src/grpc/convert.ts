@@ -6,6 +6,15 @@ import type { Duration } from '../gen/google/protobuf/duration.js';
 import type { AttemptOutcome, Job, JobAttempt, JobProgress, JobState } from '../domain/job.js';
 import type { BackoffKind, Queue } from '../domain/queue.js';
 import type { ProgressInput } from '../domain/validate.js';
+import type { ApiToken, PrincipalKind, TokenRole } from '../domain/auth.js';
+import type { AuditAction, AuditEvent } from '../domain/audit.js';
+import {
+  AuditAction as PbAuditAction,
+  AuditActorKind as PbAuditActorKind,
+  TokenRole as PbTokenRole,
+  type AuditEvent as PbAuditEvent,
+  type Token as PbToken,
+} from '../gen/evora/v1/auth.js';
 
 /** Translation between the domain types and the generated protobuf types. */
 
@@ -191,5 +200,76 @@ export function queueToPb(q: Queue): PbQueue {
     dlqRetention: secondsToDuration(q.dlqRetentionSeconds ?? 0),
     attemptTimeout: q.attemptTimeoutSeconds === null ? undefined : secondsToDuration(q.attemptTimeoutSeconds),
     rateLimit: q.rateLimit ? { perSecond: q.rateLimit.perSecond, burst: q.rateLimit.burst } : undefined,
+  };
+}
+
+/** A token role as the proto enum. */
+export const TOKEN_ROLE_TO_PB: Record<TokenRole, PbTokenRole> = {
+  producer: PbTokenRole.TOKEN_ROLE_PRODUCER,
+  worker: PbTokenRole.TOKEN_ROLE_WORKER,
+  viewer: PbTokenRole.TOKEN_ROLE_VIEWER,
+  admin: PbTokenRole.TOKEN_ROLE_ADMIN,
+};
+
+/** A protobuf TokenRole as a domain role; undefined for UNSPECIFIED or an unknown value. */
+export function tokenRoleFromPb(role: PbTokenRole): TokenRole | undefined {
+  return (Object.entries(TOKEN_ROLE_TO_PB).find(([, v]) => v === role)?.[0] as TokenRole | undefined) ?? undefined;
+}
+
+/** A token as clients see it: never its secret or hash. */
+export function tokenToPb(t: ApiToken): PbToken {
+  return {
+    id: t.id,
+    name: t.name,
+    role: TOKEN_ROLE_TO_PB[t.role],
+    queues: t.queues,
+    createdAt: t.createdAt,
+    expiresAt: t.expiresAt ?? undefined,
+    revokedAt: t.revokedAt ?? undefined,
+    createdBy: t.createdBy,
+  };
+}
+
+/** An audit action as the proto enum. */
+export const AUDIT_ACTION_TO_PB: Record<AuditAction, PbAuditAction> = {
+  'queue.upsert': PbAuditAction.AUDIT_ACTION_QUEUE_UPSERT,
+  'queue.pause': PbAuditAction.AUDIT_ACTION_QUEUE_PAUSE,
+  'queue.resume': PbAuditAction.AUDIT_ACTION_QUEUE_RESUME,
+  'job.cancel': PbAuditAction.AUDIT_ACTION_JOB_CANCEL,
+  'job.retry': PbAuditAction.AUDIT_ACTION_JOB_RETRY,
+  'jobs.retry': PbAuditAction.AUDIT_ACTION_JOBS_RETRY,
+  'jobs.purge': PbAuditAction.AUDIT_ACTION_JOBS_PURGE,
+  'schedule.upsert': PbAuditAction.AUDIT_ACTION_SCHEDULE_UPSERT,
+  'schedule.delete': PbAuditAction.AUDIT_ACTION_SCHEDULE_DELETE,
+  'schedule.pause': PbAuditAction.AUDIT_ACTION_SCHEDULE_PAUSE,
+  'schedule.resume': PbAuditAction.AUDIT_ACTION_SCHEDULE_RESUME,
+  'schedule.trigger': PbAuditAction.AUDIT_ACTION_SCHEDULE_TRIGGER,
+  'token.create': PbAuditAction.AUDIT_ACTION_TOKEN_CREATE,
+  'token.revoke': PbAuditAction.AUDIT_ACTION_TOKEN_REVOKE,
+};
+
+/** A protobuf AuditAction as a domain action; undefined for UNSPECIFIED or an unknown value. */
+export function auditActionFromPb(action: PbAuditAction): AuditAction | undefined {
+  return (Object.entries(AUDIT_ACTION_TO_PB).find(([, v]) => v === action)?.[0] as AuditAction | undefined) ?? undefined;
+}
+
+/** Who made a change, as the proto enum. */
+export const AUDIT_ACTOR_KIND_TO_PB: Record<PrincipalKind, PbAuditActorKind> = {
+  token: PbAuditActorKind.AUDIT_ACTOR_KIND_TOKEN,
+  anonymous: PbAuditActorKind.AUDIT_ACTOR_KIND_ANONYMOUS,
+  database: PbAuditActorKind.AUDIT_ACTOR_KIND_DATABASE,
+};
+
+/** An audit event as clients see it. */
+export function auditEventToPb(e: AuditEvent): PbAuditEvent {
+  return {
+    id: e.id,
+    at: e.at,
+    actorKind: AUDIT_ACTOR_KIND_TO_PB[e.actor.kind],
+    tokenId: e.actor.tokenId ?? '',
+    tokenName: e.actor.name,
+    action: AUDIT_ACTION_TO_PB[e.action],
+    target: e.target,
+    change: e.change,
   };
 }

@@ -27,6 +27,7 @@ import { attemptToPb, backoffKindFromPb, durationToSeconds, jobStateFromPb, jobT
 import type { ServiceDeps } from './deps.js';
 import { jobScopeCheck, scopeCheck, scopeCheckFilter } from './auth.js';
 import { unary } from './unary.js';
+import { auditActor } from '../domain/audit.js';
 
 /** A SubmitJobRequest as the store's input, every field checked. */
 function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitInput {
@@ -150,28 +151,28 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     cancelJob: unary(deps, M.cancelJob.path, async (req, _call, principal) => {
       const id = checkUuid('id', req.id);
       await jobScopeCheck(store, principal, M.cancelJob.path, id);
-      const job = await store.jobCancel({ id });
+      const job = await store.jobCancel({ id, actor: auditActor(principal) });
       logger.info({ job_id: job.id, queue: job.queue, type: job.type, state: job.state }, 'job cancel requested');
       return { job: jobToPb(job) };
     }),
     retryJob: unary(deps, M.retryJob.path, async (req, _call, principal) => {
       const id = checkUuid('id', req.id);
       await jobScopeCheck(store, principal, M.retryJob.path, id);
-      const job = await store.jobRetry({ id });
+      const job = await store.jobRetry({ id, actor: auditActor(principal) });
       logger.info({ job_id: job.id, queue: job.queue, type: job.type }, 'job retried by operator');
       return { job: jobToPb(job) };
     }),
     retryJobs: unary(deps, M.retryJobs.path, async (req, call, principal) => {
       const filter = bulkFilter('retried', req.filter, RETRYABLE_STATES);
       scopeCheckFilter(principal, M.retryJobs.path, filter.queue);
-      const count = await store.jobRetryMany({ filter, dryRun: req.dryRun, signal: callSignal(call) });
+      const count = await store.jobRetryMany({ filter, dryRun: req.dryRun, signal: callSignal(call), actor: auditActor(principal) });
       logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to retry counted' : 'jobs retried by operator');
       return { count };
     }),
     purgeJobs: unary(deps, M.purgeJobs.path, async (req, call, principal) => {
       const filter = bulkFilter('purged', req.filter, FINISHED_STATES);
       scopeCheckFilter(principal, M.purgeJobs.path, filter.queue);
-      const count = await store.jobPurgeMany({ filter, dryRun: req.dryRun, signal: callSignal(call) });
+      const count = await store.jobPurgeMany({ filter, dryRun: req.dryRun, signal: callSignal(call), actor: auditActor(principal) });
       logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to purge counted' : 'jobs purged by operator');
       return { count };
     }),

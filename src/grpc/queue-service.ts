@@ -7,6 +7,7 @@ import { backoffKindFromPb, durationToSeconds, queueToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { scopeCheck, scopeFilter } from './auth.js';
 import { unary } from './unary.js';
+import { auditActor } from '../domain/audit.js';
 
 /** One queue's stats as the proto message: telemetry's figures, this server's workers, the outbox lag. */
 function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { workers: number; freeSlots: number }, lag: number): QueueStats {
@@ -69,6 +70,7 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
       // Unset keeps the current retention; 0 keeps finished jobs forever.
       const retention = (field: string, d: Duration | undefined) => (d ? checkRetentionSeconds(field, durationToSeconds(d)) : null);
       const { queue, created } = await store.queueUpsert({
+        actor: auditActor(principal),
         name,
         maxAttempts: req.maxAttempts === undefined ? null : checkIntRange('max_attempts', req.maxAttempts, 1, 1000),
         leaseSeconds: req.leaseSeconds === undefined ? null : checkIntRange('lease_seconds', req.leaseSeconds, 1, 86_400),
@@ -106,14 +108,14 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
     pauseQueue: unary(deps, M.pauseQueue.path, async (req, _call, principal) => {
       const name = checkName('name', req.name);
       scopeCheck(principal, M.pauseQueue.path, [name]);
-      const queue = await store.queueSetPaused({ name, paused: true });
+      const queue = await store.queueSetPaused({ name, paused: true, actor: auditActor(principal) });
       logger.info({ queue: queue.name }, 'queue paused');
       return { queue: queueToPb(queue) };
     }),
     resumeQueue: unary(deps, M.resumeQueue.path, async (req, _call, principal) => {
       const name = checkName('name', req.name);
       scopeCheck(principal, M.resumeQueue.path, [name]);
-      const queue = await store.queueSetPaused({ name, paused: false });
+      const queue = await store.queueSetPaused({ name, paused: false, actor: auditActor(principal) });
       logger.info({ queue: queue.name }, 'queue resumed');
       return { queue: queueToPb(queue) };
     }),

@@ -13,6 +13,7 @@ import { MisfirePolicy as PbMisfirePolicy, ScheduleServiceService, type Schedule
 import type { ServiceDeps } from './deps.js';
 import { scheduleScopeCheck, scopeCheck, scopeFilter } from './auth.js';
 import { unary } from './unary.js';
+import { auditActor } from '../domain/audit.js';
 
 const MISFIRE_TO_PB: Record<MisfirePolicy, PbMisfirePolicy> = {
   skip: PbMisfirePolicy.MISFIRE_POLICY_SKIP,
@@ -79,7 +80,7 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
       scopeCheck(principal, M.upsertSchedule.path, [input.queue]);
       await scheduleScopeCheck(store, principal, M.upsertSchedule.path, input.name);
       const nextRunAt = cronNextAfter(input.cron, input.timezone, new Date());
-      const { schedule, created } = await store.scheduleUpsert({ ...input, nextRunAt });
+      const { schedule, created } = await store.scheduleUpsert({ ...input, nextRunAt, actor: auditActor(principal) });
       logger.info({ schedule: schedule.name, created }, 'schedule upserted');
       return { schedule: scheduleToPb(schedule), created };
     }),
@@ -94,14 +95,14 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
     deleteSchedule: unary(deps, M.deleteSchedule.path, async (req, _call, principal) => {
       const name = checkScheduleName(req.name);
       await scheduleScopeCheck(store, principal, M.deleteSchedule.path, name);
-      await store.scheduleDelete({ name });
+      await store.scheduleDelete({ name, actor: auditActor(principal) });
       logger.info({ schedule: req.name }, 'schedule deleted');
       return {};
     }),
     pauseSchedule: unary(deps, M.pauseSchedule.path, async (req, _call, principal) => {
       const name = checkScheduleName(req.name);
       await scheduleScopeCheck(store, principal, M.pauseSchedule.path, name);
-      const schedule = await store.scheduleSetPaused({ name, paused: true });
+      const schedule = await store.scheduleSetPaused({ name, paused: true, actor: auditActor(principal) });
       return { schedule: scheduleToPb(schedule) };
     }),
     resumeSchedule: unary(deps, M.resumeSchedule.path, async (req, _call, principal) => {
@@ -109,14 +110,14 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
       const current = await store.scheduleGet({ name });
       scopeCheck(principal, M.resumeSchedule.path, [current.queue]);
       const nextRunAt = cronNextAfter(current.cron, current.timezone, new Date());
-      const schedule = await store.scheduleSetPaused({ name, paused: false, nextRunAt });
+      const schedule = await store.scheduleSetPaused({ name, paused: false, nextRunAt, actor: auditActor(principal) });
       return { schedule: scheduleToPb(schedule) };
     }),
     triggerSchedule: unary(deps, M.triggerSchedule.path, async (req, _call, principal) => {
       const name = checkScheduleName(req.name);
       await scheduleScopeCheck(store, principal, M.triggerSchedule.path, name);
       const triggerId = checkTriggerId(req.triggerId);
-      const { schedule, result } = await store.scheduleTrigger({ name, triggerId: triggerId || null });
+      const { schedule, result } = await store.scheduleTrigger({ name, triggerId: triggerId || null, actor: auditActor(principal) });
       logger.info({ schedule: name, job_id: result.job.id, created: result.created }, 'schedule triggered');
       return {
         jobId: result.job.id,

@@ -1,5 +1,5 @@
 // Over 400 lines on purpose: the one EvoraClient class, a short method per RPC of JobService,
-// QueueService and ScheduleService; splitting it would split its API.
+// QueueService, ScheduleService, TokenService and AuditService; splitting it would split its API.
 import * as grpc from '@grpc/grpc-js';
 import {
   JobServiceClient,
@@ -35,6 +35,14 @@ import {
   type TriggerScheduleResponse,
   type UpsertScheduleResponse,
 } from '../gen/evora/v1/schedule.js';
+import {
+  AuditServiceClient,
+  TokenServiceClient,
+  type CreateTokenResponse,
+  type ListAuditEventsResponse,
+  type ListTokensResponse,
+  type RevokeTokenResponse,
+} from '../gen/evora/v1/auth.js';
 import { WorkerServiceClient, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
 import { channelCreate, credentialsFor, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
@@ -61,6 +69,14 @@ import {
   type QueueStats,
   type Schedule,
   type ScheduleInput,
+  auditActionToPb,
+  auditEventFromPb,
+  tokenFromPb,
+  tokenRoleToPb,
+  type AuditActionName,
+  type AuditEvent,
+  type Token,
+  type TokenRoleName,
 } from './types.js';
 
 /** Options of an EvoraClient. */
@@ -192,6 +208,41 @@ export interface QueueSettings {
   maxConcurrencyPerKey?: number;
 }
 
+// ----- API tokens and the audit log: types --------------------------------------------
+
+/** A token to create (`createToken`). */
+export interface CreateTokenInput {
+  /** Unique name; unset: "token-" and the first 8 characters of its id. */
+  name?: string;
+  role: TokenRoleName;
+  /** Queue names or prefixes ending in "*" ("billing.*"); unset or empty: every queue. */
+  queues?: string[];
+  /** How long it works, in seconds (> 0, at most 10 years); unset: until revoked. */
+  expiresInSeconds?: number;
+}
+
+/** Filters and page of `listAuditEvents`; filters are ANDed. */
+export interface ListAuditEventsFilter {
+  /** Only these actions. */
+  actions?: AuditActionName[];
+  /** Only events on this target (a queue, a job id, a schedule, a token id). */
+  target?: string;
+  /** Only events made with this token (its id or name). */
+  token?: string;
+  /** Events per page, 1..1000; default 100. */
+  pageSize?: number;
+  /** `nextPageToken` of the previous page. */
+  pageToken?: string;
+}
+
+/** One page of the audit log. */
+export interface AuditEventPage {
+  /** Newest first. */
+  events: AuditEvent[];
+  /** Pass as `pageToken` for the next (older) page; null = no more pages. */
+  nextPageToken: string | null;
+}
+
 /**
  * The producer's and operator's client: submit jobs, read and list them, cancel and retry
  * them, and configure queues. Every method returns a Promise that rejects with an
@@ -210,6 +261,8 @@ export class EvoraClient {
   private readonly queues: QueueServiceClient;
   private readonly schedules: ScheduleServiceClient;
   private readonly workers: WorkerServiceClient;
+  private readonly tokens: TokenServiceClient;
+  private readonly audit: AuditServiceClient;
   private readonly deadlineMs: number;
   private closed = false;
 
@@ -222,6 +275,8 @@ export class EvoraClient {
     this.queues = new QueueServiceClient(this.address, creds, { channelOverride: this.channel });
     this.schedules = new ScheduleServiceClient(this.address, creds, { channelOverride: this.channel });
     this.workers = new WorkerServiceClient(this.address, creds, { channelOverride: this.channel });
+    this.tokens = new TokenServiceClient(this.address, creds, { channelOverride: this.channel });
+    this.audit = new AuditServiceClient(this.address, creds, { channelOverride: this.channel });
   }
 
   // ----- jobs ---------------------------------------------------------------------------
@@ -478,6 +533,49 @@ export class EvoraClient {
     const req = { name, triggerId: params.triggerId ?? '' };
     const res = await this.unary<TriggerScheduleResponse>('TriggerSchedule', (md, o, cb) => this.schedules.triggerSchedule(req, md, o, cb), opts);
     return { jobId: res.jobId, idempotencyKey: res.idempotencyKey, created: res.created, schedule: scheduleFromPb(required(res.schedule, 'TriggerSchedule')) };
+  }
+
+  // ----- API tokens and the audit log (admin; docs/security.md) --------------------------
+
+  /**
+   * Makes an API token. `secret` (sent as `authorization: Bearer <secret>`) is returned
+   * this once; the server keeps only its hash. A taken name: ALREADY_EXISTS.
+   */
+  async createToken(input: CreateTokenInput, opts?: CallOptions): Promise<{ token: Token; secret: string }> {
+    const req = {
+      name: input.name ?? '',
+      role: tokenRoleToPb(input.role),
+      queues: input.queues ?? [],
+      expiresIn: input.expiresInSeconds === undefined ? undefined : secondsToDuration(input.expiresInSeconds),
+    };
+    const res = await this.unary<CreateTokenResponse>('CreateToken', (md, o, cb) => this.tokens.createToken(req, md, o, cb), opts);
+    return { token: tokenFromPb(required(res.token, 'CreateToken')), secret: res.secret };
+  }
+
+  /** Tokens, newest first, without their secrets; revoked ones only with `includeRevoked`. */
+  async listTokens(params: { includeRevoked?: boolean } = {}, opts?: CallOptions): Promise<Token[]> {
+    const req = { includeRevoked: params.includeRevoked ?? false };
+    const res = await this.unary<ListTokensResponse>('ListTokens', (md, o, cb) => this.tokens.listTokens(req, md, o, cb), opts);
+    return res.tokens.map(tokenFromPb);
+  }
+
+  /** Revokes a token named by its id or its name (NOT_FOUND if none); a revoked one is returned as it is. */
+  async revokeToken(token: string, opts?: CallOptions): Promise<Token> {
+    const res = await this.unary<RevokeTokenResponse>('RevokeToken', (md, o, cb) => this.tokens.revokeToken({ token }, md, o, cb), opts);
+    return tokenFromPb(required(res.token, 'RevokeToken'));
+  }
+
+  /** A page of the audit log, newest first. */
+  async listAuditEvents(filter: ListAuditEventsFilter = {}, opts?: CallOptions): Promise<AuditEventPage> {
+    const req = {
+      pageSize: filter.pageSize ?? 0,
+      pageToken: filter.pageToken ?? '',
+      actions: (filter.actions ?? []).map(auditActionToPb),
+      target: filter.target ?? '',
+      token: filter.token ?? '',
+    };
+    const res = await this.unary<ListAuditEventsResponse>('ListAuditEvents', (md, o, cb) => this.audit.listAuditEvents(req, md, o, cb), opts);
+    return { events: res.events.map(auditEventFromPb), nextPageToken: res.nextPageToken || null };
   }
 
   /** Closes the connection. Calls made afterwards fail. Safe to call twice. */

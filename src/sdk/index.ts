@@ -6,6 +6,9 @@
 export { EvoraClient } from './client.js';
 export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitJobInput, SubmitResult } from './client.js';
 export type { BulkCallOptions, BulkJobFilter } from './client.js';
+export type { AuditEventPage, CreateTokenInput, ListAuditEventsFilter } from './client.js';
+export { AUDIT_ACTIONS, TOKEN_ROLES } from './types.js';
+export type { AuditActionName, AuditActorKindName, AuditEvent, Token, TokenRoleName } from './types.js';
 export { EvoraWorker } from './worker/evora-worker.js';
 export type {
   AckResultName,

@@ -1,7 +1,16 @@
+// Over 400 lines on purpose: every SDK type and its one translation from and to protobuf, in one
+// place, so that a field is added in one file.
 import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as PbJob, type JobAttempt as PbJobAttempt } from '../gen/evora/v1/job.js';
 import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
 import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule } from '../gen/evora/v1/schedule.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
+import {
+  AuditAction as PbAuditAction,
+  AuditActorKind as PbAuditActorKind,
+  TokenRole as PbTokenRole,
+  type AuditEvent as PbAuditEvent,
+  type Token as PbToken,
+} from '../gen/evora/v1/auth.js';
 
 /**
  * The SDK's domain types: plain objects with string states, `Date`s and `null` for
@@ -487,5 +496,139 @@ export function scheduleFromPb<P = JsonObject>(pb: PbSchedule): Schedule<P> {
     lastJobId: pb.lastJobId || null,
     createdAt: pb.createdAt ?? null,
     updatedAt: pb.updatedAt ?? null,
+  };
+}
+
+// ----- API tokens and the audit log (docs/security.md) --------------------------------
+
+/** What a token may do (TokenRole in auth.proto). */
+export type TokenRoleName = 'producer' | 'worker' | 'viewer' | 'admin';
+/** Every role, weakest first. */
+export const TOKEN_ROLES: readonly TokenRoleName[] = ['producer', 'worker', 'viewer', 'admin'];
+
+const TOKEN_ROLE_TO_PB: Record<TokenRoleName, PbTokenRole> = {
+  producer: PbTokenRole.TOKEN_ROLE_PRODUCER,
+  worker: PbTokenRole.TOKEN_ROLE_WORKER,
+  viewer: PbTokenRole.TOKEN_ROLE_VIEWER,
+  admin: PbTokenRole.TOKEN_ROLE_ADMIN,
+};
+
+/** A role name as the proto enum; throws on an unknown name (case-insensitive). */
+export function tokenRoleToPb(role: string): PbTokenRole {
+  const pb = TOKEN_ROLE_TO_PB[role.toLowerCase() as TokenRoleName];
+  if (pb === undefined) throw new TypeError(`unknown token role "${role}" (expected ${TOKEN_ROLES.join(', ')})`);
+  return pb;
+}
+
+/** An API token as listed: never its secret. */
+export interface Token {
+  id: string;
+  name: string;
+  /** null when the server sent a role this SDK does not know. */
+  role: TokenRoleName | null;
+  /** Queue patterns ("billing.*"); empty: every queue. */
+  queues: string[];
+  createdAt: Date | null;
+  /** null: never expires. */
+  expiresAt: Date | null;
+  /** null: not revoked. */
+  revokedAt: Date | null;
+  /** Name of the token that created it; '' for direct database access or the bootstrap token. */
+  createdBy: string;
+}
+
+/** A token from its protobuf form. */
+export function tokenFromPb(pb: PbToken): Token {
+  const role = (Object.entries(TOKEN_ROLE_TO_PB).find(([, v]) => v === pb.role)?.[0] as TokenRoleName | undefined) ?? null;
+  return {
+    id: pb.id,
+    name: pb.name,
+    role,
+    queues: pb.queues,
+    createdAt: pb.createdAt ?? null,
+    expiresAt: pb.expiresAt ?? null,
+    revokedAt: pb.revokedAt ?? null,
+    createdBy: pb.createdBy,
+  };
+}
+
+/** An administrative change the audit log records (AuditAction in auth.proto). */
+export type AuditActionName =
+  | 'queue.upsert'
+  | 'queue.pause'
+  | 'queue.resume'
+  | 'job.cancel'
+  | 'job.retry'
+  | 'jobs.retry'
+  | 'jobs.purge'
+  | 'schedule.upsert'
+  | 'schedule.delete'
+  | 'schedule.pause'
+  | 'schedule.resume'
+  | 'schedule.trigger'
+  | 'token.create'
+  | 'token.revoke';
+
+/** Every action, in the proto enum's order (AUDIT_ACTION_QUEUE_UPSERT = 1, ...). */
+export const AUDIT_ACTIONS: readonly AuditActionName[] = [
+  'queue.upsert',
+  'queue.pause',
+  'queue.resume',
+  'job.cancel',
+  'job.retry',
+  'jobs.retry',
+  'jobs.purge',
+  'schedule.upsert',
+  'schedule.delete',
+  'schedule.pause',
+  'schedule.resume',
+  'schedule.trigger',
+  'token.create',
+  'token.revoke',
+];
+
+/** An action name as the proto enum; throws on an unknown name. */
+export function auditActionToPb(action: string): PbAuditAction {
+  const i = AUDIT_ACTIONS.indexOf(action.toLowerCase() as AuditActionName);
+  if (i < 0) throw new TypeError(`unknown audit action "${action}" (expected one of ${AUDIT_ACTIONS.join(', ')})`);
+  return (i + 1) as PbAuditAction;
+}
+
+/** Who made a change: a token's holder, a caller of a server without auth, or direct database access. */
+export type AuditActorKindName = 'token' | 'anonymous' | 'database';
+
+const ACTOR_KIND_FROM_PB: Partial<Record<PbAuditActorKind, AuditActorKindName>> = {
+  [PbAuditActorKind.AUDIT_ACTOR_KIND_TOKEN]: 'token',
+  [PbAuditActorKind.AUDIT_ACTOR_KIND_ANONYMOUS]: 'anonymous',
+  [PbAuditActorKind.AUDIT_ACTOR_KIND_DATABASE]: 'database',
+};
+
+/** One administrative change. */
+export interface AuditEvent {
+  id: number;
+  at: Date | null;
+  /** null when the server sent a kind this SDK does not know. */
+  actorKind: AuditActorKindName | null;
+  /** The token's id (actor kind 'token'); null otherwise. */
+  tokenId: string | null;
+  /** The token's name; "role (user)" for database access; '' for anonymous. */
+  tokenName: string;
+  /** null when the server sent an action this SDK does not know. */
+  action: AuditActionName | null;
+  target: string;
+  change: JsonObject;
+}
+
+/** An audit event from its protobuf form. */
+export function auditEventFromPb(pb: PbAuditEvent): AuditEvent {
+  return {
+    id: pb.id,
+    at: pb.at ?? null,
+    actorKind: ACTOR_KIND_FROM_PB[pb.actorKind] ?? null,
+    tokenId: pb.tokenId || null,
+    tokenName: pb.tokenName,
+    action: AUDIT_ACTIONS[pb.action - 1] ?? null,
+    target: pb.target,
+    change: (pb.change ?? {}) as JsonObject,
   };
 }

@@ -9,6 +9,7 @@ import { JobObserver } from './job-observer.js';
 import { ReloadingServerCredentials } from './tls.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
+import { AuditServiceService, TokenServiceService } from '../gen/evora/v1/auth.js';
 import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
 import { ScheduleServiceService } from '../gen/evora/v1/schedule.js';
@@ -26,9 +27,11 @@ import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED, Store } from '../store/store.js';
 import { reflectionAddToServer } from '../grpc/reflection.js';
 import type { WorkStreamHandle } from '../grpc/deps.js';
+import { auditService } from '../grpc/audit-service.js';
 import { jobService } from '../grpc/job-service.js';
 import { queueService } from '../grpc/queue-service.js';
 import { scheduleService } from '../grpc/schedule-service.js';
+import { tokenService } from '../grpc/token-service.js';
 import { workerService } from '../grpc/worker-service.js';
 import { workerServiceDefinition } from '../grpc/work-messages.js';
 import { serviceNotReady } from '../grpc/not-ready.js';
@@ -39,13 +42,22 @@ import { DatabaseAvailability } from '../store/availability.js';
 import { poolerDecide } from '../store/connections.js';
 import { dbRoleEnsure } from '../store/roles.js';
 
-const SERVICE_NAMES = ['evora.v1.JobService', 'evora.v1.WorkerService', 'evora.v1.QueueService', 'evora.v1.ScheduleService'];
+const SERVICE_NAMES = [
+  'evora.v1.JobService',
+  'evora.v1.WorkerService',
+  'evora.v1.QueueService',
+  'evora.v1.ScheduleService',
+  'evora.v1.TokenService',
+  'evora.v1.AuditService',
+];
 /** The services' definitions, in the order of SERVICE_NAMES. */
 const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [
   JobServiceService,
   workerServiceDefinition,
   QueueServiceService,
   ScheduleServiceService,
+  TokenServiceService,
+  AuditServiceService,
 ];
 const DEFAULT_LEASE_SECONDS = 30;
 /** How long the gRPC server waits for calls to end on their own before cancelling them. */
@@ -317,7 +329,14 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       telemetry,
     };
     // Ready: the services swap in, each in one tick (no call finds its method missing).
-    const implementations = [jobService(deps), workerService(deps), queueService(deps), scheduleService(deps)];
+    const implementations = [
+      jobService(deps),
+      workerService(deps),
+      queueService(deps),
+      scheduleService(deps),
+      tokenService(deps),
+      auditService(deps),
+    ];
     SERVICE_DEFINITIONS.forEach((definition, i) => {
       server.removeService(definition);
       server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);

@@ -3,6 +3,8 @@ import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.
 import { isUuid } from '../domain/ids.js';
 import { FINISHED_STATES, RETRYABLE_STATES, type AttemptOutcome, type Job, type JobAttempt, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
+import type { AuditActor } from '../domain/audit.js';
+import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
 import { rowOf, rowsOf, statement } from './statements.js';
 
 /**
@@ -25,15 +27,15 @@ const jobListSql = statement<JobListSqlParams, JobRow>(
   JOB_COLUMNS,
 );
 
-const jobCancelSql = statement<{ id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
+const jobCancelSql = statement<ActorParams & { id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
   'job-cancel',
-  { id: 'uuid', now: 'timestamptz' },
+  { id: 'uuid', now: 'timestamptz', ...ACTOR_TYPES },
   { ...JOB_COLUMNS, previous_state: 'evora.job_state' },
 );
 
-const jobRetrySql = statement<{ id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
+const jobRetrySql = statement<ActorParams & { id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
   'job-retry',
-  { id: 'uuid', now: 'timestamptz' },
+  { id: 'uuid', now: 'timestamptz', ...ACTOR_TYPES },
   { ...JOB_COLUMNS, previous_state: 'evora.job_state' },
 );
 
@@ -64,9 +66,9 @@ export async function jobsList(pool: StorePool, params: JobListParams): Promise<
 }
 
 /** An operator's cancel (Store.jobCancel). */
-export async function jobCancel(pool: StorePool, id: string, now: Date | null): Promise<Job> {
+export async function jobCancel(pool: StorePool, id: string, now: Date | null, actor: AuditActor | undefined): Promise<Job> {
   idCheck(id);
-  const row = await rowOf(pool, jobCancelSql, { id, now });
+  const row = await rowOf(pool, jobCancelSql, { id, now, ...actorParams(actor) });
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
   if (job.state === 'CANCELLED') return job;
@@ -74,9 +76,9 @@ export async function jobCancel(pool: StorePool, id: string, now: Date | null): 
 }
 
 /** An operator's manual retry (Store.jobRetry). */
-export async function jobRetry(pool: StorePool, id: string, now: Date | null): Promise<Job> {
+export async function jobRetry(pool: StorePool, id: string, now: Date | null, actor: AuditActor | undefined): Promise<Job> {
   idCheck(id);
-  const row = await rowOf(pool, jobRetrySql, { id, now });
+  const row = await rowOf(pool, jobRetrySql, { id, now, ...actorParams(actor) });
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
   if ((job.state === 'DLQ' || job.state === 'CANCELLED') && job.parentIds) {
@@ -108,15 +110,28 @@ interface BulkBatchRow {
 }
 const BULK_BATCH_COLUMNS = { jobs: 'int4', at: 'timestamptz' } as const;
 
-const jobRetryManySql = statement<BulkFilterSqlParams & { cutoff: Date | null; limit: number; now: Date | null }, BulkBatchRow>(
+/** One batch's parameters: the filter, the run's cutoff, and its audit event's actor, target and change. */
+type BulkBatchSqlParams = BulkFilterSqlParams &
+  ActorParams & { cutoff: Date | null; limit: number; now: Date | null; auditTarget: string; auditChange: string };
+const BULK_BATCH_TYPES = {
+  ...BULK_FILTER_TYPES,
+  ...ACTOR_TYPES,
+  cutoff: 'timestamptz',
+  limit: 'int8',
+  now: 'timestamptz',
+  auditTarget: 'text',
+  auditChange: 'jsonb',
+} as const;
+
+const jobRetryManySql = statement<BulkBatchSqlParams, BulkBatchRow>(
   'job-retry-many',
-  { ...BULK_FILTER_TYPES, cutoff: 'timestamptz', limit: 'int8', now: 'timestamptz' },
+  BULK_BATCH_TYPES,
   BULK_BATCH_COLUMNS,
 );
 
-const jobPurgeManySql = statement<BulkFilterSqlParams & { cutoff: Date | null; limit: number; now: Date | null }, BulkBatchRow>(
+const jobPurgeManySql = statement<BulkBatchSqlParams, BulkBatchRow>(
   'job-purge-many',
-  { ...BULK_FILTER_TYPES, cutoff: 'timestamptz', limit: 'int8', now: 'timestamptz' },
+  BULK_BATCH_TYPES,
   BULK_BATCH_COLUMNS,
 );
 
@@ -140,6 +155,29 @@ export interface JobBulkParams {
   signal?: AbortSignal;
   /** Rows per statement; BULK_BATCH_SIZE unless a test says otherwise. */
   batchSize?: number;
+  /** Who asks (each batch that changed jobs writes an audit event); absent: the anonymous caller. */
+  actor?: AuditActor;
+}
+
+/** Most job ids of a bulk filter an audit event lists; a longer list is recorded by its length. */
+const AUDIT_MAX_IDS = 100;
+
+/**
+ * The audit parameters of a run's batch `n` (from 1): target the filter's queue or "*";
+ * change the filter (the batch's job count is added by the statement). A filter of more
+ * than AUDIT_MAX_IDS ids records `ids_count` instead of the ids (each batch's event would
+ * repeat up to 10,000 of them).
+ */
+function bulkAudit(params: JobBulkParams, n: number): ActorParams & { auditTarget: string; auditChange: string } {
+  const f = params.filter;
+  const filter = {
+    queue: f.queue,
+    states: f.states,
+    type: f.type,
+    finished_before: f.finishedBefore ? f.finishedBefore.toISOString() : null,
+    ...(f.ids !== null && f.ids.length > AUDIT_MAX_IDS ? { ids_count: f.ids.length } : { ids: f.ids }),
+  };
+  return { ...actorParams(params.actor), auditTarget: f.queue ?? '*', auditChange: JSON.stringify({ filter, batch: n }) };
 }
 
 function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): BulkFilterSqlParams {
@@ -160,14 +198,14 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
  */
 async function batchesRun(
   params: JobBulkParams,
-  batch: (cutoff: Date | null, limit: number) => Promise<BulkBatchRow | undefined>,
+  batch: (cutoff: Date | null, limit: number, n: number) => Promise<BulkBatchRow | undefined>,
 ): Promise<number> {
   const limit = params.batchSize ?? BULK_BATCH_SIZE;
   let cutoff: Date | null = null;
   let total = 0;
-  for (;;) {
+  for (let n = 1; ; n++) {
     params.signal?.throwIfAborted();
-    const row = await batch(cutoff, limit);
+    const row = await batch(cutoff, limit, n);
     total += row?.jobs ?? 0;
     if (!row || row.jobs < limit) return total;
     cutoff ??= row.at;
@@ -183,7 +221,7 @@ export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Pro
   const filter = filterParams(params.filter, RETRYABLE_STATES);
   if (filter.states.length === 0) return 0;
   if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: false, retryOnly: true }))?.jobs ?? 0);
-  return batchesRun(params, (cutoff, limit) => rowOf(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now }));
+  return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
 }
 
 /**
@@ -195,7 +233,7 @@ export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Pro
   const filter = filterParams(params.filter, FINISHED_STATES);
   if (filter.states.length === 0) return 0;
   if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true, retryOnly: false }))?.jobs ?? 0);
-  return batchesRun(params, (cutoff, limit) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now }));
+  return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
 }
 
 interface JobAttemptRow {

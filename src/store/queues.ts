@@ -2,11 +2,14 @@ import type { StorePool } from './pool.js';
 import { notFound } from '../domain/errors.js';
 import type { BackoffKind, Queue, QueueUpsertInput } from '../domain/queue.js';
 import { QUEUE_COLUMNS, queueFromRow, type QueueRow } from './rows.js';
+import type { AuditActor } from '../domain/audit.js';
+import type { JsonObject } from '../domain/job.js';
+import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
 import { rowOf, rowsOf, statement, type None } from './statements.js';
 
 /** Queues: their settings and pause state (the QueueService API). */
 
-interface QueueUpsertParams {
+interface QueueUpsertParams extends ActorParams {
   name: string;
   maxAttempts: number | null;
   backoffKind: BackoffKind | null;
@@ -22,6 +25,7 @@ interface QueueUpsertParams {
   ratePerSecond: number | null;
   rateBurst: number | null;
   maxConcurrencyPerKey: number | null;
+  change: string;
   now: Date | null;
 }
 const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolean }>(
@@ -42,21 +46,44 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
     ratePerSecond: 'float8',
     rateBurst: 'int4',
     maxConcurrencyPerKey: 'int4',
+    change: 'jsonb',
     now: 'timestamptz',
+    ...ACTOR_TYPES,
   },
   { ...QUEUE_COLUMNS, created: 'bool' },
 );
 const queueGetSql = statement<{ name: string }, QueueRow>('queue-get', { name: 'text' }, QUEUE_COLUMNS);
 const queueListSql = statement<None, QueueRow>('queue-list', {}, QUEUE_COLUMNS);
-const queueSetPausedSql = statement<{ name: string; paused: boolean; now: Date | null }, QueueRow>(
+const queueSetPausedSql = statement<ActorParams & { name: string; paused: boolean; now: Date | null }, QueueRow>(
   'queue-set-paused',
-  { name: 'text', paused: 'bool', now: 'timestamptz' },
+  { name: 'text', paused: 'bool', now: 'timestamptz', ...ACTOR_TYPES },
   QUEUE_COLUMNS,
 );
 
-/** Creates or changes a queue (Store.queueUpsert). */
-export async function queueUpsert(pool: StorePool, params: QueueUpsertInput, now: Date | null): Promise<{ queue: Queue; created: boolean }> {
+/**
+ * The settings an upsert sets, for its audit event: the non-null inputs, by their
+ * snake_case names (the proto's), the name left out (it is the target).
+ */
+export function queueUpsertChange(params: QueueUpsertInput): JsonObject {
+  const change: JsonObject = {};
+  for (const [key, value] of Object.entries(params)) {
+    if (key === 'name' || key === 'now' || key === 'actor' || value === null || value === undefined) continue;
+    const v = key === 'rateLimit' && params.rateLimit ? { per_second: params.rateLimit.perSecond, burst: params.rateLimit.burst } : value;
+    change[key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = v as JsonObject[string];
+  }
+  return change;
+}
+
+/** Creates or changes a queue (Store.queueUpsert), with its audit event. */
+export async function queueUpsert(
+  pool: StorePool,
+  params: QueueUpsertInput,
+  now: Date | null,
+  actor: AuditActor | undefined,
+): Promise<{ queue: Queue; created: boolean }> {
   const row = await rowOf(pool, queueUpsertSql, {
+    ...actorParams(actor),
+    change: JSON.stringify(queueUpsertChange(params)),
     name: params.name,
     maxAttempts: params.maxAttempts ?? null,
     backoffKind: params.backoffKind ?? null,
@@ -89,9 +116,9 @@ export async function queuesList(pool: StorePool): Promise<Queue[]> {
   return (await rowsOf(pool, queueListSql, {})).map(queueFromRow);
 }
 
-/** Pauses or resumes a queue (Store.queueSetPaused). */
-export async function queueSetPaused(pool: StorePool, name: string, paused: boolean, now: Date | null): Promise<Queue> {
-  const row = await rowOf(pool, queueSetPausedSql, { name, paused, now });
+/** Pauses or resumes a queue (Store.queueSetPaused), with its audit event. */
+export async function queueSetPaused(pool: StorePool, name: string, paused: boolean, now: Date | null, actor: AuditActor | undefined): Promise<Queue> {
+  const row = await rowOf(pool, queueSetPausedSql, { name, paused, now, ...actorParams(actor) });
   if (!row) throw notFound(`queue "${name}" not found`);
   return queueFromRow(row);
 }

@@ -10,6 +10,8 @@ import {
   type Schedule,
   type ScheduleUpsertInput,
 } from '../domain/schedule.js';
+import type { AuditActor } from '../domain/audit.js';
+import { ACTOR_TYPES, actorParams, auditInsertInTransaction, type ActorParams } from './audit.js';
 import { jobsSubmitInTransaction } from './jobs-submit.js';
 import type { PgTypes } from './statements.js';
 import { inTransaction, rowOf, rowsOf, statement, type None } from './statements.js';
@@ -83,7 +85,7 @@ export function scheduleFromRow(r: ScheduleRow): Schedule {
   };
 }
 
-interface ScheduleUpsertParams {
+interface ScheduleUpsertParams extends ActorParams {
   name: string;
   cron: string;
   timezone: string;
@@ -112,15 +114,20 @@ const scheduleUpsertSql = statement<ScheduleUpsertParams, ScheduleRow & { create
     misfireCap: 'int4',
     nextRunAt: 'timestamptz',
     now: 'timestamptz',
+    ...ACTOR_TYPES,
   },
   { ...SCHEDULE_COLUMNS, created: 'bool' },
 );
 const scheduleGetSql = statement<{ name: string }, ScheduleRow>('schedule-get', { name: 'text' }, SCHEDULE_COLUMNS);
 const scheduleListSql = statement<None, ScheduleRow>('schedule-list', {}, SCHEDULE_COLUMNS);
-const scheduleDeleteSql = statement<{ name: string }, { name: string }>('schedule-delete', { name: 'text' }, { name: 'text' });
-const scheduleSetPausedSql = statement<{ name: string; paused: boolean; nextRunAt: Date | null; now: Date | null }, ScheduleRow>(
+const scheduleDeleteSql = statement<ActorParams & { name: string; now: Date | null }, { name: string }>(
+  'schedule-delete',
+  { name: 'text', now: 'timestamptz', ...ACTOR_TYPES },
+  { name: 'text' },
+);
+const scheduleSetPausedSql = statement<ActorParams & { name: string; paused: boolean; nextRunAt: Date | null; now: Date | null }, ScheduleRow>(
   'schedule-set-paused',
-  { name: 'text', paused: 'bool', nextRunAt: 'timestamptz', now: 'timestamptz' },
+  { name: 'text', paused: 'bool', nextRunAt: 'timestamptz', now: 'timestamptz', ...ACTOR_TYPES },
   SCHEDULE_COLUMNS,
 );
 const scheduleDueLockSql = statement<{ limit: number; now: Date | null }, ScheduleRow & { clock: Date }>(
@@ -164,8 +171,10 @@ export async function scheduleUpsert(
   input: ScheduleUpsertInput,
   nextRunAt: Date,
   now: Date | null,
+  actor: AuditActor | undefined,
 ): Promise<{ schedule: Schedule; created: boolean }> {
   const row = await rowOf(pool, scheduleUpsertSql, {
+    ...actorParams(actor),
     name: input.name,
     cron: input.cron,
     timezone: input.timezone,
@@ -195,17 +204,19 @@ export async function schedulesList(pool: StorePool): Promise<Schedule[]> {
 }
 
 /** Deletes a schedule (Store.scheduleDelete); NOT_FOUND when there is none. */
-export async function scheduleDelete(pool: StorePool, name: string): Promise<void> {
-  const row = await rowOf(pool, scheduleDeleteSql, { name });
+export async function scheduleDelete(pool: StorePool, params: { name: string; now: Date | null; actor: AuditActor | undefined }): Promise<void> {
+  const { name, now, actor } = params;
+  const row = await rowOf(pool, scheduleDeleteSql, { name, now, ...actorParams(actor) });
   if (!row) throw notFound(`schedule "${name}" not found`);
 }
 
 /** Pauses or resumes a schedule (Store.scheduleSetPaused); NOT_FOUND when there is none. */
 export async function scheduleSetPaused(
   pool: StorePool,
-  params: { name: string; paused: boolean; nextRunAt: Date | null; now: Date | null },
+  params: { name: string; paused: boolean; nextRunAt: Date | null; now: Date | null; actor: AuditActor | undefined },
 ): Promise<Schedule> {
-  const row = await rowOf(pool, scheduleSetPausedSql, params);
+  const { actor, ...rest } = params;
+  const row = await rowOf(pool, scheduleSetPausedSql, { ...rest, ...actorParams(actor) });
   if (!row) throw notFound(`schedule "${params.name}" not found`);
   return scheduleFromRow(row);
 }
@@ -213,11 +224,12 @@ export async function scheduleSetPaused(
 /**
  * Submits one job of a schedule now (Store.scheduleTrigger), paused or not, with the key
  * schedule:<name>:trigger:<triggerId> (a fresh UUIDv7 when none is given), and records it
- * as the schedule's last run, in one transaction. A repeated trigger id returns its job.
+ * as the schedule's last run, with the audit event `schedule.trigger` (change: the job id),
+ * in one transaction. A repeated trigger id returns its job.
  */
 export async function scheduleTrigger(
   pool: StorePool,
-  params: { name: string; triggerId: string | null; now: Date | null },
+  params: { name: string; triggerId: string | null; now: Date | null; actor: AuditActor | undefined },
 ): Promise<{ schedule: Schedule; result: JobSubmitResult }> {
   return pool.withClient((client) =>
     inTransaction(client, async () => {
@@ -231,6 +243,13 @@ export async function scheduleTrigger(
         nextRunAts: [schedule.nextRunAt],
         lastRunAts: [result!.job.createdAt],
         lastJobIds: [result!.job.id],
+      });
+      await auditInsertInTransaction(client, {
+        actor: params.actor,
+        action: 'schedule.trigger',
+        target: schedule.name,
+        change: { job_id: result!.job.id },
+        now: params.now,
       });
       return { schedule: { ...schedule, lastRunAt: result!.job.createdAt, lastJobId: result!.job.id }, result: result! };
     }),

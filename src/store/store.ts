@@ -1,6 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { OutboxEvents } from '../domain/events.js';
 import type { Queue, QueueUpsertInput } from '../domain/queue.js';
+import type { ApiToken } from '../domain/auth.js';
+import type { AuditActor, AuditEvent, AuditListParams } from '../domain/audit.js';
+import { auditList } from './audit.js';
+import { adminSessionCheck, tokenCreate, tokenRevoke, tokensList, type TokenCreateInput } from './tokens.js';
 import type {
   HeartbeatOutcome,
   Job,
@@ -16,7 +21,6 @@ import type {
   PruneCount,
   SweepResult,
 } from '../domain/job.js';
-import type { ApiToken } from '../domain/auth.js';
 import { healthCheck } from './health.js';
 import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
 import { jobsSubmit } from './jobs-submit.js';
@@ -296,21 +300,27 @@ export class Store {
    * until the worker gives it up or its lease expires. Cancelling a CANCELLED job returns
    * it unchanged; a COMPLETED or DLQ job cannot be cancelled.
    */
-  async jobCancel(params: { id: string; now?: Date }): Promise<Job> {
-    return jobCancel(this.pool, params.id, params.now ?? null);
+  async jobCancel(params: { id: string; now?: Date; actor?: AuditActor }): Promise<Job> {
+    return jobCancel(this.pool, params.id, params.now ?? null, params.actor);
   }
 
   /** Manual retry: a DLQ or CANCELLED job goes back to PENDING with its attempts reset. */
-  async jobRetry(params: { id: string; now?: Date }): Promise<Job> {
-    return jobRetry(this.pool, params.id, params.now ?? null);
+  async jobRetry(params: { id: string; now?: Date; actor?: AuditActor }): Promise<Job> {
+    return jobRetry(this.pool, params.id, params.now ?? null, params.actor);
   }
 
-  /** Bulk retry over a filter, in batches (as jobRetry, DLQ and CANCELLED jobs only); the count done or, dry run, due. */
+  /**
+   * Bulk retry over a filter, in batches (as jobRetry, DLQ and CANCELLED jobs only); the count done or, dry run, due.
+   * Each batch that retried jobs writes its own audit event (`actor`) in its own transaction.
+   */
   async jobRetryMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
     return jobsRetryMany(this.pool, { ...params, now: params.now ?? null });
   }
 
-  /** Bulk delete of finished jobs over a filter, in batches, never unprojected ones; the count done or, dry run, due. */
+  /**
+   * Bulk delete of finished jobs over a filter, in batches, never unprojected ones; the count done or, dry run, due.
+   * Each batch that deleted jobs writes its own audit event (`actor`) in its own transaction.
+   */
   async jobPurgeMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
     return jobsPurgeMany(this.pool, { ...params, now: params.now ?? null });
   }
@@ -418,8 +428,9 @@ export class Store {
    * (decided by the upsert itself, so two callers racing to create a queue learn that one
    * created it).
    */
-  async queueUpsert(params: QueueUpsertInput & { now?: Date }): Promise<{ queue: Queue; created: boolean }> {
-    return queueUpsert(this.pool, params, params.now ?? null);
+  async queueUpsert(params: QueueUpsertInput & { now?: Date; actor?: AuditActor }): Promise<{ queue: Queue; created: boolean }> {
+    const { now, actor, ...input } = params;
+    return queueUpsert(this.pool, input, now ?? null, actor);
   }
 
   /** Reads one queue. NOT_FOUND when it does not exist. */
@@ -436,8 +447,8 @@ export class Store {
    * Pauses or resumes a queue. A paused queue keeps accepting submits; nothing is claimed
    * from it. Resuming wakes the dispatchers of every server.
    */
-  async queueSetPaused(params: { name: string; paused: boolean; now?: Date }): Promise<Queue> {
-    return queueSetPaused(this.pool, params.name, params.paused, params.now ?? null);
+  async queueSetPaused(params: { name: string; paused: boolean; now?: Date; actor?: AuditActor }): Promise<Queue> {
+    return queueSetPaused(this.pool, params.name, params.paused, params.now ?? null, params.actor);
   }
 
   // ----- schedules ---------------------------------------------------------------------
@@ -447,9 +458,11 @@ export class Store {
    * `nextRunAt` is its first fire time after now, used when it is new or its cron or time
    * zone changed. Wakes the leader's scheduler.
    */
-  async scheduleUpsert(params: ScheduleUpsertInput & { nextRunAt: Date; now?: Date }): Promise<{ schedule: Schedule; created: boolean }> {
-    const { nextRunAt, now, ...input } = params;
-    return scheduleUpsert(this.pool, input, nextRunAt, now ?? null);
+  async scheduleUpsert(
+    params: ScheduleUpsertInput & { nextRunAt: Date; now?: Date; actor?: AuditActor },
+  ): Promise<{ schedule: Schedule; created: boolean }> {
+    const { nextRunAt, now, actor, ...input } = params;
+    return scheduleUpsert(this.pool, input, nextRunAt, now ?? null, actor);
   }
 
   /** Reads one schedule. NOT_FOUND when it does not exist. */
@@ -463,21 +476,32 @@ export class Store {
   }
 
   /** Deletes a schedule (its jobs stay). NOT_FOUND when it does not exist. */
-  async scheduleDelete(params: { name: string }): Promise<void> {
-    return scheduleDelete(this.pool, params.name);
+  async scheduleDelete(params: { name: string; now?: Date; actor?: AuditActor }): Promise<void> {
+    return scheduleDelete(this.pool, { name: params.name, now: params.now ?? null, actor: params.actor });
   }
 
   /**
    * Pauses or resumes a schedule; resuming a paused one sets next_run_at to `nextRunAt`
    * (the first fire time after now: fires missed while paused are skipped).
    */
-  async scheduleSetPaused(params: { name: string; paused: boolean; nextRunAt?: Date | null; now?: Date }): Promise<Schedule> {
-    return scheduleSetPaused(this.pool, { name: params.name, paused: params.paused, nextRunAt: params.nextRunAt ?? null, now: params.now ?? null });
+  async scheduleSetPaused(params: { name: string; paused: boolean; nextRunAt?: Date | null; now?: Date; actor?: AuditActor }): Promise<Schedule> {
+    return scheduleSetPaused(this.pool, {
+      name: params.name,
+      paused: params.paused,
+      nextRunAt: params.nextRunAt ?? null,
+      now: params.now ?? null,
+      actor: params.actor,
+    });
   }
 
   /** Submits one job of a schedule now, paused or not, and records it as its last run (see schedules.ts). */
-  async scheduleTrigger(params: { name: string; triggerId?: string | null; now?: Date }): Promise<{ schedule: Schedule; result: JobSubmitResult }> {
-    return scheduleTrigger(this.pool, { name: params.name, triggerId: params.triggerId ?? null, now: params.now ?? null });
+  async scheduleTrigger(params: {
+    name: string;
+    triggerId?: string | null;
+    now?: Date;
+    actor?: AuditActor;
+  }): Promise<{ schedule: Schedule; result: JobSubmitResult }> {
+    return scheduleTrigger(this.pool, { name: params.name, triggerId: params.triggerId ?? null, now: params.now ?? null, actor: params.actor });
   }
 
   /**
@@ -506,5 +530,44 @@ export class Store {
    */
   async tokenBootstrapEnsure(params: { secretHash: Buffer; now?: Date }): Promise<{ token: ApiToken; created: boolean }> {
     return tokenBootstrapEnsure(this.pool, params.secretHash, params.now ?? null);
+  }
+
+  // ----- API tokens and the audit log ----------------------------------------------------
+
+  /**
+   * Makes an API token from its validated settings and its secret's hash, with the audit
+   * event `token.create` and the NOTIFY that refreshes every server's token cache, in one
+   * statement. ALREADY_EXISTS (nothing written) when the name is taken.
+   */
+  async tokenCreate(params: Omit<TokenCreateInput, 'id'> & { id?: string }): Promise<ApiToken> {
+    return tokenCreate(this.pool, { ...params, id: params.id ?? randomUUID() });
+  }
+
+  /** Tokens, newest first, revoked ones only with `includeRevoked`; never a secret or its hash. */
+  async tokenList(params: { includeRevoked: boolean }): Promise<ApiToken[]> {
+    return tokensList(this.pool, params.includeRevoked);
+  }
+
+  /**
+   * Revokes a token named by its id or its name (NOT_FOUND if none), with the audit event
+   * `token.revoke` and the NOTIFY, in one statement. A revoked token is returned as it is,
+   * with no new event.
+   */
+  async tokenRevoke(params: { token: string; actor?: AuditActor; now?: Date }): Promise<ApiToken> {
+    return tokenRevoke(this.pool, params);
+  }
+
+  /**
+   * The database role this store connects as, and whether the schema has the token and
+   * audit tables: direct database access (`evora token --database-url`) names its actor
+   * with the role and refuses an unmigrated database.
+   */
+  async adminSessionCheck(): Promise<{ role: string; migrated: boolean }> {
+    return adminSessionCheck(this.pool);
+  }
+
+  /** A page of the audit log, newest first; `nextBeforeId` (the next page's beforeId) is null on the last. */
+  async auditList(params: AuditListParams): Promise<{ events: AuditEvent[]; nextBeforeId: number | null }> {
+    return auditList(this.pool, params);
   }
 }

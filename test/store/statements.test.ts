@@ -16,14 +16,19 @@ beforeAll(async () => {
  */
 const SAMPLE_PARAMS: Record<string, Record<string, unknown>> = {
   jobInsertHandoff: { id: '018f0000-0000-7000-8000-000000000001', queue: 'q', type: 't', payload: '{}', priority: 0, handoffWorkerId: 'w' },
-  queueUpsert: { name: 'q' },
+  queueUpsert: { name: 'q', actorKind: 'anonymous', actorName: '', change: '{}' },
   tokenBootstrapEnsure: { id: '018f0000-0000-7000-8000-000000000002', secretHash: Buffer.alloc(32, 1) },
   telemetryBatchMarkApplied: { batchId: 1 },
   migrationRecord: { version: 999, name: 'test' },
   scheduleUpsert: {
     name: 's', cron: '* * * * *', timezone: 'UTC', queue: 'q', type: 't', payload: '{}', priority: 0,
-    misfirePolicy: 'skip', misfireCap: 1, nextRunAt: new Date(0),
+    misfirePolicy: 'skip', misfireCap: 1, nextRunAt: new Date(0), actorKind: 'anonymous', actorName: '',
   },
+  tokenCreate: {
+    id: '018f0000-0000-7000-8000-000000000002', name: 't', role: 'viewer', queues: [], secretHashHex: '00'.repeat(32),
+    createdBy: '', actorKind: 'anonymous', actorName: '',
+  },
+  auditInsert: { actorKind: 'anonymous', actorName: '', action: 'queue.pause', target: 'q', change: '{}' },
 };
 
 /** Canonical names of the given PostgreSQL type names (int4 -> integer, …), in order. */

@@ -3,7 +3,8 @@
 -- flagged (cancel_requested_at), and the holder's server is told through NOTIFY on
 -- evora_job_cancel so it can push `cancel` to the worker; the job becomes CANCELLED when
 -- the worker gives it up or its lease expires. Any other state: no row (the store answers
--- CANCELLED jobs as they are and refuses the rest).
+-- CANCELLED jobs as they are and refuses the rest). The audit event `job.cancel` (target:
+-- the id; change: the previous state) is written in this statement, only when a job changed.
 WITH previous AS (
   SELECT id, state FROM evora.jobs WHERE id = :id AND state IN ('PENDING', 'WAITING', 'RUNNING') FOR NO KEY UPDATE
 ),
@@ -26,6 +27,12 @@ events AS (
          array_agg(NULL::float8), array_agg(NULL::float8)
   FROM (SELECT * FROM updated WHERE state = 'CANCELLED') c
   HAVING count(*) > 0
+),
+audited AS (
+  INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
+  SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'job.cancel', u.id::text,
+         jsonb_build_object('previous_state', u.previous_state)
+  FROM updated u
 ),
 told AS (
   SELECT pg_notify('evora_job_cancel', u.id::text) FROM updated u WHERE u.state = 'RUNNING'

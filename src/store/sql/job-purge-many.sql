@@ -14,7 +14,9 @@
 --   now is left alone) and deleted by primary key; no ORDER BY, so a batch is one range scan
 --   of jobs_finished_idx when a queue is given; no event is written (telemetry counts are
 --   left as they are, as retention leaves them);
--- - a deleted job's attempt history (evora.job_attempts) is deleted with it, in this statement.
+-- - a deleted job's attempt history (evora.job_attempts) is deleted with it, in this statement;
+-- - a batch that deleted any job writes one audit event `jobs.purge` (target: :auditTarget;
+--   change: :auditChange with the batch's job count) in this statement, none otherwise.
 WITH horizon AS (
   SELECT coalesce(min(at), 'infinity'::timestamptz) AS oldest_event FROM evora.job_events
 ),
@@ -40,5 +42,12 @@ attempts_deleted AS (
   -- Their attempt history (evora.job_attempts has no foreign key: see 0012_progress_attempts.sql).
   DELETE FROM evora.job_attempts a
   WHERE a.job_id = ANY (ARRAY(SELECT id FROM deleted))
+),
+audited AS (
+  INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
+  SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'jobs.purge', :auditTarget,
+         :auditChange::jsonb || jsonb_build_object('jobs', c.n)
+  FROM (SELECT count(*) AS n FROM deleted) c
+  WHERE c.n > 0
 )
 SELECT count(*)::int AS jobs, coalesce(:now::timestamptz, now()) AS at FROM deleted

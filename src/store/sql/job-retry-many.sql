@@ -7,6 +7,9 @@
 -- all while a parent is DLQ or CANCELLED (that parent's retry restores it). One `retried_manually`
 -- event per job in one outbox row; wakes each queue once. Returns how many it retried and
 -- its time (the caller's :cutoff for the run's later batches).
+-- A batch that retried any job writes one audit event `jobs.retry` (target: :auditTarget;
+-- change: :auditChange with the batch's job count), none otherwise (the log is append-only:
+-- a run is one event per batch, each in its batch's transaction).
 -- Must stay true:
 -- - only DLQ and CANCELLED jobs are ever retried, whatever :states says (the explicit list);
 -- - bounded: at most :limit rows locked, SKIP LOCKED (a row another operator or the pruner
@@ -63,6 +66,13 @@ events AS (
          array_agg(NULL::float8), array_agg(NULL::float8)
   FROM updated
   HAVING count(*) > 0
+),
+audited AS (
+  INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
+  SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'jobs.retry', :auditTarget,
+         :auditChange::jsonb || jsonb_build_object('jobs', c.n)
+  FROM (SELECT count(*) AS n FROM updated) c
+  WHERE c.n > 0
 ),
 woken AS (
   SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING') d

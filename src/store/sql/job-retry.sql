@@ -6,6 +6,8 @@
 -- unfinished, and is not retried (no row) while a parent is DLQ or CANCELLED: that parent's
 -- retry restores it. Its parents are read with a locking read (their latest versions), so a
 -- parent completing meanwhile either is seen COMPLETED or finds this job WAITING.
+-- The audit event `job.retry` (target: the id; change: the previous state) is written in this
+-- statement, only when the job was retried.
 WITH previous AS (
   SELECT id, state, parent_ids FROM evora.jobs WHERE id = :id AND state IN ('DLQ', 'CANCELLED') FOR UPDATE
 ),
@@ -37,6 +39,12 @@ events AS (
          array_agg(NULL::float8), array_agg(NULL::float8)
   FROM updated
   HAVING count(*) > 0
+),
+audited AS (
+  INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
+  SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'job.retry', u.id::text,
+         jsonb_build_object('previous_state', u.previous_state)
+  FROM updated u
 ),
 woken AS (
   SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING') d

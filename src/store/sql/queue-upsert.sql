@@ -8,7 +8,10 @@
 -- :ratePerSecond null keeps the rate limit, 0 clears it, else it is set with :rateBurst
 -- (validated: finite, > 0, burst >= 1); a changed limit refills the bucket (its state NULL).
 -- :maxConcurrencyPerKey: null keeps, 0 clears (NULL), else the per-key limit (0009).
+-- Writes the audit event `queue.upsert` (target: the queue; change: :change, the settings the
+-- request set) in this statement.
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
+WITH upserted AS (
 INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_seconds, backoff_cap_seconds,
                                backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at,
                                completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds,
@@ -50,3 +53,10 @@ ON CONFLICT (name) DO UPDATE SET
                                  ELSE nullif(:maxConcurrencyPerKey::int, 0) END,
   updated_at = coalesce(:now::timestamptz, now())
 RETURNING q.*, (q.xmax = 0) AS created
+),
+audited AS (
+  INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
+  SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'queue.upsert', u.name, :change::jsonb
+  FROM upserted u
+)
+SELECT * FROM upserted

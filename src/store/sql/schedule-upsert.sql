@@ -4,7 +4,8 @@
 -- by the caller) for a new schedule or a changed cron or time zone; otherwise the current
 -- one, so that an upsert that changes only the job's fields neither skips nor repeats a
 -- fire. `created` says which happened (xmax = 0: inserted). Wakes the scheduler
--- (evora_schedule_changed) at commit.
+-- (evora_schedule_changed) at commit. Writes the audit event `schedule.upsert` (target: the
+-- schedule; change: its settings) in this statement.
 WITH upserted AS (
   INSERT INTO evora.schedules AS s (name, cron, timezone, queue, type, payload, priority, max_attempts,
                                     misfire_policy, misfire_cap, next_run_at, created_at, updated_at)
@@ -25,6 +26,13 @@ WITH upserted AS (
                        ELSE EXCLUDED.next_run_at END,
     updated_at = coalesce(:now::timestamptz, now())
   RETURNING s.*, (s.xmax = 0) AS created
+),
+audited AS (
+  INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
+  SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'schedule.upsert', u.name,
+         jsonb_build_object('cron', u.cron, 'timezone', u.timezone, 'queue', u.queue, 'type', u.type, 'priority', u.priority,
+                            'max_attempts', u.max_attempts, 'misfire_policy', u.misfire_policy, 'misfire_cap', u.misfire_cap)
+  FROM upserted u
 ),
 woken AS (
   SELECT pg_notify('evora_schedule_changed', name) FROM upserted

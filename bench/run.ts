@@ -18,6 +18,9 @@
  *                                         (summarize one: npx tsx bench/profile-summary.ts FILE; thread 0 is the main thread)
  *   npm run bench -- --pgss               pg_stat_statements: top statements per system and scenario (stderr)
  *   npm run bench -- --redis-persistence everysec|always|none   (default everysec)
+ *   npm run bench -- --evora-tls          Evora's gRPC over TLS (a throwaway CA made with openssl)
+ *   npm run bench -- --evora-token        Evora with auth on: the workers send a worker token, the producer an admin one
+ *                                         (both also as --set evora.tls=true / evora.token=true; neither writes the docs)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
@@ -64,6 +67,8 @@ const { values: args } = parseArgs({
     profile: { type: 'string' },
     pgss: { type: 'boolean', default: false },
     'redis-persistence': { type: 'string', default: 'everysec' },
+    'evora-tls': { type: 'boolean', default: false },
+    'evora-token': { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
   strict: true,
@@ -98,9 +103,11 @@ for (const s of args.set) {
   if (!m || !sys) throw new Error(`--set wants system.key=value (system: ${Object.keys(ALIASES).join(', ')}), got "${s}"`);
   overrides[sys][m[2]!] = m[3]!;
 }
+if (args['evora-tls']) overrides.evora.tls = 'true';
+if (args['evora-token']) overrides.evora.token = 'true';
 const persistence = args['redis-persistence'] as RedisPersistence;
 if (!['none', 'everysec', 'always'].includes(persistence)) throw new Error('--redis-persistence: none, everysec or always');
-const filtered = !!(args.systems || args.scenarios || args.jobs || args.rounds || args['flat-seed'] || args.set.length);
+const filtered = !!(args.systems || args.scenarios || args.jobs || args.rounds || args['flat-seed'] || args.set.length || args['evora-tls'] || args['evora-token']);
 const writeTo = args['no-write'] ? null : args.out ? resolve(args.out) : !args.quick && !filtered ? DOC : null;
 const profileDir = args.profile ? resolve(args.profile) : null;
 if (profileDir) mkdirSync(profileDir, { recursive: true });

@@ -11,6 +11,10 @@ export interface WorkerTarget {
   databaseUrl?: string;
   /** Evora's gRPC address. */
   address?: string;
+  /** Evora over TLS: PEM of the CA that signed the server's certificate. */
+  tlsCa?: string;
+  /** Evora with auth on: the workers' API token (role worker). */
+  token?: string;
   redis?: { host: string; port: number };
 }
 

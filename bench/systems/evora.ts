@@ -2,13 +2,16 @@
  * Evora: the server runs as its own process (`node --import tsx src/cli/main.ts serve`, the
  * current source, no build step), so its CPU and memory are its own and not the harness's;
  * workers are separate processes on the SDK's EvoraWorker; producers use EvoraClient over
- * gRPC from the harness process.
+ * gRPC from the harness process. With `tls` the gRPC port speaks TLS (a throwaway CA made
+ * with openssl); with `token` auth is on: the workers send a worker token and the producer
+ * an admin one, both inserted into the server's token table once it has migrated.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { openSync, readFileSync, closeSync } from 'node:fs';
+import { mkdirSync, openSync, readFileSync, closeSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { tokenSecretGenerate, tokenSecretHash } from '../../src/domain/auth.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
 import { EvoraClient } from '../../src/sdk/index.js';
 import { onCleanup, stopChild, trackChild } from '../lib/infra.js';
@@ -28,6 +31,10 @@ export const EVORA_DEFAULTS = {
   /** Server settings passed as `evora serve` flags; unset ones keep the server's defaults. */
   dbPoolSize: undefined as number | undefined,
   pollIntervalMs: undefined as number | undefined,
+  /** The gRPC port over TLS (EVORA_TLS_CERT/KEY from a throwaway CA). */
+  tls: false,
+  /** Auth on: workers with a worker token, the producer with an admin token. */
+  token: false,
 };
 
 function evoraVersion(): string {
@@ -49,6 +56,7 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
   const serverFlags: string[] = [];
   if (config.dbPoolSize !== undefined) serverFlags.push('--db-pool-size', String(config.dbPoolSize));
   if (config.pollIntervalMs !== undefined) serverFlags.push('--poll-interval-ms', String(config.pollIntervalMs));
+  const security = { tls: config.tls === true, token: config.token === true };
   return {
     name: 'evora',
     unavailable: null,
@@ -56,15 +64,52 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
     processes,
     config,
     describe: () =>
-      `server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}); ` +
+      `server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}` +
+      `${security.tls ? ', TLS' : ''}${security.token ? ', auth on: worker and admin tokens' : ''}); ` +
       `${processes} worker process${processes > 1 ? 'es' : ''} × EvoraWorker slots ${config.slots}; ` +
       `enqueue with EvoraClient (submit / submitMany of 1000)`,
-    open: (ctx) => openEvora(ctx, serverFlags),
+    open: (ctx) => openEvora(ctx, serverFlags, security),
   };
 }
 
-async function openEvora(ctx: OpenContext, serverFlags: string[]): Promise<SystemInstance> {
+/**
+ * A CA and a server certificate for 127.0.0.1 signed by it, made with the openssl CLI in
+ * `dir` (as test/helpers/tls-certs.ts does); returns the files' paths.
+ */
+function tlsCertsMake(dir: string): { caPem: string; certFile: string; keyFile: string } {
+  mkdirSync(dir, { recursive: true });
+  const openssl = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  const key = (file: string) => openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', file]);
+  key('ca.key');
+  openssl(['req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=evora-bench CA', '-days', '2', '-out', 'ca.pem']);
+  key('server.key');
+  openssl(['req', '-new', '-key', 'server.key', '-subj', '/CN=localhost', '-out', 'server.csr']);
+  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'server.ext', '-out', 'server.pem']);
+  return { caPem: readFileSync(join(dir, 'ca.pem'), 'utf8'), certFile: join(dir, 'server.pem'), keyFile: join(dir, 'server.key') };
+}
+
+/** Inserts an API token row (as `evora token create` with DATABASE_URL would) and tells the servers' caches. */
+async function tokenInsert(databaseUrl: string, role: 'worker' | 'admin', secret: string): Promise<void> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    await c.query(
+      `INSERT INTO evora.api_tokens (id, name, role, queues, secret_sha256, created_at) VALUES (gen_random_uuid(), $1, $2, '{}', $3, now())`,
+      [`bench-${role}`, role, tokenSecretHash(secret)],
+    );
+    await c.query(`SELECT pg_notify('evora_tokens_changed', 'bench')`);
+  } finally {
+    await c.end();
+  }
+}
+
+async function openEvora(ctx: OpenContext, serverFlags: string[], security: { tls: boolean; token: boolean }): Promise<SystemInstance> {
   const port = await freePort();
+  const tls = security.tls ? tlsCertsMake(join(ctx.tmpDir, `evora-tls-${ctx.scenario}`)) : null;
+  const tlsEnv = tls ? { EVORA_TLS_CERT: tls.certFile, EVORA_TLS_KEY: tls.keyFile } : {};
+  const adminToken = security.token ? tokenSecretGenerate() : undefined;
+  const workerToken = security.token ? tokenSecretGenerate() : undefined;
   const logFile = join(ctx.tmpDir, `evora-server-${ctx.scenario}.log`);
   const fd = openSync(logFile, 'a');
   // One folder per server: tsx's loader thread writes a profile of its own (thread id 1);
@@ -74,12 +119,13 @@ async function openEvora(ctx: OpenContext, serverFlags: string[]): Promise<Syste
     spawn(
       process.execPath,
       [...nodeFlags, '--import', 'tsx', join(ROOT, 'src/cli/main.ts'), 'serve', '--database-url', ctx.databaseUrl, '--port', String(port), '--log-level', 'warn', ...serverFlags],
-      { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_METRICS_PORT: '0', MONGODB_URL: '' } },
+      { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_METRICS_PORT: '0', MONGODB_URL: '', ...tlsEnv } },
     ),
   );
   closeSync(fd);
   const address = `127.0.0.1:${port}`;
-  const client = new EvoraClient({ address, deadlineMs: 120_000 });
+  // The admin token is sent from the start; a server with no token yet ignores it.
+  const client = new EvoraClient({ address, deadlineMs: 120_000, tlsCa: tls?.caPem, token: adminToken });
   const stop = async () => {
     client.close();
     await stopChild(child, 15_000);
@@ -98,13 +144,18 @@ async function openEvora(ctx: OpenContext, serverFlags: string[]): Promise<Syste
       await sleep(100);
     }
   }
+  if (adminToken && workerToken) {
+    // The token table exists once the server has migrated (it answered above).
+    await tokenInsert(ctx.databaseUrl, 'admin', adminToken);
+    await tokenInsert(ctx.databaseUrl, 'worker', workerToken);
+  }
   const queue = 'bench';
   await client.upsertQueue(queue, {});
   const db = new pg.Pool({ connectionString: ctx.databaseUrl, max: 2 });
   db.on('error', () => undefined);
   return {
     queue,
-    target: { address },
+    target: { address, tlsCa: tls?.caPem, token: workerToken },
     serverPid: child.pid!,
     submitOne: async (payload) => {
       await client.submit({ queue, type: 'noop', payload });

@@ -10,6 +10,8 @@ export function evoraWorker(init: WorkerInit, hooks: WorkerHooks): SystemWorker 
   const slots = Number(init.config.slots ?? 200);
   const worker = new EvoraWorker({
     address: init.target.address!,
+    tlsCa: init.target.tlsCa,
+    token: init.target.token,
     queues: [init.queue],
     slots,
     workerId: `bench-${init.index}-${process.pid}`,

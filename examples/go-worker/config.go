@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"flag"
@@ -25,6 +26,7 @@ type config struct {
 	tlsCA        string // PEM file of the CA that signed the server's certificate; "" = plaintext
 	tlsCert      string // PEM file of this worker's certificate, for a server that requires one (mTLS)
 	tlsKey       string // PEM file of tlsCert's private key
+	token        string // API token, sent as `authorization: Bearer <token>`; "" = none
 }
 
 func env(name, def string) string {
@@ -56,6 +58,7 @@ func parseFlags() config {
 	flag.StringVar(&c.tlsCA, "tls-ca", env("EVORA_TLS_CA", ""), "TLS: PEM file of the CA that signed the server's certificate; unset = plaintext (env EVORA_TLS_CA)")
 	flag.StringVar(&c.tlsCert, "tls-cert", env("EVORA_TLS_CLIENT_CERT", ""), "mTLS: PEM file of this worker's certificate; needs -tls-key (env EVORA_TLS_CLIENT_CERT)")
 	flag.StringVar(&c.tlsKey, "tls-key", env("EVORA_TLS_CLIENT_KEY", ""), "mTLS: PEM file of the certificate's private key (env EVORA_TLS_CLIENT_KEY)")
+	flag.StringVar(&c.token, "token", env("EVORA_TOKEN", ""), "API token (role worker), sent as authorization: Bearer <token>; prefer the env var, which stays out of the process list (env EVORA_TOKEN)")
 	flag.Parse()
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		fmt.Fprintln(os.Stderr, "go-worker: -tls-cert and -tls-key must be given together")
@@ -95,3 +98,15 @@ func (c config) transportCredentials() (credentials.TransportCredentials, error)
 	}
 	return credentials.NewTLS(tc), nil
 }
+
+// bearerToken sends the API token on every call (each unary call and the Work stream) as
+// `authorization: Bearer <token>`. It allows plaintext (RequireTransportSecurity false) so
+// that a worker on the server's own host can run without TLS; anywhere else give -tls-ca,
+// or the token crosses the network in the clear.
+type bearerToken string
+
+func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+func (bearerToken) RequireTransportSecurity() bool { return false }

@@ -8,7 +8,8 @@
 // It acts on the protocol's codes, never on their text: the ack's result (reports.go),
 // and the lease_lost, cancel and drain messages (handle, below).
 // When the stream breaks it reconnects with backoff and finishes the jobs it holds with
-// their lease tokens. SIGTERM or SIGINT drains: no new jobs, finish the running ones,
+// their lease tokens; a stream refused UNAUTHENTICATED or PERMISSION_DENIED (a missing,
+// bad or revoked -token) exits with code 3 instead. SIGTERM or SIGINT drains: no new jobs, finish the running ones,
 // then exit 0 (a second signal exits at once).
 //
 // The files: main.go the session and its event loop, jobs.go running jobs and turning
@@ -29,6 +30,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
@@ -41,7 +44,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "go-worker: %v\n", err)
 		os.Exit(2)
 	}
-	conn, err := grpc.NewClient(cfg.address, grpc.WithTransportCredentials(creds))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if cfg.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(cfg.token)))
+	}
+	conn, err := grpc.NewClient(cfg.address, opts...)
 	if err != nil {
 		log.Error("cannot create client", "err", err)
 		os.Exit(1)
@@ -113,6 +120,10 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 	for {
 		s, hbEvery, err := w.connect()
 		if err != nil {
+			if refused(err) {
+				w.log.Error("the server refused the worker; check -token (EVORA_TOKEN)", "code", status.Code(err).String(), "err", status.Convert(err).Message())
+				return 3
+			}
 			if w.stop && time.Now().After(w.stopAt.Add(w.cfg.drainTimeout)) {
 				w.log.Error("giving up: cannot reach the server while draining", "err", err, "held", len(w.running)+len(w.pending))
 				return 1
@@ -133,6 +144,14 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 			return code
 		}
 	}
+}
+
+// refused says whether err is the server refusing this worker's token (UNAUTHENTICATED:
+// none, or not a valid one; PERMISSION_DENIED: not a worker token, or not for this queue).
+// Retrying cannot help: the worker exits (code 3) instead.
+func refused(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unauthenticated || c == codes.PermissionDenied
 }
 
 // connect opens a Work stream, says hello with the leases still held from an earlier
@@ -214,6 +233,11 @@ func (w *worker) serve(s *session, hbEvery time.Duration, sigs <-chan os.Signal)
 					w.log.Info("server drained the stream; reconnecting", "code", s.drain.GetCode(), "held", len(w.running)+len(w.pending))
 				} else if errors.Is(s.err, io.EOF) {
 					w.log.Warn("server closed the stream; reconnecting", "held", len(w.running)+len(w.pending))
+				} else if refused(s.err) {
+					// A revoked or expired token: reconnecting would only be refused again.
+					w.log.Error("the server refused the worker; exiting", "code", status.Code(s.err).String(), "err", status.Convert(s.err).Message(),
+						"abandoned", len(w.running)+len(w.pending))
+					return 3, true
 				} else {
 					w.log.Warn("stream broke; reconnecting", "err", s.err, "held", len(w.running)+len(w.pending))
 				}

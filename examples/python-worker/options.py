@@ -35,6 +35,9 @@ def parse_args(description: str) -> argparse.Namespace:
                     help="mTLS: PEM file of this worker's certificate; needs --tls-key (env EVORA_TLS_CLIENT_CERT)")
     ap.add_argument("--tls-key", default=env("EVORA_TLS_CLIENT_KEY", ""),
                     help="mTLS: PEM file of the certificate's private key (env EVORA_TLS_CLIENT_KEY)")
+    ap.add_argument("--token", default=env("EVORA_TOKEN", ""),
+                    help="API token (role worker), sent as authorization: Bearer <token>; prefer the env var, "
+                         "which stays out of the process list (env EVORA_TOKEN)")
     args = ap.parse_args()
     if args.slots < 1:
         ap.error("--slots must be at least 1")

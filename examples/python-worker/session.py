@@ -18,14 +18,16 @@ class Session:
 
     _END = object()
 
-    def __init__(self, stub: pb_grpc.WorkerServiceStub, events: queue.Queue, sid: int):
+    def __init__(self, stub: pb_grpc.WorkerServiceStub, events: queue.Queue, sid: int,
+                 metadata: tuple[tuple[str, str], ...] = ()):
         self.sid = sid
         self.out: queue.Queue = queue.Queue()
         self.fence_set = False  # we sent drain + a fencing heartbeat
         self.fenced = False  # ... and its ack arrived: no more jobs will come
         self.ended = False
         self.drain: pb.ServerDrain | None = None  # the server's drain, once it asked for one
-        self.call = stub.Work(self._requests())
+        # The metadata (the API token's `authorization: Bearer <token>`) goes with the call.
+        self.call = stub.Work(self._requests(), metadata=metadata)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()
 
     def _requests(self) -> Iterator[pb.WorkRequest]:
@@ -61,3 +63,16 @@ def describe(err: Any) -> str:
     if isinstance(err, grpc.RpcError):
         return f"{err.code().name}: {err.details()}"  # type: ignore[attr-defined]
     return str(err)
+
+
+def bearer(token: str) -> tuple[tuple[str, str], ...]:
+    """The call metadata carrying an API token as `authorization: Bearer <token>` (none for "")."""
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def refused(err: Any) -> bool:
+    """Whether a stream ended because the server refuses this worker's token: UNAUTHENTICATED
+    (none, or not a valid one) or PERMISSION_DENIED (not a worker token, or not for this
+    queue). Retrying cannot help, so the worker exits instead."""
+    return isinstance(err, grpc.RpcError) and err.code() in (  # type: ignore[attr-defined]
+        grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)

@@ -8,7 +8,8 @@ its welcome (a job's until its report is settled), reports each job with complet
 and waits for the server's ack. It acts on the protocol's codes, never on their text: the
 ack's result (see reports.py) and the lease_lost, cancel and drain messages (Worker.handle).
 When the stream breaks it reconnects with backoff and finishes the jobs it holds with their
-lease tokens. SIGTERM or SIGINT drains: no new jobs, finish the running ones, then exit 0
+lease tokens; a stream refused UNAUTHENTICATED or PERMISSION_DENIED (a missing, bad or
+revoked --token) exits with code 3 instead. SIGTERM or SIGINT drains: no new jobs, finish the running ones, then exit 0
 (a second signal exits at once).
 
 Usage: python worker.py --address 127.0.0.1:50051 --queue images [--slots 4]
@@ -47,7 +48,7 @@ from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
 from options import parse_args  # noqa: E402
 from reports import ack_result, acked_report, code_name, epoch, report_under, resend_delay, token_of  # noqa: E402
 from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
-from session import Session, describe  # noqa: E402
+from session import Session, bearer, describe, refused  # noqa: E402
 
 log = logging.getLogger("python-worker")
 
@@ -94,6 +95,14 @@ def open_channel(args: argparse.Namespace) -> grpc.Channel:
     return grpc.secure_channel(args.address, creds)
 
 
+class Refused(Exception):
+    """The server refused this worker's token (see session.refused): the worker exits."""
+
+    def __init__(self, cause: grpc.RpcError):
+        super().__init__(describe(cause))
+        self.cause = cause
+
+
 @dataclass
 class Report:
     req: pb.WorkRequest
@@ -130,7 +139,11 @@ class Worker:
             signal.signal(s, lambda signum, _frame: self.signals.append(signum))
         backoff = 0.25
         while True:
-            hb_every = self.connect()
+            try:
+                hb_every = self.connect()
+            except Refused as err:
+                log.error("the server refused the worker (%s); check --token (EVORA_TOKEN)", describe(err.cause))
+                return 3
             if hb_every is None:
                 if self.stopping and self.finished():
                     return 0
@@ -153,7 +166,7 @@ class Worker:
         """Opens a Work stream, says hello with the leases still held from an earlier stream,
         waits for the welcome and resends unacknowledged reports. None if that failed."""
         self.sid += 1
-        s = Session(self.stub, self.events, self.sid)
+        s = Session(self.stub, self.events, self.sid, bearer(self.args.token))
         held = self.held_leases()
         s.send(pb.WorkRequest(hello=pb.WorkerHello(
             worker_id=self.args.worker_id, queues=[self.args.queue], slots=self.args.slots, held=held,
@@ -173,8 +186,10 @@ class Worker:
             if sid != s.sid:
                 continue  # left over from an earlier stream
             if kind == "end":
-                log.warning("stream ended before the welcome: %s", describe(value))
                 s.close_send()
+                if refused(value):
+                    raise Refused(value)
+                log.warning("stream ended before the welcome: %s", describe(value))
                 return None
             if value.WhichOneof("msg") != "welcome":
                 log.warning("expected welcome, got %s", value.WhichOneof("msg"))
@@ -210,6 +225,11 @@ class Worker:
                 s.close_send()
                 if self.stopping and self.finished():
                     return 0
+                if refused(value):
+                    # A revoked or expired token: reconnecting would only be refused again.
+                    log.error("the server refused the worker (%s); exiting (abandoned=%d)",
+                              describe(value), len(self.running) + len(self.pending))
+                    return 3
                 if s.drain is not None:
                     log.info("server drained the stream (code=%s); reconnecting (held=%d)",
                              code_name(pb.DrainReason, s.drain.code), len(self.running) + len(self.pending))

@@ -17,6 +17,7 @@ interface GlobalOptions {
   tlsCa?: string;
   tlsCert?: string;
   tlsKey?: string;
+  token?: string;
 }
 
 /**
@@ -40,6 +41,22 @@ export function tlsOptions(g: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
   return { tlsCa: read('--tls-ca', ca), tlsCert: read('--tls-cert', cert), tlsKey: read('--tls-key', key) };
 }
 
+/**
+ * The API token from --token, else EVORA_TOKEN (surrounding whitespace dropped, so that
+ * `$(cat token-file)` works); none: no token is sent. The token is never printed, also not
+ * in an error message.
+ */
+export function tokenOption(g: { token?: string }, env = process.env): { token?: string } {
+  const flag = g.token !== undefined;
+  const token = (flag ? g.token : env.EVORA_TOKEN)?.trim();
+  if (!token) {
+    if (flag) throw new UsageError('--token is empty');
+    return {};
+  }
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError(`${flag ? '--token' : 'EVORA_TOKEN'} must be printable ASCII without spaces`);
+  return { token };
+}
+
 /** A client command's client, and whether it prints JSON. */
 export interface Ctx {
   client: EvoraClient;
@@ -53,19 +70,24 @@ export function print(ctx: Ctx, value: unknown, human: () => string): void {
 
 /**
  * Runs a command with a client built from the global options, and closes it. A server that
- * cannot be reached is said in one line naming its address.
+ * cannot be reached is said in one line naming its address; an UNAUTHENTICATED answer to a
+ * command run without a token says how to give one.
  */
 export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Promise<void>) {
   return async (...args: [...A, Command]) => {
     const cmd = args[args.length - 1] as Command;
     const g = cmd.optsWithGlobals<GlobalOptions>();
-    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000, ...tlsOptions(g) });
+    const auth = tokenOption(g);
+    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000, ...tlsOptions(g), ...auth });
     try {
       await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
     } catch (err) {
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
         const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
         throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
+      }
+      if (err instanceof EvoraApiError && err.isUnauthenticated && !auth.token) {
+        throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: pass --token or set EVORA_TOKEN)`, cause: err });
       }
       throw err;
     } finally {

@@ -23,6 +23,13 @@ export interface ConnectionOptions {
   tlsCert?: string | Buffer;
   /** PEM of the private key of tlsCert. */
   tlsKey?: string | Buffer;
+  /**
+   * API token, sent on every call (each unary call and the Work stream) as
+   * `authorization: Bearer <token>`. Needed once the server has any token (auth.proto's
+   * top comment). Default: none. It travels in the call's metadata, so it works over
+   * plaintext too; send it over TLS anywhere but loopback.
+   */
+  token?: string;
   /** Extra grpc-js channel options (they override the SDK's). */
   channelOptions?: grpc.ChannelOptions;
 }
@@ -46,13 +53,53 @@ export function credentialsFor(opts: ConnectionOptions): grpc.ChannelCredentials
   return grpc.credentials.createSsl(pem(opts.tlsCa), pem(opts.tlsKey), pem(opts.tlsCert));
 }
 
+/** The `authorization` header value for a token; throws a TypeError for one that cannot be a header. */
+export function bearerHeader(token: string): string {
+  // Printable ASCII without spaces: what a header value can carry and a token is made of.
+  // The message never contains the token.
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new TypeError('token must be non-empty printable ASCII without spaces');
+  return `Bearer ${token}`;
+}
+
+/**
+ * A channel that puts `authorization: Bearer <token>` into the metadata of every call it
+ * makes: the one place the SDK sends the token, for every unary method and the Work
+ * stream alike. Metadata rather than call credentials, because grpc-js refuses call
+ * credentials on a plaintext channel. A header the caller set itself is left alone.
+ */
+class TokenChannel extends grpc.Channel {
+  constructor(
+    target: string,
+    credentials: grpc.ChannelCredentials,
+    options: grpc.ChannelOptions,
+    private readonly authorization: string,
+  ) {
+    super(target, credentials, options);
+  }
+
+  override createCall(...args: Parameters<grpc.Channel['createCall']>): ReturnType<grpc.Channel['createCall']> {
+    const call = super.createCall(...args);
+    const start = call.start.bind(call);
+    call.start = (metadata, listener) => {
+      const md = metadata.clone();
+      if (md.get('authorization').length === 0) md.set('authorization', this.authorization);
+      start(md, listener);
+    };
+    return call;
+  }
+}
+
 /** One channel for the given options; every service client of one SDK object shares it. */
 export function channelCreate(opts: ConnectionOptions, defaults: grpc.ChannelOptions = {}): grpc.Channel {
-  return new grpc.Channel(resolveAddress(opts.address), credentialsFor(opts), {
+  const options: grpc.ChannelOptions = {
     // Large enough for a batch of jobs with 1 MiB payloads; the server has its own limit.
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
     ...defaults,
     ...opts.channelOptions,
-  });
+  };
+  const target = resolveAddress(opts.address);
+  const credentials = credentialsFor(opts);
+  if (opts.token === undefined || opts.token === '') return new grpc.Channel(target, credentials, options);
+  return new TokenChannel(target, credentials, options, bearerHeader(opts.token));
 }

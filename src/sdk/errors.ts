@@ -57,6 +57,22 @@ export class EvoraApiError extends Error {
     this.method = params.method;
   }
 
+  /**
+   * The server needs a token and this call's is missing, malformed, unknown, expired or
+   * revoked (UNAUTHENTICATED). Retrying with the same token cannot help.
+   */
+  get isUnauthenticated(): boolean {
+    return this.code === status.UNAUTHENTICATED;
+  }
+
+  /**
+   * The token is valid but its role may not call this method, or its queues do not include
+   * a queue the call names or touches (PERMISSION_DENIED). Nothing was changed.
+   */
+  get isPermissionDenied(): boolean {
+    return this.code === status.PERMISSION_DENIED;
+  }
+
   /** Turns a grpc-js error into an EvoraApiError (other errors pass through unchanged). */
   static from(err: unknown, method: string): unknown {
     if (err instanceof EvoraApiError) return err;

@@ -28,9 +28,10 @@ export function cliSetup() {
   const build = join(ROOT, 'node_modules', '.cache', `evora-cli-test-${randomBytes(4).toString('hex')}`);
   const main = join(build, 'out', 'src', 'cli', 'main.js');
   let address = '';
+  let databaseUrl = '';
 
   beforeAll(async () => {
-    ({ address } = await serverSetup());
+    ({ address, databaseUrl } = await serverSetup());
     mkdirSync(build, { recursive: true });
     writeFileSync(
       join(build, 'tsconfig.json'),
@@ -54,9 +55,14 @@ export function cliSetup() {
 
   /** Runs `evora <args>` against the test server (through EVORA_ADDRESS unless --address is given). */
   function evora(...args: string[]): Promise<CliRun> {
+    return evoraEnv({}, ...args);
+  }
+
+  /** As `evora`, with `env` added to (or, with undefined, removed from) the environment. */
+  function evoraEnv(env: Record<string, string | undefined>, ...args: string[]): Promise<CliRun> {
     return new Promise((done, fail) => {
       const child = spawn(process.execPath, [main, ...args], {
-        env: { ...process.env, EVORA_ADDRESS: address },
+        env: { ...process.env, EVORA_ADDRESS: address, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stdout = '';
@@ -76,5 +82,5 @@ export function cliSetup() {
     return JSON.parse(r.stdout) as T;
   }
 
-  return { evora, json, address: () => address };
+  return { evora, evoraEnv, json, address: () => address, databaseUrl: () => databaseUrl };
 }

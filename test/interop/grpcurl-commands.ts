@@ -30,7 +30,9 @@ export const grpcurlSteps: GrpcurlStep[] = [
     title: 'List the services',
     intro: 'The server has reflection on, so grpcurl needs no .proto files.',
     command: 'grpcurl -plaintext $ADDR list',
-    after: 'Prints `evora.v1.JobService`, `evora.v1.QueueService`, `evora.v1.ScheduleService`, `evora.v1.WorkerService` and `grpc.health.v1.Health`.',
+    after:
+      'Prints `evora.v1.AuditService`, `evora.v1.JobService`, `evora.v1.QueueService`, `evora.v1.ScheduleService`, `evora.v1.TokenService`, ' +
+      '`evora.v1.WorkerService` and `grpc.health.v1.Health`.',
   },
   {
     id: 'describe',
@@ -113,6 +115,29 @@ export const grpcurlTlsSteps: GrpcurlStep[] = [
       'every command above works with these three flags in place of `-plaintext`.',
     command: `grpcurl -cacert ca.pem -cert client.pem -key client.key -d '{"queue": "images", "type": "resize", "payload": {"image": "tls.png", "width": 10, "height": 10}}' $ADDR evora.v1.JobService/SubmitJob`,
     after: 'Without `-cert` and `-key` the same command fails: the TLS handshake is refused before any call.',
+  },
+  {
+    id: 'token',
+    title: 'TLS with a token',
+    intro:
+      'Once the server has any API token (`evora token create`, or `EVORA_BOOTSTRAP_ADMIN_TOKEN`), every call but health and ' +
+      'reflection needs one, sent as the `authorization` header (docs/api.md, "Authentication"). Put the token in a variable ' +
+      '(`EVORA_TOKEN=<the secret evora token create printed>`; a producer token may submit and list, see the roles table) and ' +
+      'add `-H` to the commands above. Send tokens over TLS only: over `-plaintext` anyone on the way can read them.',
+    command:
+      `grpcurl -cacert ca.pem -H "authorization: Bearer $EVORA_TOKEN" -d '{"queue": "images", "type": "resize", "payload": {"image": "token.png", "width": 10, "height": 10}}' $ADDR evora.v1.JobService/SubmitJob\n` +
+      `grpcurl -cacert ca.pem -H "authorization: Bearer $EVORA_TOKEN" -d '{"queue": "images"}' $ADDR evora.v1.JobService/ListJobs`,
+    after: 'The job comes back `JOB_STATE_PENDING`, and ListJobs lists it.',
+  },
+  {
+    id: 'no-token',
+    title: 'Without a token',
+    intro: 'The same call without `-H` (or with a wrong, expired or revoked token) is refused, and nothing is changed:',
+    command: `grpcurl -cacert ca.pem -d '{"queue": "images"}' $ADDR evora.v1.JobService/ListJobs`,
+    after:
+      'grpcurl exits non-zero and prints\n\n```\nERROR:\n  Code: Unauthenticated\n  Message: <one line saying why>\n```\n\n' +
+      'A valid token whose role may not call the method, or whose queues do not include the queue named, answers ' +
+      '`Code: PermissionDenied` instead. The message never contains the token.',
   },
 ];
 

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverSetup } from '../helpers/server-setup.js';
 import { tlsCertsGenerate } from '../helpers/tls-certs.js';
+import { tokenInsert } from '../helpers/tokens.js';
 import { grpcurlMarkdown, grpcurlSteps, grpcurlTlsSteps, type GrpcurlStep } from './grpcurl-commands.js';
 import { REPO_ROOT, assertTools, findGrpcurl, skipUnless, titled } from './toolchain.js';
 
@@ -58,9 +59,11 @@ describe.skipIf(skipUnless('the grpcurl commands', grpcurl))(titled('the grpcurl
   it('1. list the services', async () => {
     const out = await runStep('list');
     expect(out.trim().split('\n').sort()).toEqual([
+      'evora.v1.AuditService',
       'evora.v1.JobService',
       'evora.v1.QueueService',
       'evora.v1.ScheduleService',
+      'evora.v1.TokenService',
       'evora.v1.WorkerService',
       'grpc.health.v1.Health',
     ]);
@@ -123,18 +126,19 @@ describe.skipIf(skipUnless('the grpcurl TLS commands', grpcurl))(titled('the grp
   afterAll(() => certs.remove());
   let tlsAddr = '';
   let mtlsAddr = '';
+  let tlsDb = '';
 
   beforeAll(async () => {
     assertTools(grpcurl);
-    ({ address: tlsAddr } = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey }));
+    ({ address: tlsAddr, databaseUrl: tlsDb } = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey }));
     ({ address: mtlsAddr } = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey, tlsClientCa: certs.caCert }));
   });
 
   /** Runs a TLS step's command (or the given variant of it) in the certificates' folder. */
-  function runTls(command: string, addr: string): Promise<{ ok: boolean; stdout: string; stderr: string }> {
+  function runTls(command: string, addr: string, env: Record<string, string> = {}): Promise<{ ok: boolean; stdout: string; stderr: string }> {
     const path = grpcurl.ok ? `${dirname(grpcurl.path)}:${process.env.PATH ?? ''}` : process.env.PATH;
     return new Promise((resolve) => {
-      execFile('bash', ['-euo', 'pipefail', '-c', command], { cwd: certs.dir, env: { ...process.env, PATH: path, ADDR: addr }, timeout: 30_000 }, (err, stdout, stderr) =>
+      execFile('bash', ['-euo', 'pipefail', '-c', command], { cwd: certs.dir, env: { ...process.env, PATH: path, ADDR: addr, ...env }, timeout: 30_000 }, (err, stdout, stderr) =>
         resolve({ ok: !err, stdout, stderr }),
       );
     });
@@ -155,5 +159,27 @@ describe.skipIf(skipUnless('the grpcurl TLS commands', grpcurl))(titled('the grp
     expect(JSON.parse(run.stdout)).toMatchObject({ created: true, job: { queue: 'images', type: 'resize', state: 'JOB_STATE_PENDING' } });
     const anonymous = await runTls(tlsStep('mtls').replace(' -cert client.pem -key client.key', ''), mtlsAddr);
     expect(anonymous.ok).toBe(false);
+  });
+
+  // Needs the server side of auth (a server enforcing tokens once its table has one); runs
+  // last in this block, since the token turns auth on for the TLS server.
+  it('TLS with a token: submits and lists with -H authorization; without a token UNAUTHENTICATED', async () => {
+    const producer = await tokenInsert(tlsDb, { role: 'producer' });
+    const run = await runTls(tlsStep('token'), tlsAddr, { EVORA_TOKEN: producer.secret });
+    expect(run.ok, run.stderr).toBe(true);
+    // Two JSON documents: the SubmitJob answer, then ListJobs'.
+    const [submitted, listed] = run.stdout.split(/\n(?=\{)/).map((d) => JSON.parse(d));
+    expect(submitted).toMatchObject({ created: true, job: { queue: 'images', type: 'resize', state: 'JOB_STATE_PENDING' } });
+    expect(listed.jobs.map((j: { id: string }) => j.id)).toContain(submitted.job.id);
+
+    const none = await runTls(tlsStep('no-token'), tlsAddr);
+    expect(none.ok).toBe(false);
+    expect(none.stderr).toMatch(/Code: Unauthenticated/);
+    const wrong = await runTls(tlsStep('token').split('\n')[1]!, tlsAddr, { EVORA_TOKEN: 'evora_wrong-token-0123456789abcdef' });
+    expect(wrong.ok).toBe(false);
+    expect(wrong.stderr).toMatch(/Code: Unauthenticated/);
+    expect(wrong.stderr).not.toContain('evora_wrong-token');
+    // Health stays open.
+    expect((await runTls(tlsStep('tls'), tlsAddr)).ok).toBe(true);
   });
 });

@@ -10,6 +10,7 @@ import { queueName } from '../helpers/factories.js';
 import * as grpc from '@grpc/grpc-js';
 import { call, clientsFor, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { tlsCertsGenerate } from '../helpers/tls-certs.js';
+import { bearer, tokenInsert, type TestToken } from '../helpers/tokens.js';
 import { waitFor } from '../helpers/wait.js';
 import { JOB_TYPE, QUEUE, ResizeError, demoPayloads, resize } from '../../examples/ts/images.js';
 import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless, start, titled, type Proc, type Tool } from './toolchain.js';
@@ -41,16 +42,30 @@ const MAX_PAYLOAD_BYTES = 4096;
 /** A second server that requires client certificates (mTLS); its raw clients trust its CA. */
 const certs = tlsCertsGenerate('evora-interop');
 let mtls: { address: string; clients: Clients };
+/**
+ * A third server, over TLS (no client certificate), with tokens in its table: auth is on.
+ * Its raw clients trust the CA; `admin` submits and reads, `worker` is the workers' token.
+ */
+let authed: { address: string; clients: Clients; admin: TestToken; worker: TestToken };
 
 beforeAll(async () => {
   ({ clients, address } = await serverSetup({ maxPayloadBytes: String(MAX_PAYLOAD_BYTES) }));
   const m = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey, tlsClientCa: certs.caCert });
   m.clients.close();
   mtls = { address: m.address, clients: clientsFor(m.address, grpc.credentials.createSsl(certs.read(certs.caCert), certs.read(certs.clientKey), certs.read(certs.clientCert))) };
+  const a = await serverSetup({ tlsCert: certs.serverCert, tlsKey: certs.serverKey });
+  a.clients.close();
+  authed = {
+    address: a.address,
+    clients: clientsFor(a.address, grpc.credentials.createSsl(certs.read(certs.caCert))),
+    admin: await tokenInsert(a.databaseUrl, { role: 'admin' }),
+    worker: await tokenInsert(a.databaseUrl, { role: 'worker' }),
+  };
   scratch = await mkdtemp(join(tmpdir(), 'evora-interop-'));
 });
 afterAll(async () => {
   mtls?.clients.close();
+  authed?.clients.close();
   certs.remove();
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
@@ -104,6 +119,11 @@ async function getJob(id: string): Promise<Job> {
   return (await call(clients.jobs, 'getJob', { id })).job!;
 }
 
+/** A unary call on the token server with `md` (its bearer token). */
+function authedCall<Res>(md: grpc.Metadata, invoke: (md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown): Promise<Res> {
+  return new Promise((resolve, reject) => invoke(md, (err, res) => (err ? reject(err) : resolve(res as Res))));
+}
+
 function describeExit(p: Proc, e: { code: number | null; signal: string | null }): string {
   return `worker exited with code ${e.code} signal ${e.signal}\n--- stderr ---\n${p.stderr()}`;
 }
@@ -121,6 +141,8 @@ interface LaunchOptions {
   address?: string;
   /** Extra flags, spelled `--x` (Go's flag package takes two dashes too): the TLS files. */
   extra?: string[];
+  /** Extra environment (EVORA_TOKEN). */
+  env?: Record<string, string>;
 }
 
 interface WorkerKind {
@@ -143,7 +165,7 @@ const kinds: WorkerKind[] = [
       if (!go.ok) throw new Error('unreachable');
       const bin = join(scratch, 'go-worker');
       await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
-      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra }) =>
+      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra, env }) =>
         start(
           bin,
           [
@@ -152,7 +174,7 @@ const kinds: WorkerKind[] = [
             ...(drainTimeout ? ['-drain-timeout', drainTimeout] : []),
             ...(extra ?? []),
           ],
-          { timeoutMs: 60_000 },
+          { timeoutMs: 60_000, env: { EVORA_TOKEN: '', ...env } },
         );
     },
     async unitTests() {
@@ -166,7 +188,7 @@ const kinds: WorkerKind[] = [
     async prepare() {
       if (!python.ok) throw new Error('unreachable');
       const py = python.path;
-      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra }) =>
+      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra, env }) =>
         start(
           py,
           [
@@ -175,7 +197,7 @@ const kinds: WorkerKind[] = [
             ...(drainTimeout ? ['--drain-timeout', drainTimeout] : []),
             ...(extra ?? []),
           ],
-          { cwd: PY_DIR, timeoutMs: 60_000, env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' } },
+          { cwd: PY_DIR, timeoutMs: 60_000, env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', EVORA_TOKEN: '', ...env } },
         );
     },
     async unitTests() {
@@ -394,6 +416,44 @@ for (const kind of kinds) {
       expect(exit.code, describeExit(proc, exit)).toBe(0);
       const done = (await call(mtls.clients.jobs, 'getJob', { id: job!.id })).job!;
       expect(done, proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, workerId, result: expectedResult(payload, 1, workerId) });
+    }, 90_000);
+
+    // Needs the server side of auth (a server enforcing tokens once its table has one).
+    it('runs a job over TLS with a worker token (--tls-ca, --token; EVORA_TOKEN)', async () => {
+      for (const how of ['flag', 'env'] as const) {
+        const queue = queueName(`tok-${how}`);
+        const payload = { image: `${how}.png`, width: 600, height: 300 };
+        const req = { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] };
+        const { job } = await authedCall<{ job?: Job }>(bearer(authed.admin), (md, cb) => authed.clients.jobs.submitJob(req, md, cb));
+        const workerId = `interop-${queue}`;
+        const secret = authed.worker.secret;
+        const proc = launch({
+          queue,
+          workerId,
+          slots: 1,
+          maxJobs: 1,
+          address: authed.address,
+          extra: ['--tls-ca', certs.caCert, ...(how === 'flag' ? ['--token', secret] : [])],
+          env: how === 'env' ? { EVORA_TOKEN: secret } : {},
+        });
+        const exit = await proc.exited;
+        expect(exit.code, describeExit(proc, exit)).toBe(0);
+        expect(proc.stderr()).not.toContain(secret);
+        const done = await authedCall<{ job?: Job }>(bearer(authed.admin), (md, cb) => authed.clients.jobs.getJob({ id: job!.id }, md, cb));
+        expect(done.job, proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, workerId, result: expectedResult(payload, 1, workerId) });
+      }
+    }, 120_000);
+
+    // Needs the server side of auth.
+    it('without a token, or with an unknown one, exits 3 reporting UNAUTHENTICATED instead of reconnecting', async () => {
+      const queue = queueName('notok');
+      for (const extra of [[], ['--token', 'evora_not-a-real-token-0123456789abcdef']]) {
+        const proc = launch({ queue, workerId: `interop-${queue}`, slots: 1, address: authed.address, extra: ['--tls-ca', certs.caCert, ...extra] });
+        const exit = await proc.exited;
+        expect(exit.code, describeExit(proc, exit)).toBe(3);
+        expect(proc.stderr()).toMatch(/UNAUTHENTICATED/i);
+        expect(proc.stderr()).not.toContain('evora_not-a-real-token');
+      }
     }, 90_000);
 
     it('passes its own unit tests (the ack decisions)', async () => {

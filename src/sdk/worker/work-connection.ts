@@ -19,7 +19,9 @@ import type { DrainCause, WorkerLog } from './types.js';
  * server asked it to drain); reports and acks still flow. backoff: the stream ended;
  * waiting out the delay before the next one. closing: stop() half-closed the stream and
  * waits for the server to end it. A server that refuses the very first hello with a status
- * retrying cannot fix (INVALID_ARGUMENT, UNAUTHENTICATED …) takes it straight to stopped.
+ * retrying cannot fix (INVALID_ARGUMENT, UNAUTHENTICATED …) takes it straight to stopped;
+ * so does a stream ended UNAUTHENTICATED or PERMISSION_DENIED at any time (a token revoked
+ * or expired while open or draining: it does not heal by itself).
  *
  * What must stay true: at most one stream at a time, and events of an ended stream never
  * act on its successor (each stream has a generation; a message read after its stream's
@@ -38,8 +40,8 @@ export type ConnectionState = 'idle' | 'connecting' | 'open' | 'draining' | 'bac
 export const CONNECTION_TRANSITIONS: Transitions<ConnectionState> = {
   idle: ['connecting', 'stopped'],
   connecting: ['open', 'draining', 'backoff', 'closing', 'stopped'],
-  open: ['draining', 'backoff', 'closing'],
-  draining: ['backoff', 'closing'],
+  open: ['draining', 'backoff', 'closing', 'stopped'],
+  draining: ['backoff', 'closing', 'stopped'],
   backoff: ['connecting', 'stopped'],
   closing: ['stopped'],
   stopped: [],
@@ -52,6 +54,12 @@ const FATAL_BEFORE_WELCOME = new Set([
   grpc.status.UNAUTHENTICATED,
   grpc.status.PERMISSION_DENIED,
 ]);
+/**
+ * Statuses that refuse the worker whenever they come, also after a welcome (a token
+ * revoked or expired mid-session): a bad token does not heal by itself, so reconnecting
+ * would only spin.
+ */
+const FATAL_ALWAYS = new Set([grpc.status.UNAUTHENTICATED, grpc.status.PERMISSION_DENIED]);
 /** The welcome must arrive within this long after hello. */
 const WELCOME_TIMEOUT_MS = 30_000;
 /** How long close() waits for the server to end the call after the half-close, before cutting it. */
@@ -78,7 +86,7 @@ export interface ConnectionEvents {
   lost(): void;
   /** The next stream comes in `retryInMs` (the `disconnected` event). */
   disconnected(error: Error, retryInMs: number): void;
-  /** The server refused the first hello; the connection has stopped. */
+  /** The server refused the worker (its first hello, or its token at any time); the connection has stopped. */
   refused(error: Error): void;
   /** The stream takes writes again (a session opened, or its buffer drained). */
   writable(): void;
@@ -287,7 +295,7 @@ export class WorkConnection {
     }
     this.opts.events.lost();
     const code = error instanceof EvoraApiError ? error.code : undefined;
-    if (!this.everWelcomed && code !== undefined && FATAL_BEFORE_WELCOME.has(code)) {
+    if (code !== undefined && (FATAL_ALWAYS.has(code) || (!this.everWelcomed && FATAL_BEFORE_WELCOME.has(code)))) {
       // The server refuses this worker as configured: retrying cannot help.
       this.state.to('stopped');
       this.opts.events.refused(error);

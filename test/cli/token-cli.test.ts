@@ -9,7 +9,7 @@ import { serverSetup } from '../helpers/server-setup.js';
 
 /**
  * `evora token` and `evora audit` as users run them: directly against the database
- * (--database-url) and through a server (open: no auth yet) on the same database, the
+ * (--database-url) and through a server (auth on from the first token: the calls send the first admin token with --token) on the same database, the
  * --json shapes, revoke by name, a secret printed once and never by `list`, and an
  * unmigrated database refused in one line.
  */
@@ -94,46 +94,46 @@ describe('evora token (direct database access)', () => {
   });
 });
 
-describe('evora token and evora audit through the server', () => {
+describe('evora token and evora audit through the server, with the admin token made directly', () => {
   it('list shows the tokens made directly, never a secret; revoke by name; --all', async () => {
-    const list = await evora('--address', address, 'token', 'list');
+    const list = await evora('--address', address, '--token', secrets[0]!, 'token', 'list');
     expect(list).toMatchObject({ code: 0, stderr: '' });
     expect(list.stdout).toContain('first-admin');
-    const listed = await json<{ name: string; revoked_at: string | null }[]>('--address', address, 'token', 'list');
+    const listed = await json<{ name: string; revoked_at: string | null }[]>('--address', address, '--token', secrets[0]!, 'token', 'list');
     expect(listed.map((t) => t.name)).toEqual(['ci', 'first-admin']);
-    const made = await json<Created>('--address', address, 'token', 'create', '--role', 'worker', '--name', 'runner');
+    const made = await json<Created>('--address', address, '--token', secrets[0]!, 'token', 'create', '--role', 'worker', '--name', 'runner');
     secrets.push(made.token);
 
-    const revoked = await json<{ id: string; name: string; revoked_at: string | null }>('--address', address, 'token', 'revoke', 'runner');
+    const revoked = await json<{ id: string; name: string; revoked_at: string | null }>('--address', address, '--token', secrets[0]!, 'token', 'revoke', 'runner');
     expect(revoked).toMatchObject({ id: made.id, name: 'runner' });
     expect(revoked.revoked_at).not.toBeNull();
-    const human = await evora('--address', address, 'token', 'revoke', made.id);
+    const human = await evora('--address', address, '--token', secrets[0]!, 'token', 'revoke', made.id);
     expect(human.stdout).toMatch(/^token runner \(.+\) revoked at /);
 
-    expect((await json<{ name: string }[]>('--address', address, 'token', 'list')).map((t) => t.name)).not.toContain('runner');
-    expect((await json<{ name: string }[]>('--address', address, 'token', 'list', '--all')).map((t) => t.name)).toContain('runner');
+    expect((await json<{ name: string }[]>('--address', address, '--token', secrets[0]!, 'token', 'list')).map((t) => t.name)).not.toContain('runner');
+    expect((await json<{ name: string }[]>('--address', address, '--token', secrets[0]!, 'token', 'list', '--all')).map((t) => t.name)).toContain('runner');
     for (const args of [['token', 'list', '--all'], ['token', 'list', '--all', '--json'], ['token', 'list', '--all', '--database-url', db.url]]) {
-      const r = await evora('--address', address, ...args);
+      const r = await evora('--address', address, '--token', secrets[0]!, ...args);
       for (const s of secrets) expect(r.stdout).not.toContain(s);
     }
   });
 
   it('audit lists the changes newest first, filtered; the same through the server and directly', async () => {
     const q = queueName('cli-audit');
-    expect((await evora('--address', address, 'queue', 'pause', q)).code).not.toBe(0); // no such queue: no event
-    await json('--address', address, 'queue', 'set', q, '--max-attempts', '3');
-    await json('--address', address, 'queue', 'pause', q);
-    const onQueue = await json<{ action: string; actor_kind: string; change: unknown }[]>('--address', address, 'audit', '--target', q);
+    expect((await evora('--address', address, '--token', secrets[0]!, 'queue', 'pause', q)).code).not.toBe(0); // no such queue: no event
+    await json('--address', address, '--token', secrets[0]!, 'queue', 'set', q, '--max-attempts', '3');
+    await json('--address', address, '--token', secrets[0]!, 'queue', 'pause', q);
+    const onQueue = await json<{ action: string; actor_kind: string; change: unknown }[]>('--address', address, '--token', secrets[0]!, 'audit', '--target', q);
     expect(onQueue.map((e) => e.action)).toEqual(['queue.pause', 'queue.upsert']);
-    expect(onQueue[1]).toMatchObject({ actor_kind: 'anonymous', change: { max_attempts: 3 } });
+    expect(onQueue[1]).toMatchObject({ actor_kind: 'token', token_name: 'first-admin', change: { max_attempts: 3 } });
     const direct = await json<unknown[]>('audit', '--target', q, '--database-url', db.url);
     expect(direct).toEqual(onQueue);
 
-    const tokenEvents = await json<{ action: string; token_name: string }[]>('--address', address, 'audit', '--action', 'token.create,token.revoke', '--limit', '3');
+    const tokenEvents = await json<{ action: string; token_name: string }[]>('--address', address, '--token', secrets[0]!, 'audit', '--action', 'token.create,token.revoke', '--limit', '3');
     expect(tokenEvents.map((e) => e.action)).toEqual(['token.revoke', 'token.create', 'token.create']);
-    const human = await evora('--address', address, 'audit', '--limit', '2');
+    const human = await evora('--address', address, '--token', secrets[0]!, 'audit', '--limit', '2');
     expect(human.stdout.split('\n')[0]).toMatch(/^ID\s+AT\s+ACTOR\s+ACTION\s+TARGET\s+CHANGE/);
-    const bad = await evora('--address', address, 'audit', '--action', 'queue.explode');
+    const bad = await evora('--address', address, '--token', secrets[0]!, 'audit', '--action', 'queue.explode');
     expect(bad.code).toBe(2);
   });
 });

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tokenSecretHash } from '../../src/domain/auth.js';
+import { tokenSecretGenerate, tokenSecretHash } from '../../src/domain/auth.js';
 import {
   AuditAction,
   AuditActorKind,
@@ -9,7 +9,11 @@ import {
   TokenRole,
   TokenServiceClient,
 } from '../../src/gen/evora/v1/auth.js';
+import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
+import { QueueServiceClient } from '../../src/gen/evora/v1/queue.js';
+import { WorkerServiceClient } from '../../src/gen/evora/v1/worker.js';
 import { queueName } from '../helpers/factories.js';
+import { bearerOptions } from '../helpers/tokens.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 
 /**
@@ -22,14 +26,25 @@ let tokens: TokenServiceClient;
 let audit: AuditServiceClient;
 let clients: Clients;
 let db: pg.Pool;
+/** The server's admin secret (EVORA_BOOTSTRAP_ADMIN_TOKEN): auth is on from the start. */
+const ADMIN_SECRET = tokenSecretGenerate();
 beforeAll(async () => {
-  const setup = await serverSetup();
-  clients = setup.clients;
-  tokens = new TokenServiceClient(setup.address, grpc.credentials.createInsecure());
-  audit = new AuditServiceClient(setup.address, grpc.credentials.createInsecure());
+  const setup = await serverSetup({ bootstrapAdminToken: ADMIN_SECRET });
+  const insecure = grpc.credentials.createInsecure();
+  clients = {
+    jobs: new JobServiceClient(setup.address, insecure, bearerOptions(ADMIN_SECRET)),
+    workers: new WorkerServiceClient(setup.address, insecure, bearerOptions(ADMIN_SECRET)),
+    queues: new QueueServiceClient(setup.address, insecure, bearerOptions(ADMIN_SECRET)),
+    close() {
+      [this.jobs, this.workers, this.queues].forEach((c) => c.close());
+    },
+  };
+  tokens = new TokenServiceClient(setup.address, insecure, bearerOptions(ADMIN_SECRET));
+  audit = new AuditServiceClient(setup.address, insecure, bearerOptions(ADMIN_SECRET));
   db = new pg.Pool({ connectionString: setup.databaseUrl, max: 2 });
 });
 afterAll(async () => {
+  clients.close();
   tokens.close();
   audit.close();
   await db.end();
@@ -49,7 +64,7 @@ describe('TokenService', () => {
   it('CreateToken returns the secret once; the table holds its hash; ListTokens never has it', async () => {
     const res = await call(tokens, 'createToken', { name: 'deployer', role: TokenRole.TOKEN_ROLE_PRODUCER, queues: ['billing.*', 'mail'], expiresIn: { seconds: 3600, nanos: 0 } });
     expect(res.secret).toMatch(/^evora_[A-Za-z0-9_-]{43}$/);
-    expect(res.token).toMatchObject({ name: 'deployer', role: TokenRole.TOKEN_ROLE_PRODUCER, queues: ['billing.*', 'mail'], createdBy: '', revokedAt: undefined });
+    expect(res.token).toMatchObject({ name: 'deployer', role: TokenRole.TOKEN_ROLE_PRODUCER, queues: ['billing.*', 'mail'], createdBy: 'bootstrap', revokedAt: undefined });
     const t = res.token!;
     expect(t.expiresAt!.getTime() - t.createdAt!.getTime()).toBeGreaterThan(3_590_000);
     const [row] = (await db.query('SELECT secret_sha256 FROM evora.api_tokens WHERE id = $1', [t.id])).rows;
@@ -120,7 +135,7 @@ describe('AuditService', () => {
 
     const onQueue = await call(audit, 'listAuditEvents', { pageSize: 2, pageToken: '', actions: [], target: q, token: '' });
     expect(onQueue.events.map((e) => e.action)).toEqual([AuditAction.AUDIT_ACTION_QUEUE_RESUME, AuditAction.AUDIT_ACTION_QUEUE_PAUSE]);
-    expect(onQueue.events[0]).toMatchObject({ actorKind: AuditActorKind.AUDIT_ACTOR_KIND_ANONYMOUS, tokenId: '', tokenName: '', target: q });
+    expect(onQueue.events[0]).toMatchObject({ actorKind: AuditActorKind.AUDIT_ACTOR_KIND_TOKEN, tokenName: 'bootstrap', target: q });
     expect(onQueue.nextPageToken).not.toBe('');
     const next = await call(audit, 'listAuditEvents', { pageSize: 2, pageToken: onQueue.nextPageToken, actions: [], target: q, token: '' });
     expect(next.events.map((e) => [e.action, e.change])).toEqual([[AuditAction.AUDIT_ACTION_QUEUE_UPSERT, { max_attempts: 4 }]]);

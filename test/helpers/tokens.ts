@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Metadata } from '@grpc/grpc-js';
+import { InterceptingCall, Metadata, type ClientOptions } from '@grpc/grpc-js';
 import pg from 'pg';
 import { tokenSecretGenerate, tokenSecretHash, type TokenRole } from '../../src/domain/auth.js';
 
@@ -43,4 +43,23 @@ export function bearer(token: TestToken | string): Metadata {
   const md = new Metadata();
   md.set('authorization', `Bearer ${typeof token === 'string' ? token : token.secret}`);
   return md;
+}
+
+/**
+ * Client options whose interceptor adds `authorization: Bearer <secret>` to every call of
+ * a generated client (plaintext channels refuse call credentials).
+ */
+export function bearerOptions(token: TestToken | string): Partial<ClientOptions> {
+  const secret = typeof token === 'string' ? token : token.secret;
+  return {
+    interceptors: [
+      (options, next) =>
+        new InterceptingCall(next(options), {
+          start(metadata, listener, start) {
+            metadata.set('authorization', `Bearer ${secret}`);
+            start(metadata, listener);
+          },
+        }),
+    ],
+  };
 }

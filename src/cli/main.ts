@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
-import { CONFIG_DOC, configLoad, type ServerConfig } from '../server/config.js';
+import { CONFIG_BOOLEAN_KEYS, CONFIG_DOC, configLoad, type ServerConfig } from '../server/config.js';
 import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
 import { scheduleCommandsAdd } from './schedule-commands.js';
@@ -88,11 +88,15 @@ const program = new Command('evora')
   .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
 
 const serve = program.command('serve').description('run the Evora server (embedded PostgreSQL unless DATABASE_URL is set)');
-for (const e of CONFIG_DOC.filter((c) => c.flag)) serve.option(`${e.flag} <value>`, `${e.doc} [env ${e.env}${e.default ? `, default ${e.default}` : ''}]`);
-serve.action(async (opts: Record<string, string | undefined>) => {
+// A 0/1 setting's flag may stand alone (`--insecure-no-auth` means 1) or take its value.
+for (const e of CONFIG_DOC.filter((c) => c.flag)) {
+  const value = CONFIG_BOOLEAN_KEYS.has(e.key) ? '[value]' : '<value>';
+  serve.option(`${e.flag} ${value}`, `${e.doc} [env ${e.env}${e.default ? `, default ${e.default}` : ''}]`);
+}
+serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   let config: ServerConfig;
   try {
-    config = configLoad(Object.fromEntries(CONFIG_DOC.map((e) => [e.key, opts[e.key]])));
+    config = configLoad(Object.fromEntries(CONFIG_DOC.map((e) => [e.key, opts[e.key] === true ? '1' : (opts[e.key] as string | undefined)])));
   } catch (err) {
     console.error(`evora: ${(err as Error).message}`);
     process.exit(2);

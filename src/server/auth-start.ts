@@ -44,7 +44,7 @@ export function authStartCheck(authOn: boolean, config: ServerConfig, logger: Lo
     logger.warn({ host: config.host }, `auth off: the server listens on ${config.host} with no API tokens (--insecure-no-auth): anyone who can reach the port can do anything`);
   } else {
     throw new Error(
-      `the server listens on ${config.host} with no API tokens: create one (evora token create, or EVORA_BOOTSTRAP_ADMIN_TOKEN) or pass --insecure-no-auth 1 (EVORA_INSECURE_NO_AUTH=1)`,
+      `the server listens on ${config.host} with no API tokens: create one (evora token create, or EVORA_BOOTSTRAP_ADMIN_TOKEN) or pass --insecure-no-auth (EVORA_INSECURE_NO_AUTH=1)`,
     );
   }
 }

@@ -122,7 +122,8 @@ export const CONFIG_DOC: ConfigEntry[] = [
 ];
 
 /** Settings that are 0 or 1. */
-const BOOLEAN_KEYS: ReadonlySet<keyof ServerConfig> = new Set(['claimAsyncCommit', 'insecureNoAuth', 'reflection']);
+/** The 0/1 settings (their `serve` flags may also stand alone, meaning 1). */
+export const CONFIG_BOOLEAN_KEYS: ReadonlySet<keyof ServerConfig> = new Set(['claimAsyncCommit', 'insecureNoAuth', 'reflection']);
 
 /**
  * Builds the configuration from (in order of precedence) explicit overrides such as CLI
@@ -140,7 +141,7 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
       out[e.key] = value;
     }
     else if (e.key === 'logPretty') out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
-    else if (BOOLEAN_KEYS.has(e.key)) {
+    else if (CONFIG_BOOLEAN_KEYS.has(e.key)) {
       if (!['0', '1', 'true', 'false'].includes(value)) throw new Error(`${e.env} (${e.flag}) must be 0 or 1, got "${value}"`);
       out[e.key] = value === '1' || value === 'true';
     }

@@ -104,7 +104,7 @@ describe('auth at startup', () => {
     const url = await database();
     const lines: LogLine[] = [];
     await expect(start(url, { host: '0.0.0.0' }, lines)).rejects.toThrow(
-      'the server listens on 0.0.0.0 with no API tokens: create one (evora token create, or EVORA_BOOTSTRAP_ADMIN_TOKEN) or pass --insecure-no-auth 1 (EVORA_INSECURE_NO_AUTH=1)',
+      'the server listens on 0.0.0.0 with no API tokens: create one (evora token create, or EVORA_BOOTSTRAP_ADMIN_TOKEN) or pass --insecure-no-auth (EVORA_INSECURE_NO_AUTH=1)',
     );
     const insecure: LogLine[] = [];
     const server = await start(url, { host: '0.0.0.0', insecureNoAuth: '1' }, insecure);

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { AUDIT_ACTIONS, EvoraApiError, StatusCode, TOKEN_ROLES, type AuditActionName, type AuditEvent, type Token, type TokenRoleName } from '../sdk/index.js';
@@ -99,28 +98,10 @@ async function directBackend(
   store: import('../store/store.js').Store,
   actor: import('../domain/audit.js').AuditActor,
 ): Promise<TokenBackend> {
-  const { tokenSecretGenerate, tokenSecretHash } = await import('../domain/auth.js');
-  const { checkTokenCreate, checkTokenRef, tokenCreatedBy, tokenExpiresAt } = await import('../domain/validate-admin.js');
+  const { checkTokenRef } = await import('../domain/validate-admin.js');
+  const { tokenIssue } = await import('../auth/token-issue.js');
   return {
-    async create(input) {
-      const id = randomUUID();
-      const checked = checkTokenCreate(id, { name: input.name, role: input.role, queues: input.queues, expiresInSeconds: input.expiresInSeconds ?? null });
-      const secret = tokenSecretGenerate();
-      // One clock for created_at and expires_at, so a token lives exactly --expires.
-      const now = new Date();
-      const token = await store.tokenCreate({
-        id,
-        name: checked.name,
-        role: checked.role,
-        queues: checked.queues,
-        expiresAt: tokenExpiresAt(now, checked.expiresInSeconds),
-        secretHash: tokenSecretHash(secret),
-        createdBy: tokenCreatedBy(actor),
-        actor,
-        now,
-      });
-      return { token, secret };
-    },
+    create: (input) => tokenIssue(store, { ...input, expiresInSeconds: input.expiresInSeconds ?? null }, actor),
     list: (includeRevoked) => store.tokenList({ includeRevoked }),
     revoke: (ref) => store.tokenRevoke({ token: checkTokenRef(ref), actor }),
     async audit(filter) {

@@ -1,43 +1,30 @@
-import { randomUUID } from 'node:crypto';
-import { tokenSecretGenerate, tokenSecretHash } from '../domain/auth.js';
+import { tokenIssue } from '../auth/token-issue.js';
 import { auditActor } from '../domain/audit.js';
-import { checkTokenCreate, checkTokenRef, tokenCreatedBy, tokenExpiresAt } from '../domain/validate-admin.js';
+import { checkTokenRef } from '../domain/validate-admin.js';
 import { TokenServiceService as M, type TokenServiceServer } from '../gen/evora/v1/auth.js';
 import { durationToSeconds, tokenRoleFromPb, tokenToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { unary } from './unary.js';
 
 /**
- * TokenService: operators make, list and revoke API tokens. The secret is made here and
- * returned once by CreateToken; only its hash reaches the store. Every create and revoke is
+ * TokenService: operators make, list and revoke API tokens. The secret is made by
+ * tokenIssue and returned once by CreateToken; only its hash reaches the store. Every create and revoke is
  * audited by the store in the same statement. Log lines name tokens, never secrets.
  */
 export function tokenService(deps: ServiceDeps): TokenServiceServer {
   const { store, logger } = deps;
   return {
     createToken: unary(deps, M.createToken.path, async (req, _call, principal) => {
-      const id = randomUUID();
-      const input = checkTokenCreate(id, {
-        name: req.name,
-        role: tokenRoleFromPb(req.role),
-        queues: req.queues,
-        expiresInSeconds: req.expiresIn ? durationToSeconds(req.expiresIn) : null,
-      });
-      const actor = auditActor(principal);
-      const secret = tokenSecretGenerate();
-      // One clock for created_at and expires_at, so a token lives exactly expires_in.
-      const now = new Date();
-      const token = await store.tokenCreate({
-        id,
-        name: input.name,
-        role: input.role,
-        queues: input.queues,
-        expiresAt: tokenExpiresAt(now, input.expiresInSeconds),
-        secretHash: tokenSecretHash(secret),
-        createdBy: tokenCreatedBy(actor),
-        actor,
-        now,
-      });
+      const { token, secret } = await tokenIssue(
+        store,
+        {
+          name: req.name,
+          role: tokenRoleFromPb(req.role),
+          queues: req.queues,
+          expiresInSeconds: req.expiresIn ? durationToSeconds(req.expiresIn) : null,
+        },
+        auditActor(principal),
+      );
       logger.info({ token: token.id, name: token.name, role: token.role }, 'token created');
       return { token: tokenToPb(token), secret };
     }),

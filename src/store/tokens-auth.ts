@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { ApiToken, TokenRole } from '../domain/auth.js';
+import type { ApiToken } from '../domain/auth.js';
 import type { StorePool } from './pool.js';
-import { rowOf, rowsOf, statement, type None, type PgTypes } from './statements.js';
+import { rowOf, rowsOf, statement, type None } from './statements.js';
+import { TOKEN_COLUMNS, tokenFromRow, type TokenRow } from './tokens.js';
 
 /**
  * The read side of API tokens, for authentication: the whole table with the secrets'
@@ -10,52 +11,16 @@ import { rowOf, rowsOf, statement, type None, type PgTypes } from './statements.
  * token API (tokens.ts) lists tokens without them.
  */
 
-/** A row of evora.api_tokens as the auth statements return it (the hash last). */
-interface TokenAuthRow {
-  id: string;
-  name: string;
-  role: TokenRole;
-  queues: string[];
-  created_at: Date;
-  expires_at: Date | null;
-  revoked_at: Date | null;
-  created_by: string;
-}
-
-const TOKEN_AUTH_COLUMNS: PgTypes<TokenAuthRow> = {
-  id: 'uuid',
-  name: 'text',
-  role: 'text',
-  queues: 'text[]',
-  created_at: 'timestamptz',
-  expires_at: 'timestamptz',
-  revoked_at: 'timestamptz',
-  created_by: 'text',
-};
-
-const tokenAuthListSql = statement<None, TokenAuthRow & { secret_sha256: Buffer }>(
+const tokenAuthListSql = statement<None, TokenRow & { secret_sha256: Buffer }>(
   'token-auth-list',
   {},
-  { ...TOKEN_AUTH_COLUMNS, secret_sha256: 'bytea' },
+  { ...TOKEN_COLUMNS, secret_sha256: 'bytea' },
 );
-const tokenBootstrapEnsureSql = statement<{ id: string; secretHash: Buffer; now: Date | null }, TokenAuthRow & { created: boolean }>(
+const tokenBootstrapEnsureSql = statement<{ id: string; secretHash: Buffer; now: Date | null }, TokenRow & { created: boolean }>(
   'token-bootstrap-ensure',
   { id: 'uuid', secretHash: 'bytea', now: 'timestamptz' },
-  { ...TOKEN_AUTH_COLUMNS, created: 'bool' },
+  { ...TOKEN_COLUMNS, created: 'bool' },
 );
-
-function tokenFromRow(r: TokenAuthRow): ApiToken {
-  return {
-    id: r.id,
-    name: r.name,
-    role: r.role,
-    queues: r.queues,
-    createdAt: r.created_at,
-    expiresAt: r.expires_at,
-    revokedAt: r.revoked_at,
-    createdBy: r.created_by,
-  };
-}
 
 /** Every token with its hash, revoked and expired ones too (Store.tokenAuthList). */
 export async function tokensAuthList(pool: StorePool): Promise<(ApiToken & { secretHash: Buffer })[]> {

@@ -12,7 +12,8 @@ import { rowOf, rowsOf, statement, type None, type PgTypes } from './statements.
  * auth cache (tokens-auth.ts) is the only reader of secret_sha256.
  */
 
-interface TokenRow {
+/** A row of evora.api_tokens without its hash (shared with tokens-auth.ts). */
+export interface TokenRow {
   id: string;
   name: string;
   role: TokenRole;
@@ -22,7 +23,8 @@ interface TokenRow {
   revoked_at: Date | null;
   created_by: string;
 }
-const TOKEN_COLUMNS: PgTypes<TokenRow> = {
+/** The columns of TokenRow with their PostgreSQL types. */
+export const TOKEN_COLUMNS: PgTypes<TokenRow> = {
   id: 'uuid',
   name: 'text',
   role: 'text',
@@ -33,7 +35,8 @@ const TOKEN_COLUMNS: PgTypes<TokenRow> = {
   created_by: 'text',
 };
 
-function tokenFromRow(r: TokenRow): ApiToken {
+/** A token row as the domain's ApiToken. */
+export function tokenFromRow(r: TokenRow): ApiToken {
   return {
     id: r.id,
     name: r.name,

@@ -149,7 +149,7 @@ export function DeadLetters() {
         )}
       </h2>
       <div className="actions">
-        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] })} disabled={selected.size === 0 || retry.pending}>
+        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelected(new Set()) })} disabled={selected.size === 0 || retry.pending}>
           Retry selected ({selected.size})
         </ActionButton>
         <ActionButton testId="dlq-retry-all" onClick={() => retry.run(allMatching)} disabled={retry.pending}>

@@ -38,6 +38,12 @@ export function Jobs() {
   const queues = useQueues();
   const [form, setForm] = useState({ ...filter, id: '' });
   const [idError, setIdError] = useState('');
+  // A URL change from outside the form (a link, the back button) shows its filters.
+  const [formKey, setFormKey] = useState(filterKey);
+  if (formKey !== filterKey) {
+    setFormKey(filterKey);
+    setForm({ ...filter, id: '' });
+  }
 
   function apply(event: FormEvent) {
     event.preventDefault();

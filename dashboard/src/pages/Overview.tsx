@@ -39,12 +39,13 @@ export function Overview() {
   const stats = useQueueStats();
   const [chartQueue, setChartQueue] = useState('');
   const rows = stats.data?.stats ?? [];
-  const lag = rows[0]?.outboxLagEvents;
+  // Server-wide: every queue's stats carry the same value.
+  const lag = stats.data ? count(rows[0]?.outboxLagEvents) : '—';
   return (
     <section>
       <h1>Overview</h1>
       <p className="muted" data-testid="outbox-lag">
-        Telemetry lag: <strong>{count(lag)}</strong> events not yet projected
+        Telemetry lag: <strong>{lag}</strong> events not yet projected
       </p>
       <ErrorLine error={stats.error} />
       <Loading when={stats.isPending && !stats.error} />

@@ -65,13 +65,14 @@ interface BoundRoute {
 const HTTP_SHUTDOWN_GRACE_MS = 1000;
 
 /**
- * The built dashboard: beside the compiled modules (dist/src/http -> dist/dashboard), or,
- * run from source (tsx, tests), the build folder of the checkout (src/http -> dist/dashboard).
+ * The built dashboard: run from source (tsx, tests), the checkout's build folder
+ * (src/http -> dist/dashboard); compiled, beside the modules (dist/src/http ->
+ * dist/dashboard). A build has assets/; the dashboard's sources (dashboard/) do not.
  */
 function dashboardDirDefault(): string | null {
-  for (const rel of ['../../dashboard/', '../../dist/dashboard/']) {
+  for (const rel of ['../../dist/dashboard/', '../../dashboard/']) {
     const dir = fileURLToPath(new URL(rel, import.meta.url));
-    if (existsSync(`${dir}index.html`)) return dir;
+    if (existsSync(`${dir}index.html`) && existsSync(`${dir}assets`)) return dir;
   }
   return null;
 }

@@ -3,7 +3,8 @@ import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { configLoad } from '../../src/server/config.js';
-import { serverStart } from '../../src/server/server.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
+import { serverStart, ServerStartAbortedError } from '../../src/server/server.js';
 import { silentLogger } from '../../src/logger.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 import { serverSetup } from '../helpers/server-setup.js';
@@ -48,6 +49,25 @@ describe('the HTTP port', () => {
     } finally {
       await new Promise<void>((r) => blocker.close(() => r()));
       await db.drop();
+    }
+  });
+
+  it('while the database is unreachable: /healthz 200, /readyz and /v1 503 UNAVAILABLE', async () => {
+    const [pgPort, httpPort] = [await freePort(), await freePort()];
+    const config = configLoad({ host: '127.0.0.1', port: '0', httpPort: String(httpPort), databaseUrl: `postgres://nobody@127.0.0.1:${pgPort}/none` }, {});
+    const abort = new AbortController();
+    const starting = serverStart(config, silentLogger(), { signal: abort.signal });
+    starting.catch(() => undefined);
+    try {
+      const base = `http://127.0.0.1:${httpPort}`;
+      await waitFor(async () => (await fetch(`${base}/healthz`).catch(() => null))?.status === 200, { what: 'the HTTP port' });
+      expect((await fetch(`${base}/readyz`)).status).toBe(503);
+      const res = await fetch(`${base}/v1/queues`);
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({ code: 'UNAVAILABLE' });
+    } finally {
+      abort.abort();
+      await expect(starting).rejects.toBeInstanceOf(ServerStartAbortedError);
     }
   });
 

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { Server as TlsServer, SecureContextOptions } from 'node:tls';
 import { fileURLToPath } from 'node:url';
-import type { ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
+import { status as grpcStatus, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import fastifyStatic from '@fastify/static';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DescMethod, JsonObject, JsonValue } from '@bufbuild/protobuf';
@@ -296,7 +296,7 @@ function errorSend(reply: FastifyReply, err: unknown, logger: Logger, context: R
   } else {
     // Domain errors keep their code and line; anything else is logged and answered INTERNAL.
     const status = toServiceError(err, logger, context);
-    code = status.code ?? 13;
+    code = status.code ?? grpcStatus.INTERNAL;
     message = status.details ?? 'internal error';
   }
   const entry = STATUS_HTTP[code as keyof typeof STATUS_HTTP] ?? { name: 'INTERNAL', http: 500 };
@@ -313,11 +313,9 @@ function routesBind(definitions: readonly ServiceDefinition[], logger: Logger): 
   const rows: [HttpRoute, boolean][] = [...HTTP_ROUTES.map((r): [HttpRoute, boolean] => [r, false]), ...HTTP_ROUTES_PENDING.map((r): [HttpRoute, boolean] => [r, true])];
   for (const [route, pending] of rows) {
     const desc = methodDescriptor(route.rpc);
-    let found: { key: string; serviceIndex: number; def: ServiceDefinition[string] } | null = null;
-    definitions.forEach((definition, serviceIndex) => {
-      for (const [key, def] of Object.entries(definition)) if (def.path === route.rpc) found = { key, serviceIndex, def };
-    });
-    const hit = found as { key: string; serviceIndex: number; def: ServiceDefinition[string] } | null;
+    const hit = definitions
+      .flatMap((definition, serviceIndex) => Object.entries(definition).map(([key, def]) => ({ key, serviceIndex, def })))
+      .find((m) => m.def.path === route.rpc);
     if (!desc || !hit) {
       if (pending) {
         logger.debug({ rpc: route.rpc, path: route.path }, 'HTTP route skipped: its RPC is not in the generated code yet');

@@ -8,6 +8,7 @@
  *   telemetry       the projection and its sinks, Prometheus metrics (which read the dispatcher's gauges)
  *   maintenance     leader-only background services and the maintainer
  *   grpc            proto <-> domain, errors <-> statuses
+ *   http            the HTTP port: JSON routes that call the gRPC handlers in process, the dashboard
  *   server          the composition root (and config, embedded PostgreSQL)
  *   cli             the `evora` command
  * The SDK (src/sdk) is a client: it imports only itself and the generated code.
@@ -44,13 +45,15 @@ module.exports = {
       from: { path: '^src/domain/' },
       to: { path: '^src/', pathNot: '^src/domain/' },
     },
-    layer('store', ['auth', 'telemetry', 'dispatcher', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
-    layer('auth', ['dispatcher', 'telemetry', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
-    layer('telemetry', ['maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
-    layer('dispatcher', ['telemetry', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen']),
-    layer('maintenance', ['dispatcher', 'grpc', 'server', 'cli', 'sdk', 'gen']),
-    layer('grpc', ['maintenance', 'server', 'cli', 'sdk']),
+    layer('store', ['auth', 'telemetry', 'dispatcher', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen', 'http']),
+    layer('auth', ['dispatcher', 'telemetry', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen', 'http']),
+    layer('telemetry', ['maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen', 'http']),
+    layer('dispatcher', ['telemetry', 'maintenance', 'grpc', 'server', 'cli', 'sdk', 'gen', 'http']),
+    layer('maintenance', ['dispatcher', 'grpc', 'server', 'cli', 'sdk', 'gen', 'http']),
+    layer('grpc', ['maintenance', 'http', 'server', 'cli', 'sdk']),
+    layer('http', ['maintenance', 'server', 'cli', 'sdk']),
     layer('server', ['cli', 'sdk']),
+    layer('cli', ['http']),
     {
       name: 'no-test-code-in-src',
       severity: 'error',

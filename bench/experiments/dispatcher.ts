@@ -23,7 +23,7 @@ const N = Number(process.argv[2] ?? 20_000);
 const SLOTS = Number(process.argv[3] ?? 200);
 const dir = await mkdtemp(join(tmpdir(), 'evora-bench-'));
 const pgh = process.env.DATABASE_URL ? null : await embeddedPostgresStart({ dataDir: dir, port: await freePort(), postgresFlags: process.env.BENCH_PG_FLAGS ? process.env.BENCH_PG_FLAGS.split(' ') : [] });
-const server = await serverStart(configLoad({ databaseUrl: process.env.DATABASE_URL ?? pgh!.url, port: '0' }, {}), silentLogger());
+const server = await serverStart(configLoad({ databaseUrl: process.env.DATABASE_URL ?? pgh!.url, port: '0', httpPort: '0' }, {}), silentLogger());
 const jobs = new JobServiceClient(server.address, grpc.credentials.createInsecure());
 const submitJobs = (req: Parameters<JobServiceClient['submitJobs']>[0]) =>
   new Promise<void>((resolve, reject) => jobs.submitJobs(req, (err) => (err ? reject(err) : resolve())));

@@ -111,7 +111,7 @@ async function runOnce(variant: string, roundNo: number): Promise<RunResult> {
   });
   const admin = new pg.Client({ connectionString: pgh.url });
   await admin.connect();
-  const server = await serverStart(configLoad({ databaseUrl: pgh.url, port: '0' }, {}), silentLogger());
+  const server = await serverStart(configLoad({ databaseUrl: pgh.url, port: '0', httpPort: '0' }, {}), silentLogger());
   const jobs = new JobServiceClient(server.address, grpc.credentials.createInsecure());
   const queues = new QueueServiceClient(server.address, grpc.credentials.createInsecure());
   const children: ChildProcess[] = [];

@@ -27,7 +27,7 @@ const pgh = await embeddedPostgresStart({
   port: await freePort(),
   postgresFlags: ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=all'],
 });
-const server = await serverStart(configLoad({ databaseUrl: pgh.url, port: '0', ...(process.env.PROFILE_NO_PROJECTOR ? { projectIntervalMs: '3600000' } : {}) }, {}), silentLogger());
+const server = await serverStart(configLoad({ databaseUrl: pgh.url, port: '0', httpPort: '0', ...(process.env.PROFILE_NO_PROJECTOR ? { projectIntervalMs: '3600000' } : {}) }, {}), silentLogger());
 const admin = new pg.Client({ connectionString: pgh.url });
 await admin.connect();
 await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');

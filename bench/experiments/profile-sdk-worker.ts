@@ -62,7 +62,7 @@ if (process.argv[2] === '--worker') {
   const payload = Object.fromEntries(Array.from({ length: KEYS }, (_, i) => [`k${i}`, i % 2 ? `value-${i}` : i]));
   const dir = await mkdtemp(join(tmpdir(), 'evora-sdk-profile-'));
   const pgh = await embeddedPostgresStart({ dataDir: dir, port: await freePort() });
-  const server = await serverStart(configLoad({ databaseUrl: pgh.url, port: '0' }, {}), silentLogger());
+  const server = await serverStart(configLoad({ databaseUrl: pgh.url, port: '0', httpPort: '0' }, {}), silentLogger());
   const jobs = new JobServiceClient(server.address, grpc.credentials.createInsecure());
   const submit = (req: Parameters<JobServiceClient['submitJobs']>[0]) =>
     new Promise<void>((resolve, reject) => jobs.submitJobs(req, (err) => (err ? reject(err) : resolve())));

@@ -119,7 +119,7 @@ async function openEvora(ctx: OpenContext, serverFlags: string[], security: { tl
     spawn(
       process.execPath,
       [...nodeFlags, '--import', 'tsx', join(ROOT, 'src/cli/main.ts'), 'serve', '--database-url', ctx.databaseUrl, '--port', String(port), '--log-level', 'warn', ...serverFlags],
-      { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_METRICS_PORT: '0', MONGODB_URL: '', ...tlsEnv } },
+      { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0', EVORA_METRICS_PORT: '0', MONGODB_URL: '', ...tlsEnv } },
     ),
   );
   closeSync(fd);

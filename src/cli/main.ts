@@ -130,7 +130,7 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   // terminal's hangup reaches only us, and we must stop it (a death by signal would not).
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => onSignal(signal));
   try {
-    server = await serverStart(config, logger, { signal: starting.signal });
+    server = await serverStart(config, logger, { signal: starting.signal, version: packageVersion() });
   } catch (err) {
     if (err instanceof ServerStartAbortedError) {
       logger.info('stopped');
@@ -142,6 +142,7 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
     process.exit(1);
   }
   logger.info({ address: server.address, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' }, `Evora listening on ${server.address}`);
+  if (server.httpUrl) logger.info({ url: `${server.httpUrl}/` }, `dashboard: ${server.httpUrl}/ (JSON API under ${server.httpUrl}/v1)`);
 });
 
 program

@@ -24,3 +24,34 @@ export function toServiceError(err: unknown, logger: Logger, context: Record<str
   logger.error({ err, ...context }, 'unexpected error');
   return { code: status.INTERNAL, details: 'internal error (logged by the server)', metadata: new Metadata() };
 }
+
+/** A gRPC status as the HTTP API answers it: the code's name (the error body's `code`) and the HTTP status. */
+export interface HttpStatusOfCode {
+  name: string;
+  http: number;
+}
+
+/**
+ * The one table from gRPC status codes to HTTP (src/http answers `{ code: name, message }`
+ * with `http`), next to the domain-error table above so both mappings change together.
+ * A code missing here (none is) would be answered 500.
+ */
+export const STATUS_HTTP: Readonly<Record<status, HttpStatusOfCode>> = {
+  [status.OK]: { name: 'OK', http: 200 },
+  [status.CANCELLED]: { name: 'CANCELLED', http: 499 },
+  [status.UNKNOWN]: { name: 'UNKNOWN', http: 500 },
+  [status.INVALID_ARGUMENT]: { name: 'INVALID_ARGUMENT', http: 400 },
+  [status.DEADLINE_EXCEEDED]: { name: 'DEADLINE_EXCEEDED', http: 504 },
+  [status.NOT_FOUND]: { name: 'NOT_FOUND', http: 404 },
+  [status.ALREADY_EXISTS]: { name: 'ALREADY_EXISTS', http: 409 },
+  [status.PERMISSION_DENIED]: { name: 'PERMISSION_DENIED', http: 403 },
+  [status.RESOURCE_EXHAUSTED]: { name: 'RESOURCE_EXHAUSTED', http: 429 },
+  [status.FAILED_PRECONDITION]: { name: 'FAILED_PRECONDITION', http: 409 },
+  [status.ABORTED]: { name: 'ABORTED', http: 409 },
+  [status.OUT_OF_RANGE]: { name: 'OUT_OF_RANGE', http: 400 },
+  [status.UNIMPLEMENTED]: { name: 'UNIMPLEMENTED', http: 501 },
+  [status.INTERNAL]: { name: 'INTERNAL', http: 500 },
+  [status.UNAVAILABLE]: { name: 'UNAVAILABLE', http: 503 },
+  [status.DATA_LOSS]: { name: 'DATA_LOSS', http: 500 },
+  [status.UNAUTHENTICATED]: { name: 'UNAUTHENTICATED', http: 401 },
+};

@@ -46,7 +46,12 @@ export interface ServerConfig {
   mongodbUrl: string | null;
   /** How often the leader projects outbox events into telemetry. */
   projectIntervalMs: number;
-  /** HTTP port for /metrics and /healthz; 0: off. */
+  /**
+   * The HTTP port (on `host`): the JSON API under /v1, the dashboard, /healthz, /readyz,
+   * /metrics, /openapi.json; 0: off. TLS as on the gRPC port.
+   */
+  httpPort: number;
+  /** A separate HTTP port for /metrics and /healthz only (an alias of the HTTP port's); 0: off. */
   metricsPort: number;
   /** How often the leader deletes finished jobs past their queue's retention. */
   pruneIntervalMs: number;
@@ -105,7 +110,8 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message' },
   { key: 'mongodbUrl', env: 'MONGODB_URL', flag: '--mongodb-url', default: '', doc: 'MongoDB for telemetry; unset: keep telemetry in PostgreSQL tables' },
   { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)' },
-  { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'HTTP port on the gRPC host for /metrics (Prometheus) and /healthz, e.g. 9464; 0: off' },
+  { key: 'httpPort', env: 'EVORA_HTTP_PORT', flag: '--http-port', default: '8080', doc: 'HTTP port on the gRPC host: the JSON API (/v1), the dashboard (/), /healthz, /readyz, /metrics, /openapi.json; same TLS and tokens as gRPC; 0: off' },
+  { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'a separate HTTP port for /metrics (Prometheus) and /healthz only, e.g. 9464 (the HTTP port serves both too); 0: off' },
   { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)" },
   { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs deleted per pruner statement (each a short transaction of its own)' },
   { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work' },

@@ -41,6 +41,7 @@ import { migrate } from '../store/migrate.js';
 import { DatabaseAvailability } from '../store/availability.js';
 import { poolerDecide } from '../store/connections.js';
 import { dbRoleEnsure } from '../store/roles.js';
+import { HttpServer } from '../http/http-server.js';
 
 const SERVICE_NAMES = [
   'evora.v1.JobService',
@@ -75,6 +76,8 @@ export interface ServerStartOptions {
   signal?: AbortSignal;
   /** Told the gRPC address as soon as the port is bound, before PostgreSQL is reached. */
   onListening?: (address: string) => void;
+  /** The HTTP API's version in /openapi.json (the package's version). */
+  version?: string;
 }
 
 /** serverStart's signal aborted before the server was ready; what it had built is stopped. */
@@ -90,6 +93,8 @@ export interface EvoraServer {
   /** host:port the gRPC server is bound to. */
   address: string;
   port: number;
+  /** The HTTP port's base URL ("http://127.0.0.1:8080"), or null when it is off (EVORA_HTTP_PORT=0). */
+  httpUrl: string | null;
   databaseUrl: string;
   store: Store;
   dispatcher: Dispatcher;
@@ -116,6 +121,8 @@ interface Parts {
   grpc: grpc.Server | null;
   health: HealthImplementation | null;
   streams: Set<WorkStreamHandle>;
+  /** The HTTP port: the JSON API, the dashboard, health and metrics. */
+  http: HttpServer | null;
   metricsServer: { port: number; close(): Promise<void> } | null;
   /** The gRPC port's TLS credentials when TLS is on (they poll their files until stopped). */
   tls: ReloadingServerCredentials | null;
@@ -129,6 +136,8 @@ interface Parts {
  *  - gRPC, bound first (so a taken port fails at once, before PostgreSQL starts), with
  *    health NOT_SERVING and reflection (unless turned off); every method answers
  *    UNAVAILABLE until ready;
+ *  - the HTTP port right after it (src/http: same TLS; a taken port fails the start in
+ *    one line too); /healthz answers, /readyz and every /v1 route answer 503 until ready;
  *  - the database (embedded unless configured) and the store, waited for with capped
  *    exponential backoff while it is unreachable (./database-ready.ts), then migrations;
  *  - auth: the bootstrap admin token ensured (EVORA_BOOTSTRAP_ADMIN_TOKEN), the token cache
@@ -136,19 +145,20 @@ interface Parts {
  *    (authStartCheck);
  *  - metrics and the dispatcher, the LISTEN connection, the telemetry sink, the maintainer
  *    (leader election; the sweeper, the projector, the pruner and the scheduler run on the leader);
- *  - the services swap in and health says SERVING; the metrics endpoint.
+ *  - the services swap in and health says SERVING, the HTTP API gets the same
+ *    implementations (its routes call the gRPC handlers in process); the metrics endpoint.
  * Resolves once ready; `opts.onListening` hears the address as soon as the port is bound.
  *
  * Shutdown order (stop(), and a failed or aborted start, stop what exists in this order):
- *  1. health says NOT_SERVING, and the shutdown signal aborts (this process no longer
- *     tries to become the leader);
+ *  1. health says NOT_SERVING, /readyz and the HTTP API answer 503, and the shutdown
+ *     signal aborts (this process no longer tries to become the leader);
  *  2. the dispatcher stops claiming, tells every worker to drain, and waits up to
  *     shutdownTimeoutMs for held jobs to be finished and their writes committed;
  *  3. the Work streams end;
- *  4. the gRPC server stops (calls still open after a grace second are cancelled; jobs
- *     still held keep their leases, so workers can finish them on another server, or the
- *     sweeper requeues them), then the metrics endpoint closes and the token cache stops
- *     reading the token table;
+ *  4. the gRPC server and the HTTP port stop together (calls and requests still open
+ *     after a grace second are cancelled; jobs still held keep their leases, so workers
+ *     can finish them on another server, or the sweeper requeues them), then the metrics
+ *     endpoint closes and the token cache stops reading the token table;
  *  5. the maintainer stops: the leader services (sweeper, projector, pruner, scheduler) end their tick in
  *     progress, then the elector releases the leadership lock;
  *  6. the projector's telemetry sink closes;
@@ -169,6 +179,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     grpc: null,
     health: null,
     streams: new Set(),
+    http: null,
     metricsServer: null,
     tls: null,
     auth: null,
@@ -198,6 +209,18 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     parts.health = health;
     const port = await grpcListen(server, config.host, config.port, parts.tls ?? grpc.ServerCredentials.createInsecure());
     const address = `${config.host}:${port}`;
+    if (config.httpPort > 0) {
+      parts.http = await HttpServer.start({
+        host: config.host,
+        port: config.httpPort,
+        logger: logger.child({ component: 'http' }),
+        definitions: SERVICE_DEFINITIONS,
+        bodyLimit: config.maxMessageBytes,
+        tls: parts.tls,
+        version: opts.version ?? '1',
+      });
+    }
+    const httpUrl = parts.http ? `${parts.tls ? 'https' : 'http'}://${urlHost(config.host)}:${parts.http.port}` : null;
     opts.onListening?.(address);
 
     let databaseUrl = config.databaseUrl;
@@ -342,6 +365,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);
     });
     for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'SERVING');
+    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics);
 
     if (config.metricsPort > 0) {
       parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, store, logger });
@@ -356,7 +380,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         logger.info('stopped');
       })());
 
-    return { address, port, databaseUrl, store, dispatcher, maintainer, telemetry, stop };
+    return { address, port, httpUrl, databaseUrl, store, dispatcher, maintainer, telemetry, stop };
   } catch (err) {
     await partsStop(parts, config, logger).catch((stopErr: unknown) => logger.error({ err: stopErr }, 'stopping after a failed start failed'));
     throw startSignal.aborted ? new ServerStartAbortedError() : err;
@@ -380,6 +404,7 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   };
   // 1. Health, and the signal that shutdown has begun.
   for (const s of ['', ...SERVICE_NAMES]) parts.health?.setStatus(s, 'NOT_SERVING');
+  parts.http?.notReady();
   parts.shutdown.abort();
   // 2. The dispatcher drains.
   await step('draining the dispatcher', async () => {
@@ -388,8 +413,11 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   });
   // 3. The Work streams end.
   for (const stream of parts.streams) stream.end();
-  // 4. The gRPC server, then the metrics endpoint.
-  await step('stopping gRPC', async () => parts.grpc && (await grpcServerStop(parts.grpc)));
+  // 4. The gRPC server and the HTTP port, then the metrics endpoint.
+  await Promise.all([
+    step('stopping gRPC', async () => parts.grpc && (await grpcServerStop(parts.grpc))),
+    step('stopping HTTP', async () => parts.http?.close()),
+  ]);
   parts.tls?.stop();
   await step('closing the metrics endpoint', async () => parts.metricsServer?.close());
   parts.auth?.stop();
@@ -443,3 +471,10 @@ const LISTEN_ERRORS: Record<string, string> = {
   EACCES: 'permission denied',
   EADDRNOTAVAIL: 'the address is not available on this machine',
 };
+
+/** A host as it goes in a URL: an IPv6 address in brackets; the any-address as loopback (what a browser on this machine opens). */
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '' ) return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
+}

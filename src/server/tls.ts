@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../logger.js';
 
 /**
- * TLS for the gRPC port (docs/tls.md): the server's certificate and
+ * TLS for the gRPC and HTTP ports (docs/tls.md): the server's certificate and
  * key, and optionally a CA whose signature client certificates must carry (mTLS). The files
  * are read again every `reloadIntervalMs`; a changed set that is valid replaces the old one
  * for new connections (grpc-js calls `setSecureContext` on its HTTP/2 server), without a
@@ -69,6 +69,7 @@ export class ReloadingServerCredentials extends grpc.ServerCredentials {
   private current: TlsLoad;
   private lastRejection: string | null = null;
   private readonly timer: NodeJS.Timeout;
+  private readonly reloadListeners = new Set<(options: SecureContextOptions) => void>();
 
   constructor(
     private readonly files: TlsFiles,
@@ -100,7 +101,24 @@ export class ReloadingServerCredentials extends grpc.ServerCredentials {
     if (next.digest === this.current.digest) return;
     this.current = next;
     this.updateSecureContextOptions(next.options);
+    for (const listener of this.reloadListeners) listener(next.options);
     this.logger.info({ cert: this.files.certFile }, 'TLS certificate reloaded');
+  }
+
+  /**
+   * The files' current secure-context options and whether client certificates are
+   * required: what the HTTP port (src/http) serves with, so both ports present the same
+   * certificate and accept the same clients.
+   */
+  httpsOptions(): SecureContextOptions & { requestCert: boolean; rejectUnauthorized: boolean } {
+    const mtls = this.files.clientCaFile !== null;
+    return { ...this.current.options, requestCert: mtls, rejectUnauthorized: mtls };
+  }
+
+  /** Tells `listener` each valid change of the files (the HTTP port's setSecureContext); returns the unsubscribe. */
+  onReload(listener: (options: SecureContextOptions) => void): () => void {
+    this.reloadListeners.add(listener);
+    return () => this.reloadListeners.delete(listener);
   }
 
   /** Stops watching the files. */

@@ -83,7 +83,7 @@ async function main(): Promise<number> {
       command: cmd,
       args: [...baseArgs, '--port', String(port), '--sweep-interval-ms', '500', '--election-interval-ms', '1000',
         '--project-interval-ms', '500', '--poll-interval-ms', '500', '--shutdown-timeout-ms', '3000', '--log-level', 'info'],
-      env: { ...process.env, DATABASE_URL: postgres.url, EVORA_LOG_PRETTY: '0' },
+      env: { ...process.env, DATABASE_URL: postgres.url, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0' },
       logPath: join(runDir, `server-${i}.log`),
       readyPattern: /Evora listening/,
     }, onUnexpected));

@@ -131,7 +131,7 @@ const lines: LogLine[] = [];
 
 async function start(databaseUrl: string): Promise<EvoraServer> {
   const config = configLoad(
-    { host: '127.0.0.1', port: '0', databaseUrl, pollIntervalMs: '200', sweepIntervalMs: '100', electionIntervalMs: '200', projectIntervalMs: '200' },
+    { host: '127.0.0.1', port: '0', httpPort: '0', databaseUrl, pollIntervalMs: '200', sweepIntervalMs: '100', electionIntervalMs: '200', projectIntervalMs: '200' },
     {},
   );
   const logger = pino({ level: 'debug' }, { write: (s: string) => void lines.push({ ...(JSON.parse(s) as LogLine), raw: s }) });

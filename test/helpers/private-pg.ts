@@ -115,7 +115,7 @@ export interface ServeChild {
 /** Starts `evora serve` (from the sources, through tsx) with `args` and extra `env`. */
 export function serveChild(args: string[], env: Record<string, string>): ServeChild {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve', ...args], {
-    env: { ...process.env, EVORA_LOG_PRETTY: '0', ...env },
+    env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';

@@ -7,6 +7,7 @@ import { WorkerServiceClient } from '../../src/gen/evora/v1/worker.js';
 import { silentLogger, createLogger } from '../../src/logger.js';
 import { serverStart, type EvoraServer } from '../../src/server/server.js';
 import { testDatabaseCreate } from './db.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 
 /** Generated gRPC clients for one server address. */
 export interface Clients {
@@ -64,9 +65,11 @@ export function serverSetupRoute(r: DatabaseRoute | null): void {
  * Starts an Evora server on 127.0.0.1 (any free port) over a database of its own, unless
  * `databaseUrl` is given (to start a second server on the same database). Stops it, and
  * drops the database, after the file's tests. The `databaseUrl` returned is the database's
- * own (for raw SQL), whatever route the server takes to it.
+ * own (for raw SQL), whatever route the server takes to it. The HTTP port is off (tests
+ * must not take 8080) unless `http: true` turns it on at a free port (`httpUrl`).
  */
-export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, string>> & { databaseUrl?: string } = {}) {
+export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, string>> & { databaseUrl?: string; http?: boolean } = {}) {
+  const { http, ...configOverrides } = overrides;
   let dropDb: (() => Promise<void>) | null = null;
   let databaseUrl = overrides.databaseUrl;
   if (!databaseUrl) {
@@ -83,7 +86,8 @@ export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, 
       sweepIntervalMs: '100',
       electionIntervalMs: '200',
       projectIntervalMs: '200',
-      ...overrides,
+      httpPort: http ? String(await freePort()) : '0',
+      ...configOverrides,
       databaseUrl: routed.databaseUrl,
       directDatabaseUrl: routed.directDatabaseUrl ?? undefined,
     },
@@ -97,5 +101,5 @@ export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, 
     await server.stop();
     await dropDb?.();
   });
-  return { server, clients, address: server.address, databaseUrl, config };
+  return { server, clients, address: server.address, httpUrl: server.httpUrl ?? '', databaseUrl, config };
 }

@@ -41,7 +41,7 @@ describe('EvoraWorker after a PostgreSQL outage and a server restart', () => {
     const address = `127.0.0.1:${port}`;
     const { migrate } = await import('../../src/store/migrate.js');
     await migrate(pg.url);
-    const config = configLoad({ databaseUrl: pg.url, host: '127.0.0.1', port: String(port), pollIntervalMs: '200', electionIntervalMs: '200' }, {});
+    const config = configLoad({ databaseUrl: pg.url, host: '127.0.0.1', port: String(port), httpPort: '0', pollIntervalMs: '200', electionIntervalMs: '200' }, {});
     let server: EvoraServer | null = await serverStart(config, silentLogger());
     const queue = queueName('outage');
     const client = new EvoraClient({ address, deadlineMs: 5_000 });

@@ -28,6 +28,7 @@ async function startServer(port: number): Promise<EvoraServer> {
     {
       host: '127.0.0.1',
       port: String(port),
+      httpPort: '0',
       databaseUrl: db.url,
       pollIntervalMs: '200',
       sweepIntervalMs: '100',

@@ -37,7 +37,7 @@ async function database(): Promise<string> {
 
 /** Starts a server over `databaseUrl` with these settings; its log lines go to `lines`. */
 async function start(databaseUrl: string, overrides: Partial<Record<keyof ServerConfig, string>>, lines: LogLine[]): Promise<EvoraServer> {
-  const config = configLoad({ host: '127.0.0.1', port: '0', electionIntervalMs: '200', ...overrides, databaseUrl }, {});
+  const config = configLoad({ host: '127.0.0.1', port: '0', httpPort: '0', electionIntervalMs: '200', ...overrides, databaseUrl }, {});
   const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push({ ...(JSON.parse(s) as LogLine), raw: s }) });
   const server = await serverStart(config, logger);
   running.add(server);

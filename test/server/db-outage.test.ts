@@ -76,7 +76,7 @@ describe('the database goes away and comes back, the server stays up', () => {
   it('started while PostgreSQL is down: listens, NOT_SERVING, answers UNAVAILABLE; comes up once PostgreSQL does', async () => {
     let address = '';
     const config = configLoad(
-      { host: '127.0.0.1', port: '0', databaseUrl: pgc.url, pollIntervalMs: '200', sweepIntervalMs: '200', electionIntervalMs: '200', projectIntervalMs: '200' },
+      { host: '127.0.0.1', port: '0', httpPort: '0', databaseUrl: pgc.url, pollIntervalMs: '200', sweepIntervalMs: '200', electionIntervalMs: '200', projectIntervalMs: '200' },
       {},
     );
     const starting = serverStart(config, logger, { onListening: (a) => (address = a) });

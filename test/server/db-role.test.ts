@@ -92,7 +92,7 @@ describe('evora db create-role', () => {
 
 describe('the application role', () => {
   it('runs a server end to end (migrations up to date, submit, claim, complete), connected as itself', async () => {
-    const server = await serverStart(configLoad({ databaseUrl: appUrl, host: '127.0.0.1', port: '0' }, {}), silentLogger());
+    const server = await serverStart(configLoad({ databaseUrl: appUrl, host: '127.0.0.1', port: '0', httpPort: '0' }, {}), silentLogger());
     const client = new EvoraClient({ address: server.address });
     try {
       const users = await sqlAs<{ usename: string }>(
@@ -139,7 +139,7 @@ it('the embedded PostgreSQL: the server connects as evora_app, not as the superu
   // As root PostgreSQL runs as the postgres OS user, which must reach pgdata/ inside.
   await chmod(dir, 0o755);
   const port = await freePort();
-  const server = await serverStart(configLoad({ host: '127.0.0.1', port: '0', dataDir: dir, embeddedPgPort: String(port) }, {}), silentLogger());
+  const server = await serverStart(configLoad({ host: '127.0.0.1', port: '0', httpPort: '0', dataDir: dir, embeddedPgPort: String(port) }, {}), silentLogger());
   try {
     const admin = `postgres://postgres:evora@127.0.0.1:${port}/postgres`;
     const users = await sqlAs<{ usename: string }>(

@@ -20,7 +20,7 @@ it('logs the embedded PostgreSQL URL at start, and that URL reaches the migrated
   const port = await freePort();
   const lines: { msg: string; url?: string }[] = [];
   const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s) as { msg: string; url?: string }) });
-  const server = await serverStart(configLoad({ host: '127.0.0.1', port: '0', dataDir: dir, embeddedPgPort: String(port) }, {}), logger);
+  const server = await serverStart(configLoad({ host: '127.0.0.1', port: '0', httpPort: '0', dataDir: dir, embeddedPgPort: String(port) }, {}), logger);
   try {
     const url = `postgres://postgres:evora@127.0.0.1:${port}/postgres`;
     const logged = lines.filter((l) => l.msg.startsWith('embedded PostgreSQL at '));

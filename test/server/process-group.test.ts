@@ -52,7 +52,7 @@ async function serveStart(): Promise<Serve> {
     process.execPath,
     ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--port', String(port), '--embedded-pg-port', String(pgPort), '--shutdown-timeout-ms', '20000'],
     {
-      env: { ...process.env, DATABASE_URL: '', EVORA_DATA_DIR: dataDir, EVORA_LOG_PRETTY: '0', EVORA_LOG_LEVEL: 'info' },
+      env: { ...process.env, DATABASE_URL: '', EVORA_DATA_DIR: dataDir, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0', EVORA_LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     },

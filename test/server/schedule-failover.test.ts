@@ -28,7 +28,7 @@ const serves: Serve[] = [];
 async function serve(name: string): Promise<Serve> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--port', String(port)], {
-    env: { ...process.env, DATABASE_URL: db.url, EVORA_LOG_PRETTY: '0', EVORA_ELECTION_INTERVAL_MS: '200', EVORA_LOG_LEVEL: 'info' },
+    env: { ...process.env, DATABASE_URL: db.url, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0', EVORA_ELECTION_INTERVAL_MS: '200', EVORA_LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

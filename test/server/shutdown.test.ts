@@ -23,7 +23,7 @@ afterAll(async () => {
 
 describe('graceful shutdown', () => {
   it('tells workers to drain, waits for their in-flight completions to commit, then stops', async () => {
-    const config = configLoad({ databaseUrl: db.url, host: '127.0.0.1', port: '0', shutdownTimeoutMs: '10000' }, {});
+    const config = configLoad({ databaseUrl: db.url, host: '127.0.0.1', port: '0', httpPort: '0', shutdownTimeoutMs: '10000' }, {});
     const server = await serverStart(config, silentLogger());
     const clients = clientsFor(server.address);
     const queue = queueName();
@@ -57,7 +57,7 @@ describe('graceful shutdown', () => {
   it('`evora serve` logs where it listens, and exits 0 on SIGTERM', async () => {
     const port = await freePort();
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--port', String(port)], {
-      env: { ...process.env, DATABASE_URL: db.url, EVORA_LOG_PRETTY: '0' },
+      env: { ...process.env, DATABASE_URL: db.url, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -30,7 +30,7 @@ const ROOT = join(import.meta.dirname, '../..');
 /** Runs `evora <args>` from the sources (asynchronously: the server runs in this process). */
 function evora(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, EVORA_HTTP_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -215,7 +215,7 @@ describe('bad TLS settings', () => {
   it('a missing file, a file that is not a certificate, or a key of another certificate fail the start with one line', async () => {
     const db = await testDatabaseCreate();
     try {
-      const start = (env: Record<string, string>) => serverStart(configLoad({ host: '127.0.0.1', port: '0', databaseUrl: db.url }, env), silentLogger());
+      const start = (env: Record<string, string>) => serverStart(configLoad({ host: '127.0.0.1', port: '0', httpPort: '0', databaseUrl: db.url }, env), silentLogger());
       const missing = join(certs.dir, 'missing.pem');
       await expect(start({ EVORA_TLS_CERT: missing, EVORA_TLS_KEY: certs.serverKey })).rejects.toThrow(
         `TLS: cannot read the certificate ${missing} (ENOENT)`,

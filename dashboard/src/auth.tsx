@@ -1,0 +1,108 @@
+/**
+ * Who is looking: GET /v1/caller says whether auth is on and the token's role. Only an admin
+ * (or anyone while auth is off, where the server treats callers as admins) gets action
+ * buttons; `useCanAct()` is the single switch every action control reads, so a viewer sees
+ * no action at all. The token form appears after any 401 and keeps the token in
+ * sessionStorage (this tab only).
+ */
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState, useSyncExternalStore, type FormEvent } from 'react';
+import { api, getToken, isAuthRequired, requireAuth, setToken, subscribeAuth } from './api';
+import { enumLabel } from './format';
+import type { Caller } from './types';
+
+/** The caller query (refreshed rarely: a role does not change under a token). */
+export function useCaller() {
+  const required = useAuthRequired();
+  return useQuery({
+    queryKey: ['caller'],
+    queryFn: ({ signal }) => api<Caller>('GET', '/caller', { signal }),
+    staleTime: 60_000,
+    enabled: !required,
+  });
+}
+
+/** True when the caller may use actions (admin, or auth off); false while unknown. */
+export function useCanAct(): boolean {
+  const { data } = useCaller();
+  if (!data) return false;
+  return data.authOn === false || data.role === 'TOKEN_ROLE_ADMIN';
+}
+
+/** Re-renders on auth changes (a 401, a new token, sign out). */
+export function useAuthRequired(): boolean {
+  return useSyncExternalStore(subscribeAuth, isAuthRequired);
+}
+
+/** Re-renders when the stored token changes. */
+export function useToken(): string | null {
+  return useSyncExternalStore(subscribeAuth, getToken);
+}
+
+/** The token prompt: a password field, submitted with Enter. */
+export function TokenForm() {
+  const queryClient = useQueryClient();
+  const [value, setValue] = useState('');
+  const refused = getToken() !== null;
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    const token = value.trim();
+    if (!token) return;
+    setToken(token);
+    requireAuth(false);
+    setValue('');
+    void queryClient.invalidateQueries();
+  }
+  return (
+    <form className="token-form" onSubmit={submit} data-testid="token-form">
+      <h1>Sign in</h1>
+      <p>This server requires an API token (Authorization: Bearer). It is kept for this tab only.</p>
+      {refused && (
+        <p className="error-line" role="alert" data-testid="token-refused">
+          The server refused the token: enter another.
+        </p>
+      )}
+      <label>
+        Token
+        <input
+          type="password"
+          autoComplete="current-password"
+          value={value}
+          onChange={(e) => setValue(e.target.value)}
+          data-testid="token-input"
+          autoFocus
+          required
+        />
+      </label>
+      <button type="submit" data-testid="token-submit">
+        Sign in
+      </button>
+    </form>
+  );
+}
+
+/** The caller's name and role in the header, and "sign out" when a token is stored. */
+export function CallerBadge() {
+  const queryClient = useQueryClient();
+  const token = useToken();
+  const { data } = useCaller();
+  function signOut() {
+    setToken(null);
+    queryClient.clear();
+    requireAuth(true);
+  }
+  return (
+    <div className="caller">
+      {data && (
+        <span data-testid="caller-role">
+          {data.authOn === false ? 'auth off' : `${data.name || data.kind || 'caller'} · ${enumLabel(data.role, 'TOKEN_ROLE_')}`}
+        </span>
+      )}
+      {token && (
+        <button type="button" className="link-button" onClick={signOut} data-testid="sign-out">
+          Sign out
+        </button>
+      )}
+    </div>
+  );
+}

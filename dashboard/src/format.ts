@@ -1,0 +1,66 @@
+/** Formatting shared by the pages: states, counts, times and durations as people read them. */
+import type { Int64, JobState } from './types';
+
+/** "JOB_STATE_DLQ" -> "dlq"; any enum name loses its prefix and goes lower case. */
+export function enumLabel(value: string | undefined, prefix: string): string {
+  if (!value) return '—';
+  return value.startsWith(prefix) ? value.slice(prefix.length).toLowerCase().replace(/_/g, ' ') : value;
+}
+
+/** A job state for people ("pending", "dlq"). */
+export function stateLabel(state: JobState | undefined): string {
+  return enumLabel(state, 'JOB_STATE_');
+}
+
+/** An int64 count as text ("0" when unset): exact, no rounding through a float. */
+export function count(value: Int64 | undefined): string {
+  return value === undefined ? '0' : String(value);
+}
+
+/** A number with at most `digits` decimals. */
+export function num(value: number | undefined, digits = 1): string {
+  if (value === undefined || !Number.isFinite(value)) return '0';
+  return Number(value.toFixed(digits)).toString();
+}
+
+/** Milliseconds as "850 ms", "2.4 s", "3.1 min". */
+export function ms(value: number | undefined): string {
+  if (value === undefined || !Number.isFinite(value)) return '—';
+  if (value < 1000) return `${Math.round(value)} ms`;
+  if (value < 60_000) return `${num(value / 1000)} s`;
+  return `${num(value / 60_000)} min`;
+}
+
+/** A timestamp in the browser's locale and zone; the exact value stays in the title. */
+export function time(value: string | undefined): string {
+  if (!value) return '—';
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? value : date.toLocaleString();
+}
+
+/** "2 min ago" / "in 5 s" relative to now. */
+export function ago(value: string | undefined, now = Date.now()): string {
+  if (!value) return '—';
+  const delta = new Date(value).getTime() - now;
+  if (Number.isNaN(delta)) return value;
+  const abs = Math.abs(delta);
+  const text = abs < 60_000 ? `${Math.round(abs / 1000)} s` : abs < 3_600_000 ? `${Math.round(abs / 60_000)} min` : `${num(abs / 3_600_000)} h`;
+  return delta < 0 ? `${text} ago` : `in ${text}`;
+}
+
+/** A proto Duration ("1.500s") as seconds; undefined when unset or malformed. */
+export function durationSeconds(value: string | undefined): number | undefined {
+  if (!value) return undefined;
+  const match = /^(-?\d+(?:\.\d+)?)s$/.exec(value);
+  return match ? Number(match[1]) : undefined;
+}
+
+/** Seconds as a proto Duration ("30s"). */
+export function toDuration(seconds: number): string {
+  return `${seconds}s`;
+}
+
+/** JSON for a payload or result, indented; "—" when unset. */
+export function json(value: unknown): string {
+  return value === undefined ? '—' : JSON.stringify(value, null, 2);
+}

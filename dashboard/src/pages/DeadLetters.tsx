@@ -1,0 +1,245 @@
+/**
+ * Dead letters: per queue, the DLQ grouped by error (largest first), and the DLQ jobs
+ * themselves (paged on the server). An admin retries one job, the checked ones (RetryJobs
+ * filter.ids), a whole group (filter.errorGroup) or everything matching, and purges a group
+ * or everything matching after a confirmation that shows the dry-run count.
+ */
+import { useState } from 'react';
+import { Link, useSearchParams } from 'react-router';
+import { api } from '../api';
+import { useCanAct } from '../auth';
+import { CopyId } from '../components/CopyId';
+import { PurgeDialog } from '../components/PurgeDialog';
+import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
+import { ago, count } from '../format';
+import { keys, useDeadLetters, useJobs, useQueues } from '../queries';
+import type { DeadLetterGroup, Job, JobFilter } from '../types';
+
+const PAGE_SIZE = 50;
+const DLQ = ['JOB_STATE_DLQ'] as const;
+
+/** The group's filter: RetryJobs / PurgeJobs over exactly that group's jobs. */
+function groupFilter(group: DeadLetterGroup): JobFilter {
+  return { queue: group.queue, states: [...DLQ], type: group.type || undefined, errorGroup: group.error ?? '' };
+}
+
+/** The error group a job falls in (as the server groups: first line, at most 200 chars). */
+function errorOf(job: Job): string {
+  return (job.lastError ?? '').split('\n')[0]!.slice(0, 200);
+}
+
+export function DeadLetters() {
+  const [search, setSearch] = useSearchParams();
+  const queue = search.get('queue') ?? '';
+  const canAct = useCanAct();
+  const queues = useQueues();
+  const groups = useDeadLetters(queue);
+  const [group, setGroup] = useState<DeadLetterGroup | null>(null);
+  const [tokens, setTokens] = useState<string[]>([]);
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  const [purge, setPurge] = useState<{ filter: JobFilter; description: string } | null>(null);
+  const jobs = useJobs({ queue, states: DLQ, type: group?.type, page_token: tokens[tokens.length - 1], page_size: PAGE_SIZE });
+  const invalidate = [keys.deadLetters, keys.jobs, keys.stats, keys.queues];
+  const retry = useAction(
+    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${count(r.count)} jobs`),
+    invalidate,
+  );
+  const retryOne = useAction((id: string) => api<{ job: Job }>('POST', `/jobs/${id}/retry`).then(() => `Retried job ${id}`), invalidate);
+  const purgeAction = useAction(
+    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/purge', { body: { filter } }).then((r) => `Purged ${count(r.count)} jobs`),
+    invalidate,
+  );
+  const outcome = latest(purgeAction.outcome, retry.outcome, retryOne.outcome);
+
+  function chooseQueue(name: string) {
+    setGroup(null);
+    setTokens([]);
+    setSelected(new Set());
+    setSearch(name ? { queue: name } : {});
+  }
+  function chooseGroup(next: DeadLetterGroup | null) {
+    setGroup(next);
+    setTokens([]);
+  }
+  function toggle(id: string, on: boolean) {
+    const next = new Set(selected);
+    if (on) next.add(id);
+    else next.delete(id);
+    setSelected(next);
+  }
+  const allMatching: JobFilter = group ? groupFilter(group) : { queue: queue || undefined, states: [...DLQ] };
+  const scope = group ? `the group "${group.error}" of ${group.queue}` : queue ? `every DLQ job of ${queue}` : 'every DLQ job of every queue';
+  const rows = (jobs.data?.jobs ?? []).filter((job) => !group || errorOf(job) === (group.error ?? ''));
+  const next = jobs.data?.nextPageToken;
+  return (
+    <section>
+      <h1>Dead letters</h1>
+      <label className="inline">
+        Queue{' '}
+        <select value={queue} onChange={(e) => chooseQueue(e.target.value)} data-testid="dlq-queue">
+          <option value="">all queues</option>
+          {(queues.data?.queues ?? []).map((q) => (
+            <option key={q.name} value={q.name}>
+              {q.name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <ActionStatus outcome={outcome} testId="dlq-action-status" />
+      <h2>By error</h2>
+      <ErrorLine error={groups.error} />
+      <Loading when={groups.isPending && !groups.error} />
+      <div className="table-wrap">
+        <table data-testid="dlq-groups">
+          <thead>
+            <tr>
+              <th scope="col">Queue</th>
+              <th scope="col">Type</th>
+              <th scope="col">Error</th>
+              <th scope="col" className="num">Jobs</th>
+              <th scope="col">Newest</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {(groups.data?.groups ?? []).map((g, i) => (
+              <tr key={`${g.queue}|${g.type}|${g.error}`} data-testid="dlq-group" data-index={i} aria-selected={group === g}>
+                <th scope="row">{g.queue}</th>
+                <td>{g.type}</td>
+                <td className="clip" title={g.error}>
+                  {g.error || '(no error text)'}
+                </td>
+                <td className="num" data-testid="dlq-group-count">
+                  {count(g.count)}
+                </td>
+                <td title={g.newestFinishedAt}>{ago(g.newestFinishedAt)}</td>
+                <td className="actions">
+                  <button type="button" onClick={() => chooseGroup(g)} data-testid="dlq-group-show">
+                    Show jobs
+                  </button>
+                  <ActionButton testId="dlq-group-retry" onClick={() => retry.run(groupFilter(g))} disabled={retry.pending}>
+                    Retry all {count(g.count)}
+                  </ActionButton>
+                  <ActionButton
+                    testId="dlq-group-purge"
+                    danger
+                    onClick={() => setPurge({ filter: groupFilter(g), description: `Purge the group "${g.error}" of ${g.queue}.` })}
+                  >
+                    Purge
+                  </ActionButton>
+                </td>
+              </tr>
+            ))}
+            {groups.isSuccess && (groups.data.groups ?? []).length === 0 && (
+              <tr>
+                <td colSpan={6}>The dead-letter queue is empty.</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
+      <h2>
+        Jobs {group ? <>in the group “{group.error}”</> : null}{' '}
+        {group && (
+          <button type="button" className="link-button" onClick={() => chooseGroup(null)} data-testid="dlq-group-clear">
+            show all
+          </button>
+        )}
+      </h2>
+      <div className="actions">
+        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelected(new Set()) })} disabled={selected.size === 0 || retry.pending}>
+          Retry selected ({selected.size})
+        </ActionButton>
+        <ActionButton testId="dlq-retry-all" onClick={() => retry.run(allMatching)} disabled={retry.pending}>
+          Retry all matching
+        </ActionButton>
+        <ActionButton testId="dlq-purge-all" danger onClick={() => setPurge({ filter: allMatching, description: `Purge ${scope}.` })}>
+          Purge all matching
+        </ActionButton>
+      </div>
+      <ErrorLine error={jobs.error} testId="jobs-error" />
+      <div className="table-wrap">
+        <table data-testid="dlq-jobs">
+          <thead>
+            <tr>
+              {canAct && (
+                <th scope="col">
+                  <span className="sr-only">Select</span>
+                </th>
+              )}
+              <th scope="col">Id</th>
+              <th scope="col">Queue</th>
+              <th scope="col">Type</th>
+              <th scope="col">Finished</th>
+              <th scope="col">Last error</th>
+              {canAct && (
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
+              )}
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((job) => (
+              <tr key={job.id} data-testid={`dlq-job-row-${job.id}`}>
+                {canAct && (
+                  <td>
+                    <input
+                      type="checkbox"
+                      checked={selected.has(job.id)}
+                      onChange={(e) => toggle(job.id, e.target.checked)}
+                      aria-label={`Select ${job.id}`}
+                      data-testid="dlq-select"
+                    />
+                  </td>
+                )}
+                <td>
+                  <CopyId id={job.id} to={`/jobs/${job.id}`} testId="job-id" />
+                </td>
+                <td>
+                  <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
+                </td>
+                <td>{job.type}</td>
+                <td title={job.finishedAt}>{ago(job.finishedAt)}</td>
+                <td className="clip" title={job.lastError}>
+                  {errorOf(job)}
+                </td>
+                {canAct && (
+                  <td>
+                    <ActionButton testId="dlq-retry-one" onClick={() => retryOne.run(job.id)} disabled={retryOne.pending}>
+                      Retry
+                    </ActionButton>
+                  </td>
+                )}
+              </tr>
+            ))}
+            {jobs.isSuccess && rows.length === 0 && (
+              <tr>
+                <td colSpan={canAct ? 7 : 5}>{group ? 'No job of this group on this page.' : 'No dead-lettered jobs.'}</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
+      <div className="pager">
+        <button type="button" disabled={tokens.length === 0} onClick={() => setTokens(tokens.slice(0, -1))} data-testid="dlq-prev">
+          Previous
+        </button>
+        <span className="muted">Page {tokens.length + 1}</span>
+        <button type="button" disabled={!next} onClick={() => next && setTokens([...tokens, next])} data-testid="dlq-next">
+          Next
+        </button>
+      </div>
+      {canAct && (
+        <PurgeDialog
+          filter={purge?.filter ?? null}
+          description={purge?.description ?? ''}
+          onConfirm={(filter) => purgeAction.run(filter)}
+          onClose={() => setPurge(null)}
+        />
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,187 @@
+/**
+ * The jobs list: filters (queue, states, type, idempotency key; an id jumps to that job's
+ * page) kept in the URL, pages fetched from the server with page tokens ("Next" pushes the
+ * answer's next_page_token on a stack, "Previous" pops it), full ids with a copy button.
+ */
+import { useState, type FormEvent } from 'react';
+import { Link, useNavigate, useSearchParams } from 'react-router';
+import { CopyId } from '../components/CopyId';
+import { ErrorLine, Loading } from '../components/status';
+import { ago, stateLabel } from '../format';
+import { useJobs, useQueues } from '../queries';
+import { JOB_STATES, type JobState } from '../types';
+
+const PAGE_SIZE = 50;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function Jobs() {
+  const [search, setSearch] = useSearchParams();
+  const navigate = useNavigate();
+  const filter = {
+    queue: search.get('queue') ?? '',
+    states: search.getAll('state') as JobState[],
+    type: search.get('type') ?? '',
+    key: search.get('key') ?? '',
+  };
+  const filterKey = search.toString();
+  const [pages, setPages] = useState<{ filterKey: string; tokens: string[] }>({ filterKey, tokens: [] });
+  // A new filter starts again at the first page.
+  const tokens = pages.filterKey === filterKey ? pages.tokens : [];
+  const jobs = useJobs({
+    queue: filter.queue,
+    states: filter.states,
+    type: filter.type,
+    idempotency_key: filter.key,
+    page_token: tokens[tokens.length - 1],
+    page_size: PAGE_SIZE,
+  });
+  const queues = useQueues();
+  const [form, setForm] = useState({ ...filter, id: '' });
+  const [idError, setIdError] = useState('');
+  // A URL change from outside the form (a link, the back button) shows its filters.
+  const [formKey, setFormKey] = useState(filterKey);
+  if (formKey !== filterKey) {
+    setFormKey(filterKey);
+    setForm({ ...filter, id: '' });
+  }
+
+  function apply(event: FormEvent) {
+    event.preventDefault();
+    const id = form.id.trim();
+    if (id) {
+      if (!UUID.test(id)) {
+        setIdError(`"${id}" is not a job id (a UUID)`);
+        return;
+      }
+      void navigate(`/jobs/${id.toLowerCase()}`);
+      return;
+    }
+    setIdError('');
+    const next = new URLSearchParams();
+    if (form.queue) next.set('queue', form.queue);
+    for (const state of form.states) next.append('state', state);
+    if (form.type.trim()) next.set('type', form.type.trim());
+    if (form.key.trim()) next.set('key', form.key.trim());
+    setSearch(next);
+  }
+  function toggleState(state: JobState, on: boolean) {
+    setForm({ ...form, states: on ? [...form.states, state] : form.states.filter((s) => s !== state) });
+  }
+  const rows = jobs.data?.jobs ?? [];
+  const next = jobs.data?.nextPageToken;
+  return (
+    <section>
+      <h1>Jobs</h1>
+      <form className="filters" onSubmit={apply} data-testid="jobs-filters">
+        <label>
+          Queue
+          <select value={form.queue} onChange={(e) => setForm({ ...form, queue: e.target.value })} data-testid="filter-queue">
+            <option value="">any</option>
+            {(queues.data?.queues ?? []).map((q) => (
+              <option key={q.name} value={q.name}>
+                {q.name}
+              </option>
+            ))}
+            {form.queue && !queues.data?.queues?.some((q) => q.name === form.queue) && <option value={form.queue}>{form.queue}</option>}
+          </select>
+        </label>
+        <fieldset className="states">
+          <legend>States</legend>
+          {JOB_STATES.map((state) => (
+            <label key={state} className="check">
+              <input
+                type="checkbox"
+                checked={form.states.includes(state)}
+                onChange={(e) => toggleState(state, e.target.checked)}
+                data-testid={`filter-state-${state.replace('JOB_STATE_', '').toLowerCase()}`}
+              />
+              {stateLabel(state)}
+            </label>
+          ))}
+        </fieldset>
+        <label>
+          Type
+          <input value={form.type} onChange={(e) => setForm({ ...form, type: e.target.value })} data-testid="filter-type" />
+        </label>
+        <label>
+          Idempotency key
+          <input value={form.key} onChange={(e) => setForm({ ...form, key: e.target.value })} data-testid="filter-key" />
+        </label>
+        <label>
+          Job id
+          <input
+            value={form.id}
+            onChange={(e) => setForm({ ...form, id: e.target.value })}
+            placeholder="opens the job"
+            className="mono"
+            data-testid="filter-id"
+          />
+        </label>
+        <button type="submit" data-testid="filter-apply">
+          Apply
+        </button>
+      </form>
+      {idError && (
+        <p className="error-line" role="alert" data-testid="filter-id-error">
+          {idError}
+        </p>
+      )}
+      <ErrorLine error={jobs.error} />
+      <Loading when={jobs.isPending && !jobs.error} />
+      <div className="table-wrap">
+        <table data-testid="jobs-table">
+          <thead>
+            <tr>
+              <th scope="col">Id</th>
+              <th scope="col">Queue</th>
+              <th scope="col">Type</th>
+              <th scope="col">State</th>
+              <th scope="col" className="num">Attempt</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((job) => (
+              <tr key={job.id} data-testid={`job-row-${job.id}`} data-state={job.state}>
+                <td>
+                  <CopyId id={job.id} to={`/jobs/${job.id}`} testId="job-id" />
+                </td>
+                <td>
+                  <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
+                </td>
+                <td>{job.type}</td>
+                <td>
+                  <span className={`state state-${stateLabel(job.state)}`} data-testid="job-state">
+                    {stateLabel(job.state)}
+                  </span>
+                </td>
+                <td className="num">
+                  {job.attempt ?? 0}/{job.maxAttempts ?? '?'}
+                </td>
+                <td title={job.createdAt}>{ago(job.createdAt)}</td>
+                <td className="clip" title={job.lastError}>
+                  {job.lastError?.split('\n')[0]}
+                </td>
+              </tr>
+            ))}
+            {jobs.isSuccess && rows.length === 0 && (
+              <tr>
+                <td colSpan={7}>No jobs match.</td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </div>
+      <div className="pager">
+        <button type="button" disabled={tokens.length === 0} onClick={() => setPages({ filterKey, tokens: tokens.slice(0, -1) })} data-testid="jobs-prev">
+          Previous
+        </button>
+        <span className="muted">Page {tokens.length + 1}</span>
+        <button type="button" disabled={!next} onClick={() => next && setPages({ filterKey, tokens: [...tokens, next] })} data-testid="jobs-next">
+          Next
+        </button>
+      </div>
+    </section>
+  );
+}

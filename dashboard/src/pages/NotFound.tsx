@@ -1,0 +1,13 @@
+/** Any client route the dashboard does not know. */
+import { Link } from 'react-router';
+
+export function NotFound() {
+  return (
+    <section>
+      <h1>Not found</h1>
+      <p>
+        No such page. <Link to="/">Back to the overview</Link>.
+      </p>
+    </section>
+  );
+}

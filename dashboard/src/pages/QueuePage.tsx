@@ -1,0 +1,178 @@
+/**
+ * One queue: its counts, pause and resume, and its settings, editable by an admin through
+ * PUT /v1/queues/{name} (only the fields shown are sent; the rest keep their values).
+ */
+import { useQuery } from '@tanstack/react-query';
+import { useState, type FormEvent } from 'react';
+import { Link, useParams } from 'react-router';
+import { api } from '../api';
+import { useCanAct } from '../auth';
+import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
+import { count, durationSeconds, toDuration } from '../format';
+import { keys, LIVE_MS, useQueue } from '../queries';
+import type { BackoffKind, Queue, QueueStats } from '../types';
+
+export function QueuePage() {
+  const name = useParams().name ?? '';
+  const queue = useQueue(name);
+  const stats = useQuery({
+    queryKey: [...keys.stats, name],
+    queryFn: ({ signal }) => api<{ stats: QueueStats }>('GET', `/queues/${encodeURIComponent(name)}/stats`, { signal }),
+    refetchInterval: LIVE_MS,
+  });
+  const path = `/queues/${encodeURIComponent(name)}`;
+  const toggle = useAction(
+    (action: 'pause' | 'resume') => api<{ queue: Queue }>('POST', `${path}/${action}`).then((r) => `${r.queue.name} ${r.queue.paused ? 'paused' : 'resumed'}`),
+    [keys.queues, keys.stats],
+  );
+  const save = useAction(
+    (body: Record<string, unknown>) => api<{ queue: Queue }>('PUT', path, { body }).then((r) => `Saved the settings of ${r.queue.name}`),
+    [keys.queues, keys.stats],
+  );
+  const q = queue.data?.queue;
+  const s = stats.data?.stats;
+  return (
+    <section>
+      <p className="crumbs">
+        <Link to="/queues">Queues</Link> /
+      </p>
+      <h1>
+        Queue <span className="mono">{name}</span>{' '}
+        {q && (
+          <span className={`badge ${q.paused ? 'badge-warn' : 'badge-ok'}`} data-testid="queue-state">
+            {q.paused ? 'paused' : 'active'}
+          </span>
+        )}
+      </h1>
+      <ErrorLine error={queue.error} />
+      <Loading when={queue.isPending && !queue.error} />
+      {q && (
+        <div className="actions">
+          {q.paused ? (
+            <ActionButton testId="queue-resume" onClick={() => toggle.run('resume')} disabled={toggle.pending}>
+              Resume
+            </ActionButton>
+          ) : (
+            <ActionButton testId="queue-pause" onClick={() => toggle.run('pause')} disabled={toggle.pending}>
+              Pause
+            </ActionButton>
+          )}
+          <Link to={`/jobs?queue=${encodeURIComponent(name)}`}>Jobs of this queue</Link>
+          <Link to={`/dead-letters?queue=${encodeURIComponent(name)}`}>Dead letters</Link>
+        </div>
+      )}
+      <ActionStatus outcome={toggle.outcome} testId="queue-action-status" />
+      {s && (
+        <dl className="facts" data-testid="queue-counts">
+          {(['pending', 'running', 'waiting', 'completed', 'dlq', 'cancelled'] as const).map((field) => (
+            <div key={field}>
+              <dt>{field === 'dlq' ? 'DLQ' : field}</dt>
+              <dd data-testid={`count-${field}`}>{count(s[field])}</dd>
+            </div>
+          ))}
+        </dl>
+      )}
+      <ErrorLine error={stats.error} testId="stats-error" />
+      {/* Keyed by updatedAt: a change (ours or another operator's) reloads the fields. */}
+      {q && <Settings key={`${q.name}@${q.updatedAt ?? ''}`} queue={q} save={save} />}
+    </section>
+  );
+}
+
+const KINDS: readonly BackoffKind[] = ['BACKOFF_KIND_EXPONENTIAL', 'BACKOFF_KIND_LINEAR', 'BACKOFF_KIND_FIXED'];
+
+/** The form's fields as text (what the inputs hold). */
+function initial(q: Queue) {
+  const text = (v: number | undefined) => (v === undefined ? '' : String(v));
+  return {
+    maxAttempts: text(q.maxAttempts),
+    kind: q.backoff?.kind ?? 'BACKOFF_KIND_EXPONENTIAL',
+    base: text(durationSeconds(q.backoff?.base)),
+    cap: text(durationSeconds(q.backoff?.cap)),
+    jitter: text(q.backoff?.jitter ?? 0),
+    leaseSeconds: text(q.leaseSeconds),
+    maxConcurrency: text(q.maxConcurrency ?? 0),
+    perSecond: text(q.rateLimit?.perSecond ?? 0),
+    burst: text(q.rateLimit?.burst ?? 1),
+    maxConcurrencyPerKey: text(q.maxConcurrencyPerKey ?? 0),
+  };
+}
+
+type Fields = ReturnType<typeof initial>;
+
+function Settings({ queue, save }: { queue: Queue; save: ReturnType<typeof useAction<Record<string, unknown>>> }) {
+  const canAct = useCanAct();
+  const [fields, setFields] = useState<Fields>(() => initial(queue));
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    if (!canAct) return;
+    const int = (v: string) => (v.trim() === '' ? undefined : Math.trunc(Number(v)));
+    const real = (v: string) => (v.trim() === '' ? undefined : Number(v));
+    const base = real(fields.base);
+    const cap = real(fields.cap);
+    save.run({
+      maxAttempts: int(fields.maxAttempts),
+      backoff: {
+        kind: fields.kind,
+        base: base === undefined ? undefined : toDuration(base),
+        cap: cap === undefined ? undefined : toDuration(cap),
+        jitter: real(fields.jitter) ?? 0,
+      },
+      leaseSeconds: int(fields.leaseSeconds),
+      maxConcurrency: int(fields.maxConcurrency),
+      rateLimit: { perSecond: real(fields.perSecond) ?? 0, burst: int(fields.burst) ?? 1 },
+      maxConcurrencyPerKey: int(fields.maxConcurrencyPerKey),
+    });
+  }
+  const field = (key: keyof Fields, label: string, props: { step?: string; min?: string; max?: string; hint?: string } = {}) => (
+    <label>
+      {label}
+      <input
+        type="number"
+        inputMode="decimal"
+        value={fields[key]}
+        step={props.step ?? '1'}
+        min={props.min ?? '0'}
+        max={props.max}
+        onChange={(e) => setFields({ ...fields, [key]: e.target.value })}
+        data-testid={`setting-${key}`}
+      />
+      {props.hint && <small className="muted">{props.hint}</small>}
+    </label>
+  );
+  return (
+    <form className="settings" onSubmit={submit} data-testid="queue-settings">
+      <h2>Settings</h2>
+      <fieldset disabled={!canAct || save.pending}>
+        <legend className="sr-only">Queue settings</legend>
+        <div className="grid">
+          {field('maxAttempts', 'Max attempts', { min: '1' })}
+          {field('leaseSeconds', 'Lease (seconds)', { min: '1' })}
+          {field('maxConcurrency', 'Max concurrency', { hint: '0 = unlimited' })}
+          {field('maxConcurrencyPerKey', 'Max concurrency per key', { hint: '0 = no per-key limit' })}
+          {field('perSecond', 'Rate limit (starts/s)', { step: 'any', hint: '0 = no limit' })}
+          {field('burst', 'Rate burst', { min: '1' })}
+          <label>
+            Backoff kind
+            <select value={fields.kind} onChange={(e) => setFields({ ...fields, kind: e.target.value as BackoffKind })} data-testid="setting-kind">
+              {KINDS.map((kind) => (
+                <option key={kind} value={kind}>
+                  {kind.replace('BACKOFF_KIND_', '').toLowerCase()}
+                </option>
+              ))}
+            </select>
+          </label>
+          {field('base', 'Backoff base (s)', { step: 'any' })}
+          {field('cap', 'Backoff cap (s)', { step: 'any' })}
+          {field('jitter', 'Backoff jitter (0..1)', { step: 'any', max: '1' })}
+        </div>
+      </fieldset>
+      {canAct && (
+        <button type="submit" disabled={save.pending} data-testid="queue-save" data-action="">
+          Save settings
+        </button>
+      )}
+      <ActionStatus outcome={save.outcome} testId="queue-save-status" />
+    </form>
+  );
+}

@@ -1,0 +1,100 @@
+/**
+ * The read queries the pages share, with their keys (actions invalidate by these prefixes).
+ * Live views poll every LIVE_MS; every list asks for at most 100 rows (no full scans).
+ */
+import { useQuery } from '@tanstack/react-query';
+import { api } from './api';
+import type { DeadLetterGroup, GetJobResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
+
+/** How often live views refresh. */
+export const LIVE_MS = 2000;
+/** The largest page the dashboard asks for. */
+export const MAX_PAGE = 100;
+
+export const keys = {
+  queues: ['queues'] as const,
+  queue: (name: string) => ['queues', name] as const,
+  stats: ['queue-stats'] as const,
+  series: (queue: string) => ['queue-series', queue] as const,
+  jobs: ['jobs'] as const,
+  job: (id: string) => ['job', id] as const,
+  deadLetters: ['dead-letters'] as const,
+  workers: ['workers'] as const,
+  schedules: ['schedules'] as const,
+};
+
+export function useQueues() {
+  return useQuery({
+    queryKey: keys.queues,
+    queryFn: ({ signal }) => api<{ queues?: Queue[] }>('GET', '/queues', { signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+
+export function useQueue(name: string) {
+  return useQuery({
+    queryKey: keys.queue(name),
+    queryFn: ({ signal }) => api<{ queue: Queue }>('GET', `/queues/${encodeURIComponent(name)}`, { signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+
+export function useQueueStats() {
+  return useQuery({
+    queryKey: keys.stats,
+    queryFn: ({ signal }) => api<{ stats?: QueueStats[] }>('GET', '/queue-stats', { signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+
+/** The last hour per minute, of one queue or ('') all queues summed. */
+export function useQueueSeries(queue: string) {
+  return useQuery({
+    queryKey: keys.series(queue),
+    queryFn: ({ signal }) => api<{ points?: SeriesPoint[] }>('GET', '/queue-series', { query: { queue, minutes: 60 }, signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+
+/** One page of jobs; `params` are ListJobs' query parameters. */
+export function useJobs(params: { queue?: string; states?: readonly string[]; type?: string; idempotency_key?: string; page_token?: string; page_size: number }) {
+  return useQuery({
+    queryKey: [...keys.jobs, params],
+    queryFn: ({ signal }) => api<ListJobsResponse>('GET', '/jobs', { query: { ...params, page_size: Math.min(params.page_size, MAX_PAGE) }, signal }),
+    refetchInterval: LIVE_MS,
+    placeholderData: (previous) => previous,
+  });
+}
+
+export function useJob(id: string) {
+  return useQuery({
+    queryKey: keys.job(id),
+    queryFn: ({ signal }) => api<GetJobResponse>('GET', `/jobs/${encodeURIComponent(id)}`, { signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+
+export function useDeadLetters(queue: string) {
+  return useQuery({
+    queryKey: [...keys.deadLetters, queue],
+    queryFn: ({ signal }) => api<{ groups?: DeadLetterGroup[] }>('GET', '/dead-letters', { query: { queue }, signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+
+export function useWorkers() {
+  return useQuery({
+    queryKey: keys.workers,
+    queryFn: ({ signal }) => api<{ workers?: Worker[] }>('GET', '/workers', { signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+
+export function useSchedules() {
+  return useQuery({
+    queryKey: keys.schedules,
+    queryFn: ({ signal }) => api<{ schedules?: Schedule[] }>('GET', '/schedules', { signal }),
+    refetchInterval: LIVE_MS,
+  });
+}
+

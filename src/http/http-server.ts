@@ -1,0 +1,343 @@
+import { existsSync } from 'node:fs';
+import type { Server as TlsServer, SecureContextOptions } from 'node:tls';
+import { fileURLToPath } from 'node:url';
+import { status as grpcStatus, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import fastifyStatic from '@fastify/static';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { DescMethod, JsonObject, JsonValue } from '@bufbuild/protobuf';
+import { invalidArgument, isUnavailable, unavailable } from '../domain/errors.js';
+import type { Logger } from '../logger.js';
+import type { ServerMetrics } from '../telemetry/metrics.js';
+import { STATUS_HTTP, toServiceError } from '../grpc/status.js';
+import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
+import { openApiDocument, type OpenApiRoute } from './openapi.js';
+import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
+import { HTTP_ROUTES, HTTP_ROUTES_PENDING, routerPath, type HttpRoute } from './routes.js';
+
+/**
+ * The HTTP port (docs/api.md "HTTP"): the JSON API under /v1, the dashboard at / (built
+ * into dist/dashboard; any other GET that is not a file gets its index.html, so client
+ * routes survive a reload), /healthz (the process is up), /readyz (the services are in),
+ * /metrics (Prometheus) and /openapi.json. Fastify 5.
+ *
+ * Every /v1 route runs the gRPC handler of its RPC in process (./invoke.ts): the server
+ * binds this port right after the gRPC port, before the database is reached, and answers
+ * 503 UNAVAILABLE until `ready()` hands it the same implementations the gRPC server swaps
+ * in. Errors are `{ code, message }` with the HTTP status of src/grpc/status.ts's
+ * STATUS_HTTP; anything unexpected is logged with its detail and answered 500 INTERNAL.
+ */
+
+/** The TLS of the gRPC port, as this port uses it (src/server/tls.ts's ReloadingServerCredentials). */
+export interface HttpTls {
+  httpsOptions(): SecureContextOptions & { requestCert: boolean; rejectUnauthorized: boolean };
+  onReload(listener: (options: SecureContextOptions) => void): () => void;
+}
+
+/** What HttpServer.start needs. */
+export interface HttpServerOptions {
+  host: string;
+  port: number;
+  logger: Logger;
+  /** The gRPC services' definitions: which RPCs exist (a pending route whose method is absent is skipped). */
+  definitions: readonly ServiceDefinition[];
+  /** Largest accepted request body in bytes (the gRPC message limit). */
+  bodyLimit: number;
+  /** TLS as on the gRPC port; null: plain HTTP. */
+  tls: HttpTls | null;
+  /** The API version in /openapi.json. */
+  version: string;
+  /** The built dashboard's folder; default: dist/dashboard beside the modules. */
+  dashboardDir?: string | null;
+}
+
+/** A route ready to serve: its row, its RPC's descriptor and its service definition's (de)serializers. */
+interface BoundRoute {
+  route: HttpRoute;
+  desc: DescMethod;
+  /** The key of the method in its service definition and implementation ("getJob"). */
+  key: string;
+  serviceIndex: number;
+  requestDeserialize: (bytes: Buffer) => unknown;
+  responseSerialize: (value: unknown) => Buffer;
+}
+
+/** How long close() lets requests in flight end on their own before cutting them. */
+const HTTP_SHUTDOWN_GRACE_MS = 1000;
+
+/**
+ * The built dashboard: run from source (tsx, tests), the checkout's build folder
+ * (src/http -> dist/dashboard); compiled, beside the modules (dist/src/http ->
+ * dist/dashboard). A build has assets/; the dashboard's sources (dashboard/) do not.
+ */
+function dashboardDirDefault(): string | null {
+  for (const rel of ['../../dist/dashboard/', '../../dashboard/']) {
+    const dir = fileURLToPath(new URL(rel, import.meta.url));
+    if (existsSync(`${dir}index.html`) && existsSync(`${dir}assets`)) return dir;
+  }
+  return null;
+}
+
+/** The HTTP port's server. */
+export class HttpServer {
+  private implementations: readonly UntypedServiceImplementation[] | null = null;
+  private metrics: ServerMetrics | null = null;
+  private readonly inFlight = new Set<AbortController>();
+  private unsubscribeTls: (() => void) | null = null;
+  private openApi: Record<string, unknown> | null = null;
+
+  private constructor(
+    private readonly app: FastifyInstance,
+    private readonly routes: readonly BoundRoute[],
+    private readonly logger: Logger,
+    readonly port: number,
+    private readonly version: string,
+  ) {}
+
+  /**
+   * Binds the port and serves (503 on /v1 until ready()). A taken port, or one that may
+   * not be bound, fails with one line ("cannot listen on HTTP 127.0.0.1:8080: the address
+   * is already in use").
+   */
+  static async start(opts: HttpServerOptions): Promise<HttpServer> {
+    const logger = opts.logger;
+    const routes = routesBind(opts.definitions, logger);
+    const tls = opts.tls;
+    const app = Fastify({
+      logger: false,
+      bodyLimit: opts.bodyLimit,
+      ...(tls ? { https: tls.httpsOptions() } : {}),
+    }) as unknown as FastifyInstance;
+    const dashboardDir = opts.dashboardDir === undefined ? dashboardDirDefault() : opts.dashboardDir;
+    let self: HttpServer | null = null;
+    const server = () => {
+      if (!self) throw unavailable('the server is starting');
+      return self;
+    };
+
+    // JSON bodies: an empty body is an empty message; any content type is read as JSON (curl -d).
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+      const text = String(body);
+      if (text.trim() === '') return done(null, undefined);
+      try {
+        done(null, JSON.parse(text) as unknown);
+      } catch (err) {
+        done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`), undefined);
+      }
+    });
+
+    app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, request, reply) => {
+      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+        // A transport limit, as grpc-js refuses an oversized message; 413, not 429: retrying will not help.
+        return reply.code(413).send({ code: 'RESOURCE_EXHAUSTED', message: `the request body is over ${opts.bodyLimit} bytes` });
+      }
+      if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+        return reply.code(400).send({ code: 'INVALID_ARGUMENT', message: err.message.split('\n')[0] });
+      }
+      return errorSend(reply, err, logger, { url: request.url });
+    });
+
+    for (const bound of routes) {
+      app.route({
+        method: bound.route.method,
+        url: routerPath(bound.route.path),
+        handler: async (request, reply) => server().handle(bound, request, reply),
+      });
+    }
+
+    app.get('/healthz', async (_req, reply) => reply.type('text/plain').send('ok\n'));
+    app.get('/readyz', async (_req, reply) =>
+      self?.implementations ? reply.type('text/plain').send('ready\n') : reply.code(503).type('text/plain').send('not ready\n'),
+    );
+    app.get('/metrics', async (_req, reply) => {
+      const metrics = self?.metrics;
+      if (!metrics) return reply.code(503).type('text/plain').send('not ready\n');
+      try {
+        const text = await metrics.registry.metrics();
+        return reply.type(metrics.registry.contentType).send(text);
+      } catch (err) {
+        logger[isUnavailable(err) ? 'debug' : 'error']({ err }, 'metrics collection failed');
+        return reply.code(500).type('text/plain').send('metrics collection failed\n');
+      }
+    });
+    app.get('/openapi.json', async (_req, reply) => reply.send(server().openApiDoc()));
+
+    if (dashboardDir) await app.register(fastifyStatic, { root: dashboardDir, prefix: '/', wildcard: true });
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?')[0] ?? '/';
+      const api = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/.test(path);
+      const file = /\/[^/]*\.[^/]*$/.test(path);
+      if (request.method === 'GET' && !api && !file && dashboardDir) return reply.type('text/html').sendFile('index.html');
+      if (request.method === 'GET' && !api && !dashboardDir) {
+        return reply.code(404).type('text/plain').send('the dashboard is not built: run npm run build\n');
+      }
+      return reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${path}` });
+    });
+
+    try {
+      await app.listen({ host: opts.host, port: opts.port });
+    } catch (err) {
+      const reason = LISTEN_ERRORS[(err as NodeJS.ErrnoException).code ?? ''] ?? (err as Error).message;
+      await app.close().catch(() => undefined);
+      throw new Error(`cannot listen on HTTP ${opts.host}:${opts.port}: ${reason}`, { cause: err });
+    }
+    const address = app.server.address();
+    const port = typeof address === 'object' && address ? address.port : opts.port;
+    self = new HttpServer(app, routes, logger, port, opts.version);
+    if (tls) {
+      self.unsubscribeTls = tls.onReload((options) => (app.server as unknown as TlsServer).setSecureContext(options));
+    }
+    if (!dashboardDir) logger.warn('the dashboard is not built (npm run build): / answers 404');
+    return self;
+  }
+
+  /** The services are in: /v1 calls run the handlers, /readyz says ready, /metrics serves `metrics`. */
+  ready(implementations: readonly UntypedServiceImplementation[], metrics: ServerMetrics): void {
+    this.implementations = implementations;
+    this.metrics = metrics;
+  }
+
+  /** Shutdown has begun: /v1 answers 503 and /readyz not ready (requests in flight go on). */
+  notReady(): void {
+    this.implementations = null;
+  }
+
+  /** Stops taking connections, lets requests in flight end for a grace second, then cuts them. */
+  async close(): Promise<void> {
+    this.notReady();
+    this.unsubscribeTls?.();
+    const timer = setTimeout(() => {
+      for (const ac of this.inFlight) ac.abort();
+      this.app.server.closeAllConnections();
+    }, HTTP_SHUTDOWN_GRACE_MS);
+    try {
+      await this.app.close();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The OpenAPI document of the routes served (built once). */
+  private openApiDoc(): Record<string, unknown> {
+    this.openApi ??= openApiDocument(
+      this.routes.map((r): OpenApiRoute => ({ route: r.route, method: r.desc })),
+      { version: this.version },
+    );
+    return this.openApi;
+  }
+
+  /** One /v1 request: JSON in, the RPC's handler, JSON out. */
+  private async handle(bound: BoundRoute, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const implementations = this.implementations;
+    if (!implementations) return errorSend(reply, unavailable('the server is starting or stopping'), this.logger, {});
+    const handler = implementations[bound.serviceIndex]?.[bound.key] as UnaryHandler | undefined;
+    if (!handler) return errorSend(reply, new Error(`no handler for ${bound.route.rpc}`), this.logger, {});
+    const ac = new AbortController();
+    this.inFlight.add(ac);
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) ac.abort();
+    });
+    try {
+      const bytes = jsonToBytes(bound.desc.input, requestJson(bound, request));
+      const req = bound.requestDeserialize(Buffer.from(bytes));
+      const header = request.headers.authorization;
+      const res = await invokeUnary(handler, req, {
+        authorization: Array.isArray(header) ? header[0] : header,
+        peer: `${request.ip}:${request.socket.remotePort ?? 0}`,
+        signal: ac.signal,
+      });
+      const json = bytesToJson(bound.desc.output, bound.responseSerialize(res));
+      const created = bound.route.created === 'always' || (bound.route.created === 'field' && (res as { created?: boolean }).created === true);
+      return reply.code(created ? 201 : 200).send(json);
+    } catch (err) {
+      return errorSend(reply, err, this.logger, { method: bound.route.rpc });
+    } finally {
+      this.inFlight.delete(ac);
+    }
+  }
+}
+
+/**
+ * The request JSON of a call: the body (whole, or as one field), then the header, path and
+ * query values; a body value that disagrees with a header or path value is refused.
+ */
+function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
+  const { route, desc } = bound;
+  const body = request.body as JsonValue | undefined;
+  if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) {
+    throw invalidArgument('the request body must be a JSON object');
+  }
+  let json: JsonObject;
+  if (route.body === 'whole') json = { ...(body ?? {}) };
+  else if (route.body === 'none') {
+    if (body && Object.keys(body).length > 0) throw invalidArgument(`${route.method} ${route.path} takes no body`);
+    json = {};
+  } else json = body ? { [route.body.field]: { ...body } } : {};
+  const query = queryToJson(desc.input, request.query as Record<string, string | string[]>);
+  for (const [key, value] of Object.entries(query)) jsonFieldSet(desc.input, json, key, value, 'query');
+  for (const [header, field] of Object.entries(route.headers ?? {})) {
+    const value = request.headers[header];
+    if (typeof value === 'string') jsonFieldSet(desc.input, json, field, value, `${header} header`);
+  }
+  const params = request.params as Record<string, string>;
+  for (const [param, field] of Object.entries(route.pathParams ?? {})) {
+    jsonFieldSet(desc.input, json, field, params[param] ?? '', `path`);
+  }
+  return json;
+}
+
+/** Answers an error: `{ code, message }` with the HTTP status of its gRPC code (STATUS_HTTP). */
+function errorSend(reply: FastifyReply, err: unknown, logger: Logger, context: Record<string, unknown>): FastifyReply {
+  let code: number;
+  let message: string;
+  if (err instanceof RpcStatusError) {
+    code = err.code;
+    message = err.details;
+  } else {
+    // Domain errors keep their code and line; anything else is logged and answered INTERNAL.
+    const status = toServiceError(err, logger, context);
+    code = status.code ?? grpcStatus.INTERNAL;
+    message = status.details ?? 'internal error';
+  }
+  const entry = STATUS_HTTP[code as keyof typeof STATUS_HTTP] ?? { name: 'INTERNAL', http: 500 };
+  return reply.code(entry.http).send({ code: entry.name, message });
+}
+
+/**
+ * Binds the route table to the service definitions. A row of HTTP_ROUTES whose RPC is
+ * missing is a bug (thrown); a row of HTTP_ROUTES_PENDING whose RPC is not generated yet is
+ * skipped with a debug line.
+ */
+function routesBind(definitions: readonly ServiceDefinition[], logger: Logger): BoundRoute[] {
+  const out: BoundRoute[] = [];
+  const rows: [HttpRoute, boolean][] = [...HTTP_ROUTES.map((r): [HttpRoute, boolean] => [r, false]), ...HTTP_ROUTES_PENDING.map((r): [HttpRoute, boolean] => [r, true])];
+  for (const [route, pending] of rows) {
+    const desc = methodDescriptor(route.rpc);
+    const hit = definitions
+      .flatMap((definition, serviceIndex) => Object.entries(definition).map(([key, def]) => ({ key, serviceIndex, def })))
+      .find((m) => m.def.path === route.rpc);
+    if (!desc || !hit) {
+      if (pending) {
+        logger.debug({ rpc: route.rpc, path: route.path }, 'HTTP route skipped: its RPC is not in the generated code yet');
+        continue;
+      }
+      throw new Error(`HTTP route ${route.method} ${route.path}: ${route.rpc} is not a method of the services (src/http/routes.ts)`);
+    }
+    if (hit.def.requestStream || hit.def.responseStream) throw new Error(`HTTP route ${route.path}: ${route.rpc} is not unary`);
+    out.push({
+      route,
+      desc,
+      key: hit.key,
+      serviceIndex: hit.serviceIndex,
+      requestDeserialize: hit.def.requestDeserialize as (bytes: Buffer) => unknown,
+      responseSerialize: hit.def.responseSerialize as (value: unknown) => Buffer,
+    });
+  }
+  return out;
+}
+
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'the address is already in use',
+  EACCES: 'permission denied',
+  EADDRNOTAVAIL: 'the address is not available on this machine',
+};

@@ -1,0 +1,37 @@
+import { compileErrors, validate } from '@readme/openapi-parser';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { methodDescriptor } from '../../src/http/proto-json.js';
+import { HTTP_ROUTES, HTTP_ROUTES_PENDING } from '../../src/http/routes.js';
+import { httpSetup } from './http-setup.js';
+
+/**
+ * /openapi.json is a valid OpenAPI 3.1 document (@readme/openapi-parser), generated from
+ * the route table: every route is in it with its method, and a pending route is in it
+ * exactly when its RPC is in the generated code.
+ */
+
+let api: Awaited<ReturnType<typeof httpSetup>>['api'];
+beforeAll(async () => {
+  ({ api } = await httpSetup());
+});
+
+describe('/openapi.json', () => {
+  it('validates and lists every route of the table', async () => {
+    const res = await api('GET', '/openapi.json');
+    expect(res.status).toBe(200);
+    const doc = res.body as { openapi: string; paths: Record<string, Record<string, { operationId: string }>> };
+    expect(doc.openapi).toBe('3.1.0');
+    const result = await validate(structuredClone(doc) as never);
+    expect(result.valid, result.valid ? '' : compileErrors(result)).toBe(true);
+
+    for (const route of HTTP_ROUTES) expect(doc.paths[route.path]?.[route.method.toLowerCase()], `${route.method} ${route.path}`).toBeDefined();
+    for (const route of HTTP_ROUTES_PENDING) {
+      const served = doc.paths[route.path]?.[route.method.toLowerCase()] !== undefined;
+      expect(served, `${route.method} ${route.path}`).toBe(methodDescriptor(route.rpc) !== undefined);
+    }
+    // Schemas come from the descriptors: the job's int64 fields are strings, its states named.
+    const job = (doc as unknown as { components: { schemas: Record<string, { properties: Record<string, Record<string, unknown>> }> } }).components.schemas['evora.v1.Job'];
+    expect(job?.properties.state).toMatchObject({ type: 'string' });
+    expect((job?.properties.state?.enum as string[])).toContain('JOB_STATE_DLQ');
+  });
+});

@@ -1,0 +1,50 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { httpSetup } from './http-setup.js';
+
+/**
+ * The HTTP port's other answers: the dashboard at / (its built files, and index.html for
+ * any client route), /healthz, /readyz and /metrics; /v1 paths never fall back to the page.
+ */
+
+const ROOT = join(import.meta.dirname, '../..');
+const DASHBOARD = join(ROOT, 'dist/dashboard');
+let api: Awaited<ReturnType<typeof httpSetup>>['api'];
+beforeAll(async () => {
+  // The server serves the built dashboard (dist/dashboard); build it once if it is not there.
+  if (!existsSync(join(DASHBOARD, 'index.html'))) execFileSync('npm', ['run', 'build:dashboard'], { cwd: ROOT, stdio: 'ignore' });
+  ({ api } = await httpSetup());
+}, 180_000);
+
+describe('the dashboard', () => {
+  it('/ and any client route answer index.html; a built asset is served; a missing file is 404', async () => {
+    const root = await api('GET', '/');
+    expect(root.status).toBe(200);
+    expect(root.headers.get('content-type')).toMatch(/text\/html/);
+    expect(root.text).toMatch(/<div id="root">/);
+    const route = await api('GET', '/jobs/0b7e0c54-0000-4000-8000-000000000000');
+    expect(route.status).toBe(200);
+    expect(route.text).toBe(root.text);
+    const asset = readdirSync(join(DASHBOARD, 'assets')).find((f) => f.endsWith('.js'));
+    const js = await api('GET', `/assets/${asset}`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get('content-type')).toMatch(/javascript/);
+    expect((await api('GET', '/assets/missing.js')).status).toBe(404);
+    const v1 = await api('GET', '/v1/unknown');
+    expect(v1.status).toBe(404);
+    expect(v1.body).toMatchObject({ code: 'NOT_FOUND' });
+  });
+});
+
+describe('health and metrics', () => {
+  it('/healthz, /readyz, /metrics', async () => {
+    expect((await api('GET', '/healthz')).status).toBe(200);
+    const ready = await api('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    const metrics = await api('GET', '/metrics');
+    expect(metrics.status).toBe(200);
+    expect(metrics.text).toMatch(/^# HELP evora_/m);
+  });
+});

@@ -28,12 +28,12 @@ async function seed(sql: pg.Pool): Promise<{ parentId: string; someId: string }>
   const client = await sql.connect();
   try {
     await client.query('SET session_replication_role = replica');
-    await client.query(`INSERT INTO evora.queues (name) SELECT 'q' || i FROM generate_series(0, 9) i ON CONFLICT DO NOTHING`);
+    await client.query(`INSERT INTO evora.queues (name) SELECT 'q' || i FROM generate_series(0, 9) i UNION ALL SELECT 'q-none' ON CONFLICT DO NOTHING`);
     // State by position: 88% COMPLETED, 5% DLQ, 3% PENDING, 2% CANCELLED, 1% RUNNING, 1% WAITING.
     await client.query(
       `INSERT INTO evora.jobs (queue, type, state, max_attempts, attempt, lease_token, locked_until, worker_id, started_at,
                                finished_at, last_error, idempotency_key, result, created_at, run_at)
-       SELECT 'q' || (i % 10), 'type' || (i % 7), s.state, 5,
+       SELECT 'q' || ((i / 100) % 10), 'type' || (i % 7), s.state, 5,
               CASE WHEN s.state IN ('PENDING', 'WAITING') THEN 0 ELSE 1 END,
               CASE WHEN s.state IN ('PENDING', 'WAITING') THEN NULL ELSE gen_random_uuid() END,
               CASE WHEN s.state = 'RUNNING' THEN now() + interval '30 s' END,
@@ -82,6 +82,7 @@ function reads(s: { parentId: string; someId: string }): [string, string, Record
     ['ListJobs by queue', 'jobList', list({ queue: 'q3' })],
     ['ListJobs by state (DLQ, every queue)', 'jobList', list({ states: ['DLQ'] })],
     ['ListJobs by queue and state (the dead letters of a queue)', 'jobList', list({ queue: 'q3', states: ['DLQ'] })],
+    ['ListJobs by queue and state, a queue without dead letters', 'jobList', list({ queue: 'q-none', states: ['DLQ'] })],
     ['ListJobs by queue and a rare state (WAITING)', 'jobList', list({ queue: 'q3', states: ['WAITING'] })],
     ['ListJobs by type', 'jobList', list({ type: 'type2' })],
     ['ListJobs by idempotency key (no queue)', 'jobList', list({ idempotencyKey: 'key-500000' })],
@@ -89,6 +90,7 @@ function reads(s: { parentId: string; someId: string }): [string, string, Record
     ['GetJob', 'jobGet', { id: s.someId }],
     ['GetJob: its dependents', 'jobDependentsList', { id: s.parentId, limit: 1000 }],
     ['ListDeadLetterGroups of a queue', 'jobDeadLetterGroups', { queue: 'q3', scanLimit: 10_000, limit: 50 }],
+    ['ListDeadLetterGroups of a queue without dead letters', 'jobDeadLetterGroups', { queue: 'q-none', scanLimit: 10_000, limit: 50 }],
     ['ListDeadLetterGroups of every queue', 'jobDeadLetterGroups', { queue: null, scanLimit: 10_000, limit: 50 }],
     [
       'RetryJobs dry run of one error group (the count before "retry all in this group")',
@@ -137,7 +139,7 @@ try {
   await migrate(url.toString());
   const started = Date.now();
   const s = await seed(sql);
-  const version = (await sql.query<{ v: string }>('SHOW server_version')).rows[0]!.v;
+  const version = (await sql.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
   const counts = await sql.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM evora.jobs GROUP BY state ORDER BY n DESC');
   console.log(`PostgreSQL ${version}; ${JOBS.toLocaleString('en')} jobs in 10 queues (${counts.rows.map((r) => `${r.state} ${r.n}`).join(', ')}), seeded in ${Math.round((Date.now() - started) / 1000)} s\n`);
   for (const [title, name, params] of reads(s)) {

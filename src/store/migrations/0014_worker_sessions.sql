@@ -34,6 +34,10 @@ CREATE FUNCTION evora.error_group(last_error text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN coalesce(left(split_part(last_error, E'\n', 1), 200), '');
 
--- Dead letters of every queue newest first (ListDeadLetterGroups without a queue walks this;
--- with a queue it walks jobs_finished_idx). Only DLQ rows are in it.
+-- Dead letters, the dashboard's most read filter. Only DLQ rows are in these (a job pays
+-- for them when it is dead-lettered, and not before): ListDeadLetterGroups of every queue
+-- walks jobs_dlq_idx newest first (of one queue: jobs_finished_idx); ListJobs of a queue's
+-- DLQ walks jobs_dlq_queue_idx in id order (its page order) instead of walking the queue's
+-- every job backwards through the primary key.
 CREATE INDEX jobs_dlq_idx ON evora.jobs (finished_at) WHERE state = 'DLQ';
+CREATE INDEX jobs_dlq_queue_idx ON evora.jobs (queue, id) WHERE state = 'DLQ';

@@ -34,10 +34,10 @@ CREATE FUNCTION evora.error_group(last_error text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN coalesce(left(split_part(last_error, E'\n', 1), 200), '');
 
--- Dead letters, the dashboard's most read filter. Only DLQ rows are in these (a job pays
--- for them when it is dead-lettered, and not before): ListDeadLetterGroups of every queue
--- walks jobs_dlq_idx newest first (of one queue: jobs_finished_idx); ListJobs of a queue's
--- DLQ walks jobs_dlq_queue_idx in id order (its page order) instead of walking the queue's
--- every job backwards through the primary key.
-CREATE INDEX jobs_dlq_idx ON evora.jobs (finished_at) WHERE state = 'DLQ';
+-- Dead letters, the dashboard's most read filter, in id order (creation order: the page order
+-- of ListJobs). Only DLQ rows are in these: a job pays for them when it is dead-lettered, not
+-- before. ListJobs of DLQ jobs walks jobs_dlq_idx (every queue) or jobs_dlq_queue_idx (one
+-- queue) instead of the primary key through every job; ListDeadLetterGroups walks the same
+-- ones for its newest 10,000.
+CREATE INDEX jobs_dlq_idx ON evora.jobs (id) WHERE state = 'DLQ';
 CREATE INDEX jobs_dlq_queue_idx ON evora.jobs (queue, id) WHERE state = 'DLQ';

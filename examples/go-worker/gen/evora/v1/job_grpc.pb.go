@@ -93,7 +93,8 @@ type JobServiceClient interface {
 	// first line of last_error, at most 200 characters), largest group first: what an
 	// operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
 	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
-	// jobs (of the queue, or of all queues when queue is empty) are grouped; the response's
+	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
 	// truncated says when there were more, so counts cover only the newest ones. A token
 	// limited to queues must name one of them in queue.
 	ListDeadLetterGroups(ctx context.Context, in *ListDeadLetterGroupsRequest, opts ...grpc.CallOption) (*ListDeadLetterGroupsResponse, error)
@@ -269,7 +270,8 @@ type JobServiceServer interface {
 	// first line of last_error, at most 200 characters), largest group first: what an
 	// operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
 	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
-	// jobs (of the queue, or of all queues when queue is empty) are grouped; the response's
+	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
 	// truncated says when there were more, so counts cover only the newest ones. A token
 	// limited to queues must name one of them in queue.
 	ListDeadLetterGroups(context.Context, *ListDeadLetterGroupsRequest) (*ListDeadLetterGroupsResponse, error)

@@ -194,7 +194,8 @@ class JobServiceServicer:
         first line of last_error, at most 200 characters), largest group first: what an
         operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
         JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
-        jobs (of the queue, or of all queues when queue is empty) are grouped; the response's
+        jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+        grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
         truncated says when there were more, so counts cover only the newest ones. A token
         limited to queues must name one of them in queue.
         """

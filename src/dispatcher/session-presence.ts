@@ -1,3 +1,4 @@
+import { isUnavailable } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import type { WorkerSessionWrite } from '../store/worker-sessions.js';
@@ -22,9 +23,9 @@ export const SESSION_SYNC_INTERVAL_MS = 5_000;
  * whole cluster. Not leader-only: every server runs its own. One loop: a sync (one batched
  * statement: upsert the open sessions with last_seen_at = now, delete this server's other
  * rows) every intervalMs, and soon after a session opens (`kick`); a closed session's row is
- * deleted at once (`closed`). A database outage does not end the loop: the first failure is
- * logged at warn, the rest at debug until a sync succeeds again. `stop` ends the loop and
- * deletes this server's rows (a server that dies instead leaves rows that go stale after
+ * deleted at once (`closed`). A database outage does not end the loop (it syncs again at the
+ * next tick); it is logged at debug, as the store's availability tracker logs the outage.
+ * `stop` ends the loop and deletes this server's rows (a server that dies instead leaves rows that go stale after
  * 30 s: reads ignore them, the leader's pruner deletes them).
  */
 export class SessionPresence {
@@ -71,7 +72,8 @@ export class SessionPresence {
     try {
       await this.store.workerSessionSync({ serverId: this.opts.serverId, serverAddress: this.opts.serverAddress, sessions: [] });
     } catch (err) {
-      this.logger.warn({ err }, "could not delete this server's worker sessions; they go stale in 30 s");
+      const level = isUnavailable(err) ? 'debug' : 'warn';
+      this.logger[level]({ err }, "could not delete this server's worker sessions; they go stale in 30 s");
     }
   }
 
@@ -119,8 +121,12 @@ export class SessionPresence {
     }
   }
 
+  /**
+   * A database outage is logged at debug (the store's availability tracker says it once for
+   * the whole server); any other failure at warn, once until a sync succeeds again.
+   */
   private failed(err: unknown): void {
-    if (this.failing) {
+    if (this.failing || isUnavailable(err)) {
       this.logger.debug({ err }, 'worker sessions not recorded');
       return;
     }

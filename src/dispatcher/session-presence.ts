@@ -25,8 +25,8 @@ export const SESSION_SYNC_INTERVAL_MS = 5_000;
  * rows) every intervalMs, and soon after a session opens (`kick`); a closed session's row is
  * deleted at once (`closed`). A database outage does not end the loop (it syncs again at the
  * next tick); it is logged at debug, as the store's availability tracker logs the outage.
- * `stop` ends the loop and deletes this server's rows (a server that dies instead leaves rows that go stale after
- * 30 s: reads ignore them, the leader's pruner deletes them).
+ * `stop` ends the loop and deletes this server's rows (a server that dies instead leaves
+ * rows that go stale after 30 s: reads ignore them, the leader's pruner deletes them).
  */
 export class SessionPresence {
   private readonly controller = new AbortController();

@@ -6,7 +6,7 @@ import { JobFilter, JobState, SubmitJobRequest } from '../../src/gen/evora/v1/jo
 import { EvoraClient, EvoraWorker, NonRetryableError } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { call, clientsFor, serverSetup, type Clients } from '../helpers/server-setup.js';
-import { bearer, tokenInsert } from '../helpers/tokens.js';
+import { bearer, tokenInsert, type TestToken } from '../helpers/tokens.js';
 import { waitFor } from '../helpers/wait.js';
 import type { EvoraServer } from '../../src/server/server.js';
 
@@ -245,7 +245,7 @@ describe('GetCaller', () => {
         ['viewer', TokenRole.TOKEN_ROLE_VIEWER],
         ['admin', TokenRole.TOKEN_ROLE_ADMIN],
       ] as const;
-      const made = [];
+      const made: TestToken[] = [];
       for (const [role] of roles) made.push(await tokenInsert(databaseUrl, { role, name: `caller-${role}`, queues: role === 'viewer' ? ['billing.*'] : [] }));
       await waitFor(
         async () => {
@@ -271,12 +271,19 @@ describe('GetCaller', () => {
       }
       // A scoped viewer: ListWorkers and the series answer only its queues; dead letters need one.
       const viewer = made[2]!;
+      const inScope = new EvoraWorker({ address, workerId: 'scoped-in', queues: ['billing.x'], slots: 1, token: made[3]!.secret });
+      const outOfScope = new EvoraWorker({ address, workerId: 'scoped-out', queues: ['other'], slots: 1, token: made[3]!.secret });
+      workers.push(inScope, outOfScope);
+      for (const w of [inScope, outOfScope]) w.handle('t', async () => ({}));
+      await Promise.all([inScope.start(), outOfScope.start()]);
       const scoped = clientsFor(address);
       try {
-        const workersOf = await new Promise<number>((resolve, reject) =>
-          scoped.workers.listWorkers({ queue: '' }, bearer(viewer), (err, res) => (err ? reject(err) : resolve(res.workers.length))),
-        );
-        expect(workersOf).toBe(0);
+        const listWorkers = (md: grpc.Metadata) =>
+          new Promise<string[]>((resolve, reject) =>
+            scoped.workers.listWorkers({ queue: '' }, md, (err, res) => (err ? reject(err) : resolve(res.workers.map((w) => w.workerId)))),
+          );
+        await waitFor(async () => (await listWorkers(bearer(made[3]!))).length === 2, { what: 'both workers recorded' });
+        expect(await listWorkers(bearer(viewer))).toEqual(['scoped-in']);
         await expect(
           new Promise((resolve, reject) => scoped.jobs.listDeadLetterGroups({ queue: '', limit: 0 }, bearer(viewer), (err, res) => (err ? reject(err) : resolve(res)))),
         ).rejects.toMatchObject({ code: grpc.status.PERMISSION_DENIED });

@@ -93,18 +93,27 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
     // Eight days on, the history is past its 7-day retention (but the open batch's events hold it back).
     jobPrune: { limit: 1000, now: new Date(now.getTime() + 8 * 86_400_000) },
     jobGet: { id: seed.pendingId },
-    jobList: { queue: QUEUE, states: ['PENDING'], type: null, afterId: null, limit: 51 },
+    jobList: { queue: QUEUE, states: ['PENDING'], type: null, idempotencyKey: null, afterId: null, limit: 51 },
     jobCancel: { id: seed.pendingId, now: null, actorKind: 'anonymous', actorTokenId: null, actorName: '' },
     jobRetry: { id: seed.pendingId, now: null, actorKind: 'anonymous', actorTokenId: null, actorName: '' },
     jobRetryMany: {
-      queue: QUEUE, states: ['DLQ', 'CANCELLED'], type: null, finishedBefore: null, ids: null, cutoff: null, limit: 500, now: null,
+      queue: QUEUE, states: ['DLQ', 'CANCELLED'], type: null, errorGroup: null, finishedBefore: null, ids: null, cutoff: null, limit: 500, now: null,
       auditTarget: QUEUE, auditChange: '{}', actorKind: 'anonymous', actorTokenId: null, actorName: '',
     },
     jobPurgeMany: {
-      queue: QUEUE, states: ['COMPLETED'], type: null, finishedBefore: null, ids: null, cutoff: null, limit: 500, now: null,
+      queue: QUEUE, states: ['COMPLETED'], type: null, errorGroup: null, finishedBefore: null, ids: null, cutoff: null, limit: 500, now: null,
       auditTarget: QUEUE, auditChange: '{}', actorKind: 'anonymous', actorTokenId: null, actorName: '',
     },
-    jobCountMany: { queue: QUEUE, states: ['COMPLETED'], type: null, finishedBefore: null, ids: null, projectedOnly: true, retryOnly: false },
+    jobCountMany: { queue: QUEUE, states: ['COMPLETED'], type: null, errorGroup: null, finishedBefore: null, ids: null, projectedOnly: true, retryOnly: false },
+    jobDeadLetterGroups: { queue: QUEUE, scanLimit: 10_000, limit: 50 },
+    jobDependentsList: { id: seed.pendingId, limit: 1000 },
+    workerSessionSync: {
+      serverId: uuidv7(), serverAddress: '127.0.0.1:50051', sessionIds: [uuidv7()], workerIds: [WORKER], queues: [QUEUE], jobTypes: [''],
+      slots: [10], heldJobs: [0], freeSlots: [10], connectedAts: [now], now: null,
+    },
+    workerSessionDelete: { sessionIds: [uuidv7()] },
+    workerSessionList: { queues: null, staleSeconds: 30, now: null },
+    workerSessionPrune: { staleSeconds: 30, now: null },
     jobInsertGraph: {
       ids: newIds, queues: many(QUEUE), types: many('noop'), payloads: many('{}'), priorities: many(0), runAts: many(null),
       idempotencyKeys: many(null), maxAttempts: many(null), policies: many(null), states: many('PENDING'), parentIds: many(null),

@@ -265,7 +265,7 @@ export function statsDetails(s: QueueStats): string {
     ['run p50/p95/p99', `${ms(s.run.p50Ms)} / ${ms(s.run.p95Ms)} / ${ms(s.run.p99Ms)}`],
     ['last 60m', `${s.submitted60m} submitted, ${s.completed60m} completed, ${s.failed60m} failed, ${s.deadLettered60m} dead-lettered`],
     ['failure rate', `${(s.failureRate * 100).toFixed(1)}%`],
-    ['workers (this server)', `${s.connectedWorkers}, ${s.freeSlots} free slots`],
+    ['workers (all servers)', `${s.connectedWorkers}, ${s.freeSlots} free slots`],
     ['events not yet counted', String(s.outboxLagEvents)],
   ]);
 }

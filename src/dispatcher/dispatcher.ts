@@ -33,6 +33,7 @@ import { isUnavailable } from '../domain/errors.js';
  * one place).
  */
 
+import { SessionPresence, type SessionPresenceOptions } from './session-presence.js';
 export { WorkerSession } from './session.js';
 export type { HeldLease, SessionMessage, SessionState } from './session.js';
 export type { ClaimerState } from './queue-claimer.js';
@@ -68,6 +69,11 @@ export interface DispatcherOptions {
   progressFlushMs?: number;
   /** Told of claims, pushes and finished writes (for metrics and logs). */
   observer?: DispatcherObserver;
+  /**
+   * Records this server's sessions in the shared worker-session table (ListWorkers, stats
+   * across servers) while polling; unset: not recorded (a dispatcher of a test).
+   */
+  presence?: SessionPresenceOptions;
 }
 
 /** What the dispatcher reports as it works; every method is optional. */
@@ -118,6 +124,8 @@ export class Dispatcher {
   private readonly stopping = new AbortController();
   private readonly claimerHost: ClaimerHost;
   private pollTimer: NodeJS.Timeout | null = null;
+  /** This server's sessions in the shared table (null: not recorded). */
+  private readonly presence: SessionPresence | null;
   private _state: DispatcherState = 'ready';
   /** Why drainAll asked the workers to drain (told to sessions opened after it, too). */
   private drainReason: DrainReason = 'server_shutdown';
@@ -141,6 +149,7 @@ export class Dispatcher {
       claimed: (queue, asked, got, ms) => opts.observer?.claimed?.(queue, asked, got, ms),
       logger: opts.logger,
     };
+    this.presence = opts.presence ? new SessionPresence(store, opts.logger, opts.presence, () => this.sessions) : null;
   }
 
   /** Where the dispatcher is (see DispatcherState). */
@@ -154,6 +163,15 @@ export class Dispatcher {
     this.to('polling');
     this.pollTimer = setInterval(() => this.poll(), this.opts.pollIntervalMs);
     this.pollTimer.unref();
+    this.presence?.start();
+  }
+
+  /**
+   * Shutdown, after drainAll and once the streams ended: stops recording the sessions and
+   * deletes this server's rows of the shared table. Safe to call twice.
+   */
+  async close(): Promise<void> {
+    await this.presence?.stop();
   }
 
   // ----- wake-ups -----------------------------------------------------------------------
@@ -254,6 +272,7 @@ export class Dispatcher {
       q.sessions.add(session);
       q.wake();
     }
+    this.presence?.kick();
     return session;
   }
 
@@ -264,6 +283,7 @@ export class Dispatcher {
   sessionClose(session: WorkerSession): void {
     if (!session.close()) return;
     this.sessions.delete(session);
+    this.presence?.closed(session);
     for (const name of session.queues) {
       const q = this.queues.get(name)?.get(session.typesKey);
       if (!q) continue;

@@ -57,6 +57,8 @@ export const SESSION_TRANSITIONS: Transitions<SessionState> = {
  */
 export class WorkerSession {
   readonly id = randomUUID();
+  /** When the stream opened (ListWorkers.connected_at). */
+  readonly connectedAt = new Date();
   /**
    * Jobs pushed and not yet finished (nor expired), by job id. Change it only through
    * hold(), extend(), drop() and dropExpired().

@@ -28,7 +28,9 @@ export type Permission =
   | 'schedule.read'
   | 'schedule.manage'
   | 'token.manage'
-  | 'audit.read';
+  | 'audit.read'
+  /** Who am I (GetCaller): every role has it. */
+  | 'caller.read';
 
 const ALL_PERMISSIONS: readonly Permission[] = [
   'job.submit',
@@ -41,13 +43,14 @@ const ALL_PERMISSIONS: readonly Permission[] = [
   'schedule.manage',
   'token.manage',
   'audit.read',
+  'caller.read',
 ];
 
 /** The permissions of each role: the table auth.proto's comment lists, and nothing more. */
 export const ROLE_PERMISSIONS: Readonly<Record<TokenRole, ReadonlySet<Permission>>> = {
-  producer: new Set<Permission>(['job.submit', 'job.read']),
-  worker: new Set<Permission>(['work', 'job.submit']),
-  viewer: new Set<Permission>(['job.read', 'queue.read', 'schedule.read']),
+  producer: new Set<Permission>(['job.submit', 'job.read', 'caller.read']),
+  worker: new Set<Permission>(['work', 'job.submit', 'caller.read']),
+  viewer: new Set<Permission>(['job.read', 'queue.read', 'schedule.read', 'caller.read']),
   admin: new Set<Permission>(ALL_PERMISSIONS),
 };
 

@@ -143,6 +143,8 @@ export interface JobListParams {
   queue?: string | null;
   states?: JobState[] | null;
   type?: string | null;
+  /** Exact idempotency key; null or empty: any. */
+  idempotencyKey?: string | null;
   limit: number;
   /** Keyset cursor: the id of the last job of the previous page. */
   afterId?: string | null;
@@ -188,10 +190,41 @@ export interface JobBulkFilter {
   queue: string | null;
   states: JobState[];
   type: string | null;
+  /** Only jobs whose error group (evora.error_group of last_error) is this; null or absent: any. */
+  errorGroup?: string | null;
   /** Only jobs that finished before this time. */
   finishedBefore: Date | null;
   /** Only these jobs. */
   ids: string[] | null;
+}
+
+/**
+ * Dead-lettered jobs of one queue and type sharing an error group (ListDeadLetterGroups):
+ * `error` is the group key, the first line of last_error cut to 200 characters ('' when none),
+ * the value JobBulkFilter.errorGroup takes to act on the group.
+ */
+export interface DeadLetterGroup {
+  queue: string;
+  type: string;
+  error: string;
+  count: number;
+  newestFinishedAt: Date;
+}
+
+/** One live worker session of some server (ListWorkers; 0014_worker_sessions.sql). */
+export interface WorkerSessionInfo {
+  sessionId: string;
+  workerId: string;
+  serverId: string;
+  serverAddress: string;
+  queues: string[];
+  /** Empty: any type. */
+  jobTypes: string[];
+  slots: number;
+  heldJobs: number;
+  freeSlots: number;
+  connectedAt: Date;
+  lastSeenAt: Date;
 }
 
 // Progress and checkpoints, and attempt history (docs/api.md).

@@ -198,9 +198,29 @@ export interface BulkFilterInput {
   queue: string;
   states: (JobState | null)[];
   type: string;
+  /** The error group to match (evora.error_group); undefined: any. */
+  errorGroup?: string | undefined;
   finishedBefore: Date | undefined;
   ids: string[];
 }
+
+/** Longest error group (ListDeadLetterGroups' key): the first line of last_error, cut to this. */
+export const MAX_ERROR_GROUP_LENGTH = 200;
+
+/** An error group to match: at most MAX_ERROR_GROUP_LENGTH characters, one line ('' = jobs without an error). */
+export function checkErrorGroup(field: string, value: string): string {
+  if ([...value].length > MAX_ERROR_GROUP_LENGTH) throw invalidArgument(`${field} is longer than ${MAX_ERROR_GROUP_LENGTH} characters (no error group is)`);
+  if (value.includes('\n')) throw invalidArgument(`${field} is more than one line (an error group is the first line of the error)`);
+  return value;
+}
+
+/** ListDeadLetterGroups' limit: groups per answer (0 = DEFAULT_DEAD_LETTER_GROUPS). */
+export const DEFAULT_DEAD_LETTER_GROUPS = 50;
+export const MAX_DEAD_LETTER_GROUPS = 200;
+
+/** GetQueueSeries' window in minutes (0 = DEFAULT_SERIES_MINUTES). */
+export const DEFAULT_SERIES_MINUTES = 60;
+export const MAX_SERIES_MINUTES = 1440;
 
 /**
  * The filter of a bulk operator action (RetryJobs may touch `allowed` = DLQ and CANCELLED,
@@ -209,8 +229,9 @@ export interface BulkFilterInput {
  * naming it; so are a bad id, queue or type. Unset states become `allowed`.
  */
 export function checkBulkFilter(action: 'retried' | 'purged', input: BulkFilterInput, allowed: readonly JobState[]): JobBulkFilter {
-  const empty = !input.queue && input.states.length === 0 && !input.type && !input.finishedBefore && input.ids.length === 0;
-  if (empty) throw invalidArgument('a filter is required (queue, states, type, finished_before or ids)');
+  const empty =
+    !input.queue && input.states.length === 0 && !input.type && input.errorGroup === undefined && !input.finishedBefore && input.ids.length === 0;
+  if (empty) throw invalidArgument('a filter is required (queue, states, type, error_group, finished_before or ids)');
   const states = input.states.map((s, i) => {
     if (!s) throw invalidArgument(`filter.states[${i}] is not a known state`);
     if (!allowed.includes(s)) throw invalidArgument(`filter.states: ${s} jobs cannot be ${action} (only ${allowed.join(', ')})`);
@@ -222,6 +243,7 @@ export function checkBulkFilter(action: 'retried' | 'purged', input: BulkFilterI
     queue: input.queue ? checkName('filter.queue', input.queue) : null,
     states: states.length > 0 ? [...new Set(states)] : [...allowed],
     type: input.type ? checkName('filter.type', input.type) : null,
+    errorGroup: input.errorGroup === undefined ? null : checkErrorGroup('filter.error_group', input.errorGroup),
     finishedBefore: checkDate('filter.finished_before', input.finishedBefore) ?? null,
     ids: input.ids.length > 0 ? [...new Set(input.ids)] : null,
   };

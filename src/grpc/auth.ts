@@ -24,6 +24,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   '/evora.v1.JobService/RetryJob': 'job.manage',
   '/evora.v1.JobService/RetryJobs': 'job.manage',
   '/evora.v1.JobService/PurgeJobs': 'job.manage',
+  '/evora.v1.JobService/ListDeadLetterGroups': 'job.read',
   '/evora.v1.WorkerService/Work': 'work',
   '/evora.v1.WorkerService/ClaimJobs': 'work',
   '/evora.v1.WorkerService/ExtendLease': 'work',
@@ -31,10 +32,12 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   '/evora.v1.WorkerService/FailJob': 'work',
   '/evora.v1.WorkerService/SnoozeJob': 'work',
   '/evora.v1.WorkerService/ReportProgress': 'work',
+  '/evora.v1.WorkerService/ListWorkers': 'queue.read',
   '/evora.v1.QueueService/GetQueue': 'queue.read',
   '/evora.v1.QueueService/ListQueues': 'queue.read',
   '/evora.v1.QueueService/GetQueueStats': 'queue.read',
   '/evora.v1.QueueService/ListQueueStats': 'queue.read',
+  '/evora.v1.QueueService/GetQueueSeries': 'queue.read',
   '/evora.v1.QueueService/UpsertQueue': 'queue.manage',
   '/evora.v1.QueueService/PauseQueue': 'queue.manage',
   '/evora.v1.QueueService/ResumeQueue': 'queue.manage',
@@ -48,6 +51,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   '/evora.v1.TokenService/CreateToken': 'token.manage',
   '/evora.v1.TokenService/ListTokens': 'token.manage',
   '/evora.v1.TokenService/RevokeToken': 'token.manage',
+  '/evora.v1.TokenService/GetCaller': 'caller.read',
   '/evora.v1.AuditService/ListAuditEvents': 'audit.read',
 };
 

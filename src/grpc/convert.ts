@@ -1,18 +1,20 @@
-import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as PbJob, type JobAttempt as PbJobAttempt, type JobProgress as PbJobProgress } from '../gen/evora/v1/job.js';
-import { BackoffKind as PbBackoffKind, type Queue as PbQueue } from '../gen/evora/v1/queue.js';
-import { AckResult as PbAckResult, CancelReason as PbCancelReason, DrainReason as PbDrainReason, LeaseLostReason as PbLeaseLostReason, type LeasedJob, type ReportProgressRequest, type WorkerProgress } from '../gen/evora/v1/worker.js';
+import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as PbJob, type DeadLetterGroup as PbDeadLetterGroup, type JobAttempt as PbJobAttempt, type JobProgress as PbJobProgress } from '../gen/evora/v1/job.js';
+import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueSeriesPoint } from '../gen/evora/v1/queue.js';
+import { AckResult as PbAckResult, CancelReason as PbCancelReason, DrainReason as PbDrainReason, LeaseLostReason as PbLeaseLostReason, type LeasedJob, type ReportProgressRequest, type WorkerInfo, type WorkerProgress } from '../gen/evora/v1/worker.js';
 import type { AckResult, CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
-import type { AttemptOutcome, Job, JobAttempt, JobProgress, JobState } from '../domain/job.js';
+import type { AttemptOutcome, DeadLetterGroup, Job, JobAttempt, JobProgress, JobState, WorkerSessionInfo } from '../domain/job.js';
+import type { SeriesPoint } from '../telemetry/projection.js';
 import type { BackoffKind, Queue } from '../domain/queue.js';
 import type { ProgressInput } from '../domain/validate.js';
-import type { ApiToken, PrincipalKind, TokenRole } from '../domain/auth.js';
+import type { ApiToken, Principal, PrincipalKind, TokenRole } from '../domain/auth.js';
 import type { AuditAction, AuditEvent } from '../domain/audit.js';
 import {
   AuditAction as PbAuditAction,
   AuditActorKind as PbAuditActorKind,
   TokenRole as PbTokenRole,
   type AuditEvent as PbAuditEvent,
+  type GetCallerResponse,
   type Token as PbToken,
 } from '../gen/evora/v1/auth.js';
 
@@ -200,6 +202,57 @@ export function queueToPb(q: Queue): PbQueue {
     dlqRetention: secondsToDuration(q.dlqRetentionSeconds ?? 0),
     attemptTimeout: q.attemptTimeoutSeconds === null ? undefined : secondsToDuration(q.attemptTimeoutSeconds),
     rateLimit: q.rateLimit ? { perSecond: q.rateLimit.perSecond, burst: q.rateLimit.burst } : undefined,
+  };
+}
+
+/** A series minute as the proto message (a percentile without data is 0). */
+export function seriesPointToPb(p: SeriesPoint): QueueSeriesPoint {
+  return {
+    minute: p.minute,
+    submitted: p.submitted,
+    completed: p.completed,
+    failed: p.failed,
+    deadLettered: p.deadLettered,
+    waitP50Ms: p.waitMs.p50 ?? 0,
+    waitP95Ms: p.waitMs.p95 ?? 0,
+    waitP99Ms: p.waitMs.p99 ?? 0,
+    runP50Ms: p.runMs.p50 ?? 0,
+    runP95Ms: p.runMs.p95 ?? 0,
+    runP99Ms: p.runMs.p99 ?? 0,
+  };
+}
+
+/** A dead-letter group as the proto message. */
+export function deadLetterGroupToPb(g: DeadLetterGroup): PbDeadLetterGroup {
+  return { queue: g.queue, type: g.type, error: g.error, count: g.count, newestFinishedAt: g.newestFinishedAt };
+}
+
+/** A live worker session as the proto message. */
+export function workerInfoToPb(w: WorkerSessionInfo): WorkerInfo {
+  return {
+    workerId: w.workerId,
+    sessionId: w.sessionId,
+    serverId: w.serverId,
+    serverAddress: w.serverAddress,
+    queues: w.queues,
+    jobTypes: w.jobTypes,
+    slots: w.slots,
+    heldJobs: w.heldJobs,
+    connectedAt: w.connectedAt,
+    lastSeenAt: w.lastSeenAt,
+  };
+}
+
+/** The caller as GetCaller answers: its token's details, or none (auth off, database). */
+export function callerToPb(p: Principal, authOn: boolean): GetCallerResponse {
+  return {
+    authOn,
+    kind: AUDIT_ACTOR_KIND_TO_PB[p.kind],
+    name: p.name,
+    role: TOKEN_ROLE_TO_PB[p.role],
+    queues: [...p.queues],
+    tokenId: p.tokenId ?? '',
+    expiresAt: p.expiresAt ?? undefined,
   };
 }
 

@@ -1,7 +1,9 @@
 import { failedPrecondition, invalidArgument } from '../domain/errors.js';
 import { FINISHED_STATES, RETRYABLE_STATES, type JobBackoff, type JobBulkFilter, type JobState, type JobSubmitInput } from '../domain/job.js';
 import {
+  DEFAULT_DEAD_LETTER_GROUPS,
   DEFAULT_PAGE_SIZE,
+  MAX_DEAD_LETTER_GROUPS,
   MAX_BATCH,
   MAX_PAGE_SIZE,
   checkDate,
@@ -23,7 +25,7 @@ import {
 } from '../domain/validate.js';
 import { JobServiceService, type JobFilter, type JobServiceServer, type SubmitJobRequest } from '../gen/evora/v1/job.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
-import { attemptToPb, backoffKindFromPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
+import { attemptToPb, backoffKindFromPb, deadLetterGroupToPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { jobScopeCheck, scopeCheck, scopeCheckFilter } from './auth.js';
 import { unary } from './unary.js';
@@ -64,6 +66,7 @@ function bulkFilter(action: 'retried' | 'purged', filter: JobFilter | undefined,
       queue: filter?.queue ?? '',
       states: (filter?.states ?? []).map((s) => jobStateFromPb(s) ?? null),
       type: filter?.type ?? '',
+      errorGroup: filter?.errorGroup,
       finishedBefore: filter?.finishedBefore,
       ids: filter?.ids ?? [],
     },
@@ -124,7 +127,8 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     getJob: unary(deps, M.getJob.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
       scopeCheck(principal, M.getJob.path, [job.queue]);
-      return { job: jobToPb(job), attempts: (await store.jobAttempts({ id: job.id })).map(attemptToPb) };
+      const [attempts, dependents] = await Promise.all([store.jobAttempts({ id: job.id }), store.jobDependents({ id: job.id })]);
+      return { job: jobToPb(job), attempts: attempts.map(attemptToPb), dependents };
     }),
     listJobAttempts: unary(deps, M.listJobAttempts.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
@@ -143,10 +147,18 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
         queue: req.queue ? checkName('queue', req.queue) : null,
         states: states as JobState[],
         type: req.type ? checkName('type', req.type) : null,
+        idempotencyKey: req.idempotencyKey ? checkIdempotencyKey(req.idempotencyKey) : null,
         limit,
         afterId: pageTokenDecode(req.pageToken),
       });
       return { jobs: page.jobs.map(jobToPb), nextPageToken: pageTokenEncode(page.nextAfterId) };
+    }),
+    listDeadLetterGroups: unary(deps, M.listDeadLetterGroups.path, async (req, _call, principal) => {
+      const queue = req.queue ? checkName('queue', req.queue) : null;
+      scopeCheckFilter(principal, M.listDeadLetterGroups.path, queue);
+      const limit = req.limit === 0 ? DEFAULT_DEAD_LETTER_GROUPS : checkIntRange('limit', req.limit, 1, MAX_DEAD_LETTER_GROUPS);
+      const { groups, truncated } = await store.jobDeadLetterGroups({ queue, limit });
+      return { groups: groups.map(deadLetterGroupToPb), truncated };
     }),
     cancelJob: unary(deps, M.cancelJob.path, async (req, _call, principal) => {
       const id = checkUuid('id', req.id);

@@ -1,9 +1,11 @@
 import { invalidArgument } from '../domain/errors.js';
-import { checkIntRange, checkName, checkRateLimit, checkRetentionSeconds, checkTimeoutSeconds } from '../domain/validate.js';
+import { DEFAULT_SERIES_MINUTES, MAX_SERIES_MINUTES, checkIntRange, checkName, checkRateLimit, checkRetentionSeconds, checkTimeoutSeconds } from '../domain/validate.js';
+import { queueInScope, scoped } from '../domain/auth.js';
+import type { WorkerSessionInfo } from '../domain/job.js';
 import { QueueServiceService, type QueueServiceServer, type QueueStats } from '../gen/evora/v1/queue.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
-import { telemetryStats, type QueueTelemetry } from '../telemetry/projection.js';
-import { backoffKindFromPb, durationToSeconds, queueToPb } from './convert.js';
+import { telemetrySeries, telemetryStats, type QueueTelemetry } from '../telemetry/projection.js';
+import { backoffKindFromPb, durationToSeconds, queueToPb, seriesPointToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { scopeCheck, scopeFilter } from './auth.js';
 import { unary } from './unary.js';
@@ -39,25 +41,49 @@ function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { worke
   };
 }
 
+/** Sessions (of every server) taking jobs from `queue`, and their free slots. */
+function queueWorkers(sessions: readonly WorkerSessionInfo[], queue: string): { workers: number; freeSlots: number } {
+  const of = sessions.filter((s) => s.queues.includes(queue));
+  return { workers: of.length, freeSlots: of.reduce((n, s) => n + s.freeSlots, 0) };
+}
+
 /** QueueService: operators configure, pause and resume queues, and read their stats. */
 export function queueService(deps: ServiceDeps): QueueServiceServer {
-  const { store, logger, telemetry, dispatcher } = deps;
+  const { store, logger, telemetry } = deps;
   const M = QueueServiceService;
   return {
     getQueueStats: unary(deps, M.getQueueStats.path, async (req, _call, principal) => {
       const name = checkName('name', req.name);
       scopeCheck(principal, M.getQueueStats.path, [name]);
       const queue = await store.queueGet({ name });
-      const [[stats], lag] = await Promise.all([telemetryStats(telemetry, { queues: [queue.name] }), store.outboxLag()]);
-      return { stats: queueStatsToPb(queue.name, stats ?? null, dispatcher.queueWorkers(queue.name), lag.events) };
+      const [[stats], lag, sessions] = await Promise.all([
+        telemetryStats(telemetry, { queues: [queue.name] }),
+        store.outboxLag(),
+        store.workerSessionList({ queues: [queue.name] }),
+      ]);
+      return { stats: queueStatsToPb(queue.name, stats ?? null, queueWorkers(sessions, queue.name), lag.events) };
     }),
     listQueueStats: unary(deps, M.listQueueStats.path, async (_req, _call, principal) => {
-      const [queueList, all, lag] = await Promise.all([store.queueList(), telemetryStats(telemetry, { queues: null }), store.outboxLag()]);
+      const [queueList, all, lag, sessions] = await Promise.all([
+        store.queueList(),
+        telemetryStats(telemetry, { queues: null }),
+        store.outboxLag(),
+        store.workerSessionList({ queues: null }),
+      ]);
       const queues = scopeFilter(principal, queueList, (q) => q.name);
       const byName = new Map(all.map((s) => [s.queue, s]));
       return {
-        stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, dispatcher.queueWorkers(q.name), lag.events)),
+        stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, queueWorkers(sessions, q.name), lag.events)),
       };
+    }),
+    getQueueSeries: unary(deps, M.getQueueSeries.path, async (req, _call, principal) => {
+      const queue = req.queue ? checkName('queue', req.queue) : null;
+      const minutes = req.minutes === 0 ? DEFAULT_SERIES_MINUTES : checkIntRange('minutes', req.minutes, 1, MAX_SERIES_MINUTES);
+      if (queue) scopeCheck(principal, M.getQueueSeries.path, [queue]);
+      // Every queue summed: a token limited to queues sums only its own.
+      const include = !queue && scoped(principal) ? (q: string) => queueInScope(principal.queues, q) : undefined;
+      const points = await telemetrySeries(telemetry, { queues: queue ? [queue] : null, minutes, include });
+      return { points: points.map(seriesPointToPb) };
     }),
     upsertQueue: unary(deps, M.upsertQueue.path, async (req, _call, principal) => {
       const name = checkName('name', req.name);

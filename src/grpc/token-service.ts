@@ -2,7 +2,7 @@ import { tokenIssue } from '../auth/token-issue.js';
 import { auditActor } from '../domain/audit.js';
 import { checkTokenRef } from '../domain/validate-admin.js';
 import { TokenServiceService as M, type TokenServiceServer } from '../gen/evora/v1/auth.js';
-import { durationToSeconds, tokenRoleFromPb, tokenToPb } from './convert.js';
+import { callerToPb, durationToSeconds, tokenRoleFromPb, tokenToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import { unary } from './unary.js';
 
@@ -31,6 +31,7 @@ export function tokenService(deps: ServiceDeps): TokenServiceServer {
     listTokens: unary(deps, M.listTokens.path, async (req) => ({
       tokens: (await store.tokenList({ includeRevoked: req.includeRevoked })).map(tokenToPb),
     })),
+    getCaller: unary(deps, M.getCaller.path, async (_req, _call, principal) => callerToPb(principal, deps.auth.authOn)),
     revokeToken: unary(deps, M.revokeToken.path, async (req, _call, principal) => {
       const ref = checkTokenRef(req.token);
       const actor = auditActor(principal);

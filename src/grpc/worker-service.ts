@@ -3,10 +3,11 @@ import { failedPrecondition, invalidArgument } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
 import { checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
 import { WorkerServiceService, type WorkerServiceServer } from '../gen/evora/v1/worker.js';
-import { durationToSeconds, jobToPb, leasedJobToPb, progressInput } from './convert.js';
+import { durationToSeconds, jobToPb, leasedJobToPb, progressInput, workerInfoToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
 import type { Principal } from '../domain/auth.js';
 import { authRefusalLog, callAuthenticate, jobScopeCheck, methodAuthorize, scopeCheck } from './auth.js';
+import { queueInScope, scoped } from '../domain/auth.js';
 import { toServiceError } from './status.js';
 import { unary } from './unary.js';
 import { WorkStream, type WorkStreamDeps } from './work-stream.js';
@@ -95,6 +96,14 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const out = await dispatcher.fail(null, { ...lease, error: req.error.slice(0, 10_000), retryable: !req.nonRetryable, retryAt });
       if (!out.accepted) throw leaseLost();
       return { job: out.job ? jobToPb(out.job) : undefined };
+    }),
+    listWorkers: unary(deps, M.listWorkers.path, async (req, _call, principal) => {
+      const queue = req.queue ? checkName('queue', req.queue) : null;
+      if (queue) scopeCheck(principal, M.listWorkers.path, [queue]);
+      const sessions = await store.workerSessionList({ queues: queue ? [queue] : null });
+      // A token limited to queues sees the sessions that take one of its queues.
+      const visible = scoped(principal) ? sessions.filter((s) => s.queues.some((q) => queueInScope(principal.queues, q))) : sessions;
+      return { workers: visible.map(workerInfoToPb) };
     }),
     reportProgress: unary(deps, M.reportProgress.path, async (req, _call, principal) => {
       const report = checkProgressReport(progressInput(req), maxPayloadBytes, new Date());

@@ -11,12 +11,16 @@ export interface PruneSummary {
   batches: number;
   /** Non-zero counts per queue and state. */
   counts: PruneCount[];
+  /** Worker sessions of dead servers deleted (stale rows of evora.worker_sessions). */
+  staleSessions: number;
 }
 
 /**
  * Retention (leader-only: the maintainer runs it on the elected process, like the sweeper):
  * deletes COMPLETED, CANCELLED and DLQ jobs once their queue's retention for that state has
  * passed since they finished (`evora.queues.*_retention_seconds`; null = kept forever).
+ * Each run also deletes the worker sessions of servers that stopped recording them (died)
+ * more than 30 s ago (0014_worker_sessions.sql).
  *
  * What must stay true:
  * - only finished jobs are deleted, and never one whose events telemetry has not projected
@@ -63,7 +67,10 @@ export class Pruner extends PeriodicService {
    * make jobs old instead of waiting.
    */
   async runOnce(signal: AbortSignal, params: { now?: Date } = {}): Promise<PruneSummary> {
-    const summary: PruneSummary = { pruned: 0, batches: 0, counts: [] };
+    const summary: PruneSummary = { pruned: 0, batches: 0, counts: [], staleSessions: 0 };
+    // Dead servers' worker sessions (not seen for 30 s): one short statement.
+    summary.staleSessions = await this.opts.store.workerSessionPrune({ now: params.now });
+    if (summary.staleSessions > 0) this.logger.info({ sessions: summary.staleSessions }, 'worker sessions of servers not heard from deleted');
     const byKey = new Map<string, PruneCount>();
     while (!signal.aborted) {
       const counts = await this.opts.store.jobPrune({ limit: this.batchSize, now: params.now });

@@ -147,6 +147,8 @@ export interface ListJobsFilter {
   /** One state or several ('DLQ', ['PENDING', 'RUNNING']); case-insensitive. */
   states?: JobStateName | JobStateName[] | string | string[];
   type?: string;
+  /** Only the job with this idempotency key (exact match). */
+  idempotencyKey?: string;
 }
 
 // ----- bulk operator actions: types ---------------------------------------------------
@@ -309,6 +311,7 @@ export class EvoraClient {
       type: filter.type ?? '',
       pageSize: filter.pageSize ?? 0,
       pageToken: filter.pageToken ?? '',
+      idempotencyKey: filter.idempotencyKey ?? '',
     };
     const res = await this.unary<ListJobsResponse>('ListJobs', (md, o, cb) => this.jobs.listJobs(req, md, o, cb), opts);
     return { jobs: res.jobs.map((j) => jobFromPb(j)), nextPageToken: res.nextPageToken || null };

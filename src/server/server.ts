@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -92,6 +93,8 @@ export class ServerStartAbortedError extends Error {
 export interface EvoraServer {
   /** host:port the gRPC server is bound to. */
   address: string;
+  /** This server process's id (a UUID made at start): WorkerInfo.server_id of its sessions. */
+  serverId: string;
   port: number;
   /** The HTTP port's base URL ("http://127.0.0.1:8080"), or null when it is off (EVORA_HTTP_PORT=0). */
   httpUrl: string | null;
@@ -221,6 +224,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       });
     }
     const httpUrl = parts.http ? `${parts.tls ? 'https' : 'http'}://${urlHost(config.host)}:${parts.http.port}` : null;
+    const serverId = randomUUID();
     opts.onListening?.(address);
 
     let databaseUrl = config.databaseUrl;
@@ -286,7 +290,13 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
 
     const metrics = new ServerMetrics({ store });
     const jobObserver = new JobObserver(metrics, logger.child({ component: 'dispatcher' }));
-    const dispatcher = new Dispatcher({ store, logger: logger.child({ component: 'dispatcher' }), pollIntervalMs: config.pollIntervalMs, observer: jobObserver });
+    const dispatcher = new Dispatcher({
+      store,
+      logger: logger.child({ component: 'dispatcher' }),
+      pollIntervalMs: config.pollIntervalMs,
+      observer: jobObserver,
+      presence: { serverId, serverAddress: address },
+    });
     parts.dispatcher = dispatcher;
     metrics.dispatcherGaugesAdd(dispatcher);
 
@@ -380,7 +390,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         logger.info('stopped');
       })());
 
-    return { address, port, httpUrl, databaseUrl, store, dispatcher, maintainer, telemetry, stop };
+    return { address, serverId, port, httpUrl, databaseUrl, store, dispatcher, maintainer, telemetry, stop };
   } catch (err) {
     await partsStop(parts, config, logger).catch((stopErr: unknown) => logger.error({ err: stopErr }, 'stopping after a failed start failed'));
     throw startSignal.aborted ? new ServerStartAbortedError() : err;
@@ -421,6 +431,8 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   parts.tls?.stop();
   await step('closing the metrics endpoint', async () => parts.metricsServer?.close());
   parts.auth?.stop();
+  // 4b. This server's worker sessions leave the shared table.
+  await step("deleting this server's worker sessions", async () => parts.dispatcher?.close());
   // 5. The maintainer: leader services, then the leadership lock.
   await step('stopping the maintainer', async () => parts.maintainer?.stop());
   // 6. The telemetry sink.

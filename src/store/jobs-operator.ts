@@ -1,7 +1,7 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import { FINISHED_STATES, RETRYABLE_STATES, type AttemptOutcome, type Job, type JobAttempt, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
+import { FINISHED_STATES, RETRYABLE_STATES, type AttemptOutcome, type DeadLetterGroup, type Job, type JobAttempt, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import type { AuditActor } from '../domain/audit.js';
 import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
@@ -18,12 +18,13 @@ interface JobListSqlParams {
   queue: string | null;
   states: JobState[] | null;
   type: string | null;
+  idempotencyKey: string | null;
   afterId: string | null;
   limit: number;
 }
 const jobListSql = statement<JobListSqlParams, JobRow>(
   'job-list',
-  { queue: 'text', states: 'evora.job_state[]', type: 'text', afterId: 'uuid', limit: 'int8' },
+  { queue: 'text', states: 'evora.job_state[]', type: 'text', idempotencyKey: 'text', afterId: 'uuid', limit: 'int8' },
   JOB_COLUMNS,
 );
 
@@ -58,6 +59,7 @@ export async function jobsList(pool: StorePool, params: JobListParams): Promise<
     queue: params.queue || null,
     states: params.states && params.states.length > 0 ? params.states : null,
     type: params.type || null,
+    idempotencyKey: params.idempotencyKey || null,
     afterId: params.afterId || null,
     limit: params.limit + 1,
   });
@@ -92,6 +94,7 @@ interface BulkFilterSqlParams {
   queue: string | null;
   states: JobState[];
   type: string | null;
+  errorGroup: string | null;
   finishedBefore: Date | null;
   ids: string[] | null;
 }
@@ -99,6 +102,7 @@ const BULK_FILTER_TYPES = {
   queue: 'text',
   states: 'evora.job_state[]',
   type: 'text',
+  errorGroup: 'text',
   finishedBefore: 'timestamptz',
   ids: 'uuid[]',
 } as const;
@@ -174,6 +178,7 @@ function bulkAudit(params: JobBulkParams, n: number): ActorParams & { auditTarge
     queue: f.queue,
     states: f.states,
     type: f.type,
+    ...(f.errorGroup != null ? { error_group: f.errorGroup } : {}),
     finished_before: f.finishedBefore ? f.finishedBefore.toISOString() : null,
     ...(f.ids !== null && f.ids.length > AUDIT_MAX_IDS ? { ids_count: f.ids.length } : { ids: f.ids }),
   };
@@ -185,6 +190,7 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
     queue: filter.queue,
     states: filter.states.filter((s) => allowed.includes(s)),
     type: filter.type,
+    errorGroup: filter.errorGroup ?? null,
     finishedBefore: filter.finishedBefore,
     ids: filter.ids,
   };
@@ -266,4 +272,53 @@ export async function jobAttemptsRead(pool: StorePool, id: string): Promise<JobA
     outcome: r.outcome,
     error: r.error,
   }));
+}
+
+interface DeadLetterGroupRow {
+  queue: string;
+  type: string;
+  error: string;
+  jobs: string;
+  newest_finished_at: Date;
+  scanned: string;
+}
+const jobDeadLetterGroupsSql = statement<{ queue: string | null; scanLimit: number; limit: number }, DeadLetterGroupRow>(
+  'job-dead-letter-groups',
+  { queue: 'text', scanLimit: 'int8', limit: 'int8' },
+  { queue: 'text', type: 'text', error: 'text', jobs: 'int8', newest_finished_at: 'timestamptz', scanned: 'int8' },
+);
+
+/** Most DLQ jobs one ListDeadLetterGroups call groups: the newest ones of its queue (or of all). */
+export const DEAD_LETTER_SCAN_LIMIT = 10_000;
+
+/**
+ * Dead letters grouped by queue, type and error group, largest first (Store.jobDeadLetterGroups;
+ * sql/job-dead-letter-groups.sql). `truncated`: more DLQ jobs exist than the newest
+ * `scanLimit` that were grouped, so the counts cover only those.
+ */
+export async function jobDeadLetterGroups(
+  pool: StorePool,
+  params: { queue: string | null; limit: number; scanLimit?: number },
+): Promise<{ groups: DeadLetterGroup[]; truncated: boolean }> {
+  const scanLimit = params.scanLimit ?? DEAD_LETTER_SCAN_LIMIT;
+  const rows = await rowsOf(pool, jobDeadLetterGroupsSql, { queue: params.queue, scanLimit, limit: params.limit });
+  return {
+    groups: rows.map((r) => ({ queue: r.queue, type: r.type, error: r.error, count: Number(r.jobs), newestFinishedAt: r.newest_finished_at })),
+    truncated: rows.length > 0 && Number(rows[0]!.scanned) >= scanLimit,
+  };
+}
+
+const jobDependentsListSql = statement<{ id: string; limit: number }, { id: string }>(
+  'job-dependents-list',
+  { id: 'uuid', limit: 'int8' },
+  { id: 'uuid' },
+);
+
+/** Most children GetJob lists. */
+export const MAX_DEPENDENTS = 1000;
+
+/** The ids of a job's direct children, at most MAX_DEPENDENTS (Store.jobDependents). */
+export async function jobDependents(pool: StorePool, id: string): Promise<string[]> {
+  idCheck(id);
+  return (await rowsOf(pool, jobDependentsListSql, { id, limit: MAX_DEPENDENTS })).map((r) => r.id);
 }

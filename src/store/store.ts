@@ -8,6 +8,7 @@ import { auditList } from './audit.js';
 import { adminSessionCheck, tokenCreate, tokenRevoke, tokensList, type TokenCreateInput } from './tokens.js';
 import type {
   HeartbeatOutcome,
+  DeadLetterGroup,
   Job,
   JobAttempt,
   JobListParams,
@@ -20,12 +21,14 @@ import type {
   ProgressReport,
   PruneCount,
   SweepResult,
+  WorkerSessionInfo,
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
 import { jobsSubmit } from './jobs-submit.js';
 import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
-import { jobAttemptsRead, jobCancel, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
+import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
+import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
@@ -293,6 +296,39 @@ export class Store {
   /** Jobs newest first, filtered, one page at a time (keyset on id). */
   async jobList(params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
     return jobsList(this.pool, params);
+  }
+
+  /** The ids of a job's direct children (at most 1,000), oldest first. */
+  async jobDependents(params: { id: string }): Promise<string[]> {
+    return jobDependents(this.pool, params.id);
+  }
+
+  /**
+   * Dead letters grouped by queue, type and error group, largest first, over the newest
+   * DLQ jobs only (`truncated` when there were more).
+   */
+  async jobDeadLetterGroups(params: { queue: string | null; limit: number; scanLimit?: number }): Promise<{ groups: DeadLetterGroup[]; truncated: boolean }> {
+    return jobDeadLetterGroups(this.pool, params);
+  }
+
+  /** Makes this server's rows of the worker-session table exactly `sessions` (last seen now). */
+  async workerSessionSync(params: { serverId: string; serverAddress: string; sessions: WorkerSessionWrite[]; now?: Date }): Promise<void> {
+    return workerSessionSync(this.pool, { ...params, now: params.now ?? null });
+  }
+
+  /** Forgets closed worker sessions by id. */
+  async workerSessionDelete(params: { sessionIds: string[] }): Promise<void> {
+    return workerSessionDelete(this.pool, params.sessionIds);
+  }
+
+  /** The live (fresh) worker sessions of every server, of any of `queues` (null: all). */
+  async workerSessionList(params: { queues: string[] | null; now?: Date }): Promise<WorkerSessionInfo[]> {
+    return workerSessionList(this.pool, { queues: params.queues, now: params.now ?? null });
+  }
+
+  /** Deletes dead servers' stale worker sessions; returns how many. */
+  async workerSessionPrune(params: { now?: Date } = {}): Promise<number> {
+    return workerSessionPrune(this.pool, params.now ?? null);
   }
 
   /**

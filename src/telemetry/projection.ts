@@ -149,6 +149,11 @@ export function projectEvents(rows: readonly OutboxEvents[], outbox: OutboxRange
   return { counts, minutes, events, outbox };
 }
 
+/** p50, p95 and p99 of a histogram (null when empty): how every reading of the sinks reports latency. */
+export function histogramPercentiles(h: Histogram): { p50: number | null; p95: number | null; p99: number | null } {
+  return { p50: histogramQuantile(h, 0.5), p95: histogramQuantile(h, 0.95), p99: histogramQuantile(h, 0.99) };
+}
+
 /** Stats of one queue as read back from a sink. */
 export interface QueueTelemetry {
   queue: string;
@@ -184,13 +189,12 @@ export function queueTelemetryFrom(
   const run = last60.reduce((h, m) => histogramAdd(h, m.run), {} as Histogram);
   const completed = sum((m) => m.completed);
   const failed = sum((m) => m.failed);
-  const pcts = (h: Histogram) => ({ p50: histogramQuantile(h, 0.5), p95: histogramQuantile(h, 0.95), p99: histogramQuantile(h, 0.99) });
   return {
     queue,
     counts,
     throughput: { m1: completedIn(1) / 60, m5: completedIn(5) / 300, m60: completedIn(60) / 3600 },
-    waitMs: pcts(wait),
-    runMs: pcts(run),
+    waitMs: histogramPercentiles(wait),
+    runMs: histogramPercentiles(run),
     failureRate: completed + failed === 0 ? 0 : failed / (completed + failed),
     submitted60m: sum((m) => m.submitted),
     completed60m: completed,
@@ -250,4 +254,43 @@ export async function telemetryStats(
   return [...byQueue]
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([q, e]) => queueTelemetryFrom(q, e.counts, e.minutes, now));
+}
+
+/** One minute of a series (GetQueueSeries): counters summed over its queues, percentiles of the merged histograms. */
+export interface SeriesPoint extends MinuteCounters {
+  /** Start of the minute (UTC). */
+  minute: Date;
+  waitMs: { p50: number | null; p95: number | null; p99: number | null };
+  runMs: { p50: number | null; p95: number | null; p99: number | null };
+}
+
+/**
+ * The last `minutes` minutes as of `now`, one point per minute oldest first (the current,
+ * partial minute last; a minute without data is a point of zeros), summed over the given
+ * queues (null: every queue) that `include` accepts (default: all). Percentiles come from
+ * the summed histograms, read as telemetryStats reads them. One reading for every sink.
+ */
+export async function telemetrySeries(
+  sink: TelemetrySink,
+  params: { queues: string[] | null; minutes: number; now?: Date; include?: (queue: string) => boolean },
+): Promise<SeriesPoint[]> {
+  const now = params.now ?? new Date();
+  const last = minuteStart(now).getTime();
+  const first = last - (params.minutes - 1) * 60_000;
+  const rows = await sink.read({ queues: params.queues, since: new Date(first - 1) });
+  const byMinute = new Map<number, { c: MinuteCounters; wait: Histogram; run: Histogram }>();
+  for (let t = first; t <= last; t += 60_000) {
+    byMinute.set(t, { c: { submitted: 0, completed: 0, failed: 0, deadLettered: 0 }, wait: {}, run: {} });
+  }
+  for (const m of rows.minutes) {
+    const e = byMinute.get(minuteStart(m.minute).getTime());
+    if (!e || (params.include && !params.include(m.queue))) continue;
+    e.c.submitted += m.submitted;
+    e.c.completed += m.completed;
+    e.c.failed += m.failed;
+    e.c.deadLettered += m.deadLettered;
+    histogramAdd(e.wait, m.wait);
+    histogramAdd(e.run, m.run);
+  }
+  return [...byMinute].map(([t, e]) => ({ minute: new Date(t), ...e.c, waitMs: histogramPercentiles(e.wait), runMs: histogramPercentiles(e.run) }));
 }

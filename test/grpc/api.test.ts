@@ -45,7 +45,7 @@ describe('a job through the API', () => {
     const got = await call(clients.jobs, 'getJob', { id: job!.id });
     expect(got.job).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, result: { sent: true }, attempt: 1 });
     expect(got.job?.finishedAt).toBeInstanceOf(Date);
-    const list = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_COMPLETED], type: '', pageSize: 10, pageToken: '' });
+    const list = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_COMPLETED], type: '', pageSize: 10, pageToken: '', idempotencyKey: '' });
     expect(list.jobs.map((j) => j.id)).toEqual([job!.id]);
   });
 

@@ -60,16 +60,16 @@ describe('bad input gets the right status and changes nothing', () => {
       /jobs\[1\]: queue is required/,
     );
     // Nothing was created by any of them.
-    const list = await call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 100, pageToken: '' });
+    const list = await call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 100, pageToken: '', idempotencyKey: '' });
     expect(list.jobs).toHaveLength(0);
   });
 
   it('INVALID_ARGUMENT for bad ids, page sizes and page tokens', async () => {
     await expectStatus(call(clients.jobs, 'getJob', { id: 'not-a-uuid' }), INVALID_ARGUMENT, /not a UUID/);
     await expectStatus(call(clients.jobs, 'getJob', { id: '' }), INVALID_ARGUMENT);
-    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: -1, pageToken: '' }), INVALID_ARGUMENT);
-    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 10, pageToken: 'garbage' }), INVALID_ARGUMENT, /page_token/);
-    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [99 as JobState], type: '', pageSize: 10, pageToken: '' }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: -1, pageToken: '', idempotencyKey: '' }), INVALID_ARGUMENT);
+    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 10, pageToken: 'garbage', idempotencyKey: '' }), INVALID_ARGUMENT, /page_token/);
+    await expectStatus(call(clients.jobs, 'listJobs', { queue: '', states: [99 as JobState], type: '', pageSize: 10, pageToken: '', idempotencyKey: '' }), INVALID_ARGUMENT);
     await expectStatus(call(clients.workers, 'claimJobs', { workerId: '', queues: ['q'], max: 1, jobTypes: [] }), INVALID_ARGUMENT);
     await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: [], max: 1, jobTypes: [] }), INVALID_ARGUMENT);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: 'q', leaseSeconds: 0 }), INVALID_ARGUMENT, /lease_seconds/);
@@ -140,7 +140,7 @@ describe('bad input gets the right status and changes nothing', () => {
       INVALID_ARGUMENT,
       /^concurrency_key is longer than 255 bytes \(got 256\)$/,
     );
-    expect((await call(clients.jobs, 'listJobs', { queue, states: [], type: '', pageSize: 10, pageToken: '' })).jobs).toHaveLength(0);
+    expect((await call(clients.jobs, 'listJobs', { queue, states: [], type: '', pageSize: 10, pageToken: '', idempotencyKey: '' })).jobs).toHaveLength(0);
     await expectStatus(call(clients.queues, 'upsertQueue', { name: queue, maxConcurrencyPerKey: -1 }), INVALID_ARGUMENT, /max_concurrency_per_key/);
     const { queue: q } = await call(clients.queues, 'upsertQueue', { name: queue, maxConcurrencyPerKey: 3 });
     expect(q!.maxConcurrencyPerKey).toBe(3);

@@ -24,7 +24,7 @@ async function submitMany(queue: string, n: number): Promise<string[]> {
 }
 
 async function states(queue: string): Promise<Map<string, JobState>> {
-  const { jobs } = await call(clients.jobs, 'listJobs', { queue, states: [], type: '', pageSize: 1000, pageToken: '' });
+  const { jobs } = await call(clients.jobs, 'listJobs', { queue, states: [], type: '', pageSize: 1000, pageToken: '', idempotencyKey: '' });
   return new Map(jobs.map((j) => [j.id, j.state]));
 }
 

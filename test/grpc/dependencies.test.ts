@@ -185,7 +185,7 @@ describe('bad input changes nothing', () => {
     const queue = queueName();
     const parent = (await client.submit({ queue, type: 't' })).job;
     const child = (await client.submit({ queue, type: 't', dependsOn: [parent.id] })).job;
-    const page = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_WAITING], type: '', pageSize: 0, pageToken: '' });
+    const page = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_WAITING], type: '', pageSize: 0, pageToken: '', idempotencyKey: '' });
     expect(page.jobs.map((j) => [j.id, j.state, j.dependsOn])).toEqual([[child.id, JobState.JOB_STATE_WAITING, [parent.id]]]);
     await waitFor(async () => (await client.queueStats(queue)).counts.WAITING === 1, { what: 'WAITING in queue stats' });
   });

@@ -286,7 +286,7 @@ describe('backpressure', () => {
     await w.until(() => w.allAcks().length === 110, 30_000);
     expect(w.jobs.map((j) => j.job!.id).sort()).toEqual([...ids].sort());
     expect(w.allAcks().every((a) => a.result === AckResult.ACK_RESULT_ACCEPTED)).toBe(true);
-    const done = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_COMPLETED], type: '', pageSize: 200, pageToken: '' });
+    const done = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_COMPLETED], type: '', pageSize: 200, pageToken: '', idempotencyKey: '' });
     expect(done.jobs).toHaveLength(110);
   });
 });

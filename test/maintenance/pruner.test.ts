@@ -72,7 +72,7 @@ describe('the pruner', () => {
     const queue = await completedJobs(30, at(0));
     const batches: number[] = [];
     const run = await pruner({ batchSize: 7, onPruned: (c) => batches.push(c.reduce((s, x) => s + x.jobs, 0)) }).runOnce(signal, { now: at(60) });
-    expect(run).toEqual({ pruned: 30, batches: 5, counts: [{ queue, state: 'COMPLETED', jobs: 30 }] });
+    expect(run).toEqual({ pruned: 30, batches: 5, counts: [{ queue, state: 'COMPLETED', jobs: 30 }], staleSessions: 0 });
     expect(batches).toEqual([7, 7, 7, 7, 2]);
     expect(await jobCount(queue)).toBe(0);
   });
@@ -81,7 +81,7 @@ describe('the pruner', () => {
     const queue = await completedJobs(10, at(1000));
     const stopped = new AbortController();
     stopped.abort();
-    expect(await pruner({ batchSize: 3 }).runOnce(stopped.signal, { now: at(2000) })).toEqual({ pruned: 0, batches: 0, counts: [] });
+    expect(await pruner({ batchSize: 3 }).runOnce(stopped.signal, { now: at(2000) })).toEqual({ pruned: 0, batches: 0, counts: [], staleSessions: 0 });
     expect(await jobCount(queue)).toBe(10);
     expect((await pruner({ batchSize: 3 }).runOnce(signal, { now: at(2000) })).pruned).toBeGreaterThanOrEqual(10);
     expect(await jobCount(queue)).toBe(0);

@@ -141,6 +141,12 @@ describe('the database goes away and comes back, the server stays up', () => {
     await waitFor(() => srv.maintainer.elector.isLeader, { what: 'leadership again' });
     await waitFor(() => backendsOf(pgc, 'evora-listener').then((b) => b.length === 1), { what: 'the listener back' });
     expect(worker.ended).toBe(false);
+    // The session upkeep outlived the outage: the worker is recorded again (ListWorkers).
+    const back = Date.now();
+    await waitFor(
+      async () => (await call(clients.workers, 'listWorkers', { queue })).workers.some((w) => w.workerId === 'through-the-outage' && w.lastSeenAt!.getTime() >= back - 1000),
+      { what: 'the session recorded again', timeoutMs: 15_000 },
+    );
     worker.close();
 
     const warns = atLevel(40);

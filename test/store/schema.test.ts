@@ -95,8 +95,9 @@ describe('migrations', () => {
         '11_dependencies',
         '12_progress_attempts',
         '13_tokens_audit',
+        '14_worker_sessions',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -112,6 +113,7 @@ describe('migrations', () => {
         { version: 11, name: 'dependencies' },
         { version: 12, name: 'progress_attempts' },
         { version: 13, name: 'tokens_audit' },
+        { version: 14, name: 'worker_sessions' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -126,7 +128,7 @@ describe('migrations', () => {
     try {
       const all = migrationsLoad();
       expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
-      expect(await migrate(db.url, all)).toEqual([11, 12, 13]);
+      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14]);
       await client.connect();
       const { rows } = await client.query(
         `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,

@@ -10,6 +10,7 @@ FROM evora.jobs j
 WHERE j.state = ANY (:states::evora.job_state[])
   AND (:queue::text IS NULL OR j.queue = :queue)
   AND (:type::text IS NULL OR j.type = :type)
+  AND (:errorGroup::text IS NULL OR evora.error_group(j.last_error) = :errorGroup)
   AND (:finishedBefore::timestamptz IS NULL OR j.finished_at < :finishedBefore)
   AND (:ids::uuid[] IS NULL OR j.id = ANY (:ids))
   AND (NOT :projectedOnly::bool

@@ -27,6 +27,7 @@ picked AS (
     AND j.finished_at < (SELECT oldest_event FROM horizon)
     AND (:queue::text IS NULL OR j.queue = :queue)
     AND (:type::text IS NULL OR j.type = :type)
+    AND (:errorGroup::text IS NULL OR evora.error_group(j.last_error) = :errorGroup)
     AND (:finishedBefore::timestamptz IS NULL OR j.finished_at < :finishedBefore)
     AND (:ids::uuid[] IS NULL OR j.id = ANY (:ids))
     AND (:cutoff::timestamptz IS NULL OR j.finished_at <= :cutoff)

@@ -1,6 +1,7 @@
 -- name: jobRetryMany
 -- One batch of an operator's bulk retry (RetryJobs): up to :limit jobs matching the filter
--- (queue, states, type, finished before, ids; null: not filtered on) that finished at or
+-- (queue, states, type, error group (evora.error_group), finished before, ids; null: not
+-- filtered on) that finished at or
 -- before :cutoff (null: any time), each changed exactly as sql/job-retry.sql changes one job: back to PENDING, due
 -- now, attempts reset, last run forgotten (the last error stays); a job with parents
 -- (0011_dependencies.sql) back to WAITING while a parent is unfinished, and not taken at
@@ -24,6 +25,7 @@ WITH previous AS (
   WHERE j.state IN ('DLQ', 'CANCELLED') AND j.state = ANY (:states::evora.job_state[])
     AND (:queue::text IS NULL OR j.queue = :queue)
     AND (:type::text IS NULL OR j.type = :type)
+    AND (:errorGroup::text IS NULL OR evora.error_group(j.last_error) = :errorGroup)
     AND (:finishedBefore::timestamptz IS NULL OR j.finished_at < :finishedBefore)
     AND (:ids::uuid[] IS NULL OR j.id = ANY (:ids))
     AND (:cutoff::timestamptz IS NULL OR j.finished_at <= :cutoff)

@@ -350,6 +350,28 @@ export interface RevokeTokenResponse {
   token?: Token | undefined;
 }
 
+/** GetCallerRequest asks who the caller is. */
+export interface GetCallerRequest {
+}
+
+/** GetCallerResponse describes the caller. */
+export interface GetCallerResponse {
+  /** True when the server checks tokens. */
+  authOn: boolean;
+  /** TOKEN (a token's holder), ANONYMOUS (auth off) or DATABASE. */
+  kind: AuditActorKind;
+  /** The token's name; empty without a token. */
+  name: string;
+  /** The token's role; ADMIN when auth is off (every method is allowed). */
+  role: TokenRole;
+  /** The queues the token is limited to (patterns); empty = every queue. */
+  queues: string[];
+  /** The token's id; empty without a token. */
+  tokenId: string;
+  /** When the token expires; unset = never (or no token). */
+  expiresAt?: Date | undefined;
+}
+
 /** AuditEvent is one administrative change. */
 export interface AuditEvent {
   /** Increasing id of the event. */
@@ -1085,6 +1107,235 @@ export const RevokeTokenResponse: MessageFns<RevokeTokenResponse> = {
   },
 };
 
+function createBaseGetCallerRequest(): GetCallerRequest {
+  return {};
+}
+
+export const GetCallerRequest: MessageFns<GetCallerRequest> = {
+  encode(_: GetCallerRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetCallerRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetCallerRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): GetCallerRequest {
+    return {};
+  },
+
+  toJSON(_: GetCallerRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetCallerRequest>, I>>(base?: I): GetCallerRequest {
+    return GetCallerRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetCallerRequest>, I>>(_: I): GetCallerRequest {
+    const message = createBaseGetCallerRequest();
+    return message;
+  },
+};
+
+function createBaseGetCallerResponse(): GetCallerResponse {
+  return { authOn: false, kind: 0, name: "", role: 0, queues: [], tokenId: "", expiresAt: undefined };
+}
+
+export const GetCallerResponse: MessageFns<GetCallerResponse> = {
+  encode(message: GetCallerResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authOn !== false) {
+      writer.uint32(8).bool(message.authOn);
+    }
+    if (message.kind !== 0) {
+      writer.uint32(16).int32(message.kind);
+    }
+    if (message.name !== "") {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.role !== 0) {
+      writer.uint32(32).int32(message.role);
+    }
+    for (const v of message.queues) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.tokenId !== "") {
+      writer.uint32(50).string(message.tokenId);
+    }
+    if (message.expiresAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.expiresAt), writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetCallerResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetCallerResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.authOn = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.kind = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.role = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.queues.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.tokenId = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.expiresAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetCallerResponse {
+    return {
+      authOn: isSet(object.authOn)
+        ? globalThis.Boolean(object.authOn)
+        : isSet(object.auth_on)
+        ? globalThis.Boolean(object.auth_on)
+        : false,
+      kind: isSet(object.kind) ? auditActorKindFromJSON(object.kind) : 0,
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      role: isSet(object.role) ? tokenRoleFromJSON(object.role) : 0,
+      queues: globalThis.Array.isArray(object?.queues) ? object.queues.map((e: any) => globalThis.String(e)) : [],
+      tokenId: isSet(object.tokenId)
+        ? globalThis.String(object.tokenId)
+        : isSet(object.token_id)
+        ? globalThis.String(object.token_id)
+        : "",
+      expiresAt: isSet(object.expiresAt)
+        ? fromJsonTimestamp(object.expiresAt)
+        : isSet(object.expires_at)
+        ? fromJsonTimestamp(object.expires_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: GetCallerResponse): unknown {
+    const obj: any = {};
+    if (message.authOn !== false) {
+      obj.authOn = message.authOn;
+    }
+    if (message.kind !== 0) {
+      obj.kind = auditActorKindToJSON(message.kind);
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.role !== 0) {
+      obj.role = tokenRoleToJSON(message.role);
+    }
+    if (message.queues?.length) {
+      obj.queues = message.queues;
+    }
+    if (message.tokenId !== "") {
+      obj.tokenId = message.tokenId;
+    }
+    if (message.expiresAt !== undefined) {
+      obj.expiresAt = message.expiresAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetCallerResponse>, I>>(base?: I): GetCallerResponse {
+    return GetCallerResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetCallerResponse>, I>>(object: I): GetCallerResponse {
+    const message = createBaseGetCallerResponse();
+    message.authOn = object.authOn ?? false;
+    message.kind = object.kind ?? 0;
+    message.name = object.name ?? "";
+    message.role = object.role ?? 0;
+    message.queues = object.queues?.map((e) => e) || [];
+    message.tokenId = object.tokenId ?? "";
+    message.expiresAt = object.expiresAt ?? undefined;
+    return message;
+  },
+};
+
 function createBaseAuditEvent(): AuditEvent {
   return { id: 0, at: undefined, actorKind: 0, tokenId: "", tokenName: "", action: 0, target: "", change: undefined };
 }
@@ -1523,7 +1774,7 @@ export const ListAuditEventsResponse: MessageFns<ListAuditEventsResponse> = {
 };
 
 /**
- * TokenService manages API tokens (ADMIN only). The secret of a token is returned once,
+ * TokenService manages API tokens (ADMIN only, but GetCaller: any caller). The secret of a token is returned once,
  * by CreateToken; the server keeps only its SHA-256 hash. Each create and revoke is
  * recorded in the audit log (AuditService) in the same transaction.
  */
@@ -1566,6 +1817,21 @@ export const TokenServiceService = {
     responseSerialize: (value: RevokeTokenResponse): Buffer => Buffer.from(RevokeTokenResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RevokeTokenResponse => RevokeTokenResponse.decode(value),
   },
+  /**
+   * GetCaller says who the caller is: whether auth is on, and with it the caller's token
+   * (kind TOKEN, its name, role, queues, id and expiry). Allowed for every role, and
+   * without a token when auth is off (kind ANONYMOUS, auth_on false); with auth on and no
+   * valid token: UNAUTHENTICATED. A user interface reads it to show only what the role may do.
+   */
+  getCaller: {
+    path: "/evora.v1.TokenService/GetCaller" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetCallerRequest): Buffer => Buffer.from(GetCallerRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetCallerRequest => GetCallerRequest.decode(value),
+    responseSerialize: (value: GetCallerResponse): Buffer => Buffer.from(GetCallerResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetCallerResponse => GetCallerResponse.decode(value),
+  },
 } as const;
 
 export interface TokenServiceServer extends UntypedServiceImplementation {
@@ -1582,6 +1848,13 @@ export interface TokenServiceServer extends UntypedServiceImplementation {
    * Revoking a revoked token is a no-op that returns it.
    */
   revokeToken: handleUnaryCall<RevokeTokenRequest, RevokeTokenResponse>;
+  /**
+   * GetCaller says who the caller is: whether auth is on, and with it the caller's token
+   * (kind TOKEN, its name, role, queues, id and expiry). Allowed for every role, and
+   * without a token when auth is off (kind ANONYMOUS, auth_on false); with auth on and no
+   * valid token: UNAUTHENTICATED. A user interface reads it to show only what the role may do.
+   */
+  getCaller: handleUnaryCall<GetCallerRequest, GetCallerResponse>;
 }
 
 export interface TokenServiceClient extends Client {
@@ -1639,6 +1912,27 @@ export interface TokenServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RevokeTokenResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetCaller says who the caller is: whether auth is on, and with it the caller's token
+   * (kind TOKEN, its name, role, queues, id and expiry). Allowed for every role, and
+   * without a token when auth is off (kind ANONYMOUS, auth_on false); with auth on and no
+   * valid token: UNAUTHENTICATED. A user interface reads it to show only what the role may do.
+   */
+  getCaller(
+    request: GetCallerRequest,
+    callback: (error: ServiceError | null, response: GetCallerResponse) => void,
+  ): ClientUnaryCall;
+  getCaller(
+    request: GetCallerRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetCallerResponse) => void,
+  ): ClientUnaryCall;
+  getCaller(
+    request: GetCallerRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetCallerResponse) => void,
   ): ClientUnaryCall;
 }
 

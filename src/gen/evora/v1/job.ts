@@ -428,6 +428,11 @@ export interface GetJobResponse {
     | undefined;
   /** Its attempts, oldest first (as ListJobAttempts answers). */
   attempts: JobAttempt[];
+  /**
+   * Ids of its direct children (jobs whose depends_on names it), oldest first, at most
+   * 1,000; empty = none.
+   */
+  dependents: string[];
 }
 
 /** ListJobsRequest filters and pages through jobs. Filters are ANDed; empty filters match everything. */
@@ -442,6 +447,8 @@ export interface ListJobsRequest {
   pageSize: number;
   /** Opaque token from a previous ListJobsResponse.next_page_token; empty = first page. */
   pageToken: string;
+  /** Only the job with this idempotency key (exact match; one per queue); empty = any. */
+  idempotencyKey: string;
 }
 
 /** ListJobsResponse is one page of jobs. */
@@ -502,6 +509,12 @@ export interface JobFilter {
    * skipped (not counted).
    */
   ids: string[];
+  /**
+   * Only jobs whose error group is this: the first line of last_error, at most 200
+   * characters, exactly as DeadLetterGroup.error says it ("" = jobs without an error);
+   * unset = any. Longer than 200 characters or more than one line: INVALID_ARGUMENT.
+   */
+  errorGroup?: string | undefined;
 }
 
 /** RetryJobsRequest selects the DLQ and CANCELLED jobs to run again. */
@@ -534,6 +547,39 @@ export interface PurgeJobsRequest {
 export interface PurgeJobsResponse {
   /** Jobs deleted by this call (dry run: that would be, at the time of the call). */
   count: number;
+}
+
+/** ListDeadLetterGroupsRequest selects the dead letters to group. */
+export interface ListDeadLetterGroupsRequest {
+  /** Only this queue's DLQ jobs; empty = every queue. */
+  queue: string;
+  /** Most groups returned, 1..200; 0 = 50. */
+  limit: number;
+}
+
+/** ListDeadLetterGroupsResponse is the dead letters by group, largest first. */
+export interface ListDeadLetterGroupsResponse {
+  /** Groups by count, largest first (then the newest first). */
+  groups: DeadLetterGroup[];
+  /** True when more DLQ jobs exist than the newest 10,000 that were grouped. */
+  truncated: boolean;
+}
+
+/** DeadLetterGroup is the DLQ jobs of one queue and type that failed with the same error. */
+export interface DeadLetterGroup {
+  /** The jobs' queue. */
+  queue: string;
+  /** The jobs' type. */
+  type: string;
+  /**
+   * The group key: the first line of last_error, at most 200 characters; "" when none.
+   * JobFilter.error_group takes it as it is.
+   */
+  error: string;
+  /** DLQ jobs in the group (among the newest 10,000 grouped). */
+  count: number;
+  /** When the newest of them was dead-lettered. */
+  newestFinishedAt?: Date | undefined;
 }
 
 /** ListJobAttemptsRequest selects the job whose attempts to list. */
@@ -1922,7 +1968,7 @@ export const GetJobRequest: MessageFns<GetJobRequest> = {
 };
 
 function createBaseGetJobResponse(): GetJobResponse {
-  return { job: undefined, attempts: [] };
+  return { job: undefined, attempts: [], dependents: [] };
 }
 
 export const GetJobResponse: MessageFns<GetJobResponse> = {
@@ -1932,6 +1978,9 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
     }
     for (const v of message.attempts) {
       JobAttempt.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.dependents) {
+      writer.uint32(26).string(v!);
     }
     return writer;
   },
@@ -1965,6 +2014,14 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
             message.attempts.push(JobAttempt.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.dependents.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1983,6 +2040,9 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
       attempts: globalThis.Array.isArray(object?.attempts)
         ? object.attempts.map((e: any) => JobAttempt.fromJSON(e))
         : [],
+      dependents: globalThis.Array.isArray(object?.dependents)
+        ? object.dependents.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1994,6 +2054,9 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
     if (message.attempts?.length) {
       obj.attempts = message.attempts.map((e) => JobAttempt.toJSON(e));
     }
+    if (message.dependents?.length) {
+      obj.dependents = message.dependents;
+    }
     return obj;
   },
 
@@ -2004,12 +2067,13 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
     const message = createBaseGetJobResponse();
     message.job = (object.job !== undefined && object.job !== null) ? Job.fromPartial(object.job) : undefined;
     message.attempts = object.attempts?.map((e) => JobAttempt.fromPartial(e)) || [];
+    message.dependents = object.dependents?.map((e) => e) || [];
     return message;
   },
 };
 
 function createBaseListJobsRequest(): ListJobsRequest {
-  return { queue: "", states: [], type: "", pageSize: 0, pageToken: "" };
+  return { queue: "", states: [], type: "", pageSize: 0, pageToken: "", idempotencyKey: "" };
 }
 
 export const ListJobsRequest: MessageFns<ListJobsRequest> = {
@@ -2032,6 +2096,9 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
     }
     if (message.pageToken !== "") {
       writer.uint32(42).string(message.pageToken);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(50).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -2099,6 +2166,14 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
             message.pageToken = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2126,6 +2201,11 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
         : isSet(object.page_token)
         ? globalThis.String(object.page_token)
         : "",
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
     };
   },
 
@@ -2146,6 +2226,9 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
     if (message.pageToken !== "") {
       obj.pageToken = message.pageToken;
     }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
     return obj;
   },
 
@@ -2159,6 +2242,7 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
     message.type = object.type ?? "";
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
@@ -2521,7 +2605,7 @@ export const RetryJobResponse: MessageFns<RetryJobResponse> = {
 };
 
 function createBaseJobFilter(): JobFilter {
-  return { queue: "", states: [], type: "", finishedBefore: undefined, ids: [] };
+  return { queue: "", states: [], type: "", finishedBefore: undefined, ids: [], errorGroup: undefined };
 }
 
 export const JobFilter: MessageFns<JobFilter> = {
@@ -2544,6 +2628,9 @@ export const JobFilter: MessageFns<JobFilter> = {
     }
     for (const v of message.ids) {
       writer.uint32(42).string(v!);
+    }
+    if (message.errorGroup !== undefined) {
+      writer.uint32(50).string(message.errorGroup);
     }
     return writer;
   },
@@ -2611,6 +2698,14 @@ export const JobFilter: MessageFns<JobFilter> = {
             message.ids.push(reader.string());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.errorGroup = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2634,6 +2729,11 @@ export const JobFilter: MessageFns<JobFilter> = {
         ? fromJsonTimestamp(object.finished_before)
         : undefined,
       ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => globalThis.String(e)) : [],
+      errorGroup: isSet(object.errorGroup)
+        ? globalThis.String(object.errorGroup)
+        : isSet(object.error_group)
+        ? globalThis.String(object.error_group)
+        : undefined,
     };
   },
 
@@ -2654,6 +2754,9 @@ export const JobFilter: MessageFns<JobFilter> = {
     if (message.ids?.length) {
       obj.ids = message.ids;
     }
+    if (message.errorGroup !== undefined) {
+      obj.errorGroup = message.errorGroup;
+    }
     return obj;
   },
 
@@ -2667,6 +2770,7 @@ export const JobFilter: MessageFns<JobFilter> = {
     message.type = object.type ?? "";
     message.finishedBefore = object.finishedBefore ?? undefined;
     message.ids = object.ids?.map((e) => e) || [];
+    message.errorGroup = object.errorGroup ?? undefined;
     return message;
   },
 };
@@ -2987,6 +3091,315 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   },
 };
 
+function createBaseListDeadLetterGroupsRequest(): ListDeadLetterGroupsRequest {
+  return { queue: "", limit: 0 };
+}
+
+export const ListDeadLetterGroupsRequest: MessageFns<ListDeadLetterGroupsRequest> = {
+  encode(message: ListDeadLetterGroupsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(16).int32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeadLetterGroupsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeadLetterGroupsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListDeadLetterGroupsRequest {
+    return {
+      queue: isSet(object.queue) ? globalThis.String(object.queue) : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: ListDeadLetterGroupsRequest): unknown {
+    const obj: any = {};
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListDeadLetterGroupsRequest>, I>>(base?: I): ListDeadLetterGroupsRequest {
+    return ListDeadLetterGroupsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeadLetterGroupsRequest>, I>>(object: I): ListDeadLetterGroupsRequest {
+    const message = createBaseListDeadLetterGroupsRequest();
+    message.queue = object.queue ?? "";
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseListDeadLetterGroupsResponse(): ListDeadLetterGroupsResponse {
+  return { groups: [], truncated: false };
+}
+
+export const ListDeadLetterGroupsResponse: MessageFns<ListDeadLetterGroupsResponse> = {
+  encode(message: ListDeadLetterGroupsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.groups) {
+      DeadLetterGroup.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.truncated !== false) {
+      writer.uint32(16).bool(message.truncated);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeadLetterGroupsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeadLetterGroupsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.groups.push(DeadLetterGroup.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.truncated = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListDeadLetterGroupsResponse {
+    return {
+      groups: globalThis.Array.isArray(object?.groups)
+        ? object.groups.map((e: any) => DeadLetterGroup.fromJSON(e))
+        : [],
+      truncated: isSet(object.truncated) ? globalThis.Boolean(object.truncated) : false,
+    };
+  },
+
+  toJSON(message: ListDeadLetterGroupsResponse): unknown {
+    const obj: any = {};
+    if (message.groups?.length) {
+      obj.groups = message.groups.map((e) => DeadLetterGroup.toJSON(e));
+    }
+    if (message.truncated !== false) {
+      obj.truncated = message.truncated;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListDeadLetterGroupsResponse>, I>>(base?: I): ListDeadLetterGroupsResponse {
+    return ListDeadLetterGroupsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeadLetterGroupsResponse>, I>>(object: I): ListDeadLetterGroupsResponse {
+    const message = createBaseListDeadLetterGroupsResponse();
+    message.groups = object.groups?.map((e) => DeadLetterGroup.fromPartial(e)) || [];
+    message.truncated = object.truncated ?? false;
+    return message;
+  },
+};
+
+function createBaseDeadLetterGroup(): DeadLetterGroup {
+  return { queue: "", type: "", error: "", count: 0, newestFinishedAt: undefined };
+}
+
+export const DeadLetterGroup: MessageFns<DeadLetterGroup> = {
+  encode(message: DeadLetterGroup, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.type !== "") {
+      writer.uint32(18).string(message.type);
+    }
+    if (message.error !== "") {
+      writer.uint32(26).string(message.error);
+    }
+    if (message.count !== 0) {
+      writer.uint32(32).int64(message.count);
+    }
+    if (message.newestFinishedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.newestFinishedAt), writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterGroup {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterGroup();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.count = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.newestFinishedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterGroup {
+    return {
+      queue: isSet(object.queue) ? globalThis.String(object.queue) : "",
+      type: isSet(object.type) ? globalThis.String(object.type) : "",
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+      newestFinishedAt: isSet(object.newestFinishedAt)
+        ? fromJsonTimestamp(object.newestFinishedAt)
+        : isSet(object.newest_finished_at)
+        ? fromJsonTimestamp(object.newest_finished_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: DeadLetterGroup): unknown {
+    const obj: any = {};
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    if (message.type !== "") {
+      obj.type = message.type;
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    if (message.newestFinishedAt !== undefined) {
+      obj.newestFinishedAt = message.newestFinishedAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterGroup>, I>>(base?: I): DeadLetterGroup {
+    return DeadLetterGroup.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterGroup>, I>>(object: I): DeadLetterGroup {
+    const message = createBaseDeadLetterGroup();
+    message.queue = object.queue ?? "";
+    message.type = object.type ?? "";
+    message.error = object.error ?? "";
+    message.count = object.count ?? 0;
+    message.newestFinishedAt = object.newestFinishedAt ?? undefined;
+    return message;
+  },
+};
+
 function createBaseListJobAttemptsRequest(): ListJobAttemptsRequest {
   return { id: "" };
 }
@@ -3272,6 +3685,27 @@ export const JobServiceService = {
       Buffer.from(ListJobAttemptsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListJobAttemptsResponse => ListJobAttemptsResponse.decode(value),
   },
+  /**
+   * ListDeadLetterGroups groups dead-lettered (DLQ) jobs by queue, type and error (the
+   * first line of last_error, at most 200 characters), largest group first: what an
+   * operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
+   * JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
+   * jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+   * grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
+   * truncated says when there were more, so counts cover only the newest ones. A token
+   * limited to queues must name one of them in queue.
+   */
+  listDeadLetterGroups: {
+    path: "/evora.v1.JobService/ListDeadLetterGroups" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDeadLetterGroupsRequest): Buffer =>
+      Buffer.from(ListDeadLetterGroupsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDeadLetterGroupsRequest => ListDeadLetterGroupsRequest.decode(value),
+    responseSerialize: (value: ListDeadLetterGroupsResponse): Buffer =>
+      Buffer.from(ListDeadLetterGroupsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDeadLetterGroupsResponse => ListDeadLetterGroupsResponse.decode(value),
+  },
 } as const;
 
 export interface JobServiceServer extends UntypedServiceImplementation {
@@ -3342,6 +3776,17 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
    */
   listJobAttempts: handleUnaryCall<ListJobAttemptsRequest, ListJobAttemptsResponse>;
+  /**
+   * ListDeadLetterGroups groups dead-lettered (DLQ) jobs by queue, type and error (the
+   * first line of last_error, at most 200 characters), largest group first: what an
+   * operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
+   * JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
+   * jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+   * grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
+   * truncated says when there were more, so counts cover only the newest ones. A token
+   * limited to queues must name one of them in queue.
+   */
+  listDeadLetterGroups: handleUnaryCall<ListDeadLetterGroupsRequest, ListDeadLetterGroupsResponse>;
 }
 
 export interface JobServiceClient extends Client {
@@ -3537,6 +3982,31 @@ export interface JobServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListJobAttemptsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListDeadLetterGroups groups dead-lettered (DLQ) jobs by queue, type and error (the
+   * first line of last_error, at most 200 characters), largest group first: what an
+   * operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
+   * JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
+   * jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+   * grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
+   * truncated says when there were more, so counts cover only the newest ones. A token
+   * limited to queues must name one of them in queue.
+   */
+  listDeadLetterGroups(
+    request: ListDeadLetterGroupsRequest,
+    callback: (error: ServiceError | null, response: ListDeadLetterGroupsResponse) => void,
+  ): ClientUnaryCall;
+  listDeadLetterGroups(
+    request: ListDeadLetterGroupsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDeadLetterGroupsResponse) => void,
+  ): ClientUnaryCall;
+  listDeadLetterGroups(
+    request: ListDeadLetterGroupsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDeadLetterGroupsResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -343,9 +343,12 @@ export interface QueueStats {
     | undefined;
   /** Failed attempts / (completed + failed attempts) over the last 60 minutes, 0..1. */
   failureRate: number;
-  /** Workers connected to the answering server that take jobs from this queue. */
+  /**
+   * Work-stream sessions that take jobs from this queue, on every server (each server
+   * records its own every 5 s; long-polling ClaimJobs callers are not counted).
+   */
   connectedWorkers: number;
-  /** Their free slots. */
+  /** Their free slots, as last recorded (up to about 5 s old). */
   freeSlots: number;
   /** Jobs submitted in the last 60 minutes. */
   submitted60m: number;
@@ -381,6 +384,47 @@ export interface ListQueueStatsRequest {
 export interface ListQueueStatsResponse {
   /** One entry per queue, ordered by name. */
   stats: QueueStats[];
+}
+
+/** GetQueueSeriesRequest selects the queue and the window of a series. */
+export interface GetQueueSeriesRequest {
+  /** The queue; empty = every queue (of the token's queues) summed. */
+  queue: string;
+  /** How many minutes back, 1..1440; 0 = 60. */
+  minutes: number;
+}
+
+/** GetQueueSeriesResponse is one point per minute of the window. */
+export interface GetQueueSeriesResponse {
+  /** Oldest first; exactly `minutes` points, the last one the current minute. */
+  points: QueueSeriesPoint[];
+}
+
+/**
+ * QueueSeriesPoint is one minute of a queue's telemetry (percentiles are histogram bin
+ * edges, within about 19%; 0 when the minute had no such event).
+ */
+export interface QueueSeriesPoint {
+  /** Start of the minute (UTC). */
+  minute?:
+    | Date
+    | undefined;
+  /** Jobs submitted in the minute. */
+  submitted: number;
+  /** Jobs completed in the minute. */
+  completed: number;
+  /** Failed attempts in the minute (retried, expired, dead-lettered). */
+  failed: number;
+  /** Jobs dead-lettered in the minute. */
+  deadLettered: number;
+  /** Wait (claimable to claimed) percentiles of the jobs claimed in the minute, in ms. */
+  waitP50Ms: number;
+  waitP95Ms: number;
+  waitP99Ms: number;
+  /** Run (claimed to finished) percentiles of the attempts finished in the minute, in ms. */
+  runP50Ms: number;
+  runP95Ms: number;
+  runP99Ms: number;
 }
 
 function createBaseBackoff(): Backoff {
@@ -2711,6 +2755,431 @@ export const ListQueueStatsResponse: MessageFns<ListQueueStatsResponse> = {
   },
 };
 
+function createBaseGetQueueSeriesRequest(): GetQueueSeriesRequest {
+  return { queue: "", minutes: 0 };
+}
+
+export const GetQueueSeriesRequest: MessageFns<GetQueueSeriesRequest> = {
+  encode(message: GetQueueSeriesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.minutes !== 0) {
+      writer.uint32(16).int32(message.minutes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetQueueSeriesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetQueueSeriesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.minutes = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetQueueSeriesRequest {
+    return {
+      queue: isSet(object.queue) ? globalThis.String(object.queue) : "",
+      minutes: isSet(object.minutes) ? globalThis.Number(object.minutes) : 0,
+    };
+  },
+
+  toJSON(message: GetQueueSeriesRequest): unknown {
+    const obj: any = {};
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    if (message.minutes !== 0) {
+      obj.minutes = Math.round(message.minutes);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetQueueSeriesRequest>, I>>(base?: I): GetQueueSeriesRequest {
+    return GetQueueSeriesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetQueueSeriesRequest>, I>>(object: I): GetQueueSeriesRequest {
+    const message = createBaseGetQueueSeriesRequest();
+    message.queue = object.queue ?? "";
+    message.minutes = object.minutes ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetQueueSeriesResponse(): GetQueueSeriesResponse {
+  return { points: [] };
+}
+
+export const GetQueueSeriesResponse: MessageFns<GetQueueSeriesResponse> = {
+  encode(message: GetQueueSeriesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.points) {
+      QueueSeriesPoint.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetQueueSeriesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetQueueSeriesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.points.push(QueueSeriesPoint.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetQueueSeriesResponse {
+    return {
+      points: globalThis.Array.isArray(object?.points)
+        ? object.points.map((e: any) => QueueSeriesPoint.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: GetQueueSeriesResponse): unknown {
+    const obj: any = {};
+    if (message.points?.length) {
+      obj.points = message.points.map((e) => QueueSeriesPoint.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetQueueSeriesResponse>, I>>(base?: I): GetQueueSeriesResponse {
+    return GetQueueSeriesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetQueueSeriesResponse>, I>>(object: I): GetQueueSeriesResponse {
+    const message = createBaseGetQueueSeriesResponse();
+    message.points = object.points?.map((e) => QueueSeriesPoint.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseQueueSeriesPoint(): QueueSeriesPoint {
+  return {
+    minute: undefined,
+    submitted: 0,
+    completed: 0,
+    failed: 0,
+    deadLettered: 0,
+    waitP50Ms: 0,
+    waitP95Ms: 0,
+    waitP99Ms: 0,
+    runP50Ms: 0,
+    runP95Ms: 0,
+    runP99Ms: 0,
+  };
+}
+
+export const QueueSeriesPoint: MessageFns<QueueSeriesPoint> = {
+  encode(message: QueueSeriesPoint, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.minute !== undefined) {
+      Timestamp.encode(toTimestamp(message.minute), writer.uint32(10).fork()).join();
+    }
+    if (message.submitted !== 0) {
+      writer.uint32(16).int64(message.submitted);
+    }
+    if (message.completed !== 0) {
+      writer.uint32(24).int64(message.completed);
+    }
+    if (message.failed !== 0) {
+      writer.uint32(32).int64(message.failed);
+    }
+    if (message.deadLettered !== 0) {
+      writer.uint32(40).int64(message.deadLettered);
+    }
+    if (message.waitP50Ms !== 0) {
+      writer.uint32(49).double(message.waitP50Ms);
+    }
+    if (message.waitP95Ms !== 0) {
+      writer.uint32(57).double(message.waitP95Ms);
+    }
+    if (message.waitP99Ms !== 0) {
+      writer.uint32(65).double(message.waitP99Ms);
+    }
+    if (message.runP50Ms !== 0) {
+      writer.uint32(73).double(message.runP50Ms);
+    }
+    if (message.runP95Ms !== 0) {
+      writer.uint32(81).double(message.runP95Ms);
+    }
+    if (message.runP99Ms !== 0) {
+      writer.uint32(89).double(message.runP99Ms);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): QueueSeriesPoint {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseQueueSeriesPoint();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.minute = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.submitted = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.completed = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.failed = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.deadLettered = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 49) {
+              break;
+            }
+
+            message.waitP50Ms = reader.double();
+            continue;
+          }
+          case 7: {
+            if (tag !== 57) {
+              break;
+            }
+
+            message.waitP95Ms = reader.double();
+            continue;
+          }
+          case 8: {
+            if (tag !== 65) {
+              break;
+            }
+
+            message.waitP99Ms = reader.double();
+            continue;
+          }
+          case 9: {
+            if (tag !== 73) {
+              break;
+            }
+
+            message.runP50Ms = reader.double();
+            continue;
+          }
+          case 10: {
+            if (tag !== 81) {
+              break;
+            }
+
+            message.runP95Ms = reader.double();
+            continue;
+          }
+          case 11: {
+            if (tag !== 89) {
+              break;
+            }
+
+            message.runP99Ms = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): QueueSeriesPoint {
+    return {
+      minute: isSet(object.minute) ? fromJsonTimestamp(object.minute) : undefined,
+      submitted: isSet(object.submitted) ? globalThis.Number(object.submitted) : 0,
+      completed: isSet(object.completed) ? globalThis.Number(object.completed) : 0,
+      failed: isSet(object.failed) ? globalThis.Number(object.failed) : 0,
+      deadLettered: isSet(object.deadLettered)
+        ? globalThis.Number(object.deadLettered)
+        : isSet(object.dead_lettered)
+        ? globalThis.Number(object.dead_lettered)
+        : 0,
+      waitP50Ms: isSet(object.waitP50Ms)
+        ? globalThis.Number(object.waitP50Ms)
+        : isSet(object.wait_p50_ms)
+        ? globalThis.Number(object.wait_p50_ms)
+        : 0,
+      waitP95Ms: isSet(object.waitP95Ms)
+        ? globalThis.Number(object.waitP95Ms)
+        : isSet(object.wait_p95_ms)
+        ? globalThis.Number(object.wait_p95_ms)
+        : 0,
+      waitP99Ms: isSet(object.waitP99Ms)
+        ? globalThis.Number(object.waitP99Ms)
+        : isSet(object.wait_p99_ms)
+        ? globalThis.Number(object.wait_p99_ms)
+        : 0,
+      runP50Ms: isSet(object.runP50Ms)
+        ? globalThis.Number(object.runP50Ms)
+        : isSet(object.run_p50_ms)
+        ? globalThis.Number(object.run_p50_ms)
+        : 0,
+      runP95Ms: isSet(object.runP95Ms)
+        ? globalThis.Number(object.runP95Ms)
+        : isSet(object.run_p95_ms)
+        ? globalThis.Number(object.run_p95_ms)
+        : 0,
+      runP99Ms: isSet(object.runP99Ms)
+        ? globalThis.Number(object.runP99Ms)
+        : isSet(object.run_p99_ms)
+        ? globalThis.Number(object.run_p99_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: QueueSeriesPoint): unknown {
+    const obj: any = {};
+    if (message.minute !== undefined) {
+      obj.minute = message.minute.toISOString();
+    }
+    if (message.submitted !== 0) {
+      obj.submitted = Math.round(message.submitted);
+    }
+    if (message.completed !== 0) {
+      obj.completed = Math.round(message.completed);
+    }
+    if (message.failed !== 0) {
+      obj.failed = Math.round(message.failed);
+    }
+    if (message.deadLettered !== 0) {
+      obj.deadLettered = Math.round(message.deadLettered);
+    }
+    if (message.waitP50Ms !== 0) {
+      obj.waitP50Ms = floatToJson(message.waitP50Ms);
+    }
+    if (message.waitP95Ms !== 0) {
+      obj.waitP95Ms = floatToJson(message.waitP95Ms);
+    }
+    if (message.waitP99Ms !== 0) {
+      obj.waitP99Ms = floatToJson(message.waitP99Ms);
+    }
+    if (message.runP50Ms !== 0) {
+      obj.runP50Ms = floatToJson(message.runP50Ms);
+    }
+    if (message.runP95Ms !== 0) {
+      obj.runP95Ms = floatToJson(message.runP95Ms);
+    }
+    if (message.runP99Ms !== 0) {
+      obj.runP99Ms = floatToJson(message.runP99Ms);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<QueueSeriesPoint>, I>>(base?: I): QueueSeriesPoint {
+    return QueueSeriesPoint.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<QueueSeriesPoint>, I>>(object: I): QueueSeriesPoint {
+    const message = createBaseQueueSeriesPoint();
+    message.minute = object.minute ?? undefined;
+    message.submitted = object.submitted ?? 0;
+    message.completed = object.completed ?? 0;
+    message.failed = object.failed ?? 0;
+    message.deadLettered = object.deadLettered ?? 0;
+    message.waitP50Ms = object.waitP50Ms ?? 0;
+    message.waitP95Ms = object.waitP95Ms ?? 0;
+    message.waitP99Ms = object.waitP99Ms ?? 0;
+    message.runP50Ms = object.runP50Ms ?? 0;
+    message.runP95Ms = object.runP95Ms ?? 0;
+    message.runP99Ms = object.runP99Ms ?? 0;
+    return message;
+  },
+};
+
 /** QueueService is used by operators to configure queues. */
 export type QueueServiceService = typeof QueueServiceService;
 export const QueueServiceService = {
@@ -2776,7 +3245,7 @@ export const QueueServiceService = {
   /**
    * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
    * percentiles and failure rate (from the telemetry store, eventually consistent), and the
-   * workers connected to the answering server.
+   * workers connected to any server of the cluster (WorkerService.ListWorkers).
    */
   getQueueStats: {
     path: "/evora.v1.QueueService/GetQueueStats" as const,
@@ -2799,6 +3268,25 @@ export const QueueServiceService = {
     responseSerialize: (value: ListQueueStatsResponse): Buffer =>
       Buffer.from(ListQueueStatsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListQueueStatsResponse => ListQueueStatsResponse.decode(value),
+  },
+  /**
+   * GetQueueSeries returns per-minute telemetry (counts and latency percentiles) of the
+   * last `minutes` minutes, for charts: one point per minute, oldest first, the current
+   * (partial) minute last; a minute without events is a point of zeros. From the telemetry
+   * store, as GetQueueStats (eventually consistent). Empty queue = every queue summed (a
+   * token limited to queues: its queues summed); a queue outside a token's queues:
+   * PERMISSION_DENIED.
+   */
+  getQueueSeries: {
+    path: "/evora.v1.QueueService/GetQueueSeries" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetQueueSeriesRequest): Buffer =>
+      Buffer.from(GetQueueSeriesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetQueueSeriesRequest => GetQueueSeriesRequest.decode(value),
+    responseSerialize: (value: GetQueueSeriesResponse): Buffer =>
+      Buffer.from(GetQueueSeriesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetQueueSeriesResponse => GetQueueSeriesResponse.decode(value),
   },
 } as const;
 
@@ -2825,11 +3313,20 @@ export interface QueueServiceServer extends UntypedServiceImplementation {
   /**
    * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
    * percentiles and failure rate (from the telemetry store, eventually consistent), and the
-   * workers connected to the answering server.
+   * workers connected to any server of the cluster (WorkerService.ListWorkers).
    */
   getQueueStats: handleUnaryCall<GetQueueStatsRequest, GetQueueStatsResponse>;
   /** ListQueueStats returns the stats of every queue, ordered by name. */
   listQueueStats: handleUnaryCall<ListQueueStatsRequest, ListQueueStatsResponse>;
+  /**
+   * GetQueueSeries returns per-minute telemetry (counts and latency percentiles) of the
+   * last `minutes` minutes, for charts: one point per minute, oldest first, the current
+   * (partial) minute last; a minute without events is a point of zeros. From the telemetry
+   * store, as GetQueueStats (eventually consistent). Empty queue = every queue summed (a
+   * token limited to queues: its queues summed); a queue outside a token's queues:
+   * PERMISSION_DENIED.
+   */
+  getQueueSeries: handleUnaryCall<GetQueueSeriesRequest, GetQueueSeriesResponse>;
 }
 
 export interface QueueServiceClient extends Client {
@@ -2925,7 +3422,7 @@ export interface QueueServiceClient extends Client {
   /**
    * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
    * percentiles and failure rate (from the telemetry store, eventually consistent), and the
-   * workers connected to the answering server.
+   * workers connected to any server of the cluster (WorkerService.ListWorkers).
    */
   getQueueStats(
     request: GetQueueStatsRequest,
@@ -2957,6 +3454,29 @@ export interface QueueServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListQueueStatsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetQueueSeries returns per-minute telemetry (counts and latency percentiles) of the
+   * last `minutes` minutes, for charts: one point per minute, oldest first, the current
+   * (partial) minute last; a minute without events is a point of zeros. From the telemetry
+   * store, as GetQueueStats (eventually consistent). Empty queue = every queue summed (a
+   * token limited to queues: its queues summed); a queue outside a token's queues:
+   * PERMISSION_DENIED.
+   */
+  getQueueSeries(
+    request: GetQueueSeriesRequest,
+    callback: (error: ServiceError | null, response: GetQueueSeriesResponse) => void,
+  ): ClientUnaryCall;
+  getQueueSeries(
+    request: GetQueueSeriesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetQueueSeriesResponse) => void,
+  ): ClientUnaryCall;
+  getQueueSeries(
+    request: GetQueueSeriesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetQueueSeriesResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -737,6 +737,44 @@ export interface ReportProgressRequest {
 export interface ReportProgressResponse {
 }
 
+/** ListWorkersRequest filters the sessions listed. */
+export interface ListWorkersRequest {
+  /** Only sessions taking jobs from this queue; empty = all. */
+  queue: string;
+}
+
+/** ListWorkersResponse is the live sessions, by worker id. */
+export interface ListWorkersResponse {
+  /** One per open Work stream. */
+  workers: WorkerInfo[];
+}
+
+/** WorkerInfo is one worker's open Work stream, as its server last recorded it. */
+export interface WorkerInfo {
+  /** The worker's id (hello.worker_id). */
+  workerId: string;
+  /** The stream's session (a UUID; a reconnecting worker gets a new one). */
+  sessionId: string;
+  /** The server holding the stream (a UUID made at the server's start). */
+  serverId: string;
+  /** That server's gRPC address (host:port). */
+  serverAddress: string;
+  /** The queues it takes jobs from. */
+  queues: string[];
+  /** The job types it runs; empty = any. */
+  jobTypes: string[];
+  /** Jobs it may hold at once (hello.slots). */
+  slots: number;
+  /** Jobs it held when last recorded. */
+  heldJobs: number;
+  /** When the stream opened. */
+  connectedAt?:
+    | Date
+    | undefined;
+  /** When its server last recorded it (every 5 s while alive). */
+  lastSeenAt?: Date | undefined;
+}
+
 function createBaseWorkRequest(): WorkRequest {
   return { msg: undefined };
 }
@@ -4710,6 +4748,400 @@ export const ReportProgressResponse: MessageFns<ReportProgressResponse> = {
   },
 };
 
+function createBaseListWorkersRequest(): ListWorkersRequest {
+  return { queue: "" };
+}
+
+export const ListWorkersRequest: MessageFns<ListWorkersRequest> = {
+  encode(message: ListWorkersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListWorkersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListWorkersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListWorkersRequest {
+    return { queue: isSet(object.queue) ? globalThis.String(object.queue) : "" };
+  },
+
+  toJSON(message: ListWorkersRequest): unknown {
+    const obj: any = {};
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListWorkersRequest>, I>>(base?: I): ListWorkersRequest {
+    return ListWorkersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListWorkersRequest>, I>>(object: I): ListWorkersRequest {
+    const message = createBaseListWorkersRequest();
+    message.queue = object.queue ?? "";
+    return message;
+  },
+};
+
+function createBaseListWorkersResponse(): ListWorkersResponse {
+  return { workers: [] };
+}
+
+export const ListWorkersResponse: MessageFns<ListWorkersResponse> = {
+  encode(message: ListWorkersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.workers) {
+      WorkerInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListWorkersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListWorkersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.workers.push(WorkerInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListWorkersResponse {
+    return {
+      workers: globalThis.Array.isArray(object?.workers) ? object.workers.map((e: any) => WorkerInfo.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListWorkersResponse): unknown {
+    const obj: any = {};
+    if (message.workers?.length) {
+      obj.workers = message.workers.map((e) => WorkerInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListWorkersResponse>, I>>(base?: I): ListWorkersResponse {
+    return ListWorkersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListWorkersResponse>, I>>(object: I): ListWorkersResponse {
+    const message = createBaseListWorkersResponse();
+    message.workers = object.workers?.map((e) => WorkerInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseWorkerInfo(): WorkerInfo {
+  return {
+    workerId: "",
+    sessionId: "",
+    serverId: "",
+    serverAddress: "",
+    queues: [],
+    jobTypes: [],
+    slots: 0,
+    heldJobs: 0,
+    connectedAt: undefined,
+    lastSeenAt: undefined,
+  };
+}
+
+export const WorkerInfo: MessageFns<WorkerInfo> = {
+  encode(message: WorkerInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.workerId !== "") {
+      writer.uint32(10).string(message.workerId);
+    }
+    if (message.sessionId !== "") {
+      writer.uint32(18).string(message.sessionId);
+    }
+    if (message.serverId !== "") {
+      writer.uint32(26).string(message.serverId);
+    }
+    if (message.serverAddress !== "") {
+      writer.uint32(34).string(message.serverAddress);
+    }
+    for (const v of message.queues) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.jobTypes) {
+      writer.uint32(50).string(v!);
+    }
+    if (message.slots !== 0) {
+      writer.uint32(56).int32(message.slots);
+    }
+    if (message.heldJobs !== 0) {
+      writer.uint32(64).int32(message.heldJobs);
+    }
+    if (message.connectedAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.connectedAt), writer.uint32(74).fork()).join();
+    }
+    if (message.lastSeenAt !== undefined) {
+      Timestamp.encode(toTimestamp(message.lastSeenAt), writer.uint32(82).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkerInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkerInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.workerId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.serverId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.serverAddress = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.queues.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.jobTypes.push(reader.string());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.slots = reader.int32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.heldJobs = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.connectedAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.lastSeenAt = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkerInfo {
+    return {
+      workerId: isSet(object.workerId)
+        ? globalThis.String(object.workerId)
+        : isSet(object.worker_id)
+        ? globalThis.String(object.worker_id)
+        : "",
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      serverId: isSet(object.serverId)
+        ? globalThis.String(object.serverId)
+        : isSet(object.server_id)
+        ? globalThis.String(object.server_id)
+        : "",
+      serverAddress: isSet(object.serverAddress)
+        ? globalThis.String(object.serverAddress)
+        : isSet(object.server_address)
+        ? globalThis.String(object.server_address)
+        : "",
+      queues: globalThis.Array.isArray(object?.queues)
+        ? object.queues.map((e: any) => globalThis.String(e))
+        : [],
+      jobTypes: globalThis.Array.isArray(object?.jobTypes)
+        ? object.jobTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.job_types)
+        ? object.job_types.map((e: any) => globalThis.String(e))
+        : [],
+      slots: isSet(object.slots) ? globalThis.Number(object.slots) : 0,
+      heldJobs: isSet(object.heldJobs)
+        ? globalThis.Number(object.heldJobs)
+        : isSet(object.held_jobs)
+        ? globalThis.Number(object.held_jobs)
+        : 0,
+      connectedAt: isSet(object.connectedAt)
+        ? fromJsonTimestamp(object.connectedAt)
+        : isSet(object.connected_at)
+        ? fromJsonTimestamp(object.connected_at)
+        : undefined,
+      lastSeenAt: isSet(object.lastSeenAt)
+        ? fromJsonTimestamp(object.lastSeenAt)
+        : isSet(object.last_seen_at)
+        ? fromJsonTimestamp(object.last_seen_at)
+        : undefined,
+    };
+  },
+
+  toJSON(message: WorkerInfo): unknown {
+    const obj: any = {};
+    if (message.workerId !== "") {
+      obj.workerId = message.workerId;
+    }
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.serverId !== "") {
+      obj.serverId = message.serverId;
+    }
+    if (message.serverAddress !== "") {
+      obj.serverAddress = message.serverAddress;
+    }
+    if (message.queues?.length) {
+      obj.queues = message.queues;
+    }
+    if (message.jobTypes?.length) {
+      obj.jobTypes = message.jobTypes;
+    }
+    if (message.slots !== 0) {
+      obj.slots = Math.round(message.slots);
+    }
+    if (message.heldJobs !== 0) {
+      obj.heldJobs = Math.round(message.heldJobs);
+    }
+    if (message.connectedAt !== undefined) {
+      obj.connectedAt = message.connectedAt.toISOString();
+    }
+    if (message.lastSeenAt !== undefined) {
+      obj.lastSeenAt = message.lastSeenAt.toISOString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkerInfo>, I>>(base?: I): WorkerInfo {
+    return WorkerInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkerInfo>, I>>(object: I): WorkerInfo {
+    const message = createBaseWorkerInfo();
+    message.workerId = object.workerId ?? "";
+    message.sessionId = object.sessionId ?? "";
+    message.serverId = object.serverId ?? "";
+    message.serverAddress = object.serverAddress ?? "";
+    message.queues = object.queues?.map((e) => e) || [];
+    message.jobTypes = object.jobTypes?.map((e) => e) || [];
+    message.slots = object.slots ?? 0;
+    message.heldJobs = object.heldJobs ?? 0;
+    message.connectedAt = object.connectedAt ?? undefined;
+    message.lastSeenAt = object.lastSeenAt ?? undefined;
+    return message;
+  },
+};
+
 /**
  * WorkerService is used by workers to lease, run and report jobs.
  *
@@ -4829,6 +5261,22 @@ export const WorkerServiceService = {
       Buffer.from(ReportProgressResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReportProgressResponse => ReportProgressResponse.decode(value),
   },
+  /**
+   * ListWorkers lists the live Work-stream sessions of every server of the cluster (each
+   * server records its own every 5 s and forgets a session when its stream ends; a server
+   * not heard from for 30 s is taken for dead and its sessions are left out). Long-polling
+   * ClaimJobs callers hold no session and are not listed. Needs a role that reads queues
+   * (VIEWER, ADMIN); a token limited to queues sees the sessions taking one of its queues.
+   */
+  listWorkers: {
+    path: "/evora.v1.WorkerService/ListWorkers" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListWorkersRequest): Buffer => Buffer.from(ListWorkersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListWorkersRequest => ListWorkersRequest.decode(value),
+    responseSerialize: (value: ListWorkersResponse): Buffer => Buffer.from(ListWorkersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListWorkersResponse => ListWorkersResponse.decode(value),
+  },
 } as const;
 
 export interface WorkerServiceServer extends UntypedServiceImplementation {
@@ -4878,6 +5326,14 @@ export interface WorkerServiceServer extends UntypedServiceImplementation {
    * INVALID_ARGUMENT for a malformed report.
    */
   reportProgress: handleUnaryCall<ReportProgressRequest, ReportProgressResponse>;
+  /**
+   * ListWorkers lists the live Work-stream sessions of every server of the cluster (each
+   * server records its own every 5 s and forgets a session when its stream ends; a server
+   * not heard from for 30 s is taken for dead and its sessions are left out). Long-polling
+   * ClaimJobs callers hold no session and are not listed. Needs a role that reads queues
+   * (VIEWER, ADMIN); a token limited to queues sees the sessions taking one of its queues.
+   */
+  listWorkers: handleUnaryCall<ListWorkersRequest, ListWorkersResponse>;
 }
 
 export interface WorkerServiceClient extends Client {
@@ -5012,6 +5468,28 @@ export interface WorkerServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReportProgressResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ListWorkers lists the live Work-stream sessions of every server of the cluster (each
+   * server records its own every 5 s and forgets a session when its stream ends; a server
+   * not heard from for 30 s is taken for dead and its sessions are left out). Long-polling
+   * ClaimJobs callers hold no session and are not listed. Needs a role that reads queues
+   * (VIEWER, ADMIN); a token limited to queues sees the sessions taking one of its queues.
+   */
+  listWorkers(
+    request: ListWorkersRequest,
+    callback: (error: ServiceError | null, response: ListWorkersResponse) => void,
+  ): ClientUnaryCall;
+  listWorkers(
+    request: ListWorkersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListWorkersResponse) => void,
+  ): ClientUnaryCall;
+  listWorkers(
+    request: ListWorkersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListWorkersResponse) => void,
   ): ClientUnaryCall;
 }
 

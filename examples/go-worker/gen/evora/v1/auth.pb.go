@@ -670,6 +670,143 @@ func (x *RevokeTokenResponse) GetToken() *Token {
 	return nil
 }
 
+// GetCallerRequest asks who the caller is.
+type GetCallerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCallerRequest) Reset() {
+	*x = GetCallerRequest{}
+	mi := &file_evora_v1_auth_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCallerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCallerRequest) ProtoMessage() {}
+
+func (x *GetCallerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_auth_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCallerRequest.ProtoReflect.Descriptor instead.
+func (*GetCallerRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_auth_proto_rawDescGZIP(), []int{7}
+}
+
+// GetCallerResponse describes the caller.
+type GetCallerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the server checks tokens.
+	AuthOn bool `protobuf:"varint,1,opt,name=auth_on,json=authOn,proto3" json:"auth_on,omitempty"`
+	// TOKEN (a token's holder), ANONYMOUS (auth off) or DATABASE.
+	Kind AuditActorKind `protobuf:"varint,2,opt,name=kind,proto3,enum=evora.v1.AuditActorKind" json:"kind,omitempty"`
+	// The token's name; empty without a token.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The token's role; ADMIN when auth is off (every method is allowed).
+	Role TokenRole `protobuf:"varint,4,opt,name=role,proto3,enum=evora.v1.TokenRole" json:"role,omitempty"`
+	// The queues the token is limited to (patterns); empty = every queue.
+	Queues []string `protobuf:"bytes,5,rep,name=queues,proto3" json:"queues,omitempty"`
+	// The token's id; empty without a token.
+	TokenId string `protobuf:"bytes,6,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// When the token expires; unset = never (or no token).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCallerResponse) Reset() {
+	*x = GetCallerResponse{}
+	mi := &file_evora_v1_auth_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCallerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCallerResponse) ProtoMessage() {}
+
+func (x *GetCallerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_auth_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCallerResponse.ProtoReflect.Descriptor instead.
+func (*GetCallerResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_auth_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetCallerResponse) GetAuthOn() bool {
+	if x != nil {
+		return x.AuthOn
+	}
+	return false
+}
+
+func (x *GetCallerResponse) GetKind() AuditActorKind {
+	if x != nil {
+		return x.Kind
+	}
+	return AuditActorKind_AUDIT_ACTOR_KIND_UNSPECIFIED
+}
+
+func (x *GetCallerResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetCallerResponse) GetRole() TokenRole {
+	if x != nil {
+		return x.Role
+	}
+	return TokenRole_TOKEN_ROLE_UNSPECIFIED
+}
+
+func (x *GetCallerResponse) GetQueues() []string {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *GetCallerResponse) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *GetCallerResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 // AuditEvent is one administrative change.
 type AuditEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -696,7 +833,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_evora_v1_auth_proto_msgTypes[7]
+	mi := &file_evora_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +845,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_auth_proto_msgTypes[7]
+	mi := &file_evora_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +858,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_evora_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_evora_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AuditEvent) GetId() int64 {
@@ -799,7 +936,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_evora_v1_auth_proto_msgTypes[8]
+	mi := &file_evora_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +948,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_auth_proto_msgTypes[8]
+	mi := &file_evora_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +961,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_evora_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListAuditEventsRequest) GetPageSize() int32 {
@@ -875,7 +1012,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_evora_v1_auth_proto_msgTypes[9]
+	mi := &file_evora_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1024,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_auth_proto_msgTypes[9]
+	mi := &file_evora_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1037,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_evora_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -951,7 +1088,17 @@ const file_evora_v1_auth_proto_rawDesc = "" +
 	"\x12RevokeTokenRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"<\n" +
 	"\x13RevokeTokenResponse\x12%\n" +
-	"\x05token\x18\x01 \x01(\v2\x0f.evora.v1.TokenR\x05token\"\xb3\x02\n" +
+	"\x05token\x18\x01 \x01(\v2\x0f.evora.v1.TokenR\x05token\"\x12\n" +
+	"\x10GetCallerRequest\"\x85\x02\n" +
+	"\x11GetCallerResponse\x12\x17\n" +
+	"\aauth_on\x18\x01 \x01(\bR\x06authOn\x12,\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x18.evora.v1.AuditActorKindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12'\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x13.evora.v1.TokenRoleR\x04role\x12\x16\n" +
+	"\x06queues\x18\x05 \x03(\tR\x06queues\x12\x19\n" +
+	"\btoken_id\x18\x06 \x01(\tR\atokenId\x129\n" +
+	"\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb3\x02\n" +
 	"\n" +
 	"AuditEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12*\n" +
@@ -1001,12 +1148,13 @@ const file_evora_v1_auth_proto_rawDesc = "" +
 	"\x1cAUDIT_ACTOR_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16AUDIT_ACTOR_KIND_TOKEN\x10\x01\x12\x1e\n" +
 	"\x1aAUDIT_ACTOR_KIND_ANONYMOUS\x10\x02\x12\x1d\n" +
-	"\x19AUDIT_ACTOR_KIND_DATABASE\x10\x032\xef\x01\n" +
+	"\x19AUDIT_ACTOR_KIND_DATABASE\x10\x032\xb5\x02\n" +
 	"\fTokenService\x12J\n" +
 	"\vCreateToken\x12\x1c.evora.v1.CreateTokenRequest\x1a\x1d.evora.v1.CreateTokenResponse\x12G\n" +
 	"\n" +
 	"ListTokens\x12\x1b.evora.v1.ListTokensRequest\x1a\x1c.evora.v1.ListTokensResponse\x12J\n" +
-	"\vRevokeToken\x12\x1c.evora.v1.RevokeTokenRequest\x1a\x1d.evora.v1.RevokeTokenResponse2f\n" +
+	"\vRevokeToken\x12\x1c.evora.v1.RevokeTokenRequest\x1a\x1d.evora.v1.RevokeTokenResponse\x12D\n" +
+	"\tGetCaller\x12\x1a.evora.v1.GetCallerRequest\x1a\x1b.evora.v1.GetCallerResponse2f\n" +
 	"\fAuditService\x12V\n" +
 	"\x0fListAuditEvents\x12 .evora.v1.ListAuditEventsRequest\x1a!.evora.v1.ListAuditEventsResponseB\x9a\x01\n" +
 	"\fcom.evora.v1B\tAuthProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
@@ -1024,7 +1172,7 @@ func file_evora_v1_auth_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_evora_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_evora_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_evora_v1_auth_proto_goTypes = []any{
 	(TokenRole)(0),                  // 0: evora.v1.TokenRole
 	(AuditAction)(0),                // 1: evora.v1.AuditAction
@@ -1036,42 +1184,49 @@ var file_evora_v1_auth_proto_goTypes = []any{
 	(*ListTokensResponse)(nil),      // 7: evora.v1.ListTokensResponse
 	(*RevokeTokenRequest)(nil),      // 8: evora.v1.RevokeTokenRequest
 	(*RevokeTokenResponse)(nil),     // 9: evora.v1.RevokeTokenResponse
-	(*AuditEvent)(nil),              // 10: evora.v1.AuditEvent
-	(*ListAuditEventsRequest)(nil),  // 11: evora.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil), // 12: evora.v1.ListAuditEventsResponse
-	(*timestamppb.Timestamp)(nil),   // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 14: google.protobuf.Duration
-	(*structpb.Struct)(nil),         // 15: google.protobuf.Struct
+	(*GetCallerRequest)(nil),        // 10: evora.v1.GetCallerRequest
+	(*GetCallerResponse)(nil),       // 11: evora.v1.GetCallerResponse
+	(*AuditEvent)(nil),              // 12: evora.v1.AuditEvent
+	(*ListAuditEventsRequest)(nil),  // 13: evora.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil), // 14: evora.v1.ListAuditEventsResponse
+	(*timestamppb.Timestamp)(nil),   // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 16: google.protobuf.Duration
+	(*structpb.Struct)(nil),         // 17: google.protobuf.Struct
 }
 var file_evora_v1_auth_proto_depIdxs = []int32{
 	0,  // 0: evora.v1.Token.role:type_name -> evora.v1.TokenRole
-	13, // 1: evora.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	13, // 2: evora.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 3: evora.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
+	15, // 1: evora.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	15, // 2: evora.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 3: evora.v1.Token.revoked_at:type_name -> google.protobuf.Timestamp
 	0,  // 4: evora.v1.CreateTokenRequest.role:type_name -> evora.v1.TokenRole
-	14, // 5: evora.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
+	16, // 5: evora.v1.CreateTokenRequest.expires_in:type_name -> google.protobuf.Duration
 	3,  // 6: evora.v1.CreateTokenResponse.token:type_name -> evora.v1.Token
 	3,  // 7: evora.v1.ListTokensResponse.tokens:type_name -> evora.v1.Token
 	3,  // 8: evora.v1.RevokeTokenResponse.token:type_name -> evora.v1.Token
-	13, // 9: evora.v1.AuditEvent.at:type_name -> google.protobuf.Timestamp
-	2,  // 10: evora.v1.AuditEvent.actor_kind:type_name -> evora.v1.AuditActorKind
-	1,  // 11: evora.v1.AuditEvent.action:type_name -> evora.v1.AuditAction
-	15, // 12: evora.v1.AuditEvent.change:type_name -> google.protobuf.Struct
-	1,  // 13: evora.v1.ListAuditEventsRequest.actions:type_name -> evora.v1.AuditAction
-	10, // 14: evora.v1.ListAuditEventsResponse.events:type_name -> evora.v1.AuditEvent
-	4,  // 15: evora.v1.TokenService.CreateToken:input_type -> evora.v1.CreateTokenRequest
-	6,  // 16: evora.v1.TokenService.ListTokens:input_type -> evora.v1.ListTokensRequest
-	8,  // 17: evora.v1.TokenService.RevokeToken:input_type -> evora.v1.RevokeTokenRequest
-	11, // 18: evora.v1.AuditService.ListAuditEvents:input_type -> evora.v1.ListAuditEventsRequest
-	5,  // 19: evora.v1.TokenService.CreateToken:output_type -> evora.v1.CreateTokenResponse
-	7,  // 20: evora.v1.TokenService.ListTokens:output_type -> evora.v1.ListTokensResponse
-	9,  // 21: evora.v1.TokenService.RevokeToken:output_type -> evora.v1.RevokeTokenResponse
-	12, // 22: evora.v1.AuditService.ListAuditEvents:output_type -> evora.v1.ListAuditEventsResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 9: evora.v1.GetCallerResponse.kind:type_name -> evora.v1.AuditActorKind
+	0,  // 10: evora.v1.GetCallerResponse.role:type_name -> evora.v1.TokenRole
+	15, // 11: evora.v1.GetCallerResponse.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 12: evora.v1.AuditEvent.at:type_name -> google.protobuf.Timestamp
+	2,  // 13: evora.v1.AuditEvent.actor_kind:type_name -> evora.v1.AuditActorKind
+	1,  // 14: evora.v1.AuditEvent.action:type_name -> evora.v1.AuditAction
+	17, // 15: evora.v1.AuditEvent.change:type_name -> google.protobuf.Struct
+	1,  // 16: evora.v1.ListAuditEventsRequest.actions:type_name -> evora.v1.AuditAction
+	12, // 17: evora.v1.ListAuditEventsResponse.events:type_name -> evora.v1.AuditEvent
+	4,  // 18: evora.v1.TokenService.CreateToken:input_type -> evora.v1.CreateTokenRequest
+	6,  // 19: evora.v1.TokenService.ListTokens:input_type -> evora.v1.ListTokensRequest
+	8,  // 20: evora.v1.TokenService.RevokeToken:input_type -> evora.v1.RevokeTokenRequest
+	10, // 21: evora.v1.TokenService.GetCaller:input_type -> evora.v1.GetCallerRequest
+	13, // 22: evora.v1.AuditService.ListAuditEvents:input_type -> evora.v1.ListAuditEventsRequest
+	5,  // 23: evora.v1.TokenService.CreateToken:output_type -> evora.v1.CreateTokenResponse
+	7,  // 24: evora.v1.TokenService.ListTokens:output_type -> evora.v1.ListTokensResponse
+	9,  // 25: evora.v1.TokenService.RevokeToken:output_type -> evora.v1.RevokeTokenResponse
+	11, // 26: evora.v1.TokenService.GetCaller:output_type -> evora.v1.GetCallerResponse
+	14, // 27: evora.v1.AuditService.ListAuditEvents:output_type -> evora.v1.ListAuditEventsResponse
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_auth_proto_init() }
@@ -1085,7 +1240,7 @@ func file_evora_v1_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_auth_proto_rawDesc), len(file_evora_v1_auth_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -22,13 +22,14 @@ const (
 	TokenService_CreateToken_FullMethodName = "/evora.v1.TokenService/CreateToken"
 	TokenService_ListTokens_FullMethodName  = "/evora.v1.TokenService/ListTokens"
 	TokenService_RevokeToken_FullMethodName = "/evora.v1.TokenService/RevokeToken"
+	TokenService_GetCaller_FullMethodName   = "/evora.v1.TokenService/GetCaller"
 )
 
 // TokenServiceClient is the client API for TokenService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// TokenService manages API tokens (ADMIN only). The secret of a token is returned once,
+// TokenService manages API tokens (ADMIN only, but GetCaller: any caller). The secret of a token is returned once,
 // by CreateToken; the server keeps only its SHA-256 hash. Each create and revoke is
 // recorded in the audit log (AuditService) in the same transaction.
 type TokenServiceClient interface {
@@ -41,6 +42,11 @@ type TokenServiceClient interface {
 	// RevokeToken revokes a token named by its id or its name (NOT_FOUND if there is none).
 	// Revoking a revoked token is a no-op that returns it.
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	// GetCaller says who the caller is: whether auth is on, and with it the caller's token
+	// (kind TOKEN, its name, role, queues, id and expiry). Allowed for every role, and
+	// without a token when auth is off (kind ANONYMOUS, auth_on false); with auth on and no
+	// valid token: UNAUTHENTICATED. A user interface reads it to show only what the role may do.
+	GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*GetCallerResponse, error)
 }
 
 type tokenServiceClient struct {
@@ -81,11 +87,21 @@ func (c *tokenServiceClient) RevokeToken(ctx context.Context, in *RevokeTokenReq
 	return out, nil
 }
 
+func (c *tokenServiceClient) GetCaller(ctx context.Context, in *GetCallerRequest, opts ...grpc.CallOption) (*GetCallerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCallerResponse)
+	err := c.cc.Invoke(ctx, TokenService_GetCaller_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TokenServiceServer is the server API for TokenService service.
 // All implementations must embed UnimplementedTokenServiceServer
 // for forward compatibility.
 //
-// TokenService manages API tokens (ADMIN only). The secret of a token is returned once,
+// TokenService manages API tokens (ADMIN only, but GetCaller: any caller). The secret of a token is returned once,
 // by CreateToken; the server keeps only its SHA-256 hash. Each create and revoke is
 // recorded in the audit log (AuditService) in the same transaction.
 type TokenServiceServer interface {
@@ -98,6 +114,11 @@ type TokenServiceServer interface {
 	// RevokeToken revokes a token named by its id or its name (NOT_FOUND if there is none).
 	// Revoking a revoked token is a no-op that returns it.
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	// GetCaller says who the caller is: whether auth is on, and with it the caller's token
+	// (kind TOKEN, its name, role, queues, id and expiry). Allowed for every role, and
+	// without a token when auth is off (kind ANONYMOUS, auth_on false); with auth on and no
+	// valid token: UNAUTHENTICATED. A user interface reads it to show only what the role may do.
+	GetCaller(context.Context, *GetCallerRequest) (*GetCallerResponse, error)
 	mustEmbedUnimplementedTokenServiceServer()
 }
 
@@ -116,6 +137,9 @@ func (UnimplementedTokenServiceServer) ListTokens(context.Context, *ListTokensRe
 }
 func (UnimplementedTokenServiceServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedTokenServiceServer) GetCaller(context.Context, *GetCallerRequest) (*GetCallerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCaller not implemented")
 }
 func (UnimplementedTokenServiceServer) mustEmbedUnimplementedTokenServiceServer() {}
 func (UnimplementedTokenServiceServer) testEmbeddedByValue()                      {}
@@ -192,6 +216,24 @@ func _TokenService_RevokeToken_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TokenService_GetCaller_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCallerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TokenServiceServer).GetCaller(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TokenService_GetCaller_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TokenServiceServer).GetCaller(ctx, req.(*GetCallerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TokenService_ServiceDesc is the grpc.ServiceDesc for TokenService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +252,10 @@ var TokenService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeToken",
 			Handler:    _TokenService_RevokeToken_Handler,
+		},
+		{
+			MethodName: "GetCaller",
+			Handler:    _TokenService_GetCaller_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -967,7 +967,10 @@ type GetJobResponse struct {
 	// The job.
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// Its attempts, oldest first (as ListJobAttempts answers).
-	Attempts      []*JobAttempt `protobuf:"bytes,2,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts []*JobAttempt `protobuf:"bytes,2,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// Ids of its direct children (jobs whose depends_on names it), oldest first, at most
+	// 1,000; empty = none.
+	Dependents    []string `protobuf:"bytes,3,rep,name=dependents,proto3" json:"dependents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1016,6 +1019,13 @@ func (x *GetJobResponse) GetAttempts() []*JobAttempt {
 	return nil
 }
 
+func (x *GetJobResponse) GetDependents() []string {
+	if x != nil {
+		return x.Dependents
+	}
+	return nil
+}
+
 // ListJobsRequest filters and pages through jobs. Filters are ANDed; empty filters match everything.
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1028,9 +1038,11 @@ type ListJobsRequest struct {
 	// Maximum number of jobs to return; 0 = server default; the server may cap large values.
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Opaque token from a previous ListJobsResponse.next_page_token; empty = first page.
-	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only the job with this idempotency key (exact match; one per queue); empty = any.
+	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListJobsRequest) Reset() {
@@ -1094,6 +1106,13 @@ func (x *ListJobsRequest) GetPageSize() int32 {
 func (x *ListJobsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -1355,7 +1374,11 @@ type JobFilter struct {
 	// Only these jobs (UUIDs, at most 10,000); empty = any. A malformed id is
 	// INVALID_ARGUMENT; an unknown one, or one in a state the action does not touch, is
 	// skipped (not counted).
-	Ids           []string `protobuf:"bytes,5,rep,name=ids,proto3" json:"ids,omitempty"`
+	Ids []string `protobuf:"bytes,5,rep,name=ids,proto3" json:"ids,omitempty"`
+	// Only jobs whose error group is this: the first line of last_error, at most 200
+	// characters, exactly as DeadLetterGroup.error says it ("" = jobs without an error);
+	// unset = any. Longer than 200 characters or more than one line: INVALID_ARGUMENT.
+	ErrorGroup    *string `protobuf:"bytes,6,opt,name=error_group,json=errorGroup,proto3,oneof" json:"error_group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1423,6 +1446,13 @@ func (x *JobFilter) GetIds() []string {
 		return x.Ids
 	}
 	return nil
+}
+
+func (x *JobFilter) GetErrorGroup() string {
+	if x != nil && x.ErrorGroup != nil {
+		return *x.ErrorGroup
+	}
+	return ""
 }
 
 // RetryJobsRequest selects the DLQ and CANCELLED jobs to run again.
@@ -1627,6 +1657,199 @@ func (x *PurgeJobsResponse) GetCount() int64 {
 	return 0
 }
 
+// ListDeadLetterGroupsRequest selects the dead letters to group.
+type ListDeadLetterGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this queue's DLQ jobs; empty = every queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Most groups returned, 1..200; 0 = 50.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLetterGroupsRequest) Reset() {
+	*x = ListDeadLetterGroupsRequest{}
+	mi := &file_evora_v1_job_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLetterGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLetterGroupsRequest) ProtoMessage() {}
+
+func (x *ListDeadLetterGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLetterGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLetterGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListDeadLetterGroupsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListDeadLetterGroupsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListDeadLetterGroupsResponse is the dead letters by group, largest first.
+type ListDeadLetterGroupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Groups by count, largest first (then the newest first).
+	Groups []*DeadLetterGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// True when more DLQ jobs exist than the newest 10,000 that were grouped.
+	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLetterGroupsResponse) Reset() {
+	*x = ListDeadLetterGroupsResponse{}
+	mi := &file_evora_v1_job_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLetterGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLetterGroupsResponse) ProtoMessage() {}
+
+func (x *ListDeadLetterGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLetterGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLetterGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListDeadLetterGroupsResponse) GetGroups() []*DeadLetterGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *ListDeadLetterGroupsResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// DeadLetterGroup is the DLQ jobs of one queue and type that failed with the same error.
+type DeadLetterGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs' queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The jobs' type.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The group key: the first line of last_error, at most 200 characters; "" when none.
+	// JobFilter.error_group takes it as it is.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// DLQ jobs in the group (among the newest 10,000 grouped).
+	Count int64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	// When the newest of them was dead-lettered.
+	NewestFinishedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=newest_finished_at,json=newestFinishedAt,proto3" json:"newest_finished_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeadLetterGroup) Reset() {
+	*x = DeadLetterGroup{}
+	mi := &file_evora_v1_job_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterGroup) ProtoMessage() {}
+
+func (x *DeadLetterGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterGroup.ProtoReflect.Descriptor instead.
+func (*DeadLetterGroup) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeadLetterGroup) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeadLetterGroup) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeadLetterGroup) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeadLetterGroup) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *DeadLetterGroup) GetNewestFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NewestFinishedAt
+	}
+	return nil
+}
+
 // ListJobAttemptsRequest selects the job whose attempts to list.
 type ListJobAttemptsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1638,7 +1861,7 @@ type ListJobAttemptsRequest struct {
 
 func (x *ListJobAttemptsRequest) Reset() {
 	*x = ListJobAttemptsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[20]
+	mi := &file_evora_v1_job_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1873,7 @@ func (x *ListJobAttemptsRequest) String() string {
 func (*ListJobAttemptsRequest) ProtoMessage() {}
 
 func (x *ListJobAttemptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[20]
+	mi := &file_evora_v1_job_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1886,7 @@ func (x *ListJobAttemptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAttemptsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobAttemptsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{20}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListJobAttemptsRequest) GetId() string {
@@ -1685,7 +1908,7 @@ type ListJobAttemptsResponse struct {
 
 func (x *ListJobAttemptsResponse) Reset() {
 	*x = ListJobAttemptsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[21]
+	mi := &file_evora_v1_job_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1920,7 @@ func (x *ListJobAttemptsResponse) String() string {
 func (*ListJobAttemptsResponse) ProtoMessage() {}
 
 func (x *ListJobAttemptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[21]
+	mi := &file_evora_v1_job_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1933,7 @@ func (x *ListJobAttemptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAttemptsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobAttemptsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{21}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListJobAttemptsResponse) GetAttempts() []*JobAttempt {
@@ -1801,17 +2024,21 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x12SubmitJobsResponse\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.evora.v1.SubmitJobResponseR\aresults\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"c\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x83\x01\n" +
 	"\x0eGetJobResponse\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x120\n" +
-	"\battempts\x18\x02 \x03(\v2\x14.evora.v1.JobAttemptR\battempts\"\xa3\x01\n" +
+	"\battempts\x18\x02 \x03(\v2\x14.evora.v1.JobAttemptR\battempts\x12\x1e\n" +
+	"\n" +
+	"dependents\x18\x03 \x03(\tR\n" +
+	"dependents\"\xcc\x01\n" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12*\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x12.evora.v1.JobStateR\x06states\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"]\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12'\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"]\n" +
 	"\x10ListJobsResponse\x12!\n" +
 	"\x04jobs\x18\x01 \x03(\v2\r.evora.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\"\n" +
@@ -1822,13 +2049,16 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x0fRetryJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"3\n" +
 	"\x10RetryJobResponse\x12\x1f\n" +
-	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\"\xb8\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\"\xee\x01\n" +
 	"\tJobFilter\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12*\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x12.evora.v1.JobStateR\x06states\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12C\n" +
 	"\x0ffinished_before\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0efinishedBefore\x12\x10\n" +
-	"\x03ids\x18\x05 \x03(\tR\x03ids\"X\n" +
+	"\x03ids\x18\x05 \x03(\tR\x03ids\x12$\n" +
+	"\verror_group\x18\x06 \x01(\tH\x00R\n" +
+	"errorGroup\x88\x01\x01B\x0e\n" +
+	"\f_error_group\"X\n" +
 	"\x10RetryJobsRequest\x12+\n" +
 	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
@@ -1838,7 +2068,19 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
 	"\x11PurgeJobsResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count\"(\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\"I\n" +
+	"\x1bListDeadLetterGroupsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"o\n" +
+	"\x1cListDeadLetterGroupsResponse\x121\n" +
+	"\x06groups\x18\x01 \x03(\v2\x19.evora.v1.DeadLetterGroupR\x06groups\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\xb1\x01\n" +
+	"\x0fDeadLetterGroup\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\x12H\n" +
+	"\x12newest_finished_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x10newestFinishedAt\"(\n" +
 	"\x16ListJobAttemptsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x17ListJobAttemptsResponse\x120\n" +
@@ -1859,7 +2101,7 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x19ATTEMPT_OUTCOME_TIMED_OUT\x10\x04\x12!\n" +
 	"\x1dATTEMPT_OUTCOME_LEASE_EXPIRED\x10\x05\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\x06\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\a2\x88\x05\n" +
+	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\a2\xef\x05\n" +
 	"\n" +
 	"JobService\x12D\n" +
 	"\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n" +
@@ -1871,7 +2113,8 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\bRetryJob\x12\x19.evora.v1.RetryJobRequest\x1a\x1a.evora.v1.RetryJobResponse\x12D\n" +
 	"\tRetryJobs\x12\x1a.evora.v1.RetryJobsRequest\x1a\x1b.evora.v1.RetryJobsResponse\x12D\n" +
 	"\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponse\x12V\n" +
-	"\x0fListJobAttempts\x12 .evora.v1.ListJobAttemptsRequest\x1a!.evora.v1.ListJobAttemptsResponseB\x99\x01\n" +
+	"\x0fListJobAttempts\x12 .evora.v1.ListJobAttemptsRequest\x1a!.evora.v1.ListJobAttemptsResponse\x12e\n" +
+	"\x14ListDeadLetterGroups\x12%.evora.v1.ListDeadLetterGroupsRequest\x1a&.evora.v1.ListDeadLetterGroupsResponseB\x99\x01\n" +
 	"\fcom.evora.v1B\bJobProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
 
 var (
@@ -1887,55 +2130,58 @@ func file_evora_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_evora_v1_job_proto_goTypes = []any{
-	(JobState)(0),                   // 0: evora.v1.JobState
-	(AttemptOutcome)(0),             // 1: evora.v1.AttemptOutcome
-	(*Job)(nil),                     // 2: evora.v1.Job
-	(*JobProgress)(nil),             // 3: evora.v1.JobProgress
-	(*JobAttempt)(nil),              // 4: evora.v1.JobAttempt
-	(*SubmitJobRequest)(nil),        // 5: evora.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),       // 6: evora.v1.SubmitJobResponse
-	(*SubmitJobsRequest)(nil),       // 7: evora.v1.SubmitJobsRequest
-	(*SubmitJobsResponse)(nil),      // 8: evora.v1.SubmitJobsResponse
-	(*GetJobRequest)(nil),           // 9: evora.v1.GetJobRequest
-	(*GetJobResponse)(nil),          // 10: evora.v1.GetJobResponse
-	(*ListJobsRequest)(nil),         // 11: evora.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),        // 12: evora.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),        // 13: evora.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),       // 14: evora.v1.CancelJobResponse
-	(*RetryJobRequest)(nil),         // 15: evora.v1.RetryJobRequest
-	(*RetryJobResponse)(nil),        // 16: evora.v1.RetryJobResponse
-	(*JobFilter)(nil),               // 17: evora.v1.JobFilter
-	(*RetryJobsRequest)(nil),        // 18: evora.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),       // 19: evora.v1.RetryJobsResponse
-	(*PurgeJobsRequest)(nil),        // 20: evora.v1.PurgeJobsRequest
-	(*PurgeJobsResponse)(nil),       // 21: evora.v1.PurgeJobsResponse
-	(*ListJobAttemptsRequest)(nil),  // 22: evora.v1.ListJobAttemptsRequest
-	(*ListJobAttemptsResponse)(nil), // 23: evora.v1.ListJobAttemptsResponse
-	(*structpb.Struct)(nil),         // 24: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
-	(*Backoff)(nil),                 // 26: evora.v1.Backoff
-	(*durationpb.Duration)(nil),     // 27: google.protobuf.Duration
+	(JobState)(0),                        // 0: evora.v1.JobState
+	(AttemptOutcome)(0),                  // 1: evora.v1.AttemptOutcome
+	(*Job)(nil),                          // 2: evora.v1.Job
+	(*JobProgress)(nil),                  // 3: evora.v1.JobProgress
+	(*JobAttempt)(nil),                   // 4: evora.v1.JobAttempt
+	(*SubmitJobRequest)(nil),             // 5: evora.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),            // 6: evora.v1.SubmitJobResponse
+	(*SubmitJobsRequest)(nil),            // 7: evora.v1.SubmitJobsRequest
+	(*SubmitJobsResponse)(nil),           // 8: evora.v1.SubmitJobsResponse
+	(*GetJobRequest)(nil),                // 9: evora.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 10: evora.v1.GetJobResponse
+	(*ListJobsRequest)(nil),              // 11: evora.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 12: evora.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),             // 13: evora.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),            // 14: evora.v1.CancelJobResponse
+	(*RetryJobRequest)(nil),              // 15: evora.v1.RetryJobRequest
+	(*RetryJobResponse)(nil),             // 16: evora.v1.RetryJobResponse
+	(*JobFilter)(nil),                    // 17: evora.v1.JobFilter
+	(*RetryJobsRequest)(nil),             // 18: evora.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),            // 19: evora.v1.RetryJobsResponse
+	(*PurgeJobsRequest)(nil),             // 20: evora.v1.PurgeJobsRequest
+	(*PurgeJobsResponse)(nil),            // 21: evora.v1.PurgeJobsResponse
+	(*ListDeadLetterGroupsRequest)(nil),  // 22: evora.v1.ListDeadLetterGroupsRequest
+	(*ListDeadLetterGroupsResponse)(nil), // 23: evora.v1.ListDeadLetterGroupsResponse
+	(*DeadLetterGroup)(nil),              // 24: evora.v1.DeadLetterGroup
+	(*ListJobAttemptsRequest)(nil),       // 25: evora.v1.ListJobAttemptsRequest
+	(*ListJobAttemptsResponse)(nil),      // 26: evora.v1.ListJobAttemptsResponse
+	(*structpb.Struct)(nil),              // 27: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),        // 28: google.protobuf.Timestamp
+	(*Backoff)(nil),                      // 29: evora.v1.Backoff
+	(*durationpb.Duration)(nil),          // 30: google.protobuf.Duration
 }
 var file_evora_v1_job_proto_depIdxs = []int32{
-	24, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
+	27, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
 	0,  // 1: evora.v1.Job.state:type_name -> evora.v1.JobState
-	25, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	25, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	25, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	25, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	24, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
-	25, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	28, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	28, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	28, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	28, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	27, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
+	28, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: evora.v1.Job.progress:type_name -> evora.v1.JobProgress
-	25, // 9: evora.v1.JobProgress.reported_at:type_name -> google.protobuf.Timestamp
-	25, // 10: evora.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	25, // 11: evora.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	28, // 9: evora.v1.JobProgress.reported_at:type_name -> google.protobuf.Timestamp
+	28, // 10: evora.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	28, // 11: evora.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
 	1,  // 12: evora.v1.JobAttempt.outcome:type_name -> evora.v1.AttemptOutcome
-	24, // 13: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
-	25, // 14: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	26, // 15: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
-	27, // 16: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
+	27, // 13: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
+	28, // 14: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	29, // 15: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
+	30, // 16: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 17: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
 	5,  // 18: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
 	6,  // 19: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
@@ -1946,33 +2192,37 @@ var file_evora_v1_job_proto_depIdxs = []int32{
 	2,  // 24: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
 	2,  // 25: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
 	0,  // 26: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
-	25, // 27: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
+	28, // 27: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
 	17, // 28: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
 	17, // 29: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
-	4,  // 30: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
-	5,  // 31: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
-	7,  // 32: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
-	9,  // 33: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
-	11, // 34: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
-	13, // 35: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
-	15, // 36: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
-	18, // 37: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
-	20, // 38: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
-	22, // 39: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
-	6,  // 40: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
-	8,  // 41: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
-	10, // 42: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
-	12, // 43: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
-	14, // 44: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
-	16, // 45: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
-	19, // 46: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
-	21, // 47: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
-	23, // 48: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	24, // 30: evora.v1.ListDeadLetterGroupsResponse.groups:type_name -> evora.v1.DeadLetterGroup
+	28, // 31: evora.v1.DeadLetterGroup.newest_finished_at:type_name -> google.protobuf.Timestamp
+	4,  // 32: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
+	5,  // 33: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
+	7,  // 34: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
+	9,  // 35: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
+	11, // 36: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
+	13, // 37: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
+	15, // 38: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
+	18, // 39: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
+	20, // 40: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
+	25, // 41: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
+	22, // 42: evora.v1.JobService.ListDeadLetterGroups:input_type -> evora.v1.ListDeadLetterGroupsRequest
+	6,  // 43: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
+	8,  // 44: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
+	10, // 45: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
+	12, // 46: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
+	14, // 47: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
+	16, // 48: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
+	19, // 49: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
+	21, // 50: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
+	26, // 51: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
+	23, // 52: evora.v1.JobService.ListDeadLetterGroups:output_type -> evora.v1.ListDeadLetterGroupsResponse
+	43, // [43:53] is the sub-list for method output_type
+	33, // [33:43] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_job_proto_init() }
@@ -1984,13 +2234,14 @@ func file_evora_v1_job_proto_init() {
 	file_evora_v1_job_proto_msgTypes[0].OneofWrappers = []any{}
 	file_evora_v1_job_proto_msgTypes[1].OneofWrappers = []any{}
 	file_evora_v1_job_proto_msgTypes[3].OneofWrappers = []any{}
+	file_evora_v1_job_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_job_proto_rawDesc), len(file_evora_v1_job_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,15 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	JobService_SubmitJob_FullMethodName       = "/evora.v1.JobService/SubmitJob"
-	JobService_SubmitJobs_FullMethodName      = "/evora.v1.JobService/SubmitJobs"
-	JobService_GetJob_FullMethodName          = "/evora.v1.JobService/GetJob"
-	JobService_ListJobs_FullMethodName        = "/evora.v1.JobService/ListJobs"
-	JobService_CancelJob_FullMethodName       = "/evora.v1.JobService/CancelJob"
-	JobService_RetryJob_FullMethodName        = "/evora.v1.JobService/RetryJob"
-	JobService_RetryJobs_FullMethodName       = "/evora.v1.JobService/RetryJobs"
-	JobService_PurgeJobs_FullMethodName       = "/evora.v1.JobService/PurgeJobs"
-	JobService_ListJobAttempts_FullMethodName = "/evora.v1.JobService/ListJobAttempts"
+	JobService_SubmitJob_FullMethodName            = "/evora.v1.JobService/SubmitJob"
+	JobService_SubmitJobs_FullMethodName           = "/evora.v1.JobService/SubmitJobs"
+	JobService_GetJob_FullMethodName               = "/evora.v1.JobService/GetJob"
+	JobService_ListJobs_FullMethodName             = "/evora.v1.JobService/ListJobs"
+	JobService_CancelJob_FullMethodName            = "/evora.v1.JobService/CancelJob"
+	JobService_RetryJob_FullMethodName             = "/evora.v1.JobService/RetryJob"
+	JobService_RetryJobs_FullMethodName            = "/evora.v1.JobService/RetryJobs"
+	JobService_PurgeJobs_FullMethodName            = "/evora.v1.JobService/PurgeJobs"
+	JobService_ListJobAttempts_FullMethodName      = "/evora.v1.JobService/ListJobAttempts"
+	JobService_ListDeadLetterGroups_FullMethodName = "/evora.v1.JobService/ListDeadLetterGroups"
 )
 
 // JobServiceClient is the client API for JobService service.
@@ -88,6 +89,15 @@ type JobServiceClient interface {
 	// ListJobAttempts returns a job's attempts, oldest first (the same list as
 	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
 	ListJobAttempts(ctx context.Context, in *ListJobAttemptsRequest, opts ...grpc.CallOption) (*ListJobAttemptsResponse, error)
+	// ListDeadLetterGroups groups dead-lettered (DLQ) jobs by queue, type and error (the
+	// first line of last_error, at most 200 characters), largest group first: what an
+	// operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
+	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
+	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
+	// truncated says when there were more, so counts cover only the newest ones. A token
+	// limited to queues must name one of them in queue.
+	ListDeadLetterGroups(ctx context.Context, in *ListDeadLetterGroupsRequest, opts ...grpc.CallOption) (*ListDeadLetterGroupsResponse, error)
 }
 
 type jobServiceClient struct {
@@ -188,6 +198,16 @@ func (c *jobServiceClient) ListJobAttempts(ctx context.Context, in *ListJobAttem
 	return out, nil
 }
 
+func (c *jobServiceClient) ListDeadLetterGroups(ctx context.Context, in *ListDeadLetterGroupsRequest, opts ...grpc.CallOption) (*ListDeadLetterGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDeadLetterGroupsResponse)
+	err := c.cc.Invoke(ctx, JobService_ListDeadLetterGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobServiceServer is the server API for JobService service.
 // All implementations must embed UnimplementedJobServiceServer
 // for forward compatibility.
@@ -246,6 +266,15 @@ type JobServiceServer interface {
 	// ListJobAttempts returns a job's attempts, oldest first (the same list as
 	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
 	ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error)
+	// ListDeadLetterGroups groups dead-lettered (DLQ) jobs by queue, type and error (the
+	// first line of last_error, at most 200 characters), largest group first: what an
+	// operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
+	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
+	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
+	// truncated says when there were more, so counts cover only the newest ones. A token
+	// limited to queues must name one of them in queue.
+	ListDeadLetterGroups(context.Context, *ListDeadLetterGroupsRequest) (*ListDeadLetterGroupsResponse, error)
 	mustEmbedUnimplementedJobServiceServer()
 }
 
@@ -282,6 +311,9 @@ func (UnimplementedJobServiceServer) PurgeJobs(context.Context, *PurgeJobsReques
 }
 func (UnimplementedJobServiceServer) ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobAttempts not implemented")
+}
+func (UnimplementedJobServiceServer) ListDeadLetterGroups(context.Context, *ListDeadLetterGroupsRequest) (*ListDeadLetterGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDeadLetterGroups not implemented")
 }
 func (UnimplementedJobServiceServer) mustEmbedUnimplementedJobServiceServer() {}
 func (UnimplementedJobServiceServer) testEmbeddedByValue()                    {}
@@ -466,6 +498,24 @@ func _JobService_ListJobAttempts_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_ListDeadLetterGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDeadLetterGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).ListDeadLetterGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_ListDeadLetterGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).ListDeadLetterGroups(ctx, req.(*ListDeadLetterGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobService_ServiceDesc is the grpc.ServiceDesc for JobService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -508,6 +558,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListJobAttempts",
 			Handler:    _JobService_ListJobAttempts_Handler,
+		},
+		{
+			MethodName: "ListDeadLetterGroups",
+			Handler:    _JobService_ListDeadLetterGroups_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

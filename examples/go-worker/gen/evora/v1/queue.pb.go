@@ -1096,9 +1096,10 @@ type QueueStats struct {
 	Run *Percentiles `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
 	// Failed attempts / (completed + failed attempts) over the last 60 minutes, 0..1.
 	FailureRate float64 `protobuf:"fixed64,10,opt,name=failure_rate,json=failureRate,proto3" json:"failure_rate,omitempty"`
-	// Workers connected to the answering server that take jobs from this queue.
+	// Work-stream sessions that take jobs from this queue, on every server (each server
+	// records its own every 5 s; long-polling ClaimJobs callers are not counted).
 	ConnectedWorkers int32 `protobuf:"varint,11,opt,name=connected_workers,json=connectedWorkers,proto3" json:"connected_workers,omitempty"`
-	// Their free slots.
+	// Their free slots, as last recorded (up to about 5 s old).
 	FreeSlots int32 `protobuf:"varint,12,opt,name=free_slots,json=freeSlots,proto3" json:"free_slots,omitempty"`
 	// Jobs submitted in the last 60 minutes.
 	Submitted_60M int64 `protobuf:"varint,13,opt,name=submitted_60m,json=submitted60m,proto3" json:"submitted_60m,omitempty"`
@@ -1447,6 +1448,240 @@ func (x *ListQueueStatsResponse) GetStats() []*QueueStats {
 	return nil
 }
 
+// GetQueueSeriesRequest selects the queue and the window of a series.
+type GetQueueSeriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue; empty = every queue (of the token's queues) summed.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// How many minutes back, 1..1440; 0 = 60.
+	Minutes       int32 `protobuf:"varint,2,opt,name=minutes,proto3" json:"minutes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueSeriesRequest) Reset() {
+	*x = GetQueueSeriesRequest{}
+	mi := &file_evora_v1_queue_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueSeriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueSeriesRequest) ProtoMessage() {}
+
+func (x *GetQueueSeriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueSeriesRequest.ProtoReflect.Descriptor instead.
+func (*GetQueueSeriesRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetQueueSeriesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GetQueueSeriesRequest) GetMinutes() int32 {
+	if x != nil {
+		return x.Minutes
+	}
+	return 0
+}
+
+// GetQueueSeriesResponse is one point per minute of the window.
+type GetQueueSeriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first; exactly `minutes` points, the last one the current minute.
+	Points        []*QueueSeriesPoint `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueSeriesResponse) Reset() {
+	*x = GetQueueSeriesResponse{}
+	mi := &file_evora_v1_queue_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueSeriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueSeriesResponse) ProtoMessage() {}
+
+func (x *GetQueueSeriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueSeriesResponse.ProtoReflect.Descriptor instead.
+func (*GetQueueSeriesResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetQueueSeriesResponse) GetPoints() []*QueueSeriesPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+// QueueSeriesPoint is one minute of a queue's telemetry (percentiles are histogram bin
+// edges, within about 19%; 0 when the minute had no such event).
+type QueueSeriesPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Start of the minute (UTC).
+	Minute *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=minute,proto3" json:"minute,omitempty"`
+	// Jobs submitted in the minute.
+	Submitted int64 `protobuf:"varint,2,opt,name=submitted,proto3" json:"submitted,omitempty"`
+	// Jobs completed in the minute.
+	Completed int64 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
+	// Failed attempts in the minute (retried, expired, dead-lettered).
+	Failed int64 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Jobs dead-lettered in the minute.
+	DeadLettered int64 `protobuf:"varint,5,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	// Wait (claimable to claimed) percentiles of the jobs claimed in the minute, in ms.
+	WaitP50Ms float64 `protobuf:"fixed64,6,opt,name=wait_p50_ms,json=waitP50Ms,proto3" json:"wait_p50_ms,omitempty"`
+	WaitP95Ms float64 `protobuf:"fixed64,7,opt,name=wait_p95_ms,json=waitP95Ms,proto3" json:"wait_p95_ms,omitempty"`
+	WaitP99Ms float64 `protobuf:"fixed64,8,opt,name=wait_p99_ms,json=waitP99Ms,proto3" json:"wait_p99_ms,omitempty"`
+	// Run (claimed to finished) percentiles of the attempts finished in the minute, in ms.
+	RunP50Ms      float64 `protobuf:"fixed64,9,opt,name=run_p50_ms,json=runP50Ms,proto3" json:"run_p50_ms,omitempty"`
+	RunP95Ms      float64 `protobuf:"fixed64,10,opt,name=run_p95_ms,json=runP95Ms,proto3" json:"run_p95_ms,omitempty"`
+	RunP99Ms      float64 `protobuf:"fixed64,11,opt,name=run_p99_ms,json=runP99Ms,proto3" json:"run_p99_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueSeriesPoint) Reset() {
+	*x = QueueSeriesPoint{}
+	mi := &file_evora_v1_queue_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueSeriesPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueSeriesPoint) ProtoMessage() {}
+
+func (x *QueueSeriesPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueSeriesPoint.ProtoReflect.Descriptor instead.
+func (*QueueSeriesPoint) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *QueueSeriesPoint) GetMinute() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Minute
+	}
+	return nil
+}
+
+func (x *QueueSeriesPoint) GetSubmitted() int64 {
+	if x != nil {
+		return x.Submitted
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetCompleted() int64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetFailed() int64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetWaitP50Ms() float64 {
+	if x != nil {
+		return x.WaitP50Ms
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetWaitP95Ms() float64 {
+	if x != nil {
+		return x.WaitP95Ms
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetWaitP99Ms() float64 {
+	if x != nil {
+		return x.WaitP99Ms
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetRunP50Ms() float64 {
+	if x != nil {
+		return x.RunP50Ms
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetRunP95Ms() float64 {
+	if x != nil {
+		return x.RunP95Ms
+	}
+	return 0
+}
+
+func (x *QueueSeriesPoint) GetRunP99Ms() float64 {
+	if x != nil {
+		return x.RunP99Ms
+	}
+	return 0
+}
+
 var File_evora_v1_queue_proto protoreflect.FileDescriptor
 
 const file_evora_v1_queue_proto_rawDesc = "" +
@@ -1556,12 +1791,33 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x05stats\x18\x01 \x01(\v2\x14.evora.v1.QueueStatsR\x05stats\"\x17\n" +
 	"\x15ListQueueStatsRequest\"D\n" +
 	"\x16ListQueueStatsResponse\x12*\n" +
-	"\x05stats\x18\x01 \x03(\v2\x14.evora.v1.QueueStatsR\x05stats*z\n" +
+	"\x05stats\x18\x01 \x03(\v2\x14.evora.v1.QueueStatsR\x05stats\"G\n" +
+	"\x15GetQueueSeriesRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\aminutes\x18\x02 \x01(\x05R\aminutes\"L\n" +
+	"\x16GetQueueSeriesResponse\x122\n" +
+	"\x06points\x18\x01 \x03(\v2\x1a.evora.v1.QueueSeriesPointR\x06points\"\xf9\x02\n" +
+	"\x10QueueSeriesPoint\x122\n" +
+	"\x06minute\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06minute\x12\x1c\n" +
+	"\tsubmitted\x18\x02 \x01(\x03R\tsubmitted\x12\x1c\n" +
+	"\tcompleted\x18\x03 \x01(\x03R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\x03R\x06failed\x12#\n" +
+	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x12\x1e\n" +
+	"\vwait_p50_ms\x18\x06 \x01(\x01R\twaitP50Ms\x12\x1e\n" +
+	"\vwait_p95_ms\x18\a \x01(\x01R\twaitP95Ms\x12\x1e\n" +
+	"\vwait_p99_ms\x18\b \x01(\x01R\twaitP99Ms\x12\x1c\n" +
+	"\n" +
+	"run_p50_ms\x18\t \x01(\x01R\brunP50Ms\x12\x1c\n" +
+	"\n" +
+	"run_p95_ms\x18\n" +
+	" \x01(\x01R\brunP95Ms\x12\x1c\n" +
+	"\n" +
+	"run_p99_ms\x18\v \x01(\x01R\brunP99Ms*z\n" +
 	"\vBackoffKind\x12\x1c\n" +
 	"\x18BACKOFF_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18BACKOFF_KIND_EXPONENTIAL\x10\x01\x12\x17\n" +
 	"\x13BACKOFF_KIND_LINEAR\x10\x02\x12\x16\n" +
-	"\x12BACKOFF_KIND_FIXED\x10\x032\xa2\x04\n" +
+	"\x12BACKOFF_KIND_FIXED\x10\x032\xf7\x04\n" +
 	"\fQueueService\x12J\n" +
 	"\vUpsertQueue\x12\x1c.evora.v1.UpsertQueueRequest\x1a\x1d.evora.v1.UpsertQueueResponse\x12A\n" +
 	"\bGetQueue\x12\x19.evora.v1.GetQueueRequest\x1a\x1a.evora.v1.GetQueueResponse\x12G\n" +
@@ -1571,7 +1827,8 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"PauseQueue\x12\x1b.evora.v1.PauseQueueRequest\x1a\x1c.evora.v1.PauseQueueResponse\x12J\n" +
 	"\vResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12P\n" +
 	"\rGetQueueStats\x12\x1e.evora.v1.GetQueueStatsRequest\x1a\x1f.evora.v1.GetQueueStatsResponse\x12S\n" +
-	"\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponseB\x9b\x01\n" +
+	"\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponse\x12S\n" +
+	"\x0eGetQueueSeries\x12\x1f.evora.v1.GetQueueSeriesRequest\x1a .evora.v1.GetQueueSeriesResponseB\x9b\x01\n" +
 	"\fcom.evora.v1B\n" +
 	"QueueProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
 
@@ -1588,7 +1845,7 @@ func file_evora_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_evora_v1_queue_proto_goTypes = []any{
 	(BackoffKind)(0),               // 0: evora.v1.BackoffKind
 	(*Backoff)(nil),                // 1: evora.v1.Backoff
@@ -1611,27 +1868,30 @@ var file_evora_v1_queue_proto_goTypes = []any{
 	(*GetQueueStatsResponse)(nil),  // 18: evora.v1.GetQueueStatsResponse
 	(*ListQueueStatsRequest)(nil),  // 19: evora.v1.ListQueueStatsRequest
 	(*ListQueueStatsResponse)(nil), // 20: evora.v1.ListQueueStatsResponse
-	(*durationpb.Duration)(nil),    // 21: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
+	(*GetQueueSeriesRequest)(nil),  // 21: evora.v1.GetQueueSeriesRequest
+	(*GetQueueSeriesResponse)(nil), // 22: evora.v1.GetQueueSeriesResponse
+	(*QueueSeriesPoint)(nil),       // 23: evora.v1.QueueSeriesPoint
+	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
 }
 var file_evora_v1_queue_proto_depIdxs = []int32{
 	0,  // 0: evora.v1.Backoff.kind:type_name -> evora.v1.BackoffKind
-	21, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
-	21, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
+	24, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
+	24, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
 	1,  // 3: evora.v1.Queue.backoff:type_name -> evora.v1.Backoff
-	22, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
-	22, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
-	21, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
-	21, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
-	21, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
+	25, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	25, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
+	24, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
+	24, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
 	3,  // 9: evora.v1.Queue.rate_limit:type_name -> evora.v1.RateLimit
-	21, // 10: evora.v1.Queue.attempt_timeout:type_name -> google.protobuf.Duration
+	24, // 10: evora.v1.Queue.attempt_timeout:type_name -> google.protobuf.Duration
 	1,  // 11: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
-	21, // 12: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
-	21, // 13: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
-	21, // 14: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
+	24, // 12: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
+	24, // 13: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
+	24, // 14: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
 	3,  // 15: evora.v1.UpsertQueueRequest.rate_limit:type_name -> evora.v1.RateLimit
-	21, // 16: evora.v1.UpsertQueueRequest.attempt_timeout:type_name -> google.protobuf.Duration
+	24, // 16: evora.v1.UpsertQueueRequest.attempt_timeout:type_name -> google.protobuf.Duration
 	2,  // 17: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 18: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 19: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
@@ -1642,25 +1902,29 @@ var file_evora_v1_queue_proto_depIdxs = []int32{
 	14, // 24: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
 	16, // 25: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
 	16, // 26: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	4,  // 27: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
-	6,  // 28: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
-	8,  // 29: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
-	10, // 30: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
-	12, // 31: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
-	17, // 32: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
-	19, // 33: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
-	5,  // 34: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
-	7,  // 35: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
-	9,  // 36: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
-	11, // 37: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
-	13, // 38: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
-	18, // 39: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
-	20, // 40: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
-	34, // [34:41] is the sub-list for method output_type
-	27, // [27:34] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	23, // 27: evora.v1.GetQueueSeriesResponse.points:type_name -> evora.v1.QueueSeriesPoint
+	25, // 28: evora.v1.QueueSeriesPoint.minute:type_name -> google.protobuf.Timestamp
+	4,  // 29: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
+	6,  // 30: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
+	8,  // 31: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
+	10, // 32: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
+	12, // 33: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
+	17, // 34: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
+	19, // 35: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
+	21, // 36: evora.v1.QueueService.GetQueueSeries:input_type -> evora.v1.GetQueueSeriesRequest
+	5,  // 37: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
+	7,  // 38: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
+	9,  // 39: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
+	11, // 40: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
+	13, // 41: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
+	18, // 42: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
+	20, // 43: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
+	22, // 44: evora.v1.QueueService.GetQueueSeries:output_type -> evora.v1.GetQueueSeriesResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_queue_proto_init() }
@@ -1675,7 +1939,7 @@ func file_evora_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_queue_proto_rawDesc), len(file_evora_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	QueueService_ResumeQueue_FullMethodName    = "/evora.v1.QueueService/ResumeQueue"
 	QueueService_GetQueueStats_FullMethodName  = "/evora.v1.QueueService/GetQueueStats"
 	QueueService_ListQueueStats_FullMethodName = "/evora.v1.QueueService/ListQueueStats"
+	QueueService_GetQueueSeries_FullMethodName = "/evora.v1.QueueService/GetQueueSeries"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -49,10 +50,17 @@ type QueueServiceClient interface {
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
 	// GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
 	// percentiles and failure rate (from the telemetry store, eventually consistent), and the
-	// workers connected to the answering server.
+	// workers connected to any server of the cluster (WorkerService.ListWorkers).
 	GetQueueStats(ctx context.Context, in *GetQueueStatsRequest, opts ...grpc.CallOption) (*GetQueueStatsResponse, error)
 	// ListQueueStats returns the stats of every queue, ordered by name.
 	ListQueueStats(ctx context.Context, in *ListQueueStatsRequest, opts ...grpc.CallOption) (*ListQueueStatsResponse, error)
+	// GetQueueSeries returns per-minute telemetry (counts and latency percentiles) of the
+	// last `minutes` minutes, for charts: one point per minute, oldest first, the current
+	// (partial) minute last; a minute without events is a point of zeros. From the telemetry
+	// store, as GetQueueStats (eventually consistent). Empty queue = every queue summed (a
+	// token limited to queues: its queues summed); a queue outside a token's queues:
+	// PERMISSION_DENIED.
+	GetQueueSeries(ctx context.Context, in *GetQueueSeriesRequest, opts ...grpc.CallOption) (*GetQueueSeriesResponse, error)
 }
 
 type queueServiceClient struct {
@@ -133,6 +141,16 @@ func (c *queueServiceClient) ListQueueStats(ctx context.Context, in *ListQueueSt
 	return out, nil
 }
 
+func (c *queueServiceClient) GetQueueSeries(ctx context.Context, in *GetQueueSeriesRequest, opts ...grpc.CallOption) (*GetQueueSeriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetQueueSeriesResponse)
+	err := c.cc.Invoke(ctx, QueueService_GetQueueSeries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -154,10 +172,17 @@ type QueueServiceServer interface {
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
 	// GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
 	// percentiles and failure rate (from the telemetry store, eventually consistent), and the
-	// workers connected to the answering server.
+	// workers connected to any server of the cluster (WorkerService.ListWorkers).
 	GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error)
 	// ListQueueStats returns the stats of every queue, ordered by name.
 	ListQueueStats(context.Context, *ListQueueStatsRequest) (*ListQueueStatsResponse, error)
+	// GetQueueSeries returns per-minute telemetry (counts and latency percentiles) of the
+	// last `minutes` minutes, for charts: one point per minute, oldest first, the current
+	// (partial) minute last; a minute without events is a point of zeros. From the telemetry
+	// store, as GetQueueStats (eventually consistent). Empty queue = every queue summed (a
+	// token limited to queues: its queues summed); a queue outside a token's queues:
+	// PERMISSION_DENIED.
+	GetQueueSeries(context.Context, *GetQueueSeriesRequest) (*GetQueueSeriesResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -188,6 +213,9 @@ func (UnimplementedQueueServiceServer) GetQueueStats(context.Context, *GetQueueS
 }
 func (UnimplementedQueueServiceServer) ListQueueStats(context.Context, *ListQueueStatsRequest) (*ListQueueStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListQueueStats not implemented")
+}
+func (UnimplementedQueueServiceServer) GetQueueSeries(context.Context, *GetQueueSeriesRequest) (*GetQueueSeriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQueueSeries not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -336,6 +364,24 @@ func _QueueService_ListQueueStats_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_GetQueueSeries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQueueSeriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).GetQueueSeries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_GetQueueSeries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).GetQueueSeries(ctx, req.(*GetQueueSeriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -370,6 +416,10 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListQueueStats",
 			Handler:    _QueueService_ListQueueStats_Handler,
+		},
+		{
+			MethodName: "GetQueueSeries",
+			Handler:    _QueueService_GetQueueSeries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2712,6 +2712,225 @@ func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
 	return file_evora_v1_worker_proto_rawDescGZIP(), []int{33}
 }
 
+// ListWorkersRequest filters the sessions listed.
+type ListWorkersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only sessions taking jobs from this queue; empty = all.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersRequest) Reset() {
+	*x = ListWorkersRequest{}
+	mi := &file_evora_v1_worker_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersRequest) ProtoMessage() {}
+
+func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListWorkersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// ListWorkersResponse is the live sessions, by worker id.
+type ListWorkersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per open Work stream.
+	Workers       []*WorkerInfo `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersResponse) Reset() {
+	*x = ListWorkersResponse{}
+	mi := &file_evora_v1_worker_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersResponse) ProtoMessage() {}
+
+func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+// WorkerInfo is one worker's open Work stream, as its server last recorded it.
+type WorkerInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The worker's id (hello.worker_id).
+	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// The stream's session (a UUID; a reconnecting worker gets a new one).
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The server holding the stream (a UUID made at the server's start).
+	ServerId string `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// That server's gRPC address (host:port).
+	ServerAddress string `protobuf:"bytes,4,opt,name=server_address,json=serverAddress,proto3" json:"server_address,omitempty"`
+	// The queues it takes jobs from.
+	Queues []string `protobuf:"bytes,5,rep,name=queues,proto3" json:"queues,omitempty"`
+	// The job types it runs; empty = any.
+	JobTypes []string `protobuf:"bytes,6,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
+	// Jobs it may hold at once (hello.slots).
+	Slots int32 `protobuf:"varint,7,opt,name=slots,proto3" json:"slots,omitempty"`
+	// Jobs it held when last recorded.
+	HeldJobs int32 `protobuf:"varint,8,opt,name=held_jobs,json=heldJobs,proto3" json:"held_jobs,omitempty"`
+	// When the stream opened.
+	ConnectedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=connected_at,json=connectedAt,proto3" json:"connected_at,omitempty"`
+	// When its server last recorded it (every 5 s while alive).
+	LastSeenAt    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerInfo) Reset() {
+	*x = WorkerInfo{}
+	mi := &file_evora_v1_worker_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerInfo) ProtoMessage() {}
+
+func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_worker_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
+func (*WorkerInfo) Descriptor() ([]byte, []int) {
+	return file_evora_v1_worker_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WorkerInfo) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetServerAddress() string {
+	if x != nil {
+		return x.ServerAddress
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetQueues() []string {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetJobTypes() []string {
+	if x != nil {
+		return x.JobTypes
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetSlots() int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetHeldJobs() int32 {
+	if x != nil {
+		return x.HeldJobs
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetConnectedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConnectedAt
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetLastSeenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenAt
+	}
+	return nil
+}
+
 var File_evora_v1_worker_proto protoreflect.FileDescriptor
 
 const file_evora_v1_worker_proto_rawDesc = "" +
@@ -2895,7 +3114,26 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\b_percentB\a\n" +
 	"\x05_doneB\b\n" +
 	"\x06_total\"\x18\n" +
-	"\x16ReportProgressResponse*\x8f\x01\n" +
+	"\x16ReportProgressResponse\"*\n" +
+	"\x12ListWorkersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"E\n" +
+	"\x13ListWorkersResponse\x12.\n" +
+	"\aworkers\x18\x01 \x03(\v2\x14.evora.v1.WorkerInfoR\aworkers\"\xf1\x02\n" +
+	"\n" +
+	"WorkerInfo\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tserver_id\x18\x03 \x01(\tR\bserverId\x12%\n" +
+	"\x0eserver_address\x18\x04 \x01(\tR\rserverAddress\x12\x16\n" +
+	"\x06queues\x18\x05 \x03(\tR\x06queues\x12\x1b\n" +
+	"\tjob_types\x18\x06 \x03(\tR\bjobTypes\x12\x14\n" +
+	"\x05slots\x18\a \x01(\x05R\x05slots\x12\x1b\n" +
+	"\theld_jobs\x18\b \x01(\x05R\bheldJobs\x12=\n" +
+	"\fconnected_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\x12<\n" +
+	"\flast_seen_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastSeenAt*\x8f\x01\n" +
 	"\tAckResult\x12\x1a\n" +
 	"\x16ACK_RESULT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ACK_RESULT_ACCEPTED\x10\x01\x12\x19\n" +
@@ -2912,7 +3150,7 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"'LEASE_LOST_REASON_NOT_HELD_ON_RECONNECT\x10\x02*M\n" +
 	"\vDrainReason\x12\x1c\n" +
 	"\x18DRAIN_REASON_UNSPECIFIED\x10\x00\x12 \n" +
-	"\x1cDRAIN_REASON_SERVER_SHUTDOWN\x10\x012\x83\x04\n" +
+	"\x1cDRAIN_REASON_SERVER_SHUTDOWN\x10\x012\xcf\x04\n" +
 	"\rWorkerService\x129\n" +
 	"\x04Work\x12\x15.evora.v1.WorkRequest\x1a\x16.evora.v1.WorkResponse(\x010\x01\x12D\n" +
 	"\tClaimJobs\x12\x1a.evora.v1.ClaimJobsRequest\x1a\x1b.evora.v1.ClaimJobsResponse\x12J\n" +
@@ -2920,7 +3158,8 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\vCompleteJob\x12\x1c.evora.v1.CompleteJobRequest\x1a\x1d.evora.v1.CompleteJobResponse\x12>\n" +
 	"\aFailJob\x12\x18.evora.v1.FailJobRequest\x1a\x19.evora.v1.FailJobResponse\x12D\n" +
 	"\tSnoozeJob\x12\x1a.evora.v1.SnoozeJobRequest\x1a\x1b.evora.v1.SnoozeJobResponse\x12S\n" +
-	"\x0eReportProgress\x12\x1f.evora.v1.ReportProgressRequest\x1a .evora.v1.ReportProgressResponseB\x9c\x01\n" +
+	"\x0eReportProgress\x12\x1f.evora.v1.ReportProgressRequest\x1a .evora.v1.ReportProgressResponse\x12J\n" +
+	"\vListWorkers\x12\x1c.evora.v1.ListWorkersRequest\x1a\x1d.evora.v1.ListWorkersResponseB\x9c\x01\n" +
 	"\fcom.evora.v1B\vWorkerProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
 
 var (
@@ -2936,7 +3175,7 @@ func file_evora_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_evora_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_evora_v1_worker_proto_goTypes = []any{
 	(AckResult)(0),                 // 0: evora.v1.AckResult
 	(CancelReason)(0),              // 1: evora.v1.CancelReason
@@ -2976,11 +3215,14 @@ var file_evora_v1_worker_proto_goTypes = []any{
 	(*SnoozeJobResponse)(nil),      // 35: evora.v1.SnoozeJobResponse
 	(*ReportProgressRequest)(nil),  // 36: evora.v1.ReportProgressRequest
 	(*ReportProgressResponse)(nil), // 37: evora.v1.ReportProgressResponse
-	nil,                            // 38: evora.v1.LeasedJob.ParentResultsEntry
-	(*structpb.Struct)(nil),        // 39: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
-	(*Job)(nil),                    // 41: evora.v1.Job
-	(*durationpb.Duration)(nil),    // 42: google.protobuf.Duration
+	(*ListWorkersRequest)(nil),     // 38: evora.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 39: evora.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),             // 40: evora.v1.WorkerInfo
+	nil,                            // 41: evora.v1.LeasedJob.ParentResultsEntry
+	(*structpb.Struct)(nil),        // 42: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
+	(*Job)(nil),                    // 44: evora.v1.Job
+	(*durationpb.Duration)(nil),    // 45: google.protobuf.Duration
 }
 var file_evora_v1_worker_proto_depIdxs = []int32{
 	6,  // 0: evora.v1.WorkRequest.hello:type_name -> evora.v1.WorkerHello
@@ -3003,54 +3245,59 @@ var file_evora_v1_worker_proto_depIdxs = []int32{
 	20, // 17: evora.v1.WorkResponse.acks:type_name -> evora.v1.ServerAckBatch
 	7,  // 18: evora.v1.WorkerHello.held:type_name -> evora.v1.Lease
 	7,  // 19: evora.v1.WorkerHeartbeat.leases:type_name -> evora.v1.Lease
-	39, // 20: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
-	40, // 21: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
-	40, // 22: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
-	39, // 23: evora.v1.WorkerProgress.checkpoint:type_name -> google.protobuf.Struct
+	42, // 20: evora.v1.WorkerComplete.result:type_name -> google.protobuf.Struct
+	43, // 21: evora.v1.WorkerFail.retry_at:type_name -> google.protobuf.Timestamp
+	43, // 22: evora.v1.WorkerSnooze.run_at:type_name -> google.protobuf.Timestamp
+	42, // 23: evora.v1.WorkerProgress.checkpoint:type_name -> google.protobuf.Struct
 	9,  // 24: evora.v1.WorkerCompleteBatch.completes:type_name -> evora.v1.WorkerComplete
 	10, // 25: evora.v1.WorkerFailBatch.fails:type_name -> evora.v1.WorkerFail
-	41, // 26: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
-	40, // 27: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	38, // 28: evora.v1.LeasedJob.parent_results:type_name -> evora.v1.LeasedJob.ParentResultsEntry
-	39, // 29: evora.v1.LeasedJob.checkpoint:type_name -> google.protobuf.Struct
+	44, // 26: evora.v1.LeasedJob.job:type_name -> evora.v1.Job
+	43, // 27: evora.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	41, // 28: evora.v1.LeasedJob.parent_results:type_name -> evora.v1.LeasedJob.ParentResultsEntry
+	42, // 29: evora.v1.LeasedJob.checkpoint:type_name -> google.protobuf.Struct
 	0,  // 30: evora.v1.ServerAck.result:type_name -> evora.v1.AckResult
 	17, // 31: evora.v1.LeasedJobBatch.jobs:type_name -> evora.v1.LeasedJob
 	18, // 32: evora.v1.ServerAckBatch.acks:type_name -> evora.v1.ServerAck
 	1,  // 33: evora.v1.ServerCancel.code:type_name -> evora.v1.CancelReason
 	2,  // 34: evora.v1.ServerLeaseLost.code:type_name -> evora.v1.LeaseLostReason
-	40, // 35: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
+	43, // 35: evora.v1.ExtendedLease.lease_expires_at:type_name -> google.protobuf.Timestamp
 	23, // 36: evora.v1.ServerHeartbeatAck.leases:type_name -> evora.v1.ExtendedLease
 	3,  // 37: evora.v1.ServerDrain.code:type_name -> evora.v1.DrainReason
-	42, // 38: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
+	45, // 38: evora.v1.ClaimJobsRequest.wait:type_name -> google.protobuf.Duration
 	17, // 39: evora.v1.ClaimJobsResponse.jobs:type_name -> evora.v1.LeasedJob
-	40, // 40: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	39, // 41: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
-	41, // 42: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
-	40, // 43: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
-	41, // 44: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
-	40, // 45: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	41, // 46: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
-	39, // 47: evora.v1.ReportProgressRequest.checkpoint:type_name -> google.protobuf.Struct
-	39, // 48: evora.v1.LeasedJob.ParentResultsEntry.value:type_name -> google.protobuf.Struct
-	4,  // 49: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
-	26, // 50: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
-	28, // 51: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
-	30, // 52: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
-	32, // 53: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
-	34, // 54: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
-	36, // 55: evora.v1.WorkerService.ReportProgress:input_type -> evora.v1.ReportProgressRequest
-	5,  // 56: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
-	27, // 57: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
-	29, // 58: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
-	31, // 59: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
-	33, // 60: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
-	35, // 61: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
-	37, // 62: evora.v1.WorkerService.ReportProgress:output_type -> evora.v1.ReportProgressResponse
-	56, // [56:63] is the sub-list for method output_type
-	49, // [49:56] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	43, // 40: evora.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	42, // 41: evora.v1.CompleteJobRequest.result:type_name -> google.protobuf.Struct
+	44, // 42: evora.v1.CompleteJobResponse.job:type_name -> evora.v1.Job
+	43, // 43: evora.v1.FailJobRequest.retry_at:type_name -> google.protobuf.Timestamp
+	44, // 44: evora.v1.FailJobResponse.job:type_name -> evora.v1.Job
+	43, // 45: evora.v1.SnoozeJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	44, // 46: evora.v1.SnoozeJobResponse.job:type_name -> evora.v1.Job
+	42, // 47: evora.v1.ReportProgressRequest.checkpoint:type_name -> google.protobuf.Struct
+	40, // 48: evora.v1.ListWorkersResponse.workers:type_name -> evora.v1.WorkerInfo
+	43, // 49: evora.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	43, // 50: evora.v1.WorkerInfo.last_seen_at:type_name -> google.protobuf.Timestamp
+	42, // 51: evora.v1.LeasedJob.ParentResultsEntry.value:type_name -> google.protobuf.Struct
+	4,  // 52: evora.v1.WorkerService.Work:input_type -> evora.v1.WorkRequest
+	26, // 53: evora.v1.WorkerService.ClaimJobs:input_type -> evora.v1.ClaimJobsRequest
+	28, // 54: evora.v1.WorkerService.ExtendLease:input_type -> evora.v1.ExtendLeaseRequest
+	30, // 55: evora.v1.WorkerService.CompleteJob:input_type -> evora.v1.CompleteJobRequest
+	32, // 56: evora.v1.WorkerService.FailJob:input_type -> evora.v1.FailJobRequest
+	34, // 57: evora.v1.WorkerService.SnoozeJob:input_type -> evora.v1.SnoozeJobRequest
+	36, // 58: evora.v1.WorkerService.ReportProgress:input_type -> evora.v1.ReportProgressRequest
+	38, // 59: evora.v1.WorkerService.ListWorkers:input_type -> evora.v1.ListWorkersRequest
+	5,  // 60: evora.v1.WorkerService.Work:output_type -> evora.v1.WorkResponse
+	27, // 61: evora.v1.WorkerService.ClaimJobs:output_type -> evora.v1.ClaimJobsResponse
+	29, // 62: evora.v1.WorkerService.ExtendLease:output_type -> evora.v1.ExtendLeaseResponse
+	31, // 63: evora.v1.WorkerService.CompleteJob:output_type -> evora.v1.CompleteJobResponse
+	33, // 64: evora.v1.WorkerService.FailJob:output_type -> evora.v1.FailJobResponse
+	35, // 65: evora.v1.WorkerService.SnoozeJob:output_type -> evora.v1.SnoozeJobResponse
+	37, // 66: evora.v1.WorkerService.ReportProgress:output_type -> evora.v1.ReportProgressResponse
+	39, // 67: evora.v1.WorkerService.ListWorkers:output_type -> evora.v1.ListWorkersResponse
+	60, // [60:68] is the sub-list for method output_type
+	52, // [52:60] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_worker_proto_init() }
@@ -3090,7 +3337,7 @@ func file_evora_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_worker_proto_rawDesc), len(file_evora_v1_worker_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	WorkerService_FailJob_FullMethodName        = "/evora.v1.WorkerService/FailJob"
 	WorkerService_SnoozeJob_FullMethodName      = "/evora.v1.WorkerService/SnoozeJob"
 	WorkerService_ReportProgress_FullMethodName = "/evora.v1.WorkerService/ReportProgress"
+	WorkerService_ListWorkers_FullMethodName    = "/evora.v1.WorkerService/ListWorkers"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -82,6 +83,12 @@ type WorkerServiceClient interface {
 	// are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
 	// INVALID_ARGUMENT for a malformed report.
 	ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error)
+	// ListWorkers lists the live Work-stream sessions of every server of the cluster (each
+	// server records its own every 5 s and forgets a session when its stream ends; a server
+	// not heard from for 30 s is taken for dead and its sessions are left out). Long-polling
+	// ClaimJobs callers hold no session and are not listed. Needs a role that reads queues
+	// (VIEWER, ADMIN); a token limited to queues sees the sessions taking one of its queues.
+	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 }
 
 type workerServiceClient struct {
@@ -165,6 +172,16 @@ func (c *workerServiceClient) ReportProgress(ctx context.Context, in *ReportProg
 	return out, nil
 }
 
+func (c *workerServiceClient) ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkersResponse)
+	err := c.cc.Invoke(ctx, WorkerService_ListWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -219,6 +236,12 @@ type WorkerServiceServer interface {
 	// are coalesced), FAILED_PRECONDITION when the lease is not current (nothing changed), and
 	// INVALID_ARGUMENT for a malformed report.
 	ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error)
+	// ListWorkers lists the live Work-stream sessions of every server of the cluster (each
+	// server records its own every 5 s and forgets a session when its stream ends; a server
+	// not heard from for 30 s is taken for dead and its sessions are left out). Long-polling
+	// ClaimJobs callers hold no session and are not listed. Needs a role that reads queues
+	// (VIEWER, ADMIN); a token limited to queues sees the sessions taking one of its queues.
+	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -249,6 +272,9 @@ func (UnimplementedWorkerServiceServer) SnoozeJob(context.Context, *SnoozeJobReq
 }
 func (UnimplementedWorkerServiceServer) ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportProgress not implemented")
+}
+func (UnimplementedWorkerServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -386,6 +412,24 @@ func _WorkerService_ReportProgress_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).ListWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_ListWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).ListWorkers(ctx, req.(*ListWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -416,6 +460,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportProgress",
 			Handler:    _WorkerService_ReportProgress_Handler,
+		},
+		{
+			MethodName: "ListWorkers",
+			Handler:    _WorkerService_ListWorkers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -184,26 +184,30 @@ class GetJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class GetJobResponse(_message.Message):
-    __slots__ = ("job", "attempts")
+    __slots__ = ("job", "attempts", "dependents")
     JOB_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENTS_FIELD_NUMBER: _ClassVar[int]
     job: Job
     attempts: _containers.RepeatedCompositeFieldContainer[JobAttempt]
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ...) -> None: ...
+    dependents: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., dependents: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("queue", "states", "type", "page_size", "page_token")
+    __slots__ = ("queue", "states", "type", "page_size", "page_token", "idempotency_key")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     queue: str
     states: _containers.RepeatedScalarFieldContainer[JobState]
     type: str
     page_size: int
     page_token: str
-    def __init__(self, queue: _Optional[str] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., type: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, queue: _Optional[str] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., type: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -238,18 +242,20 @@ class RetryJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class JobFilter(_message.Message):
-    __slots__ = ("queue", "states", "type", "finished_before", "ids")
+    __slots__ = ("queue", "states", "type", "finished_before", "ids", "error_group")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     FINISHED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_GROUP_FIELD_NUMBER: _ClassVar[int]
     queue: str
     states: _containers.RepeatedScalarFieldContainer[JobState]
     type: str
     finished_before: _timestamp_pb2.Timestamp
     ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, queue: _Optional[str] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., type: _Optional[str] = ..., finished_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    error_group: str
+    def __init__(self, queue: _Optional[str] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., type: _Optional[str] = ..., finished_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ids: _Optional[_Iterable[str]] = ..., error_group: _Optional[str] = ...) -> None: ...
 
 class RetryJobsRequest(_message.Message):
     __slots__ = ("filter", "dry_run")
@@ -278,6 +284,36 @@ class PurgeJobsResponse(_message.Message):
     COUNT_FIELD_NUMBER: _ClassVar[int]
     count: int
     def __init__(self, count: _Optional[int] = ...) -> None: ...
+
+class ListDeadLetterGroupsRequest(_message.Message):
+    __slots__ = ("queue", "limit")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    limit: int
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListDeadLetterGroupsResponse(_message.Message):
+    __slots__ = ("groups", "truncated")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DeadLetterGroup]
+    truncated: bool
+    def __init__(self, groups: _Optional[_Iterable[_Union[DeadLetterGroup, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class DeadLetterGroup(_message.Message):
+    __slots__ = ("queue", "type", "error", "count", "newest_finished_at")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    NEWEST_FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    type: str
+    error: str
+    count: int
+    newest_finished_at: _timestamp_pb2.Timestamp
+    def __init__(self, queue: _Optional[str] = ..., type: _Optional[str] = ..., error: _Optional[str] = ..., count: _Optional[int] = ..., newest_finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListJobAttemptsRequest(_message.Message):
     __slots__ = ("id",)

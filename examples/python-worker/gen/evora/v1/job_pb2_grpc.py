@@ -81,6 +81,11 @@ class JobServiceStub:
                 request_serializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsResponse.FromString,
                 _registered_method=True)
+        self.ListDeadLetterGroups = channel.unary_unary(
+                '/evora.v1.JobService/ListDeadLetterGroups',
+                request_serializer=evora_dot_v1_dot_job__pb2.ListDeadLetterGroupsRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_job__pb2.ListDeadLetterGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -184,6 +189,20 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDeadLetterGroups(self, request, context):
+        """ListDeadLetterGroups groups dead-lettered (DLQ) jobs by queue, type and error (the
+        first line of last_error, at most 200 characters), largest group first: what an
+        operator looks at before retrying or purging a group (RetryJobs or PurgeJobs with
+        JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
+        jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
+        grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
+        truncated says when there were more, so counts cover only the newest ones. A token
+        limited to queues must name one of them in queue.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -231,6 +250,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListJobAttempts,
                     request_deserializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsRequest.FromString,
                     response_serializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsResponse.SerializeToString,
+            ),
+            'ListDeadLetterGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetterGroups,
+                    request_deserializer=evora_dot_v1_dot_job__pb2.ListDeadLetterGroupsRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_job__pb2.ListDeadLetterGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -478,6 +502,33 @@ class JobService:
             '/evora.v1.JobService/ListJobAttempts',
             evora_dot_v1_dot_job__pb2.ListJobAttemptsRequest.SerializeToString,
             evora_dot_v1_dot_job__pb2.ListJobAttemptsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetterGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.JobService/ListDeadLetterGroups',
+            evora_dot_v1_dot_job__pb2.ListDeadLetterGroupsRequest.SerializeToString,
+            evora_dot_v1_dot_job__pb2.ListDeadLetterGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

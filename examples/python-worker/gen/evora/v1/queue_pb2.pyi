@@ -235,3 +235,43 @@ class ListQueueStatsResponse(_message.Message):
     STATS_FIELD_NUMBER: _ClassVar[int]
     stats: _containers.RepeatedCompositeFieldContainer[QueueStats]
     def __init__(self, stats: _Optional[_Iterable[_Union[QueueStats, _Mapping]]] = ...) -> None: ...
+
+class GetQueueSeriesRequest(_message.Message):
+    __slots__ = ("queue", "minutes")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MINUTES_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    minutes: int
+    def __init__(self, queue: _Optional[str] = ..., minutes: _Optional[int] = ...) -> None: ...
+
+class GetQueueSeriesResponse(_message.Message):
+    __slots__ = ("points",)
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    points: _containers.RepeatedCompositeFieldContainer[QueueSeriesPoint]
+    def __init__(self, points: _Optional[_Iterable[_Union[QueueSeriesPoint, _Mapping]]] = ...) -> None: ...
+
+class QueueSeriesPoint(_message.Message):
+    __slots__ = ("minute", "submitted", "completed", "failed", "dead_lettered", "wait_p50_ms", "wait_p95_ms", "wait_p99_ms", "run_p50_ms", "run_p95_ms", "run_p99_ms")
+    MINUTE_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    WAIT_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_P95_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    RUN_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    RUN_P95_MS_FIELD_NUMBER: _ClassVar[int]
+    RUN_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    minute: _timestamp_pb2.Timestamp
+    submitted: int
+    completed: int
+    failed: int
+    dead_lettered: int
+    wait_p50_ms: float
+    wait_p95_ms: float
+    wait_p99_ms: float
+    run_p50_ms: float
+    run_p95_ms: float
+    run_p99_ms: float
+    def __init__(self, minute: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., submitted: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., wait_p50_ms: _Optional[float] = ..., wait_p95_ms: _Optional[float] = ..., wait_p99_ms: _Optional[float] = ..., run_p50_ms: _Optional[float] = ..., run_p95_ms: _Optional[float] = ..., run_p99_ms: _Optional[float] = ...) -> None: ...

@@ -70,6 +70,11 @@ class QueueServiceStub:
                 request_serializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsResponse.FromString,
                 _registered_method=True)
+        self.GetQueueSeries = channel.unary_unary(
+                '/evora.v1.QueueService/GetQueueSeries',
+                request_serializer=evora_dot_v1_dot_queue__pb2.GetQueueSeriesRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_queue__pb2.GetQueueSeriesResponse.FromString,
+                _registered_method=True)
 
 
 class QueueServiceServicer:
@@ -117,7 +122,7 @@ class QueueServiceServicer:
     def GetQueueStats(self, request, context):
         """GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
         percentiles and failure rate (from the telemetry store, eventually consistent), and the
-        workers connected to the answering server.
+        workers connected to any server of the cluster (WorkerService.ListWorkers).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -125,6 +130,18 @@ class QueueServiceServicer:
 
     def ListQueueStats(self, request, context):
         """ListQueueStats returns the stats of every queue, ordered by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQueueSeries(self, request, context):
+        """GetQueueSeries returns per-minute telemetry (counts and latency percentiles) of the
+        last `minutes` minutes, for charts: one point per minute, oldest first, the current
+        (partial) minute last; a minute without events is a point of zeros. From the telemetry
+        store, as GetQueueStats (eventually consistent). Empty queue = every queue summed (a
+        token limited to queues: its queues summed); a queue outside a token's queues:
+        PERMISSION_DENIED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -167,6 +184,11 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.ListQueueStats,
                     request_deserializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsRequest.FromString,
                     response_serializer=evora_dot_v1_dot_queue__pb2.ListQueueStatsResponse.SerializeToString,
+            ),
+            'GetQueueSeries': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueueSeries,
+                    request_deserializer=evora_dot_v1_dot_queue__pb2.GetQueueSeriesRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_queue__pb2.GetQueueSeriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -359,6 +381,33 @@ class QueueService:
             '/evora.v1.QueueService/ListQueueStats',
             evora_dot_v1_dot_queue__pb2.ListQueueStatsRequest.SerializeToString,
             evora_dot_v1_dot_queue__pb2.ListQueueStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQueueSeries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.QueueService/GetQueueSeries',
+            evora_dot_v1_dot_queue__pb2.GetQueueSeriesRequest.SerializeToString,
+            evora_dot_v1_dot_queue__pb2.GetQueueSeriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -409,3 +409,39 @@ class ReportProgressRequest(_message.Message):
 class ReportProgressResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("worker_id", "session_id", "server_id", "server_address", "queues", "job_types", "slots", "held_jobs", "connected_at", "last_seen_at")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    HELD_JOBS_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_AT_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    session_id: str
+    server_id: str
+    server_address: str
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    job_types: _containers.RepeatedScalarFieldContainer[str]
+    slots: int
+    held_jobs: int
+    connected_at: _timestamp_pb2.Timestamp
+    last_seen_at: _timestamp_pb2.Timestamp
+    def __init__(self, worker_id: _Optional[str] = ..., session_id: _Optional[str] = ..., server_id: _Optional[str] = ..., server_address: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., job_types: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held_jobs: _Optional[int] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

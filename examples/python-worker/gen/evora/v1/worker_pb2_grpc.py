@@ -80,6 +80,11 @@ class WorkerServiceStub:
                 request_serializer=evora_dot_v1_dot_worker__pb2.ReportProgressRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_worker__pb2.ReportProgressResponse.FromString,
                 _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/evora.v1.WorkerService/ListWorkers',
+                request_serializer=evora_dot_v1_dot_worker__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_worker__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -169,6 +174,17 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """ListWorkers lists the live Work-stream sessions of every server of the cluster (each
+        server records its own every 5 s and forgets a session when its stream ends; a server
+        not heard from for 30 s is taken for dead and its sessions are left out). Long-polling
+        ClaimJobs callers hold no session and are not listed. Needs a role that reads queues
+        (VIEWER, ADMIN); a token limited to queues sees the sessions taking one of its queues.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -206,6 +222,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.ReportProgress,
                     request_deserializer=evora_dot_v1_dot_worker__pb2.ReportProgressRequest.FromString,
                     response_serializer=evora_dot_v1_dot_worker__pb2.ReportProgressResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=evora_dot_v1_dot_worker__pb2.ListWorkersRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_worker__pb2.ListWorkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -408,6 +429,33 @@ class WorkerService:
             '/evora.v1.WorkerService/ReportProgress',
             evora_dot_v1_dot_worker__pb2.ReportProgressRequest.SerializeToString,
             evora_dot_v1_dot_worker__pb2.ReportProgressResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.WorkerService/ListWorkers',
+            evora_dot_v1_dot_worker__pb2.ListWorkersRequest.SerializeToString,
+            evora_dot_v1_dot_worker__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { tokenSecretGenerate, tokenSecretHash } from '../../src/domain/auth.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
-import { EvoraClient } from '../../src/sdk/index.js';
+import { EvoraApiError, EvoraClient } from '../../src/sdk/index.js';
 import { onCleanup, stopChild, trackChild } from '../lib/infra.js';
 import { errorText, sleep } from '../lib/util.js';
 import { configWith, type OpenContext, type SystemDriver, type SystemInstance } from './types.js';
@@ -148,6 +148,20 @@ async function openEvora(ctx: OpenContext, serverFlags: string[], security: { tl
     // The token table exists once the server has migrated (it answered above).
     await tokenInsert(ctx.databaseUrl, 'admin', adminToken);
     await tokenInsert(ctx.databaseUrl, 'worker', workerToken);
+    // Auth must be on before anything is measured: a call without a token is refused.
+    const anonymous = new EvoraClient({ address, deadlineMs: 5_000, tlsCa: tls?.caPem });
+    try {
+      for (let refused = false; !refused; ) {
+        refused = await anonymous.listQueues().then(
+          () => false,
+          (err: unknown) => err instanceof EvoraApiError && err.isUnauthenticated,
+        );
+        if (!refused && Date.now() > deadline) throw new Error('auth did not turn on within 60 s of inserting the tokens');
+        if (!refused) await sleep(50);
+      }
+    } finally {
+      anonymous.close();
+    }
   }
   const queue = 'bench';
   await client.upsertQueue(queue, {});

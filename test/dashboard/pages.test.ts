@@ -134,6 +134,26 @@ describe('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).paused).toBe(false);
   });
 
+  it('queue settings saved from the page reach the server', async () => {
+    const { page, client } = env;
+    const queue = queueName('set');
+    await client.upsertQueue(queue, { maxAttempts: 5 });
+    await page.goto(`/queues/${queue}`);
+    await expect.poll(() => page.getByTestId('setting-maxAttempts').inputValue(), POLL).toBe('5');
+    await page.getByTestId('setting-maxAttempts').fill('7');
+    await page.getByTestId('setting-maxConcurrency').fill('3');
+    await page.getByTestId('queue-save').click();
+    await visible(page.getByTestId('queue-save-status'));
+    await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(7);
+    expect((await client.getQueue(queue)).maxConcurrency).toBe(3);
+  });
+
+  it('with auth off the header says so', async () => {
+    const { page } = env;
+    await page.goto('/workers');
+    await expect.poll(textOf(page.getByTestId('caller-role')), POLL).toBe('auth off');
+  });
+
   it('keyboard: Tab from the page start reaches a nav link with a visible focus ring, Enter follows it', async () => {
     const { page } = env;
     await page.goto('/');

@@ -161,11 +161,11 @@ describe('the dashboard in Chromium', () => {
     const target = page.getByTestId('nav-queues');
     for (let i = 0; i < 20; i++) {
       await page.keyboard.press('Tab');
-      if (await target.evaluate((el) => el === document.activeElement)) break;
+      if (await target.evaluate((el) => el.matches(':focus'))) break;
     }
-    expect(await target.evaluate((el) => el === document.activeElement)).toBe(true);
+    expect(await target.evaluate((el) => el.matches(':focus'))).toBe(true);
     const outline = await target.evaluate((el) => {
-      const s = getComputedStyle(el);
+      const s = el.ownerDocument.defaultView!.getComputedStyle(el);
       return { style: s.outlineStyle, width: s.outlineWidth };
     });
     expect(outline.style).not.toBe('none');

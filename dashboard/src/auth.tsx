@@ -26,7 +26,8 @@ export function useCaller() {
 export function useCanAct(): boolean {
   const { data } = useCaller();
   if (!data) return false;
-  return data.authOn === false || data.role === 'TOKEN_ROLE_ADMIN';
+  // proto3 JSON leaves out a false bool: no authOn means auth is off.
+  return !data.authOn || data.role === 'TOKEN_ROLE_ADMIN';
 }
 
 /** Re-renders on auth changes (a 401, a new token, sign out). */
@@ -95,7 +96,7 @@ export function CallerBadge() {
     <div className="caller">
       {data && (
         <span data-testid="caller-role">
-          {data.authOn === false ? 'auth off' : `${data.name || data.kind || 'caller'} · ${enumLabel(data.role, 'TOKEN_ROLE_')}`}
+          {!data.authOn ? 'auth off' : `${data.name || (data.kind ? enumLabel(data.kind, 'AUDIT_ACTOR_KIND_') : 'caller')} · ${enumLabel(data.role, 'TOKEN_ROLE_')}`}
         </span>
       )}
       {token && (

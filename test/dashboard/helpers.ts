@@ -1,6 +1,9 @@
 import { existsSync } from 'node:fs';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
+import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
+import { serverSetup } from '../helpers/server-setup.js';
 
 /**
  * Where the browser tests find Chromium: EVORA_CHROMIUM, else Debian's package
@@ -46,4 +49,70 @@ export async function browserSetup(opts: { colorScheme?: 'light' | 'dark'; baseU
   });
   const page = await context.newPage();
   return { browser, context, page, close };
+}
+
+/** The built dashboard the server serves (`npm run build:dashboard` writes it). */
+export const DASHBOARD_DIST = fileURLToPath(new URL('../../dist/dashboard/assets/', import.meta.url));
+
+/**
+ * Fails with how to build it when dist/dashboard is missing: the server would fall back to
+ * the sources in dashboard/, which a browser cannot run.
+ */
+export function dashboardBuiltCheck(): void {
+  if (!existsSync(DASHBOARD_DIST)) {
+    throw new Error('dist/dashboard is not built: run `npm run build:dashboard` (or `npm run build`) first');
+  }
+}
+
+/**
+ * One browser test file's world: the built dashboard checked, a real server with its HTTP
+ * port on (serverSetup; `overrides` as there), an SDK client on its gRPC port, and a
+ * Chromium page whose baseURL is the server's HTTP origin. Everything is closed after the
+ * file's tests (afterAll), workers started through `worker()` included.
+ */
+export async function dashboardSetup(overrides: Parameters<typeof serverSetup>[0] = {}, browserOpts: { colorScheme?: 'light' | 'dark' } = {}) {
+  dashboardBuiltCheck();
+  const setup = await serverSetup({ ...overrides, http: true });
+  const token = overrides.bootstrapAdminToken;
+  const client = new EvoraClient({ address: setup.address, token });
+  const workers: EvoraWorker[] = [];
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    client.close();
+  });
+  /** An SDK worker on `queues`, stopped after the file. */
+  const worker = (queues: string[], workerId = `w-${queues[0]}`) => {
+    const w = new EvoraWorker({ address: setup.address, token, workerId, queues, slots: 10 });
+    workers.push(w);
+    return w;
+  };
+  const browser = await browserSetup({ ...browserOpts, baseURL: setup.httpUrl });
+  return { ...setup, ...browser, client, worker };
+}
+
+/** How long a page expectation waits for its condition. */
+export const POLL = { timeout: 15_000 };
+
+/**
+ * Readers for expect.poll (playwright-core has no expect of its own): each reads the
+ * locator's first match now, null when there is none yet, so
+ * `await expect.poll(textOf(loc), POLL).toBe('5')` waits for the condition.
+ */
+export function textOf(loc: Locator): () => Promise<string | null> {
+  return () => loc.first().textContent({ timeout: 500 }).then((t) => t?.trim() ?? null, () => null);
+}
+
+/** An attribute of the locator's first match (see textOf). */
+export function attrOf(loc: Locator, name: string): () => Promise<string | null> {
+  return () => loc.first().getAttribute(name, { timeout: 500 }).catch(() => null);
+}
+
+/** How many elements match now. */
+export function countOf(loc: Locator): () => Promise<number> {
+  return () => loc.count();
+}
+
+/** Waits until the locator's first match is visible. */
+export async function visible(loc: Locator): Promise<void> {
+  await loc.first().waitFor({ state: 'visible', timeout: POLL.timeout });
 }

@@ -1,0 +1,177 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { NonRetryableError } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { httpCall } from '../http/http-setup.js';
+import { POLL, attrOf, countOf, dashboardSetup, textOf, visible } from './helpers.js';
+
+/**
+ * The dashboard driven in Chromium against a real server (issue 19's "Must show"): counts
+ * rising on the overview as a worker completes jobs, the jobs filters, a job's attempts,
+ * retrying a dead letter from the page, pausing and resuming a queue, and the keyboard.
+ * Every wait is on a condition (locator expectations, expect.poll), never a sleep.
+ */
+
+let env: Awaited<ReturnType<typeof dashboardSetup>>;
+beforeAll(async () => {
+  env = await dashboardSetup();
+});
+
+
+describe('the dashboard in Chromium', () => {
+  it('overview: a queue\'s completed count rises as a worker completes its jobs', async () => {
+    const { page, client } = env;
+    const queue = queueName('ov');
+    await client.submitMany(Array.from({ length: 5 }, (_, i) => ({ queue, type: 'work', payload: { n: i } })));
+    await page.goto('/');
+    const row = page.getByTestId(`queue-row-${queue}`);
+    await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('5');
+    await expect.poll(textOf(row.getByTestId('count-completed')), POLL).toBe('0');
+
+    const w = env.worker([queue]);
+    w.handle('work', async () => ({ ok: true }));
+    await w.start();
+    await expect.poll(textOf(row.getByTestId('count-completed')), POLL).toBe('5');
+    await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('0');
+  });
+
+  it('jobs: the filters (queue + state, type, idempotency key) show only matching rows', async () => {
+    const { page, client } = env;
+    const queue = queueName('filt');
+    const other = queueName('other');
+    const a = await client.submit({ queue, type: 'alpha', idempotencyKey: `key-${queue}` });
+    const b = await client.submit({ queue, type: 'beta' });
+    const c = await client.submit({ queue: other, type: 'alpha' });
+    await client.cancel(b.job.id);
+
+    await page.goto('/jobs');
+    await page.getByTestId('filter-queue').selectOption(queue);
+    await page.getByTestId('filter-state-pending').check();
+    await page.getByTestId('filter-apply').click();
+    await visible(page.getByTestId(`job-row-${a.job.id}`));
+    await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(1);
+    await expect.poll(attrOf(page.getByTestId(`job-row-${a.job.id}`), 'data-state'), POLL).toMatch(/PENDING/i);
+    expect(page.url()).toContain(`queue=${queue}`);
+
+    await page.goto(`/jobs?state=JOB_STATE_CANCELLED&queue=${queue}`);
+    await visible(page.getByTestId(`job-row-${b.job.id}`));
+    await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(1);
+
+    await page.goto('/jobs');
+    await page.getByTestId('filter-type').fill('alpha');
+    await page.getByTestId('filter-type').press('Enter');
+    await visible(page.getByTestId(`job-row-${a.job.id}`));
+    await visible(page.getByTestId(`job-row-${c.job.id}`));
+    await expect.poll(countOf(page.getByTestId(`job-row-${b.job.id}`)), POLL).toBe(0);
+
+    await page.goto('/jobs');
+    await page.getByTestId('filter-queue').selectOption(queue);
+    await page.getByTestId('filter-key').fill(`key-${queue}`);
+    await page.getByTestId('filter-apply').click();
+    await visible(page.getByTestId(`job-row-${a.job.id}`));
+    await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(1);
+    await expect.poll(textOf(page.getByTestId(`job-row-${a.job.id}`).getByTestId('job-id')), POLL).toBe(a.job.id);
+  });
+
+  it('a job that failed once then completed shows two attempts, the first with its error', async () => {
+    const { page, client } = env;
+    const queue = queueName('att');
+    await client.upsertQueue(queue, { maxAttempts: 3, backoff: { kind: 'fixed', baseSeconds: 0, capSeconds: 0 } });
+    const { job } = await client.submit({ queue, type: 'flaky' });
+    let tries = 0;
+    const w = env.worker([queue]);
+    w.handle('flaky', async () => {
+      tries += 1;
+      if (tries === 1) throw new Error('first try breaks');
+      return { ok: true };
+    });
+    await w.start();
+    await page.goto(`/jobs/${job.id}`);
+    await expect.poll(textOf(page.getByTestId('job-state')), POLL).toMatch(/completed/i);
+    const attempts = page.getByTestId('attempts-table').locator('[data-testid^="attempt-row-"]');
+    await expect.poll(countOf(attempts), POLL).toBe(2);
+    await expect.poll(attrOf(page.getByTestId('attempt-row-1'), 'data-outcome'), POLL).toMatch(/FAILED/i);
+    await expect.poll(textOf(page.getByTestId('attempt-row-1').getByTestId('attempt-error')), POLL).toContain('first try breaks');
+    await expect.poll(attrOf(page.getByTestId('attempt-row-2'), 'data-outcome'), POLL).toMatch(/COMPLETED/i);
+  });
+
+  it('a dead-lettered job retried from the dead letters page completes', async () => {
+    const { page, client } = env;
+    const queue = queueName('dlq');
+    await client.upsertQueue(queue, { maxAttempts: 1 });
+    const { job } = await client.submit({ queue, type: 'once' });
+    let tries = 0;
+    const w = env.worker([queue]);
+    w.handle('once', async () => {
+      tries += 1;
+      if (tries === 1) throw new NonRetryableError('broken on the first try');
+      return { ok: true };
+    });
+    await w.start();
+    await expect.poll(async () => (await client.get(job.id)).state, POLL).toBe('DLQ');
+
+    await page.goto(`/dead-letters?queue=${queue}`);
+    const group = page.getByTestId('dlq-group').filter({ hasText: 'broken on the first try' });
+    await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('1');
+    await group.getByTestId('dlq-group-show').click();
+    await page.getByTestId(`dlq-job-row-${job.id}`).getByTestId('dlq-retry-one').click();
+    await visible(page.getByTestId('dlq-action-status'));
+    await expect.poll(async () => (await client.get(job.id)).state, POLL).toBe('COMPLETED');
+    await page.goto(`/jobs/${job.id}`);
+    await expect.poll(textOf(page.getByTestId('job-state')), POLL).toMatch(/completed/i);
+  });
+
+  it('pause and resume a queue from its page', async () => {
+    const { page, client, httpUrl } = env;
+    const queue = queueName('pause');
+    await client.upsertQueue(queue, {});
+    await page.goto(`/queues/${queue}`);
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+    await page.getByTestId('queue-pause').click();
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('paused');
+    expect((await httpCall(httpUrl, 'GET', `/v1/queues/${queue}`)).body.queue.paused).toBe(true);
+    await page.getByTestId('queue-resume').click();
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+    expect((await client.getQueue(queue)).paused).toBe(false);
+  });
+
+  it('queue settings saved from the page reach the server', async () => {
+    const { page, client } = env;
+    const queue = queueName('set');
+    await client.upsertQueue(queue, { maxAttempts: 5 });
+    await page.goto(`/queues/${queue}`);
+    await expect.poll(() => page.getByTestId('setting-maxAttempts').inputValue(), POLL).toBe('5');
+    await page.getByTestId('setting-maxAttempts').fill('7');
+    await page.getByTestId('setting-maxConcurrency').fill('3');
+    await page.getByTestId('queue-save').click();
+    await visible(page.getByTestId('queue-save-status'));
+    await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(7);
+    expect((await client.getQueue(queue)).maxConcurrency).toBe(3);
+  });
+
+  it('with auth off the header says so', async () => {
+    const { page } = env;
+    await page.goto('/workers');
+    await expect.poll(textOf(page.getByTestId('caller-role')), POLL).toBe('auth off');
+  });
+
+  it('keyboard: Tab from the page start reaches a nav link with a visible focus ring, Enter follows it', async () => {
+    const { page } = env;
+    await page.goto('/');
+    await expect.poll(attrOf(page.getByTestId('nav-overview'), 'aria-current'), POLL).toBe('page');
+    const target = page.getByTestId('nav-queues');
+    for (let i = 0; i < 20; i++) {
+      await page.keyboard.press('Tab');
+      if (await target.evaluate((el) => el.matches(':focus'))) break;
+    }
+    expect(await target.evaluate((el) => el.matches(':focus'))).toBe(true);
+    const outline = await target.evaluate((el) => {
+      const s = el.ownerDocument.defaultView!.getComputedStyle(el);
+      return { style: s.outlineStyle, width: s.outlineWidth };
+    });
+    expect(outline.style).not.toBe('none');
+    expect(outline.width).not.toBe('0px');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.url(), POLL).toMatch(/\/queues$/);
+    await expect.poll(attrOf(target, 'aria-current'), POLL).toBe('page');
+  });
+});

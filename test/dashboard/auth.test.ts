@@ -4,7 +4,7 @@ import { NonRetryableError } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { waitFor } from '../helpers/wait.js';
 import { tokenInsert, type TestToken } from '../helpers/tokens.js';
-import { POLL, countOf, dashboardSetup, textOf, visible } from './helpers.js';
+import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
 
 /**
  * With auth on (a bootstrap admin token), the dashboard asks for a token: a wrong one is
@@ -22,6 +22,7 @@ let jobId = '';
 let deadId = '';
 
 beforeAll(async () => {
+  if (SKIP_BROWSER) return;
   env = await dashboardSetup({ bootstrapAdminToken: ADMIN });
   viewer = await tokenInsert(env.databaseUrl, { role: 'viewer', name: 'dash-viewer' });
   const { client } = env;
@@ -57,7 +58,7 @@ async function signIn(secret: string): Promise<void> {
   await page.getByTestId('token-submit').click();
 }
 
-describe('the dashboard with auth on', () => {
+describe.skipIf(SKIP_BROWSER)('the dashboard with auth on', () => {
   it('asks for a token and refuses a wrong one', async () => {
     await signIn(tokenSecretGenerate());
     await visible(env.page.getByTestId('token-refused'));

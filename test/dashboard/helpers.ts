@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
+import { skipUnless, type Tool } from '../interop/toolchain.js';
 import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { serverSetup } from '../helpers/server-setup.js';
 
@@ -13,6 +14,18 @@ export function chromiumPath(): string | null {
   const path = process.env.EVORA_CHROMIUM ?? '/usr/bin/chromium';
   return existsSync(path) ? path : null;
 }
+
+/** Chromium as a toolchain (test/interop/toolchain.ts): the browser tests skip without it, unless required. */
+export function findChromium(): Tool {
+  const path = chromiumPath();
+  return path ? { ok: true, path } : { ok: false, reason: 'no Chromium at /usr/bin/chromium or EVORA_CHROMIUM (apt-get install chromium)' };
+}
+
+/**
+ * Whether a browser test file skips: only without Chromium, and never under
+ * EVORA_INTEROP_REQUIRED=1 (`npm run test:all`, which installs it first), where it fails.
+ */
+export const SKIP_BROWSER = skipUnless('the dashboard browser tests', findChromium());
 
 /**
  * One test file's browser: a headless Chromium (playwright-core) with one context and page,

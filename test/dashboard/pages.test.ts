@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { NonRetryableError } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { httpCall } from '../http/http-setup.js';
-import { POLL, attrOf, countOf, dashboardSetup, textOf, visible } from './helpers.js';
+import { POLL, attrOf, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
 
 /**
  * The dashboard driven in Chromium against a real server (issue 19's "Must show"): counts
@@ -13,11 +13,12 @@ import { POLL, attrOf, countOf, dashboardSetup, textOf, visible } from './helper
 
 let env: Awaited<ReturnType<typeof dashboardSetup>>;
 beforeAll(async () => {
+  if (SKIP_BROWSER) return;
   env = await dashboardSetup();
 });
 
 
-describe('the dashboard in Chromium', () => {
+describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
   it('overview: a queue\'s completed count rises as a worker completes its jobs', async () => {
     const { page, client } = env;
     const queue = queueName('ov');

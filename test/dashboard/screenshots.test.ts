@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NonRetryableError } from '../../src/sdk/index.js';
 import { httpCall } from '../http/http-setup.js';
 import { waitFor } from '../helpers/wait.js';
-import { POLL, dashboardSetup, textOf, visible } from './helpers.js';
+import { POLL, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
 
 /**
  * Screenshots of every page with real data in it (queues with completed, failed, waiting and
@@ -26,6 +26,7 @@ afterAll(() => {
 let env: Awaited<ReturnType<typeof dashboardSetup>>;
 let flakyId = '';
 beforeAll(async () => {
+  if (SKIP_BROWSER) return;
   mkdirSync(outDir, { recursive: true });
   env = await dashboardSetup();
   await env.page.setViewportSize({ width: 1280, height: 800 });
@@ -85,7 +86,7 @@ async function shot(name: string, path: string, ready: string): Promise<void> {
   expect(readFileSync(join(outDir, `${name}.png`)).subarray(1, 4).toString()).toBe('PNG');
 }
 
-describe('screenshots of every page', () => {
+describe.skipIf(SKIP_BROWSER)('screenshots of every page', () => {
   it('overview (light and dark), queues, a queue, jobs, a job, dead letters, workers, schedules', async () => {
     const { page, browser, httpUrl } = env;
     // The charts draw what the telemetry projection has counted: wait until it has the completions.

@@ -3,6 +3,7 @@ import type { Reporter, TestModule, Vitest } from 'vitest/node';
 import { findGo, findGrpcurl, findPython, type Tool } from '../interop/toolchain.js';
 import { ferretdbMissingReason } from './ferretdb.js';
 import { findPgbouncer } from './pgbouncer.js';
+import { findChromium } from '../dashboard/helpers.js';
 
 /**
  * A vitest reporter (after the default one, vitest.config.ts) that ends a run in which
@@ -48,6 +49,11 @@ export const SKIP_GROUPS: SkipGroup[] = [
       const reason = ferretdbMissingReason();
       return reason === null ? [] : [reason];
     },
+  },
+  {
+    name: 'the dashboard in a real browser (Chromium)',
+    files: ['test/dashboard/auth.test.ts', 'test/dashboard/pages.test.ts', 'test/dashboard/screenshots.test.ts'],
+    missing: () => reasons(findChromium()),
   },
   {
     name: 'Evora through pgbouncer in transaction mode',

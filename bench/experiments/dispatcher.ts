@@ -54,8 +54,8 @@ const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(
 // Burn-down.
 const q1 = 'burn';
 for (let i = 0; i < N; i += 1000) {
-  await submitJobs({
-    jobs: Array.from({ length: Math.min(1000, N - i) }, () => ({ queue: q1, type: 'noop', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+  await submitJobs({ idsOnly: false,
+    jobs: Array.from({ length: Math.min(1000, N - i) }, () => ({ queue: q1, type: 'noop', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
   });
 }
 const w1 = startWorker(q1);
@@ -72,7 +72,7 @@ await until(() => w2.state.ready);
 const rate = 100;
 const total = 500;
 for (let i = 0; i < total; i++) {
-  await submitJob({ queue: q2, type: 'noop', payload: { t: Date.now() }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+  await submitJob({ queue: q2, type: 'noop', payload: { t: Date.now() }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
   await new Promise((r) => setTimeout(r, 1000 / rate));
 }
 await until(() => w2.state.acks >= total);

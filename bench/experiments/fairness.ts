@@ -129,13 +129,13 @@ async function runOnce(variant: string, roundNo: number): Promise<RunResult> {
         payload: { k, ms: opts.holdMs },
         dependsOn: [],
         ref: '',
-        dependsOnRefs: [],
+        dependsOnRefs: [], payloadJson: Buffer.alloc(0),
         priority: 0,
         idempotencyKey: '',
         maxAttempts: 0,
         concurrencyKey: k,
       }));
-      await new Promise<void>((resolve, reject) => jobs.submitJobs({ jobs: batch }, (err) => (err ? reject(err) : resolve())));
+      await new Promise<void>((resolve, reject) => jobs.submitJobs({ idsOnly: false, jobs: batch }, (err) => (err ? reject(err) : resolve())));
     }
 
     await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');

@@ -35,7 +35,7 @@ const jobs = new JobServiceClient(server.address, grpc.credentials.createInsecur
 const submit = (req: Parameters<JobServiceClient['submitJobs']>[0]) =>
   new Promise<void>((resolve, reject) => jobs.submitJobs(req, (err) => (err ? reject(err) : resolve())));
 for (let i = 0; i < N; i += 1000) {
-  await submit({ jobs: Array.from({ length: Math.min(1000, N - i) }, () => ({ queue: 'burn', type: 'noop', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })) });
+  await submit({ idsOnly: false, jobs: Array.from({ length: Math.min(1000, N - i) }, () => ({ queue: 'burn', type: 'noop', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })) });
 }
 await admin.query('SELECT pg_stat_statements_reset()');
 const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./noop-worker.ts', import.meta.url)), server.address, 'burn', String(SLOTS)], { stdio: ['ignore', 'pipe', 'inherit'] });

@@ -67,9 +67,9 @@ if (process.argv[2] === '--worker') {
   const submit = (req: Parameters<JobServiceClient['submitJobs']>[0]) =>
     new Promise<void>((resolve, reject) => jobs.submitJobs(req, (err) => (err ? reject(err) : resolve())));
   for (let i = 0; i < N; i += 1000) {
-    await submit({
+    await submit({ idsOnly: false,
       jobs: Array.from({ length: Math.min(1000, N - i) }, () => ({
-        queue: 'burn', type: 'noop', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [],
+        queue: 'burn', type: 'noop', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0),
       })),
     });
   }

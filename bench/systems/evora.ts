@@ -67,7 +67,7 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
       `server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}` +
       `${security.tls ? ', TLS' : ''}${security.token ? ', auth on: worker and admin tokens' : ''}); ` +
       `${processes} worker process${processes > 1 ? 'es' : ''} × EvoraWorker slots ${config.slots}; ` +
-      `enqueue with EvoraClient (submit / submitMany of 1000)`,
+      `enqueue with EvoraClient (submit / submitMany of 1000, idsOnly)`,
     open: (ctx) => openEvora(ctx, serverFlags, security),
   };
 }
@@ -175,7 +175,7 @@ async function openEvora(ctx: OpenContext, serverFlags: string[], security: { tl
       await client.submit({ queue, type: 'noop', payload });
     },
     submitBatch: async (payloads) => {
-      await client.submitMany(payloads.map((payload) => ({ queue, type: 'noop', payload })));
+      await client.submitMany(payloads.map((payload) => ({ queue, type: 'noop', payload })), { idsOnly: true });
     },
     seedFinished: async (n) => {
       const c = await db.connect();

@@ -79,6 +79,11 @@ export interface JobSubmitInput {
   queue: string;
   type: string;
   payload?: JsonObject;
+  /**
+   * The payload as JSON object text, stored as sent (checkPayloadJson); when set, `payload`
+   * is ignored. PostgreSQL parses it; text that is not JSON is INVALID_ARGUMENT.
+   */
+  payloadJson?: string | null;
   priority?: number;
   runAt?: Date | null;
   idempotencyKey?: string | null;
@@ -96,6 +101,15 @@ export interface JobSubmitInput {
   ref?: string | null;
   /** Refs of jobs of the same call this one runs after (checked by checkDependencyRefs). */
   dependsOnRefs?: string[] | null;
+}
+
+/**
+ * A batch submit answered with ids only: ids[i] and created[i] for the i-th job submitted
+ * (the existing job's id on an idempotent replay, with created false).
+ */
+export interface JobSubmitIds {
+  ids: string[];
+  created: boolean[];
 }
 
 /** A submitted job and whether this call created it (false on an idempotent replay). */

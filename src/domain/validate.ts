@@ -100,6 +100,26 @@ export function checkJsonSize(field: string, value: JsonObject | undefined, maxB
   return obj;
 }
 
+const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A payload sent as JSON object text (SubmitJobRequest.payload_json): at most `maxBytes`
+ * bytes as sent, UTF-8, and starting with `{` (after JSON whitespace). It is not parsed here:
+ * PostgreSQL parses it once, as jsonb, and refuses text that is not JSON (the store maps
+ * that to INVALID_ARGUMENT); valid JSON that starts with `{` is an object.
+ */
+export function checkPayloadJson(field: string, bytes: Uint8Array, maxBytes: number): string {
+  if (bytes.length > maxBytes) throw invalidArgument(`${field} is ${bytes.length} bytes of JSON; the limit is ${maxBytes}`);
+  let text: string;
+  try {
+    text = utf8Strict.decode(bytes);
+  } catch {
+    throw invalidArgument(`${field} is not UTF-8 text`);
+  }
+  if (!/^[ \t\n\r]*\{/.test(text)) throw invalidArgument(`${field} must be a JSON object ({...})`);
+  return text;
+}
+
 /** An optional time (run_at, retry_at): absent, or a valid date. */
 export function checkDate(field: string, value: Date | undefined): Date | undefined {
   if (value && Number.isNaN(value.getTime())) throw invalidArgument(`${field} is not a valid time`);

@@ -11,6 +11,7 @@ import {
   checkConcurrencyKey,
   checkIntRange,
   checkJsonSize,
+  checkPayloadJson,
   checkMaxAttempts,
   checkName,
   checkPriority,
@@ -36,7 +37,7 @@ function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitI
   return {
     queue: checkName('queue', req.queue),
     type: checkName('type', req.type),
-    payload: checkJsonSize('payload', req.payload, maxPayloadBytes),
+    ...submitPayload(req, maxPayloadBytes),
     priority: checkPriority(req.priority),
     runAt: checkDate('run_at', req.runAt) ?? null,
     idempotencyKey: checkIdempotencyKey(req.idempotencyKey) || null,
@@ -48,6 +49,13 @@ function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitI
     ref: req.ref || null,
     dependsOnRefs: req.dependsOnRefs.length > 0 ? [...new Set(req.dependsOnRefs)] : null,
   };
+}
+
+/** A submit's payload: payload (a Struct) or payload_json (text, not parsed here), not both. */
+function submitPayload(req: SubmitJobRequest, maxPayloadBytes: number): Pick<JobSubmitInput, 'payload' | 'payloadJson'> {
+  if (req.payloadJson.length === 0) return { payload: checkJsonSize('payload', req.payload, maxPayloadBytes) };
+  if (req.payload !== undefined) throw invalidArgument('payload and payload_json are both set; send one');
+  return { payloadJson: checkPayloadJson('payload_json', req.payloadJson, maxPayloadBytes) };
 }
 
 /** A submit's own backoff, checked as UpsertQueue checks a queue's; unset parts are the queue's. */
@@ -120,9 +128,14 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       checkDependencyRefs(inputs);
       // One job out of scope refuses the whole batch: nothing is written.
       scopeCheck(principal, M.submitJobs.path, [...new Set(inputs.map((j) => j.queue))]);
+      if (req.idsOnly) {
+        const { ids, created } = await store.jobSubmitManyIds({ jobs: inputs });
+        created.forEach((c, i) => c && metrics.jobsSubmitted.inc({ queue: inputs[i]!.queue }));
+        return { results: [], ids, created };
+      }
       const results = await store.jobSubmitMany({ jobs: inputs });
       for (const r of results) if (r.created) metrics.jobsSubmitted.inc({ queue: r.job.queue });
-      return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })) };
+      return { results: results.map((r) => ({ job: jobToPb(r.job), created: r.created })), ids: [], created: [] };
     }),
     getJob: unary(deps, M.getJob.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });

@@ -4,7 +4,7 @@
  * imports server code. Guide: docs/sdk.md.
  */
 export { EvoraClient } from './client.js';
-export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitJobInput, SubmitResult } from './client.js';
+export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitIdsResult, SubmitJobInput, SubmitResult } from './client.js';
 export type { BulkCallOptions, BulkJobFilter } from './client.js';
 export type { AuditEventPage, CreateTokenInput, ListAuditEventsFilter } from './client.js';
 export { AUDIT_ACTIONS, TOKEN_ROLES } from './types.js';

@@ -405,6 +405,21 @@ export function toJsonObjectSized(value: unknown, what: string): { json: JsonObj
   return { json: json as JsonObject, length: text.length };
 }
 
+/**
+ * A payload as the JSON object text a submit sends (SubmitJobRequest.payload_json): one
+ * JSON.stringify, no round trip through a Struct. TypeError when it is not an object.
+ */
+export function toJsonObjectText(value: unknown, what: string): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (err) {
+    throw new TypeError(`${what} is not JSON-serializable: ${(err as Error).message}`);
+  }
+  if (text === undefined || text.charCodeAt(0) !== 0x7b /* { */) throw new TypeError(`${what} must be a JSON object`);
+  return text;
+}
+
 /** What a schedule does with fire times it reaches late (docs/api.md, "Schedules"). */
 export type MisfirePolicyName = 'skip' | 'run_once' | 'run_each';
 /** Every misfire policy. */

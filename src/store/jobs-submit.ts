@@ -2,9 +2,9 @@
 // their replay lookup, idempotency rules and retry loop here; apart they would drift.
 import type pg from 'pg';
 import type { StorePool } from './pool.js';
-import { EvoraError, alreadyExists, failedPrecondition, notFound, unavailable } from '../domain/errors.js';
+import { EvoraError, alreadyExists, failedPrecondition, invalidArgument, notFound, unavailable } from '../domain/errors.js';
 import { uuidv7 } from '../domain/ids.js';
-import type { JobState, JobSubmitInput, JobSubmitResult } from '../domain/job.js';
+import type { JobState, JobSubmitIds, JobSubmitInput, JobSubmitResult } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import { inTransaction, queryConfig, statement } from './statements.js';
 
@@ -41,6 +41,24 @@ const jobInsertManySql = statement<JobInsertManyParams, JobRow>(
     now: 'timestamptz',
   },
   JOB_COLUMNS,
+  { prepared: true },
+);
+
+const jobInsertManyIdsSql = statement<JobInsertManyParams, { id: string }>(
+  'job-insert-many-ids',
+  {
+    ids: 'uuid[]',
+    queues: 'text[]',
+    types: 'text[]',
+    payloads: 'jsonb[]',
+    priorities: 'int4[]',
+    runAts: 'timestamptz[]',
+    idempotencyKeys: 'text[]',
+    maxAttempts: 'int4[]',
+    policies: 'jsonb[]',
+    now: 'timestamptz',
+  },
+  { id: 'uuid' },
   { prepared: true },
 );
 
@@ -134,6 +152,8 @@ const jobParentsLockSql = statement<{ ids: string[] }, { id: string; state: JobS
 );
 
 const PG_NOT_NULL_VIOLATION = '23502';
+/** invalid_text_representation and untranslatable_character: jsonb refused a payload_json. */
+const PG_BAD_JSON = new Set(['22P02', '22P05']);
 /** A deadlock (tried again; the parent locks are NOWAIT, so none is expected from them). */
 const PG_DEADLOCK = '40P01';
 /** lock_not_available: a NOWAIT lock found the row held (job-parents-lock.sql). */
@@ -170,6 +190,31 @@ function policyJson(j: JobSubmitInput): string | null {
   });
 }
 
+/** A job's payload as the submit statements take it: the text as sent, or the object as JSON. */
+function payloadText(j: JobSubmitInput): string {
+  return j.payloadJson ?? JSON.stringify(j.payload ?? {});
+}
+
+/**
+ * INVALID_ARGUMENT for a payload_json that PostgreSQL refused as jsonb (naming the first
+ * job whose text JSON.parse refuses too, when there is one), else null: not that error.
+ */
+function badPayloadJson(err: unknown, jobs: JobSubmitInput[]): EvoraError | null {
+  const code = pgCode(err);
+  if (code === undefined || !PG_BAD_JSON.has(code) || !jobs.some((j) => j.payloadJson != null)) return null;
+  const i = jobs.findIndex((j) => {
+    if (j.payloadJson == null) return false;
+    try {
+      JSON.parse(j.payloadJson);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  const which = i >= 0 && jobs.length > 1 ? `jobs[${i}].payload_json` : 'payload_json';
+  return invalidArgument(`${which} is not valid JSON for PostgreSQL: ${(err as Error).message}`);
+}
+
 /** Whether a job names parents (depends_on or depends_on_refs). */
 function hasDependencies(j: JobSubmitInput): boolean {
   return (j.dependsOn?.length ?? 0) > 0 || (j.dependsOnRefs?.length ?? 0) > 0;
@@ -192,15 +237,51 @@ export async function jobsSubmit(
 ): Promise<JobSubmitResult[]> {
   if (jobs.length === 0) return [];
   if (jobs.some(hasDependencies)) return jobsSubmitGraph(pool, jobs, now);
+  return submitWithRetries(pool, jobs, now, handoffWorkerId, jobResult);
+}
+
+/**
+ * jobsSubmit without a hand-off, answering with ids only: the insert returns only the ids
+ * (job-insert-many-ids.sql), so no job row is read, parsed or converted. Same guarantees.
+ */
+export async function jobsSubmitIds(pool: StorePool, jobs: JobSubmitInput[], now: Date | null): Promise<JobSubmitIds> {
+  if (jobs.length === 0) return { ids: [], created: [] };
+  if (jobs.some(hasDependencies)) {
+    const results = await jobsSubmitGraph(pool, jobs, now);
+    return { ids: results.map((r) => r.job.id), created: results.map((r) => r.created) };
+  }
+  const results = await submitWithRetries(pool, jobs, now, null, idResult);
+  return { ids: results.map((r) => r.id), created: results.map((r) => r.created) };
+}
+
+/**
+ * How a submit answers each job, from the row the insert or the replay lookup returned;
+ * `idsOnly`: the insert returns ids only (job-insert-many-ids.sql), so `make` reads only id.
+ */
+interface ResultShape<R> {
+  idsOnly: boolean;
+  make(row: JobRow, created: boolean): R;
+}
+const jobResult: ResultShape<JobSubmitResult> = { idsOnly: false, make: (row, created) => ({ job: jobFromRow(row), created }) };
+const idResult: ResultShape<{ id: string; created: boolean }> = { idsOnly: true, make: (row, created) => ({ id: row.id, created }) };
+
+/** The plain submit (no dependencies): one attempt, tried again when it lost a race. */
+async function submitWithRetries<R>(
+  pool: StorePool,
+  jobs: JobSubmitInput[],
+  now: Date | null,
+  handoffWorkerId: string | null,
+  result: ResultShape<R>,
+): Promise<R[]> {
   const ids = jobs.map(() => uuidv7());
-  const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
+  const payloads = jobs.map(payloadText);
   const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
   const policies = jobs.map(policyJson);
   const job = jobs[0]!;
   // The hand-off statement takes one job as scalars (see its file), batches take arrays.
   const insert =
     handoffWorkerId === null
-      ? queryConfig(jobInsertManySql, {
+      ? queryConfig(result.idsOnly ? jobInsertManyIdsSql : jobInsertManySql, {
           ids,
           queues: jobs.map((j) => j.queue),
           types: jobs.map((j) => j.type),
@@ -230,8 +311,8 @@ export async function jobsSubmit(
   // batch with keys needs a transaction: a refused replay must undo the batch's inserts.
   const transactional = anyKey && jobs.length > 1;
   // One attempt on one connection of its own (a transaction's, when the batch needs one).
-  const attempt = (client: pg.PoolClient): Promise<JobSubmitResult[]> => {
-    const run = () => submitOn(client, jobs, { ids, payloads, maxAttempts, policies, insert }, false);
+  const attempt = (client: pg.PoolClient): Promise<R[]> => {
+    const run = () => submitOn(client, jobs, { ids, payloads, maxAttempts, policies, insert }, false, result);
     return transactional ? inTransaction(client, run) : run();
   };
   for (let tries = 1; ; tries++) {
@@ -243,7 +324,7 @@ export async function jobsSubmit(
       const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION || pgCode(err) === PG_DEADLOCK;
       if (retryable && tries < 3) continue;
       if (err instanceof EvoraError) throw err; // UNAVAILABLE included (the pool classified it)
-      throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
+      throw badPayloadJson(err, jobs) ?? new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
     }
   }
 }
@@ -299,18 +380,19 @@ interface SubmitPrepared {
  * it has one). `keepDifferentReplays`: a replay whose fields differ returns the existing job
  * (created=false) instead of being refused.
  */
-async function submitOn(
+async function submitOn<R>(
   client: pg.ClientBase,
   jobs: JobSubmitInput[],
   p: SubmitPrepared,
   keepDifferentReplays: boolean,
-): Promise<JobSubmitResult[]> {
+  result: ResultShape<R>,
+): Promise<R[]> {
   const { ids, payloads, maxAttempts, policies } = p;
   const inserted = (await client.query(p.insert)).rows as JobRow[];
   const byId = new Map(inserted.map((r) => [r.id, r]));
-  const results: (JobSubmitResult | undefined)[] = ids.map((id) => {
+  const results: (R | undefined)[] = ids.map((id) => {
     const row = byId.get(id);
-    return row ? { job: jobFromRow(row), created: true } : undefined;
+    return row ? result.make(row, true) : undefined;
   });
   const missing = jobs.map((j, i) => ({ j, i })).filter(({ i }) => !results[i]);
   if (missing.length > 0) {
@@ -319,10 +401,10 @@ async function submitOn(
       const row = byKey.get(replayKey(j));
       if (!row) throw new RetrySubmit('the conflicting job vanished');
       if (row.difference !== null && !keepDifferentReplays) throw replayDiffers(j, row);
-      results[i] = { job: jobFromRow(row), created: false };
+      results[i] = result.make(row, false);
     }
   }
-  return results as JobSubmitResult[];
+  return results as R[];
 }
 
 /**
@@ -336,7 +418,7 @@ export async function jobsSubmitInTransaction(client: pg.ClientBase, jobs: JobSu
   if (jobs.length === 0) return [];
   if (jobs.some((j) => !j.idempotencyKey)) throw new Error('evora: jobsSubmitInTransaction needs an idempotency key on every job');
   const ids = jobs.map(() => uuidv7());
-  const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
+  const payloads = jobs.map(payloadText);
   const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
   const policies = jobs.map(policyJson);
   const insert = queryConfig(jobInsertManySql, {
@@ -351,7 +433,7 @@ export async function jobsSubmitInTransaction(client: pg.ClientBase, jobs: JobSu
     policies,
     now,
   });
-  return submitOn(client, jobs, { ids, payloads, maxAttempts, policies, insert }, true);
+  return submitOn(client, jobs, { ids, payloads, maxAttempts, policies, insert }, true, jobResult);
 }
 
 /**
@@ -367,7 +449,7 @@ export async function jobsSubmitInTransaction(client: pg.ClientBase, jobs: JobSu
  * A key taken by a concurrent submit between 1 and 3 runs the whole attempt again.
  */
 async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Date | null): Promise<JobSubmitResult[]> {
-  const payloads = jobs.map((j) => JSON.stringify(j.payload ?? {}));
+  const payloads = jobs.map(payloadText);
   const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
   const policies = jobs.map(policyJson);
   const refIndex = new Map<string, number>();
@@ -459,7 +541,7 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
       const retryable = err instanceof RetrySubmit || pgCode(err) === PG_NOT_NULL_VIOLATION || pgCode(err) === PG_DEADLOCK;
       if (retryable && ++tries < 3) continue;
       if (err instanceof EvoraError) throw err;
-      throw new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
+      throw badPayloadJson(err, jobs) ?? new Error(`evora: submit failed: ${(err as Error).message}`, { cause: err });
     }
   }
 }

@@ -13,6 +13,7 @@ import type {
   JobAttempt,
   JobListParams,
   JobSubmitInput,
+  JobSubmitIds,
   JobSubmitResult,
   JobWritten,
   JsonObject,
@@ -25,7 +26,7 @@ import type {
 } from '../domain/job.js';
 import { healthCheck } from './health.js';
 import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
-import { jobsSubmit } from './jobs-submit.js';
+import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
 import { type ClaimedJobs, type LimitedQueues, jobsClaim, jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
@@ -210,6 +211,15 @@ export class Store {
    */
   async jobSubmitMany(params: { jobs: JobSubmitInput[]; now?: Date }): Promise<JobSubmitResult[]> {
     return jobsSubmit(this.pool, params.jobs, params.now ?? null, null);
+  }
+
+  /**
+   * jobSubmitMany answering with ids only (SubmitJobs ids_only): ids[i] and created[i] for
+   * the i-th job, the existing job's id on a replay. The same inserts, events and refusals;
+   * no job row is read back, which is what makes it cheaper for large batches.
+   */
+  async jobSubmitManyIds(params: { jobs: JobSubmitInput[]; now?: Date }): Promise<JobSubmitIds> {
+    return jobsSubmitIds(this.pool, params.jobs, params.now ?? null);
   }
 
   // ----- jobs: workers -----------------------------------------------------------------

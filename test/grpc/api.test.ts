@@ -18,7 +18,7 @@ beforeAll(async () => {
 const worker = rawWorkers(() => clients);
 
 const submit = (queue: string, extra: Record<string, unknown> = {}) =>
-  call(clients.jobs, 'submitJob', { queue, type: 'email', payload: { to: 'a@example.com' }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], ...extra });
+  call(clients.jobs, 'submitJob', { queue, type: 'email', payload: { to: 'a@example.com' }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0), ...extra });
 
 describe('a job through the API', () => {
   it('submit -> pushed to a worker -> complete -> COMPLETED with the result', async () => {
@@ -148,8 +148,8 @@ describe('ClaimJobs for a caller that has gone', () => {
 describe('slots', () => {
   it('a worker with 3 slots never holds more than 3 of 20 jobs, and gets all 20', async () => {
     const queue = queueName();
-    await call(clients.jobs, 'submitJobs', {
-      jobs: Array.from({ length: 20 }, (_, i) => ({ queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+    await call(clients.jobs, 'submitJobs', { idsOnly: false,
+      jobs: Array.from({ length: 20 }, (_, i) => ({ queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
     });
     const w = worker();
     await w.hello('w-slots', [queue], 3);

@@ -32,7 +32,7 @@ async function queueRetryingAtOnce(extra: { leaseSeconds?: number } = {}): Promi
   return queue;
 }
 const submit = async (queue: string, fields: Partial<Omit<SubmitJobRequest, 'dependsOn' | 'dependsOnRefs'>> = {}) =>
-  (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 5, dependsOn: [], ref: '', dependsOnRefs: [], ...fields })).job!;
+  (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 5, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0), ...fields })).job!;
 const claimOne = async (queue: string, workerId: string) =>
   waitFor<LeasedJob | undefined>(async () => (await call(clients.workers, 'claimJobs', { workerId, queues: [queue], max: 1, jobTypes: [] })).jobs[0], {
     what: `a job of ${queue} for ${workerId}`,

@@ -17,7 +17,7 @@ beforeAll(async () => {
   ({ clients, address } = await serverSetup({ maxPayloadBytes: '1000' }));
 });
 
-const ok = { queue: 'q', type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] };
+const ok = { queue: 'q', type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) };
 const MISSING = '00000000-0000-7000-8000-000000000000';
 const { INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION } = grpc.status;
 
@@ -55,7 +55,7 @@ describe('bad input gets the right status and changes nothing', () => {
       await expectStatus(call(clients.jobs, 'submitJob', { ...ok, queue: queueName(), ...patch } as never), INVALID_ARGUMENT, message);
     }
     await expectStatus(
-      call(clients.jobs, 'submitJobs', { jobs: [{ ...ok, queue: queueName() }, { ...ok, queue: '' }] }),
+      call(clients.jobs, 'submitJobs', { idsOnly: false, jobs: [{ ...ok, queue: queueName() }, { ...ok, queue: '' }] }),
       INVALID_ARGUMENT,
       /jobs\[1\]: queue is required/,
     );

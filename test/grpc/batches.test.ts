@@ -17,8 +17,8 @@ beforeAll(async () => {
 const worker = rawWorkers(() => clients);
 
 async function submitMany(queue: string, n: number): Promise<string[]> {
-  const res = await call(clients.jobs, 'submitJobs', {
-    jobs: Array.from({ length: n }, (_, i) => ({ queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+  const res = await call(clients.jobs, 'submitJobs', { idsOnly: false,
+    jobs: Array.from({ length: n }, (_, i) => ({ queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
   });
   return res.results.map((r) => r.job!.id);
 }

@@ -114,7 +114,7 @@ describe('a diamond through the API', () => {
 
 describe('bad input changes nothing', () => {
   const ok = (queue: string, extra: Partial<SubmitJobRequest> = {}): SubmitJobRequest => ({
-    queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], ...extra,
+    queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0), ...extra,
   });
 
   async function expectStatus(p: Promise<unknown>, code: grpc.status, message: RegExp) {
@@ -136,7 +136,7 @@ describe('bad input changes nothing', () => {
   it('unknown ref, ref used twice, cycle, unknown or malformed id, refs in SubmitJob', async () => {
     const queue = queueName();
     const { INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION } = grpc.status;
-    const submitJobs = (jobs: SubmitJobRequest[]) => call(clients.jobs, 'submitJobs', { jobs });
+    const submitJobs = (jobs: SubmitJobRequest[]) => call(clients.jobs, 'submitJobs', { idsOnly: false, jobs });
     await expectStatus(
       submitJobs([ok(queue, { ref: 'a' }), ok(queue, { dependsOnRefs: ['nope'] })]),
       INVALID_ARGUMENT,

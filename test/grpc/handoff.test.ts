@@ -17,7 +17,7 @@ beforeAll(async () => {
 const worker = rawWorkers(() => clients);
 
 const submit = (queue: string, i: number) =>
-  call(clients.jobs, 'submitJob', { queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+  call(clients.jobs, 'submitJob', { queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
 
 describe('SubmitJob with an idle worker on this server', () => {
   it('answers RUNNING, leased to that worker, which gets the job and completes it; a busy worker leaves the next to a claim', async () => {

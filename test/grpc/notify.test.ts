@@ -20,7 +20,7 @@ describe('wake-ups by NOTIFY', () => {
     workers.push(w);
     await w.hello('idle', [queue], 4);
     for (let i = 0; i < 3; i++) {
-      const { job } = await call(clients.jobs, 'submitJob', { queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+      const { job } = await call(clients.jobs, 'submitJob', { queue, type: 't', payload: { i }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
       await w.until(() => w.jobs.some((j) => j.job?.id === job!.id), 5_000);
     }
     expect(w.jobs).toHaveLength(3);
@@ -31,15 +31,15 @@ describe('wake-ups by NOTIFY', () => {
     const w = new RawWorker(clients);
     workers.push(w);
     await w.hello('both', [a, b], 2);
-    await call(clients.jobs, 'submitJob', { queue: a, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
-    await call(clients.jobs, 'submitJob', { queue: b, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+    await call(clients.jobs, 'submitJob', { queue: a, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+    await call(clients.jobs, 'submitJob', { queue: b, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
     await w.until(() => w.jobs.length === 2, 5_000);
     expect(new Set(w.jobs.map((j) => j.job?.queue))).toEqual(new Set([a, b]));
   });
 
   it('resuming a paused queue wakes its workers', async () => {
     const queue = queueName();
-    await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+    await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
     await call(clients.queues, 'pauseQueue', { name: queue });
     const w = new RawWorker(clients);
     workers.push(w);

@@ -40,7 +40,7 @@ afterAll(async () => {
 const worker = rawWorkers(() => clients);
 
 const submit = async (queue: string, maxAttempts = 0) =>
-  (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts, dependsOn: [], ref: '', dependsOnRefs: [] })).job!;
+  (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })).job!;
 const getJob = async (id: string) => (await call(clients.jobs, 'getJob', { id })).job!;
 const progressWrites = async (id: string) =>
   Number((await sql.query<{ n: string }>('SELECT count(*) AS n FROM public.progress_writes WHERE job_id = $1', [id])).rows[0]!.n);

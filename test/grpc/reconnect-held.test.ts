@@ -20,7 +20,7 @@ describe('hello.held after a reconnect', () => {
   it('a lease that is no longer current is told lost (NOT_HELD_ON_RECONNECT, with its token); a current one is kept', async () => {
     const queue = queueName();
     const submit = async () =>
-      (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })).job!;
+      (await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })).job!;
     const finished = await submit();
     const running = await submit();
     const { jobs } = await call(clients.workers, 'claimJobs', { workerId: 'before', queues: [queue], max: 2, jobTypes: [] });

@@ -23,7 +23,7 @@ beforeAll(async () => {
 const worker = rawWorkers(() => clients);
 
 const submit = async (queue: string, payload: Record<string, unknown> = {}) =>
-  (await call(clients.jobs, 'submitJob', { queue, type: 't', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })).job!;
+  (await call(clients.jobs, 'submitJob', { queue, type: 't', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })).job!;
 const getJob = async (id: string) => (await call(clients.jobs, 'getJob', { id })).job!;
 const lease = (l: LeasedJob) => ({ jobId: l.job!.id, leaseToken: l.leaseToken });
 
@@ -258,8 +258,8 @@ describe('backpressure', () => {
     const queue = queueName();
     // 100 jobs of 16 KiB: more than the writer keeps before it blocks (WRITER_HIGH_WATER_BYTES).
     const pad = 'x'.repeat(16 * 1024);
-    const first = await call(clients.jobs, 'submitJobs', {
-      jobs: Array.from({ length: 100 }, (_, i) => ({ queue, type: 't', payload: { i, pad }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+    const first = await call(clients.jobs, 'submitJobs', { idsOnly: false,
+      jobs: Array.from({ length: 100 }, (_, i) => ({ queue, type: 't', payload: { i, pad }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
     });
     const ids = new Set(first.results.map((r) => r.job!.id));
     const w = worker();

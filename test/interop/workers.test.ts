@@ -111,7 +111,7 @@ async function setupQueue(prefix: string, queue = queueName(prefix)): Promise<st
 }
 
 async function submit(queue: string, payload: Record<string, unknown>): Promise<Job> {
-  const { job } = await call(clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+  const { job } = await call(clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
   return job!;
 }
 
@@ -250,8 +250,8 @@ for (const kind of kinds) {
       // The examples' shared queue, which the worker serves without a --queue flag.
       await setupQueue('', QUEUE);
       const payloads = demoPayloads(4);
-      const { results } = await call(clients.jobs, 'submitJobs', {
-        jobs: payloads.map((payload) => ({ queue: QUEUE, type: JOB_TYPE, payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+      const { results } = await call(clients.jobs, 'submitJobs', { idsOnly: false,
+        jobs: payloads.map((payload) => ({ queue: QUEUE, type: JOB_TYPE, payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
       });
       const workerId = `interop-ts-producer-${kind.name.split(' ')[0]!.toLowerCase()}`;
       // One report per attempt: the flaky job fails once, the broken one goes to the DLQ at once.
@@ -402,7 +402,7 @@ for (const kind of kinds) {
     it('runs a job over mTLS (--tls-ca, --tls-cert, --tls-key)', async () => {
       const queue = queueName('tls');
       const payload = { image: 'tls.png', width: 600, height: 300 };
-      const { job } = await call(mtls.clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+      const { job } = await call(mtls.clients.jobs, 'submitJob', { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
       const workerId = `interop-${queue}`;
       const proc = launch({
         queue,
@@ -423,7 +423,7 @@ for (const kind of kinds) {
       for (const how of ['flag', 'env'] as const) {
         const queue = queueName(`tok-${how}`);
         const payload = { image: `${how}.png`, width: 600, height: 300 };
-        const req = { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] };
+        const req = { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) };
         const { job } = await authedCall<{ job?: Job }>(bearer(authed.admin), (md, cb) => authed.clients.jobs.submitJob(req, md, cb));
         const workerId = `interop-${queue}`;
         const secret = authed.worker.secret;

@@ -73,7 +73,7 @@ async function afterKill(how: (typeof HOWS)[number]): Promise<void> {
 }
 
 function submitRequest(queue: string, key = '') {
-  return { queue, type: 't', payload: { n: 1 }, priority: 0, idempotencyKey: key, maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] };
+  return { queue, type: 't', payload: { n: 1 }, priority: 0, idempotencyKey: key, maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) };
 }
 
 /** The server answers a submit and reads the job back (retrying while the database recovers). */
@@ -134,7 +134,7 @@ describe('a running server survives the loss of each connection it holds', () =>
       try {
         const queue = queueName('submit');
         // With idempotency keys, a batch of two runs in a transaction on a checked-out client.
-        const submitting = call(clients.jobs, 'submitJobs', { jobs: [submitRequest(queue, 'k1'), submitRequest(queue, 'k2')] }).then(
+        const submitting = call(clients.jobs, 'submitJobs', { idsOnly: false, jobs: [submitRequest(queue, 'k1'), submitRequest(queue, 'k2')] }).then(
           () => null,
           (err: unknown) => err,
         );

@@ -29,7 +29,7 @@ import { backendsOf, freePort, logLines, privatePostgres, serveChild, type Priva
 type LogLine = { level: number; msg: string; [k: string]: unknown };
 
 function submitRequest(queue: string) {
-  return { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] };
+  return { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) };
 }
 
 /** grpc.health.v1.Health/Check of the whole server. */

@@ -130,8 +130,8 @@ describe('max_concurrency across two servers', () => {
   it('ClaimJobs takes at most max_concurrency, counting jobs RUNNING through either server', async () => {
     const queue = queueName('unary1');
     await call(a.clients.queues, 'upsertQueue', { name: queue, maxConcurrency: 1 });
-    const job = (n: number) => ({ queue, type: 't', payload: { n }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
-    await call(a.clients.jobs, 'submitJobs', { jobs: [job(1), job(2), job(3)] });
+    const job = (n: number) => ({ queue, type: 't', payload: { n }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+    await call(a.clients.jobs, 'submitJobs', { idsOnly: false, jobs: [job(1), job(2), job(3)] });
 
     const first = await call(a.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 3, jobTypes: [] });
     expect(first.jobs).toHaveLength(1);

@@ -29,8 +29,8 @@ describe('/metrics and /healthz', () => {
   it('counts submitted, completed, failed and dead-lettered jobs by queue, with depth, latency histograms, workers and outbox lag', async () => {
     const queue = queueName();
     await call(clients.queues, 'upsertQueue', { name: queue, maxAttempts: 1 });
-    await call(clients.jobs, 'submitJobs', {
-      jobs: Array.from({ length: 4 }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+    await call(clients.jobs, 'submitJobs', { idsOnly: false,
+      jobs: Array.from({ length: 4 }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
     });
     const before = await (await fetch(`${base}/metrics`)).text();
     expect(metric(before, 'evora_jobs_submitted_total', `queue="${queue}"`)).toBe(4);

@@ -137,8 +137,8 @@ describe('rate_limit across two servers', () => {
   it('ClaimJobs takes at most the whole tokens, across servers, and a long-poll starts a held-back job when its token is due', async () => {
     const queue = queueName('unaryrate');
     await call(a.clients.queues, 'upsertQueue', { name: queue, rateLimit: { perSecond: 4, burst: 2 } });
-    const job = (n: number) => ({ queue, type: 't', payload: { n }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
-    await call(a.clients.jobs, 'submitJobs', { jobs: [job(1), job(2), job(3), job(4)] });
+    const job = (n: number) => ({ queue, type: 't', payload: { n }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+    await call(a.clients.jobs, 'submitJobs', { idsOnly: false, jobs: [job(1), job(2), job(3), job(4)] });
 
     // The bucket starts full: two at once, then none on either server until a token is due.
     const first = await call(a.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 4, jobTypes: [] });

@@ -27,7 +27,7 @@ describe('graceful shutdown', () => {
     const server = await serverStart(config, silentLogger());
     const clients = clientsFor(server.address);
     const queue = queueName();
-    const { job } = await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+    const { job } = await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
     const w = new RawWorker(clients);
     await w.hello('busy', [queue], 2);
     await w.until(() => w.jobs.length === 1);
@@ -37,7 +37,7 @@ describe('graceful shutdown', () => {
     // The drain says why in a code a worker in any language can act on.
     expect(w.messages('drain')[0]?.code).toBe(DrainReason.DRAIN_REASON_SERVER_SHUTDOWN);
     // A job submitted now is not pushed to the draining worker.
-    await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] }).catch(() => undefined);
+    await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) }).catch(() => undefined);
     w.complete(w.jobs[0]!, { finished: 'during shutdown' });
     await w.until(() => w.acks(job!.id).length === 1);
     expect(w.acks(job!.id)[0]?.accepted).toBe(true);
@@ -67,7 +67,7 @@ describe('graceful shutdown', () => {
     try {
       await waitFor(() => out.includes(`Evora listening on 127.0.0.1:${port}`), { timeoutMs: 30_000, what: 'the listen line' });
       const clients = clientsFor(`127.0.0.1:${port}`);
-      const res = await call(clients.jobs, 'submitJob', { queue: queueName(), type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] });
+      const res = await call(clients.jobs, 'submitJob', { queue: queueName(), type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
       expect(res.job?.state).toBe(JobState.JOB_STATE_PENDING);
       clients.close();
       child.kill('SIGTERM');

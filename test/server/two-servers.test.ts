@@ -44,8 +44,8 @@ describe('two server processes on one database', () => {
     };
     const ws = await Promise.all([make(a, 'a1'), make(a, 'a2'), make(b, 'b1'), make(b, 'b2')]);
     for (let i = 0; i < total; i += 500) {
-      await call(i % 1000 === 0 ? a.jobs : b.jobs, 'submitJobs', {
-        jobs: Array.from({ length: 500 }, (_, k) => ({ queue, type: 't', payload: { n: i + k }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+      await call(i % 1000 === 0 ? a.jobs : b.jobs, 'submitJobs', { idsOnly: false,
+        jobs: Array.from({ length: 500 }, (_, k) => ({ queue, type: 't', payload: { n: i + k }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
       });
     }
     const acked = () => ws.reduce((n, w) => n + w.received.filter((r) => r.msg?.$case === 'ack' && r.msg.value.accepted).length, 0);

@@ -100,7 +100,8 @@ describe('the statement files', () => {
     expect(prepared).toEqual(
       [
         'evora_job_claim', 'evora_job_claim_limited', 'evora_job_complete_many', 'evora_job_fail_many', 'evora_job_heartbeat_many',
-        'evora_job_insert_handoff', 'evora_job_insert_many', 'evora_job_progress_many', 'evora_job_snooze_many', 'evora_job_sweep_expired',
+        'evora_job_insert_handoff', 'evora_job_insert_many', 'evora_job_insert_many_ids',
+        'evora_job_progress_many', 'evora_job_snooze_many', 'evora_job_sweep_expired',
         'evora_outbox_read', 'evora_outbox_read_details',
       ].sort(),
     );

@@ -103,8 +103,8 @@ describeFerret('a server with MONGODB_URL', () => {
   });
 
   const submit = (queue: string, n: number) =>
-    call(server.clients.jobs, 'submitJobs', {
-      jobs: Array.from({ length: n }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [] })),
+    call(server.clients.jobs, 'submitJobs', { idsOnly: false,
+      jobs: Array.from({ length: n }, () => ({ queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
     });
 
   // The stated bound is the projector interval (200 ms here) plus the time to apply what

@@ -314,7 +314,7 @@ export interface SubmitJobRequest {
   queue: string;
   /** Application-defined job type (required). */
   type: string;
-  /** Job input as a JSON object; unset = empty object. */
+  /** Job input as a JSON object; unset = empty object. Or send payload_json instead. */
   payload?:
     | { [key: string]: any }
     | undefined;
@@ -387,6 +387,16 @@ export interface SubmitJobRequest {
    * (SubmitJob: INVALID_ARGUMENT).
    */
   dependsOnRefs: string[];
+  /**
+   * The job input as JSON object text (UTF-8), instead of payload: the server stores it
+   * without parsing it into a Struct and back (cheaper for large batches and payloads).
+   * Empty = unset. Setting both payload and payload_json is INVALID_ARGUMENT; text that is
+   * not UTF-8, not JSON, or not an object is INVALID_ARGUMENT, and its size limit
+   * (EVORA_MAX_PAYLOAD_BYTES) counts its bytes as sent. The job reads back as if payload
+   * had been sent (key order and number spelling as PostgreSQL's jsonb keeps them), and an
+   * idempotent replay compares it as JSON, whichever of the two fields each submit used.
+   */
+  payloadJson: Buffer;
 }
 
 /** SubmitJobResponse is the outcome of submitting one job. */
@@ -406,12 +416,27 @@ export interface SubmitJobResponse {
 export interface SubmitJobsRequest {
   /** Jobs to enqueue; all are accepted or none is. */
   jobs: SubmitJobRequest[];
+  /**
+   * True: answer with ids and created only (SubmitJobsResponse.ids and .created, results
+   * left empty), not whole jobs: less to encode, send and decode for large batches.
+   */
+  idsOnly: boolean;
 }
 
 /** SubmitJobsResponse holds one result per submitted job. */
 export interface SubmitJobsResponse {
-  /** Results in the same order as SubmitJobsRequest.jobs. */
+  /** Results in the same order as SubmitJobsRequest.jobs; empty when ids_only was set. */
   results: SubmitJobResponse[];
+  /**
+   * With ids_only only: each job's id, in the order of SubmitJobsRequest.jobs (the
+   * existing job's id on an idempotent replay); empty otherwise.
+   */
+  ids: string[];
+  /**
+   * With ids_only only: created[i] is SubmitJobResponse.created for ids[i] (false: the
+   * idempotency key named an existing job; nothing new was enqueued); empty otherwise.
+   */
+  created: boolean[];
 }
 
 /** GetJobRequest selects a job by id. */
@@ -1387,6 +1412,7 @@ function createBaseSubmitJobRequest(): SubmitJobRequest {
     dependsOn: [],
     ref: "",
     dependsOnRefs: [],
+    payloadJson: Buffer.alloc(0),
   };
 }
 
@@ -1430,6 +1456,9 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     }
     for (const v of message.dependsOnRefs) {
       writer.uint32(106).string(v!);
+    }
+    if (message.payloadJson.length !== 0) {
+      writer.uint32(114).bytes(message.payloadJson);
     }
     return writer;
   },
@@ -1551,6 +1580,14 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
             message.dependsOnRefs.push(reader.string());
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.payloadJson = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1602,6 +1639,11 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
         : globalThis.Array.isArray(object?.depends_on_refs)
         ? object.depends_on_refs.map((e: any) => globalThis.String(e))
         : [],
+      payloadJson: isSet(object.payloadJson)
+        ? Buffer.from(bytesFromBase64(object.payloadJson))
+        : isSet(object.payload_json)
+        ? Buffer.from(bytesFromBase64(object.payload_json))
+        : Buffer.alloc(0),
     };
   },
 
@@ -1646,6 +1688,9 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     if (message.dependsOnRefs?.length) {
       obj.dependsOnRefs = message.dependsOnRefs;
     }
+    if (message.payloadJson.length !== 0) {
+      obj.payloadJson = base64FromBytes(message.payloadJson);
+    }
     return obj;
   },
 
@@ -1671,6 +1716,7 @@ export const SubmitJobRequest: MessageFns<SubmitJobRequest> = {
     message.dependsOn = object.dependsOn?.map((e) => e) || [];
     message.ref = object.ref ?? "";
     message.dependsOnRefs = object.dependsOnRefs?.map((e) => e) || [];
+    message.payloadJson = object.payloadJson ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -1761,13 +1807,16 @@ export const SubmitJobResponse: MessageFns<SubmitJobResponse> = {
 };
 
 function createBaseSubmitJobsRequest(): SubmitJobsRequest {
-  return { jobs: [] };
+  return { jobs: [], idsOnly: false };
 }
 
 export const SubmitJobsRequest: MessageFns<SubmitJobsRequest> = {
   encode(message: SubmitJobsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.jobs) {
       SubmitJobRequest.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.idsOnly !== false) {
+      writer.uint32(16).bool(message.idsOnly);
     }
     return writer;
   },
@@ -1793,6 +1842,14 @@ export const SubmitJobsRequest: MessageFns<SubmitJobsRequest> = {
             message.jobs.push(SubmitJobRequest.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.idsOnly = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1808,6 +1865,11 @@ export const SubmitJobsRequest: MessageFns<SubmitJobsRequest> = {
   fromJSON(object: any): SubmitJobsRequest {
     return {
       jobs: globalThis.Array.isArray(object?.jobs) ? object.jobs.map((e: any) => SubmitJobRequest.fromJSON(e)) : [],
+      idsOnly: isSet(object.idsOnly)
+        ? globalThis.Boolean(object.idsOnly)
+        : isSet(object.ids_only)
+        ? globalThis.Boolean(object.ids_only)
+        : false,
     };
   },
 
@@ -1815,6 +1877,9 @@ export const SubmitJobsRequest: MessageFns<SubmitJobsRequest> = {
     const obj: any = {};
     if (message.jobs?.length) {
       obj.jobs = message.jobs.map((e) => SubmitJobRequest.toJSON(e));
+    }
+    if (message.idsOnly !== false) {
+      obj.idsOnly = message.idsOnly;
     }
     return obj;
   },
@@ -1825,18 +1890,29 @@ export const SubmitJobsRequest: MessageFns<SubmitJobsRequest> = {
   fromPartial<I extends Exact<DeepPartial<SubmitJobsRequest>, I>>(object: I): SubmitJobsRequest {
     const message = createBaseSubmitJobsRequest();
     message.jobs = object.jobs?.map((e) => SubmitJobRequest.fromPartial(e)) || [];
+    message.idsOnly = object.idsOnly ?? false;
     return message;
   },
 };
 
 function createBaseSubmitJobsResponse(): SubmitJobsResponse {
-  return { results: [] };
+  return { results: [], ids: [], created: [] };
 }
 
 export const SubmitJobsResponse: MessageFns<SubmitJobsResponse> = {
   encode(message: SubmitJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.results) {
       SubmitJobResponse.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.ids) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.created.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.created) {
+        writer.bool(v);
+      }
+      writer.join();
     }
     return writer;
   },
@@ -1862,6 +1938,32 @@ export const SubmitJobsResponse: MessageFns<SubmitJobsResponse> = {
             message.results.push(SubmitJobResponse.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ids.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.created.push(reader.bool());
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.created.push(reader.bool());
+              }
+
+              continue;
+            }
+
+            break;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1879,6 +1981,8 @@ export const SubmitJobsResponse: MessageFns<SubmitJobsResponse> = {
       results: globalThis.Array.isArray(object?.results)
         ? object.results.map((e: any) => SubmitJobResponse.fromJSON(e))
         : [],
+      ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => globalThis.String(e)) : [],
+      created: globalThis.Array.isArray(object?.created) ? object.created.map((e: any) => globalThis.Boolean(e)) : [],
     };
   },
 
@@ -1886,6 +1990,12 @@ export const SubmitJobsResponse: MessageFns<SubmitJobsResponse> = {
     const obj: any = {};
     if (message.results?.length) {
       obj.results = message.results.map((e) => SubmitJobResponse.toJSON(e));
+    }
+    if (message.ids?.length) {
+      obj.ids = message.ids;
+    }
+    if (message.created?.length) {
+      obj.created = message.created;
     }
     return obj;
   },
@@ -1896,6 +2006,8 @@ export const SubmitJobsResponse: MessageFns<SubmitJobsResponse> = {
   fromPartial<I extends Exact<DeepPartial<SubmitJobsResponse>, I>>(object: I): SubmitJobsResponse {
     const message = createBaseSubmitJobsResponse();
     message.results = object.results?.map((e) => SubmitJobResponse.fromPartial(e)) || [];
+    message.ids = object.ids?.map((e) => e) || [];
+    message.created = object.created?.map((e) => e) || [];
     return message;
   },
 };
@@ -4015,6 +4127,14 @@ export const JobServiceClient = makeGenericClientConstructor(JobServiceService, 
   service: typeof JobServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;

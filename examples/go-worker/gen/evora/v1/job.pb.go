@@ -593,7 +593,7 @@ type SubmitJobRequest struct {
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Application-defined job type (required).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// Job input as a JSON object; unset = empty object.
+	// Job input as a JSON object; unset = empty object. Or send payload_json instead.
 	Payload *structpb.Struct `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Scheduling priority: smaller runs first; default 0; allowed -1000..1000.
 	Priority int32 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -642,6 +642,14 @@ type SubmitJobRequest struct {
 	// nothing. An unknown ref or a cycle is INVALID_ARGUMENT naming it. Only in SubmitJobs
 	// (SubmitJob: INVALID_ARGUMENT).
 	DependsOnRefs []string `protobuf:"bytes,13,rep,name=depends_on_refs,json=dependsOnRefs,proto3" json:"depends_on_refs,omitempty"`
+	// The job input as JSON object text (UTF-8), instead of payload: the server stores it
+	// without parsing it into a Struct and back (cheaper for large batches and payloads).
+	// Empty = unset. Setting both payload and payload_json is INVALID_ARGUMENT; text that is
+	// not UTF-8, not JSON, or not an object is INVALID_ARGUMENT, and its size limit
+	// (EVORA_MAX_PAYLOAD_BYTES) counts its bytes as sent. The job reads back as if payload
+	// had been sent (key order and number spelling as PostgreSQL's jsonb keeps them), and an
+	// idempotent replay compares it as JSON, whichever of the two fields each submit used.
+	PayloadJson   []byte `protobuf:"bytes,14,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -767,6 +775,13 @@ func (x *SubmitJobRequest) GetDependsOnRefs() []string {
 	return nil
 }
 
+func (x *SubmitJobRequest) GetPayloadJson() []byte {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return nil
+}
+
 // SubmitJobResponse is the outcome of submitting one job.
 type SubmitJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -827,7 +842,10 @@ func (x *SubmitJobResponse) GetCreated() bool {
 type SubmitJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Jobs to enqueue; all are accepted or none is.
-	Jobs          []*SubmitJobRequest `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Jobs []*SubmitJobRequest `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// True: answer with ids and created only (SubmitJobsResponse.ids and .created, results
+	// left empty), not whole jobs: less to encode, send and decode for large batches.
+	IdsOnly       bool `protobuf:"varint,2,opt,name=ids_only,json=idsOnly,proto3" json:"ids_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -869,11 +887,24 @@ func (x *SubmitJobsRequest) GetJobs() []*SubmitJobRequest {
 	return nil
 }
 
+func (x *SubmitJobsRequest) GetIdsOnly() bool {
+	if x != nil {
+		return x.IdsOnly
+	}
+	return false
+}
+
 // SubmitJobsResponse holds one result per submitted job.
 type SubmitJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Results in the same order as SubmitJobsRequest.jobs.
-	Results       []*SubmitJobResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// Results in the same order as SubmitJobsRequest.jobs; empty when ids_only was set.
+	Results []*SubmitJobResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// With ids_only only: each job's id, in the order of SubmitJobsRequest.jobs (the
+	// existing job's id on an idempotent replay); empty otherwise.
+	Ids []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	// With ids_only only: created[i] is SubmitJobResponse.created for ids[i] (false: the
+	// idempotency key named an existing job; nothing new was enqueued); empty otherwise.
+	Created       []bool `protobuf:"varint,3,rep,packed,name=created,proto3" json:"created,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -911,6 +942,20 @@ func (*SubmitJobsResponse) Descriptor() ([]byte, []int) {
 func (x *SubmitJobsResponse) GetResults() []*SubmitJobResponse {
 	if x != nil {
 		return x.Results
+	}
+	return nil
+}
+
+func (x *SubmitJobsResponse) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *SubmitJobsResponse) GetCreated() []bool {
+	if x != nil {
+		return x.Created
 	}
 	return nil
 }
@@ -1998,7 +2043,7 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\vfinished_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x122\n" +
 	"\aoutcome\x18\x05 \x01(\x0e2\x18.evora.v1.AttemptOutcomeR\aoutcome\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\x87\x04\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xaa\x04\n" +
 	"\x10SubmitJobRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x121\n" +
@@ -2014,15 +2059,19 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18\v \x03(\tR\tdependsOn\x12\x10\n" +
 	"\x03ref\x18\f \x01(\tR\x03ref\x12&\n" +
-	"\x0fdepends_on_refs\x18\r \x03(\tR\rdependsOnRefsB\x12\n" +
+	"\x0fdepends_on_refs\x18\r \x03(\tR\rdependsOnRefs\x12!\n" +
+	"\fpayload_json\x18\x0e \x01(\fR\vpayloadJsonB\x12\n" +
 	"\x10_concurrency_key\"N\n" +
 	"\x11SubmitJobResponse\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"C\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"^\n" +
 	"\x11SubmitJobsRequest\x12.\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x1a.evora.v1.SubmitJobRequestR\x04jobs\"K\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1a.evora.v1.SubmitJobRequestR\x04jobs\x12\x19\n" +
+	"\bids_only\x18\x02 \x01(\bR\aidsOnly\"w\n" +
 	"\x12SubmitJobsResponse\x125\n" +
-	"\aresults\x18\x01 \x03(\v2\x1b.evora.v1.SubmitJobResponseR\aresults\"\x1f\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.evora.v1.SubmitJobResponseR\aresults\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\x18\n" +
+	"\acreated\x18\x03 \x03(\bR\acreated\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x83\x01\n" +
 	"\x0eGetJobResponse\x12\x1f\n" +

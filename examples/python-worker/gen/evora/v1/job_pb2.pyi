@@ -128,7 +128,7 @@ class JobAttempt(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., worker_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[AttemptOutcome, str]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("queue", "type", "payload", "priority", "run_at", "idempotency_key", "max_attempts", "backoff", "timeout", "concurrency_key", "depends_on", "ref", "depends_on_refs")
+    __slots__ = ("queue", "type", "payload", "priority", "run_at", "idempotency_key", "max_attempts", "backoff", "timeout", "concurrency_key", "depends_on", "ref", "depends_on_refs", "payload_json")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +142,7 @@ class SubmitJobRequest(_message.Message):
     DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
     DEPENDS_ON_REFS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     queue: str
     type: str
     payload: _struct_pb2.Struct
@@ -155,7 +156,8 @@ class SubmitJobRequest(_message.Message):
     depends_on: _containers.RepeatedScalarFieldContainer[str]
     ref: str
     depends_on_refs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[_queue_pb2.Backoff, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency_key: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ..., ref: _Optional[str] = ..., depends_on_refs: _Optional[_Iterable[str]] = ...) -> None: ...
+    payload_json: bytes
+    def __init__(self, queue: _Optional[str] = ..., type: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[int] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[_queue_pb2.Backoff, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency_key: _Optional[str] = ..., depends_on: _Optional[_Iterable[str]] = ..., ref: _Optional[str] = ..., depends_on_refs: _Optional[_Iterable[str]] = ..., payload_json: _Optional[bytes] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job", "created")
@@ -166,16 +168,22 @@ class SubmitJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class SubmitJobsRequest(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "ids_only")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    IDS_ONLY_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[SubmitJobRequest]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobRequest, _Mapping]]] = ...) -> None: ...
+    ids_only: bool
+    def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobRequest, _Mapping]]] = ..., ids_only: _Optional[bool] = ...) -> None: ...
 
 class SubmitJobsResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "ids", "created")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[SubmitJobResponse]
-    def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobResponse, _Mapping]]] = ...) -> None: ...
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    created: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobResponse, _Mapping]]] = ..., ids: _Optional[_Iterable[str]] = ..., created: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("id",)

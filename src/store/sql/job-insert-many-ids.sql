@@ -1,0 +1,53 @@
+-- name: jobInsertManyIds
+-- jobInsertMany answering with the ids of the rows it inserted only (SubmitJobs ids_only):
+-- the same inserts, events and wake-ups; only the last SELECT differs.
+-- Must stay true: everything above that last SELECT is job-insert-many.sql's, line for line
+-- (test/store/jobs-submit-ids.test.ts compares the two files).
+WITH input AS (
+  SELECT *
+  FROM unnest(:ids::uuid[], :queues::text[], :types::text[], :payloads::jsonb[], :priorities::int[],
+              :runAts::timestamptz[], :idempotencyKeys::text[], :maxAttempts::int[], :policies::jsonb[])
+    AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, policy)
+),
+new_queues AS (
+  INSERT INTO evora.queues (name)
+  SELECT DISTINCT i.queue FROM input i
+  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name, max_attempts
+),
+inserted AS (
+  INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at,
+                          backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds, concurrency_key)
+  SELECT i.id, i.queue, i.type, i.payload, i.priority,
+         coalesce(i.run_at, coalesce(:now::timestamptz, now())),
+         i.idempotency_key,
+         coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
+         CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts, i.policy) END,
+         coalesce(:now::timestamptz, now()),
+         (i.policy -> 'backoff' ->> 'kind')::evora.backoff_kind,
+         (i.policy -> 'backoff' ->> 'base')::float8,
+         (i.policy -> 'backoff' ->> 'cap')::float8,
+         (i.policy -> 'backoff' ->> 'jitter')::float8,
+         coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds),
+         i.policy ->> 'concurrency_key'
+  FROM input i
+  LEFT JOIN evora.queues q ON q.name = i.queue
+  LEFT JOIN new_queues nq ON nq.name = i.queue
+  ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING *
+),
+events AS (
+  INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+  SELECT max(created_at), count(*), array_agg(id), array_agg(queue), array_agg(type),
+         array_agg('submitted'::evora.job_event_kind), array_agg(NULL::evora.job_state), array_agg(state),
+         array_agg(attempt), array_agg(worker_id),
+         array_agg(NULL::float8), array_agg(NULL::float8)
+  FROM inserted
+  HAVING count(*) > 0
+),
+woken AS (
+  SELECT pg_notify('evora_job_available', d.queue)
+  FROM (SELECT DISTINCT queue FROM inserted WHERE state = 'PENDING' AND run_at <= coalesce(:now::timestamptz, now())) d
+)
+SELECT id FROM inserted WHERE (SELECT count(*) FROM woken) >= 0

@@ -6,7 +6,7 @@ import { EvoraError, alreadyExists, failedPrecondition, invalidArgument, notFoun
 import { uuidv7 } from '../domain/ids.js';
 import type { JobState, JobSubmitIds, JobSubmitInput, JobSubmitResult } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
-import { inTransaction, queryConfig, statement } from './statements.js';
+import { inTransaction, queryConfig, statement, type PgTypes } from './statements.js';
 
 /**
  * Submits: producers' writes. Job ids are made here (UUIDv7) so a batch knows which rows it
@@ -26,38 +26,24 @@ interface JobInsertManyParams {
   policies: (string | null)[];
   now: Date | null;
 }
-const jobInsertManySql = statement<JobInsertManyParams, JobRow>(
-  'job-insert-many',
-  {
-    ids: 'uuid[]',
-    queues: 'text[]',
-    types: 'text[]',
-    payloads: 'jsonb[]',
-    priorities: 'int4[]',
-    runAts: 'timestamptz[]',
-    idempotencyKeys: 'text[]',
-    maxAttempts: 'int4[]',
-    policies: 'jsonb[]',
-    now: 'timestamptz',
-  },
-  JOB_COLUMNS,
-  { prepared: true },
-);
+/** The parameters of both insert statements (job-insert-many.sql and its ids-only twin). */
+const JOB_INSERT_MANY_PARAMS: PgTypes<JobInsertManyParams> = {
+  ids: 'uuid[]',
+  queues: 'text[]',
+  types: 'text[]',
+  payloads: 'jsonb[]',
+  priorities: 'int4[]',
+  runAts: 'timestamptz[]',
+  idempotencyKeys: 'text[]',
+  maxAttempts: 'int4[]',
+  policies: 'jsonb[]',
+  now: 'timestamptz',
+};
+const jobInsertManySql = statement<JobInsertManyParams, JobRow>('job-insert-many', JOB_INSERT_MANY_PARAMS, JOB_COLUMNS, { prepared: true });
 
 const jobInsertManyIdsSql = statement<JobInsertManyParams, { id: string }>(
   'job-insert-many-ids',
-  {
-    ids: 'uuid[]',
-    queues: 'text[]',
-    types: 'text[]',
-    payloads: 'jsonb[]',
-    priorities: 'int4[]',
-    runAts: 'timestamptz[]',
-    idempotencyKeys: 'text[]',
-    maxAttempts: 'int4[]',
-    policies: 'jsonb[]',
-    now: 'timestamptz',
-  },
+  JOB_INSERT_MANY_PARAMS,
   { id: 'uuid' },
   { prepared: true },
 );

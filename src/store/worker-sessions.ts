@@ -12,17 +12,7 @@ import { rowOf, rowsOf, statement, type None } from './statements.js';
 export const WORKER_SESSION_STALE_SECONDS = 30;
 
 /** One session as this server's dispatcher knows it (what a sync writes). */
-export interface WorkerSessionWrite {
-  sessionId: string;
-  workerId: string;
-  queues: string[];
-  /** Empty: any type. */
-  jobTypes: string[];
-  slots: number;
-  heldJobs: number;
-  freeSlots: number;
-  connectedAt: Date;
-}
+export type WorkerSessionWrite = Omit<WorkerSessionInfo, 'serverId' | 'serverAddress' | 'lastSeenAt'>;
 
 interface WorkerSessionSyncParams {
   serverId: string;

@@ -276,8 +276,9 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     });
     parts.store = store;
 
-    // Auth, before anything serves: the bootstrap token, then the token cache.
-    if (config.bootstrapAdminToken) await untilAborted(bootstrapTokenEnsure(store, config.bootstrapAdminToken, logger));
+    // Auth, before anything serves: the bootstrap token, then the token cache's first read.
+    // Both need the database, which may go away again right after the migrations (a restart,
+    // a terminated connection): they are retried as the first contact is, not fatal.
     const auth = new Authenticator({
       store,
       logger: logger.child({ component: 'auth' }),
@@ -285,7 +286,16 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       bootstrapConfigured: config.bootstrapAdminToken !== null,
     });
     parts.auth = auth;
-    await untilAborted(auth.start(parts.shutdown.signal));
+    await untilAborted(
+      databaseReady({
+        availability: store.availability,
+        signal: startSignal,
+        attempt: async () => {
+          if (config.bootstrapAdminToken) await bootstrapTokenEnsure(store, config.bootstrapAdminToken, logger);
+          await auth.start(parts.shutdown.signal);
+        },
+      }),
+    );
     authStartCheck(auth.authOn, config, logger);
 
     const metrics = new ServerMetrics({ store });

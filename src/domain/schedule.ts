@@ -58,18 +58,10 @@ export interface Schedule {
 }
 
 /** What UpsertSchedule sets: every field of a schedule a caller chooses (checked). */
-export interface ScheduleUpsertInput {
-  name: string;
-  cron: string;
-  timezone: string;
-  queue: string;
-  type: string;
-  payload: JsonObject;
-  priority: number;
-  maxAttempts: number | null;
-  misfirePolicy: MisfirePolicy;
-  misfireCap: number;
-}
+export type ScheduleUpsertInput = Pick<
+  Schedule,
+  'name' | 'cron' | 'timezone' | 'queue' | 'type' | 'payload' | 'priority' | 'maxAttempts' | 'misfirePolicy' | 'misfireCap'
+>;
 
 /** The cron expression iterator, from `after` (exclusive) on. Throws what cron-parser throws. */
 function cronIterator(cron: string, timezone: string, after: Date): CronExpression {

@@ -114,16 +114,7 @@ interface JobInsertGraphParams extends JobInsertManyParams {
 const jobInsertGraphSql = statement<JobInsertGraphParams, JobRow>(
   'job-insert-graph',
   {
-    ids: 'uuid[]',
-    queues: 'text[]',
-    types: 'text[]',
-    payloads: 'jsonb[]',
-    priorities: 'int4[]',
-    runAts: 'timestamptz[]',
-    idempotencyKeys: 'text[]',
-    maxAttempts: 'int4[]',
-    policies: 'jsonb[]',
-    now: 'timestamptz',
+    ...JOB_INSERT_MANY_PARAMS,
     states: 'evora.job_state[]',
     parentIds: 'jsonb[]',
     hasDependents: 'bool[]',

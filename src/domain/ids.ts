@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 /** 1 for the ASCII codes of hex digits (either case). */
 const HEX = new Uint8Array(128);
@@ -28,6 +28,17 @@ let lastMs = 0;
 let sequence = 0;
 
 /**
+ * Random bytes for ids, drawn from the OS a block at a time: one randomFillSync per 1,024
+ * ids instead of two randomBytes calls per id, which cost about 3 µs per id (a batch submit
+ * of 1,000 jobs spent 3 ms of the server's CPU on it). Job ids are unique, not secret.
+ */
+const RANDOM = Buffer.allocUnsafe(18 * 1024);
+let randomAt = RANDOM.length;
+
+/** The two-digit hex of each byte value. */
+const HEX_OF = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+
+/**
  * A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then a 12-bit sequence that keeps ids
  * made in the same millisecond by this process increasing, then random bits. Job ids are
  * made here rather than in Postgres so a batch submit knows each job's id before the
@@ -35,9 +46,14 @@ let sequence = 0;
  * their time order keeps the primary key's inserts at the index's right edge.
  */
 export function uuidv7(nowMs = Date.now()): string {
+  if (randomAt + 18 > RANDOM.length) {
+    randomFillSync(RANDOM);
+    randomAt = 0;
+  }
+  const r = RANDOM;
   if (nowMs > lastMs) {
     lastMs = nowMs;
-    sequence = randomBytes(2).readUInt16BE(0) & 0x3ff; // leave room to count up within the ms
+    sequence = ((r[randomAt] as number) * 256 + (r[randomAt + 1] as number)) & 0x3ff; // leave room to count up within the ms
   } else {
     sequence++;
     if (sequence > 0xfff) {
@@ -45,17 +61,15 @@ export function uuidv7(nowMs = Date.now()): string {
       sequence = 0;
     }
   }
-  const bytes = randomBytes(16);
+  const at = randomAt + 2;
+  randomAt += 18;
   const ms = lastMs;
-  bytes[0] = Math.floor(ms / 2 ** 40) & 0xff;
-  bytes[1] = Math.floor(ms / 2 ** 32) & 0xff;
-  bytes[2] = (ms >>> 24) & 0xff;
-  bytes[3] = (ms >>> 16) & 0xff;
-  bytes[4] = (ms >>> 8) & 0xff;
-  bytes[5] = ms & 0xff;
-  bytes[6] = 0x70 | ((sequence >>> 8) & 0x0f);
-  bytes[7] = sequence & 0xff;
-  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
-  const hex = bytes.toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  const h = HEX_OF;
+  const byte = (i: number) => r[at + i] as number;
+  return (
+    `${h[Math.floor(ms / 2 ** 40) & 0xff]}${h[Math.floor(ms / 2 ** 32) & 0xff]}${h[(ms >>> 24) & 0xff]}${h[(ms >>> 16) & 0xff]}-` +
+    `${h[(ms >>> 8) & 0xff]}${h[ms & 0xff]}-${h[0x70 | ((sequence >>> 8) & 0x0f)]}${h[sequence & 0xff]}-` +
+    `${h[0x80 | (byte(8) & 0x3f)]}${h[byte(9)]}-` +
+    `${h[byte(10)]}${h[byte(11)]}${h[byte(12)]}${h[byte(13)]}${h[byte(14)]}${h[byte(15)]}`
+  );
 }

@@ -30,3 +30,28 @@ describe('isUuid', () => {
     }
   });
 });
+
+describe('uuidv7', () => {
+  /** The 48-bit millisecond time an id carries. */
+  const msOf = (id: string) => parseInt(id.replace(/-/g, '').slice(0, 12), 16);
+
+  it('carries its millisecond, version 7 and the RFC 9562 variant', () => {
+    const at = Date.UTC(2026, 10, 28, 12, 34, 56, 789);
+    for (let i = 0; i < 3000; i++) {
+      const id = uuidv7(at + i);
+      expect(id).toMatch(CANONICAL);
+      expect(msOf(id)).toBe(at + i);
+      expect(id[14]).toBe('7');
+      expect('89ab').toContain(id[19]);
+    }
+  });
+
+  it('increases within a millisecond, past a refill of its random bytes and past the sequence limit', () => {
+    const at = Date.UTC(2027, 0, 1);
+    const ids = Array.from({ length: 10_000 }, () => uuidv7(at));
+    expect(new Set(ids).size).toBe(ids.length);
+    for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!, `${ids[i - 1]} < ${ids[i]}`).toBe(true);
+    // 10,000 ids in one millisecond overflow the 12-bit sequence: the later ones borrow the next milliseconds.
+    expect(msOf(ids.at(-1)!)).toBeGreaterThan(at);
+  });
+});

@@ -210,11 +210,6 @@ export function progressFromJson(p: ProgressJson | null): JobProgress | null {
   };
 }
 
-/** What a worker's write reports about a job (the columns the completion returns). */
-export function jobWrittenFromRow(r: Pick<JobRow, 'id' | 'queue' | 'type' | 'state' | 'attempt' | 'worker_id' | 'last_error'>): JobWritten {
-  return { id: r.id, queue: r.queue, type: r.type, state: r.state, attempt: r.attempt, workerId: r.worker_id, lastError: r.last_error };
-}
-
 /** A queue row as the domain's Queue. */
 export function queueFromRow(r: QueueRow): Queue {
   return {

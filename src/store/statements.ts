@@ -69,6 +69,12 @@ export interface Statement<P = unknown, R = unknown> {
    * drop the name and run it unnamed (connections.ts).
    */
   readonly preparedName: string | null;
+  /**
+   * `raw`: rows come back as arrays of PostgreSQL's text, nothing parsed (rawRowsOf), for the
+   * hot path's big results: the caller reads only what it needs, by column index
+   * (columnIndexes), and parses it itself. `object`: rows as objects of parsed values.
+   */
+  readonly rowForm: 'object' | 'raw';
 }
 
 /** What can run a statement: a pool, a pool's client, or a dedicated client. */
@@ -197,17 +203,24 @@ export function statement<P, R>(
   file: string,
   paramTypes: PgTypes<P>,
   rowTypes: PgTypes<R>,
-  opts: { prepared?: boolean } = {},
+  opts: { prepared?: boolean; raw?: boolean } = {},
 ): Statement<P, R> {
-  return declare(file, 'query', paramTypes, rowTypes, opts.prepared === true);
+  return declare(file, 'query', paramTypes, rowTypes, opts.prepared === true, opts.raw === true);
 }
 
 /** Declares utility SQL run as it is (simple protocol): no parameters, no rows. */
 export function script(file: string): Statement<None, None> {
-  return declare(file, 'script', {}, {}, false);
+  return declare(file, 'script', {}, {}, false, false);
 }
 
-function declare<P, R>(file: string, kind: StatementKind, paramTypes: PgTypes<P>, rowTypes: PgTypes<R>, prepared: boolean): Statement<P, R> {
+function declare<P, R>(
+  file: string,
+  kind: StatementKind,
+  paramTypes: PgTypes<P>,
+  rowTypes: PgTypes<R>,
+  prepared: boolean,
+  raw: boolean,
+): Statement<P, R> {
   const fileName = `${file}.sql`;
   const parsed = files.get(fileName);
   if (!parsed) throw new Error(`evora: no statement file sql/${fileName}`);
@@ -226,6 +239,7 @@ function declare<P, R>(file: string, kind: StatementKind, paramTypes: PgTypes<P>
     paramTypes,
     rowTypes,
     preparedName: prepared ? preparedNameOf(parsed.name) : null,
+    rowForm: raw ? 'raw' : 'object',
   };
   declared.set(fileName, s as Statement);
   return s;
@@ -255,7 +269,26 @@ export function queryConfig<P>(s: Statement<P, unknown>, params: P): pg.QueryCon
   const byName = params as Record<string, unknown>;
   for (let i = 0; i < names.length; i++) values[i] = byName[names[i]!];
   if (CHECK_PARAMS) paramsCheck(s, byName);
-  return s.preparedName === null ? { text: s.text, values } : { name: s.preparedName, text: s.text, values };
+  const config: pg.QueryConfig = s.preparedName === null ? { text: s.text, values } : { name: s.preparedName, text: s.text, values };
+  if (s.rowForm === 'raw') Object.assign(config, RAW_ROWS);
+  return config;
+}
+
+/**
+ * Rows as arrays of text, every value as PostgreSQL sent it (no type parser runs): what a
+ * `raw` statement's query asks node-postgres for.
+ */
+const RAW_ROWS = {
+  rowMode: 'array',
+  types: { getTypeParser: () => (value: string) => value } as unknown as pg.CustomTypesConfig,
+} as const;
+
+/** A row of a `raw` statement: each column's text as PostgreSQL sent it, null for NULL. */
+export type RawRow = readonly (string | null)[];
+
+/** Each result column's index in a `raw` statement's rows, by the declared column name. */
+export function columnIndexes<R>(s: Statement<unknown, R>): { readonly [K in keyof R]-?: number } {
+  return Object.fromEntries(Object.keys(s.rowTypes).map((name, i) => [name, i])) as { [K in keyof R]-?: number };
 }
 
 function paramsCheck(s: Statement, params: Record<string, unknown>): void {
@@ -269,8 +302,14 @@ function paramsCheck(s: Statement, params: Record<string, unknown>): void {
 
 /** Runs a statement; returns its rows. */
 export async function rowsOf<P, R>(db: Queryable, s: Statement<P, R>, params: P): Promise<R[]> {
-  if (s.kind !== 'query') throw new Error(`evora: ${s.name} is a script: run it with scriptRun`);
+  if (s.kind !== 'query' || s.rowForm !== 'object') throw new Error(`evora: ${s.name} is a ${s.rowForm === 'raw' ? 'raw statement: run it with rawRowsOf' : 'script: run it with scriptRun'}`);
   return (await db.query(queryConfig(s, params))).rows as R[];
+}
+
+/** Runs a `raw` statement; returns its rows as text (read them with columnIndexes). */
+export async function rawRowsOf<P, R>(db: Queryable, s: Statement<P, R>, params: P): Promise<RawRow[]> {
+  if (s.rowForm !== 'raw') throw new Error(`evora: ${s.name} is not a raw statement: run it with rowsOf`);
+  return (await db.query(queryConfig(s, params))).rows as unknown as RawRow[];
 }
 
 /** Runs a statement that returns at most one row; returns it or undefined. */

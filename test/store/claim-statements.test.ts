@@ -72,4 +72,36 @@ describe('claim statements', () => {
       await own.close();
     }
   });
+
+  it('a claimed job as the store returns it is the row the claim left, field by field, from both statements', async () => {
+    const own = freshStore();
+    try {
+      const plain = queueName('rows');
+      const limited = queueName('rowslim');
+      await store.queueUpsert({ name: plain, leaseSeconds: 120 });
+      await store.queueUpsert({ name: limited, leaseSeconds: 45, maxConcurrency: 10 });
+      // Varied values: a key, a priority, a later run_at, a payload with text to escape, a checkpoint.
+      await store.jobSubmitMany({
+        jobs: [
+          { queue: plain, type: 'a', payload: { s: 'quote " back \\ comma , brace {', n: 1.5 }, priority: 3, idempotencyKey: 'k1' },
+          { queue: plain, type: 'b', payload: {}, runAt: new Date(T0.getTime() - 60_000), maxAttempts: 7 },
+          { queue: limited, type: 'c', payload: { nested: { a: [1, 2, null] } } },
+        ],
+        now: T0,
+      });
+      const claimedAt = new Date(T0.getTime() + 1234);
+      const jobs = await own.jobClaim({ queues: [plain, limited], workerIds: ['w1', 'w2', 'w3'], now: claimedAt });
+      expect(jobs).toHaveLength(3);
+      for (const job of jobs) {
+        const row = await store.jobGet({ id: job.id });
+        // What the claim does not read back it knows: RUNNING, the slot's worker, nothing finished.
+        expect(job).toEqual({ ...row, backoff: null, timeoutSeconds: null, concurrencyKey: null, progress: null });
+        expect(job.startedAt).toEqual(claimedAt);
+        expect(job.lockedUntil!.getTime() - claimedAt.getTime()).toBe((job.queue === plain ? 120 : 45) * 1000);
+      }
+      expect(jobs.map((j) => j.workerId)).toEqual(['w1', 'w2', 'w3']);
+    } finally {
+      await own.close();
+    }
+  });
 });

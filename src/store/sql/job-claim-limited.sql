@@ -11,7 +11,7 @@
 -- for a token sends back one row without a job (id NULL) saying when the next one is due.
 -- Queues are taken in name order so two claims of several limited queues lock them in the
 -- same order. An asked queue that has no limit (any more) is claimed as job-claim.sql would,
--- and answered with one row without a job whose queue_limited is false.
+-- and its row without a job says queue_limited false.
 -- Concurrency keys: a queue with max_concurrency_per_key takes its jobs from
 -- evora.queue_pick_by_key (migration 0009; round-robin across keys, each key at most its
 -- free slots) instead of the index scan; its lock is taken by evora.queue_limit here first.
@@ -95,19 +95,22 @@ events AS (
   FROM claimed
   HAVING count(*) > 0
 )
--- parent_ids (0011_dependencies.sql): the store fetches the parents' results only when set.
--- Not sent back: state (RUNNING), worker_id (the caller named it), and result, finished_at
--- and cancel_requested_at (NULL after a claim); every column read back costs the server.
-SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, locked_until,
-       idempotency_key, last_error, created_at, started_at, slot, NULL::timestamptz AS next_token_at,
-       NULL::bool AS queue_limited, parent_ids,
-       checkpoint -- the last checkpoint reported (0012_progress_attempts.sql): the next attempt resumes from it
-FROM claimed
-UNION ALL
--- One row without a job (id NULL) per queue whose jobs wait for a token (rate limits), and
--- per queue that has no limit (the store claims it with job-claim.sql from now on).
-SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid,
-       NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::int8, next_token_at,
-       limited, NULL::uuid[],
-       NULL::jsonb
-FROM claimable_queues WHERE next_token_at IS NOT NULL OR NOT limited
+-- What the store reads back: job-claim.sql's rows (see there), in claim order, and one row
+-- without a job per asked queue with what its jobs share, whether it has a limit
+-- (queue_limited false: the store claims it with job-claim.sql from now on) and, for a queue
+-- whose jobs wait for a token (rate limits), when the next one is due (next_token_at).
+SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, idempotency_key, last_error,
+       created_at, parent_ids, checkpoint, started_at, locked_until, next_token_at, queue_limited
+FROM (
+  SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, idempotency_key, last_error,
+         created_at, parent_ids, checkpoint, NULL::timestamptz AS started_at, NULL::timestamptz AS locked_until,
+         NULL::timestamptz AS next_token_at, NULL::bool AS queue_limited, slot
+  FROM claimed
+  UNION ALL
+  SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid, NULL::text,
+         NULL::text, NULL::timestamptz, NULL::uuid[], NULL::jsonb,
+         coalesce(:now::timestamptz, now()), coalesce(:now::timestamptz, now()) + make_interval(secs => lease_seconds),
+         next_token_at, limited, 0
+  FROM claimable_queues
+) r
+ORDER BY slot

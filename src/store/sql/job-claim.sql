@@ -9,7 +9,7 @@
 -- finished; the UPDATE finds its rows by primary key (test/store/plans.test.ts).
 -- Only queues without a limit (max_concurrency, rate_limit, max_concurrency_per_key) are
 -- claimed here, so they pay nothing for the limits: no lock, no count, no bucket. An asked
--- queue that has one is answered with a row without a job (id NULL, queue_limited true)
+-- queue that has one is answered with its row without a job saying queue_limited (below)
 -- and the store claims it with job-claim-limited.sql instead. The check reads the queue's
 -- row in this statement's snapshot, so a limit committed before the claim starts is obeyed.
 -- Job-type routing: :types NULL = any type; else only jobs whose type is in :types: a filter
@@ -77,19 +77,29 @@ events AS (
   FROM claimed
   HAVING count(*) > 0
 )
--- parent_ids (0011_dependencies.sql): the store fetches the parents' results only when set.
--- Not sent back: state (RUNNING), worker_id (the caller named it), and result, finished_at
--- and cancel_requested_at (NULL after a claim); every column read back costs the server.
--- The columns next_token_at and queue_limited are those of job-claim-limited.sql (one row type).
-SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, locked_until,
-       idempotency_key, last_error, created_at, started_at, slot, NULL::timestamptz AS next_token_at,
-       NULL::bool AS queue_limited, parent_ids,
-       checkpoint -- the last checkpoint reported (0012_progress_attempts.sql): the next attempt resumes from it
-FROM claimed
-UNION ALL
--- A queue with a limit: one row without a job (the store claims it with job-claim-limited.sql).
-SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid,
-       NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::int8, NULL::timestamptz,
-       true, NULL::uuid[],
-       NULL::jsonb
-FROM claimable_queues WHERE limited
+-- What the store reads back (as text, unparsed: jobs-lease.ts), in claim order (job i goes to
+-- the caller's slot i): per job only what differs from job to job, and one row without a job
+-- (id NULL) per asked queue saying what its claimed jobs share, started_at (this claim's time)
+-- and locked_until (that time plus the queue's lease: the UPDATE's own expressions, on the
+-- same row of claimable_queues), and whether it has a limit (queue_limited: then the store
+-- claims it with job-claim.sql no more but with job-claim-limited.sql). Every value read back
+-- costs the server; not sent back: state (RUNNING), worker_id (the caller named it), and
+-- result, finished_at and cancel_requested_at (NULL after a claim).
+-- parent_ids (0011_dependencies.sql): the store fetches the parents' results only when set;
+-- checkpoint (0012_progress_attempts.sql): the next attempt resumes from it.
+-- next_token_at is job-claim-limited.sql's (one row type for both).
+SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, idempotency_key, last_error,
+       created_at, parent_ids, checkpoint, started_at, locked_until, next_token_at, queue_limited
+FROM (
+  SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, idempotency_key, last_error,
+         created_at, parent_ids, checkpoint, NULL::timestamptz AS started_at, NULL::timestamptz AS locked_until,
+         NULL::timestamptz AS next_token_at, NULL::bool AS queue_limited, slot
+  FROM claimed
+  UNION ALL
+  SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid, NULL::text,
+         NULL::text, NULL::timestamptz, NULL::uuid[], NULL::jsonb,
+         coalesce(:now::timestamptz, now()), coalesce(:now::timestamptz, now()) + make_interval(secs => lease_seconds),
+         NULL::timestamptz, limited, 0
+  FROM claimable_queues
+) r
+ORDER BY slot

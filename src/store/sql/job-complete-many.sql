@@ -1,7 +1,8 @@
 -- name: jobCompleteMany
 -- Completes the jobs whose leases are current (token matches, RUNNING), storing each
--- result; one `completed` event per job with its run time. Returns the columns a
--- JobWritten needs, and the token, so the caller can tell which input was accepted.
+-- result; one `completed` event per job with its run time. Returns what a JobWritten needs
+-- but its state (COMPLETED) and last_error (NULL), and the token, so the caller can tell
+-- which input was accepted.
 -- Must stay true: one report per lease (DISTINCT ON (id, token)): a stale and a fresh
 -- report of one job in the same batch are both kept, and only the fresh token matches.
 -- A completed job has no error: last_error is cleared here (earlier attempts' errors are in
@@ -34,4 +35,4 @@ events AS (
   FROM updated
   HAVING count(*) > 0
 )
-SELECT id, lease_token, queue, type, state, attempt, worker_id, last_error FROM updated
+SELECT id, lease_token, queue, type, attempt, worker_id FROM updated

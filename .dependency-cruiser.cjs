@@ -11,7 +11,8 @@
  *   http            the HTTP port: JSON routes that call the gRPC handlers in process, the dashboard
  *   server          the composition root (and config, embedded PostgreSQL)
  *   cli             the `evora` command
- * The SDK (src/sdk) is a client: it imports only itself and the generated code.
+ * The SDK (src/sdk) is a client: it imports only itself, the generated code and src/wire.
+ * src/wire (protobuf decoding helpers the SDK and the gRPC layer share) imports nothing of src/.
  * @type {import('dependency-cruiser').IConfiguration}
  */
 const layer = (name, mayNotImport) => ({
@@ -33,10 +34,17 @@ module.exports = {
     },
     {
       name: 'sdk-is-a-client',
-      comment: 'The SDK never imports server code: only itself and the generated API.',
+      comment: 'The SDK never imports server code: only itself, the generated API and src/wire.',
       severity: 'error',
       from: { path: '^src/sdk/' },
-      to: { path: '^src/', pathNot: '^src/(sdk|gen)/' },
+      to: { path: '^src/', pathNot: '^src/(sdk|gen|wire)/' },
+    },
+    {
+      name: 'wire-imports-nothing',
+      comment: 'src/wire is shared by the SDK and the server: it imports nothing of src/.',
+      severity: 'error',
+      from: { path: '^src/wire/' },
+      to: { path: '^src/', pathNot: '^src/wire/' },
     },
     {
       name: 'domain-imports-nothing',

@@ -24,7 +24,8 @@ import {
   pageTokenDecode,
   pageTokenEncode,
 } from '../domain/validate.js';
-import { JobServiceService, type JobFilter, type JobServiceServer, type SubmitJobRequest } from '../gen/evora/v1/job.js';
+import { JobServiceService, SubmitJobRequest, SubmitJobsRequest, type JobFilter, type JobServiceServer } from '../gen/evora/v1/job.js';
+import { bufferDecoder } from '../wire/node-buffer-reader.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
 import { attemptToPb, backoffKindFromPb, deadLetterGroupToPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
@@ -99,6 +100,16 @@ function callSignal(call: { on(event: 'cancelled', fn: () => void): unknown }): 
  * through the dispatcher (which may hand the job to an idle worker of this server); the
  * rest goes to the store.
  */
+/**
+ * JobService with its submits' requests decoded with NodeBufferReader (src/wire): a batch
+ * submit carries a thousand jobs' strings.
+ */
+export const jobServiceDefinition: typeof JobServiceService = {
+  ...JobServiceService,
+  submitJob: { ...JobServiceService.submitJob, requestDeserialize: bufferDecoder(SubmitJobRequest.decode) },
+  submitJobs: { ...JobServiceService.submitJobs, requestDeserialize: bufferDecoder(SubmitJobsRequest.decode) },
+};
+
 export function jobService(deps: ServiceDeps): JobServiceServer {
   const { store, dispatcher, logger, maxPayloadBytes, metrics } = deps;
   const M = JobServiceService;

@@ -1,7 +1,8 @@
 import type { SessionMessage } from '../dispatcher/dispatcher.js';
 import { DRAIN_TEXT, LEASE_LOST_TEXT } from '../domain/codes.js';
 import type { Job } from '../domain/job.js';
-import { WorkerServiceService, WorkResponse, type LeasedJob } from '../gen/evora/v1/worker.js';
+import { WorkerServiceService, WorkRequest, WorkResponse, type LeasedJob } from '../gen/evora/v1/worker.js';
+import { bufferDecoder } from '../wire/node-buffer-reader.js';
 import { CANCEL_REASON_TO_PB, DRAIN_REASON_TO_PB, LEASE_LOST_REASON_TO_PB, leasedJobToPb } from './convert.js';
 
 /**
@@ -35,10 +36,17 @@ export function workResponseSerialize(value: WorkOut): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** WorkerService with the Work stream's responses serialized by workResponseSerialize. */
+/**
+ * WorkerService with the Work stream's responses serialized by workResponseSerialize, and its
+ * requests (every report of every worker) decoded with NodeBufferReader (src/wire).
+ */
 export const workerServiceDefinition: typeof WorkerServiceService = {
   ...WorkerServiceService,
-  work: { ...WorkerServiceService.work, responseSerialize: workResponseSerialize },
+  work: {
+    ...WorkerServiceService.work,
+    requestDeserialize: bufferDecoder(WorkRequest.decode),
+    responseSerialize: workResponseSerialize,
+  },
 };
 
 /**

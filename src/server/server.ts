@@ -11,7 +11,6 @@ import { ReloadingServerCredentials } from './tls.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { AuditServiceService, TokenServiceService } from '../gen/evora/v1/auth.js';
-import { JobServiceService } from '../gen/evora/v1/job.js';
 import { QueueServiceService } from '../gen/evora/v1/queue.js';
 import { ScheduleServiceService } from '../gen/evora/v1/schedule.js';
 import type { Logger } from '../logger.js';
@@ -29,7 +28,7 @@ import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CH
 import { reflectionAddToServer } from '../grpc/reflection.js';
 import type { WorkStreamHandle } from '../grpc/deps.js';
 import { auditService } from '../grpc/audit-service.js';
-import { jobService } from '../grpc/job-service.js';
+import { jobService, jobServiceDefinition } from '../grpc/job-service.js';
 import { queueService } from '../grpc/queue-service.js';
 import { scheduleService } from '../grpc/schedule-service.js';
 import { tokenService } from '../grpc/token-service.js';
@@ -54,7 +53,7 @@ const SERVICE_NAMES = [
 ];
 /** The services' definitions, in the order of SERVICE_NAMES. */
 const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [
-  JobServiceService,
+  jobServiceDefinition,
   workerServiceDefinition,
   QueueServiceService,
   ScheduleServiceService,

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
-import { CancelReason, WorkerServiceClient, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
+import { CancelReason, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
 import { channelCreate, credentialsFor, resolveAddress } from '../connection.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
@@ -15,6 +15,7 @@ import { ChangeWaiters, StateMachine, type Transitions } from './state.js';
 import { TimerSet } from './timers.js';
 import { workerLogOf, type EvoraWorkerOptions, type JobHandler, type StopResult, type WorkerEvents, type WorkerLog, type WorkerStats } from './types.js';
 import { WorkConnection } from './work-connection.js';
+import { WorkStreamClient } from './work-client.js';
 
 /**
  * EvoraWorker: runs job handlers for jobs the server pushes on the Work stream. This class
@@ -109,7 +110,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       'grpc.initial_reconnect_backoff_ms': backoff.initialDelayMs,
       'grpc.max_reconnect_backoff_ms': backoff.maxDelayMs,
     });
-    const client = new WorkerServiceClient(this.address, credentialsFor(opts), {
+    const client = new WorkStreamClient(this.address, credentialsFor(opts), {
       channelOverride: this.channel,
     });
     this.jobs = new HeldJobs(changed);

@@ -51,7 +51,19 @@ if (process.argv[2] === '--worker') {
     const c = process.cpuUsage();
     line({ done, cpuUs: c.user + c.system });
   }, 50);
-  process.on('SIGTERM', () => process.exit(0));
+  let allocSession: Session | null = null;
+  if (process.env.ALLOC_PROF) {
+    allocSession = new Session();
+    allocSession.connect();
+    await allocSession.post('HeapProfiler.startSampling', { samplingInterval: 512, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as never);
+  }
+  process.on('SIGTERM', async () => {
+    if (allocSession) {
+      const { profile } = (await allocSession.post('HeapProfiler.stopSampling')) as { profile: unknown };
+      await writeFile(process.env.ALLOC_PROF!, JSON.stringify(profile));
+    }
+    process.exit(0);
+  });
   await worker.start({ timeoutMs: 30_000 });
   const c = process.cpuUsage();
   line({ ready: true, done, cpuUs: c.user + c.system });

@@ -1,0 +1,86 @@
+-- name: jobClaim
+-- Claims up to :limit claimable jobs of the given queues, best first (priority, run_at,
+-- id), skipping paused queues and rows another claimer holds (SKIP LOCKED: never waited
+-- on). Each claimed job becomes RUNNING with attempt + 1, a fresh lease token, and a lease
+-- of its queue's lease_seconds; one `claimed` event per job. Job i (in claim order, the
+-- `slot` column) goes to worker :workerIds[:slotWorkers[i]].
+-- Must stay true: per queue a LATERAL scan of jobs_claimable_idx in (priority, run_at, id)
+-- order stops after :limit rows, so the cost is independent of how many jobs wait or have
+-- finished; the UPDATE finds its rows by primary key (test/store/plans.test.ts).
+-- Only queues without a limit (max_concurrency, rate_limit, max_concurrency_per_key) are
+-- claimed here, so they pay nothing for the limits: no lock, no count, no bucket. An asked
+-- queue that has one is answered with a row without a job (id NULL, queue_limited true)
+-- and the store claims it with job-claim-limited.sql instead. The check reads the queue's
+-- row in this statement's snapshot, so a limit committed before the claim starts is obeyed.
+-- Job-type routing: :types NULL = any type; else only jobs whose type is in :types: a filter
+-- on the same index scan, which reads past the other types' rows (cheap when types are mixed;
+-- when the wanted type is rare among many waiting jobs of other types, each claim reads those
+-- rows: docs/dispatcher.md "job types").
+WITH claimable_queues AS (
+  SELECT name, lease_seconds,
+         (max_concurrency IS NOT NULL OR rate_per_second IS NOT NULL OR max_concurrency_per_key IS NOT NULL) AS limited
+  FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused
+),
+picked AS (
+  SELECT c.id, c.priority, c.run_at
+  FROM claimable_queues q
+  CROSS JOIN LATERAL (
+    SELECT j.id, j.priority, j.run_at
+    FROM evora.jobs j
+    WHERE j.state = 'PENDING' AND j.queue = q.name AND j.run_at <= coalesce(:now::timestamptz, now())
+      -- Not `type = ANY(:types)`: for a type the statistics find rare the planner then chose a
+      -- sequential scan of all jobs and a sort; array_position hides the selectivity, so the
+      -- scan stays on jobs_claimable_idx (test/store/plans.test.ts).
+      AND (:types::text[] IS NULL OR array_position(:types::text[], j.type) IS NOT NULL)
+    ORDER BY j.priority, j.run_at, j.id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+  ) c
+  WHERE NOT q.limited
+  ORDER BY c.priority, c.run_at, c.id
+  LIMIT :limit
+),
+slotted AS (
+  -- The i-th best job goes to the i-th slot: the dispatcher hands out slots round-robin.
+  -- Slot i belongs to worker workerIds[slotWorkers[i]]: the distinct worker ids and one
+  -- small int per slot (an int array is read by offset; sending 2,000 copies of a worker id
+  -- cost both sides).
+  SELECT p.id, p.slot, (:workerIds::text[])[(:slotWorkers::int[])[p.slot]] AS worker_id
+  FROM (SELECT id, row_number() OVER (ORDER BY priority, run_at, id) AS slot FROM picked) p
+),
+claimed AS (
+  UPDATE evora.jobs j
+  SET state = 'RUNNING',
+      attempt = j.attempt + 1,
+      lease_token = gen_random_uuid(),
+      locked_until = coalesce(:now::timestamptz, now()) + make_interval(secs => q.lease_seconds),
+      worker_id = s.worker_id,
+      started_at = coalesce(:now::timestamptz, now()),
+      cancel_requested_at = NULL
+  FROM slotted s, claimable_queues q
+  WHERE j.id = s.id AND q.name = j.queue
+    -- Says nothing new, but makes the planner fetch the rows by primary key: without it, on
+    -- a table of a few ten thousand rows it joined them by a sequential scan, 3x slower for
+    -- a claim of 100 (test/store/plans.test.ts).
+    AND j.id = ANY (ARRAY(SELECT id FROM picked))
+  RETURNING j.id, j.queue, j.type, j.payload, j.state, j.priority, j.run_at, j.attempt, j.max_attempts,
+            j.lease_token, j.locked_until, j.worker_id, j.idempotency_key, j.last_error, j.created_at,
+            j.started_at, s.slot, j.parent_ids,
+            j.checkpoint
+)
+-- parent_ids (0011_dependencies.sql): the store fetches the parents' results only when set.
+-- Not sent back: state (RUNNING), worker_id (the caller named it), and result, finished_at
+-- and cancel_requested_at (NULL after a claim); every column read back costs the server.
+-- The columns next_token_at and queue_limited are those of job-claim-limited.sql (one row type).
+SELECT id, queue, type, payload, priority, run_at, attempt, max_attempts, lease_token, locked_until,
+       idempotency_key, last_error, created_at, started_at, slot, NULL::timestamptz AS next_token_at,
+       NULL::bool AS queue_limited, parent_ids,
+       checkpoint -- the last checkpoint reported (0012_progress_attempts.sql): the next attempt resumes from it
+FROM claimed
+UNION ALL
+-- A queue with a limit: one row without a job (the store claims it with job-claim-limited.sql).
+SELECT NULL::uuid, name, NULL::text, NULL::jsonb, NULL::int, NULL::timestamptz, NULL::int, NULL::int, NULL::uuid,
+       NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::int8, NULL::timestamptz,
+       true, NULL::uuid[],
+       NULL::jsonb
+FROM claimable_queues WHERE limited

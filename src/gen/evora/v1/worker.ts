@@ -348,6 +348,17 @@ export interface WorkerHello {
    * types it has handlers for, so that it never gets (and dead-letters) the others' jobs.
    */
   jobTypes: string[];
+  /**
+   * True = the worker takes each pushed job's payload as JSON text: LeasedJob.payload_json
+   * carries it, exactly as stored, and Job.payload is left unset. The server then sends the
+   * stored text as it is instead of building a google.protobuf.Struct, and the worker parses
+   * it with its JSON parser instead of walking a Struct: much cheaper on both sides once a
+   * payload has more than a few fields. Honoured when the welcome says so
+   * (ServerWelcome.payloads_as_json); unset or false = Job.payload as a Struct (grpcurl,
+   * plain stubs, and workers written before this field). Parent results and checkpoints
+   * stay Structs.
+   */
+  payloadsAsJson?: boolean | undefined;
 }
 
 /** Lease identifies one lease held by a worker. */
@@ -371,7 +382,19 @@ export interface WorkerComplete {
   /** Token of the current lease. */
   leaseToken: string;
   /** Optional JSON object stored as Job.result; unset = no result. */
-  result?: { [key: string]: any } | undefined;
+  result?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * The result as JSON object text (UTF-8) instead of `result`: stored as sent, without a
+   * Struct on either side. Unset = none (`optional` so that code building a complete
+   * without it keeps compiling in every language). Only to a server whose welcome says
+   * payloads_as_json (an older one would ignore it and store no result). Setting both, or
+   * text that is not UTF-8, not JSON or not an object, or over the size limit
+   * (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is answered ACK_RESULT_INVALID and
+   * changes nothing.
+   */
+  resultJson?: Buffer | undefined;
 }
 
 /** WorkerFail reports a failed attempt. */
@@ -478,6 +501,12 @@ export interface ServerWelcome {
    * not send them to a server that leaves it unset (an older server refuses them).
    */
   acceptsBatches: boolean;
+  /**
+   * True = the worker asked for payloads as JSON text (WorkerHello.payloads_as_json) and
+   * gets them so: each pushed job's payload is in LeasedJob.payload_json. This server also
+   * takes WorkerComplete.result_json. False (an older server) = payloads as Structs.
+   */
+  payloadsAsJson: boolean;
 }
 
 /** LeasedJob is a job leased to a worker together with its lease. */
@@ -503,7 +532,16 @@ export interface LeasedJob {
    * The last checkpoint an earlier attempt of this job reported (WorkerProgress.checkpoint);
    * unset = none. Resume from it.
    */
-  checkpoint?: { [key: string]: any } | undefined;
+  checkpoint?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * The job's payload as JSON object text (UTF-8), as stored (key order and number
+   * spelling as PostgreSQL's jsonb keeps them), on the Work stream of a worker that asked
+   * for it (WorkerHello.payloads_as_json); then job.payload is unset. Unset otherwise
+   * (and always from ClaimJobs).
+   */
+  payloadJson?: Buffer | undefined;
 }
 
 export interface LeasedJob_ParentResultsEntry {
@@ -664,7 +702,19 @@ export interface CompleteJobRequest {
   /** Token of the current lease. */
   leaseToken: string;
   /** Optional JSON object stored as Job.result; unset = no result. */
-  result?: { [key: string]: any } | undefined;
+  result?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * The result as JSON object text (UTF-8) instead of `result`: stored as sent, without a
+   * Struct on either side. Unset = none (`optional` so that code building a complete
+   * without it keeps compiling in every language). Only to a server whose welcome says
+   * payloads_as_json (an older one would ignore it and store no result). Setting both, or
+   * text that is not UTF-8, not JSON or not an object, or over the size limit
+   * (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is answered ACK_RESULT_INVALID and
+   * changes nothing.
+   */
+  resultJson?: Buffer | undefined;
 }
 
 /** CompleteJobResponse carries the completed job. */
@@ -1276,7 +1326,15 @@ export const WorkResponse: MessageFns<WorkResponse> = {
 };
 
 function createBaseWorkerHello(): WorkerHello {
-  return { workerId: "", queues: [], slots: 0, held: [], acceptsBatches: undefined, jobTypes: [] };
+  return {
+    workerId: "",
+    queues: [],
+    slots: 0,
+    held: [],
+    acceptsBatches: undefined,
+    jobTypes: [],
+    payloadsAsJson: undefined,
+  };
 }
 
 export const WorkerHello: MessageFns<WorkerHello> = {
@@ -1298,6 +1356,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     }
     for (const v of message.jobTypes) {
       writer.uint32(50).string(v!);
+    }
+    if (message.payloadsAsJson !== undefined) {
+      writer.uint32(56).bool(message.payloadsAsJson);
     }
     return writer;
   },
@@ -1363,6 +1424,14 @@ export const WorkerHello: MessageFns<WorkerHello> = {
             message.jobTypes.push(reader.string());
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.payloadsAsJson = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1395,6 +1464,11 @@ export const WorkerHello: MessageFns<WorkerHello> = {
         : globalThis.Array.isArray(object?.job_types)
         ? object.job_types.map((e: any) => globalThis.String(e))
         : [],
+      payloadsAsJson: isSet(object.payloadsAsJson)
+        ? globalThis.Boolean(object.payloadsAsJson)
+        : isSet(object.payloads_as_json)
+        ? globalThis.Boolean(object.payloads_as_json)
+        : undefined,
     };
   },
 
@@ -1418,6 +1492,9 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     if (message.jobTypes?.length) {
       obj.jobTypes = message.jobTypes;
     }
+    if (message.payloadsAsJson !== undefined) {
+      obj.payloadsAsJson = message.payloadsAsJson;
+    }
     return obj;
   },
 
@@ -1432,6 +1509,7 @@ export const WorkerHello: MessageFns<WorkerHello> = {
     message.held = object.held?.map((e) => Lease.fromPartial(e)) || [];
     message.acceptsBatches = object.acceptsBatches ?? undefined;
     message.jobTypes = object.jobTypes?.map((e) => e) || [];
+    message.payloadsAsJson = object.payloadsAsJson ?? undefined;
     return message;
   },
 };
@@ -1597,7 +1675,7 @@ export const WorkerHeartbeat: MessageFns<WorkerHeartbeat> = {
 };
 
 function createBaseWorkerComplete(): WorkerComplete {
-  return { jobId: "", leaseToken: "", result: undefined };
+  return { jobId: "", leaseToken: "", result: undefined, resultJson: undefined };
 }
 
 export const WorkerComplete: MessageFns<WorkerComplete> = {
@@ -1610,6 +1688,9 @@ export const WorkerComplete: MessageFns<WorkerComplete> = {
     }
     if (message.result !== undefined) {
       Struct.encode(Struct.wrap(message.result), writer.uint32(26).fork()).join();
+    }
+    if (message.resultJson !== undefined) {
+      writer.uint32(34).bytes(message.resultJson);
     }
     return writer;
   },
@@ -1651,6 +1732,14 @@ export const WorkerComplete: MessageFns<WorkerComplete> = {
             message.result = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.resultJson = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1676,6 +1765,11 @@ export const WorkerComplete: MessageFns<WorkerComplete> = {
         ? globalThis.String(object.lease_token)
         : "",
       result: isObject(object.result) ? object.result : undefined,
+      resultJson: isSet(object.resultJson)
+        ? Buffer.from(bytesFromBase64(object.resultJson))
+        : isSet(object.result_json)
+        ? Buffer.from(bytesFromBase64(object.result_json))
+        : undefined,
     };
   },
 
@@ -1690,6 +1784,9 @@ export const WorkerComplete: MessageFns<WorkerComplete> = {
     if (message.result !== undefined) {
       obj.result = message.result;
     }
+    if (message.resultJson !== undefined) {
+      obj.resultJson = base64FromBytes(message.resultJson);
+    }
     return obj;
   },
 
@@ -1701,6 +1798,7 @@ export const WorkerComplete: MessageFns<WorkerComplete> = {
     message.jobId = object.jobId ?? "";
     message.leaseToken = object.leaseToken ?? "";
     message.result = object.result ?? undefined;
+    message.resultJson = object.resultJson ?? undefined;
     return message;
   },
 };
@@ -2341,7 +2439,14 @@ export const WorkerDrain: MessageFns<WorkerDrain> = {
 };
 
 function createBaseServerWelcome(): ServerWelcome {
-  return { sessionId: "", leaseSeconds: 0, heartbeatIntervalSeconds: 0, heartbeatIntervalMs: 0, acceptsBatches: false };
+  return {
+    sessionId: "",
+    leaseSeconds: 0,
+    heartbeatIntervalSeconds: 0,
+    heartbeatIntervalMs: 0,
+    acceptsBatches: false,
+    payloadsAsJson: false,
+  };
 }
 
 export const ServerWelcome: MessageFns<ServerWelcome> = {
@@ -2360,6 +2465,9 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     }
     if (message.acceptsBatches !== false) {
       writer.uint32(40).bool(message.acceptsBatches);
+    }
+    if (message.payloadsAsJson !== false) {
+      writer.uint32(48).bool(message.payloadsAsJson);
     }
     return writer;
   },
@@ -2417,6 +2525,14 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
             message.acceptsBatches = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.payloadsAsJson = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2456,6 +2572,11 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
         : isSet(object.accepts_batches)
         ? globalThis.Boolean(object.accepts_batches)
         : false,
+      payloadsAsJson: isSet(object.payloadsAsJson)
+        ? globalThis.Boolean(object.payloadsAsJson)
+        : isSet(object.payloads_as_json)
+        ? globalThis.Boolean(object.payloads_as_json)
+        : false,
     };
   },
 
@@ -2476,6 +2597,9 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     if (message.acceptsBatches !== false) {
       obj.acceptsBatches = message.acceptsBatches;
     }
+    if (message.payloadsAsJson !== false) {
+      obj.payloadsAsJson = message.payloadsAsJson;
+    }
     return obj;
   },
 
@@ -2489,12 +2613,20 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     message.heartbeatIntervalSeconds = object.heartbeatIntervalSeconds ?? 0;
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
     message.acceptsBatches = object.acceptsBatches ?? false;
+    message.payloadsAsJson = object.payloadsAsJson ?? false;
     return message;
   },
 };
 
 function createBaseLeasedJob(): LeasedJob {
-  return { job: undefined, leaseToken: "", leaseExpiresAt: undefined, parentResults: {}, checkpoint: undefined };
+  return {
+    job: undefined,
+    leaseToken: "",
+    leaseExpiresAt: undefined,
+    parentResults: {},
+    checkpoint: undefined,
+    payloadJson: undefined,
+  };
 }
 
 export const LeasedJob: MessageFns<LeasedJob> = {
@@ -2517,6 +2649,9 @@ export const LeasedJob: MessageFns<LeasedJob> = {
     );
     if (message.checkpoint !== undefined) {
       Struct.encode(Struct.wrap(message.checkpoint), writer.uint32(42).fork()).join();
+    }
+    if (message.payloadJson !== undefined) {
+      writer.uint32(50).bytes(message.payloadJson);
     }
     return writer;
   },
@@ -2577,6 +2712,14 @@ export const LeasedJob: MessageFns<LeasedJob> = {
             message.checkpoint = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.payloadJson = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2630,6 +2773,11 @@ export const LeasedJob: MessageFns<LeasedJob> = {
         )
         : {},
       checkpoint: isObject(object.checkpoint) ? object.checkpoint : undefined,
+      payloadJson: isSet(object.payloadJson)
+        ? Buffer.from(bytesFromBase64(object.payloadJson))
+        : isSet(object.payload_json)
+        ? Buffer.from(bytesFromBase64(object.payload_json))
+        : undefined,
     };
   },
 
@@ -2659,6 +2807,9 @@ export const LeasedJob: MessageFns<LeasedJob> = {
     if (message.checkpoint !== undefined) {
       obj.checkpoint = message.checkpoint;
     }
+    if (message.payloadJson !== undefined) {
+      obj.payloadJson = base64FromBytes(message.payloadJson);
+    }
     return obj;
   },
 
@@ -2684,6 +2835,7 @@ export const LeasedJob: MessageFns<LeasedJob> = {
         {},
       );
     message.checkpoint = object.checkpoint ?? undefined;
+    message.payloadJson = object.payloadJson ?? undefined;
     return message;
   },
 };
@@ -3944,7 +4096,7 @@ export const ExtendLeaseResponse: MessageFns<ExtendLeaseResponse> = {
 };
 
 function createBaseCompleteJobRequest(): CompleteJobRequest {
-  return { jobId: "", leaseToken: "", result: undefined };
+  return { jobId: "", leaseToken: "", result: undefined, resultJson: undefined };
 }
 
 export const CompleteJobRequest: MessageFns<CompleteJobRequest> = {
@@ -3957,6 +4109,9 @@ export const CompleteJobRequest: MessageFns<CompleteJobRequest> = {
     }
     if (message.result !== undefined) {
       Struct.encode(Struct.wrap(message.result), writer.uint32(26).fork()).join();
+    }
+    if (message.resultJson !== undefined) {
+      writer.uint32(34).bytes(message.resultJson);
     }
     return writer;
   },
@@ -3998,6 +4153,14 @@ export const CompleteJobRequest: MessageFns<CompleteJobRequest> = {
             message.result = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.resultJson = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4023,6 +4186,11 @@ export const CompleteJobRequest: MessageFns<CompleteJobRequest> = {
         ? globalThis.String(object.lease_token)
         : "",
       result: isObject(object.result) ? object.result : undefined,
+      resultJson: isSet(object.resultJson)
+        ? Buffer.from(bytesFromBase64(object.resultJson))
+        : isSet(object.result_json)
+        ? Buffer.from(bytesFromBase64(object.result_json))
+        : undefined,
     };
   },
 
@@ -4037,6 +4205,9 @@ export const CompleteJobRequest: MessageFns<CompleteJobRequest> = {
     if (message.result !== undefined) {
       obj.result = message.result;
     }
+    if (message.resultJson !== undefined) {
+      obj.resultJson = base64FromBytes(message.resultJson);
+    }
     return obj;
   },
 
@@ -4048,6 +4219,7 @@ export const CompleteJobRequest: MessageFns<CompleteJobRequest> = {
     message.jobId = object.jobId ?? "";
     message.leaseToken = object.leaseToken ?? "";
     message.result = object.result ?? undefined;
+    message.resultJson = object.resultJson ?? undefined;
     return message;
   },
 };
@@ -5501,6 +5673,14 @@ export const WorkerServiceClient = makeGenericClientConstructor(
   service: typeof WorkerServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;

@@ -692,9 +692,18 @@ type WorkerHello struct {
 	// Empty = any type (what workers written before routing get). Each name must be a valid
 	// job type (non-empty); a worker on a queue shared with other workers should list the
 	// types it has handlers for, so that it never gets (and dead-letters) the others' jobs.
-	JobTypes      []string `protobuf:"bytes,6,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JobTypes []string `protobuf:"bytes,6,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
+	// True = the worker takes each pushed job's payload as JSON text: LeasedJob.payload_json
+	// carries it, exactly as stored, and Job.payload is left unset. The server then sends the
+	// stored text as it is instead of building a google.protobuf.Struct, and the worker parses
+	// it with its JSON parser instead of walking a Struct: much cheaper on both sides once a
+	// payload has more than a few fields. Honoured when the welcome says so
+	// (ServerWelcome.payloads_as_json); unset or false = Job.payload as a Struct (grpcurl,
+	// plain stubs, and workers written before this field). Parent results and checkpoints
+	// stay Structs.
+	PayloadsAsJson *bool `protobuf:"varint,7,opt,name=payloads_as_json,json=payloadsAsJson,proto3,oneof" json:"payloads_as_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WorkerHello) Reset() {
@@ -767,6 +776,13 @@ func (x *WorkerHello) GetJobTypes() []string {
 		return x.JobTypes
 	}
 	return nil
+}
+
+func (x *WorkerHello) GetPayloadsAsJson() bool {
+	if x != nil && x.PayloadsAsJson != nil {
+		return *x.PayloadsAsJson
+	}
+	return false
 }
 
 // Lease identifies one lease held by a worker.
@@ -878,7 +894,15 @@ type WorkerComplete struct {
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	// Optional JSON object stored as Job.result; unset = no result.
-	Result        *structpb.Struct `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	Result *structpb.Struct `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// The result as JSON object text (UTF-8) instead of `result`: stored as sent, without a
+	// Struct on either side. Unset = none (`optional` so that code building a complete
+	// without it keeps compiling in every language). Only to a server whose welcome says
+	// payloads_as_json (an older one would ignore it and store no result). Setting both, or
+	// text that is not UTF-8, not JSON or not an object, or over the size limit
+	// (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is answered ACK_RESULT_INVALID and
+	// changes nothing.
+	ResultJson    []byte `protobuf:"bytes,4,opt,name=result_json,json=resultJson,proto3,oneof" json:"result_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -930,6 +954,13 @@ func (x *WorkerComplete) GetLeaseToken() string {
 func (x *WorkerComplete) GetResult() *structpb.Struct {
 	if x != nil {
 		return x.Result
+	}
+	return nil
+}
+
+func (x *WorkerComplete) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
 	}
 	return nil
 }
@@ -1344,6 +1375,10 @@ type ServerWelcome struct {
 	// True = this server accepts the batch reports `completes` and `fails`. A worker must
 	// not send them to a server that leaves it unset (an older server refuses them).
 	AcceptsBatches bool `protobuf:"varint,5,opt,name=accepts_batches,json=acceptsBatches,proto3" json:"accepts_batches,omitempty"`
+	// True = the worker asked for payloads as JSON text (WorkerHello.payloads_as_json) and
+	// gets them so: each pushed job's payload is in LeasedJob.payload_json. This server also
+	// takes WorkerComplete.result_json. False (an older server) = payloads as Structs.
+	PayloadsAsJson bool `protobuf:"varint,6,opt,name=payloads_as_json,json=payloadsAsJson,proto3" json:"payloads_as_json,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1413,6 +1448,13 @@ func (x *ServerWelcome) GetAcceptsBatches() bool {
 	return false
 }
 
+func (x *ServerWelcome) GetPayloadsAsJson() bool {
+	if x != nil {
+		return x.PayloadsAsJson
+	}
+	return false
+}
+
 // LeasedJob is a job leased to a worker together with its lease.
 type LeasedJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1429,7 +1471,12 @@ type LeasedJob struct {
 	ParentResults map[string]*structpb.Struct `protobuf:"bytes,4,rep,name=parent_results,json=parentResults,proto3" json:"parent_results,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The last checkpoint an earlier attempt of this job reported (WorkerProgress.checkpoint);
 	// unset = none. Resume from it.
-	Checkpoint    *structpb.Struct `protobuf:"bytes,5,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Checkpoint *structpb.Struct `protobuf:"bytes,5,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The job's payload as JSON object text (UTF-8), as stored (key order and number
+	// spelling as PostgreSQL's jsonb keeps them), on the Work stream of a worker that asked
+	// for it (WorkerHello.payloads_as_json); then job.payload is unset. Unset otherwise
+	// (and always from ClaimJobs).
+	PayloadJson   []byte `protobuf:"bytes,6,opt,name=payload_json,json=payloadJson,proto3,oneof" json:"payload_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1495,6 +1542,13 @@ func (x *LeasedJob) GetParentResults() map[string]*structpb.Struct {
 func (x *LeasedJob) GetCheckpoint() *structpb.Struct {
 	if x != nil {
 		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *LeasedJob) GetPayloadJson() []byte {
+	if x != nil {
+		return x.PayloadJson
 	}
 	return nil
 }
@@ -2235,7 +2289,15 @@ type CompleteJobRequest struct {
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	// Optional JSON object stored as Job.result; unset = no result.
-	Result        *structpb.Struct `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	Result *structpb.Struct `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// The result as JSON object text (UTF-8) instead of `result`: stored as sent, without a
+	// Struct on either side. Unset = none (`optional` so that code building a complete
+	// without it keeps compiling in every language). Only to a server whose welcome says
+	// payloads_as_json (an older one would ignore it and store no result). Setting both, or
+	// text that is not UTF-8, not JSON or not an object, or over the size limit
+	// (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is answered ACK_RESULT_INVALID and
+	// changes nothing.
+	ResultJson    []byte `protobuf:"bytes,4,opt,name=result_json,json=resultJson,proto3,oneof" json:"result_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2287,6 +2349,13 @@ func (x *CompleteJobRequest) GetLeaseToken() string {
 func (x *CompleteJobRequest) GetResult() *structpb.Struct {
 	if x != nil {
 		return x.Result
+	}
+	return nil
+}
+
+func (x *CompleteJobRequest) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
 	}
 	return nil
 }
@@ -2958,26 +3027,31 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x05drain\x18\a \x01(\v2\x15.evora.v1.ServerDrainH\x00R\x05drain\x12.\n" +
 	"\x04jobs\x18\b \x01(\v2\x18.evora.v1.LeasedJobBatchH\x00R\x04jobs\x12.\n" +
 	"\x04acks\x18\t \x01(\v2\x18.evora.v1.ServerAckBatchH\x00R\x04acksB\x05\n" +
-	"\x03msg\"\xdc\x01\n" +
+	"\x03msg\"\xa0\x02\n" +
 	"\vWorkerHello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
 	"\x06queues\x18\x02 \x03(\tR\x06queues\x12\x14\n" +
 	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12#\n" +
 	"\x04held\x18\x04 \x03(\v2\x0f.evora.v1.LeaseR\x04held\x12,\n" +
 	"\x0faccepts_batches\x18\x05 \x01(\bH\x00R\x0eacceptsBatches\x88\x01\x01\x12\x1b\n" +
-	"\tjob_types\x18\x06 \x03(\tR\bjobTypesB\x12\n" +
-	"\x10_accepts_batches\"?\n" +
+	"\tjob_types\x18\x06 \x03(\tR\bjobTypes\x12-\n" +
+	"\x10payloads_as_json\x18\a \x01(\bH\x01R\x0epayloadsAsJson\x88\x01\x01B\x12\n" +
+	"\x10_accepts_batchesB\x13\n" +
+	"\x11_payloads_as_json\"?\n" +
 	"\x05Lease\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\":\n" +
 	"\x0fWorkerHeartbeat\x12'\n" +
-	"\x06leases\x18\x01 \x03(\v2\x0f.evora.v1.LeaseR\x06leases\"y\n" +
+	"\x06leases\x18\x01 \x03(\v2\x0f.evora.v1.LeaseR\x06leases\"\xaf\x01\n" +
 	"\x0eWorkerComplete\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12/\n" +
-	"\x06result\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06result\"\xb6\x01\n" +
+	"\x06result\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06result\x12$\n" +
+	"\vresult_json\x18\x04 \x01(\fH\x00R\n" +
+	"resultJson\x88\x01\x01B\x0e\n" +
+	"\f_result_json\"\xb6\x01\n" +
 	"\n" +
 	"WorkerFail\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
@@ -3010,14 +3084,15 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\tcompletes\x18\x01 \x03(\v2\x18.evora.v1.WorkerCompleteR\tcompletes\"=\n" +
 	"\x0fWorkerFailBatch\x12*\n" +
 	"\x05fails\x18\x01 \x03(\v2\x14.evora.v1.WorkerFailR\x05fails\"\r\n" +
-	"\vWorkerDrain\"\xee\x01\n" +
+	"\vWorkerDrain\"\x98\x02\n" +
 	"\rServerWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
 	"\rlease_seconds\x18\x02 \x01(\x05R\fleaseSeconds\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12'\n" +
-	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\"\xf6\x02\n" +
+	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\x12(\n" +
+	"\x10payloads_as_json\x18\x06 \x01(\bR\x0epayloadsAsJson\"\xaf\x03\n" +
 	"\tLeasedJob\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
@@ -3026,10 +3101,12 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x0eparent_results\x18\x04 \x03(\v2&.evora.v1.LeasedJob.ParentResultsEntryR\rparentResults\x127\n" +
 	"\n" +
 	"checkpoint\x18\x05 \x01(\v2\x17.google.protobuf.StructR\n" +
-	"checkpoint\x1aY\n" +
+	"checkpoint\x12&\n" +
+	"\fpayload_json\x18\x06 \x01(\fH\x00R\vpayloadJson\x88\x01\x01\x1aY\n" +
 	"\x12ParentResultsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01\"\xa4\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01B\x0f\n" +
+	"\r_payload_json\"\xa4\x01\n" +
 	"\tServerAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
@@ -3075,12 +3152,15 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"leaseToken\"\x86\x01\n" +
 	"\x13ExtendLeaseResponse\x12D\n" +
 	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12)\n" +
-	"\x10cancel_requested\x18\x02 \x01(\bR\x0fcancelRequested\"}\n" +
+	"\x10cancel_requested\x18\x02 \x01(\bR\x0fcancelRequested\"\xb3\x01\n" +
 	"\x12CompleteJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12/\n" +
-	"\x06result\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06result\"6\n" +
+	"\x06result\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06result\x12$\n" +
+	"\vresult_json\x18\x04 \x01(\fH\x00R\n" +
+	"resultJson\x88\x01\x01B\x0e\n" +
+	"\f_result_json\"6\n" +
 	"\x13CompleteJobResponse\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\"\xba\x01\n" +
 	"\x0eFailJobRequest\x12\x15\n" +
@@ -3329,7 +3409,10 @@ func file_evora_v1_worker_proto_init() {
 		(*WorkResponse_Acks)(nil),
 	}
 	file_evora_v1_worker_proto_msgTypes[2].OneofWrappers = []any{}
+	file_evora_v1_worker_proto_msgTypes[5].OneofWrappers = []any{}
 	file_evora_v1_worker_proto_msgTypes[8].OneofWrappers = []any{}
+	file_evora_v1_worker_proto_msgTypes[13].OneofWrappers = []any{}
+	file_evora_v1_worker_proto_msgTypes[26].OneofWrappers = []any{}
 	file_evora_v1_worker_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

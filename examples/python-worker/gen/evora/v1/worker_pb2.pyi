@@ -96,20 +96,22 @@ class WorkResponse(_message.Message):
     def __init__(self, welcome: _Optional[_Union[ServerWelcome, _Mapping]] = ..., job: _Optional[_Union[LeasedJob, _Mapping]] = ..., ack: _Optional[_Union[ServerAck, _Mapping]] = ..., cancel: _Optional[_Union[ServerCancel, _Mapping]] = ..., lease_lost: _Optional[_Union[ServerLeaseLost, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[ServerHeartbeatAck, _Mapping]] = ..., drain: _Optional[_Union[ServerDrain, _Mapping]] = ..., jobs: _Optional[_Union[LeasedJobBatch, _Mapping]] = ..., acks: _Optional[_Union[ServerAckBatch, _Mapping]] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("worker_id", "queues", "slots", "held", "accepts_batches", "job_types")
+    __slots__ = ("worker_id", "queues", "slots", "held", "accepts_batches", "job_types", "payloads_as_json")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_AS_JSON_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
     slots: int
     held: _containers.RepeatedCompositeFieldContainer[Lease]
     accepts_batches: bool
     job_types: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., accepts_batches: _Optional[bool] = ..., job_types: _Optional[_Iterable[str]] = ...) -> None: ...
+    payloads_as_json: bool
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., accepts_batches: _Optional[bool] = ..., job_types: _Optional[_Iterable[str]] = ..., payloads_as_json: _Optional[bool] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("job_id", "lease_token")
@@ -126,14 +128,16 @@ class WorkerHeartbeat(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
 
 class WorkerComplete(_message.Message):
-    __slots__ = ("job_id", "lease_token", "result")
+    __slots__ = ("job_id", "lease_token", "result", "result_json")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     lease_token: str
     result: _struct_pb2.Struct
-    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    result_json: bytes
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result_json: _Optional[bytes] = ...) -> None: ...
 
 class WorkerFail(_message.Message):
     __slots__ = ("job_id", "lease_token", "error", "non_retryable", "retry_at")
@@ -194,21 +198,23 @@ class WorkerDrain(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerWelcome(_message.Message):
-    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds", "heartbeat_interval_ms", "accepts_batches")
+    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds", "heartbeat_interval_ms", "accepts_batches", "payloads_as_json")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PAYLOADS_AS_JSON_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     lease_seconds: int
     heartbeat_interval_seconds: int
     heartbeat_interval_ms: int
     accepts_batches: bool
-    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., accepts_batches: _Optional[bool] = ...) -> None: ...
+    payloads_as_json: bool
+    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., accepts_batches: _Optional[bool] = ..., payloads_as_json: _Optional[bool] = ...) -> None: ...
 
 class LeasedJob(_message.Message):
-    __slots__ = ("job", "lease_token", "lease_expires_at", "parent_results", "checkpoint")
+    __slots__ = ("job", "lease_token", "lease_expires_at", "parent_results", "checkpoint", "payload_json")
     class ParentResultsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -221,12 +227,14 @@ class LeasedJob(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     PARENT_RESULTS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     lease_token: str
     lease_expires_at: _timestamp_pb2.Timestamp
     parent_results: _containers.MessageMap[str, _struct_pb2.Struct]
     checkpoint: _struct_pb2.Struct
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_results: _Optional[_Mapping[str, _struct_pb2.Struct]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    payload_json: bytes
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_results: _Optional[_Mapping[str, _struct_pb2.Struct]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload_json: _Optional[bytes] = ...) -> None: ...
 
 class ServerAck(_message.Message):
     __slots__ = ("job_id", "accepted", "reason", "result", "lease_token")
@@ -337,14 +345,16 @@ class ExtendLeaseResponse(_message.Message):
     def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class CompleteJobRequest(_message.Message):
-    __slots__ = ("job_id", "lease_token", "result")
+    __slots__ = ("job_id", "lease_token", "result", "result_json")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     lease_token: str
     result: _struct_pb2.Struct
-    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    result_json: bytes
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., result_json: _Optional[bytes] = ...) -> None: ...
 
 class CompleteJobResponse(_message.Message):
     __slots__ = ("job",)

@@ -18,8 +18,11 @@ export interface WriteAck<J extends JobWritten = JobWritten> {
   job?: J;
 }
 
-/** A completion as a worker reports it. */
-export type CompleteWrite = LeaseRef & { result: JsonObject | null };
+/**
+ * A completion as a worker reports it: its result, or the result's JSON text as the worker
+ * sent it (checked, stored as it is; then `result` is null and not read).
+ */
+export type CompleteWrite = LeaseRef & { result: JsonObject | null; resultJson?: string };
 /** A failure as a worker reports it. */
 export type FailWrite = LeaseRef & { error: string; retryable: boolean; retryAt: Date | null };
 /** A snooze as a worker reports it. */

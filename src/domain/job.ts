@@ -56,6 +56,12 @@ export interface Job {
   progress?: JobProgress | null;
   /** The last checkpoint reported; it outlives its attempt and is handed to the next one. null = none. */
   checkpoint?: JsonObject | null;
+  /**
+   * The payload's JSON text as the store read it, when it read it as text (a claim does):
+   * a push to a worker that takes payloads as JSON sends this text as it is, without
+   * parsing it (docs/api.md "Payloads as JSON text"). Equal to `payload` as JSON.
+   */
+  payloadJson?: string;
 }
 
 /** A job's parents (distinct ids), or null for a job without parents. */

@@ -103,6 +103,22 @@ export function checkJsonSize(field: string, value: JsonObject | undefined, maxB
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
 
 /**
+ * A JSON object sent as text that must be known good before it joins a batch statement (a
+ * completion's result_json: one bad value would fail the batch's other writes with it):
+ * checkPayloadJson's rules, and parsed here, so text that is not JSON is refused now.
+ * Returns the text as sent (it is stored so, as jsonb).
+ */
+export function checkJsonObjectText(field: string, bytes: Uint8Array, maxBytes: number): string {
+  const text = checkPayloadJson(field, bytes, maxBytes);
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    throw invalidArgument(`${field} is not JSON: ${(err as Error).message}`);
+  }
+  return text;
+}
+
+/**
  * A payload sent as JSON object text (SubmitJobRequest.payload_json): at most `maxBytes`
  * bytes as sent, UTF-8, and starting with `{` (after JSON whitespace). It is not parsed here:
  * PostgreSQL parses it once, as jsonb, and refuses text that is not JSON (the store maps

@@ -3,7 +3,7 @@ import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueSeriesPo
 import { AckResult as PbAckResult, CancelReason as PbCancelReason, DrainReason as PbDrainReason, LeaseLostReason as PbLeaseLostReason, type LeasedJob, type ReportProgressRequest, type WorkerInfo, type WorkerProgress } from '../gen/evora/v1/worker.js';
 import type { AckResult, CancelReason, DrainReason, LeaseLostReason } from '../domain/codes.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
-import type { AttemptOutcome, DeadLetterGroup, Job, JobAttempt, JobProgress, JobState, WorkerSessionInfo } from '../domain/job.js';
+import type { AttemptOutcome, DeadLetterGroup, Job, JobAttempt, JobProgress, JobState, JsonObject, WorkerSessionInfo } from '../domain/job.js';
 import type { SeriesPoint } from '../telemetry/projection.js';
 import type { BackoffKind, Queue } from '../domain/queue.js';
 import type { ProgressInput } from '../domain/validate.js';
@@ -66,11 +66,16 @@ export function jobStateFromPb(state: PbJobState): JobState | undefined {
 
 /** A job as clients see it. The lease token is never part of it: only the holder gets that. */
 export function jobToPb(job: Job): PbJob {
+  return jobWithPayloadToPb(job, job.payload);
+}
+
+/** jobToPb with the given payload (undefined: unset, for a payload sent as JSON text). */
+function jobWithPayloadToPb(job: Job, payload: JsonObject | undefined): PbJob {
   return {
     id: job.id,
     queue: job.queue,
     type: job.type,
-    payload: job.payload,
+    payload,
     state: STATE_TO_PB[job.state],
     priority: job.priority,
     attempt: job.attempt,
@@ -96,14 +101,28 @@ export function jobToPb(job: Job): PbJob {
  * parents' results when it has parents (a parent without a result: an empty object).
  */
 export function leasedJobToPb(job: Job): LeasedJob {
+  return leasedToPb(job, jobToPb(job), undefined);
+}
+
+/**
+ * leasedJobToPb for a worker that takes payloads as JSON text (WorkerHello.payloads_as_json):
+ * the payload in payload_json, the text the store read when it read it so (a claim: the
+ * payload is then never parsed), and job.payload unset.
+ */
+export function leasedJobToPbJson(job: Job): LeasedJob {
+  return leasedToPb(job, jobWithPayloadToPb(job, undefined), Buffer.from(job.payloadJson ?? JSON.stringify(job.payload)));
+}
+
+function leasedToPb(job: Job, pb: PbJob, payloadJson: Buffer | undefined): LeasedJob {
   const parentResults: LeasedJob['parentResults'] = {};
-  for (const [id, result] of Object.entries(job.parentResults ?? {})) parentResults[id] = result ?? {};
+  if (job.parentResults) for (const [id, result] of Object.entries(job.parentResults)) parentResults[id] = result ?? {};
   return {
-    job: jobToPb(job),
+    job: pb,
     leaseToken: job.leaseToken ?? '',
     leaseExpiresAt: job.lockedUntil ?? undefined,
     parentResults,
     checkpoint: job.checkpoint ?? undefined,
+    payloadJson,
   };
 }
 

@@ -3,7 +3,7 @@ import { DRAIN_TEXT, LEASE_LOST_TEXT } from '../domain/codes.js';
 import type { Job } from '../domain/job.js';
 import { WorkerServiceService, WorkRequest, WorkResponse, type LeasedJob } from '../gen/evora/v1/worker.js';
 import { bufferDecoder } from '../wire/node-buffer-reader.js';
-import { CANCEL_REASON_TO_PB, DRAIN_REASON_TO_PB, LEASE_LOST_REASON_TO_PB, leasedJobToPb } from './convert.js';
+import { CANCEL_REASON_TO_PB, DRAIN_REASON_TO_PB, LEASE_LOST_REASON_TO_PB, leasedJobToPb, leasedJobToPbJson } from './convert.js';
 
 /**
  * The server's messages on the Work stream, as the generated code encodes them.
@@ -63,8 +63,11 @@ export const JOBS_BATCH_MAX_BYTES = 1024 * 1024;
  * again (rare: it takes about a thousand jobs of a kilobyte), and a part of one job goes
  * as `job`, whatever its size.
  */
-export function leasedJobsMessages(jobs: readonly Job[], opts: { batches: boolean; maxBatchBytes?: number }): EncodedWorkResponse[] {
-  const leased = jobs.map(leasedJobToPb);
+export function leasedJobsMessages(
+  jobs: readonly Job[],
+  opts: { batches: boolean; payloadsAsJson?: boolean; maxBatchBytes?: number },
+): EncodedWorkResponse[] {
+  const leased = jobs.map(opts.payloadsAsJson === true ? leasedJobToPbJson : leasedJobToPb);
   if (!opts.batches) return leased.map(oneJob);
   const out: EncodedWorkResponse[] = [];
   batchesOf(leased, opts.maxBatchBytes ?? JOBS_BATCH_MAX_BYTES, out);

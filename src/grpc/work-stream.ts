@@ -1,11 +1,11 @@
 import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
-import type { Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
+import type { CompleteWrite, Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { JsonObject, LeaseRef, ProgressReport } from '../domain/job.js';
-import { MAX_SLOTS, checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
+import { MAX_SLOTS, checkDate, checkIntRange, checkJobTypes, checkJsonObjectText, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
 import type {
   Lease,
   WorkerComplete,
@@ -107,6 +107,8 @@ export class WorkStream implements WorkStreamHandle {
   private log: Logger;
   /** The worker said hello.accepts_batches: jobs and acks may go in batch messages. */
   private batches = false;
+  /** The worker said hello.payloads_as_json: pushed payloads go as JSON text (LeasedJob.payload_json). */
+  private payloadsAsJson = false;
   /** Requests received while opening, in order (and where the worker half-closed). */
   private readonly early: (WorkRequest | typeof HALF_CLOSE)[] = [];
   /** Dispatcher messages that came before the welcome was written. */
@@ -241,6 +243,7 @@ export class WorkStream implements WorkStreamHandle {
     }
     this.to('opening');
     this.batches = hello.acceptsBatches === true;
+    this.payloadsAsJson = hello.payloadsAsJson === true;
     this.open(hello).catch((err: unknown) => this.bug(err));
   }
 
@@ -280,6 +283,7 @@ export class WorkStream implements WorkStreamHandle {
           heartbeatIntervalSeconds: Math.max(1, Math.floor(leaseSeconds / 3)),
           heartbeatIntervalMs: Math.floor((leaseSeconds * 1000) / 3),
           acceptsBatches: true,
+          payloadsAsJson: this.payloadsAsJson,
         },
       },
     });
@@ -328,15 +332,17 @@ export class WorkStream implements WorkStreamHandle {
   }
 
   private complete(s: WorkerSession, v: WorkerComplete): void {
-    let result: JsonObject;
+    let write: CompleteWrite;
     try {
       leaseCheck(v);
-      result = checkJsonSize('result', v.result, this.deps.maxPayloadBytes);
+      write = v.resultJson !== undefined
+        ? { id: v.jobId, token: v.leaseToken, result: null, resultJson: checkResultJson(v, this.deps.maxPayloadBytes) }
+        : { id: v.jobId, token: v.leaseToken, result: checkJsonSize('result', v.result, this.deps.maxPayloadBytes) };
     } catch (err) {
       return this.ackInvalid(v, err);
     }
     this.pending++;
-    this.deps.dispatcher.report({ kind: 'complete', write: { id: v.jobId, token: v.leaseToken, result }, session: s, listener: this.answers });
+    this.deps.dispatcher.report({ kind: 'complete', write, session: s, listener: this.answers });
   }
 
   private fail(s: WorkerSession, v: WorkerFail): void {
@@ -473,7 +479,7 @@ export class WorkStream implements WorkStreamHandle {
     const writable = state === 'flowing' || state === 'queueing' || state === 'blocked';
     if (msg.kind === 'jobs') {
       if (!writable) throw new Error('the Work stream has ended');
-      for (const out of leasedJobsMessages(msg.jobs, { batches: this.batches })) this.send(out);
+      for (const out of leasedJobsMessages(msg.jobs, { batches: this.batches, payloadsAsJson: this.payloadsAsJson })) this.send(out);
       return;
     }
     if (!writable) return; // a lease_lost or cancel for a stream that is ending or gone
@@ -565,4 +571,10 @@ function leaseWellFormed(l: Lease): boolean {
 function leaseCheck(v: { jobId: string; leaseToken: string }): void {
   checkUuid('job_id', v.jobId);
   checkUuid('lease_token', v.leaseToken);
+}
+
+/** A complete's result_json, checked (not with `result` too: one of them). */
+function checkResultJson(v: WorkerComplete, maxPayloadBytes: number): string {
+  if (v.result !== undefined) throw invalidArgument('set result or result_json, not both');
+  return checkJsonObjectText('result_json', v.resultJson ?? new Uint8Array(), maxPayloadBytes);
 }

@@ -297,12 +297,13 @@ export function jobStateFromPb(state: PbJobState): JobStateName {
 }
 
 /** The wire's Job as the SDK's plain object: empty strings and unset messages become null. */
-export function jobFromPb<P = JsonObject, R = JsonObject>(pb: PbJob): Job<P, R> {
+export function jobFromPb<P = JsonObject, R = JsonObject>(pb: PbJob, payloadJson?: Uint8Array): Job<P, R> {
   return {
     id: pb.id,
     queue: pb.queue,
     type: pb.type,
-    payload: (pb.payload ?? {}) as P,
+    // A push to a worker that asked for payloads as JSON text carries it beside the job (LeasedJob.payload_json).
+    payload: (payloadJson === undefined ? (pb.payload ?? {}) : JSON.parse(utf8Text(payloadJson))) as P,
     state: jobStateFromPb(pb.state),
     priority: pb.priority,
     attempt: pb.attempt,
@@ -390,7 +391,7 @@ export function toJsonObject(value: unknown, what: string): JsonObject {
 }
 
 /** toJsonObject, and the length of the JSON text (a cheap bound on its size on the wire). */
-export function toJsonObjectSized(value: unknown, what: string): { json: JsonObject; length: number } {
+export function toJsonObjectSized(value: unknown, what: string): { json: JsonObject; length: number; text: string } {
   let json: unknown;
   let text: string;
   try {
@@ -402,7 +403,12 @@ export function toJsonObjectSized(value: unknown, what: string): { json: JsonObj
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new TypeError(`${what} must be a JSON object`);
   }
-  return { json: json as JsonObject, length: text.length };
+  return { json: json as JsonObject, length: text.length, text };
+}
+
+/** UTF-8 bytes as text (a Buffer's own decoder when they are one, as the Work stream's are). */
+function utf8Text(bytes: Uint8Array): string {
+  return (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)).toString('utf8');
 }
 
 /**

@@ -183,11 +183,10 @@ async function claimOnce(
 function claimedJobOf(r: RawRow, startedAt: Date, lockedUntil: Date, workerId: string | null): Job {
   const parentIds = r[C.parent_ids] ?? null;
   const checkpoint = r[C.checkpoint] ?? null;
-  return {
+  return new ClaimedJob(r[C.payload] as string, {
     id: r[C.id] as string,
     queue: r[C.queue] as string,
     type: r[C.type] as string,
-    payload: JSON.parse(r[C.payload] as string) as JsonObject,
     state: 'RUNNING',
     priority: Number(r[C.priority]),
     runAt: timestamptzParse(r[C.run_at] as string),
@@ -209,6 +208,45 @@ function claimedJobOf(r: RawRow, startedAt: Date, lockedUntil: Date, workerId: s
     parentIds: parentIds === null ? null : uuidArrayParse(parentIds),
     progress: null,
     checkpoint: checkpoint === null ? null : (JSON.parse(checkpoint) as JsonObject),
+  });
+}
+
+/**
+ * A claimed job: its payload is parsed from the text the claim read (payloadJson) the first
+ * time something reads `payload`, so a push to a worker that takes payloads as JSON never
+ * parses it. `payload` is an own enumerable property (an accessor shared by all instances)
+ * and `payloadJson` a getter of the class, so the job spreads, compares and serializes as
+ * the plain Job jobGet returns does.
+ */
+// The fields the constructor assigns (declaration merging: the class has them all).
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+interface ClaimedJob extends Omit<Job, 'payload' | 'payloadJson'> {}
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+class ClaimedJob {
+  declare payload: JsonObject;
+  readonly #text: string;
+  #parsed: JsonObject | undefined;
+
+  constructor(text: string, fields: Omit<Job, 'payload' | 'payloadJson'>) {
+    this.#text = text;
+    Object.assign(this, fields);
+    Object.defineProperty(this, 'payload', ClaimedJob.#payloadAccessor);
+  }
+
+  /** The payload as the claim read it (JSON text, as stored). */
+  get payloadJson(): string {
+    return this.#text;
+  }
+
+  static readonly #payloadAccessor: PropertyDescriptor = {
+    enumerable: true,
+    configurable: true,
+    get(this: ClaimedJob): JsonObject {
+      return (this.#parsed ??= JSON.parse(this.#text) as JsonObject);
+    },
+    set(this: ClaimedJob, value: JsonObject) {
+      this.#parsed = value;
+    },
   };
 }
 

@@ -128,7 +128,7 @@ const queueWakeSql = statement<{ queues: string[] }, { pg_notify: string }>('que
 export async function jobsComplete(
   pool: StorePool,
   limited: LimitedQueues,
-  completions: (LeaseRef & { result?: JsonObject | null })[],
+  completions: (LeaseRef & { result?: JsonObject | null; resultJson?: string })[],
   now: Date | null,
 ): Promise<LeaseWriteOutcome<JobWritten>[]> {
   const valid = completions.filter((c) => isUuid(c.id) && isUuid(c.token));
@@ -138,7 +138,7 @@ export async function jobsComplete(
       : await rawRowsOf(pool, jobCompleteManySql, {
           ids: valid.map((c) => c.id),
           tokens: valid.map((c) => c.token),
-          results: valid.map((c) => (c.result == null ? null : JSON.stringify(c.result))),
+          results: valid.map((c) => c.resultJson ?? (c.result == null ? null : JSON.stringify(c.result))),
           now,
         });
   if (limited.size > 0) {

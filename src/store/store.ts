@@ -258,7 +258,8 @@ export class Store {
    * Reports what changed as JobWritten (jobGet reads the whole job).
    */
   async jobCompleteMany(params: {
-    completions: (LeaseRef & { result?: JsonObject | null })[];
+    /** `resultJson`: the result as JSON object text, stored as it is (checked by the caller). */
+    completions: (LeaseRef & { result?: JsonObject | null; resultJson?: string })[];
     now?: Date;
   }): Promise<LeaseWriteOutcome<JobWritten>[]> {
     return jobsComplete(this.pool, this.limitedQueues, params.completions, params.now ?? null);

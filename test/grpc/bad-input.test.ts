@@ -251,7 +251,7 @@ describe('health and reflection', () => {
     const worker = decoded.find((f: { name: string }) => f.name === 'evora/v1/worker.proto');
     expect(worker).toBeDefined();
     const hello = worker.messageType.find((m: { name: string }) => m.name === 'WorkerHello');
-    expect(hello.field.map((f: { name: string }) => f.name)).toEqual(['worker_id', 'queues', 'slots', 'held', 'accepts_batches', 'job_types']);
+    expect(hello.field.map((f: { name: string }) => f.name)).toEqual(['worker_id', 'queues', 'slots', 'held', 'accepts_batches', 'job_types', 'payloads_as_json']);
     // The well-known types it uses can be fetched too (grpcurl needs them to describe).
     const struct = await ask({ file_by_filename: 'google/protobuf/struct.proto' });
     expect(struct.file_descriptor_response.file_descriptor_proto.length).toBeGreaterThan(0);

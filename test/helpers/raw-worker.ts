@@ -8,6 +8,8 @@ export interface HelloOptions {
   batches?: boolean;
   held?: Lease[];
   jobTypes?: string[];
+  /** hello.payloads_as_json */
+  payloadsAsJson?: boolean;
 }
 
 /**
@@ -50,7 +52,8 @@ export class RawWorker {
   /** Sends hello without waiting for the welcome (messages may follow it at once). */
   helloSend(workerId: string, queues: string[], slots: number, opts: HelloOptions = {}): void {
     const acceptsBatches = opts.batches === undefined ? {} : { acceptsBatches: opts.batches };
-    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: opts.held ?? [], jobTypes: opts.jobTypes ?? [], ...acceptsBatches } } });
+    const json = opts.payloadsAsJson === undefined ? {} : { payloadsAsJson: opts.payloadsAsJson };
+    this.send({ msg: { $case: 'hello', value: { workerId, queues, slots, held: opts.held ?? [], jobTypes: opts.jobTypes ?? [], ...acceptsBatches, ...json } } });
   }
 
   /** Resolves once the welcome has arrived. */

@@ -65,7 +65,7 @@ export async function fakeWorkServer(opts: { acceptsBatches: boolean }): Promise
           call.write({
             msg: {
               $case: 'welcome',
-              value: { sessionId: `s${fake.hellos.length}`, leaseSeconds: 30, heartbeatIntervalSeconds: 10, heartbeatIntervalMs: 10_000, acceptsBatches: opts.acceptsBatches },
+              value: { sessionId: `s${fake.hellos.length}`, leaseSeconds: 30, heartbeatIntervalSeconds: 10, heartbeatIntervalMs: 10_000, acceptsBatches: opts.acceptsBatches, payloadsAsJson: false },
             },
           });
         } else if (req.msg?.$case !== 'heartbeat') {

@@ -69,6 +69,7 @@ export class HandlerRunner {
           msg: { $case: 'complete', value: { jobId: h.job.id, leaseToken: h.token, result: result?.json } },
           // A protobuf Struct takes at most ~6 bytes per character of its JSON text (short numbers).
           bytes: 200 + 6 * (result?.length ?? 0),
+          ...(result ? { resultText: result.text } : {}),
         };
       } catch (err) {
         report = this.failureOf(h, err);
@@ -191,7 +192,7 @@ function errorText(err: unknown): string {
  * A handler's return value as the job's result, with the length of its JSON text; a value
  * JSON cannot carry is a bug retrying will not fix.
  */
-function resultOf(value: unknown): { json: JsonObject; length: number } | undefined {
+function resultOf(value: unknown): { json: JsonObject; length: number; text: string } | undefined {
   if (value === undefined || value === null) return undefined;
   const isObject = typeof value === 'object' && !Array.isArray(value) && !(value instanceof Date);
   try {

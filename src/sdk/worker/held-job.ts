@@ -67,6 +67,11 @@ export interface Report {
   msg: NonNullable<WorkRequest['msg']>;
   /** Rough upper bound of the encoded size (to keep batches well under the message limit). */
   bytes: number;
+  /**
+   * A completion's result as JSON text: sent as result_json instead of the message's Struct
+   * when the server takes it (ServerWelcome.payloads_as_json). Unset: no result, or not a completion.
+   */
+  resultText?: string;
 }
 
 /** One leased job: its lease, its state, its report and its abort signal. */
@@ -111,7 +116,7 @@ export class HeldJob {
     /** When the message that carried the job was received (Date.now() clock). */
     receivedAt: number,
   ) {
-    this.job = jobFromPb(job);
+    this.job = jobFromPb(job, leased.payloadJson);
     this.token = leased.leaseToken;
     this.leaseExpiresAt = leased.leaseExpiresAt ?? null;
     this.parentResults = leased.parentResults as Record<string, JsonObject>;

@@ -41,7 +41,8 @@ export interface ReportStream {
  *
  * Reports that become ready in the same tick go out together on setImmediate: completes as
  * one `completes`, fails as one `fails` (each kept under a size bound) when the welcome
- * says the server takes them, else one message each; snoozes always one each. While the
+ * says the server takes them, else one message each; snoozes always one each. A result
+ * goes as JSON text (result_json) when the welcome says the server takes it, else as a Struct. While the
  * stream's buffer is full the reports wait (and so gather into larger batches).
  *
  * What must stay true: a report is written at most once per session unless its ack asks
@@ -101,7 +102,7 @@ export class Reports {
     if (this.outbox.size === 0 || !stream.session) return;
     // A full buffer: build nothing now; 'drain' calls again.
     if (!stream.writable && !opts.ignoreBackpressure) return;
-    const messages = this.messages(stream.session.acceptsBatches);
+    const messages = this.messages(stream.session.acceptsBatches, stream.session.payloadsAsJson);
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
       if ((!stream.writable && !opts.ignoreBackpressure) || !stream.write(m.req)) {
@@ -232,14 +233,17 @@ export class Reports {
    * The outbox as messages: snoozes one each; completes and fails batched (if the server
    * takes batches) under the size bound. Per report it only pushes onto arrays.
    */
-  private messages(batches: boolean): OutMessage[] {
+  private messages(batches: boolean, resultsAsJson: boolean): OutMessage[] {
     const out: OutMessage[] = [];
     const completes = new Batch<WorkerComplete>();
     const fails = new Batch<WorkerFail>();
     for (const h of this.outbox) {
       const report = h.report;
       if (!report) continue;
-      const m = report.msg;
+      let m = report.msg;
+      if (resultsAsJson && m.$case === 'complete' && report.resultText !== undefined) {
+        m = { $case: 'complete', value: { jobId: m.value.jobId, leaseToken: m.value.leaseToken, resultJson: Buffer.from(report.resultText) } };
+      }
       if (batches && m.$case === 'complete') {
         if (completes.bytes + report.bytes > REPORT_BATCH_MAX_BYTES) completes.flush(out, completeMessage);
         completes.add(h, m.value, report.bytes);

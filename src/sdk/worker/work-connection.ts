@@ -227,7 +227,7 @@ export class WorkConnection {
     const held = this.opts.events.helloLeases();
     const jobTypes = this.opts.events.helloJobTypes();
     const { workerId, queues, slots } = this.opts;
-    if (!stream.write({ msg: { $case: 'hello', value: { workerId, queues: [...queues], slots, held, acceptsBatches: true, jobTypes } } })) this.blocked = true;
+    if (!stream.write({ msg: { $case: 'hello', value: { workerId, queues: [...queues], slots, held, acceptsBatches: true, jobTypes, payloadsAsJson: true } } })) this.blocked = true;
     this.welcomeTimer = this.opts.timers.after(WELCOME_TIMEOUT_MS, () => {
       if (gen !== this.gen || !this.state.is('connecting')) return;
       this.opts.log.warn({ address: this.opts.address }, 'no welcome from the server; reconnecting');

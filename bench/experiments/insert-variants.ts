@@ -7,6 +7,7 @@
  * unless a variant here pays.
  *   current      the file as it is (jsonb[] payloads and policies, the new-queue CTE)
  *   ids          job-insert-many-ids.sql (returns only the ids)
+ *   idsWide      the same, its insert CTE returning whole rows (as job-insert-many.sql's does)
  *   text         payloads as text[], cast to jsonb per row
  *   noQueueCte   without the new-queue CTE (all queues exist)
  *   jsonArray    payloads as one JSON array text (jsonb_array_elements WITH ORDINALITY);
@@ -42,6 +43,7 @@ const current = file('job-insert-many');
 const variants: Record<string, string> = {
   current,
   ids: file('job-insert-many-ids'),
+  idsWide: file('job-insert-many-ids').replace('  RETURNING id, queue, type, state, attempt, worker_id, created_at, run_at\n', '  RETURNING *\n'),
   text: current.replace(':payloads::jsonb[]', ':payloads::text[]').replace('SELECT i.id, i.queue, i.type, i.payload,', 'SELECT i.id, i.queue, i.type, i.payload::jsonb,'),
   noQueueCte: current
     .replace(/new_queues AS \([\s\S]*?RETURNING name, max_attempts\n\),\n/, '')
@@ -59,6 +61,7 @@ const variants: Record<string, string> = {
     ),
 };
 for (const [name, sql] of Object.entries(variants)) if (name !== 'current' && sql === current) throw new Error(`variant ${name} did not apply`);
+if (variants.idsWide === variants.ids) throw new Error('variant idsWide did not apply');
 
 const payloadOf = (i: number) => JSON.stringify({ n: i, to: `user${i}@example.com`, tags: ['a', 'b'] });
 function params(name: string, paramNames: string[]): unknown[] {

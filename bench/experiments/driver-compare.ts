@@ -16,7 +16,6 @@
  * Usage: npx tsx bench/experiments/driver-compare.ts   (ROUNDS=7 JOBS=20000 BATCH=1000)
  * `postgres` is a bench dependency only (bench/package.json); the product does not install it.
  */
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -25,10 +24,10 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import postgres from 'postgres';
 import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postgres.js';
+import { migrate } from '../../src/store/migrate.js';
 import { sqlParse, SQL_DIR } from '../../src/store/statements.js';
 import { storeTypes } from '../../src/store/types.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const ROUNDS = Number(process.env.ROUNDS ?? 7);
 const JOBS = Number(process.env.JOBS ?? 20_000);
 const BATCH = Number(process.env.BATCH ?? 1000);
@@ -90,10 +89,7 @@ const dir = await mkdtemp(join(tmpdir(), 'evora-driver-'));
 const pgh = await embeddedPostgresStart({ dataDir: dir, port: await freePort() });
 const drivers: Driver[] = [];
 try {
-  execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), 'migrate', '--database-url', pgh.url], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  await migrate(pgh.url);
   const admin = new pg.Client({ connectionString: pgh.url });
   await admin.connect();
   await admin.query(`INSERT INTO evora.queues (name, max_attempts) VALUES ('q', 25)`);

@@ -15,15 +15,17 @@
  * - fillfactor=n    the jobs table's fillfactor;
  * - setup=SQL       run after the migration (e.g. drop a trigger, add a column);
  * - session=SQL     run on the variant's connection (e.g. SET plan_cache_mode = …);
+ * - edit=a,b       edits of the store's statements (EDITS below: noevents, nodistinct,
+ *                   ordinality), each checked to apply;
  * - claim=FILE, complete=FILE   other statement files (named parameters, parsed by the
  *                   store's parser) in place of the store's.
  * PERF=file records the first variant's backend with `perf record --call-graph dwarf`
  * during the last round (perf must be on PATH).
  *
- * Usage: npx tsx bench/experiments/hotpath-sql.ts store 'generic;session=SET plan_cache_mode = force_generic_plan'
+ * Usage: npx tsx bench/experiments/hotpath-sql.ts store 'noevents;edit=noevents' 'generic;session=SET plan_cache_mode = force_generic_plan'
  *        (ROUNDS=5 JOBS=20000 BATCH=1000)
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -31,9 +33,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postgres.js';
+import { migrate } from '../../src/store/migrate.js';
 import { sqlParse, SQL_DIR } from '../../src/store/statements.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const JOBS = Number(process.env.JOBS ?? 20_000);
 const BATCH = Number(process.env.BATCH ?? 1000);
@@ -42,14 +44,46 @@ interface Parsed {
   text: string;
   paramNames: string[];
 }
-/** A statement file as the store runs it: positional text and the parameters' names. */
-const load = (path: string): Parsed => sqlParse(readFileSync(path, 'utf8'), path);
 const storeFile = (name: string) => fileURLToPath(new URL(name, SQL_DIR));
 const valuesOf = (s: Parsed, params: Record<string, unknown>) =>
   s.paramNames.map((n) => {
     if (!(n in params)) throw new Error(`no value for parameter :${n}`);
     return params[n];
   });
+
+/**
+ * Edits of the store's statement texts, each a cheaper form to measure; `apply` must change
+ * the text (a statement that drifted from what an edit expects fails the run).
+ */
+const withoutEvents = (t: string) => t.replace(/,\s*events AS \(\s*INSERT INTO evora\.job_events[\s\S]*?HAVING count\(\*\) > 0\s*\)/, '');
+const EDITS: Record<string, { claim?: (text: string) => string; complete?: (text: string) => string }> = {
+  /** Without the outbox events (a property Evora keeps: what they cost). */
+  noevents: { claim: withoutEvents, complete: withoutEvents },
+  /** The completion without DISTINCT ON over its input (an UPDATE … FROM updates a row once anyway). */
+  nodistinct: { complete: (t) => t.replace('SELECT DISTINCT ON (id, token) * FROM unnest', 'SELECT * FROM unnest') },
+  /** The claim's slots numbered WITH ORDINALITY over a sorted array instead of a window. */
+  ordinality: {
+    claim: (t) =>
+      t.replace(
+        'FROM (SELECT id, row_number() OVER (ORDER BY priority, run_at, id) AS slot FROM picked) p',
+        'FROM unnest(ARRAY(SELECT id FROM picked ORDER BY priority, run_at, id)) WITH ORDINALITY AS p(id, slot)',
+      ),
+  },
+};
+
+/** The store's statement text with the named edits applied (each must change it). */
+function edited(text: string, edits: string[], which: 'claim' | 'complete'): string {
+  for (const name of edits) {
+    const edit = EDITS[name];
+    if (!edit) throw new Error(`unknown edit "${name}" (one of ${Object.keys(EDITS).join(', ')})`);
+    const apply = edit[which];
+    if (!apply) continue;
+    const out = apply(text);
+    if (out === text) throw new Error(`edit ${name} did not apply to the ${which}`);
+    text = out;
+  }
+  return text;
+}
 
 interface Variant {
   name: string;
@@ -71,15 +105,20 @@ interface Variant {
 function variantOf(arg: string): Variant {
   const [name, ...pairs] = arg.split(';');
   const kv = new Map(pairs.map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)] as const));
-  for (const k of kv.keys()) if (!['drop', 'fillfactor', 'setup', 'session', 'claim', 'complete'].includes(k)) throw new Error(`unknown key "${k}" in ${arg}`);
+  for (const k of kv.keys()) if (!['drop', 'fillfactor', 'setup', 'session', 'claim', 'complete', 'edit'].includes(k)) throw new Error(`unknown key "${k}" in ${arg}`);
+  const edits = (kv.get('edit') ?? '').split(',').filter(Boolean);
+  const statementOf = (which: 'claim' | 'complete', file: string): Parsed => {
+    const path = kv.get(which) ?? storeFile(file);
+    return sqlParse(edited(readFileSync(path, 'utf8'), edits, which), path);
+  };
   return {
     name: name!,
     drop: (kv.get('drop') ?? '').split(',').filter(Boolean),
     ...(kv.has('fillfactor') ? { fillfactor: Number(kv.get('fillfactor')) } : {}),
     ...(kv.has('setup') ? { setup: kv.get('setup')! } : {}),
     ...(kv.has('session') ? { session: kv.get('session')! } : {}),
-    claim: load(kv.get('claim') ?? storeFile('job-claim.sql')),
-    complete: load(kv.get('complete') ?? storeFile('job-complete-many.sql')),
+    claim: statementOf('claim', 'job-claim.sql'),
+    complete: statementOf('complete', 'job-complete-many.sql'),
     claimCpu: [],
     completeCpu: [],
     claimWall: [],
@@ -158,10 +197,7 @@ try {
     await admin.query(`CREATE DATABASE ${dbName}`);
     const url = new URL(pgh.url);
     url.pathname = `/${dbName}`;
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), 'migrate', '--database-url', url.href], {
-      cwd: ROOT,
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    await migrate(url.href);
     const db = new pg.Client({ connectionString: url.href });
     await db.connect();
     await db.query(`INSERT INTO evora.queues (name, max_attempts) VALUES ('q', 25)`);

@@ -27,6 +27,7 @@ import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postg
 import { migrate } from '../../src/store/migrate.js';
 import { sqlParse } from '../../src/store/statements.js';
 import { uuidv7 } from '../../src/domain/ids.js';
+import { insertBatchValues, insertPayloadOf } from './insert-batch.js';
 
 const ROUNDS = Number(process.argv[2] ?? 10);
 const SIZE = 1000;
@@ -45,23 +46,11 @@ try {
   if (copyText === current.text) throw new Error('the staging form did not apply');
   const copy = sqlParse(`-- name: copy\n${copyText.replace(/\$(\d+)/g, ':now')}`, 'copy.sql');
 
-  const payloadOf = (i: number) => JSON.stringify({ n: i, to: `user${i}@example.com`, tags: ['a', 'b'] });
   /** COPY's text format: tab-separated, \N for NULL, backslashes doubled (JSON text has no raw tabs or newlines). */
-  const copyLine = (id: string, i: number) => `${id}\tenq\tnoop\t${payloadOf(i).replace(/\\/g, '\\\\')}\t0\t\\N\t\\N\t\\N\t\\N\n`;
+  const copyLine = (id: string, i: number) => `${id}\tenq\tnoop\t${insertPayloadOf(i).replace(/\\/g, '\\\\')}\t0\t\\N\t\\N\t\\N\t\\N\n`;
 
   const unnestBatch = async () => {
-    const values: Record<string, unknown> = {
-      ids: Array.from({ length: SIZE }, () => uuidv7()),
-      queues: Array(SIZE).fill('enq'),
-      types: Array(SIZE).fill('noop'),
-      payloads: Array.from({ length: SIZE }, (_, i) => payloadOf(i)),
-      priorities: Array(SIZE).fill(0),
-      runAts: Array(SIZE).fill(null),
-      idempotencyKeys: Array(SIZE).fill(null),
-      maxAttempts: Array(SIZE).fill(null),
-      policies: Array(SIZE).fill(null),
-      now: null,
-    };
+    const values = insertBatchValues(SIZE);
     const r = await db.query({ name: 'unnest', text: current.text, values: current.paramNames.map((p) => values[p]) });
     if (r.rowCount !== SIZE) throw new Error(`unnest inserted ${r.rowCount}`);
   };

@@ -22,7 +22,7 @@ import pg from 'pg';
 import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postgres.js';
 import { migrate } from '../../src/store/migrate.js';
 import { sqlParse } from '../../src/store/statements.js';
-import { uuidv7 } from '../../src/domain/ids.js';
+import { insertBatchValues, insertPayloads } from './insert-batch.js';
 
 const ROUNDS = Number(process.argv[2] ?? 8);
 const SIZE = 1000;
@@ -63,21 +63,9 @@ const variants: Record<string, string> = {
 for (const [name, sql] of Object.entries(variants)) if (name !== 'current' && sql === current) throw new Error(`variant ${name} did not apply`);
 if (variants.idsWide === variants.ids) throw new Error('variant idsWide did not apply');
 
-const payloadOf = (i: number) => JSON.stringify({ n: i, to: `user${i}@example.com`, tags: ['a', 'b'] });
 function params(name: string, paramNames: string[]): unknown[] {
-  const payloads = Array.from({ length: SIZE }, (_, i) => payloadOf(i));
-  const values: Record<string, unknown> = {
-    ids: Array.from({ length: SIZE }, () => uuidv7()),
-    queues: Array(SIZE).fill('enq'),
-    types: Array(SIZE).fill('noop'),
-    payloads: name === 'jsonArray' ? `[${payloads.join(',')}]` : payloads,
-    priorities: Array(SIZE).fill(0),
-    runAts: Array(SIZE).fill(null),
-    idempotencyKeys: Array(SIZE).fill(null),
-    maxAttempts: Array(SIZE).fill(null),
-    policies: Array(SIZE).fill(null),
-    now: null,
-  };
+  const payloads = insertPayloads(SIZE);
+  const values = insertBatchValues(SIZE, name === 'jsonArray' ? `[${payloads.join(',')}]` : payloads);
   return paramNames.map((p) => values[p]);
 }
 

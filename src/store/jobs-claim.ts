@@ -219,9 +219,7 @@ function claimedJobOf(r: RawRow, startedAt: Date, lockedUntil: Date, workerId: s
  * the plain Job jobGet returns does.
  */
 // The fields the constructor assigns (declaration merging: the class has them all).
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 interface ClaimedJob extends Omit<Job, 'payload' | 'payloadJson'> {}
-// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 class ClaimedJob {
   declare payload: JsonObject;
   readonly #text: string;

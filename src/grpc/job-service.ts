@@ -95,12 +95,6 @@ function callSignal(call: { on(event: 'cancelled', fn: () => void): unknown }): 
 }
 
 /**
- * JobService: producers submit jobs, operators read, cancel and retry them, one by one or
- * over a filter (RetryJobs), and purge finished ones (PurgeJobs). A submit goes
- * through the dispatcher (which may hand the job to an idle worker of this server); the
- * rest goes to the store.
- */
-/**
  * JobService with its submits' requests decoded with NodeBufferReader (src/wire): a batch
  * submit carries a thousand jobs' strings.
  */
@@ -110,6 +104,12 @@ export const jobServiceDefinition: typeof JobServiceService = {
   submitJobs: { ...JobServiceService.submitJobs, requestDeserialize: bufferDecoder(SubmitJobsRequest.decode) },
 };
 
+/**
+ * JobService: producers submit jobs, operators read, cancel and retry them, one by one or
+ * over a filter (RetryJobs), and purge finished ones (PurgeJobs). A submit goes
+ * through the dispatcher (which may hand the job to an idle worker of this server); the
+ * rest goes to the store.
+ */
 export function jobService(deps: ServiceDeps): JobServiceServer {
   const { store, dispatcher, logger, maxPayloadBytes, metrics } = deps;
   const M = JobServiceService;

@@ -336,7 +336,7 @@ export class WorkStream implements WorkStreamHandle {
     try {
       leaseCheck(v);
       write = v.resultJson !== undefined
-        ? { id: v.jobId, token: v.leaseToken, result: null, resultJson: checkResultJson(v, this.deps.maxPayloadBytes) }
+        ? { id: v.jobId, token: v.leaseToken, result: null, resultJson: checkResultJson(v.result, v.resultJson, this.deps.maxPayloadBytes) }
         : { id: v.jobId, token: v.leaseToken, result: checkJsonSize('result', v.result, this.deps.maxPayloadBytes) };
     } catch (err) {
       return this.ackInvalid(v, err);
@@ -573,8 +573,8 @@ function leaseCheck(v: { jobId: string; leaseToken: string }): void {
   checkUuid('lease_token', v.leaseToken);
 }
 
-/** A complete's result_json, checked (not with `result` too: one of them). */
-function checkResultJson(v: WorkerComplete, maxPayloadBytes: number): string {
-  if (v.result !== undefined) throw invalidArgument('set result or result_json, not both');
-  return checkJsonObjectText('result_json', v.resultJson ?? new Uint8Array(), maxPayloadBytes);
+/** A complete's result_json, checked; with `result` set too it is refused (one of them). */
+function checkResultJson(result: JsonObject | undefined, resultJson: Uint8Array, maxPayloadBytes: number): string {
+  if (result !== undefined) throw invalidArgument('set result or result_json, not both');
+  return checkJsonObjectText('result_json', resultJson, maxPayloadBytes);
 }

@@ -65,7 +65,7 @@ const JOB_CLAIM_COLUMNS: PgTypes<JobClaimRow> = {
 /**
  * The claim of queues without limits: the statement they pay for (job-claim.sql). Raw: a
  * claim's rows are the biggest result the server reads, and most of its columns go to the
- * worker as they are (claimedJobsOf parses the rest).
+ * worker as they are (claimedJobOf parses the rest).
  */
 const jobClaimSql = statement<JobClaimParams, JobClaimRow>('job-claim', JOB_CLAIM_PARAMS, JOB_CLAIM_COLUMNS, { prepared: true, raw: true });
 /** The claim of queues with limits: room, rate tokens and per-key picks (job-claim-limited.sql). */

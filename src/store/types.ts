@@ -55,9 +55,6 @@ function timestamptzParseText(value: string): Date {
 }
 
 const UUID_ARRAY_OID = 2951;
-const uuidArrayParser = pg.types.getTypeParser(UUID_ARRAY_OID as Parameters<typeof pg.types.getTypeParser>[0]) as (value: string) => string[];
 
-/** A uuid[] in PostgreSQL's text form (what a raw statement returns) as strings. */
-export function uuidArrayParse(value: string): string[] {
-  return uuidArrayParser(value);
-}
+/** A uuid[] in PostgreSQL's text form (what a raw statement returns) as strings: pg's own parser. */
+export const uuidArrayParse = pg.types.getTypeParser(UUID_ARRAY_OID as Parameters<typeof pg.types.getTypeParser>[0]) as (value: string) => string[];

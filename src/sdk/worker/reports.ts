@@ -42,8 +42,9 @@ export interface ReportStream {
  * Reports that become ready in the same tick go out together on setImmediate: completes as
  * one `completes`, fails as one `fails` (each kept under a size bound) when the welcome
  * says the server takes them, else one message each; snoozes always one each. A result
- * goes as JSON text (result_json) when the welcome says the server takes it, else as a Struct. While the
- * stream's buffer is full the reports wait (and so gather into larger batches).
+ * goes as JSON text (result_json) when the welcome says the server takes it, else as a
+ * Struct. While the stream's buffer is full the reports wait (and so gather into larger
+ * batches).
  *
  * What must stay true: a report is written at most once per session unless its ack asks
  * for a resend; a report written on a stream that ended is written again on the next

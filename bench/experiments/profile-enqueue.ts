@@ -9,6 +9,7 @@
  * PostgreSQL's execution time of the insert per job (pg_stat_statements). Then the pieces
  * in isolation: request encode/decode, the Struct <-> JSON work, response encode/decode.
  * Usage: npx tsx bench/experiments/profile-enqueue.ts [batches per mode and round=5] [rounds=4]
+ * (MODES=ids,json runs only those modes; with node's --cpu-prof the profile is of them alone)
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -52,7 +53,7 @@ const submitRaw = (req: SubmitJobsRequest) =>
   new Promise<SubmitJobsResponse>((resolve, reject) => raw.submitJobs(req, (err, res) => (err ? reject(err) : resolve(res!))));
 
 type Mode = 'struct' | 'json' | 'ids';
-const modes: Mode[] = ['struct', 'json', 'ids'];
+const modes: Mode[] = process.env.MODES ? (process.env.MODES.split(',') as Mode[]) : ['struct', 'json', 'ids'];
 const run: Record<Mode, () => Promise<unknown>> = {
   struct: () => submitRaw({ idsOnly: false, jobs: Array.from({ length: SIZE }, (_, i) => structJob(i)) }),
   json: () => client.submitMany(Array.from({ length: SIZE }, (_, i) => ({ queue: 'enq', type: 'noop', payload: payloadOf(i) }))),
@@ -95,37 +96,39 @@ console.table(
   }),
 );
 
-// The pieces in isolation, per job.
-const full = await submitRaw({ idsOnly: false, jobs: Array.from({ length: SIZE }, (_, i) => structJob(i)) });
-const idsRes = await submitRaw({ idsOnly: true, jobs: Array.from({ length: SIZE }, (_, i) => structJob(i)) });
-const time = (fn: () => unknown, n = 20) => {
-  fn();
-  const t0 = performance.now();
-  for (let k = 0; k < n; k++) fn();
-  return +(((performance.now() - t0) * 1000) / n / SIZE).toFixed(2);
-};
-const structReq = { idsOnly: false, jobs: Array.from({ length: SIZE }, (_, i) => structJob(i)) };
-const jsonReq = {
-  idsOnly: true,
-  jobs: Array.from({ length: SIZE }, (_, i) => ({ ...structJob(i), payload: undefined, payloadJson: Buffer.from(JSON.stringify(payloadOf(i))) })),
-};
-const structBytes = SubmitJobsRequest.encode(structReq).finish();
-const jsonBytes = SubmitJobsRequest.encode(jsonReq).finish();
-const fullBytes = SubmitJobsResponse.encode(full).finish();
-const idsBytes = SubmitJobsResponse.encode(idsRes).finish();
-console.log('pieces, µs per job:');
-console.table([
-  { piece: 'request encode (Struct payload)', us: time(() => SubmitJobsRequest.encode(structReq).finish()), bytesPerJob: structBytes.length / SIZE },
-  { piece: 'request encode (payload_json)', us: time(() => SubmitJobsRequest.encode(jsonReq).finish()), bytesPerJob: jsonBytes.length / SIZE },
-  { piece: 'request decode (Struct payload)', us: time(() => SubmitJobsRequest.decode(structBytes)) },
-  { piece: 'request decode (payload_json)', us: time(() => SubmitJobsRequest.decode(jsonBytes)) },
-  { piece: 'Struct payload -> JSON text (server, twice: size check + insert)', us: time(() => structReq.jobs.forEach((j) => (JSON.stringify(j.payload), JSON.stringify(j.payload)))) },
-  { piece: 'payload_json bytes -> text (server)', us: time(() => jsonReq.jobs.forEach((j) => new TextDecoder().decode(j.payloadJson))) },
-  { piece: 'response encode (whole jobs)', us: time(() => SubmitJobsResponse.encode(full).finish()), bytesPerJob: fullBytes.length / SIZE },
-  { piece: 'response encode (ids only)', us: time(() => SubmitJobsResponse.encode(idsRes).finish()), bytesPerJob: idsBytes.length / SIZE },
-  { piece: 'response decode (whole jobs)', us: time(() => SubmitJobsResponse.decode(fullBytes)) },
-  { piece: 'response decode (ids only)', us: time(() => SubmitJobsResponse.decode(idsBytes)) },
-]);
+// The pieces in isolation, per job (not with MODES, so that a CPU profile holds the submits alone).
+if (!process.env.MODES) {
+  const full = await submitRaw({ idsOnly: false, jobs: Array.from({ length: SIZE }, (_, i) => structJob(i)) });
+  const idsRes = await submitRaw({ idsOnly: true, jobs: Array.from({ length: SIZE }, (_, i) => structJob(i)) });
+  const time = (fn: () => unknown, n = 20) => {
+    fn();
+    const t0 = performance.now();
+    for (let k = 0; k < n; k++) fn();
+    return +(((performance.now() - t0) * 1000) / n / SIZE).toFixed(2);
+  };
+  const structReq = { idsOnly: false, jobs: Array.from({ length: SIZE }, (_, i) => structJob(i)) };
+  const jsonReq = {
+    idsOnly: true,
+    jobs: Array.from({ length: SIZE }, (_, i) => ({ ...structJob(i), payload: undefined, payloadJson: Buffer.from(JSON.stringify(payloadOf(i))) })),
+  };
+  const structBytes = SubmitJobsRequest.encode(structReq).finish();
+  const jsonBytes = SubmitJobsRequest.encode(jsonReq).finish();
+  const fullBytes = SubmitJobsResponse.encode(full).finish();
+  const idsBytes = SubmitJobsResponse.encode(idsRes).finish();
+  console.log('pieces, µs per job:');
+  console.table([
+    { piece: 'request encode (Struct payload)', us: time(() => SubmitJobsRequest.encode(structReq).finish()), bytesPerJob: structBytes.length / SIZE },
+    { piece: 'request encode (payload_json)', us: time(() => SubmitJobsRequest.encode(jsonReq).finish()), bytesPerJob: jsonBytes.length / SIZE },
+    { piece: 'request decode (Struct payload)', us: time(() => SubmitJobsRequest.decode(structBytes)) },
+    { piece: 'request decode (payload_json)', us: time(() => SubmitJobsRequest.decode(jsonBytes)) },
+    { piece: 'Struct payload -> JSON text (server, twice: size check + insert)', us: time(() => structReq.jobs.forEach((j) => (JSON.stringify(j.payload), JSON.stringify(j.payload)))) },
+    { piece: 'payload_json bytes -> text (server)', us: time(() => jsonReq.jobs.forEach((j) => new TextDecoder().decode(j.payloadJson))) },
+    { piece: 'response encode (whole jobs)', us: time(() => SubmitJobsResponse.encode(full).finish()), bytesPerJob: fullBytes.length / SIZE },
+    { piece: 'response encode (ids only)', us: time(() => SubmitJobsResponse.encode(idsRes).finish()), bytesPerJob: idsBytes.length / SIZE },
+    { piece: 'response decode (whole jobs)', us: time(() => SubmitJobsResponse.decode(fullBytes)) },
+    { piece: 'response decode (ids only)', us: time(() => SubmitJobsResponse.decode(idsBytes)) },
+  ]);
+}
 
 client.close();
 raw.close();

@@ -15,6 +15,8 @@ export interface WorkerTarget {
   tlsCa?: string;
   /** Evora with auth on: the workers' API token (role worker). */
   token?: string;
+  /** Evora: the URL of the build's SDK module; the source's SDK when unset (bench/lib/evora-build.ts). */
+  evoraSdkUrl?: string;
   redis?: { host: string; port: number };
 }
 

@@ -1,19 +1,19 @@
 /**
- * Evora: the server runs as its own process (`node --import tsx src/cli/main.ts serve`, the
- * current source, no build step), so its CPU and memory are its own and not the harness's;
- * workers are separate processes on the SDK's EvoraWorker; producers use EvoraClient over
- * gRPC from the harness process. With `tls` the gRPC port speaks TLS (a throwaway CA made
+ * Evora: the server runs as its own process (`node <build>/src/cli/main.js serve`, the
+ * current source compiled as it ships, bench/lib/evora-build.ts), so its CPU and memory are
+ * its own and not the harness's; workers are separate processes on the build's EvoraWorker;
+ * producers use the build's EvoraClient over gRPC from the harness process. With `tls` the gRPC port speaks TLS (a throwaway CA made
  * with openssl); with `token` auth is on: the workers send a worker token and the producer
  * an admin one, both inserted into the server's token table once it has migrated.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, openSync, readFileSync, closeSync, writeFileSync } from 'node:fs';
+import { mkdirSync, openSync, readFileSync, closeSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { tokenSecretGenerate, tokenSecretHash } from '../../src/domain/auth.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
-import { EvoraApiError, EvoraClient } from '../../src/sdk/index.js';
+import { evoraBuild, evoraSdk, type EvoraBuild } from '../lib/evora-build.js';
 import { onCleanup, stopChild, trackChild } from '../lib/infra.js';
 import { errorText, sleep } from '../lib/util.js';
 import { configWith, type OpenContext, type SystemDriver, type SystemInstance } from './types.js';
@@ -35,6 +35,11 @@ export const EVORA_DEFAULTS = {
   tls: false,
   /** Auth on: workers with a worker token, the producer with an admin token. */
   token: false,
+  /**
+   * What runs: `build` (the source compiled by tsc, as it ships) or `source` (the source
+   * through tsx, as before 2026-11-28; for comparing the two).
+   */
+  from: 'build',
 };
 
 function evoraVersion(): string {
@@ -57,6 +62,17 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
   if (config.dbPoolSize !== undefined) serverFlags.push('--db-pool-size', String(config.dbPoolSize));
   if (config.pollIntervalMs !== undefined) serverFlags.push('--poll-interval-ms', String(config.pollIntervalMs));
   const security = { tls: config.tls === true, token: config.token === true };
+  if (config.from !== 'build' && config.from !== 'source') throw new Error(`evora.from: build or source, got "${String(config.from)}"`);
+  const fromSource = config.from === 'source';
+  let build: EvoraBuild | null = null;
+  const built = (): EvoraBuild => {
+    if (!build) {
+      const b = evoraBuild();
+      onCleanup('evora build', () => rmSync(b.dir, { recursive: true, force: true }));
+      build = b;
+    }
+    return build;
+  };
   return {
     name: 'evora',
     unavailable: null,
@@ -64,11 +80,11 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
     processes,
     config,
     describe: () =>
-      `server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}` +
+      `${fromSource ? 'the source through tsx' : 'built with tsc'}; server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}` +
       `${security.tls ? ', TLS' : ''}${security.token ? ', auth on: worker and admin tokens' : ''}); ` +
       `${processes} worker process${processes > 1 ? 'es' : ''} × EvoraWorker slots ${config.slots}; ` +
       `enqueue with EvoraClient (submit / submitMany of 1000, idsOnly)`,
-    open: (ctx) => openEvora(ctx, serverFlags, security),
+    open: (ctx) => openEvora(ctx, serverFlags, security, fromSource ? null : built()),
   };
 }
 
@@ -104,7 +120,14 @@ async function tokenInsert(databaseUrl: string, role: 'worker' | 'admin', secret
   }
 }
 
-async function openEvora(ctx: OpenContext, serverFlags: string[], security: { tls: boolean; token: boolean }): Promise<SystemInstance> {
+/** Starts a server (from `build`, or the source through tsx when null) and its producer. */
+async function openEvora(
+  ctx: OpenContext,
+  serverFlags: string[],
+  security: { tls: boolean; token: boolean },
+  build: EvoraBuild | null,
+): Promise<SystemInstance> {
+  const { EvoraApiError, EvoraClient } = await evoraSdk(build?.sdkUrl);
   const port = await freePort();
   const tls = security.tls ? tlsCertsMake(join(ctx.tmpDir, `evora-tls-${ctx.scenario}`)) : null;
   const tlsEnv = tls ? { EVORA_TLS_CERT: tls.certFile, EVORA_TLS_KEY: tls.keyFile } : {};
@@ -112,13 +135,14 @@ async function openEvora(ctx: OpenContext, serverFlags: string[], security: { tl
   const workerToken = security.token ? tokenSecretGenerate() : undefined;
   const logFile = join(ctx.tmpDir, `evora-server-${ctx.scenario}.log`);
   const fd = openSync(logFile, 'a');
-  // One folder per server: tsx's loader thread writes a profile of its own (thread id 1);
-  // the main thread's is the one with thread id 0 (CPU.<date>.<time>.<pid>.0.<seq>.cpuprofile).
+  // One folder per server: with the source, tsx's loader thread writes a profile of its own
+  // (thread id 1); the main thread's is the one with thread id 0 (CPU.<date>.<time>.<pid>.0.<seq>.cpuprofile).
   const nodeFlags = ctx.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(ctx.cpuProfileDir, `evora-server-${ctx.scenario}`)}`] : [];
+  const entry = build ? [build.serverMain] : ['--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
   const child = trackChild(
     spawn(
       process.execPath,
-      [...nodeFlags, '--import', 'tsx', join(ROOT, 'src/cli/main.ts'), 'serve', '--database-url', ctx.databaseUrl, '--port', String(port), '--log-level', 'warn', ...serverFlags],
+      [...nodeFlags, ...entry, 'serve', '--database-url', ctx.databaseUrl, '--port', String(port), '--log-level', 'warn', ...serverFlags],
       { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0', EVORA_METRICS_PORT: '0', MONGODB_URL: '', ...tlsEnv } },
     ),
   );
@@ -169,7 +193,7 @@ async function openEvora(ctx: OpenContext, serverFlags: string[], security: { tl
   db.on('error', () => undefined);
   return {
     queue,
-    target: { address, tlsCa: tls?.caPem, token: workerToken },
+    target: { address, tlsCa: tls?.caPem, token: workerToken, evoraSdkUrl: build?.sdkUrl },
     serverPid: child.pid!,
     submitOne: async (payload) => {
       await client.submit({ queue, type: 'noop', payload });

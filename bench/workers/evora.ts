@@ -1,12 +1,13 @@
 /**
- * Evora worker process: the SDK's EvoraWorker with a no-op handler. A completion counts
- * when the server acknowledged it (`jobFinished` with accepted = true): the ack is sent
- * only after the completion has committed.
+ * Evora worker process: the build's EvoraWorker (bench/lib/evora-build.ts) with a no-op
+ * handler. A completion counts when the server acknowledged it (`jobFinished` with
+ * accepted = true): the ack is sent only after the completion has committed.
  */
-import { EvoraWorker } from '../../src/sdk/index.js';
+import { evoraSdk } from '../lib/evora-build.js';
 import type { SystemWorker, WorkerHooks, WorkerInit } from '../lib/protocol.js';
 
-export function evoraWorker(init: WorkerInit, hooks: WorkerHooks): SystemWorker {
+export async function evoraWorker(init: WorkerInit, hooks: WorkerHooks): Promise<SystemWorker> {
+  const { EvoraWorker } = await evoraSdk(init.target.evoraSdkUrl);
   const slots = Number(init.config.slots ?? 200);
   const worker = new EvoraWorker({
     address: init.target.address!,

@@ -260,6 +260,8 @@ export function clientCommandsAdd(program: Command): void {
     .option('--cancelled-retention <duration>', 'how long CANCELLED jobs are kept, e.g. 7d; 0 or forever: never deleted')
     .option('--dlq-retention <duration>', 'how long DLQ jobs are kept (a deleted one cannot be retried), e.g. 30d; 0 or forever: never deleted')
     .option('--attempt-timeout <duration>', 'the attempt timeout of jobs submitted without one, e.g. 5m; 0: none')
+    .option('--delete-on-complete', 'delete jobs at completion instead of keeping them COMPLETED (results not kept; jobs with dependents are kept)')
+    .option('--no-delete-on-complete', 'keep completed jobs for --completed-retention (the default)')
     .action(
       withClient(
         async (
@@ -280,6 +282,7 @@ export function clientCommandsAdd(program: Command): void {
             cancelledRetention?: string;
             dlqRetention?: string;
             attemptTimeout?: string;
+            deleteOnComplete?: boolean;
           },
         ) => {
           const settings: QueueSettings = {};
@@ -299,6 +302,7 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.cancelledRetention !== undefined) settings.cancelledRetentionSeconds = parseRetention(opts.cancelledRetention, '--cancelled-retention');
           if (opts.dlqRetention !== undefined) settings.dlqRetentionSeconds = parseRetention(opts.dlqRetention, '--dlq-retention');
           if (opts.attemptTimeout !== undefined) settings.attemptTimeoutSeconds = parseDuration(opts.attemptTimeout, '--attempt-timeout');
+          if (opts.deleteOnComplete !== undefined) settings.deleteOnComplete = opts.deleteOnComplete;
           settings.backoff = backoffOf(opts);
           const res = await ctx.client.upsertQueue(name, settings);
           print(ctx, res, () => `queue ${res.queue.name} ${res.created ? 'created' : 'updated'}\n${queueDetails(res.queue)}`);

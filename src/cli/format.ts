@@ -214,7 +214,7 @@ export function parseRetention(text: string, flag: string): number {
   return text.trim().toLowerCase() === 'forever' ? 0 : parseDuration(text, flag);
 }
 
-/** Queues and their settings, one line each (`evora queues`). */
+/** Queues and their settings, one line each (`evora queues`); a queue that deletes its jobs at completion keeps completed ones "deleted". */
 export function queueTable(queues: Queue[]): string {
   return table(
     ['NAME', 'STATUS', 'MAX ATTEMPTS', 'LEASE', 'BACKOFF', 'MAX CONCURRENCY', 'KEEP COMPLETED/CANCELLED/DLQ'],
@@ -225,7 +225,7 @@ export function queueTable(queues: Queue[]): string {
       duration(q.leaseSeconds),
       backoffText(q),
       q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency),
-      [q.completedRetentionSeconds, q.cancelledRetentionSeconds, q.dlqRetentionSeconds].map(retentionText).join('/'),
+      [q.deleteOnComplete ? 'deleted' : retentionText(q.completedRetentionSeconds), ...[q.cancelledRetentionSeconds, q.dlqRetentionSeconds].map(retentionText)].join('/'),
     ]),
   );
 }
@@ -281,7 +281,12 @@ export function queueDetails(q: Queue): string {
     ['max concurrency', q.maxConcurrency === 0 ? 'unlimited' : String(q.maxConcurrency)],
     ['max per key', q.maxConcurrencyPerKey === 0 ? 'unlimited' : String(q.maxConcurrencyPerKey)],
     ['rate limit', rateText(q)],
-    ['keep completed', retentionText(q.completedRetentionSeconds)],
+    [
+      'keep completed',
+      q.deleteOnComplete
+        ? `no: deleted at completion (those with dependents: ${retentionText(q.completedRetentionSeconds)})`
+        : retentionText(q.completedRetentionSeconds),
+    ],
     ['keep cancelled', retentionText(q.cancelledRetentionSeconds)],
     ['keep dlq', retentionText(q.dlqRetentionSeconds)],
     ['attempt timeout', q.attemptTimeoutSeconds === 0 ? 'none' : duration(q.attemptTimeoutSeconds)],

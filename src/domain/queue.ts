@@ -30,6 +30,12 @@ export interface Queue {
   rateLimit: RateLimit | null;
   /** At most this many RUNNING jobs per concurrency key, claims rotating across keys; null = none. */
   maxConcurrencyPerKey: number | null;
+  /**
+   * A completing job is deleted instead of kept COMPLETED (its `completed` event is still
+   * written); one with dependents is kept. completedRetentionSeconds then applies only to
+   * those (0015_delete_on_complete.sql).
+   */
+  deleteOnComplete: boolean;
 }
 
 /**
@@ -62,5 +68,7 @@ export interface QueueUpsertInput {
   rateLimit?: RateLimit | null;
   /** null keeps the current value; 0 clears the per-key limit. */
   maxConcurrencyPerKey?: number | null;
+  /** null keeps the current value (false for a new queue). */
+  deleteOnComplete?: boolean | null;
 }
 

@@ -213,6 +213,7 @@ export function queueToPb(q: Queue): PbQueue {
     paused: q.paused,
     maxConcurrency: q.maxConcurrency ?? 0,
     maxConcurrencyPerKey: q.maxConcurrencyPerKey ?? 0,
+    deleteOnComplete: q.deleteOnComplete,
     createdAt: q.createdAt,
     updatedAt: q.updatedAt,
     // null (kept forever) is 0 on the wire.

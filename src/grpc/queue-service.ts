@@ -120,6 +120,7 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
           req.maxConcurrencyPerKey === undefined
             ? null
             : checkIntRange('max_concurrency_per_key', req.maxConcurrencyPerKey, 0, 1_000_000),
+        deleteOnComplete: req.deleteOnComplete ?? null,
       });
       return { queue: queueToPb(queue), created };
     }),

@@ -216,6 +216,11 @@ export interface QueueSettings {
   attemptTimeoutSeconds?: number;
   /** Most RUNNING jobs per concurrency key, claims rotating across keys; 0 = no per-key limit. */
   maxConcurrencyPerKey?: number;
+  /**
+   * Delete jobs at completion instead of keeping them COMPLETED (results not kept; a job
+   * with dependents is kept). Server default false; see docs/api.md "Deleting jobs at completion".
+   */
+  deleteOnComplete?: boolean;
 }
 
 // ----- API tokens and the audit log: types --------------------------------------------
@@ -434,6 +439,7 @@ export class EvoraClient {
       dlqRetention: settings.dlqRetentionSeconds === undefined ? undefined : secondsToDuration(settings.dlqRetentionSeconds),
       attemptTimeout: settings.attemptTimeoutSeconds === undefined ? undefined : secondsToDuration(settings.attemptTimeoutSeconds),
       maxConcurrencyPerKey: settings.maxConcurrencyPerKey,
+      deleteOnComplete: settings.deleteOnComplete,
     };
     const b = settings.backoff;
     if (!b) {

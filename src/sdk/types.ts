@@ -201,6 +201,8 @@ export interface Queue {
   attemptTimeoutSeconds: number;
   /** Most RUNNING jobs per concurrency key; 0 = no per-key limit. */
   maxConcurrencyPerKey: number;
+  /** Jobs are deleted at completion (but those with dependents); completedRetentionSeconds applies to those kept. */
+  deleteOnComplete: boolean;
 }
 
 /**
@@ -379,6 +381,7 @@ export function queueFromPb(pb: PbQueue): Queue {
     dlqRetentionSeconds: durationToSeconds(pb.dlqRetention),
     attemptTimeoutSeconds: durationToSeconds(pb.attemptTimeout),
     maxConcurrencyPerKey: pb.maxConcurrencyPerKey,
+    deleteOnComplete: pb.deleteOnComplete,
   };
 }
 

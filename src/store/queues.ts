@@ -25,6 +25,7 @@ interface QueueUpsertParams extends ActorParams {
   ratePerSecond: number | null;
   rateBurst: number | null;
   maxConcurrencyPerKey: number | null;
+  deleteOnComplete: boolean | null;
   change: string;
   now: Date | null;
 }
@@ -46,6 +47,7 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
     ratePerSecond: 'float8',
     rateBurst: 'int4',
     maxConcurrencyPerKey: 'int4',
+    deleteOnComplete: 'bool',
     change: 'jsonb',
     now: 'timestamptz',
     ...ACTOR_TYPES,
@@ -99,6 +101,7 @@ export async function queueUpsert(
     ratePerSecond: params.rateLimit?.perSecond ?? null,
     rateBurst: params.rateLimit ? (params.rateLimit.perSecond === 0 ? 0 : params.rateLimit.burst) : null,
     maxConcurrencyPerKey: params.maxConcurrencyPerKey ?? null,
+    deleteOnComplete: params.deleteOnComplete ?? null,
     now,
   });
   return { queue: queueFromRow(row!), created: row!.created };

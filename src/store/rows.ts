@@ -131,6 +131,8 @@ export interface QueueRow {
   rate_refilled_at: Date | null;
   /** At most this many RUNNING jobs per concurrency key; null = no per-key limit (0009). */
   max_concurrency_per_key: number | null;
+  /** Completing jobs are deleted, not kept COMPLETED (0015). */
+  delete_on_complete: boolean;
 }
 
 /** The columns of evora.queues, in table order. */
@@ -155,6 +157,7 @@ export const QUEUE_COLUMNS: PgTypes<QueueRow> = {
   rate_tokens: 'float8',
   rate_refilled_at: 'timestamptz',
   max_concurrency_per_key: 'int4',
+  delete_on_complete: 'bool',
 };
 
 /** A job row as the domain's Job. */
@@ -230,5 +233,6 @@ export function queueFromRow(r: QueueRow): Queue {
     attemptTimeoutSeconds: r.attempt_timeout_seconds,
     rateLimit: r.rate_per_second === null || r.rate_burst === null ? null : { perSecond: r.rate_per_second, burst: r.rate_burst },
     maxConcurrencyPerKey: r.max_concurrency_per_key,
+    deleteOnComplete: r.delete_on_complete,
   };
 }

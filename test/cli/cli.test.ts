@@ -169,6 +169,13 @@ describe('evora client commands', () => {
     expect(table.stdout.split('\n')[0]).toMatch(/^NAME\s+STATUS\s+MAX ATTEMPTS\s+LEASE\s+BACKOFF\s+MAX CONCURRENCY\s+KEEP COMPLETED\/CANCELLED\/DLQ$/);
     expect(table.stdout).toMatch(new RegExp(`^${name}\\s+paused\\s+6\\s+15s\\s+fixed 2s\\.\\.1h\\s+5\\s+2d/12h/forever$`, 'm'));
     expect(await json('queue', 'resume', name)).toMatchObject({ name, paused: false });
+
+    const deleting = await evora('queue', 'set', name, '--delete-on-complete');
+    expect(deleting.stdout).toMatch(/^keep completed\s+no: deleted at completion \(those with dependents: 2d\)$/m);
+    expect(await json('queue', 'get', name)).toMatchObject({ deleteOnComplete: true, completedRetentionSeconds: 172_800 });
+    expect((await evora('queues')).stdout).toMatch(new RegExp(`^${name}\\s+active\\s.*\\sdeleted/12h/forever$`, 'm'));
+    expect((await evora('queue', 'set', name, '--no-delete-on-complete')).stdout).toMatch(/^keep completed\s+2d$/m);
+    expect(await json('queue', 'get', name)).toMatchObject({ deleteOnComplete: false });
   });
 
   it('exit codes and one-line errors: 2 usage/invalid, 3 not found, 4 conflict, 5 unavailable', async () => {

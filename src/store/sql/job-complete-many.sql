@@ -9,11 +9,44 @@
 -- evora.job_attempts); the completion writes nothing else (no history row).
 -- "RUNNING" is written as a CASE so the rows are found by primary key (see
 -- job-heartbeat-many.sql; test/store/plans.test.ts).
+-- A job of a queue with delete_on_complete (0015) and no dependents is deleted instead of
+-- updated, with its attempt history; its event and its row here are the same as an updated
+-- job's (its state in the event is COMPLETED).
+-- Must stay true for the deletion:
+-- - the deletes run first and to the end (the update's input leaves out their ids, read
+--   whole into a hash before the first row), so no row is both deleted and updated;
+-- - a job that gained a dependent while this statement waited for its row is updated, not
+--   deleted: the delete rechecks has_dependents on the row's newest version and skips it,
+--   and the update's filter does not read has_dependents, so it rechecks and takes it;
+-- - a queue without the setting costs one probe of evora.queues (the InitPlan `deleting`
+--   is empty and gates the delete's scan off).
 -- No NOTIFY here: a completion of a limited queue's job frees room, and the store wakes
 -- that queue's claimers with queue-wake.sql after this commits (jobs-lease.ts), so queues
 -- without limits pay nothing for it.
 WITH input AS (
   SELECT DISTINCT ON (id, token) * FROM unnest(:ids::uuid[], :tokens::uuid[], :results::jsonb[]) AS c(id, token, result)
+),
+deleting AS (
+  SELECT name FROM evora.queues WHERE delete_on_complete
+),
+deleted AS (
+  DELETE FROM evora.jobs j
+  USING input c
+  WHERE EXISTS (SELECT 1 FROM deleting)
+    AND j.id = c.id AND j.lease_token = c.token AND (CASE WHEN j.state = 'RUNNING' THEN true END)
+    AND j.queue = ANY (ARRAY(SELECT name FROM deleting)) AND NOT j.has_dependents
+  RETURNING j.id, j.lease_token, j.queue, j.type, 'COMPLETED'::evora.job_state AS state, j.attempt, j.worker_id,
+            j.started_at, coalesce(:now::timestamptz, now()) AS finished_at
+),
+attempts_deleted AS (
+  -- Their attempt history (evora.job_attempts has no foreign key: see 0012_progress_attempts.sql;
+  -- a snoozed attempt leaves a row without using up an attempt, so any job may have one).
+  DELETE FROM evora.job_attempts a
+  WHERE a.job_id = ANY (ARRAY(SELECT id FROM deleted))
+),
+kept AS (
+  -- The input the deletes did not take (a hashed anti-join over their ids).
+  SELECT * FROM input c WHERE c.id NOT IN (SELECT id FROM deleted)
 ),
 updated AS (
   UPDATE evora.jobs j
@@ -22,9 +55,14 @@ updated AS (
       last_error = NULL,
       locked_until = NULL,
       finished_at = coalesce(:now::timestamptz, now())
-  FROM input c
+  FROM kept c
   WHERE j.id = c.id AND j.lease_token = c.token AND (CASE WHEN j.state = 'RUNNING' THEN true END)
-  RETURNING j.id, j.lease_token, j.queue, j.type, j.state, j.attempt, j.worker_id, j.last_error, j.started_at, j.finished_at
+  RETURNING j.id, j.lease_token, j.queue, j.type, j.state, j.attempt, j.worker_id, j.started_at, j.finished_at
+),
+completed AS (
+  SELECT * FROM deleted
+  UNION ALL
+  SELECT * FROM updated
 ),
 events AS (
   INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
@@ -32,7 +70,7 @@ events AS (
          array_agg('completed'::evora.job_event_kind), array_agg('RUNNING'::evora.job_state), array_agg(state),
          array_agg(attempt), array_agg(worker_id),
          array_agg(NULL::float8), array_agg((extract(epoch FROM finished_at - started_at) * 1000)::float8)
-  FROM updated
+  FROM completed
   HAVING count(*) > 0
 )
-SELECT id, lease_token, queue, type, attempt, worker_id FROM updated
+SELECT id, lease_token, queue, type, attempt, worker_id FROM completed

@@ -8,6 +8,7 @@
 -- :ratePerSecond null keeps the rate limit, 0 clears it, else it is set with :rateBurst
 -- (validated: finite, > 0, burst >= 1); a changed limit refills the bucket (its state NULL).
 -- :maxConcurrencyPerKey: null keeps, 0 clears (NULL), else the per-key limit (0009).
+-- :deleteOnComplete: null keeps (false for a new queue), else sets it (0015).
 -- Writes the audit event `queue.upsert` (target: the queue; change: :change, the settings the
 -- request set) in this statement.
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
@@ -16,7 +17,7 @@ INSERT INTO evora.queues AS q (name, max_attempts, backoff_kind, backoff_base_se
                                backoff_jitter, lease_seconds, max_concurrency, created_at, updated_at,
                                completed_retention_seconds, cancelled_retention_seconds, dlq_retention_seconds,
                                attempt_timeout_seconds,
-                               rate_per_second, rate_burst, max_concurrency_per_key)
+                               rate_per_second, rate_burst, max_concurrency_per_key, delete_on_complete)
 VALUES (:name,
         coalesce(:maxAttempts::int, 5), coalesce(:backoffKind::evora.backoff_kind, 'exponential'),
         coalesce(:backoffBaseSeconds::float8, 5), coalesce(:backoffCapSeconds::float8, 3600), coalesce(:backoffJitter::float8, 0.2),
@@ -27,7 +28,7 @@ VALUES (:name,
         CASE WHEN :dlqRetentionSeconds::float8 IS NULL THEN 2592000 ELSE nullif(:dlqRetentionSeconds::float8, 0) END,
         nullif(:attemptTimeoutSeconds::float8, 0),
         nullif(:ratePerSecond::float8, 0), CASE WHEN nullif(:ratePerSecond::float8, 0) IS NOT NULL THEN :rateBurst::int END,
-        nullif(:maxConcurrencyPerKey::int, 0))
+        nullif(:maxConcurrencyPerKey::int, 0), coalesce(:deleteOnComplete::bool, false))
 ON CONFLICT (name) DO UPDATE SET
   max_attempts = coalesce(:maxAttempts::int, q.max_attempts),
   backoff_kind = coalesce(:backoffKind::evora.backoff_kind, q.backoff_kind),
@@ -51,6 +52,7 @@ ON CONFLICT (name) DO UPDATE SET
   rate_refilled_at = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_refilled_at END,
   max_concurrency_per_key = CASE WHEN :maxConcurrencyPerKey::int IS NULL THEN q.max_concurrency_per_key
                                  ELSE nullif(:maxConcurrencyPerKey::int, 0) END,
+  delete_on_complete = coalesce(:deleteOnComplete::bool, q.delete_on_complete),
   updated_at = coalesce(:now::timestamptz, now())
 RETURNING q.*, (q.xmax = 0) AS created
 ),

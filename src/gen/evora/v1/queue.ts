@@ -160,6 +160,18 @@ export interface Queue {
    * such a queue are never handed off on submit.
    */
   maxConcurrencyPerKey: number;
+  /**
+   * True: a job that completes is deleted by its completion instead of being kept as
+   * COMPLETED (as graphile-worker does, and BullMQ's removeOnComplete). The worker's
+   * completion is acknowledged as usual and the job's `completed` event is written (stats,
+   * series and the telemetry sink count it), but its result is not kept: GetJob and
+   * ListJobs no longer find it (NOT_FOUND), its attempt history goes with it, its
+   * idempotency key may be used again at once, and it can no longer be named in depends_on
+   * (NOT_FOUND, as a pruned job). A job that has dependents when it completes is kept
+   * (its children read its result) and deleted by completed_retention. It costs PostgreSQL
+   * about a third less per job (docs/benchmarks.md). Default false.
+   */
+  deleteOnComplete: boolean;
 }
 
 /**
@@ -232,7 +244,14 @@ export interface UpsertQueueRequest {
    * Per-key limit (see Queue.max_concurrency_per_key), 0 = none; unset = keep / none.
    * Negative or above 1,000,000 = INVALID_ARGUMENT.
    */
-  maxConcurrencyPerKey?: number | undefined;
+  maxConcurrencyPerKey?:
+    | number
+    | undefined;
+  /**
+   * Delete jobs at completion (see Queue.delete_on_complete); unset = keep / false. Applies
+   * to completions from the change on.
+   */
+  deleteOnComplete?: boolean | undefined;
 }
 
 /** UpsertQueueResponse carries the queue after the upsert. */
@@ -560,6 +579,7 @@ function createBaseQueue(): Queue {
     rateLimit: undefined,
     attemptTimeout: undefined,
     maxConcurrencyPerKey: 0,
+    deleteOnComplete: false,
   };
 }
 
@@ -606,6 +626,9 @@ export const Queue: MessageFns<Queue> = {
     }
     if (message.maxConcurrencyPerKey !== 0) {
       writer.uint32(112).int32(message.maxConcurrencyPerKey);
+    }
+    if (message.deleteOnComplete !== false) {
+      writer.uint32(120).bool(message.deleteOnComplete);
     }
     return writer;
   },
@@ -735,6 +758,14 @@ export const Queue: MessageFns<Queue> = {
             message.maxConcurrencyPerKey = reader.int32();
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.deleteOnComplete = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -807,6 +838,11 @@ export const Queue: MessageFns<Queue> = {
         : isSet(object.max_concurrency_per_key)
         ? globalThis.Number(object.max_concurrency_per_key)
         : 0,
+      deleteOnComplete: isSet(object.deleteOnComplete)
+        ? globalThis.Boolean(object.deleteOnComplete)
+        : isSet(object.delete_on_complete)
+        ? globalThis.Boolean(object.delete_on_complete)
+        : false,
     };
   },
 
@@ -854,6 +890,9 @@ export const Queue: MessageFns<Queue> = {
     if (message.maxConcurrencyPerKey !== 0) {
       obj.maxConcurrencyPerKey = Math.round(message.maxConcurrencyPerKey);
     }
+    if (message.deleteOnComplete !== false) {
+      obj.deleteOnComplete = message.deleteOnComplete;
+    }
     return obj;
   },
 
@@ -888,6 +927,7 @@ export const Queue: MessageFns<Queue> = {
       ? Duration.fromPartial(object.attemptTimeout)
       : undefined;
     message.maxConcurrencyPerKey = object.maxConcurrencyPerKey ?? 0;
+    message.deleteOnComplete = object.deleteOnComplete ?? false;
     return message;
   },
 };
@@ -994,6 +1034,7 @@ function createBaseUpsertQueueRequest(): UpsertQueueRequest {
     rateLimit: undefined,
     attemptTimeout: undefined,
     maxConcurrencyPerKey: undefined,
+    deleteOnComplete: undefined,
   };
 }
 
@@ -1031,6 +1072,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     }
     if (message.maxConcurrencyPerKey !== undefined) {
       writer.uint32(88).int32(message.maxConcurrencyPerKey);
+    }
+    if (message.deleteOnComplete !== undefined) {
+      writer.uint32(96).bool(message.deleteOnComplete);
     }
     return writer;
   },
@@ -1136,6 +1180,14 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
             message.maxConcurrencyPerKey = reader.int32();
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.deleteOnComplete = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1197,6 +1249,11 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
         : isSet(object.max_concurrency_per_key)
         ? globalThis.Number(object.max_concurrency_per_key)
         : undefined,
+      deleteOnComplete: isSet(object.deleteOnComplete)
+        ? globalThis.Boolean(object.deleteOnComplete)
+        : isSet(object.delete_on_complete)
+        ? globalThis.Boolean(object.delete_on_complete)
+        : undefined,
     };
   },
 
@@ -1235,6 +1292,9 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
     if (message.maxConcurrencyPerKey !== undefined) {
       obj.maxConcurrencyPerKey = Math.round(message.maxConcurrencyPerKey);
     }
+    if (message.deleteOnComplete !== undefined) {
+      obj.deleteOnComplete = message.deleteOnComplete;
+    }
     return obj;
   },
 
@@ -1266,6 +1326,7 @@ export const UpsertQueueRequest: MessageFns<UpsertQueueRequest> = {
       ? Duration.fromPartial(object.attemptTimeout)
       : undefined;
     message.maxConcurrencyPerKey = object.maxConcurrencyPerKey ?? undefined;
+    message.deleteOnComplete = object.deleteOnComplete ?? undefined;
     return message;
   },
 };

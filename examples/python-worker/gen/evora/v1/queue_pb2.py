@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vora/v1/queue.proto\x12\x08\x65vora.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n\x07\x42\x61\x63koff\x12#\n\x04kind\x18\x01 \x01(\x0e\x32\x15.evora.v1.BackoffKind\x12\'\n\x04\x62\x61se\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12&\n\x03\x63\x61p\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06jitter\x18\x04 \x01(\x01\"\x8f\x04\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cmax_attempts\x18\x02 \x01(\x05\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x15\n\rlease_seconds\x18\x04 \x01(\x05\x12\x0e\n\x06paused\x18\x05 \x01(\x08\x12\x17\n\x0fmax_concurrency\x18\x06 \x01(\x05\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x13\x63ompleted_retention\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\x0c \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1f\n\x17max_concurrency_per_key\x18\x0e \x01(\x05\".\n\tRateLimit\x12\x12\n\nper_second\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\x05\"\x93\x04\n\x12UpsertQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x0cmax_attempts\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x1a\n\rlease_seconds\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x1c\n\x0fmax_concurrency\x18\x05 \x01(\x05H\x02\x88\x01\x01\x12\x36\n\x13\x63ompleted_retention\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\t \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12$\n\x17max_concurrency_per_key\x18\x0b \x01(\x05H\x03\x88\x01\x01\x42\x0f\n\r_max_attemptsB\x10\n\x0e_lease_secondsB\x12\n\x10_max_concurrencyB\x1a\n\x18_max_concurrency_per_key\"F\n\x13UpsertQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\x0fGetQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"2\n\x10GetQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\x13\n\x11ListQueuesRequest\"5\n\x12ListQueuesResponse\x12\x1f\n\x06queues\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Queue\"!\n\x11PauseQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x12PauseQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\"\n\x12ResumeQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x13ResumeQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"=\n\x0bPercentiles\x12\x0e\n\x06p50_ms\x18\x01 \x01(\x01\x12\x0e\n\x06p95_ms\x18\x02 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x03 \x01(\x01\"@\n\nThroughput\x12\x0f\n\x07last_1m\x18\x01 \x01(\x01\x12\x0f\n\x07last_5m\x18\x02 \x01(\x01\x12\x10\n\x08last_60m\x18\x03 \x01(\x01\"\xb1\x03\n\nQueueStats\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x11\n\tcompleted\x18\x04 \x01(\x03\x12\x0b\n\x03\x64lq\x18\x05 \x01(\x03\x12\x11\n\tcancelled\x18\x06 \x01(\x03\x12(\n\nthroughput\x18\x07 \x01(\x0b\x32\x14.evora.v1.Throughput\x12#\n\x04wait\x18\x08 \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\"\n\x03run\x18\t \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\x14\n\x0c\x66\x61ilure_rate\x18\n \x01(\x01\x12\x19\n\x11\x63onnected_workers\x18\x0b \x01(\x05\x12\x12\n\nfree_slots\x18\x0c \x01(\x05\x12\x15\n\rsubmitted_60m\x18\r \x01(\x03\x12\x15\n\rcompleted_60m\x18\x0e \x01(\x03\x12\x12\n\nfailed_60m\x18\x0f \x01(\x03\x12\x19\n\x11\x64\x65\x61\x64_lettered_60m\x18\x10 \x01(\x03\x12\x19\n\x11outbox_lag_events\x18\x11 \x01(\x03\x12\x0f\n\x07waiting\x18\x12 \x01(\x03\"$\n\x14GetQueueStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"<\n\x15GetQueueStatsResponse\x12#\n\x05stats\x18\x01 \x01(\x0b\x32\x14.evora.v1.QueueStats\"\x17\n\x15ListQueueStatsRequest\"=\n\x16ListQueueStatsResponse\x12#\n\x05stats\x18\x01 \x03(\x0b\x32\x14.evora.v1.QueueStats\"7\n\x15GetQueueSeriesRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07minutes\x18\x02 \x01(\x05\"D\n\x16GetQueueSeriesResponse\x12*\n\x06points\x18\x01 \x03(\x0b\x32\x1a.evora.v1.QueueSeriesPoint\"\x86\x02\n\x10QueueSeriesPoint\x12*\n\x06minute\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tsubmitted\x18\x02 \x01(\x03\x12\x11\n\tcompleted\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x03\x12\x15\n\rdead_lettered\x18\x05 \x01(\x03\x12\x13\n\x0bwait_p50_ms\x18\x06 \x01(\x01\x12\x13\n\x0bwait_p95_ms\x18\x07 \x01(\x01\x12\x13\n\x0bwait_p99_ms\x18\x08 \x01(\x01\x12\x12\n\nrun_p50_ms\x18\t \x01(\x01\x12\x12\n\nrun_p95_ms\x18\n \x01(\x01\x12\x12\n\nrun_p99_ms\x18\x0b \x01(\x01*z\n\x0b\x42\x61\x63koffKind\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_EXPONENTIAL\x10\x01\x12\x17\n\x13\x42\x41\x43KOFF_KIND_LINEAR\x10\x02\x12\x16\n\x12\x42\x41\x43KOFF_KIND_FIXED\x10\x03\x32\xf7\x04\n\x0cQueueService\x12J\n\x0bUpsertQueue\x12\x1c.evora.v1.UpsertQueueRequest\x1a\x1d.evora.v1.UpsertQueueResponse\x12\x41\n\x08GetQueue\x12\x19.evora.v1.GetQueueRequest\x1a\x1a.evora.v1.GetQueueResponse\x12G\n\nListQueues\x12\x1b.evora.v1.ListQueuesRequest\x1a\x1c.evora.v1.ListQueuesResponse\x12G\n\nPauseQueue\x12\x1b.evora.v1.PauseQueueRequest\x1a\x1c.evora.v1.PauseQueueResponse\x12J\n\x0bResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12P\n\rGetQueueStats\x12\x1e.evora.v1.GetQueueStatsRequest\x1a\x1f.evora.v1.GetQueueStatsResponse\x12S\n\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponse\x12S\n\x0eGetQueueSeries\x12\x1f.evora.v1.GetQueueSeriesRequest\x1a .evora.v1.GetQueueSeriesResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65vora/v1/queue.proto\x12\x08\x65vora.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x01\n\x07\x42\x61\x63koff\x12#\n\x04kind\x18\x01 \x01(\x0e\x32\x15.evora.v1.BackoffKind\x12\'\n\x04\x62\x61se\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12&\n\x03\x63\x61p\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06jitter\x18\x04 \x01(\x01\"\xab\x04\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cmax_attempts\x18\x02 \x01(\x05\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x15\n\rlease_seconds\x18\x04 \x01(\x05\x12\x0e\n\x06paused\x18\x05 \x01(\x08\x12\x17\n\x0fmax_concurrency\x18\x06 \x01(\x05\x12.\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x13\x63ompleted_retention\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\x0c \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x1f\n\x17max_concurrency_per_key\x18\x0e \x01(\x05\x12\x1a\n\x12\x64\x65lete_on_complete\x18\x0f \x01(\x08\".\n\tRateLimit\x12\x12\n\nper_second\x18\x01 \x01(\x01\x12\r\n\x05\x62urst\x18\x02 \x01(\x05\"\xcb\x04\n\x12UpsertQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x0cmax_attempts\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\"\n\x07\x62\x61\x63koff\x18\x03 \x01(\x0b\x32\x11.evora.v1.Backoff\x12\x1a\n\rlease_seconds\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x1c\n\x0fmax_concurrency\x18\x05 \x01(\x05H\x02\x88\x01\x01\x12\x36\n\x13\x63ompleted_retention\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13\x63\x61ncelled_retention\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rdlq_retention\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\'\n\nrate_limit\x18\t \x01(\x0b\x32\x13.evora.v1.RateLimit\x12\x32\n\x0f\x61ttempt_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12$\n\x17max_concurrency_per_key\x18\x0b \x01(\x05H\x03\x88\x01\x01\x12\x1f\n\x12\x64\x65lete_on_complete\x18\x0c \x01(\x08H\x04\x88\x01\x01\x42\x0f\n\r_max_attemptsB\x10\n\x0e_lease_secondsB\x12\n\x10_max_concurrencyB\x1a\n\x18_max_concurrency_per_keyB\x15\n\x13_delete_on_complete\"F\n\x13UpsertQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\x0fGetQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"2\n\x10GetQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\x13\n\x11ListQueuesRequest\"5\n\x12ListQueuesResponse\x12\x1f\n\x06queues\x18\x01 \x03(\x0b\x32\x0f.evora.v1.Queue\"!\n\x11PauseQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x12PauseQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"\"\n\x12ResumeQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"5\n\x13ResumeQueueResponse\x12\x1e\n\x05queue\x18\x01 \x01(\x0b\x32\x0f.evora.v1.Queue\"=\n\x0bPercentiles\x12\x0e\n\x06p50_ms\x18\x01 \x01(\x01\x12\x0e\n\x06p95_ms\x18\x02 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x03 \x01(\x01\"@\n\nThroughput\x12\x0f\n\x07last_1m\x18\x01 \x01(\x01\x12\x0f\n\x07last_5m\x18\x02 \x01(\x01\x12\x10\n\x08last_60m\x18\x03 \x01(\x01\"\xb1\x03\n\nQueueStats\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x0f\n\x07running\x18\x03 \x01(\x03\x12\x11\n\tcompleted\x18\x04 \x01(\x03\x12\x0b\n\x03\x64lq\x18\x05 \x01(\x03\x12\x11\n\tcancelled\x18\x06 \x01(\x03\x12(\n\nthroughput\x18\x07 \x01(\x0b\x32\x14.evora.v1.Throughput\x12#\n\x04wait\x18\x08 \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\"\n\x03run\x18\t \x01(\x0b\x32\x15.evora.v1.Percentiles\x12\x14\n\x0c\x66\x61ilure_rate\x18\n \x01(\x01\x12\x19\n\x11\x63onnected_workers\x18\x0b \x01(\x05\x12\x12\n\nfree_slots\x18\x0c \x01(\x05\x12\x15\n\rsubmitted_60m\x18\r \x01(\x03\x12\x15\n\rcompleted_60m\x18\x0e \x01(\x03\x12\x12\n\nfailed_60m\x18\x0f \x01(\x03\x12\x19\n\x11\x64\x65\x61\x64_lettered_60m\x18\x10 \x01(\x03\x12\x19\n\x11outbox_lag_events\x18\x11 \x01(\x03\x12\x0f\n\x07waiting\x18\x12 \x01(\x03\"$\n\x14GetQueueStatsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"<\n\x15GetQueueStatsResponse\x12#\n\x05stats\x18\x01 \x01(\x0b\x32\x14.evora.v1.QueueStats\"\x17\n\x15ListQueueStatsRequest\"=\n\x16ListQueueStatsResponse\x12#\n\x05stats\x18\x01 \x03(\x0b\x32\x14.evora.v1.QueueStats\"7\n\x15GetQueueSeriesRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07minutes\x18\x02 \x01(\x05\"D\n\x16GetQueueSeriesResponse\x12*\n\x06points\x18\x01 \x03(\x0b\x32\x1a.evora.v1.QueueSeriesPoint\"\x86\x02\n\x10QueueSeriesPoint\x12*\n\x06minute\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tsubmitted\x18\x02 \x01(\x03\x12\x11\n\tcompleted\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x03\x12\x15\n\rdead_lettered\x18\x05 \x01(\x03\x12\x13\n\x0bwait_p50_ms\x18\x06 \x01(\x01\x12\x13\n\x0bwait_p95_ms\x18\x07 \x01(\x01\x12\x13\n\x0bwait_p99_ms\x18\x08 \x01(\x01\x12\x12\n\nrun_p50_ms\x18\t \x01(\x01\x12\x12\n\nrun_p95_ms\x18\n \x01(\x01\x12\x12\n\nrun_p99_ms\x18\x0b \x01(\x01*z\n\x0b\x42\x61\x63koffKind\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x42\x41\x43KOFF_KIND_EXPONENTIAL\x10\x01\x12\x17\n\x13\x42\x41\x43KOFF_KIND_LINEAR\x10\x02\x12\x16\n\x12\x42\x41\x43KOFF_KIND_FIXED\x10\x03\x32\xf7\x04\n\x0cQueueService\x12J\n\x0bUpsertQueue\x12\x1c.evora.v1.UpsertQueueRequest\x1a\x1d.evora.v1.UpsertQueueResponse\x12\x41\n\x08GetQueue\x12\x19.evora.v1.GetQueueRequest\x1a\x1a.evora.v1.GetQueueResponse\x12G\n\nListQueues\x12\x1b.evora.v1.ListQueuesRequest\x1a\x1c.evora.v1.ListQueuesResponse\x12G\n\nPauseQueue\x12\x1b.evora.v1.PauseQueueRequest\x1a\x1c.evora.v1.PauseQueueResponse\x12J\n\x0bResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12P\n\rGetQueueStats\x12\x1e.evora.v1.GetQueueStatsRequest\x1a\x1f.evora.v1.GetQueueStatsResponse\x12S\n\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponse\x12S\n\x0eGetQueueSeries\x12\x1f.evora.v1.GetQueueSeriesRequest\x1a .evora.v1.GetQueueSeriesResponseB0Z.github.com/evora/evora/gen/go/evora/v1;evorav1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,54 +34,54 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evora.v1.queue_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z.github.com/evora/evora/gen/go/evora/v1;evorav1'
-  _globals['_BACKOFFKIND']._serialized_start=2915
-  _globals['_BACKOFFKIND']._serialized_end=3037
+  _globals['_BACKOFFKIND']._serialized_start=2999
+  _globals['_BACKOFFKIND']._serialized_end=3121
   _globals['_BACKOFF']._serialized_start=100
   _globals['_BACKOFF']._serialized_end=243
   _globals['_QUEUE']._serialized_start=246
-  _globals['_QUEUE']._serialized_end=773
-  _globals['_RATELIMIT']._serialized_start=775
-  _globals['_RATELIMIT']._serialized_end=821
-  _globals['_UPSERTQUEUEREQUEST']._serialized_start=824
-  _globals['_UPSERTQUEUEREQUEST']._serialized_end=1355
-  _globals['_UPSERTQUEUERESPONSE']._serialized_start=1357
-  _globals['_UPSERTQUEUERESPONSE']._serialized_end=1427
-  _globals['_GETQUEUEREQUEST']._serialized_start=1429
-  _globals['_GETQUEUEREQUEST']._serialized_end=1460
-  _globals['_GETQUEUERESPONSE']._serialized_start=1462
-  _globals['_GETQUEUERESPONSE']._serialized_end=1512
-  _globals['_LISTQUEUESREQUEST']._serialized_start=1514
-  _globals['_LISTQUEUESREQUEST']._serialized_end=1533
-  _globals['_LISTQUEUESRESPONSE']._serialized_start=1535
-  _globals['_LISTQUEUESRESPONSE']._serialized_end=1588
-  _globals['_PAUSEQUEUEREQUEST']._serialized_start=1590
-  _globals['_PAUSEQUEUEREQUEST']._serialized_end=1623
-  _globals['_PAUSEQUEUERESPONSE']._serialized_start=1625
-  _globals['_PAUSEQUEUERESPONSE']._serialized_end=1677
-  _globals['_RESUMEQUEUEREQUEST']._serialized_start=1679
-  _globals['_RESUMEQUEUEREQUEST']._serialized_end=1713
-  _globals['_RESUMEQUEUERESPONSE']._serialized_start=1715
-  _globals['_RESUMEQUEUERESPONSE']._serialized_end=1768
-  _globals['_PERCENTILES']._serialized_start=1770
-  _globals['_PERCENTILES']._serialized_end=1831
-  _globals['_THROUGHPUT']._serialized_start=1833
-  _globals['_THROUGHPUT']._serialized_end=1897
-  _globals['_QUEUESTATS']._serialized_start=1900
-  _globals['_QUEUESTATS']._serialized_end=2333
-  _globals['_GETQUEUESTATSREQUEST']._serialized_start=2335
-  _globals['_GETQUEUESTATSREQUEST']._serialized_end=2371
-  _globals['_GETQUEUESTATSRESPONSE']._serialized_start=2373
-  _globals['_GETQUEUESTATSRESPONSE']._serialized_end=2433
-  _globals['_LISTQUEUESTATSREQUEST']._serialized_start=2435
-  _globals['_LISTQUEUESTATSREQUEST']._serialized_end=2458
-  _globals['_LISTQUEUESTATSRESPONSE']._serialized_start=2460
-  _globals['_LISTQUEUESTATSRESPONSE']._serialized_end=2521
-  _globals['_GETQUEUESERIESREQUEST']._serialized_start=2523
-  _globals['_GETQUEUESERIESREQUEST']._serialized_end=2578
-  _globals['_GETQUEUESERIESRESPONSE']._serialized_start=2580
-  _globals['_GETQUEUESERIESRESPONSE']._serialized_end=2648
-  _globals['_QUEUESERIESPOINT']._serialized_start=2651
-  _globals['_QUEUESERIESPOINT']._serialized_end=2913
-  _globals['_QUEUESERVICE']._serialized_start=3040
-  _globals['_QUEUESERVICE']._serialized_end=3671
+  _globals['_QUEUE']._serialized_end=801
+  _globals['_RATELIMIT']._serialized_start=803
+  _globals['_RATELIMIT']._serialized_end=849
+  _globals['_UPSERTQUEUEREQUEST']._serialized_start=852
+  _globals['_UPSERTQUEUEREQUEST']._serialized_end=1439
+  _globals['_UPSERTQUEUERESPONSE']._serialized_start=1441
+  _globals['_UPSERTQUEUERESPONSE']._serialized_end=1511
+  _globals['_GETQUEUEREQUEST']._serialized_start=1513
+  _globals['_GETQUEUEREQUEST']._serialized_end=1544
+  _globals['_GETQUEUERESPONSE']._serialized_start=1546
+  _globals['_GETQUEUERESPONSE']._serialized_end=1596
+  _globals['_LISTQUEUESREQUEST']._serialized_start=1598
+  _globals['_LISTQUEUESREQUEST']._serialized_end=1617
+  _globals['_LISTQUEUESRESPONSE']._serialized_start=1619
+  _globals['_LISTQUEUESRESPONSE']._serialized_end=1672
+  _globals['_PAUSEQUEUEREQUEST']._serialized_start=1674
+  _globals['_PAUSEQUEUEREQUEST']._serialized_end=1707
+  _globals['_PAUSEQUEUERESPONSE']._serialized_start=1709
+  _globals['_PAUSEQUEUERESPONSE']._serialized_end=1761
+  _globals['_RESUMEQUEUEREQUEST']._serialized_start=1763
+  _globals['_RESUMEQUEUEREQUEST']._serialized_end=1797
+  _globals['_RESUMEQUEUERESPONSE']._serialized_start=1799
+  _globals['_RESUMEQUEUERESPONSE']._serialized_end=1852
+  _globals['_PERCENTILES']._serialized_start=1854
+  _globals['_PERCENTILES']._serialized_end=1915
+  _globals['_THROUGHPUT']._serialized_start=1917
+  _globals['_THROUGHPUT']._serialized_end=1981
+  _globals['_QUEUESTATS']._serialized_start=1984
+  _globals['_QUEUESTATS']._serialized_end=2417
+  _globals['_GETQUEUESTATSREQUEST']._serialized_start=2419
+  _globals['_GETQUEUESTATSREQUEST']._serialized_end=2455
+  _globals['_GETQUEUESTATSRESPONSE']._serialized_start=2457
+  _globals['_GETQUEUESTATSRESPONSE']._serialized_end=2517
+  _globals['_LISTQUEUESTATSREQUEST']._serialized_start=2519
+  _globals['_LISTQUEUESTATSREQUEST']._serialized_end=2542
+  _globals['_LISTQUEUESTATSRESPONSE']._serialized_start=2544
+  _globals['_LISTQUEUESTATSRESPONSE']._serialized_end=2605
+  _globals['_GETQUEUESERIESREQUEST']._serialized_start=2607
+  _globals['_GETQUEUESERIESREQUEST']._serialized_end=2662
+  _globals['_GETQUEUESERIESRESPONSE']._serialized_start=2664
+  _globals['_GETQUEUESERIESRESPONSE']._serialized_end=2732
+  _globals['_QUEUESERIESPOINT']._serialized_start=2735
+  _globals['_QUEUESERIESPOINT']._serialized_end=2997
+  _globals['_QUEUESERVICE']._serialized_start=3124
+  _globals['_QUEUESERVICE']._serialized_end=3755
 # @@protoc_insertion_point(module_scope)

@@ -35,7 +35,7 @@ class Backoff(_message.Message):
     def __init__(self, kind: _Optional[_Union[BackoffKind, str]] = ..., base: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cap: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., jitter: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "paused", "max_concurrency", "created_at", "updated_at", "completed_retention", "cancelled_retention", "dlq_retention", "rate_limit", "attempt_timeout", "max_concurrency_per_key")
+    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "paused", "max_concurrency", "created_at", "updated_at", "completed_retention", "cancelled_retention", "dlq_retention", "rate_limit", "attempt_timeout", "max_concurrency_per_key", "delete_on_complete")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class Queue(_message.Message):
     RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_PER_KEY_FIELD_NUMBER: _ClassVar[int]
+    DELETE_ON_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_attempts: int
     backoff: Backoff
@@ -64,7 +65,8 @@ class Queue(_message.Message):
     rate_limit: RateLimit
     attempt_timeout: _duration_pb2.Duration
     max_concurrency_per_key: int
-    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., paused: _Optional[bool] = ..., max_concurrency: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancelled_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dlq_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ..., attempt_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_concurrency_per_key: _Optional[int] = ...) -> None: ...
+    delete_on_complete: bool
+    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., paused: _Optional[bool] = ..., max_concurrency: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancelled_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dlq_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ..., attempt_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_concurrency_per_key: _Optional[int] = ..., delete_on_complete: _Optional[bool] = ...) -> None: ...
 
 class RateLimit(_message.Message):
     __slots__ = ("per_second", "burst")
@@ -75,7 +77,7 @@ class RateLimit(_message.Message):
     def __init__(self, per_second: _Optional[float] = ..., burst: _Optional[int] = ...) -> None: ...
 
 class UpsertQueueRequest(_message.Message):
-    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "max_concurrency", "completed_retention", "cancelled_retention", "dlq_retention", "rate_limit", "attempt_timeout", "max_concurrency_per_key")
+    __slots__ = ("name", "max_attempts", "backoff", "lease_seconds", "max_concurrency", "completed_retention", "cancelled_retention", "dlq_retention", "rate_limit", "attempt_timeout", "max_concurrency_per_key", "delete_on_complete")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +89,7 @@ class UpsertQueueRequest(_message.Message):
     RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_PER_KEY_FIELD_NUMBER: _ClassVar[int]
+    DELETE_ON_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     name: str
     max_attempts: int
     backoff: Backoff
@@ -98,7 +101,8 @@ class UpsertQueueRequest(_message.Message):
     rate_limit: RateLimit
     attempt_timeout: _duration_pb2.Duration
     max_concurrency_per_key: int
-    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., completed_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancelled_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dlq_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ..., attempt_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_concurrency_per_key: _Optional[int] = ...) -> None: ...
+    delete_on_complete: bool
+    def __init__(self, name: _Optional[str] = ..., max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., lease_seconds: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., completed_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cancelled_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., dlq_retention: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ..., attempt_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_concurrency_per_key: _Optional[int] = ..., delete_on_complete: _Optional[bool] = ...) -> None: ...
 
 class UpsertQueueResponse(_message.Message):
     __slots__ = ("queue", "created")

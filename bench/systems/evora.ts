@@ -36,6 +36,12 @@ export const EVORA_DEFAULTS = {
   /** Auth on: workers with a worker token, the producer with an admin token. */
   token: false,
   /**
+   * The bench queue deletes jobs at completion (Queue.delete_on_complete), as graphile-worker
+   * always does; `false` keeps them COMPLETED with their results for the retention (Evora's
+   * default), which costs PostgreSQL a second UPDATE per job instead of a DELETE.
+   */
+  deleteOnComplete: true,
+  /**
    * What runs: `build` (the source compiled by tsc, as it ships) or `source` (the source
    * through tsx, as before 2026-11-28; for comparing the two).
    */
@@ -83,8 +89,9 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
       `${fromSource ? 'the source through tsx' : 'built with tsc'}; server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}` +
       `${security.tls ? ', TLS' : ''}${security.token ? ', auth on: worker and admin tokens' : ''}); ` +
       `${processes} worker process${processes > 1 ? 'es' : ''} × EvoraWorker slots ${config.slots}; ` +
+      `${config.deleteOnComplete === true ? 'the queue deletes jobs at completion (delete_on_complete)' : 'completed jobs kept (the default)'}; ` +
       `enqueue with EvoraClient (submit / submitMany of 1000, idsOnly)`,
-    open: (ctx) => openEvora(ctx, serverFlags, security, fromSource ? null : built()),
+    open: (ctx) => openEvora(ctx, serverFlags, security, fromSource ? null : built(), config.deleteOnComplete === true),
   };
 }
 
@@ -120,12 +127,13 @@ async function tokenInsert(databaseUrl: string, role: 'worker' | 'admin', secret
   }
 }
 
-/** Starts a server (from `build`, or the source through tsx when null) and its producer. */
+/** Starts a server (from `build`, or the source through tsx when null) and its producer, and makes the bench queue. */
 async function openEvora(
   ctx: OpenContext,
   serverFlags: string[],
   security: { tls: boolean; token: boolean },
   build: EvoraBuild | null,
+  deleteOnComplete: boolean,
 ): Promise<SystemInstance> {
   const { EvoraApiError, EvoraClient } = await evoraSdk(build?.sdkUrl);
   const port = await freePort();
@@ -188,7 +196,7 @@ async function openEvora(
     }
   }
   const queue = 'bench';
-  await client.upsertQueue(queue, {});
+  await client.upsertQueue(queue, { deleteOnComplete });
   const db = new pg.Pool({ connectionString: ctx.databaseUrl, max: 2 });
   db.on('error', () => undefined);
   return {

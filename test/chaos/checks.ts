@@ -8,6 +8,7 @@ import { adminQuery } from './postgres.js';
  * workers' word.
  *
  *   lost            acknowledged keys with no job row, or whose acknowledged job id has no row
+ *                   (with --delete-on-complete: no row and no `completed` event)
  *   duplicates      keys with more than one row, keys acknowledged with two different job
  *                   ids, and rows that no planned key explains
  *   completed_twice jobs with more than one `completed` event
@@ -15,6 +16,14 @@ import { adminQuery } from './postgres.js';
  *                   (its token, attempt or id differ): a completion under an older lease
  *                   was accepted, e.g. a zombie's
  *   not_terminal    acknowledged jobs not COMPLETED or DLQ
+ *
+ * With --delete-on-complete a completed job has no row: it counts as COMPLETED by its
+ * `completed` event (in the counts the stats are compared with too), and its result cannot
+ * be checked (stale_results covers the rows kept). Two more figures, not failures:
+ *   deleted         jobs completed and deleted
+ *   resubmitted     jobs that ran and were deleted while their submit's answer was lost:
+ *                   the retried submit found the key free and made a new job, as
+ *                   docs/api.md ("Deleting jobs at completion") says it does
  *   dlq             jobs in the DLQ / doomed jobs planned (exact: the very same jobs)
  *   stats           every server's GetQueueStats equals the database: counts by state, and
  *                   submitted / completed / failed / dead-lettered over 60 minutes equal the
@@ -33,6 +42,9 @@ export interface Verdict {
   statsExact: boolean;
   /** Why stats are not exact (empty when they are). */
   statsMismatches: string[];
+  /** With --delete-on-complete: jobs completed and deleted, and those of them never acknowledged (see above). */
+  deleted: number;
+  resubmitted: number;
   /** A few examples of each problem, for the summary file. */
   examples: Record<string, unknown[]>;
 }
@@ -48,35 +60,40 @@ interface JobRow {
   result: { jobId?: string; attempt?: number; token?: string } | null;
 }
 
-type EventCounts = Map<string, Record<string, number>>;
+/** Per job, the number of events of each kind and the job's queue. */
+type EventCounts = Map<string, { kinds: Record<string, number>; queue: string }>;
 
 /** Per job, the number of events of each kind (outbox rows and projected copies, each once). */
 async function eventCounts(url: string): Promise<EventCounts> {
-  const rows = await adminQuery<{ job_id: string; kind: string; n: number }>(url, `
-    SELECT u.job_id, u.kind::text AS kind, count(*)::int AS n
-    FROM (SELECT outbox_id AS id, job_ids, kinds FROM evora.telemetry_recent_events
+  const rows = await adminQuery<{ job_id: string; queue: string; kind: string; n: number }>(url, `
+    SELECT u.job_id, min(u.queue) AS queue, u.kind::text AS kind, count(*)::int AS n
+    FROM (SELECT outbox_id AS id, job_ids, queues, kinds FROM evora.telemetry_recent_events
           UNION ALL
-          SELECT e.id, e.job_ids, e.kinds FROM evora.job_events e
+          SELECT e.id, e.job_ids, e.queues, e.kinds FROM evora.job_events e
           WHERE NOT EXISTS (SELECT 1 FROM evora.telemetry_recent_events r WHERE r.outbox_id = e.id)) ev,
-         unnest(ev.job_ids, ev.kinds) AS u(job_id, kind)
-    GROUP BY 1, 2`);
+         unnest(ev.job_ids, ev.queues, ev.kinds) AS u(job_id, queue, kind)
+    GROUP BY 1, 3`);
   const out: EventCounts = new Map();
   for (const r of rows) {
-    const m = out.get(r.job_id) ?? {};
-    m[r.kind] = r.n;
+    const m = out.get(r.job_id) ?? { kinds: {}, queue: r.queue };
+    m.kinds[r.kind] = r.n;
     out.set(r.job_id, m);
   }
   return out;
 }
 
-/** Waits until every acknowledged job is terminal (or the timeout); returns how many are not. */
-export async function settle(url: string, expected: number, timeoutMs: number, onProgress: (terminal: number) => void): Promise<number> {
+/**
+ * Waits until every acknowledged job is terminal (or the timeout); returns how many are not.
+ * With `deleteOnComplete` a completed job has no row: it waits until no row is left
+ * unfinished (whether every acknowledged job has a row or an event is the verdict's to say).
+ */
+export async function settle(url: string, expected: number, timeoutMs: number, deleteOnComplete: boolean): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const rows = await adminQuery<{ terminal: number }>(url,
-      `SELECT count(*) FILTER (WHERE state IN ('COMPLETED', 'DLQ'))::int AS terminal FROM evora.jobs`);
-    const terminal = rows[0]?.terminal ?? 0;
-    onProgress(terminal);
+    const rows = await adminQuery<{ terminal: number; unfinished: number }>(url,
+      `SELECT count(*) FILTER (WHERE state IN ('COMPLETED', 'DLQ'))::int AS terminal,
+              count(*) FILTER (WHERE state NOT IN ('COMPLETED', 'DLQ'))::int AS unfinished FROM evora.jobs`);
+    const terminal = deleteOnComplete ? expected - (rows[0]?.unfinished ?? 0) : (rows[0]?.terminal ?? 0);
     if (terminal >= expected || Date.now() > deadline) return expected - terminal;
     await new Promise((r) => setTimeout(r, 1000));
   }
@@ -91,6 +108,7 @@ export async function verdict(opts: {
   /** When the run started: the 60-minute stats only cover runs shorter than that. */
   runStartedAt: number;
   statsTimeoutMs: number;
+  deleteOnComplete: boolean;
 }): Promise<Verdict> {
   const { url, plan, acked } = opts;
   const examples: Record<string, unknown[]> = {};
@@ -104,13 +122,19 @@ export async function verdict(opts: {
   const byKey = new Map<string, JobRow[]>();
   for (const j of jobs) if (j.idempotency_key) byKey.set(j.idempotency_key, [...(byKey.get(j.idempotency_key) ?? []), j]);
   const planned = new Map(plan.map((p) => [p.key, p]));
+  const events = await eventCounts(url);
+  /** Completed and deleted (with --delete-on-complete): no row, a `completed` event. */
+  const deletedIds = new Set(
+    opts.deleteOnComplete ? [...events].filter(([id, e]) => !byId.has(id) && (e.kinds.completed ?? 0) > 0).map(([id]) => id) : [],
+  );
 
   let lost = 0;
   let duplicates = 0;
   let notTerminal = 0;
+  const ackedIds = new Set<string>();
   for (const [key, ids] of acked) {
-    const rows = byKey.get(key) ?? [];
-    if (rows.length === 0 || [...ids].some((id) => !byId.has(id))) {
+    for (const id of ids) ackedIds.add(id);
+    if ([...ids].some((id) => !byId.has(id) && !deletedIds.has(id))) {
       lost++;
       example('lost', { key, ackedIds: [...ids] });
       continue;
@@ -119,8 +143,8 @@ export async function verdict(opts: {
       duplicates++;
       example('duplicates', { key, ackedIds: [...ids] });
     }
-    const row = byId.get([...ids][0]!)!;
-    if (row.state !== 'COMPLETED' && row.state !== 'DLQ') {
+    const row = byId.get([...ids][0]!);
+    if (row && row.state !== 'COMPLETED' && row.state !== 'DLQ') {
       notTerminal++;
       example('not_terminal', { key, id: row.id, state: row.state, attempt: row.attempt });
     }
@@ -139,16 +163,20 @@ export async function verdict(opts: {
   duplicates += keyless;
   if (keyless) example('duplicates', { keyless });
 
-  const events = await eventCounts(url);
   let completedTwice = 0;
   let staleResults = 0;
   let missingEvents = 0;
-  for (const j of jobs) {
-    const ev = events.get(j.id) ?? {};
-    if ((ev.completed ?? 0) > 1) {
+  // Every job that ever was, by its events: rows and deleted ones alike.
+  for (const [id, e] of events) {
+    if ((e.kinds.completed ?? 0) > 1) {
       completedTwice++;
-      example('completed_twice', { id: j.id, events: ev });
+      example('completed_twice', { id, events: e.kinds });
     }
+  }
+  for (const id of deletedIds) if ((events.get(id)!.kinds.submitted ?? 0) !== 1) missingEvents++;
+  const resubmitted = [...deletedIds].filter((id) => !ackedIds.has(id)).length;
+  for (const j of jobs) {
+    const ev = events.get(j.id)?.kinds ?? {};
     if (j.state === 'COMPLETED') {
       const r = j.result;
       if (!r || r.jobId !== j.id || r.attempt !== j.attempt || r.token !== j.lease_token) {
@@ -167,7 +195,7 @@ export async function verdict(opts: {
 
   const statsMismatches: string[] = [];
   if (missingEvents) statsMismatches.push(`${missingEvents} jobs lack their submitted or completed event`);
-  statsMismatches.push(...(await statsCompare(opts, jobs, events)));
+  statsMismatches.push(...(await statsCompare(opts, jobs, deletedIds, events)));
 
   return {
     lost,
@@ -180,6 +208,8 @@ export async function verdict(opts: {
     dlqExact,
     statsExact: statsMismatches.length === 0,
     statsMismatches,
+    deleted: deletedIds.size,
+    resubmitted,
     examples,
   };
 }
@@ -192,17 +222,21 @@ export async function verdict(opts: {
 async function statsCompare(
   opts: { serverAddresses: string[]; runStartedAt: number; statsTimeoutMs: number },
   jobs: JobRow[],
+  deletedIds: Set<string>,
   events: EventCounts,
 ): Promise<string[]> {
   const expected = new Map<string, { counts: Record<string, number>; submitted: number; completed: number; failed: number; dead: number }>();
   for (const q of CHAOS_QUEUES) {
     expected.set(q, { counts: { PENDING: 0, RUNNING: 0, COMPLETED: 0, DLQ: 0, CANCELLED: 0 }, submitted: 0, completed: 0, failed: 0, dead: 0 });
   }
-  for (const j of jobs) {
+  // A deleted job counts as COMPLETED, as its events say it is.
+  const everyJob = [...jobs.map((j) => ({ id: j.id, queue: j.queue, state: j.state })),
+    ...[...deletedIds].map((id) => ({ id, queue: events.get(id)!.queue, state: 'COMPLETED' }))];
+  for (const j of everyJob) {
     const e = expected.get(j.queue);
     if (!e) continue;
     e.counts[j.state] = (e.counts[j.state] ?? 0) + 1;
-    const ev = events.get(j.id) ?? {};
+    const ev = events.get(j.id)?.kinds ?? {};
     e.submitted += ev.submitted ?? 0;
     e.completed += ev.completed ?? 0;
     e.failed += (ev.failed_retrying ?? 0) + (ev.lease_expired ?? 0) + (ev.dead_lettered ?? 0);

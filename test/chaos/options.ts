@@ -25,15 +25,20 @@ export interface ChaosOptions {
   /** Keep the PostgreSQL data folder after the run (it is removed by default). */
   keepData: boolean;
   short: boolean;
+  /**
+   * The chaos queues delete jobs at completion (Queue.delete_on_complete): the checks then
+   * count a job without a row as completed when it has its `completed` event.
+   */
+  deleteOnComplete: boolean;
 }
 
 const USAGE = `usage: tsx test/chaos/run.ts [--short] [--jobs N] [--faults-per-kind K] [--seed S]
   [--dist DIR | --server-cmd "node dist/src/cli/main.js serve"] [--servers 3] [--workers 6]
-  [--lease-seconds 4] [--settle-timeout-s 300] [--keep-data]`;
+  [--lease-seconds 4] [--settle-timeout-s 300] [--keep-data] [--delete-on-complete]`;
 
 /** Parses the suite's flags; throws with the usage on anything unknown. */
 export function optionsParse(argv: string[]): ChaosOptions {
-  const known = ['short', 'keep-data', 'help', 'jobs', 'faults-per-kind', 'seed', 'dist', 'server-cmd', 'servers', 'workers',
+  const known = ['short', 'keep-data', 'help', 'delete-on-complete', 'jobs', 'faults-per-kind', 'seed', 'dist', 'server-cmd', 'servers', 'workers',
     'lease-seconds', 'settle-timeout-s'];
   const flags = new Map<string, string | true>();
   for (let i = 0; i < argv.length; i++) {
@@ -41,7 +46,7 @@ export function optionsParse(argv: string[]): ChaosOptions {
     if (!arg.startsWith('--')) throw new Error(`unexpected argument ${arg}\n${USAGE}`);
     const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
     if (!known.includes(name)) throw new Error(`unknown flag --${name}\n${USAGE}`);
-    if (['short', 'keep-data', 'help'].includes(name)) flags.set(name, true);
+    if (['short', 'keep-data', 'help', 'delete-on-complete'].includes(name)) flags.set(name, true);
     else {
       const value = inline ?? argv[++i];
       if (value === undefined) throw new Error(`--${name} needs a value\n${USAGE}`);
@@ -74,6 +79,7 @@ export function optionsParse(argv: string[]): ChaosOptions {
     gapMs: short ? [200, 700] : [400, 1400],
     keepData: flags.has('keep-data'),
     short,
+    deleteOnComplete: flags.has('delete-on-complete'),
   };
 }
 

@@ -28,7 +28,7 @@ const runDir = mkdtempSync(join(tmpdir(), `evora-chaos-${opts.seed}-`));
 const pgDir = mkdtempSync(join(tmpdir(), 'evora-chaos-pg-'));
 const say = (line: string) => process.stderr.write(`chaos: ${line}\n`);
 say(`seed=${opts.seed} jobs=${opts.jobs} faults/kind=${opts.faultsPerKind} servers=${opts.servers} workers=${opts.workers} ` +
-  `server=${opts.serverCmd.join(' ')}`);
+  `server=${opts.serverCmd.join(' ')}${opts.deleteOnComplete ? ' queues=delete_on_complete' : ''}`);
 say(`run folder (logs, summary.json): ${runDir}`);
 
 const unexpected: UnexpectedExit[] = [];
@@ -96,7 +96,7 @@ async function main(): Promise<number> {
   const admin = new EvoraClient({ address: addresses[0]!, deadlineMs: 5000 });
   for (const q of CHAOS_QUEUES) {
     await admin.upsertQueue(q, { leaseSeconds: opts.leaseSeconds, maxAttempts: 25,
-      backoff: { kind: 'fixed', baseSeconds: 0.2, capSeconds: 1, jitter: 0 } });
+      backoff: { kind: 'fixed', baseSeconds: 0.2, capSeconds: 1, jitter: 0 }, deleteOnComplete: opts.deleteOnComplete });
   }
   admin.close();
 
@@ -149,7 +149,7 @@ async function main(): Promise<number> {
       p.thaw();
       if (!p.alive) await p.start().catch(() => undefined);
     }
-    const stuck = await settle(postgres.url, sub.ackedCount, opts.settleTimeoutMs, () => undefined);
+    const stuck = await settle(postgres.url, sub.ackedCount, opts.settleTimeoutMs, opts.deleteOnComplete);
     say(`settled at +${durationFormat(Date.now() - started)} (${stuck} jobs not terminal); checking`);
     if (stuck > 0) {
       diagnostics = await stuckDiagnostics(postgres.url, addresses, workerStats);
@@ -160,7 +160,7 @@ async function main(): Promise<number> {
   }
 
   const v = await verdict({ url: postgres.url, plan, acked: sub.acked, serverAddresses: addresses, runStartedAt: started,
-    statsTimeoutMs: 60_000 });
+    statsTimeoutMs: 60_000, deleteOnComplete: opts.deleteOnComplete });
 
   await Promise.all(workers.map((w) => w.terminate(15_000)));
   await Promise.all(servers.map((s) => s.terminate(15_000)));
@@ -182,7 +182,9 @@ function report(v: Verdict, sub: Submitter, f: FaultRunner): number {
     `completed_twice=${v.completedTwice} stale_results=${v.staleResults} not_terminal=${v.notTerminal} ` +
     `stats=${v.statsExact ? 'exact' : `MISMATCH(${v.statsMismatches.length})`} dlq=${v.dlq}/${v.dlqPlanned}${v.dlqExact ? '' : '!'} ` +
     `unexpected_exits=${unexpected.length} | faults ${FAULT_KINDS.map((k) => `${k}=${c[k]}`).join(' ')} | ` +
-    `zombie_completions=${zombies.attempted} refused=${zombies.refused} | ${durationFormat(Date.now() - started)} seed=${opts.seed} ` +
+    `zombie_completions=${zombies.attempted} refused=${zombies.refused} | ` +
+    (opts.deleteOnComplete ? `delete_on_complete deleted=${v.deleted} resubmitted=${v.resubmitted} | ` : '') +
+    `${durationFormat(Date.now() - started)} seed=${opts.seed} ` +
     (ok ? 'OK' : 'FAILED');
   const summary = {
     ok, line, options: opts, runDir, durationMs: Date.now() - started,

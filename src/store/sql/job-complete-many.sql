@@ -18,8 +18,9 @@
 -- - a job that gained a dependent while this statement waited for its row is updated, not
 --   deleted: the delete rechecks has_dependents on the row's newest version and skips it,
 --   and the update's filter does not read has_dependents, so it rechecks and takes it;
--- - a queue without the setting costs one probe of evora.queues (the InitPlan `deleting`
---   is empty and gates the delete's scan off).
+-- - a queue without the setting costs a look at the queues that delete (a partial index of
+--   evora.queues, empty when none does; 0015), and an empty `deleting` gates the delete's
+--   scan off.
 -- No NOTIFY here: a completion of a limited queue's job frees room, and the store wakes
 -- that queue's claimers with queue-wake.sql after this commits (jobs-lease.ts), so queues
 -- without limits pay nothing for it.

@@ -78,33 +78,21 @@ export function targets(results: ResultLine[]): Target[] {
   const g = tp('graphile-worker');
   const b = tp('pg-boss');
   const ratio = (a: number | null, c: number | null) => (a !== null && c !== null && c > 0 ? a / c : null);
-  const rg = ratio(e, g);
-  out.push({
-    what: 'Throughput: Evora / graphile-worker (best config)',
-    value: rg === null ? 'not measured' : `${rg.toFixed(2)} (${fmt(e)} / ${fmt(g)} jobs/s)`,
-    goal: '≥ 1.0 (stretch 1.5)',
-    pass: rg === null ? null : rg >= 1.0,
-    gap: rg !== null && rg < 1.0 ? `needs ${(1.0 / rg).toFixed(1)}× the throughput` : undefined,
-  });
+  /** At least `min`× a peer's rate: Evora's `a` against the peer's `c`; the gap says how many times more is needed. */
+  const ratioTarget = (what: string, a: number | null, c: number | null, min: number, goal: string, more: string, digits: number): Target => {
+    const r = ratio(a, c);
+    return {
+      what,
+      value: r === null ? 'not measured' : `${r.toFixed(2)} (${fmt(a)} / ${fmt(c)} jobs/s)`,
+      goal,
+      pass: r === null ? null : r >= min,
+      gap: r !== null && r < min ? `needs ${(min / r).toFixed(digits)}× ${more}` : undefined,
+    };
+  };
+  out.push(ratioTarget('Throughput: Evora / graphile-worker (best config)', e, g, 1.0, '≥ 1.0 (stretch 1.5)', 'the throughput', 1));
   const batch = (s: SystemName) => num(find(results, s, 'enqueue')?.batchPerSecond);
-  const eb = batch('evora');
-  const gb = batch('graphile-worker');
-  const reb = ratio(eb, gb);
-  out.push({
-    what: 'Batch enqueue (batches of 1,000): Evora / graphile-worker',
-    value: reb === null ? 'not measured' : `${reb.toFixed(2)} (${fmt(eb)} / ${fmt(gb)} jobs/s)`,
-    goal: '≥ 1.0',
-    pass: reb === null ? null : reb >= 1.0,
-    gap: reb !== null && reb < 1.0 ? `needs ${(1.0 / reb).toFixed(2)}× the rate` : undefined,
-  });
-  const rb = ratio(e, b);
-  out.push({
-    what: 'Throughput: Evora / pg-boss (best config)',
-    value: rb === null ? 'not measured' : `${rb.toFixed(2)} (${fmt(e)} / ${fmt(b)} jobs/s)`,
-    goal: '≥ 4',
-    pass: rb === null ? null : rb >= 4,
-    gap: rb !== null && rb < 4 ? `needs ${(4 / rb).toFixed(1)}× the throughput` : undefined,
-  });
+  out.push(ratioTarget('Batch enqueue (batches of 1,000): Evora / graphile-worker', batch('evora'), batch('graphile-worker'), 1.0, '≥ 1.0', 'the rate', 2));
+  out.push(ratioTarget('Throughput: Evora / pg-boss (best config)', e, b, 4, '≥ 4', 'the throughput', 1));
   const el = find(results, 'evora', 'latency');
   const gl = find(results, 'graphile-worker', 'latency');
   const ep50 = num(el?.p50ms);

@@ -46,6 +46,11 @@ export const EVORA_DEFAULTS = {
    * through tsx, as before 2026-11-28; for comparing the two).
    */
   from: 'build',
+  /**
+   * How the producer's single submits travel: over one SubmitJobStream (the SDK's default)
+   * or, with `false`, as unary SubmitJob calls (as before 2026-11-28; for comparing the two).
+   */
+  submitOverStream: true,
 };
 
 function evoraVersion(): string {
@@ -90,8 +95,8 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
       `${security.tls ? ', TLS' : ''}${security.token ? ', auth on: worker and admin tokens' : ''}); ` +
       `${processes} worker process${processes > 1 ? 'es' : ''} × EvoraWorker slots ${config.slots}; ` +
       `${config.deleteOnComplete === true ? 'the queue deletes jobs at completion (delete_on_complete)' : 'completed jobs kept (the default)'}; ` +
-      `enqueue with EvoraClient (submit / submitMany of 1000, idsOnly)`,
-    open: (ctx) => openEvora(ctx, serverFlags, security, fromSource ? null : built(), config.deleteOnComplete === true),
+      `enqueue with EvoraClient (submit ${config.submitOverStream !== false ? 'over a SubmitJobStream' : 'as unary SubmitJob calls'} / submitMany of 1000, idsOnly)`,
+    open: (ctx) => openEvora(ctx, serverFlags, security, fromSource ? null : built(), { deleteOnComplete: config.deleteOnComplete === true, submitOverStream: config.submitOverStream !== false }),
   };
 }
 
@@ -133,7 +138,7 @@ async function openEvora(
   serverFlags: string[],
   security: { tls: boolean; token: boolean },
   build: EvoraBuild | null,
-  deleteOnComplete: boolean,
+  { deleteOnComplete, submitOverStream }: { deleteOnComplete: boolean; submitOverStream: boolean },
 ): Promise<SystemInstance> {
   const { EvoraApiError, EvoraClient } = await evoraSdk(build?.sdkUrl);
   const port = await freePort();
@@ -157,7 +162,7 @@ async function openEvora(
   closeSync(fd);
   const address = `127.0.0.1:${port}`;
   // The admin token is sent from the start; a server with no token yet ignores it.
-  const client = new EvoraClient({ address, deadlineMs: 120_000, tlsCa: tls?.caPem, token: adminToken });
+  const client = new EvoraClient({ address, deadlineMs: 120_000, tlsCa: tls?.caPem, token: adminToken, submitOverStream });
   const stop = async () => {
     client.close();
     await stopChild(child, 15_000);

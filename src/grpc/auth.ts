@@ -1,4 +1,5 @@
 import type { Metadata } from '@grpc/grpc-js';
+import { toServiceError } from './status.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { authorize, principalLabel, queueInScope, requireQueueForScoped, scoped, type Permission, type Principal } from '../domain/auth.js';
 import { EvoraError, permissionDenied } from '../domain/errors.js';
@@ -17,6 +18,7 @@ import type { Store } from '../store/store.js';
 export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   '/evora.v1.JobService/SubmitJob': 'job.submit',
   '/evora.v1.JobService/SubmitJobs': 'job.submit',
+  '/evora.v1.JobService/SubmitJobStream': 'job.submit',
   '/evora.v1.JobService/GetJob': 'job.read',
   '/evora.v1.JobService/ListJobs': 'job.read',
   '/evora.v1.JobService/ListJobAttempts': 'job.read',
@@ -86,6 +88,35 @@ function authorizationHeader(metadata: Metadata): string | undefined {
  */
 export function callAuthenticate(ctx: AuthContext, metadata: Metadata): Promise<Principal> {
   return ctx.auth.authenticateAsync(authorizationHeader(metadata));
+}
+
+/** The part of a server stream that streamAuthenticated uses (grpc-js's duplex streams have it). */
+export interface AuthenticatedStreamCall {
+  readonly metadata: Metadata;
+  readonly cancelled: boolean;
+  getPeer(): string;
+  emit(event: 'error', err: unknown): boolean;
+}
+
+/**
+ * Authenticates a streaming call when it opens and checks its method's permission, then
+ * hands the Principal to `start` (unless the caller went away meanwhile). A refusal ends
+ * the stream at once with its status (UNAUTHENTICATED, PERMISSION_DENIED, or UNAVAILABLE
+ * for a stale token cache) and is logged as for unary calls.
+ */
+export function streamAuthenticated<C extends AuthenticatedStreamCall>(ctx: AuthContext, method: string, call: C, start: (principal: Principal) => void): void {
+  methodPermission(method);
+  let principal: Principal | null = null;
+  callAuthenticate(ctx, call.metadata)
+    .then((p) => {
+      principal = p;
+      methodAuthorize(p, method);
+      if (!call.cancelled) start(p);
+    })
+    .catch((err: unknown) => {
+      authRefusalLog(ctx.logger, method, principal, err, call.getPeer());
+      call.emit('error', toServiceError(err, ctx.logger, { method: methodName(method) }));
+    });
 }
 
 /** Permissions over every queue at once: a token limited to queues may not use them. */

@@ -23,15 +23,15 @@ export interface ServiceDeps {
   metrics: ServerMetrics;
   /** Where stats are read from (never the queue tables). */
   telemetry: TelemetrySink;
-  /** Open Work streams, so shutdown can end them after the drain. */
-  streams: Set<WorkStreamHandle>;
+  /** Open Work streams and SubmitJobStreams, so shutdown can end them after the drain. */
+  streams: Set<ServerStreamHandle>;
 }
 
-/** An open Work stream as shutdown sees it. */
-export interface WorkStreamHandle {
+/** An open long-lived stream (Work, SubmitJobStream) as shutdown sees it. */
+export interface ServerStreamHandle {
   /**
-   * Ends the stream gracefully: no new jobs; the acks of reports already received are
-   * written, then the stream ends. Safe to call twice.
+   * Ends the stream gracefully: it reads no more requests, answers those it read (a Work
+   * stream: no new jobs, the acks of reports received), then ends with OK. Safe to call twice.
    */
   end(): void;
 }

@@ -24,14 +24,24 @@ import {
   pageTokenDecode,
   pageTokenEncode,
 } from '../domain/validate.js';
-import { JobServiceService, SubmitJobRequest, SubmitJobsRequest, type JobFilter, type JobServiceServer } from '../gen/evora/v1/job.js';
+import {
+  JobServiceService,
+  SubmitJobRequest,
+  SubmitJobsRequest,
+  SubmitJobStreamRequest,
+  type JobFilter,
+  type JobServiceServer,
+  type SubmitJobResponse,
+} from '../gen/evora/v1/job.js';
 import { bufferDecoder } from '../wire/node-buffer-reader.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
 import { attemptToPb, backoffKindFromPb, deadLetterGroupToPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
-import { jobScopeCheck, scopeCheck, scopeCheckFilter } from './auth.js';
+import { jobScopeCheck, scopeCheck, scopeCheckFilter, streamAuthenticated } from './auth.js';
+import { SubmitStream, type SubmitStreamDeps } from './submit-stream.js';
 import { unary } from './unary.js';
 import { auditActor } from '../domain/audit.js';
+import type { Principal } from '../domain/auth.js';
 
 /** A SubmitJobRequest as the store's input, every field checked. */
 function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitInput {
@@ -102,6 +112,7 @@ export const jobServiceDefinition: typeof JobServiceService = {
   ...JobServiceService,
   submitJob: { ...JobServiceService.submitJob, requestDeserialize: bufferDecoder(SubmitJobRequest.decode) },
   submitJobs: { ...JobServiceService.submitJobs, requestDeserialize: bufferDecoder(SubmitJobsRequest.decode) },
+  submitJobStream: { ...JobServiceService.submitJobStream, requestDeserialize: bufferDecoder(SubmitJobStreamRequest.decode) },
 };
 
 /**
@@ -113,20 +124,31 @@ export const jobServiceDefinition: typeof JobServiceService = {
 export function jobService(deps: ServiceDeps): JobServiceServer {
   const { store, dispatcher, logger, maxPayloadBytes, metrics } = deps;
   const M = JobServiceService;
+  /** One SubmitJob, for the unary call and for each request of a SubmitJobStream. */
+  async function submitOne(req: SubmitJobRequest, principal: Principal, method: string): Promise<SubmitJobResponse> {
+    if (req.dependsOnRefs.length > 0) {
+      throw invalidArgument('depends_on_refs names jobs of the same SubmitJobs call; SubmitJob takes depends_on (job ids)');
+    }
+    const input = submitInput(req, maxPayloadBytes);
+    scopeCheck(principal, method, [input.queue]);
+    const { job, created } = await dispatcher.submit(input);
+    if (created) {
+      metrics.jobsSubmitted.inc({ queue: job.queue });
+      logger.debug({ job_id: job.id, queue: job.queue, type: job.type, attempt: 0 }, 'job submitted');
+    }
+    return { job: jobToPb(job), created };
+  }
+  const submitStreamDeps: SubmitStreamDeps = {
+    submit: (req, principal) => submitOne(req, principal, M.submitJobStream.path),
+    logger,
+    streams: deps.streams,
+    auth: deps.auth,
+  };
   return {
-    submitJob: unary(deps, M.submitJob.path, async (req, _call, principal) => {
-      if (req.dependsOnRefs.length > 0) {
-        throw invalidArgument('depends_on_refs names jobs of the same SubmitJobs call; SubmitJob takes depends_on (job ids)');
-      }
-      const input = submitInput(req, maxPayloadBytes);
-      scopeCheck(principal, M.submitJob.path, [input.queue]);
-      const { job, created } = await dispatcher.submit(input);
-      if (created) {
-        metrics.jobsSubmitted.inc({ queue: job.queue });
-        logger.debug({ job_id: job.id, queue: job.queue, type: job.type, attempt: 0 }, 'job submitted');
-      }
-      return { job: jobToPb(job), created };
-    }),
+    submitJob: unary(deps, M.submitJob.path, (req, _call, principal) => submitOne(req, principal, M.submitJob.path)),
+    // Authenticated when the stream opens (refused with the status at once); each request's
+    // queue is checked against the token's scope, and the stream ends when the token stops working.
+    submitJobStream: (call) => streamAuthenticated(deps, M.submitJobStream.path, call, (p) => SubmitStream.start(call, submitStreamDeps, p)),
     submitJobs: unary(deps, M.submitJobs.path, async (req, _call, principal) => {
       if (req.jobs.length > MAX_BATCH) throw invalidArgument(`at most ${MAX_BATCH} jobs per SubmitJobs call`);
       const inputs = req.jobs.map((j, i) => {

@@ -22,7 +22,7 @@ import { authorize, type Principal } from '../domain/auth.js';
 import type { Logger } from '../logger.js';
 import { AckQueue } from './ack-queue.js';
 import { LEASE_LOST_REASON_TO_PB, progressInput } from './convert.js';
-import type { WorkStreamHandle } from './deps.js';
+import type { ServerStreamHandle } from './deps.js';
 import { toServiceError } from './status.js';
 import { StreamWriter, type WritableCall } from './stream-writer.js';
 import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type EncodedWorkResponse, type WorkOut } from './work-messages.js';
@@ -95,13 +95,13 @@ export interface WorkStreamDeps {
   /** The lease length to announce in the welcome for these queues. */
   leaseSecondsFor(queues: string[]): Promise<number>;
   /** Open Work streams, so shutdown can end them after the drain. */
-  streams: Set<WorkStreamHandle>;
+  streams: Set<ServerStreamHandle>;
   /** Tells the stream when its token stops working (revoked or expired). */
   auth: Pick<Authenticator, 'onInvalidated'>;
 }
 
 /** The Work stream of one worker; see the module comment for its states and rules. */
-export class WorkStream implements WorkStreamHandle {
+export class WorkStream implements ServerStreamHandle {
   private current: WorkStreamState = 'awaitingHello';
   private session: WorkerSession | null = null;
   private log: Logger;

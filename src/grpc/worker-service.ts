@@ -5,10 +5,8 @@ import { checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, chec
 import { WorkerServiceService, type WorkerServiceServer } from '../gen/evora/v1/worker.js';
 import { durationToSeconds, jobToPb, leasedJobToPb, progressInput, workerInfoToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
-import type { Principal } from '../domain/auth.js';
-import { authRefusalLog, callAuthenticate, jobScopeCheck, methodAuthorize, scopeCheck } from './auth.js';
+import { jobScopeCheck, scopeCheck, streamAuthenticated } from './auth.js';
 import { queueInScope, scoped } from '../domain/auth.js';
-import { toServiceError } from './status.js';
 import { unary } from './unary.js';
 import { WorkStream, type WorkStreamDeps } from './work-stream.js';
 
@@ -45,19 +43,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
   return {
     // Authenticated when the stream opens (refused with the status at once); the stream
     // checks hello.queues against the token's scope and ends when the token stops working.
-    work: (call) => {
-      let principal: Principal | null = null;
-      callAuthenticate(deps, call.metadata)
-        .then((p) => {
-          principal = p;
-          methodAuthorize(p, M.work.path);
-          if (!call.cancelled) WorkStream.start(call, streamDeps, p);
-        })
-        .catch((err: unknown) => {
-          authRefusalLog(logger, M.work.path, principal, err, call.getPeer());
-          call.emit('error', toServiceError(err, logger, { method: 'Work' }));
-        });
-    },
+    work: (call) => streamAuthenticated(deps, M.work.path, call, (p) => WorkStream.start(call, streamDeps, p)),
     claimJobs: unary(deps, M.claimJobs.path, async (req, call, principal) => {
       checkName('worker_id', req.workerId);
       if (req.queues.length === 0) throw invalidArgument('queues must name at least one queue');

@@ -46,6 +46,7 @@ import {
 import { WorkerServiceClient, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
 import { channelCreate, credentialsFor, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
+import { SubmitStreamClient } from './submit-stream.js';
 import {
   backoffKindToPb,
   jobAttemptFromPb,
@@ -83,6 +84,14 @@ import {
 export interface EvoraClientOptions extends ConnectionOptions {
   /** Deadline of each call unless the call says otherwise, in ms. Default 10 000; Infinity = none. */
   deadlineMs?: number;
+  /**
+   * How `submit` reaches the server. True (the default): each submit is a request on one
+   * SubmitJobStream kept open while submits come (half-closed after a second without any),
+   * which saves each submit a call of its own; a server without it is asked by SubmitJob.
+   * False: each submit is a unary SubmitJob call (e.g. through a proxy that passes no
+   * bidirectional streams).
+   */
+  submitOverStream?: boolean;
 }
 
 /** Per-call options. */
@@ -279,6 +288,8 @@ export class EvoraClient {
   private readonly tokens: TokenServiceClient;
   private readonly audit: AuditServiceClient;
   private readonly deadlineMs: number;
+  /** Submits over a SubmitJobStream; null: each submit is a unary SubmitJob. */
+  private readonly submitStream: SubmitStreamClient | null;
   private closed = false;
 
   constructor(opts: EvoraClientOptions = {}) {
@@ -292,6 +303,9 @@ export class EvoraClient {
     this.workers = new WorkerServiceClient(this.address, creds, { channelOverride: this.channel });
     this.tokens = new TokenServiceClient(this.address, creds, { channelOverride: this.channel });
     this.audit = new AuditServiceClient(this.address, creds, { channelOverride: this.channel });
+    this.submitStream = opts.submitOverStream === false
+      ? null
+      : new SubmitStreamClient(() => this.jobs.submitJobStream(), (req, deadlineMs, signal) => this.submitUnary(req, { deadlineMs, signal }));
   }
 
   // ----- jobs ---------------------------------------------------------------------------
@@ -299,8 +313,15 @@ export class EvoraClient {
   /** Enqueues one job. */
   async submit<P = JsonObject>(input: SubmitJobInput<P>, opts?: CallOptions): Promise<SubmitResult<P>> {
     const req = submitRequest(input);
-    const res = await this.unary<SubmitJobResponse>('SubmitJob', (md, o, cb) => this.jobs.submitJob(req, md, o, cb), opts);
+    if (this.closed) throw new Error('EvoraClient.SubmitJob: the client is closed');
+    const res = this.submitStream
+      ? await this.submitStream.submit(req, opts?.deadlineMs ?? this.deadlineMs, opts?.signal)
+      : await this.submitUnary(req, opts);
     return { job: jobFromPb<P>(required(res.job, 'SubmitJob')), created: res.created };
+  }
+
+  private submitUnary(req: SubmitJobRequest, opts?: CallOptions): Promise<SubmitJobResponse> {
+    return this.unary<SubmitJobResponse>('SubmitJob', (md, o, cb) => this.jobs.submitJob(req, md, o, cb), opts);
   }
 
   /**
@@ -610,6 +631,7 @@ export class EvoraClient {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.submitStream?.close();
     this.channel.close();
   }
 

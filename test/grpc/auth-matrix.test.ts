@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { METHOD_PERMISSIONS } from '../../src/grpc/auth.js';
 import { AuditServiceService, TokenServiceService } from '../../src/gen/evora/v1/auth.js';
-import { JobFilter, JobServiceService, SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
+import { JobFilter, JobServiceService, SubmitJobRequest, SubmitJobStreamRequest, type SubmitJobStreamResponse } from '../../src/gen/evora/v1/job.js';
 import { QueueServiceService } from '../../src/gen/evora/v1/queue.js';
 import { Schedule, ScheduleServiceService } from '../../src/gen/evora/v1/schedule.js';
 import { WorkerHello, WorkerServiceService, type WorkRequest, type WorkResponse } from '../../src/gen/evora/v1/worker.js';
@@ -40,6 +40,7 @@ const ALL_METHODS: MethodDef[] = Object.values(SERVICES).flatMap((s) => Object.v
 const ALLOWED: Record<string, TokenRole[]> = {
   SubmitJob: ['producer', 'worker'],
   SubmitJobs: ['producer', 'worker'],
+  SubmitJobStream: ['producer', 'worker'],
   GetJob: ['producer', 'viewer'],
   ListJobs: ['producer', 'viewer'],
   ListJobAttempts: ['producer', 'viewer'],
@@ -88,6 +89,7 @@ const ids = { billingJob: '', otherJob: '' };
 const REQUESTS: Record<string, () => Record<string, unknown>> = {
   SubmitJob: () => ({ queue: 'billing.matrix', type: 'matrix' }),
   SubmitJobs: () => ({ jobs: [SubmitJobRequest.fromPartial({ queue: 'billing.matrix', type: 'matrix' })] }),
+  SubmitJobStream: () => ({ requestId: 1, job: SubmitJobRequest.fromPartial({ queue: 'billing.matrix', type: 'matrix' }) }),
   GetJob: () => ({ id: ids.billingJob }),
   ListJobs: () => ({ queue: 'billing.a' }),
   ListJobAttempts: () => ({ id: ids.billingJob }),
@@ -170,6 +172,26 @@ function unaryCode(client: grpc.Client, def: MethodDef, request: Record<string, 
   });
 }
 
+/**
+ * A SubmitJobStream: sends `request` and resolves with its outcome's code (OK, or the code of
+ * its error) or, when the stream fails first, the stream's code.
+ */
+function submitStreamOpen(client: grpc.Client, md: grpc.Metadata, request: Record<string, unknown>) {
+  const def = JobServiceService.submitJobStream;
+  const stream = client.makeBidiStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, md) as grpc.ClientDuplexStream<
+    SubmitJobStreamRequest,
+    SubmitJobStreamResponse
+  >;
+  let ended: grpc.ServiceError | null = null;
+  const endedP = new Promise<grpc.ServiceError>((resolve) => stream.on('error', (e: grpc.ServiceError) => resolve((ended = e))));
+  const first = new Promise<grpc.status>((resolve) => {
+    stream.on('data', (r: SubmitJobStreamResponse) => resolve(r.outcome?.$case === 'error' ? r.outcome.value.code : grpc.status.OK));
+    void endedP.then((e) => resolve(e.code));
+  });
+  stream.write(SubmitJobStreamRequest.fromPartial(request as Partial<SubmitJobStreamRequest>));
+  return { stream, first, ended: endedP, get error() { return ended; }, close: () => stream.cancel() };
+}
+
 /** A Work stream: says hello and resolves once the welcome arrives (OK) or the stream fails (its code). */
 function workOpen(client: grpc.Client, md: grpc.Metadata, queues: string[]) {
   const def = WorkerServiceService.work;
@@ -240,8 +262,12 @@ describe('every method x every role', () => {
       for (const def of ALL_METHODS) {
         const name = methodName(def.path);
         let code: grpc.status;
-        if (def.requestStream) {
+        if (def.path === WorkerServiceService.work.path) {
           const w = workOpen(clientA, bearer(tokens[role]), ['matrix-work']);
+          code = await w.first;
+          w.close();
+        } else if (def.requestStream) {
+          const w = submitStreamOpen(clientA, bearer(tokens[role]), REQUESTS[name]!());
           code = await w.first;
           w.close();
         } else {
@@ -340,10 +366,12 @@ describe('queue scopes', () => {
 });
 
 describe('revocation and expiry on a second server', () => {
-  it('a revoked token stops working on server B within 5 s, and its open Work stream ends UNAUTHENTICATED', async () => {
+  it('a revoked token stops working on server B within 5 s, and its open Work stream and SubmitJobStream end UNAUTHENTICATED', async () => {
     const worker = await token({ role: 'worker' });
     const w = workOpen(clientB, bearer(worker), ['billing.revoke']);
     expect(await w.first).toBe(grpc.status.OK);
+    const submits = submitStreamOpen(clientB, bearer(worker), { requestId: 7, job: SubmitJobRequest.fromPartial({ queue: 'billing.revoke', type: 't' }) });
+    expect(await submits.first).toBe(grpc.status.OK);
     // Revoked by another process with no NOTIFY: the periodic read alone must see it.
     const pg = await import('pg');
     const client = new pg.default.Client({ connectionString: databaseUrl });
@@ -357,6 +385,9 @@ describe('revocation and expiry on a second server', () => {
     });
     const ended: grpc.ServiceError = await waitFor(() => w.error as grpc.ServiceError, { timeoutMs: 5000, what: 'the Work stream to end' });
     expect(ended.code).toBe(grpc.status.UNAUTHENTICATED);
+    const submitsEnded: grpc.ServiceError = await waitFor(() => submits.error as grpc.ServiceError, { timeoutMs: 5000, what: 'the SubmitJobStream to end' });
+    expect(submitsEnded.code).toBe(grpc.status.UNAUTHENTICATED);
+    expect(submitsEnded.details).toMatch(/revoked or has expired/);
   });
 
   it('an expired token stops working on server B within 5 s of its expiry, and its Work stream ends', async () => {

@@ -10,8 +10,10 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientUnaryCall,
+  type handleBidiStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -437,6 +439,49 @@ export interface SubmitJobsResponse {
    * idempotency key named an existing job; nothing new was enqueued); empty otherwise.
    */
   created: boolean[];
+}
+
+/** SubmitJobStreamRequest is one submit on a SubmitJobStream. */
+export interface SubmitJobStreamRequest {
+  /**
+   * Chosen by the client and echoed in this request's response; keep it unique among the
+   * stream's requests that have not been answered yet.
+   */
+  requestId: number;
+  /**
+   * The job, as SubmitJob takes it (depends_on_refs is refused, as by SubmitJob). Unset
+   * is INVALID_ARGUMENT.
+   */
+  job?: SubmitJobRequest | undefined;
+}
+
+/**
+ * SubmitJobStreamResponse answers one SubmitJobStreamRequest: exactly one of result and
+ * error is set.
+ */
+export interface SubmitJobStreamResponse {
+  /** The request_id of the request this answers. */
+  requestId: number;
+  /** What the submit did, as SubmitJob's response. */
+  outcome?:
+    | //
+    /** The submit succeeded: the job and whether it was created (as SubmitJobResponse). */
+    { $case: "result"; value: SubmitJobResponse }
+    | //
+    /** The submit failed: the status SubmitJob would have ended with. */
+    { $case: "error"; value: SubmitJobStreamError }
+    | undefined;
+}
+
+/** SubmitJobStreamError is the status of one failed submit on a SubmitJobStream. */
+export interface SubmitJobStreamError {
+  /**
+   * The gRPC status code (google.rpc.Code numbering: 3 INVALID_ARGUMENT, 6 ALREADY_EXISTS,
+   * 7 PERMISSION_DENIED, 13 INTERNAL, 14 UNAVAILABLE, ...), with SubmitJob's meaning.
+   */
+  code: number;
+  /** One readable line for people and logs. Act on `code`, never on this text. */
+  message: string;
 }
 
 /** GetJobRequest selects a job by id. */
@@ -2008,6 +2053,303 @@ export const SubmitJobsResponse: MessageFns<SubmitJobsResponse> = {
     message.results = object.results?.map((e) => SubmitJobResponse.fromPartial(e)) || [];
     message.ids = object.ids?.map((e) => e) || [];
     message.created = object.created?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseSubmitJobStreamRequest(): SubmitJobStreamRequest {
+  return { requestId: 0, job: undefined };
+}
+
+export const SubmitJobStreamRequest: MessageFns<SubmitJobStreamRequest> = {
+  encode(message: SubmitJobStreamRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint64(message.requestId);
+    }
+    if (message.job !== undefined) {
+      SubmitJobRequest.encode(message.job, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubmitJobStreamRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubmitJobStreamRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.job = SubmitJobRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubmitJobStreamRequest {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+      job: isSet(object.job) ? SubmitJobRequest.fromJSON(object.job) : undefined,
+    };
+  },
+
+  toJSON(message: SubmitJobStreamRequest): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    if (message.job !== undefined) {
+      obj.job = SubmitJobRequest.toJSON(message.job);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubmitJobStreamRequest>, I>>(base?: I): SubmitJobStreamRequest {
+    return SubmitJobStreamRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubmitJobStreamRequest>, I>>(object: I): SubmitJobStreamRequest {
+    const message = createBaseSubmitJobStreamRequest();
+    message.requestId = object.requestId ?? 0;
+    message.job = (object.job !== undefined && object.job !== null)
+      ? SubmitJobRequest.fromPartial(object.job)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSubmitJobStreamResponse(): SubmitJobStreamResponse {
+  return { requestId: 0, outcome: undefined };
+}
+
+export const SubmitJobStreamResponse: MessageFns<SubmitJobStreamResponse> = {
+  encode(message: SubmitJobStreamResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== 0) {
+      writer.uint32(8).uint64(message.requestId);
+    }
+    switch (message.outcome?.$case) {
+      case "result":
+        SubmitJobResponse.encode(message.outcome.value, writer.uint32(18).fork()).join();
+        break;
+      case "error":
+        SubmitJobStreamError.encode(message.outcome.value, writer.uint32(26).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubmitJobStreamResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubmitJobStreamResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.requestId = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.outcome = { $case: "result", value: SubmitJobResponse.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.outcome = { $case: "error", value: SubmitJobStreamError.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubmitJobStreamResponse {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.Number(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.Number(object.request_id)
+        : 0,
+      outcome: isSet(object.result)
+        ? { $case: "result", value: SubmitJobResponse.fromJSON(object.result) }
+        : isSet(object.error)
+        ? { $case: "error", value: SubmitJobStreamError.fromJSON(object.error) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: SubmitJobStreamResponse): unknown {
+    const obj: any = {};
+    if (message.requestId !== 0) {
+      obj.requestId = Math.round(message.requestId);
+    }
+    if (message.outcome?.$case === "result") {
+      obj.result = SubmitJobResponse.toJSON(message.outcome.value);
+    } else if (message.outcome?.$case === "error") {
+      obj.error = SubmitJobStreamError.toJSON(message.outcome.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubmitJobStreamResponse>, I>>(base?: I): SubmitJobStreamResponse {
+    return SubmitJobStreamResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubmitJobStreamResponse>, I>>(object: I): SubmitJobStreamResponse {
+    const message = createBaseSubmitJobStreamResponse();
+    message.requestId = object.requestId ?? 0;
+    switch (object.outcome?.$case) {
+      case "result": {
+        if (object.outcome?.value !== undefined && object.outcome?.value !== null) {
+          message.outcome = { $case: "result", value: SubmitJobResponse.fromPartial(object.outcome.value) };
+        }
+        break;
+      }
+      case "error": {
+        if (object.outcome?.value !== undefined && object.outcome?.value !== null) {
+          message.outcome = { $case: "error", value: SubmitJobStreamError.fromPartial(object.outcome.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseSubmitJobStreamError(): SubmitJobStreamError {
+  return { code: 0, message: "" };
+}
+
+export const SubmitJobStreamError: MessageFns<SubmitJobStreamError> = {
+  encode(message: SubmitJobStreamError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.code !== 0) {
+      writer.uint32(8).int32(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubmitJobStreamError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubmitJobStreamError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.code = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubmitJobStreamError {
+    return {
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: SubmitJobStreamError): unknown {
+    const obj: any = {};
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubmitJobStreamError>, I>>(base?: I): SubmitJobStreamError {
+    return SubmitJobStreamError.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubmitJobStreamError>, I>>(object: I): SubmitJobStreamError {
+    const message = createBaseSubmitJobStreamError();
+    message.code = object.code ?? 0;
+    message.message = object.message ?? "";
     return message;
   },
 };
@@ -3689,6 +4031,39 @@ export const JobServiceService = {
     responseDeserialize: (value: Buffer): SubmitJobsResponse => SubmitJobsResponse.decode(value),
   },
   /**
+   * SubmitJobStream is SubmitJob over one long-lived stream, for producers that submit
+   * jobs one at a time: a request on an open stream needs no call of its own (no headers,
+   * trailers or per-call work on either side), so each submit's round trip is shorter
+   * (docs/api.md "Submitting over a stream"). The rules:
+   * - Each request is one SubmitJob, with its checks, idempotency, hand-off and outcome,
+   *   and gets exactly one response carrying its request_id; responses come in the order
+   *   the submits finish, not the order they were sent. A request that fails gets its
+   *   status in the response (SubmitJobStreamError) and the stream goes on.
+   * - The caller is authenticated when the stream opens (permission job.submit); each
+   *   request's queue is checked against the token's scope (PERMISSION_DENIED in that
+   *   request's response). The stream ends UNAUTHENTICATED once the token is revoked or
+   *   expires (after the submits it is running finish).
+   * - At most 128 requests are worked on at once per stream; the server reads no more
+   *   until one is answered (HTTP/2 flow control then holds the sender).
+   * - The server ends the stream with OK when the client half-closes, and when it shuts
+   *   down, in both cases after answering every request it read: a request without a
+   *   response after an OK end was never read and not applied; send it again (on a new
+   *   stream). After an end with any other status, a request without a response may or
+   *   may not have been applied (as a SubmitJob that failed UNAVAILABLE): send it again
+   *   with the same idempotency_key to be sure it exists once.
+   */
+  submitJobStream: {
+    path: "/evora.v1.JobService/SubmitJobStream" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: SubmitJobStreamRequest): Buffer =>
+      Buffer.from(SubmitJobStreamRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SubmitJobStreamRequest => SubmitJobStreamRequest.decode(value),
+    responseSerialize: (value: SubmitJobStreamResponse): Buffer =>
+      Buffer.from(SubmitJobStreamResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SubmitJobStreamResponse => SubmitJobStreamResponse.decode(value),
+  },
+  /**
    * GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
    * not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
    */
@@ -3838,6 +4213,29 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    */
   submitJobs: handleUnaryCall<SubmitJobsRequest, SubmitJobsResponse>;
   /**
+   * SubmitJobStream is SubmitJob over one long-lived stream, for producers that submit
+   * jobs one at a time: a request on an open stream needs no call of its own (no headers,
+   * trailers or per-call work on either side), so each submit's round trip is shorter
+   * (docs/api.md "Submitting over a stream"). The rules:
+   * - Each request is one SubmitJob, with its checks, idempotency, hand-off and outcome,
+   *   and gets exactly one response carrying its request_id; responses come in the order
+   *   the submits finish, not the order they were sent. A request that fails gets its
+   *   status in the response (SubmitJobStreamError) and the stream goes on.
+   * - The caller is authenticated when the stream opens (permission job.submit); each
+   *   request's queue is checked against the token's scope (PERMISSION_DENIED in that
+   *   request's response). The stream ends UNAUTHENTICATED once the token is revoked or
+   *   expires (after the submits it is running finish).
+   * - At most 128 requests are worked on at once per stream; the server reads no more
+   *   until one is answered (HTTP/2 flow control then holds the sender).
+   * - The server ends the stream with OK when the client half-closes, and when it shuts
+   *   down, in both cases after answering every request it read: a request without a
+   *   response after an OK end was never read and not applied; send it again (on a new
+   *   stream). After an end with any other status, a request without a response may or
+   *   may not have been applied (as a SubmitJob that failed UNAVAILABLE): send it again
+   *   with the same idempotency_key to be sure it exists once.
+   */
+  submitJobStream: handleBidiStreamingCall<SubmitJobStreamRequest, SubmitJobStreamResponse>;
+  /**
    * GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
    * not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
    */
@@ -3946,6 +4344,34 @@ export interface JobServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SubmitJobsResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * SubmitJobStream is SubmitJob over one long-lived stream, for producers that submit
+   * jobs one at a time: a request on an open stream needs no call of its own (no headers,
+   * trailers or per-call work on either side), so each submit's round trip is shorter
+   * (docs/api.md "Submitting over a stream"). The rules:
+   * - Each request is one SubmitJob, with its checks, idempotency, hand-off and outcome,
+   *   and gets exactly one response carrying its request_id; responses come in the order
+   *   the submits finish, not the order they were sent. A request that fails gets its
+   *   status in the response (SubmitJobStreamError) and the stream goes on.
+   * - The caller is authenticated when the stream opens (permission job.submit); each
+   *   request's queue is checked against the token's scope (PERMISSION_DENIED in that
+   *   request's response). The stream ends UNAUTHENTICATED once the token is revoked or
+   *   expires (after the submits it is running finish).
+   * - At most 128 requests are worked on at once per stream; the server reads no more
+   *   until one is answered (HTTP/2 flow control then holds the sender).
+   * - The server ends the stream with OK when the client half-closes, and when it shuts
+   *   down, in both cases after answering every request it read: a request without a
+   *   response after an OK end was never read and not applied; send it again (on a new
+   *   stream). After an end with any other status, a request without a response may or
+   *   may not have been applied (as a SubmitJob that failed UNAVAILABLE): send it again
+   *   with the same idempotency_key to be sure it exists once.
+   */
+  submitJobStream(): ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>;
+  submitJobStream(options: Partial<CallOptions>): ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>;
+  submitJobStream(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>;
   /**
    * GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
    * not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.

@@ -960,6 +960,216 @@ func (x *SubmitJobsResponse) GetCreated() []bool {
 	return nil
 }
 
+// SubmitJobStreamRequest is one submit on a SubmitJobStream.
+type SubmitJobStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client and echoed in this request's response; keep it unique among the
+	// stream's requests that have not been answered yet.
+	RequestId uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The job, as SubmitJob takes it (depends_on_refs is refused, as by SubmitJob). Unset
+	// is INVALID_ARGUMENT.
+	Job           *SubmitJobRequest `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobStreamRequest) Reset() {
+	*x = SubmitJobStreamRequest{}
+	mi := &file_evora_v1_job_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobStreamRequest) ProtoMessage() {}
+
+func (x *SubmitJobStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobStreamRequest.ProtoReflect.Descriptor instead.
+func (*SubmitJobStreamRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SubmitJobStreamRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SubmitJobStreamRequest) GetJob() *SubmitJobRequest {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// SubmitJobStreamResponse answers one SubmitJobStreamRequest: exactly one of result and
+// error is set.
+type SubmitJobStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request_id of the request this answers.
+	RequestId uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// What the submit did, as SubmitJob's response.
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*SubmitJobStreamResponse_Result
+	//	*SubmitJobStreamResponse_Error
+	Outcome       isSubmitJobStreamResponse_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobStreamResponse) Reset() {
+	*x = SubmitJobStreamResponse{}
+	mi := &file_evora_v1_job_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobStreamResponse) ProtoMessage() {}
+
+func (x *SubmitJobStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobStreamResponse.ProtoReflect.Descriptor instead.
+func (*SubmitJobStreamResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SubmitJobStreamResponse) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *SubmitJobStreamResponse) GetOutcome() isSubmitJobStreamResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *SubmitJobStreamResponse) GetResult() *SubmitJobResponse {
+	if x != nil {
+		if x, ok := x.Outcome.(*SubmitJobStreamResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *SubmitJobStreamResponse) GetError() *SubmitJobStreamError {
+	if x != nil {
+		if x, ok := x.Outcome.(*SubmitJobStreamResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isSubmitJobStreamResponse_Outcome interface {
+	isSubmitJobStreamResponse_Outcome()
+}
+
+type SubmitJobStreamResponse_Result struct {
+	// The submit succeeded: the job and whether it was created (as SubmitJobResponse).
+	Result *SubmitJobResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+type SubmitJobStreamResponse_Error struct {
+	// The submit failed: the status SubmitJob would have ended with.
+	Error *SubmitJobStreamError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*SubmitJobStreamResponse_Result) isSubmitJobStreamResponse_Outcome() {}
+
+func (*SubmitJobStreamResponse_Error) isSubmitJobStreamResponse_Outcome() {}
+
+// SubmitJobStreamError is the status of one failed submit on a SubmitJobStream.
+type SubmitJobStreamError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gRPC status code (google.rpc.Code numbering: 3 INVALID_ARGUMENT, 6 ALREADY_EXISTS,
+	// 7 PERMISSION_DENIED, 13 INTERNAL, 14 UNAVAILABLE, ...), with SubmitJob's meaning.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// One readable line for people and logs. Act on `code`, never on this text.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitJobStreamError) Reset() {
+	*x = SubmitJobStreamError{}
+	mi := &file_evora_v1_job_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitJobStreamError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitJobStreamError) ProtoMessage() {}
+
+func (x *SubmitJobStreamError) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitJobStreamError.ProtoReflect.Descriptor instead.
+func (*SubmitJobStreamError) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SubmitJobStreamError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *SubmitJobStreamError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // GetJobRequest selects a job by id.
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -971,7 +1181,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[7]
+	mi := &file_evora_v1_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -983,7 +1193,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[7]
+	mi := &file_evora_v1_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -996,7 +1206,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1022,7 +1232,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[8]
+	mi := &file_evora_v1_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1244,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[8]
+	mi := &file_evora_v1_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1257,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1092,7 +1302,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[9]
+	mi := &file_evora_v1_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1314,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[9]
+	mi := &file_evora_v1_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1327,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{9}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListJobsRequest) GetQueue() string {
@@ -1175,7 +1385,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[10]
+	mi := &file_evora_v1_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1397,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[10]
+	mi := &file_evora_v1_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1410,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{10}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1228,7 +1438,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[11]
+	mi := &file_evora_v1_job_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1450,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[11]
+	mi := &file_evora_v1_job_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1463,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{11}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1274,7 +1484,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[12]
+	mi := &file_evora_v1_job_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1496,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[12]
+	mi := &file_evora_v1_job_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1509,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{12}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1320,7 +1530,7 @@ type RetryJobRequest struct {
 
 func (x *RetryJobRequest) Reset() {
 	*x = RetryJobRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[13]
+	mi := &file_evora_v1_job_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1542,7 @@ func (x *RetryJobRequest) String() string {
 func (*RetryJobRequest) ProtoMessage() {}
 
 func (x *RetryJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[13]
+	mi := &file_evora_v1_job_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1555,7 @@ func (x *RetryJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{13}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RetryJobRequest) GetId() string {
@@ -1366,7 +1576,7 @@ type RetryJobResponse struct {
 
 func (x *RetryJobResponse) Reset() {
 	*x = RetryJobResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[14]
+	mi := &file_evora_v1_job_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1588,7 @@ func (x *RetryJobResponse) String() string {
 func (*RetryJobResponse) ProtoMessage() {}
 
 func (x *RetryJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[14]
+	mi := &file_evora_v1_job_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1601,7 @@ func (x *RetryJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{14}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RetryJobResponse) GetJob() *Job {
@@ -1430,7 +1640,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_evora_v1_job_proto_msgTypes[15]
+	mi := &file_evora_v1_job_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1652,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[15]
+	mi := &file_evora_v1_job_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1665,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{15}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobFilter) GetQueue() string {
@@ -1513,7 +1723,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[16]
+	mi := &file_evora_v1_job_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1735,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[16]
+	mi := &file_evora_v1_job_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1748,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{16}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryJobsRequest) GetFilter() *JobFilter {
@@ -1566,7 +1776,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[17]
+	mi := &file_evora_v1_job_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1788,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[17]
+	mi := &file_evora_v1_job_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1801,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{17}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RetryJobsResponse) GetCount() int64 {
@@ -1614,7 +1824,7 @@ type PurgeJobsRequest struct {
 
 func (x *PurgeJobsRequest) Reset() {
 	*x = PurgeJobsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[18]
+	mi := &file_evora_v1_job_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1836,7 @@ func (x *PurgeJobsRequest) String() string {
 func (*PurgeJobsRequest) ProtoMessage() {}
 
 func (x *PurgeJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[18]
+	mi := &file_evora_v1_job_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1849,7 @@ func (x *PurgeJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeJobsRequest.ProtoReflect.Descriptor instead.
 func (*PurgeJobsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{18}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PurgeJobsRequest) GetFilter() *JobFilter {
@@ -1667,7 +1877,7 @@ type PurgeJobsResponse struct {
 
 func (x *PurgeJobsResponse) Reset() {
 	*x = PurgeJobsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[19]
+	mi := &file_evora_v1_job_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1889,7 @@ func (x *PurgeJobsResponse) String() string {
 func (*PurgeJobsResponse) ProtoMessage() {}
 
 func (x *PurgeJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[19]
+	mi := &file_evora_v1_job_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1902,7 @@ func (x *PurgeJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeJobsResponse.ProtoReflect.Descriptor instead.
 func (*PurgeJobsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{19}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PurgeJobsResponse) GetCount() int64 {
@@ -1715,7 +1925,7 @@ type ListDeadLetterGroupsRequest struct {
 
 func (x *ListDeadLetterGroupsRequest) Reset() {
 	*x = ListDeadLetterGroupsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[20]
+	mi := &file_evora_v1_job_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1937,7 @@ func (x *ListDeadLetterGroupsRequest) String() string {
 func (*ListDeadLetterGroupsRequest) ProtoMessage() {}
 
 func (x *ListDeadLetterGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[20]
+	mi := &file_evora_v1_job_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1950,7 @@ func (x *ListDeadLetterGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLetterGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLetterGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{20}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListDeadLetterGroupsRequest) GetQueue() string {
@@ -1770,7 +1980,7 @@ type ListDeadLetterGroupsResponse struct {
 
 func (x *ListDeadLetterGroupsResponse) Reset() {
 	*x = ListDeadLetterGroupsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[21]
+	mi := &file_evora_v1_job_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1992,7 @@ func (x *ListDeadLetterGroupsResponse) String() string {
 func (*ListDeadLetterGroupsResponse) ProtoMessage() {}
 
 func (x *ListDeadLetterGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[21]
+	mi := &file_evora_v1_job_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2005,7 @@ func (x *ListDeadLetterGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLetterGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLetterGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{21}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListDeadLetterGroupsResponse) GetGroups() []*DeadLetterGroup {
@@ -1832,7 +2042,7 @@ type DeadLetterGroup struct {
 
 func (x *DeadLetterGroup) Reset() {
 	*x = DeadLetterGroup{}
-	mi := &file_evora_v1_job_proto_msgTypes[22]
+	mi := &file_evora_v1_job_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2054,7 @@ func (x *DeadLetterGroup) String() string {
 func (*DeadLetterGroup) ProtoMessage() {}
 
 func (x *DeadLetterGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[22]
+	mi := &file_evora_v1_job_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2067,7 @@ func (x *DeadLetterGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterGroup.ProtoReflect.Descriptor instead.
 func (*DeadLetterGroup) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{22}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeadLetterGroup) GetQueue() string {
@@ -1906,7 +2116,7 @@ type ListJobAttemptsRequest struct {
 
 func (x *ListJobAttemptsRequest) Reset() {
 	*x = ListJobAttemptsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[23]
+	mi := &file_evora_v1_job_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2128,7 @@ func (x *ListJobAttemptsRequest) String() string {
 func (*ListJobAttemptsRequest) ProtoMessage() {}
 
 func (x *ListJobAttemptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[23]
+	mi := &file_evora_v1_job_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2141,7 @@ func (x *ListJobAttemptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAttemptsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobAttemptsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{23}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListJobAttemptsRequest) GetId() string {
@@ -1953,7 +2163,7 @@ type ListJobAttemptsResponse struct {
 
 func (x *ListJobAttemptsResponse) Reset() {
 	*x = ListJobAttemptsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[24]
+	mi := &file_evora_v1_job_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2175,7 @@ func (x *ListJobAttemptsResponse) String() string {
 func (*ListJobAttemptsResponse) ProtoMessage() {}
 
 func (x *ListJobAttemptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[24]
+	mi := &file_evora_v1_job_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2188,7 @@ func (x *ListJobAttemptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAttemptsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobAttemptsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{24}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListJobAttemptsResponse) GetAttempts() []*JobAttempt {
@@ -2071,7 +2281,20 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x12SubmitJobsResponse\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.evora.v1.SubmitJobResponseR\aresults\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\x18\n" +
-	"\acreated\x18\x03 \x03(\bR\acreated\"\x1f\n" +
+	"\acreated\x18\x03 \x03(\bR\acreated\"e\n" +
+	"\x16SubmitJobStreamRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12,\n" +
+	"\x03job\x18\x02 \x01(\v2\x1a.evora.v1.SubmitJobRequestR\x03job\"\xb2\x01\n" +
+	"\x17SubmitJobStreamResponse\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x125\n" +
+	"\x06result\x18\x02 \x01(\v2\x1b.evora.v1.SubmitJobResponseH\x00R\x06result\x126\n" +
+	"\x05error\x18\x03 \x01(\v2\x1e.evora.v1.SubmitJobStreamErrorH\x00R\x05errorB\t\n" +
+	"\aoutcome\"D\n" +
+	"\x14SubmitJobStreamError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x83\x01\n" +
 	"\x0eGetJobResponse\x12\x1f\n" +
@@ -2150,12 +2373,13 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x19ATTEMPT_OUTCOME_TIMED_OUT\x10\x04\x12!\n" +
 	"\x1dATTEMPT_OUTCOME_LEASE_EXPIRED\x10\x05\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\x06\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\a2\xef\x05\n" +
+	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\a2\xcb\x06\n" +
 	"\n" +
 	"JobService\x12D\n" +
 	"\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n" +
 	"\n" +
-	"SubmitJobs\x12\x1b.evora.v1.SubmitJobsRequest\x1a\x1c.evora.v1.SubmitJobsResponse\x12;\n" +
+	"SubmitJobs\x12\x1b.evora.v1.SubmitJobsRequest\x1a\x1c.evora.v1.SubmitJobsResponse\x12Z\n" +
+	"\x0fSubmitJobStream\x12 .evora.v1.SubmitJobStreamRequest\x1a!.evora.v1.SubmitJobStreamResponse(\x010\x01\x12;\n" +
 	"\x06GetJob\x12\x17.evora.v1.GetJobRequest\x1a\x18.evora.v1.GetJobResponse\x12A\n" +
 	"\bListJobs\x12\x19.evora.v1.ListJobsRequest\x1a\x1a.evora.v1.ListJobsResponse\x12D\n" +
 	"\tCancelJob\x12\x1a.evora.v1.CancelJobRequest\x1a\x1b.evora.v1.CancelJobResponse\x12A\n" +
@@ -2179,7 +2403,7 @@ func file_evora_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_evora_v1_job_proto_goTypes = []any{
 	(JobState)(0),                        // 0: evora.v1.JobState
 	(AttemptOutcome)(0),                  // 1: evora.v1.AttemptOutcome
@@ -2190,88 +2414,96 @@ var file_evora_v1_job_proto_goTypes = []any{
 	(*SubmitJobResponse)(nil),            // 6: evora.v1.SubmitJobResponse
 	(*SubmitJobsRequest)(nil),            // 7: evora.v1.SubmitJobsRequest
 	(*SubmitJobsResponse)(nil),           // 8: evora.v1.SubmitJobsResponse
-	(*GetJobRequest)(nil),                // 9: evora.v1.GetJobRequest
-	(*GetJobResponse)(nil),               // 10: evora.v1.GetJobResponse
-	(*ListJobsRequest)(nil),              // 11: evora.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),             // 12: evora.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),             // 13: evora.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),            // 14: evora.v1.CancelJobResponse
-	(*RetryJobRequest)(nil),              // 15: evora.v1.RetryJobRequest
-	(*RetryJobResponse)(nil),             // 16: evora.v1.RetryJobResponse
-	(*JobFilter)(nil),                    // 17: evora.v1.JobFilter
-	(*RetryJobsRequest)(nil),             // 18: evora.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),            // 19: evora.v1.RetryJobsResponse
-	(*PurgeJobsRequest)(nil),             // 20: evora.v1.PurgeJobsRequest
-	(*PurgeJobsResponse)(nil),            // 21: evora.v1.PurgeJobsResponse
-	(*ListDeadLetterGroupsRequest)(nil),  // 22: evora.v1.ListDeadLetterGroupsRequest
-	(*ListDeadLetterGroupsResponse)(nil), // 23: evora.v1.ListDeadLetterGroupsResponse
-	(*DeadLetterGroup)(nil),              // 24: evora.v1.DeadLetterGroup
-	(*ListJobAttemptsRequest)(nil),       // 25: evora.v1.ListJobAttemptsRequest
-	(*ListJobAttemptsResponse)(nil),      // 26: evora.v1.ListJobAttemptsResponse
-	(*structpb.Struct)(nil),              // 27: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),        // 28: google.protobuf.Timestamp
-	(*Backoff)(nil),                      // 29: evora.v1.Backoff
-	(*durationpb.Duration)(nil),          // 30: google.protobuf.Duration
+	(*SubmitJobStreamRequest)(nil),       // 9: evora.v1.SubmitJobStreamRequest
+	(*SubmitJobStreamResponse)(nil),      // 10: evora.v1.SubmitJobStreamResponse
+	(*SubmitJobStreamError)(nil),         // 11: evora.v1.SubmitJobStreamError
+	(*GetJobRequest)(nil),                // 12: evora.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 13: evora.v1.GetJobResponse
+	(*ListJobsRequest)(nil),              // 14: evora.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 15: evora.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),             // 16: evora.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),            // 17: evora.v1.CancelJobResponse
+	(*RetryJobRequest)(nil),              // 18: evora.v1.RetryJobRequest
+	(*RetryJobResponse)(nil),             // 19: evora.v1.RetryJobResponse
+	(*JobFilter)(nil),                    // 20: evora.v1.JobFilter
+	(*RetryJobsRequest)(nil),             // 21: evora.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),            // 22: evora.v1.RetryJobsResponse
+	(*PurgeJobsRequest)(nil),             // 23: evora.v1.PurgeJobsRequest
+	(*PurgeJobsResponse)(nil),            // 24: evora.v1.PurgeJobsResponse
+	(*ListDeadLetterGroupsRequest)(nil),  // 25: evora.v1.ListDeadLetterGroupsRequest
+	(*ListDeadLetterGroupsResponse)(nil), // 26: evora.v1.ListDeadLetterGroupsResponse
+	(*DeadLetterGroup)(nil),              // 27: evora.v1.DeadLetterGroup
+	(*ListJobAttemptsRequest)(nil),       // 28: evora.v1.ListJobAttemptsRequest
+	(*ListJobAttemptsResponse)(nil),      // 29: evora.v1.ListJobAttemptsResponse
+	(*structpb.Struct)(nil),              // 30: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),        // 31: google.protobuf.Timestamp
+	(*Backoff)(nil),                      // 32: evora.v1.Backoff
+	(*durationpb.Duration)(nil),          // 33: google.protobuf.Duration
 }
 var file_evora_v1_job_proto_depIdxs = []int32{
-	27, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
+	30, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
 	0,  // 1: evora.v1.Job.state:type_name -> evora.v1.JobState
-	28, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	28, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	28, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	28, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	27, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
-	28, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	31, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	31, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	31, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	31, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	30, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
+	31, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: evora.v1.Job.progress:type_name -> evora.v1.JobProgress
-	28, // 9: evora.v1.JobProgress.reported_at:type_name -> google.protobuf.Timestamp
-	28, // 10: evora.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	28, // 11: evora.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	31, // 9: evora.v1.JobProgress.reported_at:type_name -> google.protobuf.Timestamp
+	31, // 10: evora.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	31, // 11: evora.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
 	1,  // 12: evora.v1.JobAttempt.outcome:type_name -> evora.v1.AttemptOutcome
-	27, // 13: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
-	28, // 14: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	29, // 15: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
-	30, // 16: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
+	30, // 13: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
+	31, // 14: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	32, // 15: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
+	33, // 16: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 17: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
 	5,  // 18: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
 	6,  // 19: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
-	2,  // 20: evora.v1.GetJobResponse.job:type_name -> evora.v1.Job
-	4,  // 21: evora.v1.GetJobResponse.attempts:type_name -> evora.v1.JobAttempt
-	0,  // 22: evora.v1.ListJobsRequest.states:type_name -> evora.v1.JobState
-	2,  // 23: evora.v1.ListJobsResponse.jobs:type_name -> evora.v1.Job
-	2,  // 24: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
-	2,  // 25: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
-	0,  // 26: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
-	28, // 27: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
-	17, // 28: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
-	17, // 29: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
-	24, // 30: evora.v1.ListDeadLetterGroupsResponse.groups:type_name -> evora.v1.DeadLetterGroup
-	28, // 31: evora.v1.DeadLetterGroup.newest_finished_at:type_name -> google.protobuf.Timestamp
-	4,  // 32: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
-	5,  // 33: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
-	7,  // 34: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
-	9,  // 35: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
-	11, // 36: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
-	13, // 37: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
-	15, // 38: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
-	18, // 39: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
-	20, // 40: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
-	25, // 41: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
-	22, // 42: evora.v1.JobService.ListDeadLetterGroups:input_type -> evora.v1.ListDeadLetterGroupsRequest
-	6,  // 43: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
-	8,  // 44: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
-	10, // 45: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
-	12, // 46: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
-	14, // 47: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
-	16, // 48: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
-	19, // 49: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
-	21, // 50: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
-	26, // 51: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
-	23, // 52: evora.v1.JobService.ListDeadLetterGroups:output_type -> evora.v1.ListDeadLetterGroupsResponse
-	43, // [43:53] is the sub-list for method output_type
-	33, // [33:43] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	5,  // 20: evora.v1.SubmitJobStreamRequest.job:type_name -> evora.v1.SubmitJobRequest
+	6,  // 21: evora.v1.SubmitJobStreamResponse.result:type_name -> evora.v1.SubmitJobResponse
+	11, // 22: evora.v1.SubmitJobStreamResponse.error:type_name -> evora.v1.SubmitJobStreamError
+	2,  // 23: evora.v1.GetJobResponse.job:type_name -> evora.v1.Job
+	4,  // 24: evora.v1.GetJobResponse.attempts:type_name -> evora.v1.JobAttempt
+	0,  // 25: evora.v1.ListJobsRequest.states:type_name -> evora.v1.JobState
+	2,  // 26: evora.v1.ListJobsResponse.jobs:type_name -> evora.v1.Job
+	2,  // 27: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
+	2,  // 28: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
+	0,  // 29: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
+	31, // 30: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
+	20, // 31: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
+	20, // 32: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
+	27, // 33: evora.v1.ListDeadLetterGroupsResponse.groups:type_name -> evora.v1.DeadLetterGroup
+	31, // 34: evora.v1.DeadLetterGroup.newest_finished_at:type_name -> google.protobuf.Timestamp
+	4,  // 35: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
+	5,  // 36: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
+	7,  // 37: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
+	9,  // 38: evora.v1.JobService.SubmitJobStream:input_type -> evora.v1.SubmitJobStreamRequest
+	12, // 39: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
+	14, // 40: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
+	16, // 41: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
+	18, // 42: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
+	21, // 43: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
+	23, // 44: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
+	28, // 45: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
+	25, // 46: evora.v1.JobService.ListDeadLetterGroups:input_type -> evora.v1.ListDeadLetterGroupsRequest
+	6,  // 47: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
+	8,  // 48: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
+	10, // 49: evora.v1.JobService.SubmitJobStream:output_type -> evora.v1.SubmitJobStreamResponse
+	13, // 50: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
+	15, // 51: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
+	17, // 52: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
+	19, // 53: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
+	22, // 54: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
+	24, // 55: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
+	29, // 56: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
+	26, // 57: evora.v1.JobService.ListDeadLetterGroups:output_type -> evora.v1.ListDeadLetterGroupsResponse
+	47, // [47:58] is the sub-list for method output_type
+	36, // [36:47] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_job_proto_init() }
@@ -2283,14 +2515,18 @@ func file_evora_v1_job_proto_init() {
 	file_evora_v1_job_proto_msgTypes[0].OneofWrappers = []any{}
 	file_evora_v1_job_proto_msgTypes[1].OneofWrappers = []any{}
 	file_evora_v1_job_proto_msgTypes[3].OneofWrappers = []any{}
-	file_evora_v1_job_proto_msgTypes[15].OneofWrappers = []any{}
+	file_evora_v1_job_proto_msgTypes[8].OneofWrappers = []any{
+		(*SubmitJobStreamResponse_Result)(nil),
+		(*SubmitJobStreamResponse_Error)(nil),
+	}
+	file_evora_v1_job_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_job_proto_rawDesc), len(file_evora_v1_job_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	JobService_SubmitJob_FullMethodName            = "/evora.v1.JobService/SubmitJob"
 	JobService_SubmitJobs_FullMethodName           = "/evora.v1.JobService/SubmitJobs"
+	JobService_SubmitJobStream_FullMethodName      = "/evora.v1.JobService/SubmitJobStream"
 	JobService_GetJob_FullMethodName               = "/evora.v1.JobService/GetJob"
 	JobService_ListJobs_FullMethodName             = "/evora.v1.JobService/ListJobs"
 	JobService_CancelJob_FullMethodName            = "/evora.v1.JobService/CancelJob"
@@ -50,6 +51,27 @@ type JobServiceClient interface {
 	// accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
 	// can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
 	SubmitJobs(ctx context.Context, in *SubmitJobsRequest, opts ...grpc.CallOption) (*SubmitJobsResponse, error)
+	// SubmitJobStream is SubmitJob over one long-lived stream, for producers that submit
+	// jobs one at a time: a request on an open stream needs no call of its own (no headers,
+	// trailers or per-call work on either side), so each submit's round trip is shorter
+	// (docs/api.md "Submitting over a stream"). The rules:
+	//   - Each request is one SubmitJob, with its checks, idempotency, hand-off and outcome,
+	//     and gets exactly one response carrying its request_id; responses come in the order
+	//     the submits finish, not the order they were sent. A request that fails gets its
+	//     status in the response (SubmitJobStreamError) and the stream goes on.
+	//   - The caller is authenticated when the stream opens (permission job.submit); each
+	//     request's queue is checked against the token's scope (PERMISSION_DENIED in that
+	//     request's response). The stream ends UNAUTHENTICATED once the token is revoked or
+	//     expires (after the submits it is running finish).
+	//   - At most 128 requests are worked on at once per stream; the server reads no more
+	//     until one is answered (HTTP/2 flow control then holds the sender).
+	//   - The server ends the stream with OK when the client half-closes, and when it shuts
+	//     down, in both cases after answering every request it read: a request without a
+	//     response after an OK end was never read and not applied; send it again (on a new
+	//     stream). After an end with any other status, a request without a response may or
+	//     may not have been applied (as a SubmitJob that failed UNAVAILABLE): send it again
+	//     with the same idempotency_key to be sure it exists once.
+	SubmitJobStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubmitJobStreamRequest, SubmitJobStreamResponse], error)
 	// GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
 	// not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
@@ -127,6 +149,19 @@ func (c *jobServiceClient) SubmitJobs(ctx context.Context, in *SubmitJobsRequest
 	}
 	return out, nil
 }
+
+func (c *jobServiceClient) SubmitJobStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubmitJobStreamRequest, SubmitJobStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &JobService_ServiceDesc.Streams[0], JobService_SubmitJobStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SubmitJobStreamRequest, SubmitJobStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobService_SubmitJobStreamClient = grpc.BidiStreamingClient[SubmitJobStreamRequest, SubmitJobStreamResponse]
 
 func (c *jobServiceClient) GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -227,6 +262,27 @@ type JobServiceServer interface {
 	// accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
 	// can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
 	SubmitJobs(context.Context, *SubmitJobsRequest) (*SubmitJobsResponse, error)
+	// SubmitJobStream is SubmitJob over one long-lived stream, for producers that submit
+	// jobs one at a time: a request on an open stream needs no call of its own (no headers,
+	// trailers or per-call work on either side), so each submit's round trip is shorter
+	// (docs/api.md "Submitting over a stream"). The rules:
+	//   - Each request is one SubmitJob, with its checks, idempotency, hand-off and outcome,
+	//     and gets exactly one response carrying its request_id; responses come in the order
+	//     the submits finish, not the order they were sent. A request that fails gets its
+	//     status in the response (SubmitJobStreamError) and the stream goes on.
+	//   - The caller is authenticated when the stream opens (permission job.submit); each
+	//     request's queue is checked against the token's scope (PERMISSION_DENIED in that
+	//     request's response). The stream ends UNAUTHENTICATED once the token is revoked or
+	//     expires (after the submits it is running finish).
+	//   - At most 128 requests are worked on at once per stream; the server reads no more
+	//     until one is answered (HTTP/2 flow control then holds the sender).
+	//   - The server ends the stream with OK when the client half-closes, and when it shuts
+	//     down, in both cases after answering every request it read: a request without a
+	//     response after an OK end was never read and not applied; send it again (on a new
+	//     stream). After an end with any other status, a request without a response may or
+	//     may not have been applied (as a SubmitJob that failed UNAVAILABLE): send it again
+	//     with the same idempotency_key to be sure it exists once.
+	SubmitJobStream(grpc.BidiStreamingServer[SubmitJobStreamRequest, SubmitJobStreamResponse]) error
 	// GetJob returns one job by id (NOT_FOUND if there is no such job). An id that is
 	// not a UUID is INVALID_ARGUMENT, here and in CancelJob and RetryJob.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
@@ -290,6 +346,9 @@ func (UnimplementedJobServiceServer) SubmitJob(context.Context, *SubmitJobReques
 }
 func (UnimplementedJobServiceServer) SubmitJobs(context.Context, *SubmitJobsRequest) (*SubmitJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitJobs not implemented")
+}
+func (UnimplementedJobServiceServer) SubmitJobStream(grpc.BidiStreamingServer[SubmitJobStreamRequest, SubmitJobStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method SubmitJobStream not implemented")
 }
 func (UnimplementedJobServiceServer) GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
@@ -371,6 +430,13 @@ func _JobService_SubmitJobs_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _JobService_SubmitJobStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(JobServiceServer).SubmitJobStream(&grpc.GenericServerStream[SubmitJobStreamRequest, SubmitJobStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobService_SubmitJobStreamServer = grpc.BidiStreamingServer[SubmitJobStreamRequest, SubmitJobStreamResponse]
 
 func _JobService_GetJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetJobRequest)
@@ -564,6 +630,13 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _JobService_ListDeadLetterGroups_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SubmitJobStream",
+			Handler:       _JobService_SubmitJobStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "evora/v1/job.proto",
 }

@@ -185,6 +185,32 @@ class SubmitJobsResponse(_message.Message):
     created: _containers.RepeatedScalarFieldContainer[bool]
     def __init__(self, results: _Optional[_Iterable[_Union[SubmitJobResponse, _Mapping]]] = ..., ids: _Optional[_Iterable[str]] = ..., created: _Optional[_Iterable[bool]] = ...) -> None: ...
 
+class SubmitJobStreamRequest(_message.Message):
+    __slots__ = ("request_id", "job")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    job: SubmitJobRequest
+    def __init__(self, request_id: _Optional[int] = ..., job: _Optional[_Union[SubmitJobRequest, _Mapping]] = ...) -> None: ...
+
+class SubmitJobStreamResponse(_message.Message):
+    __slots__ = ("request_id", "result", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    result: SubmitJobResponse
+    error: SubmitJobStreamError
+    def __init__(self, request_id: _Optional[int] = ..., result: _Optional[_Union[SubmitJobResponse, _Mapping]] = ..., error: _Optional[_Union[SubmitJobStreamError, _Mapping]] = ...) -> None: ...
+
+class SubmitJobStreamError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
 class GetJobRequest(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -46,6 +46,11 @@ class JobServiceStub:
                 request_serializer=evora_dot_v1_dot_job__pb2.SubmitJobsRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_job__pb2.SubmitJobsResponse.FromString,
                 _registered_method=True)
+        self.SubmitJobStream = channel.stream_stream(
+                '/evora.v1.JobService/SubmitJobStream',
+                request_serializer=evora_dot_v1_dot_job__pb2.SubmitJobStreamRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_job__pb2.SubmitJobStreamResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/evora.v1.JobService/GetJob',
                 request_serializer=evora_dot_v1_dot_job__pb2.GetJobRequest.SerializeToString,
@@ -110,6 +115,32 @@ class JobServiceServicer:
         """SubmitJobs enqueues several jobs in one transaction: either every job is
         accepted (new or idempotent replay) or none is and the call fails. Jobs of the call
         can depend on each other (SubmitJobRequest.ref, depends_on_refs): a whole graph at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitJobStream(self, request_iterator, context):
+        """SubmitJobStream is SubmitJob over one long-lived stream, for producers that submit
+        jobs one at a time: a request on an open stream needs no call of its own (no headers,
+        trailers or per-call work on either side), so each submit's round trip is shorter
+        (docs/api.md "Submitting over a stream"). The rules:
+        - Each request is one SubmitJob, with its checks, idempotency, hand-off and outcome,
+        and gets exactly one response carrying its request_id; responses come in the order
+        the submits finish, not the order they were sent. A request that fails gets its
+        status in the response (SubmitJobStreamError) and the stream goes on.
+        - The caller is authenticated when the stream opens (permission job.submit); each
+        request's queue is checked against the token's scope (PERMISSION_DENIED in that
+        request's response). The stream ends UNAUTHENTICATED once the token is revoked or
+        expires (after the submits it is running finish).
+        - At most 128 requests are worked on at once per stream; the server reads no more
+        until one is answered (HTTP/2 flow control then holds the sender).
+        - The server ends the stream with OK when the client half-closes, and when it shuts
+        down, in both cases after answering every request it read: a request without a
+        response after an OK end was never read and not applied; send it again (on a new
+        stream). After an end with any other status, a request without a response may or
+        may not have been applied (as a SubmitJob that failed UNAVAILABLE): send it again
+        with the same idempotency_key to be sure it exists once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -216,6 +247,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     request_deserializer=evora_dot_v1_dot_job__pb2.SubmitJobsRequest.FromString,
                     response_serializer=evora_dot_v1_dot_job__pb2.SubmitJobsResponse.SerializeToString,
             ),
+            'SubmitJobStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.SubmitJobStream,
+                    request_deserializer=evora_dot_v1_dot_job__pb2.SubmitJobStreamRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_job__pb2.SubmitJobStreamResponse.SerializeToString,
+            ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
                     request_deserializer=evora_dot_v1_dot_job__pb2.GetJobRequest.FromString,
@@ -313,6 +349,33 @@ class JobService:
             '/evora.v1.JobService/SubmitJobs',
             evora_dot_v1_dot_job__pb2.SubmitJobsRequest.SerializeToString,
             evora_dot_v1_dot_job__pb2.SubmitJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitJobStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/evora.v1.JobService/SubmitJobStream',
+            evora_dot_v1_dot_job__pb2.SubmitJobStreamRequest.SerializeToString,
+            evora_dot_v1_dot_job__pb2.SubmitJobStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

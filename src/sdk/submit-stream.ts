@@ -1,0 +1,195 @@
+import * as grpc from '@grpc/grpc-js';
+import type { SubmitJobRequest, SubmitJobResponse, SubmitJobStreamRequest, SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
+import { EvoraApiError } from './errors.js';
+
+/**
+ * How long a SubmitJobStream stays open with no submit in flight before the client
+ * half-closes it. An open stream keeps the process alive (grpc-js holds its socket while a
+ * call is open), so a script that never calls close() exits this long after its last
+ * submit; a producer that submits more often than this keeps one stream.
+ */
+export const SUBMIT_STREAM_IDLE_MS = 1000;
+
+/** Times one request is sent again after the server ended its stream with OK before reading it. */
+const MAX_RESENDS = 3;
+
+const METHOD = 'SubmitJob';
+
+/** One submit waiting for its response. */
+interface PendingSubmit {
+  readonly req: SubmitJobRequest;
+  readonly resolve: (res: SubmitJobResponse) => void;
+  readonly reject: (err: unknown) => void;
+  /** When its deadline passes (ms since the epoch; Infinity: none). */
+  readonly deadlineAt: number;
+  /** The deadline's timer (null: no deadline, or settled). */
+  timer: NodeJS.Timeout | null;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: () => void;
+  resends: number;
+  /** The stream and request id it was last sent with. */
+  sentOn: OpenStream | null;
+  requestId: number;
+}
+
+/** One open stream and the submits sent on it that have no response yet. */
+interface OpenStream {
+  readonly call: grpc.ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>;
+  readonly pending: Map<number, PendingSubmit>;
+}
+
+/**
+ * EvoraClient.submit's transport: each submit is one request on a SubmitJobStream
+ * (job.proto) that stays open while submits come, where a unary SubmitJob costs a call of
+ * its own on both sides (about 0.7 ms more per submit on an idle 2-core machine:
+ * docs/benchmarks.md). Written here because it is Evora's protocol (grpc-js has no
+ * request/response multiplexing over a stream).
+ *
+ * What must stay true:
+ * - every submit settles exactly once: with its response, or its status (an
+ *   EvoraApiError), or DEADLINE_EXCEEDED / CANCELLED from its own deadline or signal (the
+ *   submit may still be applied then, as with a unary call: resubmit with the same
+ *   idempotency key to be sure);
+ * - a submit the server never read (its stream ended with OK: a half-close or a server
+ *   shutting down) is sent again on a new stream, at most MAX_RESENDS times; after any
+ *   other end of the stream, its submits without a response fail with that status;
+ * - a server without SubmitJobStream (UNIMPLEMENTED) is asked by unary SubmitJob from then on;
+ * - with nothing in flight for SUBMIT_STREAM_IDLE_MS the stream is half-closed, so an
+ *   idle client does not keep its process alive.
+ */
+export class SubmitStreamClient {
+  private stream: OpenStream | null = null;
+  private nextRequestId = 1;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private unsupported = false;
+  private closed = false;
+
+  constructor(
+    private readonly open: () => grpc.ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>,
+    private readonly unaryFallback: (req: SubmitJobRequest, deadlineMs: number, signal: AbortSignal | undefined) => Promise<SubmitJobResponse>,
+  ) {}
+
+  /** Submits one job; settles as the class comment says. */
+  submit(req: SubmitJobRequest, deadlineMs: number, signal: AbortSignal | undefined): Promise<SubmitJobResponse> {
+    if (this.unsupported) return this.unaryFallback(req, deadlineMs, signal);
+    return new Promise<SubmitJobResponse>((resolve, reject) => {
+      if (this.closed) return reject(new Error(`EvoraClient.submit: the client is closed`));
+      if (signal?.aborted) return reject(new EvoraApiError({ code: grpc.status.CANCELLED, details: 'cancelled before the call started', method: METHOD }));
+      const p: PendingSubmit = {
+        req,
+        resolve,
+        reject,
+        deadlineAt: Date.now() + deadlineMs,
+        timer: null,
+        signal,
+        onAbort: () => this.giveUp(p, grpc.status.CANCELLED, 'cancelled by the caller; the job may have been submitted'),
+        resends: 0,
+        sentOn: null,
+        requestId: 0,
+      };
+      if (Number.isFinite(deadlineMs)) {
+        p.timer = setTimeout(() => this.giveUp(p, grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded; the job may have been submitted'), deadlineMs);
+      }
+      signal?.addEventListener('abort', p.onAbort, { once: true });
+      this.send(p);
+    });
+  }
+
+  /** Half-closes the open stream (its submits in flight still settle); later submits are refused. */
+  close(): void {
+    this.closed = true;
+    this.idleStop();
+    this.stream?.call.end();
+    this.stream = null;
+  }
+
+  private send(p: PendingSubmit): void {
+    this.idleStop();
+    const s = this.stream ?? this.openStream();
+    const requestId = this.nextRequestId++;
+    s.pending.set(requestId, p);
+    p.sentOn = s;
+    p.requestId = requestId;
+    s.call.write({ requestId, job: p.req });
+  }
+
+  private openStream(): OpenStream {
+    const s: OpenStream = { call: this.open(), pending: new Map() };
+    this.stream = s;
+    s.call.on('data', (res: SubmitJobStreamResponse) => this.answer(s, res));
+    // 'status' comes once, after the last response; 'error' repeats a non-OK status.
+    s.call.on('error', () => undefined);
+    s.call.on('status', (st: grpc.StatusObject) => this.ended(s, st));
+    return s;
+  }
+
+  private answer(s: OpenStream, res: SubmitJobStreamResponse): void {
+    const p = s.pending.get(res.requestId);
+    if (!p) return; // its deadline passed or it was cancelled: settled already
+    s.pending.delete(res.requestId);
+    this.settled(p);
+    const outcome = res.outcome;
+    if (outcome?.$case === 'result') p.resolve(outcome.value);
+    else if (outcome?.$case === 'error') p.reject(new EvoraApiError({ code: outcome.value.code, details: outcome.value.message, method: METHOD }));
+    else p.reject(new Error(`${METHOD}: the server's answer lacks its outcome`));
+    if (s === this.stream && s.pending.size === 0) this.idleStart();
+  }
+
+  private ended(s: OpenStream, st: grpc.StatusObject): void {
+    if (this.stream === s) {
+      this.stream = null;
+      this.idleStop();
+    }
+    const left = [...s.pending.values()];
+    s.pending.clear();
+    if (st.code === grpc.status.UNIMPLEMENTED) this.unsupported = true;
+    for (const p of left) {
+      if (st.code === grpc.status.UNIMPLEMENTED) {
+        this.settled(p);
+        this.unaryFallback(p.req, Math.max(1, p.deadlineAt - Date.now()), p.signal).then(p.resolve, p.reject);
+      } else if (st.code === grpc.status.OK && !this.closed && p.resends < MAX_RESENDS) {
+        // Never read by the server (it answers all it reads before an OK end): send it again.
+        p.resends++;
+        this.send(p);
+      } else {
+        this.settled(p);
+        p.reject(st.code === grpc.status.OK
+          ? new EvoraApiError({ code: grpc.status.UNAVAILABLE, details: 'the server ended the submit stream without reading this submit', method: METHOD })
+          : EvoraApiError.from({ code: st.code, details: st.details }, METHOD));
+      }
+    }
+  }
+
+  /** A submit's deadline or signal fired first: it fails now; a late response is ignored. */
+  private giveUp(p: PendingSubmit, code: grpc.status, details: string): void {
+    const s = p.sentOn;
+    if (!s || s.pending.get(p.requestId) !== p) return; // settled already
+    s.pending.delete(p.requestId);
+    this.settled(p);
+    p.reject(new EvoraApiError({ code, details, method: METHOD }));
+    if (s === this.stream && s.pending.size === 0) this.idleStart();
+  }
+
+  private settled(p: PendingSubmit): void {
+    if (p.timer) clearTimeout(p.timer);
+    p.timer = null;
+    p.signal?.removeEventListener('abort', p.onAbort);
+  }
+
+  private idleStart(): void {
+    this.idleStop();
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      const s = this.stream;
+      if (!s || s.pending.size > 0) return;
+      this.stream = null;
+      s.call.end();
+    }, SUBMIT_STREAM_IDLE_MS);
+    this.idleTimer.unref();
+  }
+
+  private idleStop(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
+  }
+}

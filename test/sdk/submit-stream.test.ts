@@ -1,0 +1,171 @@
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  Job,
+  JobServiceService,
+  JobState,
+  type JobServiceServer,
+  type SubmitJobRequest,
+  type SubmitJobResponse,
+  type SubmitJobStreamRequest,
+  type SubmitJobStreamResponse,
+} from '../../src/gen/evora/v1/job.js';
+import { EvoraApiError, EvoraClient } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { serverSetup } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * EvoraClient.submit over a SubmitJobStream: against a real server, and against scripted
+ * JobService servers for what a real one does not do on cue (end a stream before reading,
+ * break it, never answer, lack the method).
+ */
+
+describe('EvoraClient.submit against a server', () => {
+  let address: string;
+  beforeAll(async () => {
+    ({ address } = await serverSetup());
+  });
+
+  it('many submits at once each get their own job; a replay and a conflict keep their meaning', async () => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName();
+      const results = await Promise.all(Array.from({ length: 100 }, (_, i) => client.submit({ queue, type: 't', payload: { i } })));
+      expect(new Set(results.map((r) => r.job.id)).size).toBe(100);
+      results.forEach((r, i) => expect(r).toMatchObject({ created: true, job: { queue, payload: { i } } }));
+      const first = await client.submit({ queue, type: 't', idempotencyKey: 'k', priority: 1 });
+      const again = await client.submit({ queue, type: 't', idempotencyKey: 'k', priority: 1 });
+      expect(again).toMatchObject({ created: false, job: { id: first.job.id } });
+      const conflict = await client.submit({ queue, type: 't', idempotencyKey: 'k', priority: 2 }).catch((e: unknown) => e);
+      expect(conflict).toBeInstanceOf(EvoraApiError);
+      expect((conflict as EvoraApiError).code).toBe(grpc.status.ALREADY_EXISTS);
+      const bad = await client.submit({ queue: 'not a queue!', type: 't' }).catch((e: unknown) => e);
+      expect((bad as EvoraApiError).code).toBe(grpc.status.INVALID_ARGUMENT);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('submitOverStream: false submits by unary calls with the same results', async () => {
+    const client = new EvoraClient({ address, submitOverStream: false });
+    try {
+      const queue = queueName();
+      expect(await client.submit({ queue, type: 't', payload: { a: 1 } })).toMatchObject({ created: true, job: { queue, payload: { a: 1 } } });
+    } finally {
+      client.close();
+    }
+  });
+});
+
+/** What a scripted server does with each stream's requests. */
+type StreamScript = (call: grpc.ServerDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>, req: SubmitJobStreamRequest, nth: number) => void;
+
+/** A JobService with only SubmitJobStream (scripted) and SubmitJob (counted), or only SubmitJob. */
+async function fakeJobServer(script: StreamScript | null) {
+  const server = new grpc.Server();
+  const seen = { streams: 0, requests: 0, unary: 0, halfClosed: 0 };
+  const answer = (req: SubmitJobRequest): SubmitJobResponse => ({ job: Job.fromPartial({ id: `job-${req.type}`, queue: req.queue, type: req.type, state: JobState.JOB_STATE_PENDING }), created: true });
+  const impl: Partial<JobServiceServer> = {
+    submitJob: (call, cb) => {
+      seen.unary++;
+      cb(null, answer(call.request));
+    },
+  };
+  if (script) {
+    impl.submitJobStream = (call) => {
+      seen.streams++;
+      call.on('data', (req: SubmitJobStreamRequest) => script(call, req, ++seen.requests));
+      call.on('end', () => {
+        seen.halfClosed++;
+        call.end();
+      });
+    };
+  }
+  server.addService(JobServiceService, impl as JobServiceServer);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const client = new EvoraClient({ address: `127.0.0.1:${port}`, deadlineMs: 5000 });
+  return {
+    client,
+    seen,
+    answer,
+    stop: async () => {
+      client.close();
+      server.forceShutdown();
+    },
+  };
+}
+
+describe('EvoraClient.submit against scripted servers', () => {
+  const fakes: { stop(): Promise<void> }[] = [];
+  const setup = async (script: StreamScript | null) => {
+    const f = await fakeJobServer(script);
+    fakes.push(f);
+    return f;
+  };
+  afterAll(async () => {
+    for (const f of fakes) await f.stop();
+  });
+  const ok = (call: grpc.ServerDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>, req: SubmitJobStreamRequest, answer: (r: SubmitJobRequest) => SubmitJobResponse) =>
+    call.write({ requestId: req.requestId, outcome: { $case: 'result', value: answer(req.job!) } });
+
+  it('a server without SubmitJobStream (UNIMPLEMENTED) is asked by SubmitJob, then and from then on', async () => {
+    const f = await setup(null);
+    expect((await f.client.submit({ queue: 'q', type: 'a' })).job.id).toBe('job-a');
+    expect((await f.client.submit({ queue: 'q', type: 'b' })).job.id).toBe('job-b');
+    expect(f.seen.unary).toBe(2);
+  });
+
+  it('submits the server ended the stream on without reading (OK) are sent again on a new stream', async () => {
+    let f!: Awaited<ReturnType<typeof fakeJobServer>>;
+    // The first stream answers its first request and ends on its second, reading no more.
+    f = await setup((call, req, nth) => {
+      if (nth === 1 || f.seen.streams > 1) ok(call, req, f.answer);
+      else if (nth === 2) call.end();
+    });
+    const first = await f.client.submit({ queue: 'q', type: 'a' });
+    expect(first.job.id).toBe('job-a');
+    const [b, c] = await Promise.all([f.client.submit({ queue: 'q', type: 'b' }), f.client.submit({ queue: 'q', type: 'c' })]);
+    expect([b.job.id, c.job.id]).toEqual(['job-b', 'job-c']);
+    expect(f.seen.streams).toBe(2);
+  });
+
+  it('a stream that breaks fails its submits in flight with its status; the next submit opens a new stream', async () => {
+    let f!: Awaited<ReturnType<typeof fakeJobServer>>;
+    f = await setup((call, req) => {
+      if (f.seen.streams === 1) call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'database unavailable' });
+      else ok(call, req, f.answer);
+    });
+    const err = await f.client.submit({ queue: 'q', type: 'a' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EvoraApiError);
+    expect((err as EvoraApiError).code).toBe(grpc.status.UNAVAILABLE);
+    expect((await f.client.submit({ queue: 'q', type: 'b' })).job.id).toBe('job-b');
+  });
+
+  it("a submit's own deadline and signal fail it (DEADLINE_EXCEEDED, CANCELLED) while the stream goes on", async () => {
+    let f!: Awaited<ReturnType<typeof fakeJobServer>>;
+    f = await setup((call, req) => {
+      if (req.job!.type !== 'never') ok(call, req, f.answer);
+    });
+    const late = await f.client.submit({ queue: 'q', type: 'never' }, { deadlineMs: 100 }).catch((e: unknown) => e);
+    expect((late as EvoraApiError).code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    const ac = new AbortController();
+    const cancelled = f.client.submit({ queue: 'q', type: 'never' }, { signal: ac.signal }).catch((e: unknown) => e);
+    ac.abort();
+    expect(((await cancelled) as EvoraApiError).code).toBe(grpc.status.CANCELLED);
+    expect((await f.client.submit({ queue: 'q', type: 'fine' })).job.id).toBe('job-fine');
+    expect(f.seen.streams).toBe(1);
+  });
+
+  it('an idle stream is half-closed about a second after its last answer', async () => {
+    let f!: Awaited<ReturnType<typeof fakeJobServer>>;
+    f = await setup((call, req) => ok(call, req, f.answer));
+    await f.client.submit({ queue: 'q', type: 'a' });
+    expect(f.seen.halfClosed).toBe(0);
+    await waitFor(() => f.seen.halfClosed === 1, { timeoutMs: 5000, what: 'the half-close' });
+    await f.client.submit({ queue: 'q', type: 'b' });
+    expect(f.seen.streams).toBe(2);
+  });
+});

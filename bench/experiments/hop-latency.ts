@@ -1,7 +1,8 @@
 /**
  * What one hop between two Node processes on this machine costs, by transport: a raw TCP
- * socket, Node's HTTP/2, and a grpc-js unary call, each to a server process of its own on
- * 127.0.0.1. Measures the one-way time (client send to server handler, on one clock:
+ * socket, Node's HTTP/2, a grpc-js unary call, and a message on an open grpc-js
+ * bidirectional stream (as SubmitJobStream carries submits), each to a server process of its
+ * own on 127.0.0.1. Measures the one-way time (client send to server handler, on one clock:
  * performance.timeOrigin + now()) and the round trip, with the processes idle between calls
  * (10 ms apart, as in the latency scenario's 100 submits/s) and busy (back to back). Evora's
  * latency path has two such hops (producer -> server unary, server -> worker stream push)
@@ -15,7 +16,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 
-type Transport = 'tcp' | 'http2' | 'grpc';
+type Transport = 'tcp' | 'http2' | 'grpc' | 'grpc-stream';
 const now = () => performance.timeOrigin + performance.now();
 /** The server stamps when the request reached its handler; the client reads it back. */
 const answer = (req: string) => JSON.stringify({ t: (JSON.parse(req) as { t: number }).t, recv: now() });
@@ -23,6 +24,10 @@ const passThrough = (b: Buffer) => b;
 const ECHO = {
   echo: {
     path: '/hop.Echo/Echo', requestStream: false, responseStream: false,
+    requestSerialize: passThrough, requestDeserialize: passThrough, responseSerialize: passThrough, responseDeserialize: passThrough,
+  },
+  stream: {
+    path: '/hop.Echo/Stream', requestStream: true, responseStream: true,
     requestSerialize: passThrough, requestDeserialize: passThrough, responseSerialize: passThrough, responseDeserialize: passThrough,
   },
 } as const;
@@ -51,6 +56,7 @@ async function serve(transport: Transport): Promise<void> {
     const s = new grpc.Server();
     s.addService(ECHO as unknown as grpc.ServiceDefinition, {
       echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.from(answer(call.request.toString()))),
+      stream: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => call.on('data', (d: Buffer) => call.write(Buffer.from(answer(d.toString())))),
     });
     s.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (_err, port) => ready(port));
   }
@@ -89,8 +95,24 @@ async function clientFor(transport: Transport, port: number): Promise<{ call: ()
   const Client = grpc.makeGenericClientConstructor(ECHO as unknown as grpc.ServiceDefinition, 'Echo');
   const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as {
     echo(req: Buffer, cb: (err: Error | null, res: Buffer) => void): void;
+    stream(): grpc.ClientDuplexStream<Buffer, Buffer>;
     close(): void;
   };
+  if (transport === 'grpc-stream') {
+    const st = client.stream();
+    st.on('error', () => undefined); // the server process is killed at the end
+    return {
+      call: () => new Promise((resolve) => {
+        const t = now();
+        st.once('data', (d: Buffer) => resolve(result(d.toString(), t)));
+        st.write(Buffer.from(JSON.stringify({ t })));
+      }),
+      close: () => {
+        st.cancel();
+        client.close();
+      },
+    };
+  }
   return {
     call: () => new Promise((resolve, reject) => {
       const t = now();
@@ -107,7 +129,7 @@ if (process.argv[2] === '--server') {
 } else {
   const CALLS = Number(process.argv[2] ?? 500);
   const rows: Record<string, string | number>[] = [];
-  for (const transport of ['tcp', 'http2', 'grpc'] as const) {
+  for (const transport of ['tcp', 'http2', 'grpc', 'grpc-stream'] as const) {
     const child = spawn(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, '--server', transport], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       const port = Number(await new Promise<string>((r) => child.stdout!.once('data', (d: Buffer) => r(d.toString().trim()))));

@@ -4,11 +4,12 @@ import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
+import type { OpenStreams } from './open-streams.js';
 
 /**
  * What the gRPC services need from the composition root (src/server/server.ts). The
  * services translate protobuf to store and dispatcher calls and back; they own nothing
- * here but the Work streams they open.
+ * here but the streams they open.
  */
 export interface ServiceDeps {
   store: Store;
@@ -24,7 +25,7 @@ export interface ServiceDeps {
   /** Where stats are read from (never the queue tables). */
   telemetry: TelemetrySink;
   /** Open Work streams and SubmitJobStreams, so shutdown can end them after the drain. */
-  streams: Set<ServerStreamHandle>;
+  streams: OpenStreams;
 }
 
 /** An open long-lived stream (Work, SubmitJobStream) as shutdown sees it. */

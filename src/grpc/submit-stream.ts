@@ -6,6 +6,7 @@ import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { SubmitJobRequest, SubmitJobResponse, SubmitJobStreamRequest, SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
 import type { Logger } from '../logger.js';
 import type { ServerStreamHandle } from './deps.js';
+import type { OpenStreams } from './open-streams.js';
 import { toServiceError } from './status.js';
 import { StreamWriter } from './stream-writer.js';
 
@@ -51,7 +52,7 @@ export interface SubmitStreamDeps {
   submit(req: SubmitJobRequest, principal: Principal): Promise<SubmitJobResponse>;
   logger: Logger;
   /** Open streams, so shutdown can end them. */
-  streams: Set<ServerStreamHandle>;
+  streams: Pick<OpenStreams, 'add' | 'delete'>;
   /** Tells the stream when its token stops working (revoked or expired). */
   auth: Pick<Authenticator, 'onInvalidated'>;
 }

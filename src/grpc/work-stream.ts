@@ -23,6 +23,7 @@ import type { Logger } from '../logger.js';
 import { AckQueue } from './ack-queue.js';
 import { LEASE_LOST_REASON_TO_PB, progressInput } from './convert.js';
 import type { ServerStreamHandle } from './deps.js';
+import type { OpenStreams } from './open-streams.js';
 import { toServiceError } from './status.js';
 import { StreamWriter, type WritableCall } from './stream-writer.js';
 import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type EncodedWorkResponse, type WorkOut } from './work-messages.js';
@@ -94,8 +95,8 @@ export interface WorkStreamDeps {
   maxPayloadBytes: number;
   /** The lease length to announce in the welcome for these queues. */
   leaseSecondsFor(queues: string[]): Promise<number>;
-  /** Open Work streams, so shutdown can end them after the drain. */
-  streams: Set<ServerStreamHandle>;
+  /** Open streams, so shutdown can end them after the drain. */
+  streams: Pick<OpenStreams, 'add' | 'delete'>;
   /** Tells the stream when its token stops working (revoked or expired). */
   auth: Pick<Authenticator, 'onInvalidated'>;
 }

@@ -26,7 +26,7 @@ import { ServerMetrics, metricsServerStart } from '../telemetry/metrics.js';
 import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED, Store } from '../store/store.js';
 import { reflectionAddToServer } from '../grpc/reflection.js';
-import type { ServerStreamHandle } from '../grpc/deps.js';
+import { OpenStreams } from '../grpc/open-streams.js';
 import { auditService } from '../grpc/audit-service.js';
 import { jobService, jobServiceDefinition } from '../grpc/job-service.js';
 import { queueService } from '../grpc/queue-service.js';
@@ -122,7 +122,7 @@ interface Parts {
   maintainer: ServerMaintainer | null;
   grpc: grpc.Server | null;
   health: HealthImplementation | null;
-  streams: Set<ServerStreamHandle>;
+  streams: OpenStreams;
   /** The HTTP port: the JSON API, the dashboard, health and metrics. */
   http: HttpServer | null;
   metricsServer: { port: number; close(): Promise<void> } | null;
@@ -156,7 +156,8 @@ interface Parts {
  *     signal aborts (this process no longer tries to become the leader);
  *  2. the dispatcher stops claiming, tells every worker to drain, and waits up to
  *     shutdownTimeoutMs for held jobs to be finished and their writes committed;
- *  3. the Work streams and SubmitJobStreams end (each answers what it read first);
+ *  3. the Work streams and SubmitJobStreams end (each answers what it read first; one that
+ *     opens from now on is ended at once);
  *  4. the gRPC server and the HTTP port stop together (calls and requests still open
  *     after a grace second are cancelled; jobs still held keep their leases, so workers
  *     can finish them on another server, or the sweeper requeues them), then the metrics
@@ -180,7 +181,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     maintainer: null,
     grpc: null,
     health: null,
-    streams: new Set(),
+    streams: new OpenStreams(),
     http: null,
     metricsServer: null,
     tls: null,
@@ -431,7 +432,7 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
     if (stillHeld) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
   });
   // 3. The Work streams and SubmitJobStreams end.
-  for (const stream of parts.streams) stream.end();
+  parts.streams.endAll();
   // 4. The gRPC server and the HTTP port, then the metrics endpoint.
   await Promise.all([
     step('stopping gRPC', async () => parts.grpc && (await grpcServerStop(parts.grpc))),

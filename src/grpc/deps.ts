@@ -27,12 +27,3 @@ export interface ServiceDeps {
   /** Open Work streams and SubmitJobStreams, so shutdown can end them after the drain. */
   streams: OpenStreams;
 }
-
-/** An open long-lived stream (Work, SubmitJobStream) as shutdown sees it. */
-export interface ServerStreamHandle {
-  /**
-   * Ends the stream gracefully: it reads no more requests, answers those it read (a Work
-   * stream: no new jobs, the acks of reports received), then ends with OK. Safe to call twice.
-   */
-  end(): void;
-}

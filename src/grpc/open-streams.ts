@@ -1,4 +1,11 @@
-import type { ServerStreamHandle } from './deps.js';
+/** An open long-lived stream (Work, SubmitJobStream) as shutdown sees it. */
+export interface ServerStreamHandle {
+  /**
+   * Ends the stream gracefully: it reads no more requests, answers those it read (a Work
+   * stream: no new jobs, the acks of reports received), then ends with OK. Safe to call twice.
+   */
+  end(): void;
+}
 
 /**
  * The long-lived streams (Work, SubmitJobStream) open on this server, so that shutdown can

@@ -5,8 +5,7 @@ import { invalidArgument } from '../domain/errors.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { SubmitJobRequest, SubmitJobResponse, SubmitJobStreamRequest, SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
 import type { Logger } from '../logger.js';
-import type { ServerStreamHandle } from './deps.js';
-import type { OpenStreams } from './open-streams.js';
+import type { OpenStreams, ServerStreamHandle } from './open-streams.js';
 import { toServiceError } from './status.js';
 import { StreamWriter } from './stream-writer.js';
 

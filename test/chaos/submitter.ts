@@ -4,9 +4,10 @@ import type { Prng } from './options.js';
 
 /**
  * The producer side of the chaos run: submits every planned job with its idempotency key,
- * in batches (SubmitJobs) and singles (SubmitJob), from a few concurrent loops spread over
- * the servers, retrying each failed call with the same keys and the same content (on the
- * next server) until it is acknowledged: across server kills and database outages.
+ * in batches (SubmitJobs) and singles (the SDK's submit: a request each on a SubmitJobStream),
+ * from a few concurrent loops spread over the servers, retrying each failed call with the
+ * same keys and the same content (on the next server) until it is acknowledged: across
+ * server kills and database outages.
  * It records, per key, the job id of every acknowledgement: a key acknowledged with two
  * different ids is a duplicate even if one row was later lost.
  * Must stay true: a chunk is resent unchanged, so a replay can only return the existing job;

@@ -87,3 +87,18 @@ describe('store connections', () => {
     }
   });
 });
+
+describe('a store connection whose backend ends', () => {
+  it('does not kill the process when nothing else listens; its next query fails instead', async () => {
+    const Client = storeClientClass({ namedStatements: true });
+    const client = new Client({ connectionString: url });
+    await client.connect();
+    const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    const ended = new Promise((resolve) => client.once('end', resolve));
+    // The backend sends FATAL 57P01 while no query runs: pg emits 'error' on the client.
+    await sql.query('SELECT pg_terminate_backend($1)', [pid]);
+    await ended;
+    await expect(client.query('SELECT 1')).rejects.toThrow();
+    expect(client.listenerCount('error')).toBe(1);
+  });
+});

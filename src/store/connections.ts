@@ -52,11 +52,14 @@ export type StoreClientClass = new (config?: pg.ClientConfig) => pg.Client;
  * planned at each call instead of once per connection).
  * Must stay true: an 'error' a client emits never kills the process. pg emits one when its
  * backend ends (terminated, or the postmaster died) while no query runs on it. pg.Pool
- * listens while the client is idle and StorePool while it holds it, yet in the fault suite
- * a postmaster kill once reached a pool client with no listener and took a server down
- * (where pg-pool leaves one unlistened was not pinned down). So each client listens from
- * its creation and ignores the event: its owner finds the dead connection all the same (a
- * query on it fails and is classified as an outage; the pool drops an idle one).
+ * listens while the client is idle and StorePool while it holds it, but not in between:
+ * when one chunk from the socket holds a query's last message and then the FATAL of a dying
+ * backend, the query's release hands the client to a waiting `pool.connect()` (the pool's
+ * listener removed) whose caller only resumes in a later microtask, while pg parses the
+ * FATAL at once. In the fault suite a postmaster kill took a server down so. Hence each
+ * client listens from its creation and ignores the event: its owner finds the dead
+ * connection all the same (a query on it fails and is classified as an outage; the pool
+ * drops an idle one).
  */
 export function storeClientClass(opts: { namedStatements: boolean; startupParameters?: Readonly<Record<string, string>> }): StoreClientClass {
   const startup = { ...STORE_STARTUP_PARAMETERS, ...opts.startupParameters };

@@ -69,11 +69,10 @@ export class SubmitStreamClient {
     private readonly unaryFallback: (req: SubmitJobRequest, deadlineMs: number, signal: AbortSignal | undefined) => Promise<SubmitJobResponse>,
   ) {}
 
-  /** Submits one job; settles as the class comment says. */
+  /** Submits one job; settles as the class comment says. The caller (EvoraClient) refuses submits once closed. */
   submit(req: SubmitJobRequest, deadlineMs: number, signal: AbortSignal | undefined): Promise<SubmitJobResponse> {
     if (this.unsupported) return this.unaryFallback(req, deadlineMs, signal);
     return new Promise<SubmitJobResponse>((resolve, reject) => {
-      if (this.closed) return reject(new Error(`EvoraClient.submit: the client is closed`));
       if (signal?.aborted) return reject(new EvoraApiError({ code: grpc.status.CANCELLED, details: 'cancelled before the call started', method: METHOD }));
       const p: PendingSubmit = {
         req,
@@ -132,7 +131,7 @@ export class SubmitStreamClient {
     if (outcome?.$case === 'result') p.resolve(outcome.value);
     else if (outcome?.$case === 'error') p.reject(new EvoraApiError({ code: outcome.value.code, details: outcome.value.message, method: METHOD }));
     else p.reject(new Error(`${METHOD}: the server's answer lacks its outcome`));
-    if (s === this.stream && s.pending.size === 0) this.idleStart();
+    this.idleIfDone(s);
   }
 
   private ended(s: OpenStream, st: grpc.StatusObject): void {
@@ -167,6 +166,11 @@ export class SubmitStreamClient {
     s.pending.delete(p.requestId);
     this.settled(p);
     p.reject(new EvoraApiError({ code, details, method: METHOD }));
+    this.idleIfDone(s);
+  }
+
+  /** The open stream has nothing in flight: it is half-closed unless a submit comes soon. */
+  private idleIfDone(s: OpenStream): void {
     if (s === this.stream && s.pending.size === 0) this.idleStart();
   }
 

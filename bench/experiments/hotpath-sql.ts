@@ -15,8 +15,8 @@
  * - fillfactor=n    the jobs table's fillfactor;
  * - setup=SQL       run after the migration (e.g. drop a trigger, add a column);
  * - session=SQL     run on the variant's connection (e.g. SET plan_cache_mode = …);
- * - edit=a,b       edits of the store's statements (EDITS below: noevents, nodistinct,
- *                   ordinality), each checked to apply;
+ * - edit=a,b       edits of the store's statements (EDITS below: compact, noattempts,
+ *                   noevents, nodistinct, ordinality), each checked to apply;
  * - claim=FILE, complete=FILE   other statement files (named parameters, parsed by the
  *                   store's parser) in place of the store's.
  * PERF=file records the first variant's backend with `perf record --call-graph dwarf`
@@ -56,7 +56,26 @@ const valuesOf = (s: Parsed, params: Record<string, unknown>) =>
  * the text (a statement that drifted from what an edit expects fails the run).
  */
 const withoutEvents = (t: string) => t.replace(/,\s*events AS \(\s*INSERT INTO evora\.job_events[\s\S]*?HAVING count\(\*\) > 0\s*\)/, '');
+/**
+ * An outbox column as one element standing for all of the row's events when they agree (a
+ * format the readers do not know: measured only): constants as a one-element array, the
+ * other uniform columns checked by count/min/max.
+ */
+const uniform = (x: string) => `CASE WHEN count(${x}) = count(*) AND min(${x}) = max(${x}) THEN ARRAY[min(${x})] ELSE array_agg(${x}) END`;
+const compactEvents = (kind: string, from: string, to: string, nullMs: 'wait_ms' | 'run_ms') => (t: string) =>
+  t
+    .replace('array_agg(id), array_agg(queue), array_agg(type),', `array_agg(id), ${uniform('queue')}, ${uniform('type')},`)
+    .replace(
+      `array_agg('${kind}'::evora.job_event_kind), array_agg('${from}'::evora.job_state), array_agg(state),`,
+      `ARRAY['${kind}'::evora.job_event_kind], ARRAY['${from}'::evora.job_state], ARRAY['${to}'::evora.job_state],`,
+    )
+    .replace('array_agg(attempt), array_agg(worker_id),', `${uniform('attempt')}, ${uniform('worker_id')},`)
+    .replace(nullMs === 'run_ms' ? /, array_agg\(NULL::float8\)\n/ : /array_agg\(NULL::float8\), /, nullMs === 'run_ms' ? ', ARRAY[NULL::float8]\n' : 'ARRAY[NULL::float8], ');
 const EDITS: Record<string, { claim?: (text: string) => string; complete?: (text: string) => string }> = {
+  /** Uniform outbox columns stored as one element (compactEvents). */
+  compact: { claim: compactEvents('claimed', 'PENDING', 'RUNNING', 'run_ms'), complete: compactEvents('completed', 'RUNNING', 'COMPLETED', 'wait_ms') },
+  /** The completion without deleting the attempt history of the jobs it deletes. */
+  noattempts: { complete: (t) => t.replace(/attempts_deleted AS \([\s\S]*?\n\),\n/, '') },
   /** Without the outbox events (a property Evora keeps: what they cost). */
   noevents: { claim: withoutEvents, complete: withoutEvents },
   /** The completion without DISTINCT ON over its input (an UPDATE … FROM updates a row once anyway). */
@@ -103,7 +122,8 @@ interface Variant {
 }
 
 function variantOf(arg: string): Variant {
-  const [name, ...pairs] = arg.split(';');
+  // `;` separates pairs only before a key, so setup= may hold several statements.
+  const [name, ...pairs] = arg.split(/;(?=(?:drop|fillfactor|setup|session|claim|complete|edit)=)/);
   const kv = new Map(pairs.map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)] as const));
   for (const k of kv.keys()) if (!['drop', 'fillfactor', 'setup', 'session', 'claim', 'complete', 'edit'].includes(k)) throw new Error(`unknown key "${k}" in ${arg}`);
   const edits = (kv.get('edit') ?? '').split(',').filter(Boolean);

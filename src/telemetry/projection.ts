@@ -158,7 +158,7 @@ export function histogramPercentiles(h: Histogram): { p50: number | null; p95: n
 export interface QueueTelemetry {
   queue: string;
   counts: Partial<Record<JobState, number>>;
-  /** Completed jobs per second over the last 1, 5 and 60 minutes. */
+  /** Completed jobs per second over the last 1, 5 and 60 minutes (completedRate). */
   throughput: { m1: number; m5: number; m60: number };
   /** Percentiles in ms over the last 60 minutes; null without data. */
   waitMs: { p50: number | null; p95: number | null; p99: number | null };
@@ -172,6 +172,25 @@ export interface QueueTelemetry {
 }
 
 /**
+ * Completed jobs per second over the `mins` minutes before `now`, from minute buckets. A
+ * bucket that starts inside the window counts whole (the current one holds what completed so
+ * far); the bucket the window's start falls in counts for the share of its minute inside
+ * the window, as if its completions were spread evenly over it. Must stay true: a steady
+ * rate reads the same at every second of a minute (counting whole buckets only, a 1-minute
+ * rate fell to 0 as each minute began and climbed back by its end).
+ */
+export function completedRate(minutes: readonly MinuteDelta[], now: Date, mins: number): number {
+  const start = now.getTime() - mins * 60_000;
+  let completed = 0;
+  for (const m of minutes) {
+    const at = m.minute.getTime();
+    if (at >= start) completed += m.completed;
+    else if (at + 60_000 > start) completed += (m.completed * (at + 60_000 - start)) / 60_000;
+  }
+  return completed / (mins * 60);
+}
+
+/**
  * Combines a queue's state counts and its minute buckets into stats as of `now`. Shared by
  * the sinks so that both answer the same way.
  */
@@ -182,7 +201,6 @@ export function queueTelemetryFrom(
   now: Date,
 ): QueueTelemetry {
   const since = (mins: number) => minutes.filter((m) => m.minute.getTime() > now.getTime() - mins * 60_000);
-  const completedIn = (mins: number) => since(mins).reduce((s, m) => s + m.completed, 0);
   const last60 = since(60);
   const sum = (f: (m: MinuteDelta) => number) => last60.reduce((s, m) => s + f(m), 0);
   const wait = last60.reduce((h, m) => histogramAdd(h, m.wait), {} as Histogram);
@@ -192,7 +210,7 @@ export function queueTelemetryFrom(
   return {
     queue,
     counts,
-    throughput: { m1: completedIn(1) / 60, m5: completedIn(5) / 300, m60: completedIn(60) / 3600 },
+    throughput: { m1: completedRate(minutes, now, 1), m5: completedRate(minutes, now, 5), m60: completedRate(minutes, now, 60) },
     waitMs: histogramPercentiles(wait),
     runMs: histogramPercentiles(run),
     failureRate: completed + failed === 0 ? 0 : failed / (completed + failed),

@@ -157,13 +157,14 @@ async function burn(ctx: RunContext, n: number, onProgress?: (done: number) => v
 
 /**
  * The processes a burn-down's CPU is counted for: the system's store (PostgreSQL or Redis),
- * its server (Evora) and its worker processes. Their names become the result line's
+ * its server (Evora), a pooler in front of PostgreSQL (Evora with pgbouncer) and its worker processes. Their names become the result line's
  * `<name>CpuUsPerJob` fields.
  */
 function cpuParties(ctx: RunContext, group: WorkerGroup): { name: string; processes: CpuProcess[] }[] {
   const parties: { name: string; processes: CpuProcess[] }[] = [];
   if (ctx.store) parties.push(ctx.store);
   if (ctx.inst.serverPid !== null) parties.push({ name: 'server', processes: [{ pid: ctx.inst.serverPid }] });
+  if (ctx.inst.poolerPid) parties.push({ name: 'pooler', processes: [{ pid: ctx.inst.poolerPid }] });
   parties.push({ name: 'workers', processes: group.pids.map((pid) => ({ pid })) });
   return parties;
 }

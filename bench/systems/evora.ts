@@ -15,6 +15,7 @@ import { tokenSecretGenerate, tokenSecretHash } from '../../src/domain/auth.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
 import { evoraBuild, evoraSdk, type EvoraBuild } from '../lib/evora-build.js';
 import { onCleanup, stopChild, trackChild } from '../lib/infra.js';
+import { findPgbouncer, pgbouncerStart, type Pgbouncer } from '../../test/helpers/pgbouncer.js';
 import { errorText, sleep } from '../lib/util.js';
 import { configWith, type OpenContext, type SystemDriver, type SystemInstance } from './types.js';
 
@@ -51,6 +52,13 @@ export const EVORA_DEFAULTS = {
    * or, with `false`, as unary SubmitJob calls (as before 2026-11-28; for comparing the two).
    */
   submitOverStream: true,
+  /**
+   * `pgbouncer`: the server reaches PostgreSQL through a pgbouncer in transaction mode
+   * (Debian's, as test/server/pgbouncer.test.ts runs it: its statements unnamed, LISTEN and
+   * the leader lock on the direct URL; docs/store.md "Behind pgbouncer"), whose CPU is
+   * counted as `pooler`; `none`: straight to PostgreSQL.
+   */
+  pooler: 'none',
 };
 
 function evoraVersion(): string {
@@ -75,6 +83,8 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
   const security = { tls: config.tls === true, token: config.token === true };
   if (config.from !== 'build' && config.from !== 'source') throw new Error(`evora.from: build or source, got "${String(config.from)}"`);
   const fromSource = config.from === 'source';
+  if (config.pooler !== 'none' && config.pooler !== 'pgbouncer') throw new Error(`evora.pooler: none or pgbouncer, got "${String(config.pooler)}"`);
+  const pooler = config.pooler === 'pgbouncer';
   let build: EvoraBuild | null = null;
   const built = (): EvoraBuild => {
     if (!build) {
@@ -92,11 +102,11 @@ export function evoraDriver(overrides: Record<string, string>): SystemDriver {
     config,
     describe: () =>
       `${fromSource ? 'the source through tsx' : 'built with tsc'}; server: one \`evora serve\` process (defaults${serverFlags.length ? `, ${serverFlags.join(' ')}` : ''}` +
-      `${security.tls ? ', TLS' : ''}${security.token ? ', auth on: worker and admin tokens' : ''}); ` +
+      `${security.tls ? ', TLS' : ''}${security.token ? ', auth on: worker and admin tokens' : ''}${pooler ? ', through pgbouncer in transaction mode' : ''}); ` +
       `${processes} worker process${processes > 1 ? 'es' : ''} × EvoraWorker slots ${config.slots}; ` +
       `${config.deleteOnComplete === true ? 'the queue deletes jobs at completion (delete_on_complete)' : 'completed jobs kept (the default)'}; ` +
       `enqueue with EvoraClient (submit ${config.submitOverStream !== false ? 'over a SubmitJobStream' : 'as unary SubmitJob calls'} / submitMany of 1000, idsOnly)`,
-    open: (ctx) => openEvora(ctx, serverFlags, security, fromSource ? null : built(), { deleteOnComplete: config.deleteOnComplete === true, submitOverStream: config.submitOverStream !== false }),
+    open: (ctx) => openEvora(ctx, serverFlags, security, fromSource ? null : built(), { deleteOnComplete: config.deleteOnComplete === true, submitOverStream: config.submitOverStream !== false, pooler }),
   };
 }
 
@@ -115,6 +125,17 @@ function tlsCertsMake(dir: string): { caPem: string; certFile: string; keyFile: 
   writeFileSync(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
   openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'server.ext', '-out', 'server.pem']);
   return { caPem: readFileSync(join(dir, 'ca.pem'), 'utf8'), certFile: join(dir, 'server.pem'), keyFile: join(dir, 'server.key') };
+}
+
+/**
+ * pgbouncer in transaction mode in front of the bench's PostgreSQL (the test suite's
+ * helper), with more server connections than the Evora server's pool asks for, so no client
+ * waits at the pooler.
+ */
+async function poolerStart(upstreamUrl: string): Promise<Pgbouncer> {
+  const found = findPgbouncer();
+  if (!found.ok) throw new Error(`evora.pooler=pgbouncer: ${found.reason}`);
+  return pgbouncerStart({ path: found.path, upstreamUrl, defaultPoolSize: 20 });
 }
 
 /** Inserts an API token row (as `evora token create` with DATABASE_URL would) and tells the servers' caches. */
@@ -138,7 +159,7 @@ async function openEvora(
   serverFlags: string[],
   security: { tls: boolean; token: boolean },
   build: EvoraBuild | null,
-  { deleteOnComplete, submitOverStream }: { deleteOnComplete: boolean; submitOverStream: boolean },
+  { deleteOnComplete, submitOverStream, pooler }: { deleteOnComplete: boolean; submitOverStream: boolean; pooler: boolean },
 ): Promise<SystemInstance> {
   const { EvoraApiError, EvoraClient } = await evoraSdk(build?.sdkUrl);
   const port = await freePort();
@@ -152,10 +173,14 @@ async function openEvora(
   // (thread id 1); the main thread's is the one with thread id 0 (CPU.<date>.<time>.<pid>.0.<seq>.cpuprofile).
   const nodeFlags = ctx.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(ctx.cpuProfileDir, `evora-server-${ctx.scenario}`)}`] : [];
   const entry = build ? [build.serverMain] : ['--import', 'tsx', join(ROOT, 'src/cli/main.ts')];
+  const bouncer = pooler ? await poolerStart(ctx.databaseUrl) : null;
+  const databaseFlags = bouncer
+    ? ['--database-url', bouncer.through(ctx.databaseUrl), '--direct-database-url', ctx.databaseUrl]
+    : ['--database-url', ctx.databaseUrl];
   const child = trackChild(
     spawn(
       process.execPath,
-      [...nodeFlags, ...entry, 'serve', '--database-url', ctx.databaseUrl, '--port', String(port), '--log-level', 'warn', ...serverFlags],
+      [...nodeFlags, ...entry, 'serve', ...databaseFlags, '--port', String(port), '--log-level', 'warn', ...serverFlags],
       { cwd: ROOT, stdio: ['ignore', fd, fd], env: { ...process.env, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0', EVORA_METRICS_PORT: '0', MONGODB_URL: '', ...tlsEnv } },
     ),
   );
@@ -166,6 +191,7 @@ async function openEvora(
   const stop = async () => {
     client.close();
     await stopChild(child, 15_000);
+    await bouncer?.stop();
   };
   const unregister = onCleanup('evora server', stop);
   const tail = () => readFileSync(logFile, 'utf8').trim().split('\n').slice(-5).join(' | ');
@@ -208,6 +234,7 @@ async function openEvora(
     queue,
     target: { address, tlsCa: tls?.caPem, token: workerToken, evoraSdkUrl: build?.sdkUrl },
     serverPid: child.pid!,
+    poolerPid: bouncer?.pid ?? null,
     submitOne: async (payload) => {
       await client.submit({ queue, type: 'noop', payload });
     },

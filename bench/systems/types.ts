@@ -37,6 +37,8 @@ export interface SystemInstance {
   remaining(): Promise<number>;
   /** The server process, when the system has one (Evora): RSS is sampled from it. */
   serverPid: number | null;
+  /** A connection pooler between the server and PostgreSQL (Evora with `pooler=pgbouncer`), whose CPU a burn-down counts. */
+  poolerPid?: number | null;
   close(): Promise<void>;
 }
 

@@ -29,6 +29,8 @@ export function findPgbouncer(): Tool {
 /** A running pgbouncer. */
 export interface Pgbouncer {
   port: number;
+  /** Its process id (the bench counts its CPU). */
+  pid: number;
   /** `url` (a URL of the upstream PostgreSQL) with pgbouncer's host and port: the same database through the pooler. */
   through(url: string, opts?: { database?: string }): string;
   /** A query on pgbouncer's admin console (SHOW POOLS, SHOW CLIENTS, ...), simple protocol. */
@@ -92,6 +94,7 @@ export async function pgbouncerStart(opts: {
   let stopped: Promise<void> | null = null;
   return {
     port,
+    pid: proc.child.pid!,
     through(url, o = {}) {
       const u = new URL(url);
       u.hostname = '127.0.0.1';

@@ -157,8 +157,8 @@ async function burn(ctx: RunContext, n: number, onProgress?: (done: number) => v
 
 /**
  * The processes a burn-down's CPU is counted for: the system's store (PostgreSQL or Redis),
- * its server (Evora), a pooler in front of PostgreSQL (Evora with pgbouncer) and its worker processes. Their names become the result line's
- * `<name>CpuUsPerJob` fields.
+ * its server (Evora), a pooler in front of PostgreSQL (Evora with pgbouncer) and its worker
+ * processes. Their names become the result line's `<name>CpuUsPerJob` fields.
  */
 function cpuParties(ctx: RunContext, group: WorkerGroup): { name: string; processes: CpuProcess[] }[] {
   const parties: { name: string; processes: CpuProcess[] }[] = [];

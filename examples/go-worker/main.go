@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
@@ -167,6 +168,10 @@ func (w *worker) connect() (*session, time.Duration, error) {
 	hello.Held = w.heldLeases()
 	// Job-type routing: the server sends only jobs of the types this worker runs.
 	hello.JobTypes = []string{JobType}
+	// Batches: the server may push the jobs of one claim as one `jobs` message and answer
+	// reports committed together with one `acks` message (handle takes both), instead of a
+	// message per job: fewer messages to encode and decode on both sides.
+	hello.AcceptsBatches = proto.Bool(true)
 	if err := stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Hello{Hello: hello}}); err != nil {
 		cancel()
 		return nil, 0, err
@@ -322,8 +327,16 @@ func (w *worker) handle(s *session, m *evorav1.WorkResponse) {
 	switch msg := m.GetMsg().(type) {
 	case *evorav1.WorkResponse_Job:
 		w.start(s, msg.Job)
+	case *evorav1.WorkResponse_Jobs:
+		for _, lj := range msg.Jobs.GetJobs() {
+			w.start(s, lj)
+		}
 	case *evorav1.WorkResponse_Ack:
 		w.onAck(s, msg.Ack)
+	case *evorav1.WorkResponse_Acks:
+		for _, a := range msg.Acks.GetAcks() {
+			w.onAck(s, a)
+		}
 	case *evorav1.WorkResponse_Cancel:
 		// Every code (CANCEL_REASON_OPERATOR, CANCEL_REASON_TIMEOUT, or none from an old
 		// server) means the same: stop the job and report it; it fails as non-retryable and

@@ -171,7 +171,11 @@ class Worker:
         s.send(pb.WorkRequest(hello=pb.WorkerHello(
             worker_id=self.args.worker_id, queues=[self.args.queue], slots=self.args.slots, held=held,
             # Job-type routing: the server sends only jobs of the types this worker runs.
-            job_types=[JOB_TYPE])))
+            job_types=[JOB_TYPE],
+            # Batches: the server may push the jobs of one claim as one `jobs` message and
+            # answer reports committed together with one `acks` message (handle takes both),
+            # instead of a message per job: fewer messages to encode and decode on both sides.
+            accepts_batches=True)))
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -327,8 +331,14 @@ class Worker:
         kind = msg.WhichOneof("msg")
         if kind == "job":
             self.start(msg.job)
+        elif kind == "jobs":
+            for job in msg.jobs.jobs:
+                self.start(job)
         elif kind == "ack":
             self.on_ack(s, msg.ack)
+        elif kind == "acks":
+            for ack in msg.acks.acks:
+                self.on_ack(s, ack)
         elif kind == "cancel":
             # Every code (CANCEL_REASON_OPERATOR, CANCEL_REASON_TIMEOUT, or none from an old
             # server) means the same: stop the job and report it; it fails as non-retryable and

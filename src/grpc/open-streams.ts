@@ -1,3 +1,5 @@
+import type { EventEmitter } from 'node:events';
+
 /** An open long-lived stream (Work, SubmitJobStream) as shutdown sees it. */
 export interface ServerStreamHandle {
   /**
@@ -39,4 +41,14 @@ export class OpenStreams {
     this.ending = true;
     for (const stream of [...this.open]) stream.end();
   }
+}
+
+/**
+ * Calls `gone` however a stream's call ends other than gracefully: an error, a close or a
+ * cancellation. More than one may come for one call, so `gone` must be safe to call twice.
+ */
+export function onCallGone(call: EventEmitter, gone: () => void): void {
+  call.on('error', gone);
+  call.on('close', gone);
+  call.on('cancelled', gone);
 }

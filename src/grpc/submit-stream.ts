@@ -5,7 +5,7 @@ import { invalidArgument } from '../domain/errors.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { SubmitJobRequest, SubmitJobResponse, SubmitJobStreamRequest, SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
 import type { Logger } from '../logger.js';
-import type { OpenStreams, ServerStreamHandle } from './open-streams.js';
+import { onCallGone, type OpenStreams, type ServerStreamHandle } from './open-streams.js';
 import { toServiceError } from './status.js';
 import { StreamWriter } from './stream-writer.js';
 
@@ -92,10 +92,7 @@ export class SubmitStream implements ServerStreamHandle {
     deps.streams.add(this);
     call.on('data', (req: SubmitJobStreamRequest) => this.receive(req));
     call.on('end', () => this.end());
-    const gone = () => this.gone();
-    call.on('error', gone);
-    call.on('close', gone);
-    call.on('cancelled', gone);
+    onCallGone(call, () => this.gone());
   }
 
   get state(): SubmitStreamState {

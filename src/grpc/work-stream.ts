@@ -22,7 +22,7 @@ import { authorize, type Principal } from '../domain/auth.js';
 import type { Logger } from '../logger.js';
 import { AckQueue } from './ack-queue.js';
 import { LEASE_LOST_REASON_TO_PB, progressInput } from './convert.js';
-import type { OpenStreams, ServerStreamHandle } from './open-streams.js';
+import { onCallGone, type OpenStreams, type ServerStreamHandle } from './open-streams.js';
 import { toServiceError } from './status.js';
 import { StreamWriter, type WritableCall } from './stream-writer.js';
 import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type EncodedWorkResponse, type WorkOut } from './work-messages.js';
@@ -178,10 +178,7 @@ export class WorkStream implements ServerStreamHandle {
     deps.streams.add(this);
     call.on('data', (req: WorkRequest) => this.guard(() => this.receive(req)));
     call.on('end', () => this.guard(() => (this.current === 'opening' ? this.early.push(HALF_CLOSE) : this.end())));
-    const gone = () => this.guard(() => this.gone());
-    call.on('error', gone);
-    call.on('close', gone);
-    call.on('cancelled', gone);
+    onCallGone(call, () => this.guard(() => this.gone()));
   }
 
   get state(): WorkStreamState {

@@ -121,11 +121,13 @@ interface Variant {
   walBytes: number[];
 }
 
+const VARIANT_KEYS = ['drop', 'fillfactor', 'setup', 'session', 'claim', 'complete', 'edit'];
+
 function variantOf(arg: string): Variant {
   // `;` separates pairs only before a key, so setup= may hold several statements.
-  const [name, ...pairs] = arg.split(/;(?=(?:drop|fillfactor|setup|session|claim|complete|edit)=)/);
+  const [name, ...pairs] = arg.split(new RegExp(`;(?=(?:${VARIANT_KEYS.join('|')})=)`));
   const kv = new Map(pairs.map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)] as const));
-  for (const k of kv.keys()) if (!['drop', 'fillfactor', 'setup', 'session', 'claim', 'complete', 'edit'].includes(k)) throw new Error(`unknown key "${k}" in ${arg}`);
+  for (const k of kv.keys()) if (!VARIANT_KEYS.includes(k)) throw new Error(`unknown key "${k}" in ${arg}`);
   const edits = (kv.get('edit') ?? '').split(',').filter(Boolean);
   const statementOf = (which: 'claim' | 'complete', file: string): Parsed => {
     const path = kv.get(which) ?? storeFile(file);

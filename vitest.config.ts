@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],
+    // Runs the teardowns setup helpers register (test/helpers/teardown.ts).
+    setupFiles: ['test/helpers/teardown-hook.ts'],
     // The default output, then which toolchain groups were skipped and how to run them.
     reporters: ['default', './test/helpers/skip-summary.ts'],
     testTimeout: 60_000,

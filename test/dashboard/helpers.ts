@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { fileURLToPath } from 'node:url';
-import { afterAll } from 'vitest';
+import { teardownAdd } from '../helpers/teardown.js';
 import { skipUnless, type Tool } from '../interop/toolchain.js';
 import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { serverSetup } from '../helpers/server-setup.js';
@@ -29,7 +29,7 @@ export const SKIP_BROWSER = skipUnless('the dashboard browser tests', findChromi
 
 /**
  * One test file's browser: a headless Chromium (playwright-core) with one context and page,
- * closed after the file's tests (afterAll), or earlier by `close()` (safe to call twice),
+ * closed after the file's tests (teardownAdd), or earlier by `close()` (safe to call twice),
  * so a file leaves no browser process behind. `colorScheme` sets prefers-color-scheme for
  * the light/dark checks; the clipboard is granted so the copy buttons can be checked.
  */
@@ -53,7 +53,7 @@ export async function browserSetup(opts: { colorScheme?: 'light' | 'dark'; baseU
     closed = true;
     await browser.close();
   };
-  afterAll(close);
+  teardownAdd(close);
   const context = await browser.newContext({
     colorScheme: opts.colorScheme ?? 'light',
     baseURL: opts.baseURL,
@@ -81,7 +81,7 @@ export function dashboardBuiltCheck(): void {
  * One browser test file's world: the built dashboard checked, a real server with its HTTP
  * port on (serverSetup; `overrides` as there), an SDK client on its gRPC port, and a
  * Chromium page whose baseURL is the server's HTTP origin. Everything is closed after the
- * file's tests (afterAll), workers started through `worker()` included.
+ * file's tests (teardownAdd), workers started through `worker()` included.
  */
 export async function dashboardSetup(overrides: Parameters<typeof serverSetup>[0] = {}, browserOpts: { colorScheme?: 'light' | 'dark' } = {}) {
   dashboardBuiltCheck();
@@ -89,7 +89,7 @@ export async function dashboardSetup(overrides: Parameters<typeof serverSetup>[0
   const token = overrides.bootstrapAdminToken;
   const client = new EvoraClient({ address: setup.address, token });
   const workers: EvoraWorker[] = [];
-  afterAll(async () => {
+  teardownAdd(async () => {
     await Promise.all(workers.map((w) => w.stop()));
     client.close();
   });

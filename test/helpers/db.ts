@@ -9,15 +9,31 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
+/** The databases this test file created and has not dropped yet. */
+const undropped = new Set<string>();
+
 /** Creates a fresh, migrated database for one test file (empty: no schema at all, for migration tests). */
 export async function testDatabaseCreate(opts: { empty?: boolean } = {}): Promise<TestDatabase> {
   const adminUrl = inject('pgAdminUrl');
   const name = `evora_test_${randomBytes(6).toString('hex')}`;
   await adminQuery(adminUrl, opts.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplate')}`);
+  undropped.add(name);
   return {
     url: withDatabase(adminUrl, name),
-    drop: () => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+    drop: async () => {
+      await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      undropped.delete(name);
+    },
   };
+}
+
+/**
+ * The databases this file made with testDatabaseCreate and did not drop: after the file's
+ * teardowns this must be empty (test/helpers/teardown-hook.ts fails the file otherwise), since
+ * a database left behind means its server or pool was left running too.
+ */
+export function testDatabasesUndropped(): string[] {
+  return [...undropped];
 }
 
 async function adminQuery(url: string, sql: string): Promise<void> {

@@ -1,4 +1,4 @@
-import { afterAll } from 'vitest';
+import { teardownAdd } from './teardown.js';
 import * as grpc from '@grpc/grpc-js';
 import { configLoad, type ServerConfig } from '../../src/server/config.js';
 import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
@@ -96,7 +96,7 @@ export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, 
   const logger = process.env.EVORA_TEST_LOG ? createLogger({ level: process.env.EVORA_TEST_LOG, pretty: false }) : silentLogger();
   const server: EvoraServer = await serverStart(config, logger);
   const clients = clientsFor(server.address);
-  afterAll(async () => {
+  teardownAdd(async () => {
     clients.close();
     await server.stop();
     await dropDb?.();

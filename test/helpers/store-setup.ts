@@ -1,4 +1,4 @@
-import { afterAll } from 'vitest';
+import { teardownAdd } from './teardown.js';
 import pg from 'pg';
 import { Store } from '../../src/store/store.js';
 import { testDatabaseCreate } from './db.js';
@@ -9,8 +9,8 @@ const sqlPools = new WeakMap<Store, pg.Pool>();
 /**
  * One test file's store on a database of its own, and `sql`: a pool of the tests' own on
  * the same database, for raw checks and setups the store has no operation for (the store's
- * pool is private). Registers cleanup with afterAll, so a file leaves no pool or database
- * behind.
+ * pool is private). Registers its cleanup (teardownAdd), so a file leaves no pool or
+ * database behind.
  */
 export async function storeSetup(opts: { maxConnections?: number } = {}) {
   const db = await testDatabaseCreate();
@@ -18,7 +18,7 @@ export async function storeSetup(opts: { maxConnections?: number } = {}) {
   const sql = new pg.Pool({ connectionString: db.url, max: 4 });
   sql.on('error', () => undefined);
   sqlPools.set(store, sql);
-  afterAll(async () => {
+  teardownAdd(async () => {
     await store.close();
     await sql.end();
     await db.drop();

@@ -27,20 +27,20 @@ export class EvoraError extends Error {
 // Shorthands that keep call sites short and the code explicit.
 
 /** The request is malformed (a field out of range, not a UUID, ...); nothing was changed. */
-export const invalidArgument = (message: string) => new EvoraError('INVALID_ARGUMENT', message);
+export const invalidArgument = (message: string, options?: { cause?: unknown }) => new EvoraError('INVALID_ARGUMENT', message, options);
 /** What the request names (a job, a queue) does not exist. */
-export const notFound = (message: string) => new EvoraError('NOT_FOUND', message);
+export const notFound = (message: string, options?: { cause?: unknown }) => new EvoraError('NOT_FOUND', message, options);
 /** The request conflicts with what exists (an idempotency key reused with another job). */
-export const alreadyExists = (message: string) => new EvoraError('ALREADY_EXISTS', message);
+export const alreadyExists = (message: string, options?: { cause?: unknown }) => new EvoraError('ALREADY_EXISTS', message, options);
 /** The thing is not in a state that allows this (a lease no longer current, a finished job cancelled). */
-export const failedPrecondition = (message: string) => new EvoraError('FAILED_PRECONDITION', message);
+export const failedPrecondition = (message: string, options?: { cause?: unknown }) => new EvoraError('FAILED_PRECONDITION', message, options);
 /**
  * The call carries no token, or one that is malformed, unknown, expired or revoked. The
  * message never contains the token.
  */
-export const unauthenticated = (message: string) => new EvoraError('UNAUTHENTICATED', message);
+export const unauthenticated = (message: string, options?: { cause?: unknown }) => new EvoraError('UNAUTHENTICATED', message, options);
 /** The token is valid but its role or its queues do not allow this; nothing was changed. */
-export const permissionDenied = (message: string) => new EvoraError('PERMISSION_DENIED', message);
+export const permissionDenied = (message: string, options?: { cause?: unknown }) => new EvoraError('PERMISSION_DENIED', message, options);
 /**
  * The database cannot be reached or is restarting (refused, reset, terminated, recovering).
  * Answered UNAVAILABLE: the caller retries later. A write in flight when the connection

@@ -93,7 +93,7 @@ export function checkCron(value: string, timezone: string): string {
   try {
     cronIterator(cron, timezone, new Date()).next();
   } catch (err) {
-    throw invalidArgument(`cron "${value}" is invalid: ${(err as Error).message}`);
+    throw invalidArgument(`cron "${value}" is invalid: ${(err as Error).message}`, { cause: err });
   }
   return cron;
 }

@@ -113,7 +113,7 @@ export function checkJsonObjectText(field: string, bytes: Uint8Array, maxBytes: 
   try {
     JSON.parse(text);
   } catch (err) {
-    throw invalidArgument(`${field} is not JSON: ${(err as Error).message}`);
+    throw invalidArgument(`${field} is not JSON: ${(err as Error).message}`, { cause: err });
   }
   return text;
 }

@@ -1,4 +1,4 @@
-import { failedPrecondition, invalidArgument } from '../domain/errors.js';
+import { EvoraError, failedPrecondition, invalidArgument } from '../domain/errors.js';
 import { FINISHED_STATES, RETRYABLE_STATES, type JobBackoff, type JobBulkFilter, type JobState, type JobSubmitInput } from '../domain/job.js';
 import {
   DEFAULT_DEAD_LETTER_GROUPS,
@@ -155,7 +155,9 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
         try {
           return submitInput(j, maxPayloadBytes);
         } catch (err) {
-          throw invalidArgument(`jobs[${i}]: ${(err as Error).message}`);
+          // Names the job the refusal is about; anything but a refusal is a bug (INTERNAL).
+          if (!(err instanceof EvoraError) || err.code !== 'INVALID_ARGUMENT') throw err;
+          throw invalidArgument(`jobs[${i}]: ${err.message}`, { cause: err });
         }
       });
       checkDependencyRefs(inputs);

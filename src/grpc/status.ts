@@ -55,3 +55,10 @@ export const STATUS_HTTP: Readonly<Record<status, HttpStatusOfCode>> = {
   [status.DATA_LOSS]: { name: 'DATA_LOSS', http: 500 },
   [status.UNAUTHENTICATED]: { name: 'UNAUTHENTICATED', http: 401 },
 };
+
+/**
+ * The HTTP answer to a request body over the server's limit: RESOURCE_EXHAUSTED as grpc-js
+ * answers an oversized message, but 413 rather than the table's 429, since retrying the same
+ * body will not help. The one exception to STATUS_HTTP.
+ */
+export const HTTP_BODY_TOO_LARGE: HttpStatusOfCode = { name: 'RESOURCE_EXHAUSTED', http: 413 };

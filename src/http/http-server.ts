@@ -8,7 +8,7 @@ import type { DescMethod, JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { invalidArgument, isUnavailable, unavailable } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
-import { STATUS_HTTP, toServiceError } from '../grpc/status.js';
+import { HTTP_BODY_TOO_LARGE, STATUS_HTTP, toServiceError } from '../grpc/status.js';
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
 import { openApiDocument, type OpenApiRoute } from './openapi.js';
 import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
@@ -122,17 +122,18 @@ export class HttpServer {
       try {
         done(null, JSON.parse(text) as unknown);
       } catch (err) {
-        done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`), undefined);
+        done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`, { cause: err }), undefined);
       }
     });
 
     app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, request, reply) => {
       if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-        // A transport limit, as grpc-js refuses an oversized message; 413, not 429: retrying will not help.
-        return reply.code(413).send({ code: 'RESOURCE_EXHAUSTED', message: `the request body is over ${opts.bodyLimit} bytes` });
+        const { name, http } = HTTP_BODY_TOO_LARGE;
+        return reply.code(http).send({ code: name, message: `the request body is over ${opts.bodyLimit} bytes` });
       }
       if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-        return reply.code(400).send({ code: 'INVALID_ARGUMENT', message: err.message.split('\n')[0] });
+        // Fastify refused the request itself (a malformed URL or header, a bad content length).
+        return errorSend(reply, invalidArgument(err.message.split('\n')[0] ?? err.message, { cause: err }), logger, {});
       }
       return errorSend(reply, err, logger, { url: request.url });
     });

@@ -51,7 +51,12 @@ const UNAVAILABLE_MESSAGES = [
  */
 export function databaseUnavailableReason(err: unknown): string | null {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (e instanceof EvoraError) return e.code === 'UNAVAILABLE' ? e.message.replace(/^database unavailable: /, '') : null;
+    if (e instanceof EvoraError) {
+      if (e.code !== 'UNAVAILABLE') return null;
+      // An UNAVAILABLE made from a driver error (failure() below) has the reason in its cause.
+      if (e.cause instanceof Error && reasonOf(e.cause)) continue;
+      return e.message;
+    }
     const reason = reasonOf(e);
     if (reason) return reason;
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { EvoraError, isUnavailable, notFound } from '../../src/domain/errors.js';
+import { EvoraError, isUnavailable, notFound, unavailable } from '../../src/domain/errors.js';
 import { DatabaseAvailability, databaseUnavailableReason } from '../../src/store/availability.js';
 
 /** An error as pg or Node reports it: a message and the fields they set. */
@@ -23,6 +23,8 @@ describe('databaseUnavailableReason: which failures are an outage', () => {
     ['pool connect timeout', errorWith('timeout exceeded when trying to connect'), 'timeout exceeded when trying to connect'],
     ['a client whose connection failed', errorWith('Client has encountered a connection error and is not queryable'), 'Client has encountered a connection error and is not queryable'],
     ['wrapped (a cause chain)', new Error('migration failed: x', { cause: errorWith('the database system is shutting down', { code: '57P03' }) }), 'the database system is shutting down'],
+    ['an UNAVAILABLE made from a driver error: its reason', unavailable('database unavailable: connection reset', { cause: errorWith('read ECONNRESET', { code: 'ECONNRESET' }) }), 'connection reset'],
+    ['an UNAVAILABLE of its own: its message', unavailable('a parent job stayed locked by other writes; try the submit again'), 'a parent job stayed locked by other writes; try the submit again'],
   ])('%s', (_what, err, reason) => {
     expect(databaseUnavailableReason(err)).toBe(reason);
   });

@@ -9,7 +9,7 @@ import { checkIntRange, checkMaxAttempts, checkName, checkPriority } from './val
  * store runs them inside the transaction that enqueues the jobs, and the API for checks.
  *
  * Cron is read by cron-parser (v5, luxon time zones): 5 fields, or 6 with leading seconds.
- * Its DST behaviour, which the docs promise and test/unit/schedule-cron.test.ts pins:
+ * Its DST behaviour, which the docs promise and test/domain/schedule-cron.test.ts pins:
  * a wall time that does not exist (spring forward, 02:30 on 2026-03-08 in New York) fires
  * once, an hour later by the wall clock (03:30 EDT); a wall time that happens twice (fall
  * back, 01:30 on 2026-11-01) fires once, at its first occurrence (EDT); an expression

@@ -13,7 +13,7 @@ import { BinaryReader } from '@bufbuild/protobuf/wire';
  * - `int64()`: a varint of up to 7 bytes (a non-negative value below 2^49, such as a
  *   Timestamp's seconds) as a number, where the base class makes a BigInt. The generated code
  *   reads every int64 through `longToNumber(x)` (ts-proto, forceLong=number), which takes
- *   the number as it takes a BigInt (test/unit/node-buffer-reader.test.ts pins both).
+ *   the number as it takes a BigInt (test/wire/node-buffer-reader.test.ts pins both).
  *
  * What must stay true: every value decodes to what BinaryReader gives; no other method is
  * changed. Why by hand: no protobuf runtime for Node offers a Buffer-native reader, and these

@@ -1,4 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { JobState } from '../../src/gen/evora/v1/job.js';
 import { queueName } from '../helpers/factories.js';
 import { RawWorker } from '../helpers/raw-worker.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
@@ -39,13 +40,19 @@ describe('wake-ups by NOTIFY', () => {
 
   it('resuming a paused queue wakes its workers', async () => {
     const queue = queueName();
-    await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+    await call(clients.queues, 'upsertQueue', { name: queue });
     await call(clients.queues, 'pauseQueue', { name: queue });
     const w = new RawWorker(clients);
     workers.push(w);
     await w.hello('patient', [queue], 1);
-    // Paused: nothing is pushed until the resume's NOTIFY wakes the dispatcher.
+    const { job } = await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+    // Running, the idle worker of this server would have taken it in the submit (the hand-off,
+    // RUNNING in the answer); paused, it waits, and nothing is pushed until the resume's NOTIFY.
+    expect(job!.state).toBe(JobState.JOB_STATE_PENDING);
+    expect((await call(clients.jobs, 'getJob', { id: job!.id })).job!.state).toBe(JobState.JOB_STATE_PENDING);
+    expect(w.jobs).toHaveLength(0);
     await call(clients.queues, 'resumeQueue', { name: queue });
     await w.until(() => w.jobs.length === 1, 5_000);
+    expect(w.jobs[0]!.job!.id).toBe(job!.id);
   });
 });

@@ -144,9 +144,7 @@ describe('typed errors carry the gRPC status and the server message', () => {
     const port = (silent.address() as { port: number }).port;
     const hanging = new EvoraClient({ address: `127.0.0.1:${port}`, deadlineMs: 300 });
     try {
-      const started = Date.now();
       expect((await apiError(hanging.get('00000000-0000-4000-8000-000000000000'))).codeName).toBe('DEADLINE_EXCEEDED');
-      expect(Date.now() - started).toBeLessThan(5_000);
       expect((await apiError(hanging.listQueues({ deadlineMs: 100 }))).codeName).toBe('DEADLINE_EXCEEDED');
       const ac = new AbortController();
       const pending = hanging.listQueues({ deadlineMs: Infinity, signal: ac.signal });

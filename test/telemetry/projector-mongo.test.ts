@@ -118,7 +118,6 @@ describeFerret('a server with MONGODB_URL', () => {
     await w.hello('stats-worker', [queue], 10);
     w.autoComplete();
     await waitFor(() => w.jobs.length === 25 && w.jobs.every((j) => w.acks(j.job!.id).length === 1), { what: 'acks' });
-    const t0 = Date.now();
     const stats = (await waitFor(
       async () => {
         const s = (await call(server.clients.queues, 'getQueueStats', { name: queue })).stats!;
@@ -127,7 +126,6 @@ describeFerret('a server with MONGODB_URL', () => {
       },
       { timeoutMs: 10_000, what: 'stats to catch up within the bound' },
     ))!;
-    expect(Date.now() - t0).toBeLessThan(10_000);
     expect(stats).toMatchObject({ pending: 0, running: 0, completed: 25, submitted60m: 25, completed60m: 25, connectedWorkers: 1, freeSlots: 10 });
     // The 25 completions lie in this minute's bucket or the one before, both inside the
     // 5-minute window; the 1-minute window takes the one before only in part (completedRate).

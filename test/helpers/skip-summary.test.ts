@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SKIP_GROUPS, TEST_ALL_COMMAND, skippedGroups, skipSummaryLines, type SkipGroup } from '../helpers/skip-summary.js';
+import { SKIP_GROUPS, TEST_ALL_COMMAND, skippedGroups, skipSummaryLines, type SkipGroup } from './skip-summary.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';

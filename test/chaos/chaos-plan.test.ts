@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { doomedCount, jobsPlan } from '../chaos/jobs.js';
-import { optionsParse, Prng } from '../chaos/options.js';
+import { doomedCount, jobsPlan } from './jobs.js';
+import { optionsParse, Prng } from './options.js';
 
 // The chaos suite's own logic that needs no processes (docs/chaos.md): its seeded
 // schedule, its job plan and its flags. The suite itself runs with `npm run chaos`.

@@ -1,3 +1,5 @@
+// About 600 lines on purpose: the dispatcher owns its parts and the paths between them,
+// which are read best in one place.
 import type { CancelReason, DrainReason } from '../domain/codes.js';
 import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef, ProgressReport } from '../domain/job.js';
 import type { Logger } from '../logger.js';
@@ -29,8 +31,7 @@ import { isUnavailable } from '../domain/errors.js';
  * queue's claim loop), delivery.ts (pushing leased jobs, and which session holds which),
  * worker-writes.ts and batcher.ts (group commit of worker writes), long-poll.ts (unary
  * claims waiting for work), progress-writes.ts (coalesced progress reports); this file owns
- * them and the paths between them (about 600 lines on purpose: those paths are read best in
- * one place).
+ * them and the paths between them.
  */
 
 import { SessionPresence, type SessionPresenceOptions } from './session-presence.js';

@@ -12,7 +12,7 @@ import type { BackoffKind } from './queue.js';
  */
 export type JobState = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'DLQ' | 'CANCELLED' | 'WAITING';
 
-/** All job states, in lifecycle order (WAITING last: it was added last, and the wire keeps that order). */
+/** All job states, in the order of the proto's JobState numbers (WAITING last); do not reorder. */
 export const JOB_STATES: readonly JobState[] = ['PENDING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED', 'WAITING'];
 
 /** A JSON object, as job payloads and results are. */

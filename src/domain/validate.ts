@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: every request check that the gRPC and HTTP layers share is here,
+// so that both refuse the same input with the same line.
 import { invalidArgument } from './errors.js';
 import { isUuid } from './ids.js';
 import type { JobBulkFilter, JobState, JsonObject, ProgressReport } from './job.js';
@@ -252,10 +254,12 @@ export function checkErrorGroup(field: string, value: string): string {
 
 /** ListDeadLetterGroups' limit: groups per answer (0 = DEFAULT_DEAD_LETTER_GROUPS). */
 export const DEFAULT_DEAD_LETTER_GROUPS = 50;
+/** The most groups ListDeadLetterGroups answers with; a larger limit is refused. */
 export const MAX_DEAD_LETTER_GROUPS = 200;
 
 /** GetQueueSeries' window in minutes (0 = DEFAULT_SERIES_MINUTES). */
 export const DEFAULT_SERIES_MINUTES = 60;
+/** The longest GetQueueSeries window in minutes, a day; a longer one is refused. */
 export const MAX_SERIES_MINUTES = 1440;
 
 /**

@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: the Work stream's states and the handlers whose meaning depends
+// on them are one machine, read best in one place.
 import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { CompleteWrite, Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
@@ -29,9 +31,8 @@ import { encodedWorkResponse, leasedJobsMessages, sessionMessageToPb, type Encod
 
 /**
  * One worker's Work stream: the protocol of worker.proto on top of a dispatcher session.
- * (Over 400 lines on purpose: the states and the handlers whose meaning depends on them
- * are one machine, read best in one place. The writer, the acks and the encoding of jobs
- * live in stream-writer.ts, ack-queue.ts and work-messages.ts.)
+ * The writer, the acks and the encoding of jobs live in stream-writer.ts, ack-queue.ts and
+ * work-messages.ts.
  *
  * States (checked: an illegal transition is a bug, logged and answered INTERNAL):
  *   awaitingHello → opening   a valid hello arrived; the session is being opened

@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: serverStart builds every part in one order and partsStop stops
+// them in the one documented reverse order; split, the two orders would drift apart.
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';

@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: the store's facade documents every operation's contract where
+// callers look; the code of each is one line.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { OutboxEvents } from '../domain/events.js';
@@ -67,8 +69,7 @@ export type { DbPooler } from './connections.js';
  *
  * This class is the facade: each method hands its pool to the module of its area
  * (jobs-submit, jobs-lease, jobs-operator, outbox, queues, schedules, telemetry), where the
- * statements are declared and run. It is over 400 lines because every operation's contract
- * is documented here, where callers look; the code of each is one line.
+ * statements are declared and run.
  */
 
 /** Connection settings for the store's pool. */

@@ -15,7 +15,7 @@ import { waitFor } from '../helpers/wait.js';
  * server restart, however long the outage let its reconnect backoff grow: the backoff is
  * capped low (2 s by default), and while the server cannot be reached the worker also
  * reconnects as soon as its channel finds the server again (a new stream fails at once
- * while the channel is in TRANSIENT_FAILURE, so the two backoffs used to add up to ~20 s).
+ * while the channel is in TRANSIENT_FAILURE: waiting out both backoffs would add them up).
  *
  * The server runs on a PostgreSQL of this file's own (a private data folder and port), so
  * stopping it disturbs no other test file. No timing is asserted; the recovery time is

@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: the worker's lifecycle (start, reconnect, drain, stop) and the
+// paths from the stream to its held jobs are one state machine, read best in one place.
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';

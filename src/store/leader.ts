@@ -34,8 +34,12 @@ const leaderLockReleaseSql = statement<{ lockClass: number; name: string }, { re
  * so the leader's work stops at once rather than at the next attempt.
  */
 export class AdvisoryLeaderLock {
-  private client: pg.Client | null = null;
-  private held = false;
+  /**
+   * Where the lock stands: `none` (no connection), `connected` (a connection that does not
+   * hold the lock) or `held` (the connection holds it). Held without a connection cannot be
+   * written down.
+   */
+  private lock: { state: 'none' } | { state: 'connected' | 'held'; client: pg.Client } = { state: 'none' };
 
   constructor(
     private readonly connectionString: string,
@@ -54,13 +58,15 @@ export class AdvisoryLeaderLock {
   async leaderAttemptElect(signal?: AbortSignal): Promise<boolean> {
     try {
       const client = await abortRace(this.connection(), signal, abortedError);
-      if (this.held) {
+      if (this.lock.state === 'held') {
         await abortRace(healthCheck(client), signal, abortedError); // still connected means still holding
         return true;
       }
       const row = await abortRace(rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), signal, abortedError);
-      this.held = row?.ok === true;
-      return this.held;
+      // The connection may have gone while the statement ran (connectionGone let it go).
+      if (row?.ok !== true || this.lock.state === 'none' || this.lock.client !== client) return false;
+      this.lock = { state: 'held', client };
+      return true;
     } catch {
       this.abandon(); // failed or aborted: whatever state the connection is in, it goes
       return false;
@@ -74,19 +80,19 @@ export class AdvisoryLeaderLock {
    * does not hold up shutdown.
    */
   async leaderResign(): Promise<void> {
-    const client = this.client;
-    if (!client) return;
-    if (this.held) {
-      this.held = false; // from here on, the connection's end is not a loss
-      await settledWithin(rowOf(client, leaderLockReleaseSql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), LEADER_CONNECT_TIMEOUT_MS);
+    const lock = this.lock;
+    if (lock.state === 'none') return;
+    // From here on, the connection's end is not a loss.
+    this.lock = { state: 'none' };
+    if (lock.state === 'held') {
+      await settledWithin(rowOf(lock.client, leaderLockReleaseSql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), LEADER_CONNECT_TIMEOUT_MS);
     }
-    this.client = null;
-    if (!(await settledWithin(client.end(), LEADER_CONNECT_TIMEOUT_MS))) client.connection.stream.destroy();
+    if (!(await settledWithin(lock.client.end(), LEADER_CONNECT_TIMEOUT_MS))) lock.client.connection.stream.destroy();
   }
 
-  /** The lock's connection; made (and recorded, so drop() can end it) on first use. */
+  /** The lock's connection; made (and recorded, so abandon() can end it) on first use. */
   private async connection(): Promise<pg.Client> {
-    if (this.client) return this.client;
+    if (this.lock.state !== 'none') return this.lock.client;
     const client = new pg.Client({
       connectionString: this.connectionString,
       application_name: 'evora-leader',
@@ -97,18 +103,17 @@ export class AdvisoryLeaderLock {
     const gone = () => this.connectionGone(client);
     client.on('error', gone);
     client.on('end', gone);
-    this.client = client;
+    this.lock = { state: 'connected', client };
     await client.connect();
     return client;
   }
 
   private connectionGone(client: pg.Client): void {
-    if (this.client !== client) return; // an old connection, already let go
-    this.client = null;
+    const lock = this.lock;
+    if (lock.state === 'none' || lock.client !== client) return; // an old connection, already let go
+    this.lock = { state: 'none' };
     client.connection.stream.destroy();
-    if (!this.held) return;
-    this.held = false;
-    this.onLost();
+    if (lock.state === 'held') this.onLost();
   }
 
   /**
@@ -116,10 +121,9 @@ export class AdvisoryLeaderLock {
    * database to answer, which a database that does not answer never does.
    */
   private abandon(): void {
-    this.held = false;
-    const client = this.client;
-    this.client = null;
-    client?.connection.stream.destroy();
+    const lock = this.lock;
+    this.lock = { state: 'none' };
+    if (lock.state !== 'none') lock.client.connection.stream.destroy();
   }
 }
 

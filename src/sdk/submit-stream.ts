@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { SubmitJobRequest, SubmitJobResponse, SubmitJobStreamRequest, SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
 import { EvoraApiError } from './errors.js';
+import { StateMachine, type Transitions } from './worker/state.js';
 
 /**
  * How long a SubmitJobStream stays open with no submit in flight before the client
@@ -14,6 +15,19 @@ export const SUBMIT_STREAM_IDLE_MS = 1000;
 const MAX_RESENDS = 3;
 
 const METHOD = 'SubmitJob';
+
+/**
+ * How submits travel: `streaming` (on a SubmitJobStream, opened when needed), `unary` (the
+ * server has no SubmitJobStream: a SubmitJob call each, for good) or `closed` (close() was
+ * called; EvoraClient refuses submits from then on).
+ */
+type SubmitTransport = 'streaming' | 'unary' | 'closed';
+
+const TRANSPORT_TRANSITIONS: Transitions<SubmitTransport> = {
+  streaming: ['unary', 'closed'],
+  unary: ['closed'],
+  closed: [],
+};
 
 /** One submit waiting for its response. */
 interface PendingSubmit {
@@ -58,11 +72,11 @@ interface OpenStream {
  *   idle client does not keep its process alive.
  */
 export class SubmitStreamClient {
+  private readonly transport = new StateMachine<SubmitTransport>('submit transport', 'streaming', TRANSPORT_TRANSITIONS);
+  /** The open stream (streaming only; null until a submit needs one, and after it ends or idles). */
   private stream: OpenStream | null = null;
   private nextRequestId = 1;
   private idleTimer: NodeJS.Timeout | null = null;
-  private unsupported = false;
-  private closed = false;
 
   constructor(
     private readonly open: () => grpc.ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>,
@@ -71,7 +85,7 @@ export class SubmitStreamClient {
 
   /** Submits one job; settles as the class comment says. The caller (EvoraClient) refuses submits once closed. */
   submit(req: SubmitJobRequest, deadlineMs: number, signal: AbortSignal | undefined): Promise<SubmitJobResponse> {
-    if (this.unsupported) return this.unaryFallback(req, deadlineMs, signal);
+    if (this.transport.is('unary')) return this.unaryFallback(req, deadlineMs, signal);
     return new Promise<SubmitJobResponse>((resolve, reject) => {
       if (signal?.aborted) return reject(new EvoraApiError({ code: grpc.status.CANCELLED, details: 'cancelled before the call started', method: METHOD }));
       const p: PendingSubmit = {
@@ -96,7 +110,8 @@ export class SubmitStreamClient {
 
   /** Half-closes the open stream (its submits in flight still settle); later submits are refused. */
   close(): void {
-    this.closed = true;
+    if (this.transport.is('closed')) return;
+    this.transport.to('closed');
     this.idleStop();
     this.stream?.call.end();
     this.stream = null;
@@ -141,12 +156,12 @@ export class SubmitStreamClient {
     }
     const left = [...s.pending.values()];
     s.pending.clear();
-    if (st.code === grpc.status.UNIMPLEMENTED) this.unsupported = true;
+    if (st.code === grpc.status.UNIMPLEMENTED && this.transport.is('streaming')) this.transport.to('unary');
     for (const p of left) {
       if (st.code === grpc.status.UNIMPLEMENTED) {
         this.settled(p);
         this.unaryFallback(p.req, Math.max(1, p.deadlineAt - Date.now()), p.signal).then(p.resolve, p.reject);
-      } else if (st.code === grpc.status.OK && !this.closed && p.resends < MAX_RESENDS) {
+      } else if (st.code === grpc.status.OK && this.transport.is('streaming') && p.resends < MAX_RESENDS) {
         // Never read by the server (it answers all it reads before an OK end): send it again.
         p.resends++;
         this.send(p);

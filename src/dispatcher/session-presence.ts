@@ -1,4 +1,5 @@
 import { isUnavailable } from '../domain/errors.js';
+import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import type { WorkerSessionWrite } from '../store/worker-sessions.js';
@@ -13,6 +14,15 @@ export interface SessionPresenceOptions {
   /** Time between syncs; default 5,000 ms. Must stay well under the 30 s staleness bound. */
   intervalMs?: number;
 }
+
+/** A presence's lifecycle: made, syncing (its loop runs), stopped for good. */
+type PresenceState = 'new' | 'running' | 'stopped';
+
+const PRESENCE_TRANSITIONS: Transitions<PresenceState> = {
+  new: ['running', 'stopped'],
+  running: ['stopped'],
+  stopped: [],
+};
 
 /** The default time between two syncs of a server's sessions. */
 export const SESSION_SYNC_INTERVAL_MS = 5_000;
@@ -29,7 +39,9 @@ export const SESSION_SYNC_INTERVAL_MS = 5_000;
  * rows that go stale after 30 s: reads ignore them, the leader's pruner deletes them).
  */
 export class SessionPresence {
+  private state: PresenceState = 'new';
   private readonly controller = new AbortController();
+  /** The sync loop (while running, and after stop until it has ended). */
   private loop: Promise<void> | null = null;
   private wake: (() => void) | null = null;
   private kicked = false;
@@ -45,7 +57,8 @@ export class SessionPresence {
 
   /** Starts the loop; a no-op once started or stopped. */
   start(): void {
-    if (this.loop || this.controller.signal.aborted) return;
+    if (this.state !== 'new') return;
+    this.to('running');
     this.loop = this.run(this.controller.signal);
   }
 
@@ -57,16 +70,17 @@ export class SessionPresence {
 
   /** Forgets a closed session's row now; a failure is left to the next sync. */
   closed(session: WorkerSession): void {
-    if (!this.loop || this.controller.signal.aborted) return;
+    if (this.state !== 'running') return;
     this.store.workerSessionDelete({ sessionIds: [session.id] }).catch((err: unknown) => this.failed(err));
   }
 
   /** Ends the loop, then deletes this server's rows. Safe to call twice. */
   async stop(): Promise<void> {
-    if (this.controller.signal.aborted) return;
+    if (this.state === 'stopped') return;
+    const started = this.state === 'running';
+    this.to('stopped');
     this.controller.abort();
     this.wake?.();
-    const started = this.loop !== null;
     await this.loop;
     if (!started) return;
     try {
@@ -75,6 +89,10 @@ export class SessionPresence {
       const level = isUnavailable(err) ? 'debug' : 'warn';
       this.logger[level]({ err }, "could not delete this server's worker sessions; they go stale in 30 s");
     }
+  }
+
+  private to(next: PresenceState): void {
+    this.state = checkTransition('worker session presence', PRESENCE_TRANSITIONS, this.state, next);
   }
 
   /** One sync now (the loop's step; tests call it). */

@@ -26,32 +26,39 @@ describe('graceful shutdown', () => {
     const config = configLoad({ databaseUrl: db.url, host: '127.0.0.1', port: '0', httpPort: '0', shutdownTimeoutMs: '10000' }, {});
     const server = await serverStart(config, silentLogger());
     const clients = clientsFor(server.address);
-    const queue = queueName();
-    const { job } = await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
     const w = new RawWorker(clients);
-    await w.hello('busy', [queue], 2);
-    await w.until(() => w.jobs.length === 1);
+    let stopped: Promise<void> | null = null;
+    try {
+      const queue = queueName();
+      const { job } = await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+      await w.hello('busy', [queue], 2);
+      await w.until(() => w.jobs.length === 1);
 
-    const stopped = server.stop();
-    await w.until(() => w.received.some((r) => r.msg?.$case === 'drain'));
-    // The drain says why in a code a worker in any language can act on.
-    expect(w.messages('drain')[0]?.code).toBe(DrainReason.DRAIN_REASON_SERVER_SHUTDOWN);
-    // A job submitted now is not pushed to the draining worker.
-    await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) }).catch(() => undefined);
-    w.complete(w.jobs[0]!, { finished: 'during shutdown' });
-    await w.until(() => w.acks(job!.id).length === 1);
-    expect(w.acks(job!.id)[0]?.accepted).toBe(true);
-    await stopped;
-    expect(w.jobs).toHaveLength(1);
-    clients.close();
+      stopped = server.stop();
+      await w.until(() => w.received.some((r) => r.msg?.$case === 'drain'));
+      // The drain says why in a code a worker in any language can act on.
+      expect(w.messages('drain')[0]?.code).toBe(DrainReason.DRAIN_REASON_SERVER_SHUTDOWN);
+      // A job submitted now is not pushed to the draining worker.
+      await call(clients.jobs, 'submitJob', { queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) }).catch(() => undefined);
+      w.complete(w.jobs[0]!, { finished: 'during shutdown' });
+      await w.until(() => w.acks(job!.id).length === 1);
+      expect(w.acks(job!.id)[0]?.accepted).toBe(true);
+      await stopped;
+      expect(w.jobs).toHaveLength(1);
 
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    const { rows } = await client.query(`SELECT state, result FROM evora.jobs WHERE id = $1`, [job!.id]);
-    const running = await client.query(`SELECT count(*)::int AS n FROM evora.jobs WHERE state = 'RUNNING' AND locked_until IS NULL`);
-    await client.end();
-    expect(rows[0]).toEqual({ state: 'COMPLETED', result: { finished: 'during shutdown' } });
-    expect(running.rows[0].n).toBe(0);
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      const { rows } = await client.query(`SELECT state, result FROM evora.jobs WHERE id = $1`, [job!.id]);
+      const running = await client.query(`SELECT count(*)::int AS n FROM evora.jobs WHERE state = 'RUNNING' AND locked_until IS NULL`);
+      await client.end();
+      expect(rows[0]).toEqual({ state: 'COMPLETED', result: { finished: 'during shutdown' } });
+      expect(running.rows[0].n).toBe(0);
+    } finally {
+      // Whatever failed above, the server stops and the clients close.
+      w.close();
+      clients.close();
+      await (stopped ?? server.stop());
+    }
   });
 
   it('`evora serve` logs where it listens, and exits 0 on SIGTERM', async () => {

@@ -74,8 +74,11 @@ export interface JobContext<P = JsonObject> {
  * any other value except undefined as `{ value }`). A thrown error fails the attempt
  * (retried per the queue's backoff); NonRetryableError sends the job to the DLQ;
  * RetryAtError / SnoozeError (or ctx.retryAt / ctx.snooze) choose when it runs again.
+ *
+ * `P` defaults to `any` so that a handler written without a type argument reads its
+ * payload's fields without casts (the payload is whatever JSON the producer sent); give `P`
+ * to have them checked.
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type JobHandler<P = any> = (job: Job<P>, ctx: JobContext<P>) => unknown;
 
 /**

@@ -197,7 +197,10 @@ export interface UpsertQueueRequest {
   maxAttempts?:
     | number
     | undefined;
-  /** Retry policy; within it, kind UNSPECIFIED and unset durations keep their current value (jitter is always applied as given). */
+  /**
+   * Retry policy, merged field by field: kind UNSPECIFIED and unset durations keep their
+   * current value; jitter is always applied as given (a backoff without it sets jitter to 0).
+   */
   backoff?:
     | Backoff
     | undefined;

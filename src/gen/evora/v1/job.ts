@@ -31,7 +31,10 @@ export const protobufFileName = "evora/v1/job.proto";
 
 /** JobState is the lifecycle state of a job. */
 export enum JobState {
-  /** JOB_STATE_UNSPECIFIED - Never used by the server; as a filter it is ignored. */
+  /**
+   * JOB_STATE_UNSPECIFIED - Never used by the server; as a filter (ListJobsRequest.states, JobFilter.states) it is
+   * INVALID_ARGUMENT.
+   */
   JOB_STATE_UNSPECIFIED = 0,
   /**
    * JOB_STATE_PENDING - Waiting to run: queued, scheduled for later (run_at in the future) or
@@ -509,11 +512,14 @@ export interface GetJobResponse {
 export interface ListJobsRequest {
   /** Only jobs in this queue; empty = all queues. */
   queue: string;
-  /** Only jobs in one of these states (JOB_STATE_WAITING included); empty = any state. */
+  /**
+   * Only jobs in one of these states (JOB_STATE_WAITING included); empty = any state.
+   * UNSPECIFIED or a number that is not a state: INVALID_ARGUMENT.
+   */
   states: JobState[];
   /** Only jobs of this type; empty = any type. */
   type: string;
-  /** Maximum number of jobs to return; 0 = server default; the server may cap large values. */
+  /** Maximum number of jobs to return, 1..1000; 0 = 50. Outside that: INVALID_ARGUMENT. */
   pageSize: number;
   /** Opaque token from a previous ListJobsResponse.next_page_token; empty = first page. */
   pageToken: string;

@@ -403,7 +403,10 @@ export interface WorkerFail {
   jobId: string;
   /** Token of the current lease. */
   leaseToken: string;
-  /** Error message stored as Job.last_error. */
+  /**
+   * Error message stored as Job.last_error (and JobAttempt.error): its first 10,000
+   * characters (Unicode code points); the rest is dropped.
+   */
   error: string;
   /** True = do not retry: the job goes straight to the DLQ. */
   nonRetryable: boolean;
@@ -729,7 +732,10 @@ export interface FailJobRequest {
   jobId: string;
   /** Token of the current lease. */
   leaseToken: string;
-  /** Error message stored as Job.last_error. */
+  /**
+   * Error message stored as Job.last_error (and JobAttempt.error): its first 10,000
+   * characters (Unicode code points); the rest is dropped.
+   */
   error: string;
   /** True = do not retry: the job goes straight to the DLQ. */
   nonRetryable: boolean;

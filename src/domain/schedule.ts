@@ -68,9 +68,15 @@ function cronIterator(cron: string, timezone: string, after: Date): CronExpressi
   return CronExpressionParser.parse(cron, { tz: timezone, currentDate: after });
 }
 
+/** Longest cron expression a schedule may have, in characters. */
+export const MAX_CRON_LENGTH = 256;
+/** Longest time zone name a schedule may have (IANA names are far shorter). */
+export const MAX_TIMEZONE_LENGTH = 64;
+
 /** An IANA time zone name that this runtime knows ("UTC", "America/New_York"). */
 export function checkTimezone(value: string): string {
   if (!value) return 'UTC';
+  if (value.length > MAX_TIMEZONE_LENGTH) throw invalidArgument(`timezone is longer than ${MAX_TIMEZONE_LENGTH} characters`);
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: value });
   } catch {
@@ -85,6 +91,7 @@ export function checkTimezone(value: string): string {
  * fields separated by single spaces.
  */
 export function checkCron(value: string, timezone: string): string {
+  if (value.length > MAX_CRON_LENGTH) throw invalidArgument(`cron is longer than ${MAX_CRON_LENGTH} characters`);
   const fields = value.trim().split(/\s+/).filter((f) => f.length > 0);
   if (fields.length !== 5 && fields.length !== 6) {
     throw invalidArgument(`cron "${value}" must have 5 fields (minute hour day month weekday) or 6 (seconds first), got ${fields.length}`);
@@ -93,9 +100,15 @@ export function checkCron(value: string, timezone: string): string {
   try {
     cronIterator(cron, timezone, new Date()).next();
   } catch (err) {
-    throw invalidArgument(`cron "${value}" is invalid: ${(err as Error).message}`, { cause: err });
+    throw invalidArgument(`cron "${value}" is invalid: ${oneLine((err as Error).message)}`, { cause: err });
   }
   return cron;
+}
+
+/** An error's text as one line of at most 200 characters, for a message that quotes it. */
+function oneLine(text: string): string {
+  const line = text.replace(/\s*\n\s*/g, ' ').trim();
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
 }
 
 /** A schedule's name: as a queue's (it is part of its jobs' idempotency keys). */

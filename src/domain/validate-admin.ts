@@ -1,7 +1,7 @@
 import { checkQueuePatterns, type TokenRole } from './auth.js';
 import type { AuditActor } from './audit.js';
 import { invalidArgument } from './errors.js';
-import { checkName } from './validate.js';
+import { checkName, checkNoNul } from './validate.js';
 
 /**
  * Checks of the token and audit-log APIs' input (TokenService, AuditService, `evora token`
@@ -64,7 +64,7 @@ export function tokenCreatedBy(actor: AuditActor): string {
 export function checkTokenRef(value: string): string {
   if (!value) throw invalidArgument('token is required: its id or its name');
   if (value.length > 128) throw invalidArgument('token must be a token id or name (at most 128 characters)');
-  return value;
+  return checkNoNul('token', value);
 }
 
 /** Events per page of the audit log when the request says 0. */

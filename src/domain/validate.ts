@@ -30,6 +30,24 @@ export const MAX_PAGE_SIZE = 1000;
 /** The page size of ListJobs when the caller asks for none. */
 export const DEFAULT_PAGE_SIZE = 50;
 
+/**
+ * Text that PostgreSQL can store: no U+0000 (NUL), which neither text columns nor jsonb
+ * strings hold. Checked before a value joins a batch statement, where it would fail the
+ * other writes of the batch with it.
+ */
+export function checkNoNul(field: string, value: string): string {
+  if (value.includes('\u0000')) throw invalidArgument(`${field} contains a NUL character (U+0000), which cannot be stored`);
+  return value;
+}
+
+/** An escaped NUL (`\u0000`, after an even number of backslashes) in JSON text. */
+const JSON_NUL_RE = /(?<!\\)(?:\\\\)*\\u0000/;
+
+/** JSON text without an escaped NUL, which jsonb refuses (see checkNoNul). */
+function checkJsonNoNul(field: string, json: string): void {
+  if (JSON_NUL_RE.test(json)) throw invalidArgument(`${field} contains a NUL character (\\u0000), which cannot be stored`);
+}
+
 /** A queue name, job type or worker id: letters, digits and _ . : / -, starting with a letter or digit. */
 export function checkName(field: string, value: string): string {
   if (!value) throw invalidArgument(`${field} is required`);
@@ -79,7 +97,7 @@ export function checkIdempotencyKey(value: string): string {
   if (value.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
     throw invalidArgument(`idempotency_key is longer than ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
   }
-  return value;
+  return checkNoNul('idempotency_key', value);
 }
 
 /** The longest concurrency key, in UTF-8 bytes (the column's CHECK, 0009_concurrency_keys.sql). */
@@ -91,14 +109,20 @@ export function checkConcurrencyKey(value: string): string {
   if (bytes > MAX_CONCURRENCY_KEY_BYTES) {
     throw invalidArgument(`concurrency_key is longer than ${MAX_CONCURRENCY_KEY_BYTES} bytes (got ${bytes})`);
   }
-  return value;
+  return checkNoNul('concurrency_key', value);
 }
 
-/** A payload or result: a JSON object no larger than the configured limit. */
+/**
+ * A payload or result: a JSON object no larger than the configured limit, without a NUL in
+ * any string or key (see checkNoNul). Unset is `{}`: callers for which unset means "none"
+ * (a result, a checkpoint) check only a value that is set.
+ */
 export function checkJsonSize(field: string, value: JsonObject | undefined, maxBytes: number): JsonObject {
   const obj = value ?? {};
-  const bytes = Buffer.byteLength(JSON.stringify(obj));
+  const json = JSON.stringify(obj);
+  const bytes = Buffer.byteLength(json);
   if (bytes > maxBytes) throw invalidArgument(`${field} is ${bytes} bytes of JSON; the limit is ${maxBytes}`);
+  checkJsonNoNul(field, json);
   return obj;
 }
 
@@ -121,6 +145,36 @@ export function checkJsonObjectText(field: string, bytes: Uint8Array, maxBytes: 
 }
 
 /**
+ * A completion's result as sent (WorkerComplete, CompleteJobRequest): `result` (a Struct) or
+ * `result_json` (JSON object text), not both; neither set means no result (null). The text
+ * is checked as checkJsonObjectText does, so a bad one never joins a batch of completions.
+ */
+export function checkCompleteResult(
+  result: JsonObject | undefined,
+  resultJson: Uint8Array | undefined,
+  maxBytes: number,
+): { result: JsonObject | null; resultJson?: string } {
+  if (resultJson !== undefined) {
+    if (result !== undefined) throw invalidArgument('set result or result_json, not both');
+    return { result: null, resultJson: checkJsonObjectText('result_json', resultJson, maxBytes) };
+  }
+  return { result: result === undefined ? null : checkJsonSize('result', result, maxBytes) };
+}
+
+/** The longest error a failure stores (Job.last_error), in characters (code points). */
+export const MAX_ERROR_LENGTH = 10_000;
+
+/**
+ * A failure's error as stored: cut to MAX_ERROR_LENGTH code points (never inside a
+ * surrogate pair), a NUL replaced by U+FFFD. Not refused: the error is for people, and a
+ * failure report must not be lost for its text.
+ */
+export function errorText(error: string): string {
+  const cut = error.length > MAX_ERROR_LENGTH ? [...error].slice(0, MAX_ERROR_LENGTH).join('') : error;
+  return cut.includes('\u0000') ? cut.replaceAll('\u0000', '\uFFFD') : cut;
+}
+
+/**
  * A payload sent as JSON object text (SubmitJobRequest.payload_json): at most `maxBytes`
  * bytes as sent, UTF-8, and starting with `{` (after JSON whitespace). It is not parsed here:
  * PostgreSQL parses it once, as jsonb, and refuses text that is not JSON (the store maps
@@ -135,12 +189,25 @@ export function checkPayloadJson(field: string, bytes: Uint8Array, maxBytes: num
     throw invalidArgument(`${field} is not UTF-8 text`);
   }
   if (!/^[ \t\n\r]*\{/.test(text)) throw invalidArgument(`${field} must be a JSON object ({...})`);
+  checkJsonNoNul(field, text);
   return text;
 }
 
-/** An optional time (run_at, retry_at): absent, or a valid date. */
+/** The earliest time a request may carry: google.protobuf.Timestamp's own range (0001-01-01 UTC). */
+export const MIN_TIME_MS = new Date('0001-01-01T00:00:00Z').getTime();
+/** The latest time a request may carry (9999-12-31T23:59:59.999 UTC), as MIN_TIME_MS. */
+export const MAX_TIME_MS = new Date('9999-12-31T23:59:59.999Z').getTime();
+
+/**
+ * An optional time (run_at, retry_at, finished_before): absent, or a valid date within
+ * google.protobuf.Timestamp's range (years 1 to 9999), which PostgreSQL can store and the
+ * HTTP API's JSON can carry, so both APIs refuse the same times.
+ */
 export function checkDate(field: string, value: Date | undefined): Date | undefined {
-  if (value && Number.isNaN(value.getTime())) throw invalidArgument(`${field} is not a valid time`);
+  if (!value) return value;
+  const ms = value.getTime();
+  if (Number.isNaN(ms)) throw invalidArgument(`${field} is not a valid time`);
+  if (ms < MIN_TIME_MS || ms > MAX_TIME_MS) throw invalidArgument(`${field} must be from 0001-01-01 to 9999-12-31 (UTC)`);
   return value;
 }
 
@@ -185,14 +252,23 @@ export function pageTokenDecode(token: string): string | null {
 
 /** Highest rate limit (starts per second) and burst a queue may set. */
 export const MAX_RATE_PER_SECOND = 1_000_000;
+/**
+ * Lowest rate limit a queue may set: one start per day. The time to the next token is
+ * computed as an interval, which a far smaller rate would overflow (every claim of the queue
+ * would then fail).
+ */
+export const MIN_RATE_PER_SECOND = 1 / 86_400;
 
 /**
- * A queue's rate limit as asked: per second 0 (clears the limit; burst ignored) or finite
- * and positive up to MAX_RATE_PER_SECOND with a burst of 1 to 1,000,000.
+ * A queue's rate limit as asked: per second 0 (clears the limit; burst ignored) or from
+ * MIN_RATE_PER_SECOND to MAX_RATE_PER_SECOND with a burst of 1 to 1,000,000.
  */
 export function checkRateLimit(perSecond: number, burst: number): RateLimit {
   if (!Number.isFinite(perSecond) || perSecond < 0 || perSecond > MAX_RATE_PER_SECOND) {
     throw invalidArgument(`rate_limit.per_second must be from 0 (no limit) to ${MAX_RATE_PER_SECOND}, got ${perSecond}`);
+  }
+  if (perSecond > 0 && perSecond < MIN_RATE_PER_SECOND) {
+    throw invalidArgument(`rate_limit.per_second must be at least 1/86400 (one start per day), got ${perSecond}`);
   }
   if (perSecond === 0) return { perSecond: 0, burst: 0 };
   return { perSecond, burst: checkIntRange('rate_limit.burst', burst, 1, 1_000_000) };
@@ -220,12 +296,24 @@ export function checkTimeoutSeconds(seconds: number, field = 'timeout'): number 
 }
 
 /**
- * A backoff's numbers, as UpsertQueueRequest.backoff checks them (the same one-line
- * messages): jitter 0..1, durations not negative. Unset durations are undefined.
+ * Longest backoff base or cap (365 days, in seconds). A retry's delay is computed as an
+ * interval in SQL; an unbounded one overflows it, and the failure or sweep that computes it
+ * would fail (the sweeper's batch with it).
  */
-export function checkBackoffNumbers(b: { jitter: number; baseSeconds?: number; capSeconds?: number }): void {
+export const MAX_BACKOFF_SECONDS = 365 * 86_400;
+
+/**
+ * A backoff's numbers, as UpsertQueueRequest.backoff and SubmitJobRequest.backoff check them
+ * (the same one-line messages): jitter 0..1, durations from 0 to MAX_BACKOFF_SECONDS.
+ * Unset durations are undefined.
+ */
+export function checkBackoffNumbers(b: { jitter: number; baseSeconds?: number | undefined; capSeconds?: number | undefined }): void {
   if (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter)) throw invalidArgument('backoff.jitter must be from 0 to 1');
-  if ((b.baseSeconds ?? 0) < 0 || (b.capSeconds ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
+  for (const [name, seconds] of [['base', b.baseSeconds], ['cap', b.capSeconds]] as const) {
+    if (seconds === undefined) continue;
+    if (!Number.isFinite(seconds) || seconds < 0) throw invalidArgument('backoff durations must not be negative');
+    if (seconds > MAX_BACKOFF_SECONDS) throw invalidArgument(`backoff.${name} must be at most 365 days, got ${seconds} s`);
+  }
 }
 
 /** Most ids one bulk action's filter may name (RetryJobs, PurgeJobs). */
@@ -249,7 +337,7 @@ export const MAX_ERROR_GROUP_LENGTH = 200;
 export function checkErrorGroup(field: string, value: string): string {
   if ([...value].length > MAX_ERROR_GROUP_LENGTH) throw invalidArgument(`${field} is longer than ${MAX_ERROR_GROUP_LENGTH} characters (no error group is)`);
   if (value.includes('\n')) throw invalidArgument(`${field} is more than one line (an error group is the first line of the error)`);
-  return value;
+  return checkNoNul(field, value);
 }
 
 /** ListDeadLetterGroups' limit: groups per answer (0 = DEFAULT_DEAD_LETTER_GROUPS). */
@@ -399,6 +487,7 @@ export function checkProgressReport(input: ProgressInput, maxPayloadBytes: numbe
   if (input.message.length > MAX_PROGRESS_MESSAGE_LENGTH) {
     throw invalidArgument(`message is longer than ${MAX_PROGRESS_MESSAGE_LENGTH} characters`);
   }
+  checkNoNul('message', input.message);
   const checkpoint = input.checkpoint === undefined ? null : checkJsonSize('checkpoint', input.checkpoint, maxPayloadBytes);
   return {
     id: input.jobId,

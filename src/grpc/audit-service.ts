@@ -1,5 +1,6 @@
 import type { AuditAction } from '../domain/audit.js';
 import { auditPageTokenDecode, auditPageTokenEncode, checkAuditPageSize } from '../domain/validate-admin.js';
+import { checkNoNul } from '../domain/validate.js';
 import { AuditServiceService as M, type AuditServiceServer } from '../gen/evora/v1/auth.js';
 import { auditActionFromPb, auditEventToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
@@ -20,8 +21,8 @@ export function auditService(deps: ServiceDeps): AuditServiceServer {
       if (req.actions.length > 0 && actions.length === 0) return { events: [], nextPageToken: '' };
       const page = await store.auditList({
         actions: actions.length > 0 ? actions : null,
-        target: req.target || null,
-        token: req.token || null,
+        target: req.target ? checkNoNul('target', req.target) : null,
+        token: req.token ? checkNoNul('token', req.token) : null,
         beforeId,
         limit,
       });

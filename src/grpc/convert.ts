@@ -7,6 +7,7 @@ import type { AttemptOutcome, DeadLetterGroup, Job, JobAttempt, JobProgress, Job
 import type { SeriesPoint } from '../telemetry/projection.js';
 import type { BackoffKind, Queue } from '../domain/queue.js';
 import type { ProgressInput } from '../domain/validate.js';
+import { invalidArgument } from '../domain/errors.js';
 import type { ApiToken, Principal, PrincipalKind, TokenRole } from '../domain/auth.js';
 import type { AuditAction, AuditEvent } from '../domain/audit.js';
 import {
@@ -182,9 +183,15 @@ const BACKOFF_TO_PB: Record<BackoffKind, PbBackoffKind> = {
   fixed: PbBackoffKind.BACKOFF_KIND_FIXED,
 };
 
-/** A protobuf BackoffKind as a domain kind; undefined for UNSPECIFIED. */
+/**
+ * A protobuf BackoffKind as a domain kind; undefined for UNSPECIFIED (keep / the queue's).
+ * A number the proto does not define is INVALID_ARGUMENT, never read as "unset".
+ */
 export function backoffKindFromPb(kind: PbBackoffKind): BackoffKind | undefined {
-  return (Object.entries(BACKOFF_TO_PB).find(([, v]) => v === kind)?.[0] as BackoffKind | undefined) ?? undefined;
+  if (kind === PbBackoffKind.BACKOFF_KIND_UNSPECIFIED) return undefined;
+  const found = Object.entries(BACKOFF_TO_PB).find(([, v]) => v === kind)?.[0] as BackoffKind | undefined;
+  if (!found) throw invalidArgument(`backoff.kind ${kind} is not a known kind`);
+  return found;
 }
 
 /** Seconds (fractional) as a protobuf Duration. */

@@ -129,6 +129,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     if (req.dependsOnRefs.length > 0) {
       throw invalidArgument('depends_on_refs names jobs of the same SubmitJobs call; SubmitJob takes depends_on (job ids)');
     }
+    if (req.ref) throw invalidArgument('ref names a job for the others of one SubmitJobs call; SubmitJob has no others');
     const input = submitInput(req, maxPayloadBytes);
     scopeCheck(principal, method, [input.queue]);
     const { job, created } = await dispatcher.submit(input);

@@ -1,5 +1,5 @@
 import { invalidArgument } from '../domain/errors.js';
-import { DEFAULT_SERIES_MINUTES, MAX_SERIES_MINUTES, checkIntRange, checkName, checkRateLimit, checkRetentionSeconds, checkTimeoutSeconds } from '../domain/validate.js';
+import { DEFAULT_SERIES_MINUTES, MAX_SERIES_MINUTES, checkBackoffNumbers, checkIntRange, checkName, checkRateLimit, checkRetentionSeconds, checkTimeoutSeconds } from '../domain/validate.js';
 import { queueInScope, scoped } from '../domain/auth.js';
 import type { WorkerSessionInfo } from '../domain/job.js';
 import { QueueServiceService, type QueueServiceServer, type QueueStats } from '../gen/evora/v1/queue.js';
@@ -89,10 +89,9 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
       const name = checkName('name', req.name);
       scopeCheck(principal, M.upsertQueue.path, [name]);
       const b = req.backoff;
-      if (b && (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter))) throw invalidArgument('backoff.jitter must be from 0 to 1');
       const base = b?.base ? durationToSeconds(b.base) : undefined;
       const cap = b?.cap ? durationToSeconds(b.cap) : undefined;
-      if ((base ?? 0) < 0 || (cap ?? 0) < 0) throw invalidArgument('backoff durations must not be negative');
+      if (b) checkBackoffNumbers({ jitter: b.jitter, baseSeconds: base, capSeconds: cap });
       // Unset keeps the current retention; 0 keeps finished jobs forever.
       const retention = (field: string, d: Duration | undefined) => (d ? checkRetentionSeconds(field, durationToSeconds(d)) : null);
       const { queue, created } = await store.queueUpsert({

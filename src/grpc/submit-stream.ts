@@ -6,6 +6,7 @@ import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { SubmitJobRequest, SubmitJobResponse, SubmitJobStreamRequest, SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
 import type { Logger } from '../logger.js';
 import { onCallGone, type OpenStreams, type ServerStreamHandle } from './open-streams.js';
+import { UndecodableRequest } from './request-decode.js';
 import { toServiceError } from './status.js';
 import { StreamWriter } from './stream-writer.js';
 
@@ -90,7 +91,7 @@ export class SubmitStream implements ServerStreamHandle {
       highWaterMark: MAX_SUBMITS_IN_FLIGHT,
     });
     deps.streams.add(this);
-    call.on('data', (req: SubmitJobStreamRequest) => this.receive(req));
+    call.on('data', (req: SubmitJobStreamRequest | UndecodableRequest) => this.receive(req));
     call.on('end', () => this.end());
     onCallGone(call, () => this.gone());
   }
@@ -104,9 +105,11 @@ export class SubmitStream implements ServerStreamHandle {
     this.finish(null);
   }
 
-  private receive(req: SubmitJobStreamRequest): void {
+  private receive(req: SubmitJobStreamRequest | UndecodableRequest): void {
     // A request read while ending (grpc-js had it in hand) is answered like the others.
     if (this.current === 'closed') return;
+    // Without its request id it cannot be answered: the stream ends, the others answered first.
+    if (req instanceof UndecodableRequest) return this.finish({ code: status.INVALID_ARGUMENT, details: `a request could not be decoded: ${req.reason}` });
     this.inFlight++;
     this.inputFlow();
     const requestId = req.requestId;

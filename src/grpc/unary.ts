@@ -1,6 +1,7 @@
 import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import type { Principal } from '../domain/auth.js';
 import { authRefusalLog, callAuthenticate, methodAuthorize, methodName, methodPermission, type AuthContext } from './auth.js';
+import { requestDecoded } from './request-decode.js';
 import { toServiceError } from './status.js';
 
 /**
@@ -30,7 +31,7 @@ export function unary<Req, Res>(
       .then((p) => {
         principal = p;
         methodAuthorize(p, method);
-        return fn(call.request, call, p);
+        return fn(requestDecoded(call.request), call, p);
       })
       .then(
         (res) => callback(null, res),

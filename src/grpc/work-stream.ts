@@ -7,7 +7,8 @@ import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { JsonObject, LeaseRef, ProgressReport } from '../domain/job.js';
-import { MAX_SLOTS, checkDate, checkIntRange, checkJobTypes, checkJsonObjectText, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
+import { UndecodableRequest } from './request-decode.js';
+import { MAX_SLOTS, checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, errorText } from '../domain/validate.js';
 import type {
   Lease,
   WorkerComplete,
@@ -177,7 +178,9 @@ export class WorkStream implements ServerStreamHandle {
       (flush) => this.guard(flush),
     );
     deps.streams.add(this);
-    call.on('data', (req: WorkRequest) => this.guard(() => this.receive(req)));
+    call.on('data', (req: WorkRequest | UndecodableRequest) =>
+      this.guard(() => (req instanceof UndecodableRequest ? this.refuse(`a message could not be decoded: ${req.reason}`) : this.receive(req))),
+    );
     call.on('end', () => this.guard(() => (this.current === 'opening' ? this.early.push(HALF_CLOSE) : this.end())));
     onCallGone(call, () => this.guard(() => this.gone()));
   }
@@ -333,9 +336,7 @@ export class WorkStream implements ServerStreamHandle {
     let write: CompleteWrite;
     try {
       leaseCheck(v);
-      write = v.resultJson !== undefined
-        ? { id: v.jobId, token: v.leaseToken, result: null, resultJson: checkResultJson(v.result, v.resultJson, this.deps.maxPayloadBytes) }
-        : { id: v.jobId, token: v.leaseToken, result: checkJsonSize('result', v.result, this.deps.maxPayloadBytes) };
+      write = { id: v.jobId, token: v.leaseToken, ...checkCompleteResult(v.result, v.resultJson, this.deps.maxPayloadBytes) };
     } catch (err) {
       return this.ackInvalid(v, err);
     }
@@ -350,7 +351,7 @@ export class WorkStream implements ServerStreamHandle {
     } catch (err) {
       return this.ackInvalid(v, err);
     }
-    const write = { id: v.jobId, token: v.leaseToken, error: v.error.slice(0, 10_000), retryable: !v.nonRetryable, retryAt: v.retryAt ?? null };
+    const write = { id: v.jobId, token: v.leaseToken, error: errorText(v.error), retryable: !v.nonRetryable, retryAt: v.retryAt ?? null };
     this.pending++;
     this.deps.dispatcher.report({ kind: 'fail', write, session: s, listener: this.answers });
   }
@@ -569,10 +570,4 @@ function leaseWellFormed(l: Lease): boolean {
 function leaseCheck(v: { jobId: string; leaseToken: string }): void {
   checkUuid('job_id', v.jobId);
   checkUuid('lease_token', v.leaseToken);
-}
-
-/** A complete's result_json, checked; with `result` set too it is refused (one of them). */
-function checkResultJson(result: JsonObject | undefined, resultJson: Uint8Array, maxPayloadBytes: number): string {
-  if (result !== undefined) throw invalidArgument('set result or result_json, not both');
-  return checkJsonObjectText('result_json', resultJson, maxPayloadBytes);
 }

@@ -1,7 +1,7 @@
 import { LEASE_LOST_TEXT } from '../domain/codes.js';
 import { failedPrecondition, invalidArgument } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
-import { checkDate, checkIntRange, checkJobTypes, checkJsonSize, checkName, checkProgressReport, checkUuid } from '../domain/validate.js';
+import { checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, errorText } from '../domain/validate.js';
 import { WorkerServiceService, type WorkerServiceServer } from '../gen/evora/v1/worker.js';
 import { durationToSeconds, jobToPb, leasedJobToPb, progressInput, workerInfoToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
@@ -32,10 +32,12 @@ function leaseLost() {
 export function workerService(deps: ServiceDeps): WorkerServiceServer {
   const { store, dispatcher, logger, maxPayloadBytes } = deps;
 
-  /** The shortest lease of the worker's queues (the default for queues not configured yet). */
+  /** The shortest lease of the worker's queues (a queue that does not exist yet counts with the default). */
   async function leaseSecondsFor(queues: string[]): Promise<number> {
     const known = (await store.queueList()).filter((q) => queues.includes(q.name));
-    return Math.min(deps.defaultLeaseSeconds, ...known.map((q) => q.leaseSeconds));
+    const leases = known.map((q) => q.leaseSeconds);
+    if (known.length < new Set(queues).size) leases.push(deps.defaultLeaseSeconds);
+    return Math.min(...leases);
   }
   const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, leaseSecondsFor, streams: deps.streams, auth: deps.auth };
   const M = WorkerServiceService;
@@ -69,8 +71,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     completeJob: unary(deps, M.completeJob.path, async (req, _call, principal) => {
       const lease = leaseRef(req);
       await jobScopeCheck(store, principal, M.completeJob.path, lease.id);
-      const result = checkJsonSize('result', req.result, maxPayloadBytes);
-      const out = await dispatcher.complete(null, { ...lease, result });
+      const out = await dispatcher.complete(null, { ...lease, ...checkCompleteResult(req.result, req.resultJson, maxPayloadBytes) });
       if (!out.accepted) throw leaseLost();
       // A completion reports only what changed; COMPLETED is final, so this read is that job.
       return { job: jobToPb(await store.jobGet({ id: lease.id })) };
@@ -79,7 +80,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const lease = leaseRef(req);
       await jobScopeCheck(store, principal, M.failJob.path, lease.id);
       const retryAt = checkDate('retry_at', req.retryAt) ?? null;
-      const out = await dispatcher.fail(null, { ...lease, error: req.error.slice(0, 10_000), retryable: !req.nonRetryable, retryAt });
+      const out = await dispatcher.fail(null, { ...lease, error: errorText(req.error), retryable: !req.nonRetryable, retryAt });
       if (!out.accepted) throw leaseLost();
       return { job: out.job ? jobToPb(out.job) : undefined };
     }),

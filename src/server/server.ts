@@ -37,6 +37,7 @@ import { tokenService } from '../grpc/token-service.js';
 import { workerService } from '../grpc/worker-service.js';
 import { workerServiceDefinition } from '../grpc/work-messages.js';
 import { serviceNotReady } from '../grpc/not-ready.js';
+import { definitionTolerant } from '../grpc/request-decode.js';
 import { databaseReady } from './database-ready.js';
 import { abortRace } from '../domain/abort.js';
 import { migrate } from '../store/migrate.js';
@@ -61,7 +62,7 @@ const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [
   ScheduleServiceService,
   TokenServiceService,
   AuditServiceService,
-];
+].map((d) => definitionTolerant(d as grpc.ServiceDefinition));
 const DEFAULT_LEASE_SECONDS = 30;
 /** How long the gRPC server waits for calls to end on their own before cancelling them. */
 const GRPC_SHUTDOWN_GRACE_MS = 1000;

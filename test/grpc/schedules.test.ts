@@ -81,6 +81,10 @@ describe('ScheduleService', () => {
       [{ type: '' }, /type is required/],
       [{ priority: 5000 }, /priority must be/],
       [{ misfireCap: 1001 }, /misfire_cap/],
+      // Oversized text is refused by its length, not echoed back whole.
+      [{ cron: '* '.repeat(50_000) }, /^cron is longer than 256 characters$/],
+      [{ timezone: 'Z'.repeat(100) }, /^timezone is longer than 64 characters$/],
+      [{ payload: { a: 'x\u0000' } }, /^payload contains a NUL character/],
     ];
     for (const [over, message] of cases) {
       const s = input(over);

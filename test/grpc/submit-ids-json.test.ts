@@ -112,7 +112,7 @@ describe('SubmitJobRequest.payload_json', () => {
       [{ payloadJson: json('"text"') }, /^payload_json must be a JSON object/],
       [{ payloadJson: json('{"a":') }, /^payload_json is not valid JSON/],
       [{ payloadJson: json('{"a":1} x') }, /^payload_json is not valid JSON/],
-      [{ payloadJson: json('{"a":"\\u0000"}') }, /^payload_json is not valid JSON/],
+      [{ payloadJson: json('{"a":"\\u0000"}') }, /^payload_json contains a NUL character/],
       [{ payloadJson: Buffer.from([0x7b, 0xff, 0x7d]) }, /^payload_json is not UTF-8 text$/],
       [{ payloadJson: json(`{"blob":"${'x'.repeat(1000)}"}`) }, /^payload_json is 1011 bytes of JSON; the limit is 1000$/],
     ];

@@ -46,6 +46,11 @@ describe('400 INVALID_ARGUMENT', () => {
       await api('GET', '/v1/jobs', { query: { queue, states: 'SLEEPING' } }),
       await api('POST', '/v1/jobs', { body: { queue: 'bad name!', type: 't' } }),
       await api('GET', '/v1/jobs/not-a-uuid'),
+      // Values that decode but the server cannot hold: as over gRPC, never 500.
+      await api('POST', '/v1/jobs', { body: { queue, type: 't', payload: { a: 'x\u0000' } } }),
+      await api('POST', '/v1/jobs/00000000-0000-4000-8000-000000000000/progress', {
+        body: { leaseToken: '00000000-0000-4000-8000-000000000000', done: '9007199254740993', total: '9007199254740993' },
+      }),
     ];
     for (const res of cases) {
       expect(res.status, res.text).toBe(400);

@@ -19,6 +19,12 @@ export class Batcher<I, O> {
      */
     private readonly settle: (items: I[], outputs: O[] | null, err: unknown) => void,
     private readonly maxBatch = 1000,
+    /**
+     * Whether a failed batch's error may be one item's (a value the statement refused): then
+     * each item is written again alone and settled alone, so one bad item does not fail the
+     * others that happened to share its batch.
+     */
+    private readonly mayBeOneItems: (err: unknown) => boolean = () => false,
   ) {}
 
   /** Queues one item; `settle` hears of it once its batch has committed. */
@@ -48,13 +54,28 @@ export class Batcher<I, O> {
         try {
           outputs = await this.flushFn(batch);
         } catch (err) {
-          this.settle(batch, null, err);
+          if (batch.length > 1 && this.mayBeOneItems(err)) await this.eachAlone(batch);
+          else this.settle(batch, null, err);
           continue;
         }
         this.settle(batch, outputs, undefined);
       }
     } finally {
       this.flushing = null;
+    }
+  }
+
+  /** Writes and settles each item of a failed batch on its own. */
+  private async eachAlone(batch: I[]): Promise<void> {
+    for (const item of batch) {
+      let outputs: O[];
+      try {
+        outputs = await this.flushFn([item]);
+      } catch (err) {
+        this.settle([item], null, err);
+        continue;
+      }
+      this.settle([item], outputs, undefined);
     }
   }
 }

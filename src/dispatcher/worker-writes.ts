@@ -2,9 +2,13 @@ import { LEASE_LOST_TEXT, type AckResult } from '../domain/codes.js';
 import type { Job, JobWritten, JsonObject, LeaseRef, LeaseWriteOutcome } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
+import { isValueRefused } from '../store/availability.js';
 import { Batcher } from './batcher.js';
 import type { ProgressWrites } from './progress-writes.js';
 import type { WorkerSession } from './session.js';
+
+/** Most reports of one kind in one statement. */
+const WRITE_BATCH_MAX = 1000;
 
 /** The answer to one complete, fail or snooze. */
 export interface WriteAck<J extends JobWritten = JobWritten> {
@@ -62,7 +66,9 @@ export type WorkerWriteRequest =
  * The workers' complete, fail and snooze reports, each kind through a Batcher (group
  * commit: one statement for the reports that arrive together). What must stay true: a
  * report is answered only after the statement that carries it has committed, and every
- * report is answered exactly once (its listener hears `written` or `failed`). `committed`
+ * report is answered exactly once (its listener hears `written` or `failed`). A statement
+ * that PostgreSQL fails for a value it carries is written again report by report, so a
+ * bad report fails alone, never the other workers' reports that shared its batch. `committed`
  * (the dispatcher: the slot frees, the observer hears of it) runs before the listener.
  */
 export class WorkerWrites {
@@ -83,14 +89,20 @@ export class WorkerWrites {
     this.completions = new Batcher(
       (batch) => store.jobCompleteMany({ completions: batch.map((r) => r.write) }),
       (batch, outcomes, err) => this.settle(batch, outcomes, err),
+      WRITE_BATCH_MAX,
+      isValueRefused,
     );
     this.failures = new Batcher(
       (batch) => store.jobFailMany({ failures: batch.map((r) => r.write) }),
       (batch, outcomes, err) => this.settle(batch, outcomes, err),
+      WRITE_BATCH_MAX,
+      isValueRefused,
     );
     this.snoozes = new Batcher(
       (batch) => store.jobSnoozeMany({ snoozes: batch.map((r) => r.write) }),
       (batch, outcomes, err) => this.settle(batch, outcomes, err),
+      WRITE_BATCH_MAX,
+      isValueRefused,
     );
   }
 

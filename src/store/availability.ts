@@ -63,6 +63,20 @@ export function databaseUnavailableReason(err: unknown): string | null {
   return null;
 }
 
+/**
+ * Whether `err` (or an error in its `cause` chain) is PostgreSQL refusing a value that a
+ * statement carries (SQLSTATE class 22, data exception: a character it cannot store, a
+ * number or interval out of range). In a batch statement that is one item's fault, not
+ * the batch's: the items can be written one by one (src/dispatcher/batcher.ts).
+ */
+export function isValueRefused(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as Error & { code?: unknown }).code;
+    if (typeof code === 'string' && code.length === 5 && code.startsWith('22')) return true;
+  }
+  return false;
+}
+
 function reasonOf(e: Error): string | null {
   const { code, address, port } = e as Error & { code?: unknown; address?: unknown; port?: unknown };
   if (typeof code === 'string') {

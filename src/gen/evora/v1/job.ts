@@ -337,7 +337,7 @@ export interface SubmitJobRequest {
    * queue's retention prunes the finished job).
    */
   idempotencyKey: string;
-  /** Maximum attempts for this job; 0 = the queue's max_attempts. */
+  /** Maximum attempts for this job, 0..1000; 0 = the queue's max_attempts. */
   maxAttempts: number;
   /**
    * This job's retry delay policy; unset = the queue's. Within it, kind UNSPECIFIED and

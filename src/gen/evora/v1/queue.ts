@@ -183,9 +183,9 @@ export interface Queue {
  * limit refills the bucket.
  */
 export interface RateLimit {
-  /** Starts per second (> 0, finite); 0 = no limit. */
+  /** Starts per second (> 0, finite, at most 1,000,000); 0 = no limit. */
   perSecond: number;
-  /** Bucket size: the most starts at once (>= 1 with a rate; ignored with per_second 0). */
+  /** Bucket size: the most starts at once (1..1,000,000 with a rate; ignored with per_second 0). */
   burst: number;
 }
 
@@ -193,7 +193,7 @@ export interface RateLimit {
 export interface UpsertQueueRequest {
   /** Queue name (required); selects the queue to create or update. */
   name: string;
-  /** Default maximum number of attempts (>= 1); unset = keep / server default. */
+  /** Default maximum number of attempts (1..1000); unset = keep / server default (5). */
   maxAttempts?:
     | number
     | undefined;
@@ -204,13 +204,13 @@ export interface UpsertQueueRequest {
   backoff?:
     | Backoff
     | undefined;
-  /** Lease length in seconds (>= 1); unset = keep / server default. */
+  /** Lease length in seconds (1..86,400: a day); unset = keep / server default (30). */
   leaseSeconds?:
     | number
     | undefined;
   /**
    * Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited (see
-   * Queue.max_concurrency).
+   * Queue.max_concurrency). Negative or above 1,000,000 = INVALID_ARGUMENT.
    */
   maxConcurrency?:
     | number
@@ -232,7 +232,8 @@ export interface UpsertQueueRequest {
     | undefined;
   /**
    * Rate limit (see Queue.rate_limit); per_second 0 clears it; unset = keep / none.
-   * A negative, NaN or infinite rate, or a burst below 1 with a rate, is INVALID_ARGUMENT.
+   * A negative, NaN or infinite rate, a rate above 1,000,000, or a burst outside
+   * 1..1,000,000 with a rate, is INVALID_ARGUMENT.
    */
   rateLimit?:
     | RateLimit

@@ -111,7 +111,7 @@ export interface Schedule {
     | undefined;
   /** Priority of the jobs (-1000..1000; smaller runs first). */
   priority: number;
-  /** Maximum attempts of the jobs; 0 = the queue's default. */
+  /** Maximum attempts of the jobs (0..1000); 0 = the queue's default. */
   maxAttempts: number;
   /** What happens to fire times the scheduler reaches late (see MisfirePolicy). */
   misfirePolicy: MisfirePolicy;

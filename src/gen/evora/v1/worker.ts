@@ -325,7 +325,7 @@ export interface WorkerHello {
   workerId: string;
   /** Queues to take jobs from (at least one). */
   queues: string[];
-  /** Maximum number of jobs the worker holds at once (>= 1); the server never exceeds it. */
+  /** Maximum number of jobs the worker holds at once (1..10,000); the server never exceeds it. */
   slots: number;
   /**
    * Leases the worker still holds from an earlier stream (after a reconnect). Those that
@@ -664,9 +664,12 @@ export interface ClaimJobsRequest {
   workerId: string;
   /** Queues to take jobs from (at least one). */
   queues: string[];
-  /** Maximum number of jobs to lease; 0 = 1. */
+  /** Maximum number of jobs to lease, 1..1000; 0 = 1. */
   max: number;
-  /** Long-poll: how long to wait for at least one job if none is ready; unset or zero = return at once. */
+  /**
+   * Long-poll: how long to wait for at least one job if none is ready, at most 60 s; unset or
+   * zero = return at once.
+   */
   wait?:
     | Duration
     | undefined;

@@ -2,6 +2,7 @@ import { unavailable } from '../domain/errors.js';
 import type { LeaseRef, ProgressReport } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
+import { isValueRefused } from '../store/availability.js';
 
 /** Who hears what became of a progress report. */
 export interface ProgressListener {
@@ -124,12 +125,20 @@ export class ProgressWrites {
     await this.flush();
   }
 
-  /** One statement for `batch`; each listener hears its lease's outcome. */
+  /**
+   * One statement for `batch`; each listener hears its lease's outcome. A statement that
+   * PostgreSQL fails for a value it carries is written again report by report, so a bad
+   * report fails alone (see Batcher).
+   */
   private async write(batch: PendingProgress[]): Promise<void> {
     let outcomes: { accepted: boolean }[];
     try {
       outcomes = await this.store.jobProgressMany({ reports: batch.map((p) => p.report) });
     } catch (err) {
+      if (batch.length > 1 && isValueRefused(err)) {
+        for (const p of batch) await this.write([p]);
+        return;
+      }
       for (const p of batch) tellAll(p.listeners, this.logger, (l) => l.failed(err));
       return;
     }

@@ -340,7 +340,7 @@ export interface ListTokensResponse {
 
 /** RevokeTokenRequest names a token. */
 export interface RevokeTokenRequest {
-  /** The token's id or its name. */
+  /** The token's id or its name. A U+0000 (NUL) in it is INVALID_ARGUMENT. */
   token: string;
 }
 
@@ -405,9 +405,12 @@ export interface ListAuditEventsRequest {
   pageToken: string;
   /** Only these actions; empty: all. */
   actions: AuditAction[];
-  /** Only events on this target (exact); empty: all. */
+  /** Only events on this target (exact); empty: all. A U+0000 (NUL) in it is INVALID_ARGUMENT. */
   target: string;
-  /** Only events made with this token (id or name); empty: all. */
+  /**
+   * Only events made with this token (id or name); empty: all. A U+0000 (NUL) in it is
+   * INVALID_ARGUMENT.
+   */
   token: string;
 }
 

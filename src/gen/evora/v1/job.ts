@@ -231,7 +231,10 @@ export interface Job {
   idempotencyKey: string;
   /** Id of the worker holding (or that last held) the lease; empty if never leased. */
   workerId: string;
-  /** JSON object reported by the worker on completion; unset until COMPLETED. */
+  /**
+   * JSON object reported by the worker on completion; unset until COMPLETED, and unset
+   * after a completion that carried no result.
+   */
   result?:
     | { [key: string]: any }
     | undefined;
@@ -319,13 +322,19 @@ export interface SubmitJobRequest {
   queue: string;
   /** Application-defined job type (required). */
   type: string;
-  /** Job input as a JSON object; unset = empty object. Or send payload_json instead. */
+  /**
+   * Job input as a JSON object; unset = empty object. Or send payload_json instead. No
+   * string or key in it may contain U+0000 (INVALID_ARGUMENT).
+   */
   payload?:
     | { [key: string]: any }
     | undefined;
   /** Scheduling priority: smaller runs first; default 0; allowed -1000..1000. */
   priority: number;
-  /** Earliest time the job may run; unset = now. */
+  /**
+   * Earliest time the job may run; unset = now. Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z:
+   * INVALID_ARGUMENT.
+   */
   runAt?:
     | Date
     | undefined;
@@ -382,14 +391,15 @@ export interface SubmitJobRequest {
   /**
    * This job's name within one SubmitJobs call, for depends_on_refs of the call's other
    * jobs (any order in the call); a name as queue names are; used by one job of the call
-   * only (else INVALID_ARGUMENT). Not stored; empty = none.
+   * only (else INVALID_ARGUMENT). Not stored; empty = none. Only in SubmitJobs (SubmitJob
+   * and SubmitJobStream: INVALID_ARGUMENT).
    */
   ref: string;
   /**
    * Refs (SubmitJobRequest.ref) of jobs of the same SubmitJobs call this job runs after,
    * as depends_on does for existing jobs: a whole graph is submitted at once, all or
    * nothing. An unknown ref or a cycle is INVALID_ARGUMENT naming it. Only in SubmitJobs
-   * (SubmitJob: INVALID_ARGUMENT).
+   * (SubmitJob and SubmitJobStream: INVALID_ARGUMENT).
    */
   dependsOnRefs: string[];
   /**
@@ -452,8 +462,8 @@ export interface SubmitJobStreamRequest {
    */
   requestId: number;
   /**
-   * The job, as SubmitJob takes it (depends_on_refs is refused, as by SubmitJob). Unset
-   * is INVALID_ARGUMENT.
+   * The job, as SubmitJob takes it (ref and depends_on_refs are refused, as by SubmitJob).
+   * Unset is INVALID_ARGUMENT.
    */
   job?: SubmitJobRequest | undefined;
 }
@@ -575,7 +585,10 @@ export interface JobFilter {
   states: JobState[];
   /** Only jobs of this type; empty = any type. */
   type: string;
-  /** Only jobs that finished (finished_at) before this time; unset = any time. */
+  /**
+   * Only jobs that finished (finished_at) before this time; unset = any time. Outside
+   * 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT.
+   */
   finishedBefore?:
     | Date
     | undefined;
@@ -4001,6 +4014,11 @@ export const ListJobAttemptsResponse: MessageFns<ListJobAttemptsResponse> = {
 /**
  * JobService is used by producers (to submit jobs) and operators (to inspect,
  * cancel and retry them). Workers use WorkerService instead.
+ *
+ * Rules for every request: text fields and the strings of JSON values (payloads, keys,
+ * filters) must not contain U+0000 (NUL), which PostgreSQL cannot store; every Timestamp a
+ * request carries (run_at, finished_before) lies in 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z
+ * (google.protobuf.Timestamp's own range). Else INVALID_ARGUMENT, and nothing changes.
  */
 export type JobServiceService = typeof JobServiceService;
 export const JobServiceService = {

@@ -75,19 +75,34 @@ export function backoffKindToJSON(object: BackoffKind): string {
   }
 }
 
-/** Backoff is a queue's retry delay policy, used when a worker fails a job without retry_at. */
+/**
+ * Backoff is a retry delay policy (a queue's, or one job's: SubmitJobRequest.backoff), used
+ * when a worker fails a job without retry_at, a lease expires or an attempt times out.
+ */
 export interface Backoff {
-  /** How the delay grows with the attempt number. */
+  /**
+   * How the delay grows with the attempt number. A number that is not a BackoffKind is
+   * INVALID_ARGUMENT.
+   */
   kind: BackoffKind;
-  /** Delay before the first retry (and the unit the delay grows by); default 5 s. */
+  /**
+   * Delay before the first retry (and the unit the delay grows by); default 5 s. 0..365 days
+   * (31,536,000 s), else INVALID_ARGUMENT.
+   */
   base?:
     | Duration
     | undefined;
-  /** Upper bound for any delay, after jitter; unset = keep the current cap (default 1 hour). */
+  /**
+   * Upper bound for any delay, after jitter; unset = keep the current cap (default 1 hour).
+   * 0..365 days (31,536,000 s), else INVALID_ARGUMENT.
+   */
   cap?:
     | Duration
     | undefined;
-  /** Random spread as a fraction of the delay, 0..1: 0.2 means delay +/- 20%; 0 = none. */
+  /**
+   * Random spread as a fraction of the delay, 0..1: 0.2 means delay +/- 20%; 0 = none.
+   * Outside 0..1 (or NaN): INVALID_ARGUMENT.
+   */
   jitter: number;
 }
 
@@ -183,7 +198,7 @@ export interface Queue {
  * limit refills the bucket.
  */
 export interface RateLimit {
-  /** Starts per second (> 0, finite, at most 1,000,000); 0 = no limit. */
+  /** Starts per second, from 1/86,400 (one start per day) to 1,000,000; 0 = no limit. */
   perSecond: number;
   /** Bucket size: the most starts at once (1..1,000,000 with a rate; ignored with per_second 0). */
   burst: number;
@@ -232,8 +247,8 @@ export interface UpsertQueueRequest {
     | undefined;
   /**
    * Rate limit (see Queue.rate_limit); per_second 0 clears it; unset = keep / none.
-   * A negative, NaN or infinite rate, a rate above 1,000,000, or a burst outside
-   * 1..1,000,000 with a rate, is INVALID_ARGUMENT.
+   * A negative, NaN or infinite rate, a rate below 1/86,400 (one start per day) or above
+   * 1,000,000, or a burst outside 1..1,000,000 with a rate, is INVALID_ARGUMENT.
    */
   rateLimit?:
     | RateLimit

@@ -90,7 +90,7 @@ export interface Schedule {
   /**
    * Cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
    * first). Ranges, lists, steps and names (JAN, MON) as in cron; when both day fields are
-   * restricted, a day matching either fires.
+   * restricted, a day matching either fires. At most 256 characters, else INVALID_ARGUMENT.
    */
   cron: string;
   /**
@@ -98,14 +98,18 @@ export interface Schedule {
    * time that does not exist (02:30 on a spring-forward day) fires once, one hour later by
    * the wall clock (03:30); a wall time that happens twice (01:30 on a fall-back day) fires
    * once, at its first occurrence; an expression whose hour field is * fires in both of
-   * the repeated hours, as it fires in every hour.
+   * the repeated hours, as it fires in every hour. At most 64 characters, else
+   * INVALID_ARGUMENT.
    */
   timezone: string;
   /** Queue the jobs are submitted to. */
   queue: string;
   /** Job type of the jobs. */
   type: string;
-  /** Payload of every job. */
+  /**
+   * Payload of every job. No string or key in it may contain U+0000 (NUL), which PostgreSQL
+   * cannot store: INVALID_ARGUMENT.
+   */
   payload?:
     | { [key: string]: any }
     | undefined;

@@ -381,7 +381,10 @@ export interface WorkerComplete {
   jobId: string;
   /** Token of the current lease. */
   leaseToken: string;
-  /** Optional JSON object stored as Job.result; unset = no result. */
+  /**
+   * Optional JSON object stored as Job.result; unset (and result_json unset) = no result:
+   * Job.result stays unset.
+   */
   result?:
     | { [key: string]: any }
     | undefined;
@@ -405,12 +408,16 @@ export interface WorkerFail {
   leaseToken: string;
   /**
    * Error message stored as Job.last_error (and JobAttempt.error): its first 10,000
-   * characters (Unicode code points); the rest is dropped.
+   * characters (Unicode code points); the rest is dropped. A U+0000 (NUL) in it is stored as
+   * U+FFFD, not refused.
    */
   error: string;
   /** True = do not retry: the job goes straight to the DLQ. */
   nonRetryable: boolean;
-  /** When to retry; unset = the queue's backoff policy decides. Ignored if no attempts are left. */
+  /**
+   * When to retry; unset = the queue's backoff policy decides. Ignored if no attempts are left.
+   * Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: ACK_RESULT_INVALID.
+   */
   retryAt?: Date | undefined;
 }
 
@@ -420,7 +427,10 @@ export interface WorkerSnooze {
   jobId: string;
   /** Token of the current lease. */
   leaseToken: string;
-  /** When the job may run again; unset = now (the job is claimable again at once). */
+  /**
+   * When the job may run again; unset = now (the job is claimable again at once). Outside
+   * 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: ACK_RESULT_INVALID.
+   */
   runAt?: Date | undefined;
 }
 
@@ -490,13 +500,20 @@ export interface WorkerDrain {
 export interface ServerWelcome {
   /** Server-assigned id of this session (for logs and debugging). */
   sessionId: string;
-  /** Default lease length in seconds; a queue may set its own, so always trust lease_expires_at. */
+  /**
+   * The shortest lease of the worker's queues, in seconds (a queue that does not exist yet
+   * counts with the default lease, 30 s). Each job's lease is its queue's: trust
+   * lease_expires_at.
+   */
   leaseSeconds: number;
-  /** How often the worker should send heartbeat, in seconds (rounded down, at least 1). */
+  /**
+   * How often the worker should send heartbeat, in seconds: a third of lease_seconds
+   * (rounded down, at least 1).
+   */
   heartbeatIntervalSeconds: number;
   /**
-   * The same interval in milliseconds (a third of the shortest lease of the worker's
-   * queues); prefer it, since short leases need sub-second heartbeats.
+   * The same interval in milliseconds (a third of lease_seconds, so of the shortest lease of
+   * the worker's queues); prefer it, since short leases need sub-second heartbeats.
    */
   heartbeatIntervalMs: number;
   /**
@@ -707,17 +724,18 @@ export interface CompleteJobRequest {
   jobId: string;
   /** Token of the current lease. */
   leaseToken: string;
-  /** Optional JSON object stored as Job.result; unset = no result. */
+  /**
+   * Optional JSON object stored as Job.result; unset (and result_json unset) = no result:
+   * Job.result stays unset.
+   */
   result?:
     | { [key: string]: any }
     | undefined;
   /**
-   * The result as JSON object text (UTF-8) instead of `result`: stored as sent, without a
-   * Struct on either side. Unset = none (`optional` so that code building a complete
-   * without it keeps compiling in every language). Only to a server whose welcome says
-   * payloads_as_json (an older one would ignore it and store no result). Setting both, or
-   * text that is not UTF-8, not JSON or not an object, or over the size limit
-   * (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is answered ACK_RESULT_INVALID and
+   * The result as JSON object text (UTF-8) instead of `result`, with the rules of
+   * WorkerComplete.result_json: stored as sent, without a Struct on either side; unset =
+   * none. Setting both, or text that is not UTF-8, not JSON or not an object, or over the
+   * size limit (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is INVALID_ARGUMENT and
    * changes nothing.
    */
   resultJson?: Buffer | undefined;
@@ -737,12 +755,16 @@ export interface FailJobRequest {
   leaseToken: string;
   /**
    * Error message stored as Job.last_error (and JobAttempt.error): its first 10,000
-   * characters (Unicode code points); the rest is dropped.
+   * characters (Unicode code points); the rest is dropped. A U+0000 (NUL) in it is stored as
+   * U+FFFD, not refused.
    */
   error: string;
   /** True = do not retry: the job goes straight to the DLQ. */
   nonRetryable: boolean;
-  /** When to retry; unset = the queue's backoff policy decides. Ignored if no attempts are left. */
+  /**
+   * When to retry; unset = the queue's backoff policy decides. Ignored if no attempts are left.
+   * Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT.
+   */
   retryAt?: Date | undefined;
 }
 
@@ -758,7 +780,10 @@ export interface SnoozeJobRequest {
   jobId: string;
   /** Token of the current lease. */
   leaseToken: string;
-  /** When the job may run again; unset = now. */
+  /**
+   * When the job may run again; unset = now. Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z:
+   * INVALID_ARGUMENT.
+   */
   runAt?: Date | undefined;
 }
 
@@ -5335,6 +5360,12 @@ export const WorkerInfo: MessageFns<WorkerInfo> = {
  * lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
  * current is FAILED_PRECONDITION. On the Work stream every report is answered by
  * an ack whose `result` (AckResult) says what to do next.
+ *
+ * Values the server cannot store make a report malformed (INVALID_ARGUMENT on the unary
+ * calls, ACK_RESULT_INVALID on the stream, a dropped progress report): a U+0000 (NUL) in a
+ * text field or in a string of a JSON value (results, checkpoints, progress messages;
+ * a failure's error is the exception, see WorkerFail.error), and a Timestamp (retry_at,
+ * run_at) outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z.
  */
 export type WorkerServiceService = typeof WorkerServiceService;
 export const WorkerServiceService = {

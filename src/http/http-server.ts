@@ -12,7 +12,7 @@ import { HTTP_BODY_TOO_LARGE, STATUS_HTTP, toServiceError } from '../grpc/status
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
 import { openApiDocument, type OpenApiRoute } from './openapi.js';
 import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
-import { HTTP_ROUTES, HTTP_ROUTES_PENDING, routerPath, type HttpRoute } from './routes.js';
+import { HTTP_ROUTES, routerPath, type HttpRoute } from './routes.js';
 
 /**
  * The HTTP port (docs/api.md "HTTP"): the JSON API under /v1, the dashboard at / (built
@@ -38,7 +38,7 @@ export interface HttpServerOptions {
   host: string;
   port: number;
   logger: Logger;
-  /** The gRPC services' definitions: which RPCs exist (a pending route whose method is absent is skipped). */
+  /** The gRPC services' definitions: every route's RPC must be one of their methods. */
   definitions: readonly ServiceDefinition[];
   /** Largest accepted request body in bytes (the gRPC message limit). */
   bodyLimit: number;
@@ -100,7 +100,7 @@ export class HttpServer {
    */
   static async start(opts: HttpServerOptions): Promise<HttpServer> {
     const logger = opts.logger;
-    const routes = routesBind(opts.definitions, logger);
+    const routes = routesBind(opts.definitions);
     const tls = opts.tls;
     const app = Fastify({
       logger: false,
@@ -304,24 +304,15 @@ function errorSend(reply: FastifyReply, err: unknown, logger: Logger, context: R
   return reply.code(entry.http).send({ code: entry.name, message });
 }
 
-/**
- * Binds the route table to the service definitions. A row of HTTP_ROUTES whose RPC is
- * missing is a bug (thrown); a row of HTTP_ROUTES_PENDING whose RPC is not generated yet is
- * skipped with a debug line.
- */
-function routesBind(definitions: readonly ServiceDefinition[], logger: Logger): BoundRoute[] {
+/** Binds the route table to the service definitions. A row whose RPC is missing is a bug (thrown). */
+function routesBind(definitions: readonly ServiceDefinition[]): BoundRoute[] {
   const out: BoundRoute[] = [];
-  const rows: [HttpRoute, boolean][] = [...HTTP_ROUTES.map((r): [HttpRoute, boolean] => [r, false]), ...HTTP_ROUTES_PENDING.map((r): [HttpRoute, boolean] => [r, true])];
-  for (const [route, pending] of rows) {
+  for (const route of HTTP_ROUTES) {
     const desc = methodDescriptor(route.rpc);
     const hit = definitions
       .flatMap((definition, serviceIndex) => Object.entries(definition).map(([key, def]) => ({ key, serviceIndex, def })))
       .find((m) => m.def.path === route.rpc);
     if (!desc || !hit) {
-      if (pending) {
-        logger.debug({ rpc: route.rpc, path: route.path }, 'HTTP route skipped: its RPC is not in the generated code yet');
-        continue;
-      }
       throw new Error(`HTTP route ${route.method} ${route.path}: ${route.rpc} is not a method of the services (src/http/routes.ts)`);
     }
     if (hit.def.requestStream || hit.def.responseStream) throw new Error(`HTTP route ${route.path}: ${route.rpc} is not unary`);

@@ -37,13 +37,14 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
   // Jobs
   { method: 'POST', path: '/v1/jobs', rpc: `${J}SubmitJob`, summary: 'Submit a job (Idempotency-Key header: the idempotency key; 201 created, 200 replay)', body: 'whole', headers: { 'idempotency-key': 'idempotency_key' }, created: 'field' },
   { method: 'POST', path: '/v1/jobs/batch', rpc: `${J}SubmitJobs`, summary: 'Submit several jobs in one transaction', body: 'whole' },
-  { method: 'GET', path: '/v1/jobs', rpc: `${J}ListJobs`, summary: 'List jobs, newest first (query: queue, states, type, page_size, page_token)', body: 'none' },
+  { method: 'GET', path: '/v1/jobs', rpc: `${J}ListJobs`, summary: 'List jobs, newest first (query: queue, states, type, idempotency_key, page_size, page_token)', body: 'none' },
   { method: 'GET', path: '/v1/jobs/{id}', rpc: `${J}GetJob`, summary: 'A job and its attempts', body: 'none', pathParams: { id: 'id' } },
   { method: 'GET', path: '/v1/jobs/{id}/attempts', rpc: `${J}ListJobAttempts`, summary: "A job's attempts", body: 'none', pathParams: { id: 'id' } },
   { method: 'POST', path: '/v1/jobs/{id}/cancel', rpc: `${J}CancelJob`, summary: 'Cancel a job', body: 'none', pathParams: { id: 'id' } },
-  { method: 'POST', path: '/v1/jobs/{id}/retry', rpc: `${J}RetryJob`, summary: 'Retry a dead-lettered, failed or cancelled job', body: 'none', pathParams: { id: 'id' } },
+  { method: 'POST', path: '/v1/jobs/{id}/retry', rpc: `${J}RetryJob`, summary: 'Retry a dead-lettered or cancelled job', body: 'none', pathParams: { id: 'id' } },
   { method: 'POST', path: '/v1/jobs/retry', rpc: `${J}RetryJobs`, summary: 'Retry every job matching a filter', body: 'whole' },
   { method: 'POST', path: '/v1/jobs/purge', rpc: `${J}PurgeJobs`, summary: 'Delete finished jobs matching a filter', body: 'whole' },
+  { method: 'GET', path: '/v1/dead-letters', rpc: `${J}ListDeadLetterGroups`, summary: 'Dead-lettered jobs grouped by queue, type and error (query: queue, limit)', body: 'none' },
   // Worker twins of the Work stream
   { method: 'POST', path: '/v1/jobs/claim', rpc: `${W}ClaimJobs`, summary: 'Claim jobs (long-poll up to `wait`)', body: 'whole' },
   { method: 'POST', path: '/v1/jobs/{id}/extend', rpc: `${W}ExtendLease`, summary: "Extend a held job's lease", body: 'whole', pathParams: { id: 'job_id' } },
@@ -51,7 +52,7 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
   { method: 'POST', path: '/v1/jobs/{id}/fail', rpc: `${W}FailJob`, summary: 'Fail a held job', body: 'whole', pathParams: { id: 'job_id' } },
   { method: 'POST', path: '/v1/jobs/{id}/snooze', rpc: `${W}SnoozeJob`, summary: 'Put a held job back for later', body: 'whole', pathParams: { id: 'job_id' } },
   { method: 'POST', path: '/v1/jobs/{id}/progress', rpc: `${W}ReportProgress`, summary: "Report a held job's progress", body: 'whole', pathParams: { id: 'job_id' } },
-  // Queues
+  // Queues and workers
   { method: 'GET', path: '/v1/queues', rpc: `${Q}ListQueues`, summary: 'Every queue', body: 'none' },
   { method: 'GET', path: '/v1/queues/{name}', rpc: `${Q}GetQueue`, summary: 'A queue', body: 'none', pathParams: { name: 'name' } },
   { method: 'PUT', path: '/v1/queues/{name}', rpc: `${Q}UpsertQueue`, summary: "Create a queue or change its settings (201 when created)", body: 'whole', pathParams: { name: 'name' }, created: 'field' },
@@ -59,6 +60,8 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
   { method: 'POST', path: '/v1/queues/{name}/resume', rpc: `${Q}ResumeQueue`, summary: 'Resume a queue', body: 'none', pathParams: { name: 'name' } },
   { method: 'GET', path: '/v1/queue-stats', rpc: `${Q}ListQueueStats`, summary: "Every queue's stats", body: 'none' },
   { method: 'GET', path: '/v1/queues/{name}/stats', rpc: `${Q}GetQueueStats`, summary: "A queue's stats", body: 'none', pathParams: { name: 'name' } },
+  { method: 'GET', path: '/v1/queue-series', rpc: `${Q}GetQueueSeries`, summary: 'Per-minute counts and latencies (query: queue, minutes)', body: 'none' },
+  { method: 'GET', path: '/v1/workers', rpc: `${W}ListWorkers`, summary: 'Live worker sessions across servers (query: queue)', body: 'none' },
   // Schedules
   { method: 'GET', path: '/v1/schedules', rpc: `${S}ListSchedules`, summary: 'Every schedule', body: 'none' },
   { method: 'GET', path: '/v1/schedules/{name}', rpc: `${S}GetSchedule`, summary: 'A schedule', body: 'none', pathParams: { name: 'name' } },
@@ -67,23 +70,12 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
   { method: 'POST', path: '/v1/schedules/{name}/pause', rpc: `${S}PauseSchedule`, summary: 'Pause a schedule', body: 'none', pathParams: { name: 'name' } },
   { method: 'POST', path: '/v1/schedules/{name}/resume', rpc: `${S}ResumeSchedule`, summary: 'Resume a schedule', body: 'none', pathParams: { name: 'name' } },
   { method: 'POST', path: '/v1/schedules/{name}/trigger', rpc: `${S}TriggerSchedule`, summary: 'Run a schedule now', body: 'whole', pathParams: { name: 'name' } },
-  // Tokens and the audit log
+  // The caller, tokens and the audit log
+  { method: 'GET', path: '/v1/caller', rpc: `${T}GetCaller`, summary: 'Who the caller is: auth on or off, role, queues', body: 'none' },
   { method: 'GET', path: '/v1/tokens', rpc: `${T}ListTokens`, summary: 'API tokens (query: include_revoked)', body: 'none' },
   { method: 'POST', path: '/v1/tokens', rpc: `${T}CreateToken`, summary: 'Create an API token (its secret is in this answer only)', body: 'whole', created: 'always' },
   { method: 'POST', path: '/v1/tokens/{idOrName}/revoke', rpc: `${T}RevokeToken`, summary: 'Revoke a token by id or name', body: 'none', pathParams: { idOrName: 'token' } },
   { method: 'GET', path: '/v1/audit', rpc: `${A}ListAuditEvents`, summary: 'The audit log, newest first', body: 'none' },
-];
-
-/**
- * Routes of RPCs that are being added to the .proto: each is served once its method is in
- * the descriptor set and the service definitions (after `npm run proto:gen`), and skipped
- * with a debug line until then. Nothing else needs to change when they arrive.
- */
-export const HTTP_ROUTES_PENDING: readonly HttpRoute[] = [
-  { method: 'GET', path: '/v1/caller', rpc: `${T}GetCaller`, summary: 'Who the caller is: auth on or off, role, queues', body: 'none' },
-  { method: 'GET', path: '/v1/queue-series', rpc: `${Q}GetQueueSeries`, summary: 'Per-minute counts and latencies (query: queue, minutes)', body: 'none' },
-  { method: 'GET', path: '/v1/dead-letters', rpc: `${J}ListDeadLetterGroups`, summary: 'Dead-lettered jobs grouped by queue, type and error (query: queue)', body: 'none' },
-  { method: 'GET', path: '/v1/workers', rpc: `${W}ListWorkers`, summary: 'Live worker sessions across servers', body: 'none' },
 ];
 
 /** "/v1/jobs/{id}" as the router writes it ("/v1/jobs/:id"). */

@@ -80,7 +80,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--backoff-cap <duration>', "this job's longest delay, e.g. 1m (default: the queue's)")
     .option('--jitter <fraction>', "this job's random spread of the delay, 0..1 (default 0 once any --backoff* is given)")
     // Not --timeout: that is the global deadline of each client call.
-    .option('--attempt-timeout <duration>', 'the longest one attempt may run, e.g. 30s; then the server fails it (default: no limit)')
+    .option('--attempt-timeout <duration>', "the longest one attempt may run, e.g. 30s; then the server fails it (default: the queue's attempt timeout, if any)")
     .option('--concurrency-key <key>', "groups the job (e.g. a tenant id) for the queue's --max-concurrency-per-key (default: none)")
     .option('--depends-on <ids>', 'job ids (comma-separated) this job runs after: WAITING until they all complete (default: none)')
     .action(

@@ -581,7 +581,7 @@ func (x *ListTokensResponse) GetTokens() []*Token {
 // RevokeTokenRequest names a token.
 type RevokeTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The token's id or its name.
+	// The token's id or its name. A U+0000 (NUL) in it is INVALID_ARGUMENT.
 	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -926,9 +926,10 @@ type ListAuditEventsRequest struct {
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only these actions; empty: all.
 	Actions []AuditAction `protobuf:"varint,3,rep,packed,name=actions,proto3,enum=evora.v1.AuditAction" json:"actions,omitempty"`
-	// Only events on this target (exact); empty: all.
+	// Only events on this target (exact); empty: all. A U+0000 (NUL) in it is INVALID_ARGUMENT.
 	Target string `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
-	// Only events made with this token (id or name); empty: all.
+	// Only events made with this token (id or name); empty: all. A U+0000 (NUL) in it is
+	// INVALID_ARGUMENT.
 	Token         string `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -28,7 +28,8 @@ const (
 type JobState int32
 
 const (
-	// Never used by the server; as a filter it is ignored.
+	// Never used by the server; as a filter (ListJobsRequest.states, JobFilter.states) it is
+	// INVALID_ARGUMENT.
 	JobState_JOB_STATE_UNSPECIFIED JobState = 0
 	// Waiting to run: queued, scheduled for later (run_at in the future) or
 	// waiting for a retry after a failed attempt.
@@ -201,7 +202,8 @@ type Job struct {
 	IdempotencyKey string `protobuf:"bytes,13,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Id of the worker holding (or that last held) the lease; empty if never leased.
 	WorkerId string `protobuf:"bytes,14,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// JSON object reported by the worker on completion; unset until COMPLETED.
+	// JSON object reported by the worker on completion; unset until COMPLETED, and unset
+	// after a completion that carried no result.
 	Result *structpb.Struct `protobuf:"bytes,15,opt,name=result,proto3" json:"result,omitempty"`
 	// Error message of the most recent failed attempt; empty if none.
 	LastError string `protobuf:"bytes,16,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
@@ -593,11 +595,13 @@ type SubmitJobRequest struct {
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Application-defined job type (required).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// Job input as a JSON object; unset = empty object. Or send payload_json instead.
+	// Job input as a JSON object; unset = empty object. Or send payload_json instead. No
+	// string or key in it may contain U+0000 (INVALID_ARGUMENT).
 	Payload *structpb.Struct `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Scheduling priority: smaller runs first; default 0; allowed -1000..1000.
 	Priority int32 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
-	// Earliest time the job may run; unset = now.
+	// Earliest time the job may run; unset = now. Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z:
+	// INVALID_ARGUMENT.
 	RunAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	// Deduplication key, unique per queue; empty = no deduplication. A replay must
 	// repeat the first submit's type, payload, priority, run_at, max_attempts, backoff,
@@ -605,7 +609,7 @@ type SubmitJobRequest struct {
 	// that differs. The key is remembered as long as its job exists (until the
 	// queue's retention prunes the finished job).
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// Maximum attempts for this job; 0 = the queue's max_attempts.
+	// Maximum attempts for this job, 0..1000; 0 = the queue's max_attempts.
 	MaxAttempts int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// This job's retry delay policy; unset = the queue's. Within it, kind UNSPECIFIED and
 	// unset durations take the queue's value when the job fails (jitter is used as given).
@@ -635,12 +639,13 @@ type SubmitJobRequest struct {
 	DependsOn []string `protobuf:"bytes,11,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// This job's name within one SubmitJobs call, for depends_on_refs of the call's other
 	// jobs (any order in the call); a name as queue names are; used by one job of the call
-	// only (else INVALID_ARGUMENT). Not stored; empty = none.
+	// only (else INVALID_ARGUMENT). Not stored; empty = none. Only in SubmitJobs (SubmitJob
+	// and SubmitJobStream: INVALID_ARGUMENT).
 	Ref string `protobuf:"bytes,12,opt,name=ref,proto3" json:"ref,omitempty"`
 	// Refs (SubmitJobRequest.ref) of jobs of the same SubmitJobs call this job runs after,
 	// as depends_on does for existing jobs: a whole graph is submitted at once, all or
 	// nothing. An unknown ref or a cycle is INVALID_ARGUMENT naming it. Only in SubmitJobs
-	// (SubmitJob: INVALID_ARGUMENT).
+	// (SubmitJob and SubmitJobStream: INVALID_ARGUMENT).
 	DependsOnRefs []string `protobuf:"bytes,13,rep,name=depends_on_refs,json=dependsOnRefs,proto3" json:"depends_on_refs,omitempty"`
 	// The job input as JSON object text (UTF-8), instead of payload: the server stores it
 	// without parsing it into a Struct and back (cheaper for large batches and payloads).
@@ -966,8 +971,8 @@ type SubmitJobStreamRequest struct {
 	// Chosen by the client and echoed in this request's response; keep it unique among the
 	// stream's requests that have not been answered yet.
 	RequestId uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// The job, as SubmitJob takes it (depends_on_refs is refused, as by SubmitJob). Unset
-	// is INVALID_ARGUMENT.
+	// The job, as SubmitJob takes it (ref and depends_on_refs are refused, as by SubmitJob).
+	// Unset is INVALID_ARGUMENT.
 	Job           *SubmitJobRequest `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1287,10 +1292,11 @@ type ListJobsRequest struct {
 	// Only jobs in this queue; empty = all queues.
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Only jobs in one of these states (JOB_STATE_WAITING included); empty = any state.
+	// UNSPECIFIED or a number that is not a state: INVALID_ARGUMENT.
 	States []JobState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=evora.v1.JobState" json:"states,omitempty"`
 	// Only jobs of this type; empty = any type.
 	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	// Maximum number of jobs to return; 0 = server default; the server may cap large values.
+	// Maximum number of jobs to return, 1..1000; 0 = 50. Outside that: INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Opaque token from a previous ListJobsResponse.next_page_token; empty = first page.
 	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -1624,7 +1630,8 @@ type JobFilter struct {
 	States []JobState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=evora.v1.JobState" json:"states,omitempty"`
 	// Only jobs of this type; empty = any type.
 	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
-	// Only jobs that finished (finished_at) before this time; unset = any time.
+	// Only jobs that finished (finished_at) before this time; unset = any time. Outside
+	// 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT.
 	FinishedBefore *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=finished_before,json=finishedBefore,proto3" json:"finished_before,omitempty"`
 	// Only these jobs (UUIDs, at most 10,000); empty = any. A malformed id is
 	// INVALID_ARGUMENT; an unknown one, or one in a state the action does not touch, is

@@ -38,6 +38,11 @@ const (
 //
 // JobService is used by producers (to submit jobs) and operators (to inspect,
 // cancel and retry them). Workers use WorkerService instead.
+//
+// Rules for every request: text fields and the strings of JSON values (payloads, keys,
+// filters) must not contain U+0000 (NUL), which PostgreSQL cannot store; every Timestamp a
+// request carries (run_at, finished_before) lies in 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z
+// (google.protobuf.Timestamp's own range). Else INVALID_ARGUMENT, and nothing changes.
 type JobServiceClient interface {
 	// SubmitJob enqueues one job. If idempotency_key is set and a job with the
 	// same key already exists in the same queue, that job is returned with
@@ -249,6 +254,11 @@ func (c *jobServiceClient) ListDeadLetterGroups(ctx context.Context, in *ListDea
 //
 // JobService is used by producers (to submit jobs) and operators (to inspect,
 // cancel and retry them). Workers use WorkerService instead.
+//
+// Rules for every request: text fields and the strings of JSON values (payloads, keys,
+// filters) must not contain U+0000 (NUL), which PostgreSQL cannot store; every Timestamp a
+// request carries (run_at, finished_before) lies in 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z
+// (google.protobuf.Timestamp's own range). Else INVALID_ARGUMENT, and nothing changes.
 type JobServiceServer interface {
 	// SubmitJob enqueues one job. If idempotency_key is set and a job with the
 	// same key already exists in the same queue, that job is returned with

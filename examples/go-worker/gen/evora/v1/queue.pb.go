@@ -80,16 +80,21 @@ func (BackoffKind) EnumDescriptor() ([]byte, []int) {
 	return file_evora_v1_queue_proto_rawDescGZIP(), []int{0}
 }
 
-// Backoff is a queue's retry delay policy, used when a worker fails a job without retry_at.
+// Backoff is a retry delay policy (a queue's, or one job's: SubmitJobRequest.backoff), used
+// when a worker fails a job without retry_at, a lease expires or an attempt times out.
 type Backoff struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// How the delay grows with the attempt number.
+	// How the delay grows with the attempt number. A number that is not a BackoffKind is
+	// INVALID_ARGUMENT.
 	Kind BackoffKind `protobuf:"varint,1,opt,name=kind,proto3,enum=evora.v1.BackoffKind" json:"kind,omitempty"`
-	// Delay before the first retry (and the unit the delay grows by); default 5 s.
+	// Delay before the first retry (and the unit the delay grows by); default 5 s. 0..365 days
+	// (31,536,000 s), else INVALID_ARGUMENT.
 	Base *durationpb.Duration `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
 	// Upper bound for any delay, after jitter; unset = keep the current cap (default 1 hour).
+	// 0..365 days (31,536,000 s), else INVALID_ARGUMENT.
 	Cap *durationpb.Duration `protobuf:"bytes,3,opt,name=cap,proto3" json:"cap,omitempty"`
 	// Random spread as a fraction of the delay, 0..1: 0.2 means delay +/- 20%; 0 = none.
+	// Outside 0..1 (or NaN): INVALID_ARGUMENT.
 	Jitter        float64 `protobuf:"fixed64,4,opt,name=jitter,proto3" json:"jitter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -354,9 +359,9 @@ func (x *Queue) GetDeleteOnComplete() bool {
 // limit refills the bucket.
 type RateLimit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Starts per second (> 0, finite); 0 = no limit.
+	// Starts per second, from 1/86,400 (one start per day) to 1,000,000; 0 = no limit.
 	PerSecond float64 `protobuf:"fixed64,1,opt,name=per_second,json=perSecond,proto3" json:"per_second,omitempty"`
-	// Bucket size: the most starts at once (>= 1 with a rate; ignored with per_second 0).
+	// Bucket size: the most starts at once (1..1,000,000 with a rate; ignored with per_second 0).
 	Burst         int32 `protobuf:"varint,2,opt,name=burst,proto3" json:"burst,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -411,14 +416,15 @@ type UpsertQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Queue name (required); selects the queue to create or update.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Default maximum number of attempts (>= 1); unset = keep / server default.
+	// Default maximum number of attempts (1..1000); unset = keep / server default (5).
 	MaxAttempts *int32 `protobuf:"varint,2,opt,name=max_attempts,json=maxAttempts,proto3,oneof" json:"max_attempts,omitempty"`
-	// Retry policy; within it, kind UNSPECIFIED and unset durations keep their current value (jitter is always applied as given).
+	// Retry policy, merged field by field: kind UNSPECIFIED and unset durations keep their
+	// current value; jitter is always applied as given (a backoff without it sets jitter to 0).
 	Backoff *Backoff `protobuf:"bytes,3,opt,name=backoff,proto3" json:"backoff,omitempty"`
-	// Lease length in seconds (>= 1); unset = keep / server default.
+	// Lease length in seconds (1..86,400: a day); unset = keep / server default (30).
 	LeaseSeconds *int32 `protobuf:"varint,4,opt,name=lease_seconds,json=leaseSeconds,proto3,oneof" json:"lease_seconds,omitempty"`
 	// Maximum number of RUNNING jobs, 0 = unlimited; unset = keep / unlimited (see
-	// Queue.max_concurrency).
+	// Queue.max_concurrency). Negative or above 1,000,000 = INVALID_ARGUMENT.
 	MaxConcurrency *int32 `protobuf:"varint,5,opt,name=max_concurrency,json=maxConcurrency,proto3,oneof" json:"max_concurrency,omitempty"`
 	// How long COMPLETED jobs are kept after they finish (see Queue.completed_retention);
 	// 0 = forever; unset = keep / 7 days. At most 100 years; never negative.
@@ -428,7 +434,8 @@ type UpsertQueueRequest struct {
 	// How long DLQ jobs are kept after they finish; 0 = forever; unset = keep / 30 days.
 	DlqRetention *durationpb.Duration `protobuf:"bytes,8,opt,name=dlq_retention,json=dlqRetention,proto3" json:"dlq_retention,omitempty"`
 	// Rate limit (see Queue.rate_limit); per_second 0 clears it; unset = keep / none.
-	// A negative, NaN or infinite rate, or a burst below 1 with a rate, is INVALID_ARGUMENT.
+	// A negative, NaN or infinite rate, a rate below 1/86,400 (one start per day) or above
+	// 1,000,000, or a burst outside 1..1,000,000 with a rate, is INVALID_ARGUMENT.
 	RateLimit *RateLimit `protobuf:"bytes,9,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
 	// The default attempt timeout of the queue's jobs (see Queue.attempt_timeout); 0 = none;
 	// unset = keep / none. Never negative; at most a year.

@@ -91,23 +91,25 @@ type Schedule struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
 	// first). Ranges, lists, steps and names (JAN, MON) as in cron; when both day fields are
-	// restricted, a day matching either fires.
+	// restricted, a day matching either fires. At most 256 characters, else INVALID_ARGUMENT.
 	Cron string `protobuf:"bytes,2,opt,name=cron,proto3" json:"cron,omitempty"`
 	// IANA time zone the cron expression is read in ("UTC" when empty). Across DST: a wall
 	// time that does not exist (02:30 on a spring-forward day) fires once, one hour later by
 	// the wall clock (03:30); a wall time that happens twice (01:30 on a fall-back day) fires
 	// once, at its first occurrence; an expression whose hour field is * fires in both of
-	// the repeated hours, as it fires in every hour.
+	// the repeated hours, as it fires in every hour. At most 64 characters, else
+	// INVALID_ARGUMENT.
 	Timezone string `protobuf:"bytes,3,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	// Queue the jobs are submitted to.
 	Queue string `protobuf:"bytes,4,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Job type of the jobs.
 	Type string `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
-	// Payload of every job.
+	// Payload of every job. No string or key in it may contain U+0000 (NUL), which PostgreSQL
+	// cannot store: INVALID_ARGUMENT.
 	Payload *structpb.Struct `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Priority of the jobs (-1000..1000; smaller runs first).
 	Priority int32 `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	// Maximum attempts of the jobs; 0 = the queue's default.
+	// Maximum attempts of the jobs (0..1000); 0 = the queue's default.
 	MaxAttempts int32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// What happens to fire times the scheduler reaches late (see MisfirePolicy).
 	MisfirePolicy MisfirePolicy `protobuf:"varint,9,opt,name=misfire_policy,json=misfirePolicy,proto3,enum=evora.v1.MisfirePolicy" json:"misfire_policy,omitempty"`

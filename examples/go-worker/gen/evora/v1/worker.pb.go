@@ -678,7 +678,7 @@ type WorkerHello struct {
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// Queues to take jobs from (at least one).
 	Queues []string `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
-	// Maximum number of jobs the worker holds at once (>= 1); the server never exceeds it.
+	// Maximum number of jobs the worker holds at once (1..10,000); the server never exceeds it.
 	Slots int32 `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
 	// Leases the worker still holds from an earlier stream (after a reconnect). Those that
 	// are still current occupy slots until the worker finishes them with their tokens.
@@ -893,7 +893,8 @@ type WorkerComplete struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// Optional JSON object stored as Job.result; unset = no result.
+	// Optional JSON object stored as Job.result; unset (and result_json unset) = no result:
+	// Job.result stays unset.
 	Result *structpb.Struct `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
 	// The result as JSON object text (UTF-8) instead of `result`: stored as sent, without a
 	// Struct on either side. Unset = none (`optional` so that code building a complete
@@ -972,11 +973,14 @@ type WorkerFail struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// Error message stored as Job.last_error.
+	// Error message stored as Job.last_error (and JobAttempt.error): its first 10,000
+	// characters (Unicode code points); the rest is dropped. A U+0000 (NUL) in it is stored as
+	// U+FFFD, not refused.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// True = do not retry: the job goes straight to the DLQ.
 	NonRetryable bool `protobuf:"varint,4,opt,name=non_retryable,json=nonRetryable,proto3" json:"non_retryable,omitempty"`
 	// When to retry; unset = the queue's backoff policy decides. Ignored if no attempts are left.
+	// Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: ACK_RESULT_INVALID.
 	RetryAt       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1054,7 +1058,8 @@ type WorkerSnooze struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// When the job may run again; unset = now (the job is claimable again at once).
+	// When the job may run again; unset = now (the job is claimable again at once). Outside
+	// 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: ACK_RESULT_INVALID.
 	RunAt         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1365,12 +1370,15 @@ type ServerWelcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned id of this session (for logs and debugging).
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// Default lease length in seconds; a queue may set its own, so always trust lease_expires_at.
+	// The shortest lease of the worker's queues, in seconds (a queue that does not exist yet
+	// counts with the default lease, 30 s). Each job's lease is its queue's: trust
+	// lease_expires_at.
 	LeaseSeconds int32 `protobuf:"varint,2,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
-	// How often the worker should send heartbeat, in seconds (rounded down, at least 1).
+	// How often the worker should send heartbeat, in seconds: a third of lease_seconds
+	// (rounded down, at least 1).
 	HeartbeatIntervalSeconds int32 `protobuf:"varint,3,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
-	// The same interval in milliseconds (a third of the shortest lease of the worker's
-	// queues); prefer it, since short leases need sub-second heartbeats.
+	// The same interval in milliseconds (a third of lease_seconds, so of the shortest lease of
+	// the worker's queues); prefer it, since short leases need sub-second heartbeats.
 	HeartbeatIntervalMs int32 `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// True = this server accepts the batch reports `completes` and `fails`. A worker must
 	// not send them to a server that leaves it unset (an older server refuses them).
@@ -2050,9 +2058,10 @@ type ClaimJobsRequest struct {
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// Queues to take jobs from (at least one).
 	Queues []string `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
-	// Maximum number of jobs to lease; 0 = 1.
+	// Maximum number of jobs to lease, 1..1000; 0 = 1.
 	Max int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
-	// Long-poll: how long to wait for at least one job if none is ready; unset or zero = return at once.
+	// Long-poll: how long to wait for at least one job if none is ready, at most 60 s; unset or
+	// zero = return at once.
 	Wait *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
 	// Job types to lease (Job.type); empty = any type. Same rules as WorkerHello.job_types.
 	JobTypes      []string `protobuf:"bytes,5,rep,name=job_types,json=jobTypes,proto3" json:"job_types,omitempty"`
@@ -2288,14 +2297,13 @@ type CompleteJobRequest struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// Optional JSON object stored as Job.result; unset = no result.
+	// Optional JSON object stored as Job.result; unset (and result_json unset) = no result:
+	// Job.result stays unset.
 	Result *structpb.Struct `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
-	// The result as JSON object text (UTF-8) instead of `result`: stored as sent, without a
-	// Struct on either side. Unset = none (`optional` so that code building a complete
-	// without it keeps compiling in every language). Only to a server whose welcome says
-	// payloads_as_json (an older one would ignore it and store no result). Setting both, or
-	// text that is not UTF-8, not JSON or not an object, or over the size limit
-	// (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is answered ACK_RESULT_INVALID and
+	// The result as JSON object text (UTF-8) instead of `result`, with the rules of
+	// WorkerComplete.result_json: stored as sent, without a Struct on either side; unset =
+	// none. Setting both, or text that is not UTF-8, not JSON or not an object, or over the
+	// size limit (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is INVALID_ARGUMENT and
 	// changes nothing.
 	ResultJson    []byte `protobuf:"bytes,4,opt,name=result_json,json=resultJson,proto3,oneof" json:"result_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2413,11 +2421,14 @@ type FailJobRequest struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// Error message stored as Job.last_error.
+	// Error message stored as Job.last_error (and JobAttempt.error): its first 10,000
+	// characters (Unicode code points); the rest is dropped. A U+0000 (NUL) in it is stored as
+	// U+FFFD, not refused.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// True = do not retry: the job goes straight to the DLQ.
 	NonRetryable bool `protobuf:"varint,4,opt,name=non_retryable,json=nonRetryable,proto3" json:"non_retryable,omitempty"`
 	// When to retry; unset = the queue's backoff policy decides. Ignored if no attempts are left.
+	// Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT.
 	RetryAt       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=retry_at,json=retryAt,proto3" json:"retry_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2541,7 +2552,8 @@ type SnoozeJobRequest struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the current lease.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// When the job may run again; unset = now.
+	// When the job may run again; unset = now. Outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z:
+	// INVALID_ARGUMENT.
 	RunAt         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=run_at,json=runAt,proto3" json:"run_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

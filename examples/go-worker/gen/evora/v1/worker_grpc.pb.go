@@ -44,6 +44,12 @@ const (
 // lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
 // current is FAILED_PRECONDITION. On the Work stream every report is answered by
 // an ack whose `result` (AckResult) says what to do next.
+//
+// Values the server cannot store make a report malformed (INVALID_ARGUMENT on the unary
+// calls, ACK_RESULT_INVALID on the stream, a dropped progress report): a U+0000 (NUL) in a
+// text field or in a string of a JSON value (results, checkpoints, progress messages;
+// a failure's error is the exception, see WorkerFail.error), and a Timestamp (retry_at,
+// run_at) outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z.
 type WorkerServiceClient interface {
 	// Work is the streaming protocol. The worker sends `hello` first (exactly
 	// once), the server answers `welcome` and then pushes `job` messages while
@@ -197,6 +203,12 @@ func (c *workerServiceClient) ListWorkers(ctx context.Context, in *ListWorkersRe
 // lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
 // current is FAILED_PRECONDITION. On the Work stream every report is answered by
 // an ack whose `result` (AckResult) says what to do next.
+//
+// Values the server cannot store make a report malformed (INVALID_ARGUMENT on the unary
+// calls, ACK_RESULT_INVALID on the stream, a dropped progress report): a U+0000 (NUL) in a
+// text field or in a string of a JSON value (results, checkpoints, progress messages;
+// a failure's error is the exception, see WorkerFail.error), and a Timestamp (retry_at,
+// run_at) outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z.
 type WorkerServiceServer interface {
 	// Work is the streaming protocol. The worker sends `hello` first (exactly
 	// once), the server answers `welcome` and then pushes `job` messages while

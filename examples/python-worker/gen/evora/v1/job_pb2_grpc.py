@@ -28,6 +28,11 @@ if _version_not_supported:
 class JobServiceStub:
     """JobService is used by producers (to submit jobs) and operators (to inspect,
     cancel and retry them). Workers use WorkerService instead.
+
+    Rules for every request: text fields and the strings of JSON values (payloads, keys,
+    filters) must not contain U+0000 (NUL), which PostgreSQL cannot store; every Timestamp a
+    request carries (run_at, finished_before) lies in 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z
+    (google.protobuf.Timestamp's own range). Else INVALID_ARGUMENT, and nothing changes.
     """
 
     def __init__(self, channel):
@@ -96,6 +101,11 @@ class JobServiceStub:
 class JobServiceServicer:
     """JobService is used by producers (to submit jobs) and operators (to inspect,
     cancel and retry them). Workers use WorkerService instead.
+
+    Rules for every request: text fields and the strings of JSON values (payloads, keys,
+    filters) must not contain U+0000 (NUL), which PostgreSQL cannot store; every Timestamp a
+    request carries (run_at, finished_before) lies in 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z
+    (google.protobuf.Timestamp's own range). Else INVALID_ARGUMENT, and nothing changes.
     """
 
     def SubmitJob(self, request, context):
@@ -303,6 +313,11 @@ def add_JobServiceServicer_to_server(servicer, server):
 class JobService:
     """JobService is used by producers (to submit jobs) and operators (to inspect,
     cancel and retry them). Workers use WorkerService instead.
+
+    Rules for every request: text fields and the strings of JSON values (payloads, keys,
+    filters) must not contain U+0000 (NUL), which PostgreSQL cannot store; every Timestamp a
+    request carries (run_at, finished_before) lies in 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z
+    (google.protobuf.Timestamp's own range). Else INVALID_ARGUMENT, and nothing changes.
     """
 
     @staticmethod

@@ -37,6 +37,12 @@ class WorkerServiceStub:
     lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
     current is FAILED_PRECONDITION. On the Work stream every report is answered by
     an ack whose `result` (AckResult) says what to do next.
+
+    Values the server cannot store make a report malformed (INVALID_ARGUMENT on the unary
+    calls, ACK_RESULT_INVALID on the stream, a dropped progress report): a U+0000 (NUL) in a
+    text field or in a string of a JSON value (results, checkpoints, progress messages;
+    a failure's error is the exception, see WorkerFail.error), and a Timestamp (retry_at,
+    run_at) outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z.
     """
 
     def __init__(self, channel):
@@ -99,6 +105,12 @@ class WorkerServiceServicer:
     lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
     current is FAILED_PRECONDITION. On the Work stream every report is answered by
     an ack whose `result` (AckResult) says what to do next.
+
+    Values the server cannot store make a report malformed (INVALID_ARGUMENT on the unary
+    calls, ACK_RESULT_INVALID on the stream, a dropped progress report): a U+0000 (NUL) in a
+    text field or in a string of a JSON value (results, checkpoints, progress messages;
+    a failure's error is the exception, see WorkerFail.error), and a Timestamp (retry_at,
+    run_at) outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z.
     """
 
     def Work(self, request_iterator, context):
@@ -248,6 +260,12 @@ class WorkerService:
     lease_token that is not a UUID is INVALID_ARGUMENT; a lease that is not
     current is FAILED_PRECONDITION. On the Work stream every report is answered by
     an ack whose `result` (AckResult) says what to do next.
+
+    Values the server cannot store make a report malformed (INVALID_ARGUMENT on the unary
+    calls, ACK_RESULT_INVALID on the stream, a dropped progress report): a U+0000 (NUL) in a
+    text field or in a string of a JSON value (results, checkpoints, progress messages;
+    a failure's error is the exception, see WorkerFail.error), and a Timestamp (retry_at,
+    run_at) outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z.
     """
 
     @staticmethod

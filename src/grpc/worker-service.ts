@@ -57,6 +57,8 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const types = checkJobTypes('job_types', req.jobTypes);
       const abort = new AbortController();
       call.on('cancelled', () => abort.abort());
+      // A caller gone while the call was authenticated is not claimed for.
+      if (call.cancelled) abort.abort();
       const jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, types, signal: abort.signal });
       return { jobs: jobs.map(leasedJobToPb) };
     }),

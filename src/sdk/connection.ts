@@ -95,6 +95,14 @@ export function channelCreate(opts: ConnectionOptions, defaults: grpc.ChannelOpt
     // Large enough for a batch of jobs with 1 MiB payloads; the server has its own limit.
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
+    // Pings find a connection that died without a reset (a host gone, a middlebox that lost
+    // the flow): without them grpc-js keeps using the dead transport, and a worker reopening
+    // its stream on it never hears from the server again. Evora's server permits pings
+    // without calls (server.ts); a proxy that finds them too frequent answers too_many_pings,
+    // and grpc-js then doubles the interval.
+    'grpc.keepalive_time_ms': 15_000,
+    'grpc.keepalive_timeout_ms': 10_000,
+    'grpc.keepalive_permit_without_calls': 1,
     ...defaults,
     ...opts.channelOptions,
   };

@@ -21,6 +21,11 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '57P02', // crash_shutdown: another backend crashed, the postmaster restarts them all
   '57P03', // cannot_connect_now: the database system is starting up / shutting down / in recovery
   '53300', // too_many_connections
+  '53100', // disk_full: nothing can be written until space is freed
+  '53200', // out_of_memory
+  '57P05', // idle_session_timeout: the server ended an idle connection
+  '25P03', // idle_in_transaction_session_timeout: likewise, inside a transaction
+  '25006', // read_only_sql_transaction: the URL reaches a standby (during a failover)
 ]);
 
 /** Socket errors of a connection that cannot be made or was cut. */

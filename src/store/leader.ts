@@ -59,16 +59,25 @@ export class AdvisoryLeaderLock {
     try {
       const client = await abortRace(this.connection(), signal, abortedError);
       if (this.lock.state === 'held') {
-        await abortRace(healthCheck(client), signal, abortedError); // still connected means still holding
+        // Still connected means still holding; a connection that does not answer in time
+        // (half-open: the database may have ended the session and released the lock) is
+        // given up, and the loss told, rather than waited on while another process leads.
+        await abortRace(abortRace(healthCheck(client), AbortSignal.timeout(LEADER_STATEMENT_TIMEOUT_MS), noAnswerError), signal, abortedError);
         return true;
       }
-      const row = await abortRace(rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), signal, abortedError);
+      const row = await abortRace(
+        abortRace(rowOf(client, leaderLockTrySql, { lockClass: LEADER_LOCK_CLASS, name: this.name }), AbortSignal.timeout(LEADER_STATEMENT_TIMEOUT_MS), noAnswerError),
+        signal,
+        abortedError,
+      );
       // The connection may have gone while the statement ran (connectionGone let it go).
       if (row?.ok !== true || this.lock.state === 'none' || this.lock.client !== client) return false;
       this.lock = { state: 'held', client };
       return true;
     } catch {
-      this.abandon(); // failed or aborted: whatever state the connection is in, it goes
+      // Failed, timed out or aborted: whatever state the connection is in, it goes (and a
+      // held lock is told lost).
+      this.abandon();
       return false;
     }
   }
@@ -97,6 +106,7 @@ export class AdvisoryLeaderLock {
       connectionString: this.connectionString,
       application_name: 'evora-leader',
       connectionTimeoutMillis: LEADER_CONNECT_TIMEOUT_MS,
+      keepAlive: true,
     });
     // A connection that fails or ends (the database went away, an operator terminated the
     // backend) takes the lock with it.
@@ -124,8 +134,12 @@ export class AdvisoryLeaderLock {
     const lock = this.lock;
     this.lock = { state: 'none' };
     if (lock.state !== 'none') lock.client.connection.stream.destroy();
+    if (lock.state === 'held') this.onLost();
   }
 }
+
+/** How long the lock's health check or lock attempt may take before its connection is given up. */
+const LEADER_STATEMENT_TIMEOUT_MS = 5_000;
 
 /** Whether `work` settled (either way) within `ms`. */
 async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
@@ -137,6 +151,9 @@ async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolea
     clearTimeout(timer);
   }
 }
+
+/** What a statement on the lock connection that did not answer in time rejects with. */
+const noAnswerError = () => new Error(`no answer within ${LEADER_STATEMENT_TIMEOUT_MS} ms`);
 
 /** What an aborted wait of the leader rejects with (the elector's loop ends on its signal, not on this error). */
 const abortedError = () => new Error('aborted');

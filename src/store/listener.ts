@@ -1,6 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { DatabaseAvailability } from './availability.js';
+import { abortRace } from '../domain/abort.js';
+import { healthCheck } from './health.js';
 
 /** A notification as the listener hands it on. */
 export interface Notification {
@@ -56,7 +58,10 @@ export class NotificationListener {
   async stop(): Promise<void> {
     if (!this.controller) return;
     this.controller.abort();
-    await this.client?.end().catch(() => undefined);
+    const client = this.client;
+    // A connect that stalls (a proxy that accepts and never answers) does not settle on end():
+    // the socket is cut as well, and the connect timeout bounds the rest.
+    await Promise.all([client?.end().catch(() => undefined), client?.connection.stream.destroy()]);
     await this.loop;
     this.controller = null;
     this.loop = null;
@@ -65,7 +70,12 @@ export class NotificationListener {
   private async run(signal: AbortSignal, firstConnected: () => void): Promise<void> {
     const delay = this.options.reconnectDelayMs ?? 1000;
     while (!signal.aborted) {
-      const client = new pg.Client({ connectionString: this.options.connectionString, application_name: 'evora-listener' });
+      const client = new pg.Client({
+        connectionString: this.options.connectionString,
+        application_name: 'evora-listener',
+        connectionTimeoutMillis: LISTENER_CONNECT_TIMEOUT_MS,
+        keepAlive: true,
+      });
       this.client = client;
       let started = this.options.availability?.mark() ?? 0;
       const failed = (err: Error) => {
@@ -93,7 +103,20 @@ export class NotificationListener {
         started = this.options.availability?.mark() ?? 0; // a later loss is a new failure
         firstConnected();
         this.options.onConnected?.();
-        await closed;
+        // A LISTEN session only reads, so a connection that died without a reset would go
+        // unnoticed: a probe every LISTENER_PROBE_MS that does not answer in time cuts it,
+        // and the loop connects again.
+        const probe = setInterval(() => {
+          abortRace(healthCheck(client), AbortSignal.timeout(LISTENER_PROBE_TIMEOUT_MS), () => new Error('no answer')).catch(() =>
+            client.connection.stream.destroy(),
+          );
+        }, LISTENER_PROBE_MS);
+        probe.unref();
+        try {
+          await closed;
+        } finally {
+          clearInterval(probe);
+        }
       } catch (err) {
         failed(err as Error);
       } finally {
@@ -103,6 +126,12 @@ export class NotificationListener {
     }
   }
 }
+
+/** How long connecting the LISTEN connection may take before the attempt fails (and is retried). */
+const LISTENER_CONNECT_TIMEOUT_MS = 10_000;
+/** How often the LISTEN connection is probed, and how long a probe may take. */
+const LISTENER_PROBE_MS = 30_000;
+const LISTENER_PROBE_TIMEOUT_MS = 10_000;
 
 /** Resolves after `ms`, or at once when `signal` aborts (Node's timer; never rejects on abort). */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -159,6 +159,10 @@ export class Store {
       application_name: options.applicationName ?? 'evora',
       types: storeTypes,
       connectionTimeoutMillis: POOL_CONNECT_TIMEOUT_MS,
+      // TCP keepalive, so that a connection whose peer vanished without a reset is found dead
+      // by the kernel rather than used for a statement that never gets an answer.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
     };
     this.availability = options.availability ?? new DatabaseAvailability(options.logger ?? silentLogger());
     const namedStatements = !options.pooled;

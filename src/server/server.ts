@@ -334,7 +334,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     dispatcher.start();
 
     const telemetry: TelemetrySink = config.mongodbUrl
-      ? new MongoTelemetrySink(config.mongodbUrl)
+      ? new MongoTelemetrySink(config.mongodbUrl, { logger: logger.child({ component: 'telemetry' }) })
       : new PostgresTelemetrySink(store);
     parts.telemetry = telemetry;
 

@@ -1,5 +1,15 @@
-import { MongoBulkWriteError, MongoClient, type AnyBulkWriteOperation, type Db } from 'mongodb';
+import {
+  MongoBulkWriteError,
+  MongoClient,
+  MongoNetworkError,
+  MongoServerSelectionError,
+  MongoTopologyClosedError,
+  type AnyBulkWriteOperation,
+  type Db,
+} from 'mongodb';
+import { unavailable } from '../domain/errors.js';
 import type { JobState } from '../domain/job.js';
+import type { Logger } from '../logger.js';
 import type { Histogram, JobEvent, MinuteDelta, ProjectionUpdate, TelemetryRows, TelemetrySink } from './projection.js';
 
 /** MongoDB's duplicate key error: the guard of a guarded upsert found the batch applied. */
@@ -45,33 +55,73 @@ interface MinuteDoc {
 export class MongoTelemetrySink implements TelemetrySink {
   readonly name = 'mongodb';
   readonly storesEvents = true;
-  private readonly client: MongoClient;
-  private readonly db: Db;
+  private client: MongoClient;
+  private db: Db;
 
   constructor(
-    url: string,
-    private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number } = {},
+    private readonly url: string,
+    private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number; logger?: Logger } = {},
   ) {
-    this.client = new MongoClient(url, {
-      serverSelectionTimeoutMS: opts.serverSelectionTimeoutMs ?? 5000,
-      appName: 'evora',
-    });
+    this.client = this.clientNew();
     this.db = this.client.db();
   }
+
+  private clientNew(): MongoClient {
+    return new MongoClient(this.url, {
+      serverSelectionTimeoutMS: this.opts.serverSelectionTimeoutMs ?? 5000,
+      // A frozen server does not hold a projector tick or a stats read for long.
+      socketTimeoutMS: 30_000,
+      appName: 'evora',
+    });
+  }
+
+  /**
+   * Runs `work` against the database. When MongoDB cannot be reached, the error is
+   * UNAVAILABLE (the caller retries later; stats answer UNAVAILABLE, not INTERNAL), and the
+   * next call gets a new client: the driver keeps a client whose first connect failed closed
+   * for good ("Topology is closed"), even once MongoDB is back.
+   */
+  private async reached<T>(work: (db: Db) => Promise<T>): Promise<T> {
+    const client = this.client;
+    try {
+      const out = await work(this.db);
+      if (this.down) this.opts.logger?.info('telemetry store (MongoDB) available again');
+      this.down = false;
+      return out;
+    } catch (err) {
+      if (!(err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || err instanceof MongoTopologyClosedError)) throw err;
+      // Once per outage; the projector and stats reads log it at debug.
+      if (!this.down) this.opts.logger?.warn({ reason: err.message }, 'telemetry store (MongoDB) unavailable: events wait in the outbox');
+      this.down = true;
+      if (this.client === client) {
+        this.client = this.clientNew();
+        this.db = this.client.db();
+        client.close().catch(() => undefined);
+      }
+      throw unavailable(`telemetry store unavailable: ${err.message.split('\n')[0]}`, { cause: err });
+    }
+  }
+
+  /** Whether the last call found MongoDB unreachable (an outage is logged once). */
+  private down = false;
 
   /** False when the server refused the TTL index: apply() then removes old events itself. */
   private ttlIndex = true;
 
-  async init(): Promise<void> {
-    await this.db.collection('queue_minutes').createIndex({ queue: 1, minute: 1 });
-    await this.db.collection('job_events').createIndex({ queue: 1, at: -1 });
-    await this.db.collection('job_events').createIndex({ jobId: 1 });
+  init(): Promise<void> {
+    return this.reached((db) => this.indexesEnsure(db));
+  }
+
+  private async indexesEnsure(db: Db): Promise<void> {
+    await db.collection('queue_minutes').createIndex({ queue: 1, minute: 1 });
+    await db.collection('job_events').createIndex({ queue: 1, at: -1 });
+    await db.collection('job_events').createIndex({ jobId: 1 });
     try {
-      await this.db.collection('job_events').createIndex({ at: 1 }, { expireAfterSeconds: this.retentionSeconds });
+      await db.collection('job_events').createIndex({ at: 1 }, { expireAfterSeconds: this.retentionSeconds });
     } catch (err) {
       if ((err as { code?: unknown }).code !== NOT_IMPLEMENTED) throw err;
       this.ttlIndex = false;
-      await this.db.collection('job_events').createIndex({ at: 1 });
+      await db.collection('job_events').createIndex({ at: 1 });
     }
   }
 
@@ -88,7 +138,11 @@ export class MongoTelemetrySink implements TelemetrySink {
    * guarded by the batch id. An abort (`signal`) between those writes leaves the batch
    * partly applied, which is what a crash does: applying it again completes it.
    */
-  async apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
+  apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
+    return this.reached((db) => this.applyTo(db, batchId, update, signal));
+  }
+
+  private async applyTo(db: Db, batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
     const counts: AnyBulkWriteOperation<CountsDoc>[] = [...update.counts].map(([queue, byState]) => ({
       updateOne: {
         filter: { _id: queue, lastBatch: { $lt: batchId } },
@@ -110,8 +164,8 @@ export class MongoTelemetrySink implements TelemetrySink {
       },
     }));
     const events: EventDoc[] = update.events.map(({ id, ...rest }) => ({ _id: id, ...rest }));
-    const countsColl = this.db.collection<CountsDoc>('queue_counts');
-    const minutesColl = this.db.collection<MinuteDoc>('queue_minutes');
+    const countsColl = db.collection<CountsDoc>('queue_counts');
+    const minutesColl = db.collection<MinuteDoc>('queue_minutes');
     signal?.throwIfAborted();
     await this.guardedUpdates(counts, (ops) => countsColl.bulkWrite(ops, { ordered: false }));
     signal?.throwIfAborted();
@@ -119,13 +173,13 @@ export class MongoTelemetrySink implements TelemetrySink {
     signal?.throwIfAborted();
     if (events.length > 0) {
       try {
-        await this.db.collection<EventDoc>('job_events').insertMany(events, { ordered: false });
+        await db.collection<EventDoc>('job_events').insertMany(events, { ordered: false });
       } catch (err) {
         if (!onlyDuplicates(err)) throw err;
       }
     }
     if (!this.ttlIndex) {
-      await this.db.collection('job_events').deleteMany({ at: { $lt: new Date(Date.now() - this.retentionSeconds * 1000) } });
+      await db.collection('job_events').deleteMany({ at: { $lt: new Date(Date.now() - this.retentionSeconds * 1000) } });
     }
   }
 
@@ -155,13 +209,17 @@ export class MongoTelemetrySink implements TelemetrySink {
     }
   }
 
-  async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
+  read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
+    return this.reached((db) => this.readFrom(db, params));
+  }
+
+  private async readFrom(db: Db, params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
     const { queues } = params;
-    const countDocs = await this.db
+    const countDocs = await db
       .collection<CountsDoc>('queue_counts')
       .find(queues ? { _id: { $in: queues } } : {})
       .toArray();
-    const minuteDocs = await this.db
+    const minuteDocs = await db
       .collection<MinuteDoc>('queue_minutes')
       .find({ ...(queues ? { queue: { $in: queues } } : {}), minute: { $gt: params.since } })
       .toArray();

@@ -3,6 +3,7 @@ import type { Store } from '../../src/store/store.js';
 import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
+import { isUnavailable } from '../../src/domain/errors.js';
 import { telemetryStats } from '../../src/telemetry/projection.js';
 import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
 import { mongoWriteGateStart } from '../helpers/mongo-write-gate.js';
@@ -151,5 +152,24 @@ describeFerret('a server with MONGODB_URL', () => {
     await waitFor(async () => (await server.server.store.outboxLag()).events === 0, { timeoutMs: 30_000, what: 'the outbox to drain' });
     const stats = (await call(server.clients.queues, 'getQueueStats', { name: queue })).stats!;
     expect(stats).toMatchObject({ completed: 50, pending: 0, running: 0 });
+  });
+
+  it('a sink first used while MongoDB is down answers UNAVAILABLE, and reaches it once it is back', async () => {
+    const late = (await ferretdbStart())!;
+    try {
+      await late.suspend();
+      const sink = new MongoTelemetrySink(`${late.url}late`, { serverSelectionTimeoutMs: 500 });
+      sinks.push(sink);
+      const read = () => sink.read({ queues: null, since: new Date(0) });
+      const err = await read().then(() => null, (e: unknown) => e);
+      expect(isUnavailable(err), String(err)).toBe(true);
+      expect((err as Error).message).toMatch(/^telemetry store unavailable: /);
+      // The driver keeps a client whose first connect failed closed for good; the sink does not.
+      await late.resume();
+      await waitFor(() => read().then(() => true, () => false), { timeoutMs: 30_000, what: 'the sink to reach MongoDB again' });
+      await sink.init();
+    } finally {
+      await late.stop();
+    }
   });
 });

@@ -3,6 +3,8 @@ import type { Job, JsonObject } from '../domain/job.js';
 import { JOB_COLUMNS, columnsOf } from './rows.js';
 import { columnIndexes, rawRowsOf, rowsOf, statement, type PgTypes, type RawRow } from './statements.js';
 import { timestamptzParse, uuidArrayParse } from './types.js';
+import { jobsSnooze } from './jobs-lease.js';
+import type { LimitedQueues } from './limited-queues.js';
 
 /**
  * The claim: claimable jobs become RUNNING under fresh leases for the slots the caller names
@@ -87,12 +89,6 @@ const jobResultsGetSql = statement<{ ids: string[] }, { id: string; result: Json
  */
 export type ClaimedJobs = Job[] & { nextTokenAt?: Date };
 
-/**
- * The queues this store has seen limited (Store.jobClaim): their claims go straight to
- * job-claim-limited.sql. Only a hint: each statement checks the queue's settings itself and
- * answers a queue that belongs to the other one with a row without a job, which corrects it.
- */
-export type LimitedQueues = Set<string>;
 
 /**
  * The claim (Store.jobClaim): workerIds names the worker of each slot, in claim order; `types`
@@ -113,21 +109,37 @@ export async function jobsClaim(
   const withLimits = queues.filter((q) => limited.has(q));
   const jobs: ClaimedJobs = [];
   let nextTokenAt: Date | undefined;
-  // At most three statements: a queue moves kind at most once per call (found limited by the
-  // plain claim, it goes to the limited one, whose answer for it is then final).
-  for (const [sql, asked] of [[jobClaimSql, plain], [jobClaimLimitedSql, withLimits]] as const) {
-    if (asked.length === 0 || jobs.length >= workerIds.length) continue;
-    const got = await claimOnce(claimPool, sql, asked, workerIds.slice(jobs.length), types, now);
-    for (const q of got.nowLimited) {
-      limited.add(q);
-      if (sql === jobClaimSql) withLimits.push(q);
+  try {
+    // At most three statements: a queue moves kind at most once per call (found limited by the
+    // plain claim, it goes to the limited one, whose answer for it is then final).
+    for (const [sql, asked] of [[jobClaimSql, plain], [jobClaimLimitedSql, withLimits]] as const) {
+      if (asked.length === 0 || jobs.length >= workerIds.length) continue;
+      const got = await claimOnce(claimPool, sql, asked, workerIds.slice(jobs.length), types, now);
+      for (const q of got.nowLimited) {
+        limited.add(q);
+        if (sql === jobClaimSql) withLimits.push(q);
+      }
+      for (const q of got.nowPlain) limited.delete(q);
+      jobs.push(...got.jobs);
+      if (got.nextTokenAt && (!nextTokenAt || got.nextTokenAt < nextTokenAt)) nextTokenAt = got.nextTokenAt;
     }
-    for (const q of got.nowPlain) limited.delete(q);
-    jobs.push(...got.jobs);
-    if (got.nextTokenAt && (!nextTokenAt || got.nextTokenAt < nextTokenAt)) nextTokenAt = got.nextTokenAt;
+    await parentResultsAttach(claimPool, jobs);
+  } catch (err) {
+    // A statement that committed leased its jobs; a later step failed (the connection cut
+    // before the parents' results were read, the second statement refused). The caller gets
+    // the error and no jobs, so they are given back now, claimable again with no attempt
+    // used up, rather than left leased to a worker that never gets them (their lease would
+    // expire and cost an attempt). If that fails too, their leases expire.
+    if (jobs.length > 0) await jobsGiveBack(claimPool, jobs, now);
+    throw err;
   }
   if (nextTokenAt) jobs.nextTokenAt = nextTokenAt;
   return jobs;
+}
+
+/** Releases claimed jobs at once (a snooze to their run_at: no attempt used up); best effort. */
+async function jobsGiveBack(pool: StorePool, jobs: Job[], now: Date | null): Promise<void> {
+  await jobsSnooze(pool, jobs.map((j) => ({ id: j.id, token: j.leaseToken ?? '', runAt: j.runAt })), now).catch(() => undefined);
 }
 
 /** One claim statement's jobs, best first, and what it said about the queues' kinds. */
@@ -170,7 +182,6 @@ async function claimOnce(
     if (!times) throw new Error(`evora: ${sql.name} returned a job of queue ${queue} before the queue's row`);
     jobs.push(claimedJobOf(r, times.startedAt, times.lockedUntil, workerIds[jobs.length] ?? null));
   }
-  await parentResultsAttach(claimPool, jobs);
   return { jobs, ...(nextTokenAt ? { nextTokenAt } : {}), nowLimited, nowPlain };
 }
 

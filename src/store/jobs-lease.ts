@@ -1,7 +1,7 @@
 import type { StorePool } from './pool.js';
 import { isUuid } from '../domain/ids.js';
 import type { HeartbeatOutcome, Job, JobWritten, JsonObject, LeaseExtended, LeaseRef, LeaseWriteOutcome, ProgressReport, SweepResult } from '../domain/job.js';
-import type { LimitedQueues } from './jobs-claim.js';
+import type { LimitedQueues } from './limited-queues.js';
 import { JOB_COLUMNS, columnsOf, jobFromRow, type JobRow } from './rows.js';
 import { columnIndexes, rawRowsOf, rowsOf, statement, type RawRow } from './statements.js';
 

@@ -29,7 +29,8 @@ import type {
 import { healthCheck } from './health.js';
 import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
 import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
-import { type ClaimedJobs, type LimitedQueues, jobsClaim } from './jobs-claim.js';
+import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
+import type { LimitedQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';

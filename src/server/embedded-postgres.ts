@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -21,6 +21,16 @@ export interface EmbeddedPostgresOptions {
   postgresFlags?: string[];
   /** Log sink for PostgreSQL's own output (dropped by default). */
   onLog?: (line: string) => void;
+  /**
+   * Start PostgreSQL again when it exits on its own after it was ready (a crash, the OOM
+   * killer, a kill), with backoff, until it is ready or stop() is called. The server sets it;
+   * harnesses that kill and restart it themselves (chaos, fault tests) do not.
+   */
+  restartOnExit?: boolean;
+  /** Told of such an exit (with restartOnExit), and when the next start is tried. */
+  onUnexpectedExit?: (how: string, restartInMs: number) => void;
+  /** Told when PostgreSQL is ready again after an unexpected exit. */
+  onRestarted?: () => void;
 }
 
 /** A running embedded cluster: its connection strings and how to stop it. */
@@ -130,51 +140,98 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
   }
 
   await writeFile(ownerFile, `${process.pid}\n`);
-  // detached: postgres leads a session (and process group) of its own, so the signals a
-  // terminal sends to its foreground group (Ctrl-C's SIGINT, a hangup's SIGHUP) reach Evora
-  // only. Evora drains and then stops PostgreSQL itself, last (stop() below); were postgres
-  // in Evora's group, Ctrl-C would terminate its connections in the middle of the drain.
-  const child = spawn(
-    bin.postgres,
-    ['-D', dataDir, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', ...(opts.postgresFlags ?? [])],
-    { ...spawnIds, stdio: ['ignore', 'ignore', 'pipe'], detached: true },
-  );
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+
+  /**
+   * One run of postgres. detached: postgres leads a session (and process group) of its
+   * own, so the signals a terminal sends to its foreground group (Ctrl-C's SIGINT, a
+   * hangup's SIGHUP) reach Evora only. Evora drains and then stops PostgreSQL itself, last
+   * (stop() below); were postgres in Evora's group, Ctrl-C would terminate its connections in
+   * the middle of the drain. Resolves once it accepts connections; rejects if it exits first.
+   */
+  const spawnOnce = async (): Promise<ChildProcess> => {
+    const child = spawn(
+      bin.postgres,
+      ['-D', dataDir, '-p', String(opts.port), '-c', 'listen_addresses=127.0.0.1', ...(opts.postgresFlags ?? [])],
+      { ...spawnIds, stdio: ['ignore', 'ignore', 'pipe'], detached: true },
+    );
+    // What postgres printed until it was ready (its error, should it exit first); after that
+    // its lines only go to onLog.
+    let output = '';
+    let ready = false;
+    await new Promise<void>((resolveReady, reject) => {
+      child.stderr?.setEncoding('utf8');
+      child.stderr?.on('data', (chunk: string) => {
+        for (const line of chunk.split('\n')) if (line.trim()) onLog(line);
+        if (ready) return;
+        output = (output + chunk).slice(-64 * 1024);
+        if (output.includes('database system is ready to accept connections')) {
+          ready = true;
+          resolveReady();
+        }
+      });
+      child.once('exit', (code) =>
+        reject(new Error(`embedded PostgreSQL exited (code ${code}) on port ${opts.port}: ${lastLines(output)}`)),
+      );
+      child.once('error', reject);
+    });
+    return child;
+  };
+
+  let child = await spawnOnce();
   // If this process exits without stopping it, do not leave postgres behind. (A SIGKILL
   // runs no exit handler: the next start finds the orphan by postmaster.pid and stops it.)
   const onExit = () => child.kill('SIGINT');
   process.once('exit', onExit);
-
-  // What postgres printed until it was ready (its error, should it exit first); after that
-  // its lines only go to onLog.
-  let output = '';
-  let ready = false;
-  await new Promise<void>((resolveReady, reject) => {
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => {
-      for (const line of chunk.split('\n')) if (line.trim()) onLog(line);
-      if (ready) return;
-      output = (output + chunk).slice(-64 * 1024);
-      if (output.includes('database system is ready to accept connections')) {
-        ready = true;
-        resolveReady();
-      }
-    });
-    child.once('exit', (code) =>
-      reject(new Error(`embedded PostgreSQL exited (code ${code}) on port ${opts.port}: ${lastLines(output)}`)),
-    );
-    child.once('error', reject);
-  });
-
   let stopping: Promise<void> | null = null;
+  let restartTimer: NodeJS.Timeout | null = null;
+
+  /**
+   * Keeps postgres running until stop(): an exit on its own (a crash, the OOM killer, a
+   * kill) is told and followed by a new start on the same data folder (crash recovery),
+   * retried with backoff while it cannot start yet (e.g. the old backends still hold its
+   * shared memory). The server meanwhile answers UNAVAILABLE and resumes by itself.
+   */
+  const supervise = (running: ChildProcess) => {
+    running.once('exit', (code, signal) => {
+      if (stopping) return;
+      let delayMs = 500;
+      const attempt = () => {
+        restartTimer = null;
+        if (stopping) return;
+        spawnOnce().then(
+          (next) => {
+            if (stopping) {
+              next.kill('SIGINT');
+              return;
+            }
+            child = next;
+            opts.onRestarted?.();
+            supervise(next);
+          },
+          () => {
+            delayMs = Math.min(delayMs * 2, 30_000);
+            restartTimer = setTimeout(attempt, delayMs);
+          },
+        );
+      };
+      opts.onUnexpectedExit?.(signal ? `signal ${signal}` : `code ${code}`, delayMs);
+      restartTimer = setTimeout(attempt, delayMs);
+    });
+  };
+  if (opts.restartOnExit) supervise(child);
+
   return {
     url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}/postgres`,
     appUrl: `postgres://${EMBEDDED_ROLE.app}:${EMBEDDED_ROLE.password}@127.0.0.1:${opts.port}/postgres`,
     stop: () =>
       (stopping ??= (async () => {
         process.removeListener('exit', onExit);
-        if (child.exitCode === null) child.kill('SIGINT'); // fast shutdown
-        await exited;
+        if (restartTimer) clearTimeout(restartTimer);
+        if (child.exitCode === null && child.signalCode === null) {
+          const exited = new Promise<void>((r) => child.once('exit', () => r()));
+          child.kill('SIGINT'); // fast shutdown
+          await exited;
+        }
         await rm(ownerFile, { force: true });
       })()),
   };

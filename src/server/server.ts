@@ -238,6 +238,10 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         dataDir,
         port: config.embeddedPgPort,
         onLog: (line) => logger.trace({ postgres: line.trim() }, 'postgres'),
+        restartOnExit: true,
+        onUnexpectedExit: (how, inMs) =>
+          logger.error({ exit: how, restart_in_ms: inMs }, `embedded PostgreSQL exited on its own (${how}); starting it again`),
+        onRestarted: () => logger.info('embedded PostgreSQL started again'),
       });
       // The server's connections log in as the application role (created below, after the
       // migrations); the superuser's URL is for the migrations and the role setup only.

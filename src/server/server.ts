@@ -417,16 +417,29 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
 /**
  * Stops the parts that exist, in the order serverStart's comment lists. A step that fails
  * is logged and the later steps still run (a sink that cannot close must not keep the pool
- * open); the first failure is thrown at the end.
+ * open); the first failure is thrown at the end. A step that does not finish within its
+ * bound (10 s; the drain: the shutdown timeout + 10 s; the embedded PostgreSQL: 2 min) is logged and left behind, so a
+ * database that never answers cannot hold shutdown.
  */
 async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Promise<void> {
   const failures: unknown[] = [];
-  const step = async (what: string, run: () => Promise<unknown>) => {
+  // Each step is waited for at most boundMs: a statement that never gets an answer (a frozen
+  // database, a host gone without a reset) must not keep the later steps, and the process's
+  // exit, waiting; the step goes on unobserved.
+  const step = async (what: string, run: () => Promise<unknown>, boundMs = SHUTDOWN_STEP_BOUND_MS) => {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<'late'>((resolve) => (timer = setTimeout(resolve, boundMs, 'late')));
     try {
-      await run();
+      const work = run();
+      work.catch(() => undefined);
+      if ((await Promise.race([work, bound])) === 'late') {
+        logger.warn({ step: what, bound_ms: boundMs }, `shutdown: ${what} did not finish in ${boundMs} ms; going on`);
+      }
     } catch (err) {
       failures.push(err);
       logger.error({ err }, `shutdown: ${what} failed`);
+    } finally {
+      clearTimeout(timer);
     }
   };
   // 1. Health, and the signal that shutdown has begun.
@@ -437,7 +450,7 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   await step('draining the dispatcher', async () => {
     const stillHeld = await parts.dispatcher?.drainAll(config.shutdownTimeoutMs);
     if (stillHeld) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
-  });
+  }, config.shutdownTimeoutMs + SHUTDOWN_STEP_BOUND_MS);
   // 3. The Work streams and SubmitJobStreams end.
   parts.streams.endAll();
   // 4. The gRPC server and the HTTP port, then the metrics endpoint.
@@ -459,9 +472,13 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   // 8. The store.
   await step('closing the store', async () => parts.store?.close());
   // 9. The embedded PostgreSQL.
-  await step('stopping the embedded PostgreSQL', async () => parts.embedded?.stop());
+  // (Its shutdown checkpoint may take longer than the other steps; it is bounded by PostgreSQL.)
+  await step('stopping the embedded PostgreSQL', async () => parts.embedded?.stop(), 120_000);
   if (failures.length > 0) throw failures[0];
 }
+
+/** The longest shutdown waits for one step (but the drain, which has the shutdown timeout on top). */
+const SHUTDOWN_STEP_BOUND_MS = 10_000;
 
 /** Lets open calls end for a grace second, then cancels what is left. */
 function grpcServerStop(server: grpc.Server): Promise<void> {

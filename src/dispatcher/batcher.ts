@@ -50,32 +50,26 @@ export class Batcher<I, O> {
         } else {
           batch = this.queue.splice(0, this.maxBatch);
         }
-        let outputs: O[];
-        try {
-          outputs = await this.flushFn(batch);
-        } catch (err) {
-          if (batch.length > 1 && this.mayBeOneItems(err)) await this.eachAlone(batch);
-          else this.settle(batch, null, err);
-          continue;
-        }
-        this.settle(batch, outputs, undefined);
+        await this.flushSettle(batch);
       }
     } finally {
       this.flushing = null;
     }
   }
 
-  /** Writes and settles each item of a failed batch on its own. */
-  private async eachAlone(batch: I[]): Promise<void> {
-    for (const item of batch) {
-      let outputs: O[];
-      try {
-        outputs = await this.flushFn([item]);
-      } catch (err) {
-        this.settle([item], null, err);
-        continue;
+  /** Writes one batch and settles it; a batch failed by one item's value, each item alone. */
+  private async flushSettle(batch: I[]): Promise<void> {
+    let outputs: O[];
+    try {
+      outputs = await this.flushFn(batch);
+    } catch (err) {
+      if (batch.length > 1 && this.mayBeOneItems(err)) {
+        for (const item of batch) await this.flushSettle([item]);
+      } else {
+        this.settle(batch, null, err);
       }
-      this.settle([item], outputs, undefined);
+      return;
     }
+    this.settle(batch, outputs, undefined);
   }
 }

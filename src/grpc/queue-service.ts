@@ -1,4 +1,3 @@
-import { invalidArgument } from '../domain/errors.js';
 import { DEFAULT_SERIES_MINUTES, MAX_SERIES_MINUTES, checkBackoffNumbers, checkIntRange, checkName, checkRateLimit, checkRetentionSeconds, checkTimeoutSeconds } from '../domain/validate.js';
 import { queueInScope, scoped } from '../domain/auth.js';
 import type { WorkerSessionInfo } from '../domain/job.js';

@@ -6,7 +6,7 @@ import type { CompleteWrite, Dispatcher, SessionMessage, WorkerSession, WriteLis
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
 import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import type { JsonObject, LeaseRef, ProgressReport } from '../domain/job.js';
+import type { LeaseRef, ProgressReport } from '../domain/job.js';
 import { UndecodableRequest } from './request-decode.js';
 import { MAX_SLOTS, checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, errorText } from '../domain/validate.js';
 import type {

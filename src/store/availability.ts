@@ -55,7 +55,7 @@ const UNAVAILABLE_MESSAGES = [
  * (127.0.0.1:5432)" or "terminating connection due to administrator command".
  */
 export function databaseUnavailableReason(err: unknown): string | null {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+  for (const e of causeChain(err)) {
     if (e instanceof EvoraError) {
       if (e.code !== 'UNAVAILABLE') return null;
       // An UNAVAILABLE made from a driver error (failure() below) has the reason in its cause.
@@ -75,11 +75,16 @@ export function databaseUnavailableReason(err: unknown): string | null {
  * the batch's: the items can be written one by one (src/dispatcher/batcher.ts).
  */
 export function isValueRefused(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+  for (const e of causeChain(err)) {
     const code = (e as Error & { code?: unknown }).code;
     if (typeof code === 'string' && code.length === 5 && code.startsWith('22')) return true;
   }
   return false;
+}
+
+/** `err` and the errors of its `cause` chain, five at most (a chain is never longer here). */
+function* causeChain(err: unknown): Generator<Error> {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) yield e;
 }
 
 function reasonOf(e: Error): string | null {

@@ -58,10 +58,10 @@ export class NotificationListener {
   async stop(): Promise<void> {
     if (!this.controller) return;
     this.controller.abort();
-    const client = this.client;
     // A connect that stalls (a proxy that accepts and never answers) does not settle on end():
-    // the socket is cut as well, and the connect timeout bounds the rest.
-    await Promise.all([client?.end().catch(() => undefined), client?.connection.stream.destroy()]);
+    // the socket is cut first, and the connect timeout bounds the rest.
+    this.client?.connection.stream.destroy();
+    await this.client?.end().catch(() => undefined);
     await this.loop;
     this.controller = null;
     this.loop = null;

@@ -418,8 +418,8 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
  * Stops the parts that exist, in the order serverStart's comment lists. A step that fails
  * is logged and the later steps still run (a sink that cannot close must not keep the pool
  * open); the first failure is thrown at the end. A step that does not finish within its
- * bound (10 s; the drain: the shutdown timeout + 10 s; the embedded PostgreSQL: 2 min) is logged and left behind, so a
- * database that never answers cannot hold shutdown.
+ * bound (10 s; the drain: the shutdown timeout + 10 s; the embedded PostgreSQL: 2 min) is
+ * logged and left behind, so a database that never answers cannot hold shutdown.
  */
 async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Promise<void> {
   const failures: unknown[] = [];
@@ -427,19 +427,16 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   // database, a host gone without a reset) must not keep the later steps, and the process's
   // exit, waiting; the step goes on unobserved.
   const step = async (what: string, run: () => Promise<unknown>, boundMs = SHUTDOWN_STEP_BOUND_MS) => {
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<'late'>((resolve) => (timer = setTimeout(resolve, boundMs, 'late')));
+    const late = new Error(`shutdown: ${what} did not finish in ${boundMs} ms; going on`);
     try {
-      const work = run();
-      work.catch(() => undefined);
-      if ((await Promise.race([work, bound])) === 'late') {
-        logger.warn({ step: what, bound_ms: boundMs }, `shutdown: ${what} did not finish in ${boundMs} ms; going on`);
-      }
+      await abortRace(run(), AbortSignal.timeout(boundMs), () => late);
     } catch (err) {
+      if (err === late) {
+        logger.warn({ step: what, bound_ms: boundMs }, late.message);
+        return;
+      }
       failures.push(err);
       logger.error({ err }, `shutdown: ${what} failed`);
-    } finally {
-      clearTimeout(timer);
     }
   };
   // 1. Health, and the signal that shutdown has begun.

@@ -55,15 +55,14 @@ interface MinuteDoc {
 export class MongoTelemetrySink implements TelemetrySink {
   readonly name = 'mongodb';
   readonly storesEvents = true;
+  /** Replaced after MongoDB was unreachable (see reached()). */
   private client: MongoClient;
-  private db: Db;
 
   constructor(
     private readonly url: string,
     private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number; logger?: Logger } = {},
   ) {
     this.client = this.clientNew();
-    this.db = this.client.db();
   }
 
   private clientNew(): MongoClient {
@@ -84,7 +83,7 @@ export class MongoTelemetrySink implements TelemetrySink {
   private async reached<T>(work: (db: Db) => Promise<T>): Promise<T> {
     const client = this.client;
     try {
-      const out = await work(this.db);
+      const out = await work(client.db());
       if (this.down) this.opts.logger?.info('telemetry store (MongoDB) available again');
       this.down = false;
       return out;
@@ -95,7 +94,6 @@ export class MongoTelemetrySink implements TelemetrySink {
       this.down = true;
       if (this.client === client) {
         this.client = this.clientNew();
-        this.db = this.client.db();
         client.close().catch(() => undefined);
       }
       throw unavailable(`telemetry store unavailable: ${err.message.split('\n')[0]}`, { cause: err });

@@ -1,5 +1,5 @@
 import type { BackoffKind, Queue } from '../domain/queue.js';
-import type { Job, JobProgress, JobState, JobWritten, JsonObject } from '../domain/job.js';
+import type { Job, JobProgress, JobState, JsonObject } from '../domain/job.js';
 import type { PgTypes } from './statements.js';
 
 /**

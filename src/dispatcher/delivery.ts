@@ -1,7 +1,7 @@
 import type { Job, LeaseRef } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
-import type { HeldLease, WorkerSession } from './session.js';
+import { heldLease, type HeldLease, type WorkerSession } from './session.js';
 import { isUnavailable } from '../domain/errors.js';
 
 /**
@@ -115,7 +115,8 @@ export class JobDelivery {
     for (const job of jobs) {
       // The database keeps a RUNNING job's locked_until set; hold() throws without one (a
       // bug), and push() then drops and releases the whole list.
-      session.hold(job.id, { token: job.leaseToken ?? '', expiresAt: job.lockedUntil?.getTime() ?? Number.NaN });
+      const expiresAt = job.lockedUntil?.getTime() ?? Number.NaN;
+      session.hold(job.id, heldLease(job.leaseToken ?? '', expiresAt, expiresAt - (job.startedAt?.getTime() ?? expiresAt)));
       this.holders.set(job.id, session);
     }
     session.send({ kind: 'jobs', jobs });

@@ -7,7 +7,7 @@ import type { Store } from '../store/store.js';
 import { JobDelivery } from './delivery.js';
 import { LongPollWaiters } from './long-poll.js';
 import { QueueClaimer, type ClaimerHost } from './queue-claimer.js';
-import { WorkerSession, typesKeyOf, type SessionMessage } from './session.js';
+import { WorkerSession, heldLease, typesKeyOf, type SessionMessage } from './session.js';
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import { ProgressWrites } from './progress-writes.js';
 import { WorkerWrites, type CompleteWrite, type FailWrite, type SnoozeWrite, type WorkerWriteRequest, type WriteAck, type WriteKind, type WriteListener, type WriteRequest } from './worker-writes.js';
@@ -24,8 +24,10 @@ import { isUnavailable } from '../domain/errors.js';
  * - a submit hands its job to a free slot here only when a claim would pick it now
  *   (the store decides that in the submit's statement); a job leased so is pushed or released;
  * - a worker write is answered only after the batch that carries it has committed;
- * - a session holds a lease only until that lease expires (plus leaseExpiryGraceMs): then the
- *   worker is told lease_lost and the slot is free, heartbeat or not (dropExpiredLeases).
+ * - a session holds a lease only until that lease ends (plus leaseExpiryGraceMs): then the
+ *   worker is told lease_lost and the slot is free (dropExpiredLeases). A lease ends at its
+ *   expiry, or later while its worker keeps asking to renew it (a heartbeat naming it): a
+ *   database outage, which fails the renewals, does not take the leases of live workers.
  *
  * The parts: session.ts (a worker session, its slots and leases), queue-claimer.ts (one
  * queue's claim loop), delivery.ts (pushing leased jobs, and which session holds which),
@@ -86,6 +88,12 @@ export interface DispatcherObserver {
 }
 
 /**
+ * A fallback poll this much later than its interval says the process was stalled: the
+ * expiry check waits one tick, so that the heartbeats sent meanwhile are read first.
+ */
+const POLL_STALL_MS = 2000;
+
+/**
  * Where the dispatcher is: `ready` (made; claims on wake-ups, no fallback poll yet),
  * `polling` (start() ran: the fallback poll and the lease-expiry check run too), `stopped`
  * (drainAll ran: nothing new is claimed, handed off or pushed, and no timer of the
@@ -125,6 +133,8 @@ export class Dispatcher {
   private readonly stopping = new AbortController();
   private readonly claimerHost: ClaimerHost;
   private pollTimer: NodeJS.Timeout | null = null;
+  /** When the fallback poll last ran (Date.now() clock; null before its first tick). */
+  private lastPollAt: number | null = null;
   /** This server's sessions in the shared table (null: not recorded). */
   private readonly presence: SessionPresence | null;
   private _state: DispatcherState = 'ready';
@@ -220,7 +230,12 @@ export class Dispatcher {
    * `wanted` and claims when that claim gives them back.
    */
   private poll(): void {
-    this.dropExpiredLeases();
+    // After this process was stalled (stopped, swapped, a long pause), the heartbeats its
+    // workers sent meanwhile are still unread: give them one tick before judging leases.
+    const now = Date.now();
+    const stalled = this.lastPollAt !== null && now - this.lastPollAt > this.opts.pollIntervalMs + POLL_STALL_MS;
+    this.lastPollAt = now;
+    if (!stalled) this.dropExpiredLeases(new Date(now));
     const due = [...this.allClaimers()].filter((q) => [...q.sessions].some((s) => s.free > 0));
     for (const q of due) q.wake();
   }
@@ -249,7 +264,12 @@ export class Dispatcher {
       // named too, or not) is told lost with its own token.
       const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
       session.lostOnOpen.push(...beat.lost);
-      for (const lease of beat.extended) this.delivery.hold(session, lease.id, { token: lease.token, expiresAt: lease.lockedUntil.getTime() });
+      // The heartbeat renewed each from about now: its length is what is left of it.
+      const now = Date.now();
+      for (const lease of beat.extended) {
+        const expiresAt = lease.lockedUntil.getTime();
+        this.delivery.hold(session, lease.id, heldLease(lease.token, expiresAt, expiresAt - now));
+      }
     }
     this.sessions.add(session);
     if (this._state === 'stopped') {
@@ -397,6 +417,10 @@ export class Dispatcher {
    * asked to cancel are told again (cancel), in case the NOTIFY was missed.
    */
   async heartbeat(session: WorkerSession | null, leases: LeaseRef[]): Promise<HeartbeatOutcome> {
+    // Asked for before the write: if the database cannot be reached, the session still holds
+    // the leases the worker renews (they end only once it stops naming them).
+    const askedAt = Date.now();
+    for (const l of leases) this.delivery.holderOf(l.id)?.asked(l.id, l.token, askedAt);
     const result = await this.opts.store.jobHeartbeatMany({ leases });
     for (const e of result.extended) {
       // The session that holds the lease holds it longer, whichever stream or unary call beat.
@@ -416,9 +440,10 @@ export class Dispatcher {
   }
 
   /**
-   * Drops every held lease that expired more than leaseExpiryGraceMs before `now`: its worker
-   * is told lease_lost (reason expired, with the token, as a heartbeat that finds it lost
-   * tells it) and its queues claim for the freed slot. The worker may have stopped
+   * Drops every held lease that ended (WorkerSession's heldUntil: its expiry, or its
+   * worker's latest renewal request plus its length) more than leaseExpiryGraceMs before
+   * `now`: its worker is told lease_lost (reason expired, with the token, as a heartbeat that
+   * finds it lost tells it) and its queues claim for the freed slot. The worker stopped
    * heartbeating it (a report given up during an outage, a client that forgot it); without
    * this its slot stayed taken until the stream ended. Touches no row: the sweeper requeues
    * the job. Runs on the fallback poll's tick (and while drainAll waits); `now` is for tests.

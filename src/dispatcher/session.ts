@@ -26,6 +26,23 @@ export interface HeldLease {
    * while a heartbeat this process answered says it runs on.
    */
   expiresAt: number;
+  /** How long one renewal makes the lease last (ms): its queue's lease length. */
+  lengthMs: number;
+  /**
+   * Until when the worker's own renewals ask to hold it (ms): the latest time a heartbeat of
+   * its worker named this lease, plus lengthMs, whether or not that renewal reached the
+   * database (WorkerSession.asked). A worker that keeps renewing through a database outage
+   * keeps its lease here; one that stopped naming it loses it after its expiry.
+   */
+  askedUntil: number;
+}
+
+/**
+ * A lease as the session starts holding it: expiring at `expiresAt` (the database's
+ * locked_until), renewed for `lengthMs` at a time; asked for until its expiry so far.
+ */
+export function heldLease(token: string, expiresAt: number, lengthMs: number): HeldLease {
+  return { token, expiresAt, lengthMs: Math.max(1000, lengthMs), askedUntil: expiresAt };
 }
 
 /**
@@ -53,7 +70,8 @@ export const SESSION_TRANSITIONS: Transitions<SessionState> = {
  * (claims and hand-offs reserve a slot before their statement runs and give the reservation
  * back, job or not, before they push); only an open session has free slots; only an open or
  * paused session is pushed jobs; a lease is held only until it is finished, found lost by a
- * heartbeat, or expires (the dispatcher's expiry check, Dispatcher.dropExpiredLeases).
+ * heartbeat, or ends (heldUntil: its expiry, or later while its worker keeps renewing it;
+ * the dispatcher's expiry check, Dispatcher.dropExpiredLeases).
  */
 export class WorkerSession {
   readonly id = randomUUID();
@@ -69,9 +87,9 @@ export class WorkerSession {
   #state: SessionState = 'open';
   #reserved = 0;
   /**
-   * No held lease expires before this (ms): a lower bound, so dropExpired() skips the scan
-   * until it has passed. Must stay ≤ every held lease's expiresAt: hold() lowers it,
-   * extend() only moves expiries later, dropExpired() recomputes it.
+   * No held lease ends before this (ms): a lower bound, so dropExpired() skips the scan
+   * until it has passed. Must stay ≤ every held lease's end (heldUntil): hold() lowers it,
+   * extend() and asked() only move ends later, dropExpired() recomputes it.
    */
   #earliestExpiry = Number.POSITIVE_INFINITY;
 
@@ -153,7 +171,21 @@ export class WorkerSession {
     if (!this.deliverable) throw new BrokenInvariantError(`session ${this.id}: a job held while ${this.#state}`);
     if (!Number.isFinite(lease.expiresAt)) throw new BrokenInvariantError(`session ${this.id}: job ${jobId} held without an expiry`);
     this.held.set(jobId, lease);
-    if (lease.expiresAt < this.#earliestExpiry) this.#earliestExpiry = lease.expiresAt;
+    const end = heldUntil(lease);
+    if (end < this.#earliestExpiry) this.#earliestExpiry = end;
+  }
+
+  /**
+   * The worker asked at `at` (ms) to renew this lease (a heartbeat named it): the session
+   * holds it at least until `at` plus its length, even if the renewal cannot reach the
+   * database now (an outage). Only the lease with this token. Returns whether it is held.
+   */
+  asked(jobId: string, token: string, at: number): boolean {
+    const lease = this.held.get(jobId);
+    if (!lease || lease.token !== token) return false;
+    const until = at + lease.lengthMs;
+    if (until > lease.askedUntil) lease.askedUntil = until;
+    return true;
   }
 
   /**
@@ -182,16 +214,18 @@ export class WorkerSession {
   }
 
   /**
-   * Forgets every lease that expired before `cutoff` (ms since the epoch) and returns them.
-   * Costs nothing until the earliest expiry has passed; then one pass over the held leases.
+   * Forgets every lease that ended (heldUntil) before `cutoff` (ms since the epoch) and
+   * returns them. Costs nothing until the earliest end has passed; then one pass over the
+   * held leases.
    */
   dropExpired(cutoff: number): LeaseRef[] {
     if (cutoff <= this.#earliestExpiry) return [];
     const expired: LeaseRef[] = [];
     let earliest = Number.POSITIVE_INFINITY;
     for (const [id, lease] of this.held) {
-      if (lease.expiresAt < cutoff) expired.push({ id, token: lease.token });
-      else if (lease.expiresAt < earliest) earliest = lease.expiresAt;
+      const end = heldUntil(lease);
+      if (end < cutoff) expired.push({ id, token: lease.token });
+      else if (end < earliest) earliest = end;
     }
     for (const { id } of expired) this.held.delete(id);
     this.#earliestExpiry = earliest;
@@ -242,4 +276,13 @@ export class WorkerSession {
 /** The claimer-group key of a set of job types (sorted, deduplicated) or of any type (null). */
 export function typesKeyOf(types: readonly string[] | null): string {
   return types === null || types.length === 0 ? '*' : types.join('\n');
+}
+
+/**
+ * Until when a session holds a lease: its expiry by the database's latest word, or by its
+ * worker's latest renewal request, whichever is later. A lease the worker stopped renewing
+ * ends with its expiry; one it renews while the database is unreachable does not end.
+ */
+export function heldUntil(lease: HeldLease): number {
+  return lease.expiresAt > lease.askedUntil ? lease.expiresAt : lease.askedUntil;
 }

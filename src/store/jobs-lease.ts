@@ -81,9 +81,9 @@ const jobSnoozeManySql = statement<LeaseParams & { runAts: (Date | null)[] }, Jo
   { prepared: true },
 );
 
-const jobSweepExpiredSql = statement<{ limit: number; now: Date | null }, JobRow>(
+const jobSweepExpiredSql = statement<{ limit: number; now: Date | null; reachableSeconds: number | null }, JobRow>(
   'job-sweep-expired',
-  { limit: 'int8', now: 'timestamptz' },
+  { limit: 'int8', now: 'timestamptz', reachableSeconds: 'float8' },
   JOB_COLUMNS,
   { prepared: true },
 );
@@ -235,8 +235,8 @@ export async function jobsProgress(pool: StorePool, reports: ProgressReport[], n
 }
 
 /** One batch of the visibility sweep (Store.jobSweepExpired). */
-export async function jobsSweepExpired(pool: StorePool, limit: number, now: Date | null): Promise<SweepResult> {
-  return sweepResult((await rowsOf(pool, jobSweepExpiredSql, { limit, now })).map(jobFromRow));
+export async function jobsSweepExpired(pool: StorePool, limit: number, now: Date | null, reachableSeconds: number | null): Promise<SweepResult> {
+  return sweepResult((await rowsOf(pool, jobSweepExpiredSql, { limit, now, reachableSeconds })).map(jobFromRow));
 }
 
 /** One batch of the timeout sweep (Store.jobSweepTimedOut). */

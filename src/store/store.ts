@@ -393,10 +393,12 @@ export class Store {
   /**
    * One batch of the visibility sweep: RUNNING jobs whose lease expired go back to
    * PENDING after their queue's backoff, to DLQ when their attempts are used up, or to
-   * CANCELLED when an operator asked for that.
+   * CANCELLED when an operator asked for that. `reachableSeconds`: how long the caller has
+   * reached the database without a break; only queues whose lease length it covers are
+   * swept (left out: no bound).
    */
-  async jobSweepExpired(params: { limit: number; now?: Date }): Promise<SweepResult> {
-    return jobsSweepExpired(this.pool, params.limit, params.now ?? null);
+  async jobSweepExpired(params: { limit: number; now?: Date; reachableSeconds?: number }): Promise<SweepResult> {
+    return jobsSweepExpired(this.pool, params.limit, params.now ?? null, params.reachableSeconds ?? null);
   }
 
   /**

@@ -83,7 +83,7 @@ describe('a session holds a lease only until it expires', () => {
     expect(extended.lockedUntil.getTime()).toBeGreaterThan(job.lockedUntil!.getTime() + 3_000_000);
 
     expect(dispatcher.dropExpiredLeases(after(job, 60_000))).toBe(0);
-    expect(session.held.get(job.id)).toEqual({ token: job.leaseToken, expiresAt: extended.lockedUntil.getTime() });
+    expect(session.held.get(job.id)).toMatchObject({ token: job.leaseToken, expiresAt: extended.lockedUntil.getTime() });
     expect(r.lost).toEqual([]);
 
     expect(dispatcher.dropExpiredLeases(new Date(extended.lockedUntil.getTime() + GRACE_MS + 1))).toBe(1);

@@ -8,7 +8,7 @@ import {
   type ClaimerHost,
   type ClaimerState,
 } from '../../src/dispatcher/queue-claimer.js';
-import { WorkerSession } from '../../src/dispatcher/session.js';
+import { WorkerSession, heldLease } from '../../src/dispatcher/session.js';
 import { checkTransition, IllegalTransitionError } from '../../src/domain/state-machine.js';
 import { silentLogger } from '../../src/logger.js';
 import { leasedJob } from '../helpers/dispatcher-setup.js';
@@ -30,7 +30,7 @@ function setup(opts: { slots: number[]; claimCooldownMs?: number }) {
     claim: (_queue, workerIds) => new Promise((resolve, reject) => claims.push({ workerIds, resolve, reject })),
     deliver: async (dealt) => {
       for (const [session, jobs] of dealt) {
-        for (const job of jobs) session.hold(job.id, { token: job.leaseToken ?? '', expiresAt: job.lockedUntil?.getTime() ?? Number.NaN });
+        for (const job of jobs) session.hold(job.id, heldLease(job.leaseToken ?? '', job.lockedUntil?.getTime() ?? Number.NaN, 30_000));
         delivered.push(...jobs);
       }
     },
@@ -177,7 +177,7 @@ describe('a queue claimer', () => {
   it('idle → wanted when no slot is free; a freed slot starts the claim', async () => {
     const { claimer, sessions, claims, answer, finish } = setup({ slots: [1] });
     const [s] = sessions as [WorkerSession];
-    s.hold('busy', { token: 't', expiresAt: Date.now() + 60_000 });
+    s.hold('busy', heldLease('t', Date.now() + 60_000, 30_000));
     claimer.wake();
     expect(claimer.state).toBe('wanted');
     expect(claims).toHaveLength(0);
@@ -191,8 +191,8 @@ describe('a queue claimer', () => {
   it('slots freed together (one committed batch of writes) start one claim that asks for all of them', async () => {
     const { claimer, sessions, claims, answer } = setup({ slots: [3, 2] });
     const [a, b] = sessions as [WorkerSession, WorkerSession];
-    for (let i = 0; i < 3; i++) a.hold(`a${i}`, { token: 't', expiresAt: Date.now() + 60_000 });
-    for (let i = 0; i < 2; i++) b.hold(`b${i}`, { token: 't', expiresAt: Date.now() + 60_000 });
+    for (let i = 0; i < 3; i++) a.hold(`a${i}`, heldLease('t', Date.now() + 60_000, 30_000));
+    for (let i = 0; i < 2; i++) b.hold(`b${i}`, heldLease('t', Date.now() + 60_000, 30_000));
     claimer.wake();
     expect(claimer.state).toBe('wanted');
     for (const [s, id] of [[a, 'a0'], [b, 'b0'], [a, 'a1']] as const) {
@@ -209,8 +209,8 @@ describe('a queue claimer', () => {
   it('a wake-up that starts the claim before the queued start runs: one claim, not two', async () => {
     const { claimer, sessions, claims, answer } = setup({ slots: [2] });
     const [s] = sessions as [WorkerSession];
-    s.hold('busy', { token: 't', expiresAt: Date.now() + 60_000 });
-    s.hold('busy2', { token: 't', expiresAt: Date.now() + 60_000 });
+    s.hold('busy', heldLease('t', Date.now() + 60_000, 30_000));
+    s.hold('busy2', heldLease('t', Date.now() + 60_000, 30_000));
     claimer.wake();
     s.drop('busy');
     claimer.slotsFreed();

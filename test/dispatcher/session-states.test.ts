@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SESSION_TRANSITIONS, WorkerSession, type SessionMessage, type SessionState } from '../../src/dispatcher/session.js';
+import { SESSION_TRANSITIONS, WorkerSession, heldLease, type SessionMessage, type SessionState } from '../../src/dispatcher/session.js';
 import { BrokenInvariantError, checkTransition, IllegalTransitionError } from '../../src/domain/state-machine.js';
 
 /** A session of worker "w" on queue "q"; what it is sent is collected in `sent`. */
@@ -75,7 +75,7 @@ describe('a session counts its slots', () => {
   it('free = slots − held − reserved, never below 0', () => {
     const { session } = setup(3);
     session.reserve();
-    session.hold('a', { token: 't1', expiresAt: Date.now() + 60_000 });
+    session.hold('a', heldLease('t1', Date.now() + 60_000, 30_000));
     expect(session).toMatchObject({ reserved: 1, free: 1 });
     session.reserve();
     expect(session.free).toBe(0);
@@ -96,7 +96,7 @@ describe('a session counts its slots', () => {
 
   it('reserves and gives back several slots at once, never more than are free or reserved', () => {
     const { session } = setup(3);
-    session.hold('a', { token: 't1', expiresAt: Date.now() + 60_000 });
+    session.hold('a', heldLease('t1', Date.now() + 60_000, 30_000));
     expect(() => session.reserve(3)).toThrow(BrokenInvariantError);
     session.reserve(2);
     expect(session).toMatchObject({ reserved: 2, free: 0 });
@@ -117,19 +117,49 @@ describe('a session counts its slots', () => {
   it('holds jobs only while open or paused', () => {
     const { session } = setup(2);
     session.pause();
-    session.hold('a', { token: 't1', expiresAt: Date.now() + 60_000 });
+    session.hold('a', heldLease('t1', Date.now() + 60_000, 30_000));
     session.drain();
-    expect(() => session.hold('b', { token: 't2', expiresAt: Date.now() + 60_000 })).toThrow(BrokenInvariantError);
+    expect(() => session.hold('b', heldLease('t2', Date.now() + 60_000, 30_000))).toThrow(BrokenInvariantError);
     expect([...session.held.keys()]).toEqual(['a']);
   });
 
   it('drops a lease only with its own token: a late write of an earlier run keeps the current one', () => {
     const { session } = setup(2);
-    session.hold('a', { token: 'second-run', expiresAt: Date.now() + 60_000 });
+    session.hold('a', heldLease('second-run', Date.now() + 60_000, 30_000));
     expect(session.drop('a', 'first-run')).toBe(false);
     expect(session.held.size).toBe(1);
     expect(session.drop('a', 'second-run')).toBe(true);
     expect(session.drop('a', 'second-run')).toBe(false);
     expect(session.free).toBe(2);
+  });
+});
+
+describe('a session holds a lease until it ends', () => {
+  const T = 1_900_000_000_000;
+
+  it('ends at its expiry when its worker stops renewing it', () => {
+    const { session } = setup(2);
+    session.hold('a', heldLease('t', T + 30_000, 30_000));
+    expect(session.dropExpired(T + 30_000)).toEqual([]);
+    expect(session.dropExpired(T + 30_001)).toEqual([{ id: 'a', token: 't' }]);
+  });
+
+  it('a renewal asked for during an outage (not written) holds it a lease length from the ask, and only with its own token', () => {
+    const { session } = setup(2);
+    session.hold('a', heldLease('t', T + 30_000, 30_000));
+    expect(session.asked('a', 'stale', T + 50_000)).toBe(false);
+    expect(session.asked('a', 't', T + 20_000)).toBe(true);
+    expect(session.asked('a', 't', T + 10_000)).toBe(true); // an older ask moves nothing back
+    expect(session.dropExpired(T + 50_000)).toEqual([]);
+    expect(session.dropExpired(T + 50_001)).toEqual([{ id: 'a', token: 't' }]);
+  });
+
+  it('a written renewal later than the asks wins: the end is whichever is later', () => {
+    const { session } = setup(2);
+    session.hold('a', heldLease('t', T + 30_000, 30_000));
+    session.asked('a', 't', T + 20_000);
+    expect(session.extend('a', 't', T + 90_000)).toBe(true);
+    expect(session.dropExpired(T + 90_000)).toEqual([]);
+    expect(session.dropExpired(T + 90_001)).toEqual([{ id: 'a', token: 't' }]);
   });
 });

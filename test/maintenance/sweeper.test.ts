@@ -72,6 +72,37 @@ describe('visibility sweeper', () => {
     expect(await sweeper.runOnce(new AbortController().signal, { now: at(31) })).toMatchObject({ requeued: 10 });
   });
 
+  it("gives each expired lease its queue's lease length of reachable database before sweeping it, again after a new start", async () => {
+    const { sweeper, signal } = setup();
+    const short = queueName('short');
+    const long = queueName('long');
+    await store.queueUpsert({ name: short, leaseSeconds: 1 });
+    await store.queueUpsert({ name: long, leaseSeconds: 10 });
+    const past = new Date(Date.now() - 60_000); // both leases expired long ago
+    const ids: string[] = [];
+    for (const queue of [short, long]) {
+      ids.push((await store.jobSubmit({ job: jobInput({ queue }), now: past })).job.id);
+      await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w', now: past });
+    }
+    const states = async () => Promise.all(ids.map(async (id) => (await store.jobGet({ id })).state));
+    const t = Date.now();
+    const later = (ms: number) => ({ now: new Date(t + ms) });
+    // The first tick starts the run of reachable ticks: nothing is swept yet.
+    expect(await sweeper.runOnce(signal, later(0))).toMatchObject({ requeued: 0 });
+    expect(await sweeper.runOnce(signal, later(1_500))).toMatchObject({ requeued: 1 });
+    expect(await states()).toEqual(['PENDING', 'RUNNING']);
+    expect(await sweeper.runOnce(signal, later(9_000))).toMatchObject({ requeued: 0 });
+    expect(await sweeper.runOnce(signal, later(10_500))).toMatchObject({ requeued: 1 });
+
+    // Stopped (leadership lost) and run again: the count starts over.
+    await store.jobSubmit({ job: jobInput({ queue: long }), now: past });
+    expect(await store.jobClaim({ queues: [long], limit: 1, workerId: 'w', now: past })).toHaveLength(1);
+    await sweeper.stop();
+    const t2 = Date.now();
+    expect(await sweeper.runOnce(signal, { now: new Date(t2 + 9_000) })).toMatchObject({ requeued: 0 });
+    expect(await sweeper.runOnce(signal, { now: new Date(t2 + 10_500) })).toMatchObject({ requeued: 1 });
+  });
+
   it('a started sweeper sweeps by itself on its interval', async () => {
     const { sweeper } = setup({ intervalMs: 20 });
     const queue = queueName();

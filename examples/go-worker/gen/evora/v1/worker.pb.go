@@ -154,7 +154,10 @@ const (
 	// A heartbeat found the lease no longer current: it expired (the job was requeued, handed
 	// to another worker, dead-lettered or cancelled by the sweeper), or the job was finished.
 	// Also sent for a lease in a heartbeat whose job_id or lease_token is not a UUID (it
-	// cannot be current); the heartbeat's other leases are extended as usual.
+	// cannot be current); the heartbeat's other leases are extended as usual. And sent for
+	// a lease past its lease_expires_at that no heartbeat has named for one lease length (a
+	// heartbeat the server received but could not write, the database being away, still
+	// names it: an outage alone does not lose a lease the worker keeps heartbeating).
 	LeaseLostReason_LEASE_LOST_REASON_EXPIRED LeaseLostReason = 1
 	// A lease named in hello.held after a reconnect was no longer current (or was not a
 	// well-formed lease: job_id and lease_token must be UUIDs).

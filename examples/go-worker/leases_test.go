@@ -201,3 +201,28 @@ func TestALeaseOfARunningJobEndsTheRunOfItsOlderLease(t *testing.T) {
 	}
 	w.finish(s, <-w.done)
 }
+
+func TestHeartbeatsNameAReportsLeaseWhileItWaitsThroughAnOutage(t *testing.T) {
+	w, s, st := leaseTestWorker()
+	r := pendingReport(w, "t1")
+	r.leaseEnd = time.Now().Add(-time.Second) // the lease end last heard has passed
+	w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_RETRY_LATER, DatabaseUnavailable: true})
+	if r.resendAt.IsZero() {
+		t.Fatal("RETRY_LATER with database_unavailable did not schedule a resend")
+	}
+	// While the report waits for its resend, its lease is heartbeated.
+	w.heartbeat(s)
+	if got, want := heartbeatLeases(t, st), []string{"j/t1"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+	// Its time comes: the same report goes out again, and its lease is still named.
+	r.resendAt = time.Now().Add(-time.Millisecond)
+	w.resendDue(s)
+	if last := st.sent[len(st.sent)-1]; last != r.req {
+		t.Fatalf("sent %v, want the report again", last)
+	}
+	w.heartbeat(s)
+	if got, want := heartbeatLeases(t, st), []string{"j/t1"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+}

@@ -68,6 +68,9 @@ type report struct {
 	tries    int       // times sent
 	leaseEnd time.Time // when the job's lease ends, as last heard (it is heartbeated until the report is settled)
 	resendAt time.Time // set after ACK_RESULT_RETRY_LATER: when to send it again
+	// Resends after RETRY_LATER with database_unavailable: they pace the backoff and are
+	// not counted toward maxSends.
+	outageResends int
 }
 
 // session is one Work stream.

@@ -9,10 +9,14 @@ import (
 
 // Resending a report the server could not apply now (ACK_RESULT_RETRY_LATER): at most
 // maxSends sends in all, the first resend after firstResend, doubling, and never past the
-// job's lease.
+// job's lease. When the ack says database_unavailable (the server cannot reach its
+// database), the resends double from firstResend up to maxOutageResend apart and go on for
+// as long as the outage lasts, past the lease end last heard: the server holds the lease
+// while the heartbeats name it, and giving up would only make a finished job run again.
 const (
-	maxSends    = 5
-	firstResend = 200 * time.Millisecond
+	maxSends        = 5
+	firstResend     = 200 * time.Millisecond
+	maxOutageResend = 2 * time.Second
 )
 
 // ackResult is what an ack says became of a report. A server that predates result codes
@@ -40,6 +44,14 @@ func resendDelay(sends int, now, leaseEnd time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// outageResendDelay says how long to wait before sending a report again after
+// ACK_RESULT_RETRY_LATER with database_unavailable, given how many such resends it had.
+// There is no giving up: the outage ends, or a lease_lost drops the report.
+func outageResendDelay(resends int) time.Duration {
+	// Four doublings already pass the cap; the shift stays small whatever the count.
+	return min(maxOutageResend, firstResend<<min(resends, 4))
 }
 
 // send puts a report on the stream. On error the stream's end reconnects, and connect
@@ -93,7 +105,21 @@ func (w *worker) onAck(s *session, a *evorav1.ServerAck) {
 		// resend of a report the server had already applied.
 		w.log.Warn("report not applied: the lease was lost; dropping the job", "job_id", id, "resent", r.tries > 1)
 	case evorav1.AckResult_ACK_RESULT_RETRY_LATER:
-		if d, ok := resendDelay(r.tries, time.Now(), r.leaseEnd); ok {
+		if a.GetDatabaseUnavailable() {
+			d := outageResendDelay(r.outageResends)
+			// One warning per report; an outage answers every resend the same way.
+			log := w.log.Debug
+			if r.outageResends == 0 {
+				log = w.log.Warn
+			}
+			log("the server cannot reach its database; sending the report again until it can",
+				"job_id", id, "in", d, "resends", r.outageResends, "reason", a.GetReason())
+			r.outageResends++
+			r.resendAt = time.Now().Add(d)
+			return
+		}
+		// The sends made through an outage do not count toward maxSends.
+		if d, ok := resendDelay(r.tries-r.outageResends, time.Now(), r.leaseEnd); ok {
 			r.resendAt = time.Now().Add(d)
 			w.log.Warn("the server could not apply the report now; sending it again", "job_id", id, "in", d, "reason", a.GetReason())
 			return

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,6 +59,85 @@ func TestResendDelayDoublesStopsAfterMaxSendsAndNeverOutlivesTheLease(t *testing
 	}
 	if _, ok := resendDelay(1, now, now.Add(-time.Second)); ok {
 		t.Error("resends although the lease has ended")
+	}
+}
+
+func TestOutageResendDelayDoublesUpToTheCapAndNeverGivesUp(t *testing.T) {
+	var delays []time.Duration
+	for n := range 7 {
+		delays = append(delays, outageResendDelay(n))
+	}
+	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond,
+		2 * time.Second, 2 * time.Second, 2 * time.Second}
+	if !slices.Equal(delays, want) {
+		t.Fatalf("delays %v, want %v", delays, want)
+	}
+	if d := outageResendDelay(1 << 20); d != maxOutageResend {
+		t.Fatalf("after 2^20 resends the delay is %v, want %v", d, maxOutageResend)
+	}
+}
+
+// levels is a slog.Handler that keeps the level of each record logged.
+type levels []slog.Level
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	*l = append(*l, r.Level)
+	return nil
+}
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levels) WithGroup(string) slog.Handler      { return l }
+
+func TestOnAckResendsThroughAnOutagePastTheLeaseAndTheSendBound(t *testing.T) {
+	var logged levels
+	w := newWorker(config{slots: 1}, nil, slog.New(&logged))
+	st := &sentStream{}
+	s := &session{stream: st}
+	r := completeReport("t1")
+	r.tries = 1
+	r.leaseEnd = time.Now().Add(-time.Minute) // as last heard: the heartbeats failed to extend it meanwhile
+	w.pending["j"] = []*report{r}
+	ack := func(outage bool) {
+		w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_RETRY_LATER, DatabaseUnavailable: outage})
+	}
+
+	// Answered RETRY_LATER + database_unavailable twice maxSends times: every answer
+	// schedules a resend, after the capped backoff, and the resend goes out.
+	for n := range 2 * maxSends {
+		before := time.Now()
+		ack(true)
+		if r.resendAt.IsZero() || len(w.pending["j"]) != 1 {
+			t.Fatalf("outage answer %d: resendAt = %v, pending = %v; want a resend scheduled", n+1, r.resendAt, w.pending)
+		}
+		if d := r.resendAt.Sub(before); d < outageResendDelay(n) || d > outageResendDelay(n)+time.Second {
+			t.Fatalf("outage answer %d: resend in %v, want %v", n+1, d, outageResendDelay(n))
+		}
+		r.resendAt = time.Now().Add(-time.Millisecond)
+		w.resendDue(s)
+	}
+	if len(st.sent) != 2*maxSends || r.tries != 2*maxSends+1 || w.acked != 0 {
+		t.Fatalf("sent %d, tries %d, acked %d; want %d resends of the report, unsettled", len(st.sent), r.tries, w.acked, 2*maxSends)
+	}
+	// One warning for the report, the rest at debug.
+	want := slices.Repeat([]slog.Level{slog.LevelDebug}, 2*maxSends)
+	want[0] = slog.LevelWarn
+	if !slices.Equal(logged, want) {
+		t.Fatalf("logged levels %v, want %v", logged, want)
+	}
+
+	// The database is back but the server answers a plain RETRY_LATER: the old rule again,
+	// not counting the sends made through the outage.
+	r.leaseEnd = time.Now().Add(time.Hour)
+	before := time.Now()
+	ack(false)
+	if d := r.resendAt.Sub(before); r.resendAt.IsZero() || d < firstResend || d > firstResend+time.Second {
+		t.Fatalf("plain RETRY_LATER after the outage: resend in %v, want %v", d, firstResend)
+	}
+	// ...and never past the lease.
+	r.leaseEnd = time.Now()
+	ack(false)
+	if _, ok := w.pending["j"]; ok || w.acked != 1 {
+		t.Fatalf("plain RETRY_LATER past the lease: pending = %v, acked = %d; want the report given up", w.pending, w.acked)
 	}
 }
 

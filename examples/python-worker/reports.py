@@ -10,9 +10,13 @@ from evora.v1 import worker_pb2 as pb
 
 # Resending a report the server could not apply now (ACK_RESULT_RETRY_LATER): at most
 # MAX_SENDS sends in all, the first resend after FIRST_RESEND seconds, doubling, and never
-# past the job's lease.
+# past the job's lease. When the ack says database_unavailable (the server cannot reach its
+# database), the resends double from FIRST_RESEND up to MAX_OUTAGE_RESEND seconds apart and
+# go on for as long as the outage lasts, past the lease end last heard: the server holds the
+# lease while the heartbeats name it, and giving up would only make a finished job run again.
 MAX_SENDS = 5
 FIRST_RESEND = 0.2
+MAX_OUTAGE_RESEND = 2.0
 
 
 def ack_result(ack: pb.ServerAck) -> int:
@@ -35,6 +39,14 @@ def resend_delay(sends: int, now: float, lease_end: float) -> Optional[float]:
     if now + delay >= lease_end:
         return None
     return delay
+
+
+def outage_resend_delay(resends: int) -> float:
+    """Seconds to wait before sending a report again after ACK_RESULT_RETRY_LATER with
+    database_unavailable, given how many such resends it had. There is no giving up: the
+    outage ends, or a lease_lost drops the report."""
+    # Four doublings already pass the cap; the power stays small whatever the count.
+    return min(MAX_OUTAGE_RESEND, FIRST_RESEND * 2 ** min(resends, 4))
 
 
 def acked_report(tokens: Sequence[str], ack_token: str) -> Optional[int]:

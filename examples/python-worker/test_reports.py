@@ -19,7 +19,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen
 from evora.v1 import job_pb2  # noqa: E402
 from evora.v1 import worker_pb2 as pb  # noqa: E402
 from google.protobuf.timestamp_pb2 import Timestamp  # noqa: E402
-from reports import MAX_SENDS, ack_result, acked_report, code_name, report_under, resend_delay, token_of  # noqa: E402
+from reports import (  # noqa: E402
+    FIRST_RESEND, MAX_OUTAGE_RESEND, MAX_SENDS, ack_result, acked_report, code_name, outage_resend_delay, report_under,
+    resend_delay, token_of,
+)
 from worker import Report, Stop, Task, Worker  # noqa: E402
 
 
@@ -55,6 +58,12 @@ class ResendDelayTest(unittest.TestCase):
         self.assertIsNone(resend_delay(1, 1000.0, 1000.2))
         self.assertIsNone(resend_delay(1, 1000.0, 999.0))
         self.assertEqual(resend_delay(1, 1000.0, 1000.3), 0.2)
+
+
+class OutageResendDelayTest(unittest.TestCase):
+    def test_doubles_up_to_the_cap_and_never_gives_up(self) -> None:
+        self.assertEqual([outage_resend_delay(n) for n in range(7)], [0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0])
+        self.assertEqual(outage_resend_delay(10**6), MAX_OUTAGE_RESEND)
 
 
 class AckedReportTest(unittest.TestCase):
@@ -121,6 +130,41 @@ class OnAckTest(unittest.TestCase):
         self.assertEqual(self.worker.pending["j"], [self.second])
         self.ack("", pb.ACK_RESULT_ACCEPTED)
         self.assertEqual(self.worker.pending, {})
+
+    def test_an_outage_is_resent_through_past_the_lease_and_the_send_bound(self) -> None:
+        s = SentSession()
+        r = self.second
+        r.lease_end = time.time() - 60  # as last heard: the heartbeats failed to extend it meanwhile
+        outage = pb.ServerAck(job_id="j", lease_token="t2", result=pb.ACK_RESULT_RETRY_LATER, database_unavailable=True)
+        logged = len(self.logs.records)
+        # Answered RETRY_LATER + database_unavailable twice MAX_SENDS times: every answer
+        # schedules a resend, after the capped backoff, and the resend goes out.
+        for n in range(2 * MAX_SENDS):
+            before = time.monotonic()
+            self.worker.on_ack(s, outage)  # type: ignore[arg-type]
+            assert r.resend_at is not None, f"outage answer {n + 1}: no resend scheduled"
+            self.assertGreaterEqual(r.resend_at - before, outage_resend_delay(n))
+            self.assertLess(r.resend_at - before, outage_resend_delay(n) + 1)
+            self.worker.resend_due(s, r.resend_at)  # type: ignore[arg-type]
+        self.assertEqual(len(s.sent), 2 * MAX_SENDS)
+        self.assertEqual(r.tries, 2 * MAX_SENDS + 1)
+        self.assertEqual(self.worker.pending["j"], [self.first, r])
+        self.assertEqual(self.worker.acked, 0)
+        # One warning for the report, the rest at debug.
+        self.assertEqual([rec.levelno for rec in self.logs.records[logged:]], [logging.WARNING] + [logging.DEBUG] * (2 * MAX_SENDS - 1))
+
+        # The database is back but the server answers a plain RETRY_LATER: the old rule
+        # again, not counting the sends made through the outage...
+        r.lease_end = time.time() + 3600
+        before = time.monotonic()
+        self.ack("t2", pb.ACK_RESULT_RETRY_LATER)
+        assert r.resend_at is not None, "plain RETRY_LATER after the outage: no resend scheduled"
+        self.assertLess(r.resend_at - before, FIRST_RESEND + 1)
+        # ...and never past the lease.
+        r.lease_end = time.time()
+        self.ack("t2", pb.ACK_RESULT_RETRY_LATER)
+        self.assertEqual(self.worker.pending["j"], [self.first])
+        self.assertEqual(self.worker.acked, 1)
 
 
 class SentSession:
@@ -243,6 +287,21 @@ class LeasesTest(unittest.TestCase):
         self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_RETRY_LATER))  # type: ignore[arg-type]
         self.assertIsNotNone(r.resend_at)
         self.assertEqual(self.worker.pending["j"], [r])
+
+    def test_heartbeats_name_a_reports_lease_while_it_waits_through_an_outage(self) -> None:
+        r = self.pending("t1")
+        r.lease_end = time.time() - 1  # the lease end last heard has passed
+        self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_RETRY_LATER,  # type: ignore[arg-type]
+                                                database_unavailable=True))
+        assert r.resend_at is not None, "RETRY_LATER with database_unavailable did not schedule a resend"
+        # While the report waits for its resend, its lease is heartbeated.
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        self.assertEqual(self.s.heartbeat_leases(), ["j/t1"])
+        # Its time comes: the same report goes out again, and its lease is still named.
+        self.worker.resend_due(self.s, r.resend_at)  # type: ignore[arg-type]
+        self.assertIs(self.s.sent[-1], r.req)
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        self.assertEqual(self.s.heartbeat_leases(), ["j/t1"])
 
     def test_a_new_lease_of_a_running_job_ends_the_run_of_its_older_lease(self) -> None:
         old = self.running("j", "t1")

@@ -46,7 +46,9 @@ from google.protobuf import json_format, struct_pb2  # noqa: E402
 from evora.v1 import worker_pb2 as pb  # noqa: E402
 from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
 from options import parse_args  # noqa: E402
-from reports import ack_result, acked_report, code_name, epoch, report_under, resend_delay, token_of  # noqa: E402
+from reports import (  # noqa: E402
+    ack_result, acked_report, code_name, epoch, outage_resend_delay, report_under, resend_delay, token_of,
+)
 from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
 from session import Session, bearer, describe, refused  # noqa: E402
 
@@ -109,6 +111,9 @@ class Report:
     lease_end: float  # when the job's lease ends, as last heard (it is heartbeated until the report is settled)
     tries: int = 0  # times sent
     resend_at: float | None = None  # set after ACK_RESULT_RETRY_LATER: when to send it again (monotonic)
+    # Resends after RETRY_LATER with database_unavailable: they pace the backoff and are not
+    # counted toward MAX_SENDS.
+    outage_resends: int = 0
 
 
 class Worker:
@@ -418,7 +423,17 @@ class Worker:
             # resend of a report the server had already applied.
             log.warning("report not applied: the lease was lost; dropping the job job_id=%s resent=%s", ack.job_id, r.tries > 1)
         elif result == pb.ACK_RESULT_RETRY_LATER:
-            delay = resend_delay(r.tries, time.time(), r.lease_end)
+            if ack.database_unavailable:
+                delay = outage_resend_delay(r.outage_resends)
+                # One warning per report; an outage answers every resend the same way.
+                (log.warning if r.outage_resends == 0 else log.debug)(
+                    "the server cannot reach its database; sending the report again until it can "
+                    "job_id=%s in=%.1fs resends=%d reason=%r", ack.job_id, delay, r.outage_resends, ack.reason)
+                r.outage_resends += 1
+                r.resend_at = time.monotonic() + delay
+                return
+            # The sends made through an outage do not count toward MAX_SENDS.
+            delay = resend_delay(r.tries - r.outage_resends, time.time(), r.lease_end)
             if delay is not None:
                 r.resend_at = time.monotonic() + delay
                 log.warning("the server could not apply the report now; sending it again job_id=%s in=%.1fs reason=%r",

@@ -444,7 +444,7 @@ export class Dispatcher {
    * worker's latest renewal request plus its length) more than leaseExpiryGraceMs before
    * `now`: its worker is told lease_lost (reason expired, with the token, as a heartbeat that
    * finds it lost tells it) and its queues claim for the freed slot. The worker stopped
-   * heartbeating it (a report given up during an outage, a client that forgot it); without
+   * heartbeating it (a report given up after plain RETRY_LATER answers, a client that forgot it); without
    * this its slot stayed taken until the stream ended. Touches no row: the sweeper requeues
    * the job. Runs on the fallback poll's tick (and while drainAll waits); `now` is for tests.
    * Returns how many leases it dropped.

@@ -23,14 +23,19 @@ export class AckQueue {
     private readonly later: (flush: () => void) => void,
   ) {}
 
-  /** Answers one report (named by its job and the lease token it carried) with a result. */
-  add(jobId: string, leaseToken: string, result: AckResult, reason: string): void {
+  /**
+   * Answers one report (named by its job and the lease token it carried) with a result.
+   * `databaseUnavailable`: a retry_later because the database cannot be reached (the worker
+   * then resends for as long as the outage lasts: ServerAck.database_unavailable).
+   */
+  add(jobId: string, leaseToken: string, result: AckResult, reason: string, databaseUnavailable = false): void {
     const ack: ServerAck = {
       jobId,
       leaseToken,
       accepted: result === 'accepted',
       reason,
       result: ACK_RESULT_TO_PB[result],
+      databaseUnavailable: result === 'retry_later' && databaseUnavailable,
     };
     if (!this.batches()) return this.write({ msg: { $case: 'ack', value: ack } });
     this.queued.push(ack);

@@ -128,9 +128,9 @@ export class WorkStream implements ServerStreamHandle {
     written: (request, ack) => this.answered(request.write, ack.result, ack.reason),
     failed: (request, err) => {
       // An outage is logged once by the store.
-      const level = isUnavailable(err) ? 'debug' : 'error';
-      this.log[level]({ err, job_id: request.write.id }, 'worker write failed; the worker is asked to send it again');
-      this.answered(request.write, 'retry_later', 'the server could not apply the report now; retry the write');
+      const outage = isUnavailable(err);
+      this.log[outage ? 'debug' : 'error']({ err, job_id: request.write.id }, 'worker write failed; the worker is asked to send it again');
+      this.answered(request.write, 'retry_later', 'the server could not apply the report now; retry the write', outage);
     },
   };
   private readonly closing = new AbortController();
@@ -427,9 +427,9 @@ export class WorkStream implements ServerStreamHandle {
   // ----- acks ------------------------------------------------------------------------
 
   /** A report's write committed (or failed): its ack, in the order the answers came. */
-  private answered(lease: LeaseRef, result: AckResult, reason: string): void {
+  private answered(lease: LeaseRef, result: AckResult, reason: string, databaseUnavailable = false): void {
     try {
-      this.acks.add(lease.id, lease.token, result, reason);
+      this.acks.add(lease.id, lease.token, result, reason, databaseUnavailable);
     } catch (err) {
       this.bug(err);
     }

@@ -61,7 +61,7 @@ describe('a worker that accepts batches', () => {
     expect(w.messages('job')).toHaveLength(1);
     w.complete(w.jobs[0]!);
     await w.until(() => w.acks(id!).length === 1);
-    expect(w.messages('ack')).toEqual([{ jobId: id, leaseToken: w.jobs[0]!.leaseToken, accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED }]);
+    expect(w.messages('ack')).toEqual([{ jobId: id, leaseToken: w.jobs[0]!.leaseToken, accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED, databaseUnavailable: false }]);
   });
 
   it('`fails` fails each job as `fail` would', async () => {
@@ -138,7 +138,7 @@ describe('a `completes` batch is checked item by item', () => {
     });
     await w.until(() => w.allAcks().length === 5);
     const ack = (id: string) => w.acks(id)[0]!;
-    const accepted = { accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED };
+    const accepted = { accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED, databaseUnavailable: false };
     expect(ack(good1.job!.id)).toEqual({ jobId: good1.job!.id, leaseToken: good1.leaseToken, ...accepted });
     expect(ack(good2.job!.id)).toEqual({ jobId: good2.job!.id, leaseToken: good2.leaseToken, ...accepted });
     // Malformed reports are INVALID (resending them unchanged cannot succeed), never LEASE_LOST.

@@ -96,7 +96,7 @@ describe('leased jobs as Work stream messages', () => {
   it('the Work serializer passes encoded messages through and encodes the others', () => {
     const bytes = new Uint8Array([0x12, 0x00]);
     expect([...workResponseSerialize(new EncodedWorkResponse(bytes))]).toEqual([0x12, 0x00]);
-    const ack: WorkResponse = { msg: { $case: 'ack', value: { jobId: 'j', accepted: true, reason: '', result: 1, leaseToken: 't' } } };
+    const ack: WorkResponse = { msg: { $case: 'ack', value: { jobId: 'j', accepted: true, reason: '', result: 1, leaseToken: 't', databaseUnavailable: false } } };
     expect(WorkResponse.decode(workResponseSerialize(ack))).toEqual(ack);
   });
 

@@ -42,9 +42,9 @@ describe('every ack carries a result code', () => {
     await w.until(() => w.acks(id).length === 3);
     // Each ack names the lease token its report carried, so a worker can match them.
     expect(w.acks(id)).toEqual([
-      { jobId: id, leaseToken: 'junk', accepted: false, result: AckResult.ACK_RESULT_INVALID, reason: expect.stringMatching(/lease_token "junk" is not a UUID/) },
-      { jobId: id, leaseToken: leased.leaseToken, accepted: true, result: AckResult.ACK_RESULT_ACCEPTED, reason: '' },
-      { jobId: id, leaseToken: leased.leaseToken, accepted: false, result: AckResult.ACK_RESULT_LEASE_LOST, reason: expect.any(String) },
+      { jobId: id, leaseToken: 'junk', accepted: false, result: AckResult.ACK_RESULT_INVALID, reason: expect.stringMatching(/lease_token "junk" is not a UUID/), databaseUnavailable: false },
+      { jobId: id, leaseToken: leased.leaseToken, accepted: true, result: AckResult.ACK_RESULT_ACCEPTED, reason: '', databaseUnavailable: false },
+      { jobId: id, leaseToken: leased.leaseToken, accepted: false, result: AckResult.ACK_RESULT_LEASE_LOST, reason: expect.any(String), databaseUnavailable: false },
     ]);
     expect(await getJob(id)).toMatchObject({ state: JobState.JOB_STATE_COMPLETED, result: { ok: true } });
   });

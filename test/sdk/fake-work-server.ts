@@ -173,6 +173,6 @@ export async function workerOnFakeServer(cleanup: (() => Promise<unknown>)[], op
   worker.on('jobAborted', (e) => aborted.push(e));
   const reportsOf = (jobId: string) => reportsIn(server.received).filter((r) => r.value.jobId === jobId);
   const ack = (jobId: string, result: AckResult, fields: Partial<ServerAck> = {}) =>
-    server.send({ msg: { $case: 'ack', value: { jobId, accepted: result === AckResult.ACK_RESULT_ACCEPTED, reason: '', result, leaseToken: '', ...fields } } });
+    server.send({ msg: { $case: 'ack', value: { jobId, accepted: result === AckResult.ACK_RESULT_ACCEPTED, reason: '', result, leaseToken: '', databaseUnavailable: false, ...fields } } });
   return { server, worker, finished, aborted, logged, reportsOf, ack };
 }

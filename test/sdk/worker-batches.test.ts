@@ -41,7 +41,7 @@ describe('EvoraWorker and batch messages', () => {
     expect(batch.value.completes).toHaveLength(20);
     expect(batch.value.completes[3]).toEqual({ jobId: 'job-3', leaseToken: 'token-3', result: { twice: 6 } });
 
-    const acks = Array.from({ length: 20 }, (_, i) => ({ jobId: `job-${i}`, accepted: i !== 7, reason: i === 7 ? 'lease lost' : '', result: i === 7 ? AckResult.ACK_RESULT_LEASE_LOST : AckResult.ACK_RESULT_ACCEPTED, leaseToken: `token-${i}` }));
+    const acks = Array.from({ length: 20 }, (_, i) => ({ jobId: `job-${i}`, accepted: i !== 7, reason: i === 7 ? 'lease lost' : '', result: i === 7 ? AckResult.ACK_RESULT_LEASE_LOST : AckResult.ACK_RESULT_ACCEPTED, leaseToken: `token-${i}`, databaseUnavailable: false }));
     server.send({ msg: { $case: 'acks', value: { acks } } });
     await waitFor(() => finished.length === 20, { what: 'every job finished' });
     expect(finished.filter((o) => o.accepted)).toHaveLength(19);
@@ -80,7 +80,7 @@ describe('EvoraWorker and batch messages', () => {
     for (let i = 0; i < 5; i++) server.send({ msg: { $case: 'job', value: leased(i) } });
     await waitFor(() => server.received.length === 5, { what: 'five reports' });
     expect(kinds(server.received)).toEqual(Array(5).fill('complete'));
-    for (let i = 0; i < 5; i++) server.send({ msg: { $case: 'ack', value: { jobId: `job-${i}`, accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED, leaseToken: '' } } });
+    for (let i = 0; i < 5; i++) server.send({ msg: { $case: 'ack', value: { jobId: `job-${i}`, accepted: true, reason: '', result: AckResult.ACK_RESULT_ACCEPTED, leaseToken: '', databaseUnavailable: false } } });
     await waitFor(() => finished.length === 5, { what: 'every job finished' });
     expect(finished.every((o) => o.accepted && o.outcome === 'completed')).toBe(true);
   });

@@ -90,6 +90,32 @@ describe('EvoraWorker and ack results', () => {
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 
+  it('RETRY_LATER with database_unavailable: resent past MAX_RESENDS and past the lease, at most 2 s apart, until applied', async () => {
+    const t = await setup();
+    const { server, worker, finished, reportsOf, ack, logged } = t;
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    // A 1.3 s lease this fake never renews: without database_unavailable the worker gives
+    // the report up after two resends (the test above). Through an outage it keeps it.
+    server.send({ msg: { $case: 'job', value: leasedJob(0, 'noop', 1_300) } });
+    const outage = { reason: 'retry', databaseUnavailable: true };
+    for (let sent = 1; sent <= MAX_RESENDS + 1; sent++) {
+      await waitFor(() => reportsOf('job-0').length === sent, { what: `report ${sent}`, timeoutMs: 5_000 });
+      expect(finished).toEqual([]);
+      ack('job-0', AckResult.ACK_RESULT_RETRY_LATER, outage);
+    }
+    await waitFor(() => reportsOf('job-0').length === MAX_RESENDS + 2, { what: 'a resend past the bound', timeoutMs: 5_000 });
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({ job: { id: 'job-0' }, outcome: 'completed', accepted: true, ackResult: 'accepted' });
+    const reports = reportsOf('job-0');
+    expect(new Set(reports.map((r) => JSON.stringify(r))).size).toBe(1); // the same report each time
+    // One warn when the outage first held it back, then debug lines only.
+    expect(logged.filter((l) => l.msg === 'the server cannot reach its database; sending the report again until it can')).toHaveLength(1);
+    expect(logged.filter((l) => l.msg.startsWith('the server could not apply a report'))).toEqual([]);
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+  });
+
   it('INVALID: logged as an error, finished with accepted false, and never sent again', async () => {
     const { server, worker, finished, logged, reportsOf, ack } = await setup();
     worker.handle('noop', () => undefined);

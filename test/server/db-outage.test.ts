@@ -131,7 +131,7 @@ describe('the database goes away and comes back, the server stays up', () => {
     const lease = { jobId: randomUUID(), leaseToken: randomUUID() };
     worker.send({ msg: { $case: 'complete', value: { ...lease, result: {} } } });
     await worker.until(() => worker.acks(lease.jobId).length === 1);
-    expect(worker.acks(lease.jobId)[0]!.result).toBe(AckResult.ACK_RESULT_RETRY_LATER);
+    expect(worker.acks(lease.jobId)[0]).toMatchObject({ result: AckResult.ACK_RESULT_RETRY_LATER, databaseUnavailable: true });
     // The background services have tried (and failed) too.
     await waitFor(() => lines.some((l) => l.msg === 'lost leadership'), { what: 'the leader to notice' });
 

@@ -42,7 +42,7 @@ describe('NodeBufferReader', () => {
       msg: { $case: 'jobs', value: { jobs: Array.from({ length: 30 }, (_, i) => ({ job: job(i), leaseToken: TEXTS[2]!, leaseExpiresAt: TIMES[i % 5], parentResults: { [TEXTS[2]!]: { ok: true } }, checkpoint: { at: i } })) } },
     }).finish();
     const acks = WorkResponse.encode({
-      msg: { $case: 'acks', value: { acks: TEXTS.map((t, i) => ({ jobId: t, leaseToken: TEXTS[2]!, accepted: i % 2 === 0, reason: t, result: i % 4 })) } },
+      msg: { $case: 'acks', value: { acks: TEXTS.map((t, i) => ({ jobId: t, leaseToken: TEXTS[2]!, accepted: i % 2 === 0, reason: t, result: i % 4, databaseUnavailable: i % 3 === 0 })) } },
     }).finish();
     const completes = WorkRequest.encode({
       msg: { $case: 'completes', value: { completes: TEXTS.map((t) => ({ jobId: t, leaseToken: t, result: { t } })) } },

@@ -94,8 +94,10 @@ export class HeldJob {
   report: Report | null = null;
   /** Times the report was written (a resend after a reconnect may meet an already-applied write). */
   sends = 0;
-  /** Resends after the server answered RETRY_LATER. */
+  /** Resends after the server answered RETRY_LATER (bounded by MAX_RESENDS and the lease). */
   writeRetries = 0;
+  /** Resends after RETRY_LATER with database_unavailable (not bounded: they only pace the backoff). */
+  outageResends = 0;
   /** The pending resend after a RETRY_LATER. */
   resendTimer: NodeJS.Timeout | null = null;
   /**

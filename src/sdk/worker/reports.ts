@@ -8,6 +8,12 @@ import type { AckResultName, JobOutcome, WorkerLog } from './types.js';
 export const MAX_RESENDS = 5;
 /** The wait before the first resend after a RETRY_LATER. */
 export const RESEND_BASE_MS = 200;
+/**
+ * The longest wait between resends of a report the server could not apply because it cannot
+ * reach its database (ServerAck.database_unavailable): those are resent for as long as the
+ * outage lasts, since the server holds the lease while the heartbeats name it.
+ */
+export const OUTAGE_RESEND_MAX_MS = 2000;
 /** Largest `completes` / `fails` batch by Report.bytes (servers take 4 MiB messages by default). */
 const REPORT_BATCH_MAX_BYTES = 1024 * 1024;
 
@@ -138,7 +144,7 @@ export class Reports {
           h.to('lost');
           return this.settle(h, 'lease_lost', ack.reason);
         }
-        return this.resendLater(h, ack.reason);
+        return ack.databaseUnavailable ? this.resendThroughOutage(h, ack.reason) : this.resendLater(h, ack.reason);
       case 'lease_lost': {
         // A resend after a reconnect may meet its own earlier, already applied write.
         const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason };
@@ -196,6 +202,27 @@ export class Reports {
     }
     h.writeRetries++;
     this.deps.log.warn({ job_id: h.job.id, reason, retry_in_ms: delay }, 'the server could not apply a report; sending it again');
+    this.resendAfter(h, delay);
+  }
+
+  /**
+   * RETRY_LATER because the server cannot reach its database: the same report again, with
+   * a backoff capped at OUTAGE_RESEND_MAX_MS, for as long as the outage lasts. Neither the
+   * resend bound nor the lease deadline applies: the server holds the lease while this
+   * worker's heartbeats name it (the report's lease is among them), and its sweeper waits one
+   * lease length after the database is back. Logged at warn once per report, then at debug.
+   */
+  private resendThroughOutage(h: HeldJob, reason: string): void {
+    const delay = Math.min(OUTAGE_RESEND_MAX_MS, RESEND_BASE_MS * 2 ** Math.min(h.outageResends, 16));
+    const fields = { job_id: h.job.id, reason, retry_in_ms: delay, resends: h.outageResends };
+    if (h.outageResends === 0) this.deps.log.warn(fields, 'the server cannot reach its database; sending the report again until it can');
+    else this.deps.log.debug(fields, 'the server still cannot reach its database; sending the report again');
+    h.outageResends++;
+    this.resendAfter(h, delay);
+  }
+
+  /** Puts the report back to be written again after `delay` ms. */
+  private resendAfter(h: HeldJob, delay: number): void {
     if (h.state === 'awaitingAck') h.to('reporting');
     h.resendTimer = this.deps.timers.after(delay, () => {
       h.resendTimer = null;

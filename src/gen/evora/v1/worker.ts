@@ -45,7 +45,8 @@ export enum AckResult {
   ACK_RESULT_LEASE_LOST = 2,
   /**
    * ACK_RESULT_RETRY_LATER - The server could not apply the report now (e.g. its database is unavailable).
-   * Nothing changed. Send the same report again after a short delay, while the lease lasts.
+   * Nothing changed. Send the same report again after a short delay, while the lease lasts;
+   * with ServerAck.database_unavailable set, for as long as the outage lasts.
    */
   ACK_RESULT_RETRY_LATER = 3,
   /**
@@ -592,6 +593,16 @@ export interface ServerAck {
    * then acks about one job come in the order its reports were sent.
    */
   leaseToken: string;
+  /**
+   * Set only with ACK_RESULT_RETRY_LATER, when the report could not be applied because the
+   * server cannot reach its database (an outage), not because of the report. The server
+   * keeps holding the lease while the worker's heartbeats keep naming it, and the sweeper
+   * does not requeue it before the database has been back for one lease length: resend the
+   * report (with a capped backoff, a few seconds at most between sends) for as long as the
+   * outage lasts, not only while the lease_expires_at last seen is ahead, and keep
+   * heartbeating its lease. Unset: resend a few times, while the lease lasts (see AckResult).
+   */
+  databaseUnavailable: boolean;
 }
 
 /**
@@ -2963,7 +2974,7 @@ export const LeasedJob_ParentResultsEntry: MessageFns<LeasedJob_ParentResultsEnt
 };
 
 function createBaseServerAck(): ServerAck {
-  return { jobId: "", accepted: false, reason: "", result: 0, leaseToken: "" };
+  return { jobId: "", accepted: false, reason: "", result: 0, leaseToken: "", databaseUnavailable: false };
 }
 
 export const ServerAck: MessageFns<ServerAck> = {
@@ -2982,6 +2993,9 @@ export const ServerAck: MessageFns<ServerAck> = {
     }
     if (message.leaseToken !== "") {
       writer.uint32(42).string(message.leaseToken);
+    }
+    if (message.databaseUnavailable !== false) {
+      writer.uint32(48).bool(message.databaseUnavailable);
     }
     return writer;
   },
@@ -3039,6 +3053,14 @@ export const ServerAck: MessageFns<ServerAck> = {
             message.leaseToken = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.databaseUnavailable = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3066,6 +3088,11 @@ export const ServerAck: MessageFns<ServerAck> = {
         : isSet(object.lease_token)
         ? globalThis.String(object.lease_token)
         : "",
+      databaseUnavailable: isSet(object.databaseUnavailable)
+        ? globalThis.Boolean(object.databaseUnavailable)
+        : isSet(object.database_unavailable)
+        ? globalThis.Boolean(object.database_unavailable)
+        : false,
     };
   },
 
@@ -3086,6 +3113,9 @@ export const ServerAck: MessageFns<ServerAck> = {
     if (message.leaseToken !== "") {
       obj.leaseToken = message.leaseToken;
     }
+    if (message.databaseUnavailable !== false) {
+      obj.databaseUnavailable = message.databaseUnavailable;
+    }
     return obj;
   },
 
@@ -3099,6 +3129,7 @@ export const ServerAck: MessageFns<ServerAck> = {
     message.reason = object.reason ?? "";
     message.result = object.result ?? 0;
     message.leaseToken = object.leaseToken ?? "";
+    message.databaseUnavailable = object.databaseUnavailable ?? false;
     return message;
   },
 };

@@ -37,7 +37,8 @@ const (
 	// worker, or the job was already finished. Nothing changed. Drop the job; do not resend.
 	AckResult_ACK_RESULT_LEASE_LOST AckResult = 2
 	// The server could not apply the report now (e.g. its database is unavailable).
-	// Nothing changed. Send the same report again after a short delay, while the lease lasts.
+	// Nothing changed. Send the same report again after a short delay, while the lease lasts;
+	// with ServerAck.database_unavailable set, for as long as the outage lasts.
 	AckResult_ACK_RESULT_RETRY_LATER AckResult = 3
 	// The report itself is malformed (e.g. a job_id or lease_token that is not a UUID, a
 	// result over the size limit). Nothing changed. Resending it unchanged cannot succeed;
@@ -1580,9 +1581,17 @@ type ServerAck struct {
 	// leases (a retry claimed again before the first ack arrives): match an ack to its
 	// report by job_id and lease_token. Empty only from servers that predate this field;
 	// then acks about one job come in the order its reports were sent.
-	LeaseToken    string `protobuf:"bytes,5,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseToken string `protobuf:"bytes,5,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// Set only with ACK_RESULT_RETRY_LATER, when the report could not be applied because the
+	// server cannot reach its database (an outage), not because of the report. The server
+	// keeps holding the lease while the worker's heartbeats keep naming it, and the sweeper
+	// does not requeue it before the database has been back for one lease length: resend the
+	// report (with a capped backoff, a few seconds at most between sends) for as long as the
+	// outage lasts, not only while the lease_expires_at last seen is ahead, and keep
+	// heartbeating its lease. Unset: resend a few times, while the lease lasts (see AckResult).
+	DatabaseUnavailable bool `protobuf:"varint,6,opt,name=database_unavailable,json=databaseUnavailable,proto3" json:"database_unavailable,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ServerAck) Reset() {
@@ -1648,6 +1657,13 @@ func (x *ServerAck) GetLeaseToken() string {
 		return x.LeaseToken
 	}
 	return ""
+}
+
+func (x *ServerAck) GetDatabaseUnavailable() bool {
+	if x != nil {
+		return x.DatabaseUnavailable
+	}
+	return false
 }
 
 // LeasedJobBatch carries several newly leased jobs (usually all that one claim gave
@@ -3121,14 +3137,15 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x12ParentResultsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01B\x0f\n" +
-	"\r_payload_json\"\xa4\x01\n" +
+	"\r_payload_json\"\xd7\x01\n" +
 	"\tServerAck\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1a\n" +
 	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12+\n" +
 	"\x06result\x18\x04 \x01(\x0e2\x13.evora.v1.AckResultR\x06result\x12\x1f\n" +
 	"\vlease_token\x18\x05 \x01(\tR\n" +
-	"leaseToken\"9\n" +
+	"leaseToken\x121\n" +
+	"\x14database_unavailable\x18\x06 \x01(\bR\x13databaseUnavailable\"9\n" +
 	"\x0eLeasedJobBatch\x12'\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.evora.v1.LeasedJobR\x04jobs\"9\n" +
 	"\x0eServerAckBatch\x12'\n" +

@@ -237,18 +237,20 @@ class LeasedJob(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_token: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_results: _Optional[_Mapping[str, _struct_pb2.Struct]] = ..., checkpoint: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload_json: _Optional[bytes] = ...) -> None: ...
 
 class ServerAck(_message.Message):
-    __slots__ = ("job_id", "accepted", "reason", "result", "lease_token")
+    __slots__ = ("job_id", "accepted", "reason", "result", "lease_token", "database_unavailable")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     accepted: bool
     reason: str
     result: AckResult
     lease_token: str
-    def __init__(self, job_id: _Optional[str] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ..., result: _Optional[_Union[AckResult, str]] = ..., lease_token: _Optional[str] = ...) -> None: ...
+    database_unavailable: bool
+    def __init__(self, job_id: _Optional[str] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ..., result: _Optional[_Union[AckResult, str]] = ..., lease_token: _Optional[str] = ..., database_unavailable: _Optional[bool] = ...) -> None: ...
 
 class LeasedJobBatch(_message.Message):
     __slots__ = ("jobs",)

@@ -110,8 +110,9 @@ describe('EvoraWorker and ack results', () => {
     expect(finished[0]).toMatchObject({ job: { id: 'job-0' }, outcome: 'completed', accepted: true, ackResult: 'accepted' });
     const reports = reportsOf('job-0');
     expect(new Set(reports.map((r) => JSON.stringify(r))).size).toBe(1); // the same report each time
-    // One warn when the outage first held it back, then debug lines only.
-    expect(logged.filter((l) => l.msg === 'the server cannot reach its database; sending the report again until it can')).toHaveLength(1);
+    // One warn when the outage first held a report back, debug lines, one info once over.
+    expect(logged.filter((l) => l.msg === 'the server cannot reach its database; its reports are sent again until it can')).toHaveLength(1);
+    expect(logged.filter((l) => l.msg.startsWith('the server reaches its database again'))).toHaveLength(1);
     expect(logged.filter((l) => l.msg.startsWith('the server could not apply a report'))).toEqual([]);
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });

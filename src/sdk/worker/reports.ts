@@ -61,6 +61,12 @@ export class Reports {
   /** Reports to write on the next flush, in the order they became ready. */
   private readonly outbox = new Set<HeldJob>();
   private flushScheduled = false;
+  /**
+   * Whether the last word on the database was an outage (an ack with database_unavailable)
+   * and no report has been applied since: the outage is logged at warn once when it is first
+   * met and at info once it is over, however many reports it holds back.
+   */
+  private outageMet = false;
 
   constructor(
     private readonly deps: {
@@ -136,6 +142,10 @@ export class Reports {
     const result = ackResultOf(ack);
     switch (result) {
       case 'accepted':
+        if (this.outageMet) {
+          this.outageMet = false;
+          this.deps.log.info({ job_id: h.job.id }, 'the server reaches its database again; the reports it held back are being applied');
+        }
         h.to('done');
         return this.settle(h, result, '');
       case 'retry_later':
@@ -210,13 +220,16 @@ export class Reports {
    * a backoff capped at OUTAGE_RESEND_MAX_MS, for as long as the outage lasts. Neither the
    * resend bound nor the lease deadline applies: the server holds the lease while this
    * worker's heartbeats name it (the report's lease is among them), and its sweeper waits one
-   * lease length after the database is back. Logged at warn once per report, then at debug.
+   * lease length after the database is back. Logged at warn once per outage (outageMet),
+   * then at debug.
    */
   private resendThroughOutage(h: HeldJob, reason: string): void {
     const delay = Math.min(OUTAGE_RESEND_MAX_MS, RESEND_BASE_MS * 2 ** Math.min(h.outageResends, 16));
     const fields = { job_id: h.job.id, reason, retry_in_ms: delay, resends: h.outageResends };
-    if (h.outageResends === 0) this.deps.log.warn(fields, 'the server cannot reach its database; sending the report again until it can');
-    else this.deps.log.debug(fields, 'the server still cannot reach its database; sending the report again');
+    if (!this.outageMet) {
+      this.outageMet = true;
+      this.deps.log.warn(fields, 'the server cannot reach its database; its reports are sent again until it can');
+    } else this.deps.log.debug(fields, 'the server still cannot reach its database; sending the report again');
     h.outageResends++;
     this.resendAfter(h, delay);
   }

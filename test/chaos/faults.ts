@@ -12,6 +12,9 @@ import type { ChaosProcess } from './procs.js';
  *   server_kill      SIGKILL of an Evora server; started again 0.3-1.5 s later
  *   worker_kill      SIGKILL of an SDK worker process; started again 0.3-1.5 s later
  *   pg_kill          SIGKILL of the postmaster; started again on the same data folder
+ *   pg_outage        the same, started again only after lease + 1-3 s: every running job's
+ *                    lease expires during the outage; the workers keep theirs (they go on
+ *                    heartbeating), the sweeper holds back once the database is back
  *   worker_stop      SIGSTOP of the worker holding the most slow jobs, for lease + 2.5 s
  *                    (its leases expire and are swept), then SIGCONT: its handlers wake as
  *                    zombies and attempt their stale completions
@@ -19,11 +22,11 @@ import type { ChaosProcess } from './procs.js';
  *   pool_exhaust     idle connections opened until PostgreSQL refuses more (53300), held
  *                    2-4 s, then closed
  *
- * Must stay true: the PostgreSQL faults (pg_kill, terminate_storm, pool_exhaust) run one
+ * Must stay true: the PostgreSQL faults (pg_kill, pg_outage, terminate_storm, pool_exhaust) run one
  * at a time, so none of them finds PostgreSQL down or full because of another; process
  * faults run alongside.
  */
-export const FAULT_KINDS = ['server_kill', 'worker_kill', 'pg_kill', 'worker_stop', 'terminate_storm', 'pool_exhaust'] as const;
+export const FAULT_KINDS = ['server_kill', 'worker_kill', 'pg_kill', 'pg_outage', 'worker_stop', 'terminate_storm', 'pool_exhaust'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** What the faults did, for the summary. */
@@ -124,6 +127,12 @@ export class FaultRunner {
       case 'pg_kill': {
         const pause = rng.int(200, 1000);
         this.note(kind, `postmaster pid ${await t.postgres.postmasterPid()}, restart after ${pause} ms`);
+        await t.postgres.killAndRestart(pause);
+        break;
+      }
+      case 'pg_outage': {
+        const pause = t.leaseSeconds * 1000 + rng.int(1000, 3000);
+        this.note(kind, `postmaster pid ${await t.postgres.postmasterPid()}, down for ${pause} ms (longer than a lease)`);
         await t.postgres.killAndRestart(pause);
         break;
       }

@@ -31,57 +31,62 @@ await chmod(dir, 0o755);
 const port = await freePort();
 const pgStart = () => embeddedPostgresStart({ dataDir: join(dir, 'pgdata'), port, postgresFlags: ['-c', 'fsync=off'] });
 let pgh: EmbeddedPostgresHandle = await pgStart();
-const config = configLoad({ databaseUrl: pgh.url, host: '127.0.0.1', port: '0', httpPort: '0', pollIntervalMs: '200', sweepIntervalMs: '200', electionIntervalMs: '200' }, {});
-let address = '';
-const server = await serverStart(config, silentLogger(), { onListening: (a) => (address = a) });
-const client = new EvoraClient({ address, deadlineMs: 10_000 });
-const queue = `outage-${process.pid}`;
-await client.upsertQueue(queue, { leaseSeconds });
-const worker = new EvoraWorker({ address, queues: [queue], slots: n });
-let aborted = 0;
-let givenUp = 0;
-let accepted = 0;
-worker.on('jobAborted', () => aborted++);
-worker.on('jobFinished', (o) => (o.accepted ? accepted++ : givenUp++));
-const gates = new Map<string, () => void>();
-let runs = 0;
-let released = false;
-worker.handle<{ i: number }>('t', async (job) => {
-  runs++;
-  if (!released) await new Promise<void>((resolve) => gates.set(job.id, resolve));
-  return { i: job.payload.i };
-});
-await worker.start();
-const ids = (await client.submitMany(Array.from({ length: n }, (_, i) => ({ queue, type: 't', payload: { i } })))).map((r) => r.job.id);
-await until(() => gates.size === n, 'every handler to start');
-await until(() => server.maintainer.elector.isLeader, 'leadership');
+const stops: (() => Promise<unknown> | void)[] = [];
+try {
+  const config = configLoad({ databaseUrl: pgh.url, host: '127.0.0.1', port: '0', httpPort: '0', pollIntervalMs: '200', sweepIntervalMs: '200', electionIntervalMs: '200' }, {});
+  let address = '';
+  const server = await serverStart(config, silentLogger(), { onListening: (a) => (address = a) });
+  stops.push(() => server.stop());
+  const client = new EvoraClient({ address, deadlineMs: 10_000 });
+  stops.push(() => client.close());
+  const queue = `outage-${process.pid}`;
+  await client.upsertQueue(queue, { leaseSeconds });
+  const worker = new EvoraWorker({ address, queues: [queue], slots: n });
+  stops.push(() => worker.stop({ timeoutMs: 1000, graceMs: 1000 }));
+  let aborted = 0;
+  let givenUp = 0;
+  let accepted = 0;
+  worker.on('jobAborted', () => aborted++);
+  worker.on('jobFinished', (o) => (o.accepted ? accepted++ : givenUp++));
+  const gates = new Map<string, () => void>();
+  let runs = 0;
+  let released = false;
+  worker.handle<{ i: number }>('t', async (job) => {
+    runs++;
+    if (!released) await new Promise<void>((resolve) => gates.set(job.id, resolve));
+    return { i: job.payload.i };
+  });
+  await worker.start();
+  const ids = (await client.submitMany(Array.from({ length: n }, (_, i) => ({ queue, type: 't', payload: { i } })))).map((r) => r.job.id);
+  await until(() => gates.size === n, 'every handler to start');
+  await until(() => server.maintainer.elector.isLeader, 'leadership');
 
-const stoppedAt = Date.now();
-await pgh.stop();
-for (const id of ids.slice(0, n / 2)) gates.get(id)?.(); // these complete during the outage
-await until(() => Date.now() > stoppedAt + (leaseSeconds + 3) * 1000, 'the outage to outlast the lease');
-pgh = await pgStart();
-const backAt = Date.now();
-await until(() => Date.now() > backAt + 2 * leaseSeconds * 1000, 'two lease lengths with the database back');
-released = true; // a requeued job's next run returns at once
-for (const [, open] of gates) open();
-const jobs = async () => Promise.all(ids.map((id) => client.get(id)));
-await until(async () => (await jobs()).every((j) => j.state === 'COMPLETED'), 'every job to complete', 180_000);
-const all = await jobs();
-console.log(
-  JSON.stringify({
-    jobs: n,
-    leaseSeconds,
-    outageMs: backAt - stoppedAt,
-    handlerRuns: runs,
-    handlersAborted: aborted,
-    reportsGivenUp: givenUp,
-    reportsAccepted: accepted,
-    jobsRunTwice: all.filter((j) => j.attempt > 1).length,
-  }),
-);
-await worker.stop({ timeoutMs: 1000, graceMs: 1000 });
-client.close();
-await server.stop();
-await pgh.stop();
-await rm(dir, { recursive: true, force: true });
+  const stoppedAt = Date.now();
+  await pgh.stop();
+  for (const id of ids.slice(0, n / 2)) gates.get(id)?.(); // these complete during the outage
+  await until(() => Date.now() > stoppedAt + (leaseSeconds + 3) * 1000, 'the outage to outlast the lease');
+  pgh = await pgStart();
+  const backAt = Date.now();
+  await until(() => Date.now() > backAt + 2 * leaseSeconds * 1000, 'two lease lengths with the database back');
+  released = true; // a requeued job's next run returns at once
+  for (const [, open] of gates) open();
+  const jobs = async () => Promise.all(ids.map((id) => client.get(id)));
+  await until(async () => (await jobs()).every((j) => j.state === 'COMPLETED'), 'every job to complete', 180_000);
+  const all = await jobs();
+  console.log(
+    JSON.stringify({
+      jobs: n,
+      leaseSeconds,
+      outageMs: backAt - stoppedAt,
+      handlerRuns: runs,
+      handlersAborted: aborted,
+      reportsGivenUp: givenUp,
+      reportsAccepted: accepted,
+      jobsRunTwice: all.filter((j) => j.attempt > 1).length,
+    }),
+  );
+} finally {
+  for (const stop of stops.reverse()) await Promise.resolve(stop()).catch(() => undefined);
+  await pgh.stop().catch(() => undefined);
+  await rm(dir, { recursive: true, force: true });
+}

@@ -435,6 +435,15 @@ export class Dispatcher {
         this.slotFree(session, lost.id, lost.token);
       }
       for (const e of result.extended) if (e.cancelRequested) session.send({ kind: 'cancel', jobId: e.id, reason: 'operator' });
+    } else {
+      // A unary ExtendLease found lost a lease a stream session holds here (its ask above
+      // would otherwise keep that slot): that session's worker is told, and the slot frees.
+      for (const lost of result.lost) {
+        const holder = this.delivery.holderOf(lost.id);
+        if (holder?.held.get(lost.id)?.token !== lost.token) continue;
+        holder.send({ kind: 'leaseLost', jobId: lost.id, token: lost.token, reason: 'expired' });
+        this.slotFree(holder, lost.id, lost.token);
+      }
     }
     return result;
   }

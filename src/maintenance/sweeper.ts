@@ -2,6 +2,7 @@ import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import type { SweepResult } from '../domain/job.js';
 import { PeriodicService } from './periodic.js';
+import { isUnavailable } from '../domain/errors.js';
 
 /** Which sweep moved a batch: leases that expired, or attempts past their job's timeout. */
 export type SweepCause = 'lease_expired' | 'timed_out';
@@ -27,7 +28,7 @@ const TICK_GAP_MS = 2000;
  * (job-waiting-repair.sql): a WAITING job whose parents have all completed is released.
  *
  * A lease is swept only once the sweeper has reached the database without a break for its
- * queue's lease length (job-sweep-expired.sql): after a tick failed (a database outage),
+ * queue's lease length (job-sweep-expired.sql): after a tick failed for an outage,
  * after a stall of this process, and after it starts (a new leader does not know what came
  * before), every lease gets one lease length for its worker to renew it. A database outage
  * longer than a lease therefore does not requeue the jobs of workers that are alive and
@@ -80,7 +81,9 @@ export class Sweeper extends PeriodicService {
     try {
       return await this.sweep(signal, params.now, ((params.now?.getTime() ?? startedAt) - since) / 1000);
     } catch (err) {
-      this.reachableSince = null;
+      // Only an outage breaks the run: a failure of the tick's own (a bug, a bad row) must
+      // not hold every expired lease back for good.
+      if (isUnavailable(err)) this.reachableSince = null;
       throw err;
     } finally {
       this.lastTickEndedAt = Date.now();

@@ -106,6 +106,23 @@ describe('a session holds a lease only until it expires', () => {
     expect(session.held.has(job.id)).toBe(true);
   });
 
+  it('a unary heartbeat that finds lost a lease a session holds tells that session, and frees the slot', async () => {
+    const queue = queueName();
+    await t.store.queueUpsert({ name: queue, leaseSeconds: 1 });
+    await t.store.jobSubmit({ job: jobInput({ queue }) });
+    const r = recorder();
+    const { dispatcher, session } = await t.open({ queue, slots: 1, send: r.send });
+    dispatcher.notifyQueue(queue);
+    await waitFor(() => r.jobs.length === 1, { what: 'the job pushed' });
+    const job = r.jobs[0]!;
+    await t.store.jobSweepExpired({ limit: 10, now: after(job, 1) }); // requeued: the lease is lost
+
+    const beat = await dispatcher.heartbeat(null, [{ id: job.id, token: job.leaseToken! }]);
+    expect(beat.lost).toEqual([{ id: job.id, token: job.leaseToken }]);
+    expect(r.lost).toMatchObject([{ jobId: job.id, token: job.leaseToken, reason: 'expired' }]);
+    expect(session.held.has(job.id)).toBe(false);
+  });
+
   it('a heartbeat of a stale lease does not extend the current lease of the same job', async () => {
     const queue = queueName();
     await t.store.queueUpsert({ name: queue });

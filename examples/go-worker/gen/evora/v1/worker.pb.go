@@ -1589,6 +1589,9 @@ type ServerAck struct {
 	// report (with a capped backoff, a few seconds at most between sends) for as long as the
 	// outage lasts, not only while the lease_expires_at last seen is ahead, and keep
 	// heartbeating its lease. Unset: resend a few times, while the lease lasts (see AckResult).
+	// The lease is held so only when the whole database is away; when only this server cannot
+	// reach it while the leader can, the lease may still be swept and the resends then end
+	// with ACK_RESULT_LEASE_LOST (docs/api.md, "When the database is away").
 	DatabaseUnavailable bool `protobuf:"varint,6,opt,name=database_unavailable,json=databaseUnavailable,proto3" json:"database_unavailable,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache

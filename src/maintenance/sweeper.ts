@@ -14,8 +14,11 @@ export interface SweepSummary {
   cancelled: number;
 }
 
-/** A tick that starts this much later than its interval says the sweeper's process was stalled. */
-const TICK_GAP_MS = 2000;
+/**
+ * Readings of the database's clock this much further apart than the interval say the
+ * sweeper (its process, or the database) was stalled.
+ */
+const TICK_GAP_MS = 5000;
 
 /**
  * The visibility sweeper (leader-only: the maintainer runs it on the elected process): it
@@ -28,9 +31,10 @@ const TICK_GAP_MS = 2000;
  * (job-waiting-repair.sql): a WAITING job whose parents have all completed is released.
  *
  * A lease is swept only once the sweeper has reached the database without a break for its
- * queue's lease length (job-sweep-expired.sql): after a tick failed for an outage,
- * after a stall of this process, and after it starts (a new leader does not know what came
- * before), every lease gets one lease length for its worker to renew it. A database outage
+ * queue's lease length, counted on the database's clock (job-sweep-expired.sql): after a
+ * tick failed for an outage, after a stall (of this process or of the database), and after
+ * it starts (a new leader does not know what came before), every lease gets one lease
+ * length for its worker to renew it. A database outage
  * longer than a lease therefore does not requeue the jobs of workers that are alive and
  * renewing; the dispatcher holds their leases meanwhile too (Dispatcher.dropExpiredLeases).
  * The price: a dead worker's jobs wait up to one more lease length after such an event.
@@ -38,12 +42,12 @@ const TICK_GAP_MS = 2000;
 export class Sweeper extends PeriodicService {
   private readonly batchSize: number;
   /**
-   * Since when (Date.now() clock) every tick has reached the database, with no gap between
-   * ticks longer than the interval plus TICK_GAP_MS; null when the next tick starts a new run.
+   * Since when (the database's clock) every reading of that clock has come within the
+   * interval plus TICK_GAP_MS of the one before; null: the next reading starts a new run.
    */
-  private reachableSince: number | null = null;
-  /** When the last tick ended (Date.now() clock), whether it succeeded or not. */
-  private lastTickEndedAt: number | null = null;
+  private reachableSince: Date | null = null;
+  /** The database's clock at the last reading (Store.dbNow, or a test's `now`). */
+  private lastReadingAt: Date | null = null;
 
   constructor(
     private readonly opts: {
@@ -67,39 +71,49 @@ export class Sweeper extends PeriodicService {
 
   /**
    * One sweep, batch after batch until a short one, or until `signal` aborts. `now` lets
-   * tests move time instead of sleeping (the time the database has been reachable counts up
-   * to it).
+   * tests move time instead of sleeping (it stands for the database's clock too).
    */
   async runOnce(signal: AbortSignal, params: { now?: Date } = {}): Promise<SweepSummary> {
-    const startedAt = Date.now();
-    const gapMs = this.lastTickEndedAt === null ? 0 : startedAt - this.lastTickEndedAt;
-    if (gapMs > this.intervalMs + TICK_GAP_MS && this.reachableSince !== null) {
-      this.logger.info({ gap_ms: gapMs }, 'the sweeper was stalled: each expired lease gets one lease length to be renewed before it is swept');
-      this.reachableSince = null;
-    }
-    const since = (this.reachableSince ??= startedAt);
     try {
-      return await this.sweep(signal, params.now, ((params.now?.getTime() ?? startedAt) - since) / 1000);
+      return await this.sweep(signal, params.now);
     } catch (err) {
       // Only an outage breaks the run: a failure of the tick's own (a bug, a bad row) must
       // not hold every expired lease back for good.
       if (isUnavailable(err)) this.reachableSince = null;
       throw err;
-    } finally {
-      this.lastTickEndedAt = Date.now();
     }
+  }
+
+  /**
+   * Reads the database's clock (a test's `now` stands for it) before a batch of the lease
+   * sweep, and returns that batch's bound. A reading more than the interval plus TICK_GAP_MS
+   * after the one before (this process or the database stalled) starts a new run, as a
+   * failed tick does. Measured on the database's clock, the clock the leases are judged by,
+   * so a server clock apart from it, or a step of it, moves nothing.
+   */
+  private async reachable(now: Date | undefined): Promise<{ since: Date; tickAt: Date; maxGapSeconds: number }> {
+    const at = now ?? (await this.opts.store.dbNow());
+    const maxGapMs = this.intervalMs + TICK_GAP_MS;
+    const gapMs = this.lastReadingAt === null ? 0 : at.getTime() - this.lastReadingAt.getTime();
+    if (this.reachableSince !== null && gapMs > maxGapMs) {
+      this.logger.info({ gap_ms: gapMs }, 'the sweeper did not reach the database for a while: each expired lease gets one lease length to be renewed before it is swept');
+      this.reachableSince = null;
+    }
+    this.lastReadingAt = at;
+    this.reachableSince ??= at;
+    return { since: this.reachableSince, tickAt: at, maxGapSeconds: maxGapMs / 1000 };
   }
 
   /** A new leadership term: the next tick starts a new run of reachable ticks. */
   protected override async onStop(): Promise<void> {
     this.reachableSince = null;
-    this.lastTickEndedAt = null;
+    this.lastReadingAt = null;
   }
 
-  private async sweep(signal: AbortSignal, now: Date | undefined, reachableSeconds: number): Promise<SweepSummary> {
+  private async sweep(signal: AbortSignal, now: Date | undefined): Promise<SweepSummary> {
     const summary: SweepSummary = { requeued: 0, deadLettered: 0, cancelled: 0 };
     const sweeps: [SweepCause, (limit: number) => Promise<SweepResult>][] = [
-      ['lease_expired', (limit) => this.opts.store.jobSweepExpired({ limit, now, reachableSeconds })],
+      ['lease_expired', async (limit) => this.opts.store.jobSweepExpired({ limit, now, reachable: await this.reachable(now) })],
       ['timed_out', (limit) => this.opts.store.jobSweepTimedOut({ limit, now })],
     ];
     for (const [cause, sweep] of sweeps) {

@@ -81,9 +81,12 @@ const jobSnoozeManySql = statement<LeaseParams & { runAts: (Date | null)[] }, Jo
   { prepared: true },
 );
 
-const jobSweepExpiredSql = statement<{ limit: number; now: Date | null; reachableSeconds: number | null }, JobRow>(
+const jobSweepExpiredSql = statement<
+  { limit: number; now: Date | null; reachableSince: Date | null; tickAt: Date | null; maxGapSeconds: number | null },
+  JobRow
+>(
   'job-sweep-expired',
-  { limit: 'int8', now: 'timestamptz', reachableSeconds: 'float8' },
+  { limit: 'int8', now: 'timestamptz', reachableSince: 'timestamptz', tickAt: 'timestamptz', maxGapSeconds: 'float8' },
   JOB_COLUMNS,
   { prepared: true },
 );
@@ -235,8 +238,14 @@ export async function jobsProgress(pool: StorePool, reports: ProgressReport[], n
 }
 
 /** One batch of the visibility sweep (Store.jobSweepExpired). */
-export async function jobsSweepExpired(pool: StorePool, limit: number, now: Date | null, reachableSeconds: number | null): Promise<SweepResult> {
-  return sweepResult((await rowsOf(pool, jobSweepExpiredSql, { limit, now, reachableSeconds })).map(jobFromRow));
+export async function jobsSweepExpired(
+  pool: StorePool,
+  limit: number,
+  now: Date | null,
+  reachable: { since: Date; tickAt: Date; maxGapSeconds: number } | null,
+): Promise<SweepResult> {
+  const bound = { reachableSince: reachable?.since ?? null, tickAt: reachable?.tickAt ?? null, maxGapSeconds: reachable?.maxGapSeconds ?? null };
+  return sweepResult((await rowsOf(pool, jobSweepExpiredSql, { limit, now, ...bound })).map(jobFromRow));
 }
 
 /** One batch of the timeout sweep (Store.jobSweepTimedOut). */

@@ -26,7 +26,7 @@ import type {
   SweepResult,
   WorkerSessionInfo,
 } from '../domain/job.js';
-import { healthCheck } from './health.js';
+import { dbNow, healthCheck } from './health.js';
 import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
 import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
 import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
@@ -194,6 +194,14 @@ export class Store {
   /** Resolves when the database answers (the /healthz probe); rejects when it does not. */
   async healthCheck(): Promise<void> {
     await healthCheck(this.pool);
+  }
+
+  /**
+   * The database's clock (its now()): for spans measured on the clock the rows are judged
+   * by (the sweeper's run of reachable ticks).
+   */
+  async dbNow(): Promise<Date> {
+    return dbNow(this.pool);
   }
 
   // ----- jobs: producers ---------------------------------------------------------------
@@ -393,12 +401,18 @@ export class Store {
   /**
    * One batch of the visibility sweep: RUNNING jobs whose lease expired go back to
    * PENDING after their queue's backoff, to DLQ when their attempts are used up, or to
-   * CANCELLED when an operator asked for that. `reachableSeconds`: how long the caller has
-   * reached the database without a break; only queues whose lease length it covers are
-   * swept (left out: no bound).
+   * CANCELLED when an operator asked for that. `reachable` (left out: no bound): the caller
+   * has reached the database without a break since `since`, the last time at `tickAt` (both
+   * by the database's clock, Store.dbNow); only queues whose lease length that run covers
+   * are swept, and nothing when this statement starts more than `maxGapSeconds` after
+   * `tickAt` (it waited through a break).
    */
-  async jobSweepExpired(params: { limit: number; now?: Date; reachableSeconds?: number }): Promise<SweepResult> {
-    return jobsSweepExpired(this.pool, params.limit, params.now ?? null, params.reachableSeconds ?? null);
+  async jobSweepExpired(params: {
+    limit: number;
+    now?: Date;
+    reachable?: { since: Date; tickAt: Date; maxGapSeconds: number };
+  }): Promise<SweepResult> {
+    return jobsSweepExpired(this.pool, params.limit, params.now ?? null, params.reachable ?? null);
   }
 
   /**

@@ -36,6 +36,7 @@ describe('visibility sweeper', () => {
     const { job } = await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
 
     await store.jobClaim({ queues: [queue], limit: 1, workerId: 'dies', now: T0 });
+    await sweeper.runOnce(signal, { now: T0 }); // the sweeper reaches the database from T0 on
     expect(await sweeper.runOnce(signal, { now: at(9) })).toMatchObject({ requeued: 0 });
     expect(await sweeper.runOnce(signal, { now: at(11) })).toMatchObject({ requeued: 1 });
     const requeued = await store.jobGet({ id: job.id });
@@ -58,6 +59,7 @@ describe('visibility sweeper', () => {
     const queue = queueName();
     await store.jobSubmitMany({ jobs: Array.from({ length: 30 }, () => jobInput({ queue })), now: T0 });
     await store.jobClaim({ queues: [queue], limit: 30, workerId: 'w', now: T0 });
+    await sweeper.runOnce(signal, { now: T0 });
     expect(await sweeper.runOnce(signal, { now: at(31) })).toMatchObject({ requeued: 30 });
   });
 
@@ -66,6 +68,7 @@ describe('visibility sweeper', () => {
     const queue = queueName();
     await store.jobSubmitMany({ jobs: Array.from({ length: 10 }, () => jobInput({ queue })), now: T0 });
     await store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: T0 });
+    await sweeper.runOnce(new AbortController().signal, { now: T0 });
     const stopped = new AbortController();
     stopped.abort();
     expect(await sweeper.runOnce(stopped.signal, { now: at(31) })).toEqual({ requeued: 0, deadLettered: 0, cancelled: 0 });
@@ -99,8 +102,38 @@ describe('visibility sweeper', () => {
     expect(await store.jobClaim({ queues: [long], limit: 1, workerId: 'w', now: past })).toHaveLength(1);
     await sweeper.stop();
     const t2 = Date.now();
+    expect(await sweeper.runOnce(signal, { now: new Date(t2) })).toMatchObject({ requeued: 0 });
     expect(await sweeper.runOnce(signal, { now: new Date(t2 + 9_000) })).toMatchObject({ requeued: 0 });
     expect(await sweeper.runOnce(signal, { now: new Date(t2 + 10_500) })).toMatchObject({ requeued: 1 });
+  });
+
+  it('a gap between its readings of the database clock (a stall) starts the count again', async () => {
+    const { sweeper, signal } = setup({ intervalMs: 1000 });
+    const queue = queueName();
+    await store.queueUpsert({ name: queue, leaseSeconds: 2 });
+    const past = new Date(Date.now() - 60_000);
+    const { job } = await store.jobSubmit({ job: jobInput({ queue }), now: past });
+    await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w', now: past });
+    const t = Date.now();
+    const later = (ms: number) => ({ now: new Date(t + ms) });
+    expect(await sweeper.runOnce(signal, later(0))).toMatchObject({ requeued: 0 });
+    // 10 s since the last reading, over the interval (1 s) plus 5 s: a new run starts here.
+    expect(await sweeper.runOnce(signal, later(10_000))).toMatchObject({ requeued: 0 });
+    expect(await sweeper.runOnce(signal, later(11_000))).toMatchObject({ requeued: 0 });
+    expect(await sweeper.runOnce(signal, later(12_500))).toMatchObject({ requeued: 1 });
+    expect((await store.jobGet({ id: job.id })).state).toBe('PENDING');
+  });
+
+  it('a sweep statement that starts long after the reading it was given (it waited through a break) sweeps nothing', async () => {
+    const queue = queueName();
+    await store.queueUpsert({ name: queue, leaseSeconds: 1 });
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w', now: T0 });
+    const reachable = (tickAt: Date) => ({ since: T0, tickAt, maxGapSeconds: 6 });
+    const swept = async (tickAt: Date) =>
+      (await store.jobSweepExpired({ limit: 100, now: at(30), reachable: reachable(tickAt) })).jobs.filter((j) => j.queue === queue);
+    expect(await swept(at(20))).toHaveLength(0);
+    expect(await swept(at(25))).toHaveLength(1);
   });
 
   it('a started sweeper sweeps by itself on its interval', async () => {

@@ -6,11 +6,14 @@
 -- job due now again.
 -- Must stay true: SKIP LOCKED lets a worker's concurrent complete win the row; the attempt
 -- was already counted at claim time. The scan walks jobs_running_lease_idx by expiry.
--- :reachableSeconds is how long the sweeper has reached the database without a break (NULL:
--- no bound). A lease is swept only once that covers its queue's lease length: after an
--- outage (or a new leader, or a stalled one) every lease gets one lease length for its
--- worker to renew it, as a worker's heartbeat during the outage could not. The rows held
--- back are read past, not locked, and do not count toward :limit.
+-- :reachableSince is since when the sweeper has reached the database without a break, and
+-- :tickAt when it last did, both by this database's clock (NULL: no bound). A lease is swept
+-- only once that run covers its queue's lease length: after an outage (or a new leader, or
+-- a stalled one) every lease gets one lease length for its worker to renew it, as a
+-- worker's heartbeat during the outage could not. A statement that starts more than
+-- :maxGapSeconds after :tickAt waited through a break (a frozen database, a stalled
+-- connection) and sweeps nothing. The rows held back are read past, not locked, and do not
+-- count toward :limit.
 WITH expired AS (
   SELECT j.id,
          evora.job_state_after_failure(j.cancel_requested_at IS NOT NULL, true, j.attempt, j.max_attempts) AS next_state,
@@ -21,7 +24,9 @@ WITH expired AS (
   FROM evora.jobs j
   JOIN evora.queues q ON q.name = j.queue
   WHERE j.state = 'RUNNING' AND j.locked_until < coalesce(:now::timestamptz, now())
-    AND (:reachableSeconds::float8 IS NULL OR q.lease_seconds <= :reachableSeconds::float8)
+    AND (:reachableSince::timestamptz IS NULL
+         OR (coalesce(:now::timestamptz, now()) - :reachableSince::timestamptz >= make_interval(secs => q.lease_seconds)
+             AND coalesce(:now::timestamptz, now()) - :tickAt::timestamptz <= make_interval(secs => :maxGapSeconds::float8)))
   ORDER BY j.locked_until
   LIMIT :limit
   FOR UPDATE OF j SKIP LOCKED

@@ -27,6 +27,18 @@ function after(job: Job, ms: number): Date {
   return new Date(job.lockedUntil!.getTime() + ms);
 }
 
+/** One job of a fresh queue (with these settings), pushed to a one-slot session. */
+async function onePushed(settings: { leaseSeconds?: number } = {}) {
+  const queue = queueName();
+  await t.store.queueUpsert({ name: queue, ...settings });
+  await t.store.jobSubmit({ job: jobInput({ queue }) });
+  const r = recorder();
+  const { dispatcher, session } = await t.open({ queue, slots: 1, send: r.send });
+  dispatcher.notifyQueue(queue);
+  await waitFor(() => r.jobs.length === 1, { what: 'the job pushed' });
+  return { queue, r, dispatcher, session, job: r.jobs[0]! };
+}
+
 /** Waits until no claim holds a reservation of the session and it has `free` slots. */
 async function settled(session: WorkerSession, free: number): Promise<void> {
   await waitFor(() => session.free === free && session.reserved === 0, { what: `${free} slots free and none reserved` });
@@ -67,14 +79,7 @@ describe('a session holds a lease only until it expires', () => {
   });
 
   it('a lease a heartbeat extended is held until its new expiry', async () => {
-    const queue = queueName();
-    await t.store.queueUpsert({ name: queue, leaseSeconds: 1 });
-    await t.store.jobSubmit({ job: jobInput({ queue }) });
-    const r = recorder();
-    const { dispatcher, session } = await t.open({ queue, slots: 1, send: r.send });
-    dispatcher.notifyQueue(queue);
-    await waitFor(() => r.jobs.length === 1, { what: 'the job pushed' });
-    const job = r.jobs[0]!;
+    const { queue, r, dispatcher, session, job } = await onePushed({ leaseSeconds: 1 });
 
     // The heartbeat extends the lease by the queue's lease, an hour now.
     await t.store.queueUpsert({ name: queue, leaseSeconds: 3600 });
@@ -91,14 +96,7 @@ describe('a session holds a lease only until it expires', () => {
   });
 
   it('a unary heartbeat extends the lease for the session that holds it', async () => {
-    const queue = queueName();
-    await t.store.queueUpsert({ name: queue, leaseSeconds: 1 });
-    await t.store.jobSubmit({ job: jobInput({ queue }) });
-    const r = recorder();
-    const { dispatcher, session } = await t.open({ queue, slots: 1, send: r.send });
-    dispatcher.notifyQueue(queue);
-    await waitFor(() => r.jobs.length === 1, { what: 'the job pushed' });
-    const job = r.jobs[0]!;
+    const { queue, dispatcher, session, job } = await onePushed({ leaseSeconds: 1 });
 
     await t.store.queueUpsert({ name: queue, leaseSeconds: 3600 });
     await dispatcher.heartbeat(null, [{ id: job.id, token: job.leaseToken! }]);
@@ -107,14 +105,7 @@ describe('a session holds a lease only until it expires', () => {
   });
 
   it('a unary heartbeat that finds lost a lease a session holds tells that session, and frees the slot', async () => {
-    const queue = queueName();
-    await t.store.queueUpsert({ name: queue, leaseSeconds: 1 });
-    await t.store.jobSubmit({ job: jobInput({ queue }) });
-    const r = recorder();
-    const { dispatcher, session } = await t.open({ queue, slots: 1, send: r.send });
-    dispatcher.notifyQueue(queue);
-    await waitFor(() => r.jobs.length === 1, { what: 'the job pushed' });
-    const job = r.jobs[0]!;
+    const { r, dispatcher, session, job } = await onePushed({ leaseSeconds: 1 });
     await t.store.jobSweepExpired({ limit: 10, now: after(job, 1) }); // requeued: the lease is lost
 
     const beat = await dispatcher.heartbeat(null, [{ id: job.id, token: job.leaseToken! }]);
@@ -124,14 +115,7 @@ describe('a session holds a lease only until it expires', () => {
   });
 
   it('a heartbeat of a stale lease does not extend the current lease of the same job', async () => {
-    const queue = queueName();
-    await t.store.queueUpsert({ name: queue });
-    await t.store.jobSubmit({ job: jobInput({ queue }) });
-    const r = recorder();
-    const { dispatcher, session } = await t.open({ queue, slots: 1, send: r.send });
-    dispatcher.notifyQueue(queue);
-    await waitFor(() => r.jobs.length === 1, { what: 'the job pushed' });
-    const job = r.jobs[0]!;
+    const { session, dispatcher, job } = await onePushed();
     // The session's own accounting, as a stale lease's extension would reach it.
     expect(session.extend(job.id, 'not-the-token', job.lockedUntil!.getTime() + 3_600_000)).toBe(false);
     expect(dispatcher.dropExpiredLeases(after(job, GRACE_MS + 1))).toBe(1);

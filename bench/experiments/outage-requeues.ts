@@ -14,17 +14,11 @@ import { embeddedPostgresStart, freePort, type EmbeddedPostgresHandle } from '..
 import { silentLogger } from '../../src/logger.js';
 import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { serverStart } from '../../src/server/server.js';
+import { until } from '../lib/util.js';
 
 const n = Number(process.argv[2] ?? 200);
 const leaseSeconds = Number(process.argv[3] ?? 3);
 
-async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const dir = await mkdtemp(join(tmpdir(), 'evora-outage-exp-'));
 await chmod(dir, 0o755);
@@ -58,20 +52,20 @@ try {
   });
   await worker.start();
   const ids = (await client.submitMany(Array.from({ length: n }, (_, i) => ({ queue, type: 't', payload: { i } })))).map((r) => r.job.id);
-  await until(() => gates.size === n, 'every handler to start');
-  await until(() => server.maintainer.elector.isLeader, 'leadership');
+  await until(() => gates.size === n, 120_000, 'every handler to start', 20);
+  await until(() => server.maintainer.elector.isLeader, 120_000, 'leadership', 20);
 
   const stoppedAt = Date.now();
   await pgh.stop();
   for (const id of ids.slice(0, n / 2)) gates.get(id)?.(); // these complete during the outage
-  await until(() => Date.now() > stoppedAt + (leaseSeconds + 3) * 1000, 'the outage to outlast the lease');
+  await until(() => Date.now() > stoppedAt + (leaseSeconds + 3) * 1000, 120_000, 'the outage to outlast the lease', 20);
   pgh = await pgStart();
   const backAt = Date.now();
-  await until(() => Date.now() > backAt + 2 * leaseSeconds * 1000, 'two lease lengths with the database back');
+  await until(() => Date.now() > backAt + 2 * leaseSeconds * 1000, 120_000, 'two lease lengths with the database back', 20);
   released = true; // a requeued job's next run returns at once
   for (const [, open] of gates) open();
   const jobs = async () => Promise.all(ids.map((id) => client.get(id)));
-  await until(async () => (await jobs()).every((j) => j.state === 'COMPLETED'), 'every job to complete', 180_000);
+  await until(async () => (await jobs()).every((j) => j.state === 'COMPLETED'), 180_000, 'every job to complete', 20);
   const all = await jobs();
   console.log(
     JSON.stringify({

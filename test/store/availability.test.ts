@@ -49,7 +49,9 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
   function tracker() {
     const lines: { level: number; msg: string }[] = [];
     const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s) as { level: number; msg: string }) });
-    return { availability: new DatabaseAvailability(logger), lines };
+    /** The lines logged so far as [level, message], durations written `N s`. */
+    const logged = () => lines.map((l) => [l.level, l.msg.replace(/[\d.]+ s$/, 'N s')]);
+    return { availability: new DatabaseAvailability(logger), lines, logged };
   }
   const refused = () => errorWith('connect ECONNREFUSED 127.0.0.1:5432', { code: 'ECONNREFUSED', address: '127.0.0.1', port: 5432 });
 
@@ -65,27 +67,27 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
   });
 
   it('startup: waiting (warn once), reached (info once)', () => {
-    const { availability, lines } = tracker();
+    const { availability, logged } = tracker();
     expect(availability.state).toBe('connecting');
     availability.failure(refused());
     availability.failure(refused());
     expect(availability.state).toBe('waiting');
     availability.success();
     expect(availability.state).toBe('available');
-    expect(lines.map((l) => [l.level, l.msg.replace(/[\d.]+ s$/, 'N s')])).toEqual([
+    expect(logged()).toEqual([
       [40, 'waiting for the database: connection refused (127.0.0.1:5432)'],
       [30, 'database reached after N s'],
     ]);
   });
 
   it('an outage is logged once however many statements fail, and its end once', () => {
-    const { availability, lines } = tracker();
+    const { availability, logged } = tracker();
     availability.success();
     for (let i = 0; i < 100; i++) availability.failure(refused());
     expect(availability.state).toBe('unavailable');
     availability.success();
     availability.success();
-    expect(lines.map((l) => [l.level, l.msg.replace(/[\d.]+ s$/, 'N s')])).toEqual([
+    expect(logged()).toEqual([
       [40, 'database unavailable: connection refused (127.0.0.1:5432)'],
       [30, 'database available again after N s'],
     ]);

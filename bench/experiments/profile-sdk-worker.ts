@@ -24,7 +24,7 @@ import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
 import { silentLogger } from '../../src/logger.js';
 import { EvoraWorker } from '../../src/sdk/index.js';
 import { serverStart } from '../../src/server/server.js';
-import { postmasterPid, processCpuUs } from '../lib/cpu.js';
+import { childCpuByPid, postmasterPid, processCpuUs } from '../lib/cpu.js';
 
 /** CPU time (µs) of the PostgreSQL server in `dataDir` so far: the postmaster and its children. */
 function postgresCpuUs(dataDir: string): number {
@@ -87,6 +87,7 @@ if (process.argv[2] === '--worker') {
   }
   const admin = new pg.Client({ connectionString: pgh.url });
   await admin.connect();
+  if (process.env.DELETE_ON_COMPLETE) await admin.query(`UPDATE evora.queues SET delete_on_complete = true WHERE name = 'burn'`);
   await admin.query('ANALYZE');
   await admin.query('CHECKPOINT');
   await admin.end();
@@ -104,6 +105,7 @@ if (process.argv[2] === '--worker') {
   let t0 = 0;
   let cpu0 = process.cpuUsage();
   let pgCpu0 = 0;
+  let pgChildren0 = new Map<number, { title: string; us: number }>();
   let childCpu0 = 0;
   let childCpu = 0;
   let done = 0;
@@ -116,6 +118,7 @@ if (process.argv[2] === '--worker') {
         t0 = performance.now();
         cpu0 = process.cpuUsage();
         pgCpu0 = postgresCpuUs(dir);
+        pgChildren0 = childCpuByPid(postmasterPid(dir) ?? 0);
         childCpu0 = childCpu;
         void inspector?.post('Profiler.start');
       }
@@ -126,6 +129,13 @@ if (process.argv[2] === '--worker') {
   const seconds = (performance.now() - t0) / 1000;
   const c = process.cpuUsage(cpu0);
   const pgCpu = postgresCpuUs(dir) - pgCpu0;
+  if (process.env.PG_BREAKDOWN) {
+    // Which of PostgreSQL's processes the burn-down's time went to, µs per job.
+    for (const [pid, { title, us }] of childCpuByPid(postmasterPid(dir) ?? 0)) {
+      const spent = us - (pgChildren0.get(pid)?.us ?? 0);
+      if (spent > 0) console.error(`${(spent / N).toFixed(2).padStart(7)} µs/job  ${pid} ${title}`);
+    }
+  }
   if (inspector) {
     const { profile } = await inspector.post('Profiler.stop');
     await writeFile(process.env.SERVER_PROFILE!, JSON.stringify(profile));

@@ -116,3 +116,30 @@ export function postmasterPid(dataDir: string): number | null {
     return null;
   }
 }
+
+/**
+ * CPU ticks so far of each direct child of `parentPid` (PostgreSQL's backends, WAL writer,
+ * checkpointer, autovacuum workers), keyed by pid, with its process title: two samples say
+ * which of them a burn-down's PostgreSQL time went to. Linux only (empty elsewhere).
+ */
+export function childCpuByPid(parentPid: number): Map<number, { title: string; us: number }> {
+  const out = new Map<number, { title: string; us: number }>();
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    const s = statOf(pid);
+    if (!s || s.ppid !== parentPid) continue;
+    let title = '';
+    try {
+      title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+    } catch {
+      continue;
+    }
+    out.set(Number(pid), { title, us: (s.ticks * 1_000_000) / TICKS_PER_SECOND });
+  }
+  return out;
+}

@@ -133,8 +133,8 @@ export class Dispatcher {
   private readonly stopping = new AbortController();
   private readonly claimerHost: ClaimerHost;
   private pollTimer: NodeJS.Timeout | null = null;
-  /** When the fallback poll last ran (Date.now() clock; null before its first tick). */
-  private lastPollAt: number | null = null;
+  /** When expiryTick last ran (Date.now() clock; null before the first tick of a timer). */
+  private lastTickAt: number | null = null;
   /** This server's sessions in the shared table (null: not recorded). */
   private readonly presence: SessionPresence | null;
   private _state: DispatcherState = 'ready';
@@ -230,12 +230,7 @@ export class Dispatcher {
    * `wanted` and claims when that claim gives them back.
    */
   private poll(): void {
-    // After this process was stalled (stopped, swapped, a long pause), the heartbeats its
-    // workers sent meanwhile are still unread: give them one tick before judging leases.
-    const now = Date.now();
-    const stalled = this.lastPollAt !== null && now - this.lastPollAt > this.opts.pollIntervalMs + POLL_STALL_MS;
-    this.lastPollAt = now;
-    if (!stalled) this.dropExpiredLeases(new Date(now));
+    this.expiryTick();
     const due = [...this.allClaimers()].filter((q) => [...q.sessions].some((s) => s.free > 0));
     for (const q of due) q.wake();
   }
@@ -458,6 +453,19 @@ export class Dispatcher {
    * the job. Runs on the fallback poll's tick (and while drainAll waits); `now` is for tests.
    * Returns how many leases it dropped.
    */
+  /**
+   * The lease-expiry check of a timer tick (the fallback poll's, or drainAll's; both every
+   * pollIntervalMs). After this process was stalled (stopped, swapped, a long pause) the
+   * heartbeats its workers sent meanwhile are still unread: a tick more than POLL_STALL_MS
+   * late skips the check once, so they are read before any lease is judged. Returns how
+   * many leases it dropped, or null when it skipped; `now` (ms since the epoch) is for tests.
+   */
+  expiryTick(now: number = Date.now()): number | null {
+    const stalled = this.lastTickAt !== null && now - this.lastTickAt > this.opts.pollIntervalMs + POLL_STALL_MS;
+    this.lastTickAt = now;
+    return stalled ? null : this.dropExpiredLeases(new Date(now));
+  }
+
   dropExpiredLeases(now: Date = new Date()): number {
     const cutoff = now.getTime() - (this.opts.leaseExpiryGraceMs ?? 2000);
     let dropped = 0;
@@ -621,7 +629,8 @@ export class Dispatcher {
     }
     await Promise.allSettled(this.inFlight);
     // A lease that expires meanwhile stops counting as held, as it would while polling.
-    const expiryCheck = setInterval(() => this.dropExpiredLeases(), this.opts.pollIntervalMs);
+    this.lastTickAt = null;
+    const expiryCheck = setInterval(() => this.expiryTick(), this.opts.pollIntervalMs);
     expiryCheck.unref();
     try {
       await this.delivery.untilNoneHeld(() => this.sessionStats().held, timeoutMs);

@@ -144,6 +144,24 @@ describe('a session holds a lease only until it expires', () => {
     expect(again.free).toBe(1);
   });
 
+  it('a timer tick that comes long after the one before (the process was stalled) skips the check once', async () => {
+    const { r, dispatcher, session, job } = await onePushed({ leaseSeconds: 1 });
+    const POLL_MS = 3_600_000; // the setup's pollIntervalMs
+    const STALL_MS = 2000; // how late a tick must run to be taken for a stall (dispatcher.ts)
+    const first = job.lockedUntil!.getTime() - 500;
+    expect(dispatcher.expiryTick(first)).toBe(0);
+
+    // The next tick runs more than 2 s later than due: the heartbeats sent meanwhile are not read yet.
+    const late = first + POLL_MS + STALL_MS + 1;
+    expect(dispatcher.expiryTick(late)).toBeNull();
+    expect(session.held.has(job.id)).toBe(true);
+    expect(r.lost).toEqual([]);
+
+    // The tick after it, on time, judges the lease.
+    expect(dispatcher.expiryTick(late + POLL_MS)).toBe(1);
+    expect(r.lost).toMatchObject([{ jobId: job.id, token: job.leaseToken, reason: 'expired' }]);
+  });
+
   it('a job handed off at submit is held only until its lease expires', async () => {
     const queue = queueName();
     await t.store.queueUpsert({ name: queue });

@@ -13,7 +13,9 @@ import { checkIntRange, checkMaxAttempts, checkName, checkPriority } from './val
  * a wall time that does not exist (spring forward, 02:30 on 2026-03-08 in New York) fires
  * once, an hour later by the wall clock (03:30 EDT); a wall time that happens twice (fall
  * back, 01:30 on 2026-11-01) fires once, at its first occurrence (EDT); an expression
- * whose hour field is * fires in both repeated hours, as in every hour.
+ * whose hour field is * fires in both repeated hours, as in every hour. cron-parser keeps
+ * these rules only when it starts before the change, so every fire time is read through
+ * cronFiresAfter, which starts there whatever instant it is asked from.
  */
 
 /** What the scheduler does with fire times that passed while it was not running. */
@@ -87,14 +89,19 @@ export function checkTimezone(value: string): string {
 
 /**
  * A cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
- * first), each as cron-parser reads it, with at least one fire time. Returns it trimmed,
- * fields separated by single spaces.
+ * first), each as cron-parser reads it, with at least one fire time, and without `H`.
+ * Returns it trimmed, fields separated by single spaces.
  */
 export function checkCron(value: string, timezone: string): string {
   if (value.length > MAX_CRON_LENGTH) throw invalidArgument(`cron is longer than ${MAX_CRON_LENGTH} characters`);
   const fields = value.trim().split(/\s+/).filter((f) => f.length > 0);
   if (fields.length !== 5 && fields.length !== 6) {
     throw invalidArgument(`cron "${value}" must have 5 fields (minute hour day month weekday) or 6 (seconds first), got ${fields.length}`);
+  }
+  // cron-parser's H stands for a value drawn at random at every parse (it is seeded by
+  // nothing of the schedule's), so each read of the schedule would fire at other times.
+  if (fields.some((f) => HASHED_FIELD.test(f))) {
+    throw invalidArgument(`cron "${value}" uses H (a value chosen at random), which schedules do not support: name the time`);
   }
   const cron = fields.join(' ');
   try {
@@ -104,6 +111,9 @@ export function checkCron(value: string, timezone: string): string {
   }
   return cron;
 }
+
+/** A cron field that holds H on its own (not the H of a name such as THU). */
+const HASHED_FIELD = /(^|[^a-z])h($|[^a-z])/i;
 
 /** An error's text as one line of at most 200 characters, for a message that quotes it. */
 function oneLine(text: string): string {
@@ -154,7 +164,80 @@ export function checkScheduleUpsert(input: {
 
 /** The first fire time strictly after `after`. */
 export function cronNextAfter(cron: string, timezone: string, after: Date): Date {
-  return cronIterator(cron, timezone, after).next().toDate();
+  return cronFiresAfter(cron, timezone, after).next().value;
+}
+
+/**
+ * How far back from the instant asked about a change of the zone's UTC offset is looked for:
+ * longer than any daylight-saving shift (an hour almost everywhere, two in Antarctica/Troll).
+ */
+const DST_LOOKBACK_MS = 3 * 3_600_000;
+/**
+ * Fire times between a change of offset and the instant asked about that cronFiresAfter reads
+ * past at most: an expression that fires more often than this in DST_LOOKBACK_MS (every few
+ * seconds) is read from the instant itself, where the DST rules above do not change its fires.
+ */
+const DST_MAX_SKIPPED = 200;
+
+/**
+ * The fire times strictly after `after`, oldest first, the same sequence whatever `after` is.
+ * cron-parser applies the DST rules above only from a start before the change: started in the
+ * hour after a spring-forward it drops that day's shifted fire (02:30 → 03:30 EDT), and started
+ * inside a repeated fall-back hour it fires that hour's wall times a second time (01:30 EST).
+ * So when the zone's offset changed within DST_LOOKBACK_MS before `after`, the iterator starts
+ * just before that change and what it gives up to `after` is skipped.
+ */
+export function* cronFiresAfter(cron: string, timezone: string, after: Date): Generator<Date, never> {
+  const change = offsetChangeBefore(timezone, after.getTime());
+  let it = cronIterator(cron, timezone, change === null ? after : new Date(change - 1));
+  if (change !== null) {
+    for (let skipped = 0; ; skipped++) {
+      if (skipped === DST_MAX_SKIPPED) {
+        it = cronIterator(cron, timezone, after);
+        break;
+      }
+      const at = it.next().toDate();
+      if (at.getTime() > after.getTime()) {
+        yield at;
+        break;
+      }
+    }
+  }
+  for (;;) yield it.next().toDate();
+}
+
+/** A formatter per time zone that prints its UTC offset ("GMT-05:00"). */
+const offsetFormats = new Map<string, Intl.DateTimeFormat>();
+
+/** The zone's UTC offset at `ms`, in minutes east of UTC. */
+function utcOffsetMinutes(timezone: string, ms: number): number {
+  let format = offsetFormats.get(timezone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-US', { timeZone: timezone, timeZoneName: 'longOffset' });
+    offsetFormats.set(timezone, format);
+  }
+  const name = format.formatToParts(ms).find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
+  const m = /^GMT([+-])(\d{2}):(\d{2})$/.exec(name);
+  return m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3])) : 0;
+}
+
+/**
+ * The first instant (ms) of the zone's latest change of UTC offset in (ms − DST_LOOKBACK_MS,
+ * ms], or null when there was none: the offset is read at both ends, and the change is found
+ * by halving the interval to the millisecond.
+ */
+function offsetChangeBefore(timezone: string, ms: number): number | null {
+  let lo = ms - DST_LOOKBACK_MS;
+  let hi = ms;
+  const before = utcOffsetMinutes(timezone, lo);
+  if (utcOffsetMinutes(timezone, hi) === before) return null;
+  // Invariant: the offset at lo is `before`, at hi it is not.
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (utcOffsetMinutes(timezone, mid) === before) lo = mid;
+    else hi = mid;
+  }
+  return hi;
 }
 
 /** The idempotency key of a schedule's job for one fire time: `schedule:<name>:<RFC 3339 UTC, seconds>`. */
@@ -202,9 +285,9 @@ export function scheduleFirePlan(
     reachedStart = start === from;
     fires = [];
     total = 0;
-    const it = cronIterator(s.cron, s.timezone, new Date(start));
+    const it = cronFiresAfter(s.cron, s.timezone, new Date(start));
     for (;;) {
-      const at = it.next().toDate();
+      const at = it.next().value;
       if (at.getTime() > now.getTime()) break;
       total++;
       fires.push(at);

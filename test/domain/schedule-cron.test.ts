@@ -53,6 +53,20 @@ describe('next fire times across DST (America/New_York)', () => {
     ]);
   });
 
+  it('the same fire times whatever instant they are asked from: inside the hour after a change too', () => {
+    const ny = (cron: string, after: string) => iso(cronNextAfter(cron, 'America/New_York', new Date(after)));
+    // Spring forward at 07:00Z (02:00 EST -> 03:00 EDT): the shifted fire stays that day's.
+    expect(ny('30 2 * * *', '2026-03-08T07:10:00Z')).toBe('2026-03-08T07:30:00.000Z'); // 03:30 EDT
+    expect(ny('30 2 * * *', '2026-03-08T07:29:59.999Z')).toBe('2026-03-08T07:30:00.000Z');
+    expect(ny('0 15 2 * * *', '2026-03-08T07:00:00Z')).toBe('2026-03-08T07:15:00.000Z');
+    // Fall back at 06:00Z (02:00 EDT -> 01:00 EST): inside the repeated hour, 01:30 has been.
+    expect(ny('30 1 * * *', '2026-11-01T06:10:00Z')).toBe('2026-11-02T06:30:00.000Z');
+    expect(ny('*/20 1 * * *', '2026-11-01T06:10:00Z')).toBe('2026-11-02T06:00:00.000Z');
+    // An hourly schedule still fires in the repeated hour, and a per-second one every second.
+    expect(ny('0 * * * *', '2026-11-01T06:10:00Z')).toBe('2026-11-01T07:00:00.000Z');
+    expect(ny('* * * * * *', '2026-11-01T08:50:00Z')).toBe('2026-11-01T08:50:01.000Z');
+  });
+
   it('6 fields: seconds first; next is strictly after', () => {
     expect(nextN('*/15 * * * * *', 'UTC', '2026-01-01T00:00:00Z', 3)).toEqual([
       '2026-01-01T00:00:15.000Z',
@@ -88,6 +102,13 @@ describe('the fire plan', () => {
     const now = new Date('2026-01-01T03:00:30Z');
     expect(scheduleFirePlan(hourly('skip'), now).fires.map(iso)).toEqual(['2026-01-01T03:00:00.000Z']);
     expect(scheduleFirePlan(hourly('run_once'), now).fires.map(iso)).toEqual(['2026-01-01T02:00:00.000Z', '2026-01-01T03:00:00.000Z']);
+  });
+
+  it('a fire moved by a spring-forward gets its job when it comes (02:30 -> 03:30 EDT)', () => {
+    const gap = { cron: '30 2 * * *', timezone: 'America/New_York', nextRunAt: new Date('2026-03-08T07:30:00Z'), misfirePolicy: 'skip' as const, misfireCap: 100 };
+    const plan = scheduleFirePlan(gap, new Date('2026-03-08T07:30:01Z'));
+    expect(plan.fires.map(iso)).toEqual(['2026-03-08T07:30:00.000Z']);
+    expect(iso(plan.nextRunAt)).toBe('2026-03-09T06:30:00.000Z');
   });
 
   it('not due yet: nothing, next_run_at kept', () => {
@@ -137,6 +158,8 @@ describe('input checks (INVALID_ARGUMENT, one line)', () => {
     bad({ cron: '* * *' }, /must have 5 fields .* or 6 .*got 3/);
     bad({ cron: '* * * * * * *' }, /got 7/);
     bad({ cron: 'every day' }, /cron/);
+    bad({ cron: 'H * * * *' }, /uses H/);
+    bad({ cron: '0 H(0-5) * * *' }, /uses H/);
     bad({ timezone: 'Mars/Olympus' }, /timezone "Mars\/Olympus" is not an IANA time zone/);
     bad({ name: '' }, /name is required/);
     bad({ queue: '' }, /queue is required/);
@@ -148,5 +171,6 @@ describe('input checks (INVALID_ARGUMENT, one line)', () => {
     expect(checkScheduleUpsert({ ...base, cron: ' 0  3 * * * ' })).toMatchObject({ cron: '0 3 * * *', timezone: 'UTC', misfirePolicy: 'run_once', misfireCap: 100, maxAttempts: null });
     expect(checkTimezone('Europe/Berlin')).toBe('Europe/Berlin');
     expect(checkCron('0 0 12 * * MON', 'UTC')).toBe('0 0 12 * * MON');
+    expect(checkCron('0 9 * * THU', 'UTC')).toBe('0 9 * * THU'); // the H of a name is not H
   });
 });

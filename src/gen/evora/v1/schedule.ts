@@ -90,7 +90,8 @@ export interface Schedule {
   /**
    * Cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
    * first). Ranges, lists, steps and names (JAN, MON) as in cron; when both day fields are
-   * restricted, a day matching either fires. At most 256 characters, else INVALID_ARGUMENT.
+   * restricted, a day matching either fires; also L, # and ? as cron-parser reads them. At
+   * most 256 characters. Else INVALID_ARGUMENT, and for H (a value drawn at random).
    */
   cron: string;
   /**

@@ -91,7 +91,8 @@ type Schedule struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
 	// first). Ranges, lists, steps and names (JAN, MON) as in cron; when both day fields are
-	// restricted, a day matching either fires. At most 256 characters, else INVALID_ARGUMENT.
+	// restricted, a day matching either fires; also L, # and ? as cron-parser reads them. At
+	// most 256 characters. Else INVALID_ARGUMENT, and for H (a value drawn at random).
 	Cron string `protobuf:"bytes,2,opt,name=cron,proto3" json:"cron,omitempty"`
 	// IANA time zone the cron expression is read in ("UTC" when empty). Across DST: a wall
 	// time that does not exist (02:30 on a spring-forward day) fires once, one hour later by

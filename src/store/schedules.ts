@@ -225,7 +225,8 @@ export async function scheduleSetPaused(
  * Submits one job of a schedule now (Store.scheduleTrigger), paused or not, with the key
  * schedule:<name>:trigger:<triggerId> (a fresh UUIDv7 when none is given), and records it
  * as the schedule's last run, with the audit event `schedule.trigger` (change: the job id),
- * in one transaction. A repeated trigger id returns its job.
+ * in one transaction. A repeated trigger id returns its job and changes nothing: the last
+ * run stays what it is (a later fire or trigger), and no audit event is written.
  */
 export async function scheduleTrigger(
   pool: StorePool,
@@ -238,6 +239,7 @@ export async function scheduleTrigger(
       const schedule = scheduleFromRow(row);
       const key = scheduleTriggerKey(schedule.name, params.triggerId || uuidv7());
       const [result] = await jobsSubmitInTransaction(client, [scheduleJob(schedule, key)], params.now);
+      if (!result!.created) return { schedule, result: result! };
       await rowsOf(client, scheduleAdvanceManySql, {
         names: [schedule.name],
         nextRunAts: [schedule.nextRunAt],

@@ -136,6 +136,27 @@ describe('scheduler', () => {
     expect(await keysOf(s.queue)).toEqual([`schedule:${s.name}:2031-01-01T04:00:00Z`, `schedule:${s.name}:trigger:manual-1`]);
   });
 
+  it('a trigger id sent again after a later fire changes nothing: the last run stays that fire', async () => {
+    const s = await hourly('skip');
+    const first = await store.scheduleTrigger({ name: s.name, triggerId: 'deploy-1', now: at('2031-01-01T00:30:00Z') });
+    await scheduler().runOnce(signal, { now: at('2031-01-01T01:00:01Z') });
+    const fired = await store.scheduleGet({ name: s.name });
+    expect(fired.lastRunAt?.toISOString()).toBe('2031-01-01T01:00:00.000Z');
+
+    const again = await store.scheduleTrigger({ name: s.name, triggerId: 'deploy-1', now: at('2031-01-01T01:10:00Z') });
+    expect(again.result).toMatchObject({ created: false, job: { id: first.result.job.id } });
+    expect(await store.scheduleGet({ name: s.name })).toMatchObject({ lastRunAt: fired.lastRunAt, lastJobId: fired.lastJobId });
+  });
+
+  it('an upsert that changes nothing keeps updated_at; one that changes a setting moves it', async () => {
+    const s = await hourly('skip');
+    const input = { ...s.schedule, nextRunAt: s.schedule.nextRunAt };
+    const same = await store.scheduleUpsert({ ...input, now: at('2031-01-01T00:40:00Z') });
+    expect(same.schedule.updatedAt).toEqual(s.schedule.updatedAt);
+    const changed = await store.scheduleUpsert({ ...input, priority: 5, now: at('2031-01-01T00:41:00Z') });
+    expect(changed.schedule.updatedAt.toISOString()).toBe('2031-01-01T00:41:00.000Z');
+  });
+
   it('an upsert that keeps cron and time zone keeps next_run_at; a changed cron moves it', async () => {
     const s = await hourly('skip');
     const input = { ...s.schedule, maxAttempts: 3, payload: { v: 2 } };

@@ -3,7 +3,8 @@
 -- last_job_id are kept). next_run_at: :nextRunAt (the first fire time after now, computed
 -- by the caller) for a new schedule or a changed cron or time zone; otherwise the current
 -- one, so that an upsert that changes only the job's fields neither skips nor repeats a
--- fire. `created` says which happened (xmax = 0: inserted). Wakes the scheduler
+-- fire. updated_at moves only when a setting changed. `created` says which happened
+-- (xmax = 0: inserted). Wakes the scheduler
 -- (evora_schedule_changed) at commit. Writes the audit event `schedule.upsert` (target: the
 -- schedule; change: its settings) in this statement.
 WITH upserted AS (
@@ -24,7 +25,10 @@ WITH upserted AS (
     misfire_cap = EXCLUDED.misfire_cap,
     next_run_at = CASE WHEN s.cron = EXCLUDED.cron AND s.timezone = EXCLUDED.timezone THEN s.next_run_at
                        ELSE EXCLUDED.next_run_at END,
-    updated_at = coalesce(:now::timestamptz, now())
+    updated_at = CASE WHEN (s.cron, s.timezone, s.queue, s.type, s.payload, s.priority, s.max_attempts, s.misfire_policy, s.misfire_cap)
+                           IS NOT DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone, EXCLUDED.queue, EXCLUDED.type, EXCLUDED.payload,
+                                                 EXCLUDED.priority, EXCLUDED.max_attempts, EXCLUDED.misfire_policy, EXCLUDED.misfire_cap)
+                      THEN s.updated_at ELSE coalesce(:now::timestamptz, now()) END
   RETURNING s.*, (s.xmax = 0) AS created
 ),
 audited AS (

@@ -48,6 +48,42 @@ function checkJsonNoNul(field: string, json: string): void {
   if (JSON_NUL_RE.test(json)) throw invalidArgument(`${field} contains a NUL character (\\u0000), which cannot be stored`);
 }
 
+/**
+ * How deep objects and arrays may nest in a payload, result or checkpoint (the value itself
+ * is level 1). Every API hands such a value out as a google.protobuf.Struct, where a level
+ * of object costs three message levels (Struct, its map entry, Value), and protobuf
+ * decoders stop at 100 (ts-proto's, @bufbuild/protobuf's, Python's): a ListJobsResponse
+ * carries objects 32 deep at most. A value stored deeper than every reader can decode would
+ * break each read of its job (GetJob, ListJobs, the dashboard, a push), so it is refused
+ * when sent, with room to spare for the messages around it.
+ */
+export const MAX_JSON_DEPTH = 24;
+
+/** JSON text whose objects and arrays nest at most MAX_JSON_DEPTH deep (strings read past). */
+function checkJsonDepth(field: string, json: string): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > MAX_JSON_DEPTH) throw invalidArgument(`${field} nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+    }
+  }
+}
+
+/** JSON text as every value a job stores must be: no escaped NUL, not nested too deep. */
+function checkJsonStorable(field: string, json: string): void {
+  checkJsonNoNul(field, json);
+  checkJsonDepth(field, json);
+}
+
 /** A queue name, job type or worker id: letters, digits and _ . : / -, starting with a letter or digit. */
 export function checkName(field: string, value: string): string {
   if (!value) throw invalidArgument(`${field} is required`);
@@ -114,7 +150,7 @@ export function checkConcurrencyKey(value: string): string {
 
 /**
  * A payload or result: a JSON object no larger than the configured limit, without a NUL in
- * any string or key (see checkNoNul). Unset is `{}`: callers for which unset means "none"
+ * any string or key (see checkNoNul), nested at most MAX_JSON_DEPTH deep. Unset is `{}`: callers for which unset means "none"
  * (a result, a checkpoint) check only a value that is set.
  */
 export function checkJsonSize(field: string, value: JsonObject | undefined, maxBytes: number): JsonObject {
@@ -122,7 +158,7 @@ export function checkJsonSize(field: string, value: JsonObject | undefined, maxB
   const json = JSON.stringify(obj);
   const bytes = Buffer.byteLength(json);
   if (bytes > maxBytes) throw invalidArgument(`${field} is ${bytes} bytes of JSON; the limit is ${maxBytes}`);
-  checkJsonNoNul(field, json);
+  checkJsonStorable(field, json);
   return obj;
 }
 
@@ -176,7 +212,8 @@ export function errorText(error: string): string {
 
 /**
  * A payload sent as JSON object text (SubmitJobRequest.payload_json): at most `maxBytes`
- * bytes as sent, UTF-8, and starting with `{` (after JSON whitespace). It is not parsed here:
+ * bytes as sent, UTF-8, starting with `{` (after JSON whitespace), without an escaped NUL,
+ * nested at most MAX_JSON_DEPTH deep. It is not parsed here:
  * PostgreSQL parses it once, as jsonb, and refuses text that is not JSON (the store maps
  * that to INVALID_ARGUMENT); valid JSON that starts with `{` is an object.
  */
@@ -189,7 +226,7 @@ export function checkPayloadJson(field: string, bytes: Uint8Array, maxBytes: num
     throw invalidArgument(`${field} is not UTF-8 text`);
   }
   if (!/^[ \t\n\r]*\{/.test(text)) throw invalidArgument(`${field} must be a JSON object ({...})`);
-  checkJsonNoNul(field, text);
+  checkJsonStorable(field, text);
   return text;
 }
 

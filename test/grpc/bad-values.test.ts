@@ -74,6 +74,53 @@ describe('values the database cannot hold are INVALID_ARGUMENT and change nothin
   });
 });
 
+/** An object nested `depth` levels deep (itself level 1): {"a":{"a":...{"a":1}}}. */
+function nested(depth: number): Record<string, unknown> {
+  return depth === 1 ? { a: 1 } : { a: nested(depth - 1) };
+}
+/** JSON text of an object holding arrays `depth` levels deep in all: {"a":[[...[]]]}. */
+function nestedArraysText(depth: number): Buffer {
+  return Buffer.from(`{"a":${'['.repeat(depth - 1)}${']'.repeat(depth - 1)}}`);
+}
+
+describe('payloads and results nested deeper than every reader can decode are refused', () => {
+  it('a payload (Struct or JSON text) more than 24 levels deep is INVALID_ARGUMENT; 24 is stored and reads back everywhere', async () => {
+    const queue = queueName();
+    await refused(call(clients.jobs, 'submitJob', { ...ok, queue, payload: nested(25) } as never), /^payload nests objects and arrays more than 24 levels deep$/);
+    await refused(call(clients.jobs, 'submitJob', { ...ok, queue, payload: nested(40) } as never), /^the request could not be decoded/); // past the decoder's own limit
+    await refused(
+      call(clients.jobs, 'submitJob', { ...ok, queue, payload: undefined, payloadJson: nestedArraysText(25) } as never),
+      /^payload_json nests objects and arrays more than 24 levels deep$/,
+    );
+    // Brackets inside strings are not nesting.
+    const inString = Buffer.from(`{"a":"${'['.repeat(100)}\\"${'{'.repeat(100)}"}`); // an escaped quote inside
+    expect((await call(clients.jobs, 'submitJob', { ...ok, queue, payload: undefined, payloadJson: inString } as never)).job!.payload).toEqual({
+      a: `${'['.repeat(100)}"${'{'.repeat(100)}`,
+    });
+    expect(await jobsIn(queue)).toBe(1);
+
+    const { job } = await call(clients.jobs, 'submitJob', { ...ok, queue, payload: nested(24) } as never);
+    expect((await call(clients.jobs, 'getJob', { id: job!.id })).job!.payload).toEqual(nested(24));
+    expect(await jobsIn(queue)).toBe(2);
+    const deepArrays = await call(clients.jobs, 'submitJob', { ...ok, queue, payload: undefined, payloadJson: nestedArraysText(24) } as never);
+    expect((await call(clients.jobs, 'getJob', { id: deepArrays.job!.id })).job!.payload).toEqual(JSON.parse(nestedArraysText(24).toString()));
+  });
+
+  it('a result more than 24 levels deep is refused alone (INVALID), and the job stays RUNNING', async () => {
+    const queue = queueName();
+    const { job } = await call(clients.jobs, 'submitJob', { ...ok, queue } as never);
+    const w = new RawWorker(clients);
+    await w.hello('deep', [queue], 1, { batches: true });
+    await w.until(() => w.jobs.length === 1);
+    const leased = w.jobs[0]!;
+    w.send({ msg: { $case: 'completes', value: { completes: [{ jobId: job!.id, leaseToken: leased.leaseToken, resultJson: nestedArraysText(25) }] } } } as never);
+    await w.until(() => w.acks(job!.id).length === 1);
+    expect(w.acks(job!.id)[0]!.accepted).toBe(false);
+    expect((await call(clients.jobs, 'getJob', { id: job!.id })).job!.state).toBe(JobState.JOB_STATE_RUNNING);
+    w.close();
+  });
+});
+
 describe('one bad report in a batch of worker reports is refused alone', () => {
   it('a completes batch with a NUL in one result: that one is INVALID, the others are applied', async () => {
     const queue = queueName();

@@ -324,7 +324,9 @@ export interface SubmitJobRequest {
   type: string;
   /**
    * Job input as a JSON object; unset = empty object. Or send payload_json instead. No
-   * string or key in it may contain U+0000 (INVALID_ARGUMENT).
+   * string or key in it may contain U+0000, and objects and arrays may nest at most 24
+   * levels deep (the payload itself is level 1): deeper is INVALID_ARGUMENT, as every
+   * reader gets the payload as a Struct, which protobuf decoders cannot read much deeper.
    */
   payload?:
     | { [key: string]: any }
@@ -407,7 +409,8 @@ export interface SubmitJobRequest {
    * without parsing it into a Struct and back (cheaper for large batches and payloads).
    * Empty = unset. Setting both payload and payload_json is INVALID_ARGUMENT; text that is
    * not UTF-8, not JSON, or not an object is INVALID_ARGUMENT, and its size limit
-   * (EVORA_MAX_PAYLOAD_BYTES) counts its bytes as sent. The job reads back as if payload
+   * (EVORA_MAX_PAYLOAD_BYTES) counts its bytes as sent; objects and arrays nested more than
+   * 24 levels deep (as for payload) are INVALID_ARGUMENT. The job reads back as if payload
    * had been sent (key order and number spelling as PostgreSQL's jsonb keeps them), and an
    * idempotent replay compares it as JSON, whichever of the two fields each submit used.
    */

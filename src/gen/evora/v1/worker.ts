@@ -387,7 +387,9 @@ export interface WorkerComplete {
   leaseToken: string;
   /**
    * Optional JSON object stored as Job.result; unset (and result_json unset) = no result:
-   * Job.result stays unset.
+   * Job.result stays unset. Objects and arrays nested more than 24 levels deep (the value
+   * itself is level 1) are answered ACK_RESULT_INVALID: every reader gets results as a Struct,
+   * which protobuf decoders cannot read much deeper.
    */
   result?:
     | { [key: string]: any }
@@ -397,9 +399,9 @@ export interface WorkerComplete {
    * Struct on either side. Unset = none (`optional` so that code building a complete
    * without it keeps compiling in every language). Only to a server whose welcome says
    * payloads_as_json (an older one would ignore it and store no result). Setting both, or
-   * text that is not UTF-8, not JSON or not an object, or over the size limit
-   * (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is answered ACK_RESULT_INVALID and
-   * changes nothing.
+   * text that is not UTF-8, not JSON or not an object, over the size limit
+   * (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), or nested more than 24 levels deep (as
+   * for result), is answered ACK_RESULT_INVALID and changes nothing.
    */
   resultJson?: Buffer | undefined;
 }
@@ -751,9 +753,9 @@ export interface CompleteJobRequest {
   /**
    * The result as JSON object text (UTF-8) instead of `result`, with the rules of
    * WorkerComplete.result_json: stored as sent, without a Struct on either side; unset =
-   * none. Setting both, or text that is not UTF-8, not JSON or not an object, or over the
-   * size limit (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), is INVALID_ARGUMENT and
-   * changes nothing.
+   * none. Setting both, or text that is not UTF-8, not JSON or not an object, over the
+   * size limit (EVORA_MAX_PAYLOAD_BYTES, its bytes as sent), or nested more than 24 levels
+   * deep, is INVALID_ARGUMENT and changes nothing.
    */
   resultJson?: Buffer | undefined;
 }

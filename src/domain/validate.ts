@@ -420,7 +420,9 @@ export const MAX_PARENTS = 1000;
 /** A job's depends_on: job ids (each a UUID, else INVALID_ARGUMENT naming it), duplicates dropped. */
 export function checkDependsOn(ids: readonly string[]): string[] {
   ids.forEach((id, i) => checkUuid(`depends_on[${i}]`, id));
-  const distinct = [...new Set(ids)];
+  // In lower case, as PostgreSQL writes a uuid: the store finds parents by the ids it reads
+  // back, and one id in both cases counts once.
+  const distinct = [...new Set(ids.map((id) => id.toLowerCase()))];
   if (distinct.length > MAX_PARENTS) throw invalidArgument(`depends_on names more than ${MAX_PARENTS} jobs`);
   return distinct;
 }

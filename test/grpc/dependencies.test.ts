@@ -181,6 +181,16 @@ describe('bad input changes nothing', () => {
     );
   });
 
+  it('a parent id in upper case names the same job: the child waits for it, and a replay in either case is the same', async () => {
+    const queue = queueName();
+    const parent = (await client.submit({ queue, type: 't' })).job;
+    const upper = parent.id.toUpperCase();
+    const child = await client.submit({ queue, type: 't', idempotencyKey: 'c', dependsOn: [upper, parent.id] });
+    expect(child.job.state).toBe('WAITING');
+    expect(child.job.dependsOn).toEqual([parent.id]);
+    expect((await client.submit({ queue, type: 't', idempotencyKey: 'c', dependsOn: [parent.id] })).created).toBe(false);
+  });
+
   it('JOB_STATE_WAITING filters ListJobs over the raw API', async () => {
     const queue = queueName();
     const parent = (await client.submit({ queue, type: 't' })).job;

@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { jobInput, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
-/** evora.queue_limit's signature (0008_rate_limit.sql), which job-claim-limited.sql calls. */
-const QUEUE_LIMIT = 'evora.queue_limit(text, integer, double precision, integer, bigint, timestamptz)';
+/** evora.queue_limit's signature (0016_rate_limit_job_types.sql), which job-claim-limited.sql calls. */
+const SIGNATURE = '(text, integer, double precision, integer, bigint, timestamptz, text[])';
+const QUEUE_LIMIT = `evora.queue_limit${SIGNATURE}`;
 
 describe('a claim whose later step fails gives back what an earlier statement leased', () => {
   it('the limited statement fails after the plain one committed: the plain queue\'s job is PENDING again, no attempt used', async () => {
@@ -21,7 +22,7 @@ describe('a claim whose later step fails gives back what an earlier statement le
       const { rows } = await sql.query('SELECT state, attempt FROM evora.jobs WHERE id = $1', [job.id]);
       expect(rows[0]).toEqual({ state: 'PENDING', attempt: 0 });
     } finally {
-      await sql.query('ALTER FUNCTION evora.queue_limit_gone(text, integer, double precision, integer, bigint, timestamptz) RENAME TO queue_limit');
+      await sql.query(`ALTER FUNCTION evora.queue_limit_gone${SIGNATURE} RENAME TO queue_limit`);
     }
     const claimed = await store.jobClaim({ queues: [plain], workerIds: ['w'] });
     expect(claimed.map((j) => [j.id, j.attempt])).toEqual([[job.id, 1]]);

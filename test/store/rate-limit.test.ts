@@ -4,7 +4,7 @@ import { jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
 /**
- * The rate limit's token bucket as the claim applies it (migration 0008, evora.queue_limit),
+ * The rate limit's token bucket as the claim applies it (migrations 0008 and 0016, evora.queue_limit),
  * at explicit times (the claim's `now`), so every number here is exact.
  */
 let store: Store;
@@ -42,6 +42,21 @@ describe('rate limit bucket', () => {
     const after = await claim(100);
     expect(after).toHaveLength(1);
     expect(after.nextTokenAt).toEqual(at(100.5));
+  });
+
+  it('a claim for other job types takes no token and is told no token time: the jobs it cannot start keep theirs', async () => {
+    const queue = queueName('types');
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 1, burst: 5 } });
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 10, { type: 'y' }), now: at(-1) });
+    const claim = (types: string[]) => store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', types, now: at(0) });
+
+    const other = await claim(['x']);
+    expect(other).toHaveLength(0);
+    expect(other.nextTokenAt).toBeUndefined();
+    // The bucket is still full for the jobs that are there.
+    const wanted = await claim(['x', 'y']);
+    expect(wanted).toHaveLength(5);
+    expect(wanted.nextTokenAt).toEqual(at(1));
   });
 
   it('combines with max_concurrency (the smaller room), and clearing the limit lets every job start', async () => {

@@ -97,8 +97,9 @@ describe('migrations', () => {
         '13_tokens_audit',
         '14_worker_sessions',
         '15_delete_on_complete',
+        '16_rate_limit_job_types',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -116,6 +117,7 @@ describe('migrations', () => {
         { version: 13, name: 'tokens_audit' },
         { version: 14, name: 'worker_sessions' },
         { version: 15, name: 'delete_on_complete' },
+        { version: 16, name: 'rate_limit_job_types' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -130,7 +132,7 @@ describe('migrations', () => {
     try {
       const all = migrationsLoad();
       expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
-      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15]);
+      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16]);
       await client.connect();
       const { rows } = await client.query(
         `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,

@@ -7,7 +7,8 @@
 -- A queue with max_concurrency set takes at most its room: max_concurrency minus its RUNNING
 -- jobs, counted by evora.queue_limit under a per-queue advisory lock held until this claim
 -- commits (migration 0004 says why that is exact across servers). A rate-limited queue's
--- room is also at most its bucket's whole tokens (migration 0008), and a queue whose jobs wait
+-- room is also at most its bucket's whole tokens (migration 0008), taken only for due jobs of
+-- :types (0016), and a queue whose jobs wait
 -- for a token sends back one row without a job (id NULL) saying when the next one is due.
 -- Queues are taken in name order so two claims of several limited queues lock them in the
 -- same order. An asked queue that has no limit (any more) is claimed as job-claim.sql would,
@@ -22,7 +23,7 @@ WITH limits AS (
   SELECT name, lease_seconds, max_concurrency_per_key AS per_key, limited,
          CASE WHEN limited
               THEN evora.queue_limit(name, max_concurrency, rate_per_second, rate_burst, :limit::int8,
-                                     coalesce(:now::timestamptz, now())) END AS lim
+                                     coalesce(:now::timestamptz, now()), :types::text[]) END AS lim
   -- Ordered below the call: a sort above it would order the rows after the calls were made.
   FROM (SELECT *, (max_concurrency IS NOT NULL OR rate_per_second IS NOT NULL OR max_concurrency_per_key IS NOT NULL) AS limited
         FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused ORDER BY name) ordered

@@ -395,7 +395,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics);
 
     if (config.metricsPort > 0) {
-      parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, store, logger });
+      parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, logger });
       logger.info({ port: parts.metricsServer.port }, `metrics on http://${config.host}:${parts.metricsServer.port}/metrics`);
     }
 

@@ -45,8 +45,10 @@ export class ServerMetrics {
       labelNames: ['queue'],
       registers: [this.registry],
       async collect() {
+        const depths = await unlessUnavailable(deps.store.queueDepths());
+        if (!depths) return;
         this.reset();
-        for (const { queue, depth } of await deps.store.queueDepths()) this.set({ queue }, depth);
+        for (const { queue, depth } of depths) this.set({ queue }, depth);
       },
     });
     new Gauge({
@@ -54,7 +56,8 @@ export class ServerMetrics {
       help: 'Job events not yet projected into telemetry',
       registers: [this.registry],
       async collect() {
-        this.set((await deps.store.outboxLag()).events);
+        const lag = await unlessUnavailable(deps.store.outboxLag());
+        if (lag) this.set(lag.events);
       },
     });
     new Gauge({
@@ -62,7 +65,16 @@ export class ServerMetrics {
       help: 'Age of the oldest job event not yet projected into telemetry',
       registers: [this.registry],
       async collect() {
-        this.set((await deps.store.outboxLag()).oldestSeconds);
+        const lag = await unlessUnavailable(deps.store.outboxLag());
+        if (lag) this.set(lag.oldestSeconds);
+      },
+    });
+    new Gauge({
+      name: 'evora_database_up',
+      help: 'Whether this server reached PostgreSQL at this scrape (1) or not (0; the gauges read from it keep their last values)',
+      registers: [this.registry],
+      async collect() {
+        this.set((await unlessUnavailable(deps.store.healthCheck().then(() => true))) ? 1 : 0);
       },
     });
   }
@@ -84,14 +96,29 @@ export class ServerMetrics {
 }
 
 /**
- * The HTTP endpoint: `/metrics` (Prometheus text format) and `/healthz` (200 while the
- * database answers). Resolves to the bound port.
+ * What a read from the database gave, or null when the database is unavailable: a scrape
+ * during an outage still answers (the process's own metrics, evora_database_up 0), and the
+ * gauges read from the database keep their last values. Any other error fails the scrape.
+ */
+async function unlessUnavailable<T>(read: Promise<T>): Promise<T | null> {
+  try {
+    return await read;
+  } catch (err) {
+    if (isUnavailable(err)) return null;
+    throw err;
+  }
+}
+
+/**
+ * The separate metrics port (EVORA_METRICS_PORT): `/metrics` (Prometheus text format) and
+ * `/healthz`, 200 while the process runs, as on the HTTP port (a liveness check: a database
+ * outage is survived, so it must not get the server restarted; /readyz is the HTTP port's).
+ * Resolves to the bound port.
  */
 export async function metricsServerStart(params: {
   host: string;
   port: number;
   metrics: ServerMetrics;
-  store: Store;
   logger: Logger;
 }): Promise<{ port: number; close(): Promise<void> }> {
   const server: Server = createServer((req, res) => {
@@ -108,10 +135,7 @@ export async function metricsServerStart(params: {
         },
       );
     } else if (url.startsWith('/healthz')) {
-      params.store.healthCheck().then(
-        () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n'),
-        () => res.writeHead(503, { 'content-type': 'text/plain' }).end('database unavailable\n'),
-      );
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else {
       res.writeHead(404).end('not found: try /metrics or /healthz\n');
     }

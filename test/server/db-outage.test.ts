@@ -63,6 +63,12 @@ describe('the database goes away and comes back, the server stays up', () => {
   const lines: LogLine[] = [];
   const logger = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as LogLine) });
   const atLevel = (level: number) => lines.filter((l) => l.level === level);
+  let metricsPort = 0;
+  /** The metrics port's answer to a GET of `path`: status and text. */
+  const metricsGet = async (path: string) => {
+    const res = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
+    return { status: res.status, text: await res.text() };
+  };
 
   beforeAll(async () => {
     pgc = await privatePostgres({ started: false });
@@ -75,8 +81,19 @@ describe('the database goes away and comes back, the server stays up', () => {
 
   it('started while PostgreSQL is down: listens, NOT_SERVING, answers UNAVAILABLE; comes up once PostgreSQL does', async () => {
     let address = '';
+    metricsPort = await freePort();
     const config = configLoad(
-      { host: '127.0.0.1', port: '0', httpPort: '0', databaseUrl: pgc.url, pollIntervalMs: '200', sweepIntervalMs: '200', electionIntervalMs: '200', projectIntervalMs: '200' },
+      {
+        host: '127.0.0.1',
+        port: '0',
+        httpPort: '0',
+        metricsPort: String(metricsPort),
+        databaseUrl: pgc.url,
+        pollIntervalMs: '200',
+        sweepIntervalMs: '200',
+        electionIntervalMs: '200',
+        projectIntervalMs: '200',
+      },
       {},
     );
     const starting = serverStart(config, logger, { onListening: (a) => (address = a) });
@@ -127,6 +144,13 @@ describe('the database goes away and comes back, the server stays up', () => {
       expect(err.code).toBe(grpc.status.UNAVAILABLE);
       expect(err.details).toMatch(/^database unavailable: (terminating connection due to administrator command|connection refused \(127\.0\.0\.1:\d+\)|Connection terminated unexpectedly)$/);
     }
+    // The metrics port still answers: /healthz is liveness (the outage is survived), and a
+    // scrape has the process's metrics and says the database is down.
+    expect(await metricsGet('/healthz')).toEqual({ status: 200, text: 'ok\n' });
+    const scrape = await metricsGet('/metrics');
+    expect(scrape.status).toBe(200);
+    expect(scrape.text).toMatch(/^evora_database_up 0$/m);
+    expect(scrape.text).toMatch(/^process_cpu_seconds_total /m);
     // A worker's report during the outage is acked "retry later"; its stream stays open.
     const lease = { jobId: randomUUID(), leaseToken: randomUUID() };
     worker.send({ msg: { $case: 'complete', value: { ...lease, result: {} } } });
@@ -140,6 +164,7 @@ describe('the database goes away and comes back, the server stays up', () => {
     await worker.until(() => worker.jobs.length >= 1, 30_000); // the dispatcher delivers again
     await waitFor(() => srv.maintainer.elector.isLeader, { what: 'leadership again' });
     await waitFor(() => backendsOf(pgc, 'evora-listener').then((b) => b.length === 1), { what: 'the listener back' });
+    expect((await metricsGet('/metrics')).text).toMatch(/^evora_database_up 1$/m);
     expect(worker.ended).toBe(false);
     // The session upkeep outlived the outage: the worker is recorded again (ListWorkers).
     const back = Date.now();

@@ -1,4 +1,6 @@
 import { existsSync } from 'node:fs';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Server as TlsServer, SecureContextOptions } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { status as grpcStatus, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
@@ -6,6 +8,7 @@ import fastifyStatic from '@fastify/static';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DescMethod, JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { invalidArgument, isUnavailable, unavailable } from '../domain/errors.js';
+import { MAX_NAME_LENGTH } from '../domain/validate.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
 import { HTTP_BODY_TOO_LARGE, STATUS_HTTP, toServiceError } from '../grpc/status.js';
@@ -105,6 +108,12 @@ export class HttpServer {
     const app = Fastify({
       logger: false,
       bodyLimit: opts.bodyLimit,
+      // A name may be 128 characters (MAX_NAME_LENGTH), 384 once each is escaped as %XX.
+      maxParamLength: MAX_PATH_PARAM_LENGTH,
+      // The router's own refusals (a malformed URL, an over-long parameter) in our error shape.
+      frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(err.message, { cause: err }), logger, {}),
+      // A request too malformed to reach the router (a bad Content-Length, a broken header).
+      clientErrorHandler: clientErrorSend,
       ...(tls ? { https: tls.httpsOptions() } : {}),
     }) as unknown as FastifyInstance;
     const dashboardDir = opts.dashboardDir === undefined ? dashboardDirDefault() : opts.dashboardDir;
@@ -269,6 +278,10 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
     throw invalidArgument('the request body must be a JSON object');
   }
   let json: JsonObject;
+  // Fastify reads no body of a GET: one sent anyway would be dropped unread, its filters too.
+  if (route.method === 'GET' && hasBody(request)) {
+    throw invalidArgument(`${route.method} ${route.path} takes no body: send its fields as query parameters`);
+  }
   if (route.body === 'whole') json = { ...(body ?? {}) };
   else if (route.body === 'none') {
     if (body && Object.keys(body).length > 0) throw invalidArgument(`${route.method} ${route.path} takes no body`);
@@ -285,6 +298,37 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
     jsonFieldSet(desc.input, json, field, params[param] ?? '', `path`);
   }
   return json;
+}
+
+/** Whether a request carries a body (a Content-Length above 0, or chunks). */
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
+}
+
+/** The longest path parameter the router takes: a name of MAX_NAME_LENGTH, each character escaped. */
+const MAX_PATH_PARAM_LENGTH = 3 * MAX_NAME_LENGTH;
+
+/**
+ * Answers a request Node's HTTP parser refused (Fastify's clientErrorHandler) as every other
+ * refusal is answered, `{ code, message }`, then closes the connection: what follows on it
+ * cannot be read. A reset connection, or one that cannot be written, is only closed.
+ */
+function clientErrorSend(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [http, code, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'DEADLINE_EXCEEDED', 'the request was not received in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'INVALID_ARGUMENT', 'the request headers are too large']
+        : [400, 'INVALID_ARGUMENT', `the request is not valid HTTP (${err.code ?? err.message})`];
+  const body = JSON.stringify({ code, message });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${http} ${STATUS_CODES[http]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 /** Answers an error: `{ code, message }` with the HTTP status of its gRPC code (STATUS_HTTP). */

@@ -1,3 +1,5 @@
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { tokenSecretGenerate } from '../../src/domain/auth.js';
@@ -64,6 +66,64 @@ describe('400 INVALID_ARGUMENT', () => {
     const res = await api('POST', '/v1/jobs', { body: { queue: queueName('e'), type: 't', payload: { big: 'x'.repeat(70_000) } } });
     expect(res.status).toBe(413);
     expect(res.body.code).toBe('RESOURCE_EXHAUSTED');
+  });
+});
+
+/** Sends `request` as is over a new connection to the HTTP port; the whole answer as text. */
+async function rawHttp(request: string): Promise<string> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(request));
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(text));
+  });
+}
+
+/** A GET with a body, which fetch will not send: node:http's request. */
+async function getWithBody(path: string, body: string): Promise<{ status: number; body: { code: string; message: string } }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${base}${path}`, { method: 'GET', headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), authorization: `Bearer ${ADMIN}` } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as { code: string; message: string } }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('what the router or the HTTP parser refuses has the same shape', () => {
+  it('a malformed URL, a path parameter past any name, a request that is not HTTP: 400 INVALID_ARGUMENT as { code, message }', async () => {
+    const badUrl = await api('GET', '/v1/jobs/%E0%A4%A');
+    expect(badUrl.status).toBe(400);
+    expect(badUrl.body).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^[^\n]+$/) });
+    // Longer than any name can be escaped: refused by the router, in our shape (and a GET of
+    // it finds nothing there).
+    const tooLong = await api('PUT', `/v1/queues/${'q'.repeat(500)}`, { body: {} });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.code).toBe('INVALID_ARGUMENT');
+    expect((await api('GET', `/v1/queues/${'q'.repeat(500)}`)).body.code).toBe('NOT_FOUND');
+
+    const answer = await rawHttp('POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}');
+    expect(answer).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^the request is not valid HTTP/) });
+  });
+
+  it('names of up to 128 characters work in paths', async () => {
+    const name = `q${'x'.repeat(127)}`;
+    expect((await api('PUT', `/v1/queues/${name}`, { body: {} })).status).toBe(201);
+    expect((await api('GET', `/v1/queues/${name}`)).body.queue.name).toBe(name);
+    expect((await api('GET', `/v1/queues/${name}/stats`)).status).toBe(200);
+    expect((await api('POST', `/v1/queues/${name}/pause`)).status).toBe(200);
+  });
+
+  it('a GET with a body is refused (its fields would be dropped unread), and changes nothing', async () => {
+    const res = await getWithBody('/v1/jobs', JSON.stringify({ queue: 'no-such-queue' }));
+    expect(res).toEqual({ status: 400, body: { code: 'INVALID_ARGUMENT', message: 'GET /v1/jobs takes no body: send its fields as query parameters' } });
   });
 });
 

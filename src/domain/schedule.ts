@@ -174,8 +174,9 @@ export function cronNextAfter(cron: string, timezone: string, after: Date): Date
 const DST_LOOKBACK_MS = 3 * 3_600_000;
 /**
  * Fire times between a change of offset and the instant asked about that cronFiresAfter reads
- * past at most: an expression that fires more often than this in DST_LOOKBACK_MS (every few
- * seconds) is read from the instant itself, where the DST rules above do not change its fires.
+ * past at most (each costs a step of cron-parser): an expression that fired more often since
+ * the change (about once a minute or more) is read from the instant itself, which bounds the
+ * cost; for it, only a fire inside the hour the change skipped or doubled can then differ.
  */
 const DST_MAX_SKIPPED = 200;
 

@@ -47,7 +47,7 @@ export function jsonToBytes(desc: DescMessage, json: JsonValue): Uint8Array {
   try {
     return toBinary(desc, fromJson(desc, json, { ignoreUnknownFields: false, registry: protoRegistry() }));
   } catch (err) {
-    throw invalidArgument(`the request body is not a valid ${desc.name}: ${oneLine(err)}`, { cause: err });
+    throw invalidArgument(`the request (its body, path and query) is not a valid ${desc.name}: ${oneLine(err)}`, { cause: err });
   }
 }
 

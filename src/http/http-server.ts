@@ -109,7 +109,7 @@ export class HttpServer {
       logger: false,
       bodyLimit: opts.bodyLimit,
       // A name may be 128 characters (MAX_NAME_LENGTH), 384 once each is escaped as %XX.
-      maxParamLength: MAX_PATH_PARAM_LENGTH,
+      routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
       // The router's own refusals (a malformed URL, an over-long parameter) in our error shape.
       frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(err.message, { cause: err }), logger, {}),
       // A request too malformed to reach the router (a bad Content-Length, a broken header).

@@ -92,19 +92,22 @@ export function processCpuUs(procs: readonly CpuProcess[]): number {
   let ticks = 0;
   for (const p of procs) ticks += statOf(p.pid)?.ticks ?? 0;
   const parents = new Set(procs.filter((p) => p.children).map((p) => p.pid));
-  if (parents.size > 0) {
-    let pids: string[] = [];
-    try {
-      pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
-    } catch {
-      // not Linux
-    }
-    for (const pid of pids) {
-      const s = statOf(pid);
-      if (s && parents.has(s.ppid)) ticks += s.ticks;
-    }
-  }
+  if (parents.size > 0) for (const child of childrenOf(parents)) ticks += child.ticks;
   return (ticks * 1_000_000) / TICKS_PER_SECOND;
+}
+
+/** Every process whose parent is in `parents`, with its CPU ticks so far (none off Linux). */
+function* childrenOf(parents: ReadonlySet<number>): Generator<{ pid: number; ticks: number }> {
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return; // not Linux
+  }
+  for (const pid of pids) {
+    const s = statOf(pid);
+    if (s && parents.has(s.ppid)) yield { pid: Number(pid), ticks: s.ticks };
+  }
 }
 
 /** The postmaster's pid of the cluster in `dataDir` (first line of postmaster.pid); null if unknown. */
@@ -124,22 +127,13 @@ export function postmasterPid(dataDir: string): number | null {
  */
 export function childCpuByPid(parentPid: number): Map<number, { title: string; us: number }> {
   const out = new Map<number, { title: string; us: number }>();
-  let pids: string[] = [];
-  try {
-    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
-  } catch {
-    return out;
-  }
-  for (const pid of pids) {
-    const s = statOf(pid);
-    if (!s || s.ppid !== parentPid) continue;
-    let title = '';
+  for (const { pid, ticks } of childrenOf(new Set([parentPid]))) {
     try {
-      title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      const title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      out.set(pid, { title, us: (ticks * 1_000_000) / TICKS_PER_SECOND });
     } catch {
-      continue;
+      // gone since
     }
-    out.set(Number(pid), { title, us: (s.ticks * 1_000_000) / TICKS_PER_SECOND });
   }
   return out;
 }

@@ -39,6 +39,10 @@ export class ServerMetrics {
     // nodejs_heap_size_used_bytes, ...), unprefixed as every Node exporter has them, so
     // stock dashboards work; Evora's own metrics are all evora_*. Never both prefixes.
     collectDefaultMetrics({ register: this.registry });
+    // The outbox lag is one query per scrape: the gauges below collect together (prom-client
+    // calls every collect at once), share the read in flight, and evora_database_up is
+    // whether it reached the database.
+    const lagRead = sharedRead(() => deps.store.outboxLag());
     new Gauge({
       name: 'evora_queue_depth',
       help: 'PENDING jobs claimable now, per queue; 0 for a known queue with none (the series never disappears)',
@@ -56,7 +60,7 @@ export class ServerMetrics {
       help: 'Job events not yet projected into telemetry',
       registers: [this.registry],
       async collect() {
-        const lag = await unlessUnavailable(deps.store.outboxLag());
+        const lag = await unlessUnavailable(lagRead());
         if (lag) this.set(lag.events);
       },
     });
@@ -65,7 +69,7 @@ export class ServerMetrics {
       help: 'Age of the oldest job event not yet projected into telemetry',
       registers: [this.registry],
       async collect() {
-        const lag = await unlessUnavailable(deps.store.outboxLag());
+        const lag = await unlessUnavailable(lagRead());
         if (lag) this.set(lag.oldestSeconds);
       },
     });
@@ -74,7 +78,7 @@ export class ServerMetrics {
       help: 'Whether this server reached PostgreSQL at this scrape (1) or not (0; the gauges read from it keep their last values)',
       registers: [this.registry],
       async collect() {
-        this.set((await unlessUnavailable(deps.store.healthCheck().then(() => true))) ? 1 : 0);
+        this.set((await unlessUnavailable(lagRead())) ? 1 : 0);
       },
     });
   }
@@ -93,6 +97,15 @@ export class ServerMetrics {
       },
     });
   }
+}
+
+/**
+ * `read` called at most once at a time: callers while a read is in flight share it, and the
+ * next call after it settles reads again (one query per scrape for the gauges that share it).
+ */
+function sharedRead<T>(read: () => Promise<T>): () => Promise<T> {
+  let inFlight: Promise<T> | null = null;
+  return () => (inFlight ??= read().finally(() => (inFlight = null)));
 }
 
 /**

@@ -273,15 +273,15 @@ export class HttpServer {
  */
 function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
   const { route, desc } = bound;
+  // Fastify reads no body of a GET: one sent anyway would be dropped unread, its filters too.
+  if (route.method === 'GET' && hasBody(request)) {
+    throw invalidArgument(`${route.method} ${route.path} takes no body: send its fields as query parameters`);
+  }
   const body = request.body as JsonValue | undefined;
   if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) {
     throw invalidArgument('the request body must be a JSON object');
   }
   let json: JsonObject;
-  // Fastify reads no body of a GET: one sent anyway would be dropped unread, its filters too.
-  if (route.method === 'GET' && hasBody(request)) {
-    throw invalidArgument(`${route.method} ${route.path} takes no body: send its fields as query parameters`);
-  }
   if (route.body === 'whole') json = { ...(body ?? {}) };
   else if (route.body === 'none') {
     if (body && Object.keys(body).length > 0) throw invalidArgument(`${route.method} ${route.path} takes no body`);

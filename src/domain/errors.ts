@@ -49,6 +49,15 @@ export const permissionDenied = (message: string, options?: { cause?: unknown })
 export const unavailable = (message: string, options?: { cause?: unknown }) => new EvoraError('UNAVAILABLE', message, options);
 
 /**
+ * What a call gets while its server is bound but not yet serving (it waits for the database
+ * and migrates first): one answer for gRPC and HTTP, so that a client sees the same line on both.
+ */
+export const serverStarting = () => unavailable('the server is starting: waiting for the database');
+
+/** What a call gets once its server has begun to shut down; the caller retries on another. */
+export const serverStopping = () => unavailable('the server is stopping');
+
+/**
  * Whether `err` is an UNAVAILABLE domain error: an expected outage, which the store's
  * availability tracker has logged once; callers must not log it again at error level.
  */

@@ -1,5 +1,5 @@
 import type { ServerDuplexStream, ServerUnaryCall, ServiceDefinition, UntypedServiceImplementation, sendUnaryData } from '@grpc/grpc-js';
-import { unavailable } from '../domain/errors.js';
+import { serverStarting } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import { toServiceError } from './status.js';
 
@@ -11,8 +11,8 @@ import { toServiceError } from './status.js';
  * being answered UNIMPLEMENTED, a code clients do not retry. The server swaps in the real
  * implementation (removeService, addService, in one tick) once it is ready.
  */
-export function serviceNotReady(definition: ServiceDefinition, reason: string, logger: Logger): UntypedServiceImplementation {
-  const answer = () => toServiceError(unavailable(`the server is starting: ${reason}`), logger);
+export function serviceNotReady(definition: ServiceDefinition, logger: Logger): UntypedServiceImplementation {
+  const answer = () => toServiceError(serverStarting(), logger);
   const handlers: UntypedServiceImplementation = {};
   for (const [name, method] of Object.entries(definition)) {
     // A streaming call ends with the status (as the Work stream ends one); a unary or

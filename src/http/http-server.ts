@@ -7,7 +7,7 @@ import { status as grpcStatus, type ServiceDefinition, type UntypedServiceImplem
 import fastifyStatic from '@fastify/static';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DescMethod, JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { invalidArgument, isUnavailable, unavailable } from '../domain/errors.js';
+import { invalidArgument, isUnavailable, serverStarting, serverStopping } from '../domain/errors.js';
 import { MAX_NAME_LENGTH } from '../domain/validate.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
@@ -83,6 +83,8 @@ function dashboardDirDefault(): string | null {
 /** The HTTP port's server. */
 export class HttpServer {
   private implementations: readonly UntypedServiceImplementation[] | null = null;
+  /** Set by notReady(): why /v1 calls are refused when there are no implementations. */
+  private stopping = false;
   private metrics: ServerMetrics | null = null;
   private readonly inFlight = new Set<AbortController>();
   private unsubscribeTls: (() => void) | null = null;
@@ -119,7 +121,7 @@ export class HttpServer {
     const dashboardDir = opts.dashboardDir === undefined ? dashboardDirDefault() : opts.dashboardDir;
     let self: HttpServer | null = null;
     const server = () => {
-      if (!self) throw unavailable('the server is starting');
+      if (!self) throw serverStarting();
       return self;
     };
 
@@ -210,6 +212,7 @@ export class HttpServer {
   /** Shutdown has begun: /v1 answers 503 and /readyz not ready (requests in flight go on). */
   notReady(): void {
     this.implementations = null;
+    this.stopping = true;
   }
 
   /** Stops taking connections, lets requests in flight end for a grace second, then cuts them. */
@@ -239,7 +242,7 @@ export class HttpServer {
   /** One /v1 request: JSON in, the RPC's handler, JSON out. */
   private async handle(bound: BoundRoute, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
     const implementations = this.implementations;
-    if (!implementations) return errorSend(reply, unavailable('the server is starting or stopping'), this.logger, {});
+    if (!implementations) return errorSend(reply, this.stopping ? serverStopping() : serverStarting(), this.logger, {});
     const handler = implementations[bound.serviceIndex]?.[bound.key] as UnaryHandler | undefined;
     if (!handler) return errorSend(reply, new Error(`no handler for ${bound.route.rpc}`), this.logger, {});
     const ac = new AbortController();

@@ -76,7 +76,8 @@ export function jsonFieldSet(desc: DescMessage, json: JsonObject, dotted: string
     const existingKey = [field.jsonName, field.name].find((k) => target[k] !== undefined && target[k] !== null);
     if (i === parts.length - 1) {
       if (existingKey !== undefined && JSON.stringify(target[existingKey]) !== JSON.stringify(value)) {
-        throw invalidArgument(`${field.name} in the body (${JSON.stringify(target[existingKey])}) differs from the ${source} (${JSON.stringify(value)})`);
+        // The value already there came from the body, the query or a header (set in that order).
+        throw invalidArgument(`${field.name} elsewhere in the request (${JSON.stringify(target[existingKey])}) differs from the ${source} (${JSON.stringify(value)})`);
       }
       if (existingKey !== undefined) delete target[existingKey];
       target[field.jsonName] = value;

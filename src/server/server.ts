@@ -55,7 +55,7 @@ const SERVICE_NAMES = [
   'evora.v1.AuditService',
 ];
 /** The services' definitions, in the order of SERVICE_NAMES. */
-const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [
+export const SERVICE_DEFINITIONS: readonly grpc.ServiceDefinition[] = [
   jobServiceDefinition,
   workerServiceDefinition,
   QueueServiceService,
@@ -206,7 +206,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       'grpc.keepalive_time_ms': 30_000,
     });
     for (const definition of SERVICE_DEFINITIONS) {
-      server.addService(definition, serviceNotReady(definition, 'waiting for the database', logger));
+      server.addService(definition, serviceNotReady(definition, logger));
     }
     const health = new HealthImplementation(Object.fromEntries(['', ...SERVICE_NAMES].map((s) => [s, 'NOT_SERVING' as const])));
     health.addToServer(server);

@@ -125,6 +125,12 @@ describe('what the router or the HTTP parser refuses has the same shape', () => 
     const res = await getWithBody('/v1/jobs', JSON.stringify({ queue: 'no-such-queue' }));
     expect(res).toEqual({ status: 400, body: { code: 'INVALID_ARGUMENT', message: 'GET /v1/jobs takes no body: send its fields as query parameters' } });
   });
+
+  it('a query value that differs from the path is refused, and says which two disagree', async () => {
+    const res = await api('GET', '/v1/queues/one', { query: { name: 'two' } });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ code: 'INVALID_ARGUMENT', message: 'name elsewhere in the request ("two") differs from the path ("one")' });
+  });
 });
 
 describe('401 and 403', () => {

@@ -2,9 +2,10 @@ import { copyFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
+import { HttpServer } from '../../src/http/http-server.js';
 import { configLoad } from '../../src/server/config.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
-import { serverStart, ServerStartAbortedError } from '../../src/server/server.js';
+import { SERVICE_DEFINITIONS, serverStart, ServerStartAbortedError } from '../../src/server/server.js';
 import { silentLogger } from '../../src/logger.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 import { serverSetup } from '../helpers/server-setup.js';
@@ -64,10 +65,23 @@ describe('the HTTP port', () => {
       expect((await fetch(`${base}/readyz`)).status).toBe(503);
       const res = await fetch(`${base}/v1/queues`);
       expect(res.status).toBe(503);
-      expect(await res.json()).toMatchObject({ code: 'UNAVAILABLE' });
+      // The same line as gRPC's (test/server/db-outage.test.ts).
+      expect(await res.json()).toEqual({ code: 'UNAVAILABLE', message: 'the server is starting: waiting for the database' });
     } finally {
       abort.abort();
       await expect(starting).rejects.toBeInstanceOf(ServerStartAbortedError);
+    }
+  });
+
+  it('/v1 says whether the server is starting or stopping', async () => {
+    const http = await HttpServer.start({ host: '127.0.0.1', port: 0, logger: silentLogger(), definitions: SERVICE_DEFINITIONS, bodyLimit: 1 << 20, tls: null, version: '1', dashboardDir: null });
+    try {
+      const get = async () => (await fetch(`http://127.0.0.1:${http.port}/v1/jobs/0b7e0c54-0000-4000-8000-000000000000`)).json();
+      expect(await get()).toEqual({ code: 'UNAVAILABLE', message: 'the server is starting: waiting for the database' });
+      http.notReady();
+      expect(await get()).toEqual({ code: 'UNAVAILABLE', message: 'the server is stopping' });
+    } finally {
+      await http.close();
     }
   });
 

@@ -130,7 +130,7 @@ export function openApiDocument(routes: readonly OpenApiRoute[], info: { version
     info: {
       title: 'Evora HTTP API',
       version: info.version,
-      description: 'The JSON twin of the gRPC API (proto/evora/v1): the same handlers, the proto3 JSON mapping of the same messages. Authorization: Bearer <token> when auth is on.',
+      description: 'The JSON twin of the gRPC API (proto/evora/v1): the same handlers, the proto3 JSON mapping of the same messages (fields are listed by their lowerCamelCase JSON names; requests may also use the proto snake_case names, as the mapping allows). Authorization: Bearer <token> when auth is on.',
     },
     components: {
       schemas,

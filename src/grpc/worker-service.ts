@@ -1,5 +1,5 @@
 import { LEASE_LOST_TEXT } from '../domain/codes.js';
-import { failedPrecondition, invalidArgument } from '../domain/errors.js';
+import { EvoraError, failedPrecondition, invalidArgument } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
 import { checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, errorText } from '../domain/validate.js';
 import { WorkerServiceService, type WorkerServiceServer } from '../gen/evora/v1/worker.js';
@@ -76,7 +76,13 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const out = await dispatcher.complete(null, { ...lease, ...checkCompleteResult(req.result, req.resultJson, maxPayloadBytes) });
       if (!out.accepted) throw leaseLost();
       // A completion reports only what changed; COMPLETED is final, so this read is that job.
-      return { job: jobToPb(await store.jobGet({ id: lease.id })) };
+      // A job gone by then (its queue deletes at completion, or it was purged since) was
+      // completed all the same: the answer is OK without a job, never NOT_FOUND.
+      const job = await store.jobGet({ id: lease.id }).catch((err: unknown) => {
+        if (err instanceof EvoraError && err.code === 'NOT_FOUND') return null;
+        throw err;
+      });
+      return { job: job ? jobToPb(job) : undefined };
     }),
     failJob: unary(deps, M.failJob.path, async (req, _call, principal) => {
       const lease = leaseRef(req);

@@ -76,4 +76,23 @@ describe('delete_on_complete in a running server', () => {
     expect(kept).toBe(again.job.id);
     expect(await client.get(kept!)).toMatchObject({ state: 'COMPLETED', result: { n: 0 } });
   });
+
+  it('a unary or HTTP completion of a deleted job answers OK without a job, and its resend LEASE_LOST', async () => {
+    const queue = queueName('docu');
+    await client.upsertQueue(queue, { deleteOnComplete: true });
+    const { job } = await client.submit({ queue, type: 't' });
+    const post = async (path: string, body: unknown) => {
+      const res = await fetch(`${httpUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const claimed = await post('/v1/jobs/claim', { workerId: 'w-unary', queues: [queue] });
+    const leased = (claimed.body.jobs as { job: { id: string }; leaseToken: string }[])[0]!;
+    expect(leased.job.id).toBe(job.id);
+    const done = await post(`/v1/jobs/${job.id}/complete`, { leaseToken: leased.leaseToken, result: { ok: true } });
+    expect(done).toEqual({ status: 200, body: {} });
+    await expect(client.get(job.id)).rejects.toMatchObject({ code: 5 }); // deleted: NOT_FOUND
+    const again = await post(`/v1/jobs/${job.id}/complete`, { leaseToken: leased.leaseToken });
+    expect(again.status).toBe(409);
+    expect(again.body.code).toBe('FAILED_PRECONDITION');
+  });
 });

@@ -762,7 +762,11 @@ export interface CompleteJobRequest {
 
 /** CompleteJobResponse carries the completed job. */
 export interface CompleteJobResponse {
-  /** The job, now COMPLETED. */
+  /**
+   * The job, now COMPLETED. Unset when the job no longer exists once the completion has
+   * committed: its queue deletes jobs at completion (Queue.delete_on_complete), or it was
+   * deleted since. The completion was applied all the same.
+   */
   job?: Job | undefined;
 }
 

@@ -2395,7 +2395,9 @@ func (x *CompleteJobRequest) GetResultJson() []byte {
 // CompleteJobResponse carries the completed job.
 type CompleteJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job, now COMPLETED.
+	// The job, now COMPLETED. Unset when the job no longer exists once the completion has
+	// committed: its queue deletes jobs at completion (Queue.delete_on_complete), or it was
+	// deleted since. The completion was applied all the same.
 	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

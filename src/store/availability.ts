@@ -28,6 +28,14 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '25006', // read_only_sql_transaction: the URL reaches a standby (during a failover)
 ]);
 
+/**
+ * SQLSTATEs of a statement the database gave up on while it stays reachable: answered
+ * UNAVAILABLE (the caller retries later; nothing was written) but not an outage.
+ */
+const BUSY_SQLSTATES = new Set([
+  '57014', // query_canceled: a statement_timeout set on the role or database, or pg_cancel_backend
+]);
+
 /** Socket errors of a connection that cannot be made or was cut. */
 const UNAVAILABLE_ERRNOS: Record<string, string> = {
   ECONNREFUSED: 'connection refused',
@@ -47,6 +55,7 @@ const UNAVAILABLE_MESSAGES = [
   /^timeout exceeded when trying to connect$/,
   /is not queryable$/, // a client whose connection already failed
   /^Connection timed out$/,
+  /^timeout expired$/, // a pg.Client's own connectionTimeoutMillis (the LISTEN connection's)
 ];
 
 /**
@@ -64,6 +73,20 @@ export function databaseUnavailableReason(err: unknown): string | null {
     }
     const reason = reasonOf(e);
     if (reason) return reason;
+  }
+  return null;
+}
+
+/**
+ * Why the database gave up on a statement while staying reachable (BUSY_SQLSTATES: a
+ * statement timeout, a cancel), if `err` (or an error in its `cause` chain) says so; null
+ * otherwise. Such a failure is answered UNAVAILABLE but is not an outage.
+ */
+export function databaseBusyReason(err: unknown): string | null {
+  for (const e of causeChain(err)) {
+    if (e instanceof EvoraError) return null;
+    const code = (e as Error & { code?: unknown }).code;
+    if (typeof code === 'string' && BUSY_SQLSTATES.has(code)) return oneLine(e.message) || code;
   }
   return null;
 }
@@ -166,6 +189,12 @@ export class DatabaseAvailability {
    * rethrows `err` as it is).
    */
   failure(err: unknown, started: number = performance.now()): EvoraError | null {
+    const busy = databaseBusyReason(err);
+    if (busy !== null) {
+      // One statement given up on; the database is there, so the state does not change.
+      this.logger.warn({ reason: busy }, `database busy: ${busy}`);
+      return unavailable(`database busy: ${busy}`, { cause: err });
+    }
     const reason = databaseUnavailableReason(err);
     if (reason === null) return null;
     switch (this.#state) {

@@ -24,6 +24,7 @@ describe('databaseUnavailableReason: which failures are an outage', () => {
     ['reset', errorWith('read ECONNRESET', { code: 'ECONNRESET' }), 'connection reset'],
     ['socket closed under a query', errorWith('Connection terminated unexpectedly'), 'Connection terminated unexpectedly'],
     ['pool connect timeout', errorWith('timeout exceeded when trying to connect'), 'timeout exceeded when trying to connect'],
+    ['a pg.Client connect timeout (the LISTEN connection)', errorWith('timeout expired'), 'timeout expired'],
     ['a client whose connection failed', errorWith('Client has encountered a connection error and is not queryable'), 'Client has encountered a connection error and is not queryable'],
     ['wrapped (a cause chain)', new Error('migration failed: x', { cause: errorWith('the database system is shutting down', { code: '57P03' }) }), 'the database system is shutting down'],
     ['an UNAVAILABLE made from a driver error: its reason', unavailable('database unavailable: connection reset', { cause: errorWith('read ECONNRESET', { code: 'ECONNRESET' }) }), 'connection reset'],
@@ -64,6 +65,18 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     expect(err!.message).toBe('database unavailable: connection refused (127.0.0.1:5432)');
     expect(err!.cause).toBe(cause);
     expect(availability.failure(new TypeError('a bug'))).toBeNull();
+  });
+
+  it('a statement timeout is answered UNAVAILABLE ("database busy") without starting an outage', () => {
+    const { availability, logged } = tracker();
+    availability.success();
+    const cause = errorWith('canceling statement due to statement timeout', { code: '57014' });
+    const err = availability.failure(cause);
+    expect(isUnavailable(err)).toBe(true);
+    expect(err!.message).toBe('database busy: canceling statement due to statement timeout');
+    expect(err!.cause).toBe(cause);
+    expect(availability.state).toBe('available');
+    expect(logged()).toEqual([[40, 'database busy: canceling statement due to statement timeout']]);
   });
 
   it('startup: waiting (warn once), reached (info once)', () => {

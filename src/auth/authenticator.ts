@@ -22,7 +22,8 @@ import type { Store } from '../store/store.js';
  * What must stay true (docs/security.md "API tokens"):
  * - a revoked or expired token stops working within 5 s on every server: revocation is seen
  *   at the next refresh (<= 2 s, or at once through NOTIFY); expiry is checked on every call
- *   against this process's clock; open Work streams hear it through onInvalidated;
+ *   against this process's clock; open streams and long-polls hear it through
+ *   onPrincipalInvalidated, and an anonymous caller's hear that auth turned on;
  * - fail closed: with auth on, once the last successful read is older than STALE_AFTER_MS
  *   (the database is unreachable), calls are answered UNAVAILABLE instead of trusting the
  *   cache;
@@ -62,6 +63,8 @@ export class Authenticator {
   /** The next read for unknown tokens, shared by every call that waits for it. */
   private unknownRead: Promise<void> | null = null;
   private readonly listeners = new Map<string, Set<() => void>>();
+  /** Anonymous callers' streams and long-polls, told when auth turns on. */
+  private readonly authOnListeners = new Set<() => void>();
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
   private interval: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -91,6 +94,7 @@ export class Authenticator {
     for (const t of this.expiryTimers.values()) clearTimeout(t);
     this.expiryTimers.clear();
     this.listeners.clear();
+    this.authOnListeners.clear();
   }
 
   /** Whether calls need a token: the table has a row, or a bootstrap secret is configured. */
@@ -179,6 +183,29 @@ export class Authenticator {
   }
 
   /**
+   * Calls `fn` once, with one readable line, when `principal` stops being accepted: a
+   * token's when it is revoked or expires (onInvalidated), the anonymous caller's when auth
+   * turns on (the first token was made, on any server: from then on every call needs one).
+   * A database principal never is. Returns the unsubscribe function. Open streams and
+   * long-polls use it, so that nothing keeps serving a caller a new call would refuse.
+   */
+  onPrincipalInvalidated(principal: Principal, fn: (reason: string) => void): () => void {
+    if (principal.tokenId) {
+      const name = principal.name;
+      return this.onInvalidated(principal.tokenId, () => fn(`token "${name}" was revoked or has expired`));
+    }
+    if (principal.kind !== 'anonymous') return () => undefined;
+    const listener = () => fn('a token is now required: auth was turned on');
+    if (this.authOn) {
+      // On since the call was let in: it is refused as a new call would be.
+      queueMicrotask(listener);
+      return () => undefined;
+    }
+    this.authOnListeners.add(listener);
+    return () => void this.authOnListeners.delete(listener);
+  }
+
+  /**
    * The principal of a header, or null for a well-formed secret whose hash is unknown.
    * Throws what authenticate throws, but for the unknown hash.
    */
@@ -207,6 +234,7 @@ export class Authenticator {
       this.options.logger[isUnavailable(err) ? 'debug' : 'warn']({ err }, 'cannot read the API tokens');
       throw err;
     }
+    const wasOn = this.authOn;
     const byHash = new Map<string, CachedToken>();
     const byId = new Map<string, CachedToken>();
     for (const t of rows) {
@@ -221,6 +249,11 @@ export class Authenticator {
       const t = byId.get(id);
       if (!t || tokenRefusal(t, new Date())) this.invalidated(id);
       else this.expiryArm(id);
+    }
+    if (!wasOn && this.authOn) {
+      const anonymous = [...this.authOnListeners];
+      this.authOnListeners.clear();
+      this.tell(anonymous, null);
     }
   }
 
@@ -256,7 +289,12 @@ export class Authenticator {
     const timer = this.expiryTimers.get(tokenId);
     if (timer) clearTimeout(timer);
     this.expiryTimers.delete(tokenId);
-    for (const fn of set) {
+    this.tell(set, tokenId);
+  }
+
+  /** Calls each listener; one that throws is logged and does not stop the others. */
+  private tell(fns: Iterable<() => void>, tokenId: string | null): void {
+    for (const fn of fns) {
       try {
         fn();
       } catch (err) {

@@ -53,8 +53,8 @@ export interface SubmitStreamDeps {
   logger: Logger;
   /** Open streams, so shutdown can end them. */
   streams: Pick<OpenStreams, 'add' | 'delete'>;
-  /** Tells the stream when its token stops working (revoked or expired). */
-  auth: Pick<Authenticator, 'onInvalidated'>;
+  /** Tells the stream when its caller stops being accepted (a token revoked or expired, auth turned on). */
+  auth: Pick<Authenticator, 'onPrincipalInvalidated'>;
 }
 
 /** A SubmitJobStream; see the module comment for its states and rules. */
@@ -77,14 +77,11 @@ export class SubmitStream implements ServerStreamHandle {
     private readonly deps: SubmitStreamDeps,
     private readonly principal: Principal,
   ) {
-    if (principal.tokenId) {
-      const name = principal.name;
-      this.unsubscribe = deps.auth.onInvalidated(principal.tokenId, () => {
-        if (this.current !== 'open') return;
-        deps.logger.warn({ token_id: principal.tokenId, token_name: name, reason: 'token revoked or expired' }, 'SubmitJobStream ended: its token stopped working');
-        this.finish({ code: status.UNAUTHENTICATED, details: `token "${name}" was revoked or has expired` });
-      });
-    }
+    this.unsubscribe = deps.auth.onPrincipalInvalidated(principal, (reason) => {
+      if (this.current !== 'open') return;
+      deps.logger.warn({ token_id: principal.tokenId, token_name: principal.tokenId ? principal.name : null, reason }, `SubmitJobStream ended: ${reason}`);
+      this.finish({ code: status.UNAUTHENTICATED, details: reason });
+    });
     this.writer = new StreamWriter(call, {
       signal: this.closing.signal,
       onBlocked: () => this.inputFlow(),

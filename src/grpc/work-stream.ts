@@ -98,8 +98,8 @@ export interface WorkStreamDeps {
   leaseSecondsFor(queues: string[]): Promise<number>;
   /** Open streams, so shutdown can end them after the drain. */
   streams: Pick<OpenStreams, 'add' | 'delete'>;
-  /** Tells the stream when its token stops working (revoked or expired). */
-  auth: Pick<Authenticator, 'onInvalidated'>;
+  /** Tells the stream when its caller stops being accepted (a token revoked or expired, auth turned on). */
+  auth: Pick<Authenticator, 'onPrincipalInvalidated'>;
 }
 
 /** The Work stream of one worker; see the module comment for its states and rules. */
@@ -153,17 +153,14 @@ export class WorkStream implements ServerStreamHandle {
     private readonly principal: Principal,
   ) {
     this.log = deps.logger;
-    if (principal.tokenId) {
-      const name = principal.name;
-      this.unsubscribe = deps.auth.onInvalidated(principal.tokenId, () =>
-        this.guard(() => {
-          if (this.current === 'closed') return;
-          this.log.warn({ token_id: principal.tokenId, token_name: name, reason: 'token revoked or expired' }, 'Work stream ended: its token stopped working');
-          this.endWithStatus({ code: status.UNAUTHENTICATED, details: `token "${name}" was revoked or has expired` });
-          this.gone();
-        }),
-      );
-    }
+    this.unsubscribe = deps.auth.onPrincipalInvalidated(principal, (reason) =>
+      this.guard(() => {
+        if (this.current === 'closed') return;
+        this.log.warn({ token_id: principal.tokenId, token_name: principal.tokenId ? principal.name : null, reason }, `Work stream ended: ${reason}`);
+        this.endWithStatus({ code: status.UNAUTHENTICATED, details: reason });
+        this.gone();
+      }),
+    );
     // Messages are encoded before they are written, so the writer knows what waits in bytes;
     // the Work method's serializer (workerServiceDefinition) passes encoded messages through.
     this.writer = new StreamWriter(call as unknown as WritableCall<EncodedWorkResponse>, {

@@ -1,5 +1,5 @@
 import { LEASE_LOST_TEXT } from '../domain/codes.js';
-import { EvoraError, failedPrecondition, invalidArgument } from '../domain/errors.js';
+import { EvoraError, failedPrecondition, invalidArgument, unauthenticated } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
 import { checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, errorText } from '../domain/validate.js';
 import { WorkerServiceService, type WorkerServiceServer } from '../gen/evora/v1/worker.js';
@@ -59,7 +59,20 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       call.on('cancelled', () => abort.abort());
       // A caller gone while the call was authenticated is not claimed for.
       if (call.cancelled) abort.abort();
-      const jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, types, signal: abort.signal });
+      // Nor one whose token is revoked (or whose anonymity ends) while the call waits:
+      // jobs a claim in flight took are given back, as for a caller gone.
+      let refused: string | null = null;
+      const unsubscribe = deps.auth.onPrincipalInvalidated(principal, (reason) => {
+        refused = reason;
+        abort.abort();
+      });
+      let jobs;
+      try {
+        jobs = await dispatcher.claimUnary({ workerId: req.workerId, queues: req.queues, max, waitMs, types, signal: abort.signal });
+      } finally {
+        unsubscribe();
+      }
+      if (refused !== null) throw unauthenticated(refused);
       return { jobs: jobs.map(leasedJobToPb) };
     }),
     extendLease: unary(deps, M.extendLease.path, async (req, _call, principal) => {

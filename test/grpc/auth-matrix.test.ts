@@ -3,14 +3,15 @@ import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { METHOD_PERMISSIONS } from '../../src/grpc/auth.js';
 import { AuditServiceService, TokenServiceService } from '../../src/gen/evora/v1/auth.js';
-import { JobFilter, JobServiceService, SubmitJobRequest, SubmitJobStreamRequest, type SubmitJobStreamResponse } from '../../src/gen/evora/v1/job.js';
+import { JobFilter, JobServiceService, SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
 import { QueueServiceService } from '../../src/gen/evora/v1/queue.js';
 import { Schedule, ScheduleServiceService } from '../../src/gen/evora/v1/schedule.js';
-import { WorkerHello, WorkerServiceService, type WorkRequest, type WorkResponse } from '../../src/gen/evora/v1/worker.js';
+import { WorkerServiceService } from '../../src/gen/evora/v1/worker.js';
 import { configLoad } from '../../src/server/config.js';
 import { serverStart, type EvoraServer } from '../../src/server/server.js';
 import type { TokenRole } from '../../src/domain/auth.js';
 import { testDatabaseCreate } from '../helpers/db.js';
+import { submitStreamOpen, workOpen } from '../helpers/open-streams.js';
 import { bearer, tokenInsert, type TestToken } from '../helpers/tokens.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -170,45 +171,6 @@ function unaryCode(client: grpc.Client, def: MethodDef, request: Record<string, 
       resolve(err ? err.code : grpc.status.OK),
     );
   });
-}
-
-/**
- * A SubmitJobStream: sends `request` and resolves with its outcome's code (OK, or the code of
- * its error) or, when the stream fails first, the stream's code.
- */
-function submitStreamOpen(client: grpc.Client, md: grpc.Metadata, request: Record<string, unknown>) {
-  const def = JobServiceService.submitJobStream;
-  const stream = client.makeBidiStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, md) as grpc.ClientDuplexStream<
-    SubmitJobStreamRequest,
-    SubmitJobStreamResponse
-  >;
-  let ended: grpc.ServiceError | null = null;
-  const endedP = new Promise<grpc.ServiceError>((resolve) => stream.on('error', (e: grpc.ServiceError) => resolve((ended = e))));
-  const first = new Promise<grpc.status>((resolve) => {
-    stream.on('data', (r: SubmitJobStreamResponse) => resolve(r.outcome?.$case === 'error' ? r.outcome.value.code : grpc.status.OK));
-    void endedP.then((e) => resolve(e.code));
-  });
-  stream.write(SubmitJobStreamRequest.fromPartial(request as Partial<SubmitJobStreamRequest>));
-  return { stream, first, ended: endedP, get error() { return ended; }, close: () => stream.cancel() };
-}
-
-/** A Work stream: says hello and resolves once the welcome arrives (OK) or the stream fails (its code). */
-function workOpen(client: grpc.Client, md: grpc.Metadata, queues: string[]) {
-  const def = WorkerServiceService.work;
-  const stream = client.makeBidiStreamRequest(
-    def.path,
-    def.requestSerialize,
-    def.responseDeserialize,
-    md,
-  ) as grpc.ClientDuplexStream<WorkRequest, WorkResponse>;
-  let ended: grpc.ServiceError | null = null;
-  const endedP = new Promise<grpc.ServiceError>((resolve) => stream.on('error', (e: grpc.ServiceError) => resolve((ended = e))));
-  const first = new Promise<grpc.status>((resolve) => {
-    stream.on('data', (r: WorkResponse) => r.msg?.$case === 'welcome' && resolve(grpc.status.OK));
-    void endedP.then((e) => resolve(e.code));
-  });
-  stream.write({ msg: { $case: 'hello', value: WorkerHello.fromPartial({ workerId: 'matrix', queues, slots: 1 }) } });
-  return { stream, first, ended: endedP, get error() { return ended; }, close: () => stream.cancel() };
 }
 
 beforeAll(async () => {

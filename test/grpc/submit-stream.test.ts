@@ -190,7 +190,8 @@ function fakeSetup(principal: Principal = ANONYMOUS) {
     submit: (req) => new Promise((resolve, reject) => submits.push({ req, resolve, reject })),
     logger: silentLogger(),
     streams,
-    auth: { onInvalidated: (_id, fn) => (invalidate.push(fn), () => undefined) },
+    // The reason as the Authenticator words it for a token (test/auth/authenticator.test.ts).
+    auth: { onPrincipalInvalidated: (p, fn) => (invalidate.push(() => fn(`token "${p.name}" was revoked or has expired`)), () => undefined) },
   }, principal);
   const send = (n: number, from = 1) => {
     for (let i = from; i < from + n; i++) call.push({ requestId: i, job: job('q') });

@@ -180,6 +180,22 @@ export async function jobScopeCheck(store: Pick<Store, 'jobGet'>, p: Principal, 
   scopeCheck(p, method, [queue]);
 }
 
+/**
+ * For a scoped principal, PERMISSION_DENIED (nothing written) when a job it submits would
+ * depend on a job of a queue outside its scope: a child's state tells its parent's outcome,
+ * so depending on a job is reading it. Ids that do not exist are left to the submit
+ * (NOT_FOUND), as jobScopeCheck leaves them. Unscoped principals cost nothing.
+ */
+export async function parentsScopeCheck(store: Pick<Store, 'jobQueues'>, p: Principal, method: string, parentIds: readonly string[]): Promise<void> {
+  if (!scoped(p) || parentIds.length === 0) return;
+  const queues = await store.jobQueues({ ids: [...new Set(parentIds)] });
+  for (const [id, queue] of queues) {
+    if (!queueInScope(p.queues, queue)) {
+      throw permissionDenied(`${principalLabel(p)} may not depend on job ${id}: its queue is outside the token's queues (${p.queues.join(', ')})`);
+    }
+  }
+}
+
 /** As jobScopeCheck, for a schedule by name: its queue must be in scope. */
 export async function scheduleScopeCheck(store: Pick<Store, 'scheduleGet'>, p: Principal, method: string, name: string): Promise<void> {
   if (!scoped(p)) return;

@@ -37,7 +37,7 @@ import { bufferDecoder } from '../wire/node-buffer-reader.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
 import { attemptToPb, backoffKindFromPb, deadLetterGroupToPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
-import { jobScopeCheck, scopeCheck, scopeCheckFilter, streamAuthenticated } from './auth.js';
+import { jobScopeCheck, parentsScopeCheck, scopeCheck, scopeCheckFilter, streamAuthenticated } from './auth.js';
 import { SubmitStream, type SubmitStreamDeps } from './submit-stream.js';
 import { unary } from './unary.js';
 import { auditActor } from '../domain/audit.js';
@@ -132,6 +132,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     if (req.ref) throw invalidArgument('ref names a job for the others of one SubmitJobs call; SubmitJob has no others');
     const input = submitInput(req, maxPayloadBytes);
     scopeCheck(principal, method, [input.queue]);
+    await parentsScopeCheck(store, principal, method, input.dependsOn ?? []);
     const { job, created } = await dispatcher.submit(input);
     if (created) {
       metrics.jobsSubmitted.inc({ queue: job.queue });
@@ -164,6 +165,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       checkDependencyRefs(inputs);
       // One job out of scope refuses the whole batch: nothing is written.
       scopeCheck(principal, M.submitJobs.path, [...new Set(inputs.map((j) => j.queue))]);
+      await parentsScopeCheck(store, principal, M.submitJobs.path, inputs.flatMap((j) => j.dependsOn ?? []));
       if (req.idsOnly) {
         const { ids, created } = await store.jobSubmitManyIds({ jobs: inputs });
         created.forEach((c, i) => c && metrics.jobsSubmitted.inc({ queue: inputs[i]!.queue }));

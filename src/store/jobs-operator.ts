@@ -52,6 +52,15 @@ export async function jobRead(pool: StorePool, id: string): Promise<Job> {
   return jobFromRow(row);
 }
 
+const jobQueuesReadSql = statement<{ ids: string[] }, { id: string; queue: string }>('job-queues-read', { ids: 'uuid[]' }, { id: 'uuid', queue: 'text' });
+
+/** The queues of the jobs of `ids` that exist, by id (Store.jobQueues). */
+export async function jobQueuesRead(pool: StorePool, ids: readonly string[]): Promise<Map<string, string>> {
+  ids.forEach(idCheck);
+  const rows = await rowsOf(pool, jobQueuesReadSql, { ids: [...ids] });
+  return new Map(rows.map((r) => [r.id, r.queue]));
+}
+
 /** A page of jobs (Store.jobList). */
 export async function jobsList(pool: StorePool, params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
   if (params.afterId && !isUuid(params.afterId)) throw invalidArgument('page token is not valid');

@@ -32,7 +32,7 @@ import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
 import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
 import type { LimitedQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
-import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
+import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
@@ -322,6 +322,11 @@ export class Store {
   /** Jobs newest first, filtered, one page at a time (keyset on id). */
   async jobList(params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
     return jobsList(this.pool, params);
+  }
+
+  /** The queue of each existing job of `ids`, by id (unknown ids are left out). */
+  async jobQueues(params: { ids: readonly string[] }): Promise<Map<string, string>> {
+    return jobQueuesRead(this.pool, params.ids);
   }
 
   /** The ids of a job's direct children (at most 1,000), oldest first. */

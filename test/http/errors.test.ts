@@ -148,6 +148,25 @@ describe('401 and 403', () => {
     expect(write.body.code).toBe('PERMISSION_DENIED');
     expect(await jobCount(queue)).toBe(0);
   });
+
+  it('a token limited to queues may not depend on a job of another queue: 403, nothing written; on its own queues it may', async () => {
+    const [mine, other] = [queueName('mine'), queueName('other')];
+    const scoped = await tokenInsert(databaseUrl, { role: 'producer', queues: [mine] });
+    await waitFor(async () => (await httpCall(base, 'GET', `/v1/queues/${mine}`, { token: scoped.secret })).status !== 401, { what: 'the scoped token' });
+    const outside = (await api('POST', '/v1/jobs', { body: { queue: other, type: 't' } })).body.job.id as string;
+    const inside = (await httpCall(base, 'POST', '/v1/jobs', { token: scoped.secret, body: { queue: mine, type: 't' } })).body.job.id as string;
+
+    const single = await httpCall(base, 'POST', '/v1/jobs', { token: scoped.secret, body: { queue: mine, type: 'child', dependsOn: [inside, outside] } });
+    expect(single.status).toBe(403);
+    expect(single.body).toEqual({ code: 'PERMISSION_DENIED', message: `token "${scoped.name}" (producer) may not depend on job ${outside}: its queue is outside the token's queues (${mine})` });
+    const batch = await httpCall(base, 'POST', '/v1/jobs/batch', { token: scoped.secret, body: { jobs: [{ queue: mine, type: 'child' }, { queue: mine, type: 'child', dependsOn: [outside] }] } });
+    expect(batch.status).toBe(403);
+    expect(await jobCount(mine)).toBe(1);
+
+    const allowed = await httpCall(base, 'POST', '/v1/jobs', { token: scoped.secret, body: { queue: mine, type: 'child', dependsOn: [inside] } });
+    expect(allowed.status).toBe(201);
+    expect(allowed.body.job.state).toBe('JOB_STATE_WAITING');
+  });
 });
 
 describe('404 and 409', () => {

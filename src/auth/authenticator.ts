@@ -3,6 +3,7 @@ import {
   bearerSecret,
   tokenPrincipal,
   tokenRefusal,
+  TokenRefusedError,
   tokenSecretHash,
   type ApiToken,
   type Principal,
@@ -222,7 +223,7 @@ export class Authenticator {
     const token = this.byHash.get(tokenSecretHash(secret).toString('hex'));
     if (!token) return null;
     const refusal = tokenRefusal(token, now);
-    if (refusal) throw unauthenticated(refusal);
+    if (refusal) throw new TokenRefusedError(refusal, token.id, token.name);
     return tokenPrincipal(token);
   }
 

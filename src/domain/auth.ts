@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { invalidArgument, permissionDenied, unauthenticated } from './errors.js';
+import { EvoraError, invalidArgument, permissionDenied, unauthenticated } from './errors.js';
 import { checkName } from './validate.js';
 
 /**
@@ -224,6 +224,20 @@ export function tokenRefusal(t: Pick<ApiToken, 'name' | 'expiresAt' | 'revokedAt
   if (t.revokedAt) return `token "${t.name}" was revoked`;
   if (t.expiresAt && t.expiresAt.getTime() <= now.getTime()) return `token "${t.name}" expired at ${t.expiresAt.toISOString()}`;
   return null;
+}
+
+/**
+ * UNAUTHENTICATED for a token this server knows but refuses (revoked, expired): it carries
+ * the token's id and name, so that the refusal's log line names the token (the secret never).
+ */
+export class TokenRefusedError extends EvoraError {
+  constructor(
+    message: string,
+    readonly tokenId: string,
+    readonly tokenName: string,
+  ) {
+    super('UNAUTHENTICATED', message);
+  }
 }
 
 /** The principal a working token authenticates as. */

@@ -1,7 +1,7 @@
 import type { Metadata } from '@grpc/grpc-js';
 import { toServiceError } from './status.js';
 import type { Authenticator } from '../auth/authenticator.js';
-import { authorize, principalLabel, queueInScope, requireQueueForScoped, scoped, type Permission, type Principal } from '../domain/auth.js';
+import { authorize, principalLabel, queueInScope, requireQueueForScoped, scoped, TokenRefusedError, type Permission, type Principal } from '../domain/auth.js';
 import { EvoraError, permissionDenied } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
@@ -141,8 +141,16 @@ export function methodAuthorize(principal: Principal, method: string): void {
  */
 export function authRefusalLog(logger: Logger, method: string, principal: Principal | null, err: unknown, peer: string): void {
   if (!(err instanceof EvoraError) || (err.code !== 'UNAUTHENTICATED' && err.code !== 'PERMISSION_DENIED')) return;
+  // A known token refused (revoked, expired) has no principal, but the error names it.
+  const refused = err instanceof TokenRefusedError ? err : null;
   logger.warn(
-    { method: methodName(method), token_id: principal?.tokenId ?? null, token_name: principal?.name ?? null, reason: err.message, peer },
+    {
+      method: methodName(method),
+      token_id: principal?.tokenId ?? refused?.tokenId ?? null,
+      token_name: principal?.name ?? refused?.tokenName ?? null,
+      reason: err.message,
+      peer,
+    },
     err.code === 'UNAUTHENTICATED' ? 'call refused: not authenticated' : 'call refused: permission denied',
   );
 }

@@ -375,6 +375,14 @@ describe('log lines', () => {
     expect(refusals[0]!.reason).toMatch(/may not call CancelJob/);
     expect(refusals[0]!.peer).toBeTruthy();
 
+    // A known token refused (revoked) is named too, though it authenticates as nobody.
+    const revoked = await token({ role: 'viewer', revokedAt: new Date() });
+    const at = lines.length;
+    expect(await unaryCode(clientA, JobServiceService.listJobs as unknown as MethodDef, { queue: 'q' }, bearer(revoked))).toBe(grpc.status.UNAUTHENTICATED);
+    const named = lines.slice(at).filter((l) => l.level === 40 && l.method === 'ListJobs');
+    expect(named).toHaveLength(1);
+    expect(named[0]).toMatchObject({ token_id: revoked.id, token_name: revoked.name, reason: `token "${revoked.name}" was revoked`, msg: 'call refused: not authenticated' });
+
     expect(secrets.length).toBeGreaterThan(5);
     for (const l of lines) {
       for (const s of secrets) expect(l.raw.includes(s), `a log line holds a secret: ${l.msg}`).toBe(false);

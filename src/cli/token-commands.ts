@@ -234,16 +234,17 @@ export function tokenCommandsAdd(program: Command): void {
     .option('--limit <n>', 'how many events (1..10000)', '50')
     .option('--action <actions>', `only these actions, comma-separated (${AUDIT_ACTIONS.join(', ')})`)
     .option('--target <target>', 'only changes of this target (a queue, job id, schedule or token id)')
-    .option('--token <token>', 'only changes made with this token (its id or name)')
+    // Not --token: that is the program-wide option carrying the caller's own API token.
+    .option('--by-token <token>', 'only changes made with this token (its id or name)')
     .option(dbOption, dbDoc)
-    .action(async (opts: AdminOptions & { limit: string; action?: string; target?: string; token?: string }, cmd: Command) => {
+    .action(async (opts: AdminOptions & { limit: string; action?: string; target?: string; byToken?: string }, cmd: Command) => {
       const limit = parseInteger(opts.limit, '--limit', 1, 10_000);
       const actions = listParse(opts.action).map((a) => {
         if (!AUDIT_ACTIONS.includes(a as AuditActionName)) throw new UsageError(`--action: unknown action "${a}" (expected ${AUDIT_ACTIONS.join(', ')})`);
         return a as AuditActionName;
       });
       await withBackend(cmd, opts, 'ListAuditEvents', async (b, json) => {
-        const events = await b.audit({ actions: actions.length > 0 ? actions : undefined, target: opts.target, token: opts.token, limit });
+        const events = await b.audit({ actions: actions.length > 0 ? actions : undefined, target: opts.target, token: opts.byToken, limit });
         if (json) {
           const out = events.map((e) => ({
             id: e.id, at: e.at?.toISOString() ?? null, actor_kind: e.actorKind, token_id: e.tokenId, token_name: e.tokenName,

@@ -133,6 +133,12 @@ describe('evora token and evora audit through the server, with the admin token m
     expect(tokenEvents.map((e) => e.action)).toEqual(['token.revoke', 'token.create', 'token.create']);
     const human = await evora('--address', address, '--token', secrets[0]!, 'audit', '--limit', '2');
     expect(human.stdout.split('\n')[0]).toMatch(/^ID\s+AT\s+ACTOR\s+ACTION\s+TARGET\s+CHANGE/);
+    // --by-token filters; the program-wide --token stays the caller's credential.
+    const byToken = await json<{ token_name: string }[]>('--address', address, '--token', secrets[0]!, 'audit', '--by-token', 'first-admin', '--limit', '100');
+    expect(byToken.length).toBeGreaterThan(1);
+    expect(new Set(byToken.map((e) => e.token_name))).toEqual(new Set(['first-admin']));
+    const byTokenDirect = await json<unknown[]>('audit', '--by-token', 'first-admin', '--limit', '100', '--database-url', db.url);
+    expect(byTokenDirect).toEqual(byToken);
     const bad = await evora('--address', address, '--token', secrets[0]!, 'audit', '--action', 'queue.explode');
     expect(bad.code).toBe(2);
   });

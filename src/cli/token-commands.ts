@@ -189,6 +189,10 @@ export function tokenCommandsAdd(program: Command): void {
     .action(async (opts: AdminOptions & { role: string; queues?: string; expires?: string; name?: string }, cmd: Command) => {
       const role = roleParse(opts.role);
       const queues = listParse(opts.queues);
+      // An empty value (a script's unset variable) must not widen the token to every queue.
+      if (opts.queues !== undefined && queues.length === 0) {
+        throw new UsageError("--queues names no queue; leave it out, or pass '*', for every queue");
+      }
       const expiresInSeconds = opts.expires === undefined ? undefined : parseDuration(opts.expires, '--expires');
       await withBackend(cmd, opts, 'CreateToken', async (b, json) => {
         const { token: t, secret } = await b.create({ name: opts.name, role, queues, expiresInSeconds });
@@ -207,7 +211,7 @@ export function tokenCommandsAdd(program: Command): void {
 
   token
     .command('list')
-    .description('list tokens, newest first (never their secrets)')
+    .description('list the tokens not revoked (expired ones too, with their expiry), newest first (never their secrets)')
     .option('--all', 'also list revoked tokens')
     .option(dbOption, dbDoc)
     .action(async (opts: AdminOptions & { all?: boolean }, cmd: Command) => {

@@ -75,6 +75,10 @@ describe('evora token (direct database access)', () => {
     const pattern = await evora('token', 'create', '--role', 'viewer', '--queues', 'a*b*', '--database-url', db.url);
     expect(pattern.code).toBe(2);
     expect(pattern.stderr).toMatch(/^evora: INVALID_ARGUMENT: queue pattern "a\*b\*": \* may appear only at the end\n$/);
+    for (const empty of ['', ' , ']) {
+      const none = await evora('token', 'create', '--role', 'viewer', '--queues', empty, '--database-url', db.url);
+      expect(none).toMatchObject({ code: 2, stdout: '', stderr: "evora: --queues names no queue; leave it out, or pass '*', for every queue\n" });
+    }
     const dup = await evora('token', 'create', '--role', 'viewer', '--name', 'ci', '--database-url', db.url);
     expect(dup).toMatchObject({ code: 4, stderr: 'evora: ALREADY_EXISTS: a token named "ci" already exists\n' });
     const unknown = await evora('token', 'revoke', 'nobody', '--database-url', db.url);

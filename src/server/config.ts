@@ -88,7 +88,17 @@ interface ConfigEntry {
   flag: string;
   default: string;
   doc: string;
+  /**
+   * The allowed range of a whole-number setting. Intervals have one: 0 or a few
+   * milliseconds would make their timer a busy loop, and over 2^31-1 ms Node fires it at once.
+   */
+  range?: readonly [number, number];
 }
+
+/** Longest delay a Node timer takes (about 24.8 days); a longer one fires at once. */
+const TIMER_MAX_MS = 2 ** 31 - 1;
+/** The range of a timer interval setting. */
+const INTERVAL_RANGE = [10, TIMER_MAX_MS] as const;
 
 /** Every setting, its environment variable, flag and default: the single source of truth. */
 export const CONFIG_DOC: ConfigEntry[] = [
@@ -99,27 +109,27 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'port', env: 'EVORA_PORT', flag: '--port', default: '50051', doc: 'gRPC listen port (0: any free port)' },
   { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, silent' },
   { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
-  { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)' },
+  { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)', range: [1, 1000] },
   { key: 'directDatabaseUrl', env: 'EVORA_DIRECT_DATABASE_URL', flag: '--direct-database-url', default: '', doc: 'PostgreSQL itself, when DATABASE_URL is a pooler (pgbouncer): LISTEN, the leader lock and migrations connect here; unset: DATABASE_URL' },
   { key: 'dbPooler', env: 'EVORA_DB_POOLER', flag: '--db-pooler', default: 'auto', doc: 'auto: detect a pooler on DATABASE_URL (or assume one when EVORA_DIRECT_DATABASE_URL differs); transaction: one is there (no named prepared statements, no session settings; EVORA_CLAIM_ASYNC_COMMIT refused); none: PostgreSQL itself (or pgbouncer >= 1.21 with max_prepared_statements)' },
   { key: 'claimAsyncCommit', env: 'EVORA_CLAIM_ASYNC_COMMIT', flag: '--claim-async-commit', default: '0', doc: '1: claims commit without waiting for the WAL flush (faster; after a PostgreSQL crash a job claimed just before may run twice, its attempt uncounted); 0: off' },
-  { key: 'pollIntervalMs', env: 'EVORA_POLL_INTERVAL_MS', flag: '--poll-interval-ms', default: '1000', doc: 'fallback poll for queues with idle workers; also when scheduled jobs come due, and when a held lease expires (the worker is told lease_lost)' },
-  { key: 'sweepIntervalMs', env: 'EVORA_SWEEP_INTERVAL_MS', flag: '--sweep-interval-ms', default: '1000', doc: 'how often the leader requeues expired leases' },
-  { key: 'electionIntervalMs', env: 'EVORA_ELECTION_INTERVAL_MS', flag: '--election-interval-ms', default: '5000', doc: 'how often a follower tries to become leader' },
+  { key: 'pollIntervalMs', env: 'EVORA_POLL_INTERVAL_MS', flag: '--poll-interval-ms', default: '1000', doc: 'fallback poll for queues with idle workers; also when scheduled jobs come due, and when a held lease expires (the worker is told lease_lost)', range: INTERVAL_RANGE },
+  { key: 'sweepIntervalMs', env: 'EVORA_SWEEP_INTERVAL_MS', flag: '--sweep-interval-ms', default: '1000', doc: 'how often the leader requeues expired leases', range: INTERVAL_RANGE },
+  { key: 'electionIntervalMs', env: 'EVORA_ELECTION_INTERVAL_MS', flag: '--election-interval-ms', default: '5000', doc: 'how often a follower tries to become leader', range: INTERVAL_RANGE },
   { key: 'maxPayloadBytes', env: 'EVORA_MAX_PAYLOAD_BYTES', flag: '--max-payload-bytes', default: '1048576', doc: 'largest job payload or result (JSON bytes)' },
   { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message' },
   { key: 'mongodbUrl', env: 'MONGODB_URL', flag: '--mongodb-url', default: '', doc: 'MongoDB for telemetry; unset: keep telemetry in PostgreSQL tables' },
-  { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)' },
+  { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)', range: INTERVAL_RANGE },
   { key: 'httpPort', env: 'EVORA_HTTP_PORT', flag: '--http-port', default: '8080', doc: 'HTTP port on the gRPC host: the JSON API (/v1), the dashboard (/), /healthz, /readyz, /metrics, /openapi.json; same TLS and tokens as gRPC; 0: off' },
   { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'a separate HTTP port for /metrics (Prometheus) and /healthz only, e.g. 9464 (the HTTP port serves both too); 0: off' },
-  { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)" },
-  { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs deleted per pruner statement (each a short transaction of its own)' },
-  { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work' },
+  { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)", range: INTERVAL_RANGE },
+  { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs deleted per pruner statement (each a short transaction of its own)', range: [1, 100_000] },
+  { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work', range: [0, TIMER_MAX_MS] },
   // TLS (docs/tls.md). The flags are not --tls-cert/--tls-key: those are the client commands' global options.
   { key: 'tlsCert', env: 'EVORA_TLS_CERT', flag: '--tls-server-cert', default: '', doc: "TLS on the gRPC port: the server's certificate chain (PEM file; needs EVORA_TLS_KEY); reloaded when it changes; unset: plaintext" },
   { key: 'tlsKey', env: 'EVORA_TLS_KEY', flag: '--tls-server-key', default: '', doc: "the private key (PEM file) of EVORA_TLS_CERT" },
   { key: 'tlsClientCa', env: 'EVORA_TLS_CLIENT_CA', flag: '--tls-client-ca', default: '', doc: 'mTLS: clients must present a certificate signed by this CA (PEM file; needs EVORA_TLS_CERT)' },
-  { key: 'tlsReloadIntervalMs', env: 'EVORA_TLS_RELOAD_INTERVAL_MS', flag: '--tls-reload-interval-ms', default: '5000', doc: 'how often the TLS files are read again; a valid change applies to new connections without a restart' },
+  { key: 'tlsReloadIntervalMs', env: 'EVORA_TLS_RELOAD_INTERVAL_MS', flag: '--tls-reload-interval-ms', default: '5000', doc: 'how often the TLS files are read again; a valid change applies to new connections without a restart', range: [100, TIMER_MAX_MS] },
   // Auth (docs/security.md "API tokens"). The bootstrap secret has no flag: argv is visible to every user.
   { key: 'bootstrapAdminToken', env: 'EVORA_BOOTSTRAP_ADMIN_TOKEN', flag: '', default: '', doc: 'an admin token secret (at least 32 characters) created or kept at startup: auth is on from the first start; environment only' },
   { key: 'insecureNoAuth', env: 'EVORA_INSECURE_NO_AUTH', flag: '--insecure-no-auth', default: '0', doc: '1: serve without auth on a non-loopback address while no token exists (refused otherwise); 0: off' },
@@ -153,7 +163,9 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
     }
     else if (/^\d+$/.test(e.default)) {
       if (!/^\d+$/.test(value)) throw new Error(`${e.env} (${e.flag}) must be a whole number, got "${value}"`);
-      out[e.key] = Number(value);
+      const n = Number(value);
+      if (e.range && (n < e.range[0] || n > e.range[1])) throw new Error(`${e.env} (${e.flag}) must be from ${e.range[0]} to ${e.range[1]}, got ${value}`);
+      out[e.key] = n;
     } else out[e.key] = value;
   }
   if ((out.authRefreshMs as number) < 100 || (out.authRefreshMs as number) > 4000) {

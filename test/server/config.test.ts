@@ -14,6 +14,18 @@ describe('configuration', () => {
     expect(() => configLoad({}, { EVORA_PORT: 'abc' })).toThrow('EVORA_PORT (--port) must be a whole number, got "abc"');
   });
 
+  it('refuses an interval that would make its timer a busy loop or fire at once, and sizes out of range', () => {
+    expect(() => configLoad({}, { EVORA_TLS_RELOAD_INTERVAL_MS: '0' })).toThrow('EVORA_TLS_RELOAD_INTERVAL_MS (--tls-reload-interval-ms) must be from 100 to 2147483647, got 0');
+    expect(() => configLoad({ pollIntervalMs: '0' }, {})).toThrow('EVORA_POLL_INTERVAL_MS (--poll-interval-ms) must be from 10 to 2147483647, got 0');
+    for (const env of ['EVORA_SWEEP_INTERVAL_MS', 'EVORA_ELECTION_INTERVAL_MS', 'EVORA_PROJECT_INTERVAL_MS', 'EVORA_PRUNE_INTERVAL_MS']) {
+      expect(() => configLoad({}, { [env]: '1' }), env).toThrow(/must be from 10 to 2147483647, got 1$/);
+      expect(() => configLoad({}, { [env]: '3000000000' }), env).toThrow(/must be from 10 to 2147483647/);
+    }
+    expect(() => configLoad({}, { EVORA_PRUNE_BATCH_SIZE: '0' })).toThrow(/must be from 1 to 100000/);
+    expect(() => configLoad({}, { EVORA_DB_POOL_SIZE: '0' })).toThrow(/must be from 1 to 1000/);
+    expect(configLoad({}, { EVORA_TLS_RELOAD_INTERVAL_MS: '100', EVORA_PRUNE_INTERVAL_MS: '10' })).toMatchObject({ tlsReloadIntervalMs: 100, pruneIntervalMs: 10 });
+  });
+
   it('asynchronous claim commits are off unless asked for', () => {
     expect(configLoad({}, {}).claimAsyncCommit).toBe(false);
     expect(configLoad({}, { EVORA_CLAIM_ASYNC_COMMIT: '1' }).claimAsyncCommit).toBe(true);

@@ -1,4 +1,4 @@
-import { createHash, X509Certificate } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
@@ -9,8 +9,9 @@ import type { Logger } from '../logger.js';
  * key, and optionally a CA whose signature client certificates must carry (mTLS). The files
  * are read again every `reloadIntervalMs`; a changed set that is valid replaces the old one
  * for new connections (grpc-js calls `setSecureContext` on its HTTP/2 server), without a
- * restart. A changed set that is not valid (a half-written file, a key that does not match)
- * is logged once and the old certificate stays in use.
+ * restart. A changed set that is not valid (a half-written file, a key that does not match,
+ * a certificate expired or not yet valid) is logged once and the old certificate stays in
+ * use; at startup such a set fails the start with the same line.
  */
 
 /** The files that make up the server's TLS setup. */
@@ -22,13 +23,44 @@ export interface TlsFiles {
 }
 
 /** One read of the files: the secure-context options and a digest to tell changes by. */
-interface TlsLoad {
+export interface TlsLoad {
   options: SecureContextOptions;
   digest: string;
+  /** When the server's certificate expires. */
+  validTo: Date;
 }
 
-/** Reads and checks the files; throws one readable line naming the file that is wrong. */
-function tlsLoad(files: TlsFiles): TlsLoad {
+/** How close to its expiry a certificate makes the server warn (at start and at each reload). */
+export const TLS_EXPIRY_WARN_MS = 7 * 24 * 3600 * 1000;
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+/**
+ * The certificates of a PEM file, the first being the one that matters (the server's, or
+ * the CA's); throws one line when the file holds none, or a block that is cut short (a
+ * file still being written) or does not parse.
+ */
+function pemCertificates(what: string, path: string, pem: Buffer): X509Certificate[] {
+  const text = pem.toString('utf8');
+  const blocks = text.match(PEM_CERTIFICATE) ?? [];
+  const begun = text.split('-----BEGIN CERTIFICATE-----').length - 1;
+  if (begun === 0) throw new Error(`TLS: the ${what} ${path} is not a PEM certificate`);
+  if (begun !== blocks.length) throw new Error(`TLS: the ${what} ${path} is not a complete PEM certificate${blocks.length > 0 ? ' chain' : ''}`);
+  return blocks.map((block, i) => {
+    try {
+      return new X509Certificate(block);
+    } catch (err) {
+      throw new Error(`TLS: the ${what} ${path} is not a PEM certificate${i > 0 ? ` (its certificate ${i + 1} does not parse)` : ''}`, { cause: err });
+    }
+  });
+}
+
+/**
+ * Reads and checks the files as of `now`; throws one readable line naming the file that is
+ * wrong: unreadable, not a whole PEM certificate (chain) or key, a key of another
+ * certificate, or a certificate outside its validity (every client would refuse it).
+ */
+export function tlsLoad(files: TlsFiles, now: Date = new Date()): TlsLoad {
   const read = (what: string, path: string): Buffer => {
     try {
       return readFileSync(path);
@@ -39,25 +71,26 @@ function tlsLoad(files: TlsFiles): TlsLoad {
   const cert = read('certificate', files.certFile);
   const key = read('key', files.keyFile);
   const ca = files.clientCaFile ? read('client CA', files.clientCaFile) : undefined;
-  const parse = (what: string, path: string, pem: Buffer) => {
-    try {
-      return new X509Certificate(pem);
-    } catch (err) {
-      throw new Error(`TLS: the ${what} ${path} is not a PEM certificate`, { cause: err });
-    }
-  };
-  parse('certificate', files.certFile, cert);
-  if (ca && files.clientCaFile) parse('client CA', files.clientCaFile, ca);
+  const leaf = pemCertificates('certificate', files.certFile, cert)[0]!;
+  if (ca && files.clientCaFile) pemCertificates('client CA', files.clientCaFile, ca);
+  const [validFrom, validTo] = [new Date(leaf.validFrom), new Date(leaf.validTo)];
+  if (now.getTime() > validTo.getTime()) throw new Error(`TLS: the certificate ${files.certFile} expired at ${validTo.toISOString()}`);
+  if (now.getTime() < validFrom.getTime()) throw new Error(`TLS: the certificate ${files.certFile} is not valid before ${validFrom.toISOString()}`);
+  try {
+    createPrivateKey(key);
+  } catch (err) {
+    throw new Error(`TLS: the key ${files.keyFile} is not a PEM private key`, { cause: err });
+  }
   const options: SecureContextOptions = { cert, key, ...(ca ? { ca } : {}) };
   try {
-    // What setSecureContext will do: fails on a bad key, or a key that is not the certificate's.
+    // What setSecureContext will do: fails on a key that is not the certificate's.
     createSecureContext(options);
   } catch (err) {
     const reason = (err as Error).message.replace(/\s*\n[\s\S]*$/, '');
     throw new Error(`TLS: the key ${files.keyFile} does not fit the certificate ${files.certFile} (${reason})`, { cause: err });
   }
   const digest = createHash('sha256').update(cert).update('\0').update(key).update('\0').update(ca ?? '').digest('hex');
-  return { options, digest };
+  return { options, digest, validTo };
 }
 
 /**
@@ -81,6 +114,7 @@ export class ReloadingServerCredentials extends grpc.ServerCredentials {
     // certificate signed by the client CA, before any gRPC call.
     super({ requestCert: files.clientCaFile !== null, rejectUnauthorized: files.clientCaFile !== null }, first.options);
     this.current = first;
+    this.expiryWarn(first);
     this.timer = setInterval(() => this.reload(), reloadIntervalMs);
     this.timer.unref();
   }
@@ -103,6 +137,14 @@ export class ReloadingServerCredentials extends grpc.ServerCredentials {
     this.updateSecureContextOptions(next.options);
     for (const listener of this.reloadListeners) listener(next.options);
     this.logger.info({ cert: this.files.certFile }, 'TLS certificate reloaded');
+    this.expiryWarn(next);
+  }
+
+  /** Warns when the certificate just loaded expires within TLS_EXPIRY_WARN_MS. */
+  private expiryWarn(load: TlsLoad): void {
+    if (load.validTo.getTime() - Date.now() < TLS_EXPIRY_WARN_MS) {
+      this.logger.warn({ cert: this.files.certFile, valid_to: load.validTo.toISOString() }, `TLS: the certificate ${this.files.certFile} expires at ${load.validTo.toISOString()}; replace it`);
+    }
   }
 
   /**

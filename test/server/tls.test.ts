@@ -1,10 +1,12 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EvoraApiError, EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { configLoad } from '../../src/server/config.js';
 import { serverStart } from '../../src/server/server.js';
+import { tlsLoad } from '../../src/server/tls.js';
 import { silentLogger } from '../../src/logger.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 import { queueName } from '../helpers/factories.js';
@@ -229,6 +231,25 @@ describe('bad TLS settings', () => {
     } finally {
       await db.drop();
     }
+  });
+
+  it('a certificate outside its validity, a half-written chain or key: one line naming the file (as a reload keeps the old set)', () => {
+    const files = { certFile: certs.serverCert, keyFile: certs.serverKey, clientCaFile: certs.caCert };
+    const leaf = new X509Certificate(readFileSync(certs.serverCert));
+    expect(tlsLoad(files).validTo.toISOString()).toBe(new Date(leaf.validTo).toISOString());
+    const after = new Date(new Date(leaf.validTo).getTime() + 1000);
+    expect(() => tlsLoad(files, after)).toThrow(`TLS: the certificate ${certs.serverCert} expired at ${new Date(leaf.validTo).toISOString()}`);
+    const before = new Date(new Date(leaf.validFrom).getTime() - 1000);
+    expect(() => tlsLoad(files, before)).toThrow(`TLS: the certificate ${certs.serverCert} is not valid before ${new Date(leaf.validFrom).toISOString()}`);
+
+    const chain = join(certs.dir, 'half-chain.pem');
+    const ca = readFileSync(certs.caCert, 'utf8');
+    writeFileSync(chain, readFileSync(certs.serverCert, 'utf8') + ca.slice(0, ca.length / 2));
+    expect(() => tlsLoad({ ...files, certFile: chain })).toThrow(`TLS: the certificate ${chain} is not a complete PEM certificate chain`);
+    const halfKey = join(certs.dir, 'half.key');
+    const key = readFileSync(certs.serverKey, 'utf8');
+    writeFileSync(halfKey, key.slice(0, key.length / 2));
+    expect(() => tlsLoad({ ...files, keyFile: halfKey })).toThrow(`TLS: the key ${halfKey} is not a PEM private key`);
   });
 
   it('`evora serve` prints that line and exits non-zero', () => {

@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -126,9 +126,9 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
 
   // One Evora per data folder: a live owner keeps it; a dead one's postgres is an orphan.
   const ownerFile = join(dataDir, 'evora.owner.pid');
-  const owner = Number((await readFile(ownerFile, 'utf8').catch(() => '')).trim());
-  if (owner && owner !== process.pid && processAlive(owner)) {
-    throw new Error(`another Evora process (pid ${owner}) is using the embedded PostgreSQL in ${dataDir}; stop it or set EVORA_DATA_DIR`);
+  const owner = ownerParse(await readFile(ownerFile, 'utf8').catch(() => ''));
+  if (owner && owner.pid !== process.pid && ownerAlive(owner)) {
+    throw new Error(`another Evora process (pid ${owner.pid}) is using the embedded PostgreSQL in ${dataDir}; stop it or set EVORA_DATA_DIR`);
   }
   // A postgres orphaned by a killed Evora still holds the data folder: stop it first.
   if (existsSync(join(dataDir, 'postmaster.pid'))) {
@@ -139,7 +139,7 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
     }
   }
 
-  await writeFile(ownerFile, `${process.pid}\n`);
+  await writeFile(ownerFile, ownerRecord(process.pid));
 
   /**
    * One run of postgres. detached: postgres leads a session (and process group) of its
@@ -235,6 +235,58 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
         await rm(ownerFile, { force: true });
       })()),
   };
+}
+
+/**
+ * Who owns a data folder: a pid, and (on Linux) when that process started and in which
+ * boot, so that a pid reused by another process after the owner died (SIGKILL, a host
+ * restart) is not taken for the owner. Written as `<pid> <start ticks> <boot id>`.
+ */
+interface OwnerRecord {
+  pid: number;
+  startTicks: string | null;
+  bootId: string | null;
+}
+
+/** The owner file's text for the process `pid`. */
+export function ownerRecord(pid: number): string {
+  return `${[pid, processStartTicks(pid), bootId()].filter((x) => x !== null).join(' ')}\n`;
+}
+
+function ownerParse(text: string): OwnerRecord | null {
+  const [pid, startTicks, boot] = text.trim().split(/\s+/);
+  const n = Number(pid);
+  return Number.isInteger(n) && n > 0 ? { pid: n, startTicks: startTicks ?? null, bootId: boot ?? null } : null;
+}
+
+/** Whether the recorded owner still runs: its pid is alive and, where recorded, is the same process. */
+function ownerAlive(owner: OwnerRecord): boolean {
+  if (!processAlive(owner.pid)) return false;
+  if (owner.bootId !== null && bootId() !== null && owner.bootId !== bootId()) return false;
+  const now = processStartTicks(owner.pid);
+  return owner.startTicks === null || now === null || now === owner.startTicks;
+}
+
+/**
+ * When process `pid` started, in clock ticks after boot (field 22 of /proc/<pid>/stat), as
+ * text; null where /proc is not there. A pid and its start time name one process.
+ */
+export function processStartTicks(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces; field 3 follows them.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function bootId(): string | null {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+  } catch {
+    return null;
+  }
 }
 
 function processAlive(pid: number): boolean {

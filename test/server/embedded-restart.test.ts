@@ -1,9 +1,10 @@
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postgres.js';
+import { embeddedPostgresStart, freePort, ownerRecord, processStartTicks } from '../../src/server/embedded-postgres.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** Whether the cluster at `url` answers a statement. */
@@ -57,5 +58,32 @@ describe('the embedded PostgreSQL the server runs', () => {
     // Stopped on purpose, it stays stopped.
     expect(await answers(pgh.url)).toBe(false);
     expect(restarts).toBe(1);
+  });
+
+  it('a dead owner whose pid another process took does not hold the data folder; a live owner does', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'evora-test-embedded-owner-'));
+    await chmod(dir, 0o755);
+    const dataDir = join(dir, 'pgdata');
+    const port = await freePort();
+    const start = () => embeddedPostgresStart({ dataDir, port, postgresFlags: ['-c', 'fsync=off'] });
+    await (await start()).stop(); // initdb once
+    // A live process that is not the owner recorded: the owner (this pid, started at
+    // another time) died and its pid was given to this one.
+    const other = spawn('sleep', ['600'], { stdio: 'ignore' });
+    try {
+      const recorded = ownerRecord(other.pid!).split(' ');
+      expect(recorded[1]).toBe(processStartTicks(other.pid!));
+      recorded[1] = String(Number(recorded[1]) - 1);
+      await writeFile(join(dataDir, 'evora.owner.pid'), recorded.join(' '));
+      const pgh = await start();
+      expect(await answers(pgh.url)).toBe(true);
+      await pgh.stop();
+      // The recorded owner itself, alive: the folder is its.
+      await writeFile(join(dataDir, 'evora.owner.pid'), ownerRecord(other.pid!));
+      await expect(start()).rejects.toThrow(`another Evora process (pid ${other.pid}) is using the embedded PostgreSQL in ${dataDir}`);
+    } finally {
+      other.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -331,9 +331,14 @@ export class Store {
 
   /**
    * Dead letters grouped by queue, type and error group, largest first, over the newest
-   * DLQ jobs only (`truncated` when there were more).
+   * DLQ jobs only (`truncated` when there were more); `totalGroups` counts the groups
+   * before `limit` kept the largest.
    */
-  async jobDeadLetterGroups(params: { queue: string | null; limit: number; scanLimit?: number }): Promise<{ groups: DeadLetterGroup[]; truncated: boolean }> {
+  async jobDeadLetterGroups(params: {
+    queue: string | null;
+    limit: number;
+    scanLimit?: number;
+  }): Promise<{ groups: DeadLetterGroup[]; truncated: boolean; totalGroups: number }> {
     return jobDeadLetterGroups(this.pool, params);
   }
 

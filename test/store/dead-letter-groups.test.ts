@@ -43,4 +43,16 @@ describe('jobDeadLetterGroups', () => {
     // Under the bound, nothing is truncated.
     expect((await store.jobDeadLetterGroups({ queue, limit: 50, scanLimit: 6 })).truncated).toBe(false);
   });
+
+  it('totalGroups counts every group of the jobs grouped, so an answer cut by limit says so', async () => {
+    const queue = queueName('dlq-groups');
+    await deadLettered(queue, 3, 'a', 'first');
+    await deadLettered(queue, 2, 'a', 'second');
+    await deadLettered(queue, 1, 'b', 'third');
+    const cut = await store.jobDeadLetterGroups({ queue, limit: 2 });
+    expect(cut.groups.map((g) => [g.error, g.count])).toEqual([['first', 3], ['second', 2]]);
+    expect(cut.totalGroups).toBe(3);
+    expect((await store.jobDeadLetterGroups({ queue, limit: 3 })).totalGroups).toBe(3);
+    expect(await store.jobDeadLetterGroups({ queue: queueName('dlq-none'), limit: 3 })).toEqual({ groups: [], truncated: false, totalGroups: 0 });
+  });
 });

@@ -5,7 +5,8 @@
 -- order) of :queue, or of every queue when null, are grouped, walked newest first through
 -- jobs_dlq_queue_idx or jobs_dlq_idx (0014_worker_sessions.sql). One more id than that is
 -- read, never grouped: `seen` (the same on every row) is :scanLimit + 1 exactly when more DLQ
--- jobs exist than were grouped, so exactly :scanLimit of them is not "truncated".
+-- jobs exist than were grouped, so exactly :scanLimit of them is not "truncated". `groups`
+-- (the same on every row) is how many groups there are before :limit keeps the largest.
 -- Never reads a job in another state.
 -- The newest ids first, each branch an index-only walk (one is pruned by the planner: of a
 -- queue, jobs_dlq_queue_idx; of every queue, jobs_dlq_idx), then their rows by primary key.
@@ -30,7 +31,8 @@ recent AS (
 )
 SELECT r.queue, r.type, evora.error_group(r.last_error) AS error,
        count(*)::int8 AS jobs, max(r.finished_at) AS newest_finished_at,
-       (SELECT count(*) FROM newest)::int8 AS seen
+       (SELECT count(*) FROM newest)::int8 AS seen,
+       count(*) OVER ()::int8 AS groups
 FROM recent r
 GROUP BY r.queue, r.type, evora.error_group(r.last_error)
 ORDER BY jobs DESC, newest_finished_at DESC, r.queue, r.type, error

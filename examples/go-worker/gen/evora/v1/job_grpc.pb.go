@@ -122,7 +122,8 @@ type JobServiceClient interface {
 	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
 	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
 	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-	// truncated says when there were more, so counts cover only the newest ones. A token
+	// truncated says when there were more, so counts cover only the newest ones; at most
+	// limit groups are returned, and total_groups says how many there were. A token
 	// limited to queues must name one of them in queue.
 	ListDeadLetterGroups(ctx context.Context, in *ListDeadLetterGroupsRequest, opts ...grpc.CallOption) (*ListDeadLetterGroupsResponse, error)
 }
@@ -338,7 +339,8 @@ type JobServiceServer interface {
 	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
 	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
 	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-	// truncated says when there were more, so counts cover only the newest ones. A token
+	// truncated says when there were more, so counts cover only the newest ones; at most
+	// limit groups are returned, and total_groups says how many there were. A token
 	// limited to queues must name one of them in queue.
 	ListDeadLetterGroups(context.Context, *ListDeadLetterGroupsRequest) (*ListDeadLetterGroupsResponse, error)
 	mustEmbedUnimplementedJobServiceServer()

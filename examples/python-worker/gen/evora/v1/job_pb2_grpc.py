@@ -237,7 +237,8 @@ class JobServiceServicer:
         JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
         jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
         grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-        truncated says when there were more, so counts cover only the newest ones. A token
+        truncated says when there were more, so counts cover only the newest ones; at most
+        limit groups are returned, and total_groups says how many there were. A token
         limited to queues must name one of them in queue.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -4142,8 +4142,9 @@ export const JobServiceService = {
    * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
    * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
-   * ServerCancel). Cancelling a job that already finished is an error
-   * (FAILED_PRECONDITION).
+   * ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+   * unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+   * finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
    */
   cancelJob: {
     path: "/evora.v1.JobService/CancelJob" as const,
@@ -4299,8 +4300,9 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
    * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
-   * ServerCancel). Cancelling a job that already finished is an error
-   * (FAILED_PRECONDITION).
+   * ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+   * unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+   * finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
    */
   cancelJob: handleUnaryCall<CancelJobRequest, CancelJobResponse>;
   /**
@@ -4465,8 +4467,9 @@ export interface JobServiceClient extends Client {
    * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
    * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
-   * ServerCancel). Cancelling a job that already finished is an error
-   * (FAILED_PRECONDITION).
+   * ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+   * unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+   * finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
    */
   cancelJob(
     request: CancelJobRequest,

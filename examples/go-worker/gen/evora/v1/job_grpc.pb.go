@@ -85,8 +85,9 @@ type JobServiceClient interface {
 	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
 	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
-	// ServerCancel). Cancelling a job that already finished is an error
-	// (FAILED_PRECONDITION).
+	// ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+	// unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+	// finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
 	// again as soon as possible with a fresh attempt budget. Any other state is
@@ -302,8 +303,9 @@ type JobServiceServer interface {
 	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
 	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
-	// ServerCancel). Cancelling a job that already finished is an error
-	// (FAILED_PRECONDITION).
+	// ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+	// unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+	// finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
 	// again as soon as possible with a fresh attempt budget. Any other state is

@@ -175,8 +175,9 @@ class JobServiceServicer:
         """CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
         WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
         job gets cancel_requested = true and its worker is told to stop (see
-        ServerCancel). Cancelling a job that already finished is an error
-        (FAILED_PRECONDITION).
+        ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+        unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+        finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

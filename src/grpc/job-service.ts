@@ -208,8 +208,8 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       const queue = req.queue ? checkName('queue', req.queue) : null;
       scopeCheckFilter(principal, M.listDeadLetterGroups.path, queue);
       const limit = req.limit === 0 ? DEFAULT_DEAD_LETTER_GROUPS : checkIntRange('limit', req.limit, 1, MAX_DEAD_LETTER_GROUPS);
-      const { groups, truncated } = await store.jobDeadLetterGroups({ queue, limit });
-      return { groups: groups.map(deadLetterGroupToPb), truncated };
+      const { groups, truncated, totalGroups } = await store.jobDeadLetterGroups({ queue, limit });
+      return { groups: groups.map(deadLetterGroupToPb), truncated, totalGroups };
     }),
     cancelJob: unary(deps, M.cancelJob.path, async (req, _call, principal) => {
       const id = checkUuid('id', req.id);

@@ -118,6 +118,8 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
       await scheduleScopeCheck(store, principal, M.triggerSchedule.path, name);
       const triggerId = checkTriggerId(req.triggerId);
       const { schedule, result } = await store.scheduleTrigger({ name, triggerId: triggerId || null, actor: auditActor(principal) });
+      // A trigger sent again (same trigger_id) finds its job: only a job made now is counted.
+      if (result.created) deps.metrics.jobsSubmitted.inc({ queue: result.job.queue });
       logger.info({ schedule: name, job_id: result.job.id, created: result.created }, 'schedule triggered');
       return {
         jobId: result.job.id,

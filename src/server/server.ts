@@ -361,7 +361,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           batchSize: config.pruneBatchSize,
           onPruned: (counts) => counts.forEach((c) => metrics.jobsPruned.inc({ queue: c.queue, state: c.state }, c.jobs)),
         }),
-        scheduler: new Scheduler({ store, logger }),
+        scheduler: new Scheduler({ store, logger, onFired: (pass) => metrics.scheduleFiredCount(pass) }),
       },
     });
     parts.maintainer = maintainer;

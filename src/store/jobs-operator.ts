@@ -289,12 +289,13 @@ interface DeadLetterGroupRow {
   error: string;
   jobs: string;
   newest_finished_at: Date;
-  scanned: string;
+  seen: string;
+  groups: string;
 }
 const jobDeadLetterGroupsSql = statement<{ queue: string | null; scanLimit: number; limit: number }, DeadLetterGroupRow>(
   'job-dead-letter-groups',
   { queue: 'text', scanLimit: 'int8', limit: 'int8' },
-  { queue: 'text', type: 'text', error: 'text', jobs: 'int8', newest_finished_at: 'timestamptz', scanned: 'int8' },
+  { queue: 'text', type: 'text', error: 'text', jobs: 'int8', newest_finished_at: 'timestamptz', seen: 'int8', groups: 'int8' },
 );
 
 /** Most DLQ jobs one ListDeadLetterGroups call groups: the newest ones of its queue (or of all). */
@@ -302,18 +303,23 @@ export const DEAD_LETTER_SCAN_LIMIT = 10_000;
 
 /**
  * Dead letters grouped by queue, type and error group, largest first (Store.jobDeadLetterGroups;
- * sql/job-dead-letter-groups.sql). `truncated`: more DLQ jobs exist than the newest
- * `scanLimit` that were grouped, so the counts cover only those.
+ * sql/job-dead-letter-groups.sql), at most `limit` groups.
+ * - `truncated`: more DLQ jobs exist than the newest `scanLimit` that were grouped, so the
+ *   counts cover only those. Must stay true: exactly `scanLimit` DLQ jobs, all grouped, is
+ *   not truncated (the statement reads one id past the bound to know).
+ * - `totalGroups`: the groups among the jobs grouped, before `limit` kept the largest; more
+ *   than `groups.length` when the limit left some out.
  */
 export async function jobDeadLetterGroups(
   pool: StorePool,
   params: { queue: string | null; limit: number; scanLimit?: number },
-): Promise<{ groups: DeadLetterGroup[]; truncated: boolean }> {
+): Promise<{ groups: DeadLetterGroup[]; truncated: boolean; totalGroups: number }> {
   const scanLimit = params.scanLimit ?? DEAD_LETTER_SCAN_LIMIT;
   const rows = await rowsOf(pool, jobDeadLetterGroupsSql, { queue: params.queue, scanLimit, limit: params.limit });
   return {
     groups: rows.map((r) => ({ queue: r.queue, type: r.type, error: r.error, count: Number(r.jobs), newestFinishedAt: r.newest_finished_at })),
-    truncated: rows.length > 0 && Number(rows[0]!.scanned) >= scanLimit,
+    truncated: rows.length > 0 && Number(rows[0]!.seen) > scanLimit,
+    totalGroups: rows.length > 0 ? Number(rows[0]!.groups) : 0,
   };
 }
 

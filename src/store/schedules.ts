@@ -260,8 +260,11 @@ export async function scheduleTrigger(
 
 /** What one scheduler pass did. */
 export interface ScheduleFireResult {
-  /** One entry per due schedule handled: its name, the fire times that got a job (with the job), and the skipped count. */
-  fired: { name: string; jobs: { fireAt: Date; jobId: string; created: boolean }[]; skipped: number; nextRunAt: Date }[];
+  /**
+   * One entry per due schedule handled: its name and queue, the fire times that got a job
+   * (with the job; `created` false when the fire's job already existed), and the skipped count.
+   */
+  fired: { name: string; queue: string; jobs: { fireAt: Date; jobId: string; created: boolean }[]; skipped: number; nextRunAt: Date }[];
   /** The earliest next_run_at of the schedules not paused after the pass (null: none), by `clock`. */
   nextDueAt: Date | null;
   /** The clock of the pass (`now`, or the database's). */
@@ -294,6 +297,7 @@ export async function scheduleFireDue(pool: StorePool, params: { limit: number; 
       let i = 0;
       const out = plans.map(({ schedule, plan }) => ({
         name: schedule.name,
+        queue: schedule.queue,
         jobs: plan.fires.map((fireAt) => {
           const r = results[i++]!;
           return { fireAt, jobId: r.job.id, created: r.created };

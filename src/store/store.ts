@@ -48,7 +48,7 @@ import {
   type ScheduleFireResult,
 } from './schedules.js';
 import type { Schedule, ScheduleUpsertInput } from '../domain/schedule.js';
-import { telemetryApply, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
+import { telemetryApply, telemetryPrune, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
 import { poolerDecide, storeClientClass, type DbPooler, type PoolerDecision } from './connections.js';
 import { storeTypes } from './types.js';
 import { DatabaseAvailability } from './availability.js';
@@ -336,9 +336,14 @@ export class Store {
 
   /**
    * Dead letters grouped by queue, type and error group, largest first, over the newest
-   * DLQ jobs only (`truncated` when there were more).
+   * DLQ jobs only (`truncated` when there were more); `totalGroups` counts the groups
+   * before `limit` kept the largest.
    */
-  async jobDeadLetterGroups(params: { queue: string | null; limit: number; scanLimit?: number }): Promise<{ groups: DeadLetterGroup[]; truncated: boolean }> {
+  async jobDeadLetterGroups(params: {
+    queue: string | null;
+    limit: number;
+    scanLimit?: number;
+  }): Promise<{ groups: DeadLetterGroup[]; truncated: boolean; totalGroups: number }> {
     return jobDeadLetterGroups(this.pool, params);
   }
 
@@ -476,8 +481,8 @@ export class Store {
 
   /**
    * Applies a projector batch to the embedded telemetry tables in one transaction that
-   * records its id: `applied` is false (and nothing changes) when it was applied before.
-   * Also copies the batch's outbox rows as recent events and drops those older than
+   * records its id: `applied` is false (and nothing changes) when it was applied before,
+   * or when the batch is no longer open (closed after it was applied). Also copies the batch's outbox rows as recent events and drops those older than
    * `retentionSeconds`.
    */
   async telemetryApply(params: {
@@ -489,6 +494,16 @@ export class Store {
     now?: Date;
   }): Promise<{ applied: boolean }> {
     return telemetryApply(this.pool, { ...params, now: params.now ?? null });
+  }
+
+  /**
+   * One bounded pass of the embedded telemetry tables' retention: deletes up to `limit`
+   * minute buckets that start more than `keepMinutes` before `now`, and up to `limit`
+   * applied-batch markers of closed batches (an open batch's marker is kept: it is what
+   * makes a re-applied batch a no-op). Returns how many of each; `limit` means more may be due.
+   */
+  async telemetryPrune(params: { keepMinutes: number; limit: number; now?: Date }): Promise<{ minutes: number; batches: number }> {
+    return telemetryPrune(this.pool, { ...params, now: params.now ?? null });
   }
 
   /** The embedded telemetry tables: counts of the given queues (null: all), minutes after `since`. */

@@ -76,6 +76,16 @@ const telemetryRecentEventsPruneSql = statement<{ retentionSeconds: number; now:
   { retentionSeconds: 'float8', now: 'timestamptz' },
   {},
 );
+const telemetryMinutesPruneSql = statement<{ keepMinutes: number; limit: number; now: Date | null }, { minutes: number }>(
+  'telemetry-minutes-prune',
+  { keepMinutes: 'int4', limit: 'int8', now: 'timestamptz' },
+  { minutes: 'int4' },
+);
+const telemetryAppliedBatchesPruneSql = statement<{ limit: number }, { batches: number }>(
+  'telemetry-applied-batches-prune',
+  { limit: 'int8' },
+  { batches: 'int4' },
+);
 const telemetryCountsReadSql = statement<{ queues: string[] | null }, { queue: string; state: JobState; n: string }>(
   'telemetry-counts-read',
   { queues: 'text[]' },
@@ -149,6 +159,20 @@ export async function telemetryApply(
       return { applied: true };
     }),
   );
+}
+
+/**
+ * One bounded pass of the embedded sink's retention (Store.telemetryPrune): deletes up to
+ * `limit` minute buckets older than `keepMinutes`, and up to `limit` markers of closed
+ * projector batches, each in a statement of its own. Returns how many of each.
+ */
+export async function telemetryPrune(
+  pool: StorePool,
+  params: { keepMinutes: number; limit: number; now: Date | null },
+): Promise<{ minutes: number; batches: number }> {
+  const minutes = (await rowOf(pool, telemetryMinutesPruneSql, params))?.minutes ?? 0;
+  const batches = (await rowOf(pool, telemetryAppliedBatchesPruneSql, { limit: params.limit }))?.batches ?? 0;
+  return { minutes, batches };
 }
 
 /** The embedded sink's counts and minutes (Store.telemetryRead). */

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { Logger } from '../logger.js';
-import type { Store } from '../store/store.js';
+import type { ScheduleFireResult, Store } from '../store/store.js';
 import { isUnavailable } from '../domain/errors.js';
 
 /**
@@ -13,7 +13,7 @@ import { isUnavailable } from '../domain/errors.js';
  */
 export class ServerMetrics {
   readonly registry = new Registry();
-  readonly jobsSubmitted = new Counter({ name: 'evora_jobs_submitted_total', help: 'Jobs created by submits to this server', labelNames: ['queue'], registers: [this.registry] });
+  readonly jobsSubmitted = new Counter({ name: 'evora_jobs_submitted_total', help: 'Jobs created by this server: submits, and schedules it fired (as leader) or triggered', labelNames: ['queue'], registers: [this.registry] });
   readonly jobsCompleted = new Counter({ name: 'evora_jobs_completed_total', help: 'Jobs completed through this server', labelNames: ['queue'], registers: [this.registry] });
   readonly jobsFailed = new Counter({ name: 'evora_jobs_failed_total', help: 'Failed attempts reported through this server or expired by its sweeper', labelNames: ['queue'], registers: [this.registry] });
   readonly jobsDeadLettered = new Counter({ name: 'evora_jobs_dead_lettered_total', help: 'Jobs moved to the dead-letter queue by this server', labelNames: ['queue'], registers: [this.registry] });
@@ -33,6 +33,19 @@ export class ServerMetrics {
     buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30],
     registers: [this.registry],
   });
+
+  /**
+   * Counts the jobs a scheduler pass created in evora_jobs_submitted_total, so that jobs
+   * fired by schedules are submitted jobs like any other (completed never exceeds
+   * submitted). Must stay true: only jobs the pass created count, not a fire whose job
+   * already existed (two schedulers overlapping) nor a skipped fire (it made no job).
+   */
+  scheduleFiredCount(pass: ScheduleFireResult): void {
+    for (const f of pass.fired) {
+      const created = f.jobs.filter((j) => j.created).length;
+      if (created > 0) this.jobsSubmitted.inc({ queue: f.queue }, created);
+    }
+  }
 
   constructor(deps: { store: Store }) {
     // Node's process metrics under their conventional names (process_cpu_seconds_total,

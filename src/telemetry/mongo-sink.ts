@@ -10,7 +10,7 @@ import {
 import { unavailable } from '../domain/errors.js';
 import type { JobState } from '../domain/job.js';
 import type { Logger } from '../logger.js';
-import type { Histogram, JobEvent, MinuteDelta, ProjectionUpdate, TelemetryRows, TelemetrySink } from './projection.js';
+import { MINUTES_KEPT, type Histogram, type JobEvent, type MinuteDelta, type ProjectionUpdate, type TelemetryRows, type TelemetrySink } from './projection.js';
 
 /** MongoDB's duplicate key error: the guard of a guarded upsert found the batch applied. */
 const DUPLICATE_KEY = 11000;
@@ -42,7 +42,8 @@ interface MinuteDoc {
 /**
  * The MongoDB telemetry sink (MONGODB_URL), through the official driver. Collections:
  * `queue_counts` (per queue: jobs by state), `queue_minutes` (per queue and minute:
- * counters and latency histograms), `job_events` (recent events, removed by a TTL index).
+ * counters and latency histograms; old ones deleted by prune), `job_events` (recent
+ * events, removed by a TTL index).
  *
  * Exactly once without multi-document transactions: every document records the last batch
  * applied to it (`lastBatch`), and each batch changes each document with one guarded
@@ -112,6 +113,8 @@ export class MongoTelemetrySink implements TelemetrySink {
 
   private async indexesEnsure(db: Db): Promise<void> {
     await db.collection('queue_minutes').createIndex({ queue: 1, minute: 1 });
+    // Retention finds the oldest minutes of every queue (prune).
+    await db.collection('queue_minutes').createIndex({ minute: 1 });
     await db.collection('job_events').createIndex({ queue: 1, at: -1 });
     await db.collection('job_events').createIndex({ jobId: 1 });
     try {
@@ -205,6 +208,27 @@ export class MongoTelemetrySink implements TelemetrySink {
         if (!onlyDuplicates(err)) throw err;
       }
     }
+  }
+
+  /**
+   * Deletes up to `limit` minute documents older than MINUTES_KEPT (oldest first, through
+   * the `{minute}` index): their ids, then those documents. No marker is kept here: each
+   * document's `lastBatch` recognises a batch applied again, and a replay that finds a
+   * deleted old minute gone writes it anew, older than any read, deleted by the next pass.
+   */
+  prune(params: { limit: number; now?: Date }): Promise<number> {
+    return this.reached(async (db) => {
+      const before = new Date((params.now ?? new Date()).getTime() - MINUTES_KEPT * 60_000);
+      const minutes = db.collection<MinuteDoc>('queue_minutes');
+      const old = await minutes
+        .find({ minute: { $lt: before } }, { projection: { _id: 1 } })
+        .sort({ minute: 1 })
+        .limit(params.limit)
+        .toArray();
+      if (old.length === 0) return 0;
+      const { deletedCount } = await minutes.deleteMany({ _id: { $in: old.map((d) => d._id) }, minute: { $lt: before } });
+      return deletedCount;
+    });
   }
 
   read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {

@@ -1,4 +1,4 @@
-import type { ProjectionUpdate, TelemetryRows, TelemetrySink } from './projection.js';
+import { MINUTES_KEPT, type ProjectionUpdate, type TelemetryRows, type TelemetrySink } from './projection.js';
 import type { JobState } from '../domain/job.js';
 import type { Store } from '../store/store.js';
 
@@ -41,5 +41,14 @@ export class PostgresTelemetrySink implements TelemetrySink {
 
   async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
     return this.store.telemetryRead(params);
+  }
+
+  /**
+   * Old minute buckets, and the applied-batch markers of closed batches (only an open batch
+   * is applied, so only its marker is needed: Store.telemetryPrune).
+   */
+  async prune(params: { limit: number; now?: Date }): Promise<number> {
+    const { minutes, batches } = await this.store.telemetryPrune({ keepMinutes: MINUTES_KEPT, limit: params.limit, now: params.now });
+    return minutes + batches;
   }
 }

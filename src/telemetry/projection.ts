@@ -1,5 +1,6 @@
 import { type JobState } from '../domain/job.js';
 import { outboxColumn, outboxEventsUnpack, type JobEvent, type OutboxEvents } from '../domain/events.js';
+import { MAX_SERIES_MINUTES } from '../domain/validate.js';
 
 /**
  * The projection: how outbox events become telemetry. Pure functions, no I/O, one logic
@@ -221,6 +222,13 @@ export function queueTelemetryFrom(
   };
 }
 
+/**
+ * How long a sink keeps minute buckets (minutes since the bucket's start): twice the
+ * longest read (a series of MAX_SERIES_MINUTES; stats read 61 minutes), so every read
+ * finds all its buckets, with a day of margin. Must stay at least MAX_SERIES_MINUTES + 1.
+ */
+export const MINUTES_KEPT = 2 * MAX_SERIES_MINUTES;
+
 /** What a sink stores, read back raw: counts by queue and state, and minute buckets. */
 export interface TelemetryRows {
   counts: { queue: string; state: JobState; n: number }[];
@@ -248,6 +256,15 @@ export interface TelemetrySink {
   apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void>;
   /** The counts and the minute buckets since `since`, of the given queues (null: all). */
   read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows>;
+  /**
+   * One bounded pass of retention (the projector runs it: docs/telemetry.md, "Retention"):
+   * deletes up to `limit` minute buckets that start more than MINUTES_KEPT minutes before
+   * `now` (default: the current time), and whatever else of the sink's
+   * bookkeeping exactly-once no longer needs. Returns how many rows or documents it deleted;
+   * `limit` or more means more may be due. Must keep what a batch applied again needs to be
+   * recognised as applied.
+   */
+  prune(params: { limit: number; now?: Date }): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -15,8 +15,10 @@ import { waitFor } from '../helpers/wait.js';
 
 let client: EvoraClient;
 let raw: ScheduleServiceClient;
+let httpUrl: string;
 beforeAll(async () => {
-  const { address } = await serverSetup();
+  const { address, httpUrl: http } = await serverSetup({ http: true });
+  httpUrl = http;
   client = new EvoraClient({ address });
   raw = new ScheduleServiceClient(address, grpc.credentials.createInsecure());
 });
@@ -24,6 +26,13 @@ afterAll(() => {
   client.close();
   raw.close();
 });
+
+/** evora_jobs_submitted_total of `queue` on the server's /metrics (0 when it has no series). */
+async function submittedMetric(queue: string): Promise<number> {
+  const text = await (await fetch(`${httpUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`evora_jobs_submitted_total{queue="${queue}"} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
 
 async function apiError(p: Promise<unknown>): Promise<EvoraApiError> {
   const err = await p.then(
@@ -139,6 +148,20 @@ describe('ScheduleService', () => {
     const fresh = await client.triggerSchedule(s.name);
     expect(fresh.idempotencyKey).toMatch(new RegExp(`^schedule:${s.name}:trigger:[0-9a-f-]{36}$`));
     expect((await client.list({ queue: s.queue })).jobs.length).toBe(count + 2);
+  });
+
+  it('jobs fired and triggered are counted in evora_jobs_submitted_total: the jobs made, not replays', async () => {
+    const s = input({ cron: '* * * * * *', misfirePolicy: 'skip' });
+    await client.upsertSchedule(s);
+    await waitFor(async () => (await client.list({ queue: s.queue })).jobs.length >= 2, { what: 'two fires', timeoutMs: 15_000 });
+    await client.pauseSchedule(s.name);
+    // A fire that committed as the pause landed is counted once its pass returns.
+    const jobs = async () => (await client.list({ queue: s.queue })).jobs.length;
+    await waitFor(async () => (await submittedMetric(s.queue)) === (await jobs()), { what: 'the fired jobs counted' });
+    expect((await client.triggerSchedule(s.name, { triggerId: 'count-1' })).created).toBe(true);
+    expect((await client.triggerSchedule(s.name, { triggerId: 'count-1' })).created).toBe(false);
+    const made = await jobs();
+    expect(await submittedMetric(s.queue)).toBe(made);
   });
 
   it('the raw wire: enum values and unset times', async () => {

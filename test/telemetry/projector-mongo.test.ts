@@ -4,7 +4,7 @@ import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { isUnavailable } from '../../src/domain/errors.js';
-import { telemetryStats } from '../../src/telemetry/projection.js';
+import { MINUTES_KEPT, telemetryStats, type MinuteDelta } from '../../src/telemetry/projection.js';
 import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
 import { mongoWriteGateStart } from '../helpers/mongo-write-gate.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
@@ -89,6 +89,26 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     await new Projector({ store, sink, logger: silentLogger(), batchSize: 800 }).runOnce(signal);
     expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
+  });
+
+  it('retention deletes minute documents older than MINUTES_KEPT in bounded passes, and keeps the newer ones', async () => {
+    const sink = sinkFor('retention');
+    await sink.init();
+    const now = new Date('2033-03-01T12:00:30Z');
+    const minutesAgo = (m: number) => new Date(Date.parse('2033-03-01T12:00:00Z') - m * 60_000);
+    const bucket = (queue: string, minute: Date): [string, MinuteDelta] => [
+      `${queue}|${minute.toISOString()}`,
+      { queue, minute, submitted: 1, completed: 1, failed: 0, deadLettered: 0, wait: {}, run: {} },
+    ];
+    const old = [1, 2, 3].flatMap((k) => ['a', 'b'].map((q) => bucket(q, minutesAgo(MINUTES_KEPT + k))));
+    const kept = [bucket('a', minutesAgo(MINUTES_KEPT - 1)), bucket('b', minutesAgo(1440)), bucket('a', minutesAgo(0))];
+    await sink.apply(1, { counts: new Map(), minutes: new Map([...old, ...kept]), events: [], outbox: { hiId: '0', horizon: '0' } });
+    // A pass deletes at most `limit`: a full one means more may be due.
+    expect(await sink.prune({ limit: 2, now })).toBe(2);
+    const retained = await new Projector({ store, sink, logger: silentLogger(), retentionBatchSize: 2 }).retain(signal, { now });
+    expect(retained).toBe(4);
+    const left = await sink.read({ queues: null, since: new Date(0) });
+    expect(left.minutes.map((m) => `${m.queue}|${m.minute.toISOString()}`).sort()).toEqual(kept.map(([k]) => k).sort());
   });
 });
 

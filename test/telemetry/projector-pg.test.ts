@@ -4,7 +4,7 @@ import { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
-import { projectEvents, telemetryStats } from '../../src/telemetry/projection.js';
+import { MINUTES_KEPT, projectEvents, telemetryStats } from '../../src/telemetry/projection.js';
 import { OUTBOX_EVENTS, storeSetup } from '../helpers/store-setup.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
 import { queueName } from '../helpers/factories.js';
@@ -128,5 +128,53 @@ describe('projector into the embedded Postgres sink', () => {
     stopped.abort();
     expect(await projector().runOnce(stopped.signal)).toEqual({ batches: 0, events: 0 });
     expect((await store.outboxLag()).events).toBeGreaterThan(0);
+  });
+
+  it('retention deletes minute buckets older than MINUTES_KEPT in bounded passes, and keeps the newer ones', async () => {
+    const queue = queueName('ret');
+    const now = new Date();
+    const minutesAgo = (m: number) => new Date(Math.floor(now.getTime() / 60_000) * 60_000 - m * 60_000);
+    const old = [1, 2, 3, 4, 5].map((k) => minutesAgo(MINUTES_KEPT + k));
+    const kept = [minutesAgo(MINUTES_KEPT - 1), minutesAgo(1440), minutesAgo(1)];
+    await sql.query(
+      `INSERT INTO evora.telemetry_minutes (queue, minute, completed) SELECT $1, m, 1 FROM unnest($2::timestamptz[]) m`,
+      [queue, [...old, ...kept]],
+    );
+    // A pass deletes at most `limit`: a full one means more may be due.
+    expect(await sink.prune({ limit: 2, now })).toBeGreaterThanOrEqual(2);
+    const retained = await new Projector({ store, sink, logger: silentLogger(), retentionBatchSize: 2 }).retain(signal, { now });
+    expect(retained).toBeGreaterThanOrEqual(3);
+    const { rows } = await sql.query<{ minute: Date }>('SELECT minute FROM evora.telemetry_minutes WHERE queue = $1 ORDER BY minute', [queue]);
+    expect(rows.map((r) => r.minute.getTime())).toEqual(kept.map((d) => d.getTime()).sort((a, b) => a - b));
+    // Every read still finds its buckets: the longest series reads back 1,440 minutes.
+    const read = await sink.read({ queues: [queue], since: minutesAgo(1441) });
+    expect(read.minutes).toHaveLength(2);
+    // The projector runs retention after its batches (its first run, then once a minute).
+    await sql.query(`INSERT INTO evora.telemetry_minutes (queue, minute, completed) VALUES ($1, $2, 1)`, [queue, minutesAgo(MINUTES_KEPT + 10)]);
+    await projector().runOnce(signal);
+    expect((await sql.query('SELECT 1 FROM evora.telemetry_minutes WHERE queue = $1', [queue])).rowCount).toBe(3);
+  });
+
+  it('retention deletes the markers of closed batches only: a batch re-applied after a crash, or applied once closed, counts once', async () => {
+    const queues = await mixedRun(store, { total: 600, prefix: queueName('marks') });
+    const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500, details: false }))!;
+    await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
+    // "Crash" before the close; retention runs meanwhile: the open batch's marker stays.
+    await sink.prune({ limit: 1000 });
+    const marker = async (id: number) =>
+      (await sql.query('SELECT 1 FROM evora.telemetry_applied_batches WHERE batch_id = $1', [id])).rowCount;
+    expect(await marker(batch.batchId)).toBe(1);
+    await projector().runOnce(signal); // re-applies (a no-op), closes, projects the rest
+    expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
+    await sink.prune({ limit: 1000 });
+    const { rows } = await sql.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM evora.telemetry_applied_batches a
+       WHERE NOT EXISTS (SELECT 1 FROM evora.projector_batches b WHERE b.id = a.batch_id)`,
+    );
+    expect(rows[0]!.n).toBe(0);
+    // A projector that stalled with the batch in hand applies it after its close: nothing changes.
+    expect(await store.telemetryApply({ batchId: batch.batchId, counts: [{ queue: queues[0]!, state: 'COMPLETED', n: 1000 }], minutes: [], outbox: batch.outbox, retentionSeconds: 86_400 })).toEqual({ applied: false });
+    await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
+    expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
   });
 });

@@ -655,6 +655,11 @@ export interface ListDeadLetterGroupsResponse {
   groups: DeadLetterGroup[];
   /** True when more DLQ jobs exist than the newest 10,000 that were grouped. */
   truncated: boolean;
+  /**
+   * How many groups the grouped jobs make, before limit kept the largest: more than the
+   * length of groups when the limit left some out (their jobs are in no group listed).
+   */
+  totalGroups: number;
 }
 
 /** DeadLetterGroup is the DLQ jobs of one queue and type that failed with the same error. */
@@ -3653,7 +3658,7 @@ export const ListDeadLetterGroupsRequest: MessageFns<ListDeadLetterGroupsRequest
 };
 
 function createBaseListDeadLetterGroupsResponse(): ListDeadLetterGroupsResponse {
-  return { groups: [], truncated: false };
+  return { groups: [], truncated: false, totalGroups: 0 };
 }
 
 export const ListDeadLetterGroupsResponse: MessageFns<ListDeadLetterGroupsResponse> = {
@@ -3663,6 +3668,9 @@ export const ListDeadLetterGroupsResponse: MessageFns<ListDeadLetterGroupsRespon
     }
     if (message.truncated !== false) {
       writer.uint32(16).bool(message.truncated);
+    }
+    if (message.totalGroups !== 0) {
+      writer.uint32(24).int32(message.totalGroups);
     }
     return writer;
   },
@@ -3696,6 +3704,14 @@ export const ListDeadLetterGroupsResponse: MessageFns<ListDeadLetterGroupsRespon
             message.truncated = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.totalGroups = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3714,6 +3730,11 @@ export const ListDeadLetterGroupsResponse: MessageFns<ListDeadLetterGroupsRespon
         ? object.groups.map((e: any) => DeadLetterGroup.fromJSON(e))
         : [],
       truncated: isSet(object.truncated) ? globalThis.Boolean(object.truncated) : false,
+      totalGroups: isSet(object.totalGroups)
+        ? globalThis.Number(object.totalGroups)
+        : isSet(object.total_groups)
+        ? globalThis.Number(object.total_groups)
+        : 0,
     };
   },
 
@@ -3725,6 +3746,9 @@ export const ListDeadLetterGroupsResponse: MessageFns<ListDeadLetterGroupsRespon
     if (message.truncated !== false) {
       obj.truncated = message.truncated;
     }
+    if (message.totalGroups !== 0) {
+      obj.totalGroups = Math.round(message.totalGroups);
+    }
     return obj;
   },
 
@@ -3735,6 +3759,7 @@ export const ListDeadLetterGroupsResponse: MessageFns<ListDeadLetterGroupsRespon
     const message = createBaseListDeadLetterGroupsResponse();
     message.groups = object.groups?.map((e) => DeadLetterGroup.fromPartial(e)) || [];
     message.truncated = object.truncated ?? false;
+    message.totalGroups = object.totalGroups ?? 0;
     return message;
   },
 };
@@ -4117,8 +4142,9 @@ export const JobServiceService = {
    * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
    * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
-   * ServerCancel). Cancelling a job that already finished is an error
-   * (FAILED_PRECONDITION).
+   * ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+   * unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+   * finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
    */
   cancelJob: {
     path: "/evora.v1.JobService/CancelJob" as const,
@@ -4206,7 +4232,8 @@ export const JobServiceService = {
    * JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
    * jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
    * grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-   * truncated says when there were more, so counts cover only the newest ones. A token
+   * truncated says when there were more, so counts cover only the newest ones; at most
+   * limit groups are returned, and total_groups says how many there were. A token
    * limited to queues must name one of them in queue.
    */
   listDeadLetterGroups: {
@@ -4273,8 +4300,9 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
    * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
-   * ServerCancel). Cancelling a job that already finished is an error
-   * (FAILED_PRECONDITION).
+   * ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+   * unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+   * finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
    */
   cancelJob: handleUnaryCall<CancelJobRequest, CancelJobResponse>;
   /**
@@ -4320,7 +4348,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
    * jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
    * grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-   * truncated says when there were more, so counts cover only the newest ones. A token
+   * truncated says when there were more, so counts cover only the newest ones; at most
+   * limit groups are returned, and total_groups says how many there were. A token
    * limited to queues must name one of them in queue.
    */
   listDeadLetterGroups: handleUnaryCall<ListDeadLetterGroupsRequest, ListDeadLetterGroupsResponse>;
@@ -4438,8 +4467,9 @@ export interface JobServiceClient extends Client {
    * CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
    * WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
    * job gets cancel_requested = true and its worker is told to stop (see
-   * ServerCancel). Cancelling a job that already finished is an error
-   * (FAILED_PRECONDITION).
+   * ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+   * unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+   * finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
    */
   cancelJob(
     request: CancelJobRequest,
@@ -4555,7 +4585,8 @@ export interface JobServiceClient extends Client {
    * JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
    * jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
    * grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-   * truncated says when there were more, so counts cover only the newest ones. A token
+   * truncated says when there were more, so counts cover only the newest ones; at most
+   * limit groups are returned, and total_groups says how many there were. A token
    * limited to queues must name one of them in queue.
    */
   listDeadLetterGroups(

@@ -1983,7 +1983,10 @@ type ListDeadLetterGroupsResponse struct {
 	// Groups by count, largest first (then the newest first).
 	Groups []*DeadLetterGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
 	// True when more DLQ jobs exist than the newest 10,000 that were grouped.
-	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// How many groups the grouped jobs make, before limit kept the largest: more than the
+	// length of groups when the limit left some out (their jobs are in no group listed).
+	TotalGroups   int32 `protobuf:"varint,3,opt,name=total_groups,json=totalGroups,proto3" json:"total_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2030,6 +2033,13 @@ func (x *ListDeadLetterGroupsResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *ListDeadLetterGroupsResponse) GetTotalGroups() int32 {
+	if x != nil {
+		return x.TotalGroups
+	}
+	return 0
 }
 
 // DeadLetterGroup is the DLQ jobs of one queue and type that failed with the same error.
@@ -2353,10 +2363,11 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\"I\n" +
 	"\x1bListDeadLetterGroupsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"o\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x92\x01\n" +
 	"\x1cListDeadLetterGroupsResponse\x121\n" +
 	"\x06groups\x18\x01 \x03(\v2\x19.evora.v1.DeadLetterGroupR\x06groups\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\xb1\x01\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12!\n" +
+	"\ftotal_groups\x18\x03 \x01(\x05R\vtotalGroups\"\xb1\x01\n" +
 	"\x0fDeadLetterGroup\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +

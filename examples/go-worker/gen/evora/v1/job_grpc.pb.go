@@ -85,8 +85,9 @@ type JobServiceClient interface {
 	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
 	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
-	// ServerCancel). Cancelling a job that already finished is an error
-	// (FAILED_PRECONDITION).
+	// ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+	// unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+	// finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
 	// again as soon as possible with a fresh attempt budget. Any other state is
@@ -122,7 +123,8 @@ type JobServiceClient interface {
 	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
 	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
 	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-	// truncated says when there were more, so counts cover only the newest ones. A token
+	// truncated says when there were more, so counts cover only the newest ones; at most
+	// limit groups are returned, and total_groups says how many there were. A token
 	// limited to queues must name one of them in queue.
 	ListDeadLetterGroups(ctx context.Context, in *ListDeadLetterGroupsRequest, opts ...grpc.CallOption) (*ListDeadLetterGroupsResponse, error)
 }
@@ -301,8 +303,9 @@ type JobServiceServer interface {
 	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
 	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
-	// ServerCancel). Cancelling a job that already finished is an error
-	// (FAILED_PRECONDITION).
+	// ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+	// unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
+	// finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// RetryJob moves a DLQ or CANCELLED job back to PENDING so that it runs
 	// again as soon as possible with a fresh attempt budget. Any other state is
@@ -338,7 +341,8 @@ type JobServiceServer interface {
 	// JobFilter{queue, type, error_group, states: [DLQ]}). Bounded: only the newest 10,000 DLQ
 	// jobs by creation (the newest ids; of the queue, or of all queues when queue is empty) are
 	// grouped, through an index of DLQ jobs (never a scan of all jobs); the response's
-	// truncated says when there were more, so counts cover only the newest ones. A token
+	// truncated says when there were more, so counts cover only the newest ones; at most
+	// limit groups are returned, and total_groups says how many there were. A token
 	// limited to queues must name one of them in queue.
 	ListDeadLetterGroups(context.Context, *ListDeadLetterGroupsRequest) (*ListDeadLetterGroupsResponse, error)
 	mustEmbedUnimplementedJobServiceServer()

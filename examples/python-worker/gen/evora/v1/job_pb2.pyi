@@ -328,12 +328,14 @@ class ListDeadLetterGroupsRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class ListDeadLetterGroupsResponse(_message.Message):
-    __slots__ = ("groups", "truncated")
+    __slots__ = ("groups", "truncated", "total_groups")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[DeadLetterGroup]
     truncated: bool
-    def __init__(self, groups: _Optional[_Iterable[_Union[DeadLetterGroup, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+    total_groups: int
+    def __init__(self, groups: _Optional[_Iterable[_Union[DeadLetterGroup, _Mapping]]] = ..., truncated: _Optional[bool] = ..., total_groups: _Optional[int] = ...) -> None: ...
 
 class DeadLetterGroup(_message.Message):
     __slots__ = ("queue", "type", "error", "count", "newest_finished_at")

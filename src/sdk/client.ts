@@ -49,6 +49,7 @@ import { dateCheck, durationSecondsCheck, finiteCheck, int32Check } from './chec
 import { channelCreate, credentialsFor, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
 import { SubmitStreamClient } from './submit-stream.js';
+import { LongTimer, TIMER_MAX_MS } from './worker/timers.js';
 import {
   backoffKindToPb,
   jobAttemptFromPb,
@@ -84,7 +85,10 @@ import {
 
 /** Options of an EvoraClient. */
 export interface EvoraClientOptions extends ConnectionOptions {
-  /** Deadline of each call unless the call says otherwise, in ms. Default 10 000; Infinity = none. */
+  /**
+   * Deadline of each call unless the call says otherwise, in ms. Default 10 000; Infinity =
+   * none; any finite length is kept, however long (none fires early).
+   */
   deadlineMs?: number;
   /**
    * How `submit` reaches the server. True (the default): each submit is a request on one
@@ -98,7 +102,7 @@ export interface EvoraClientOptions extends ConnectionOptions {
 
 /** Per-call options. */
 export interface CallOptions {
-  /** This call's deadline in ms (overrides the client's default); Infinity = none. */
+  /** This call's deadline in ms (overrides the client's default); Infinity = none; any finite length is kept, however long. */
   deadlineMs?: number;
   /** Cancels the call (it then fails with CANCELLED). */
   signal?: AbortSignal;
@@ -654,10 +658,21 @@ export class EvoraClient {
       }
       const deadlineMs = opts.deadlineMs ?? this.deadlineMs;
       const callOptions: Partial<grpc.CallOptions> = {};
-      if (Number.isFinite(deadlineMs)) callOptions.deadline = new Date(Date.now() + deadlineMs);
+      // grpc-js takes a deadline up to setTimeout's limit: past it the server's grpc-js
+      // (`timeout | 0`) expires the call at once. Longer ones are kept here (LongTimer);
+      // Infinity (or NaN) is none.
+      let longDeadline: LongTimer | null = null;
+      if (deadlineMs <= TIMER_MAX_MS) callOptions.deadline = new Date(Date.now() + deadlineMs);
+      else {
+        longDeadline = LongTimer.after(deadlineMs, () => {
+          reject(new EvoraApiError({ code: grpc.status.DEADLINE_EXCEEDED, details: 'Deadline exceeded', method: rpc }));
+          call.cancel();
+        });
+      }
       const onAbort = () => call.cancel();
       const call = invoke(new grpc.Metadata(), callOptions, (err, res) => {
         opts.signal?.removeEventListener('abort', onAbort);
+        longDeadline?.clear();
         if (err) reject(EvoraApiError.from(err, rpc));
         else resolve(res);
       });

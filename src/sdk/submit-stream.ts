@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { SubmitJobStreamRequest, type SubmitJobRequest, type SubmitJobResponse, type SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
 import { EvoraApiError } from './errors.js';
 import { StateMachine, type Transitions } from './worker/state.js';
+import { LongTimer } from './worker/timers.js';
 
 /**
  * How long a SubmitJobStream stays open with no submit in flight before the client
@@ -36,8 +37,8 @@ interface PendingSubmit {
   readonly reject: (err: unknown) => void;
   /** When its deadline passes (ms since the epoch; Infinity: none). */
   readonly deadlineAt: number;
-  /** The deadline's timer (null: no deadline, or settled). */
-  timer: NodeJS.Timeout | null;
+  /** The deadline's timer (null: no deadline, or settled); a LongTimer, since a deadline may be days. */
+  timer: LongTimer | null;
   readonly signal: AbortSignal | undefined;
   readonly onAbort: () => void;
   resends: number;
@@ -109,9 +110,7 @@ export class SubmitStreamClient {
         sentOn: null,
         requestId: 0,
       };
-      if (Number.isFinite(deadlineMs)) {
-        p.timer = setTimeout(() => this.giveUp(p, grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded; the job may have been submitted'), deadlineMs);
-      }
+      p.timer = LongTimer.after(deadlineMs, () => this.giveUp(p, grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded; the job may have been submitted'));
       signal?.addEventListener('abort', p.onAbort, { once: true });
       this.send(p);
     });
@@ -207,7 +206,7 @@ export class SubmitStreamClient {
   }
 
   private settled(p: PendingSubmit): void {
-    if (p.timer) clearTimeout(p.timer);
+    p.timer?.clear();
     p.timer = null;
     p.signal?.removeEventListener('abort', p.onAbort);
   }

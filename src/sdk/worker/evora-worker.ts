@@ -14,7 +14,7 @@ import { Heartbeats } from './heartbeats.js';
 import { HeldJobs, type HeldJob, type Report } from './held-job.js';
 import { Reports } from './reports.js';
 import { ChangeWaiters, StateMachine, type Transitions } from './state.js';
-import { TimerSet } from './timers.js';
+import { TimerSet, type LongTimer } from './timers.js';
 import { workerLogOf, type EvoraWorkerOptions, type JobHandler, type StopResult, type WorkerEvents, type WorkerLog, type WorkerStats } from './types.js';
 import { WorkConnection } from './work-connection.js';
 import { WorkStreamClient } from './work-client.js';
@@ -83,7 +83,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private readonly connection: WorkConnection;
   private startPromise: Promise<void> | null = null;
   private startWaiter: { resolve: () => void; reject: (err: Error) => void } | null = null;
-  private startTimer: NodeJS.Timeout | null = null;
+  private startTimer: LongTimer | null = null;
   private stopPromise: Promise<StopResult> | null = null;
   /** stop() waits on conditions here; every state change of every part wakes it. */
   private readonly waiters = new ChangeWaiters();
@@ -189,7 +189,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    * Opens the Work stream. Resolves once the server's welcome arrived; until then it keeps
    * trying with backoff (the server may not be up yet). Rejects if the server refuses the
    * hello (e.g. INVALID_ARGUMENT for a bad queue name), if stop() is called first, or after
-   * `timeoutMs` without a welcome (the worker then stops).
+   * `timeoutMs` without a welcome (the worker then stops). Infinity (or unset) = no limit; any
+   * finite length is kept, however long (see LongTimer).
    */
   start(opts: { timeoutMs?: number } = {}): Promise<void> {
     if (this.startPromise) return this.startPromise;
@@ -221,7 +222,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    * 5. Writes the reports still waiting for their batch, aborts the worker's lifetime signal
    *    (heartbeat, reconnect and resend timers end), half-closes the stream and waits up to
    *    2 s for the server to end it, then closes the connection.
-   * Resolves to the jobs left unfinished. Safe to call twice (the same promise).
+   * `timeoutMs` and `graceMs` of Infinity wait for as long as it takes; any finite length is
+   * kept, however long (see LongTimer). Resolves to the jobs left unfinished. Safe to call
+   * twice (the same promise).
    */
   stop(opts: { timeoutMs?: number; graceMs?: number } = {}): Promise<StopResult> {
     this.stopPromise ??= this.doStop(opts.timeoutMs ?? 30_000, opts.graceMs ?? 5_000);

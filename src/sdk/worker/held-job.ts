@@ -2,6 +2,7 @@ import type { Job as PbJob } from '../../gen/evora/v1/job.js';
 import type { Lease, LeasedJob, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { JobAbortedError, type AbortCause } from '../errors.js';
 import { jobFromPb, type Job, type JsonObject } from '../types.js';
+import type { LongTimer } from './timers.js';
 import { IllegalTransitionError, type Transitions } from './state.js';
 
 /**
@@ -99,7 +100,7 @@ export class HeldJob {
   /** Resends after RETRY_LATER with database_unavailable (not bounded: they only pace the backoff). */
   outageResends = 0;
   /** The pending resend after a RETRY_LATER. */
-  resendTimer: NodeJS.Timeout | null = null;
+  resendTimer: LongTimer | null = null;
   /**
    * The same job's next report (a later lease) while both wait for their acks; kept by
    * HeldJobs, which chains a job's reports oldest first.

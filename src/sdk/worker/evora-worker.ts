@@ -5,7 +5,7 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { CancelReason, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
-import { channelCreate, credentialsFor, resolveAddress } from '../connection.js';
+import { channelCreate, credentialsFor, RECONNECT_INITIAL_DELAY_MS, RECONNECT_MAX_DELAY_MS, resolveAddress } from '../connection.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
 import { leaseLostName, leaseLostText } from './codes.js';
@@ -98,9 +98,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.workerId = opts.workerId ?? defaultWorkerId();
     this.address = resolveAddress(opts.address);
     const backoff = {
-      initialDelayMs: opts.reconnect?.initialDelayMs ?? 200,
+      initialDelayMs: opts.reconnect?.initialDelayMs ?? RECONNECT_INITIAL_DELAY_MS,
       // Short: after an outage the worker is back within about this long of the server.
-      maxDelayMs: opts.reconnect?.maxDelayMs ?? 2_000,
+      maxDelayMs: opts.reconnect?.maxDelayMs ?? RECONNECT_MAX_DELAY_MS,
       jitter: opts.reconnect?.jitter ?? 0.3,
     };
     this.log = workerLogOf(opts.logger);
@@ -108,10 +108,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.timers = new TimerSet(this.lifetime.signal);
     this.state = new StateMachine('EvoraWorker', 'idle', WORKER_TRANSITIONS, changed);
     // The channel reconnects on its own schedule too; keep it no slower than ours.
-    this.channel = channelCreate(opts, {
-      'grpc.initial_reconnect_backoff_ms': backoff.initialDelayMs,
-      'grpc.max_reconnect_backoff_ms': backoff.maxDelayMs,
-    });
+    this.channel = channelCreate(opts, backoff);
     const client = new WorkStreamClient(this.address, credentialsFor(opts), {
       channelOverride: this.channel,
     });

@@ -117,34 +117,61 @@ describe('EvoraWorker and ack results', () => {
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 
-  it('INVALID: logged as an error, finished with accepted false, and never sent again', async () => {
+  it('INVALID: the job is failed instead, once, under the same lease (non-retryable, the reason in its error)', async () => {
     const { server, worker, finished, logged, reportsOf, ack } = await setup();
-    worker.handle('noop', () => undefined);
+    worker.handle('noop', () => ({ big: true }));
     await worker.start();
     server.send({ msg: { $case: 'job', value: leasedJob(0) } });
     await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
 
-    ack('job-0', AckResult.ACK_RESULT_INVALID, { reason: 'lease_token is not a UUID; retry with a valid one' });
+    ack('job-0', AckResult.ACK_RESULT_INVALID, { reason: 'result is over the size limit; retry later' });
+    await waitFor(() => reportsOf('job-0').length === 2, { what: 'the fail sent instead' });
+    expect(reportsOf('job-0')[1]).toEqual({
+      kind: 'fail',
+      value: expect.objectContaining({ leaseToken: 'token-0', nonRetryable: true, error: 'result refused: result is over the size limit; retry later' }),
+    });
+    // Still held, under its lease, until that fail's ack.
+    expect(worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
     await waitFor(() => finished.length === 1, { what: 'the job to finish' });
     expect(finished[0]).toMatchObject({
-      job: { id: 'job-0' },
-      outcome: 'completed',
-      accepted: false,
-      ackResult: 'invalid',
-      reason: 'lease_token is not a UUID; retry with a valid one',
+      outcome: 'failed',
+      accepted: true,
+      ackResult: 'accepted',
+      error: 'result refused: result is over the size limit; retry later',
+      refused: { outcome: 'completed', reason: 'result is over the size limit; retry later' },
     });
-    // Not held any more: nothing is waiting to be resent.
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
     expect(logged.filter((l) => l.level === 'error')).toEqual([
       expect.objectContaining({ obj: expect.objectContaining({ job_id: 'job-0', ack: 'invalid' }) }),
     ]);
+  });
+
+  it('INVALID twice: the fail sent instead is refused too, so the job is given up and nothing more is sent', async () => {
+    const { server, worker, finished, reportsOf, ack } = await setup();
+    worker.handle('noop', () => undefined);
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+    ack('job-0', AckResult.ACK_RESULT_INVALID, { reason: 'lease_token is not a UUID' });
+    await waitFor(() => reportsOf('job-0').length === 2, { what: 'the fail sent instead' });
+    ack('job-0', AckResult.ACK_RESULT_INVALID, { reason: 'lease_token is not a UUID' });
+    await waitFor(() => finished.length === 1, { what: 'the job to be given up' });
+    expect(finished[0]).toMatchObject({
+      outcome: 'failed',
+      accepted: false,
+      ackResult: 'invalid',
+      reason: 'lease_token is not a UUID',
+      refused: { outcome: 'completed', reason: 'lease_token is not a UUID' },
+    });
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
 
     // A later job's report goes out and is settled; job-0's never again.
     server.send({ msg: { $case: 'job', value: leasedJob(1) } });
     await waitFor(() => reportsOf('job-1').length === 1, { what: 'the next report' });
     ack('job-1', AckResult.ACK_RESULT_ACCEPTED);
     await waitFor(() => finished.length === 2, { what: 'the next job to finish' });
-    expect(reportsOf('job-0')).toHaveLength(1);
+    expect(reportsOf('job-0')).toHaveLength(2);
   });
 
   it("an older server's ack without a result: accepted true is accepted, false is a lost lease (not resent, whatever its text)", async () => {

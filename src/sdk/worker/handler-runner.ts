@@ -156,7 +156,8 @@ export function snoozeReport(h: HeldJob, runAt: Date | null): Report {
   };
 }
 
-function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
+/** A fail report: the handler threw, no handler exists, or (Reports) the server refused the handler's own report. */
+export function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
   return {
     outcome: 'failed',
     error,

@@ -11,7 +11,8 @@ import { IllegalTransitionError, type Transitions } from './state.js';
  *
  *   running ──> reporting ──> awaitingAck ──> done   (ack: accepted, or invalid)
  *      │            ^   │          │    └───> lost   (ack: lease lost; resend bound reached)
- *      │            └───┼──────────┘                 (stream lost, or ack: retry later)
+ *      │            └───┼──────────┘                 (stream lost, ack: retry later, or ack:
+ *      │                │                             invalid, once: a fail goes instead)
  *      └───> lost <─────┘                            (server: lease_lost naming the lease
  *                                                     while running, or while its report waits)
  *   awaitingAck ──> lostAwaitingAck ──> done | lost  (server: lease_lost naming the lease of a
@@ -75,6 +76,12 @@ export interface Report {
   resultText?: string;
 }
 
+/** A report the server refused as invalid: what it said, and why (the server's words). */
+export interface RefusedReport {
+  outcome: ReportOutcome;
+  reason: string;
+}
+
 /** One leased job: its lease, its state, its report and its abort signal. */
 export class HeldJob {
   readonly job: Job;
@@ -93,6 +100,11 @@ export class HeldJob {
    */
   leaseDeadline: number;
   report: Report | null = null;
+  /**
+   * The handler's own report, when the server refused it as invalid and `report` became the
+   * fail sent instead (Reports); null otherwise.
+   */
+  refused: RefusedReport | null = null;
   /** Times the report was written (a resend after a reconnect may meet an already-applied write). */
   sends = 0;
   /** Resends after the server answered RETRY_LATER (bounded by MAX_RESENDS and the lease). */

@@ -1,5 +1,6 @@
 import type { ServerAck, ServerWelcome, WorkerComplete, WorkerFail, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { ackResultOf } from './codes.js';
+import { failReport } from './handler-runner.js';
 import type { HeldJob, HeldJobs, Report } from './held-job.js';
 import type { TimerSet } from './timers.js';
 import type { AckResultName, JobOutcome, WorkerLog } from './types.js';
@@ -38,8 +39,12 @@ export interface ReportStream {
  * - retry_later: the same report is written again after 200 ms, 400 ms … while the lease
  *   surely lasts, at most MAX_RESENDS times; past that the job is given up as lost (its
  *   lease expires and the server retries it).
- * - invalid: the report can never be applied; logged at error level, the job is finished
- *   with `accepted: false` and nothing is resent.
+ * - invalid: the report itself can never be applied (a result too large or with a NUL, a
+ *   retry time out of range); the server changed nothing and the lease runs on. The worker
+ *   sends, once, a fail under the same lease instead: non-retryable, its error "result
+ *   refused: <the server's reason>", so the job ends at once with a readable error and its
+ *   work is not done again when the lease runs out (see refused()). If that fail is refused
+ *   too, the job is given up (`accepted: false`, ackResult 'invalid').
  *
  * A lease_lost naming the lease of a report that waits to be written (for a resend, a
  * reconnect, its batch) settles it as lost without writing it; one naming a report already
@@ -165,13 +170,35 @@ export class Reports {
         return this.settle(h, result, ack.reason);
       }
       case 'invalid':
-        this.deps.log.error(
-          { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason },
-          'the server refused the report as invalid; it is not sent again',
-        );
-        h.to('done');
-        return this.settle(h, result, ack.reason);
+        return this.refused(h, ack.reason);
     }
+  }
+
+  /**
+   * INVALID: the server refused the report and changed nothing; its lease runs on
+   * (docs/api.md, "What each ack result asks of the worker"). The first time, the worker
+   * fails the job instead under the same lease, non-retryable, with the server's reason in
+   * the error: the job ends at once (DLQ) with a readable error rather than running again
+   * after its lease expires and ending as "lease expired". The refused report is kept in
+   * `refused` for jobFinished. A refused fail-instead (or a report whose lease the server
+   * has said is lost) gives the job up.
+   */
+  private refused(h: HeldJob, reason: string): void {
+    const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: 'invalid', reason };
+    if (h.refused === null && h.report && h.state === 'awaitingAck') {
+      this.deps.log.error(fields, 'the server refused the report as invalid; failing the job instead (non-retryable)');
+      h.refused = { outcome: h.report.outcome, reason };
+      h.report = failReport(h, `result refused: ${reason}`, { nonRetryable: true });
+      // A new report: its writes and resends are counted afresh.
+      h.sends = 0;
+      h.writeRetries = 0;
+      h.to('reporting');
+      this.enqueue(h);
+      return;
+    }
+    this.deps.log.error(fields, 'the server refused the report as invalid; it is not sent again');
+    h.to('done');
+    this.settle(h, 'invalid', reason);
   }
 
   /**
@@ -267,6 +294,7 @@ export class Reports {
       reason,
       error: report?.error ?? null,
       ackResult,
+      refused: h.refused,
     });
   }
 

@@ -85,7 +85,7 @@ export type JobHandler<P = any> = (job: Job<P>, ctx: JobContext<P>) => unknown;
  * What the server's ack said about a report (the wire's AckResult): 'accepted' (applied),
  * 'lease_lost' (not applied: the lease is no longer this worker's), 'retry_later' (not
  * applied now; the worker resent it until its bound ran out), 'invalid' (the report itself
- * is malformed and can never be applied).
+ * is malformed and can never be applied: see JobOutcome.refused).
  */
 export type AckResultName = 'accepted' | 'lease_lost' | 'retry_later' | 'invalid';
 
@@ -109,6 +109,15 @@ export interface JobOutcome {
    * nothing was reported (outcome 'lost').
    */
   ackResult: AckResultName | null;
+  /**
+   * The handler's own report when the server refused it as invalid (a result too large or
+   * with a NUL, a retry time out of range): its `outcome` and the server's `reason`. The
+   * worker then failed the job instead, non-retryable, under the same lease: `outcome` is
+   * 'failed' and `error` "result refused: <reason>" (accepted: the job is in the DLQ; not
+   * accepted, ackResult 'invalid': that fail was refused too and the job was given up, so
+   * its lease expires and the server retries it). Null otherwise.
+   */
+  refused: { outcome: 'completed' | 'failed' | 'snoozed'; reason: string } | null;
 }
 
 /** The session the server opened (the `ready` event). */

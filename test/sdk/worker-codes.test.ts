@@ -200,7 +200,8 @@ describe('EvoraWorker and ack results', () => {
     await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
     ack('job-0', AckResult.ACK_RESULT_LEASE_LOST, { reason: 'please retry later' });
     await waitFor(() => finished.length === 1, { what: 'the job to finish' });
-    expect(finished[0]).toMatchObject({ accepted: false, ackResult: 'lease_lost', reason: 'please retry later' });
+    // Its only write was answered: not applied.
+    expect(finished[0]).toMatchObject({ accepted: false, ackResult: 'lease_lost', reason: 'please retry later', maybeApplied: false });
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 });
@@ -342,5 +343,22 @@ describe('EvoraWorker across a stream break (scripted)', () => {
     await waitFor(() => finished.length === 1, { what: 'the job to finish' });
     expect(finished[0]).toMatchObject({ accepted: true, ackResult: 'accepted' });
     expect(worker.stats()).toMatchObject({ held: 0, reconnects: 1 });
+  });
+
+  it('a report resent after a stream break and answered LEASE_LOST is finished as maybe applied', async () => {
+    // What a server does when the first write was applied before the stream broke: the
+    // completion ended the lease, so the resend meets LEASE_LOST.
+    const { server, worker, finished, logged, reportsOf, ack } = await setup();
+    worker.handle('noop', () => ({ ok: true }));
+    await worker.start();
+    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+    server.endStream();
+    await waitFor(() => server.hellos.length === 2 && reportsOf('job-0').length === 2, { what: 'the report on the new stream' });
+    ack('job-0', AckResult.ACK_RESULT_LEASE_LOST, { reason: 'the lease is not current' });
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({ outcome: 'completed', accepted: false, ackResult: 'lease_lost', maybeApplied: true });
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'info', obj: expect.objectContaining({ job_id: 'job-0', resent: true }) }));
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 });

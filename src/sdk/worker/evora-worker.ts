@@ -369,7 +369,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
 
   private onHandlerDone(h: HeldJob, report: Report): void {
     if (h.state === 'lost') {
-      this.fire('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null, ackResult: null, refused: null });
+      this.fire('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null, ackResult: null, refused: null, maybeApplied: false });
       this.waiters.changed();
       return;
     }

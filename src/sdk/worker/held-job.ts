@@ -105,8 +105,14 @@ export class HeldJob {
    * fail sent instead (Reports); null otherwise.
    */
   refused: RefusedReport | null = null;
-  /** Times the report was written (a resend after a reconnect may meet an already-applied write). */
+  /** Times the report was written. */
   sends = 0;
+  /**
+   * A write of the report went unanswered: its stream ended before the ack. The server may
+   * have applied it, so a later LEASE_LOST (the resend meeting that write) does not say it
+   * was not applied (JobOutcome.maybeApplied).
+   */
+  ackMissed = false;
   /** Resends after the server answered RETRY_LATER (bounded by MAX_RESENDS and the lease). */
   writeRetries = 0;
   /** Resends after RETRY_LATER with database_unavailable (not bounded: they only pace the backoff). */

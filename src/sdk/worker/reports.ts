@@ -35,7 +35,9 @@ export interface ReportStream {
  *
  * - accepted: the job is done.
  * - lease_lost: the job is lost; nothing is resent. (An older server's ack without a code
- *   reads as accepted or lease_lost from its `accepted` flag.)
+ *   reads as accepted or lease_lost from its `accepted` flag.) When an earlier write of the
+ *   report went unanswered (its stream ended), that write may have been applied: the
+ *   outcome says `maybeApplied`.
  * - retry_later: the same report is written again after 200 ms, 400 ms … while the lease
  *   surely lasts, at most MAX_RESENDS times; past that the job is given up as lost (its
  *   lease expires and the server retries it).
@@ -100,9 +102,11 @@ export class Reports {
   streamLost(): void {
     for (const h of [...this.deps.jobs.reports()]) {
       if (h.state === 'lostAwaitingAck') {
+        h.ackMissed = true;
         h.to('lost');
         this.settle(h, 'lease_lost', 'the stream ended before the ack of a report whose lease was lost');
       } else if (h.state === 'awaitingAck') {
+        h.ackMissed = true;
         h.to('reporting');
         this.outbox.add(h);
       }
@@ -163,7 +167,7 @@ export class Reports {
       case 'lease_lost': {
         // A resend after a reconnect may meet its own earlier, already applied write.
         const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason };
-        if (h.sends > 1) this.deps.log.info({ ...fields, resent: true }, 'report not applied (it may have been applied before the reconnect)');
+        if (h.ackMissed) this.deps.log.info({ ...fields, resent: true }, 'report resent after a reconnect and answered lease lost: it may have been applied before the reconnect');
         else if (h.state === 'lostAwaitingAck') this.deps.log.info(fields, 'report not applied: the lease was lost, as the server had said');
         else this.deps.log.warn(fields, 'report not applied: the lease is lost');
         h.to('lost');
@@ -192,6 +196,7 @@ export class Reports {
       // A new report: its writes and resends are counted afresh.
       h.sends = 0;
       h.writeRetries = 0;
+      h.ackMissed = false;
       h.to('reporting');
       this.enqueue(h);
       return;
@@ -295,6 +300,8 @@ export class Reports {
       error: report?.error ?? null,
       ackResult,
       refused: h.refused,
+      // Only a lost lease can hide an applied write: every other ack answers the write itself.
+      maybeApplied: ackResult === 'lease_lost' && h.ackMissed,
     });
   }
 

@@ -97,7 +97,7 @@ export interface JobOutcome {
   job: Job;
   /** 'lost': the lease was lost while the handler ran; nothing was reported. */
   outcome: 'completed' | 'failed' | 'snoozed' | 'lost';
-  /** The server applied the report (ackResult 'accepted'). */
+  /** The server applied the report (ackResult 'accepted'); false may still be applied when `maybeApplied`. */
   accepted: boolean;
   /** The server's words when not accepted; for people and logs (act on `accepted` / `ackResult`). */
   reason: string;
@@ -106,7 +106,8 @@ export interface JobOutcome {
   /**
    * The code of the last ack for the report, or 'lease_lost' when the server said the lease
    * was lost while the report waited to be (re)sent (it is then never sent); null when
-   * nothing was reported (outcome 'lost').
+   * nothing was reported (outcome 'lost'). A 'lease_lost' may hide an applied report: see
+   * `maybeApplied`.
    */
   ackResult: AckResultName | null;
   /**
@@ -118,6 +119,14 @@ export interface JobOutcome {
    * its lease expires and the server retries it). Null otherwise.
    */
   refused: { outcome: 'completed' | 'failed' | 'snoozed'; reason: string } | null;
+  /**
+   * True when `accepted` is false but the report may have been applied all the same: it was
+   * written on a stream that ended before its ack, and then the server answered lease_lost
+   * (the resend on the next stream met the earlier write, applied meanwhile, which ended
+   * the lease) or the stream ended after the server said the lease was lost. Read the job
+   * (EvoraClient.get) to know. False whenever an ack answered the report's only write.
+   */
+  maybeApplied: boolean;
 }
 
 /** The session the server opened (the `ready` event). */

@@ -71,7 +71,7 @@ export interface JobContext<P = JsonObject> {
 
 /**
  * A job handler. Its return value becomes the job's result (an object is stored as is;
- * any other value except undefined as `{ value }`). A thrown error fails the attempt
+ * any other value except undefined, null too, as `{ value }`; undefined as no result). A thrown error fails the attempt
  * (retried per the queue's backoff); NonRetryableError sends the job to the DLQ;
  * RetryAtError / SnoozeError (or ctx.retryAt / ctx.snooze) choose when it runs again.
  *

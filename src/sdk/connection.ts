@@ -110,6 +110,11 @@ export function channelCreate(opts: ConnectionOptions, reconnect: { initialDelay
     // Short, as the worker's: a channel is back within about 2 s of the server.
     'grpc.initial_reconnect_backoff_ms': reconnect.initialDelayMs ?? RECONNECT_INITIAL_DELAY_MS,
     'grpc.max_reconnect_backoff_ms': reconnect.maxDelayMs ?? RECONNECT_MAX_DELAY_MS,
+    // Its own connection: grpc-js otherwise shares one between channels of equal options,
+    // and while a worker's reconnect attempts hold it in backoff during an outage, an idle
+    // client's first call after the server is back would fail at once with UNAVAILABLE
+    // instead of connecting.
+    'grpc.use_local_subchannel_pool': 1,
     // Large enough for a batch of jobs with 1 MiB payloads; the server has its own limit.
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,

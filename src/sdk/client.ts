@@ -3,6 +3,7 @@
 import * as grpc from '@grpc/grpc-js';
 import {
   JobServiceClient,
+  JobServiceService,
   type CancelJobResponse,
   type GetJobResponse,
   type ListJobAttemptsResponse,
@@ -44,9 +45,11 @@ import {
   type RevokeTokenResponse,
 } from '../gen/evora/v1/auth.js';
 import { WorkerServiceClient, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
+import { dateCheck, durationSecondsCheck, finiteCheck, int32Check } from './checks.js';
 import { channelCreate, credentialsFor, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
 import { SubmitStreamClient } from './submit-stream.js';
+import { LongTimer, TIMER_MAX_MS } from './worker/timers.js';
 import {
   backoffKindToPb,
   jobAttemptFromPb,
@@ -82,7 +85,10 @@ import {
 
 /** Options of an EvoraClient. */
 export interface EvoraClientOptions extends ConnectionOptions {
-  /** Deadline of each call unless the call says otherwise, in ms. Default 10 000; Infinity = none. */
+  /**
+   * Deadline of each call unless the call says otherwise, in ms. Default 10 000; Infinity =
+   * none; any finite length is kept, however long (none fires early).
+   */
   deadlineMs?: number;
   /**
    * How `submit` reaches the server. True (the default): each submit is a request on one
@@ -96,7 +102,7 @@ export interface EvoraClientOptions extends ConnectionOptions {
 
 /** Per-call options. */
 export interface CallOptions {
-  /** This call's deadline in ms (overrides the client's default); Infinity = none. */
+  /** This call's deadline in ms (overrides the client's default); Infinity = none; any finite length is kept, however long. */
   deadlineMs?: number;
   /** Cancels the call (it then fails with CANCELLED). */
   signal?: AbortSignal;
@@ -305,7 +311,10 @@ export class EvoraClient {
     this.audit = new AuditServiceClient(this.address, creds, { channelOverride: this.channel });
     this.submitStream = opts.submitOverStream === false
       ? null
-      : new SubmitStreamClient(() => this.jobs.submitJobStream(), (req, deadlineMs, signal) => this.submitUnary(req, { deadlineMs, signal }));
+      : new SubmitStreamClient(
+        // Requests go out as bytes SubmitStreamClient encoded (see SubmitStreamCall).
+        () => this.jobs.makeBidiStreamRequest(JobServiceService.submitJobStream.path, (b: Buffer) => b, JobServiceService.submitJobStream.responseDeserialize),
+        (req, deadlineMs, signal) => this.submitUnary(req, { deadlineMs, signal }));
   }
 
   // ----- jobs ---------------------------------------------------------------------------
@@ -649,10 +658,21 @@ export class EvoraClient {
       }
       const deadlineMs = opts.deadlineMs ?? this.deadlineMs;
       const callOptions: Partial<grpc.CallOptions> = {};
-      if (Number.isFinite(deadlineMs)) callOptions.deadline = new Date(Date.now() + deadlineMs);
+      // grpc-js takes a deadline up to setTimeout's limit: past it the server's grpc-js
+      // (`timeout | 0`) expires the call at once. Longer ones are kept here (LongTimer);
+      // Infinity (or NaN) is none.
+      let longDeadline: LongTimer | null = null;
+      if (deadlineMs <= TIMER_MAX_MS) callOptions.deadline = new Date(Date.now() + deadlineMs);
+      else {
+        longDeadline = LongTimer.after(deadlineMs, () => {
+          reject(new EvoraApiError({ code: grpc.status.DEADLINE_EXCEEDED, details: 'Deadline exceeded', method: rpc }));
+          call.cancel();
+        });
+      }
       const onAbort = () => call.cancel();
       const call = invoke(new grpc.Metadata(), callOptions, (err, res) => {
         opts.signal?.removeEventListener('abort', onAbort);
+        longDeadline?.clear();
         if (err) reject(EvoraApiError.from(err, rpc));
         else resolve(res);
       });
@@ -682,23 +702,26 @@ function bulkFilterToPb(filter: BulkJobFilter) {
 }
 
 function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequest {
+  // Numbers and dates are checked here, so that a bad one throws TypeError before any call
+  // instead of failing grpc-js's serializer (on a stream: every submit on it).
+  const seconds = (v: number | undefined, field: string) => (v === undefined ? undefined : secondsToDuration(durationSecondsCheck(v, `${what}.${field}`)));
   return {
     queue: input.queue,
     type: input.type,
     // As JSON text: the server stores it without a Struct round trip on either side.
     payload: undefined,
     payloadJson: Buffer.from(input.payload === undefined ? '{}' : toJsonObjectText(input.payload, `${what}.payload`)),
-    priority: input.priority ?? 0,
-    runAt: input.runAt,
+    priority: input.priority === undefined ? 0 : int32Check(input.priority, `${what}.priority`),
+    runAt: input.runAt === undefined ? undefined : dateCheck(input.runAt, `${what}.runAt`),
     idempotencyKey: input.idempotencyKey ?? '',
-    maxAttempts: input.maxAttempts ?? 0,
+    maxAttempts: input.maxAttempts === undefined ? 0 : int32Check(input.maxAttempts, `${what}.maxAttempts`),
     backoff: input.backoff && {
       kind: backoffKindToPb(input.backoff.kind),
-      base: input.backoff.baseSeconds === undefined ? undefined : secondsToDuration(input.backoff.baseSeconds),
-      cap: input.backoff.capSeconds === undefined ? undefined : secondsToDuration(input.backoff.capSeconds),
-      jitter: input.backoff.jitter ?? 0,
+      base: seconds(input.backoff.baseSeconds, 'backoff.baseSeconds'),
+      cap: seconds(input.backoff.capSeconds, 'backoff.capSeconds'),
+      jitter: input.backoff.jitter === undefined ? 0 : finiteCheck(input.backoff.jitter, `${what}.backoff.jitter`),
     },
-    timeout: input.timeoutSeconds === undefined ? undefined : secondsToDuration(input.timeoutSeconds),
+    timeout: seconds(input.timeoutSeconds, 'timeoutSeconds'),
     concurrencyKey: input.concurrencyKey || undefined,
     dependsOn: input.dependsOn ?? [],
     ref: input.ref ?? '',

@@ -89,9 +89,32 @@ class TokenChannel extends grpc.Channel {
   }
 }
 
-/** One channel for the given options; every service client of one SDK object shares it. */
-export function channelCreate(opts: ConnectionOptions, defaults: grpc.ChannelOptions = {}): grpc.Channel {
+/**
+ * How fast a channel reconnects after losing the server: its first retry after 200 ms,
+ * doubling up to 2 s (EvoraWorker's own reconnect defaults). grpc-js's own default doubles
+ * (x1.6) from 1 s up to 120 s, so after an outage of a minute or two a client stayed
+ * UNAVAILABLE for up to two minutes after the server was back. What must stay true: every
+ * SDK channel (EvoraClient's and EvoraWorker's) is back within about RECONNECT_MAX_DELAY_MS
+ * of the server.
+ */
+export const RECONNECT_INITIAL_DELAY_MS = 200;
+/** The cap of a channel's reconnect backoff (see RECONNECT_INITIAL_DELAY_MS). */
+export const RECONNECT_MAX_DELAY_MS = 2_000;
+
+/**
+ * One channel for the given options; every service client of one SDK object shares it.
+ * `reconnect` overrides the reconnect backoff (EvoraWorker passes its `reconnect` options).
+ */
+export function channelCreate(opts: ConnectionOptions, reconnect: { initialDelayMs?: number; maxDelayMs?: number } = {}): grpc.Channel {
   const options: grpc.ChannelOptions = {
+    // Short, as the worker's: a channel is back within about 2 s of the server.
+    'grpc.initial_reconnect_backoff_ms': reconnect.initialDelayMs ?? RECONNECT_INITIAL_DELAY_MS,
+    'grpc.max_reconnect_backoff_ms': reconnect.maxDelayMs ?? RECONNECT_MAX_DELAY_MS,
+    // Its own connection: grpc-js otherwise shares one between channels of equal options,
+    // and while a worker's reconnect attempts hold it in backoff during an outage, an idle
+    // client's first call after the server is back would fail at once with UNAVAILABLE
+    // instead of connecting.
+    'grpc.use_local_subchannel_pool': 1,
     // Large enough for a batch of jobs with 1 MiB payloads; the server has its own limit.
     'grpc.max_receive_message_length': 64 * 1024 * 1024,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
@@ -103,7 +126,6 @@ export function channelCreate(opts: ConnectionOptions, defaults: grpc.ChannelOpt
     'grpc.keepalive_time_ms': 15_000,
     'grpc.keepalive_timeout_ms': 10_000,
     'grpc.keepalive_permit_without_calls': 1,
-    ...defaults,
     ...opts.channelOptions,
   };
   const target = resolveAddress(opts.address);

@@ -1,7 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
-import type { SubmitJobRequest, SubmitJobResponse, SubmitJobStreamRequest, SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
+import { SubmitJobStreamRequest, type SubmitJobRequest, type SubmitJobResponse, type SubmitJobStreamResponse } from '../gen/evora/v1/job.js';
 import { EvoraApiError } from './errors.js';
 import { StateMachine, type Transitions } from './worker/state.js';
+import { LongTimer } from './worker/timers.js';
 
 /**
  * How long a SubmitJobStream stays open with no submit in flight before the client
@@ -36,8 +37,8 @@ interface PendingSubmit {
   readonly reject: (err: unknown) => void;
   /** When its deadline passes (ms since the epoch; Infinity: none). */
   readonly deadlineAt: number;
-  /** The deadline's timer (null: no deadline, or settled). */
-  timer: NodeJS.Timeout | null;
+  /** The deadline's timer (null: no deadline, or settled); a LongTimer, since a deadline may be days. */
+  timer: LongTimer | null;
   readonly signal: AbortSignal | undefined;
   readonly onAbort: () => void;
   resends: number;
@@ -46,9 +47,16 @@ interface PendingSubmit {
   requestId: number;
 }
 
+/**
+ * A SubmitJobStream whose requests are written already encoded (SubmitJobStreamRequest
+ * bytes): send() encodes each one itself, so that one that cannot be encoded fails alone
+ * instead of failing grpc-js's serializer, which ends the stream and every submit on it.
+ */
+export type SubmitStreamCall = grpc.ClientDuplexStream<Buffer, SubmitJobStreamResponse>;
+
 /** One open stream and the submits sent on it that have no response yet. */
 interface OpenStream {
-  readonly call: grpc.ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>;
+  readonly call: SubmitStreamCall;
   readonly pending: Map<number, PendingSubmit>;
 }
 
@@ -64,6 +72,8 @@ interface OpenStream {
  *   EvoraApiError), or DEADLINE_EXCEEDED / CANCELLED from its own deadline or signal (the
  *   submit may still be applied then, as with a unary call: resubmit with the same
  *   idempotency key to be sure);
+ * - a submit whose request cannot be encoded rejects alone (a TypeError); the stream and the
+ *   other submits on it live on;
  * - a submit the server never read (its stream ended with OK: a half-close or a server
  *   shutting down) is sent again on a new stream, at most MAX_RESENDS times; after any
  *   other end of the stream, its submits without a response fail with that status;
@@ -79,7 +89,7 @@ export class SubmitStreamClient {
   private idleTimer: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly open: () => grpc.ClientDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>,
+    private readonly open: () => SubmitStreamCall,
     private readonly unaryFallback: (req: SubmitJobRequest, deadlineMs: number, signal: AbortSignal | undefined) => Promise<SubmitJobResponse>,
   ) {}
 
@@ -100,9 +110,7 @@ export class SubmitStreamClient {
         sentOn: null,
         requestId: 0,
       };
-      if (Number.isFinite(deadlineMs)) {
-        p.timer = setTimeout(() => this.giveUp(p, grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded; the job may have been submitted'), deadlineMs);
-      }
+      p.timer = LongTimer.after(deadlineMs, () => this.giveUp(p, grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded; the job may have been submitted'));
       signal?.addEventListener('abort', p.onAbort, { once: true });
       this.send(p);
     });
@@ -118,13 +126,21 @@ export class SubmitStreamClient {
   }
 
   private send(p: PendingSubmit): void {
+    const requestId = this.nextRequestId++;
+    let bytes: Buffer;
+    try {
+      bytes = Buffer.from(SubmitJobStreamRequest.encode({ requestId, job: p.req }).finish());
+    } catch (err) {
+      this.settled(p);
+      p.reject(new TypeError(`${METHOD}: the request cannot be encoded: ${(err as Error).message}`, { cause: err }));
+      return;
+    }
     this.idleStop();
     const s = this.stream ?? this.openStream();
-    const requestId = this.nextRequestId++;
     s.pending.set(requestId, p);
     p.sentOn = s;
     p.requestId = requestId;
-    s.call.write({ requestId, job: p.req });
+    s.call.write(bytes);
   }
 
   private openStream(): OpenStream {
@@ -190,7 +206,7 @@ export class SubmitStreamClient {
   }
 
   private settled(p: PendingSubmit): void {
-    if (p.timer) clearTimeout(p.timer);
+    p.timer?.clear();
     p.timer = null;
     p.signal?.removeEventListener('abort', p.onAbort);
   }

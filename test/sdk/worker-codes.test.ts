@@ -117,34 +117,51 @@ describe('EvoraWorker and ack results', () => {
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 
-  it('INVALID: logged as an error, finished with accepted false, and never sent again', async () => {
-    const { server, worker, finished, logged, reportsOf, ack } = await setup();
-    worker.handle('noop', () => undefined);
-    await worker.start();
-    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
-    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
-
-    ack('job-0', AckResult.ACK_RESULT_INVALID, { reason: 'lease_token is not a UUID; retry with a valid one' });
-    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
-    expect(finished[0]).toMatchObject({
-      job: { id: 'job-0' },
-      outcome: 'completed',
-      accepted: false,
-      ackResult: 'invalid',
-      reason: 'lease_token is not a UUID; retry with a valid one',
+  /** job-0 completes, its report is acked INVALID (`reason`), and the fail sent instead has gone out. */
+  async function refusedOnce(reason: string) {
+    const t = await setup();
+    t.worker.handle('noop', () => ({ big: true }));
+    await t.worker.start();
+    t.server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => t.reportsOf('job-0').length === 1, { what: 'the report' });
+    t.ack('job-0', AckResult.ACK_RESULT_INVALID, { reason });
+    await waitFor(() => t.reportsOf('job-0').length === 2, { what: 'the fail sent instead' });
+    expect(t.reportsOf('job-0')[1]).toEqual({
+      kind: 'fail',
+      value: expect.objectContaining({ leaseToken: 'token-0', nonRetryable: true, error: `result refused: ${reason}` }),
     });
-    // Not held any more: nothing is waiting to be resent.
-    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
+    // Still held, under its lease, until that fail's ack.
+    expect(t.worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
+    return t;
+  }
+
+  it('INVALID: the job is failed instead, once, under the same lease (non-retryable, the reason in its error)', async () => {
+    const reason = 'result is over the size limit; retry later';
+    const { worker, finished, logged, ack } = await refusedOnce(reason);
+    ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
+    await waitFor(() => finished.length === 1 && worker.stats().held === 0, { what: 'the job to finish' });
+    // The job ended as the fail said (DLQ), and jobFinished names the refused completion.
+    expect(finished[0]).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', error: `result refused: ${reason}` });
+    expect(finished[0]!.refused).toEqual({ outcome: 'completed', reason });
     expect(logged.filter((l) => l.level === 'error')).toEqual([
       expect.objectContaining({ obj: expect.objectContaining({ job_id: 'job-0', ack: 'invalid' }) }),
     ]);
+  });
+
+  it('INVALID twice: the fail sent instead is refused too, so the job is given up and nothing more is sent', async () => {
+    const reason = 'lease_token is not a UUID';
+    const { server, worker, finished, reportsOf, ack } = await refusedOnce(reason);
+    ack('job-0', AckResult.ACK_RESULT_INVALID, { reason });
+    await waitFor(() => finished.length === 1, { what: 'the job to be given up' });
+    expect(finished[0]).toMatchObject({ outcome: 'failed', accepted: false, ackResult: 'invalid', reason, refused: { outcome: 'completed', reason } });
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
 
     // A later job's report goes out and is settled; job-0's never again.
     server.send({ msg: { $case: 'job', value: leasedJob(1) } });
     await waitFor(() => reportsOf('job-1').length === 1, { what: 'the next report' });
     ack('job-1', AckResult.ACK_RESULT_ACCEPTED);
     await waitFor(() => finished.length === 2, { what: 'the next job to finish' });
-    expect(reportsOf('job-0')).toHaveLength(1);
+    expect(reportsOf('job-0')).toHaveLength(2);
   });
 
   it("an older server's ack without a result: accepted true is accepted, false is a lost lease (not resent, whatever its text)", async () => {
@@ -173,7 +190,8 @@ describe('EvoraWorker and ack results', () => {
     await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
     ack('job-0', AckResult.ACK_RESULT_LEASE_LOST, { reason: 'please retry later' });
     await waitFor(() => finished.length === 1, { what: 'the job to finish' });
-    expect(finished[0]).toMatchObject({ accepted: false, ackResult: 'lease_lost', reason: 'please retry later' });
+    // Its only write was answered: not applied.
+    expect(finished[0]).toMatchObject({ accepted: false, ackResult: 'lease_lost', reason: 'please retry later', maybeApplied: false });
     expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 });
@@ -299,21 +317,36 @@ describe('EvoraWorker and the codes of cancel and drain', () => {
 });
 
 describe('EvoraWorker across a stream break (scripted)', () => {
-  it('a report written on a stream that ended is written again on the next session, whose hello names the lease', async () => {
-    const { server, worker, finished, reportsOf, ack } = await setup();
-    worker.handle('noop', () => ({ ok: true }));
-    await worker.start();
-    server.send({ msg: { $case: 'job', value: leasedJob(0) } });
-    await waitFor(() => reportsOf('job-0').length === 1, { what: 'the report' });
+  /** job-0 completes; the stream ends before the report's ack; the report goes out again on the next stream. */
+  async function resentAfterBreak() {
+    const t = await setup();
+    t.worker.handle('noop', () => ({ ok: true }));
+    await t.worker.start();
+    t.server.send({ msg: { $case: 'job', value: leasedJob(0) } });
+    await waitFor(() => t.reportsOf('job-0').length === 1, { what: 'the report' });
+    t.server.endStream();
+    await waitFor(() => t.server.hellos.length === 2 && t.reportsOf('job-0').length === 2, { what: 'the report on the new stream' });
+    return t;
+  }
 
-    // The stream ends before the ack.
-    server.endStream();
-    await waitFor(() => server.hellos.length === 2 && reportsOf('job-0').length === 2, { what: 'the report on the new stream' });
+  it('a report written on a stream that ended is written again on the next session, whose hello names the lease', async () => {
+    const { server, worker, finished, reportsOf, ack } = await resentAfterBreak();
     expect(server.hellos[1]!.held).toEqual([{ jobId: 'job-0', leaseToken: 'token-0' }]);
     expect(reportsOf('job-0')[1]).toEqual(reportsOf('job-0')[0]);
     ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
     await waitFor(() => finished.length === 1, { what: 'the job to finish' });
-    expect(finished[0]).toMatchObject({ accepted: true, ackResult: 'accepted' });
+    expect(finished[0]).toMatchObject({ accepted: true, ackResult: 'accepted', maybeApplied: false });
     expect(worker.stats()).toMatchObject({ held: 0, reconnects: 1 });
+  });
+
+  it('a report resent after a stream break and answered LEASE_LOST is finished as maybe applied', async () => {
+    // What a server does when the first write was applied before the stream broke: the
+    // completion ended the lease, so the resend meets LEASE_LOST.
+    const { worker, finished, logged, ack } = await resentAfterBreak();
+    ack('job-0', AckResult.ACK_RESULT_LEASE_LOST, { reason: 'the lease is not current' });
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    expect(finished[0]).toMatchObject({ outcome: 'completed', accepted: false, ackResult: 'lease_lost', maybeApplied: true });
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'info', obj: expect.objectContaining({ job_id: 'job-0', resent: true }) }));
+    expect(worker.stats()).toMatchObject({ held: 0, awaitingAck: 0 });
   });
 });

@@ -92,10 +92,12 @@ describe('EvoraWorker', () => {
       })
       .handle('later', (_job, ctx) => ctx.retryAt(later, 'rate limited'))
       .handle('sleepy', (_job, ctx) => ctx.snooze(snoozeTo))
-      .handle('answer', () => 42);
+      .handle('answer', () => 42)
+      .handle('nothing', () => null)
+      .handle('void', () => undefined);
     const submit = (type: string) => client.submit({ queue, type }).then((r) => r.job.id);
-    const [flaky, fatal, retryLater, sleepy, unknown, answer] = await Promise.all(
-      ['flaky', 'fatal', 'later', 'sleepy', 'unknown', 'answer'].map(submit),
+    const [flaky, fatal, retryLater, sleepy, unknown, answer, nothing, none] = await Promise.all(
+      ['flaky', 'fatal', 'later', 'sleepy', 'unknown', 'answer', 'nothing', 'void'].map(submit),
     );
     await w.start();
 
@@ -105,6 +107,9 @@ describe('EvoraWorker', () => {
     expect(attempts[flaky!]).toEqual([1, 2]);
     expect(await jobIn(fatal!, 'DLQ')).toMatchObject({ attempt: 1, lastError: 'bad address' });
     expect(await jobIn(answer!, 'COMPLETED')).toMatchObject({ result: { value: 42 } });
+    // Every value but undefined is stored, null too.
+    expect(await jobIn(nothing!, 'COMPLETED')).toMatchObject({ result: { value: null } });
+    expect(await jobIn(none!, 'COMPLETED')).toMatchObject({ result: null });
     // Job-type routing: the worker declares its handlers' types, so a job of another type is
     // never given to it (the "no handler" DLQ path is only for a server without routing).
     expect(await client.get(unknown!)).toMatchObject({ state: 'PENDING', attempt: 0 });

@@ -5,7 +5,7 @@ import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { CancelReason, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
-import { channelCreate, credentialsFor, resolveAddress } from '../connection.js';
+import { channelCreate, credentialsFor, RECONNECT_INITIAL_DELAY_MS, RECONNECT_MAX_DELAY_MS, resolveAddress } from '../connection.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
 import { leaseLostName, leaseLostText } from './codes.js';
@@ -14,7 +14,7 @@ import { Heartbeats } from './heartbeats.js';
 import { HeldJobs, type HeldJob, type Report } from './held-job.js';
 import { Reports } from './reports.js';
 import { ChangeWaiters, StateMachine, type Transitions } from './state.js';
-import { TimerSet } from './timers.js';
+import { TimerSet, type LongTimer } from './timers.js';
 import { workerLogOf, type EvoraWorkerOptions, type JobHandler, type StopResult, type WorkerEvents, type WorkerLog, type WorkerStats } from './types.js';
 import { WorkConnection } from './work-connection.js';
 import { WorkStreamClient } from './work-client.js';
@@ -83,7 +83,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
   private readonly connection: WorkConnection;
   private startPromise: Promise<void> | null = null;
   private startWaiter: { resolve: () => void; reject: (err: Error) => void } | null = null;
-  private startTimer: NodeJS.Timeout | null = null;
+  private startTimer: LongTimer | null = null;
   private stopPromise: Promise<StopResult> | null = null;
   /** stop() waits on conditions here; every state change of every part wakes it. */
   private readonly waiters = new ChangeWaiters();
@@ -98,9 +98,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.workerId = opts.workerId ?? defaultWorkerId();
     this.address = resolveAddress(opts.address);
     const backoff = {
-      initialDelayMs: opts.reconnect?.initialDelayMs ?? 200,
+      initialDelayMs: opts.reconnect?.initialDelayMs ?? RECONNECT_INITIAL_DELAY_MS,
       // Short: after an outage the worker is back within about this long of the server.
-      maxDelayMs: opts.reconnect?.maxDelayMs ?? 2_000,
+      maxDelayMs: opts.reconnect?.maxDelayMs ?? RECONNECT_MAX_DELAY_MS,
       jitter: opts.reconnect?.jitter ?? 0.3,
     };
     this.log = workerLogOf(opts.logger);
@@ -108,10 +108,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
     this.timers = new TimerSet(this.lifetime.signal);
     this.state = new StateMachine('EvoraWorker', 'idle', WORKER_TRANSITIONS, changed);
     // The channel reconnects on its own schedule too; keep it no slower than ours.
-    this.channel = channelCreate(opts, {
-      'grpc.initial_reconnect_backoff_ms': backoff.initialDelayMs,
-      'grpc.max_reconnect_backoff_ms': backoff.maxDelayMs,
-    });
+    this.channel = channelCreate(opts, backoff);
     const client = new WorkStreamClient(this.address, credentialsFor(opts), {
       channelOverride: this.channel,
     });
@@ -189,7 +186,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    * Opens the Work stream. Resolves once the server's welcome arrived; until then it keeps
    * trying with backoff (the server may not be up yet). Rejects if the server refuses the
    * hello (e.g. INVALID_ARGUMENT for a bad queue name), if stop() is called first, or after
-   * `timeoutMs` without a welcome (the worker then stops).
+   * `timeoutMs` without a welcome (the worker then stops). Infinity (or unset) = no limit; any
+   * finite length is kept, however long (see LongTimer).
    */
   start(opts: { timeoutMs?: number } = {}): Promise<void> {
     if (this.startPromise) return this.startPromise;
@@ -221,7 +219,9 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    * 5. Writes the reports still waiting for their batch, aborts the worker's lifetime signal
    *    (heartbeat, reconnect and resend timers end), half-closes the stream and waits up to
    *    2 s for the server to end it, then closes the connection.
-   * Resolves to the jobs left unfinished. Safe to call twice (the same promise).
+   * `timeoutMs` and `graceMs` of Infinity wait for as long as it takes; any finite length is
+   * kept, however long (see LongTimer). Resolves to the jobs left unfinished. Safe to call
+   * twice (the same promise).
    */
   stop(opts: { timeoutMs?: number; graceMs?: number } = {}): Promise<StopResult> {
     this.stopPromise ??= this.doStop(opts.timeoutMs ?? 30_000, opts.graceMs ?? 5_000);
@@ -369,7 +369,7 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
 
   private onHandlerDone(h: HeldJob, report: Report): void {
     if (h.state === 'lost') {
-      this.fire('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null, ackResult: null });
+      this.fire('jobFinished', { job: h.job, outcome: 'lost', accepted: false, reason: 'lease lost', error: null, ackResult: null, refused: null, maybeApplied: false });
       this.waiters.changed();
       return;
     }

@@ -156,7 +156,8 @@ export function snoozeReport(h: HeldJob, runAt: Date | null): Report {
   };
 }
 
-function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
+/** A fail report: the handler threw, no handler exists, or (Reports) the server refused the handler's own report. */
+export function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
   return {
     outcome: 'failed',
     error,
@@ -189,12 +190,13 @@ function errorText(err: unknown): string {
 }
 
 /**
- * A handler's return value as the job's result, with the length of its JSON text; a value
- * JSON cannot carry is a bug retrying will not fix.
+ * A handler's return value as the job's result, with the length of its JSON text: an object
+ * as it is, any other value but undefined (null too) as `{ value }`, undefined as none. A
+ * value JSON cannot carry is a bug retrying will not fix.
  */
 function resultOf(value: unknown): { json: JsonObject; length: number; text: string } | undefined {
-  if (value === undefined || value === null) return undefined;
-  const isObject = typeof value === 'object' && !Array.isArray(value) && !(value instanceof Date);
+  if (value === undefined) return undefined;
+  const isObject = typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Date);
   try {
     return toJsonObjectSized(isObject ? value : { value }, 'the handler result');
   } catch (err) {

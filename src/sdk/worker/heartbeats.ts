@@ -1,6 +1,6 @@
 import type { ServerHeartbeatAck, ServerWelcome, WorkRequest } from '../../gen/evora/v1/worker.js';
 import type { HeldJob, HeldJobs } from './held-job.js';
-import type { TimerSet } from './timers.js';
+import type { LongTimer, TimerSet } from './timers.js';
 import type { WorkerLog } from './types.js';
 
 /** No message at all from the server for this long (heartbeats are always answered): the connection is dead. */
@@ -21,7 +21,7 @@ const MAX_UNANSWERED = 64;
  */
 export class Heartbeats {
   private welcome: ServerWelcome | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: LongTimer | null = null;
   /** The interval the timer was last set with. */
   private intervalMs = 0;
   /** When each unanswered heartbeat was sent, oldest first (acks come back in order). */

@@ -2,6 +2,7 @@ import type { Job as PbJob } from '../../gen/evora/v1/job.js';
 import type { Lease, LeasedJob, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { JobAbortedError, type AbortCause } from '../errors.js';
 import { jobFromPb, type Job, type JsonObject } from '../types.js';
+import type { LongTimer } from './timers.js';
 import { IllegalTransitionError, type Transitions } from './state.js';
 
 /**
@@ -10,7 +11,8 @@ import { IllegalTransitionError, type Transitions } from './state.js';
  *
  *   running ──> reporting ──> awaitingAck ──> done   (ack: accepted, or invalid)
  *      │            ^   │          │    └───> lost   (ack: lease lost; resend bound reached)
- *      │            └───┼──────────┘                 (stream lost, or ack: retry later)
+ *      │            └───┼──────────┘                 (stream lost, ack: retry later, or ack:
+ *      │                │                             invalid, once: a fail goes instead)
  *      └───> lost <─────┘                            (server: lease_lost naming the lease
  *                                                     while running, or while its report waits)
  *   awaitingAck ──> lostAwaitingAck ──> done | lost  (server: lease_lost naming the lease of a
@@ -74,6 +76,12 @@ export interface Report {
   resultText?: string;
 }
 
+/** A report the server refused as invalid: what it said, and why (the server's words). */
+export interface RefusedReport {
+  outcome: ReportOutcome;
+  reason: string;
+}
+
 /** One leased job: its lease, its state, its report and its abort signal. */
 export class HeldJob {
   readonly job: Job;
@@ -92,14 +100,25 @@ export class HeldJob {
    */
   leaseDeadline: number;
   report: Report | null = null;
-  /** Times the report was written (a resend after a reconnect may meet an already-applied write). */
+  /**
+   * The handler's own report, when the server refused it as invalid and `report` became the
+   * fail sent instead (Reports); null otherwise.
+   */
+  refused: RefusedReport | null = null;
+  /** Times the report was written. */
   sends = 0;
+  /**
+   * A write of the report went unanswered: its stream ended before the ack. The server may
+   * have applied it, so a later LEASE_LOST (the resend meeting that write) does not say it
+   * was not applied (JobOutcome.maybeApplied).
+   */
+  ackMissed = false;
   /** Resends after the server answered RETRY_LATER (bounded by MAX_RESENDS and the lease). */
   writeRetries = 0;
   /** Resends after RETRY_LATER with database_unavailable (not bounded: they only pace the backoff). */
   outageResends = 0;
   /** The pending resend after a RETRY_LATER. */
-  resendTimer: NodeJS.Timeout | null = null;
+  resendTimer: LongTimer | null = null;
   /**
    * The same job's next report (a later lease) while both wait for their acks; kept by
    * HeldJobs, which chains a job's reports oldest first.

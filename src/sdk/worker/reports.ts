@@ -1,5 +1,6 @@
 import type { ServerAck, ServerWelcome, WorkerComplete, WorkerFail, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { ackResultOf } from './codes.js';
+import { failReport } from './handler-runner.js';
 import type { HeldJob, HeldJobs, Report } from './held-job.js';
 import type { TimerSet } from './timers.js';
 import type { AckResultName, JobOutcome, WorkerLog } from './types.js';
@@ -34,12 +35,18 @@ export interface ReportStream {
  *
  * - accepted: the job is done.
  * - lease_lost: the job is lost; nothing is resent. (An older server's ack without a code
- *   reads as accepted or lease_lost from its `accepted` flag.)
+ *   reads as accepted or lease_lost from its `accepted` flag.) When an earlier write of the
+ *   report went unanswered (its stream ended), that write may have been applied: the
+ *   outcome says `maybeApplied`.
  * - retry_later: the same report is written again after 200 ms, 400 ms … while the lease
  *   surely lasts, at most MAX_RESENDS times; past that the job is given up as lost (its
  *   lease expires and the server retries it).
- * - invalid: the report can never be applied; logged at error level, the job is finished
- *   with `accepted: false` and nothing is resent.
+ * - invalid: the report itself can never be applied (a result too large or with a NUL, a
+ *   retry time out of range); the server changed nothing and the lease runs on. The worker
+ *   sends, once, a fail under the same lease instead: non-retryable, its error "result
+ *   refused: <the server's reason>", so the job ends at once with a readable error and its
+ *   work is not done again when the lease runs out (see refused()). If that fail is refused
+ *   too, the job is given up (`accepted: false`, ackResult 'invalid').
  *
  * A lease_lost naming the lease of a report that waits to be written (for a resend, a
  * reconnect, its batch) settles it as lost without writing it; one naming a report already
@@ -95,9 +102,11 @@ export class Reports {
   streamLost(): void {
     for (const h of [...this.deps.jobs.reports()]) {
       if (h.state === 'lostAwaitingAck') {
+        h.ackMissed = true;
         h.to('lost');
         this.settle(h, 'lease_lost', 'the stream ended before the ack of a report whose lease was lost');
       } else if (h.state === 'awaitingAck') {
+        h.ackMissed = true;
         h.to('reporting');
         this.outbox.add(h);
       }
@@ -158,20 +167,43 @@ export class Reports {
       case 'lease_lost': {
         // A resend after a reconnect may meet its own earlier, already applied write.
         const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason };
-        if (h.sends > 1) this.deps.log.info({ ...fields, resent: true }, 'report not applied (it may have been applied before the reconnect)');
+        if (h.ackMissed) this.deps.log.info({ ...fields, resent: true }, 'report resent after a reconnect and answered lease lost: it may have been applied before the reconnect');
         else if (h.state === 'lostAwaitingAck') this.deps.log.info(fields, 'report not applied: the lease was lost, as the server had said');
         else this.deps.log.warn(fields, 'report not applied: the lease is lost');
         h.to('lost');
         return this.settle(h, result, ack.reason);
       }
       case 'invalid':
-        this.deps.log.error(
-          { job_id: h.job.id, outcome: h.report?.outcome, ack: result, reason: ack.reason },
-          'the server refused the report as invalid; it is not sent again',
-        );
-        h.to('done');
-        return this.settle(h, result, ack.reason);
+        return this.refused(h, ack.reason);
     }
+  }
+
+  /**
+   * INVALID: the server refused the report and changed nothing; its lease runs on
+   * (docs/api.md, "What each ack result asks of the worker"). The first time, the worker
+   * fails the job instead under the same lease, non-retryable, with the server's reason in
+   * the error: the job ends at once (DLQ) with a readable error rather than running again
+   * after its lease expires and ending as "lease expired". The refused report is kept in
+   * `refused` for jobFinished. A refused fail-instead (or a report whose lease the server
+   * has said is lost) gives the job up.
+   */
+  private refused(h: HeldJob, reason: string): void {
+    const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: 'invalid', reason };
+    if (h.refused === null && h.report && h.state === 'awaitingAck') {
+      this.deps.log.error(fields, 'the server refused the report as invalid; failing the job instead (non-retryable)');
+      h.refused = { outcome: h.report.outcome, reason };
+      h.report = failReport(h, `result refused: ${reason}`, { nonRetryable: true });
+      // A new report: its writes and resends are counted afresh.
+      h.sends = 0;
+      h.writeRetries = 0;
+      h.ackMissed = false;
+      h.to('reporting');
+      this.enqueue(h);
+      return;
+    }
+    this.deps.log.error(fields, 'the server refused the report as invalid; it is not sent again');
+    h.to('done');
+    this.settle(h, 'invalid', reason);
   }
 
   /**
@@ -267,6 +299,9 @@ export class Reports {
       reason,
       error: report?.error ?? null,
       ackResult,
+      refused: h.refused,
+      // Only a lost lease can hide an applied write: every other ack answers the write itself.
+      maybeApplied: ackResult === 'lease_lost' && h.ackMissed,
     });
   }
 

@@ -1,3 +1,5 @@
+import { LongTimer } from './timers.js';
+
 /**
  * Named states with checked transitions for the worker's lifecycles (the worker, its Work
  * stream, each held job). A transition that its table does not list is a bug in the SDK,
@@ -71,21 +73,25 @@ export class ChangeWaiters {
     for (const w of [...this.waiters]) w();
   }
 
-  /** Resolves true when check() holds (re-checked on every change), false after ms. */
+  /**
+   * Resolves true when check() holds (re-checked on every change), false after ms. An `ms`
+   * of Infinity (or NaN) waits for the condition only; one above setTimeout's limit waits
+   * that long (LongTimer), never less.
+   */
   until(check: () => boolean, ms: number): Promise<boolean> {
     if (check()) return Promise.resolve(true);
     if (ms <= 0) return Promise.resolve(false);
     return new Promise((resolve) => {
       const waiter = () => {
         if (!check()) return;
-        clearTimeout(timer);
+        timer?.clear();
         this.waiters.delete(waiter);
         resolve(true);
       };
-      const timer = setTimeout(() => {
+      const timer = LongTimer.after(ms, () => {
         this.waiters.delete(waiter);
         resolve(false);
-      }, ms);
+      });
       this.waiters.add(waiter);
     });
   }

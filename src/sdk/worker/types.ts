@@ -71,7 +71,7 @@ export interface JobContext<P = JsonObject> {
 
 /**
  * A job handler. Its return value becomes the job's result (an object is stored as is;
- * any other value except undefined as `{ value }`). A thrown error fails the attempt
+ * any other value except undefined, null too, as `{ value }`; undefined as no result). A thrown error fails the attempt
  * (retried per the queue's backoff); NonRetryableError sends the job to the DLQ;
  * RetryAtError / SnoozeError (or ctx.retryAt / ctx.snooze) choose when it runs again.
  *
@@ -85,7 +85,7 @@ export type JobHandler<P = any> = (job: Job<P>, ctx: JobContext<P>) => unknown;
  * What the server's ack said about a report (the wire's AckResult): 'accepted' (applied),
  * 'lease_lost' (not applied: the lease is no longer this worker's), 'retry_later' (not
  * applied now; the worker resent it until its bound ran out), 'invalid' (the report itself
- * is malformed and can never be applied).
+ * is malformed and can never be applied: see JobOutcome.refused).
  */
 export type AckResultName = 'accepted' | 'lease_lost' | 'retry_later' | 'invalid';
 
@@ -97,7 +97,7 @@ export interface JobOutcome {
   job: Job;
   /** 'lost': the lease was lost while the handler ran; nothing was reported. */
   outcome: 'completed' | 'failed' | 'snoozed' | 'lost';
-  /** The server applied the report (ackResult 'accepted'). */
+  /** The server applied the report (ackResult 'accepted'); false may still be applied when `maybeApplied`. */
   accepted: boolean;
   /** The server's words when not accepted; for people and logs (act on `accepted` / `ackResult`). */
   reason: string;
@@ -106,9 +106,27 @@ export interface JobOutcome {
   /**
    * The code of the last ack for the report, or 'lease_lost' when the server said the lease
    * was lost while the report waited to be (re)sent (it is then never sent); null when
-   * nothing was reported (outcome 'lost').
+   * nothing was reported (outcome 'lost'). A 'lease_lost' may hide an applied report: see
+   * `maybeApplied`.
    */
   ackResult: AckResultName | null;
+  /**
+   * The handler's own report when the server refused it as invalid (a result too large or
+   * with a NUL, a retry time out of range): its `outcome` and the server's `reason`. The
+   * worker then failed the job instead, non-retryable, under the same lease: `outcome` is
+   * 'failed' and `error` "result refused: <reason>" (accepted: the job is in the DLQ; not
+   * accepted, ackResult 'invalid': that fail was refused too and the job was given up, so
+   * its lease expires and the server retries it). Null otherwise.
+   */
+  refused: { outcome: 'completed' | 'failed' | 'snoozed'; reason: string } | null;
+  /**
+   * True when `accepted` is false but the report may have been applied all the same: it was
+   * written on a stream that ended before its ack, and then the server answered lease_lost
+   * (the resend on the next stream met the earlier write, applied meanwhile, which ended
+   * the lease) or the stream ended after the server said the lease was lost. Read the job
+   * (EvoraClient.get) to know. False whenever an ack answered the report's only write.
+   */
+  maybeApplied: boolean;
 }
 
 /** The session the server opened (the `ready` event). */

@@ -3,7 +3,7 @@ import type { Lease, ServerDrain, ServerWelcome, WorkerServiceClient, WorkReques
 import { EvoraApiError } from '../errors.js';
 import { drainCauseOf } from './codes.js';
 import { StateMachine, type Transitions } from './state.js';
-import type { TimerSet } from './timers.js';
+import type { LongTimer, TimerSet } from './timers.js';
 import type { DrainCause, WorkerLog } from './types.js';
 
 /**
@@ -105,8 +105,8 @@ export class WorkConnection {
   private lastHeard = 0;
   /** A write filled the stream's buffer; wait for its 'drain'. */
   private blocked = false;
-  private welcomeTimer: NodeJS.Timeout | null = null;
-  private reconnectTimer: NodeJS.Timeout | null = null;
+  private welcomeTimer: LongTimer | null = null;
+  private reconnectTimer: LongTimer | null = null;
   private closed: (() => void) | null = null;
 
   constructor(

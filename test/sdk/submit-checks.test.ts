@@ -1,0 +1,87 @@
+import * as grpc from '@grpc/grpc-js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { JobServiceClient, JobServiceService, type SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
+import { EvoraClient, type SubmitJobInput } from '../../src/sdk/index.js';
+import { SubmitStreamClient } from '../../src/sdk/submit-stream.js';
+import { queueName } from '../helpers/factories.js';
+import { serverSetup } from '../helpers/server-setup.js';
+
+/**
+ * Numbers and dates the wire cannot carry (1.5 in an int32, NaN in a Duration, an invalid
+ * Date): the submit that carries one throws a TypeError before any call, and it alone
+ * fails; the SubmitJobStream and the other submits on it go on. Against a real server.
+ */
+
+let address: string;
+beforeAll(async () => {
+  ({ address } = await serverSetup());
+});
+
+const bad: [string, Partial<SubmitJobInput>][] = [
+  ['priority 1.5', { priority: 1.5 }],
+  ['maxAttempts 2.5', { maxAttempts: 2.5 }],
+  ['priority 2^31', { priority: 2 ** 31 }],
+  ['timeoutSeconds NaN', { timeoutSeconds: NaN }],
+  ['timeoutSeconds Infinity', { timeoutSeconds: Infinity }],
+  ['backoff.baseSeconds NaN', { backoff: { baseSeconds: NaN } }],
+  ['backoff.jitter NaN', { backoff: { jitter: NaN } }],
+  ['runAt Invalid Date', { runAt: new Date(NaN) }],
+];
+
+describe('a submit with a number or date the wire cannot carry', () => {
+  it.each(bad)('%s: rejects alone with a TypeError; the submits beside it on the stream succeed', async (_name, fields) => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName('checks');
+      const all = await Promise.allSettled(
+        Array.from({ length: 50 }, (_, i) => client.submit({ queue, type: 't', payload: { i }, ...(i === 25 ? fields : {}) })),
+      );
+      expect(all[25]).toMatchObject({ status: 'rejected', reason: expect.any(TypeError) });
+      expect(all.filter((r) => r.status === 'fulfilled')).toHaveLength(49);
+      // Nothing was created for it: only the 49.
+      expect((await client.list({ queue, pageSize: 100 })).jobs).toHaveLength(49);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('submitMany: a TypeError naming the job, before any call', async () => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName('checks');
+      const err = await client.submitMany([{ queue, type: 't' }, { queue, type: 't', maxAttempts: 2.5 }]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(TypeError);
+      expect((err as TypeError).message).toContain('jobs[1].maxAttempts');
+      expect((await client.list({ queue })).jobs).toHaveLength(0);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('SubmitStreamClient: a request that does not encode rejects alone; the stream and the other submits go on', async () => {
+    // The second guard, below EvoraClient's checks: a raw request with an int32 of 1.5.
+    const jobs = new JobServiceClient(address, grpc.credentials.createInsecure());
+    const m = JobServiceService.submitJobStream;
+    const opened: number[] = [];
+    const stream = new SubmitStreamClient(
+      () => {
+        opened.push(1);
+        return jobs.makeBidiStreamRequest(m.path, (b: Buffer) => b, m.responseDeserialize);
+      },
+      () => Promise.reject(new Error('no unary fallback here')),
+    );
+    try {
+      const queue = queueName('checks');
+      const req = (i: number, priority = 0): SubmitJobRequest => ({
+        queue, type: 't', payloadJson: Buffer.from(`{"i":${i}}`), priority, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [],
+      });
+      const all = await Promise.allSettled(Array.from({ length: 301 }, (_, i) => stream.submit(req(i, i === 300 ? 1.5 : 0), 10_000, undefined)));
+      expect(all[300]).toMatchObject({ status: 'rejected', reason: expect.any(TypeError) });
+      expect(all.filter((r) => r.status === 'fulfilled')).toHaveLength(300);
+      expect(opened).toHaveLength(1);
+    } finally {
+      stream.close();
+      jobs.close();
+    }
+  });
+});

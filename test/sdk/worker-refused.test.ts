@@ -1,0 +1,49 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { EvoraClient, EvoraWorker, type JobOutcome } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { serverSetup } from '../helpers/server-setup.js';
+import { jobInState, waitFor } from '../helpers/wait.js';
+
+/**
+ * A report the server refuses as invalid (ACK_RESULT_INVALID: here a result with a NUL,
+ * which PostgreSQL's jsonb cannot store) ends the job at once: the worker fails it instead
+ * under the same lease, non-retryable, with the server's reason in the error. Without that
+ * the lease ran out, the handler ran again, and the job ended in the DLQ as "lease expired".
+ * Against a real server.
+ */
+
+let address: string;
+beforeAll(async () => {
+  ({ address } = await serverSetup());
+});
+
+describe('EvoraWorker and a result the server refuses', () => {
+  it('the job goes to the DLQ at once with "result refused: <reason>", its handler run once', async () => {
+    const queue = queueName('refused');
+    const client = new EvoraClient({ address });
+    const worker = new EvoraWorker({ address, queues: [queue], slots: 1 });
+    let runs = 0;
+    worker.handle('t', () => {
+      runs++;
+      return { text: 'a\u0000b' };
+    });
+    const finished: JobOutcome[] = [];
+    worker.on('jobFinished', (o) => finished.push(o));
+    try {
+      await client.upsertQueue(queue, { maxAttempts: 5 });
+      await worker.start();
+      const { job } = await client.submit({ queue, type: 't' });
+      await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+      const o = finished[0]!;
+      expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'completed' } });
+      expect(o.refused!.reason).not.toBe('');
+      expect(o.error).toBe(`result refused: ${o.refused!.reason}`);
+      const dlq = await jobInState(client, job.id, 'DLQ');
+      expect(dlq).toMatchObject({ attempt: 1, lastError: o.error });
+      expect(runs).toBe(1);
+    } finally {
+      await worker.stop({ timeoutMs: 1_000, graceMs: 1_000 });
+      client.close();
+    }
+  });
+});

@@ -23,9 +23,13 @@ function groupFilter(group: DeadLetterGroup): JobFilter {
   return { queue: group.queue, states: [...DLQ], type: group.type || undefined, errorGroup: group.error ?? '' };
 }
 
-/** The error group a job falls in (as the server groups: first line, at most 200 chars). */
+/**
+ * The error group a job falls in, as the server groups: the first line, at most 200
+ * characters counted as PostgreSQL's left() counts them (code points, not UTF-16 units:
+ * an emoji is one).
+ */
 function errorOf(job: Job): string {
-  return (job.lastError ?? '').split('\n')[0]!.slice(0, 200);
+  return Array.from((job.lastError ?? '').split('\n')[0]!).slice(0, 200).join('');
 }
 
 export function DeadLetters() {
@@ -38,7 +42,8 @@ export function DeadLetters() {
   const [tokens, setTokens] = useState<string[]>([]);
   const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
   const [purge, setPurge] = useState<{ filter: JobFilter; description: string } | null>(null);
-  const jobs = useJobs({ queue, states: DLQ, type: group?.type, page_token: tokens[tokens.length - 1], page_size: PAGE_SIZE });
+  // A group is one queue's: with every queue picked, its list is still that queue's jobs only.
+  const jobs = useJobs({ queue: group?.queue ?? queue, states: DLQ, type: group?.type, page_token: tokens[tokens.length - 1], page_size: PAGE_SIZE });
   const invalidate = [keys.deadLetters, keys.jobs, keys.stats, keys.queues];
   const retry = useAction(
     (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${count(r.count)} jobs`),
@@ -60,6 +65,7 @@ export function DeadLetters() {
   function chooseGroup(next: DeadLetterGroup | null) {
     setGroup(next);
     setTokens([]);
+    setSelected(new Set()); // rows no longer shown must not stay selected for "Retry selected"
   }
   function toggle(id: string, on: boolean) {
     const next = new Set(selected);

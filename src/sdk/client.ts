@@ -363,7 +363,7 @@ export class EvoraClient {
       queue: filter.queue ?? '',
       states: statesOf(filter.states).map(jobStateToPb),
       type: filter.type ?? '',
-      pageSize: filter.pageSize ?? 0,
+      pageSize: filter.pageSize === undefined ? 0 : int32Check(filter.pageSize, 'pageSize'),
       pageToken: filter.pageToken ?? '',
       idempotencyKey: filter.idempotencyKey ?? '',
     };
@@ -458,20 +458,27 @@ export class EvoraClient {
    * the current jitter is read first and kept (the wire format always applies jitter).
    */
   async upsertQueue(name: string, settings: QueueSettings = {}, opts?: CallOptions): Promise<{ queue: Queue; created: boolean }> {
+    // Checked here, as submit's are: a number the wire cannot carry throws TypeError before any call.
+    const int32 = (v: number | undefined, field: string) => (v === undefined ? undefined : int32Check(v, `queue.${field}`));
     const base: UpsertQueueRequest = {
       name,
-      maxAttempts: settings.maxAttempts,
-      leaseSeconds: settings.leaseSeconds,
-      maxConcurrency: settings.maxConcurrency,
-      rateLimit: settings.rateLimit ? { perSecond: settings.rateLimit.perSecond, burst: settings.rateLimit.burst ?? 0 } : undefined,
-      completedRetention: settings.completedRetentionSeconds === undefined ? undefined : secondsToDuration(settings.completedRetentionSeconds),
-      cancelledRetention: settings.cancelledRetentionSeconds === undefined ? undefined : secondsToDuration(settings.cancelledRetentionSeconds),
-      dlqRetention: settings.dlqRetentionSeconds === undefined ? undefined : secondsToDuration(settings.dlqRetentionSeconds),
-      attemptTimeout: settings.attemptTimeoutSeconds === undefined ? undefined : secondsToDuration(settings.attemptTimeoutSeconds),
-      maxConcurrencyPerKey: settings.maxConcurrencyPerKey,
+      maxAttempts: int32(settings.maxAttempts, 'maxAttempts'),
+      leaseSeconds: int32(settings.leaseSeconds, 'leaseSeconds'),
+      maxConcurrency: int32(settings.maxConcurrency, 'maxConcurrency'),
+      rateLimit: settings.rateLimit
+        ? { perSecond: finiteCheck(settings.rateLimit.perSecond, 'queue.rateLimit.perSecond'), burst: int32(settings.rateLimit.burst, 'rateLimit.burst') ?? 0 }
+        : undefined,
+      completedRetention: durationOf(settings.completedRetentionSeconds, 'queue.completedRetentionSeconds'),
+      cancelledRetention: durationOf(settings.cancelledRetentionSeconds, 'queue.cancelledRetentionSeconds'),
+      dlqRetention: durationOf(settings.dlqRetentionSeconds, 'queue.dlqRetentionSeconds'),
+      attemptTimeout: durationOf(settings.attemptTimeoutSeconds, 'queue.attemptTimeoutSeconds'),
+      maxConcurrencyPerKey: int32(settings.maxConcurrencyPerKey, 'maxConcurrencyPerKey'),
       deleteOnComplete: settings.deleteOnComplete,
     };
     const b = settings.backoff;
+    const backoffBase = durationOf(b?.baseSeconds, 'queue.backoff.baseSeconds');
+    const backoffCap = durationOf(b?.capSeconds, 'queue.backoff.capSeconds');
+    if (b?.jitter !== undefined) finiteCheck(b.jitter, 'queue.backoff.jitter');
     if (!b) {
       const res = await this.unary<UpsertQueueResponse>('UpsertQueue', (md, o, cb) => this.queues.upsertQueue(base, md, o, cb), opts);
       return { queue: queueFromPb(required(res.queue, 'UpsertQueue')), created: res.created };
@@ -493,8 +500,8 @@ export class EvoraClient {
     }
     const backoff: PbBackoff = {
       kind: backoffKindToPb(b.kind),
-      base: b.baseSeconds === undefined ? undefined : secondsToDuration(b.baseSeconds),
-      cap: b.capSeconds === undefined ? undefined : secondsToDuration(b.capSeconds),
+      base: backoffBase,
+      cap: backoffCap,
       jitter,
     };
     const res = await this.unary<UpsertQueueResponse>('UpsertQueue', (md, o, cb) => this.queues.upsertQueue({ ...base, backoff }, md, o, cb), opts);
@@ -604,7 +611,7 @@ export class EvoraClient {
       name: input.name ?? '',
       role: tokenRoleToPb(input.role),
       queues: input.queues ?? [],
-      expiresIn: input.expiresInSeconds === undefined ? undefined : secondsToDuration(input.expiresInSeconds),
+      expiresIn: durationOf(input.expiresInSeconds, 'token.expiresInSeconds'),
     };
     const res = await this.unary<CreateTokenResponse>('CreateToken', (md, o, cb) => this.tokens.createToken(req, md, o, cb), opts);
     return { token: tokenFromPb(required(res.token, 'CreateToken')), secret: res.secret };
@@ -626,7 +633,7 @@ export class EvoraClient {
   /** A page of the audit log, newest first. */
   async listAuditEvents(filter: ListAuditEventsFilter = {}, opts?: CallOptions): Promise<AuditEventPage> {
     const req = {
-      pageSize: filter.pageSize ?? 0,
+      pageSize: filter.pageSize === undefined ? 0 : int32Check(filter.pageSize, 'pageSize'),
       pageToken: filter.pageToken ?? '',
       actions: (filter.actions ?? []).map(auditActionToPb),
       target: filter.target ?? '',
@@ -696,15 +703,20 @@ function bulkFilterToPb(filter: BulkJobFilter) {
     queue: filter.queue ?? '',
     states: statesOf(filter.states).map(jobStateToPb),
     type: filter.type ?? '',
-    finishedBefore: filter.finishedBefore,
+    finishedBefore: filter.finishedBefore === undefined ? undefined : dateCheck(filter.finishedBefore, 'filter.finishedBefore'),
     ids: filter.ids ?? [],
   };
+}
+
+/** `seconds` as a Duration (undefined stays undefined); throws TypeError for a number a Duration cannot carry. */
+function durationOf(seconds: number | undefined, what: string) {
+  return seconds === undefined ? undefined : secondsToDuration(durationSecondsCheck(seconds, what));
 }
 
 function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequest {
   // Numbers and dates are checked here, so that a bad one throws TypeError before any call
   // instead of failing grpc-js's serializer (on a stream: every submit on it).
-  const seconds = (v: number | undefined, field: string) => (v === undefined ? undefined : secondsToDuration(durationSecondsCheck(v, `${what}.${field}`)));
+  const seconds = (v: number | undefined, field: string) => durationOf(v, `${what}.${field}`);
   return {
     queue: input.queue,
     type: input.type,

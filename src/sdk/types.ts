@@ -4,6 +4,7 @@ import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as
 import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
 import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule } from '../gen/evora/v1/schedule.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
+import { int32Check } from './checks.js';
 import {
   AuditAction as PbAuditAction,
   AuditActorKind as PbAuditActorKind,
@@ -491,10 +492,10 @@ export function scheduleToPb<P>(s: ScheduleInput<P>): PbSchedule {
     queue: s.queue,
     type: s.type,
     payload: s.payload === undefined ? {} : toJsonObject(s.payload, 'schedule.payload'),
-    priority: s.priority ?? 0,
-    maxAttempts: s.maxAttempts ?? 0,
+    priority: s.priority === undefined ? 0 : int32Check(s.priority, 'schedule.priority'),
+    maxAttempts: s.maxAttempts === undefined ? 0 : int32Check(s.maxAttempts, 'schedule.maxAttempts'),
     misfirePolicy: s.misfirePolicy === undefined ? PbMisfirePolicy.MISFIRE_POLICY_UNSPECIFIED : MISFIRE_TO_PB[s.misfirePolicy],
-    misfireCap: s.misfireCap ?? 0,
+    misfireCap: s.misfireCap === undefined ? 0 : int32Check(s.misfireCap, 'schedule.misfireCap'),
     paused: false,
     lastJobId: '',
   };

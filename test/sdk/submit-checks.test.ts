@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { JobServiceClient, JobServiceService, type SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
-import { EvoraClient, type SubmitJobInput } from '../../src/sdk/index.js';
+import { EvoraApiError, EvoraClient, type SubmitJobInput } from '../../src/sdk/index.js';
 import { SubmitStreamClient } from '../../src/sdk/submit-stream.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
@@ -82,6 +82,33 @@ describe('a submit with a number or date the wire cannot carry', () => {
     } finally {
       stream.close();
       jobs.close();
+    }
+  });
+  it('the other calls (queues, schedules, lists, bulk filters): a TypeError naming the field, before any call', async () => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName('checks');
+      const calls: [string, () => Promise<unknown>][] = [
+        ['queue.maxAttempts', () => client.upsertQueue(queue, { maxAttempts: 2.5 })],
+        ['queue.leaseSeconds', () => client.upsertQueue(queue, { leaseSeconds: NaN })],
+        ['queue.rateLimit.perSecond', () => client.upsertQueue(queue, { rateLimit: { perSecond: NaN } })],
+        ['queue.dlqRetentionSeconds', () => client.upsertQueue(queue, { dlqRetentionSeconds: Infinity })],
+        ['queue.backoff.baseSeconds', () => client.upsertQueue(queue, { backoff: { baseSeconds: NaN, jitter: 0 } })],
+        ['schedule.priority', () => client.upsertSchedule({ name: queue, cron: '* * * * *', queue, type: 't', priority: 1.5 })],
+        ['pageSize', () => client.list({ queue, pageSize: 1.5 })],
+        ['pageSize', () => client.listAuditEvents({ pageSize: 2 ** 31 })],
+        ['filter.finishedBefore', () => client.purgeJobs({ queue, finishedBefore: new Date(NaN) }, { dryRun: true })],
+      ];
+      for (const [field, call] of calls) {
+        const err = await call().catch((e: unknown) => e);
+        expect(err, field).toBeInstanceOf(TypeError);
+        expect((err as TypeError).message).toContain(field);
+      }
+      // Nothing was written: the queue and the schedule do not exist.
+      expect(await client.getQueue(queue).catch((e: unknown) => (e as EvoraApiError).codeName)).toBe('NOT_FOUND');
+      expect(await client.getSchedule(queue).catch((e: unknown) => (e as EvoraApiError).codeName)).toBe('NOT_FOUND');
+    } finally {
+      client.close();
     }
   });
 });

@@ -128,7 +128,7 @@ describe('EvoraWorker and ack results', () => {
     await waitFor(() => t.reportsOf('job-0').length === 2, { what: 'the fail sent instead' });
     expect(t.reportsOf('job-0')[1]).toEqual({
       kind: 'fail',
-      value: expect.objectContaining({ leaseToken: 'token-0', nonRetryable: true, error: `result refused: ${reason}` }),
+      value: expect.objectContaining({ leaseToken: 'token-0', nonRetryable: true, error: `complete refused: ${reason}` }),
     });
     // Still held, under its lease, until that fail's ack.
     expect(t.worker.stats()).toMatchObject({ held: 1, awaitingAck: 1 });
@@ -141,7 +141,7 @@ describe('EvoraWorker and ack results', () => {
     ack('job-0', AckResult.ACK_RESULT_ACCEPTED);
     await waitFor(() => finished.length === 1 && worker.stats().held === 0, { what: 'the job to finish' });
     // The job ended as the fail said (DLQ), and jobFinished names the refused completion.
-    expect(finished[0]).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', error: `result refused: ${reason}` });
+    expect(finished[0]).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', error: `complete refused: ${reason}` });
     expect(finished[0]!.refused).toEqual({ outcome: 'completed', reason });
     expect(logged.filter((l) => l.level === 'error')).toEqual([
       expect.objectContaining({ obj: expect.objectContaining({ job_id: 'job-0', ack: 'invalid' }) }),

@@ -5,9 +5,10 @@ import { serverSetup } from '../helpers/server-setup.js';
 import { jobInState, waitFor } from '../helpers/wait.js';
 
 /**
- * A report the server refuses as invalid (ACK_RESULT_INVALID: here a result with a NUL,
- * which PostgreSQL's jsonb cannot store) ends the job at once: the worker fails it instead
- * under the same lease, non-retryable, with the server's reason in the error. Without that
+ * A report the server refuses as invalid (ACK_RESULT_INVALID: a result with a NUL, which
+ * PostgreSQL's jsonb cannot store; a snooze past 9999-12-31) ends the job at once: the
+ * worker fails it instead under the same lease, non-retryable, with the refused report and
+ * the server's reason in the error. Without that
  * the lease ran out, the handler ran again, and the job ended in the DLQ as "lease expired".
  * Against a real server.
  */
@@ -18,7 +19,7 @@ beforeAll(async () => {
 });
 
 describe('EvoraWorker and a result the server refuses', () => {
-  it('the job goes to the DLQ at once with "result refused: <reason>", its handler run once', async () => {
+  it('a refused complete: the job goes to the DLQ at once with "complete refused: <reason>", its handler run once', async () => {
     const queue = queueName('refused');
     const client = new EvoraClient({ address });
     const worker = new EvoraWorker({ address, queues: [queue], slots: 1 });
@@ -37,9 +38,37 @@ describe('EvoraWorker and a result the server refuses', () => {
       const o = finished[0]!;
       expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'completed' } });
       expect(o.refused!.reason).not.toBe('');
-      expect(o.error).toBe(`result refused: ${o.refused!.reason}`);
+      expect(o.error).toBe(`complete refused: ${o.refused!.reason}`);
       const dlq = await jobInState(client, job.id, 'DLQ');
       expect(dlq).toMatchObject({ attempt: 1, lastError: o.error });
+      expect(runs).toBe(1);
+    } finally {
+      await worker.stop({ timeoutMs: 1_000, graceMs: 1_000 });
+      client.close();
+    }
+  });
+  it('a refused snooze: the job goes to the DLQ at once with "snooze refused: <reason>", its handler run once', async () => {
+    const queue = queueName('refused');
+    const client = new EvoraClient({ address });
+    const worker = new EvoraWorker({ address, queues: [queue], slots: 1 });
+    let runs = 0;
+    worker.handle('t', (_job, ctx) => {
+      runs++;
+      // Past the last time the server takes (9999-12-31): a run_at it refuses as invalid.
+      return ctx.snooze(new Date(Date.UTC(10_000, 0, 2)));
+    });
+    const finished: JobOutcome[] = [];
+    worker.on('jobFinished', (o) => finished.push(o));
+    try {
+      await client.upsertQueue(queue, { maxAttempts: 5 });
+      await worker.start();
+      const { job } = await client.submit({ queue, type: 't' });
+      await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+      const o = finished[0]!;
+      expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'snoozed' } });
+      expect(o.refused!.reason).toContain('run_at');
+      expect(o.error).toBe(`snooze refused: ${o.refused!.reason}`);
+      expect(await jobInState(client, job.id, 'DLQ')).toMatchObject({ attempt: 1, lastError: o.error });
       expect(runs).toBe(1);
     } finally {
       await worker.stop({ timeoutMs: 1_000, graceMs: 1_000 });

@@ -1,7 +1,7 @@
 import type { ServerAck, ServerWelcome, WorkerComplete, WorkerFail, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { ackResultOf } from './codes.js';
 import { failReport } from './handler-runner.js';
-import type { HeldJob, HeldJobs, Report } from './held-job.js';
+import type { HeldJob, HeldJobs, Report, ReportOutcome } from './held-job.js';
 import type { TimerSet } from './timers.js';
 import type { AckResultName, JobOutcome, WorkerLog } from './types.js';
 
@@ -17,6 +17,9 @@ export const RESEND_BASE_MS = 200;
 export const OUTAGE_RESEND_MAX_MS = 2000;
 /** Largest `completes` / `fails` batch by Report.bytes (servers take 4 MiB messages by default). */
 const REPORT_BATCH_MAX_BYTES = 1024 * 1024;
+
+/** The wire name of a report, as the error of the fail sent when the server refuses one says it ("snooze refused: …"). */
+const REPORT_NAME: Record<ReportOutcome, string> = { completed: 'complete', failed: 'fail', snoozed: 'snooze' };
 
 /** What the report batcher needs of the Work stream. */
 export interface ReportStream {
@@ -43,8 +46,8 @@ export interface ReportStream {
  *   lease expires and the server retries it).
  * - invalid: the report itself can never be applied (a result too large or with a NUL, a
  *   retry time out of range); the server changed nothing and the lease runs on. The worker
- *   sends, once, a fail under the same lease instead: non-retryable, its error "result
- *   refused: <the server's reason>", so the job ends at once with a readable error and its
+ *   sends, once, a fail under the same lease instead: non-retryable, its error "<complete,
+ *   snooze or fail> refused: <the server's reason>", so the job ends at once with a readable error and its
  *   work is not done again when the lease runs out (see refused()). If that fail is refused
  *   too, the job is given up (`accepted: false`, ackResult 'invalid').
  *
@@ -192,7 +195,7 @@ export class Reports {
     if (h.refused === null && h.report && h.state === 'awaitingAck') {
       this.deps.log.error(fields, 'the server refused the report as invalid; failing the job instead (non-retryable)');
       h.refused = { outcome: h.report.outcome, reason };
-      h.report = failReport(h, `result refused: ${reason}`, { nonRetryable: true });
+      h.report = failReport(h, `${REPORT_NAME[h.report.outcome]} refused: ${reason}`, { nonRetryable: true });
       // A new report: its writes and resends are counted afresh.
       h.sends = 0;
       h.writeRetries = 0;

@@ -114,9 +114,9 @@ export interface JobOutcome {
    * The handler's own report when the server refused it as invalid (a result too large or
    * with a NUL, a retry time out of range): its `outcome` and the server's `reason`. The
    * worker then failed the job instead, non-retryable, under the same lease: `outcome` is
-   * 'failed' and `error` "result refused: <reason>" (accepted: the job is in the DLQ; not
-   * accepted, ackResult 'invalid': that fail was refused too and the job was given up, so
-   * its lease expires and the server retries it). Null otherwise.
+   * 'failed' and `error` "<complete, snooze or fail> refused: <reason>" (accepted: the job
+   * is in the DLQ; not accepted, ackResult 'invalid': that fail was refused too and the job
+   * was given up, so its lease expires and the server retries it). Null otherwise.
    */
   refused: { outcome: 'completed' | 'failed' | 'snoozed'; reason: string } | null;
   /**

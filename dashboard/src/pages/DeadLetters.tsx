@@ -23,11 +23,21 @@ function groupFilter(group: DeadLetterGroup): JobFilter {
   return { queue: group.queue, states: [...DLQ], type: group.type || undefined, errorGroup: group.error ?? '' };
 }
 
-/** The error group a job falls in (as the server groups: first line, at most 200 chars). */
-function errorOf(job: Job): string {
-  return (job.lastError ?? '').split('\n')[0]!.slice(0, 200);
+/** How many characters (code points) of an error's first line make its group key. */
+const GROUP_KEY_CHARS = 200;
+
+/**
+ * The error group a job falls in, exactly as the server makes it (evora.error_group:
+ * PostgreSQL `left(split_part(last_error, E'\n', 1), 200)`): the first line, cut to 200
+ * code points, not UTF-16 units, so an emoji or other non-BMP character counts as one and
+ * is never split in half.
+ */
+function errorOf(job: Pick<Job, 'lastError'>): string {
+  const firstLine = (job.lastError ?? '').split('\n')[0]!;
+  return Array.from(firstLine).slice(0, GROUP_KEY_CHARS).join('');
 }
 
+/** The /dead-letters page: the DLQ's error groups and jobs, with retry and purge for admins. */
 export function DeadLetters() {
   const [search, setSearch] = useSearchParams();
   const queue = search.get('queue') ?? '';

@@ -51,4 +51,29 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
     await group.first().getByTestId('dlq-group-show').click();
     await visible(page.getByTestId(`dlq-job-row-${id}`));
   });
+
+  it('with all queues, a group\'s jobs are only its own queue\'s, and choosing a group unchecks the rows checked before', async () => {
+    const { page } = env;
+    const a = queueName('dlqa');
+    const b = queueName('dlqb');
+    const type = queueName('same');
+    const error = 'the same failure in two queues';
+    const [idA] = await deadLetter(a, [{ type, error }]);
+    const [idB] = await deadLetter(b, [{ type, error }]);
+
+    await page.goto('/dead-letters');
+    const rowA = page.getByTestId(`dlq-job-row-${idA}`);
+    const rowB = page.getByTestId(`dlq-job-row-${idB}`);
+    await visible(rowA);
+    await visible(rowB);
+    await rowA.getByTestId('dlq-select').check();
+    await expect.poll(textOf(page.getByTestId('dlq-retry-selected')), POLL).toBe('Retry selected (1)');
+
+    const groupA = page.getByTestId('dlq-group').filter({ hasText: a });
+    await expect.poll(textOf(groupA.getByTestId('dlq-group-count')), POLL).toBe('1');
+    await groupA.getByTestId('dlq-group-show').click();
+    await expect.poll(async () => [await countOf(rowA)(), await countOf(rowB)()], POLL).toEqual([1, 0]);
+    await expect.poll(textOf(page.getByTestId('dlq-retry-selected')), POLL).toBe('Retry selected (0)');
+    expect(await page.getByTestId('dlq-retry-selected').isDisabled()).toBe(true);
+  });
 });

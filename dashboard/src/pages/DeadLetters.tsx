@@ -37,6 +37,13 @@ function errorOf(job: Pick<Job, 'lastError'>): string {
   return Array.from(firstLine).slice(0, GROUP_KEY_CHARS).join('');
 }
 
+/** A group's identity across refreshes (the groups are refetched, so their objects change). */
+function groupKey(group: DeadLetterGroup): string {
+  return JSON.stringify([group.queue, group.type ?? '', group.error ?? '']);
+}
+
+const NONE: ReadonlySet<string> = new Set();
+
 /** The /dead-letters page: the DLQ's error groups and jobs, with retry and purge for admins. */
 export function DeadLetters() {
   const [search, setSearch] = useSearchParams();
@@ -44,11 +51,27 @@ export function DeadLetters() {
   const canAct = useCanAct();
   const queues = useQueues();
   const groups = useDeadLetters(queue);
-  const [group, setGroup] = useState<DeadLetterGroup | null>(null);
-  const [tokens, setTokens] = useState<string[]>([]);
-  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  // The chosen group belongs to the queue it was chosen under; the page tokens and the
+  // checked rows belong to the list they were made on (the queue and group): when either
+  // changes, by the controls or by the URL (back, a link), they start over empty.
+  const [chosen, setChosen] = useState<{ queue: string; group: DeadLetterGroup } | null>(null);
+  const group = chosen?.queue === queue ? chosen.group : null;
+  const listKey = JSON.stringify([queue, group ? groupKey(group) : null]);
+  const [paging, setPaging] = useState<{ listKey: string; tokens: string[] }>({ listKey, tokens: [] });
+  const tokens = paging.listKey === listKey ? paging.tokens : [];
+  const setTokens = (next: string[]) => setPaging({ listKey, tokens: next });
+  const [selection, setSelection] = useState<{ listKey: string; ids: ReadonlySet<string> }>({ listKey, ids: NONE });
+  const selected = selection.listKey === listKey ? selection.ids : NONE;
   const [purge, setPurge] = useState<{ filter: JobFilter; description: string } | null>(null);
-  const jobs = useJobs({ queue, states: DLQ, type: group?.type, page_token: tokens[tokens.length - 1], page_size: PAGE_SIZE });
+  // A group's jobs are those of the group's own queue (the one its actions act on), also
+  // when the page shows every queue.
+  const jobs = useJobs({
+    queue: group ? group.queue : queue,
+    states: DLQ,
+    type: group?.type,
+    page_token: tokens[tokens.length - 1],
+    page_size: PAGE_SIZE,
+  });
   const invalidate = [keys.deadLetters, keys.jobs, keys.stats, keys.queues];
   const retry = useAction(
     (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${count(r.count)} jobs`),
@@ -62,20 +85,17 @@ export function DeadLetters() {
   const outcome = latest(purgeAction.outcome, retry.outcome, retryOne.outcome);
 
   function chooseQueue(name: string) {
-    setGroup(null);
-    setTokens([]);
-    setSelected(new Set());
+    setChosen(null);
     setSearch(name ? { queue: name } : {});
   }
   function chooseGroup(next: DeadLetterGroup | null) {
-    setGroup(next);
-    setTokens([]);
+    setChosen(next ? { queue, group: next } : null);
   }
   function toggle(id: string, on: boolean) {
     const next = new Set(selected);
     if (on) next.add(id);
     else next.delete(id);
-    setSelected(next);
+    setSelection({ listKey, ids: next });
   }
   const allMatching: JobFilter = group ? groupFilter(group) : { queue: queue || undefined, states: [...DLQ] };
   const scope = group ? `the group "${group.error}" of ${group.queue}` : queue ? `every DLQ job of ${queue}` : 'every DLQ job of every queue';
@@ -115,7 +135,7 @@ export function DeadLetters() {
           </thead>
           <tbody>
             {(groups.data?.groups ?? []).map((g, i) => (
-              <tr key={`${g.queue}|${g.type}|${g.error}`} data-testid="dlq-group" data-index={i} aria-selected={group === g}>
+              <tr key={`${g.queue}|${g.type}|${g.error}`} data-testid="dlq-group" data-index={i} aria-selected={group !== null && groupKey(group) === groupKey(g)}>
                 <th scope="row">{g.queue}</th>
                 <td>{g.type}</td>
                 <td className="clip" title={g.error}>
@@ -159,7 +179,7 @@ export function DeadLetters() {
         )}
       </h2>
       <div className="actions">
-        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelected(new Set()) })} disabled={selected.size === 0 || retry.pending}>
+        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelection({ listKey, ids: NONE }) })} disabled={selected.size === 0 || retry.pending}>
           Retry selected ({selected.size})
         </ActionButton>
         <ActionButton testId="dlq-retry-all" onClick={() => retry.run(allMatching)} disabled={retry.pending}>

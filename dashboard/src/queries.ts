@@ -4,7 +4,7 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { api } from './api';
-import type { DeadLetterGroup, GetJobResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
+import type { GetJobResponse, ListDeadLetterGroupsResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
 
 /** How often live views refresh. */
 export const LIVE_MS = 2000;
@@ -74,10 +74,14 @@ export function useJob(id: string) {
   });
 }
 
+/**
+ * The DLQ of one queue (or, with '', every queue) grouped by error, largest first, with
+ * `truncated` when only the newest dead letters were grouped (the counts are then lower bounds).
+ */
 export function useDeadLetters(queue: string) {
   return useQuery({
     queryKey: [...keys.deadLetters, queue],
-    queryFn: ({ signal }) => api<{ groups?: DeadLetterGroup[] }>('GET', '/dead-letters', { query: { queue }, signal }),
+    queryFn: ({ signal }) => api<ListDeadLetterGroupsResponse>('GET', '/dead-letters', { query: { queue }, signal }),
     refetchInterval: LIVE_MS,
   });
 }

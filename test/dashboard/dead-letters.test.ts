@@ -76,4 +76,38 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('dlq-retry-selected')), POLL).toBe('Retry selected (0)');
     expect(await page.getByTestId('dlq-retry-selected').isDisabled()).toBe(true);
   });
+
+  it('a truncated grouping says the counts cover only the newest dead letters, shows them as "at least N", and keeps them out of the retry label', async () => {
+    const { page } = env;
+    const queue = queueName('dlqtrunc');
+    await deadLetter(queue, [
+      { type: 'boom', error: 'grouped twice' },
+      { type: 'boom', error: 'grouped twice' },
+    ]);
+    // The server marks a grouping truncated past its newest 10,000 DLQ jobs; rather than make
+    // that many, the real answer is passed through with truncated set, as it would be then.
+    await page.route(
+      (url) => url.pathname === '/v1/dead-letters',
+      async (route) => {
+        const response = await route.fetch();
+        const body = (await response.json()) as Record<string, unknown>;
+        await route.fulfill({ response, json: { ...body, truncated: true } });
+      },
+    );
+    try {
+      await page.goto(`/dead-letters?queue=${queue}`);
+      const group = page.getByTestId('dlq-group').filter({ hasText: 'grouped twice' });
+      await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('at least 2');
+      await expect.poll(textOf(page.getByTestId('dlq-truncated')), POLL).toMatch(/only the newest 10,000/);
+      await expect.poll(textOf(group.getByTestId('dlq-group-retry')), POLL).toBe('Retry all');
+    } finally {
+      await page.unrouteAll();
+    }
+    // Not truncated: exact counts, in the label too, and no note.
+    await page.goto(`/dead-letters?queue=${queue}`);
+    const group = page.getByTestId('dlq-group').filter({ hasText: 'grouped twice' });
+    await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('2');
+    await expect.poll(textOf(group.getByTestId('dlq-group-retry')), POLL).toBe('Retry all 2');
+    expect(await page.getByTestId('dlq-truncated').count()).toBe(0);
+  });
 });

@@ -99,6 +99,10 @@ export function DeadLetters() {
   }
   const allMatching: JobFilter = group ? groupFilter(group) : { queue: queue || undefined, states: [...DLQ] };
   const scope = group ? `the group "${group.error}" of ${group.queue}` : queue ? `every DLQ job of ${queue}` : 'every DLQ job of every queue';
+  // Only the newest DLQ jobs are grouped (docs/api.md: 10,000): beyond that every count is a
+  // lower bound, so it reads "at least N" and no action's label carries it.
+  const truncated = groups.data?.truncated === true;
+  const groupCount = (g: DeadLetterGroup) => (truncated ? `at least ${count(g.count)}` : count(g.count));
   const rows = (jobs.data?.jobs ?? []).filter((job) => !group || errorOf(job) === (group.error ?? ''));
   const next = jobs.data?.nextPageToken;
   return (
@@ -119,6 +123,13 @@ export function DeadLetters() {
       <h2>By error</h2>
       <ErrorLine error={groups.error} />
       <Loading when={groups.isPending && !groups.error} />
+      {truncated && (
+        <p className="note" role="status" data-testid="dlq-truncated">
+          There are more dead letters than the server groups: these counts cover only the newest
+          10,000 DLQ jobs, so each group may hold more jobs than shown. Retrying or purging a
+          group still takes all of its jobs.
+        </p>
+      )}
       <div className="table-wrap">
         <table data-testid="dlq-groups">
           <thead>
@@ -142,7 +153,7 @@ export function DeadLetters() {
                   {g.error || '(no error text)'}
                 </td>
                 <td className="num" data-testid="dlq-group-count">
-                  {count(g.count)}
+                  {groupCount(g)}
                 </td>
                 <td title={g.newestFinishedAt}>{ago(g.newestFinishedAt)}</td>
                 <td className="actions">
@@ -150,7 +161,7 @@ export function DeadLetters() {
                     Show jobs
                   </button>
                   <ActionButton testId="dlq-group-retry" onClick={() => retry.run(groupFilter(g))} disabled={retry.pending}>
-                    Retry all {count(g.count)}
+                    {truncated ? 'Retry all' : `Retry all ${count(g.count)}`}
                   </ActionButton>
                   <ActionButton
                     testId="dlq-group-purge"

@@ -1,0 +1,43 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { NonRetryableError } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
+
+/**
+ * How the dashboard lays out text it does not control, in Chromium against a real server:
+ * a long unbroken error never widens the page, and the timeline clips a long detail with
+ * the full text in its title. Checked by measuring the page (scrollWidth), never by timing.
+ */
+
+let env: Awaited<ReturnType<typeof dashboardSetup>>;
+beforeAll(async () => {
+  if (SKIP_BROWSER) return;
+  env = await dashboardSetup();
+});
+
+describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium', () => {
+  it('a job whose error is 3,000 characters with no space keeps its page as wide as the window', async () => {
+    const { page, client } = env;
+    const queue = queueName('longerr');
+    await client.upsertQueue(queue, { maxAttempts: 1 });
+    const error = 'x'.repeat(3000);
+    const { job } = await client.submit({ queue, type: 'long' });
+    const w = env.worker([queue]);
+    w.handle('long', async () => {
+      throw new NonRetryableError(error);
+    });
+    await w.start();
+    await expect.poll(async () => (await client.get(job.id)).state, POLL).toBe('DLQ');
+
+    await page.goto(`/jobs/${job.id}`);
+    await visible(page.getByTestId('job-last-error'));
+    await visible(page.getByTestId('attempt-error'));
+    await visible(page.getByTestId('timeline-event').filter({ hasText: 'attempt 1' }));
+    const width = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, window: window.innerWidth }));
+    expect(width.scroll).toBeLessThanOrEqual(width.window);
+    const detail = page.getByTestId('timeline-detail').filter({ hasText: 'xxxx' });
+    await expect.poll(attrOf(detail, 'title'), POLL).toBe(error);
+    // The timeline shows the start of the detail, not all 3,000 characters.
+    expect((await textOf(detail)())!.length).toBeLessThan(300);
+  });
+});

@@ -5,8 +5,9 @@ import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './h
 
 /**
  * How the dashboard lays out text it does not control, in Chromium against a real server:
- * a long unbroken error never widens the page, and the timeline clips a long detail with
- * the full text in its title. Checked by measuring the page (scrollWidth), never by timing.
+ * a long unbroken error never widens the page, the timeline clips a long detail with
+ * the full text in its title, and a long one-line error wraps whole (title too). Checked by
+ * measuring the page (scrollWidth), never by timing.
  */
 
 let env: Awaited<ReturnType<typeof dashboardSetup>>;
@@ -39,5 +40,29 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
     await expect.poll(attrOf(detail, 'title'), POLL).toBe(error);
     // The timeline shows the start of the detail, not all 3,000 characters.
     expect((await textOf(detail)())!.length).toBeLessThan(300);
+  });
+
+  it('a long one-line server error wraps whole, with its text in the title, in an error line and an action\'s status', async () => {
+    const { page } = env;
+    const message = `the request was refused because ${'of one more reason '.repeat(20)}and this is the end`;
+    const refuse = (route: import('playwright-core').Route) =>
+      route.fulfill({ status: 400, json: { code: 'INVALID_ARGUMENT', message } });
+    /** Whether the element shows all its text: nothing hidden past its right edge. */
+    const whole = (testId: string) => () =>
+      page.getByTestId(testId).first().evaluate((el) => el.scrollWidth <= el.clientWidth, undefined, { timeout: 500 }).catch(() => null);
+    await page.route((url) => url.pathname === '/v1/workers', refuse);
+    await page.route((url) => url.pathname === '/v1/jobs/retry', refuse);
+    try {
+      await page.goto('/workers');
+      await expect.poll(attrOf(page.getByTestId('error'), 'title'), POLL).toBe(`INVALID_ARGUMENT: ${message}`);
+      await expect.poll(whole('error'), POLL).toBe(true);
+
+      await page.goto('/dead-letters');
+      await page.getByTestId('dlq-retry-all').click();
+      await expect.poll(attrOf(page.getByTestId('dlq-action-status'), 'title'), POLL).toBe(`INVALID_ARGUMENT: ${message}`);
+      await expect.poll(whole('dlq-action-status'), POLL).toBe(true);
+    } finally {
+      await page.unrouteAll();
+    }
   });
 });

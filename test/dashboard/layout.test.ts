@@ -6,7 +6,7 @@ import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './h
 /**
  * How the dashboard lays out text it does not control, in Chromium against a real server:
  * a long unbroken error never widens the page, the timeline clips a long detail with
- * the full text in its title, and a long one-line error wraps whole (title too). Checked by
+ * the full text in its title, a long one-line error wraps whole (title too), and absolute times name their zone. Checked by
  * measuring the page (scrollWidth), never by timing.
  */
 
@@ -63,6 +63,22 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
       await expect.poll(whole('dlq-action-status'), POLL).toBe(true);
     } finally {
       await page.unrouteAll();
+    }
+  });
+
+  it('absolute times name their time zone', async () => {
+    const { client, browser, httpUrl } = env;
+    const queue = queueName('tz');
+    const { job } = await client.submit({ queue, type: 'later' });
+    // A browser in New York, in English: its times end in EST or EDT.
+    const context = await browser.newContext({ baseURL: httpUrl, timezoneId: 'America/New_York', locale: 'en-US' });
+    try {
+      const page = await context.newPage();
+      await page.goto(`/jobs/${job.id}`);
+      const created = page.getByTestId('timeline-event').filter({ hasText: 'created' }).locator('time');
+      await expect.poll(textOf(created), POLL).toMatch(/\bE[SD]T$/);
+    } finally {
+      await context.close();
     }
   });
 });

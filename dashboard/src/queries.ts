@@ -74,14 +74,18 @@ export function useJob(id: string) {
   });
 }
 
+/** How many error groups the dead letters page asks for (the server's default, said out loud). */
+export const DEAD_LETTER_GROUPS = 50;
+
 /**
- * The DLQ of one queue (or, with '', every queue) grouped by error, largest first, with
- * `truncated` when only the newest dead letters were grouped (the counts are then lower bounds).
+ * The DLQ of one queue (or, with '', every queue) grouped by error, largest first, at most
+ * DEAD_LETTER_GROUPS groups, with `truncated` when only the newest dead letters were grouped
+ * (the counts are then lower bounds).
  */
 export function useDeadLetters(queue: string) {
   return useQuery({
     queryKey: [...keys.deadLetters, queue],
-    queryFn: ({ signal }) => api<ListDeadLetterGroupsResponse>('GET', '/dead-letters', { query: { queue }, signal }),
+    queryFn: ({ signal }) => api<ListDeadLetterGroupsResponse>('GET', '/dead-letters', { query: { queue, limit: DEAD_LETTER_GROUPS }, signal }),
     refetchInterval: LIVE_MS,
   });
 }

@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import { NonRetryableError } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
@@ -7,7 +8,8 @@ import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './
  * The dead letters page in Chromium against a real server: a group whose error has
  * characters outside the BMP (emoji) lists its jobs, a group's job list with all queues
  * shows only that group's queue, a chosen group starts with no row checked, and a truncated
- * grouping says its counts are lower bounds. Every wait is on a condition, never a sleep.
+ * grouping (real: 10,001 dead letters) says its counts are lower bounds and a list cut at the
+ * group limit says so. Every wait is on a condition, never a sleep.
  */
 
 let env: Awaited<ReturnType<typeof dashboardSetup>>;
@@ -77,37 +79,52 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
     expect(await page.getByTestId('dlq-retry-selected').isDisabled()).toBe(true);
   });
 
-  it('a truncated grouping says the counts cover only the newest dead letters, shows them as "at least N", and keeps them out of the retry label', async () => {
-    const { page } = env;
-    const queue = queueName('dlqtrunc');
-    await deadLetter(queue, [
+  it('past the newest 10,000 dead letters the counts read "at least N" with a note and stay out of the retry label; a list cut at 50 groups says so', async () => {
+    const { page, client, databaseUrl } = env;
+    const small = queueName('dlqexact');
+    await deadLetter(small, [
       { type: 'boom', error: 'grouped twice' },
       { type: 'boom', error: 'grouped twice' },
     ]);
-    // The server marks a grouping truncated past its newest 10,000 DLQ jobs; rather than make
-    // that many, the real answer is passed through with truncated set, as it would be then.
-    await page.route(
-      (url) => url.pathname === '/v1/dead-letters',
-      async (route) => {
-        const response = await route.fetch();
-        const body = (await response.json()) as Record<string, unknown>;
-        await route.fulfill({ response, json: { ...body, truncated: true } });
-      },
-    );
-    try {
-      await page.goto(`/dead-letters?queue=${queue}`);
-      const group = page.getByTestId('dlq-group').filter({ hasText: 'grouped twice' });
-      await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('at least 2');
-      await expect.poll(textOf(page.getByTestId('dlq-truncated')), POLL).toMatch(/only the newest 10,000/);
-      await expect.poll(textOf(group.getByTestId('dlq-group-retry')), POLL).toBe('Retry all');
-    } finally {
-      await page.unrouteAll();
-    }
     // Not truncated: exact counts, in the label too, and no note.
-    await page.goto(`/dead-letters?queue=${queue}`);
-    const group = page.getByTestId('dlq-group').filter({ hasText: 'grouped twice' });
-    await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('2');
-    await expect.poll(textOf(group.getByTestId('dlq-group-retry')), POLL).toBe('Retry all 2');
+    await page.goto(`/dead-letters?queue=${small}`);
+    const exact = page.getByTestId('dlq-group').filter({ hasText: 'grouped twice' });
+    await expect.poll(textOf(exact.getByTestId('dlq-group-count')), POLL).toBe('2');
+    await expect.poll(textOf(exact.getByTestId('dlq-group-retry')), POLL).toBe('Retry all 2');
     expect(await page.getByTestId('dlq-truncated').count()).toBe(0);
+    expect(await page.getByTestId('dlq-limited').count()).toBe(0);
+
+    // 10,001 real jobs, dead-lettered in one statement (a worker failing each would take
+    // minutes) with 51 different errors: more than the server groups, and more groups than listed.
+    const big = queueName('dlqbig');
+    await client.upsertQueue(big, { maxAttempts: 1 });
+    for (const n of [10_000, 1]) await client.submitMany(Array.from({ length: n }, () => ({ queue: big, type: 'bulk' })));
+    const sql = new pg.Client({ connectionString: databaseUrl });
+    await sql.connect();
+    try {
+      // Through RUNNING (with a lease), as a claim then a failure would: the table allows only
+      // the transitions the server makes.
+      await sql.query(
+        `UPDATE evora.jobs SET state = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(), locked_until = now() + interval '1 hour'
+         WHERE queue = $1`,
+        [big],
+      );
+      await sql.query(
+        `UPDATE evora.jobs j SET state = 'DLQ', finished_at = now(), locked_until = NULL, last_error = 'failure ' || (r.n % 51)
+         FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM evora.jobs WHERE queue = $1) r WHERE j.id = r.id`,
+        [big],
+      );
+      await page.goto(`/dead-letters?queue=${big}`);
+      await expect.poll(textOf(page.getByTestId('dlq-truncated')), POLL).toMatch(/only the newest 10,000/);
+      await expect.poll(textOf(page.getByTestId('dlq-limited')), POLL).toMatch(/Only the 50 largest groups/);
+      const first = page.getByTestId('dlq-group').first();
+      await expect.poll(textOf(first.getByTestId('dlq-group-count')), POLL).toMatch(/^at least \d+$/);
+      expect(await textOf(first.getByTestId('dlq-group-retry'))()).toBe('Retry all');
+      await page.goto('/dead-letters');
+      await expect.poll(textOf(page.getByTestId('dlq-limited')), POLL).toMatch(/Pick a queue/);
+    } finally {
+      await sql.query('DELETE FROM evora.jobs WHERE queue = $1', [big]);
+      await sql.end();
+    }
   });
 });

@@ -12,7 +12,7 @@ import { CopyId } from '../components/CopyId';
 import { PurgeDialog } from '../components/PurgeDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
 import { ago, count } from '../format';
-import { keys, useDeadLetters, useJobs, useQueues } from '../queries';
+import { DEAD_LETTER_GROUPS, keys, useDeadLetters, useJobs, useQueues } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
 const PAGE_SIZE = 50;
@@ -103,6 +103,8 @@ export function DeadLetters() {
   // lower bound, so it reads "at least N" and no action's label carries it.
   const truncated = groups.data?.truncated === true;
   const groupCount = (g: DeadLetterGroup) => (truncated ? `at least ${count(g.count)}` : count(g.count));
+  // A full answer may have been cut at the group limit: more (smaller) groups may exist.
+  const limited = (groups.data?.groups ?? []).length >= DEAD_LETTER_GROUPS;
   const rows = (jobs.data?.jobs ?? []).filter((job) => !group || errorOf(job) === (group.error ?? ''));
   const next = jobs.data?.nextPageToken;
   return (
@@ -128,6 +130,12 @@ export function DeadLetters() {
           There are more dead letters than the server groups: these counts cover only the newest
           10,000 DLQ jobs, so each group may hold more jobs than shown. Retrying or purging a
           group still takes all of its jobs.
+        </p>
+      )}
+      {limited && (
+        <p className="note" role="status" data-testid="dlq-limited">
+          Only the {DEAD_LETTER_GROUPS} largest groups are listed; smaller ones are not shown.
+          {queue ? ' Retry all matching and Purge all matching below still take every job of the queue.' : ' Pick a queue to see its own groups.'}
         </p>
       )}
       <div className="table-wrap">

@@ -31,10 +31,14 @@ export function ms(value: number | undefined): string {
   return `${num(value / 60_000)} min`;
 }
 
-/** A timestamp in the browser's locale and zone, the zone named; the exact value stays in the title. */
+/**
+ * A timestamp in the browser's locale and zone, the zone named ("28/11/2026, 22:10:05 UTC"),
+ * so a time read off a screenshot or a shared screen is not ambiguous.
+ */
 export function time(value: string | undefined): string {
   if (!value) return '—';
   const date = new Date(value);
+  // With only timeZoneName set, the date and time keep their locale defaults.
   return Number.isNaN(date.getTime()) ? value : date.toLocaleString(undefined, { timeZoneName: 'short' });
 }
 

@@ -4,7 +4,7 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { api } from './api';
-import type { DeadLetterGroup, GetJobResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
+import type { GetJobResponse, ListDeadLetterGroupsResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
 
 /** How often live views refresh. */
 export const LIVE_MS = 2000;
@@ -74,10 +74,18 @@ export function useJob(id: string) {
   });
 }
 
+/** How many error groups the dead letters page asks for (the server's default, said out loud). */
+export const DEAD_LETTER_GROUPS = 50;
+
+/**
+ * The DLQ of one queue (or, with '', every queue) grouped by error, largest first, at most
+ * DEAD_LETTER_GROUPS groups, with `truncated` when only the newest dead letters were grouped
+ * (the counts are then lower bounds).
+ */
 export function useDeadLetters(queue: string) {
   return useQuery({
     queryKey: [...keys.deadLetters, queue],
-    queryFn: ({ signal }) => api<{ groups?: DeadLetterGroup[] }>('GET', '/dead-letters', { query: { queue }, signal }),
+    queryFn: ({ signal }) => api<ListDeadLetterGroupsResponse>('GET', '/dead-letters', { query: { queue, limit: DEAD_LETTER_GROUPS }, signal }),
     refetchInterval: LIVE_MS,
   });
 }

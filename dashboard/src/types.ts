@@ -170,6 +170,15 @@ export interface DeadLetterGroup {
   newestFinishedAt?: string;
 }
 
+/**
+ * ListDeadLetterGroups' answer. `truncated`: more DLQ jobs exist than the server groups (only
+ * the newest 10,000), so every count covers only those and is a lower bound.
+ */
+export interface ListDeadLetterGroupsResponse {
+  groups?: DeadLetterGroup[];
+  truncated?: boolean;
+}
+
 export interface Worker {
   workerId: string;
   serverId?: string;

@@ -121,47 +121,6 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('job-state')), POLL).toMatch(/completed/i);
   });
 
-  it("dead letters: a group's jobs are its queue's only, also with emoji in the error, and its selection goes with it", async () => {
-    const { page, client } = env;
-    const [qa, qb] = [queueName('dlqa'), queueName('dlqb')];
-    const error = `card declined: ${'\u{1F600}'.repeat(150)}`; // 165 characters, 315 UTF-16 units
-    const jobs: string[] = [];
-    for (const queue of [qa, qb]) {
-      await client.upsertQueue(queue, { maxAttempts: 1 });
-      jobs.push((await client.submit({ queue, type: 'charge' })).job.id);
-    }
-    const w = env.worker([qa, qb]);
-    w.handle('charge', async () => {
-      throw new NonRetryableError(error);
-    });
-    await w.start();
-    for (const id of jobs) await expect.poll(async () => (await client.get(id)).state, POLL).toBe('DLQ');
-
-    await page.goto('/dead-letters');
-    const group = page.getByTestId('dlq-group').filter({ hasText: qa });
-    await group.getByTestId('dlq-group-show').click();
-    await visible(page.getByTestId(`dlq-job-row-${jobs[0]}`));
-    await expect.poll(countOf(page.locator('[data-testid^="dlq-job-row-"]')), POLL).toBe(1);
-  });
-
-  it('a job whose error is one long word keeps the page as wide as the window', async () => {
-    const { page, client } = env;
-    const queue = queueName('wide');
-    await client.upsertQueue(queue, { maxAttempts: 1 });
-    const { job } = await client.submit({ queue, type: 'wide' });
-    const w = env.worker([queue]);
-    w.handle('wide', async () => {
-      throw new NonRetryableError(`timeout talking to gateway ${'y'.repeat(3000)}`);
-    });
-    await w.start();
-    await expect.poll(async () => (await client.get(job.id)).state, POLL).toBe('DLQ');
-    await page.goto(`/jobs/${job.id}`);
-    await visible(page.getByTestId('attempts-table'));
-    // An expression (the test tsconfig has no DOM types): the page's scroll width and window width.
-    const widths = (await page.evaluate('[document.documentElement.scrollWidth, document.documentElement.clientWidth]')) as number[];
-    expect(widths[0]).toBeLessThanOrEqual(widths[1]!);
-  });
-
   it('pause and resume a queue from its page', async () => {
     const { page, client, httpUrl } = env;
     const queue = queueName('pause');

@@ -7,12 +7,13 @@ import { useState, type ReactNode } from 'react';
 import { errorLine } from '../api';
 import { useCanAct } from '../auth';
 
-/** A query's error as one line (nothing when there is none). */
+/** A query's error as one line, wrapped and whole, also in its title (nothing when there is none). */
 export function ErrorLine({ error, testId = 'error' }: { error: unknown; testId?: string }) {
   if (!error) return null;
+  const text = errorLine(error);
   return (
-    <p className="error-line" role="alert" data-testid={testId}>
-      {errorLine(error)}
+    <p className="error-line" role="alert" data-testid={testId} title={text}>
+      {text}
     </p>
   );
 }
@@ -47,7 +48,7 @@ export function useAction<V>(run: (vars: V) => Promise<string>, invalidate: read
   return { run: mutation.mutate, runAsync: mutation.mutateAsync, pending: mutation.isPending, outcome, setOutcome };
 }
 
-/** The one-line result of an action. */
+/** The one-line result of an action (a failure wraps, whole, and is also in the title). */
 export function ActionStatus({ outcome, testId = 'action-status' }: { outcome: ActionOutcome; testId?: string }) {
   return (
     <p
@@ -55,6 +56,7 @@ export function ActionStatus({ outcome, testId = 'action-status' }: { outcome: A
       role={outcome && !outcome.ok ? 'alert' : 'status'}
       data-testid={testId}
       data-ok={outcome ? String(outcome.ok) : undefined}
+      title={outcome?.text || undefined}
     >
       {outcome?.text ?? ''}
     </p>

@@ -12,7 +12,7 @@ import { CopyId } from '../components/CopyId';
 import { PurgeDialog } from '../components/PurgeDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
 import { ago, count } from '../format';
-import { keys, useDeadLetters, useJobs, useQueues } from '../queries';
+import { DEAD_LETTER_GROUPS, keys, useDeadLetters, useJobs, useQueues } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
 const PAGE_SIZE = 50;
@@ -23,27 +23,55 @@ function groupFilter(group: DeadLetterGroup): JobFilter {
   return { queue: group.queue, states: [...DLQ], type: group.type || undefined, errorGroup: group.error ?? '' };
 }
 
+/** How many characters (code points) of an error's first line make its group key. */
+const GROUP_KEY_CHARS = 200;
+
 /**
- * The error group a job falls in, as the server groups: the first line, at most 200
- * characters counted as PostgreSQL's left() counts them (code points, not UTF-16 units:
- * an emoji is one).
+ * The error group a job falls in, exactly as the server makes it (evora.error_group:
+ * PostgreSQL `left(split_part(last_error, E'\n', 1), 200)`): the first line, cut to 200
+ * code points, not UTF-16 units, so an emoji or other non-BMP character counts as one and
+ * is never split in half.
  */
-function errorOf(job: Job): string {
-  return Array.from((job.lastError ?? '').split('\n')[0]!).slice(0, 200).join('');
+function errorOf(job: Pick<Job, 'lastError'>): string {
+  const firstLine = (job.lastError ?? '').split('\n')[0]!;
+  return Array.from(firstLine).slice(0, GROUP_KEY_CHARS).join('');
 }
 
+/** A group's identity across refreshes (the groups are refetched, so their objects change). */
+function groupKey(group: DeadLetterGroup): string {
+  return JSON.stringify([group.queue, group.type ?? '', group.error ?? '']);
+}
+
+const NONE: ReadonlySet<string> = new Set();
+
+/** The /dead-letters page: the DLQ's error groups and jobs, with retry and purge for admins. */
 export function DeadLetters() {
   const [search, setSearch] = useSearchParams();
   const queue = search.get('queue') ?? '';
   const canAct = useCanAct();
   const queues = useQueues();
   const groups = useDeadLetters(queue);
-  const [group, setGroup] = useState<DeadLetterGroup | null>(null);
-  const [tokens, setTokens] = useState<string[]>([]);
-  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  // The chosen group belongs to the queue it was chosen under; the page tokens and the
+  // checked rows belong to the list they were made on (the queue and group): when either
+  // changes, by the controls or by the URL (back, a link), they start over empty.
+  const [chosen, setChosen] = useState<{ queue: string; group: DeadLetterGroup } | null>(null);
+  const group = chosen?.queue === queue ? chosen.group : null;
+  const listKey = JSON.stringify([queue, group ? groupKey(group) : null]);
+  const [paging, setPaging] = useState<{ listKey: string; tokens: string[] }>({ listKey, tokens: [] });
+  const tokens = paging.listKey === listKey ? paging.tokens : [];
+  const setTokens = (next: string[]) => setPaging({ listKey, tokens: next });
+  const [selection, setSelection] = useState<{ listKey: string; ids: ReadonlySet<string> }>({ listKey, ids: NONE });
+  const selected = selection.listKey === listKey ? selection.ids : NONE;
   const [purge, setPurge] = useState<{ filter: JobFilter; description: string } | null>(null);
-  // A group is one queue's: with every queue picked, its list is still that queue's jobs only.
-  const jobs = useJobs({ queue: group?.queue ?? queue, states: DLQ, type: group?.type, page_token: tokens[tokens.length - 1], page_size: PAGE_SIZE });
+  // A group's jobs are those of the group's own queue (the one its actions act on), also
+  // when the page shows every queue.
+  const jobs = useJobs({
+    queue: group ? group.queue : queue,
+    states: DLQ,
+    type: group?.type,
+    page_token: tokens[tokens.length - 1],
+    page_size: PAGE_SIZE,
+  });
   const invalidate = [keys.deadLetters, keys.jobs, keys.stats, keys.queues];
   const retry = useAction(
     (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${count(r.count)} jobs`),
@@ -57,24 +85,26 @@ export function DeadLetters() {
   const outcome = latest(purgeAction.outcome, retry.outcome, retryOne.outcome);
 
   function chooseQueue(name: string) {
-    setGroup(null);
-    setTokens([]);
-    setSelected(new Set());
+    setChosen(null);
     setSearch(name ? { queue: name } : {});
   }
   function chooseGroup(next: DeadLetterGroup | null) {
-    setGroup(next);
-    setTokens([]);
-    setSelected(new Set()); // rows no longer shown must not stay selected for "Retry selected"
+    setChosen(next ? { queue, group: next } : null);
   }
   function toggle(id: string, on: boolean) {
     const next = new Set(selected);
     if (on) next.add(id);
     else next.delete(id);
-    setSelected(next);
+    setSelection({ listKey, ids: next });
   }
   const allMatching: JobFilter = group ? groupFilter(group) : { queue: queue || undefined, states: [...DLQ] };
   const scope = group ? `the group "${group.error}" of ${group.queue}` : queue ? `every DLQ job of ${queue}` : 'every DLQ job of every queue';
+  // Only the newest DLQ jobs are grouped (docs/api.md: 10,000): beyond that every count is a
+  // lower bound, so it reads "at least N" and no action's label carries it.
+  const truncated = groups.data?.truncated === true;
+  const groupCount = (g: DeadLetterGroup) => (truncated ? `at least ${count(g.count)}` : count(g.count));
+  // A full answer may have been cut at the group limit: more (smaller) groups may exist.
+  const limited = (groups.data?.groups ?? []).length >= DEAD_LETTER_GROUPS;
   const rows = (jobs.data?.jobs ?? []).filter((job) => !group || errorOf(job) === (group.error ?? ''));
   const next = jobs.data?.nextPageToken;
   return (
@@ -95,6 +125,19 @@ export function DeadLetters() {
       <h2>By error</h2>
       <ErrorLine error={groups.error} />
       <Loading when={groups.isPending && !groups.error} />
+      {truncated && (
+        <p className="note" role="status" data-testid="dlq-truncated">
+          There are more dead letters than the server groups: these counts cover only the newest
+          10,000 DLQ jobs, so each group may hold more jobs than shown. Retrying or purging a
+          group still takes all of its jobs.
+        </p>
+      )}
+      {limited && (
+        <p className="note" role="status" data-testid="dlq-limited">
+          Only the {DEAD_LETTER_GROUPS} largest groups are listed; smaller ones are not shown.
+          {queue ? ' Retry all matching and Purge all matching below still take every job of the queue.' : ' Pick a queue to see its own groups.'}
+        </p>
+      )}
       <div className="table-wrap">
         <table data-testid="dlq-groups">
           <thead>
@@ -111,14 +154,14 @@ export function DeadLetters() {
           </thead>
           <tbody>
             {(groups.data?.groups ?? []).map((g, i) => (
-              <tr key={`${g.queue}|${g.type}|${g.error}`} data-testid="dlq-group" data-index={i} aria-selected={group === g}>
+              <tr key={`${g.queue}|${g.type}|${g.error}`} data-testid="dlq-group" data-index={i} aria-selected={group !== null && groupKey(group) === groupKey(g)}>
                 <th scope="row">{g.queue}</th>
                 <td>{g.type}</td>
                 <td className="clip" title={g.error}>
                   {g.error || '(no error text)'}
                 </td>
                 <td className="num" data-testid="dlq-group-count">
-                  {count(g.count)}
+                  {groupCount(g)}
                 </td>
                 <td title={g.newestFinishedAt}>{ago(g.newestFinishedAt)}</td>
                 <td className="actions">
@@ -126,7 +169,7 @@ export function DeadLetters() {
                     Show jobs
                   </button>
                   <ActionButton testId="dlq-group-retry" onClick={() => retry.run(groupFilter(g))} disabled={retry.pending}>
-                    Retry all {count(g.count)}
+                    {truncated ? 'Retry all' : `Retry all ${count(g.count)}`}
                   </ActionButton>
                   <ActionButton
                     testId="dlq-group-purge"
@@ -155,7 +198,7 @@ export function DeadLetters() {
         )}
       </h2>
       <div className="actions">
-        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelected(new Set()) })} disabled={selected.size === 0 || retry.pending}>
+        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelection({ listKey, ids: NONE }) })} disabled={selected.size === 0 || retry.pending}>
           Retry selected ({selected.size})
         </ActionButton>
         <ActionButton testId="dlq-retry-all" onClick={() => retry.run(allMatching)} disabled={retry.pending}>

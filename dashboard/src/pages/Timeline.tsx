@@ -5,6 +5,15 @@
 import { enumLabel, stateLabel, time } from '../format';
 import type { Job, JobAttempt } from '../types';
 
+/** How many characters (code points) of an event's detail the timeline shows; the rest is in its title. */
+const DETAIL_CHARS = 200;
+
+/** A detail cut to DETAIL_CHARS code points (never inside a surrogate pair), with "…" when cut. */
+function clipDetail(detail: string): string {
+  const chars = Array.from(detail);
+  return chars.length > DETAIL_CHARS ? `${chars.slice(0, DETAIL_CHARS).join('')}…` : detail;
+}
+
 interface Event {
   at: string;
   what: string;
@@ -34,6 +43,7 @@ export function jobEvents(job: Job, attempts: readonly JobAttempt[]): Event[] {
     .map(({ event }) => event);
 }
 
+/** The job page's timeline: one list item per event, a long detail clipped with the full text in its title. */
 export function Timeline({ job, attempts }: { job: Job; attempts: readonly JobAttempt[] }) {
   const events = jobEvents(job, attempts);
   return (
@@ -41,7 +51,12 @@ export function Timeline({ job, attempts }: { job: Job; attempts: readonly JobAt
       {events.map((event, i) => (
         <li key={i} className={`event-${event.kind}`} data-testid="timeline-event">
           <time dateTime={event.at}>{time(event.at)}</time> <strong>{event.what}</strong>
-          {event.detail && <span className="muted"> — {event.detail}</span>}
+          {event.detail && (
+            <span className="muted" title={event.detail} data-testid="timeline-detail">
+              {' '}
+              — {clipDetail(event.detail)}
+            </span>
+          )}
         </li>
       ))}
     </ol>

@@ -1,0 +1,130 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { NonRetryableError } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
+
+/**
+ * The dead letters page in Chromium against a real server: a group whose error has
+ * characters outside the BMP (emoji) lists its jobs, a group's job list with all queues
+ * shows only that group's queue, a chosen group starts with no row checked, and a truncated
+ * grouping (real: 10,001 dead letters) says its counts are lower bounds and a list cut at the
+ * group limit says so. Every wait is on a condition, never a sleep.
+ */
+
+let env: Awaited<ReturnType<typeof dashboardSetup>>;
+beforeAll(async () => {
+  if (SKIP_BROWSER) return;
+  env = await dashboardSetup();
+});
+
+/**
+ * Dead-letters one job per entry of `jobs` in `queue` (max attempts 1, a worker that fails
+ * each with its `error`, non-retryable) and waits until all are in the DLQ; their ids.
+ */
+async function deadLetter(queue: string, jobs: { type: string; error: string }[]): Promise<string[]> {
+  const { client } = env;
+  await client.upsertQueue(queue, { maxAttempts: 1 });
+  const ids: string[] = [];
+  for (const j of jobs) ids.push((await client.submit({ queue, type: j.type, payload: { error: j.error } })).job.id);
+  const w = env.worker([queue]);
+  for (const type of new Set(jobs.map((j) => j.type))) {
+    w.handle<{ error: string }>(type, async (job) => {
+      throw new NonRetryableError(job.payload.error);
+    });
+  }
+  await w.start();
+  await expect.poll(async () => (await Promise.all(ids.map((id) => client.get(id)))).every((job) => job.state === 'DLQ'), POLL).toBe(true);
+  return ids;
+}
+
+describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
+  it('"Show jobs" lists the jobs of a group whose error has emoji (cut to 200 code points, as the server cuts)', async () => {
+    const { page } = env;
+    const queue = queueName('dlqemoji');
+    // 252 code points but 253 UTF-16 units on the first line: a cut by UTF-16 units keeps
+    // one character fewer than the server's group key, so no job would match the group.
+    const error = `💥 ${'a'.repeat(250)}\nat the second line`;
+    const [id] = await deadLetter(queue, [{ type: 'boom', error }]);
+
+    await page.goto(`/dead-letters?queue=${queue}`);
+    const group = page.getByTestId('dlq-group');
+    await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('1');
+    await group.first().getByTestId('dlq-group-show').click();
+    await visible(page.getByTestId(`dlq-job-row-${id}`));
+  });
+
+  it('with all queues, a group\'s jobs are only its own queue\'s, and choosing a group unchecks the rows checked before', async () => {
+    const { page } = env;
+    const a = queueName('dlqa');
+    const b = queueName('dlqb');
+    const type = queueName('same');
+    const error = 'the same failure in two queues';
+    const [idA] = await deadLetter(a, [{ type, error }]);
+    const [idB] = await deadLetter(b, [{ type, error }]);
+
+    await page.goto('/dead-letters');
+    const rowA = page.getByTestId(`dlq-job-row-${idA}`);
+    const rowB = page.getByTestId(`dlq-job-row-${idB}`);
+    await visible(rowA);
+    await visible(rowB);
+    await rowA.getByTestId('dlq-select').check();
+    await expect.poll(textOf(page.getByTestId('dlq-retry-selected')), POLL).toBe('Retry selected (1)');
+
+    const groupA = page.getByTestId('dlq-group').filter({ hasText: a });
+    await expect.poll(textOf(groupA.getByTestId('dlq-group-count')), POLL).toBe('1');
+    await groupA.getByTestId('dlq-group-show').click();
+    await expect.poll(async () => [await countOf(rowA)(), await countOf(rowB)()], POLL).toEqual([1, 0]);
+    await expect.poll(textOf(page.getByTestId('dlq-retry-selected')), POLL).toBe('Retry selected (0)');
+    expect(await page.getByTestId('dlq-retry-selected').isDisabled()).toBe(true);
+  });
+
+  it('past the newest 10,000 dead letters the counts read "at least N" with a note and stay out of the retry label; a list cut at 50 groups says so', async () => {
+    const { page, client, databaseUrl } = env;
+    const small = queueName('dlqexact');
+    await deadLetter(small, [
+      { type: 'boom', error: 'grouped twice' },
+      { type: 'boom', error: 'grouped twice' },
+    ]);
+    // Not truncated: exact counts, in the label too, and no note.
+    await page.goto(`/dead-letters?queue=${small}`);
+    const exact = page.getByTestId('dlq-group').filter({ hasText: 'grouped twice' });
+    await expect.poll(textOf(exact.getByTestId('dlq-group-count')), POLL).toBe('2');
+    await expect.poll(textOf(exact.getByTestId('dlq-group-retry')), POLL).toBe('Retry all 2');
+    expect(await page.getByTestId('dlq-truncated').count()).toBe(0);
+    expect(await page.getByTestId('dlq-limited').count()).toBe(0);
+
+    // 10,001 real jobs, dead-lettered in one statement (a worker failing each would take
+    // minutes) with 51 different errors: more than the server groups, and more groups than listed.
+    const big = queueName('dlqbig');
+    await client.upsertQueue(big, { maxAttempts: 1 });
+    for (const n of [10_000, 1]) await client.submitMany(Array.from({ length: n }, () => ({ queue: big, type: 'bulk' })));
+    const sql = new pg.Client({ connectionString: databaseUrl });
+    await sql.connect();
+    try {
+      // Through RUNNING (with a lease), as a claim then a failure would: the table allows only
+      // the transitions the server makes.
+      await sql.query(
+        `UPDATE evora.jobs SET state = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(), locked_until = now() + interval '1 hour'
+         WHERE queue = $1`,
+        [big],
+      );
+      await sql.query(
+        `UPDATE evora.jobs j SET state = 'DLQ', finished_at = now(), locked_until = NULL, last_error = 'failure ' || (r.n % 51)
+         FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM evora.jobs WHERE queue = $1) r WHERE j.id = r.id`,
+        [big],
+      );
+      await page.goto(`/dead-letters?queue=${big}`);
+      await expect.poll(textOf(page.getByTestId('dlq-truncated')), POLL).toMatch(/only the newest 10,000/);
+      await expect.poll(textOf(page.getByTestId('dlq-limited')), POLL).toMatch(/Only the 50 largest groups/);
+      const first = page.getByTestId('dlq-group').first();
+      await expect.poll(textOf(first.getByTestId('dlq-group-count')), POLL).toMatch(/^at least \d+$/);
+      expect(await textOf(first.getByTestId('dlq-group-retry'))()).toBe('Retry all');
+      await page.goto('/dead-letters');
+      await expect.poll(textOf(page.getByTestId('dlq-limited')), POLL).toMatch(/Pick a queue/);
+    } finally {
+      await sql.query('DELETE FROM evora.jobs WHERE queue = $1', [big]);
+      await sql.end();
+    }
+  });
+});

@@ -1,0 +1,82 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { NonRetryableError } from '../../src/sdk/index.js';
+import { queueName } from '../helpers/factories.js';
+import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
+
+/**
+ * How the dashboard lays out text it does not control, in Chromium against a real server:
+ * a long unbroken error never widens the page, the timeline clips a long detail with
+ * the full text in its title, a one-line error wider than the window wraps whole (title
+ * too), and absolute times name their zone. Checked by measuring the page (scrollWidth),
+ * never by timing.
+ */
+
+let env: Awaited<ReturnType<typeof dashboardSetup>>;
+beforeAll(async () => {
+  if (SKIP_BROWSER) return;
+  env = await dashboardSetup();
+});
+
+describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium', () => {
+  it('a job whose error is 3,000 characters with no space keeps its page as wide as the window', async () => {
+    const { page, client } = env;
+    const queue = queueName('longerr');
+    await client.upsertQueue(queue, { maxAttempts: 1 });
+    const error = 'x'.repeat(3000);
+    const { job } = await client.submit({ queue, type: 'long' });
+    const w = env.worker([queue]);
+    w.handle('long', async () => {
+      throw new NonRetryableError(error);
+    });
+    await w.start();
+    await expect.poll(async () => (await client.get(job.id)).state, POLL).toBe('DLQ');
+
+    await page.goto(`/jobs/${job.id}`);
+    await visible(page.getByTestId('job-last-error'));
+    await visible(page.getByTestId('attempt-error'));
+    await visible(page.getByTestId('timeline-event').filter({ hasText: 'attempt 1' }));
+    // The document's width (scrollWidth of <html>) is no more than its visible width.
+    const width = await page.locator('html').evaluate((el) => ({ scroll: el.scrollWidth, visible: el.clientWidth }));
+    expect(width.scroll).toBeLessThanOrEqual(width.visible);
+    const detail = page.getByTestId('timeline-detail').filter({ hasText: 'xxxx' });
+    await expect.poll(attrOf(detail, 'title'), POLL).toBe(error);
+    // The timeline shows the start of the detail, not all 3,000 characters.
+    expect((await textOf(detail)())!.length).toBeLessThan(300);
+  });
+
+  it('a one-line server error wider than the window wraps whole, its text also in the title', async () => {
+    const { browser, httpUrl } = env;
+    const missing = '01890000-0000-7000-8000-000000000000';
+    // A phone-wide window: the server's real NOT_FOUND line is wider than it.
+    const context = await browser.newContext({ baseURL: httpUrl, viewport: { width: 300, height: 700 } });
+    try {
+      const page = await context.newPage();
+      await page.goto(`/jobs/${missing}`);
+      const line = page.getByTestId('error');
+      await expect.poll(attrOf(line, 'title'), POLL).toMatch(new RegExp(`^NOT_FOUND: .*${missing}`));
+      expect(await textOf(line)()).toBe(await attrOf(line, 'title')());
+      // Nothing of it hidden past its right edge, and the page no wider than the window.
+      expect(await line.evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
+      const width = await page.locator('html').evaluate((el) => ({ scroll: el.scrollWidth, visible: el.clientWidth }));
+      expect(width.scroll).toBeLessThanOrEqual(width.visible);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('absolute times name their time zone', async () => {
+    const { client, browser, httpUrl } = env;
+    const queue = queueName('tz');
+    const { job } = await client.submit({ queue, type: 'later' });
+    // A browser in New York, in English: its times end in EST or EDT.
+    const context = await browser.newContext({ baseURL: httpUrl, timezoneId: 'America/New_York', locale: 'en-US' });
+    try {
+      const page = await context.newPage();
+      await page.goto(`/jobs/${job.id}`);
+      const created = page.getByTestId('timeline-event').filter({ hasText: 'created' }).locator('time');
+      await expect.poll(textOf(created), POLL).toMatch(/\bE[SD]T$/);
+    } finally {
+      await context.close();
+    }
+  });
+});

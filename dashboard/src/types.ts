@@ -177,6 +177,8 @@ export interface DeadLetterGroup {
 export interface ListDeadLetterGroupsResponse {
   groups?: DeadLetterGroup[];
   truncated?: boolean;
+  /** How many groups there were before the limit cut the list. */
+  totalGroups?: number;
 }
 
 export interface Worker {

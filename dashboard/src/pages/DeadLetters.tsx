@@ -12,7 +12,7 @@ import { CopyId } from '../components/CopyId';
 import { PurgeDialog } from '../components/PurgeDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
 import { ago, count } from '../format';
-import { DEAD_LETTER_GROUPS, keys, useDeadLetters, useJobs, useQueues } from '../queries';
+import { keys, useDeadLetters, useJobs, useQueues } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
 const PAGE_SIZE = 50;
@@ -103,8 +103,10 @@ export function DeadLetters() {
   // lower bound, so it reads "at least N" and no action's label carries it.
   const truncated = groups.data?.truncated === true;
   const groupCount = (g: DeadLetterGroup) => (truncated ? `at least ${count(g.count)}` : count(g.count));
-  // A full answer may have been cut at the group limit: more (smaller) groups may exist.
-  const limited = (groups.data?.groups ?? []).length >= DEAD_LETTER_GROUPS;
+  // The server says how many groups there were before the limit cut the list.
+  const listed = (groups.data?.groups ?? []).length;
+  const totalGroups = groups.data?.totalGroups ?? listed;
+  const limited = totalGroups > listed;
   const rows = (jobs.data?.jobs ?? []).filter((job) => !group || errorOf(job) === (group.error ?? ''));
   const next = jobs.data?.nextPageToken;
   return (
@@ -134,7 +136,7 @@ export function DeadLetters() {
       )}
       {limited && (
         <p className="note" role="status" data-testid="dlq-limited">
-          Only the {DEAD_LETTER_GROUPS} largest groups are listed; smaller ones are not shown.
+          Only the {listed} largest of {count(totalGroups)} groups are listed; smaller ones are not shown.
           {queue ? ' Retry all matching and Purge all matching below still take every job of the queue.' : ' Pick a queue to see its own groups.'}
         </p>
       )}

@@ -25,16 +25,25 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '53200', // out_of_memory
   '57P05', // idle_session_timeout: the server ended an idle connection
   '25P03', // idle_in_transaction_session_timeout: likewise, inside a transaction
-  '25006', // read_only_sql_transaction: the URL reaches a standby (during a failover)
 ]);
 
 /**
- * SQLSTATEs of a statement the database gave up on while it stays reachable: answered
- * UNAVAILABLE (the caller retries later; nothing was written) but not an outage.
+ * SQLSTATEs of a statement the database refused while it stays reachable, by why: answered
+ * UNAVAILABLE (the caller retries later; nothing was written) but not an outage, since
+ * other statements (reads, or the same one later) still succeed. Counting them as outages
+ * made the tracker flap: a read-only database failed every write and passed every read.
  */
-const BUSY_SQLSTATES = new Set([
-  '57014', // query_canceled: a statement_timeout set on the role or database, or pg_cancel_backend
+const REFUSAL_SQLSTATES: ReadonlyMap<string, DatabaseRefusal> = new Map([
+  ['57014', 'busy'], // query_canceled: a statement_timeout set on the role or database, or pg_cancel_backend
+  ['55P03', 'busy'], // lock_not_available: a lock_timeout set on the role or database
+  ['25006', 'read-only'], // read_only_sql_transaction: the URL reaches a standby (during a failover), or default_transaction_read_only
 ]);
+
+/** Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES). */
+export type DatabaseRefusal = 'busy' | 'read-only';
+
+/** How often a kind of refusal is logged at warn at most; the ones between are counted. */
+export const REFUSAL_LOG_INTERVAL_MS = 30_000;
 
 /** Socket errors of a connection that cannot be made or was cut. */
 const UNAVAILABLE_ERRNOS: Record<string, string> = {
@@ -78,15 +87,17 @@ export function databaseUnavailableReason(err: unknown): string | null {
 }
 
 /**
- * Why the database gave up on a statement while staying reachable (BUSY_SQLSTATES: a
- * statement timeout, a cancel), if `err` (or an error in its `cause` chain) says so; null
- * otherwise. Such a failure is answered UNAVAILABLE but is not an outage.
+ * Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES: a
+ * statement or lock timeout, a cancel, a read-only database), if `err` (or an error in its
+ * `cause` chain) says so; null otherwise. Such a failure is answered UNAVAILABLE but is not
+ * an outage.
  */
-export function databaseBusyReason(err: unknown): string | null {
+export function databaseRefusal(err: unknown): { kind: DatabaseRefusal; reason: string } | null {
   for (const e of causeChain(err)) {
     if (e instanceof EvoraError) return null;
     const code = (e as Error & { code?: unknown }).code;
-    if (typeof code === 'string' && BUSY_SQLSTATES.has(code)) return oneLine(e.message) || code;
+    const kind = typeof code === 'string' ? REFUSAL_SQLSTATES.get(code) : undefined;
+    if (kind) return { kind, reason: oneLine(e.message) || (code as string) };
   }
   return null;
 }
@@ -156,8 +167,14 @@ export class DatabaseAvailability {
   #state: AvailabilityState = 'connecting';
   /** performance.now() when the current state began. */
   #since = performance.now();
+  /** Per kind of refusal: when it was last logged at warn, and how many came since. */
+  readonly #refusals = new Map<DatabaseRefusal, { loggedAt: number; since: number }>();
 
-  constructor(private readonly logger: Logger) {}
+  /** `clock`: milliseconds, monotonic (tests pass their own). */
+  constructor(
+    private readonly logger: Logger,
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
 
   get state(): AvailabilityState {
     return this.#state;
@@ -189,11 +206,12 @@ export class DatabaseAvailability {
    * rethrows `err` as it is).
    */
   failure(err: unknown, started: number = performance.now()): EvoraError | null {
-    const busy = databaseBusyReason(err);
-    if (busy !== null) {
-      // One statement given up on; the database is there, so the state does not change.
-      this.logger.warn({ reason: busy }, `database busy: ${busy}`);
-      return unavailable(`database busy: ${busy}`, { cause: err });
+    const refusal = databaseRefusal(err);
+    if (refusal !== null) {
+      // One statement refused; the database is there, so the state does not change.
+      const message = `database ${refusal.kind}: ${refusal.reason}`;
+      this.#logRefusal(refusal.kind, refusal.reason, message);
+      return unavailable(message, { cause: err });
     }
     const reason = databaseUnavailableReason(err);
     if (reason === null) return null;
@@ -213,6 +231,24 @@ export class DatabaseAvailability {
         break;
     }
     return err instanceof EvoraError ? err : unavailable(`database unavailable: ${reason}`, { cause: err });
+  }
+
+  /**
+   * A refusal at warn, at most once per REFUSAL_LOG_INTERVAL_MS per kind (a read-only
+   * database refuses every write of every loop); the ones in between at debug, counted in
+   * the next warn line.
+   */
+  #logRefusal(kind: DatabaseRefusal, reason: string, message: string): void {
+    const now = this.clock();
+    const last = this.#refusals.get(kind);
+    if (last && now - last.loggedAt < REFUSAL_LOG_INTERVAL_MS) {
+      last.since++;
+      this.logger.debug({ reason }, message);
+      return;
+    }
+    const more = last?.since ?? 0;
+    this.#refusals.set(kind, { loggedAt: now, since: 0 });
+    this.logger.warn({ reason, ...(more > 0 ? { more_since_last_line: more } : {}) }, more > 0 ? `${message} (and ${more} more since the last line)` : message);
   }
 
   #to(next: AvailabilityState): void {

@@ -201,6 +201,28 @@ function hasDependencies(j: JobSubmitInput): boolean {
 class RetrySubmit extends Error {}
 
 /**
+ * Internal: job-parents-lock.sql found a parent held (its NOWAIT lock failed). Thrown in
+ * place of the driver's error, whose SQLSTATE (55P03) the pool would otherwise log and
+ * answer as a lock timeout, so that the graph submit tries again quietly; the driver's error
+ * is kept in `lockError`, not as the cause, for the same reason.
+ */
+class ParentsBusy extends Error {
+  constructor(readonly lockError: unknown) {
+    super('a parent job is locked by another write');
+  }
+}
+
+/** Locks and reads the existing parents (job-parents-lock.sql); ParentsBusy if one is held. */
+async function parentsLock(client: pg.ClientBase, ids: string[]): Promise<pg.QueryResult> {
+  try {
+    return await client.query(queryConfig(jobParentsLockSql, { ids }));
+  } catch (err) {
+    if (pgCode(err) === PG_LOCK_NOT_AVAILABLE) throw new ParentsBusy(err);
+    throw err;
+  }
+}
+
+/**
  * Submits jobs, all or nothing; with `handoffWorkerId` (one job only) the job may be leased
  * to that worker in the same statement (job-insert-handoff.sql). Replays of an idempotency
  * key come back with created=false, or are refused (ALREADY_EXISTS, naming the first field)
@@ -455,7 +477,7 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
       const existing = [...new Set(fresh.flatMap((i) => parents[i]!.filter((p) => !freshIds.has(p))))];
       const states = new Map<string, JobState>();
       if (existing.length > 0) {
-        for (const r of (await client.query(queryConfig(jobParentsLockSql, { ids: existing }))).rows as { id: string; state: JobState }[]) {
+        for (const r of (await parentsLock(client, existing)).rows as { id: string; state: JobState }[]) {
           states.set(r.id, r.state);
         }
         for (const i of fresh) {
@@ -506,9 +528,9 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
       // A parent held by another transaction (job-parents-lock.sql locks NOWAIT, so that a
       // submit never waits while holding a parent): held for one statement, so try again
       // soon, for up to about PARENT_BUSY_BUDGET_MS in all.
-      if (pgCode(err) === PG_LOCK_NOT_AVAILABLE) {
+      if (err instanceof ParentsBusy) {
         if (busyMs >= PARENT_BUSY_BUDGET_MS) {
-          throw unavailable('a parent job stayed locked by other writes; try the submit again', { cause: err });
+          throw unavailable('a parent job stayed locked by other writes; try the submit again', { cause: err.lockError });
         }
         const pause = Math.min(2 ** ++busyTries, 100);
         busyMs += pause;

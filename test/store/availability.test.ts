@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { EvoraError, isUnavailable, notFound, unavailable } from '../../src/domain/errors.js';
-import { DatabaseAvailability, databaseUnavailableReason } from '../../src/store/availability.js';
+import { DatabaseAvailability, databaseUnavailableReason, REFUSAL_LOG_INTERVAL_MS } from '../../src/store/availability.js';
 
 /** An error as pg or Node reports it: a message and the fields they set. */
 function errorWith(message: string, fields: Record<string, unknown> = {}): Error {
@@ -15,7 +15,6 @@ describe('databaseUnavailableReason: which failures are an outage', () => {
     ['recovery', errorWith('the database system is in recovery mode', { code: '57P03' }), 'the database system is in recovery mode'],
     ['starting up', errorWith('the database system is starting up', { code: '57P03' }), 'the database system is starting up'],
     ['too many connections', errorWith('sorry, too many clients already', { code: '53300' }), 'sorry, too many clients already'],
-    ['a standby after a failover', errorWith('cannot execute INSERT in a read-only transaction', { code: '25006' }), 'cannot execute INSERT in a read-only transaction'],
     ['disk full', errorWith('could not extend file: No space left on device', { code: '53100' }), 'could not extend file: No space left on device'],
     ['an idle session ended by the server', errorWith('terminating connection due to idle-session timeout', { code: '57P05' }), 'terminating connection due to idle-session timeout'],
     ['SQLSTATE class 08', errorWith('connection failure', { code: '08006' }), 'connection failure'],
@@ -38,6 +37,8 @@ describe('databaseUnavailableReason: which failures are an outage', () => {
     ['a wrong password', errorWith('password authentication failed for user "postgres"', { code: '28P01' })],
     ['an unknown database', errorWith('database "nope" does not exist', { code: '3D000' })],
     ['a query cancelled', errorWith('canceling statement due to user request', { code: '57014' })],
+    ['a lock timeout', errorWith('canceling statement due to lock timeout', { code: '55P03' })],
+    ['a read-only database (a standby after a failover: its reads still work)', errorWith('cannot execute INSERT in a read-only transaction', { code: '25006' })],
     ['a domain error', notFound('job x not found')],
     ['a bug', new TypeError("Cannot read properties of undefined (reading 'id')")],
     ['not an error', 'ECONNREFUSED'],
@@ -52,7 +53,9 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     const logger = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s) as { level: number; msg: string }) });
     /** The lines logged so far as [level, message], durations written `N s`. */
     const logged = () => lines.map((l) => [l.level, l.msg.replace(/[\d.]+ s$/, 'N s')]);
-    return { availability: new DatabaseAvailability(logger), lines, logged };
+    /** The refusal log's clock (ms), moved by the test. */
+    const clock = { now: 1_000 };
+    return { availability: new DatabaseAvailability(logger, () => clock.now), lines, logged, clock };
   }
   const refused = () => errorWith('connect ECONNREFUSED 127.0.0.1:5432', { code: 'ECONNREFUSED', address: '127.0.0.1', port: 5432 });
 
@@ -77,6 +80,45 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     expect(err!.cause).toBe(cause);
     expect(availability.state).toBe('available');
     expect(logged()).toEqual([[40, 'database busy: canceling statement due to statement timeout']]);
+  });
+
+  it('a lock timeout is "database busy" and a read-only database "database read-only": UNAVAILABLE, no outage, reads go on', () => {
+    const { availability, logged } = tracker();
+    availability.success();
+    const lock = availability.failure(errorWith('canceling statement due to lock timeout', { code: '55P03' }));
+    expect(isUnavailable(lock)).toBe(true);
+    expect(lock!.message).toBe('database busy: canceling statement due to lock timeout');
+    const readOnly = availability.failure(errorWith('cannot execute UPDATE in a read-only transaction', { code: '25006' }));
+    expect(isUnavailable(readOnly)).toBe(true);
+    expect(readOnly!.message).toBe('database read-only: cannot execute UPDATE in a read-only transaction');
+    // A read between the refused writes: no "available again", the state never left available.
+    availability.success();
+    expect(availability.state).toBe('available');
+    expect(logged()).toEqual([
+      [40, 'database busy: canceling statement due to lock timeout'],
+      [40, 'database read-only: cannot execute UPDATE in a read-only transaction'],
+    ]);
+  });
+
+  it('refusals are warned once per interval per kind, the next line counting those in between', () => {
+    const { availability, logged, clock } = tracker();
+    availability.success();
+    const readOnly = () => errorWith('cannot execute INSERT in a read-only transaction', { code: '25006' });
+    for (let i = 0; i < 100; i++) {
+      availability.failure(readOnly());
+      availability.success(); // the reads in between
+      clock.now += 100;
+    }
+    // 100 refusals over 10 s: one line so far; a statement timeout is a kind of its own.
+    availability.failure(errorWith('canceling statement due to statement timeout', { code: '57014' }));
+    clock.now += REFUSAL_LOG_INTERVAL_MS;
+    availability.failure(readOnly());
+    expect(logged()).toEqual([
+      [40, 'database read-only: cannot execute INSERT in a read-only transaction'],
+      [40, 'database busy: canceling statement due to statement timeout'],
+      [40, 'database read-only: cannot execute INSERT in a read-only transaction (and 99 more since the last line)'],
+    ]);
+    expect(availability.state).toBe('available');
   });
 
   it('startup: waiting (warn once), reached (info once)', () => {

@@ -101,7 +101,7 @@ describe('a lock timeout', () => {
       const cancelled = await waitFor(async () => (await call(clients.jobs, 'cancelJob', { id: job!.id }).catch(() => null))?.job ?? null, {
         what: 'the cancel once the row is free',
       });
-      expect(cancelled.state).toBe(5); // CANCELLED
+      expect(cancelled!.state).toBe(5); // CANCELLED
     } finally {
       await admin.end();
     }
@@ -134,7 +134,7 @@ describe('a read-only database', () => {
       const ok = await waitFor(async () => call(clients.jobs, 'submitJob', submitRequest(queue, 'during')).catch(() => null), {
         what: 'a submit once the database is writable',
       });
-      expect(ok.created).toBe(true);
+      expect(ok!.created).toBe(true);
     } finally {
       await admin.query(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET default_transaction_read_only', current_database()); END $$`);
       await admin.end();

@@ -73,6 +73,33 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId(`job-row-${a.job.id}`).getByTestId('job-id')), POLL).toBe(a.job.id);
   });
 
+  it('jobs: the page survives a reload, and Back returns to the page before', async () => {
+    const { page, client } = env;
+    const queue = queueName('pages');
+    await client.submitMany(Array.from({ length: 60 }, (_, i) => ({ queue, type: 'paged', payload: { n: i } })));
+    await page.goto(`/jobs?queue=${queue}`);
+    const rows = page.locator('[data-testid^="job-row-"]');
+    await expect.poll(countOf(rows), POLL).toBe(50);
+    await page.getByTestId('jobs-next').click();
+    await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2');
+    await expect.poll(countOf(rows), POLL).toBe(10);
+    const second = await rows.first().getAttribute('data-testid');
+
+    await page.reload();
+    await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2');
+    await expect.poll(countOf(rows), POLL).toBe(10);
+    expect(await rows.first().getAttribute('data-testid')).toBe(second);
+
+    await page.goBack();
+    await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 1');
+    await expect.poll(countOf(rows), POLL).toBe(50);
+    // A new filter starts at the first page.
+    await page.goForward();
+    await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2');
+    await page.getByTestId('filter-apply').click();
+    await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 1');
+  });
+
   it('a job that failed once then completed shows two attempts, the first with its error', async () => {
     const { page, client } = env;
     const queue = queueName('att');

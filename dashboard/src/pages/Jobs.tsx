@@ -2,9 +2,11 @@
  * The jobs list: filters (queue, states, type, idempotency key; an id jumps to that job's
  * page) kept in the URL, pages fetched from the server with page tokens ("Next" pushes the
  * answer's next_page_token on a stack, "Previous" pops it), full ids with a copy button.
+ * The stack is the history entry's state, not React state: each page is an entry of its
+ * own, so a reload stays on the page and Back and Forward walk the pages.
  */
 import { useState, type FormEvent } from 'react';
-import { Link, useNavigate, useSearchParams } from 'react-router';
+import { Link, useLocation, useNavigate, useSearchParams } from 'react-router';
 import { CopyId } from '../components/CopyId';
 import { ErrorLine, Loading } from '../components/status';
 import { ago, stateLabel } from '../format';
@@ -14,6 +16,13 @@ import { JOB_STATES, type JobState } from '../types';
 const PAGE_SIZE = 50;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** The page-token stack kept in a history entry's state ([] for anything else: a first page). */
+function pageTokensOf(state: unknown): string[] {
+  const tokens = (state as { pageTokens?: unknown } | null)?.pageTokens;
+  return Array.isArray(tokens) && tokens.every((t) => typeof t === 'string') ? tokens : [];
+}
+
+/** The /jobs page. */
 export function Jobs() {
   const [search, setSearch] = useSearchParams();
   const navigate = useNavigate();
@@ -24,9 +33,12 @@ export function Jobs() {
     key: search.get('key') ?? '',
   };
   const filterKey = search.toString();
-  const [pages, setPages] = useState<{ filterKey: string; tokens: string[] }>({ filterKey, tokens: [] });
-  // A new filter starts again at the first page.
-  const tokens = pages.filterKey === filterKey ? pages.tokens : [];
+  const location = useLocation();
+  // The page tokens that led to this page, from the history entry (a new filter is a new
+  // entry without them: the first page).
+  const tokens = pageTokensOf(location.state);
+  /** Shows the page these tokens lead to, as a new history entry. */
+  const goPage = (next: string[]) => void navigate({ search: location.search }, { state: { pageTokens: next } });
   const jobs = useJobs({
     queue: filter.queue,
     states: filter.states,
@@ -174,11 +186,13 @@ export function Jobs() {
         </table>
       </div>
       <div className="pager">
-        <button type="button" disabled={tokens.length === 0} onClick={() => setPages({ filterKey, tokens: tokens.slice(0, -1) })} data-testid="jobs-prev">
+        <button type="button" disabled={tokens.length === 0} onClick={() => goPage(tokens.slice(0, -1))} data-testid="jobs-prev">
           Previous
         </button>
-        <span className="muted">Page {tokens.length + 1}</span>
-        <button type="button" disabled={!next} onClick={() => next && setPages({ filterKey, tokens: [...tokens, next] })} data-testid="jobs-next">
+        <span className="muted" data-testid="jobs-page">
+          Page {tokens.length + 1}
+        </span>
+        <button type="button" disabled={!next} onClick={() => next && goPage([...tokens, next])} data-testid="jobs-next">
           Next
         </button>
       </div>

@@ -18,61 +18,62 @@ beforeAll(async () => {
   ({ address } = await serverSetup());
 });
 
+/**
+ * Runs one job of a fresh queue (5 attempts) through a worker whose handler is `handler`,
+ * and returns how the worker reported it, the job's id, how many times the handler ran,
+ * and the client (closed after `check`).
+ */
+async function refusedOnce(
+  handler: Parameters<EvoraWorker['handle']>[1],
+  check: (r: { outcome: JobOutcome; jobId: string; runs: number; client: EvoraClient }) => Promise<void>,
+): Promise<void> {
+  const queue = queueName('refused');
+  const client = new EvoraClient({ address });
+  const worker = new EvoraWorker({ address, queues: [queue], slots: 1 });
+  let runs = 0;
+  worker.handle('t', (job, ctx) => {
+    runs++;
+    return handler(job, ctx);
+  });
+  const finished: JobOutcome[] = [];
+  worker.on('jobFinished', (o) => finished.push(o));
+  try {
+    await client.upsertQueue(queue, { maxAttempts: 5 });
+    await worker.start();
+    const { job } = await client.submit({ queue, type: 't' });
+    await waitFor(() => finished.length === 1, { what: 'the job to finish' });
+    await check({ outcome: finished[0]!, jobId: job.id, runs, client });
+  } finally {
+    await worker.stop({ timeoutMs: 1_000, graceMs: 1_000 });
+    client.close();
+  }
+}
+
 describe('EvoraWorker and a result the server refuses', () => {
   it('a refused complete: the job goes to the DLQ at once with "complete refused: <reason>", its handler run once', async () => {
-    const queue = queueName('refused');
-    const client = new EvoraClient({ address });
-    const worker = new EvoraWorker({ address, queues: [queue], slots: 1 });
-    let runs = 0;
-    worker.handle('t', () => {
-      runs++;
-      return { text: 'a\u0000b' };
-    });
-    const finished: JobOutcome[] = [];
-    worker.on('jobFinished', (o) => finished.push(o));
-    try {
-      await client.upsertQueue(queue, { maxAttempts: 5 });
-      await worker.start();
-      const { job } = await client.submit({ queue, type: 't' });
-      await waitFor(() => finished.length === 1, { what: 'the job to finish' });
-      const o = finished[0]!;
-      expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'completed' } });
-      expect(o.refused!.reason).not.toBe('');
-      expect(o.error).toBe(`complete refused: ${o.refused!.reason}`);
-      const dlq = await jobInState(client, job.id, 'DLQ');
-      expect(dlq).toMatchObject({ attempt: 1, lastError: o.error });
-      expect(runs).toBe(1);
-    } finally {
-      await worker.stop({ timeoutMs: 1_000, graceMs: 1_000 });
-      client.close();
-    }
+    await refusedOnce(
+      () => ({ text: 'a\u0000b' }),
+      async ({ outcome: o, jobId, runs, client }) => {
+        expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'completed' } });
+        expect(o.refused!.reason).not.toBe('');
+        expect(o.error).toBe(`complete refused: ${o.refused!.reason}`);
+        expect(await jobInState(client, jobId, 'DLQ')).toMatchObject({ attempt: 1, lastError: o.error });
+        expect(runs).toBe(1);
+      },
+    );
   });
+
   it('a refused snooze: the job goes to the DLQ at once with "snooze refused: <reason>", its handler run once', async () => {
-    const queue = queueName('refused');
-    const client = new EvoraClient({ address });
-    const worker = new EvoraWorker({ address, queues: [queue], slots: 1 });
-    let runs = 0;
-    worker.handle('t', (_job, ctx) => {
-      runs++;
+    await refusedOnce(
       // Past the last time the server takes (9999-12-31): a run_at it refuses as invalid.
-      return ctx.snooze(new Date(Date.UTC(10_000, 0, 2)));
-    });
-    const finished: JobOutcome[] = [];
-    worker.on('jobFinished', (o) => finished.push(o));
-    try {
-      await client.upsertQueue(queue, { maxAttempts: 5 });
-      await worker.start();
-      const { job } = await client.submit({ queue, type: 't' });
-      await waitFor(() => finished.length === 1, { what: 'the job to finish' });
-      const o = finished[0]!;
-      expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'snoozed' } });
-      expect(o.refused!.reason).toContain('run_at');
-      expect(o.error).toBe(`snooze refused: ${o.refused!.reason}`);
-      expect(await jobInState(client, job.id, 'DLQ')).toMatchObject({ attempt: 1, lastError: o.error });
-      expect(runs).toBe(1);
-    } finally {
-      await worker.stop({ timeoutMs: 1_000, graceMs: 1_000 });
-      client.close();
-    }
+      (_job, ctx) => ctx.snooze(new Date(Date.UTC(10_000, 0, 2))),
+      async ({ outcome: o, jobId, runs, client }) => {
+        expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'snoozed' } });
+        expect(o.refused!.reason).toContain('run_at');
+        expect(o.error).toBe(`snooze refused: ${o.refused!.reason}`);
+        expect(await jobInState(client, jobId, 'DLQ')).toMatchObject({ attempt: 1, lastError: o.error });
+        expect(runs).toBe(1);
+      },
+    );
   });
 });

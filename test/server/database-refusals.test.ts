@@ -30,12 +30,21 @@ async function databaseSet(admin: pg.Client, setting: string, value: string | nu
   await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
 }
 
-/** The error of a call that is expected to fail (null if it succeeded). */
-function failureOf(p: Promise<unknown>): Promise<grpc.ServiceError | null> {
-  return p.then(
-    () => null,
-    (x: unknown) => x as grpc.ServiceError,
-  );
+/**
+ * The first error of `attempt` whose details start with `prefix`, trying again while it
+ * succeeds or fails otherwise (the first calls may meet the server's cut connections).
+ */
+function firstRefusal(attempt: () => Promise<unknown>, prefix: string): Promise<grpc.ServiceError> {
+  return waitFor(
+    async () => {
+      const e = await attempt().then(
+        () => null,
+        (x: unknown) => x as grpc.ServiceError,
+      );
+      return e && e.details.startsWith(prefix) ? e : null;
+    },
+    { what: `a call answered "${prefix}"` },
+  ) as Promise<grpc.ServiceError>;
 }
 
 describe('a statement timeout', () => {
@@ -44,30 +53,20 @@ describe('a statement timeout', () => {
     const admin = new pg.Client({ connectionString: databaseUrl });
     await admin.connect();
     try {
-      // New connections get the timeout; the server's open ones are cut so that it reconnects.
-      await admin.query(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = 300', current_database()); END $$`);
-      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+      await databaseSet(admin, 'statement_timeout', '300');
       await admin.query('BEGIN');
       await admin.query('LOCK TABLE evora.jobs IN ACCESS EXCLUSIVE MODE');
-      // The first submits may meet the cut connections (an outage); wait for the timeout's answer.
-      const err = await waitFor(
-        async () => {
-          const e = (await call(clients.jobs, 'submitJob', submitRequest(queue, 'k')).then(
-            () => null,
-            (x: unknown) => x as grpc.ServiceError,
-          ))!;
-          return e && e.details.startsWith('database busy') ? e : null;
-        },
-        { what: 'a submit answered for the statement timeout' },
-      );
-      expect(err!.code).toBe(14); // UNAVAILABLE
-      expect(err!.details).toBe('database busy: canceling statement due to statement timeout');
+      const err = await firstRefusal(() => call(clients.jobs, 'submitJob', submitRequest(queue, 'k')), 'database busy');
+      expect(err.code).toBe(14); // UNAVAILABLE
+      expect(err.details).toBe('database busy: canceling statement due to statement timeout');
       await admin.query('ROLLBACK');
-      await admin.query(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET statement_timeout', current_database()); END $$`);
       const { rows } = await admin.query('SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1', [queue]);
       expect(rows[0].n).toBe(0);
-      const ok = await call(clients.jobs, 'submitJob', submitRequest(queue, 'k'));
-      expect(ok.created).toBe(true);
+      await databaseSet(admin, 'statement_timeout', null);
+      const ok = await waitFor(async () => call(clients.jobs, 'submitJob', submitRequest(queue, 'k')).catch(() => null), {
+        what: 'a submit once the timeout is gone',
+      });
+      expect(ok!.created).toBe(true);
     } finally {
       await admin.end();
     }
@@ -84,16 +83,9 @@ describe('a lock timeout', () => {
       await databaseSet(admin, 'lock_timeout', '300');
       await admin.query('BEGIN');
       await admin.query('SELECT id FROM evora.jobs WHERE id = $1 FOR UPDATE', [job!.id]);
-      // The first calls may meet the cut connections (an outage); wait for the lock timeout's answer.
-      const err = await waitFor(
-        async () => {
-          const e = await failureOf(call(clients.jobs, 'cancelJob', { id: job!.id }));
-          return e && e.details.startsWith('database busy') ? e : null;
-        },
-        { what: 'a cancel answered for the lock timeout' },
-      );
-      expect(err!.code).toBe(14); // UNAVAILABLE
-      expect(err!.details).toBe('database busy: canceling statement due to lock timeout');
+      const err = await firstRefusal(() => call(clients.jobs, 'cancelJob', { id: job!.id }), 'database busy');
+      expect(err.code).toBe(14); // UNAVAILABLE
+      expect(err.details).toBe('database busy: canceling statement due to lock timeout');
       await admin.query('ROLLBACK');
       const { rows } = await admin.query('SELECT state, cancel_requested_at FROM evora.jobs WHERE id = $1', [job!.id]);
       expect(rows[0]).toEqual({ state: 'PENDING', cancel_requested_at: null });
@@ -116,16 +108,10 @@ describe('a read-only database', () => {
     await admin.connect();
     try {
       await databaseSet(admin, 'default_transaction_read_only', 'on');
-      const err = await waitFor(
-        async () => {
-          const e = await failureOf(call(clients.jobs, 'submitJob', submitRequest(queue, 'during')));
-          return e && e.details.startsWith('database read-only') ? e : null;
-        },
-        { what: 'a submit answered for the read-only database' },
-      );
-      expect(err!.code).toBe(14); // UNAVAILABLE
+      const err = await firstRefusal(() => call(clients.jobs, 'submitJob', submitRequest(queue, 'during')), 'database read-only');
+      expect(err.code).toBe(14); // UNAVAILABLE
       // The submit is one statement (a WITH of inserts), named by its outer verb.
-      expect(err!.details).toMatch(/^database read-only: cannot execute [A-Z]+ in a read-only transaction$/);
+      expect(err.details).toMatch(/^database read-only: cannot execute [A-Z]+ in a read-only transaction$/);
       // Reads are answered meanwhile.
       expect((await call(clients.jobs, 'getJob', { id: job!.id })).job!.id).toBe(job!.id);
       const { rows } = await admin.query('SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1', [queue]);

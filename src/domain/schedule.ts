@@ -15,7 +15,9 @@ import { checkIntRange, checkMaxAttempts, checkName, checkPriority } from './val
  * back, 01:30 on 2026-11-01) fires once, at its first occurrence (EDT); an expression
  * whose hour field is * fires in both repeated hours, as in every hour. cron-parser keeps
  * these rules only when it starts before the change, so every fire time is read through
- * cronFiresAfter, which starts there whatever instant it is asked from.
+ * cronFiresAfter, which starts there whatever instant it is asked from. In a zone that
+ * shifts by part of an hour (Australia/Lord_Howe) cron-parser gets these rules wrong, so
+ * there cronFiresAfter places cron-parser's wall times itself (wallClockFiresAfter).
  */
 
 /** What the scheduler does with fire times that passed while it was not running. */
@@ -189,6 +191,9 @@ const DST_MAX_SKIPPED = 200;
  * just before that change and what it gives up to `after` is skipped.
  */
 export function* cronFiresAfter(cron: string, timezone: string, after: Date): Generator<Date, never> {
+  if (shiftsByPartOfAnHour(timezone)) {
+    yield* wallClockFiresAfter(cron, timezone, after);
+  }
   const change = offsetChangeBefore(timezone, after.getTime());
   let it = cronIterator(cron, timezone, change === null ? after : new Date(change - 1));
   if (change !== null) {
@@ -205,6 +210,71 @@ export function* cronFiresAfter(cron: string, timezone: string, after: Date): Ge
     }
   }
   for (;;) yield it.next().toDate();
+}
+
+/** Per time zone: whether it changes its UTC offset by other than whole hours (shiftsByPartOfAnHour). */
+const partHourZones = new Map<string, boolean>();
+
+/**
+ * Whether the zone changes its UTC offset by a step that is not a whole number of hours
+ * (Australia/Lord_Howe: 30 minutes) within a year before or two after now. cron-parser's
+ * DST handling assumes whole hours: in such a zone it drops a fire in the skipped half
+ * hour, fires the hour after it instead, fires a repeated wall time twice when started
+ * inside it, and near a change can throw "loop limit exceeded" for a valid expression.
+ */
+function shiftsByPartOfAnHour(timezone: string): boolean {
+  let known = partHourZones.get(timezone);
+  if (known === undefined) {
+    known = false;
+    const start = Date.now() - 365 * 86_400_000;
+    let previous = utcOffsetMinutes(timezone, start);
+    for (let ms = start; ms <= start + 3 * 365 * 86_400_000; ms += 43_200_000) {
+      const offset = utcOffsetMinutes(timezone, ms);
+      if ((offset - previous) % 60 !== 0) known = true;
+      previous = offset;
+    }
+    partHourZones.set(timezone, known);
+  }
+  return known;
+}
+
+/**
+ * cronFiresAfter for a zone that shifts by part of an hour: cron-parser reads the wall times
+ * (in UTC, where no wall time is skipped or repeated), and each is placed in the zone by the
+ * rules docs/api.md promises. A wall time in a gap fires once, later by the shift (read with
+ * the offset before the change); a repeated one fires at its first occurrence, and at both
+ * when the hour field names every hour. Instants are kept until no later wall time can
+ * give an earlier one (a gap's fire can come after the next wall time's), then given
+ * strictly increasing, so the sequence is the same from any `after`.
+ */
+function* wallClockFiresAfter(cron: string, timezone: string, after: Date): Generator<Date, never> {
+  const near = (ms: number) => [-93_600_000, 0, 93_600_000].map((d) => utcOffsetMinutes(timezone, ms + d) * 60_000);
+  // A wall time placed after `after` is at least after + the smallest offset about then.
+  const walls = CronExpressionParser.parse(cron, { tz: 'UTC', currentDate: new Date(after.getTime() + Math.min(...near(after.getTime())) - 1) });
+  const everyHour = walls.fields.hour.values.length === 24;
+  // Sorted, distinct.
+  const pending: number[] = [];
+  let last = after.getTime();
+  for (;;) {
+    const wall = walls.next().getTime();
+    const offsets = [...new Set(near(wall))];
+    const matches = offsets.map((o) => wall - o).filter((t) => utcOffsetMinutes(timezone, t) * 60_000 === wall - t).sort((a, b) => a - b);
+    const instants = matches.length === 0 ? [wall - Math.min(...offsets)] : everyHour ? matches : matches.slice(0, 1);
+    for (const t of instants) {
+      let i = pending.length;
+      while (i > 0 && pending[i - 1]! > t) i--;
+      if (pending[i - 1] !== t) pending.splice(i, 0, t);
+    }
+    // Every later wall time is placed at or after this.
+    const floor = wall - Math.max(...offsets);
+    while (pending.length > 0 && pending[0]! < floor) {
+      const t = pending.shift()!;
+      if (t > last) {
+        last = t;
+        yield new Date(t);
+      }
+    }
+  }
 }
 
 /** A formatter per time zone that prints its UTC offset ("GMT-05:00"). */

@@ -24,6 +24,47 @@ const nextN = (cron: string, tz: string, from: string, n: number) => {
   return out;
 };
 
+describe('next fire times across a half-hour DST change (Australia/Lord_Howe: +10:30 / +11)', () => {
+  const lh = 'Australia/Lord_Howe';
+  const lhNext = (cron: string, after: string) => iso(cronNextAfter(cron, lh, new Date(after)));
+
+  it('spring forward (2026-10-04, 02:00 -> 02:30): 02:15 fires once at 02:45, the real 02:30-02:50 fire as they come', () => {
+    expect(nextN('15 2 * * *', lh, '2026-10-02T00:00:00Z', 3)).toEqual([
+      '2026-10-02T15:45:00.000Z', // 02:15 +10:30 on 10-03
+      '2026-10-03T15:45:00.000Z', // 02:45 +11: 02:15 does not exist
+      '2026-10-04T15:15:00.000Z', // 02:15 +11
+    ]);
+    expect(nextN('*/10 2 * * *', lh, '2026-10-03T15:00:00Z', 4)).toEqual([
+      '2026-10-03T15:30:00.000Z', // 02:30 +11 (02:00 moved there, and 02:30 itself)
+      '2026-10-03T15:40:00.000Z',
+      '2026-10-03T15:50:00.000Z',
+      '2026-10-04T15:00:00.000Z', // 02:00 +11 the next day; nothing in 03:xx
+    ]);
+  });
+
+  it('fall back (2026-04-05, 02:00 -> 01:30): 01:45 fires once, at the first; an hourly one at both', () => {
+    expect(nextN('45 1 * * *', lh, '2026-04-03T00:00:00Z', 3)).toEqual([
+      '2026-04-03T14:45:00.000Z',
+      '2026-04-04T14:45:00.000Z', // 01:45 +11; 01:45 +10:30 (15:15Z) does not fire
+      '2026-04-05T15:15:00.000Z',
+    ]);
+    // Asked from inside the repeated half hour, 01:45 has been.
+    expect(lhNext('45 1 * * *', '2026-04-04T15:00:00Z')).toBe('2026-04-05T15:15:00.000Z');
+    expect(nextN('45 * * * *', lh, '2026-04-04T14:00:00Z', 3)).toEqual([
+      '2026-04-04T14:45:00.000Z',
+      '2026-04-04T15:15:00.000Z',
+      '2026-04-04T16:15:00.000Z',
+    ]);
+  });
+
+  it('every instant of the day before the fall back has a next fire (cron-parser alone threw "loop limit exceeded")', () => {
+    // 2026-04-03T15:15Z is 02:15 +11 on 04-04; the next 02:15 is +10:30 (15:45Z on 04-04).
+    for (let t = Date.parse('2026-04-03T15:15:00Z'); t < Date.parse('2026-04-05T12:00:00Z'); t += 15 * 60_000) {
+      expect(lhNext('15 2 * * *', new Date(t).toISOString())).toBe(t < Date.parse('2026-04-04T15:45:00Z') ? '2026-04-04T15:45:00.000Z' : '2026-04-05T15:45:00.000Z');
+    }
+  });
+});
+
 describe('next fire times across DST (America/New_York)', () => {
   it('spring forward: 02:30 does not exist on 2026-03-08 and fires once at 03:30 EDT', () => {
     expect(nextN('30 2 * * *', 'America/New_York', '2026-03-07T12:00:00Z', 3)).toEqual([

@@ -144,6 +144,45 @@ describe('a diamond submitted in one call', () => {
   });
 });
 
+describe('a deep chain (one trigger level per generation overflowed the stack)', () => {
+  /** r0 -> r1 -> ... -> r<n-1>, in one call. */
+  async function chain(queue: string, n: number): Promise<Job[]> {
+    const jobs: JobSubmitInput[] = [];
+    for (let i = 0; i < n; i++) jobs.push(jobInput({ queue, type: 't', ref: `r${i}`, ...(i > 0 ? { dependsOnRefs: [`r${i - 1}`] } : {}) }));
+    return (await store.jobSubmitMany({ jobs, now: T0 })).map((r) => r.job);
+  }
+
+  it('a root of 1,500 generations dead-lettered cancels every one naming it; its retry restores them all', async () => {
+    const queue = queueName();
+    const jobs = await chain(queue, 1500);
+    const [root] = await claimAll(queue);
+    const [out] = await store.jobFailMany({ failures: [{ id: root!.id, token: root!.leaseToken!, error: 'boom', retryable: false }], now: at(2) });
+    expect(out?.accepted).toBe(true);
+    const { rows } = await sql.query(
+      `SELECT state::text, last_error, count(*)::int AS n FROM evora.jobs WHERE id = ANY ($1) GROUP BY 1, 2 ORDER BY 1`,
+      [jobs.slice(1).map((j) => j.id)],
+    );
+    expect(rows).toEqual([{ state: 'CANCELLED', last_error: `parent ${root!.id} ended DLQ`, n: 1499 }]);
+    // Each names the generation before it, so the retry walks the same way back.
+    const { rows: via } = await sql.query('SELECT cancelled_by::text AS by FROM evora.jobs WHERE id = $1', [jobs[1000]!.id]);
+    expect(via).toEqual([{ by: jobs[999]!.id }]);
+
+    expect((await store.jobRetry({ id: root!.id, now: at(3) })).state).toBe('PENDING');
+    const { rows: after } = await sql.query(
+      `SELECT state::text, count(*)::int AS n FROM evora.jobs WHERE id = ANY ($1) GROUP BY 1`,
+      [jobs.slice(1).map((j) => j.id)],
+    );
+    expect(after).toEqual([{ state: 'WAITING', n: 1499 }]);
+  }, 60_000);
+
+  it('an operator cancel of the root of 1,500 generations cancels them all', async () => {
+    const queue = queueName();
+    const jobs = await chain(queue, 1500);
+    expect((await store.jobCancel({ id: jobs[0]!.id, now: at(1) })).state).toBe('CANCELLED');
+    expect(await stateOf(jobs[1499]!.id)).toBe('CANCELLED');
+  }, 60_000);
+});
+
 describe('depends_on (existing jobs)', () => {
   it('a COMPLETED parent does not hold the child back; an unfinished one does', async () => {
     const queue = queueName();

@@ -59,6 +59,23 @@ describe('rate limit bucket', () => {
     expect(wanted.nextTokenAt).toEqual(at(1));
   });
 
+  it('setting the same limit again keeps the bucket (no second burst); a changed limit refills it', async () => {
+    const queue = queueName('again');
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 1, burst: 3 } });
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 12), now: at(-1) });
+    const claim = () => store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: at(0) });
+    expect(await claim()).toHaveLength(3);
+    // A deploy (or every worker's start) upserting the queue's settings unchanged.
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 1, burst: 3 } });
+    await store.queueUpsert({ name: queue, maxAttempts: 7 });
+    const again = await claim();
+    expect(again).toHaveLength(0);
+    expect(again.nextTokenAt).toEqual(at(1));
+    // A new limit starts with a full bucket of its own burst.
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 1, burst: 4 } });
+    expect(await claim()).toHaveLength(4);
+  });
+
   it('combines with max_concurrency (the smaller room), and clearing the limit lets every job start', async () => {
     const queue = queueName('both');
     await store.queueUpsert({ name: queue, maxConcurrency: 2, rateLimit: { perSecond: 1, burst: 5 } });

@@ -10,6 +10,7 @@
 -- the same limit set again keeps it (so repeating an upsert never grants another burst).
 -- :maxConcurrencyPerKey: null keeps, 0 clears (NULL), else the per-key limit (0009).
 -- :deleteOnComplete: null keeps (false for a new queue), else sets it (0015).
+-- Wakes every server's claimers for the queue (a loosened limit frees room at once).
 -- Writes the audit event `queue.upsert` (target: the queue; change: :change, the settings the
 -- request set) in this statement.
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
@@ -67,5 +68,11 @@ audited AS (
   INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
   SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'queue.upsert', u.name, :change::jsonb
   FROM upserted u
+),
+-- Wakes the dispatchers of every server (NOTIFY on evora_job_available, as a resume does): a
+-- raised or cleared limit lets waiting jobs start now, not at the next fallback poll or token
+-- timer (which may be a day away for a slow rate). A wake-up that finds nothing is harmless.
+woken AS (
+  SELECT pg_notify('evora_job_available', name) FROM upserted
 )
-SELECT * FROM upserted
+SELECT * FROM upserted WHERE (SELECT count(*) FROM woken) >= 0

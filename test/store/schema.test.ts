@@ -99,8 +99,9 @@ describe('migrations', () => {
         '15_delete_on_complete',
         '16_rate_limit_job_types',
         '17_telemetry_minutes_by_time',
+        '18_rate_limit_refund',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -120,6 +121,7 @@ describe('migrations', () => {
         { version: 15, name: 'delete_on_complete' },
         { version: 16, name: 'rate_limit_job_types' },
         { version: 17, name: 'telemetry_minutes_by_time' },
+        { version: 18, name: 'rate_limit_refund' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -134,7 +136,7 @@ describe('migrations', () => {
     try {
       const all = migrationsLoad();
       expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
-      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17]);
+      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18]);
       await client.connect();
       const { rows } = await client.query(
         `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,

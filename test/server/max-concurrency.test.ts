@@ -218,4 +218,29 @@ describe('max_concurrency across two servers', () => {
       client.close();
     }
   });
+  it('a job completed through a server that never claimed from the limited queue still wakes the claimers of the others', async () => {
+    const queue = queueName('elsewhere');
+    await call(a.clients.queues, 'upsertQueue', { name: queue, maxConcurrency: 1 });
+    const job = (n: number) => ({ queue, type: 'hold', payload: { n }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+    await call(b.clients.jobs, 'submitJobs', { idsOnly: false, jobs: [job(1)] });
+    // A unary worker behind a load balancer: its claim goes to b, its completion to a.
+    const [leased] = (await call(b.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 1, jobTypes: [] })).jobs;
+    const held: string[] = [];
+    const worker = new EvoraWorker({ address: b.address, workerId: 'elsewhere', queues: [queue], slots: 4 });
+    worker.handle('hold', async (j) => {
+      held.push(j.id);
+      return {};
+    });
+    try {
+      await worker.start();
+      await call(b.clients.jobs, 'submitJobs', { idsOnly: false, jobs: [job(2)] });
+      const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1 AND state = 'PENDING'`, [queue]);
+      expect(rows[0]!.n).toBe(1);
+      await call(a.clients.workers, 'completeJob', { jobId: leased!.job!.id, leaseToken: leased!.leaseToken, result: {} });
+      // The poll is a minute away: only a wake-up from a's completion starts the second job.
+      await waitFor(() => held.length === 1, { what: 'the waiting job to start', timeoutMs: 10_000 });
+    } finally {
+      await worker.stop({ timeoutMs: 5_000 });
+    }
+  });
 });

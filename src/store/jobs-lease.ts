@@ -162,6 +162,9 @@ export async function jobsComplete(
   return leaseOutcomesBy(completions, rows, (r) => r[D.id] as string, (r) => r[D.lease_token] ?? null, completedOf);
 }
 
+/** The most queues `plain` remembers (it is emptied past this). */
+const MAX_PLAIN_QUEUES = 10_000;
+
 /**
  * Reads whether the queues this store has not seen lately have a concurrency limit: those
  * that do join `limited`, the others `plain` (for PLAIN_QUEUE_TTL_MS). Best effort, as the
@@ -178,6 +181,8 @@ async function queuesKindLearn(pool: StorePool, limited: LimitedQueues, plain: P
   if (unknown.length === 0) return;
   try {
     const found = await rowsOf(pool, queueLimitedReadSql, { queues: unknown });
+    // Bounded: a database with very many queue names costs re-reads, never unbounded memory.
+    if (plain.size + found.length > MAX_PLAIN_QUEUES) plain.clear();
     for (const r of found) {
       if (r.limited) {
         limited.add(r.name);

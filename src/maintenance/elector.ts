@@ -9,6 +9,9 @@ import { PeriodicService } from './periodic.js';
  */
 export type LeadershipListener = (leader: boolean) => Promise<void>;
 
+/** The shortest idle_session_timeout of the lock's session (see the Elector constructor). */
+const LEADER_IDLE_TIMEOUT_MIN_MS = 10_000;
+
 /**
  * Leader election among all server processes on one database. Leadership is a session-
  * level advisory lock held on a dedicated connection (AdvisoryLeaderLock in the store), so
@@ -44,7 +47,10 @@ export class Elector extends PeriodicService {
   }) {
     // No start jitter: the first attempt is at once, so a lone process leads from the start.
     super('elector', { intervalMs: opts.intervalMs ?? 5000, startJitterMaxMs: 0 }, opts.logger.child({ component: 'elector' }));
-    this.lock = new AdvisoryLeaderLock(opts.connectionString, opts.name ?? 'maintenance', () => this.lockLost());
+    // A frozen leader (SIGSTOP) loses the lock after three missed confirmations (at least
+    // 10 s, so a busy event loop does not make leadership flap): the database ends its idle session.
+    const idleTimeoutMs = Math.min(Math.max(3 * (opts.intervalMs ?? 5000), LEADER_IDLE_TIMEOUT_MIN_MS), 2_147_483_647);
+    this.lock = new AdvisoryLeaderLock(opts.connectionString, opts.name ?? 'maintenance', () => this.lockLost(), idleTimeoutMs);
   }
 
   /** Whether this process leads, as last told to the listener. */

@@ -1,7 +1,7 @@
 import type { StorePool } from './pool.js';
 import { isUuid } from '../domain/ids.js';
 import type { HeartbeatOutcome, Job, JobWritten, JsonObject, LeaseExtended, LeaseRef, LeaseWriteOutcome, ProgressReport, SweepResult } from '../domain/job.js';
-import type { LimitedQueues } from './limited-queues.js';
+import { PLAIN_QUEUE_TTL_MS, type LimitedQueues, type PlainQueues } from './limited-queues.js';
 import { JOB_COLUMNS, columnsOf, jobFromRow, type JobRow } from './rows.js';
 import { columnIndexes, rawRowsOf, rowsOf, statement, type RawRow } from './statements.js';
 
@@ -120,17 +120,25 @@ function leaseKey(l: LeaseRef): string {
 }
 
 const queueWakeSql = statement<{ queues: string[] }, { pg_notify: string }>('queue-wake', { queues: 'text[]' }, { pg_notify: 'void' });
+const queueLimitedReadSql = statement<{ queues: string[] }, { name: string; limited: boolean }>(
+  'queue-limited-read',
+  { queues: 'text[]' },
+  { name: 'text', limited: 'bool' },
+);
 
 /**
  * Completions (Store.jobCompleteMany). A completed job of a queue with a limit frees room its
  * claimers (on any server) may be idle for: those queues, as far as `limited` knows, are
  * woken after the completion commits. The statement itself does not look at queues, so
- * queues without limits pay nothing. What `limited` does not know (a limited queue never
- * claimed through this store) is found by the claimers' fallback poll.
+ * queues without limits pay nothing. A queue `limited` does not know and `plain` has not
+ * seen within PLAIN_QUEUE_TTL_MS (a limited queue never claimed through this store: a unary
+ * CompleteJob sent to another server than the claim) has its row read once
+ * (queue-limited-read.sql), so its claimers are woken too, not left to their fallback poll.
  */
 export async function jobsComplete(
   pool: StorePool,
   limited: LimitedQueues,
+  plain: PlainQueues,
   completions: (LeaseRef & { result?: JsonObject | null; resultJson?: string })[],
   now: Date | null,
 ): Promise<LeaseWriteOutcome<JobWritten>[]> {
@@ -144,12 +152,46 @@ export async function jobsComplete(
           results: valid.map((c) => c.resultJson ?? (c.result == null ? null : JSON.stringify(c.result))),
           now,
         });
-  if (limited.size > 0) {
-    const wake = new Set<string>();
-    for (const r of rows) if (limited.has(r[D.queue] as string)) wake.add(r[D.queue] as string);
-    if (wake.size > 0) await queuesWake(pool, [...wake]);
+  if (rows.length > 0) {
+    const queues = new Set<string>();
+    for (const r of rows) queues.add(r[D.queue] as string);
+    await queuesKindLearn(pool, limited, plain, queues);
+    const wake = [...queues].filter((q) => limited.has(q));
+    if (wake.length > 0) await queuesWake(pool, wake);
   }
   return leaseOutcomesBy(completions, rows, (r) => r[D.id] as string, (r) => r[D.lease_token] ?? null, completedOf);
+}
+
+/** The most queues `plain` remembers (it is emptied past this). */
+const MAX_PLAIN_QUEUES = 10_000;
+
+/**
+ * Reads whether the queues this store has not seen lately have a concurrency limit: those
+ * that do join `limited`, the others `plain` (for PLAIN_QUEUE_TTL_MS). Best effort, as the
+ * wake-up it serves: a failed read leaves them to the fallback poll.
+ */
+async function queuesKindLearn(pool: StorePool, limited: LimitedQueues, plain: PlainQueues, queues: Set<string>): Promise<void> {
+  const now = Date.now();
+  const unknown: string[] = [];
+  for (const q of queues) {
+    if (limited.has(q)) continue;
+    const seen = plain.get(q);
+    if (seen === undefined || now - seen > PLAIN_QUEUE_TTL_MS) unknown.push(q);
+  }
+  if (unknown.length === 0) return;
+  try {
+    const found = await rowsOf(pool, queueLimitedReadSql, { queues: unknown });
+    // Bounded: a database with very many queue names costs re-reads, never unbounded memory.
+    if (plain.size + found.length > MAX_PLAIN_QUEUES) plain.clear();
+    for (const r of found) {
+      if (r.limited) {
+        limited.add(r.name);
+        plain.delete(r.name);
+      } else plain.set(r.name, now);
+    }
+  } catch {
+    // Reported by the pool's availability tracker; the claimers' fallback poll covers it.
+  }
 }
 
 /**

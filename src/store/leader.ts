@@ -18,6 +18,11 @@ const leaderLockTrySql = statement<{ lockClass: number; name: string }, { ok: bo
   { lockClass: 'int4', name: 'text' },
   { ok: 'bool' },
 );
+const leaderSessionIdleTimeoutSql = statement<{ timeoutMs: number }, { value: string }>(
+  'leader-session-idle-timeout',
+  { timeoutMs: 'int4' },
+  { value: 'text' },
+);
 const leaderLockReleaseSql = statement<{ lockClass: number; name: string }, { released: boolean }>(
   'leader-lock-release',
   { lockClass: 'int4', name: 'text' },
@@ -47,6 +52,12 @@ export class AdvisoryLeaderLock {
     readonly name: string,
     /** Told when the connection holding the lock fails or ends (not after leaderResign). */
     private readonly onLost: () => void = () => undefined,
+    /**
+     * How long the lock's session may sit idle before PostgreSQL ends it (and releases the
+     * lock): well above the interval at which the holder confirms it, so only a frozen
+     * process (SIGSTOP) loses it. Null: no timeout.
+     */
+    private readonly idleTimeoutMs: number | null = null,
   ) {}
 
   /**
@@ -115,6 +126,12 @@ export class AdvisoryLeaderLock {
     client.on('end', gone);
     this.lock = { state: 'connected', client };
     await client.connect();
+    if (this.idleTimeoutMs !== null) {
+      // Best effort: PostgreSQL before 14 has no idle_session_timeout (the lock works without it).
+      await abortRace(rowOf(client, leaderSessionIdleTimeoutSql, { timeoutMs: this.idleTimeoutMs }), AbortSignal.timeout(LEADER_STATEMENT_TIMEOUT_MS), noAnswerError).catch(
+        () => undefined,
+      );
+    }
     return client;
   }
 

@@ -30,7 +30,7 @@ import { dbNow, healthCheck } from './health.js';
 import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
 import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
 import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
-import type { LimitedQueues } from './limited-queues.js';
+import type { LimitedQueues, PlainQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
@@ -128,6 +128,8 @@ export class Store {
   private readonly claimPool: StorePool;
   /** The queues last seen with a limit: which claim statement to try first (jobs-lease.ts). */
   private readonly limitedQueues: LimitedQueues = new Set();
+  /** The queues a completion lately found without a concurrency limit (jobs-lease.ts). */
+  private readonly plainQueues: PlainQueues = new Map();
   /**
    * Whether the database is reachable as this process sees it: fed by every statement
    * (through the StorePool), the LISTEN connection and the server's startup wait.
@@ -276,7 +278,7 @@ export class Store {
     completions: (LeaseRef & { result?: JsonObject | null; resultJson?: string })[];
     now?: Date;
   }): Promise<LeaseWriteOutcome<JobWritten>[]> {
-    return jobsComplete(this.pool, this.limitedQueues, params.completions, params.now ?? null);
+    return jobsComplete(this.pool, this.limitedQueues, this.plainQueues, params.completions, params.now ?? null);
   }
 
   /**

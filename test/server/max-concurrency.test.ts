@@ -183,4 +183,64 @@ describe('max_concurrency across two servers', () => {
       client.close();
     }
   });
+  it('raising or clearing a limit while jobs wait starts them at once on every server (the poll is a minute away)', async () => {
+    const queue = queueName('raise');
+    const client = new EvoraClient({ address: a.address });
+    await client.upsertQueue(queue, { maxConcurrency: 1, rateLimit: { perSecond: 1 / 86_400, burst: 1 } });
+    const held: string[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const workers = [a.address, b.address].map((address, i) => {
+      const w = new EvoraWorker({ address, workerId: `raise${i}`, queues: [queue], slots: 4 });
+      w.handle('hold', async (job) => {
+        held.push(job.id);
+        await released;
+        return {};
+      });
+      return w;
+    });
+    try {
+      for (const w of workers) await w.start();
+      for (let i = 0; i < 6; i++) await client.submit({ queue, type: 'hold', payload: { i } });
+      await waitFor(() => held.length === 1, { what: 'the first job to run' });
+      // Room for three more, but the bucket (one start a day) holds them back.
+      await client.upsertQueue(queue, { maxConcurrency: 4 });
+      const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1 AND state = 'RUNNING'`, [queue]);
+      expect(rows[0]!.n).toBe(1);
+      // The rate limit cleared: the waiting jobs start up to max_concurrency, then without it.
+      await client.upsertQueue(queue, { rateLimit: { perSecond: 0, burst: 0 } });
+      await waitFor(() => held.length === 4, { what: 'three more jobs to start', timeoutMs: 10_000 });
+      await client.upsertQueue(queue, { maxConcurrency: 0 });
+      await waitFor(() => held.length === 6, { what: 'every job to start', timeoutMs: 10_000 });
+    } finally {
+      release();
+      for (const w of workers) await w.stop({ timeoutMs: 5_000 });
+      client.close();
+    }
+  });
+  it('a job completed through a server that never claimed from the limited queue still wakes the claimers of the others', async () => {
+    const queue = queueName('elsewhere');
+    await call(a.clients.queues, 'upsertQueue', { name: queue, maxConcurrency: 1 });
+    const job = (n: number) => ({ queue, type: 'hold', payload: { n }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) });
+    await call(b.clients.jobs, 'submitJobs', { idsOnly: false, jobs: [job(1)] });
+    // A unary worker behind a load balancer: its claim goes to b, its completion to a.
+    const [leased] = (await call(b.clients.workers, 'claimJobs', { workerId: 'u1', queues: [queue], max: 1, jobTypes: [] })).jobs;
+    const held: string[] = [];
+    const worker = new EvoraWorker({ address: b.address, workerId: 'elsewhere', queues: [queue], slots: 4 });
+    worker.handle('hold', async (j) => {
+      held.push(j.id);
+      return {};
+    });
+    try {
+      await worker.start();
+      await call(b.clients.jobs, 'submitJobs', { idsOnly: false, jobs: [job(2)] });
+      const { rows } = await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1 AND state = 'PENDING'`, [queue]);
+      expect(rows[0]!.n).toBe(1);
+      await call(a.clients.workers, 'completeJob', { jobId: leased!.job!.id, leaseToken: leased!.leaseToken, result: {} });
+      // The poll is a minute away: only a wake-up from a's completion starts the second job.
+      await waitFor(() => held.length === 1, { what: 'the waiting job to start', timeoutMs: 10_000 });
+    } finally {
+      await worker.stop({ timeoutMs: 5_000 });
+    }
+  });
 });

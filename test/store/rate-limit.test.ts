@@ -59,6 +59,49 @@ describe('rate limit bucket', () => {
     expect(wanted.nextTokenAt).toEqual(at(1));
   });
 
+  it('setting the same limit again keeps the bucket (no second burst); a changed limit refills it', async () => {
+    const queue = queueName('again');
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 1, burst: 3 } });
+    await store.jobSubmitMany({ jobs: jobInputs(queue, 12), now: at(-1) });
+    const claim = () => store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: at(0) });
+    expect(await claim()).toHaveLength(3);
+    // A deploy (or every worker's start) upserting the queue's settings unchanged.
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 1, burst: 3 } });
+    await store.queueUpsert({ name: queue, maxAttempts: 7 });
+    const again = await claim();
+    expect(again).toHaveLength(0);
+    expect(again.nextTokenAt).toEqual(at(1));
+    // A new limit starts with a full bucket of its own burst.
+    await store.queueUpsert({ name: queue, rateLimit: { perSecond: 1, burst: 4 } });
+    expect(await claim()).toHaveLength(4);
+  });
+
+  it('tokens are taken only for jobs the claim starts: a claim of several queues whose room went to better jobs elsewhere, and a per-key cut, keep the bucket', async () => {
+    const limitedQ = queueName('tokensA');
+    const other = queueName('tokensB');
+    await store.queueUpsert({ name: limitedQ, rateLimit: { perSecond: 1, burst: 2 } });
+    await store.queueUpsert({ name: other, maxConcurrency: 10 });
+    await store.jobSubmitMany({ jobs: jobInputs(limitedQ, 4, { priority: 5 }), now: at(-1) });
+    await store.jobSubmitMany({ jobs: jobInputs(other, 4, { priority: 0 }), now: at(-1) });
+    // One slot, two limited queues: the better job (the other queue's) takes it, twice.
+    for (let i = 0; i < 2; i++) {
+      const got = await store.jobClaim({ queues: [limitedQ, other], limit: 1, workerId: 'w', now: at(0) });
+      expect(got.map((j) => j.queue)).toEqual([other]);
+    }
+    // The rate-limited queue started nothing: its bucket is still full.
+    expect(await store.jobClaim({ queues: [limitedQ], limit: 10, workerId: 'w', now: at(0) })).toHaveLength(2);
+
+    // Per key: one key with three due jobs, one per key at a time: one starts, one token goes.
+    const keyed = queueName('tokensK');
+    await store.queueUpsert({ name: keyed, maxConcurrencyPerKey: 1, rateLimit: { perSecond: 1, burst: 3 } });
+    await store.jobSubmitMany({ jobs: jobInputs(keyed, 3, { concurrencyKey: 'k' }), now: at(-1) });
+    await store.jobSubmitMany({ jobs: jobInputs(keyed, 1), now: at(-1) });
+    expect(await store.jobClaim({ queues: [keyed], limit: 10, workerId: 'w', now: at(0) })).toHaveLength(2);
+    // One token is left for a key-less job submitted now.
+    await store.jobSubmitMany({ jobs: jobInputs(keyed, 2), now: at(0) });
+    expect(await store.jobClaim({ queues: [keyed], limit: 10, workerId: 'w', now: at(0) })).toHaveLength(1);
+  });
+
   it('combines with max_concurrency (the smaller room), and clearing the limit lets every job start', async () => {
     const queue = queueName('both');
     await store.queueUpsert({ name: queue, maxConcurrency: 2, rateLimit: { perSecond: 1, burst: 5 } });

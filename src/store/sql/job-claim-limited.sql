@@ -8,7 +8,7 @@
 -- jobs, counted by evora.queue_limit under a per-queue advisory lock held until this claim
 -- commits (migration 0004 says why that is exact across servers). A rate-limited queue's
 -- room is also at most its bucket's whole tokens (migration 0008), taken only for due jobs of
--- :types (0016), and a queue whose jobs wait
+-- :types (0016) and given back for those the claim did not start (0018), and a queue whose jobs wait
 -- for a token sends back one row without a job (id NULL) saying when the next one is due.
 -- Queues are taken in name order so two claims of several limited queues lock them in the
 -- same order. An asked queue that has no limit (any more) is claimed as job-claim.sql would,
@@ -20,7 +20,7 @@ WITH limits AS (
   -- Rate limits (migration 0008): a rate-limited queue also takes at most its whole tokens,
   -- by the same function under the same lock; next_token_at says when jobs held back by the
   -- rate limit can start (the dispatcher wakes the queue then).
-  SELECT name, lease_seconds, max_concurrency_per_key AS per_key, limited,
+  SELECT name, lease_seconds, max_concurrency_per_key AS per_key, limited, rate_per_second,
          CASE WHEN limited
               THEN evora.queue_limit(name, max_concurrency, rate_per_second, rate_burst, :limit::int8,
                                      coalesce(:now::timestamptz, now()), :types::text[]) END AS lim
@@ -29,7 +29,9 @@ WITH limits AS (
         FROM evora.queues WHERE name = ANY(:queues::text[]) AND NOT paused ORDER BY name) ordered
 ),
 claimable_queues AS (
-  SELECT name, lease_seconds, coalesce((lim).room, :limit::int8) AS room, (lim).next_token_at, per_key, limited
+  SELECT name, lease_seconds, coalesce((lim).room, :limit::int8) AS room, (lim).next_token_at, per_key, limited,
+         -- What evora.queue_limit took from a rate-limited queue's bucket: one token per room.
+         CASE WHEN rate_per_second IS NOT NULL THEN (lim).room END AS tokens_taken
   FROM limits
 ),
 picked AS (
@@ -95,6 +97,13 @@ events AS (
          array_agg((extract(epoch FROM started_at - run_at) * 1000)::float8), array_agg(NULL::float8)
   FROM claimed
   HAVING count(*) > 0
+),
+refunded AS (
+  -- Tokens taken for jobs this claim did not start go back to the bucket (migration 0018):
+  -- the cut to :limit across queues, a per-key cut or a skipped row left them unused.
+  SELECT evora.queue_rate_refund(q.name, q.tokens_taken - (SELECT count(*) FROM claimed c WHERE c.queue = q.name))
+  FROM claimable_queues q
+  WHERE q.tokens_taken > 0
 )
 -- What the store reads back: job-claim.sql's rows (see there), in claim order, and one row
 -- without a job per asked queue with what its jobs share, whether it has a limit
@@ -114,4 +123,5 @@ FROM (
          next_token_at, limited, 0
   FROM claimable_queues
 ) r
+WHERE (SELECT count(*) FROM refunded) >= 0
 ORDER BY slot

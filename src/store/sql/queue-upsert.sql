@@ -6,9 +6,11 @@
 -- `created` says which happened, decided by this statement itself: a row it inserted has
 -- no xmax, one it updated has this transaction's.
 -- :ratePerSecond null keeps the rate limit, 0 clears it, else it is set with :rateBurst
--- (validated: finite, > 0, burst >= 1); a changed limit refills the bucket (its state NULL).
+-- (validated: finite, > 0, burst >= 1); a changed limit refills the bucket (its state NULL),
+-- the same limit set again keeps it (so repeating an upsert never grants another burst).
 -- :maxConcurrencyPerKey: null keeps, 0 clears (NULL), else the per-key limit (0009).
 -- :deleteOnComplete: null keeps (false for a new queue), else sets it (0015).
+-- Wakes every server's claimers for the queue (a loosened limit frees room at once).
 -- Writes the audit event `queue.upsert` (target: the queue; change: :change, the settings the
 -- request set) in this statement.
 -- Must stay true: the defaults here are the table's defaults (src/store/migrations).
@@ -48,8 +50,14 @@ ON CONFLICT (name) DO UPDATE SET
   rate_per_second = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_per_second ELSE nullif(:ratePerSecond::float8, 0) END,
   rate_burst = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_burst
                     WHEN :ratePerSecond::float8 = 0 THEN NULL ELSE :rateBurst::int END,
-  rate_tokens = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_tokens END,
-  rate_refilled_at = CASE WHEN :ratePerSecond::float8 IS NULL THEN q.rate_refilled_at END,
+  -- The bucket is kept unless the limit changes: an upsert that repeats the queue's settings
+  -- (a deploy, every worker's start) must not hand out another burst.
+  rate_tokens = CASE WHEN :ratePerSecond::float8 IS NULL
+                       OR (:ratePerSecond::float8 = q.rate_per_second AND :rateBurst::int = q.rate_burst)
+                     THEN q.rate_tokens END,
+  rate_refilled_at = CASE WHEN :ratePerSecond::float8 IS NULL
+                            OR (:ratePerSecond::float8 = q.rate_per_second AND :rateBurst::int = q.rate_burst)
+                          THEN q.rate_refilled_at END,
   max_concurrency_per_key = CASE WHEN :maxConcurrencyPerKey::int IS NULL THEN q.max_concurrency_per_key
                                  ELSE nullif(:maxConcurrencyPerKey::int, 0) END,
   delete_on_complete = coalesce(:deleteOnComplete::bool, q.delete_on_complete),
@@ -60,5 +68,11 @@ audited AS (
   INSERT INTO evora.audit_events (at, actor_kind, token_id, token_name, action, target, change)
   SELECT coalesce(:now::timestamptz, now()), :actorKind, :actorTokenId::uuid, :actorName, 'queue.upsert', u.name, :change::jsonb
   FROM upserted u
+),
+-- Wakes the dispatchers of every server (NOTIFY on evora_job_available, as a resume does): a
+-- raised or cleared limit lets waiting jobs start now, not at the next fallback poll or token
+-- timer (which may be a day away for a slow rate). A wake-up that finds nothing is harmless.
+woken AS (
+  SELECT pg_notify('evora_job_available', name) FROM upserted
 )
-SELECT * FROM upserted
+SELECT * FROM upserted WHERE (SELECT count(*) FROM woken) >= 0

@@ -195,7 +195,7 @@ export interface Queue {
  * `burst` tokens that starts full and refills at `per_second`; every start takes one (stream
  * pushes, ClaimJobs, retries; a rate-limited queue's jobs are never handed off on submit).
  * A job held back by the limit stays PENDING and starts when a token is free. Changing the
- * limit refills the bucket.
+ * limit (rate or burst) refills the bucket; setting the same limit again keeps it.
  */
 export interface RateLimit {
   /** Starts per second, from 1/86,400 (one start per day) to 1,000,000; 0 = no limit. */

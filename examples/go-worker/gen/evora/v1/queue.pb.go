@@ -356,7 +356,7 @@ func (x *Queue) GetDeleteOnComplete() bool {
 // `burst` tokens that starts full and refills at `per_second`; every start takes one (stream
 // pushes, ClaimJobs, retries; a rate-limited queue's jobs are never handed off on submit).
 // A job held back by the limit stays PENDING and starts when a token is free. Changing the
-// limit refills the bucket.
+// limit (rate or burst) refills the bucket; setting the same limit again keeps it.
 type RateLimit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Starts per second, from 1/86,400 (one start per day) to 1,000,000; 0 = no limit.

@@ -141,14 +141,31 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 			backoff = min(backoff*2, 10*time.Second)
 			continue
 		}
-		backoff = 250 * time.Millisecond
+		opened := time.Now()
 		code, exit := w.serve(s, hbEvery, sigs)
 		s.cancel()
 		if exit {
 			return code
 		}
+		// Wait before opening the next session too: a server that ends every session at once
+		// (one that cannot read a report resent on each session, a proxy cutting streams)
+		// would otherwise be reconnected to in a tight loop. The backoff starts again only
+		// after a session that lasted.
+		if time.Since(opened) >= stableSession {
+			backoff = 250 * time.Millisecond
+		}
+		wait := time.Duration(rand.Int64N(int64(backoff))) + 50*time.Millisecond
+		w.log.Info("reconnecting", "in", wait.Round(time.Millisecond))
+		if code, exit := w.sleep(wait, sigs); exit {
+			return code
+		}
+		backoff = min(backoff*2, 10*time.Second)
 	}
 }
+
+// stableSession is how long a session must last for the reconnect backoff to start again
+// from its shortest wait; a session that ends sooner counts as a failed attempt.
+const stableSession = 10 * time.Second
 
 // refused says whether err is the server refusing this worker's token (UNAUTHENTICATED:
 // none, or not a valid one; PERMISSION_DENIED: not a worker token, or not for this queue).

@@ -55,6 +55,11 @@ from session import Session, bearer, describe, refused  # noqa: E402
 log = logging.getLogger("python-worker")
 
 
+# How long a session must last (seconds) for the reconnect backoff to start again from its
+# shortest wait; a session that ends sooner counts as a failed attempt.
+STABLE_SESSION = 10.0
+
+
 class Stop(enum.Enum):
     """Why the worker stops a running job; the value is what the handler's Stopped says."""
 
@@ -162,10 +167,22 @@ class Worker:
                     return code
                 backoff = min(backoff * 2, 10.0)
                 continue
-            backoff = 0.25
+            opened = time.monotonic()
             code = self.serve(hb_every)
             if code is not None:
                 return code
+            # Wait before opening the next session too: a server that ends every session at
+            # once (one that cannot read a report resent on each session, a proxy cutting
+            # streams) would otherwise be reconnected to in a tight loop. The backoff starts
+            # again only after a session that lasted.
+            if time.monotonic() - opened >= STABLE_SESSION:
+                backoff = 0.25
+            wait = random.uniform(0, backoff) + 0.05  # full jitter
+            log.info("reconnecting in %.2fs", wait)
+            code = self.pause(wait)
+            if code is not None:
+                return code
+            backoff = min(backoff * 2, 10.0)
 
     def connect(self) -> float | None:
         """Opens a Work stream, says hello with the leases still held from an earlier stream,

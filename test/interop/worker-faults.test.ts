@@ -1,0 +1,186 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/server/embedded-postgres.js';
+import { JobState } from '../../src/gen/evora/v1/job.js';
+import { BackoffKind } from '../../src/gen/evora/v1/queue.js';
+import { testDatabaseCreate, type TestDatabase } from '../helpers/db.js';
+import { queueName } from '../helpers/factories.js';
+import { call, clientsFor, type Clients } from '../helpers/server-setup.js';
+import { waitFor } from '../helpers/wait.js';
+import { REPO_ROOT, assertTools, findGo, findPython, skipUnless, start, titled, type Proc, type Tool } from './toolchain.js';
+
+/**
+ * The Go and Python example workers against a server process that fails under them: killed
+ * with SIGKILL and started again on the same port. The worker keeps trying to reconnect with
+ * its own capped backoff (gRPC's channel backoff, which grows to two minutes, must not stretch
+ * it), names the leases it holds in hello.held once the server is back, and finishes the job
+ * it was running with that lease: one attempt, COMPLETED. And a server that ends every
+ * session at once (here: it cannot read the report the worker resends on each session) is
+ * reconnected to with that backoff, not in a tight loop.
+ */
+
+const exec = promisify(execFile);
+const GO_DIR = join(REPO_ROOT, 'examples', 'go-worker');
+const PY_DIR = join(REPO_ROOT, 'examples', 'python-worker');
+
+let db: TestDatabase;
+let scratch: string;
+let port: number;
+let clients: Clients | undefined;
+let server: { child: ChildProcess; out: () => string; exited: Promise<void> } | null = null;
+
+/** Starts `evora serve` on `port` (the same each time; `env` added) and waits until it listens. */
+async function serve(env: Record<string, string> = {}): Promise<void> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--port', String(port)], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, DATABASE_URL: db.url, EVORA_LOG_PRETTY: '0', EVORA_HTTP_PORT: '0', EVORA_ELECTION_INTERVAL_MS: '200', EVORA_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  server = { child, out: () => out, exited };
+  await waitFor(() => out.includes(`Evora listening on 127.0.0.1:${port}`), { timeoutMs: 30_000, what: 'the server to listen' });
+}
+
+/** SIGKILLs the server and waits for its end. */
+async function killServer(): Promise<void> {
+  const s = server!;
+  server = null;
+  s.child.kill('SIGKILL');
+  await s.exited;
+}
+
+beforeAll(async () => {
+  db = await testDatabaseCreate();
+  port = await freePort();
+  scratch = await mkdtemp(join(tmpdir(), 'evora-interop-faults-'));
+  await serve();
+  clients = clientsFor(`127.0.0.1:${port}`);
+}, 60_000);
+afterAll(async () => {
+  clients?.close();
+  if (server) {
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+  await db?.drop();
+});
+
+interface Kind {
+  name: string;
+  tools: Tool[];
+  prepare(): Promise<(queue: string, workerId: string, slots: number) => Proc>;
+}
+
+const go = findGo();
+const python = findPython();
+const kinds: Kind[] = [
+  {
+    name: 'Go worker (examples/go-worker)',
+    tools: [go],
+    async prepare() {
+      if (!go.ok) throw new Error('unreachable');
+      const bin = join(scratch, 'go-worker');
+      await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
+      return (queue, workerId, slots) =>
+        start(bin, ['-address', `127.0.0.1:${port}`, '-queue', queue, '-worker-id', workerId, '-slots', String(slots)], { timeoutMs: 120_000, env: { EVORA_TOKEN: '' } });
+    },
+  },
+  {
+    name: 'Python worker (examples/python-worker)',
+    tools: [python],
+    async prepare() {
+      if (!python.ok) throw new Error('unreachable');
+      const py = python.path;
+      return (queue, workerId, slots) =>
+        start(py, ['worker.py', '--address', `127.0.0.1:${port}`, '--queue', queue, '--worker-id', workerId, '--slots', String(slots)], {
+          cwd: PY_DIR,
+          timeoutMs: 120_000,
+          env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', EVORA_TOKEN: '' },
+        });
+    },
+  },
+];
+
+for (const kind of kinds) {
+  describe.skipIf(skipUnless(kind.name, ...kind.tools))(titled(kind.name, ...kind.tools), () => {
+    let launch: Awaited<ReturnType<Kind['prepare']>>;
+    beforeAll(async () => {
+      assertTools(...kind.tools);
+      launch = await kind.prepare();
+    }, 300_000);
+
+    it('reconnects within its own backoff after the server was down for a while, and finishes its job under the lease it held', async () => {
+      const queue = queueName('down');
+      await call(clients!.queues, 'upsertQueue', {
+        name: queue, maxAttempts: 3, leaseSeconds: 60,
+        backoff: { kind: BackoffKind.BACKOFF_KIND_FIXED, base: { seconds: 0, nanos: 0 }, jitter: 0 },
+      });
+      const { job } = await call(clients!.jobs, 'submitJob', {
+        queue, type: 'resize', payload: { image: 'slow.png', width: 10, height: 10, sleep_ms: 3000 },
+        priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0),
+      });
+      const proc = launch(queue, `faults-${queue}`, 1);
+      try {
+        await proc.waitStderr(/job received/);
+        clients!.close();
+        clients = undefined;
+        await killServer();
+        // Down for 20 s: the worker keeps failing to connect meanwhile.
+        const downSince = Date.now();
+        await waitFor(() => Date.now() - downSince > 20_000, { timeoutMs: 30_000, what: 'twenty seconds of outage' });
+        const before = (proc.stderr().match(/session opened/g) ?? []).length;
+        await serve();
+        const back = Date.now();
+        clients = clientsFor(`127.0.0.1:${port}`);
+        await waitFor(() => (proc.stderr().match(/session opened/g) ?? []).length > before, { timeoutMs: 40_000, what: 'the worker to reconnect' });
+        const took = Date.now() - back;
+        // Their backoff is capped at 10 s (plus jitter's 50 ms and the connection itself).
+        expect(took, proc.stderr()).toBeLessThan(15_000);
+        await waitFor(async () => (await call(clients!.jobs, 'getJob', { id: job!.id })).job!.state === JobState.JOB_STATE_COMPLETED, { timeoutMs: 20_000, what: 'the job to complete' });
+        expect((await call(clients!.jobs, 'getJob', { id: job!.id })).job!.attempt).toBe(1);
+      } finally {
+        proc.child.kill('SIGTERM');
+        await proc.exited;
+      }
+    }, 120_000);
+
+    it('backs off between sessions that the server ends at once (a report over its message limit), instead of reconnecting in a loop', async () => {
+      await killServer();
+      await serve({ EVORA_MAX_MESSAGE_BYTES: '3000' });
+      clients?.close();
+      clients = clientsFor(`127.0.0.1:${port}`);
+      const queue = queueName('loop');
+      await call(clients.queues, 'upsertQueue', { name: queue, maxAttempts: 3, leaseSeconds: 30 });
+      // The push fits in 3,000 bytes; the result repeats the name (image and thumbnail), so the
+      // complete does not: the server ends the stream RESOURCE_EXHAUSTED on reading it, and again
+      // on each session's resend of it.
+      const { job } = await call(clients.jobs, 'submitJob', {
+        queue, type: 'resize', payload: { image: `${'x'.repeat(1800)}.png`, width: 10, height: 10 },
+        priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0),
+      });
+      const proc = launch(queue, `faults-${queue}`, 1);
+      try {
+        await proc.waitStderr(/job done/);
+        const sessions = () => (proc.stderr().match(/session opened/g) ?? []).length;
+        const from = sessions();
+        const since = Date.now();
+        await waitFor(() => Date.now() - since >= 5_000, { what: 'five seconds' });
+        expect(sessions() - from, proc.stderr().slice(-3000)).toBeLessThanOrEqual(8);
+        expect((await call(clients.jobs, 'getJob', { id: job!.id })).job!.state).toBe(JobState.JOB_STATE_RUNNING);
+      } finally {
+        proc.child.kill('SIGKILL');
+        await proc.exited;
+        await killServer();
+        await serve();
+      }
+    }, 60_000);
+  });
+}

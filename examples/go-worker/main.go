@@ -31,6 +31,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -45,7 +46,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "go-worker: %v\n", err)
 		os.Exit(2)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		// Pings find a server that went silent without resetting the connection (its host
+		// gone, a network cut, a frozen process): without them the stream waits for good,
+		// holding the jobs and their unanswered reports. An unanswered ping ends the stream,
+		// and the worker reconnects. The server permits pings, also without calls.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+	}
 	if cfg.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(cfg.token)))
 	}
@@ -61,6 +69,13 @@ func main() {
 	w := newWorker(cfg, evorav1.NewWorkerServiceClient(conn), log)
 	os.Exit(w.run(sigs))
 }
+
+// The keepalive pings: one after keepaliveTime without data from the server, which must be
+// answered within keepaliveTimeout (as the TypeScript SDK's).
+const (
+	keepaliveTime    = 15 * time.Second
+	keepaliveTimeout = 10 * time.Second
+)
 
 // report is a complete or fail message waiting for its ack.
 type report struct {

@@ -20,7 +20,9 @@ import { REPO_ROOT, assertTools, findGo, findPython, skipUnless, start, titled, 
  * it), names the leases it holds in hello.held once the server is back, and finishes the job
  * it was running with that lease: one attempt, COMPLETED. And a server that ends every
  * session at once (here: it cannot read the report the worker resends on each session) is
- * reconnected to with that backoff, not in a tight loop.
+ * reconnected to with that backoff, not in a tight loop. And the Go worker's keepalive pings
+ * notice a server frozen with SIGSTOP (no reset, no answer), so the worker moves on to the
+ * server that replaces it.
  */
 
 const exec = promisify(execFile);
@@ -103,7 +105,7 @@ const kinds: Kind[] = [
         start(py, ['worker.py', '--address', `127.0.0.1:${port}`, '--queue', queue, '--worker-id', workerId, '--slots', String(slots)], {
           cwd: PY_DIR,
           timeoutMs: 120_000,
-          env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', EVORA_TOKEN: '' },
+          env: { PYTHONUNBUFFERED: "1", PYTHONDONTWRITEBYTECODE: "1", EVORA_TOKEN: "" },
         });
     },
   },
@@ -148,6 +150,42 @@ for (const kind of kinds) {
         expect((await call(clients!.jobs, 'getJob', { id: job!.id })).job!.attempt).toBe(1);
       } finally {
         proc.child.kill('SIGTERM');
+        await proc.exited;
+      }
+    }, 120_000);
+
+    // Only the Go worker so far: the Python one sets no keepalive yet (grpcio's C core, given
+    // keepalive_time_ms, sent no ping to the frozen server within 45 s; not solved).
+    it.runIf(kind.name.startsWith('Go'))('notices a server that stopped answering (SIGSTOP: no reset, no data) by its pings, and finishes its job on the server that replaces it', async () => {
+      const queue = queueName('stopped');
+      await call(clients!.queues, 'upsertQueue', { name: queue, maxAttempts: 3, leaseSeconds: 120 });
+      const { job } = await call(clients!.jobs, 'submitJob', {
+        queue, type: 'resize', payload: { image: 'stopped.png', width: 10, height: 10, sleep_ms: 1000 },
+        priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0),
+      });
+      const proc = launch(queue, `faults-${queue}`, 1);
+      try {
+        await proc.waitStderr(/job received/);
+        // Frozen, the server keeps the connection open (the kernel still acknowledges) and
+        // answers nothing: neither the report the worker sends in a second nor a heartbeat.
+        server!.child.kill('SIGSTOP');
+        await proc.waitStderr(/job done/);
+        // The pings (every 15 s, 10 s to answer) end the silent stream.
+        await proc.waitStderr(/stream (broke|ended)/, 45_000);
+        // The host is replaced: a new server on the same port and database.
+        clients!.close();
+        clients = undefined;
+        await killServer();
+        await serve();
+        clients = clientsFor(`127.0.0.1:${port}`);
+        await waitFor(async () => (await call(clients!.jobs, 'getJob', { id: job!.id })).job!.state === JobState.JOB_STATE_COMPLETED, {
+          timeoutMs: 30_000,
+          what: 'the job to complete',
+        });
+        expect((await call(clients!.jobs, 'getJob', { id: job!.id })).job!.attempt).toBe(1);
+      } finally {
+        server?.child.kill('SIGCONT');
+        proc.child.kill('SIGKILL');
         await proc.exited;
       }
     }, 120_000);

@@ -60,6 +60,12 @@ log = logging.getLogger("python-worker")
 STABLE_SESSION = 10.0
 
 
+# No message at all from the server for this long (seconds; or three heartbeat intervals,
+# if longer), while it answers every heartbeat: it is taken for dead and the worker
+# reconnects (as the TypeScript SDK does).
+STALE_SECONDS = 30.0
+
+
 class Stop(enum.Enum):
     """Why the worker stops a running job; the value is what the handler's Stopped says."""
 
@@ -227,6 +233,7 @@ class Worker:
             log.info("session opened session_id=%s queue=%s slots=%d lease_seconds=%d heartbeat_every=%.3fs held=%d",
                      w.session_id, self.args.queue, self.args.slots, w.lease_seconds, hb_every, len(held))
             self.session = s
+            s.last_heard = time.monotonic()
             for rs in self.pending.values():
                 for r in rs:
                     self.send(s, r)
@@ -245,6 +252,7 @@ class Worker:
             except queue.Empty:
                 kind = None
             if kind == "msg" and sid == s.sid:
+                s.last_heard = time.monotonic()
                 self.handle(s, value)
             elif kind == "end" and sid == s.sid:
                 self.session = None
@@ -266,6 +274,15 @@ class Worker:
                 self.finish(s, value)
 
             now = time.monotonic()
+            silent = now - s.last_heard
+            if silent > max(STALE_SECONDS, 3 * hb_every):
+                # Heartbeats are always answered: a server this silent is gone (its host
+                # vanished, its process froze) even though the connection was never reset.
+                # grpcio's keepalive pings did not notice such a server; this does.
+                log.warning("no word from the server for %.0fs; reconnecting (held=%d)", silent, len(self.running) + len(self.pending))
+                self.session = None
+                s.cancel()
+                return None
             self.resend_due(s, now)
             if now >= next_hb:
                 self.heartbeat(s)

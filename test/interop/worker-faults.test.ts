@@ -191,6 +191,40 @@ for (const kind of kinds) {
       }
     }, 120_000);
 
+    it('through a graceful restart (SIGTERM: drain SERVER_SHUTDOWN), reports its job and comes back to the restarted server for new work', async () => {
+      const queue = queueName('restart');
+      await call(clients!.queues, 'upsertQueue', { name: queue, maxAttempts: 3, leaseSeconds: 30 });
+      const submitJob = (image: string, sleepMs: number) => call(clients!.jobs, 'submitJob', {
+        queue, type: 'resize', payload: { image, width: 10, height: 10, sleep_ms: sleepMs },
+        priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0),
+      });
+      const { job: first } = await submitJob('first.png', 3000);
+      const proc = launch(queue, `faults-${queue}`, 1);
+      try {
+        await proc.waitStderr(/job received/);
+        clients!.close();
+        clients = undefined;
+        const s = server!;
+        server = null;
+        s.child.kill('SIGTERM');
+        await proc.waitStderr(/server asked to drain/);
+        await s.exited;
+        await serve();
+        clients = clientsFor(`127.0.0.1:${port}`);
+        const { job: second } = await submitJob('second.png', 0);
+        for (const id of [first!.id, second!.id]) {
+          await waitFor(async () => (await call(clients!.jobs, 'getJob', { id })).job!.state === JobState.JOB_STATE_COMPLETED, {
+            timeoutMs: 30_000,
+            what: `job ${id} to complete`,
+          });
+          expect((await call(clients!.jobs, 'getJob', { id })).job!.attempt, proc.stderr()).toBe(1);
+        }
+      } finally {
+        proc.child.kill('SIGKILL');
+        await proc.exited;
+      }
+    }, 90_000);
+
     it('backs off between sessions that the server ends at once (a report over its message limit), instead of reconnecting in a loop', async () => {
       await killServer();
       await serve({ EVORA_MAX_MESSAGE_BYTES: '3000' });

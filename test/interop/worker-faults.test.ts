@@ -225,6 +225,30 @@ for (const kind of kinds) {
       }
     }, 90_000);
 
+    it('stops an attempt the server timed out (cancel CANCEL_REASON_TIMEOUT) and takes the ack LEASE_LOST of its report in stride', async () => {
+      const queue = queueName('timeout');
+      await call(clients!.queues, 'upsertQueue', { name: queue, maxAttempts: 1, leaseSeconds: 30 });
+      const { job } = await call(clients!.jobs, 'submitJob', {
+        queue, type: 'resize', payload: { image: 'endless.png', width: 10, height: 10, sleep_ms: 60_000 },
+        priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0),
+        timeout: { seconds: 1, nanos: 0 },
+      });
+      const proc = launch(queue, `faults-${queue}`, 1);
+      try {
+        await proc.waitStderr(/CANCEL_REASON_TIMEOUT/);
+        await proc.waitStderr(/lease was lost/);
+        const j = (await call(clients!.jobs, 'getJob', { id: job!.id })).job!;
+        expect(j, proc.stderr()).toMatchObject({ state: JobState.JOB_STATE_DLQ, attempt: 1 });
+        expect(j.lastError).toMatch(/timed out/);
+        proc.child.kill('SIGTERM');
+        const exit = await proc.exited;
+        expect(exit.code, proc.stderr()).toBe(0);
+      } finally {
+        proc.child.kill('SIGKILL');
+        await proc.exited;
+      }
+    }, 60_000);
+
     it('backs off between sessions that the server ends at once (a report over its message limit), instead of reconnecting in a loop', async () => {
       await killServer();
       await serve({ EVORA_MAX_MESSAGE_BYTES: '3000' });

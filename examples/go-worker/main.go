@@ -137,7 +137,10 @@ func newWorker(cfg config, client evorav1.WorkerServiceClient, log *slog.Logger)
 func (w *worker) run(sigs <-chan os.Signal) int {
 	backoff := 250 * time.Millisecond
 	for {
-		s, hbEvery, err := w.connect()
+		s, hbEvery, err, code, exit := w.connectWatching(sigs)
+		if exit {
+			return code
+		}
 		if err != nil {
 			if refused(err) {
 				w.log.Error("the server refused the worker; check -token (EVORA_TOKEN)", "code", status.Code(err).String(), "err", status.Convert(err).Message())
@@ -157,7 +160,7 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 			continue
 		}
 		opened := time.Now()
-		code, exit := w.serve(s, hbEvery, sigs)
+		code, exit = w.serve(s, hbEvery, sigs)
 		s.cancel()
 		if exit {
 			return code
@@ -190,10 +193,57 @@ func refused(err error) bool {
 	return c == codes.Unauthenticated || c == codes.PermissionDenied
 }
 
-// connect opens a Work stream, says hello with the leases still held from an earlier
-// stream, waits for the welcome, and resends the unacknowledged reports.
-func (w *worker) connect() (*session, time.Duration, error) {
+// connectWatching runs connect while it watches for signals: a hello left unanswered (a
+// frozen server keeps the connection open and says nothing) must not hold up a SIGTERM. A
+// signal with nothing held exits at once (code 0); with jobs held it starts the drain, as
+// sleep does (the session opened next is fenced); a second one exits 1. exit says whether
+// the worker is done.
+func (w *worker) connectWatching(sigs <-chan os.Signal) (s *session, hbEvery time.Duration, err error, code int, exit bool) {
 	ctx, cancel := context.WithCancel(context.Background())
+	type opened struct {
+		s       *session
+		hbEvery time.Duration
+		err     error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, hbEvery, err := w.connect(ctx)
+		ch <- opened{s, hbEvery, err}
+	}()
+	for {
+		select {
+		case o := <-ch:
+			if o.err != nil {
+				cancel()
+				return nil, 0, o.err, 0, false
+			}
+			end := o.s.cancel
+			o.s.cancel = func() { end(); cancel() }
+			return o.s, o.hbEvery, nil, 0, false
+		case sig := <-sigs:
+			if w.finished() {
+				w.log.Info("exiting", "signal", sig)
+				cancel()
+				return nil, 0, nil, 0, true
+			}
+			if w.stop {
+				w.log.Warn("second signal: exiting now", "signal", sig, "abandoned", len(w.running)+len(w.pending))
+				cancel()
+				return nil, 0, nil, 1, true
+			}
+			w.log.Info("draining", "signal", sig, "running", len(w.running))
+			w.stop = true
+			w.stopAt = time.Now()
+		}
+	}
+}
+
+// connect opens a Work stream, says hello with the leases still held from an earlier
+// stream, waits for the welcome, and resends the unacknowledged reports. It runs beside the
+// event loop (connectWatching), which meanwhile only reads the worker's state; cancelling
+// parent abandons it.
+func (w *worker) connect(parent context.Context) (*session, time.Duration, error) {
+	ctx, cancel := context.WithCancel(parent)
 	stream, err := w.client.Work(ctx)
 	if err != nil {
 		cancel()

@@ -116,6 +116,14 @@ class Refused(Exception):
         self.cause = cause
 
 
+class Exit(Exception):
+    """A signal ended the worker while it waited for a welcome; `code` is its exit status."""
+
+    def __init__(self, code: int):
+        super().__init__(f"exit {code}")
+        self.code = code
+
+
 @dataclass
 class Report:
     req: pb.WorkRequest
@@ -157,6 +165,8 @@ class Worker:
         while True:
             try:
                 hb_every = self.connect()
+            except Exit as done:
+                return done.code
             except Refused as err:
                 log.error("the server refused the worker (%s); check --token (EVORA_TOKEN)", describe(err.cause))
                 return 3
@@ -206,12 +216,28 @@ class Worker:
             accepts_batches=True)))
         deadline = time.monotonic() + 30
         while True:
-            try:
-                kind, sid, value = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
+            # A hello left unanswered (a frozen server keeps the connection open and says
+            # nothing) must not hold up a SIGTERM: with nothing held the worker exits at once;
+            # with jobs held it starts the drain, as pause does (the session opened next is
+            # fenced); a second signal exits 1.
+            while self.signals:
+                self.signals.pop(0)
+                if self.finished() or self.stopping:
+                    code = 0 if self.finished() else 1
+                    log.info("exiting on signal while waiting for the welcome (held=%d)", len(self.running) + len(self.pending))
+                    s.cancel()
+                    raise Exit(code)
+                log.info("draining on signal (running=%d)", len(self.running))
+                self.stopping = True
+                self.stop_at = time.monotonic()
+            if time.monotonic() >= deadline:
                 log.warning("no welcome from the server in 30s")
                 s.cancel()
                 return None
+            try:
+                kind, sid, value = self.events.get(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                continue
             if kind == "done":
                 self.finish(None, value)  # a job finished while we were disconnected
                 continue

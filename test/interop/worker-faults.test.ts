@@ -249,6 +249,31 @@ for (const kind of kinds) {
       }
     }, 60_000);
 
+    it('exits at once on SIGTERM while a frozen server leaves its hello unanswered (nothing held)', async () => {
+      const queue = queueName('frozen');
+      clients!.close();
+      clients = undefined;
+      server!.child.kill('SIGSTOP');
+      let proc: Proc | undefined;
+      try {
+        proc = launch(queue, `faults-${queue}`, 1);
+        // The kernel accepts the connection for the frozen process; nothing answers on it.
+        const pid = `pid=${proc.child.pid},`;
+        await waitFor(async () => (await exec('ss', ['-Htnp', 'state', 'established', `( dport = :${port} )`])).stdout.includes(pid), {
+          what: "the worker's connection to the frozen server",
+        });
+        proc.child.kill('SIGTERM');
+        const p = proc;
+        await waitFor(() => p.child.exitCode !== null || p.child.signalCode !== null, { timeoutMs: 5_000, what: 'the worker to exit' });
+        expect(p.child.exitCode, p.stderr()).toBe(0);
+      } finally {
+        server!.child.kill('SIGCONT');
+        proc?.child.kill('SIGKILL');
+        await proc?.exited;
+        clients = clientsFor(`127.0.0.1:${port}`);
+      }
+    }, 60_000);
+
     it('backs off between sessions that the server ends at once (a report over its message limit), instead of reconnecting in a loop', async () => {
       await killServer();
       await serve({ EVORA_MAX_MESSAGE_BYTES: '3000' });

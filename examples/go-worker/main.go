@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -52,6 +53,14 @@ func main() {
 		// gone, a network cut, a frozen process): without them the stream waits for good,
 		// holding the jobs and their unanswered reports. An unanswered ping ends the stream,
 		// and the worker reconnects. The server permits pings, also without calls.
+		// The channel's own reconnect backoff, short (as the TypeScript SDK's: 0.2 s doubling
+		// to 2 s). grpc-go's default grows to 2 minutes, and while it waits every call fails at
+		// once: a server back after an outage of a minute would go unseen for tens of seconds,
+		// whatever the worker's own backoff, and the leases it held could expire meanwhile.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 	}
 	if cfg.token != "" {

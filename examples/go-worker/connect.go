@@ -130,11 +130,7 @@ func (w *worker) connect(parent context.Context) (*session, time.Duration, error
 			}
 		}
 	}()
-	for _, rs := range w.pending {
-		for _, r := range rs {
-			w.send(s, r)
-		}
-	}
+	w.resendOnNewSession(s)
 	return s, hbEvery, nil
 }
 

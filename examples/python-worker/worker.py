@@ -270,9 +270,7 @@ class Worker:
                      w.session_id, self.args.queue, self.args.slots, w.lease_seconds, hb_every, len(held))
             self.session = s
             s.last_heard = time.monotonic()
-            for rs in self.pending.values():
-                for r in rs:
-                    self.send(s, r)
+            self.resend_on_new_session(s)
             return hb_every
 
     def serve(self, hb_every: float) -> int | None:
@@ -536,6 +534,17 @@ class Worker:
         r.tries += 1
         r.resend_at = None
         s.send(r.req)
+
+    def resend_on_new_session(self, s: Session) -> None:
+        """Sends on a new session the reports left without an answer on the old one: each may
+        or may not have been applied, and the server answers a resend of one it applied with
+        ACK_RESULT_LEASE_LOST. A report answered ACK_RESULT_RETRY_LATER and waiting for its
+        resend was answered: it keeps its delay (resend_due sends it), so a reconnect neither
+        cuts the backoff short nor spends one of its MAX_SENDS."""
+        for rs in self.pending.values():
+            for r in rs:
+                if r.resend_at is None:
+                    self.send(s, r)
 
     def resend_due(self, s: Session, now: float) -> None:
         """Sends the reports whose retry time has come."""

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"time"
 
@@ -15,6 +16,26 @@ import (
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
+
+// The wait before each new Work call: full jitter (random up to the backoff, plus 50 ms), the
+// backoff doubling from firstReconnectWait up to maxReconnectWait. The cap stays short (the
+// TypeScript SDK's): after a database outage the leader's sweeper waits one lease length
+// before it requeues expired leases, and a worker that comes back within it keeps its jobs;
+// a 10 s cap lost them on queues with short leases, and those jobs ran a second time.
+const (
+	firstReconnectWait = 250 * time.Millisecond
+	maxReconnectWait   = 2 * time.Second
+)
+
+// reconnectWait is how long to wait before the next Work call, given the current backoff.
+func reconnectWait(backoff time.Duration) time.Duration {
+	return time.Duration(rand.Int64N(int64(backoff))) + 50*time.Millisecond
+}
+
+// nextReconnectBackoff doubles the backoff up to maxReconnectWait.
+func nextReconnectBackoff(backoff time.Duration) time.Duration {
+	return min(backoff*2, maxReconnectWait)
+}
 
 // stableSession is how long a session must last for the reconnect backoff to start again
 // from its shortest wait; a session that ends sooner counts as a failed attempt.

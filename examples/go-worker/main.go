@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"syscall"
@@ -143,7 +142,7 @@ func newWorker(cfg config, client evorav1.WorkerServiceClient, log *slog.Logger)
 // run is the worker's single event loop: it owns all state, and it alone sends on the
 // stream. It returns the exit code.
 func (w *worker) run(sigs <-chan os.Signal) int {
-	backoff := 250 * time.Millisecond
+	backoff := firstReconnectWait
 	for {
 		s, hbEvery, err, code, exit := w.connectWatching(sigs)
 		if exit {
@@ -159,12 +158,12 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 				return 1
 			}
 			// Full jitter, capped at 10 s.
-			wait := time.Duration(rand.Int64N(int64(backoff))) + 50*time.Millisecond
+			wait := reconnectWait(backoff)
 			w.log.Warn("cannot open a Work session; retrying", "err", err, "in", wait.Round(time.Millisecond))
 			if code, exit := w.sleep(wait, sigs); exit {
 				return code
 			}
-			backoff = min(backoff*2, 10*time.Second)
+			backoff = nextReconnectBackoff(backoff)
 			continue
 		}
 		opened := time.Now()
@@ -178,14 +177,14 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 		// would otherwise be reconnected to in a tight loop. The backoff starts again only
 		// after a session that lasted.
 		if time.Since(opened) >= stableSession {
-			backoff = 250 * time.Millisecond
+			backoff = firstReconnectWait
 		}
-		wait := time.Duration(rand.Int64N(int64(backoff))) + 50*time.Millisecond
+		wait := reconnectWait(backoff)
 		w.log.Info("reconnecting", "in", wait.Round(time.Millisecond))
 		if code, exit := w.sleep(wait, sigs); exit {
 			return code
 		}
-		backoff = min(backoff*2, 10*time.Second)
+		backoff = nextReconnectBackoff(backoff)
 	}
 }
 

@@ -23,7 +23,7 @@ from reports import (  # noqa: E402
     FIRST_RESEND, MAX_OUTAGE_RESEND, MAX_SENDS, ack_result, acked_report, code_name, outage_resend_delay, report_under,
     resend_delay, token_of,
 )
-from worker import Report, Stop, Task, Worker  # noqa: E402
+from worker import FIRST_RECONNECT_WAIT, Report, Stop, Task, Worker, next_reconnect_backoff, reconnect_wait  # noqa: E402
 
 
 class AckResultTest(unittest.TestCase):
@@ -337,3 +337,12 @@ class CodeNameTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReconnectWaitTest(unittest.TestCase):
+    def test_never_passes_two_seconds(self) -> None:
+        b = FIRST_RECONNECT_WAIT
+        for _ in range(20):
+            b = next_reconnect_backoff(b)
+            self.assertTrue(0.05 <= reconnect_wait(b) <= 2.05, (b, reconnect_wait(b)))
+        self.assertEqual(b, 2.0)

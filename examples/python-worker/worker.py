@@ -55,6 +55,25 @@ from session import Session, bearer, describe, refused  # noqa: E402
 log = logging.getLogger("python-worker")
 
 
+# The wait before each new Work call: full jitter (random up to the backoff, plus 50 ms), the
+# backoff doubling from FIRST_RECONNECT_WAIT up to MAX_RECONNECT_WAIT (seconds). The cap stays
+# short (the TypeScript SDK's): after a database outage the leader's sweeper waits one lease
+# length before it requeues expired leases, and a worker that comes back within it keeps its
+# jobs; a 10 s cap lost them on queues with short leases, and those jobs ran a second time.
+FIRST_RECONNECT_WAIT = 0.25
+MAX_RECONNECT_WAIT = 2.0
+
+
+def reconnect_wait(backoff: float) -> float:
+    """How long to wait before the next Work call, given the current backoff."""
+    return random.uniform(0, backoff) + 0.05
+
+
+def next_reconnect_backoff(backoff: float) -> float:
+    """The backoff doubled, up to MAX_RECONNECT_WAIT."""
+    return min(backoff * 2, MAX_RECONNECT_WAIT)
+
+
 # How long a session must last (seconds) for the reconnect backoff to start again from its
 # shortest wait; a session that ends sooner counts as a failed attempt.
 STABLE_SESSION = 10.0
@@ -171,7 +190,7 @@ class Worker:
     def run(self) -> int:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, lambda signum, _frame: self.signals.append(signum))
-        backoff = 0.25
+        backoff = FIRST_RECONNECT_WAIT
         while True:
             try:
                 hb_every = self.connect()
@@ -186,12 +205,12 @@ class Worker:
                 if self.stopping and time.monotonic() > self.stop_at + self.args.drain_timeout:
                     log.error("giving up: cannot reach the server while draining (held=%d)", len(self.running) + len(self.pending))
                     return 1
-                wait = random.uniform(0, backoff) + 0.05  # full jitter
+                wait = reconnect_wait(backoff)
                 log.warning("cannot open a Work session; retrying in %.2fs", wait)
                 code = self.pause(wait)
                 if code is not None:
                     return code
-                backoff = min(backoff * 2, 10.0)
+                backoff = next_reconnect_backoff(backoff)
                 continue
             opened = time.monotonic()
             code = self.serve(hb_every)
@@ -202,13 +221,13 @@ class Worker:
             # streams) would otherwise be reconnected to in a tight loop. The backoff starts
             # again only after a session that lasted.
             if time.monotonic() - opened >= STABLE_SESSION:
-                backoff = 0.25
-            wait = random.uniform(0, backoff) + 0.05  # full jitter
+                backoff = FIRST_RECONNECT_WAIT
+            wait = reconnect_wait(backoff)
             log.info("reconnecting in %.2fs", wait)
             code = self.pause(wait)
             if code is not None:
                 return code
-            backoff = min(backoff * 2, 10.0)
+            backoff = next_reconnect_backoff(backoff)
 
     def connect(self) -> float | None:
         """Opens a Work stream, says hello with the leases still held from an earlier stream,

@@ -226,3 +226,19 @@ func TestHeartbeatsNameAReportsLeaseWhileItWaitsThroughAnOutage(t *testing.T) {
 		t.Fatalf("heartbeat leases %v, want %v", got, want)
 	}
 }
+
+func TestANewSessionResendsTheUnansweredReportsButKeepsTheDelayOfARetryLater(t *testing.T) {
+	w, s, st := leaseTestWorker()
+	unanswered := pendingReport(w, "t1")
+	waiting := completeReport("t2")
+	waiting.tries = 1
+	waiting.resendAt = time.Now().Add(time.Second) // answered ACK_RESULT_RETRY_LATER
+	w.pending["k"] = []*report{waiting}
+	w.resendOnNewSession(s)
+	if len(st.sent) != 1 || leaseToken(st.sent[0]) != "t1" {
+		t.Fatalf("sent %v, want only the unanswered report (t1)", st.sent)
+	}
+	if unanswered.tries != 2 || waiting.tries != 1 || waiting.resendAt.IsZero() {
+		t.Fatalf("tries %d and %d, resendAt %v: the waiting report must keep its delay", unanswered.tries, waiting.tries, waiting.resendAt)
+	}
+}

@@ -12,7 +12,8 @@
 // bad or revoked -token) exits with code 3 instead. SIGTERM or SIGINT drains: no new jobs, finish the running ones,
 // then exit 0 (a second signal exits at once).
 //
-// The files: main.go the session and its event loop, jobs.go running jobs and turning
+// The files: main.go the session and its event loop, connect.go opening a session and the
+// waits between sessions, jobs.go running jobs and turning
 // their outcomes into reports, reports.go the acks, leases.go the leases held (heartbeats,
 // lease_lost), config.go the flags, resize.go the job.
 package main
@@ -23,16 +24,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
@@ -45,7 +45,22 @@ func main() {
 		fmt.Fprintf(os.Stderr, "go-worker: %v\n", err)
 		os.Exit(2)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		// Pings find a server that went silent without resetting the connection (its host
+		// gone, a network cut, a frozen process): without them the stream waits for good,
+		// holding the jobs and their unanswered reports. An unanswered ping ends the stream,
+		// and the worker reconnects. The server permits pings, also without calls.
+		// The channel's own reconnect backoff, short (as the TypeScript SDK's: 0.2 s doubling
+		// to 2 s). grpc-go's default grows to 2 minutes, and while it waits every call fails at
+		// once: a server back after an outage of a minute would go unseen for tens of seconds,
+		// whatever the worker's own backoff, and the leases it held could expire meanwhile.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 20 * time.Second,
+		}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+	}
 	if cfg.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(cfg.token)))
 	}
@@ -61,6 +76,13 @@ func main() {
 	w := newWorker(cfg, evorav1.NewWorkerServiceClient(conn), log)
 	os.Exit(w.run(sigs))
 }
+
+// The keepalive pings: one after keepaliveTime without data from the server, which must be
+// answered within keepaliveTimeout (as the TypeScript SDK's).
+const (
+	keepaliveTime    = 15 * time.Second
+	keepaliveTimeout = 10 * time.Second
+)
 
 // report is a complete or fail message waiting for its ack.
 type report struct {
@@ -120,9 +142,12 @@ func newWorker(cfg config, client evorav1.WorkerServiceClient, log *slog.Logger)
 // run is the worker's single event loop: it owns all state, and it alone sends on the
 // stream. It returns the exit code.
 func (w *worker) run(sigs <-chan os.Signal) int {
-	backoff := 250 * time.Millisecond
+	backoff := firstReconnectWait
 	for {
-		s, hbEvery, err := w.connect()
+		s, hbEvery, err, code, exit := w.connectWatching(sigs)
+		if exit {
+			return code
+		}
 		if err != nil {
 			if refused(err) {
 				w.log.Error("the server refused the worker; check -token (EVORA_TOKEN)", "code", status.Code(err).String(), "err", status.Convert(err).Message())
@@ -133,92 +158,34 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 				return 1
 			}
 			// Full jitter, capped at 10 s.
-			wait := time.Duration(rand.Int64N(int64(backoff))) + 50*time.Millisecond
+			wait := reconnectWait(backoff)
 			w.log.Warn("cannot open a Work session; retrying", "err", err, "in", wait.Round(time.Millisecond))
 			if code, exit := w.sleep(wait, sigs); exit {
 				return code
 			}
-			backoff = min(backoff*2, 10*time.Second)
+			backoff = nextReconnectBackoff(backoff)
 			continue
 		}
-		backoff = 250 * time.Millisecond
-		code, exit := w.serve(s, hbEvery, sigs)
+		opened := time.Now()
+		code, exit = w.serve(s, hbEvery, sigs)
 		s.cancel()
 		if exit {
 			return code
 		}
-	}
-}
-
-// refused says whether err is the server refusing this worker's token (UNAUTHENTICATED:
-// none, or not a valid one; PERMISSION_DENIED: not a worker token, or not for this queue).
-// Retrying cannot help: the worker exits (code 3) instead.
-func refused(err error) bool {
-	c := status.Code(err)
-	return c == codes.Unauthenticated || c == codes.PermissionDenied
-}
-
-// connect opens a Work stream, says hello with the leases still held from an earlier
-// stream, waits for the welcome, and resends the unacknowledged reports.
-func (w *worker) connect() (*session, time.Duration, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := w.client.Work(ctx)
-	if err != nil {
-		cancel()
-		return nil, 0, err
-	}
-	hello := &evorav1.WorkerHello{WorkerId: w.cfg.workerID, Queues: []string{w.cfg.queue}, Slots: int32(w.cfg.slots)}
-	hello.Held = w.heldLeases()
-	// Job-type routing: the server sends only jobs of the types this worker runs.
-	hello.JobTypes = []string{JobType}
-	// Batches: the server may push the jobs of one claim as one `jobs` message and answer
-	// reports committed together with one `acks` message (handle takes both), instead of a
-	// message per job: fewer messages to encode and decode on both sides.
-	hello.AcceptsBatches = proto.Bool(true)
-	if err := stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Hello{Hello: hello}}); err != nil {
-		cancel()
-		return nil, 0, err
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		cancel()
-		return nil, 0, err
-	}
-	welcome := first.GetWelcome()
-	if welcome == nil {
-		cancel()
-		return nil, 0, fmt.Errorf("expected welcome, got %T", first.GetMsg())
-	}
-	hbEvery := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
-	if hbEvery <= 0 { // a server that predates heartbeat_interval_ms
-		hbEvery = time.Duration(max(1, welcome.GetHeartbeatIntervalSeconds())) * time.Second
-	}
-	w.log.Info("session opened", "session_id", welcome.GetSessionId(), "queue", w.cfg.queue, "slots", w.cfg.slots,
-		"lease_seconds", welcome.GetLeaseSeconds(), "heartbeat_every", hbEvery, "held", len(hello.Held))
-
-	s := &session{stream: stream, cancel: cancel, msgs: make(chan *evorav1.WorkResponse, 16)}
-	go func() {
-		defer close(s.msgs)
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				s.err = err
-				return
-			}
-			select {
-			case s.msgs <- m:
-			case <-ctx.Done():
-				s.err = ctx.Err()
-				return
-			}
+		// Wait before opening the next session too: a server that ends every session at once
+		// (one that cannot read a report resent on each session, a proxy cutting streams)
+		// would otherwise be reconnected to in a tight loop. The backoff starts again only
+		// after a session that lasted.
+		if time.Since(opened) >= stableSession {
+			backoff = firstReconnectWait
 		}
-	}()
-	for _, rs := range w.pending {
-		for _, r := range rs {
-			w.send(s, r)
+		wait := reconnectWait(backoff)
+		w.log.Info("reconnecting", "in", wait.Round(time.Millisecond))
+		if code, exit := w.sleep(wait, sigs); exit {
+			return code
 		}
+		backoff = nextReconnectBackoff(backoff)
 	}
-	return s, hbEvery, nil
 }
 
 // serve handles one session until it ends. exit says whether the worker is done.
@@ -365,24 +332,5 @@ func (w *worker) handle(s *session, m *evorav1.WorkResponse) {
 func (w *worker) markIdle() {
 	if w.finished() {
 		w.idle = time.Now()
-	}
-}
-
-// sleep waits between reconnects; a signal while nothing is held exits at once.
-func (w *worker) sleep(d time.Duration, sigs <-chan os.Signal) (int, bool) {
-	select {
-	case <-time.After(d):
-		return 0, false
-	case sig := <-sigs:
-		if w.finished() {
-			w.log.Info("exiting", "signal", sig)
-			return 0, true
-		}
-		if w.stop {
-			return 1, true
-		}
-		w.stop = true
-		w.stopAt = time.Now()
-		return 0, false
 	}
 }

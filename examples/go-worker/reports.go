@@ -134,6 +134,21 @@ func (w *worker) onAck(s *session, a *evorav1.ServerAck) {
 	w.settle(s, id, i)
 }
 
+// resendOnNewSession sends on a new session the reports left without an answer on the old
+// one: each may or may not have been applied, and the server answers a resend of one it
+// applied with ACK_RESULT_LEASE_LOST. A report answered ACK_RESULT_RETRY_LATER and waiting
+// for its resend was answered: it keeps its delay (resendDue sends it), so a reconnect
+// neither cuts the backoff short nor spends one of its maxSends.
+func (w *worker) resendOnNewSession(s *session) {
+	for _, rs := range w.pending {
+		for _, r := range rs {
+			if r.resendAt.IsZero() {
+				w.send(s, r)
+			}
+		}
+	}
+}
+
 // resendDue sends the reports whose retry time has come.
 func (w *worker) resendDue(s *session) {
 	now := time.Now()

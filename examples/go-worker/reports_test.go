@@ -216,3 +216,16 @@ func TestOnAckWithoutATokenSettlesTheOldestReport(t *testing.T) {
 		t.Fatalf("after a second ack without a token, pending = %v, want none", w.pending)
 	}
 }
+
+func TestTheReconnectWaitNeverPassesTwoSeconds(t *testing.T) {
+	b := firstReconnectWait
+	for range 20 {
+		b = nextReconnectBackoff(b)
+		if w := reconnectWait(b); w > 2*time.Second+50*time.Millisecond || w < 50*time.Millisecond {
+			t.Fatalf("wait %v with backoff %v: want 50 ms to 2.05 s", w, b)
+		}
+	}
+	if b != 2*time.Second {
+		t.Fatalf("backoff %v after 20 doublings, want the 2 s cap", b)
+	}
+}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any, Iterator
 
 import grpc
@@ -26,6 +27,7 @@ class Session:
         self.fenced = False  # ... and its ack arrived: no more jobs will come
         self.ended = False
         self.drain: pb.ServerDrain | None = None  # the server's drain, once it asked for one
+        self.last_heard = time.monotonic()  # when the server last sent anything (set by the worker)
         # The metadata (the API token's `authorization: Bearer <token>`) goes with the call.
         self.call = stub.Work(self._requests(), metadata=metadata)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()

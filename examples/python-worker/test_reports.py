@@ -23,7 +23,7 @@ from reports import (  # noqa: E402
     FIRST_RESEND, MAX_OUTAGE_RESEND, MAX_SENDS, ack_result, acked_report, code_name, outage_resend_delay, report_under,
     resend_delay, token_of,
 )
-from worker import Report, Stop, Task, Worker  # noqa: E402
+from worker import FIRST_RECONNECT_WAIT, Report, Stop, Task, Worker, next_reconnect_backoff, reconnect_wait  # noqa: E402
 
 
 class AckResultTest(unittest.TestCase):
@@ -204,6 +204,16 @@ class LeasesTest(unittest.TestCase):
         self.addCleanup(capture.__exit__, None, None, None)
         logging.getLogger("python-worker").debug("test %s", self.id())
 
+    def test_a_new_session_resends_the_unanswered_reports_but_keeps_the_delay_of_a_retry_later(self) -> None:
+        unanswered = self.pending("t1")
+        waiting = report("t2", "complete")
+        waiting.resend_at = time.monotonic() + 1  # answered ACK_RESULT_RETRY_LATER
+        self.worker.pending["k"] = [waiting]
+        self.worker.resend_on_new_session(self.s)  # type: ignore[arg-type]
+        self.assertEqual([token_of(r) for r in self.s.sent], ["t1"])
+        self.assertEqual((unanswered.tries, waiting.tries), (2, 1))
+        self.assertIsNotNone(waiting.resend_at)
+
     def running(self, job_id: str, token: str) -> Task:
         t = Task(id=job_id, token=token, lease_end=time.time() + 60)
         self.worker.running[job_id] = t
@@ -327,3 +337,12 @@ class CodeNameTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReconnectWaitTest(unittest.TestCase):
+    def test_never_passes_two_seconds(self) -> None:
+        b = FIRST_RECONNECT_WAIT
+        for _ in range(20):
+            b = next_reconnect_backoff(b)
+            self.assertTrue(0.05 <= reconnect_wait(b) <= 2.05, (b, reconnect_wait(b)))
+        self.assertEqual(b, 2.0)

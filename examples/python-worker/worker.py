@@ -55,6 +55,36 @@ from session import Session, bearer, describe, refused  # noqa: E402
 log = logging.getLogger("python-worker")
 
 
+# The wait before each new Work call: full jitter (random up to the backoff, plus 50 ms), the
+# backoff doubling from FIRST_RECONNECT_WAIT up to MAX_RECONNECT_WAIT (seconds). The cap stays
+# short (the TypeScript SDK's): after a database outage the leader's sweeper waits one lease
+# length before it requeues expired leases, and a worker that comes back within it keeps its
+# jobs; a 10 s cap lost them on queues with short leases, and those jobs ran a second time.
+FIRST_RECONNECT_WAIT = 0.25
+MAX_RECONNECT_WAIT = 2.0
+
+
+def reconnect_wait(backoff: float) -> float:
+    """How long to wait before the next Work call, given the current backoff."""
+    return random.uniform(0, backoff) + 0.05
+
+
+def next_reconnect_backoff(backoff: float) -> float:
+    """The backoff doubled, up to MAX_RECONNECT_WAIT."""
+    return min(backoff * 2, MAX_RECONNECT_WAIT)
+
+
+# How long a session must last (seconds) for the reconnect backoff to start again from its
+# shortest wait; a session that ends sooner counts as a failed attempt.
+STABLE_SESSION = 10.0
+
+
+# No message at all from the server for this long (seconds; or three heartbeat intervals,
+# if longer), while it answers every heartbeat: it is taken for dead and the worker
+# reconnects (as the TypeScript SDK does).
+STALE_SECONDS = 30.0
+
+
 class Stop(enum.Enum):
     """Why the worker stops a running job; the value is what the handler's Stopped says."""
 
@@ -80,12 +110,22 @@ class Task:
             self.stop.set()
 
 
+# The channel's own reconnect backoff, short (as the TypeScript SDK's: 0.2 s doubling to 2 s).
+# gRPC's default grows to 2 minutes, and while it waits every call fails at once with
+# UNAVAILABLE: a server back after an outage of a minute went unseen for tens of seconds,
+# whatever the worker's own backoff, and the leases it held could expire meanwhile.
+CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+]
+
+
 def open_channel(args: argparse.Namespace) -> grpc.Channel:
     """Plaintext unless a CA or a client certificate is given; then TLS trusting that CA (or
     the system's roots), presenting the client certificate if given (mTLS)."""
     ca, cert, key = (getattr(args, name, "") or "" for name in ("tls_ca", "tls_cert", "tls_key"))
     if not ca and not cert:
-        return grpc.insecure_channel(args.address)
+        return grpc.insecure_channel(args.address, options=CHANNEL_OPTIONS)
 
     def read(path: str) -> bytes | None:
         if not path:
@@ -94,7 +134,7 @@ def open_channel(args: argparse.Namespace) -> grpc.Channel:
             return f.read()
 
     creds = grpc.ssl_channel_credentials(root_certificates=read(ca), private_key=read(key), certificate_chain=read(cert))
-    return grpc.secure_channel(args.address, creds)
+    return grpc.secure_channel(args.address, creds, options=CHANNEL_OPTIONS)
 
 
 class Refused(Exception):
@@ -103,6 +143,14 @@ class Refused(Exception):
     def __init__(self, cause: grpc.RpcError):
         super().__init__(describe(cause))
         self.cause = cause
+
+
+class Exit(Exception):
+    """A signal ended the worker while it waited for a welcome; `code` is its exit status."""
+
+    def __init__(self, code: int):
+        super().__init__(f"exit {code}")
+        self.code = code
 
 
 @dataclass
@@ -142,10 +190,12 @@ class Worker:
     def run(self) -> int:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, lambda signum, _frame: self.signals.append(signum))
-        backoff = 0.25
+        backoff = FIRST_RECONNECT_WAIT
         while True:
             try:
                 hb_every = self.connect()
+            except Exit as done:
+                return done.code
             except Refused as err:
                 log.error("the server refused the worker (%s); check --token (EVORA_TOKEN)", describe(err.cause))
                 return 3
@@ -155,17 +205,29 @@ class Worker:
                 if self.stopping and time.monotonic() > self.stop_at + self.args.drain_timeout:
                     log.error("giving up: cannot reach the server while draining (held=%d)", len(self.running) + len(self.pending))
                     return 1
-                wait = random.uniform(0, backoff) + 0.05  # full jitter
+                wait = reconnect_wait(backoff)
                 log.warning("cannot open a Work session; retrying in %.2fs", wait)
                 code = self.pause(wait)
                 if code is not None:
                     return code
-                backoff = min(backoff * 2, 10.0)
+                backoff = next_reconnect_backoff(backoff)
                 continue
-            backoff = 0.25
+            opened = time.monotonic()
             code = self.serve(hb_every)
             if code is not None:
                 return code
+            # Wait before opening the next session too: a server that ends every session at
+            # once (one that cannot read a report resent on each session, a proxy cutting
+            # streams) would otherwise be reconnected to in a tight loop. The backoff starts
+            # again only after a session that lasted.
+            if time.monotonic() - opened >= STABLE_SESSION:
+                backoff = FIRST_RECONNECT_WAIT
+            wait = reconnect_wait(backoff)
+            log.info("reconnecting in %.2fs", wait)
+            code = self.pause(wait)
+            if code is not None:
+                return code
+            backoff = next_reconnect_backoff(backoff)
 
     def connect(self) -> float | None:
         """Opens a Work stream, says hello with the leases still held from an earlier stream,
@@ -183,12 +245,28 @@ class Worker:
             accepts_batches=True)))
         deadline = time.monotonic() + 30
         while True:
-            try:
-                kind, sid, value = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
+            # A hello left unanswered (a frozen server keeps the connection open and says
+            # nothing) must not hold up a SIGTERM: with nothing held the worker exits at once;
+            # with jobs held it starts the drain, as pause does (the session opened next is
+            # fenced); a second signal exits 1.
+            while self.signals:
+                self.signals.pop(0)
+                if self.finished() or self.stopping:
+                    code = 0 if self.finished() else 1
+                    log.info("exiting on signal while waiting for the welcome (held=%d)", len(self.running) + len(self.pending))
+                    s.cancel()
+                    raise Exit(code)
+                log.info("draining on signal (running=%d)", len(self.running))
+                self.stopping = True
+                self.stop_at = time.monotonic()
+            if time.monotonic() >= deadline:
                 log.warning("no welcome from the server in 30s")
                 s.cancel()
                 return None
+            try:
+                kind, sid, value = self.events.get(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                continue
             if kind == "done":
                 self.finish(None, value)  # a job finished while we were disconnected
                 continue
@@ -210,9 +288,8 @@ class Worker:
             log.info("session opened session_id=%s queue=%s slots=%d lease_seconds=%d heartbeat_every=%.3fs held=%d",
                      w.session_id, self.args.queue, self.args.slots, w.lease_seconds, hb_every, len(held))
             self.session = s
-            for rs in self.pending.values():
-                for r in rs:
-                    self.send(s, r)
+            s.last_heard = time.monotonic()
+            self.resend_on_new_session(s)
             return hb_every
 
     def serve(self, hb_every: float) -> int | None:
@@ -228,6 +305,7 @@ class Worker:
             except queue.Empty:
                 kind = None
             if kind == "msg" and sid == s.sid:
+                s.last_heard = time.monotonic()
                 self.handle(s, value)
             elif kind == "end" and sid == s.sid:
                 self.session = None
@@ -249,6 +327,15 @@ class Worker:
                 self.finish(s, value)
 
             now = time.monotonic()
+            silent = now - s.last_heard
+            if silent > max(STALE_SECONDS, 3 * hb_every):
+                # Heartbeats are always answered: a server this silent is gone (its host
+                # vanished, its process froze) even though the connection was never reset.
+                # grpcio's keepalive pings did not notice such a server; this does.
+                log.warning("no word from the server for %.0fs; reconnecting (held=%d)", silent, len(self.running) + len(self.pending))
+                self.session = None
+                s.cancel()
+                return None
             self.resend_due(s, now)
             if now >= next_hb:
                 self.heartbeat(s)
@@ -466,6 +553,17 @@ class Worker:
         r.tries += 1
         r.resend_at = None
         s.send(r.req)
+
+    def resend_on_new_session(self, s: Session) -> None:
+        """Sends on a new session the reports left without an answer on the old one: each may
+        or may not have been applied, and the server answers a resend of one it applied with
+        ACK_RESULT_LEASE_LOST. A report answered ACK_RESULT_RETRY_LATER and waiting for its
+        resend was answered: it keeps its delay (resend_due sends it), so a reconnect neither
+        cuts the backoff short nor spends one of its MAX_SENDS."""
+        for rs in self.pending.values():
+            for r in rs:
+                if r.resend_at is None:
+                    self.send(s, r)
 
     def resend_due(self, s: Session, now: float) -> None:
         """Sends the reports whose retry time has come."""

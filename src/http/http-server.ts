@@ -11,11 +11,11 @@ import { invalidArgument, isUnavailable, serverStarting, serverStopping } from '
 import { MAX_NAME_LENGTH } from '../domain/validate.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
-import { HTTP_BODY_TOO_LARGE, STATUS_HTTP, toServiceError } from '../grpc/status.js';
+import { HTTP_BODY_TOO_LARGE, HTTP_METHOD_NOT_ALLOWED, STATUS_HTTP, toServiceError } from '../grpc/status.js';
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
 import { openApiDocument, type OpenApiRoute } from './openapi.js';
 import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
-import { HTTP_ROUTES, routerPath, type HttpRoute } from './routes.js';
+import { HTTP_ROUTES, routeMethodsAt, routerPath, type HttpRoute } from './routes.js';
 
 /**
  * The HTTP port (docs/api.md "HTTP"): the JSON API under /v1, the dashboard at / (built
@@ -182,6 +182,14 @@ export class HttpServer {
       if (request.method === 'GET' && !api && !file && dashboardDir) return reply.type('text/html').sendFile('index.html');
       if (request.method === 'GET' && !api && !dashboardDir) {
         return reply.code(404).type('text/plain').send('the dashboard is not built: run npm run build\n');
+      }
+      // A path the API serves, asked with another method: 405 (OPTIONS: 204) with Allow.
+      const allowed = path.startsWith('/v1/') ? routeMethodsAt(path) : [];
+      if (allowed.length > 0 && !allowed.includes(request.method)) {
+        const allow = [...allowed, 'OPTIONS'].join(', ');
+        if (request.method === 'OPTIONS') return reply.code(204).header('allow', allow).send();
+        const { name, http } = HTTP_METHOD_NOT_ALLOWED;
+        return reply.code(http).header('allow', allow).send({ code: name, message: `${path} does not take ${request.method} (it takes ${allow})` });
       }
       return reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${path}` });
     });

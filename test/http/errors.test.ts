@@ -179,6 +179,31 @@ describe('404 and 409', () => {
     expect(route.body.code).toBe('NOT_FOUND');
   });
 
+  it('a known path with a method it does not take: 405 with Allow, nothing changed; OPTIONS: 204 with Allow', async () => {
+    const queue = queueName('e');
+    const job = await api('POST', '/v1/jobs', { body: { queue, type: 't' } });
+    const cases: [string, string, string][] = [
+      ['PATCH', '/v1/jobs', 'GET, HEAD, POST, OPTIONS'],
+      ['DELETE', `/v1/jobs/${job.body.job.id}`, 'GET, HEAD, OPTIONS'],
+      ['GET', `/v1/jobs/${job.body.job.id}/cancel`, 'POST, OPTIONS'],
+      ['POST', `/v1/queues/${queue}`, 'GET, HEAD, PUT, OPTIONS'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await api(method, path, method === 'GET' ? {} : { body: {} });
+      expect(res.status, `${method} ${path}: ${res.text}`).toBe(405);
+      expect(res.headers.get('allow')).toBe(allow);
+      expect(res.body.code).toBe('UNIMPLEMENTED');
+      expect(res.body.message).toMatch(/^[^\n]+$/);
+      const options = await api('OPTIONS', path);
+      expect(options.status).toBe(204);
+      expect(options.headers.get('allow')).toBe(allow);
+    }
+    expect((await api('GET', `/v1/jobs/${job.body.job.id}`)).body.job.state).toBe('JOB_STATE_PENDING');
+    expect(await jobCount(queue)).toBe(1);
+    // A path no route has stays 404, whatever the method.
+    expect((await api('PATCH', '/v1/nothing-here')).status).toBe(404);
+  });
+
   it('an idempotency key reused with another job: 409 ALREADY_EXISTS; a pending job retried: 409 FAILED_PRECONDITION', async () => {
     const queue = queueName('e');
     expect((await api('POST', '/v1/jobs', { body: { queue, type: 't', payload: { n: 1 } }, headers: { 'Idempotency-Key': 'same' } })).status).toBe(201);

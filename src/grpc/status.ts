@@ -62,3 +62,10 @@ export const STATUS_HTTP: Readonly<Record<status, HttpStatusOfCode>> = {
  * body will not help. The one exception to STATUS_HTTP.
  */
 export const HTTP_BODY_TOO_LARGE: HttpStatusOfCode = { name: 'RESOURCE_EXHAUSTED', http: 413 };
+
+/**
+ * The HTTP answer to a known /v1 path asked with a method it does not serve (PATCH
+ * /v1/jobs): 405 with an Allow header, named UNIMPLEMENTED as gRPC names a method that does
+ * not exist (and as grpc-gateway answers it). Not in STATUS_HTTP: no RPC answers it.
+ */
+export const HTTP_METHOD_NOT_ALLOWED: HttpStatusOfCode = { name: 'UNIMPLEMENTED', http: 405 };

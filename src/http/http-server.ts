@@ -11,11 +11,11 @@ import { invalidArgument, isUnavailable, serverStarting, serverStopping } from '
 import { MAX_NAME_LENGTH } from '../domain/validate.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
-import { HTTP_BODY_TOO_LARGE, STATUS_HTTP, toServiceError } from '../grpc/status.js';
+import { HTTP_BODY_TOO_LARGE, HTTP_METHOD_NOT_ALLOWED, STATUS_HTTP, toServiceError } from '../grpc/status.js';
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
 import { openApiDocument, type OpenApiRoute } from './openapi.js';
 import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
-import { HTTP_ROUTES, routerPath, type HttpRoute } from './routes.js';
+import { HTTP_ROUTES, routeMethodsAt, routerPath, type HttpRoute } from './routes.js';
 
 /**
  * The HTTP port (docs/api.md "HTTP"): the JSON API under /v1, the dashboard at / (built
@@ -113,7 +113,7 @@ export class HttpServer {
       // A name may be 128 characters (MAX_NAME_LENGTH), 384 once each is escaped as %XX.
       routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
       // The router's own refusals (a malformed URL, an over-long parameter) in our error shape.
-      frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(err.message, { cause: err }), logger, {}),
+      frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(frameworkErrorLine(err), { cause: err }), logger, {}),
       // A request too malformed to reach the router (a bad Content-Length, a broken header).
       clientErrorHandler: clientErrorSend,
       ...(tls ? { https: tls.httpsOptions() } : {}),
@@ -179,9 +179,23 @@ export class HttpServer {
       const path = request.url.split('?')[0] ?? '/';
       const api = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/.test(path);
       const file = /\/[^/]*\.[^/]*$/.test(path);
+      // An API path with a segment past any escaped name: the router refuses it (400) when no
+      // other route can take it, and the dashboard's wildcard route (when built) does take
+      // it; refuse it here too, so the answer does not depend on whether the dashboard is built.
+      if (api && path.split('/').some((segment) => segment.length > MAX_PATH_PARAM_LENGTH)) {
+        return errorSend(reply, invalidArgument(PARAM_TOO_LONG_LINE), logger, {});
+      }
       if (request.method === 'GET' && !api && !file && dashboardDir) return reply.type('text/html').sendFile('index.html');
       if (request.method === 'GET' && !api && !dashboardDir) {
         return reply.code(404).type('text/plain').send('the dashboard is not built: run npm run build\n');
+      }
+      // A path the API serves, asked with another method: 405 (OPTIONS: 204) with Allow.
+      const allowed = path.startsWith('/v1/') ? routeMethodsAt(path) : [];
+      if (allowed.length > 0 && !allowed.includes(request.method)) {
+        const allow = [...allowed, 'OPTIONS'].join(', ');
+        if (request.method === 'OPTIONS') return reply.code(204).header('allow', allow).send();
+        const { name, http } = HTTP_METHOD_NOT_ALLOWED;
+        return reply.code(http).header('allow', allow).send({ code: name, message: `${path} does not take ${request.method} (it takes ${allow})` });
       }
       return reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${path}` });
     });
@@ -309,8 +323,23 @@ function hasBody(request: FastifyRequest): boolean {
   return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
 }
 
+/**
+ * The one line of a router refusal. Fastify's own echo the whole path back (a 500-character
+ * name made a 550-character line) and misspell "exceeding"; a refusal must stay one short,
+ * readable line whatever was sent.
+ */
+function frameworkErrorLine(err: Error & { code?: string }): string {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return PARAM_TOO_LONG_LINE;
+  if (err.code === 'FST_ERR_BAD_URL') return 'the URL is not valid: a path segment is not well-formed percent-encoded UTF-8';
+  const line = err.message.split('\n')[0] ?? '';
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
+}
+
 /** The longest path parameter the router takes: a name of MAX_NAME_LENGTH, each character escaped. */
 const MAX_PATH_PARAM_LENGTH = 3 * MAX_NAME_LENGTH;
+
+/** The refusal of a path segment over MAX_PATH_PARAM_LENGTH, by the router or the not-found handler alike. */
+const PARAM_TOO_LONG_LINE = `a path segment is over ${MAX_PATH_PARAM_LENGTH} characters (a name is at most ${MAX_NAME_LENGTH}, each character escaped at most 3)`;
 
 /**
  * Answers a request Node's HTTP parser refused (Fastify's clientErrorHandler) as every other

@@ -95,14 +95,18 @@ export function jsonFieldSet(desc: DescMessage, json: JsonObject, dotted: string
   }
 }
 
-/** An enum value's name from a short form: "DLQ" -> "JOB_STATE_DLQ" (by the values' shared prefix). */
-export function enumValueName(e: DescEnum, raw: string): string {
+/**
+ * An enum value's name from a short form: "DLQ" -> "JOB_STATE_DLQ" (by the values' shared
+ * prefix); digits are the value's number, as the proto3 JSON mapping allows ("4" -> 4: the
+ * JSON number, since the mapping refuses a number written as a string).
+ */
+export function enumValueName(e: DescEnum, raw: string): string | number {
   if (e.values.some((v) => v.name === raw)) return raw;
   const upper = raw.toUpperCase();
   const prefix = enumPrefix(e);
   const full = `${prefix}${upper}`;
   if (e.values.some((v) => v.name === full || v.name === upper)) return e.values.some((v) => v.name === full) ? full : upper;
-  if (/^\d+$/.test(raw)) return raw;
+  if (/^\d{1,9}$/.test(raw)) return Number(raw);
   throw invalidArgument(`"${raw}" is not a ${e.name} (one of ${e.values.map((v) => v.name.slice(prefix.length)).join(', ')})`);
 }
 

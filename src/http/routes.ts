@@ -82,3 +82,19 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
 export function routerPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
 }
+
+/**
+ * The methods the route table serves at a concrete path ("/v1/jobs/abc/cancel" -> POST),
+ * with HEAD wherever GET is (the router answers HEAD for every GET route). Empty: no route
+ * has that path. It exists so that a known path asked with another method is answered 405
+ * with an Allow header rather than 404 (src/http/http-server.ts): both must read this table.
+ */
+export function routeMethodsAt(path: string): string[] {
+  const methods = new Set<string>();
+  for (const route of HTTP_ROUTES) {
+    const pattern = new RegExp(`^${route.path.replace(/\{\w+\}/g, '[^/]+')}$`);
+    if (pattern.test(path)) methods.add(route.method);
+  }
+  if (methods.has('GET')) methods.add('HEAD');
+  return [...methods].sort();
+}

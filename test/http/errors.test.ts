@@ -101,12 +101,15 @@ describe('what the router or the HTTP parser refuses has the same shape', () => 
     const badUrl = await api('GET', '/v1/jobs/%E0%A4%A');
     expect(badUrl.status).toBe(400);
     expect(badUrl.body).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^[^\n]+$/) });
-    // Longer than any name can be escaped: refused by the router, in our shape (and a GET of
-    // it finds nothing there).
+    // Longer than any name can be escaped: refused by the router, in our shape, whatever the
+    // method and whether the dashboard (whose wildcard route would take a GET) is built.
     const tooLong = await api('PUT', `/v1/queues/${'q'.repeat(500)}`, { body: {} });
     expect(tooLong.status).toBe(400);
     expect(tooLong.body.code).toBe('INVALID_ARGUMENT');
-    expect((await api('GET', `/v1/queues/${'q'.repeat(500)}`)).body.code).toBe('NOT_FOUND');
+    // One short line naming the limit, not the 500 characters sent echoed back.
+    expect(tooLong.body.message).toBe('a path segment is over 384 characters (a name is at most 128, each character escaped at most 3)');
+    expect(badUrl.body.message.length).toBeLessThan(120);
+    expect((await api('GET', `/v1/queues/${'q'.repeat(500)}`)).body).toEqual(tooLong.body);
 
     const answer = await rawHttp('POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}');
     expect(answer).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
@@ -177,6 +180,31 @@ describe('404 and 409', () => {
     const route = await api('GET', '/v1/nothing-here');
     expect(route.status).toBe(404);
     expect(route.body.code).toBe('NOT_FOUND');
+  });
+
+  it('a known path with a method it does not take: 405 with Allow, nothing changed; OPTIONS: 204 with Allow', async () => {
+    const queue = queueName('e');
+    const job = await api('POST', '/v1/jobs', { body: { queue, type: 't' } });
+    const cases: [string, string, string][] = [
+      ['PATCH', '/v1/jobs', 'GET, HEAD, POST, OPTIONS'],
+      ['DELETE', `/v1/jobs/${job.body.job.id}`, 'GET, HEAD, OPTIONS'],
+      ['GET', `/v1/jobs/${job.body.job.id}/cancel`, 'POST, OPTIONS'],
+      ['POST', `/v1/queues/${queue}`, 'GET, HEAD, PUT, OPTIONS'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await api(method, path, method === 'GET' ? {} : { body: {} });
+      expect(res.status, `${method} ${path}: ${res.text}`).toBe(405);
+      expect(res.headers.get('allow')).toBe(allow);
+      expect(res.body.code).toBe('UNIMPLEMENTED');
+      expect(res.body.message).toMatch(/^[^\n]+$/);
+      const options = await api('OPTIONS', path);
+      expect(options.status).toBe(204);
+      expect(options.headers.get('allow')).toBe(allow);
+    }
+    expect((await api('GET', `/v1/jobs/${job.body.job.id}`)).body.job.state).toBe('JOB_STATE_PENDING');
+    expect(await jobCount(queue)).toBe(1);
+    // A path no route has stays 404, whatever the method.
+    expect((await api('PATCH', '/v1/nothing-here')).status).toBe(404);
   });
 
   it('an idempotency key reused with another job: 409 ALREADY_EXISTS; a pending job retried: 409 FAILED_PRECONDITION', async () => {

@@ -67,6 +67,14 @@ describe('the other jobs routes', () => {
     expect(page1.body.nextPageToken).toBeTruthy();
     const page2 = await api('GET', '/v1/jobs', { query: { queue, states: 'JOB_STATE_PENDING', pageSize: '2', page_token: page1.body.nextPageToken } });
     expect(page2.body.jobs).toHaveLength(1);
+    // An enum's number, as the proto3 JSON mapping allows (1 = JOB_STATE_PENDING), lists
+    // what its name lists; a number that is no state is 400, not a silent empty list.
+    const byNumber = await api('GET', '/v1/jobs', { query: { queue, states: '1' } });
+    expect(byNumber.status, byNumber.text).toBe(200);
+    expect(byNumber.body.jobs).toHaveLength(3);
+    const noState = await api('GET', '/v1/jobs', { query: { queue, states: '99' } });
+    expect(noState.status, noState.text).toBe(400);
+    expect(noState.body.code).toBe('INVALID_ARGUMENT');
     const byType = await api('GET', '/v1/jobs', { query: { queue, type: 't2' } });
     expect(byType.body.jobs.map((j: { id: string }) => j.id)).toEqual([ids[1]]);
 

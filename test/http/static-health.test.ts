@@ -35,6 +35,11 @@ describe('the dashboard', () => {
     const v1 = await api('GET', '/v1/unknown');
     expect(v1.status).toBe(404);
     expect(v1.body).toMatchObject({ code: 'NOT_FOUND' });
+    // A name past any escaped one is refused as without a dashboard (400), though the
+    // dashboard's wildcard route takes the GET the router could not match.
+    const tooLong = await api('GET', `/v1/queues/${'q'.repeat(500)}`);
+    expect(tooLong.status, tooLong.text).toBe(400);
+    expect(tooLong.body).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^a path segment is over 384 characters/) });
   });
 });
 

@@ -19,6 +19,8 @@ export interface ServerConfig {
   /** Pretty logs; default: when stdout is a terminal. */
   logPretty: boolean | undefined;
   dbPoolSize: number;
+  /** How long a pooled statement may go unanswered before it is given up as an outage (0: forever). */
+  dbQueryTimeoutMs: number;
   /**
    * PostgreSQL itself, for what a transaction pooler on databaseUrl cannot carry: LISTEN,
    * the leader's session-level advisory lock, the migrations. Null: databaseUrl.
@@ -110,6 +112,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, silent' },
   { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
   { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)', range: [1, 1000] },
+  { key: 'dbQueryTimeoutMs', env: 'EVORA_DB_QUERY_TIMEOUT_MS', flag: '--db-query-timeout-ms', default: '30000', doc: 'a statement unanswered this long is given up: its connection is closed and the call answered UNAVAILABLE (a database that stopped answering without closing its connections: frozen, a network partition); it may still have committed; 0: wait forever', range: [0, TIMER_MAX_MS] },
   { key: 'directDatabaseUrl', env: 'EVORA_DIRECT_DATABASE_URL', flag: '--direct-database-url', default: '', doc: 'PostgreSQL itself, when DATABASE_URL is a pooler (pgbouncer): LISTEN, the leader lock and migrations connect here; unset: DATABASE_URL' },
   { key: 'dbPooler', env: 'EVORA_DB_POOLER', flag: '--db-pooler', default: 'auto', doc: 'auto: detect a pooler on DATABASE_URL (or assume one when EVORA_DIRECT_DATABASE_URL differs); transaction: one is there (no named prepared statements, no session settings; EVORA_CLAIM_ASYNC_COMMIT refused); none: PostgreSQL itself (or pgbouncer >= 1.21 with max_prepared_statements)' },
   { key: 'claimAsyncCommit', env: 'EVORA_CLAIM_ASYNC_COMMIT', flag: '--claim-async-commit', default: '0', doc: '1: claims commit without waiting for the WAL flush (faster; after a PostgreSQL crash a job claimed just before may run twice, its attempt uncounted); 0: off' },

@@ -277,6 +277,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     const store = new Store({
       connectionString: databaseUrl,
       maxConnections: config.dbPoolSize,
+      queryTimeoutMs: config.dbQueryTimeoutMs,
       claimAsyncCommit: config.claimAsyncCommit,
       pooled: decision.pooled,
       availability,

@@ -65,6 +65,7 @@ const UNAVAILABLE_MESSAGES = [
   /is not queryable$/, // a client whose connection already failed
   /^Connection timed out$/,
   /^timeout expired$/, // a pg.Client's own connectionTimeoutMillis (the LISTEN connection's)
+  /^Query read timeout$/, // the pool's query_timeout (EVORA_DB_QUERY_TIMEOUT_MS): no answer in time
 ];
 
 /**

@@ -1,3 +1,4 @@
+import { databaseUnavailableReason } from './availability.js';
 import { readFileSync, readdirSync } from 'node:fs';
 import type pg from 'pg';
 
@@ -340,7 +341,9 @@ export async function inTransaction<T>(client: pg.ClientBase, fn: () => Promise<
     await client.query('COMMIT');
     return out;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    // A connection the database dropped or stopped answering on is closed by the pool, which
+    // ends the transaction; a ROLLBACK there would wait behind the unanswered statement.
+    if (databaseUnavailableReason(err) === null) await client.query('ROLLBACK').catch(() => undefined);
     throw err;
   }
 }

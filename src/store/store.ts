@@ -78,6 +78,13 @@ export interface StoreOptions {
   connectionString: string;
   /** Pool size; the dispatcher, the unary API and the maintenance services share it. */
   maxConnections?: number;
+  /**
+   * How long a statement may go unanswered before the pool gives it up (0 or absent:
+   * forever): the caller gets an outage (UNAVAILABLE) and the connection is closed, not
+   * reused. Only a database that keeps its connections open without answering (frozen, a
+   * network partition) needs it; a closed connection fails at once anyway.
+   */
+  queryTimeoutMs?: number;
   /** Name shown in pg_stat_activity. */
   applicationName?: string;
   /**
@@ -166,6 +173,9 @@ export class Store {
       // by the kernel rather than used for a statement that never gets an answer.
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
+      // pg gives the query 'Query read timeout' (availability.ts: an outage); the pool then
+      // destroys its connection, whose reply would otherwise be read by the next statement.
+      query_timeout: options.queryTimeoutMs || undefined,
     };
     this.availability = options.availability ?? new DatabaseAvailability(options.logger ?? silentLogger());
     const namedStatements = !options.pooled;

@@ -1,0 +1,107 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as grpc from '@grpc/grpc-js';
+import { clientsFor, type Clients } from '../helpers/server-setup.js';
+import { queueName } from '../helpers/factories.js';
+import { waitFor } from '../helpers/wait.js';
+import { freePort, logLines, privatePostgres, serveChild, type PrivatePostgres, type ServeChild } from '../helpers/private-pg.js';
+
+/**
+ * A database that stops answering without closing its connections (every PostgreSQL
+ * process SIGSTOPped: a frozen VM, a network partition) must not hang the calls that
+ * meet it: a statement on a pooled connection is given up after EVORA_DB_QUERY_TIMEOUT_MS,
+ * the call answered UNAVAILABLE over gRPC and 503 over HTTP, and the server serves again,
+ * logging nothing at error level, once the database answers again.
+ */
+
+const QUERY_TIMEOUT_MS = 1500;
+/** Longer than the query timeout and the pool's connect timeout (10 s): a hung call fails the test, not the run. */
+const CALL_DEADLINE_MS = 25_000;
+
+let pgc: PrivatePostgres;
+let srv: ServeChild;
+let clients: Clients;
+let httpUrl: string;
+
+beforeAll(async () => {
+  pgc = await privatePostgres();
+  const url = await pgc.databaseCreate();
+  const [port, httpPort] = [await freePort(), await freePort()];
+  srv = serveChild(['--port', String(port), '--poll-interval-ms', '200', '--sweep-interval-ms', '200', '--election-interval-ms', '200'], {
+    DATABASE_URL: url,
+    EVORA_HTTP_PORT: String(httpPort),
+    EVORA_DB_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
+    EVORA_LOG_LEVEL: 'info',
+  });
+  await waitFor(() => srv.output().includes('Evora listening'), { timeoutMs: 60_000, what: 'the server to listen' });
+  clients = clientsFor(`127.0.0.1:${port}`);
+  httpUrl = `http://127.0.0.1:${httpPort}`;
+});
+afterAll(async () => {
+  clients?.close();
+  if (srv) expect(await srv.stop(), srv.output().slice(-2000)).toBe(0);
+  await pgc?.close();
+});
+
+/** A unary JobService call with a deadline; resolves to its error (null: it succeeded). */
+function getJobError(id: string): Promise<grpc.ServiceError | null> {
+  return new Promise((resolve) => {
+    clients.jobs.getJob({ id }, new grpc.Metadata(), { deadline: Date.now() + CALL_DEADLINE_MS }, (err) => resolve(err));
+  });
+}
+
+/** The parent pid of a process, from /proc. */
+function ppidOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
+/** The cluster's processes: its postmaster (the checkpointer's parent) and every child of it. */
+async function clusterPids(): Promise<number[]> {
+  const [row] = await pgc.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`);
+  const postmaster = ppidOf(row!.pid);
+  const children = readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((p) => {
+      try {
+        return ppidOf(p) === postmaster;
+      } catch {
+        return false; // gone meanwhile
+      }
+    });
+  return [postmaster, ...children];
+}
+
+describe('a database that stops answering', () => {
+  it('is UNAVAILABLE after the query timeout, over gRPC and HTTP, and the server serves again when it answers', async () => {
+    const { job } = await new Promise<{ job?: { id: string } }>((resolve, reject) =>
+      clients.jobs.submitJob(
+        { queue: queueName('frozen'), type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) },
+        (err, res) => (err ? reject(err) : resolve(res)),
+      ),
+    );
+    // Several reads at once, so the pool holds open connections when the database freezes.
+    expect(await Promise.all(Array.from({ length: 4 }, () => getJobError(job!.id)))).toEqual([null, null, null, null]);
+
+    const pids = await clusterPids();
+    for (const pid of pids) process.kill(pid, 'SIGSTOP');
+    try {
+      const err = await getJobError(job!.id);
+      expect(err?.code, err?.details).toBe(grpc.status.UNAVAILABLE);
+      expect(err!.details).toMatch(/^database unavailable: /);
+      const res = await fetch(`${httpUrl}/v1/queues`, { signal: AbortSignal.timeout(CALL_DEADLINE_MS) });
+      expect(res.status).toBe(503);
+      expect(((await res.json()) as { message: string }).message).toMatch(/^database unavailable: /);
+    } finally {
+      for (const pid of pids) process.kill(pid, 'SIGCONT');
+    }
+
+    await waitFor(async () => (await getJobError(job!.id)) === null, { timeoutMs: 30_000, what: 'the server to serve again' });
+    expect(srv.child.exitCode).toBeNull();
+    const errors = logLines(srv.output()).filter((l) => l.level >= 50);
+    expect(errors, JSON.stringify(errors.slice(0, 3))).toEqual([]);
+    // The statements given up were an outage, logged as one.
+    expect(logLines(srv.output()).some((l) => l.msg === 'database unavailable: Query read timeout')).toBe(true);
+  });
+});

@@ -5,4 +5,4 @@
 -- with it the sweeps of expired leases, on which every max_concurrency queue waits) stayed
 -- with a process that did nothing. A live leader confirms the lock every election interval,
 -- well within the timeout. PostgreSQL before 14 has no such setting: the caller goes on without it.
-SELECT set_config('idle_session_timeout', :timeoutMs::text, false) AS value
+SELECT set_config('idle_session_timeout', (:timeoutMs::int)::text, false) AS value

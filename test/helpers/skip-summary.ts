@@ -39,7 +39,7 @@ export const SKIP_GROUPS: SkipGroup[] = [
   },
   {
     name: 'interop: the Go and Python example workers',
-    files: ['test/interop/workers.test.ts'],
+    files: ['test/interop/workers.test.ts', 'test/interop/worker-faults.test.ts'],
     missing: () => reasons(findGo(), findPython()),
   },
   {

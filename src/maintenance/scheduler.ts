@@ -69,6 +69,13 @@ export class Scheduler extends PeriodicService {
       if (pass.fired.length > 0) {
         this.opts.onFired?.(pass);
         for (const f of pass.fired) {
+          if (f.error !== null) {
+            this.logger.warn(
+              { schedule: f.name, error: f.error, next_run_at: f.nextRunAt },
+              `schedule ${f.name} could not fire: ${f.error}; tried again at ${f.nextRunAt.toISOString()} (fix it with UpsertSchedule)`,
+            );
+            continue;
+          }
           this.logger.debug({ schedule: f.name, jobs: f.jobs.length, skipped: f.skipped, next_run_at: f.nextRunAt }, 'schedule fired');
         }
       }

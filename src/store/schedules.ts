@@ -262,9 +262,10 @@ export async function scheduleTrigger(
 export interface ScheduleFireResult {
   /**
    * One entry per due schedule handled: its name and queue, the fire times that got a job
-   * (with the job; `created` false when the fire's job already existed), and the skipped count.
+   * (with the job; `created` false when the fire's job already existed), and the skipped count;
+   * `error`: why its fire plan could not be made (then no jobs, and next_run_at a day on).
    */
-  fired: { name: string; queue: string; jobs: { fireAt: Date; jobId: string; created: boolean }[]; skipped: number; nextRunAt: Date }[];
+  fired: { name: string; queue: string; jobs: { fireAt: Date; jobId: string; created: boolean }[]; skipped: number; nextRunAt: Date; error: string | null }[];
   /** The earliest next_run_at of the schedules not paused after the pass (null: none), by `clock`. */
   nextDueAt: Date | null;
   /** The clock of the pass (`now`, or the database's). */
@@ -275,8 +276,9 @@ export interface ScheduleFireResult {
  * One scheduler pass (Store.scheduleFireDue): in one transaction, locks up to `limit` due
  * schedules, submits each one's jobs for the fire times its misfire policy picks
  * (domain/schedule.ts, scheduleFirePlan), and moves each one's next_run_at on; then reads
- * the earliest next_run_at. A schedule whose fire plan throws (a cron that no longer parses)
- * is moved a day on and reported with no jobs, so it cannot block the others.
+ * the earliest next_run_at. A schedule whose fire plan throws (a cron or time zone that no
+ * longer parses, e.g. after a tzdata change) is moved a day on and reported with no jobs and
+ * the error, so it cannot block the others.
  */
 export async function scheduleFireDue(pool: StorePool, params: { limit: number; now: Date | null }): Promise<ScheduleFireResult> {
   const fired = await pool.withClient((client) =>
@@ -287,15 +289,16 @@ export async function scheduleFireDue(pool: StorePool, params: { limit: number; 
       const plans = rows.map((row) => {
         const schedule = scheduleFromRow(row);
         try {
-          return { schedule, plan: scheduleFirePlan(schedule, clock) };
-        } catch {
-          return { schedule, plan: { fires: [], skipped: 0, nextRunAt: new Date(clock.getTime() + 86_400_000) } };
+          return { schedule, plan: scheduleFirePlan(schedule, clock), error: null };
+        } catch (err) {
+          const error = err instanceof Error ? err.message : String(err);
+          return { schedule, plan: { fires: [], skipped: 0, nextRunAt: new Date(clock.getTime() + 86_400_000) }, error };
         }
       });
       const jobs = plans.flatMap(({ schedule, plan }) => plan.fires.map((at) => scheduleJob(schedule, scheduleFireKey(schedule.name, at))));
       const results = await jobsSubmitInTransaction(client, jobs, params.now);
       let i = 0;
-      const out = plans.map(({ schedule, plan }) => ({
+      const out = plans.map(({ schedule, plan, error }) => ({
         name: schedule.name,
         queue: schedule.queue,
         jobs: plan.fires.map((fireAt) => {
@@ -304,6 +307,7 @@ export async function scheduleFireDue(pool: StorePool, params: { limit: number; 
         }),
         skipped: plan.skipped,
         nextRunAt: plan.nextRunAt,
+        error,
       }));
       await rowsOf(client, scheduleAdvanceManySql, {
         names: out.map((o) => o.name),

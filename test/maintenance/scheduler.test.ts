@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { silentLogger } from '../../src/logger.js';
 import { Scheduler } from '../../src/maintenance/scheduler.js';
 import { cronNextAfter, type MisfirePolicy } from '../../src/domain/schedule.js';
@@ -28,8 +29,8 @@ const signal = new AbortController().signal;
 const T0 = new Date('2031-01-01T00:20:00Z');
 const at = (iso: string) => new Date(iso);
 
-function scheduler(): Scheduler {
-  const s = new Scheduler({ store, logger: silentLogger() });
+function scheduler(logger = silentLogger()): Scheduler {
+  const s = new Scheduler({ store, logger });
   started.push(s);
   return s;
 }
@@ -65,6 +66,27 @@ async function keysOf(queue: string): Promise<string[]> {
 }
 
 describe('scheduler', () => {
+  it('a schedule whose time zone no longer exists is warned of and moved a day on, and the others still fire', async () => {
+    const broken = await hourly('run_once');
+    const healthy = await hourly('run_once');
+    // A zone the API would refuse, as a tzdata update can leave a stored one.
+    await sql.query(`UPDATE evora.schedules SET timezone = 'Mars/Olympus_Mons' WHERE name = $1`, [broken.name]);
+    const lines: { level: number; msg: string; schedule?: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
+    const now = at('2031-01-01T01:30:00Z');
+    const passes = await scheduler(logger).runOnce(signal, { now });
+    const fired = passes.flatMap((p) => p.fired);
+    const bad = fired.find((f) => f.name === broken.name)!;
+    expect(bad.jobs).toEqual([]);
+    expect(bad.error).toMatch(/Mars\/Olympus_Mons/);
+    expect(bad.nextRunAt).toEqual(new Date(now.getTime() + 86_400_000));
+    expect(fired.find((f) => f.name === healthy.name)!.jobs).toHaveLength(1);
+    expect(await keysOf(broken.queue)).toEqual([]);
+    const warned = lines.filter((l) => l.level === 40 && l.schedule === broken.name);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]!.msg).toMatch(new RegExp(`^schedule ${broken.name} could not fire: .*Mars/Olympus_Mons`));
+  });
+
   it('downtime across three fire times: SKIP 0 jobs, RUN_ONCE 1, RUN_EACH 3', async () => {
     const skip = await hourly('skip');
     const once = await hourly('run_once');

@@ -11,7 +11,8 @@ import { testDatabaseCreate, type TestDatabase } from '../helpers/db.js';
 import { queueName } from '../helpers/factories.js';
 import { call, clientsFor, type Clients } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
-import { REPO_ROOT, assertTools, findGo, findPython, skipUnless, start, titled, type Proc, type Tool } from './toolchain.js';
+import { REPO_ROOT, assertTools, skipUnless, titled, type Proc } from './toolchain.js';
+import { exampleWorkerKinds } from './example-workers.js';
 
 /**
  * The Go and Python example workers against a server process that fails under them: killed
@@ -26,8 +27,6 @@ import { REPO_ROOT, assertTools, findGo, findPython, skipUnless, start, titled, 
  */
 
 const exec = promisify(execFile);
-const GO_DIR = join(REPO_ROOT, 'examples', 'go-worker');
-const PY_DIR = join(REPO_ROOT, 'examples', 'python-worker');
 
 let db: TestDatabase;
 let scratch: string;
@@ -75,48 +74,16 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Kind {
-  name: string;
-  tools: Tool[];
-  prepare(): Promise<(queue: string, workerId: string, slots: number) => Proc>;
-}
-
-const go = findGo();
-const python = findPython();
-const kinds: Kind[] = [
-  {
-    name: 'Go worker (examples/go-worker)',
-    tools: [go],
-    async prepare() {
-      if (!go.ok) throw new Error('unreachable');
-      const bin = join(scratch, 'go-worker');
-      await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
-      return (queue, workerId, slots) =>
-        start(bin, ['-address', `127.0.0.1:${port}`, '-queue', queue, '-worker-id', workerId, '-slots', String(slots)], { timeoutMs: 120_000, env: { EVORA_TOKEN: '' } });
-    },
-  },
-  {
-    name: 'Python worker (examples/python-worker)',
-    tools: [python],
-    async prepare() {
-      if (!python.ok) throw new Error('unreachable');
-      const py = python.path;
-      return (queue, workerId, slots) =>
-        start(py, ['worker.py', '--address', `127.0.0.1:${port}`, '--queue', queue, '--worker-id', workerId, '--slots', String(slots)], {
-          cwd: PY_DIR,
-          timeoutMs: 120_000,
-          env: { PYTHONUNBUFFERED: "1", PYTHONDONTWRITEBYTECODE: "1", EVORA_TOKEN: "" },
-        });
-    },
-  },
-];
+const kinds = exampleWorkerKinds();
 
 for (const kind of kinds) {
   describe.skipIf(skipUnless(kind.name, ...kind.tools))(titled(kind.name, ...kind.tools), () => {
-    let launch: Awaited<ReturnType<Kind['prepare']>>;
+    /** Starts the worker on this file's server, for up to two minutes. */
+    let launch: (queue: string, workerId: string, slots: number) => Proc;
     beforeAll(async () => {
       assertTools(...kind.tools);
-      launch = await kind.prepare();
+      const prepared = await kind.prepare(scratch);
+      launch = (queue, workerId, slots) => prepared({ address: `127.0.0.1:${port}`, queue, workerId, slots, timeoutMs: 120_000 });
     }, 300_000);
 
     it('reconnects within its own backoff after the server was down for a while, and finishes its job under the lease it held', async () => {

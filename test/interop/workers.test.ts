@@ -13,7 +13,8 @@ import { tlsCertsGenerate } from '../helpers/tls-certs.js';
 import { bearer, tokenInsert, type TestToken } from '../helpers/tokens.js';
 import { waitFor } from '../helpers/wait.js';
 import { JOB_TYPE, QUEUE, ResizeError, demoPayloads, resize } from '../../examples/ts/images.js';
-import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless, start, titled, type Proc, type Tool } from './toolchain.js';
+import { REPO_ROOT, REQUIRED, assertTools, findGo, findPython, goBin, skipUnless, titled, type Proc, type Tool } from './toolchain.js';
+import { exampleWorkerKinds, type LaunchOptions } from './example-workers.js';
 
 /**
  * The Go and Python example workers against a live server: every job ends COMPLETED with
@@ -128,91 +129,18 @@ function describeExit(p: Proc, e: { code: number | null; signal: string | null }
   return `worker exited with code ${e.code} signal ${e.signal}\n--- stderr ---\n${p.stderr()}`;
 }
 
-/** How to start a worker: the queue it serves and its flags. */
-interface LaunchOptions {
-  /** Unset: no queue flag, so the worker serves its default queue. */
-  queue?: string;
-  workerId: string;
-  slots: number;
-  maxJobs?: number;
-  /** The worker's -drain-timeout / --drain-timeout (e.g. "20s"); unset = its default. */
-  drainTimeout?: string;
-  /** Another server than the file's (the TLS one). */
-  address?: string;
-  /** Extra flags, spelled `--x` (Go's flag package takes two dashes too): the TLS files. */
-  extra?: string[];
-  /** Extra environment (EVORA_TOKEN). */
-  env?: Record<string, string>;
-}
-
-interface WorkerKind {
-  name: string;
-  tools: Tool[];
-  /** Builds what is needed (once) and returns how to start the worker with these options. */
-  prepare(): Promise<(opts: LaunchOptions) => Proc>;
-  /** Runs the worker's own unit tests. */
-  unitTests(): Promise<void>;
-}
-
 const go = findGo();
 const python = findPython();
-
-const kinds: WorkerKind[] = [
-  {
-    name: 'Go worker (examples/go-worker)',
-    tools: [go],
-    async prepare() {
-      if (!go.ok) throw new Error('unreachable');
-      const bin = join(scratch, 'go-worker');
-      await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
-      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra, env }) =>
-        start(
-          bin,
-          [
-            ...['-address', at ?? address, ...(queue ? ['-queue', queue] : []), '-worker-id', workerId, '-slots', String(slots)],
-            ...(maxJobs ? ['-max-jobs', String(maxJobs)] : []),
-            ...(drainTimeout ? ['-drain-timeout', drainTimeout] : []),
-            ...(extra ?? []),
-          ],
-          { timeoutMs: 60_000, env: { EVORA_TOKEN: '', ...env } },
-        );
-    },
-    async unitTests() {
-      if (!go.ok) throw new Error('unreachable');
-      await exec(go.path, ['test', '.'], { cwd: GO_DIR, timeout: 300_000 });
-    },
-  },
-  {
-    name: 'Python worker (examples/python-worker)',
-    tools: [python],
-    async prepare() {
-      if (!python.ok) throw new Error('unreachable');
-      const py = python.path;
-      return ({ queue, workerId, slots, maxJobs, drainTimeout, address: at, extra, env }) =>
-        start(
-          py,
-          [
-            ...['worker.py', '--address', at ?? address, ...(queue ? ['--queue', queue] : []), '--worker-id', workerId, '--slots', String(slots)],
-            ...(maxJobs ? ['--max-jobs', String(maxJobs)] : []),
-            ...(drainTimeout ? ['--drain-timeout', drainTimeout] : []),
-            ...(extra ?? []),
-          ],
-          { cwd: PY_DIR, timeoutMs: 60_000, env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', EVORA_TOKEN: '', ...env } },
-        );
-    },
-    async unitTests() {
-      if (!python.ok) throw new Error('unreachable');
-      await exec(python.path, ['-m', 'unittest', '-q'], { cwd: PY_DIR, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
-    },
-  },
-];
+const kinds = exampleWorkerKinds();
 
 for (const kind of kinds) {
   describe.skipIf(skipUnless(kind.name, ...kind.tools))(titled(kind.name, ...kind.tools), () => {
-    let launch: Awaited<ReturnType<WorkerKind['prepare']>>;
+    /** Starts the worker; on the file's server unless `address` names another. */
+    let launch: (o: Omit<LaunchOptions, 'address'> & { address?: string }) => Proc;
     beforeAll(async () => {
       assertTools(...kind.tools);
-      launch = await kind.prepare();
+      const prepared = await kind.prepare(scratch);
+      launch = (o) => prepared({ ...o, address: o.address ?? address });
     }, 300_000);
 
     it('runs every job to COMPLETED with its result, retrying the ones that fail once', async () => {

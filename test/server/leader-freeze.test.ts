@@ -1,11 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/server/embedded-postgres.js';
 import { testDatabaseCreate, type TestDatabase } from '../helpers/db.js';
 import { queueName } from '../helpers/factories.js';
 import { call, clientsFor, type Clients } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
+import { freePort, serveChild } from '../helpers/private-pg.js';
 
 /**
  * A frozen leader (SIGSTOP: its TCP connections stay up) must not keep the leadership, or
@@ -27,25 +27,15 @@ const serves: Serve[] = [];
 
 async function serve(): Promise<Serve> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--port', String(port)], {
-    env: {
-      ...process.env,
-      DATABASE_URL: db.url,
-      EVORA_LOG_PRETTY: '0',
-      EVORA_HTTP_PORT: '0',
-      EVORA_ELECTION_INTERVAL_MS: '200',
-      EVORA_SWEEP_INTERVAL_MS: '200',
-      EVORA_LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const srv = serveChild(['--port', String(port)], {
+    DATABASE_URL: db.url,
+    EVORA_ELECTION_INTERVAL_MS: '200',
+    EVORA_SWEEP_INTERVAL_MS: '200',
+    EVORA_LOG_LEVEL: 'info',
   });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const s = { port, child, out: () => out, exited, clients: clientsFor(`127.0.0.1:${port}`) };
+  const s = { port, child: srv.child, out: srv.output, exited: srv.exited.then(() => undefined), clients: clientsFor(`127.0.0.1:${port}`) };
   serves.push(s);
-  await waitFor(() => out.includes(`Evora listening on 127.0.0.1:${port}`), { timeoutMs: 30_000, what: 'the server listening' });
+  await waitFor(() => s.out().includes(`Evora listening on 127.0.0.1:${port}`), { timeoutMs: 30_000, what: 'the server listening' });
   return s;
 }
 

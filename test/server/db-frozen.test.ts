@@ -56,6 +56,15 @@ function ppidOf(pid: number): number {
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
 }
 
+/** Sends `signal` to `pid`; a process gone meanwhile (a backend that was exiting, reaped once the postmaster runs) is fine. */
+function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
 /** The cluster's processes: its postmaster (the checkpointer's parent) and every child of it. */
 async function clusterPids(): Promise<number[]> {
   const [row] = await pgc.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`);
@@ -85,7 +94,7 @@ describe('a database that stops answering', () => {
     expect(await Promise.all(Array.from({ length: 4 }, () => getJobError(job!.id)))).toEqual([null, null, null, null]);
 
     const pids = await clusterPids();
-    for (const pid of pids) process.kill(pid, 'SIGSTOP');
+    for (const pid of pids) signalIfAlive(pid, 'SIGSTOP');
     try {
       const err = await getJobError(job!.id);
       expect(err?.code, err?.details).toBe(grpc.status.UNAVAILABLE);
@@ -94,7 +103,8 @@ describe('a database that stops answering', () => {
       expect(res.status).toBe(503);
       expect(((await res.json()) as { message: string }).message).toMatch(/^database unavailable: /);
     } finally {
-      for (const pid of pids) process.kill(pid, 'SIGCONT');
+      // The children first: the postmaster, once running, reaps any that had exited.
+      for (const pid of [...pids].reverse()) signalIfAlive(pid, 'SIGCONT');
     }
 
     await waitFor(async () => (await getJobError(job!.id)) === null, { timeoutMs: 30_000, what: 'the server to serve again' });

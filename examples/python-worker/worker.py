@@ -205,9 +205,7 @@ class Worker:
                 if self.stopping and time.monotonic() > self.stop_at + self.args.drain_timeout:
                     log.error("giving up: cannot reach the server while draining (held=%d)", len(self.running) + len(self.pending))
                     return 1
-                wait = reconnect_wait(backoff)
-                log.warning("cannot open a Work session; retrying in %.2fs", wait)
-                code = self.pause(wait)
+                code = self.reconnect_pause(backoff, logging.WARNING, "cannot open a Work session; retrying in %.2fs")
                 if code is not None:
                     return code
                 backoff = next_reconnect_backoff(backoff)
@@ -222,12 +220,16 @@ class Worker:
             # again only after a session that lasted.
             if time.monotonic() - opened >= STABLE_SESSION:
                 backoff = FIRST_RECONNECT_WAIT
-            wait = reconnect_wait(backoff)
-            log.info("reconnecting in %.2fs", wait)
-            code = self.pause(wait)
+            code = self.reconnect_pause(backoff, logging.INFO, "reconnecting in %.2fs")
             if code is not None:
                 return code
             backoff = next_reconnect_backoff(backoff)
+
+    def reconnect_pause(self, backoff: float, level: int, message: str) -> int | None:
+        """Waits one jittered reconnect delay for `backoff`, logging `message` with it; an exit code if told to stop meanwhile."""
+        wait = reconnect_wait(backoff)
+        log.log(level, message, wait)
+        return self.pause(wait)
 
     def connect(self) -> float | None:
         """Opens a Work stream, says hello with the leases still held from an earlier stream,

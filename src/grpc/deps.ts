@@ -18,6 +18,8 @@ export interface ServiceDeps {
   /** Authenticates every call (the token cache); the handlers authorize with src/grpc/auth.ts. */
   auth: Authenticator;
   maxPayloadBytes: number;
+  /** The largest gRPC message the server receives (told to workers in the welcome, so they never write a larger one). */
+  maxMessageBytes: number;
   /** Lease length told to workers whose queues are not configured yet. */
   defaultLeaseSeconds: number;
   /** Counters for submits (the dispatcher counts the rest). */

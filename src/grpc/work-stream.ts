@@ -94,6 +94,8 @@ export interface WorkStreamDeps {
   dispatcher: Dispatcher;
   logger: Logger;
   maxPayloadBytes: number;
+  /** The largest message the server receives: the welcome tells the worker (a larger one would end the stream). */
+  maxMessageBytes: number;
   /** The lease length to announce in the welcome for these queues. */
   leaseSecondsFor(queues: string[]): Promise<number>;
   /** Open streams, so shutdown can end them after the drain. */
@@ -282,6 +284,8 @@ export class WorkStream implements ServerStreamHandle {
           heartbeatIntervalMs: Math.floor((leaseSeconds * 1000) / 3),
           acceptsBatches: true,
           payloadsAsJson: this.payloadsAsJson,
+          maxResultBytes: this.deps.maxPayloadBytes,
+          maxMessageBytes: this.deps.maxMessageBytes,
         },
       },
     });

@@ -39,7 +39,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     if (known.length < new Set(queues).size) leases.push(deps.defaultLeaseSeconds);
     return Math.min(...leases);
   }
-  const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, leaseSecondsFor, streams: deps.streams, auth: deps.auth };
+  const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, maxMessageBytes: deps.maxMessageBytes, leaseSecondsFor, streams: deps.streams, auth: deps.auth };
   const M = WorkerServiceService;
 
   return {

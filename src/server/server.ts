@@ -375,6 +375,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       logger,
       auth,
       maxPayloadBytes: config.maxPayloadBytes,
+      maxMessageBytes: config.maxMessageBytes,
       defaultLeaseSeconds: DEFAULT_LEASE_SECONDS,
       streams: parts.streams,
       telemetry,

@@ -52,7 +52,8 @@ describe('payloads as JSON text', () => {
     const ids = await submit(queue, PAYLOAD, 4);
     const json = worker();
     await json.hello('json', [queue], 2, { batches: true, payloadsAsJson: true });
-    expect(json.messages('welcome')[0]).toMatchObject({ payloadsAsJson: true });
+    // The welcome also tells the server's limits (docs/api.md, "Size limits on the Work stream").
+    expect(json.messages('welcome')[0]).toMatchObject({ payloadsAsJson: true, maxResultBytes: 2000, maxMessageBytes: 4 * 1024 * 1024 });
     const plain = worker();
     await plain.hello('plain', [queue], 2, { batches: true });
     expect(plain.messages('welcome')[0]).toMatchObject({ payloadsAsJson: false });

@@ -5,6 +5,7 @@ import {
   WorkerServiceService,
   type ServerAck,
   type LeasedJob,
+  type ServerWelcome,
   type WorkerComplete,
   type WorkerFail,
   type WorkerHello,
@@ -35,7 +36,11 @@ export interface FakeWorkServer {
   stop(): Promise<void>;
 }
 
-export async function fakeWorkServer(opts: { acceptsBatches: boolean }): Promise<FakeWorkServer> {
+/**
+ * `welcome`: what the welcome says beyond the session fields and accepts_batches (by
+ * default an older server's: no JSON text, no limits told).
+ */
+export async function fakeWorkServer(opts: { acceptsBatches: boolean; welcome?: Partial<ServerWelcome> }): Promise<FakeWorkServer> {
   const server = new grpc.Server();
   let stream: grpc.ServerDuplexStream<WorkRequest, WorkResponse> | null = null;
   const fake: FakeWorkServer = {
@@ -65,7 +70,17 @@ export async function fakeWorkServer(opts: { acceptsBatches: boolean }): Promise
           call.write({
             msg: {
               $case: 'welcome',
-              value: { sessionId: `s${fake.hellos.length}`, leaseSeconds: 30, heartbeatIntervalSeconds: 10, heartbeatIntervalMs: 10_000, acceptsBatches: opts.acceptsBatches, payloadsAsJson: false },
+              value: {
+                sessionId: `s${fake.hellos.length}`,
+                leaseSeconds: 30,
+                heartbeatIntervalSeconds: 10,
+                heartbeatIntervalMs: 10_000,
+                acceptsBatches: opts.acceptsBatches,
+                payloadsAsJson: false,
+                maxResultBytes: 0,
+                maxMessageBytes: 0,
+                ...opts.welcome,
+              },
             },
           });
         } else if (req.msg?.$case !== 'heartbeat') {
@@ -153,8 +168,11 @@ export type FakeSetup = Awaited<ReturnType<typeof workerOnFakeServer>>;
  * `finished` and `aborted` collect the worker's events; `reportsOf` gives the reports sent
  * about one job, in order; `ack` answers a report with a result code.
  */
-export async function workerOnFakeServer(cleanup: (() => Promise<unknown>)[], opts: { acceptsBatches?: boolean } = {}) {
-  const server = await fakeWorkServer({ acceptsBatches: opts.acceptsBatches ?? true });
+export async function workerOnFakeServer(
+  cleanup: (() => Promise<unknown>)[],
+  opts: { acceptsBatches?: boolean; welcome?: Partial<ServerWelcome> } = {},
+) {
+  const server = await fakeWorkServer({ acceptsBatches: opts.acceptsBatches ?? true, ...(opts.welcome ? { welcome: opts.welcome } : {}) });
   cleanup.push(() => server.stop());
   const logged: { level: string; obj: object; msg: string }[] = [];
   const logAt = (level: string) => (obj: object, msg: string) => logged.push({ level, obj, msg });

@@ -72,7 +72,7 @@ async function recorder(): Promise<Recorder> {
       streams.add(call);
       call.on('data', (req: WorkRequest) => {
         if (req.msg?.$case === 'hello') {
-          call.write({ msg: { $case: 'welcome', value: { sessionId: 's', leaseSeconds: 30, heartbeatIntervalSeconds: 10, heartbeatIntervalMs: 10_000, acceptsBatches: true, payloadsAsJson: false } } });
+          call.write({ msg: { $case: 'welcome', value: { sessionId: 's', leaseSeconds: 30, heartbeatIntervalSeconds: 10, heartbeatIntervalMs: 10_000, acceptsBatches: true, payloadsAsJson: false, maxResultBytes: 0, maxMessageBytes: 0 } } });
         }
       });
       call.on('end', () => call.end());

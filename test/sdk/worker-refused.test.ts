@@ -25,7 +25,7 @@ beforeAll(async () => {
  */
 async function refusedOnce(
   handler: Parameters<EvoraWorker['handle']>[1],
-  check: (r: { outcome: JobOutcome; jobId: string; runs: number; client: EvoraClient }) => Promise<void>,
+  check: (r: { outcome: JobOutcome; jobId: string; runs: number; client: EvoraClient; worker: EvoraWorker }) => Promise<void>,
 ): Promise<void> {
   const queue = queueName('refused');
   const client = new EvoraClient({ address });
@@ -42,7 +42,7 @@ async function refusedOnce(
     await worker.start();
     const { job } = await client.submit({ queue, type: 't' });
     await waitFor(() => finished.length === 1, { what: 'the job to finish' });
-    await check({ outcome: finished[0]!, jobId: job.id, runs, client });
+    await check({ outcome: finished[0]!, jobId: job.id, runs, client, worker });
   } finally {
     await worker.stop({ timeoutMs: 1_000, graceMs: 1_000 });
     client.close();
@@ -73,6 +73,22 @@ describe('EvoraWorker and a result the server refuses', () => {
         expect(o.error).toBe(`snooze refused: ${o.refused!.reason}`);
         expect(await jobInState(client, jobId, 'DLQ')).toMatchObject({ attempt: 1, lastError: o.error });
         expect(runs).toBe(1);
+      },
+    );
+  });
+
+  it('a result over the server\'s message limit: refused by the worker itself, the job to the DLQ, the stream kept', async () => {
+    // 5 MiB of JSON: more than the server takes in one gRPC message (4 MiB by default), so
+    // written, it would end the stream (RESOURCE_EXHAUSTED) and be written again on the next.
+    await refusedOnce(
+      () => ({ text: 'x'.repeat(5 * 1024 * 1024) }),
+      async ({ outcome: o, jobId, runs, client, worker }) => {
+        expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'completed' } });
+        expect(o.refused!.reason).toMatch(/^result is \d+ bytes of JSON; the server takes at most \d+$/);
+        expect(o.error).toBe(`complete refused: ${o.refused!.reason}`);
+        expect(await jobInState(client, jobId, 'DLQ')).toMatchObject({ attempt: 1, lastError: o.error });
+        expect(runs).toBe(1);
+        expect(worker.stats().reconnects).toBe(0);
       },
     );
   });

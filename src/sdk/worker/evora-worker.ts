@@ -12,6 +12,7 @@ import { leaseLostName, leaseLostText } from './codes.js';
 import { HandlerRunner, snoozeReport } from './handler-runner.js';
 import { Heartbeats } from './heartbeats.js';
 import { HeldJobs, type HeldJob, type Report } from './held-job.js';
+import { limitsOf, progressTooLarge } from './limits.js';
 import { Reports } from './reports.js';
 import { ChangeWaiters, StateMachine, type Transitions } from './state.js';
 import { TimerSet, type LongTimer } from './timers.js';
@@ -121,6 +122,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
       // Only while the handler holds the lease; dropped while disconnected (the next report
       // or the job's end says more).
       progress: (h, msg) => {
+        const tooLarge = progressTooLarge(msg, limitsOf(this.connection.session));
+        if (tooLarge !== null) throw new RangeError(tooLarge);
         if (h.state === 'running') this.connection.write(msg);
       },
     });

@@ -2,6 +2,7 @@ import { NonRetryableError, RetryAtError, SnoozeError } from '../errors.js';
 import { progressToPb, toJsonObjectSized, type Job, type JsonObject, type ProgressInput } from '../types.js';
 import type { WorkRequest } from '../../gen/evora/v1/worker.js';
 import type { HeldJob, Report } from './held-job.js';
+import { MAX_ERROR_CHARS } from './limits.js';
 import type { JobContext, JobHandler, WorkerLog } from './types.js';
 
 /**
@@ -156,8 +157,13 @@ export function snoozeReport(h: HeldJob, runAt: Date | null): Report {
   };
 }
 
-/** A fail report: the handler threw, no handler exists, or (Reports) the server refused the handler's own report. */
-export function failReport(h: HeldJob, error: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
+/**
+ * A fail report: the handler threw, no handler exists, or (Reports) the server refused the
+ * handler's own report. The error is cut to the MAX_ERROR_CHARS the server stores (never
+ * inside a surrogate pair), so that a fail always fits in a message whatever was thrown.
+ */
+export function failReport(h: HeldJob, fullError: string, opts: { nonRetryable: boolean; retryAt?: Date }): Report {
+  const error = fullError.length > MAX_ERROR_CHARS ? [...fullError.slice(0, 2 * MAX_ERROR_CHARS)].slice(0, MAX_ERROR_CHARS).join('') : fullError;
   return {
     outcome: 'failed',
     error,

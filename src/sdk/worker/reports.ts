@@ -2,6 +2,7 @@ import type { ServerAck, ServerWelcome, WorkerComplete, WorkerFail, WorkRequest 
 import { ackResultOf } from './codes.js';
 import { failReport } from './handler-runner.js';
 import type { HeldJob, HeldJobs, Report, ReportOutcome } from './held-job.js';
+import { jsonTooLarge, limitsOf, messageTooLarge, type ServerLimits } from './limits.js';
 import type { TimerSet } from './timers.js';
 import type { AckResultName, JobOutcome, WorkerLog } from './types.js';
 
@@ -15,7 +16,7 @@ export const RESEND_BASE_MS = 200;
  * outage lasts, since the server holds the lease while the heartbeats name it.
  */
 export const OUTAGE_RESEND_MAX_MS = 2000;
-/** Largest `completes` / `fails` batch by Report.bytes (servers take 4 MiB messages by default). */
+/** Largest `completes` / `fails` batch by Report.bytes (servers take 4 MiB messages by default; at most half the server's limit). */
 const REPORT_BATCH_MAX_BYTES = 1024 * 1024;
 
 /** The wire name of a report, as the error of the fail sent when the server refuses one says it ("snooze refused: …"). */
@@ -50,6 +51,12 @@ export interface ReportStream {
  *   snooze or fail> refused: <the server's reason>", so the job ends at once with a readable error and its
  *   work is not done again when the lease runs out (see refused()). If that fail is refused
  *   too, the job is given up (`accepted: false`, ackResult 'invalid').
+ *
+ * A report the welcome's limits say the server would refuse or could not receive (a result
+ * over max_result_bytes, a message over max_message_bytes) is never written: it is replaced
+ * by that same fail before it goes out, its reason the worker's own ("result is N bytes of
+ * JSON; the server takes at most M"). Written, a message over the limit would end the whole
+ * stream (RESOURCE_EXHAUSTED), and be written again on the next one, for ever.
  *
  * A lease_lost naming the lease of a report that waits to be written (for a resend, a
  * reconnect, its batch) settles it as lost without writing it; one naming a report already
@@ -127,7 +134,7 @@ export class Reports {
     if (this.outbox.size === 0 || !stream.session) return;
     // A full buffer: build nothing now; 'drain' calls again.
     if (!stream.writable && !opts.ignoreBackpressure) return;
-    const messages = this.messages(stream.session.acceptsBatches, stream.session.payloadsAsJson);
+    const messages = this.messages(stream.session);
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
       if ((!stream.writable && !opts.ignoreBackpressure) || !stream.write(m.req)) {
@@ -194,12 +201,7 @@ export class Reports {
     const fields = { job_id: h.job.id, outcome: h.report?.outcome, ack: 'invalid', reason };
     if (h.refused === null && h.report && h.state === 'awaitingAck') {
       this.deps.log.error(fields, 'the server refused the report as invalid; failing the job instead (non-retryable)');
-      h.refused = { outcome: h.report.outcome, reason };
-      h.report = failReport(h, `${REPORT_NAME[h.report.outcome]} refused: ${reason}`, { nonRetryable: true });
-      // A new report: its writes and resends are counted afresh.
-      h.sends = 0;
-      h.writeRetries = 0;
-      h.ackMissed = false;
+      this.failInstead(h, h.report, reason);
       h.to('reporting');
       this.enqueue(h);
       return;
@@ -207,6 +209,34 @@ export class Reports {
     this.deps.log.error(fields, 'the server refused the report as invalid; it is not sent again');
     h.to('done');
     this.settle(h, 'invalid', reason);
+  }
+
+  /**
+   * Replaces `report` (h's) by a non-retryable fail under the same lease whose error names
+   * the refused report and `reason`; keeps the refused one in `h.refused` for jobFinished.
+   */
+  private failInstead(h: HeldJob, report: Report, reason: string): Report {
+    h.refused = { outcome: report.outcome, reason };
+    h.report = failReport(h, `${REPORT_NAME[report.outcome]} refused: ${reason}`, { nonRetryable: true });
+    // A new report: its writes and resends are counted afresh.
+    h.sends = 0;
+    h.writeRetries = 0;
+    h.ackMissed = false;
+    return h.report;
+  }
+
+  /**
+   * Why the server would refuse this report or could not receive its message `m` (the
+   * welcome's limits), or null when it can be written.
+   */
+  private tooLarge(report: Report, m: NonNullable<WorkRequest['msg']>, limits: ServerLimits): string | null {
+    if (report.resultText !== undefined) {
+      const reason = jsonTooLarge('result', report.resultText, limits);
+      if (reason !== null) return reason;
+    }
+    const json = m.$case === 'complete' ? m.value.resultJson : undefined;
+    const estimate = json && json.length > 0 ? 200 + json.length : report.bytes;
+    return messageTooLarge({ msg: m }, estimate, limits);
   }
 
   /**
@@ -310,24 +340,37 @@ export class Reports {
 
   /**
    * The outbox as messages: snoozes one each; completes and fails batched (if the server
-   * takes batches) under the size bound. Per report it only pushes onto arrays.
+   * takes batches) under the size bound; a report over the session's limits replaced by a
+   * fail (see the class comment). Per report it only pushes onto arrays.
    */
-  private messages(batches: boolean, resultsAsJson: boolean): OutMessage[] {
+  private messages(session: ServerWelcome): OutMessage[] {
+    const batches = session.acceptsBatches;
+    const limits = limitsOf(session);
+    const batchMaxBytes = Math.min(REPORT_BATCH_MAX_BYTES, limits.messageBytes / 2);
     const out: OutMessage[] = [];
     const completes = new Batch<WorkerComplete>();
     const fails = new Batch<WorkerFail>();
     for (const h of this.outbox) {
-      const report = h.report;
+      let report = h.report;
       if (!report) continue;
       let m = report.msg;
-      if (resultsAsJson && m.$case === 'complete' && report.resultText !== undefined) {
+      if (session.payloadsAsJson && m.$case === 'complete' && report.resultText !== undefined) {
         m = { $case: 'complete', value: { jobId: m.value.jobId, leaseToken: m.value.leaseToken, resultJson: Buffer.from(report.resultText) } };
       }
+      const tooLarge = this.tooLarge(report, m, limits);
+      if (tooLarge !== null) {
+        this.deps.log.error(
+          { job_id: h.job.id, outcome: report.outcome, reason: tooLarge },
+          'the report is more than the server takes; failing the job instead (non-retryable)',
+        );
+        report = this.failInstead(h, report, tooLarge);
+        m = report.msg;
+      }
       if (batches && m.$case === 'complete') {
-        if (completes.bytes + report.bytes > REPORT_BATCH_MAX_BYTES) completes.flush(out, completeMessage);
+        if (completes.bytes + report.bytes > batchMaxBytes) completes.flush(out, completeMessage);
         completes.add(h, m.value, report.bytes);
       } else if (batches && m.$case === 'fail') {
-        if (fails.bytes + report.bytes > REPORT_BATCH_MAX_BYTES) fails.flush(out, failMessage);
+        if (fails.bytes + report.bytes > batchMaxBytes) fails.flush(out, failMessage);
         fails.add(h, m.value, report.bytes);
       } else {
         out.push({ jobs: [h], req: { msg: m } });

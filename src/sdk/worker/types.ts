@@ -63,8 +63,10 @@ export interface JobContext<P = JsonObject> {
    * `checkpoint` (a JSON object) the next attempt gets as ctx.checkpoint if this one fails.
    * Fire and forget: call it as often as you like, the server stores about one report per
    * second (the latest); a report still waiting when the handler throws is stored before
-   * the failure. Throws TypeError/RangeError for a malformed report; does nothing once the
-   * job is no longer held or while the worker is disconnected.
+   * the failure. Throws TypeError/RangeError for a malformed report, and RangeError for a
+   * checkpoint larger than the server takes (ServerWelcome.max_result_bytes, or a message
+   * over its max_message_bytes); does nothing once the job is no longer held or while the
+   * worker is disconnected.
    */
   progress(report: ProgressInput): void;
 }

@@ -533,6 +533,24 @@ export interface ServerWelcome {
    * takes WorkerComplete.result_json. False (an older server) = payloads as Structs.
    */
   payloadsAsJson: boolean;
+  /**
+   * The largest result this server stores, in bytes of its JSON text (UTF-8): a
+   * WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID,
+   * and so is a WorkerProgress whose checkpoint is (EVORA_MAX_PAYLOAD_BYTES). A worker may
+   * check before sending. 0 = not said (an older server).
+   */
+  maxResultBytes: number;
+  /**
+   * The largest message this server receives, in bytes of its protobuf encoding
+   * (EVORA_MAX_MESSAGE_BYTES). A larger message is not answered with an ack: gRPC ends
+   * the whole stream with RESOURCE_EXHAUSTED, and the same message written again on the
+   * next stream ends that one too. A worker must never write one: a report that cannot
+   * fit (a result too large) is replaced by a fail under the same lease, non-retryable,
+   * with an error that says why (the TypeScript SDK: "complete refused: <reason>"), and
+   * batches (`completes`, `fails`) are split below it. 0 = not said (an older server):
+   * assume gRPC's default, 4 MiB (4,194,304 bytes).
+   */
+  maxMessageBytes: number;
 }
 
 /** LeasedJob is a job leased to a worker together with its lease. */
@@ -2503,6 +2521,8 @@ function createBaseServerWelcome(): ServerWelcome {
     heartbeatIntervalMs: 0,
     acceptsBatches: false,
     payloadsAsJson: false,
+    maxResultBytes: 0,
+    maxMessageBytes: 0,
   };
 }
 
@@ -2525,6 +2545,12 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     }
     if (message.payloadsAsJson !== false) {
       writer.uint32(48).bool(message.payloadsAsJson);
+    }
+    if (message.maxResultBytes !== 0) {
+      writer.uint32(56).int32(message.maxResultBytes);
+    }
+    if (message.maxMessageBytes !== 0) {
+      writer.uint32(64).int32(message.maxMessageBytes);
     }
     return writer;
   },
@@ -2590,6 +2616,22 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
             message.payloadsAsJson = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.maxResultBytes = reader.int32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.maxMessageBytes = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2634,6 +2676,16 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
         : isSet(object.payloads_as_json)
         ? globalThis.Boolean(object.payloads_as_json)
         : false,
+      maxResultBytes: isSet(object.maxResultBytes)
+        ? globalThis.Number(object.maxResultBytes)
+        : isSet(object.max_result_bytes)
+        ? globalThis.Number(object.max_result_bytes)
+        : 0,
+      maxMessageBytes: isSet(object.maxMessageBytes)
+        ? globalThis.Number(object.maxMessageBytes)
+        : isSet(object.max_message_bytes)
+        ? globalThis.Number(object.max_message_bytes)
+        : 0,
     };
   },
 
@@ -2657,6 +2709,12 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     if (message.payloadsAsJson !== false) {
       obj.payloadsAsJson = message.payloadsAsJson;
     }
+    if (message.maxResultBytes !== 0) {
+      obj.maxResultBytes = Math.round(message.maxResultBytes);
+    }
+    if (message.maxMessageBytes !== 0) {
+      obj.maxMessageBytes = Math.round(message.maxMessageBytes);
+    }
     return obj;
   },
 
@@ -2671,6 +2729,8 @@ export const ServerWelcome: MessageFns<ServerWelcome> = {
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
     message.acceptsBatches = object.acceptsBatches ?? false;
     message.payloadsAsJson = object.payloadsAsJson ?? false;
+    message.maxResultBytes = object.maxResultBytes ?? 0;
+    message.maxMessageBytes = object.maxMessageBytes ?? 0;
     return message;
   },
 };

@@ -1393,8 +1393,22 @@ type ServerWelcome struct {
 	// gets them so: each pushed job's payload is in LeasedJob.payload_json. This server also
 	// takes WorkerComplete.result_json. False (an older server) = payloads as Structs.
 	PayloadsAsJson bool `protobuf:"varint,6,opt,name=payloads_as_json,json=payloadsAsJson,proto3" json:"payloads_as_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The largest result this server stores, in bytes of its JSON text (UTF-8): a
+	// WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID,
+	// and so is a WorkerProgress whose checkpoint is (EVORA_MAX_PAYLOAD_BYTES). A worker may
+	// check before sending. 0 = not said (an older server).
+	MaxResultBytes int32 `protobuf:"varint,7,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
+	// The largest message this server receives, in bytes of its protobuf encoding
+	// (EVORA_MAX_MESSAGE_BYTES). A larger message is not answered with an ack: gRPC ends
+	// the whole stream with RESOURCE_EXHAUSTED, and the same message written again on the
+	// next stream ends that one too. A worker must never write one: a report that cannot
+	// fit (a result too large) is replaced by a fail under the same lease, non-retryable,
+	// with an error that says why (the TypeScript SDK: "complete refused: <reason>"), and
+	// batches (`completes`, `fails`) are split below it. 0 = not said (an older server):
+	// assume gRPC's default, 4 MiB (4,194,304 bytes).
+	MaxMessageBytes int32 `protobuf:"varint,8,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ServerWelcome) Reset() {
@@ -1467,6 +1481,20 @@ func (x *ServerWelcome) GetPayloadsAsJson() bool {
 		return x.PayloadsAsJson
 	}
 	return false
+}
+
+func (x *ServerWelcome) GetMaxResultBytes() int32 {
+	if x != nil {
+		return x.MaxResultBytes
+	}
+	return 0
+}
+
+func (x *ServerWelcome) GetMaxMessageBytes() int32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 // LeasedJob is a job leased to a worker together with its lease.
@@ -3122,7 +3150,7 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\tcompletes\x18\x01 \x03(\v2\x18.evora.v1.WorkerCompleteR\tcompletes\"=\n" +
 	"\x0fWorkerFailBatch\x12*\n" +
 	"\x05fails\x18\x01 \x03(\v2\x14.evora.v1.WorkerFailR\x05fails\"\r\n" +
-	"\vWorkerDrain\"\x98\x02\n" +
+	"\vWorkerDrain\"\xee\x02\n" +
 	"\rServerWelcome\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
@@ -3130,7 +3158,9 @@ const file_evora_v1_worker_proto_rawDesc = "" +
 	"\x1aheartbeat_interval_seconds\x18\x03 \x01(\x05R\x18heartbeatIntervalSeconds\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x04 \x01(\x05R\x13heartbeatIntervalMs\x12'\n" +
 	"\x0faccepts_batches\x18\x05 \x01(\bR\x0eacceptsBatches\x12(\n" +
-	"\x10payloads_as_json\x18\x06 \x01(\bR\x0epayloadsAsJson\"\xaf\x03\n" +
+	"\x10payloads_as_json\x18\x06 \x01(\bR\x0epayloadsAsJson\x12(\n" +
+	"\x10max_result_bytes\x18\a \x01(\x05R\x0emaxResultBytes\x12*\n" +
+	"\x11max_message_bytes\x18\b \x01(\x05R\x0fmaxMessageBytes\"\xaf\x03\n" +
 	"\tLeasedJob\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.evora.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +

@@ -198,20 +198,24 @@ class WorkerDrain(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerWelcome(_message.Message):
-    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds", "heartbeat_interval_ms", "accepts_batches", "payloads_as_json")
+    __slots__ = ("session_id", "lease_seconds", "heartbeat_interval_seconds", "heartbeat_interval_ms", "accepts_batches", "payloads_as_json", "max_result_bytes", "max_message_bytes")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     PAYLOADS_AS_JSON_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     lease_seconds: int
     heartbeat_interval_seconds: int
     heartbeat_interval_ms: int
     accepts_batches: bool
     payloads_as_json: bool
-    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., accepts_batches: _Optional[bool] = ..., payloads_as_json: _Optional[bool] = ...) -> None: ...
+    max_result_bytes: int
+    max_message_bytes: int
+    def __init__(self, session_id: _Optional[str] = ..., lease_seconds: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., accepts_batches: _Optional[bool] = ..., payloads_as_json: _Optional[bool] = ..., max_result_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class LeasedJob(_message.Message):
     __slots__ = ("job", "lease_token", "lease_expires_at", "parent_results", "checkpoint", "payload_json")

@@ -134,7 +134,10 @@ func (w *worker) connect(parent context.Context) (*session, time.Duration, error
 	w.log.Info("session opened", "session_id", welcome.GetSessionId(), "queue", w.cfg.queue, "slots", w.cfg.slots,
 		"lease_seconds", welcome.GetLeaseSeconds(), "heartbeat_every", hbEvery, "held", len(hello.Held))
 
-	s := &session{stream: stream, cancel: cancel, msgs: make(chan *evorav1.WorkResponse, 16)}
+	s := &session{stream: stream, cancel: cancel, msgs: make(chan *evorav1.WorkResponse, 16), maxMessage: defaultMaxMessageBytes}
+	if m := welcome.GetMaxMessageBytes(); m > 0 {
+		s.maxMessage = int(m)
+	}
 	go func() {
 		defer close(s.msgs)
 		for {

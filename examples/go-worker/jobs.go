@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
@@ -84,14 +85,18 @@ func (w *worker) finish(s *session, o outcome) {
 			req = &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Complete{Complete: &evorav1.WorkerComplete{
 				JobId: t.id, LeaseToken: t.token, Result: result,
 			}}}
-			w.log.Info("job done", "job_id", t.id)
+			if err := reportTooLarge(req, s.maxMessage); err != nil {
+				o.err, req = err, nil
+			} else {
+				w.log.Info("job done", "job_id", t.id)
+			}
 		}
 	}
 	if o.err != nil {
 		var je *jobError
 		nonRetryable := errors.As(o.err, &je) && !je.retryable
 		req = &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Fail{Fail: &evorav1.WorkerFail{
-			JobId: t.id, LeaseToken: t.token, Error: o.err.Error(), NonRetryable: nonRetryable,
+			JobId: t.id, LeaseToken: t.token, Error: cutError(o.err.Error()), NonRetryable: nonRetryable,
 		}}}
 		w.log.Info("job failed", "job_id", t.id, "err", o.err, "retryable", !nonRetryable)
 	}
@@ -106,4 +111,34 @@ func leaseToken(req *evorav1.WorkRequest) string {
 		return c.GetLeaseToken()
 	}
 	return req.GetFail().GetLeaseToken()
+}
+
+// defaultMaxMessageBytes is gRPC's default largest received message: what a server takes
+// when its welcome does not say (an older server).
+const defaultMaxMessageBytes = 4 << 20
+
+// maxErrorChars is the longest error the server stores with a failure; the worker cuts a
+// longer one too, so that a fail always fits in a message.
+const maxErrorChars = 10000
+
+// reportTooLarge is the error to fail a job with instead of sending req, when req is more
+// than the server receives (ServerWelcome.max_message_bytes): written, it would end the
+// whole stream with RESOURCE_EXHAUSTED, and again on every stream it were resent on
+// (docs/api.md, "Size limits on the Work stream"). Nil when it fits.
+func reportTooLarge(req *evorav1.WorkRequest, maxMessage int) error {
+	if n := proto.Size(req); n > maxMessage {
+		return permanent("complete refused: the report is %d bytes; the server takes messages of at most %d", n, maxMessage)
+	}
+	return nil
+}
+
+// cutError is err cut to maxErrorChars characters.
+func cutError(err string) string {
+	if len(err) <= maxErrorChars {
+		return err
+	}
+	if r := []rune(err); len(r) > maxErrorChars {
+		return string(r[:maxErrorChars])
+	}
+	return err
 }

@@ -104,6 +104,9 @@ type session struct {
 	fenced   bool                       // a heartbeat ack arrived after our drain: no more jobs will come
 	fenceSet bool                       // we sent drain + a fencing heartbeat on this stream
 	drain    *evorav1.ServerDrain       // the server's drain, once it asked for one
+	// The largest message the server receives (ServerWelcome.max_message_bytes, or gRPC's
+	// default from a server that does not say): no report may be larger (reportTooLarge).
+	maxMessage int
 }
 
 var (

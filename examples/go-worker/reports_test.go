@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
@@ -227,5 +231,27 @@ func TestTheReconnectWaitNeverPassesTwoSeconds(t *testing.T) {
 	}
 	if b != 2*time.Second {
 		t.Fatalf("backoff %v after 20 doublings, want the 2 s cap", b)
+	}
+}
+
+func TestAReportOverTheServersMessageLimitIsFailedInsteadAndErrorsAreCut(t *testing.T) {
+	big, err := structpb.NewStruct(map[string]any{"s": strings.Repeat("x", 100_000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Complete{Complete: &evorav1.WorkerComplete{JobId: "j", LeaseToken: "t", Result: big}}}
+	if err := reportTooLarge(req, defaultMaxMessageBytes); err != nil {
+		t.Errorf("a 100 kB result under the 4 MiB default: %v", err)
+	}
+	err = reportTooLarge(req, 65536)
+	var je *jobError
+	if !errors.As(err, &je) || je.retryable || !strings.HasPrefix(err.Error(), "complete refused: the report is ") || !strings.HasSuffix(err.Error(), " bytes; the server takes messages of at most 65536") {
+		t.Errorf("a 100 kB result over a 64 KiB limit: got %v, want a permanent 'complete refused' error", err)
+	}
+	if got := cutError(strings.Repeat("é", 20_000)); got != strings.Repeat("é", maxErrorChars) {
+		t.Errorf("cutError kept %d characters, want %d", len([]rune(got)), maxErrorChars)
+	}
+	if got := cutError("short"); got != "short" {
+		t.Errorf("cutError(short) = %q", got)
 	}
 }

@@ -18,6 +18,13 @@ MAX_SENDS = 5
 FIRST_RESEND = 0.2
 MAX_OUTAGE_RESEND = 2.0
 
+# gRPC's default largest received message: what a server takes when its welcome does not
+# say (ServerWelcome.max_message_bytes unset, an older server).
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# The longest error the server stores with a failure; the worker cuts a longer one too, so
+# that a fail always fits in a message.
+MAX_ERROR_CHARS = 10_000
+
 
 def ack_result(ack: pb.ServerAck) -> int:
     """What an ack says became of a report (a pb.AckResult value). A server that predates
@@ -86,3 +93,19 @@ def epoch(ts: Any) -> float:
 def token_of(req: pb.WorkRequest) -> str:
     """The lease a complete or fail report is about."""
     return req.complete.lease_token if req.WhichOneof("msg") == "complete" else req.fail.lease_token
+
+
+def report_too_large(req: pb.WorkRequest, max_message: int) -> Optional[str]:
+    """Why req is more than the server receives (ServerWelcome.max_message_bytes), or None
+    when it fits. Written, such a message would end the whole stream with RESOURCE_EXHAUSTED,
+    and again on every stream it were resent on (docs/api.md, "Size limits on the Work
+    stream"): the worker fails the job with this reason instead."""
+    size = req.ByteSize()
+    if size > max_message:
+        return f"complete refused: the report is {size} bytes; the server takes messages of at most {max_message}"
+    return None
+
+
+def cut_error(error: str) -> str:
+    """error cut to MAX_ERROR_CHARS characters (what the server stores)."""
+    return error[:MAX_ERROR_CHARS]

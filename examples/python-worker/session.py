@@ -28,6 +28,9 @@ class Session:
         self.ended = False
         self.drain: pb.ServerDrain | None = None  # the server's drain, once it asked for one
         self.last_heard = time.monotonic()  # when the server last sent anything (set by the worker)
+        # The largest message the server receives (its welcome's max_message_bytes; set by
+        # the worker): no report may be larger.
+        self.max_message = 4 * 1024 * 1024
         # The metadata (the API token's `authorization: Bearer <token>`) goes with the call.
         self.call = stub.Work(self._requests(), metadata=metadata)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()

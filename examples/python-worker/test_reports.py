@@ -19,9 +19,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen
 from evora.v1 import job_pb2  # noqa: E402
 from evora.v1 import worker_pb2 as pb  # noqa: E402
 from google.protobuf.timestamp_pb2 import Timestamp  # noqa: E402
+from google.protobuf.struct_pb2 import Struct  # noqa: E402
 from reports import (  # noqa: E402
-    FIRST_RESEND, MAX_OUTAGE_RESEND, MAX_SENDS, ack_result, acked_report, code_name, outage_resend_delay, report_under,
-    resend_delay, token_of,
+    DEFAULT_MAX_MESSAGE_BYTES, FIRST_RESEND, MAX_ERROR_CHARS, MAX_OUTAGE_RESEND, MAX_SENDS, ack_result, acked_report,
+    code_name, cut_error, outage_resend_delay, report_too_large, report_under, resend_delay, token_of,
 )
 from worker import FIRST_RECONNECT_WAIT, Report, Stop, Task, Worker, next_reconnect_backoff, reconnect_wait  # noqa: E402
 
@@ -335,9 +336,6 @@ class CodeNameTest(unittest.TestCase):
         self.assertEqual(code_name(pb.DrainReason, 99), "99")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class ReconnectWaitTest(unittest.TestCase):
     def test_never_passes_two_seconds(self) -> None:
@@ -346,3 +344,20 @@ class ReconnectWaitTest(unittest.TestCase):
             b = next_reconnect_backoff(b)
             self.assertTrue(0.05 <= reconnect_wait(b) <= 2.05, (b, reconnect_wait(b)))
         self.assertEqual(b, 2.0)
+
+
+class SizeLimitTest(unittest.TestCase):
+    def test_a_report_over_the_message_limit_is_refused_and_errors_are_cut(self) -> None:
+        big = Struct()
+        big.update({"s": "x" * 100_000})
+        req = pb.WorkRequest(complete=pb.WorkerComplete(job_id="j", lease_token="t", result=big))
+        self.assertIsNone(report_too_large(req, DEFAULT_MAX_MESSAGE_BYTES))
+        reason = report_too_large(req, 65536)
+        assert reason is not None
+        self.assertRegex(reason, r"^complete refused: the report is \d+ bytes; the server takes messages of at most 65536$")
+        self.assertEqual(cut_error("é" * 20_000), "é" * MAX_ERROR_CHARS)
+        self.assertEqual(cut_error("short"), "short")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -47,7 +47,8 @@ from evora.v1 import worker_pb2 as pb  # noqa: E402
 from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
 from options import parse_args  # noqa: E402
 from reports import (  # noqa: E402
-    ack_result, acked_report, code_name, epoch, outage_resend_delay, report_under, resend_delay, token_of,
+    DEFAULT_MAX_MESSAGE_BYTES, ack_result, acked_report, code_name, cut_error, epoch, outage_resend_delay, report_too_large,
+    report_under, resend_delay, token_of,
 )
 from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
 from session import Session, bearer, describe, refused  # noqa: E402
@@ -290,6 +291,7 @@ class Worker:
             log.info("session opened session_id=%s queue=%s slots=%d lease_seconds=%d heartbeat_every=%.3fs held=%d",
                      w.session_id, self.args.queue, self.args.slots, w.lease_seconds, hb_every, len(held))
             self.session = s
+            s.max_message = w.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
             s.last_heard = time.monotonic()
             self.resend_on_new_session(s)
             return hb_every
@@ -614,13 +616,17 @@ class Worker:
                     st = struct_pb2.Struct()
                     st.update(result)
                     req = pb.WorkRequest(complete=pb.WorkerComplete(job_id=t.id, lease_token=t.token, result=st))
-                    log.info("job done job_id=%s", t.id)
+                    too_large = report_too_large(req, s.max_message if s is not None else DEFAULT_MAX_MESSAGE_BYTES)
+                    if too_large is not None:
+                        err = JobError(too_large, retryable=False)
+                    else:
+                        log.info("job done job_id=%s", t.id)
                 except (TypeError, ValueError) as e:
                     err = JobError(f"result is not JSON: {e}", retryable=False)
             if err is not None:
                 # A cancelled job becomes CANCELLED whatever the report says; non_retryable keeps it so.
                 non_retryable = t.stopped_by is Stop.CANCELLED or (isinstance(err, JobError) and not err.retryable)
-                req = pb.WorkRequest(fail=pb.WorkerFail(job_id=t.id, lease_token=t.token, error=str(err) or type(err).__name__,
+                req = pb.WorkRequest(fail=pb.WorkerFail(job_id=t.id, lease_token=t.token, error=cut_error(str(err) or type(err).__name__),
                                                         non_retryable=non_retryable))
                 log.info("job failed job_id=%s err=%r retryable=%s", t.id, str(err), not non_retryable)
             r = Report(req, lease_end=t.lease_end)

@@ -5,6 +5,7 @@ import type { SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { EvoraClient, EvoraWorker, NonRetryableError, type Job, type JobStateName, type JsonObject } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
+import { expectStatus } from '../helpers/grpc-status.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { jobInState, waitFor } from '../helpers/wait.js';
 
@@ -116,18 +117,6 @@ describe('bad input changes nothing', () => {
   const ok = (queue: string, extra: Partial<SubmitJobRequest> = {}): SubmitJobRequest => ({
     queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0), ...extra,
   });
-
-  async function expectStatus(p: Promise<unknown>, code: grpc.status, message: RegExp) {
-    const err = (await p.then(
-      () => {
-        throw new Error(`expected status ${grpc.status[code]}, got success`);
-      },
-      (e: unknown) => e,
-    )) as grpc.ServiceError;
-    expect(grpc.status[err.code]).toBe(grpc.status[code]);
-    expect(err.details).toMatch(message);
-    expect(err.details).not.toMatch(/\n/);
-  }
 
   async function jobsIn(queue: string): Promise<number> {
     return (await sql.query('SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1', [queue])).rows[0].n;

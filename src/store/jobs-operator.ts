@@ -44,12 +44,17 @@ function idCheck(id: string): void {
   if (!isUuid(id)) throw invalidArgument(`job id "${id}" is not a UUID`);
 }
 
-/** One job (Store.jobGet). */
-export async function jobRead(pool: StorePool, id: string): Promise<Job> {
+/** One job's row; NOT_FOUND when there is none. */
+async function jobRowRead(pool: StorePool, id: string): Promise<JobRow> {
   idCheck(id);
   const row = await rowOf(pool, jobGetSql, { id });
   if (!row) throw notFound(`job ${id} not found`);
-  return jobFromRow(row);
+  return row;
+}
+
+/** One job (Store.jobGet). */
+export async function jobRead(pool: StorePool, id: string): Promise<Job> {
+  return jobFromRow(await jobRowRead(pool, id));
 }
 
 const jobQueuesReadSql = statement<{ ids: string[] }, { id: string; queue: string }>('job-queues-read', { ids: 'uuid[]' }, { id: 'uuid', queue: 'text' });
@@ -86,14 +91,26 @@ export async function jobCancel(pool: StorePool, id: string, now: Date | null, a
   throw failedPrecondition(`job ${job.id} is ${job.state} and cannot be cancelled`);
 }
 
-/** An operator's manual retry (Store.jobRetry). */
+/**
+ * An operator's manual retry (Store.jobRetry). The statement decides (sql/job-retry.sql); when
+ * it retried nothing, the job is read again only to say why, in one line: no such job
+ * (NOT_FOUND), not DLQ or CANCELLED, held back by a parent in DLQ or CANCELLED (retry that
+ * parent), or cancelled by a parent that has since been deleted (it can never complete: the
+ * job must be submitted again). Each is FAILED_PRECONDITION but the first, and changed nothing.
+ */
 export async function jobRetry(pool: StorePool, id: string, now: Date | null, actor: AuditActor | undefined): Promise<Job> {
   idCheck(id);
   const row = await rowOf(pool, jobRetrySql, { id, now, ...actorParams(actor) });
   if (row) return jobFromRow(row);
-  const job = await jobRead(pool, id);
-  if ((job.state === 'DLQ' || job.state === 'CANCELLED') && job.parentIds) {
-    throw failedPrecondition(`job ${job.id} has a parent in DLQ or CANCELLED (${job.lastError ?? 'see its parents'}); retry that parent first`);
+  const job = await jobRowRead(pool, id);
+  if ((job.state === 'DLQ' || job.state === 'CANCELLED') && job.parent_ids) {
+    const by = job.cancelled_by;
+    if (by !== null && (await jobQueuesRead(pool, [by])).size === 0) {
+      throw failedPrecondition(
+        `job ${job.id} was cancelled because parent ${by} did not complete (${job.last_error ?? 'see its parents'}), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
+      );
+    }
+    throw failedPrecondition(`job ${job.id} has a parent in DLQ or CANCELLED (${job.last_error ?? 'see its parents'}); retry that parent first`);
   }
   throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
 }

@@ -8,6 +8,7 @@ import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { protoPath as healthProtoPath } from 'grpc-health-check';
 import { queueName } from '../helpers/factories.js';
 import { RawWorker } from '../helpers/raw-worker.js';
+import { expectStatus } from '../helpers/grpc-status.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 
@@ -20,19 +21,6 @@ beforeAll(async () => {
 const ok = { queue: 'q', type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) };
 const MISSING = '00000000-0000-7000-8000-000000000000';
 const { INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, FAILED_PRECONDITION } = grpc.status;
-
-/** Expects a status code and a readable one-line message. */
-async function expectStatus(p: Promise<unknown>, code: grpc.status, message?: RegExp) {
-  const err = (await p.then(
-    () => {
-      throw new Error(`expected status ${grpc.status[code]}, got success`);
-    },
-    (e: unknown) => e,
-  )) as grpc.ServiceError;
-  expect(grpc.status[err.code]).toBe(grpc.status[code]);
-  expect(err.details).not.toMatch(/\n/);
-  if (message) expect(err.details).toMatch(message);
-}
 
 describe('bad input gets the right status and changes nothing', () => {
   it('INVALID_ARGUMENT for malformed submits', async () => {

@@ -4,7 +4,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { EvoraClient, EvoraWorker, NonRetryableError, type Job, type JobStateName, type JsonObject } from '../../src/sdk/index.js';
+import type { EvoraServer } from '../../src/server/server.js';
 import { queueName } from '../helpers/factories.js';
+import { expectStatus } from '../helpers/grpc-status.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { jobInState, waitFor } from '../helpers/wait.js';
 
@@ -17,12 +19,13 @@ import { jobInState, waitFor } from '../helpers/wait.js';
 let client: EvoraClient;
 let clients: Clients;
 let address: string;
+let server: EvoraServer;
 let sql: pg.Pool;
 const workers: EvoraWorker[] = [];
 
 beforeAll(async () => {
   let databaseUrl: string;
-  ({ clients, address, databaseUrl } = await serverSetup());
+  ({ clients, address, databaseUrl, server } = await serverSetup());
   client = new EvoraClient({ address });
   sql = new pg.Pool({ connectionString: databaseUrl, max: 2 });
 });
@@ -117,18 +120,6 @@ describe('bad input changes nothing', () => {
     queue, type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0), ...extra,
   });
 
-  async function expectStatus(p: Promise<unknown>, code: grpc.status, message: RegExp) {
-    const err = (await p.then(
-      () => {
-        throw new Error(`expected status ${grpc.status[code]}, got success`);
-      },
-      (e: unknown) => e,
-    )) as grpc.ServiceError;
-    expect(grpc.status[err.code]).toBe(grpc.status[code]);
-    expect(err.details).toMatch(message);
-    expect(err.details).not.toMatch(/\n/);
-  }
-
   async function jobsIn(queue: string): Promise<number> {
     return (await sql.query('SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1', [queue])).rows[0].n;
   }
@@ -198,5 +189,101 @@ describe('bad input changes nothing', () => {
     const page = await call(clients.jobs, 'listJobs', { queue, states: [JobState.JOB_STATE_WAITING], type: '', pageSize: 0, pageToken: '', idempotencyKey: '' });
     expect(page.jobs.map((j) => [j.id, j.state, j.dependsOn])).toEqual([[child.id, JobState.JOB_STATE_WAITING, [parent.id]]]);
     await waitFor(async () => (await client.queueStats(queue)).counts.WAITING === 1, { what: 'WAITING in queue stats' });
+  });
+});
+
+describe('a failed parent deleted by retention', () => {
+  /** Retried-manually events of `ids`, in the outbox or already projected into the recent events. */
+  async function retriedEvents(ids: string[]): Promise<number> {
+    const { rows } = await sql.query(
+      `SELECT count(*)::int AS n FROM (
+         SELECT u.job_id, u.kind FROM evora.job_events e CROSS JOIN LATERAL unnest(e.job_ids, e.kinds) AS u(job_id, kind)
+         UNION ALL
+         SELECT u.job_id, u.kind FROM evora.telemetry_recent_events e CROSS JOIN LATERAL unnest(e.job_ids, e.kinds) AS u(job_id, kind)
+       ) ev WHERE ev.job_id = ANY ($1) AND ev.kind = 'retried_manually'`,
+      [ids],
+    );
+    return rows[0].n;
+  }
+
+  /** The rows RetryJob must leave as they were. */
+  async function rowsOf(ids: string[]) {
+    const { rows } = await sql.query(
+      'SELECT id, state::text, cancelled_by, last_error, finished_at FROM evora.jobs WHERE id = ANY ($1) ORDER BY id',
+      [ids],
+    );
+    return rows;
+  }
+
+  it('a child it cancelled is never retried (RetryJob FAILED_PRECONDITION, RetryJobs skips it), down the graph; a child of a COMPLETED parent deleted since still is', async () => {
+    const parents = queueName();
+    const queue = queueName();
+    // The parents' queue keeps finished jobs for an hour; the children's, for the default week.
+    await client.upsertQueue(parents, { dlqRetentionSeconds: 3600, completedRetentionSeconds: 3600 });
+    // P fails: C is cancelled naming P, G (C's child) naming C. OK completes: K1 and K2 are released.
+    const [p, c, g, ok, k1, k2] = (
+      await client.submitMany([
+        { queue: parents, type: 'a', ref: 'p' },
+        { queue, type: 'b', ref: 'c', dependsOnRefs: ['p'] },
+        { queue, type: 'b', ref: 'g', dependsOnRefs: ['c'] },
+        { queue: parents, type: 'c', ref: 'ok' },
+        { queue, type: 'b', dependsOnRefs: ['ok'] },
+        { queue, type: 'b', dependsOnRefs: ['ok'] },
+      ])
+    ).map((r) => r.job.id) as [string, string, string, string, string, string];
+    await worker(parents, [], { value: 'a' });
+    await jobIn(p, 'DLQ');
+    await jobIn(ok, 'COMPLETED');
+    await jobIn(g, 'CANCELLED');
+    expect((await rowsOf([c, g])).map((r) => [r.id, r.cancelled_by, r.last_error])).toEqual(
+      [[c, p, `parent ${p} ended DLQ`], [g, c, `parent ${p} ended DLQ`]].sort((x, y) => x[0]!.localeCompare(y[0]!)),
+    );
+    // No worker serves the children's queue: K1 and K2 wait PENDING until an operator cancels them.
+    for (const k of [k1, k2]) {
+      await jobIn(k, 'PENDING');
+      expect((await client.cancel(k)).state).toBe('CANCELLED');
+    }
+
+    // Retention, as the leader's pruner runs it, two hours from now: P and OK go, nothing of the children's queue.
+    await waitFor(async () => (await server.store.outboxLag()).events === 0, { what: 'the outbox projected' });
+    const run = await server.maintainer.services.pruner.runOnce(new AbortController().signal, { now: new Date(Date.now() + 2 * 3600_000) });
+    expect(run.counts.filter((n) => n.queue === parents || n.queue === queue).map((n) => [n.queue, n.state, n.jobs]).sort()).toEqual(
+      [[parents, 'COMPLETED', 1], [parents, 'DLQ', 1]],
+    );
+    const before = await rowsOf([c, g]);
+
+    // P can never complete: C is refused, naming it.
+    await expectStatus(
+      call(clients.jobs, 'retryJob', { id: c }),
+      grpc.status.FAILED_PRECONDITION,
+      `job ${c} was cancelled because parent ${p} did not complete (parent ${p} ended DLQ), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
+    );
+    // G waits on C, which stays CANCELLED for good.
+    await expectStatus(call(clients.jobs, 'retryJob', { id: g }), grpc.status.FAILED_PRECONDITION, /^job \S+ has a parent in DLQ or CANCELLED/);
+    expect(await rowsOf([c, g])).toEqual(before);
+
+    // The control: K1's parent COMPLETED before it was deleted, so K1 runs again.
+    expect((await client.retry(k1)).state).toBe('PENDING');
+    // RetryJobs over the queue's CANCELLED jobs takes K2 only: C and G are neither retried nor counted.
+    expect(await client.retryJobs({ queue, states: 'CANCELLED' }, { dryRun: true })).toBe(1);
+    expect(await client.retryJobs({ queue, states: 'CANCELLED' })).toBe(1);
+    expect((await client.get(k2)).state).toBe('PENDING');
+    expect(await client.retryJobs({ ids: [c, g] })).toBe(0);
+
+    // C deleted too (a purge, as retention would): G now names a parent that is gone.
+    await waitFor(async () => (await client.purgeJobs({ ids: [c] })) === 1, { what: 'C purged' });
+    await expectStatus(
+      call(clients.jobs, 'retryJob', { id: g }),
+      grpc.status.FAILED_PRECONDITION,
+      `job ${g} was cancelled because parent ${c} did not complete (parent ${p} ended DLQ), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
+    );
+    expect(await client.retryJobs({ queue, states: 'CANCELLED' }, { dryRun: true })).toBe(0);
+    expect(await client.retryJobs({ queue, states: 'CANCELLED' })).toBe(0);
+
+    // Nothing was changed or recorded for C and G.
+    expect(await rowsOf([g])).toEqual(before.filter((r) => r.id === g));
+    expect(await retriedEvents([c, g])).toBe(0);
+    const audit = await sql.query(`SELECT count(*)::int AS n FROM evora.audit_events WHERE action = 'job.retry' AND target = ANY ($1)`, [[c, g]]);
+    expect(audit.rows[0].n).toBe(0);
   });
 });

@@ -4,6 +4,7 @@ import pg from 'pg';
 import type { SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
 import { EvoraClient } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
+import { expectStatus } from '../helpers/grpc-status.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 
 /**
@@ -29,19 +30,6 @@ const job = (queue: string, patch: Partial<SubmitJobRequest> = {}): SubmitJobReq
   dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0), ...patch,
 });
 const json = (text: string) => Buffer.from(text);
-
-/** Expects a status code and a one-line message matching `message`. */
-async function expectStatus(p: Promise<unknown>, code: grpc.status, message: RegExp) {
-  const err = (await p.then(
-    () => {
-      throw new Error(`expected status ${grpc.status[code]}, got success`);
-    },
-    (e: unknown) => e,
-  )) as grpc.ServiceError;
-  expect(grpc.status[err.code]).toBe(grpc.status[code]);
-  expect(err.details).not.toMatch(/\n/);
-  expect(err.details).toMatch(message);
-}
 
 async function jobCount(queue: string): Promise<number> {
   return Number((await db.query('SELECT count(*) AS n FROM evora.jobs WHERE queue = $1', [queue])).rows[0].n);

@@ -5,7 +5,9 @@
 -- before :cutoff (null: any time), each changed exactly as sql/job-retry.sql changes one job: back to PENDING, due
 -- now, attempts reset, last run forgotten (the last error stays); a job with parents
 -- (0011_dependencies.sql) back to WAITING while a parent is unfinished, and not taken at
--- all while a parent is DLQ or CANCELLED (that parent's retry restores it). One `retried_manually`
+-- all while a parent is DLQ or CANCELLED (that parent's retry restores it) or when the
+-- parent that cancelled it (cancelled_by) no longer exists (it can never complete: as
+-- sql/job-retry.sql refuses it; not counted, left CANCELLED). One `retried_manually`
 -- event per job in one outbox row; wakes each queue once. Returns how many it retried and
 -- its time (the caller's :cutoff for the run's later batches).
 -- A batch that retried any job writes one audit event `jobs.retry` (target: :auditTarget;
@@ -17,10 +19,10 @@
 --   holds is left for a later run); no ORDER BY, so a batch is one range scan of
 --   jobs_finished_idx when a queue is given, not a sort of every match;
 -- - the caller's loop ends: a retried job leaves the match (PENDING or WAITING), a job held by
---   a DLQ or CANCELLED parent is never in it, and one that fails back
+--   a DLQ or CANCELLED parent or by a deleted cancelled_by is never in it, and one that fails back
 --   into the DLQ meanwhile finished after :cutoff, so the run never takes a job twice.
 WITH previous AS (
-  SELECT j.id, j.state, j.parent_ids
+  SELECT j.id, j.state, j.parent_ids, j.cancelled_by
   FROM evora.jobs j
   WHERE j.state IN ('DLQ', 'CANCELLED') AND j.state = ANY (:states::evora.job_state[])
     AND (:queue::text IS NULL OR j.queue = :queue)
@@ -31,13 +33,14 @@ WITH previous AS (
     AND (:cutoff::timestamptz IS NULL OR j.finished_at <= :cutoff)
     AND (j.parent_ids IS NULL
          OR NOT EXISTS (SELECT 1 FROM evora.jobs p WHERE p.id = ANY (j.parent_ids) AND p.state IN ('DLQ', 'CANCELLED')))
+    AND (j.cancelled_by IS NULL OR EXISTS (SELECT 1 FROM evora.jobs p WHERE p.id = j.cancelled_by))
   LIMIT :limit
   FOR UPDATE OF j SKIP LOCKED
 ),
 parents AS (
   -- Latest versions (a locking read), as sql/job-retry.sql reads them: a parent completing
-  -- meanwhile is seen COMPLETED or finds its child WAITING.
-  SELECT v.id AS child, p.state
+  -- meanwhile is seen COMPLETED or finds its child WAITING, and one deleted meanwhile is seen gone.
+  SELECT v.id AS child, p.id AS parent, p.state
   FROM previous v JOIN evora.jobs p ON p.id = ANY (v.parent_ids)
   ORDER BY p.id
   FOR SHARE OF p
@@ -58,6 +61,7 @@ updated AS (
       finished_at = NULL
   FROM previous p
   WHERE j.id = p.id AND NOT EXISTS (SELECT 1 FROM parents a WHERE a.child = p.id AND a.state IN ('DLQ', 'CANCELLED'))
+    AND (p.cancelled_by IS NULL OR EXISTS (SELECT 1 FROM parents a WHERE a.child = p.id AND a.parent = p.cancelled_by))
   RETURNING j.id, j.queue, j.type, j.state, j.attempt, j.worker_id, j.run_at, p.state AS previous_state
 ),
 events AS (

@@ -4,12 +4,18 @@
 -- error stays). One `retried_manually` event; wakes its queue. No row for any other state.
 -- A job with parents (0011_dependencies.sql) goes back to WAITING while a parent is
 -- unfinished, and is not retried (no row) while a parent is DLQ or CANCELLED: that parent's
--- retry restores it. Its parents are read with a locking read (their latest versions), so a
--- parent completing meanwhile either is seen COMPLETED or finds this job WAITING.
+-- retry restores it. Nor (no row) when the parent that cancelled it (cancelled_by, always one
+-- of its parent_ids; a grandchild's names its own parent, the previous generation) no longer
+-- exists: that parent ended DLQ or CANCELLED and was deleted since (retention, PurgeJobs), so
+-- it can never complete, and this job must not run without it. A parent missing otherwise
+-- (it COMPLETED, then was deleted) does not hold the job back. Its parents are read with a
+-- locking read (their latest versions), so a parent completing meanwhile either is seen
+-- COMPLETED or finds this job WAITING, and a parent the pruner deletes meanwhile is either
+-- kept by this lock (the pruner skips locked rows) or seen gone.
 -- The audit event `job.retry` (target: the id; change: the previous state) is written in this
 -- statement, only when the job was retried.
 WITH previous AS (
-  SELECT id, state, parent_ids FROM evora.jobs WHERE id = :id AND state IN ('DLQ', 'CANCELLED') FOR UPDATE
+  SELECT id, state, parent_ids, cancelled_by FROM evora.jobs WHERE id = :id AND state IN ('DLQ', 'CANCELLED') FOR UPDATE
 ),
 parents AS (
   SELECT p.id, p.state FROM evora.jobs p, previous v WHERE p.id = ANY (v.parent_ids) ORDER BY p.id FOR SHARE OF p
@@ -29,6 +35,7 @@ updated AS (
       finished_at = NULL
   FROM previous p
   WHERE j.id = p.id AND NOT EXISTS (SELECT 1 FROM parents WHERE state IN ('DLQ', 'CANCELLED'))
+    AND (p.cancelled_by IS NULL OR EXISTS (SELECT 1 FROM parents WHERE id = p.cancelled_by))
   RETURNING j.*, p.state AS previous_state
 ),
 events AS (

@@ -4160,7 +4160,8 @@ export const JobServiceService = {
    * again as soon as possible with a fresh attempt budget. Any other state is
    * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
    * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
-   * that parent: it restores the children it cancelled, back to WAITING).
+   * that parent: it restores the children it cancelled, back to WAITING), and for good once
+   * the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
    */
   retryJob: {
     path: "/evora.v1.JobService/RetryJob" as const,
@@ -4310,7 +4311,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * again as soon as possible with a fresh attempt budget. Any other state is
    * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
    * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
-   * that parent: it restores the children it cancelled, back to WAITING).
+   * that parent: it restores the children it cancelled, back to WAITING), and for good once
+   * the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
    */
   retryJob: handleUnaryCall<RetryJobRequest, RetryJobResponse>;
   /**
@@ -4491,7 +4493,8 @@ export interface JobServiceClient extends Client {
    * again as soon as possible with a fresh attempt budget. Any other state is
    * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
    * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
-   * that parent: it restores the children it cancelled, back to WAITING).
+   * that parent: it restores the children it cancelled, back to WAITING), and for good once
+   * the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
    */
   retryJob(
     request: RetryJobRequest,

@@ -93,7 +93,8 @@ type JobServiceClient interface {
 	// again as soon as possible with a fresh attempt budget. Any other state is
 	// an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
 	// is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
-	// that parent: it restores the children it cancelled, back to WAITING).
+	// that parent: it restores the children it cancelled, back to WAITING), and for good once
+	// the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
 	RetryJob(ctx context.Context, in *RetryJobRequest, opts ...grpc.CallOption) (*RetryJobResponse, error)
 	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
 	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
@@ -311,7 +312,8 @@ type JobServiceServer interface {
 	// again as soon as possible with a fresh attempt budget. Any other state is
 	// an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
 	// is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
-	// that parent: it restores the children it cancelled, back to WAITING).
+	// that parent: it restores the children it cancelled, back to WAITING), and for good once
+	// the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
 	RetryJob(context.Context, *RetryJobRequest) (*RetryJobResponse, error)
 	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
 	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually

@@ -188,7 +188,8 @@ class JobServiceServicer:
         again as soon as possible with a fresh attempt budget. Any other state is
         an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
         is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
-        that parent: it restores the children it cancelled, back to WAITING).
+        that parent: it restores the children it cancelled, back to WAITING), and for good once
+        the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

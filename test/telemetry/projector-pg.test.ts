@@ -155,6 +155,33 @@ describe('projector into the embedded Postgres sink', () => {
     expect((await sql.query('SELECT 1 FROM evora.telemetry_minutes WHERE queue = $1', [queue])).rowCount).toBe(3);
   });
 
+  it('recent events past their retention are deleted by retention in bounded passes, not by the apply of a batch', async () => {
+    // Outbox ids no projected row has (identity ids are positive); 25 h old, and 1 h old.
+    const now = await store.dbNow();
+    const hoursAgo = (h: number) => new Date(now.getTime() - h * 3600_000);
+    const recent = async () =>
+      (await sql.query<{ outbox_id: string }>('SELECT outbox_id FROM evora.telemetry_recent_events WHERE outbox_id < 0 ORDER BY outbox_id')).rows.map((r) => Number(r.outbox_id));
+    await sql.query(
+      `INSERT INTO evora.telemetry_recent_events (outbox_id, at, n, job_ids, queues, types, kinds, to_states, attempts, worker_ids)
+       SELECT id, at, 1, ARRAY[gen_random_uuid()], ARRAY['q'], ARRAY['t'], ARRAY['submitted'::evora.job_event_kind],
+              ARRAY['PENDING'::evora.job_state], ARRAY[0], ARRAY[NULL::text]
+       FROM unnest($1::bigint[], $2::timestamptz[]) AS r(id, at)`,
+      [[-1, -2, -3, -4, -5, -6, -7], [hoursAgo(29), hoursAgo(28), hoursAgo(27), hoursAgo(26), hoursAgo(25), hoursAgo(1), hoursAgo(1)]],
+    );
+    // Applying a batch deletes none of them: the whole backlog in the apply's transaction
+    // (a day's events after a quiet day) could outlast the query timeout on every retry.
+    await mixedRun(store, { total: 50, prefix: queueName('recent') });
+    const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 100_000, details: false }))!;
+    await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
+    await store.projectorBatchClose({ batchId: batch.batchId });
+    expect(await recent()).toEqual([-7, -6, -5, -4, -3, -2, -1]);
+    // Retention deletes them, at most `limit` per pass, oldest first, and keeps the newer ones.
+    await sink.prune({ limit: 2, now });
+    expect(await recent()).toEqual([-7, -6, -5, -4, -3]);
+    await new Projector({ store, sink, logger: silentLogger(), retentionBatchSize: 2 }).retain(signal, { now });
+    expect(await recent()).toEqual([-7, -6]);
+  });
+
   it('retention deletes the markers of closed batches only: a batch re-applied after a crash, or applied once closed, counts once', async () => {
     const queues = await mixedRun(store, { total: 600, prefix: queueName('marks') });
     const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500, details: false }))!;
@@ -173,7 +200,7 @@ describe('projector into the embedded Postgres sink', () => {
     );
     expect(rows[0]!.n).toBe(0);
     // A projector that stalled with the batch in hand applies it after its close: nothing changes.
-    expect(await store.telemetryApply({ batchId: batch.batchId, counts: [{ queue: queues[0]!, state: 'COMPLETED', n: 1000 }], minutes: [], outbox: batch.outbox, retentionSeconds: 86_400 })).toEqual({ applied: false });
+    expect(await store.telemetryApply({ batchId: batch.batchId, counts: [{ queue: queues[0]!, state: 'COMPLETED', n: 1000 }], minutes: [], outbox: batch.outbox })).toEqual({ applied: false });
     await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
   });

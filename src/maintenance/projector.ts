@@ -78,13 +78,15 @@ export class Projector extends PeriodicService {
 
   /**
    * One retention run: the sink's bounded passes (TelemetrySink.prune) until a short one, or
-   * until `signal` aborts; `now` lets tests make buckets old instead of waiting. Returns the
-   * rows or documents deleted.
+   * until `signal` aborts, all as of the database's clock when it starts (the events' and
+   * buckets' times are the database's; this process's clock may be off); `now` lets tests
+   * make them old instead of waiting. Returns the rows or documents deleted.
    */
   async retain(signal: AbortSignal, params: { now?: Date } = {}): Promise<number> {
     let deleted = 0;
+    const now = params.now ?? (await this.opts.store.dbNow());
     while (!signal.aborted) {
-      const n = await this.opts.sink.prune({ limit: this.retentionBatchSize, now: params.now });
+      const n = await this.opts.sink.prune({ limit: this.retentionBatchSize, now });
       deleted += n;
       if (n < this.retentionBatchSize) break;
     }

@@ -47,7 +47,7 @@ export class PostgresTelemetrySink implements TelemetrySink {
    * applied, so only its marker is needed), and recent events past their retention
    * (Store.telemetryPrune).
    */
-  async prune(params: { limit: number; now?: Date }): Promise<number> {
+  async prune(params: { limit: number; now: Date }): Promise<number> {
     const { minutes, batches, events } = await this.store.telemetryPrune({
       keepMinutes: MINUTES_KEPT,
       eventRetentionSeconds: this.eventRetentionSeconds,

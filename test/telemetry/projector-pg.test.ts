@@ -187,13 +187,13 @@ describe('projector into the embedded Postgres sink', () => {
     const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500, details: false }))!;
     await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
     // "Crash" before the close; retention runs meanwhile: the open batch's marker stays.
-    await sink.prune({ limit: 1000 });
+    await sink.prune({ limit: 1000, now: await store.dbNow() });
     const marker = async (id: number) =>
       (await sql.query('SELECT 1 FROM evora.telemetry_applied_batches WHERE batch_id = $1', [id])).rowCount;
     expect(await marker(batch.batchId)).toBe(1);
     await projector().runOnce(signal); // re-applies (a no-op), closes, projects the rest
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
-    await sink.prune({ limit: 1000 });
+    await sink.prune({ limit: 1000, now: await store.dbNow() });
     const { rows } = await sql.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM evora.telemetry_applied_batches a
        WHERE NOT EXISTS (SELECT 1 FROM evora.projector_batches b WHERE b.id = a.batch_id)`,

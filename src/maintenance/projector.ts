@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { projectEvents, type TelemetrySink } from '../telemetry/projection.js';
@@ -61,7 +62,10 @@ export class Projector extends PeriodicService {
 
   private readonly retentionIntervalMs: number;
   private readonly retentionBatchSize: number;
-  /** When retention last ran, in this process's clock (null: not yet, so the first run does). */
+  /**
+   * When retention last ran, on the monotonic clock (performance.now(): a step of the wall
+   * clock back would otherwise hold retention off for as long); null: not yet, so the first run does.
+   */
   private retainedAtMs: number | null = null;
 
   /**
@@ -70,7 +74,7 @@ export class Projector extends PeriodicService {
    */
   async runOnce(signal: AbortSignal): Promise<ProjectorRun> {
     const run = await this.project(signal);
-    if (!signal.aborted && (this.retainedAtMs === null || Date.now() - this.retainedAtMs >= this.retentionIntervalMs)) {
+    if (!signal.aborted && (this.retainedAtMs === null || performance.now() - this.retainedAtMs >= this.retentionIntervalMs)) {
       await this.retain(signal);
     }
     return run;
@@ -90,7 +94,7 @@ export class Projector extends PeriodicService {
       deleted += n;
       if (n < this.retentionBatchSize) break;
     }
-    this.retainedAtMs = Date.now();
+    this.retainedAtMs = performance.now();
     // Debug: a busy server deletes a minute's worth each run.
     if (deleted > 0) this.logger.debug({ deleted }, 'telemetry past its retention deleted');
     return deleted;

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
@@ -180,6 +180,26 @@ describe('projector into the embedded Postgres sink', () => {
     expect(await recent()).toEqual([-7, -6, -5, -4, -3]);
     await new Projector({ store, sink, logger: silentLogger(), retentionBatchSize: 2 }).retain(signal, { now });
     expect(await recent()).toEqual([-7, -6]);
+  });
+
+  it("a step back of this process's clock does not hold retention back (its interval is measured on a monotonic clock)", async () => {
+    const queue = queueName('step');
+    const p = new Projector({ store, sink, logger: silentLogger(), retentionIntervalMs: 0 });
+    await p.runOnce(signal); // retention ran
+    const now = await store.dbNow();
+    await sql.query(`INSERT INTO evora.telemetry_minutes (queue, minute, completed) VALUES ($1, $2, 1)`, [
+      queue,
+      new Date(Math.floor(now.getTime() / 60_000) * 60_000 - (MINUTES_KEPT + 10) * 60_000),
+    ]);
+    // The clock set back an hour (an NTP step): the next run is still due for retention.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() - 3600_000);
+      await p.runOnce(signal);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect((await sql.query('SELECT 1 FROM evora.telemetry_minutes WHERE queue = $1', [queue])).rowCount).toBe(0);
   });
 
   it('retention deletes the markers of closed batches only: a batch re-applied after a crash, or applied once closed, counts once', async () => {

@@ -169,7 +169,7 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
       failed: [0], deadLettered: [0], waitHists: ['{"3": 5}'], runHists: ['{"8": 5}'],
     },
     telemetryRecentEventsCopy: { hiId: seed.batch.hiId, horizon: seed.batch.horizon },
-    telemetryRecentEventsPrune: { retentionSeconds: 86_400, now: null },
+    telemetryRecentEventsPrune: { retentionSeconds: 86_400, limit: 1000, now: null },
     telemetryCountsRead: { queues: null },
     telemetryMinutesRead: { queues: null, since: new Date(now.getTime() - 3_600_000) },
     healthCheck: {},

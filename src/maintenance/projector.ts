@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import { projectEvents, type TelemetrySink } from '../telemetry/projection.js';
@@ -61,7 +62,10 @@ export class Projector extends PeriodicService {
 
   private readonly retentionIntervalMs: number;
   private readonly retentionBatchSize: number;
-  /** When retention last ran, in this process's clock (null: not yet, so the first run does). */
+  /**
+   * When retention last ran, on the monotonic clock (performance.now(): a step of the wall
+   * clock back would otherwise hold retention off for as long); null: not yet, so the first run does.
+   */
   private retainedAtMs: number | null = null;
 
   /**
@@ -70,7 +74,7 @@ export class Projector extends PeriodicService {
    */
   async runOnce(signal: AbortSignal): Promise<ProjectorRun> {
     const run = await this.project(signal);
-    if (!signal.aborted && (this.retainedAtMs === null || Date.now() - this.retainedAtMs >= this.retentionIntervalMs)) {
+    if (!signal.aborted && (this.retainedAtMs === null || performance.now() - this.retainedAtMs >= this.retentionIntervalMs)) {
       await this.retain(signal);
     }
     return run;
@@ -78,17 +82,19 @@ export class Projector extends PeriodicService {
 
   /**
    * One retention run: the sink's bounded passes (TelemetrySink.prune) until a short one, or
-   * until `signal` aborts; `now` lets tests make buckets old instead of waiting. Returns the
-   * rows or documents deleted.
+   * until `signal` aborts, all as of the database's clock when it starts (the events' and
+   * buckets' times are the database's; this process's clock may be off); `now` lets tests
+   * make them old instead of waiting. Returns the rows or documents deleted.
    */
   async retain(signal: AbortSignal, params: { now?: Date } = {}): Promise<number> {
     let deleted = 0;
+    const now = params.now ?? (await this.opts.store.dbNow());
     while (!signal.aborted) {
-      const n = await this.opts.sink.prune({ limit: this.retentionBatchSize, now: params.now });
+      const n = await this.opts.sink.prune({ limit: this.retentionBatchSize, now });
       deleted += n;
       if (n < this.retentionBatchSize) break;
     }
-    this.retainedAtMs = Date.now();
+    this.retainedAtMs = performance.now();
     // Debug: a busy server deletes a minute's worth each run.
     if (deleted > 0) this.logger.debug({ deleted }, 'telemetry past its retention deleted');
     return deleted;

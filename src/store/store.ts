@@ -494,27 +494,31 @@ export class Store {
   /**
    * Applies a projector batch to the embedded telemetry tables in one transaction that
    * records its id: `applied` is false (and nothing changes) when it was applied before,
-   * or when the batch is no longer open (closed after it was applied). Also copies the batch's outbox rows as recent events and drops those older than
-   * `retentionSeconds`.
+   * or when the batch is no longer open (closed after it was applied). Also copies the batch's outbox rows as recent events
+   * (telemetryPrune deletes old ones).
    */
   async telemetryApply(params: {
     batchId: number;
     counts: TelemetryCountDelta[];
     minutes: TelemetryMinute[];
     outbox: { hiId: string; horizon: string };
-    retentionSeconds: number;
-    now?: Date;
   }): Promise<{ applied: boolean }> {
-    return telemetryApply(this.pool, { ...params, now: params.now ?? null });
+    return telemetryApply(this.pool, params);
   }
 
   /**
    * One bounded pass of the embedded telemetry tables' retention: deletes up to `limit`
-   * minute buckets that start more than `keepMinutes` before `now`, and up to `limit`
+   * minute buckets that start more than `keepMinutes` before `now`, up to `limit`
    * applied-batch markers of closed batches (an open batch's marker is kept: it is what
-   * makes a re-applied batch a no-op). Returns how many of each; `limit` means more may be due.
+   * makes a re-applied batch a no-op), and up to `limit` recent events older than
+   * `eventRetentionSeconds` (oldest first). Returns how many of each; `limit` means more may be due.
    */
-  async telemetryPrune(params: { keepMinutes: number; limit: number; now?: Date }): Promise<{ minutes: number; batches: number }> {
+  async telemetryPrune(params: {
+    keepMinutes: number;
+    eventRetentionSeconds: number;
+    limit: number;
+    now?: Date;
+  }): Promise<{ minutes: number; batches: number; events: number }> {
     return telemetryPrune(this.pool, { ...params, now: params.now ?? null });
   }
 

@@ -71,10 +71,10 @@ const telemetryRecentEventsCopySql = statement<{ hiId: string; horizon: string }
   { hiId: 'int8', horizon: 'xid8' },
   {},
 );
-const telemetryRecentEventsPruneSql = statement<{ retentionSeconds: number; now: Date | null }, None>(
+const telemetryRecentEventsPruneSql = statement<{ retentionSeconds: number; limit: number; now: Date | null }, { events: number }>(
   'telemetry-recent-events-prune',
-  { retentionSeconds: 'float8', now: 'timestamptz' },
-  {},
+  { retentionSeconds: 'float8', limit: 'int8', now: 'timestamptz' },
+  { events: 'int4' },
 );
 const telemetryMinutesPruneSql = statement<{ keepMinutes: number; limit: number; now: Date | null }, { minutes: number }>(
   'telemetry-minutes-prune',
@@ -124,8 +124,6 @@ export async function telemetryApply(
     counts: TelemetryCountDelta[];
     minutes: TelemetryMinute[];
     outbox: { hiId: string; horizon: string };
-    retentionSeconds: number;
-    now: Date | null;
   },
 ): Promise<{ applied: boolean }> {
   return pool.withClient((client) =>
@@ -154,8 +152,8 @@ export async function telemetryApply(
         });
       }
       // Recent events: the batch's packed outbox rows, copied as they are.
+      // (Old ones are deleted by retention, telemetryPrune, in bounded passes.)
       await rowsOf(client, telemetryRecentEventsCopySql, { hiId: params.outbox.hiId, horizon: params.outbox.horizon });
-      await rowsOf(client, telemetryRecentEventsPruneSql, { retentionSeconds: params.retentionSeconds, now: params.now });
       return { applied: true };
     }),
   );
@@ -163,16 +161,19 @@ export async function telemetryApply(
 
 /**
  * One bounded pass of the embedded sink's retention (Store.telemetryPrune): deletes up to
- * `limit` minute buckets older than `keepMinutes`, and up to `limit` markers of closed
- * projector batches, each in a statement of its own. Returns how many of each.
+ * `limit` minute buckets older than `keepMinutes`, up to `limit` markers of closed projector
+ * batches, and up to `limit` recent events older than `eventRetentionSeconds`, each in a
+ * statement of its own. Returns how many of each.
  */
 export async function telemetryPrune(
   pool: StorePool,
-  params: { keepMinutes: number; limit: number; now: Date | null },
-): Promise<{ minutes: number; batches: number }> {
-  const minutes = (await rowOf(pool, telemetryMinutesPruneSql, params))?.minutes ?? 0;
-  const batches = (await rowOf(pool, telemetryAppliedBatchesPruneSql, { limit: params.limit }))?.batches ?? 0;
-  return { minutes, batches };
+  params: { keepMinutes: number; eventRetentionSeconds: number; limit: number; now: Date | null },
+): Promise<{ minutes: number; batches: number; events: number }> {
+  const { keepMinutes, eventRetentionSeconds, limit, now } = params;
+  const minutes = (await rowOf(pool, telemetryMinutesPruneSql, { keepMinutes, limit, now }))?.minutes ?? 0;
+  const batches = (await rowOf(pool, telemetryAppliedBatchesPruneSql, { limit }))?.batches ?? 0;
+  const events = (await rowOf(pool, telemetryRecentEventsPruneSql, { retentionSeconds: eventRetentionSeconds, limit, now }))?.events ?? 0;
+  return { minutes, batches, events };
 }
 
 /** The embedded sink's counts and minutes (Store.telemetryRead). */

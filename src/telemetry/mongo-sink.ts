@@ -5,7 +5,9 @@ import {
   MongoServerSelectionError,
   MongoTopologyClosedError,
   type AnyBulkWriteOperation,
+  type Collection,
   type Db,
+  type Filter,
 } from 'mongodb';
 import { unavailable } from '../domain/errors.js';
 import type { JobState } from '../domain/job.js';
@@ -43,7 +45,7 @@ interface MinuteDoc {
  * The MongoDB telemetry sink (MONGODB_URL), through the official driver. Collections:
  * `queue_counts` (per queue: jobs by state), `queue_minutes` (per queue and minute:
  * counters and latency histograms; old ones deleted by prune), `job_events` (recent
- * events, removed by a TTL index).
+ * events, removed by a TTL index, or by prune where the server has no TTL: FerretDB).
  *
  * Exactly once without multi-document transactions: every document records the last batch
  * applied to it (`lastBatch`), and each batch changes each document with one guarded
@@ -104,7 +106,7 @@ export class MongoTelemetrySink implements TelemetrySink {
   /** Whether the last call found MongoDB unreachable (an outage is logged once). */
   private down = false;
 
-  /** False when the server refused the TTL index: apply() then removes old events itself. */
+  /** False when the server refused the TTL index: prune() then removes old events itself. */
   private ttlIndex = true;
 
   init(): Promise<void> {
@@ -179,9 +181,6 @@ export class MongoTelemetrySink implements TelemetrySink {
         if (!onlyDuplicates(err)) throw err;
       }
     }
-    if (!this.ttlIndex) {
-      await db.collection('job_events').deleteMany({ at: { $lt: new Date(Date.now() - this.retentionSeconds * 1000) } });
-    }
   }
 
   /**
@@ -211,23 +210,19 @@ export class MongoTelemetrySink implements TelemetrySink {
   }
 
   /**
-   * Deletes up to `limit` minute documents older than MINUTES_KEPT (oldest first, through
-   * the `{minute}` index): their ids, then those documents. No marker is kept here: each
-   * document's `lastBatch` recognises a batch applied again, and a replay that finds a
-   * deleted old minute gone writes it anew, older than any read, deleted by the next pass.
+   * Deletes up to `limit` minute documents older than MINUTES_KEPT, and without a TTL index
+   * up to `limit` events older than their retention, both as of `now` (the database's clock,
+   * which the events' `at` comes from) and oldest first, through the `{minute}` and `{at}`
+   * indexes: their ids, then those documents. No marker is kept here: each document's
+   * `lastBatch` recognises a batch applied again, and a replay that finds a deleted old
+   * minute gone writes it anew, older than any read, deleted by the next pass.
    */
-  prune(params: { limit: number; now?: Date }): Promise<number> {
+  prune(params: { limit: number; now: Date }): Promise<number> {
     return this.reached(async (db) => {
-      const before = new Date((params.now ?? new Date()).getTime() - MINUTES_KEPT * 60_000);
-      const minutes = db.collection<MinuteDoc>('queue_minutes');
-      const old = await minutes
-        .find({ minute: { $lt: before } }, { projection: { _id: 1 } })
-        .sort({ minute: 1 })
-        .limit(params.limit)
-        .toArray();
-      if (old.length === 0) return 0;
-      const { deletedCount } = await minutes.deleteMany({ _id: { $in: old.map((d) => d._id) }, minute: { $lt: before } });
-      return deletedCount;
+      const minutes = await oldestDelete(db.collection<MinuteDoc>('queue_minutes'), 'minute', new Date(params.now.getTime() - MINUTES_KEPT * 60_000), params.limit);
+      if (this.ttlIndex) return minutes;
+      const events = await oldestDelete(db.collection<EventDoc>('job_events'), 'at', new Date(params.now.getTime() - this.retentionSeconds * 1000), params.limit);
+      return minutes + events;
     });
   }
 
@@ -261,6 +256,18 @@ export class MongoTelemetrySink implements TelemetrySink {
       })),
     };
   }
+}
+
+/**
+ * Deletes up to `limit` documents whose `field` is before `before`, oldest first (through an
+ * index on `field`): their ids, then those documents. Returns how many it deleted.
+ */
+async function oldestDelete<T extends MinuteDoc | EventDoc>(coll: Collection<T>, field: 'minute' | 'at', before: Date, limit: number): Promise<number> {
+  const due = { [field]: { $lt: before } };
+  const old = await coll.find(due as Filter<T>, { projection: { _id: 1 } }).sort({ [field]: 1 }).limit(limit).toArray();
+  if (old.length === 0) return 0;
+  const { deletedCount } = await coll.deleteMany({ _id: { $in: old.map((d) => d._id) }, ...due } as Filter<T>);
+  return deletedCount;
 }
 
 function minuteIncrements(m: MinuteDelta): Record<string, number> {

@@ -35,7 +35,6 @@ export class PostgresTelemetrySink implements TelemetrySink {
       ),
       minutes: [...update.minutes.values()],
       outbox: update.outbox,
-      retentionSeconds: this.eventRetentionSeconds,
     });
   }
 
@@ -44,11 +43,17 @@ export class PostgresTelemetrySink implements TelemetrySink {
   }
 
   /**
-   * Old minute buckets, and the applied-batch markers of closed batches (only an open batch
-   * is applied, so only its marker is needed: Store.telemetryPrune).
+   * Old minute buckets, the applied-batch markers of closed batches (only an open batch is
+   * applied, so only its marker is needed), and recent events past their retention
+   * (Store.telemetryPrune).
    */
-  async prune(params: { limit: number; now?: Date }): Promise<number> {
-    const { minutes, batches } = await this.store.telemetryPrune({ keepMinutes: MINUTES_KEPT, limit: params.limit, now: params.now });
-    return minutes + batches;
+  async prune(params: { limit: number; now: Date }): Promise<number> {
+    const { minutes, batches, events } = await this.store.telemetryPrune({
+      keepMinutes: MINUTES_KEPT,
+      eventRetentionSeconds: this.eventRetentionSeconds,
+      limit: params.limit,
+      now: params.now,
+    });
+    return minutes + batches + events;
   }
 }

@@ -259,12 +259,14 @@ export interface TelemetrySink {
   /**
    * One bounded pass of retention (the projector runs it: docs/telemetry.md, "Retention"):
    * deletes up to `limit` minute buckets that start more than MINUTES_KEPT minutes before
-   * `now` (default: the current time), and whatever else of the sink's
-   * bookkeeping exactly-once no longer needs. Returns how many rows or documents it deleted;
-   * `limit` or more means more may be due. Must keep what a batch applied again needs to be
-   * recognised as applied.
+   * `now`, up to `limit` recent events past their retention (unless the store expires them
+   * itself), and whatever else of the sink's bookkeeping exactly-once no longer needs.
+   * Returns how many rows or documents it deleted; `limit` or more means more may be due.
+   * Must keep what a batch applied again needs to be recognised as applied. `now` is the
+   * database's clock (Store.dbNow), the one the events' times come from, never this
+   * process's: the leader's clock may be off.
    */
-  prune(params: { limit: number; now?: Date }): Promise<number>;
+  prune(params: { limit: number; now: Date }): Promise<number>;
   close(): Promise<void>;
 }
 

@@ -1,4 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { MongoClient } from 'mongodb';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { JobEvent } from '../../src/domain/events.js';
 import type { Store } from '../../src/store/store.js';
 import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
@@ -109,6 +112,44 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     expect(retained).toBe(4);
     const left = await sink.read({ queues: null, since: new Date(0) });
     expect(left.minutes.map((m) => `${m.queue}|${m.minute.toISOString()}`).sort()).toEqual(kept.map(([k]) => k).sort());
+  });
+
+  it("recent events (FerretDB: no TTL) go by retention in bounded passes, by the database's clock, not the leader's", async () => {
+    const sink = sinkFor('events-retention');
+    await sink.init();
+    const now = await store.dbNow();
+    const hoursAgo = (h: number) => new Date(now.getTime() - h * 3600_000);
+    const event = (id: number, at: Date): JobEvent => ({
+      id, jobId: randomUUID(), queue: 'q', type: 't', kind: 'submitted', fromState: null, toState: 'PENDING',
+      attempt: 0, workerId: null, at, waitMs: null, runMs: null,
+    });
+    const minute = new Date(Math.floor(hoursAgo(1).getTime() / 60_000) * 60_000);
+    await sink.apply(1, {
+      counts: new Map(),
+      minutes: new Map([[`q|${minute.toISOString()}`, { queue: 'q', minute, submitted: 1, completed: 0, failed: 0, deadLettered: 0, wait: {}, run: {} }]]),
+      events: [event(1, hoursAgo(28)), event(2, hoursAgo(27)), event(3, hoursAgo(26)), event(4, hoursAgo(1)), event(5, hoursAgo(1))],
+      outbox: { hiId: '0', horizon: '0' },
+    });
+    const events = new MongoClient(`${ferret.url}events-retention`);
+    try {
+      const left = async () => (await events.db().collection<{ _id: number }>('job_events').find({}, { sort: { _id: 1 } }).toArray()).map((d) => d._id);
+      // The apply deletes none of them (all of a quiet day's at once could outlast the socket timeout on every retry).
+      expect(await left()).toEqual([1, 2, 3, 4, 5]);
+      // At most `limit` per pass, oldest first.
+      expect(await sink.prune({ limit: 2, now })).toBe(2);
+      expect(await left()).toEqual([3, 4, 5]);
+      // The leader's clock three days ahead: retention still goes by the database's, so the
+      // hour-old event and minute stay.
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(now.getTime() + 3 * 86_400_000);
+      await new Projector({ store, sink, logger: silentLogger(), retentionBatchSize: 2 }).retain(signal);
+      vi.useRealTimers();
+      expect(await left()).toEqual([4, 5]);
+      expect((await sink.read({ queues: ['q'], since: new Date(0) })).minutes.map((m) => m.minute)).toEqual([minute]);
+    } finally {
+      vi.useRealTimers();
+      await events.close();
+    }
   });
 });
 

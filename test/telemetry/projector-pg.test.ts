@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
@@ -155,25 +155,72 @@ describe('projector into the embedded Postgres sink', () => {
     expect((await sql.query('SELECT 1 FROM evora.telemetry_minutes WHERE queue = $1', [queue])).rowCount).toBe(3);
   });
 
+  it('recent events past their retention are deleted by retention in bounded passes, not by the apply of a batch', async () => {
+    // Outbox ids no projected row has (identity ids are positive); 25 h old, and 1 h old.
+    const now = await store.dbNow();
+    const hoursAgo = (h: number) => new Date(now.getTime() - h * 3600_000);
+    const recent = async () =>
+      (await sql.query<{ outbox_id: string }>('SELECT outbox_id FROM evora.telemetry_recent_events WHERE outbox_id < 0 ORDER BY outbox_id')).rows.map((r) => Number(r.outbox_id));
+    await sql.query(
+      `INSERT INTO evora.telemetry_recent_events (outbox_id, at, n, job_ids, queues, types, kinds, to_states, attempts, worker_ids)
+       SELECT id, at, 1, ARRAY[gen_random_uuid()], ARRAY['q'], ARRAY['t'], ARRAY['submitted'::evora.job_event_kind],
+              ARRAY['PENDING'::evora.job_state], ARRAY[0], ARRAY[NULL::text]
+       FROM unnest($1::bigint[], $2::timestamptz[]) AS r(id, at)`,
+      [[-1, -2, -3, -4, -5, -6, -7], [hoursAgo(29), hoursAgo(28), hoursAgo(27), hoursAgo(26), hoursAgo(25), hoursAgo(1), hoursAgo(1)]],
+    );
+    // Applying a batch deletes none of them: the whole backlog in the apply's transaction
+    // (a day's events after a quiet day) could outlast the query timeout on every retry.
+    await mixedRun(store, { total: 50, prefix: queueName('recent') });
+    const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 100_000, details: false }))!;
+    await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
+    await store.projectorBatchClose({ batchId: batch.batchId });
+    expect(await recent()).toEqual([-7, -6, -5, -4, -3, -2, -1]);
+    // Retention deletes them, at most `limit` per pass, oldest first, and keeps the newer ones.
+    await sink.prune({ limit: 2, now });
+    expect(await recent()).toEqual([-7, -6, -5, -4, -3]);
+    await new Projector({ store, sink, logger: silentLogger(), retentionBatchSize: 2 }).retain(signal, { now });
+    expect(await recent()).toEqual([-7, -6]);
+  });
+
+  it("a step back of this process's clock does not hold retention back (its interval is measured on a monotonic clock)", async () => {
+    const queue = queueName('step');
+    const p = new Projector({ store, sink, logger: silentLogger(), retentionIntervalMs: 0 });
+    await p.runOnce(signal); // retention ran
+    const now = await store.dbNow();
+    await sql.query(`INSERT INTO evora.telemetry_minutes (queue, minute, completed) VALUES ($1, $2, 1)`, [
+      queue,
+      new Date(Math.floor(now.getTime() / 60_000) * 60_000 - (MINUTES_KEPT + 10) * 60_000),
+    ]);
+    // The clock set back an hour (an NTP step): the next run is still due for retention.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() - 3600_000);
+      await p.runOnce(signal);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect((await sql.query('SELECT 1 FROM evora.telemetry_minutes WHERE queue = $1', [queue])).rowCount).toBe(0);
+  });
+
   it('retention deletes the markers of closed batches only: a batch re-applied after a crash, or applied once closed, counts once', async () => {
     const queues = await mixedRun(store, { total: 600, prefix: queueName('marks') });
     const batch = (await store.projectorBatchOpen({ sink: sink.name, limit: 500, details: false }))!;
     await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
     // "Crash" before the close; retention runs meanwhile: the open batch's marker stays.
-    await sink.prune({ limit: 1000 });
+    await sink.prune({ limit: 1000, now: await store.dbNow() });
     const marker = async (id: number) =>
       (await sql.query('SELECT 1 FROM evora.telemetry_applied_batches WHERE batch_id = $1', [id])).rowCount;
     expect(await marker(batch.batchId)).toBe(1);
     await projector().runOnce(signal); // re-applies (a no-op), closes, projects the rest
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
-    await sink.prune({ limit: 1000 });
+    await sink.prune({ limit: 1000, now: await store.dbNow() });
     const { rows } = await sql.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM evora.telemetry_applied_batches a
        WHERE NOT EXISTS (SELECT 1 FROM evora.projector_batches b WHERE b.id = a.batch_id)`,
     );
     expect(rows[0]!.n).toBe(0);
     // A projector that stalled with the batch in hand applies it after its close: nothing changes.
-    expect(await store.telemetryApply({ batchId: batch.batchId, counts: [{ queue: queues[0]!, state: 'COMPLETED', n: 1000 }], minutes: [], outbox: batch.outbox, retentionSeconds: 86_400 })).toEqual({ applied: false });
+    expect(await store.telemetryApply({ batchId: batch.batchId, counts: [{ queue: queues[0]!, state: 'COMPLETED', n: 1000 }], minutes: [], outbox: batch.outbox })).toEqual({ applied: false });
     await sink.apply(batch.batchId, projectEvents(batch.rows, batch.outbox));
     expect(await sinkCounts(queues)).toEqual(await countsFromJobs(store, queues));
   });

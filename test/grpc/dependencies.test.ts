@@ -192,7 +192,7 @@ describe('bad input changes nothing', () => {
   });
 });
 
-describe('a failed parent deleted by retention', () => {
+describe('a failed parent and retention', () => {
   /** Retried-manually events of `ids`, in the outbox or already projected into the recent events. */
   async function retriedEvents(ids: string[]): Promise<number> {
     const { rows } = await sql.query(
@@ -215,13 +215,14 @@ describe('a failed parent deleted by retention', () => {
     return rows;
   }
 
-  it('a child it cancelled is never retried (RetryJob FAILED_PRECONDITION, RetryJobs skips it), down the graph; a child of a COMPLETED parent deleted since still is', async () => {
+  it('retention keeps it while a child it cancelled is there; deleted (a purge), that child is never retried (RetryJob FAILED_PRECONDITION, RetryJobs skips it), down the graph; a child of a COMPLETED parent deleted since still is', async () => {
     const parents = queueName();
     const queue = queueName();
     // The parents' queue keeps finished jobs for an hour; the children's, for the default week.
     await client.upsertQueue(parents, { dlqRetentionSeconds: 3600, completedRetentionSeconds: 3600 });
-    // P fails: C is cancelled naming P, G (C's child) naming C. OK completes: K1 and K2 are released.
-    const [p, c, g, ok, k1, k2] = (
+    // P fails: C is cancelled naming P, G (C's child) naming C. P2 fails: C2 is cancelled.
+    // OK completes: K1 and K2 are released.
+    const [p, c, g, ok, k1, k2, p2, c2] = (
       await client.submitMany([
         { queue: parents, type: 'a', ref: 'p' },
         { queue, type: 'b', ref: 'c', dependsOnRefs: ['p'] },
@@ -229,12 +230,16 @@ describe('a failed parent deleted by retention', () => {
         { queue: parents, type: 'c', ref: 'ok' },
         { queue, type: 'b', dependsOnRefs: ['ok'] },
         { queue, type: 'b', dependsOnRefs: ['ok'] },
+        { queue: parents, type: 'a', ref: 'p2' },
+        { queue, type: 'b', dependsOnRefs: ['p2'] },
       ])
-    ).map((r) => r.job.id) as [string, string, string, string, string, string];
+    ).map((r) => r.job.id) as [string, string, string, string, string, string, string, string];
     await worker(parents, [], { value: 'a' });
     await jobIn(p, 'DLQ');
+    await jobIn(p2, 'DLQ');
     await jobIn(ok, 'COMPLETED');
     await jobIn(g, 'CANCELLED');
+    await jobIn(c2, 'CANCELLED');
     expect((await rowsOf([c, g])).map((r) => [r.id, r.cancelled_by, r.last_error])).toEqual(
       [[c, p, `parent ${p} ended DLQ`], [g, c, `parent ${p} ended DLQ`]].sort((x, y) => x[0]!.localeCompare(y[0]!)),
     );
@@ -244,12 +249,23 @@ describe('a failed parent deleted by retention', () => {
       expect((await client.cancel(k)).state).toBe('CANCELLED');
     }
 
-    // Retention, as the leader's pruner runs it, two hours from now: P and OK go, nothing of the children's queue.
+    // Retention, as the leader's pruner runs it, two hours from now: OK goes, nothing of the
+    // children's queue, and neither P nor P2, each kept by the child it cancelled.
     await waitFor(async () => (await server.store.outboxLag()).events === 0, { what: 'the outbox projected' });
-    const run = await server.maintainer.services.pruner.runOnce(new AbortController().signal, { now: new Date(Date.now() + 2 * 3600_000) });
-    expect(run.counts.filter((n) => n.queue === parents || n.queue === queue).map((n) => [n.queue, n.state, n.jobs]).sort()).toEqual(
-      [[parents, 'COMPLETED', 1], [parents, 'DLQ', 1]],
-    );
+    const prune = async () => {
+      const run = await server.maintainer.services.pruner.runOnce(new AbortController().signal, { now: new Date(Date.now() + 2 * 3600_000) });
+      return run.counts.filter((n) => n.queue === parents || n.queue === queue).map((n) => [n.queue, n.state, n.jobs]);
+    };
+    expect(await prune()).toEqual([[parents, 'COMPLETED', 1]]);
+    expect((await client.get(p)).state).toBe('DLQ');
+    await expectStatus(call(clients.jobs, 'retryJob', { id: c }), grpc.status.FAILED_PRECONDITION, `job ${c} has a parent in DLQ or CANCELLED (parent ${p} ended DLQ); retry that parent first`);
+    // Once C2 is gone (an operator's purge here; its own retention otherwise), P2 goes at the next run.
+    await waitFor(async () => (await client.purgeJobs({ ids: [c2] })) === 1, { what: 'C2 purged' });
+    expect(await prune()).toEqual([[parents, 'DLQ', 1]]);
+    await expect(client.get(p2)).rejects.toMatchObject({ codeName: 'NOT_FOUND' });
+
+    // An operator purges P all the same.
+    await waitFor(async () => (await client.purgeJobs({ ids: [p] })) === 1, { what: 'P purged' });
     const before = await rowsOf([c, g]);
 
     // P can never complete: C is refused, naming it.
@@ -258,6 +274,7 @@ describe('a failed parent deleted by retention', () => {
       grpc.status.FAILED_PRECONDITION,
       `job ${c} was cancelled because parent ${p} did not complete (parent ${p} ended DLQ), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
     );
+    expect(await prune()).toEqual([]);
     // G waits on C, which stays CANCELLED for good.
     await expectStatus(call(clients.jobs, 'retryJob', { id: g }), grpc.status.FAILED_PRECONDITION, /^job \S+ has a parent in DLQ or CANCELLED/);
     expect(await rowsOf([c, g])).toEqual(before);

@@ -14,7 +14,13 @@
 -- - bounded and short: at most :limit rows locked (SKIP LOCKED: a row an operator is
 --   retrying right now is left for a later batch) and deleted by primary key; no event is
 --   written (pruning is not a change of state: telemetry counts are left as they are);
--- - a deleted job's attempt history (evora.job_attempts) is deleted with it, in this statement.
+-- - a deleted job's attempt history (evora.job_attempts) is deleted with it, in this statement;
+-- - a parent that ended DLQ or CANCELLED is kept, past its retention, while a child it
+--   cancelled (or one an operator cancelled) is still there, CANCELLED: that child's retry
+--   must see it failed (sql/job-retry.sql; 0011_dependencies.sql). Deleted, it would read as
+--   a parent that COMPLETED and was pruned, and the child would run without it. It goes at
+--   the first run after the last such child is deleted (by its own queue's retention). Only
+--   jobs with dependents pay the lookup (jobs_parent_ids_idx).
 WITH horizon AS (
   SELECT coalesce(min(at), 'infinity'::timestamptz) AS oldest_event FROM evora.job_events
 ),
@@ -36,6 +42,8 @@ picked AS (
     FROM evora.jobs j
     WHERE j.queue = p.queue AND j.state = p.state AND j.state IN ('COMPLETED', 'CANCELLED', 'DLQ')
       AND j.finished_at < p.finished_before
+      AND NOT (j.has_dependents AND j.state IN ('CANCELLED', 'DLQ') AND EXISTS (
+        SELECT 1 FROM evora.jobs c WHERE c.parent_ids @> ARRAY[j.id] AND c.parent_ids IS NOT NULL AND c.state = 'CANCELLED'))
     ORDER BY j.finished_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

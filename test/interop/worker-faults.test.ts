@@ -1,5 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -19,9 +20,9 @@ import { exampleWorkerKinds } from './example-workers.js';
  * with SIGKILL and started again on the same port. The worker keeps trying to reconnect with
  * its own capped backoff (gRPC's channel backoff, which grows to two minutes, must not stretch
  * it), names the leases it holds in hello.held once the server is back, and finishes the job
- * it was running with that lease: one attempt, COMPLETED. And a server that ends every
- * session at once (here: it cannot read the report the worker resends on each session) is
- * reconnected to with that backoff, not in a tight loop. And each notices a server frozen
+ * it was running with that lease: one attempt, COMPLETED. A result over the server's message
+ * limit fails its job instead of ending the stream. Sessions that end at once (a proxy cutting
+ * every connection) are reopened with that backoff, not in a tight loop. And each notices a server frozen
  * with SIGSTOP (no reset, no answer: the Go worker by its keepalive pings, the Python one by
  * its unanswered heartbeats), so it moves on to the server that replaces it.
  */
@@ -80,10 +81,13 @@ for (const kind of kinds) {
   describe.skipIf(skipUnless(kind.name, ...kind.tools))(titled(kind.name, ...kind.tools), () => {
     /** Starts the worker on this file's server, for up to two minutes. */
     let launch: (queue: string, workerId: string, slots: number) => Proc;
+    /** The same, against `address` instead. */
+    let launchAt: (address: string, queue: string, workerId: string, slots: number) => Proc;
     beforeAll(async () => {
       assertTools(...kind.tools);
       const prepared = await kind.prepare(scratch);
-      launch = (queue, workerId, slots) => prepared({ address: `127.0.0.1:${port}`, queue, workerId, slots, timeoutMs: 120_000 });
+      launchAt = (address, queue, workerId, slots) => prepared({ address, queue, workerId, slots, timeoutMs: 120_000 });
+      launch = (queue, workerId, slots) => launchAt(`127.0.0.1:${port}`, queue, workerId, slots);
     }, 300_000);
 
     it('reconnects within its own backoff after the server was down for a while, and finishes its job under the lease it held', async () => {
@@ -241,34 +245,67 @@ for (const kind of kinds) {
       }
     }, 60_000);
 
-    it('backs off between sessions that the server ends at once (a report over its message limit), instead of reconnecting in a loop', async () => {
+    it('a result over the server\'s message limit: fails its job (non-retryable, the reason in the error) instead of writing it, on one session', async () => {
       await killServer();
       await serve({ EVORA_MAX_MESSAGE_BYTES: '3000' });
       clients?.close();
       clients = clientsFor(`127.0.0.1:${port}`);
-      const queue = queueName('loop');
+      const queue = queueName('big');
       await call(clients.queues, 'upsertQueue', { name: queue, maxAttempts: 3, leaseSeconds: 30 });
       // The push fits in 3,000 bytes; the result repeats the name (image and thumbnail), so the
-      // complete does not: the server ends the stream RESOURCE_EXHAUSTED on reading it, and again
-      // on each session's resend of it.
+      // complete would not: written, it would end the stream RESOURCE_EXHAUSTED, and again on
+      // each session's resend of it (docs/api.md, "Size limits on the Work stream").
       const { job } = await call(clients.jobs, 'submitJob', {
         queue, type: 'resize', payload: { image: `${'x'.repeat(1800)}.png`, width: 10, height: 10 },
         priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0),
       });
       const proc = launch(queue, `faults-${queue}`, 1);
       try {
-        await proc.waitStderr(/job done/);
-        const sessions = () => (proc.stderr().match(/session opened/g) ?? []).length;
-        const from = sessions();
-        const since = Date.now();
-        await waitFor(() => Date.now() - since >= 5_000, { what: 'five seconds' });
-        expect(sessions() - from, proc.stderr().slice(-3000)).toBeLessThanOrEqual(12);
-        expect((await call(clients.jobs, 'getJob', { id: job!.id })).job!.state).toBe(JobState.JOB_STATE_RUNNING);
+        await waitFor(async () => (await call(clients!.jobs, 'getJob', { id: job!.id })).job!.state === JobState.JOB_STATE_DLQ, { what: 'the job in the DLQ' });
+        const j = (await call(clients.jobs, 'getJob', { id: job!.id })).job!;
+        expect(j.attempt, proc.stderr()).toBe(1);
+        expect(j.lastError).toMatch(/^complete refused: the report is \d+ bytes; the server takes messages of at most 3000$/);
+        expect((proc.stderr().match(/session opened/g) ?? []).length, proc.stderr()).toBe(1);
       } finally {
         proc.child.kill('SIGKILL');
         await proc.exited;
         await killServer();
         await serve();
+      }
+    }, 60_000);
+
+    it('backs off between sessions that end at once (a proxy that cuts every connection), instead of reconnecting in a loop', async () => {
+      // A TCP proxy in front of the server that closes each connection 300 ms after it opens:
+      // long enough for a session to open, short enough that without the worker's backoff
+      // between sessions it would open ~30 in 10 s.
+      const sockets = new Set<Socket>();
+      const proxy = createServer((downstream) => {
+        const upstream = connect(port, '127.0.0.1');
+        sockets.add(downstream).add(upstream);
+        downstream.pipe(upstream).pipe(downstream);
+        const cut = () => {
+          downstream.destroy();
+          upstream.destroy();
+        };
+        downstream.on('error', cut).on('close', cut);
+        upstream.on('error', cut).on('close', cut);
+        setTimeout(cut, 300).unref();
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+      const proxyPort = (proxy.address() as AddressInfo).port;
+      const proc = launchAt(`127.0.0.1:${proxyPort}`, queueName('cut'), 'faults-cut', 1);
+      try {
+        const sessions = () => (proc.stderr().match(/session opened/g) ?? []).length;
+        await waitFor(() => sessions() >= 2, { what: 'a session cut and another opened', timeoutMs: 20_000 });
+        const from = sessions();
+        const since = Date.now();
+        await waitFor(() => Date.now() - since >= 10_000, { what: 'ten seconds', timeoutMs: 15_000 });
+        expect(sessions() - from, proc.stderr().slice(-3000)).toBeLessThanOrEqual(15);
+      } finally {
+        proc.child.kill('SIGKILL');
+        await proc.exited;
+        for (const s of sockets) s.destroy();
+        await new Promise((resolve) => proxy.close(resolve));
       }
     }, 60_000);
   });

@@ -15,6 +15,16 @@ export const SUBMIT_STREAM_IDLE_MS = 1000;
 /** Times one request is sent again after the server ended its stream with OK before reading it. */
 const MAX_RESENDS = 3;
 
+/**
+ * The largest request (encoded) sent on the stream; a larger one goes by unary SubmitJob.
+ * A request over the server's largest message (--max-message-bytes, 4 MiB by default) is
+ * refused by gRPC before the server reads it, which ends the whole stream with
+ * RESOURCE_EXHAUSTED and drops the answers of every other submit on it; a unary call
+ * fails alone. The client does not know the server's limit; this is far below any sensible
+ * one, and at this size a call of its own costs nothing that counts.
+ */
+export const SUBMIT_STREAM_MAX_REQUEST_BYTES = 64 * 1024;
+
 const METHOD = 'SubmitJob';
 
 /**
@@ -74,6 +84,7 @@ interface OpenStream {
  *   idempotency key to be sure);
  * - a submit whose request cannot be encoded rejects alone (a TypeError); the stream and the
  *   other submits on it live on;
+ * - a request over SUBMIT_STREAM_MAX_REQUEST_BYTES goes by unary SubmitJob, never on the stream;
  * - a submit the server never read (its stream ended with OK: a half-close or a server
  *   shutting down) is sent again on a new stream, at most MAX_RESENDS times; after any
  *   other end of the stream, its submits without a response fail with that status;
@@ -135,12 +146,19 @@ export class SubmitStreamClient {
       p.reject(new TypeError(`${METHOD}: the request cannot be encoded: ${(err as Error).message}`, { cause: err }));
       return;
     }
+    if (bytes.length > SUBMIT_STREAM_MAX_REQUEST_BYTES) return this.unary(p);
     this.idleStop();
     const s = this.stream ?? this.openStream();
     s.pending.set(requestId, p);
     p.sentOn = s;
     p.requestId = requestId;
     s.call.write(bytes);
+  }
+
+  /** Sends a submit by unary SubmitJob, with what is left of its deadline. */
+  private unary(p: PendingSubmit): void {
+    this.settled(p);
+    this.unaryFallback(p.req, Math.max(1, p.deadlineAt - Date.now()), p.signal).then(p.resolve, p.reject);
   }
 
   private openStream(): OpenStream {
@@ -175,8 +193,7 @@ export class SubmitStreamClient {
     if (st.code === grpc.status.UNIMPLEMENTED && this.transport.is('streaming')) this.transport.to('unary');
     for (const p of left) {
       if (st.code === grpc.status.UNIMPLEMENTED) {
-        this.settled(p);
-        this.unaryFallback(p.req, Math.max(1, p.deadlineAt - Date.now()), p.signal).then(p.resolve, p.reject);
+        this.unary(p);
       } else if (st.code === grpc.status.OK && this.transport.is('streaming') && p.resends < MAX_RESENDS) {
         // Never read by the server (it answers all it reads before an OK end): send it again.
         p.resends++;

@@ -47,6 +47,26 @@ describe('EvoraClient.submit against a server', () => {
     }
   });
 
+  it("a submit over the server's largest message fails alone (RESOURCE_EXHAUSTED); the submits beside it are answered", async () => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName();
+      const some = (from: number) => Array.from({ length: 20 }, (_, i) => client.submit({ queue, type: 't', payload: { i: from + i } }));
+      const before = some(0);
+      // Over the server's 4 MiB: gRPC refuses it before Evora reads it.
+      const huge = client.submit({ queue, type: 't', payload: { s: 'x'.repeat(5 * 1024 * 1024) } }).catch((e: unknown) => e);
+      // Over 64 KiB, within the server's limits: a submit like any other.
+      const large = client.submit({ queue, type: 't', payload: { s: 'y'.repeat(100_000) } });
+      const after = some(20);
+      expect(((await huge) as EvoraApiError).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect((await large).job.payload).toEqual({ s: 'y'.repeat(100_000) });
+      const results = await Promise.all([...before, ...after]);
+      results.forEach((r, i) => expect(r).toMatchObject({ created: true, job: { payload: { i } } }));
+    } finally {
+      client.close();
+    }
+  });
+
   it('submitOverStream: false submits by unary calls with the same results', async () => {
     const client = new EvoraClient({ address, submitOverStream: false });
     try {

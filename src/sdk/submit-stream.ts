@@ -12,8 +12,26 @@ import { LongTimer } from './worker/timers.js';
  */
 export const SUBMIT_STREAM_IDLE_MS = 1000;
 
-/** Times one request is sent again after the server ended its stream with OK before reading it. */
+/** Times one request is sent again after its stream ended before the server read it (or before it was written). */
 const MAX_RESENDS = 3;
+
+/**
+ * Requests written on a stream and not answered yet, at most. The server works on 128 of a
+ * stream's at once (docs/api.md); the rest wait here, unwritten, so a submit given up by its
+ * deadline or signal before its turn is never sent, and a burst of submits is not all
+ * handed to grpc-js (and the server) at once. Twice the server's bound keeps it fed.
+ */
+export const SUBMIT_STREAM_WINDOW = 256;
+
+/**
+ * The largest request (encoded) sent on the stream; a larger one goes by unary SubmitJob.
+ * A request over the server's largest message (--max-message-bytes, 4 MiB by default) is
+ * refused by gRPC before the server reads it, which ends the whole stream with
+ * RESOURCE_EXHAUSTED and drops the answers of every other submit on it; a unary call
+ * fails alone. The client does not know the server's limit; this is far below any sensible
+ * one, and at this size a call of its own costs nothing that counts.
+ */
+export const SUBMIT_STREAM_MAX_REQUEST_BYTES = 64 * 1024;
 
 const METHOD = 'SubmitJob';
 
@@ -57,7 +75,14 @@ export type SubmitStreamCall = grpc.ClientDuplexStream<Buffer, SubmitJobStreamRe
 /** One open stream and the submits sent on it that have no response yet. */
 interface OpenStream {
   readonly call: SubmitStreamCall;
+  /** The submits on this stream not settled yet, by request id (written or waiting). */
   readonly pending: Map<number, PendingSubmit>;
+  /** Requests not written yet (their submits are pending), in order, with their bytes. */
+  readonly waiting: Map<number, Buffer>;
+  /** Requests written and not answered, given-up ones too (the server may be at them still). */
+  readonly unanswered: Set<number>;
+  /** Half-close once every waiting request is written (close()). */
+  ending: boolean;
 }
 
 /**
@@ -69,14 +94,18 @@ interface OpenStream {
  *
  * What must stay true:
  * - every submit settles exactly once: with its response, or its status (an
- *   EvoraApiError), or DEADLINE_EXCEEDED / CANCELLED from its own deadline or signal (the
- *   submit may still be applied then, as with a unary call: resubmit with the same
- *   idempotency key to be sure);
+ *   EvoraApiError), or DEADLINE_EXCEEDED / CANCELLED from its own deadline or signal (a
+ *   submit already written may still be applied then, as with a unary call: resubmit with
+ *   the same idempotency key to be sure);
  * - a submit whose request cannot be encoded rejects alone (a TypeError); the stream and the
  *   other submits on it live on;
+ * - at most SUBMIT_STREAM_WINDOW requests of a stream are written and not answered; a
+ *   submit given up while its request waits is never sent (its error says so);
+ * - a request over SUBMIT_STREAM_MAX_REQUEST_BYTES goes by unary SubmitJob, never on the stream;
  * - a submit the server never read (its stream ended with OK: a half-close or a server
- *   shutting down) is sent again on a new stream, at most MAX_RESENDS times; after any
- *   other end of the stream, its submits without a response fail with that status;
+ *   shutting down) or never written (any end) is sent again on a new stream, at most
+ *   MAX_RESENDS times; after any other end of the stream, its submits without a response
+ *   fail with that status;
  * - a server without SubmitJobStream (UNIMPLEMENTED) is asked by unary SubmitJob from then on;
  * - with nothing in flight for SUBMIT_STREAM_IDLE_MS the stream is half-closed, so an
  *   idle client does not keep its process alive.
@@ -105,23 +134,26 @@ export class SubmitStreamClient {
         deadlineAt: Date.now() + deadlineMs,
         timer: null,
         signal,
-        onAbort: () => this.giveUp(p, grpc.status.CANCELLED, 'cancelled by the caller; the job may have been submitted'),
+        onAbort: () => this.giveUp(p, grpc.status.CANCELLED, 'cancelled by the caller'),
         resends: 0,
         sentOn: null,
         requestId: 0,
       };
-      p.timer = LongTimer.after(deadlineMs, () => this.giveUp(p, grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded; the job may have been submitted'));
+      p.timer = LongTimer.after(deadlineMs, () => this.giveUp(p, grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded'));
       signal?.addEventListener('abort', p.onAbort, { once: true });
       this.send(p);
     });
   }
 
-  /** Half-closes the open stream (its submits in flight still settle); later submits are refused. */
+  /** Half-closes the open stream once its waiting requests are written (its submits in flight still settle); later submits are refused. */
   close(): void {
     if (this.transport.is('closed')) return;
     this.transport.to('closed');
     this.idleStop();
-    this.stream?.call.end();
+    if (this.stream) {
+      this.stream.ending = true;
+      this.flush(this.stream);
+    }
     this.stream = null;
   }
 
@@ -135,16 +167,38 @@ export class SubmitStreamClient {
       p.reject(new TypeError(`${METHOD}: the request cannot be encoded: ${(err as Error).message}`, { cause: err }));
       return;
     }
+    if (bytes.length > SUBMIT_STREAM_MAX_REQUEST_BYTES) return this.unary(p);
     this.idleStop();
     const s = this.stream ?? this.openStream();
     s.pending.set(requestId, p);
     p.sentOn = s;
     p.requestId = requestId;
-    s.call.write(bytes);
+    s.waiting.set(requestId, bytes);
+    this.flush(s);
+  }
+
+  /** Writes waiting requests while the window has room; half-closes an ending stream once none wait. */
+  private flush(s: OpenStream): void {
+    for (const [requestId, bytes] of s.waiting) {
+      if (s.unanswered.size >= SUBMIT_STREAM_WINDOW) return;
+      s.waiting.delete(requestId);
+      s.unanswered.add(requestId);
+      s.call.write(bytes);
+    }
+    if (s.ending) {
+      s.ending = false;
+      s.call.end();
+    }
+  }
+
+  /** Sends a submit by unary SubmitJob, with what is left of its deadline. */
+  private unary(p: PendingSubmit): void {
+    this.settled(p);
+    this.unaryFallback(p.req, Math.max(1, p.deadlineAt - Date.now()), p.signal).then(p.resolve, p.reject);
   }
 
   private openStream(): OpenStream {
-    const s: OpenStream = { call: this.open(), pending: new Map() };
+    const s: OpenStream = { call: this.open(), pending: new Map(), waiting: new Map(), unanswered: new Set(), ending: false };
     this.stream = s;
     s.call.on('data', (res: SubmitJobStreamResponse) => this.answer(s, res));
     // 'status' comes once, after the last response; 'error' repeats a non-OK status.
@@ -154,6 +208,8 @@ export class SubmitStreamClient {
   }
 
   private answer(s: OpenStream, res: SubmitJobStreamResponse): void {
+    s.unanswered.delete(res.requestId);
+    this.flush(s);
     const p = s.pending.get(res.requestId);
     if (!p) return; // its deadline passed or it was cancelled: settled already
     s.pending.delete(res.requestId);
@@ -171,14 +227,18 @@ export class SubmitStreamClient {
       this.idleStop();
     }
     const left = [...s.pending.values()];
+    const unwritten = new Set(s.waiting.keys());
     s.pending.clear();
+    s.waiting.clear();
+    s.unanswered.clear();
+    s.ending = false;
     if (st.code === grpc.status.UNIMPLEMENTED && this.transport.is('streaming')) this.transport.to('unary');
     for (const p of left) {
       if (st.code === grpc.status.UNIMPLEMENTED) {
-        this.settled(p);
-        this.unaryFallback(p.req, Math.max(1, p.deadlineAt - Date.now()), p.signal).then(p.resolve, p.reject);
-      } else if (st.code === grpc.status.OK && this.transport.is('streaming') && p.resends < MAX_RESENDS) {
-        // Never read by the server (it answers all it reads before an OK end): send it again.
+        this.unary(p);
+      } else if ((st.code === grpc.status.OK || unwritten.has(p.requestId)) && this.transport.is('streaming') && p.resends < MAX_RESENDS) {
+        // Never read by the server (it answers all it reads before an OK end), or never
+        // written: send it again.
         p.resends++;
         this.send(p);
       } else {
@@ -190,13 +250,19 @@ export class SubmitStreamClient {
     }
   }
 
-  /** A submit's deadline or signal fired first: it fails now; a late response is ignored. */
-  private giveUp(p: PendingSubmit, code: grpc.status, details: string): void {
+  /**
+   * A submit's deadline or signal fired first: it fails now; a late response is ignored. One
+   * whose request was not written yet is never written: it was not submitted.
+   */
+  private giveUp(p: PendingSubmit, code: grpc.status, what: string): void {
     const s = p.sentOn;
     if (!s || s.pending.get(p.requestId) !== p) return; // settled already
     s.pending.delete(p.requestId);
+    const unsent = s.waiting.delete(p.requestId);
     this.settled(p);
+    const details = unsent ? `${what} before the submit was sent; the job was not submitted` : `${what}; the job may have been submitted`;
     p.reject(new EvoraApiError({ code, details, method: METHOD }));
+    if (s.ending) this.flush(s); // close() waits for no more requests to write
     this.idleIfDone(s);
   }
 

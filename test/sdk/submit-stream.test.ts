@@ -11,6 +11,7 @@ import {
   type SubmitJobStreamResponse,
 } from '../../src/gen/evora/v1/job.js';
 import { EvoraApiError, EvoraClient } from '../../src/sdk/index.js';
+import { SUBMIT_STREAM_WINDOW } from '../../src/sdk/submit-stream.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
@@ -45,6 +46,36 @@ describe('EvoraClient.submit against a server', () => {
     } finally {
       client.close();
     }
+  });
+
+  it("a submit over the server's largest message fails alone (RESOURCE_EXHAUSTED); the submits beside it are answered", async () => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName();
+      const some = (from: number) => Array.from({ length: 20 }, (_, i) => client.submit({ queue, type: 't', payload: { i: from + i } }));
+      const before = some(0);
+      // Over the server's 4 MiB: gRPC refuses it before Evora reads it.
+      const huge = client.submit({ queue, type: 't', payload: { s: 'x'.repeat(5 * 1024 * 1024) } }).catch((e: unknown) => e);
+      // Over 64 KiB, within the server's limits: a submit like any other.
+      const large = client.submit({ queue, type: 't', payload: { s: 'y'.repeat(100_000) } });
+      const after = some(20);
+      expect(((await huge) as EvoraApiError).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect((await large).job.payload).toEqual({ s: 'y'.repeat(100_000) });
+      const results = await Promise.all([...before, ...after]);
+      results.forEach((r, i) => expect(r).toMatchObject({ created: true, job: { payload: { i } } }));
+    } finally {
+      client.close();
+    }
+  });
+
+  it('close() with more submits in flight than the window: every one is sent and answered', async () => {
+    const client = new EvoraClient({ address });
+    const queue = queueName();
+    await client.submit({ queue, type: 'first' }); // connected: close() fails calls still waiting for a connection
+    const n = SUBMIT_STREAM_WINDOW * 2 + 10;
+    const all = Promise.all(Array.from({ length: n }, (_, i) => client.submit({ queue, type: 't', payload: { i } })));
+    client.close();
+    expect((await all).filter((r) => r.created)).toHaveLength(n);
   });
 
   it('submitOverStream: false submits by unary calls with the same results', async () => {
@@ -157,6 +188,37 @@ describe('EvoraClient.submit against scripted servers', () => {
     expect(((await cancelled) as EvoraApiError).code).toBe(grpc.status.CANCELLED);
     expect((await f.client.submit({ queue: 'q', type: 'fine' })).job.id).toBe('job-fine');
     expect(f.seen.streams).toBe(1);
+  });
+
+  it(`at most ${SUBMIT_STREAM_WINDOW} requests are written unanswered; a submit given up before its turn is never sent`, async () => {
+    const held: { call: grpc.ServerDuplexStream<SubmitJobStreamRequest, SubmitJobStreamResponse>; req: SubmitJobStreamRequest }[] = [];
+    const f = await setup((call, req) => held.push({ call, req }));
+    const n = SUBMIT_STREAM_WINDOW * 4;
+    const errors = await Promise.all(Array.from({ length: n }, (_, i) => f.client.submit({ queue: 'q', type: `t${i}` }, { deadlineMs: 300 }).then((): EvoraApiError => {
+      throw new Error('answered');
+    }, (e: unknown) => e as EvoraApiError)));
+    expect(errors.every((e) => e.code === grpc.status.DEADLINE_EXCEEDED)).toBe(true);
+    const notSent = errors.filter((e) => /the job was not submitted/.test(e.details));
+    expect(notSent.length).toBeGreaterThanOrEqual(n - SUBMIT_STREAM_WINDOW);
+    // The server answers what it got at last; then the client half-closes (idle): what it
+    // had written by then is all the server ever gets.
+    for (const h of held) ok(h.call, h.req, f.answer);
+    await waitFor(() => f.seen.halfClosed === 1, { timeoutMs: 5000, what: 'the half-close' });
+    expect(f.seen.requests).toBe(n - notSent.length);
+    expect(f.seen.requests).toBeLessThanOrEqual(SUBMIT_STREAM_WINDOW);
+  });
+
+  it('submits not yet written when a stream breaks are sent on a new stream; those written fail with its status', async () => {
+    let f!: Awaited<ReturnType<typeof fakeJobServer>>;
+    f = await setup((call, req) => {
+      if (f.seen.streams === 1) call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'connection reset' });
+      else ok(call, req, f.answer);
+    });
+    const n = SUBMIT_STREAM_WINDOW + 10;
+    const outcomes = await Promise.all(Array.from({ length: n }, (_, i) => f.client.submit({ queue: 'q', type: `t${i}` }).then((r) => r.job.id, (e: unknown) => (e as EvoraApiError).code)));
+    expect(outcomes.slice(0, SUBMIT_STREAM_WINDOW).every((o) => o === grpc.status.UNAVAILABLE)).toBe(true);
+    expect(outcomes.slice(SUBMIT_STREAM_WINDOW)).toEqual(Array.from({ length: 10 }, (_, i) => `job-t${SUBMIT_STREAM_WINDOW + i}`));
+    expect(f.seen.streams).toBe(2);
   });
 
   it('an idle stream is half-closed about a second after its last answer', async () => {

@@ -47,14 +47,22 @@ export class EvoraApiError extends Error {
   readonly details: string;
   /** The RPC that failed, e.g. 'GetJob'. */
   readonly method: string;
+  /**
+   * True when the SDK knows the request never left this process (a submit given up by its
+   * deadline or signal while it waited for its turn on the submit stream): nothing was
+   * applied, and submitting again cannot make a duplicate. False means the outcome is what
+   * the status says (for DEADLINE_EXCEEDED, CANCELLED or UNAVAILABLE: unknown).
+   */
+  readonly notSent: boolean;
 
-  constructor(params: { code: number; details: string; method: string; cause?: unknown }) {
+  constructor(params: { code: number; details: string; method: string; cause?: unknown; notSent?: boolean }) {
     super(params.details || statusName(params.code), { cause: params.cause });
     this.name = 'EvoraApiError';
     this.code = params.code;
     this.codeName = statusName(params.code);
     this.details = params.details;
     this.method = params.method;
+    this.notSent = params.notSent ?? false;
   }
 
   /**

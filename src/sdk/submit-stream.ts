@@ -261,7 +261,7 @@ export class SubmitStreamClient {
     const unsent = s.waiting.delete(p.requestId);
     this.settled(p);
     const details = unsent ? `${what} before the submit was sent; the job was not submitted` : `${what}; the job may have been submitted`;
-    p.reject(new EvoraApiError({ code, details, method: METHOD }));
+    p.reject(new EvoraApiError({ code, details, method: METHOD, notSent: unsent }));
     if (s.ending) this.flush(s); // close() waits for no more requests to write
     this.idleIfDone(s);
   }

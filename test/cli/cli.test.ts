@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { testDatabaseCreate } from '../helpers/db.js';
@@ -6,6 +7,7 @@ import { waitFor } from '../helpers/wait.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
 import { queueName } from '../helpers/factories.js';
 import { cliSetup, ROOT, type CliRun } from '../helpers/cli.js';
+import { teardownAdd } from '../helpers/teardown.js';
 
 /**
  * The `evora` client commands, run as the built CLI (plain `node main.js`, as `npx evora`
@@ -22,6 +24,25 @@ function oneLineError(r: CliRun): string {
   expect(r.stdout).toBe('');
   expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
   return r.stderr.trimEnd();
+}
+
+/**
+ * A TCP port that accepts connections and never answers: a database host that is frozen, or
+ * behind a firewall that swallows the handshake. Closed after the file.
+ */
+async function silentPort(): Promise<number> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => undefined);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  teardownAdd(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return (server.address() as { port: number }).port;
 }
 
 describe('evora client commands', () => {
@@ -338,6 +359,25 @@ describe('evora client commands', () => {
     const zero = await evora('--timeout', '0', 'queues');
     expect(zero.code).toBe(2);
     expect(oneLineError(zero)).toBe('evora: --timeout must be more than 0, got "0"');
+  });
+
+  it('migrate and db create-role: a database refusing or never answering exits 5 with one line (the connect is bounded); a malformed setting exits 2', async () => {
+    const refused = `postgres://evora:x@127.0.0.1:${await freePort()}/postgres`;
+    const silent = `postgres://evora:x@127.0.0.1:${await silentPort()}/postgres`;
+    const [migrateRefused, migrateSilent, roleRefused, badPort] = await Promise.all([
+      evora('migrate', '--database-url', refused),
+      evora('migrate', '--database-url', silent),
+      evora('db', 'create-role', '--database-url', refused),
+      evora('migrate', '--embedded-pg-port', 'abc'),
+    ]);
+    expect(migrateRefused.code).toBe(5);
+    expect(oneLineError(migrateRefused)).toMatch(/^evora: UNAVAILABLE: database unavailable: connection refused \(127\.0\.0\.1:\d+\)$/);
+    expect(migrateSilent.code).toBe(5);
+    expect(oneLineError(migrateSilent)).toMatch(/^evora: UNAVAILABLE: database unavailable: /);
+    expect(roleRefused.code).toBe(5);
+    expect(oneLineError(roleRefused)).toMatch(/^evora: UNAVAILABLE: database unavailable: connection refused/);
+    expect(badPort.code).toBe(2);
+    expect(oneLineError(badPort)).toBe('evora: EVORA_PG_PORT (--embedded-pg-port) must be a whole number, got "abc"');
   });
 
   it('--help exits 0', async () => {

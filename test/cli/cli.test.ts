@@ -380,6 +380,16 @@ describe('evora client commands', () => {
     expect(oneLineError(badPort)).toBe('evora: EVORA_PG_PORT (--embedded-pg-port) must be a whole number, got "abc"');
   });
 
+  it('serve: an unknown log level or log-pretty value exits 2 with the setting\'s line, before anything starts', async () => {
+    // A database that cannot be reached, so that nothing could start if the check were missed.
+    const nowhere = ['--database-url', `postgres://evora:x@127.0.0.1:${await freePort()}/postgres`, '--port', '0', '--http-port', '0'];
+    const [level, pretty] = await Promise.all([evora('serve', ...nowhere, '--log-level', 'loud'), evora('serve', ...nowhere, '--log-pretty', 'maybe')]);
+    expect(level.code).toBe(2);
+    expect(oneLineError(level)).toBe('evora: EVORA_LOG_LEVEL (--log-level) must be one of trace, debug, info, warn, error, fatal, silent, got "loud"');
+    expect(pretty.code).toBe(2);
+    expect(oneLineError(pretty)).toBe('evora: EVORA_LOG_PRETTY (--log-pretty) must be 0 or 1 (or unset), got "maybe"');
+  });
+
   it('--help exits 0', async () => {
     const help = await evora('--help');
     expect(help.code).toBe(0);

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import {
   BACKOFF_KINDS,
@@ -14,9 +13,11 @@ import {
   attemptTable,
   jobDetails,
   jobTable,
+  nonEmpty,
+  parseAgeOrTime,
   parseDuration,
   parseInteger,
-  parseJsonObject,
+  parsePayload,
   parseNumber,
   parseRate,
   parseRetention,
@@ -33,27 +34,24 @@ import { print, withClient } from './client-context.js';
  * human-readable text, or with --json the SDK's objects as JSON (times as ISO strings).
  */
 
-function payloadOf(text: string | undefined) {
-  if (text === undefined) return undefined;
-  if (text.startsWith('@')) {
-    let content: string;
-    try {
-      content = readFileSync(text.slice(1), 'utf8');
-    } catch (err) {
-      throw new UsageError(`--payload ${text}: ${(err as Error).message}`);
-    }
-    return parseJsonObject(content, `--payload ${text}`);
-  }
-  return parseJsonObject(text, '--payload');
-}
-
+/** The --state flag's states; given but naming none (`--state ""`) is refused, as it would mean every state. */
 function statesOf(values: string[] | undefined) {
   if (!values) return undefined;
+  const names = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  if (names.length === 0) throw new UsageError('--state names no state: give one, or leave the flag out');
   try {
-    return values.flatMap((v) => v.split(',')).filter(Boolean).map(jobStateParse);
+    return names.map(jobStateParse);
   } catch (err) {
     throw new UsageError(`--state: ${(err as Error).message}`);
   }
+}
+
+/** The --depends-on flag's job ids; given but naming none is refused, as the job would run at once instead of waiting. */
+function dependsOnOf(text: string | undefined): string[] | undefined {
+  if (text === undefined) return undefined;
+  const ids = text.split(',').map((s) => s.trim()).filter(Boolean);
+  if (ids.length === 0) throw new UsageError('--depends-on names no job id: give the ids, or leave the flag out');
+  return ids;
 }
 
 function cancelText(job: Job): string {
@@ -73,7 +71,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--payload <json>', 'the job payload: a JSON object, or @file to read it from a file', undefined)
     .option('--key <key>', 'idempotency key: a resubmit with the same key returns the existing job')
     .option('--priority <n>', 'smaller runs first, -1000..1000 (default 0)')
-    .option('--run-at <time>', 'earliest time to run: ISO 8601 time, or a delay such as 10m')
+    .option('--run-at <time>', 'earliest time to run: an ISO 8601 time with its zone (2030-01-02T15:04:05Z, or +02:00), or a delay such as 10m')
     .option('--max-attempts <n>', "attempts before the DLQ (default: the queue's)")
     .option('--backoff <kind>', `this job's retry delay growth: ${BACKOFF_KINDS.join(', ')} (default: the queue's)`)
     .option('--backoff-base <duration>', "this job's delay before the first retry, e.g. 1s (default: the queue's)")
@@ -86,14 +84,14 @@ export function clientCommandsAdd(program: Command): void {
     .action(
       withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string; concurrencyKey?: string; dependsOn?: string }) => {
         const res = await ctx.client.submit({
-          dependsOn: opts.dependsOn === undefined ? undefined : opts.dependsOn.split(',').map((s) => s.trim()).filter(Boolean),
+          dependsOn: dependsOnOf(opts.dependsOn),
           backoff: backoffOf(opts),
           timeoutSeconds: opts.attemptTimeout === undefined ? undefined : parseDuration(opts.attemptTimeout, '--attempt-timeout'),
           queue,
           type,
-          payload: payloadOf(opts.payload),
-          idempotencyKey: opts.key,
-          concurrencyKey: opts.concurrencyKey,
+          payload: opts.payload === undefined ? undefined : parsePayload(opts.payload, '--payload'),
+          idempotencyKey: nonEmpty(opts.key, '--key'),
+          concurrencyKey: nonEmpty(opts.concurrencyKey, '--concurrency-key'),
           priority: opts.priority === undefined ? undefined : parseInteger(opts.priority, '--priority'),
           runAt: opts.runAt === undefined ? undefined : parseTime(opts.runAt, '--run-at'),
           maxAttempts: opts.maxAttempts === undefined ? undefined : parseInteger(opts.maxAttempts, '--max-attempts', 1),
@@ -120,14 +118,14 @@ export function clientCommandsAdd(program: Command): void {
     .command('list')
     .description('list jobs, newest first')
     .option('--queue <queue>', 'only this queue')
-    .option('--state <states...>', 'only these states (pending, running, completed, dlq, cancelled; several allowed)')
+    .option('--state <states...>', 'only these states (waiting, pending, running, completed, dlq, cancelled; several allowed)')
     .option('--type <type>', 'only this job type')
     .option('--limit <n>', 'at most this many jobs', '50')
     .action(
       withClient(async (ctx, opts: { queue?: string; state?: string[]; type?: string; limit: string }) => {
         const limit = parseInteger(opts.limit, '--limit', 1);
         const jobs: Job[] = [];
-        const filter = { queue: opts.queue, states: statesOf(opts.state), type: opts.type };
+        const filter = { queue: nonEmpty(opts.queue, '--queue'), states: statesOf(opts.state), type: nonEmpty(opts.type, '--type') };
         // One more than asked, to say whether there are more.
         for await (const job of ctx.client.listAll({ ...filter, limit: limit + 1, pageSize: Math.min(limit + 1, 1000) })) jobs.push(job);
         const more = jobs.length > limit;
@@ -156,7 +154,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--queue <queue>', 'with --all: only this queue')
     .option('--state <states...>', 'with --all: only these states (dlq, cancelled; default both)')
     .option('--type <type>', 'with --all: only this job type')
-    .option('--finished-before <time>', 'with --all: only jobs that finished before this: an age such as 7d, or an ISO 8601 time')
+    .option('--finished-before <time>', 'with --all: only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
     .option('--dry-run', 'with --all: only count the jobs that would be retried')
     .action(
       withClient(async (ctx, id: string | undefined, opts: BulkFlags & { all?: boolean }) => {
@@ -180,7 +178,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--queue <queue>', 'only this queue')
     .option('--state <states...>', 'only these states (completed, dlq, cancelled; default all three)')
     .option('--type <type>', 'only this job type')
-    .option('--finished-before <time>', 'only jobs that finished before this: an age such as 7d, or an ISO 8601 time')
+    .option('--finished-before <time>', 'only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
     .option('--dry-run', 'only count the jobs that would be deleted')
     .action(
       withClient(async (ctx, opts: BulkFlags) => {
@@ -323,20 +321,11 @@ interface BulkFlags {
 /** The filter the flags give; the server refuses an empty one. */
 function bulkFilterOf(opts: BulkFlags): BulkJobFilter {
   return {
-    queue: opts.queue,
+    queue: nonEmpty(opts.queue, '--queue'),
     states: statesOf(opts.state),
-    type: opts.type,
+    type: nonEmpty(opts.type, '--type'),
     finishedBefore: opts.finishedBefore === undefined ? undefined : parseAgeOrTime(opts.finishedBefore, '--finished-before'),
   };
-}
-
-/** A time in the past: an age (`7d`, `12h`: that long ago) or an ISO 8601 time. */
-function parseAgeOrTime(text: string, flag: string): Date {
-  const t = text.trim();
-  if (/^[\d.]+(ms|s|m|h|d)/.test(t) && !/^\d{4}-/.test(t)) return new Date(Date.now() - parseDuration(t, flag) * 1000);
-  const ms = /^[\d.]+$/.test(t) ? NaN : Date.parse(t);
-  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be an age such as 7d or an ISO 8601 time (2030-01-02T15:04:05Z), got "${text}"`);
-  return new Date(ms);
 }
 
 /** `1 job`, `3 jobs`. */

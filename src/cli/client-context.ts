@@ -57,6 +57,16 @@ export function tokenOption(g: { token?: string }, env = process.env): { token?:
   return { token };
 }
 
+/**
+ * The --timeout flag in milliseconds. Zero is refused as bad usage: a call with no time at
+ * all fails at once as DEADLINE_EXCEEDED, which would read as an unreachable server (exit 5).
+ */
+function timeoutMs(text: string): number {
+  const seconds = parseDuration(text, '--timeout');
+  if (!(seconds > 0)) throw new UsageError(`--timeout must be more than 0, got "${text}"`);
+  return seconds * 1000;
+}
+
 /** A client command's client, and whether it prints JSON. */
 export interface Ctx {
   client: EvoraClient;
@@ -78,7 +88,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     const cmd = args[args.length - 1] as Command;
     const g = cmd.optsWithGlobals<GlobalOptions>();
     const auth = tokenOption(g);
-    const client = new EvoraClient({ address: g.address, deadlineMs: parseDuration(g.timeout, '--timeout') * 1000, ...tlsOptions(g), ...auth });
+    const client = new EvoraClient({ address: g.address, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
     try {
       await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
     } catch (err) {

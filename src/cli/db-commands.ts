@@ -1,6 +1,21 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { EvoraApiError, StatusCode } from '../sdk/index.js';
 import { UsageError } from './format.js';
+
+/**
+ * A failure of `evora migrate` or `evora db create-role` as the CLI reports it: a database
+ * that cannot be reached (refused, timed out, restarting: src/store/availability.ts decides)
+ * becomes UNAVAILABLE, exit 5 and "database unavailable: <reason>", as for the token
+ * commands' --database-url and a client command's unreachable server, so a deploy script
+ * can tell "retry later" from a real failure; any other error is returned as it is.
+ */
+export async function databaseFailure(err: unknown, method: string): Promise<unknown> {
+  const { databaseUnavailableReason } = await import('../store/availability.js');
+  const reason = databaseUnavailableReason(err);
+  if (reason === null) return err;
+  return new EvoraApiError({ code: StatusCode.UNAVAILABLE, method, details: `database unavailable: ${reason}`, cause: err });
+}
 
 /**
  * `evora db create-role`: the least-privilege database roles (docs/security.md, "Database
@@ -44,8 +59,14 @@ export function dbCommandsAdd(program: Command): void {
         throw new UsageError((err as Error).message);
       }
       if (opts.name === opts.owner) throw new UsageError('--name and --owner must differ');
-      const applied = await migrate(url);
-      const r = await dbRoleEnsure(url, { app: opts.name, owner: opts.owner, password });
+      let applied: number[];
+      let r: Awaited<ReturnType<typeof dbRoleEnsure>>;
+      try {
+        applied = await migrate(url);
+        r = await dbRoleEnsure(url, { app: opts.name, owner: opts.owner, password });
+      } catch (err) {
+        throw await databaseFailure(err, 'db create-role');
+      }
       const json = program.opts<{ json?: boolean }>().json;
       if (json) {
         process.stdout.write(

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { Job, JobAttempt, JobProgress, JsonObject, Queue, QueueStats } from '../sdk/index.js';
 
 /** Parsing of command-line values and human-readable rendering for the client commands. */
@@ -23,16 +24,69 @@ export function parseDuration(text: string, flag: string): number {
   return parts.reduce((sum, p) => sum + Number(p[1]) * (UNITS[p[2] as string] ?? 1), 0);
 }
 
-/** A time: an ISO 8601 date/time, or a duration from now (`10m`, `+10m`). */
+/**
+ * An ISO 8601 date and time with its zone, as the CLI prints times and as the server means
+ * them: `2030-01-02T15:04:05Z`, `2030-01-02 15:04:05+02:00` (the space form is what the
+ * CLI prints, so a time can be copied from its output); seconds and their fraction are
+ * optional. A date alone (`2030-01-02`) is its midnight UTC, as the CLI shows times in UTC.
+ * Stricter than Date.parse on purpose: that reads a date-time without a zone in this
+ * machine's zone, rolls a day that does not exist over (2030-02-30 is March 2) and guesses
+ * at other forms (1/2/2030), so a job would silently run at another time than the one
+ * meant. A date-time without a zone, or a date or time that does not exist, is refused with
+ * one line; null: `t` is not of this form at all (the caller says what it expected).
+ */
+function isoTimeParse(t: string, flag: string, text: string): Date | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i.exec(t);
+  if (!m) return null;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map((v) => Number(v ?? 0)) as [number, number, number, number, number, number];
+  const zone = m[8];
+  if (m[4] !== undefined && !zone) throw new UsageError(`${flag} "${text}" has no zone: add Z for UTC, or an offset such as +02:00`);
+  const z = zone ? /^([+-])(\d{2}):?(\d{2})?$/.exec(zone) : null;
+  const offsetHours = z ? Number(z[2]) : 0;
+  const offsetMinutes = z ? Number(z[3] ?? 0) : 0;
+  const at = new Date(0);
+  at.setUTCFullYear(year, month - 1, day);
+  at.setUTCHours(hour, minute, second, Number((m[7] ?? '').slice(0, 3).padEnd(3, '0')));
+  const exists =
+    at.getUTCFullYear() === year && at.getUTCMonth() === month - 1 && at.getUTCDate() === day && hour < 24 && minute < 60 && second < 60;
+  if (!exists || offsetHours > 23 || offsetMinutes > 59) throw new UsageError(`${flag} "${text}" is not a valid date and time`);
+  const offsetMs = (z?.[1] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000;
+  return new Date(at.getTime() - offsetMs);
+}
+
+/** Whether `t` reads as a duration (`10m`, `1h30m`) rather than a date. */
+function looksLikeDuration(t: string): boolean {
+  return /^[\d.]+(ms|s|m|h|d)/.test(t) && !/^\d{4}-/.test(t);
+}
+
+/** A time: an ISO 8601 date and time with its zone (isoTimeParse), or a duration from now (`10m`, `+10m`). */
 export function parseTime(text: string, flag: string): Date {
   const t = text.trim();
   const rel = t.startsWith('+') ? t.slice(1) : t;
-  if (/^[\d.]+(ms|s|m|h|d)/.test(rel) && !/^\d{4}-/.test(rel)) {
-    return new Date(Date.now() + parseDuration(rel, flag) * 1000);
-  }
-  const ms = /^[\d.]+$/.test(t) ? NaN : Date.parse(t);
-  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be an ISO 8601 time (2030-01-02T15:04:05Z) or a delay such as 10m, got "${text}"`);
-  return new Date(ms);
+  if (looksLikeDuration(rel)) return new Date(Date.now() + parseDuration(rel, flag) * 1000);
+  const at = isoTimeParse(t, flag, text);
+  if (!at) throw new UsageError(`${flag} must be an ISO 8601 time (2030-01-02T15:04:05Z) or a delay such as 10m, got "${text}"`);
+  return at;
+}
+
+/** A time in the past: an age (`7d`, `12h`: that long ago) or an ISO 8601 date and time with its zone (isoTimeParse). */
+export function parseAgeOrTime(text: string, flag: string): Date {
+  const t = text.trim();
+  if (looksLikeDuration(t)) return new Date(Date.now() - parseDuration(t, flag) * 1000);
+  const at = isoTimeParse(t, flag, text);
+  if (!at) throw new UsageError(`${flag} must be an age such as 7d or an ISO 8601 time (2030-01-02T15:04:05Z), got "${text}"`);
+  return at;
+}
+
+/**
+ * The value of a flag that names something (a queue, a type, an idempotency key, job ids),
+ * refused when empty: the server reads an empty value as "not given", so an unset variable
+ * in a script (`--queue "$Q"`) would widen a purge to every queue, or submit a job without
+ * its idempotency key or without the parents it must wait for.
+ */
+export function nonEmpty(value: string | undefined, flag: string): string | undefined {
+  if (value !== undefined && value.trim() === '') throw new UsageError(`${flag} is empty: give a value, or leave the flag out`);
+  return value;
 }
 
 /**
@@ -76,6 +130,18 @@ export function parseRate(text: string, flag: string): number {
 export function rateText(q: Queue): string {
   if (!q.rateLimit) return 'none';
   return `${String(+q.rateLimit.perSecond.toPrecision(6))}/s, burst ${q.rateLimit.burst}`;
+}
+
+/** A JSON object given inline, or with `@file` read from that file (`--payload` of submit and schedule set). */
+export function parsePayload(text: string, flag: string): JsonObject {
+  if (!text.startsWith('@')) return parseJsonObject(text, flag);
+  let content: string;
+  try {
+    content = readFileSync(text.slice(1), 'utf8');
+  } catch (err) {
+    throw new UsageError(`${flag} ${text}: ${(err as Error).message}`);
+  }
+  return parseJsonObject(content, `${flag} ${text}`);
 }
 
 /** A JSON object given inline. */

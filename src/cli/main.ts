@@ -7,7 +7,7 @@ import { CONFIG_BOOLEAN_KEYS, CONFIG_DOC, configLoad, type ServerConfig } from '
 import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
 import { scheduleCommandsAdd } from './schedule-commands.js';
-import { dbCommandsAdd } from './db-commands.js';
+import { databaseFailure, dbCommandsAdd } from './db-commands.js';
 import { tokenCommandsAdd } from './token-commands.js';
 import { UsageError } from './format.js';
 
@@ -156,7 +156,13 @@ program
   .option('--data-dir <dir>', 'data folder of the embedded PostgreSQL [env EVORA_DATA_DIR, default .evora]')
   .option('--embedded-pg-port <port>', 'port of the embedded PostgreSQL [env EVORA_PG_PORT, default 54329]')
   .action(async (opts: { databaseUrl?: string; directDatabaseUrl?: string; dataDir?: string; embeddedPgPort?: string }) => {
-    const config = configLoad({ databaseUrl: opts.databaseUrl, directDatabaseUrl: opts.directDatabaseUrl, dataDir: opts.dataDir, embeddedPgPort: opts.embeddedPgPort });
+    let config: ServerConfig;
+    try {
+      config = configLoad({ databaseUrl: opts.databaseUrl, directDatabaseUrl: opts.directDatabaseUrl, dataDir: opts.dataDir, embeddedPgPort: opts.embeddedPgPort });
+    } catch (err) {
+      // A malformed setting (a flag or its variable) is bad usage, exit 2, as for `serve`.
+      throw new UsageError((err as Error).message);
+    }
     const { migrate } = await import('../store/migrate.js');
     const { embeddedPostgresStart } = await import('../server/embedded-postgres.js');
     const { join } = await import('node:path');
@@ -170,6 +176,8 @@ program
       const applied = await migrate((config.databaseUrl && config.directDatabaseUrl) || config.databaseUrl || embedded!.url);
       const line = applied.length === 0 ? 'evora: the schema is up to date' : `evora: applied migrations ${applied.join(', ')}`;
       process.stdout.write(`${program.opts<{ json?: boolean }>().json ? JSON.stringify({ applied }) : line}\n`);
+    } catch (err) {
+      throw await databaseFailure(err, 'migrate');
     } finally {
       await embedded?.stop();
     }

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { MISFIRE_POLICIES, type MisfirePolicyName, type Schedule } from '../sdk/index.js';
-import { UsageError, fields, parseInteger, parseJsonObject, table, time } from './format.js';
+import { UsageError, fields, nonEmpty, parseInteger, parsePayload, table, time } from './format.js';
 import { print, withClient } from './client-context.js';
 
 /**
@@ -80,7 +80,7 @@ export function scheduleCommandsAdd(program: Command): void {
             queue,
             type,
             timezone: opts.timezone,
-            payload: parseJsonObject(opts.payload, '--payload'),
+            payload: parsePayload(opts.payload, '--payload'),
             priority: parseInteger(opts.priority, '--priority', -1000, 1000),
             maxAttempts: opts.maxAttempts === undefined ? 0 : parseInteger(opts.maxAttempts, '--max-attempts', 1, 1000),
             misfirePolicy: misfireParse(opts.misfire),
@@ -141,7 +141,7 @@ export function scheduleCommandsAdd(program: Command): void {
     .option('--id <trigger-id>', 'makes a retry safe: the same id returns the same job')
     .action(
       withClient(async (ctx, name: string, opts: { id?: string }) => {
-        const res = await ctx.client.triggerSchedule(name, { triggerId: opts.id });
+        const res = await ctx.client.triggerSchedule(name, { triggerId: nonEmpty(opts.id, '--id') });
         print(ctx, res, () => `job ${res.jobId} ${res.created ? 'submitted' : 'already submitted'} (key ${res.idempotencyKey})`);
       }),
     );

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { AUDIT_ACTIONS, EvoraApiError, StatusCode, TOKEN_ROLES, type AuditActionName, type AuditEvent, type Token, type TokenRoleName } from '../sdk/index.js';
 import { EvoraError } from '../domain/errors.js';
 import { withClient } from './client-context.js';
-import { UsageError, parseDuration, parseInteger, table, time } from './format.js';
+import { UsageError, nonEmpty, parseDuration, parseInteger, table, time } from './format.js';
 
 /**
  * `evora token create|list|revoke` and `evora audit`: API tokens and the audit log
@@ -247,8 +247,11 @@ export function tokenCommandsAdd(program: Command): void {
         if (!AUDIT_ACTIONS.includes(a as AuditActionName)) throw new UsageError(`--action: unknown action "${a}" (expected ${AUDIT_ACTIONS.join(', ')})`);
         return a as AuditActionName;
       });
+      if (opts.action !== undefined && actions.length === 0) throw new UsageError('--action names no action: give one, or leave the flag out');
+      const target = nonEmpty(opts.target, '--target');
+      const byToken = nonEmpty(opts.byToken, '--by-token');
       await withBackend(cmd, opts, 'ListAuditEvents', async (b, json) => {
-        const events = await b.audit({ actions: actions.length > 0 ? actions : undefined, target: opts.target, token: opts.byToken, limit });
+        const events = await b.audit({ actions: actions.length > 0 ? actions : undefined, target, token: byToken, limit });
         if (json) {
           const out = events.map((e) => ({
             id: e.id, at: e.at?.toISOString() ?? null, actor_kind: e.actorKind, token_id: e.tokenId, token_name: e.tokenName,

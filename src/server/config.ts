@@ -80,6 +80,12 @@ export interface ServerConfig {
   authRefreshMs: number;
 }
 
+/**
+ * EVORA_LOG_LEVEL's values: pino's levels. Checked here, so that a wrong one is refused with
+ * the setting's line (exit 2) rather than by pino's own error once the server starts.
+ */
+const LOG_LEVELS: readonly string[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
 /** EVORA_DB_POOLER's values (here, not imported from the store, so loading the config loads no pg). */
 const DB_POOLER_VALUES: readonly DbPooler[] = ['auto', 'none', 'transaction'];
 
@@ -109,7 +115,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'embeddedPgPort', env: 'EVORA_PG_PORT', flag: '--embedded-pg-port', default: '54329', doc: 'port of the embedded PostgreSQL (127.0.0.1)' },
   { key: 'host', env: 'EVORA_HOST', flag: '--host', default: '127.0.0.1', doc: 'gRPC listen address' },
   { key: 'port', env: 'EVORA_PORT', flag: '--port', default: '50051', doc: 'gRPC listen port (0: any free port)' },
-  { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, silent' },
+  { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, fatal, silent' },
   { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
   { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)', range: [1, 1000] },
   { key: 'dbQueryTimeoutMs', env: 'EVORA_DB_QUERY_TIMEOUT_MS', flag: '--db-query-timeout-ms', default: '30000', doc: 'a statement unanswered this long is given up: its connection is closed and the call answered UNAVAILABLE (a database that stopped answering without closing its connections: frozen, a network partition); it may still have committed; 0: wait forever', range: [0, TIMER_MAX_MS] },
@@ -159,7 +165,14 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
       if (!(DB_POOLER_VALUES as readonly string[]).includes(value)) throw new Error(`${e.env} (${e.flag}) must be ${DB_POOLER_VALUES.join(', ')}, got "${value}"`);
       out[e.key] = value;
     }
-    else if (e.key === 'logPretty') out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
+    else if (e.key === 'logLevel') {
+      if (!LOG_LEVELS.includes(value)) throw new Error(`${e.env} (${e.flag}) must be one of ${LOG_LEVELS.join(', ')}, got "${value}"`);
+      out[e.key] = value;
+    }
+    else if (e.key === 'logPretty') {
+      if (!['', '0', '1', 'true', 'false'].includes(value)) throw new Error(`${e.env} (${e.flag}) must be 0 or 1 (or unset), got "${value}"`);
+      out[e.key] = value === '' ? undefined : value === '1' || value === 'true';
+    }
     else if (CONFIG_BOOLEAN_KEYS.has(e.key)) {
       if (!['0', '1', 'true', 'false'].includes(value)) throw new Error(`${e.env} (${e.flag}) must be 0 or 1, got "${value}"`);
       out[e.key] = value === '1' || value === 'true';

@@ -42,6 +42,16 @@ function migrationSplit(sql: string): [string, string | null] {
   return [sql.slice(0, m.index), sql.slice(m.index + m[0].length)];
 }
 
+/**
+ * How long the migrations' and the role setup's own connection may take to be made (TCP and
+ * the startup handshake) before it is given up as "database unavailable". Without a bound a
+ * host that drops packets, or a database that accepts connections but never answers (frozen),
+ * holds `evora migrate` forever, and the server's start with it instead of retrying. Only the
+ * connect is bounded: the migrations themselves may wait on the migration lock for as long
+ * as another process holds it.
+ */
+export const SETUP_CONNECT_TIMEOUT_MS = 10_000;
+
 /** Advisory lock key that serialises migration runs across every process on the database. */
 const MIGRATION_LOCK_KEY = 7_301_846_001;
 
@@ -113,7 +123,7 @@ function migrationsUnknownMessage(unknown: { version: number; name: string }[], 
  * cannot vouch for. Messages carry no "evora:" prefix: the CLI adds it.
  */
 export async function migrate(connectionString: string, migrations: Migration[] = migrationsLoad()): Promise<number[]> {
-  const client = new pg.Client({ connectionString, application_name: 'evora-migrate' });
+  const client = new pg.Client({ connectionString, application_name: 'evora-migrate', connectionTimeoutMillis: SETUP_CONNECT_TIMEOUT_MS });
   // A dropped connection is reported by the query that was running.
   client.on('error', () => undefined);
   await client.connect();

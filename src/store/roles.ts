@@ -1,5 +1,6 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { SETUP_CONNECT_TIMEOUT_MS } from './migrate.js';
 import { inTransaction, rowOf, script, scriptRun, statement } from './statements.js';
 
 /** The roles of dbRoleEnsure: the one Evora logs in as, and the one that owns its schema. */
@@ -69,7 +70,7 @@ export function scramVerifier(password: string, iterations = 4096): string {
 export async function dbRoleEnsure(connectionString: string, opts: DbRoleNames & { password: string | null }): Promise<DbRoleEnsureResult> {
   dbRoleNameCheck(opts.app, 'the role name');
   dbRoleNameCheck(opts.owner, 'the owner role name');
-  const client = new pg.Client({ connectionString, application_name: 'evora-db-role' });
+  const client = new pg.Client({ connectionString, application_name: 'evora-db-role', connectionTimeoutMillis: SETUP_CONNECT_TIMEOUT_MS });
   client.on('error', () => undefined);
   await client.connect();
   try {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { testDatabaseCreate } from '../helpers/db.js';
@@ -6,6 +7,7 @@ import { waitFor } from '../helpers/wait.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
 import { queueName } from '../helpers/factories.js';
 import { cliSetup, ROOT, type CliRun } from '../helpers/cli.js';
+import { teardownAdd } from '../helpers/teardown.js';
 
 /**
  * The `evora` client commands, run as the built CLI (plain `node main.js`, as `npx evora`
@@ -13,9 +15,35 @@ import { cliSetup, ROOT, type CliRun } from '../helpers/cli.js';
  * private folder, so the test neither needs nor disturbs `npm run build`'s dist/.
  */
 
-const { evora, json } = cliSetup();
+const { evora, evoraEnv, json } = cliSetup();
 
 type JobJson = { id: string; state: string; queue: string; type: string; payload: unknown; priority: number; maxAttempts: number; runAt: string; idempotencyKey: string | null };
+
+/** A failed run's one line on stderr (nothing on stdout). */
+function oneLineError(r: CliRun): string {
+  expect(r.stdout).toBe('');
+  expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+  return r.stderr.trimEnd();
+}
+
+/**
+ * A TCP port that accepts connections and never answers: a database host that is frozen, or
+ * behind a firewall that swallows the handshake. Closed after the file.
+ */
+async function silentPort(): Promise<number> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => undefined);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  teardownAdd(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return (server.address() as { port: number }).port;
+}
 
 describe('evora client commands', () => {
   it('submit, get, list, cancel and retry a job', async () => {
@@ -271,6 +299,97 @@ describe('evora client commands', () => {
     }
   });
 
+  it('--run-at and --finished-before take an ISO 8601 time with its zone; none, or a day that does not exist, is refused and changes nothing', async () => {
+    const queue = queueName();
+    // In another zone than the server's, so that a time read in the machine's zone would show.
+    const inNewYork = (...args: string[]) => evoraEnv({ TZ: 'America/New_York' }, ...args);
+    const [noZone, noDay, notIso, purgeNoZone] = await Promise.all([
+      inNewYork('submit', queue, 't', '--run-at', '2030-01-01T10:00'),
+      inNewYork('submit', queue, 't', '--run-at', '2030-02-30T10:00:00Z'),
+      inNewYork('submit', queue, 't', '--run-at', '1/2/2030'),
+      inNewYork('purge', '--queue', queue, '--finished-before', '2030-01-01 10:00', '--dry-run'),
+    ]);
+    expect(noZone.code).toBe(2);
+    expect(oneLineError(noZone)).toBe('evora: --run-at "2030-01-01T10:00" has no zone: add Z for UTC, or an offset such as +02:00');
+    expect(noDay.code).toBe(2);
+    expect(oneLineError(noDay)).toBe('evora: --run-at "2030-02-30T10:00:00Z" is not a valid date and time');
+    expect(notIso.code).toBe(2);
+    expect(oneLineError(notIso)).toMatch(/^evora: --run-at must be an ISO 8601 time/);
+    expect(purgeNoZone.code).toBe(2);
+    expect(oneLineError(purgeNoZone)).toMatch(/^evora: --finished-before "2030-01-01 10:00" has no zone/);
+    expect(await json<JobJson[]>('list', '--queue', queue)).toEqual([]);
+
+    // An offset, the form the CLI prints (a space, Z) and a date alone (its midnight UTC).
+    const runAt = async (time: string) => (await json<{ job: JobJson }>('submit', queue, 't', '--run-at', time)).job.runAt;
+    expect(await runAt('2030-01-01T10:00:00+02:00')).toBe('2030-01-01T08:00:00.000Z');
+    expect(await runAt('2030-01-01 10:00:00Z')).toBe('2030-01-01T10:00:00.000Z');
+    const day = await inNewYork('submit', queue, 't', '--run-at', '2030-01-01', '--json');
+    expect(day.code).toBe(0);
+    expect((JSON.parse(day.stdout) as { job: JobJson }).job.runAt).toBe('2030-01-01T00:00:00.000Z');
+  });
+
+  it('a flag that names something, given an empty value (an unset variable), is refused: no purge of every queue, no job without its key or parents', async () => {
+    const queue = queueName();
+    const other = queueName();
+    const mine = (await json<{ job: JobJson }>('submit', queue, 't')).job.id;
+    const theirs = (await json<{ job: JobJson }>('submit', other, 't')).job.id;
+    await json('cancel', mine);
+    await json('cancel', theirs);
+    const runs = await Promise.all([
+      evora('purge', '--queue', '', '--state', 'cancelled'),
+      evora('retry', '--all', '--queue', '', '--state', 'cancelled'),
+      evora('purge', '--queue', queue, '--state', ''),
+      evora('list', '--type', ' '),
+      evora('submit', queue, 't', '--key', ''),
+      evora('submit', queue, 't', '--concurrency-key', ''),
+      evora('submit', queue, 't', '--depends-on', ' , '),
+    ]);
+    const expected = ['--queue is empty', '--queue is empty', '--state names no state', '--type is empty', '--key is empty', '--concurrency-key is empty', '--depends-on names no job id'];
+    for (const [i, r] of runs.entries()) {
+      expect(r.code, expected[i]).toBe(2);
+      expect(oneLineError(r)).toMatch(new RegExp(`^evora: ${expected[i]}: .*leave the flag out$`));
+    }
+    // Nothing changed: both jobs are still there and CANCELLED, and no job was submitted.
+    expect(await json<JobJson>('get', mine)).toMatchObject({ state: 'CANCELLED' });
+    expect(await json<JobJson>('get', theirs)).toMatchObject({ state: 'CANCELLED' });
+    expect(await json<JobJson[]>('list', '--queue', queue)).toHaveLength(1);
+  });
+
+  it('--timeout 0 is bad usage (exit 2), not an unreachable server', async () => {
+    const zero = await evora('--timeout', '0', 'queues');
+    expect(zero.code).toBe(2);
+    expect(oneLineError(zero)).toBe('evora: --timeout must be more than 0, got "0"');
+  });
+
+  it('migrate and db create-role: a database refusing or never answering exits 5 with one line (the connect is bounded); a malformed setting exits 2', async () => {
+    const refused = `postgres://evora:x@127.0.0.1:${await freePort()}/postgres`;
+    const silent = `postgres://evora:x@127.0.0.1:${await silentPort()}/postgres`;
+    const [migrateRefused, migrateSilent, roleRefused, badPort] = await Promise.all([
+      evora('migrate', '--database-url', refused),
+      evora('migrate', '--database-url', silent),
+      evora('db', 'create-role', '--database-url', refused),
+      evora('migrate', '--embedded-pg-port', 'abc'),
+    ]);
+    expect(migrateRefused.code).toBe(5);
+    expect(oneLineError(migrateRefused)).toMatch(/^evora: UNAVAILABLE: database unavailable: connection refused \(127\.0\.0\.1:\d+\)$/);
+    expect(migrateSilent.code).toBe(5);
+    expect(oneLineError(migrateSilent)).toMatch(/^evora: UNAVAILABLE: database unavailable: /);
+    expect(roleRefused.code).toBe(5);
+    expect(oneLineError(roleRefused)).toMatch(/^evora: UNAVAILABLE: database unavailable: connection refused/);
+    expect(badPort.code).toBe(2);
+    expect(oneLineError(badPort)).toBe('evora: EVORA_PG_PORT (--embedded-pg-port) must be a whole number, got "abc"');
+  });
+
+  it('serve: an unknown log level or log-pretty value exits 2 with the setting\'s line, before anything starts', async () => {
+    // A database that cannot be reached, so that nothing could start if the check were missed.
+    const nowhere = ['--database-url', `postgres://evora:x@127.0.0.1:${await freePort()}/postgres`, '--port', '0', '--http-port', '0'];
+    const [level, pretty] = await Promise.all([evora('serve', ...nowhere, '--log-level', 'loud'), evora('serve', ...nowhere, '--log-pretty', 'maybe')]);
+    expect(level.code).toBe(2);
+    expect(oneLineError(level)).toBe('evora: EVORA_LOG_LEVEL (--log-level) must be one of trace, debug, info, warn, error, fatal, silent, got "loud"');
+    expect(pretty.code).toBe(2);
+    expect(oneLineError(pretty)).toBe('evora: EVORA_LOG_PRETTY (--log-pretty) must be 0 or 1 (or unset), got "maybe"');
+  });
+
   it('--help exits 0', async () => {
     const help = await evora('--help');
     expect(help.code).toBe(0);
@@ -289,6 +408,8 @@ describe('evora client commands', () => {
     const viaHelp = await evora('help', 'list');
     expect(viaHelp.code).toBe(0);
     expect(viaHelp.stdout).toContain('--limit <n>');
+    // Every state a job can be listed in, WAITING (for its parents) too.
+    expect(viaHelp.stdout.replace(/\s+/g, ' ')).toContain('(waiting, pending, running, completed, dlq, cancelled;');
     expect((await evora('queue')).code).toBe(2);
   });
 

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { queueName } from '../helpers/factories.js';
 import { cliSetup } from '../helpers/cli.js';
@@ -30,6 +33,20 @@ describe('evora schedule', () => {
     expect(trig).toMatchObject({ created: true, idempotencyKey: `schedule:${name}:trigger:cli-1` });
     expect((await evora('schedule', 'trigger', name, '--id', 'cli-1')).stdout).toMatch(/already submitted/);
     expect((await evora('schedule', 'resume', name)).stdout).toMatch(new RegExp(`^schedule ${name}: resumed; next run `));
+
+    // The payload from a file, as --help and docs/sdk.md say (@file), as for submit.
+    const dir = mkdtempSync(join(tmpdir(), 'evora-schedule-cli-'));
+    try {
+      writeFileSync(join(dir, 'payload.json'), '{"from":"file","n":2}');
+      const fromFile = await json<{ schedule: ScheduleJson & { payload: unknown } }>('schedule', 'set', name, '0 3 * * *', queue, 'report', '--payload', `@${join(dir, 'payload.json')}`);
+      expect(fromFile.schedule.payload).toEqual({ from: 'file', n: 2 });
+      const noFile = await evora('schedule', 'set', name, '0 3 * * *', queue, 'report', '--payload', `@${join(dir, 'absent.json')}`);
+      expect(noFile.code).toBe(2);
+      expect(noFile.stderr).toMatch(/^evora: --payload @.*absent\.json: ENOENT/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect((await evora('schedule', 'trigger', name, '--id', '')).code).toBe(2);
     expect((await evora('schedule', 'delete', name)).stdout).toBe(`schedule ${name}: deleted\n`);
 
     const missing = await evora('schedule', 'get', name);

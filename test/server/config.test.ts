@@ -26,6 +26,14 @@ describe('configuration', () => {
     expect(configLoad({}, { EVORA_TLS_RELOAD_INTERVAL_MS: '100', EVORA_PRUNE_INTERVAL_MS: '10' })).toMatchObject({ tlsReloadIntervalMs: 100, pruneIntervalMs: 10 });
   });
 
+  it('refuses a log level pino does not know, and a log-pretty value other than 0 or 1, with one line', () => {
+    expect(configLoad({}, { EVORA_LOG_LEVEL: 'fatal' }).logLevel).toBe('fatal');
+    expect(() => configLoad({ logLevel: 'loud' }, {})).toThrow('EVORA_LOG_LEVEL (--log-level) must be one of trace, debug, info, warn, error, fatal, silent, got "loud"');
+    expect(configLoad({}, { EVORA_LOG_PRETTY: '0' }).logPretty).toBe(false);
+    expect(configLoad({}, { EVORA_LOG_PRETTY: '' }).logPretty).toBeUndefined();
+    expect(() => configLoad({}, { EVORA_LOG_PRETTY: 'yes' })).toThrow('EVORA_LOG_PRETTY (--log-pretty) must be 0 or 1 (or unset), got "yes"');
+  });
+
   it('asynchronous claim commits are off unless asked for', () => {
     expect(configLoad({}, {}).claimAsyncCommit).toBe(false);
     expect(configLoad({}, { EVORA_CLAIM_ASYNC_COMMIT: '1' }).claimAsyncCommit).toBe(true);

@@ -221,4 +221,24 @@ describe('the CLI at startup', () => {
       srv.child.kill('SIGKILL');
     }
   });
+
+  it('stops on SIGTERM while it waits for PostgreSQL even when whatever read its log has gone (EPIPE)', async () => {
+    // A log shipper or `| tee` that died: every log write fails EPIPE. pino's sonic-boom 4
+    // retried the exit's final flush of such a write for ever (the process never exited,
+    // and ignored a second signal); package.json pins sonic-boom 5 under pino, whose flush
+    // gives up. The exit status is 1: the last log lines were lost ("evora: EPIPE" on a
+    // stderr that is gone too).
+    const nothing = `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`;
+    const srv = serveChild(['--port', '0'], { DATABASE_URL: nothing });
+    try {
+      await waitFor(() => srv.output().includes('waiting for the database'), { timeoutMs: 30_000, what: 'the waiting line' });
+      srv.child.stdout!.destroy();
+      srv.child.stderr!.destroy();
+      srv.child.kill('SIGTERM');
+      const exited = await Promise.race([srv.exited, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 15_000).unref())]);
+      expect(exited).not.toBe('hung');
+    } finally {
+      srv.child.kill('SIGKILL');
+    }
+  });
 });

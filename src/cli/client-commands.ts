@@ -293,6 +293,7 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.burst !== undefined && opts.rate === undefined) throw new UsageError('--burst needs --rate');
           if (opts.rate !== undefined) {
             const perSecond = parseRate(opts.rate, '--rate');
+            if (perSecond === 0 && opts.burst !== undefined) throw new UsageError('--burst has no meaning with --rate 0 or none (they clear the limit)');
             const burst = opts.burst === undefined ? Math.max(1, Math.ceil(perSecond)) : parseInteger(opts.burst, '--burst', 1);
             settings.rateLimit = perSecond === 0 ? { perSecond: 0, burst: 0 } : { perSecond, burst };
           }

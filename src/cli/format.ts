@@ -189,10 +189,14 @@ export function table(headers: string[], rows: string[][]): string {
   return [line(headers), ...rows.map(line)].join('\n');
 }
 
-/** Label/value lines. */
+/**
+ * Label/value lines. A value of several lines (a stack trace in a last error) continues
+ * under its first line, indented past the labels, so that no line of it reads as a field.
+ */
 export function fields(pairs: [string, string][]): string {
   const width = Math.max(...pairs.map(([k]) => k.length));
-  return pairs.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
+  const indent = ' '.repeat(width + 2);
+  return pairs.map(([k, v]) => `${k.padEnd(width)}  ${v.replace(/\r?\n/g, `\n${indent}`)}`).join('\n');
 }
 
 function oneLine(text: string, max: number): string {

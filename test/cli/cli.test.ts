@@ -187,6 +187,7 @@ describe('evora client commands', () => {
     expect((await evora('queue', 'set', name, '--max-concurrency-per-key', '2')).stdout).toMatch(/^max per key\s+2$/m);
     expect(await json('queue', 'get', name)).toMatchObject({ maxConcurrencyPerKey: 2 });
     expect(await evora('queue', 'set', name, '--burst', '2')).toMatchObject({ code: 2, stderr: 'evora: --burst needs --rate\n' });
+    expect(await evora('queue', 'set', name, '--rate', 'none', '--burst', '2')).toMatchObject({ code: 2, stderr: 'evora: --burst has no meaning with --rate 0 or none (they clear the limit)\n' });
     expect((await evora('queue', 'set', name, '--rate', 'fast')).code).toBe(2);
 
     expect(await evora('queue', 'pause', name)).toMatchObject({ code: 0, stdout: `queue ${name}: paused\n` });

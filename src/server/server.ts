@@ -397,7 +397,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);
     });
     for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'SERVING');
-    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics);
+    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics, () => auth.authOn);
 
     if (config.metricsPort > 0) {
       parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, logger });

@@ -143,6 +143,11 @@ export class HttpServer {
       }
     });
 
+    // No page of another site may frame the dashboard (clickjacking its buttons): every answer says so.
+    app.addHook('onRequest', async (_request, reply) => {
+      reply.header('x-frame-options', 'DENY').header('content-security-policy', "frame-ancestors 'none'");
+    });
+
     app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, request, reply) => {
       if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
         const { name, http } = HTTP_BODY_TOO_LARGE;

@@ -11,7 +11,7 @@ import { httpSetup } from './http-setup.js';
  * a no-cors fetch with a text/plain body needs no preflight), and, while the server runs
  * without auth on loopback, a request addressed to a name that is not loopback (a page
  * whose name was rebound to 127.0.0.1). Clients that are not browsers, and the dashboard
- * (the API's own origin), are served as before.
+ * (the API's own origin), are served as before. No answer may be framed by another page.
  */
 
 /** A raw HTTP/1.1 request: fetch may not set Host, and sends no Origin of a page. */
@@ -84,6 +84,18 @@ describe('auth off on loopback', () => {
       expect((await raw(base, 'GET', '/v1/queues', { host })).status, host).toBe(200);
     }
     expect((await raw(base, 'GET', '/v1/caller', {})).body).toMatchObject({ kind: 'AUDIT_ACTOR_KIND_ANONYMOUS' });
+  });
+});
+
+describe('framing', () => {
+  it('no page of another site may frame the dashboard or the API (clickjacking): every answer says so', async () => {
+    const { base } = await httpSetup();
+    for (const path of ['/', '/queues', '/v1/queues', '/healthz', '/no-such-file.js']) {
+      const res = await fetch(`${base}${path}`);
+      await res.arrayBuffer();
+      expect(res.headers.get('x-frame-options'), path).toBe('DENY');
+      expect(res.headers.get('content-security-policy'), path).toBe("frame-ancestors 'none'");
+    }
   });
 });
 

@@ -30,6 +30,9 @@ import type { Store } from '../store/store.js';
  *   cache;
  * - auth is on while the table has any row (revoked ones too), or when a bootstrap secret
  *   is configured; with auth off every call is ANONYMOUS and a token sent anyway is ignored;
+ * - once on, auth stays on in this process: a table emptied while the server runs (rows
+ *   deleted by hand, a restore) refuses every call UNAUTHENTICATED instead of serving
+ *   anyone as an admin; a restart applies the start-up rule (src/server/auth-start.ts);
  * - nothing here logs or returns a secret or a header.
  */
 
@@ -58,6 +61,8 @@ export class Authenticator {
   private byId = new Map<string, CachedToken>();
   /** Date.now() of the last successful read; 0: none yet. */
   private lastSuccess = 0;
+  /** A read found a row (or the bootstrap is configured): auth never turns off again. */
+  private latchedOn = false;
   private inFlight: Promise<void> | null = null;
   /** When the last read triggered by an unknown token started. */
   private lastUnknownRefresh = 0;
@@ -98,9 +103,9 @@ export class Authenticator {
     this.authOnListeners.clear();
   }
 
-  /** Whether calls need a token: the table has a row, or a bootstrap secret is configured. */
+  /** Whether calls need a token: the table has (or had, since this process started) a row, or a bootstrap secret is configured. */
   get authOn(): boolean {
-    return this.byHash.size > 0 || this.options.bootstrapConfigured === true;
+    return this.latchedOn || this.byHash.size > 0 || this.options.bootstrapConfigured === true;
   }
 
   /**
@@ -245,6 +250,7 @@ export class Authenticator {
     this.byHash = byHash;
     this.byId = byId;
     this.lastSuccess = Date.now();
+    if (this.authOn) this.latchedOn = true;
     // Subscribed tokens revoked, deleted or expired since: tell their listeners.
     for (const id of [...this.listeners.keys()]) {
       const t = byId.get(id);

@@ -147,6 +147,17 @@ export function requireQueueForScoped(p: Principal, what: string, queue: string 
   }
 }
 
+/**
+ * Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost): only this machine can
+ * connect. The server's bind address decides whether it may run without auth
+ * (src/server/auth-start.ts); a request's Host whether it was addressed to such a server by
+ * a loopback name (src/http/browser-guard.ts).
+ */
+export function hostIsLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === '::ffff:127.0.0.1';
+}
+
 /** Prefix of the secrets Evora makes (so a leaked one is recognisable by secret scanners). */
 export const TOKEN_SECRET_PREFIX = 'evora_';
 /** Shortest secret accepted (EVORA_BOOTSTRAP_ADMIN_TOKEN included). */

@@ -109,8 +109,13 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
       const queue = req.queue ? checkName('queue', req.queue) : null;
       if (queue) scopeCheck(principal, M.listWorkers.path, [queue]);
       const sessions = await store.workerSessionList({ queues: queue ? [queue] : null });
-      // A token limited to queues sees the sessions that take one of its queues.
-      const visible = scoped(principal) ? sessions.filter((s) => s.queues.some((q) => queueInScope(principal.queues, q))) : sessions;
+      // A token limited to queues sees the sessions that take one of its queues, naming only
+      // those: the names of the others are not its to read.
+      const visible = scoped(principal)
+        ? sessions
+            .map((s) => ({ ...s, queues: s.queues.filter((q) => queueInScope(principal.queues, q)) }))
+            .filter((s) => s.queues.length > 0)
+        : sessions;
       return { workers: visible.map(workerInfoToPb) };
     }),
     reportProgress: unary(deps, M.reportProgress.path, async (req, _call, principal) => {

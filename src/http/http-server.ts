@@ -7,11 +7,13 @@ import { status as grpcStatus, type ServiceDefinition, type UntypedServiceImplem
 import fastifyStatic from '@fastify/static';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DescMethod, JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { invalidArgument, isUnavailable, serverStarting, serverStopping } from '../domain/errors.js';
+import { invalidArgument, isUnavailable, permissionDenied, serverStarting, serverStopping } from '../domain/errors.js';
+import { hostIsLoopback } from '../domain/auth.js';
 import { MAX_NAME_LENGTH } from '../domain/validate.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
 import { HTTP_BODY_TOO_LARGE, HTTP_METHOD_NOT_ALLOWED, STATUS_HTTP, toServiceError } from '../grpc/status.js';
+import { crossOriginRefusal, loopbackHostRefusal } from './browser-guard.js';
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
 import { openApiDocument, type OpenApiRoute } from './openapi.js';
 import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
@@ -89,6 +91,8 @@ export class HttpServer {
   private readonly inFlight = new Set<AbortController>();
   private unsubscribeTls: (() => void) | null = null;
   private openApi: Record<string, unknown> | null = null;
+  /** Whether calls need a token now (the token cache's authOn); set by ready(). */
+  private authOn: () => boolean = () => true;
 
   private constructor(
     private readonly app: FastifyInstance,
@@ -96,6 +100,8 @@ export class HttpServer {
     private readonly logger: Logger,
     readonly port: number,
     private readonly version: string,
+    /** Bound to a loopback address: with auth off it serves anyone, so only loopback names (./browser-guard.ts). */
+    private readonly loopback: boolean,
   ) {}
 
   /**
@@ -135,6 +141,11 @@ export class HttpServer {
       } catch (err) {
         done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`, { cause: err }), undefined);
       }
+    });
+
+    // No page of another site may frame the dashboard (clickjacking its buttons): every answer says so.
+    app.addHook('onRequest', async (_request, reply) => {
+      reply.header('x-frame-options', 'DENY').header('content-security-policy', "frame-ancestors 'none'");
     });
 
     app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, request, reply) => {
@@ -209,7 +220,7 @@ export class HttpServer {
     }
     const address = app.server.address();
     const port = typeof address === 'object' && address ? address.port : opts.port;
-    self = new HttpServer(app, routes, logger, port, opts.version);
+    self = new HttpServer(app, routes, logger, port, opts.version, hostIsLoopback(opts.host));
     if (tls) {
       self.unsubscribeTls = tls.onReload((options) => (app.server as unknown as TlsServer).setSecureContext(options));
     }
@@ -217,10 +228,14 @@ export class HttpServer {
     return self;
   }
 
-  /** The services are in: /v1 calls run the handlers, /readyz says ready, /metrics serves `metrics`. */
-  ready(implementations: readonly UntypedServiceImplementation[], metrics: ServerMetrics): void {
+  /**
+   * The services are in: /v1 calls run the handlers, /readyz says ready, /metrics serves
+   * `metrics`. `authOn` says whether calls need a token (the server's Authenticator).
+   */
+  ready(implementations: readonly UntypedServiceImplementation[], metrics: ServerMetrics, authOn: () => boolean): void {
     this.implementations = implementations;
     this.metrics = metrics;
+    this.authOn = authOn;
   }
 
   /** Shutdown has begun: /v1 answers 503 and /readyz not ready (requests in flight go on). */
@@ -259,6 +274,11 @@ export class HttpServer {
     if (!implementations) return errorSend(reply, this.stopping ? serverStopping() : serverStarting(), this.logger, {});
     const handler = implementations[bound.serviceIndex]?.[bound.key] as UnaryHandler | undefined;
     if (!handler) return errorSend(reply, new Error(`no handler for ${bound.route.rpc}`), this.logger, {});
+    const refusal = crossOriginRefusal(request.method, request.headers) ?? (this.loopback && !this.authOn() ? loopbackHostRefusal(request.headers) : null);
+    if (refusal) {
+      this.logger.warn({ route: `${request.method} ${bound.route.path}`, reason: refusal, peer: request.ip }, 'request refused: sent by a page of another site');
+      return errorSend(reply, permissionDenied(refusal), this.logger, {});
+    }
     const ac = new AbortController();
     this.inFlight.add(ac);
     reply.raw.on('close', () => {

@@ -40,10 +40,23 @@ export interface InvokeContext {
   signal: AbortSignal;
 }
 
+/** What gRPC metadata may carry as text (grpc-js refuses anything else). */
+const METADATA_TEXT = /^[ -~]*$/;
+
+/**
+ * What an Authorization header that is not printable ASCII goes on as. grpc-js's
+ * Metadata.set throws on it with an error that repeats the value (a secret, into the error
+ * log, answered 500); no bearer token has such a character, so the handler gets a value its
+ * authenticator refuses as malformed (401) with auth on and ignores with auth off.
+ */
+const AUTHORIZATION_NOT_TEXT = 'malformed';
+
 /** Runs `handler` on `request`; resolves with its response, rejects with RpcStatusError for a status it answered. */
 export function invokeUnary(handler: UnaryHandler, request: unknown, ctx: InvokeContext): Promise<unknown> {
   const metadata = new Metadata();
-  if (ctx.authorization !== undefined) metadata.set('authorization', ctx.authorization);
+  if (ctx.authorization !== undefined) {
+    metadata.set('authorization', METADATA_TEXT.test(ctx.authorization) ? ctx.authorization : AUTHORIZATION_NOT_TEXT);
+  }
   const emitter = new EventEmitter();
   const call = Object.assign(emitter, {
     request,

@@ -1,4 +1,4 @@
-import { tokenSecretHash } from '../domain/auth.js';
+import { hostIsLoopback, tokenSecretHash } from '../domain/auth.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 import type { ServerConfig } from './config.js';
@@ -20,12 +20,6 @@ export async function bootstrapTokenEnsure(store: Pick<Store, 'tokenBootstrapEns
   } else {
     logger.info({ token_id: token.id, token_name: token.name }, created ? `bootstrap admin token "${token.name}" created` : `bootstrap admin token "${token.name}" kept`);
   }
-}
-
-/** Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost): only this machine can connect. */
-export function hostIsLoopback(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === '::ffff:127.0.0.1';
 }
 
 /**

@@ -37,6 +37,7 @@ import { tokenService } from '../grpc/token-service.js';
 import { workerService } from '../grpc/worker-service.js';
 import { workerServiceDefinition } from '../grpc/work-messages.js';
 import { serviceNotReady } from '../grpc/not-ready.js';
+import { grpcLogRedactInstall } from '../grpc/grpc-log.js';
 import { definitionTolerant } from '../grpc/request-decode.js';
 import { databaseReady } from './database-ready.js';
 import { abortRace } from '../domain/abort.js';
@@ -199,6 +200,8 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       parts.tls = new ReloadingServerCredentials(files, logger.child({ component: 'tls' }), config.tlsReloadIntervalMs);
       logger.info({ cert: config.tlsCert, client_ca: config.tlsClientCa }, config.tlsClientCa ? 'TLS on, client certificates required (mTLS)' : 'TLS on');
     }
+    // grpc-js's own lines (a refused header) must not carry an authorization value.
+    grpcLogRedactInstall();
     const server = new grpc.Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,
       'grpc.max_send_message_length': config.maxMessageBytes,
@@ -394,7 +397,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);
     });
     for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'SERVING');
-    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics);
+    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics, () => auth.authOn);
 
     if (config.metricsPort > 0) {
       parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, logger });

@@ -12,7 +12,8 @@ import { waitFor } from '../helpers/wait.js';
  * Nothing keeps serving a caller that a new call would refuse: a ClaimJobs long-poll whose
  * token is revoked while it waits ends UNAUTHENTICATED and leases nothing, and when auth
  * turns on (the first token is made) the anonymous callers' open Work streams,
- * SubmitJobStreams and long-polls end UNAUTHENTICATED.
+ * SubmitJobStreams and long-polls end UNAUTHENTICATED. Once on, auth stays on while the
+ * server runs, even when every row of the token table is deleted.
  */
 
 /** A long-poll claim over HTTP, settled with its status and body. */
@@ -98,5 +99,27 @@ describe('a caller no longer accepted', () => {
     } finally {
       channel.close();
     }
+  });
+
+  it('auth stays on when every token row is deleted: a call without a token is refused, not served as an anonymous admin', async () => {
+    const { httpUrl, databaseUrl } = await serverSetup({ http: true });
+    const admin = await tokenInsert(databaseUrl, { role: 'admin' });
+    const caller = (token: TestToken | null) =>
+      fetch(`${httpUrl}/v1/caller`, { headers: token ? { authorization: `Bearer ${token.secret}` } : {} }).then(async (r) => ({
+        status: r.status,
+        body: (await r.json()) as { name?: string },
+      }));
+    await waitFor(async () => (await caller(admin)).body.name === admin.name, { what: 'the admin token to work' });
+
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    await client.query('DELETE FROM evora.api_tokens');
+    await client.query(`SELECT pg_notify('evora_tokens_changed', $1)`, [admin.id]);
+    await client.end();
+
+    // The cache has read the emptied table once the admin token no longer says who it is.
+    await waitFor(async () => (await caller(admin)).body.name !== admin.name, { what: 'the server to read the emptied table' });
+    expect((await caller(admin)).status).toBe(401);
+    expect(await caller(null)).toEqual({ status: 401, body: { code: 'UNAUTHENTICATED', message: 'a token is required: send "authorization: Bearer <token>"' } });
   });
 });

@@ -327,6 +327,30 @@ describe('queue scopes', () => {
   });
 });
 
+describe('queue scopes: ListWorkers', () => {
+  it("a token limited to queues sees the sessions of its queues, naming only its queues", async () => {
+    const worker = await token({ role: 'worker' });
+    const w = workOpen(clientA, bearer(worker), ['billing.workers', 'payroll.workers']);
+    expect(await w.first).toBe(grpc.status.OK);
+    try {
+      const viewer = await token({ role: 'viewer', queues: ['billing.*'] });
+      const def = WorkerServiceService.listWorkers;
+      const list = (md: grpc.Metadata) =>
+        new Promise<string[][]>((resolve, reject) =>
+          clientA.makeUnaryRequest(def.path, def.requestSerialize, def.responseDeserialize, { queue: '' }, md, (err, res) =>
+            err ? reject(err) : resolve(res!.workers.filter((x) => x.queues.some((q) => q.endsWith('.workers'))).map((x) => x.queues)),
+          ),
+        );
+      // Every queue for a token of every queue (once the session is listed).
+      await waitFor(async () => (await list(bearer(tokens.admin))).length === 1, { what: 'the session to be listed' });
+      expect(await list(bearer(tokens.admin))).toEqual([['billing.workers', 'payroll.workers']]);
+      expect(await list(bearer(viewer))).toEqual([['billing.workers']]);
+    } finally {
+      w.close();
+    }
+  });
+});
+
 describe('revocation and expiry on a second server', () => {
   it('a revoked token stops working on server B within 5 s, and its open Work stream and SubmitJobStream end UNAUTHENTICATED', async () => {
     const worker = await token({ role: 'worker' });

@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { JobServiceService, ListJobsRequest } from '../../src/gen/evora/v1/job.js';
 import { configLoad, type ServerConfig } from '../../src/server/config.js';
 import { serverStart, type EvoraServer } from '../../src/server/server.js';
-import { hostIsLoopback } from '../../src/server/auth-start.js';
+import { hostIsLoopback } from '../../src/domain/auth.js';
 import { testDatabaseCreate } from '../helpers/db.js';
 import { bearer } from '../helpers/tokens.js';
 

@@ -199,8 +199,11 @@ export function secretWellFormed(secret: string): boolean {
 export function bearerSecret(header: string | undefined): string {
   if (header === undefined || header === '') throw unauthenticated('a token is required: send "authorization: Bearer <token>"');
   const m = /^bearer[ ]+(\S+)\s*$/i.exec(header);
-  if (!m || !m[1] || !secretWellFormed(m[1])) {
-    throw unauthenticated('the authorization header is malformed: expected "Bearer <token>"');
+  if (!m || !m[1]) throw unauthenticated('the authorization header is malformed: expected "Bearer <token>"');
+  if (!secretWellFormed(m[1])) {
+    throw unauthenticated(
+      `the token is malformed: an Evora token is ${MIN_SECRET_LENGTH} to ${MAX_SECRET_LENGTH} characters of letters, digits and - . _ ~ + / (and = at the end)`,
+    );
   }
   return m[1];
 }

@@ -160,11 +160,16 @@ export class HttpServer {
       return errorSend(reply, err, logger, { url: request.url });
     });
 
+    // The API's answers are never stored by a browser or a proxy: one carries a new token's
+    // secret (POST /v1/tokens), the others the state of the moment.
     for (const bound of routes) {
       app.route({
         method: bound.route.method,
         url: routerPath(bound.route.path),
-        handler: async (request, reply) => server().handle(bound, request, reply),
+        handler: async (request, reply) => {
+          reply.header('cache-control', 'no-store');
+          return server().handle(bound, request, reply);
+        },
       });
     }
 

@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { queueName } from '../helpers/factories.js';
 import { tokenInsert } from '../helpers/tokens.js';
@@ -17,11 +17,11 @@ import { httpSetup } from './http-setup.js';
 /** A raw HTTP/1.1 request: fetch may not set Host, and sends no Origin of a page. */
 function raw(base: string, method: string, path: string, headers: Record<string, string>, body?: string) {
   const url = new URL(base);
-  return new Promise<{ status: number; body: { code?: string; message?: string; [k: string]: unknown } }>((resolve, reject) => {
+  return new Promise<{ status: number; headers: IncomingHttpHeaders; body: { code?: string; message?: string; [k: string]: unknown } }>((resolve, reject) => {
     const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
       let text = '';
       res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : {} }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text ? JSON.parse(text) : {} }));
     });
     req.on('error', reject);
     req.end(body);
@@ -71,7 +71,7 @@ describe('auth off on loopback', () => {
     const { base } = await httpSetup();
     const port = new URL(base).port;
     const rebound = await raw(base, 'GET', '/v1/queues', { host: `evil.example:${port}` });
-    expect(rebound).toEqual({
+    expect({ status: rebound.status, body: rebound.body }).toEqual({
       status: 403,
       body: {
         code: 'PERMISSION_DENIED',
@@ -96,6 +96,21 @@ describe('framing', () => {
       expect(res.headers.get('x-frame-options'), path).toBe('DENY');
       expect(res.headers.get('content-security-policy'), path).toBe("frame-ancestors 'none'");
     }
+  });
+});
+
+describe('caching', () => {
+  it('no answer of the API is stored by a browser or proxy (a new token\'s secret is one); the dashboard\'s files may be', async () => {
+    const { base } = await httpSetup();
+    const created = await raw(base, 'POST', '/v1/tokens', { 'content-type': 'application/json' }, JSON.stringify({ name: queueName('t'), role: 'TOKEN_ROLE_WORKER' }));
+    expect(created.status).toBe(201);
+    expect(created.headers['cache-control']).toBe('no-store');
+    const listed = await fetch(`${base}/v1/queues`);
+    await listed.arrayBuffer();
+    expect(listed.headers.get('cache-control')).toBe('no-store');
+    const page = await fetch(`${base}/`);
+    await page.arrayBuffer();
+    expect(page.headers.get('cache-control')).not.toBe('no-store');
   });
 });
 

@@ -11,6 +11,7 @@ import grpc
 
 from evora.v1 import worker_pb2 as pb
 from evora.v1 import worker_pb2_grpc as pb_grpc
+from reports import DEFAULT_MAX_MESSAGE_BYTES
 
 
 class Session:
@@ -30,7 +31,7 @@ class Session:
         self.last_heard = time.monotonic()  # when the server last sent anything (set by the worker)
         # The largest message the server receives (its welcome's max_message_bytes; set by
         # the worker): no report may be larger.
-        self.max_message = 4 * 1024 * 1024
+        self.max_message = DEFAULT_MAX_MESSAGE_BYTES
         # The metadata (the API token's `authorization: Bearer <token>`) goes with the call.
         self.call = stub.Work(self._requests(), metadata=metadata)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()

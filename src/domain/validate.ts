@@ -341,8 +341,10 @@ export const MAX_BACKOFF_SECONDS = 365 * 86_400;
 
 /**
  * A backoff's numbers, as UpsertQueueRequest.backoff and SubmitJobRequest.backoff check them
- * (the same one-line messages): jitter 0..1, durations from 0 to MAX_BACKOFF_SECONDS.
- * Unset durations are undefined.
+ * (the same one-line messages): jitter 0..1, durations from 0 to MAX_BACKOFF_SECONDS, and a
+ * base no longer than a cap given with it (every delay would be the cap). Unset durations are
+ * undefined; a queue's base or cap set alone is checked against the other by the store
+ * (queues_backoff_base_within_cap).
  */
 export function checkBackoffNumbers(b: { jitter: number; baseSeconds?: number | undefined; capSeconds?: number | undefined }): void {
   if (b.jitter < 0 || b.jitter > 1 || Number.isNaN(b.jitter)) throw invalidArgument('backoff.jitter must be from 0 to 1');
@@ -350,6 +352,9 @@ export function checkBackoffNumbers(b: { jitter: number; baseSeconds?: number | 
     if (seconds === undefined) continue;
     if (!Number.isFinite(seconds) || seconds < 0) throw invalidArgument('backoff durations must not be negative');
     if (seconds > MAX_BACKOFF_SECONDS) throw invalidArgument(`backoff.${name} must be at most 365 days, got ${seconds} s`);
+  }
+  if (b.baseSeconds !== undefined && b.capSeconds !== undefined && b.baseSeconds > b.capSeconds) {
+    throw invalidArgument(`backoff.base (${b.baseSeconds} s) is longer than backoff.cap (${b.capSeconds} s): every delay would be the cap`);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { StorePool } from './pool.js';
-import { notFound } from '../domain/errors.js';
+import { invalidArgument, notFound } from '../domain/errors.js';
 import type { BackoffKind, Queue, QueueUpsertInput } from '../domain/queue.js';
 import { QUEUE_COLUMNS, queueFromRow, type QueueRow } from './rows.js';
 import type { AuditActor } from '../domain/audit.js';
@@ -103,8 +103,22 @@ export async function queueUpsert(
     maxConcurrencyPerKey: params.maxConcurrencyPerKey ?? null,
     deleteOnComplete: params.deleteOnComplete ?? null,
     now,
+  }).catch((err: unknown) => {
+    if (constraintOf(err) === 'queues_backoff_base_within_cap') {
+      throw invalidArgument(
+        "backoff.base would be longer than backoff.cap (the queue's current cap, 1 hour for a new queue, when the request sets none): every delay would be the cap; give a cap at least as long as the base",
+        { cause: err },
+      );
+    }
+    throw err;
   });
   return { queue: queueFromRow(row!), created: row!.created };
+}
+
+/** The constraint a PostgreSQL error names (23514 check_violation and the like), if any. */
+function constraintOf(err: unknown): string | undefined {
+  const c = typeof err === 'object' && err !== null ? (err as { constraint?: unknown }).constraint : undefined;
+  return typeof c === 'string' ? c : undefined;
 }
 
 /** One queue (Store.queueGet). */

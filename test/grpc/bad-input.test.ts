@@ -38,6 +38,10 @@ describe('bad input gets the right status and changes nothing', () => {
       [{ timeout: { seconds: -5, nanos: 0 } }, /^timeout must be positive, got -5 s$/],
       [{ backoff: { kind: 0, jitter: 2 } }, /^backoff.jitter must be from 0 to 1$/],
       [{ backoff: { kind: 0, jitter: 0, base: { seconds: -1, nanos: 0 } } }, /^backoff durations must not be negative$/],
+      [
+        { backoff: { kind: 1, jitter: 0, base: { seconds: 600, nanos: 0 }, cap: { seconds: 1, nanos: 0 } } },
+        /^backoff\.base \(600 s\) is longer than backoff\.cap \(1 s\): every delay would be the cap$/,
+      ],
     ];
     for (const [patch, message] of cases) {
       await expectStatus(call(clients.jobs, 'submitJob', { ...ok, queue: queueName(), ...patch } as never), INVALID_ARGUMENT, message);
@@ -85,6 +89,41 @@ describe('bad input gets the right status and changes nothing', () => {
     // per_second 0 clears the limit (its burst is ignored).
     const cleared = await call(clients.queues, 'upsertQueue', { name, rateLimit: { perSecond: 0, burst: 0 } });
     expect(cleared.queue?.rateLimit).toBeUndefined();
+  });
+
+  it('INVALID_ARGUMENT for a queue backoff whose base would be longer than its cap, given together or merged; nothing changed', async () => {
+    const d = (seconds: number) => ({ seconds, nanos: 0 });
+    const name = queueName();
+    // A new queue's cap is 1 hour: a 2-hour base alone would make every delay the cap.
+    await expectStatus(
+      call(clients.queues, 'upsertQueue', { name, backoff: { kind: 3, jitter: 0, base: d(7200) } }),
+      INVALID_ARGUMENT,
+      /^backoff\.base would be longer than backoff\.cap/,
+    );
+    await expectStatus(call(clients.queues, 'getQueue', { name }), NOT_FOUND);
+    await call(clients.queues, 'upsertQueue', { name, backoff: { kind: 1, jitter: 0, base: d(10), cap: d(60) } });
+    await expectStatus(
+      call(clients.queues, 'upsertQueue', { name, maxAttempts: 9, backoff: { kind: 1, jitter: 0, base: d(600), cap: d(1) } }),
+      INVALID_ARGUMENT,
+      /^backoff\.base \(600 s\) is longer than backoff\.cap \(1 s\)/,
+    );
+    // Merged with the stored cap (60 s) and base (10 s): each alone.
+    await expectStatus(
+      call(clients.queues, 'upsertQueue', { name, maxAttempts: 9, backoff: { kind: 0, jitter: 0, base: d(61) } }),
+      INVALID_ARGUMENT,
+      /^backoff\.base would be longer than backoff\.cap/,
+    );
+    await expectStatus(
+      call(clients.queues, 'upsertQueue', { name, maxAttempts: 9, backoff: { kind: 0, jitter: 0, cap: d(9) } }),
+      INVALID_ARGUMENT,
+      /^backoff\.base would be longer than backoff\.cap/,
+    );
+    const { queue } = await call(clients.queues, 'getQueue', { name });
+    expect(queue?.maxAttempts).not.toBe(9);
+    expect(queue?.backoff).toMatchObject({ base: d(10), cap: d(60) });
+    // Raising both at once is fine.
+    const raised = await call(clients.queues, 'upsertQueue', { name, backoff: { kind: 0, jitter: 0, base: d(7200), cap: d(7200) } });
+    expect(raised.queue?.backoff).toMatchObject({ base: d(7200), cap: d(7200) });
   });
 
   it('NOT_FOUND for unknown jobs and queues', async () => {

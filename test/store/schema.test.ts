@@ -101,8 +101,9 @@ describe('migrations', () => {
         '17_telemetry_minutes_by_time',
         '18_dependency_cascade_loop',
         '19_rate_limit_refund',
+        '20_backoff_base_within_cap',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -124,6 +125,7 @@ describe('migrations', () => {
         { version: 17, name: 'telemetry_minutes_by_time' },
         { version: 18, name: 'dependency_cascade_loop' },
         { version: 19, name: 'rate_limit_refund' },
+        { version: 20, name: 'backoff_base_within_cap' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -138,13 +140,37 @@ describe('migrations', () => {
     try {
       const all = migrationsLoad();
       expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
-      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19]);
+      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
       await client.connect();
       const { rows } = await client.query(
         `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,
       );
       expect(rows[0].n).toBe(3);
       expect(await migrate(db.url, all)).toEqual([]);
+    } finally {
+      await client.end();
+      await db.drop();
+    }
+  });
+
+  it('0020 gives a queue whose backoff base was longer than its cap base = cap (its delays were the cap), then refuses such a pair', async () => {
+    const db = await testDatabaseCreate({ empty: true });
+    const client = new pg.Client({ connectionString: db.url });
+    try {
+      const all = migrationsLoad();
+      expect(await migrate(db.url, all.filter((m) => m.version < 20))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
+      await client.connect();
+      await client.query(`INSERT INTO evora.queues (name, backoff_base_seconds, backoff_cap_seconds) VALUES ('long', 7200, 3600), ('fine', 5, 60)`);
+      expect(await migrate(db.url, all)).toEqual([20]);
+      const { rows } = await client.query('SELECT name, backoff_base_seconds AS base, backoff_cap_seconds AS cap FROM evora.queues ORDER BY name');
+      expect(rows).toEqual([
+        { name: 'fine', base: 5, cap: 60 },
+        { name: 'long', base: 3600, cap: 3600 },
+      ]);
+      await expect(client.query(`UPDATE evora.queues SET backoff_cap_seconds = 1 WHERE name = 'fine'`)).rejects.toMatchObject({
+        code: '23514',
+        constraint: 'queues_backoff_base_within_cap',
+      });
     } finally {
       await client.end();
       await db.drop();

@@ -94,7 +94,8 @@ export interface Backoff {
     | undefined;
   /**
    * Upper bound for any delay, after jitter; unset = keep the current cap (default 1 hour).
-   * 0..365 days (31,536,000 s), else INVALID_ARGUMENT.
+   * 0..365 days (31,536,000 s), else INVALID_ARGUMENT. A base longer than the cap (given
+   * together, or a queue's after UpsertQueue merges the fields) is INVALID_ARGUMENT.
    */
   cap?:
     | Duration

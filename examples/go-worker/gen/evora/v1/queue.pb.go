@@ -91,7 +91,8 @@ type Backoff struct {
 	// (31,536,000 s), else INVALID_ARGUMENT.
 	Base *durationpb.Duration `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
 	// Upper bound for any delay, after jitter; unset = keep the current cap (default 1 hour).
-	// 0..365 days (31,536,000 s), else INVALID_ARGUMENT.
+	// 0..365 days (31,536,000 s), else INVALID_ARGUMENT. A base longer than the cap (given
+	// together, or a queue's after UpsertQueue merges the fields) is INVALID_ARGUMENT.
 	Cap *durationpb.Duration `protobuf:"bytes,3,opt,name=cap,proto3" json:"cap,omitempty"`
 	// Random spread as a fraction of the delay, 0..1: 0.2 means delay +/- 20%; 0 = none.
 	// Outside 0..1 (or NaN): INVALID_ARGUMENT.

@@ -1,5 +1,6 @@
 import { tokenIssue } from '../auth/token-issue.js';
 import { auditActor } from '../domain/audit.js';
+import { failedPrecondition } from '../domain/errors.js';
 import { checkTokenRef } from '../domain/validate-admin.js';
 import { TokenServiceService as M, type TokenServiceServer } from '../gen/evora/v1/auth.js';
 import { callerToPb, durationToSeconds, tokenRoleFromPb, tokenToPb } from './convert.js';
@@ -15,11 +16,20 @@ export function tokenService(deps: ServiceDeps): TokenServiceServer {
   const { store, logger } = deps;
   return {
     createToken: unary(deps, M.createToken.path, async (req, _call, principal) => {
+      const role = tokenRoleFromPb(req.role);
+      // An anonymous caller exists only while auth is off (no token yet): the token it makes
+      // turns auth on for everyone, and one that is not an admin would leave no caller able to
+      // manage tokens through the server.
+      if (principal.kind === 'anonymous' && role !== undefined && role !== 'admin') {
+        throw failedPrecondition(
+          `auth is off (no token exists), and the first token turns it on for every caller: make it an admin token, or no one could manage tokens through the server (a ${role} token can be made first with \`evora token create --database-url\`)`,
+        );
+      }
       const { token, secret } = await tokenIssue(
         store,
         {
           name: req.name,
-          role: tokenRoleFromPb(req.role),
+          role,
           queues: req.queues,
           expiresInSeconds: req.expiresIn ? durationToSeconds(req.expiresIn) : null,
         },

@@ -156,3 +156,34 @@ describe('AuditService', () => {
     expect(byToken.events).toEqual([]);
   });
 });
+
+describe('the first token', () => {
+  it('made by an anonymous caller (auth off) must be an admin token: any other is FAILED_PRECONDITION, nothing made, auth stays off', async () => {
+    const open = await serverSetup();
+    const insecure = grpc.credentials.createInsecure();
+    const anonymous = new TokenServiceClient(open.address, insecure);
+    try {
+      for (const role of [TokenRole.TOKEN_ROLE_VIEWER, TokenRole.TOKEN_ROLE_WORKER, TokenRole.TOKEN_ROLE_PRODUCER]) {
+        const err = await refused(call(anonymous, 'createToken', { name: 'first', role, queues: [] }));
+        expect(err.code).toBe(grpc.status.FAILED_PRECONDITION);
+        expect(err.details).toMatch(/^auth is off \(no token exists\), and the first token turns it on for every caller: make it an admin token/);
+      }
+      // Nothing was made: auth is still off, an anonymous call still works.
+      expect((await call(anonymous, 'listTokens', { includeRevoked: true })).tokens).toEqual([]);
+      // Bad input is still answered as such first.
+      expect((await refused(call(anonymous, 'createToken', { name: 'x', role: TokenRole.TOKEN_ROLE_UNSPECIFIED, queues: [] }))).code).toBe(grpc.status.INVALID_ARGUMENT);
+      const admin = await call(anonymous, 'createToken', { name: 'first', role: TokenRole.TOKEN_ROLE_ADMIN, queues: [] });
+      expect(admin.token).toMatchObject({ name: 'first', role: TokenRole.TOKEN_ROLE_ADMIN });
+      // With auth on, the admin makes any role.
+      const withAdmin = new TokenServiceClient(open.address, insecure, bearerOptions(admin.secret));
+      try {
+        const viewer = await call(withAdmin, 'createToken', { name: 'second', role: TokenRole.TOKEN_ROLE_VIEWER, queues: [] });
+        expect(viewer.token).toMatchObject({ name: 'second', role: TokenRole.TOKEN_ROLE_VIEWER });
+      } finally {
+        withAdmin.close();
+      }
+    } finally {
+      anonymous.close();
+    }
+  });
+});

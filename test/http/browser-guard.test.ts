@@ -102,7 +102,7 @@ describe('framing', () => {
 describe('caching', () => {
   it('no answer of the API is stored by a browser or proxy (a new token\'s secret is one); the dashboard\'s files may be', async () => {
     const { base } = await httpSetup();
-    const created = await raw(base, 'POST', '/v1/tokens', { 'content-type': 'application/json' }, JSON.stringify({ name: queueName('t'), role: 'TOKEN_ROLE_WORKER' }));
+    const created = await raw(base, 'POST', '/v1/tokens', { 'content-type': 'application/json' }, JSON.stringify({ name: queueName('t'), role: 'TOKEN_ROLE_ADMIN' }));
     expect(created.status).toBe(201);
     expect(created.headers['cache-control']).toBe('no-store');
     const listed = await fetch(`${base}/v1/queues`);

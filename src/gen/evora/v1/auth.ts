@@ -1786,7 +1786,9 @@ export const TokenServiceService = {
   /**
    * CreateToken makes a token and returns its secret. A name already used:
    * ALREADY_EXISTS. An unset role, a malformed queue pattern or a non-positive
-   * expires_in: INVALID_ARGUMENT.
+   * expires_in: INVALID_ARGUMENT. While auth is off (no token exists; the caller is
+   * anonymous) the token made turns auth on for every caller, so it must have role ADMIN:
+   * any other role is FAILED_PRECONDITION and nothing is made.
    */
   createToken: {
     path: "/evora.v1.TokenService/CreateToken" as const,
@@ -1841,7 +1843,9 @@ export interface TokenServiceServer extends UntypedServiceImplementation {
   /**
    * CreateToken makes a token and returns its secret. A name already used:
    * ALREADY_EXISTS. An unset role, a malformed queue pattern or a non-positive
-   * expires_in: INVALID_ARGUMENT.
+   * expires_in: INVALID_ARGUMENT. While auth is off (no token exists; the caller is
+   * anonymous) the token made turns auth on for every caller, so it must have role ADMIN:
+   * any other role is FAILED_PRECONDITION and nothing is made.
    */
   createToken: handleUnaryCall<CreateTokenRequest, CreateTokenResponse>;
   /** ListTokens lists tokens, newest first, without their secrets. */
@@ -1864,7 +1868,9 @@ export interface TokenServiceClient extends Client {
   /**
    * CreateToken makes a token and returns its secret. A name already used:
    * ALREADY_EXISTS. An unset role, a malformed queue pattern or a non-positive
-   * expires_in: INVALID_ARGUMENT.
+   * expires_in: INVALID_ARGUMENT. While auth is off (no token exists; the caller is
+   * anonymous) the token made turns auth on for every caller, so it must have role ADMIN:
+   * any other role is FAILED_PRECONDITION and nothing is made.
    */
   createToken(
     request: CreateTokenRequest,

@@ -35,7 +35,9 @@ const (
 type TokenServiceClient interface {
 	// CreateToken makes a token and returns its secret. A name already used:
 	// ALREADY_EXISTS. An unset role, a malformed queue pattern or a non-positive
-	// expires_in: INVALID_ARGUMENT.
+	// expires_in: INVALID_ARGUMENT. While auth is off (no token exists; the caller is
+	// anonymous) the token made turns auth on for every caller, so it must have role ADMIN:
+	// any other role is FAILED_PRECONDITION and nothing is made.
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	// ListTokens lists tokens, newest first, without their secrets.
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
@@ -107,7 +109,9 @@ func (c *tokenServiceClient) GetCaller(ctx context.Context, in *GetCallerRequest
 type TokenServiceServer interface {
 	// CreateToken makes a token and returns its secret. A name already used:
 	// ALREADY_EXISTS. An unset role, a malformed queue pattern or a non-positive
-	// expires_in: INVALID_ARGUMENT.
+	// expires_in: INVALID_ARGUMENT. While auth is off (no token exists; the caller is
+	// anonymous) the token made turns auth on for every caller, so it must have role ADMIN:
+	// any other role is FAILED_PRECONDITION and nothing is made.
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	// ListTokens lists tokens, newest first, without their secrets.
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)

@@ -149,10 +149,12 @@ function tokenJson(t: Token, secret?: string) {
   };
 }
 
-function tokenTable(tokens: Token[]): string {
+/** The token table; an expiry already past (by this machine's clock) is marked, as such a token no longer works. */
+function tokenTable(tokens: Token[], now = new Date()): string {
+  const expires = (t: Token) => (!t.expiresAt ? 'never' : `${time(t.expiresAt)}${t.expiresAt <= now ? ' (expired)' : ''}`);
   return table(
     ['ID', 'NAME', 'ROLE', 'QUEUES', 'CREATED', 'EXPIRES', 'REVOKED'],
-    tokens.map((t) => [t.id, t.name, t.role ?? '?', t.queues.length > 0 ? t.queues.join(',') : '*', time(t.createdAt), t.expiresAt ? time(t.expiresAt) : 'never', t.revokedAt ? time(t.revokedAt) : '-']),
+    tokens.map((t) => [t.id, t.name, t.role ?? '?', t.queues.length > 0 ? t.queues.join(',') : '*', time(t.createdAt), expires(t), t.revokedAt ? time(t.revokedAt) : '-']),
   );
 }
 

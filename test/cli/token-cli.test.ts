@@ -146,4 +146,14 @@ describe('evora token and evora audit through the server, with the admin token m
     const bad = await evora('--address', address, '--token', secrets[0]!, 'audit', '--action', 'queue.explode');
     expect(bad.code).toBe(2);
   });
+
+  it('list marks a token whose expiry has passed (it no longer works) and not one still valid', async () => {
+    const made = await json<Created>('--address', address, '--token', secrets[0]!, 'token', 'create', '--role', 'viewer', '--name', 'lapsed', '--expires', '1d');
+    secrets.push(made.token);
+    await sql.query("UPDATE evora.api_tokens SET created_at = now() - interval '2 hours', expires_at = now() - interval '1 hour' WHERE name = 'lapsed'");
+    const rows = (await evora('--address', address, '--token', secrets[0]!, 'token', 'list')).stdout.split('\n');
+    expect(rows.find((r) => r.includes(' lapsed '))).toMatch(/Z \(expired\) /);
+    expect(rows.find((r) => r.includes(' ci '))).toMatch(/Z +-$/);
+    expect(rows.find((r) => r.includes(' ci '))).not.toContain('expired');
+  });
 });

@@ -166,6 +166,14 @@ describe('evora.submit_job', () => {
       [`SELECT evora.submit_job($1, 't', backoff_jitter => 1.5)`, [queue], /^evora: backoff.jitter must be from 0 to 1$/],
       [`SELECT evora.submit_job($1, 't', backoff_base => '-1 second')`, [queue], /^evora: backoff durations must not be negative$/],
       [`SELECT evora.submit_job($1, 't', concurrency_key => repeat('é', 128))`, [queue], /^evora: concurrency_key is longer than 255 bytes \(got 256\)$/],
+      // What no API read could return: Timestamp's range, 24 levels of nesting, 365-day backoffs.
+      [`SELECT evora.submit_job($1, 't', run_at => '10000-01-01T00:00:00Z')`, [queue], /^evora: run_at must lie in 0001-01-01T00:00:00Z\.\.9999-12-31T23:59:59Z, got /],
+      [`SELECT evora.submit_job($1, 't', run_at => '0044-03-15T00:00:00Z BC')`, [queue], /^evora: run_at must lie in/],
+      [`SELECT evora.submit_job($1, 't', $2::jsonb)`, [queue, `${'{"a":'.repeat(25)}1${'}'.repeat(25)}`], /^evora: payload nests objects and arrays more than 24 levels deep$/],
+      [`SELECT evora.submit_job($1, 't', $2::jsonb)`, [queue, `{"a":${'['.repeat(24)}${']'.repeat(24)}}`], /^evora: payload nests objects and arrays more than 24 levels deep$/],
+      [`SELECT evora.submit_job($1, 't', backoff_base => '366 days')`, [queue], /^evora: backoff.base must be at most 365 days, got 31622400 s$/],
+      [`SELECT evora.submit_job($1, 't', backoff_cap => '100000 years')`, [queue], /^evora: backoff.cap must be at most 365 days/],
+      [`SELECT evora.submit_job($1, 't', backoff_base => '2 hours', backoff_cap => '1 hour')`, [queue], /^evora: backoff.base \(7200 s\) is longer than backoff.cap \(3600 s\): every delay would be the cap$/],
     ];
     for (const [sql, params, message] of cases) {
       const err = await sqlError(sql, params);
@@ -174,5 +182,16 @@ describe('evora.submit_job', () => {
       expect(err.message).not.toMatch(/\n/);
     }
     expect((await db.query('SELECT count(*)::int AS n FROM evora.queues WHERE name = $1', [queue])).rows[0].n).toBe(0);
+  });
+
+  it('takes what the API takes at the edges: 24 levels of nesting (brackets in strings do not count), 9999-12-31, a base equal to its cap', async () => {
+    const queue = queueName();
+    const deepest = `${'{"a":'.repeat(23)}["[[[[{{"]${'}'.repeat(23)}`;
+    const viaSql = await db.query(`SELECT job_id FROM evora.submit_job($1, 't', $2::jsonb, run_at => '9999-12-31T23:59:59Z', backoff_base => '1 hour', backoff_cap => '1 hour')`, [queue, deepest]);
+    const job = await client.get(viaSql.rows[0].job_id);
+    expect(job.runAt).toEqual(new Date('9999-12-31T23:59:59Z'));
+    expect(job.payload).toEqual(JSON.parse(deepest));
+    // The API takes the same payload.
+    await client.submit({ queue, type: 't', payload: JSON.parse(deepest) });
   });
 });

@@ -107,14 +107,16 @@ interface ConfigEntry {
 const TIMER_MAX_MS = 2 ** 31 - 1;
 /** The range of a timer interval setting. */
 const INTERVAL_RANGE = [10, TIMER_MAX_MS] as const;
+/** A TCP port that must be a real one (no "any free port"). */
+const PORT_RANGE = [1, 65_535] as const;
 
 /** Every setting, its environment variable, flag and default: the single source of truth. */
 export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'databaseUrl', env: 'DATABASE_URL', flag: '--database-url', default: '', doc: 'PostgreSQL connection string; unset: start the embedded PostgreSQL' },
   { key: 'dataDir', env: 'EVORA_DATA_DIR', flag: '--data-dir', default: '.evora', doc: 'where the embedded PostgreSQL keeps its data (pgdata/ inside)' },
-  { key: 'embeddedPgPort', env: 'EVORA_PG_PORT', flag: '--embedded-pg-port', default: '54329', doc: 'port of the embedded PostgreSQL (127.0.0.1)' },
+  { key: 'embeddedPgPort', env: 'EVORA_PG_PORT', flag: '--embedded-pg-port', default: '54329', doc: 'port of the embedded PostgreSQL (127.0.0.1)', range: PORT_RANGE },
   { key: 'host', env: 'EVORA_HOST', flag: '--host', default: '127.0.0.1', doc: 'gRPC listen address' },
-  { key: 'port', env: 'EVORA_PORT', flag: '--port', default: '50051', doc: 'gRPC listen port (0: any free port)' },
+  { key: 'port', env: 'EVORA_PORT', flag: '--port', default: '50051', doc: 'gRPC listen port (0: any free port)', range: [0, 65_535] },
   { key: 'logLevel', env: 'EVORA_LOG_LEVEL', flag: '--log-level', default: 'info', doc: 'trace, debug, info, warn, error, fatal, silent' },
   { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
   { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)', range: [1, 1000] },
@@ -125,12 +127,12 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'pollIntervalMs', env: 'EVORA_POLL_INTERVAL_MS', flag: '--poll-interval-ms', default: '1000', doc: 'fallback poll for queues with idle workers; also when scheduled jobs come due, and when a held lease expires (the worker is told lease_lost)', range: INTERVAL_RANGE },
   { key: 'sweepIntervalMs', env: 'EVORA_SWEEP_INTERVAL_MS', flag: '--sweep-interval-ms', default: '1000', doc: 'how often the leader requeues expired leases', range: INTERVAL_RANGE },
   { key: 'electionIntervalMs', env: 'EVORA_ELECTION_INTERVAL_MS', flag: '--election-interval-ms', default: '5000', doc: 'how often a follower tries to become leader', range: INTERVAL_RANGE },
-  { key: 'maxPayloadBytes', env: 'EVORA_MAX_PAYLOAD_BYTES', flag: '--max-payload-bytes', default: '1048576', doc: 'largest job payload or result (JSON bytes)' },
-  { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message' },
+  { key: 'maxPayloadBytes', env: 'EVORA_MAX_PAYLOAD_BYTES', flag: '--max-payload-bytes', default: '1048576', doc: 'largest job payload or result (JSON bytes)', range: [16, 2 ** 30] },
+  { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message', range: [1024, TIMER_MAX_MS] },
   { key: 'mongodbUrl', env: 'MONGODB_URL', flag: '--mongodb-url', default: '', doc: 'MongoDB for telemetry; unset: keep telemetry in PostgreSQL tables' },
   { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)', range: INTERVAL_RANGE },
-  { key: 'httpPort', env: 'EVORA_HTTP_PORT', flag: '--http-port', default: '8080', doc: 'HTTP port on the gRPC host: the JSON API (/v1), the dashboard (/), /healthz, /readyz, /metrics, /openapi.json; same TLS and tokens as gRPC; 0: off' },
-  { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'a separate HTTP port for /metrics (Prometheus) and /healthz only, e.g. 9464 (the HTTP port serves both too); 0: off' },
+  { key: 'httpPort', env: 'EVORA_HTTP_PORT', flag: '--http-port', default: '8080', doc: 'HTTP port on the gRPC host: the JSON API (/v1), the dashboard (/), /healthz, /readyz, /metrics, /openapi.json; same TLS and tokens as gRPC; 0: off', range: [0, 65_535] },
+  { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'a separate HTTP port for /metrics (Prometheus) and /healthz only, e.g. 9464 (the HTTP port serves both too); 0: off', range: [0, 65_535] },
   { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)", range: INTERVAL_RANGE },
   { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs deleted per pruner statement (each a short transaction of its own)', range: [1, 100_000] },
   { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work', range: [0, TIMER_MAX_MS] },

@@ -23,6 +23,12 @@ describe('configuration', () => {
     }
     expect(() => configLoad({}, { EVORA_PRUNE_BATCH_SIZE: '0' })).toThrow(/must be from 1 to 100000/);
     expect(() => configLoad({}, { EVORA_DB_POOL_SIZE: '0' })).toThrow(/must be from 1 to 1000/);
+    // Ports and sizes: Node's own error (or a server that refuses every payload) otherwise.
+    expect(() => configLoad({}, { EVORA_PORT: '99999' })).toThrow('EVORA_PORT (--port) must be from 0 to 65535, got 99999');
+    for (const env of ['EVORA_HTTP_PORT', 'EVORA_METRICS_PORT']) expect(() => configLoad({}, { [env]: '65536' }), env).toThrow(/must be from 0 to 65535, got 65536$/);
+    expect(() => configLoad({}, { EVORA_PG_PORT: '0' })).toThrow(/must be from 1 to 65535, got 0$/);
+    expect(() => configLoad({}, { EVORA_MAX_PAYLOAD_BYTES: '0' })).toThrow('EVORA_MAX_PAYLOAD_BYTES (--max-payload-bytes) must be from 16 to 1073741824, got 0');
+    expect(() => configLoad({}, { EVORA_MAX_MESSAGE_BYTES: '10' })).toThrow(/must be from 1024 to 2147483647, got 10$/);
     expect(configLoad({}, { EVORA_TLS_RELOAD_INTERVAL_MS: '100', EVORA_PRUNE_INTERVAL_MS: '10' })).toMatchObject({ tlsReloadIntervalMs: 100, pruneIntervalMs: 10 });
   });
 

@@ -101,8 +101,9 @@ describe('migrations', () => {
         '17_telemetry_minutes_by_time',
         '18_dependency_cascade_loop',
         '19_rate_limit_refund',
+        '20_audit_retention',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -124,6 +125,7 @@ describe('migrations', () => {
         { version: 17, name: 'telemetry_minutes_by_time' },
         { version: 18, name: 'dependency_cascade_loop' },
         { version: 19, name: 'rate_limit_refund' },
+        { version: 20, name: 'audit_retention' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -138,7 +140,7 @@ describe('migrations', () => {
     try {
       const all = migrationsLoad();
       expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
-      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19]);
+      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
       await client.connect();
       const { rows } = await client.query(
         `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,

@@ -102,8 +102,9 @@ describe('migrations', () => {
         '18_dependency_cascade_loop',
         '19_rate_limit_refund',
         '20_audit_retention',
+        '21_outbox_at_index',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -126,6 +127,7 @@ describe('migrations', () => {
         { version: 18, name: 'dependency_cascade_loop' },
         { version: 19, name: 'rate_limit_refund' },
         { version: 20, name: 'audit_retention' },
+        { version: 21, name: 'outbox_at_index' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -140,7 +142,7 @@ describe('migrations', () => {
     try {
       const all = migrationsLoad();
       expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
-      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20]);
+      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]);
       await client.connect();
       const { rows } = await client.query(
         `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,

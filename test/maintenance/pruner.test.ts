@@ -108,7 +108,7 @@ describe('the pruner', () => {
     await store.jobCompleteMany({ completions: claimed.slice(0, 3).map((j) => ({ id: j.id, token: j.leaseToken! })), now: at(5001) });
     await store.jobFailMany({ failures: [{ id: claimed[3]!.id, token: claimed[3]!.leaseToken!, error: 'x', retryable: false }], now: at(5001) });
     await projectAll();
-    const before = await telemetryStats(sink, { queues: [queue] });
+    const before = await telemetryStats(sink, { queues: [queue], now: await store.dbNow() });
     expect(before[0]!.counts).toMatchObject({ COMPLETED: 3, DLQ: 1, PENDING: 2 });
 
     const run = await pruner().runOnce(signal, { now: at(6000) });
@@ -118,7 +118,7 @@ describe('the pruner', () => {
     expect(await jobCount(queue)).toBe(2);
     await projectAll();
     expect(await store.outboxLag()).toMatchObject({ events: 0 }); // pruning wrote no events
-    expect(await telemetryStats(sink, { queues: [queue] })).toEqual(before);
+    expect(await telemetryStats(sink, { queues: [queue], now: await store.dbNow() })).toEqual(before);
   });
 
   it('runs only on the elected leader; when the leader stops, the new leader prunes', async () => {

@@ -181,6 +181,7 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
     tokenList: { includeRevoked: true },
     tokenRevoke: { token: 'explain-token', now: null, actorKind: 'anonymous', actorTokenId: null, actorName: '' },
     auditList: { actions: ['queue.pause'], target: QUEUE, token: null, beforeId: null, limit: 101 },
+    auditPrune: { retentionDays: 365, limit: 1000, now: null },
     auditInsert: { actorKind: 'anonymous', actorTokenId: null, actorName: '', action: 'queue.pause', target: QUEUE, change: '{}', now: null },
     leaderLockTry: lock,
     leaderLockRelease: lock,

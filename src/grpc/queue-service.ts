@@ -54,9 +54,10 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
     getQueueStats: unary(deps, M.getQueueStats.path, async (req, _call, principal) => {
       const name = checkName('name', req.name);
       scopeCheck(principal, M.getQueueStats.path, [name]);
-      const queue = await store.queueGet({ name });
+      // The window by the database's clock, the events' own (telemetryStats).
+      const [queue, now] = await Promise.all([store.queueGet({ name }), store.dbNow()]);
       const [[stats], lag, sessions] = await Promise.all([
-        telemetryStats(telemetry, { queues: [queue.name] }),
+        telemetryStats(telemetry, { queues: [queue.name], now }),
         store.outboxLag(),
         store.workerSessionList({ queues: [queue.name] }),
       ]);
@@ -65,7 +66,7 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
     listQueueStats: unary(deps, M.listQueueStats.path, async (_req, _call, principal) => {
       const [queueList, all, lag, sessions] = await Promise.all([
         store.queueList(),
-        telemetryStats(telemetry, { queues: null }),
+        store.dbNow().then((now) => telemetryStats(telemetry, { queues: null, now })),
         store.outboxLag(),
         store.workerSessionList({ queues: null }),
       ]);
@@ -81,7 +82,8 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
       if (queue) scopeCheck(principal, M.getQueueSeries.path, [queue]);
       // Every queue summed: a token limited to queues sums only its own.
       const include = !queue && scoped(principal) ? (q: string) => queueInScope(principal.queues, q) : undefined;
-      const points = await telemetrySeries(telemetry, { queues: queue ? [queue] : null, minutes, include });
+      const now = await store.dbNow();
+      const points = await telemetrySeries(telemetry, { queues: queue ? [queue] : null, minutes, now, include });
       return { points: points.map(seriesPointToPb) };
     }),
     upsertQueue: unary(deps, M.upsertQueue.path, async (req, _call, principal) => {

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from '../logger.js';
 import { Lifecycle, type LifecycleState } from './lifecycle.js';
@@ -12,6 +13,8 @@ export interface PeriodicOptions {
    * together do not tick in lockstep. Default: 10% of the interval, at most 1 s; 0: none.
    */
   startJitterMaxMs?: number;
+  /** Milliseconds, monotonic, for the failure log's throttle (TickFailureLog); tests pass their own. */
+  clock?: () => number;
 }
 
 /** The default start jitter bound of a service ticking every `intervalMs`. */
@@ -36,6 +39,7 @@ export abstract class PeriodicService {
   private stopping: Promise<void> | null = null;
   protected readonly intervalMs: number;
   private readonly startJitterMaxMs: number;
+  private readonly failures: TickFailureLog;
 
   protected constructor(
     readonly name: string,
@@ -45,12 +49,14 @@ export abstract class PeriodicService {
     this.lifecycle = new Lifecycle(name);
     this.intervalMs = opts.intervalMs;
     this.startJitterMaxMs = opts.startJitterMaxMs ?? startJitterDefaultMs(opts.intervalMs);
+    this.failures = new TickFailureLog(name, logger, opts.clock);
   }
 
   /**
    * One unit of work. `signal` is aborted when the service is stopped: work that takes long
    * checks it and returns (or throws) early, leaving nothing half done that a later tick
-   * cannot finish. Errors are logged; the loop goes on at the next interval.
+   * cannot finish. Errors are logged (a failure that repeats tick after tick at error once
+   * per TICK_FAILURE_LOG_INTERVAL_MS: TickFailureLog); the loop goes on at the next interval.
    */
   abstract runOnce(signal: AbortSignal): Promise<unknown>;
 
@@ -117,15 +123,87 @@ export abstract class PeriodicService {
     while (!signal.aborted) {
       try {
         await this.runOnce(signal);
+        this.failures.succeeded();
       } catch (err) {
         if (signal.aborted) this.logger.debug({ err }, `${this.name}: tick ended by stop`);
         // An outage is logged once by the store; the next tick retries.
         else if (isUnavailable(err)) this.logger.debug({ err }, `${this.name}: tick failed: database unavailable`);
-        else this.logger.error({ err }, `${this.name}: tick failed`);
+        else this.failures.failed(err);
       }
       await abortableDelay(this.intervalMs, signal);
     }
   }
+}
+
+/** How often a failure that repeats tick after tick is logged again at error; the ticks between are counted. */
+export const TICK_FAILURE_LOG_INTERVAL_MS = 5 * 60_000;
+
+/**
+ * The error log of a periodic service's failing ticks (every PeriodicService has one), so
+ * that a failure that is not an outage (a bug, a broken row, a permission missing) and
+ * repeats every tick for hours is one line, not one a tick (a pruner fails each minute, a
+ * scheduler each second).
+ *
+ * What must stay true:
+ * - the first failed tick is logged at error with its error, and so is every failure that
+ *   differs from the one before (another error class, code or message);
+ * - the same failure again is logged at debug, and at error again (with its error, and how
+ *   many came since the last line) once TICK_FAILURE_LOG_INTERVAL_MS has passed since that
+ *   line, so a failure that lasts stays visible to an alert on error lines;
+ * - the first tick that succeeds after failures logs one line at info: how many ticks
+ *   failed, over how long. Outages and stops are the caller's to log (they never reach here)
+ *   and neither end nor extend a run of failures.
+ */
+export class TickFailureLog {
+  /** The failures since the last success: the last one's key, when its run began and was last logged at error, counts. */
+  private run: { key: string; firstAt: number; loggedAt: number; failures: number; since: number } | null = null;
+
+  /** `clock`: milliseconds, monotonic. */
+  constructor(
+    private readonly name: string,
+    private readonly logger: Logger,
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
+
+  /** A tick failed with `err` (not an outage, not a stop). */
+  failed(err: unknown): void {
+    const now = this.clock();
+    const key = failureKey(err);
+    const run = this.run;
+    if (run === null) {
+      this.run = { key, firstAt: now, loggedAt: now, failures: 1, since: 0 };
+      this.logger.error({ err }, `${this.name}: tick failed`);
+      return;
+    }
+    run.failures++;
+    if (run.key === key && now - run.loggedAt < TICK_FAILURE_LOG_INTERVAL_MS) {
+      run.since++;
+      this.logger.debug({ err }, `${this.name}: tick failed again`);
+      return;
+    }
+    const repeat = run.key === key;
+    const more = run.since;
+    Object.assign(run, { key, loggedAt: now, since: 0 });
+    if (!repeat) this.logger.error({ err, failed_ticks: run.failures }, `${this.name}: tick failed`);
+    else this.logger.error({ err, failed_ticks: run.failures, more_since_last_line: more }, `${this.name}: tick still failing (and ${more} more since the last line)`);
+  }
+
+  /** A tick succeeded: ends a run of failures with one line. */
+  succeeded(): void {
+    const run = this.run;
+    if (run === null) return;
+    this.run = null;
+    const seconds = Math.round((this.clock() - run.firstAt) / 100) / 10;
+    const ticks = run.failures === 1 ? '1 failed tick' : `${run.failures} failed ticks`;
+    this.logger.info({ failed_ticks: run.failures, failing_seconds: seconds }, `${this.name}: ticks succeed again after ${ticks} over ${seconds} s`);
+  }
+}
+
+/** What makes two failures the same one: the error's class, code and message. */
+function failureKey(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const code = (err as { code?: unknown }).code;
+  return `${err.name}\u0000${typeof code === 'string' || typeof code === 'number' ? code : ''}\u0000${err.message}`;
 }
 
 /** Resolves after `ms`, or at once when `signal` aborts (never rejects). */

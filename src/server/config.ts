@@ -57,8 +57,14 @@ export interface ServerConfig {
   metricsPort: number;
   /** How often the leader deletes finished jobs past their queue's retention. */
   pruneIntervalMs: number;
-  /** Finished jobs deleted per pruner statement (one short transaction each). */
+  /** Finished jobs (or audit events) deleted per pruner statement (one short transaction each). */
   pruneBatchSize: number;
+  /**
+   * Days the audit log keeps an event before the leader's pruner deletes it; 0: forever.
+   * Otherwise at least AUDIT_RETENTION_MIN_DAYS: the database never lets the application
+   * role delete a younger event (0022_audit_retention.sql).
+   */
+  auditRetentionDays: number;
   /** TLS on the gRPC port: the server's certificate (PEM file); null: plaintext. Needs tlsKey. */
   tlsCert: string | null;
   /** The private key (PEM file) of tlsCert; set exactly when tlsCert is. */
@@ -110,6 +116,14 @@ const INTERVAL_RANGE = [10, TIMER_MAX_MS] as const;
 /** A TCP port that must be a real one (no "any free port"). */
 const PORT_RANGE = [1, 65_535] as const;
 
+/**
+ * The shortest audit retention: evora.audit_events_prune (0022_audit_retention.sql) never
+ * deletes an event younger than this, so a shorter setting would be a promise not kept.
+ */
+const AUDIT_RETENTION_MIN_DAYS = 30;
+/** The longest audit retention accepted (100 years; 0 keeps events forever). */
+const AUDIT_RETENTION_MAX_DAYS = 36_500;
+
 /** Every setting, its environment variable, flag and default: the single source of truth. */
 export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'databaseUrl', env: 'DATABASE_URL', flag: '--database-url', default: '', doc: 'PostgreSQL connection string; unset: start the embedded PostgreSQL' },
@@ -134,7 +148,8 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'httpPort', env: 'EVORA_HTTP_PORT', flag: '--http-port', default: '8080', doc: 'HTTP port on the gRPC host: the JSON API (/v1), the dashboard (/), /healthz, /readyz, /metrics, /openapi.json; same TLS and tokens as gRPC; 0: off', range: [0, 65_535] },
   { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'a separate HTTP port for /metrics (Prometheus) and /healthz only, e.g. 9464 (the HTTP port serves both too); 0: off', range: [0, 65_535] },
   { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)", range: INTERVAL_RANGE },
-  { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs deleted per pruner statement (each a short transaction of its own)', range: [1, 100_000] },
+  { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs (or audit events) deleted per pruner statement (each a short transaction of its own)', range: [1, 100_000] },
+  { key: 'auditRetentionDays', env: 'EVORA_AUDIT_RETENTION_DAYS', flag: '--audit-retention-days', default: '365', doc: 'the leader deletes audit events older than this many days (30 to 36500); 0: keep them forever', range: [0, AUDIT_RETENTION_MAX_DAYS] },
   { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work', range: [0, TIMER_MAX_MS] },
   // TLS (docs/tls.md). The flags are not --tls-cert/--tls-key: those are the client commands' global options.
   { key: 'tlsCert', env: 'EVORA_TLS_CERT', flag: '--tls-server-cert', default: '', doc: "TLS on the gRPC port: the server's certificate chain (PEM file; needs EVORA_TLS_KEY); reloaded when it changes; unset: plaintext" },
@@ -188,6 +203,10 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   }
   if ((out.authRefreshMs as number) < 100 || (out.authRefreshMs as number) > 4000) {
     throw new Error(`EVORA_AUTH_REFRESH_MS (--auth-refresh-ms) must be from 100 to 4000 (a revoked token must stop working within 5 s), got ${String(out.authRefreshMs)}`);
+  }
+  const auditDays = out.auditRetentionDays as number;
+  if (auditDays !== 0 && auditDays < AUDIT_RETENTION_MIN_DAYS) {
+    throw new Error(`EVORA_AUDIT_RETENTION_DAYS (--audit-retention-days) must be 0 (keep forever) or from ${AUDIT_RETENTION_MIN_DAYS} to ${AUDIT_RETENTION_MAX_DAYS} (the database keeps the last ${AUDIT_RETENTION_MIN_DAYS} days of the audit log in any case), got ${auditDays}`);
   }
   // TLS settings come together (the files themselves are read and checked when the server starts).
   if (Boolean(out.tlsCert) !== Boolean(out.tlsKey)) throw new Error('EVORA_TLS_CERT (--tls-server-cert) and EVORA_TLS_KEY (--tls-server-key) must be set together');

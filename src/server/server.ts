@@ -363,6 +363,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           logger,
           intervalMs: config.pruneIntervalMs,
           batchSize: config.pruneBatchSize,
+          auditRetentionDays: config.auditRetentionDays === 0 ? null : config.auditRetentionDays,
           onPruned: (counts) => counts.forEach((c) => metrics.jobsPruned.inc({ queue: c.queue, state: c.state }, c.jobs)),
         }),
         scheduler: new Scheduler({ store, logger, onFired: (pass) => metrics.scheduleFiredCount(pass) }),

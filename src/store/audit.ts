@@ -8,7 +8,7 @@ import { rowOf, rowsOf, statement } from './statements.js';
 /**
  * The audit log (evora.audit_events): the actor parameters every audited statement takes,
  * the insert of an action made of several statements (run in that action's transaction),
- * and the paged read. Single-statement actions write their event in their own statement
+ * the paged read, and retention's batch delete. Single-statement actions write their event in their own statement
  * (an `audited` CTE), so the log holds exactly what committed.
  */
 
@@ -97,4 +97,16 @@ export async function auditList(pool: StorePool, params: AuditListParams): Promi
     }),
   );
   return { events, nextBeforeId: rows.length > params.limit ? (events[events.length - 1]?.id ?? null) : null };
+}
+
+const auditPruneSql = statement<{ retentionDays: number; limit: number; now: Date | null }, { events: number }>(
+  'audit-prune',
+  { retentionDays: 'int4', limit: 'int4', now: 'timestamptz' },
+  { events: 'int4' },
+);
+
+/** One batch of audit retention (Store.auditPrune): how many events it deleted. */
+export async function auditPrune(pool: StorePool, params: { retentionDays: number; limit: number; now: Date | null }): Promise<number> {
+  const row = await rowOf(pool, auditPruneSql, params);
+  return row?.events ?? 0;
 }

@@ -6,7 +6,7 @@ import type { OutboxEvents } from '../domain/events.js';
 import type { Queue, QueueUpsertInput } from '../domain/queue.js';
 import type { ApiToken } from '../domain/auth.js';
 import type { AuditActor, AuditEvent, AuditListParams } from '../domain/audit.js';
-import { auditList } from './audit.js';
+import { auditList, auditPrune } from './audit.js';
 import { adminSessionCheck, tokenCreate, tokenRevoke, tokensList, type TokenCreateInput } from './tokens.js';
 import type {
   HeartbeatOutcome,
@@ -675,5 +675,16 @@ export class Store {
   /** A page of the audit log, newest first; `nextBeforeId` (the next page's beforeId) is null on the last. */
   async auditList(params: AuditListParams): Promise<{ events: AuditEvent[]; nextBeforeId: number | null }> {
     return auditList(this.pool, params);
+  }
+
+  /**
+   * One batch of audit retention: deletes up to `limit` events older than `retentionDays`
+   * days before `now` (default: the database's clock), oldest first; returns how many
+   * (fewer than `limit`: nothing more is due now). Never an event younger than 30 days by
+   * the database's clock (0022_audit_retention.sql: the log stays append-only for recent
+   * history, whatever the caller passes).
+   */
+  async auditPrune(params: { retentionDays: number; limit: number; now?: Date }): Promise<number> {
+    return auditPrune(this.pool, { retentionDays: params.retentionDays, limit: params.limit, now: params.now ?? null });
   }
 }

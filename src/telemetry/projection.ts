@@ -272,13 +272,16 @@ export interface TelemetrySink {
 
 /**
  * Stats of the given queues (null: every queue the sink knows), as of `now`, by queue
- * name. One reading for every sink.
+ * name. One reading for every sink. `now` is the database's clock (Store.dbNow), the one
+ * the events' times and so the minute buckets come from, never this process's: a server
+ * whose clock is off would read the wrong window (the last hour's counts short, the last
+ * minute's rate zero).
  */
 export async function telemetryStats(
   sink: TelemetrySink,
-  params: { queues: string[] | null; now?: Date },
+  params: { queues: string[] | null; now: Date },
 ): Promise<QueueTelemetry[]> {
-  const now = params.now ?? new Date();
+  const now = params.now;
   const rows = await sink.read({ queues: params.queues, since: new Date(now.getTime() - 61 * 60_000) });
   const byQueue = new Map<string, { counts: Partial<Record<JobState, number>>; minutes: MinuteDelta[] }>();
   const entry = (q: string) => {
@@ -302,16 +305,17 @@ export interface SeriesPoint extends MinuteCounters {
 }
 
 /**
- * The last `minutes` minutes as of `now`, one point per minute oldest first (the current,
- * partial minute last; a minute without data is a point of zeros), summed over the given
- * queues (null: every queue) that `include` accepts (default: all). Percentiles come from
- * the summed histograms, read as telemetryStats reads them. One reading for every sink.
+ * The last `minutes` minutes as of `now` (the database's clock, as for telemetryStats), one
+ * point per minute oldest first (the current, partial minute last; a minute without data is
+ * a point of zeros), summed over the given queues (null: every queue) that `include`
+ * accepts (default: all). Percentiles come from the summed histograms, read as
+ * telemetryStats reads them. One reading for every sink.
  */
 export async function telemetrySeries(
   sink: TelemetrySink,
-  params: { queues: string[] | null; minutes: number; now?: Date; include?: (queue: string) => boolean },
+  params: { queues: string[] | null; minutes: number; now: Date; include?: (queue: string) => boolean },
 ): Promise<SeriesPoint[]> {
-  const now = params.now ?? new Date();
+  const now = params.now;
   const last = minuteStart(now).getTime();
   const first = last - (params.minutes - 1) * 60_000;
   const rows = await sink.read({ queues: params.queues, since: new Date(first - 1) });

@@ -1,7 +1,9 @@
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PeriodicService, startJitterDefaultMs } from '../../src/maintenance/periodic.js';
+import { PeriodicService, startJitterDefaultMs, TICK_FAILURE_LOG_INTERVAL_MS, TickFailureLog } from '../../src/maintenance/periodic.js';
 import { Lifecycle } from '../../src/maintenance/lifecycle.js';
-import { silentLogger } from '../../src/logger.js';
+import { silentLogger, type Logger } from '../../src/logger.js';
+import { unavailable } from '../../src/domain/errors.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -13,13 +15,16 @@ class Ticker extends PeriodicService {
   /** Signals of ticks that ended, and whether they were aborted when they did. */
   ended: boolean[] = [];
   holdTicks = false;
+  /** What each tick throws (null: it succeeds). */
+  failWith: Error | null = null;
 
-  constructor(opts: { intervalMs?: number; startJitterMaxMs?: number } = {}) {
-    super('ticker', { intervalMs: opts.intervalMs ?? 10, startJitterMaxMs: opts.startJitterMaxMs ?? 0 }, silentLogger());
+  constructor(opts: { intervalMs?: number; startJitterMaxMs?: number; logger?: Logger; clock?: () => number } = {}) {
+    super('ticker', { intervalMs: opts.intervalMs ?? 10, startJitterMaxMs: opts.startJitterMaxMs ?? 0, clock: opts.clock }, opts.logger ?? silentLogger());
   }
 
   async runOnce(signal: AbortSignal): Promise<void> {
     this.ticks++;
+    if (this.failWith) throw this.failWith;
     if (this.holdTicks && !signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
     this.ended.push(signal.aborted);
   }
@@ -30,7 +35,7 @@ afterEach(async () => {
   for (const t of started.splice(0)) await t.stop();
 });
 
-function setup(opts: { intervalMs?: number; startJitterMaxMs?: number } = {}) {
+function setup(opts: { intervalMs?: number; startJitterMaxMs?: number; logger?: Logger; clock?: () => number } = {}) {
   const ticker = new Ticker(opts);
   started.push(ticker);
   return { ticker };
@@ -98,5 +103,76 @@ describe('periodic service lifecycle', () => {
     lifecycle.to('stopping');
     expect(() => lifecycle.to('running')).toThrow();
     lifecycle.to('stopped');
+  });
+});
+
+/** A logger that keeps its lines (info and up, or `level`), and them as [level, message]. */
+function captured(level = 'info') {
+  const lines: { level: number; msg: string; err?: { message: string }; more_since_last_line?: number; failed_ticks?: number }[] = [];
+  const logger = pino({ level }, { write: (s: string) => void lines.push(JSON.parse(s) as (typeof lines)[number]) });
+  const logged = () => lines.map((l) => [l.level, l.msg]);
+  return { logger, lines, logged };
+}
+const ERROR = 50;
+const INFO = 30;
+const DEBUG = 20;
+
+describe('a tick that fails again and again is logged at error once per interval', () => {
+  it('TickFailureLog: once at error, repeats at debug, again at error after the interval with the count, a different failure at once, one line when it ends', () => {
+    const { logger, lines, logged } = captured('debug');
+    const clock = { now: 1_000 };
+    const log = new TickFailureLog('pruner', logger, () => clock.now);
+    const boom = () => Object.assign(new Error('permission denied for table jobs'), { code: '42501' });
+    log.succeeded(); // nothing failed: nothing to say
+    for (let i = 0; i < 10; i++) {
+      log.failed(boom());
+      clock.now += 60_000; // a pruner's minute
+    }
+    // 10 failures over 10 minutes: the first at error, then at debug until 5 minutes passed.
+    expect(logged().slice(0, 7)).toEqual([
+      [ERROR, 'pruner: tick failed'],
+      ...Array.from({ length: 4 }, () => [DEBUG, 'pruner: tick failed again']),
+      [ERROR, 'pruner: tick still failing (and 4 more since the last line)'],
+      [DEBUG, 'pruner: tick failed again'],
+    ]);
+    expect(lines[5]).toMatchObject({ failed_ticks: 6, more_since_last_line: 4, err: { message: 'permission denied for table jobs' } });
+    expect(logged().filter(([level]) => level === ERROR)).toHaveLength(2);
+    // Another failure is logged at once; the same message with another code is another failure.
+    log.failed(new TypeError("Cannot read properties of undefined (reading 'id')"));
+    log.failed(Object.assign(new Error('permission denied for table jobs'), { code: 'XX000' }));
+    log.failed(Object.assign(new Error('permission denied for table jobs'), { code: 'XX000' }));
+    clock.now += 1_500;
+    log.succeeded();
+    log.succeeded();
+    expect(logged().slice(10)).toEqual([
+      [ERROR, 'pruner: tick failed'],
+      [ERROR, 'pruner: tick failed'],
+      [DEBUG, 'pruner: tick failed again'],
+      [INFO, 'pruner: ticks succeed again after 13 failed ticks over 601.5 s'],
+    ]);
+    expect(TICK_FAILURE_LOG_INTERVAL_MS).toBe(5 * 60_000);
+    // A new run of failures starts over.
+    log.failed(boom());
+    expect(logged().at(-1)).toEqual([ERROR, 'pruner: tick failed']);
+  });
+
+  it('every periodic service logs its failing ticks through it; an outage stays at debug and does not end the run', async () => {
+    const { logger, logged } = captured();
+    const clock = { now: 0 };
+    const { ticker } = setup({ logger, clock: () => clock.now });
+    ticker.failWith = new Error('boom');
+    ticker.start();
+    await waitFor(() => ticker.ticks >= 5, { what: 'five failed ticks' });
+    ticker.failWith = unavailable('database unavailable: connection refused');
+    const failed = ticker.ticks;
+    await waitFor(() => ticker.ticks >= failed + 3, { what: 'ticks during an outage' });
+    ticker.failWith = null;
+    clock.now = 2_000;
+    await waitFor(() => logged().length === 2, { what: 'the recovery line' });
+    await ticker.stop();
+    expect(logged().map(([level, msg]) => [level, (msg as string).replace(/\d+ failed ticks/, 'N failed ticks')])).toEqual([
+      [ERROR, 'ticker: tick failed'],
+      [INFO, 'ticker: ticks succeed again after N failed ticks over 2 s'],
+    ]);
   });
 });

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { PruneCount } from '../../src/domain/job.js';
-import { silentLogger } from '../../src/logger.js';
+import { pino } from 'pino';
+import { silentLogger, type Logger } from '../../src/logger.js';
 import { Maintainer } from '../../src/maintenance/maintainer.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { Pruner } from '../../src/maintenance/pruner.js';
@@ -16,8 +17,9 @@ import { waitFor } from '../helpers/wait.js';
 
 /**
  * The pruner service (src/maintenance/pruner.ts): its batches, its stop, its metrics, that
- * telemetry is left exactly as it was, and that only the elected leader runs it. Which jobs
- * one batch deletes: test/store/prune.test.ts.
+ * telemetry is left exactly as it was, that only the elected leader runs it, and audit
+ * retention. Which jobs one batch deletes: test/store/prune.test.ts; who may delete audit
+ * events: test/store/audit.test.ts.
  */
 
 let store: Store;
@@ -40,8 +42,8 @@ const signal = new AbortController().signal;
 const T0 = new Date('2033-05-01T00:00:00Z');
 const at = (seconds: number) => new Date(T0.getTime() + seconds * 1000);
 
-function pruner(opts: { batchSize?: number; intervalMs?: number; onPruned?: (counts: PruneCount[]) => void } = {}) {
-  const p = new Pruner({ store, logger: silentLogger(), intervalMs: opts.intervalMs ?? 60_000, startJitterMaxMs: 0, batchPauseMs: 0, ...opts });
+function pruner(opts: { batchSize?: number; intervalMs?: number; onPruned?: (counts: PruneCount[]) => void; auditRetentionDays?: number | null; logger?: Logger } = {}) {
+  const p = new Pruner({ store, logger: opts.logger ?? silentLogger(), intervalMs: opts.intervalMs ?? 60_000, startJitterMaxMs: 0, batchPauseMs: 0, ...opts });
   started.push(p);
   return p;
 }
@@ -72,7 +74,7 @@ describe('the pruner', () => {
     const queue = await completedJobs(30, at(0));
     const batches: number[] = [];
     const run = await pruner({ batchSize: 7, onPruned: (c) => batches.push(c.reduce((s, x) => s + x.jobs, 0)) }).runOnce(signal, { now: at(60) });
-    expect(run).toEqual({ pruned: 30, batches: 5, counts: [{ queue, state: 'COMPLETED', jobs: 30 }], staleSessions: 0 });
+    expect(run).toEqual({ pruned: 30, batches: 5, counts: [{ queue, state: 'COMPLETED', jobs: 30 }], staleSessions: 0, auditEvents: 0 });
     expect(batches).toEqual([7, 7, 7, 7, 2]);
     expect(await jobCount(queue)).toBe(0);
   });
@@ -81,7 +83,7 @@ describe('the pruner', () => {
     const queue = await completedJobs(10, at(1000));
     const stopped = new AbortController();
     stopped.abort();
-    expect(await pruner({ batchSize: 3 }).runOnce(stopped.signal, { now: at(2000) })).toEqual({ pruned: 0, batches: 0, counts: [], staleSessions: 0 });
+    expect(await pruner({ batchSize: 3 }).runOnce(stopped.signal, { now: at(2000) })).toEqual({ pruned: 0, batches: 0, counts: [], staleSessions: 0, auditEvents: 0 });
     expect(await jobCount(queue)).toBe(10);
     expect((await pruner({ batchSize: 3 }).runOnce(signal, { now: at(2000) })).pruned).toBeGreaterThanOrEqual(10);
     expect(await jobCount(queue)).toBe(0);
@@ -106,7 +108,7 @@ describe('the pruner', () => {
     await store.jobCompleteMany({ completions: claimed.slice(0, 3).map((j) => ({ id: j.id, token: j.leaseToken! })), now: at(5001) });
     await store.jobFailMany({ failures: [{ id: claimed[3]!.id, token: claimed[3]!.leaseToken!, error: 'x', retryable: false }], now: at(5001) });
     await projectAll();
-    const before = await telemetryStats(sink, { queues: [queue] });
+    const before = await telemetryStats(sink, { queues: [queue], now: await store.dbNow() });
     expect(before[0]!.counts).toMatchObject({ COMPLETED: 3, DLQ: 1, PENDING: 2 });
 
     const run = await pruner().runOnce(signal, { now: at(6000) });
@@ -116,7 +118,7 @@ describe('the pruner', () => {
     expect(await jobCount(queue)).toBe(2);
     await projectAll();
     expect(await store.outboxLag()).toMatchObject({ events: 0 }); // pruning wrote no events
-    expect(await telemetryStats(sink, { queues: [queue] })).toEqual(before);
+    expect(await telemetryStats(sink, { queues: [queue], now: await store.dbNow() })).toEqual(before);
   });
 
   it('runs only on the elected leader; when the leader stops, the new leader prunes', async () => {
@@ -158,5 +160,49 @@ describe('the pruner', () => {
     const second = await completedJobs(5, new Date(Date.now() - 3600_000));
     await waitFor(async () => (await jobCount(second)) === 0, { what: "the new leader's pruner" });
     expect(follower.pruned.jobs).toBeGreaterThanOrEqual(5);
+  });
+});
+
+describe('audit retention', () => {
+  const DAY = 86_400_000;
+  /** Audit events on `target`, `daysAgo` days before `base`, `n` of each. */
+  async function auditEvents(target: string, base: Date, daysAgo: number, n: number): Promise<void> {
+    await sql.query(
+      `INSERT INTO evora.audit_events (at, actor_kind, action, target)
+       SELECT $1, 'anonymous', 'queue.pause', $2 FROM generate_series(1, $3)`,
+      [new Date(base.getTime() - daysAgo * DAY), target, n],
+    );
+  }
+  async function ages(target: string, base: Date): Promise<number[]> {
+    const { rows } = await sql.query<{ at: Date }>('SELECT at FROM evora.audit_events WHERE target = $1 ORDER BY at', [target]);
+    return rows.map((r) => Math.round((base.getTime() - r.at.getTime()) / DAY));
+  }
+
+  it('deletes events older than the retention before `now`, in bounded batches; newer ones stay; none without a retention', async () => {
+    const target = `audit-${randomBytes(4).toString('hex')}`;
+    const dbNow = await store.dbNow();
+    await auditEvents(target, dbNow, 400, 5);
+    await auditEvents(target, dbNow, 366, 3);
+    await auditEvents(target, dbNow, 364, 2);
+    await auditEvents(target, dbNow, 40, 1);
+    await auditEvents(target, dbNow, 1, 1);
+    const all = [400, 400, 400, 400, 400, 366, 366, 366, 364, 364, 40, 1];
+    expect(await ages(target, dbNow)).toEqual(all);
+
+    // Kept forever: no audit retention (the default of the class; EVORA_AUDIT_RETENTION_DAYS=0).
+    expect((await pruner().runOnce(signal, { now: dbNow })).auditEvents).toBe(0);
+    // 365 days before a `now` 100 days back: nothing is that old yet.
+    const lines: { msg: string; events?: number; batches?: number; retention_days?: number }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
+    const audited = pruner({ auditRetentionDays: 365, batchSize: 3, logger });
+    expect((await audited.runOnce(signal, { now: new Date(dbNow.getTime() - 100 * DAY) })).auditEvents).toBe(0);
+    expect(await ages(target, dbNow)).toEqual(all);
+    // 365 days before now: the 8 older events go (batches of 3, 3, 2), the rest stay.
+    expect((await audited.runOnce(signal, { now: dbNow })).auditEvents).toBe(8);
+    expect(await ages(target, dbNow)).toEqual([364, 364, 40, 1]);
+    expect(lines).toEqual([expect.objectContaining({ msg: 'audit events past their retention deleted', events: 8, batches: 3, retention_days: 365 })]);
+    // A year later: the database still keeps the last 30 days, whatever `now` says.
+    expect((await audited.runOnce(signal, { now: new Date(dbNow.getTime() + 365 * DAY) })).auditEvents).toBe(3);
+    expect(await ages(target, dbNow)).toEqual([1]);
   });
 });

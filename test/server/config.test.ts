@@ -32,6 +32,16 @@ describe('configuration', () => {
     expect(configLoad({}, { EVORA_TLS_RELOAD_INTERVAL_MS: '100', EVORA_PRUNE_INTERVAL_MS: '10' })).toMatchObject({ tlsReloadIntervalMs: 100, pruneIntervalMs: 10 });
   });
 
+  it('audit retention: a year by default, 0 keeps events forever, otherwise 30 to 36500 days', () => {
+    expect(configLoad({}, {}).auditRetentionDays).toBe(365);
+    expect(configLoad({}, { EVORA_AUDIT_RETENTION_DAYS: '0' }).auditRetentionDays).toBe(0);
+    expect(configLoad({ auditRetentionDays: '30' }, { EVORA_AUDIT_RETENTION_DAYS: '0' }).auditRetentionDays).toBe(30);
+    expect(() => configLoad({}, { EVORA_AUDIT_RETENTION_DAYS: '7' })).toThrow(
+      'EVORA_AUDIT_RETENTION_DAYS (--audit-retention-days) must be 0 (keep forever) or from 30 to 36500 (the database keeps the last 30 days of the audit log in any case), got 7',
+    );
+    expect(() => configLoad({}, { EVORA_AUDIT_RETENTION_DAYS: '36501' })).toThrow(/must be from 0 to 36500, got 36501/);
+  });
+
   it('refuses a log level pino does not know, and a log-pretty value other than 0 or 1, with one line', () => {
     expect(configLoad({}, { EVORA_LOG_LEVEL: 'fatal' }).logLevel).toBe('fatal');
     expect(() => configLoad({ logLevel: 'loud' }, {})).toThrow('EVORA_LOG_LEVEL (--log-level) must be one of trace, debug, info, warn, error, fatal, silent, got "loud"');

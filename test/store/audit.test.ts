@@ -5,7 +5,7 @@ import type { AuditActor } from '../../src/domain/audit.js';
 import { silentLogger } from '../../src/logger.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { dbRoleEnsure } from '../../src/store/roles.js';
-import type { Store } from '../../src/store/store.js';
+import { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
@@ -14,7 +14,8 @@ import { storeSetup } from '../helpers/store-setup.js';
  * The audit log through the store: every admin operation writes exactly one event (one per
  * changing batch for the bulk ones) with the actor given, in its own statement or
  * transaction; a refused operation writes none; the read pages newest first with filters;
- * and the application role cannot change or delete an event.
+ * and the application role cannot change or delete an event, but for retention's deletes of
+ * events older than 30 days through evora.audit_events_prune.
  */
 
 let store: Store;
@@ -156,19 +157,25 @@ describe('append-only for the application role', () => {
   const suffix = randomBytes(4).toString('hex');
   const app = `evora_app_${suffix}`;
   const owner = `evora_owner_${suffix}`;
+  const reader = `evora_reader_${suffix}`;
   afterAll(async () => {
-    for (const role of [app, owner]) await sql.query(`DROP OWNED BY ${role} CASCADE`).catch(() => undefined);
-    for (const role of [app, owner]) await sql.query(`DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+    for (const role of [reader, app, owner]) await sql.query(`DROP OWNED BY ${role} CASCADE`).catch(() => undefined);
+    for (const role of [reader, app, owner]) await sql.query(`DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
   });
+  /** A client of `role` (password `pw-<suffix>`) on the test database. */
+  async function connectAs(role: string): Promise<pg.Client> {
+    const u = new URL(url);
+    u.username = role;
+    u.password = `pw-${suffix}`;
+    const client = new pg.Client({ connectionString: u.toString() });
+    await client.connect();
+    return client;
+  }
 
   it('may insert and read events, never update or delete them', async () => {
     await store.queueSetPaused({ name: (await store.queueUpsert({ name: queueName('ro') })).queue.name, paused: true });
     await dbRoleEnsure(url, { app, owner, password: `pw-${suffix}` });
-    const u = new URL(url);
-    u.username = app;
-    u.password = `pw-${suffix}`;
-    const client = new pg.Client({ connectionString: u.toString() });
-    await client.connect();
+    const client = await connectAs(app);
     try {
       expect((await client.query('SELECT count(*)::int AS n FROM evora.audit_events')).rows[0].n).toBeGreaterThan(0);
       await client.query("INSERT INTO evora.audit_events (at, actor_kind, action, target) VALUES (now(), 'anonymous', 'queue.pause', 'x')");
@@ -177,6 +184,52 @@ describe('append-only for the application role', () => {
       await expect(client.query('TRUNCATE evora.audit_events')).rejects.toThrow(/permission denied/);
     } finally {
       await client.end();
+    }
+  });
+
+  it('deletes old events only through evora.audit_events_prune: never one younger than 30 days, and no other role may call it', async () => {
+    await dbRoleEnsure(url, { app, owner, password: `pw-${suffix}` });
+    const target = `retention-${suffix}`;
+    const insert = (daysAgo: number) => sql.query(
+      `INSERT INTO evora.audit_events (at, actor_kind, action, target) VALUES (now() - make_interval(days => $1), 'anonymous', 'queue.pause', $2)`,
+      [daysAgo, target],
+    );
+    for (const days of [400, 31, 29, 1]) await insert(days);
+    const left = async () => (await sql.query<{ days: number }>(
+      `SELECT round(extract(epoch FROM now() - at) / 86400)::int AS days FROM evora.audit_events WHERE target = $1 ORDER BY at`, [target])).rows.map((r) => r.days);
+
+    // The application role's store: a cut-off a year ahead still spares the last 30 days.
+    const u = new URL(url);
+    u.username = app;
+    u.password = `pw-${suffix}`;
+    const appStore = new Store({ connectionString: u.toString(), maxConnections: 1 });
+    try {
+      expect(await appStore.auditPrune({ retentionDays: 365, limit: 100 })).toBe(1);
+      expect(await left()).toEqual([31, 29, 1]);
+      expect(await appStore.auditPrune({ retentionDays: 30, limit: 100, now: new Date(Date.now() + 365 * 86_400_000) })).toBe(1);
+      expect(await left()).toEqual([29, 1]);
+    } finally {
+      await appStore.close();
+    }
+    const client = await connectAs(app);
+    try {
+      expect((await client.query("SELECT evora.audit_events_prune('infinity', 1000) AS n")).rows[0].n).toBe(0);
+      await expect(client.query(`DELETE FROM evora.audit_events WHERE target = '${target}'`)).rejects.toThrow(/permission denied/);
+    } finally {
+      await client.end();
+    }
+    expect(await left()).toEqual([29, 1]);
+
+    // A role that may read the log (granted by hand) may not call it: EXECUTE is not PUBLIC's.
+    await sql.query(`CREATE ROLE ${reader} LOGIN PASSWORD 'pw-${suffix}'`);
+    await sql.query(`GRANT USAGE ON SCHEMA evora TO ${reader}`);
+    await sql.query(`GRANT SELECT ON evora.audit_events TO ${reader}`);
+    const readerClient = await connectAs(reader);
+    try {
+      expect((await readerClient.query('SELECT count(*)::int AS n FROM evora.audit_events WHERE target = $1', [target])).rows[0].n).toBe(2);
+      await expect(readerClient.query("SELECT evora.audit_events_prune(now() - interval '40 days', 1000)")).rejects.toThrow(/permission denied for function audit_events_prune/);
+    } finally {
+      await readerClient.end();
     }
   });
 });

@@ -142,3 +142,29 @@ describe('plans that must not depend on fresh statistics', () => {
     }
   });
 });
+
+describe('the outbox by time', () => {
+  it("retention, a purge and its dry-run count find the oldest outbox event by job_events_at_idx, not by reading the outbox", async () => {
+    await inRolledBackTransaction(async (client) => {
+      // A backed-up outbox (the telemetry store away): 20,000 statements' rows.
+      await client.query(`INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+        SELECT now() - interval '1 day' + g * interval '1 s', 1, ARRAY[gen_random_uuid()], ARRAY['q'], ARRAY['noop'], ARRAY['completed'::evora.job_event_kind],
+               ARRAY['RUNNING'::evora.job_state], ARRAY['COMPLETED'::evora.job_state], ARRAY[1], ARRAY['w'], ARRAY[NULL::float8], ARRAY[5::float8]
+        FROM generate_series(1, 20000) g`);
+      await client.query('ANALYZE evora.job_events');
+      const filter = { states: "'{COMPLETED}'", queue: "'q'", type: 'NULL', errorGroup: 'NULL', finishedBefore: 'NULL', ids: 'NULL' };
+      const actor = { actorKind: "'anonymous'", actorTokenId: 'NULL', actorName: "''", auditTarget: "'q'", auditChange: "'{}'" };
+      const statements: [string, Record<string, string>][] = [
+        ['jobPrune', { now: 'NULL', limit: '1000' }],
+        ['jobPurgeMany', { ...filter, cutoff: 'NULL', limit: '1000', now: 'NULL', ...actor }],
+        ['jobCountMany', { ...filter, projectedOnly: 'true', retryOnly: 'false' }],
+      ];
+      for (const [name, args] of statements) {
+        const execute = await prepare(client, name, `plan_${name}`);
+        const plan = await planOf(client, execute(args));
+        expect(plan, name).toContain('job_events_at_idx');
+        expect(plan, name).not.toMatch(/Seq Scan on job_events/);
+      }
+    });
+  });
+});

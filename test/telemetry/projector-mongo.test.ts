@@ -48,7 +48,7 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
 
   async function sinkCounts(sink: MongoTelemetrySink, queues: string[]) {
     const out: Record<string, Record<string, number>> = {};
-    for (const s of await telemetryStats(sink, { queues: null })) {
+    for (const s of await telemetryStats(sink, { queues: null, now: await store.dbNow() })) {
       if (!queues.includes(s.queue)) continue;
       for (const [state, n] of Object.entries(s.counts)) if (n) (out[s.queue] ??= {})[state] = n;
     }
@@ -61,7 +61,7 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     const run = await new Projector({ store, sink, logger: silentLogger(), batchSize: 5000 }).runOnce(signal);
     expect(run.events).toBeGreaterThan(10_000);
     expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
-    const stats = (await telemetryStats(sink, { queues: [queues[1]!] }))[0]!;
+    const stats = (await telemetryStats(sink, { queues: [queues[1]!], now: await store.dbNow() }))[0]!;
     expect(stats.completed60m).toBe((await countsFromJobs(store, [queues[1]!]))[queues[1]!]!.COMPLETED);
     expect(stats.failed60m).toBeGreaterThan(0);
     expect(stats.waitMs.p99).not.toBeNull();

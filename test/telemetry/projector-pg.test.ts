@@ -24,7 +24,7 @@ const signal = new AbortController().signal;
 /** The sink's counts, without zero entries, in the shape of countsFromJobs. */
 async function sinkCounts(queues: string[]) {
   const out: Record<string, Record<string, number>> = {};
-  for (const s of await telemetryStats(sink, { queues: null })) {
+  for (const s of await telemetryStats(sink, { queues: null, now: await store.dbNow() })) {
     if (!queues.includes(s.queue)) continue;
     for (const [state, n] of Object.entries(s.counts)) if (n) (out[s.queue] ??= {})[state] = n;
   }
@@ -42,7 +42,7 @@ describe('projector into the embedded Postgres sink', () => {
     const { rows: recent } = await sql.query<{ n: number }>('SELECT coalesce(sum(n), 0)::int AS n FROM evora.telemetry_recent_events');
     expect(recent[0]!.n).toBe(run.events);
 
-    const stats = (await telemetryStats(sink, { queues: [queues[0]!] }))[0]!;
+    const stats = (await telemetryStats(sink, { queues: [queues[0]!], now: await store.dbNow() }))[0]!;
     const { rows } = await sql.query<{ completed: number }>(
       `SELECT count(*)::int AS completed FROM evora.jobs WHERE queue = $1 AND state = 'COMPLETED'`,
       [queues[0]],

@@ -1,4 +1,4 @@
-// About 600 lines on purpose: the dispatcher owns its parts and the paths between them,
+// About 650 lines on purpose: the dispatcher owns its parts and the paths between them,
 // which are read best in one place.
 import type { CancelReason, DrainReason } from '../domain/codes.js';
 import type { HeartbeatOutcome, Job, JobSubmitInput, JobSubmitResult, JobWritten, LeaseRef, ProgressReport } from '../domain/job.js';

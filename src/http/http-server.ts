@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: the HttpServer class owns the request path end to end (guards,
+// auth, body rules, the route table bound to the RPCs, errors and shutdown), read best in one place.
 import { existsSync } from 'node:fs';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';

@@ -1,3 +1,5 @@
+// Over 400 lines on purpose: the Reports class is the one owner of a report from write to ack
+// (batching, size limits, resends after RETRY_LATER and outages, give-up), read best in one place.
 import type { ServerAck, ServerWelcome, WorkerComplete, WorkerFail, WorkRequest } from '../../gen/evora/v1/worker.js';
 import { ackResultOf } from './codes.js';
 import { failReport } from './handler-runner.js';

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EvoraClient, EvoraWorker, type EvoraWorkerOptions } from '../../src/sdk/index.js';
 import { cliSetup, type CliRun } from '../helpers/cli.js';
+import { deadLettersMake } from '../helpers/dead-letters.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
 import { tokenInsert } from '../helpers/tokens.js';
@@ -10,9 +11,9 @@ import { waitFor } from '../helpers/wait.js';
 /**
  * `evora workers`, `evora dlq` (and the `--error-group` of `retry --all` and `purge` its
  * commands use) and `evora whoami`, run as the built CLI against live servers: workers are
- * real EvoraWorkers, dead letters real jobs failed on their last attempt, and auth is turned on
- * on a second server (a database of its own) to show a token limited to queues seeing only its
- * queues.
+ * real EvoraWorkers, dead letters real jobs their worker failed non-retryably
+ * (deadLettersMake), and auth is turned on on a second server (a database of its own) to show
+ * a token limited to queues seeing only its queues.
  */
 
 const { evora, json, address } = cliSetup();
@@ -57,25 +58,6 @@ function retryCommands(stdout: string): string[][] {
     .split('\n')
     .filter((l) => l.startsWith('  evora retry '))
     .map((l) => shellWords(l.trim().slice('evora '.length)));
-}
-
-/**
- * Submits one job of `type` per error to `queue` (max 1 attempt) and a started worker fails
- * each with its error (thrown as a string, so an empty one stays empty); waits until all are DLQ.
- * `failing` off makes the handler succeed (for the retried ones).
- */
-async function deadLetter(c: EvoraClient, w: EvoraWorker, queue: string, type: string, errors: string[], failing = { on: true }): Promise<void> {
-  await c.upsertQueue(queue, { maxAttempts: 1 });
-  w.handle<{ error: string }>(type, async (job) => {
-    if (!failing.on) return {};
-    throw job.payload.error;
-  });
-  await c.submitMany(errors.map((error) => ({ queue, type, payload: { error } })));
-  await w.start();
-  await waitFor(async () => (await c.list({ queue, type, states: 'DLQ', pageSize: 1000 })).jobs.length === errors.length, {
-    what: `${errors.length} DLQ jobs`,
-    timeoutMs: 20_000,
-  });
 }
 
 type WorkerJson = { workerId: string; sessionId: string; serverAddress: string; queues: string[]; jobTypes: string[]; slots: number; heldJobs: number; connectedAt: string; lastSeenAt: string };
@@ -133,7 +115,8 @@ describe('evora dlq', () => {
     const w = worker({ workerId: `dlq-${queue}`, queues: [queue] });
     // A first line with every character a shell would read: the printed command must carry it exactly.
     const nasty = `can't reach "$BANK" \`now\` & retry; *`;
-    await deadLetter(client, w, queue, 'charge', ['card declined', 'card declined', 'card declined', `${nasty}\n  at charge (bank.ts:12)`, nasty, ''], failing);
+    const errors = ['card declined', 'card declined', 'card declined', `${nasty}\n  at charge (bank.ts:12)`, nasty, ''];
+    await deadLettersMake(client, w, { queue, type: 'charge', errors, failing });
 
     const res = await json<GroupsJson>('dlq', queue);
     expect(res).toMatchObject({ truncated: false, totalGroups: 3 });
@@ -240,13 +223,9 @@ describe('evora whoami', () => {
     // Workers (admin token) in the viewer's queues and outside them, each leaving a dead letter.
     const asAdmin = new EvoraClient({ address: other.address, token: admin.secret });
     clients.push(asAdmin);
-    const onWorker = (workerId: string, queue: string) => {
-      const w = new EvoraWorker({ address: other.address, token: admin.secret, workerId, queues: [queue], slots: 1 });
-      workers.push(w);
-      return w;
-    };
-    await deadLetter(asAdmin, onWorker('in-scope', 'billing.invoices'), 'billing.invoices', 'render', ['template missing']);
-    await deadLetter(asAdmin, onWorker('out-of-scope', 'shipping.labels'), 'shipping.labels', 'print', ['printer offline']);
+    const onWorker = (workerId: string, queue: string) => worker({ address: other.address, token: admin.secret, workerId, queues: [queue], slots: 1 });
+    await deadLettersMake(asAdmin, onWorker('in-scope', 'billing.invoices'), { queue: 'billing.invoices', type: 'render', errors: ['template missing'] });
+    await deadLettersMake(asAdmin, onWorker('out-of-scope', 'shipping.labels'), { queue: 'shipping.labels', type: 'print', errors: ['printer offline'] });
 
     await waitFor(async () => (await json<WorkerJson[]>(...at(admin.secret), 'workers')).length === 2, { what: 'both workers recorded' });
     expect((await json<WorkerJson[]>(...at(viewer.secret), 'workers')).map((w) => [w.workerId, w.queues])).toEqual([['in-scope', ['billing.invoices']]]);

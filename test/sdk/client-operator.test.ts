@@ -1,7 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { EvoraApiError, EvoraClient, EvoraWorker, NonRetryableError, type EvoraWorkerOptions } from '../../src/sdk/index.js';
+import { EvoraClient, EvoraWorker, NonRetryableError, type EvoraWorkerOptions } from '../../src/sdk/index.js';
 import type { EvoraServer } from '../../src/server/server.js';
+import { deadLettersMake } from '../helpers/dead-letters.js';
 import { queueName } from '../helpers/factories.js';
+import { apiError } from '../helpers/grpc-status.js';
 import { serverSetup } from '../helpers/server-setup.js';
 import { tokenInsert } from '../helpers/tokens.js';
 import { waitFor } from '../helpers/wait.js';
@@ -36,31 +38,6 @@ function worker(opts: Partial<EvoraWorkerOptions> & { queues: string[] }): Evora
   const w = new EvoraWorker({ address, ...opts });
   workers.push(w);
   return w;
-}
-
-/** The EvoraApiError a promise rejects with. */
-async function apiError(p: Promise<unknown>): Promise<EvoraApiError> {
-  const err = await p.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EvoraApiError);
-  return err as EvoraApiError;
-}
-
-/** Submits `errors.length` jobs of `type` that a started worker fails non-retryably, each with its error; waits until all are DLQ. */
-async function deadLetter(c: EvoraClient, w: EvoraWorker, queue: string, type: string, errors: string[]): Promise<string[]> {
-  w.handle<{ error: string }>(type, async (job) => {
-    throw new NonRetryableError(job.payload.error);
-  });
-  const res = await c.submitMany(errors.map((error) => ({ queue, type, payload: { error } })));
-  await w.start();
-  const ids = res.map((r) => r.job.id);
-  await waitFor(async () => (await c.list({ queue, type, states: 'DLQ', pageSize: 1000 })).jobs.length === ids.length, {
-    what: `${ids.length} DLQ jobs`,
-    timeoutMs: 20_000,
-  });
-  return ids;
 }
 
 describe('listWorkers', () => {
@@ -116,10 +93,9 @@ describe('listWorkers', () => {
 describe('deadLetterGroups', () => {
   it('groups DLQ jobs by type and first error line, largest first; retryJobs and purgeJobs act on one group by errorGroup', async () => {
     const queue = queueName('dlq');
-    await client.upsertQueue(queue, { maxAttempts: 1 });
     const w = worker({ workerId: `dlq-${queue}`, queues: [queue] });
     const errors = ['card declined', 'card declined', 'card declined', 'timeout talking to bank\n  at charge (bank.ts:12)', 'timeout talking to bank\n  at refund (bank.ts:40)'];
-    const ids = await deadLetter(client, w, queue, 'charge', errors);
+    const ids = await deadLettersMake(client, w, { queue, type: 'charge', errors });
 
     const res = await client.deadLetterGroups({ queue });
     expect(res.truncated).toBe(false);
@@ -235,15 +211,9 @@ describe('whoAmI', () => {
     expect((await apiError(as(producer.secret).listWorkers())).codeName).toBe('PERMISSION_DENIED');
 
     // Workers (admin token) on a queue in the viewer's scope and one outside it, each leaving a dead letter.
-    const onWorker = (workerId: string, queue: string) => {
-      const w = new EvoraWorker({ address: other.address, token: admin.secret, workerId, queues: [queue], slots: 1 });
-      workers.push(w);
-      return w;
-    };
-    await asAdmin.upsertQueue('billing.invoices', { maxAttempts: 1 });
-    await asAdmin.upsertQueue('shipping.labels', { maxAttempts: 1 });
-    await deadLetter(asAdmin, onWorker('in-scope', 'billing.invoices'), 'billing.invoices', 'render', ['template missing']);
-    await deadLetter(asAdmin, onWorker('out-of-scope', 'shipping.labels'), 'shipping.labels', 'print', ['printer offline']);
+    const onWorker = (workerId: string, queue: string) => worker({ address: other.address, token: admin.secret, workerId, queues: [queue], slots: 1 });
+    await deadLettersMake(asAdmin, onWorker('in-scope', 'billing.invoices'), { queue: 'billing.invoices', type: 'render', errors: ['template missing'] });
+    await deadLettersMake(asAdmin, onWorker('out-of-scope', 'shipping.labels'), { queue: 'shipping.labels', type: 'print', errors: ['printer offline'] });
 
     await waitFor(async () => (await asAdmin.listWorkers()).length === 2, { what: 'both workers recorded' });
     expect((await asAdmin.listWorkers()).map((w) => [w.workerId, w.queues])).toEqual([

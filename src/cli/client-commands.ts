@@ -61,7 +61,7 @@ function cancelText(job: Job): string {
 
 /**
  * Adds the client commands (submit, get, list, cancel, retry, purge, queues, stats, queue ...) to
- * `program`. They load no server code, so they start fast; each maps a failure to one line
+ * `program` (workers, dlq and whoami: operator-commands.ts). They load no server code, so they start fast; each maps a failure to one line
  * and an exit code in main.ts.
  */
 export function clientCommandsAdd(program: Command): void {
@@ -155,17 +155,19 @@ export function clientCommandsAdd(program: Command): void {
     .option('--state <states...>', 'with --all: only these states (dlq, cancelled; default both)')
     .option('--type <type>', 'with --all: only this job type')
     .option('--finished-before <time>', 'with --all: only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
+    .option('--error-group <error>', 'with --all: only jobs of this error group: the first line of their last error, as the commands `evora dlq` prints give it ("" = jobs without an error)')
     .option('--dry-run', 'with --all: only count the jobs that would be retried')
     .action(
       withClient(async (ctx, id: string | undefined, opts: BulkFlags & { all?: boolean }) => {
-        const filterGiven = opts.queue !== undefined || opts.state !== undefined || opts.type !== undefined || opts.finishedBefore !== undefined;
+        const filterGiven =
+          opts.queue !== undefined || opts.state !== undefined || opts.type !== undefined || opts.finishedBefore !== undefined || opts.errorGroup !== undefined;
         if (id !== undefined) {
           if (opts.all || filterGiven || opts.dryRun) throw new UsageError('give a job id, or filter flags with --all, not both');
           const job = await ctx.client.retry(id);
           print(ctx, job, () => `job ${job.id}: ${job.state}, will run again`);
           return;
         }
-        if (!opts.all) throw new UsageError('give a job id, or filter flags (--queue, --state, --type, --finished-before) with --all');
+        if (!opts.all) throw new UsageError('give a job id, or filter flags (--queue, --state, --type, --finished-before, --error-group) with --all');
         const dryRun = Boolean(opts.dryRun);
         const count = await ctx.client.retryJobs(bulkFilterOf(opts), { dryRun });
         print(ctx, { count, dryRun }, () => (dryRun ? `${jobsText(count)} would be retried` : `${jobsText(count)} retried`));
@@ -179,6 +181,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--state <states...>', 'only these states (completed, dlq, cancelled; default all three)')
     .option('--type <type>', 'only this job type')
     .option('--finished-before <time>', 'only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
+    .option('--error-group <error>', 'only jobs of this error group: the first line of their last error, as the commands `evora dlq` prints give it ("" = jobs without an error)')
     .option('--dry-run', 'only count the jobs that would be deleted')
     .action(
       withClient(async (ctx, opts: BulkFlags) => {
@@ -316,6 +319,8 @@ interface BulkFlags {
   state?: string[];
   type?: string;
   finishedBefore?: string;
+  /** Taken as given: '' is a group (jobs without an error), not "unset". */
+  errorGroup?: string;
   dryRun?: boolean;
 }
 
@@ -326,6 +331,7 @@ function bulkFilterOf(opts: BulkFlags): BulkJobFilter {
     states: statesOf(opts.state),
     type: nonEmpty(opts.type, '--type'),
     finishedBefore: opts.finishedBefore === undefined ? undefined : parseAgeOrTime(opts.finishedBefore, '--finished-before'),
+    errorGroup: opts.errorGroup,
   };
 }
 

@@ -4,9 +4,9 @@ import { EvoraApiError, EvoraClient } from '../sdk/index.js';
 import { parseDuration, UsageError } from './format.js';
 
 /**
- * What every client command of `evora` shares (client-commands.ts, schedule-commands.ts):
- * the global options, a client built from them and closed after the command, and printing
- * either human text or, with --json, the SDK's objects as JSON.
+ * What every client command of `evora` shares (client-commands.ts, schedule-commands.ts,
+ * operator-commands.ts): the global options, a client built from them and closed after the
+ * command, and printing either human text or, with --json, the SDK's objects as JSON.
  */
 
 /** Options every client command reads (the program's global options). */
@@ -67,10 +67,12 @@ function timeoutMs(text: string): number {
   return seconds * 1000;
 }
 
-/** A client command's client, and whether it prints JSON. */
+/** A client command's client, whether it prints JSON, and whether it sends a token. */
 export interface Ctx {
   client: EvoraClient;
   json: boolean;
+  /** A token was given (--token or EVORA_TOKEN). */
+  tokenGiven: boolean;
 }
 
 /** Prints `value` as JSON with --json, else the human text. */
@@ -90,7 +92,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     const auth = tokenOption(g);
     const client = new EvoraClient({ address: g.address, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
     try {
-      await fn({ client, json: Boolean(g.json) }, ...(args.slice(0, -1) as A));
+      await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined }, ...(args.slice(0, -1) as A));
     } catch (err) {
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
         const detail = err.message.replace(/\s*Resolution note:\s*$/, '');

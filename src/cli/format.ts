@@ -199,7 +199,8 @@ export function fields(pairs: [string, string][]): string {
   return pairs.map(([k, v]) => `${k.padEnd(width)}  ${v.replace(/\r?\n/g, `\n${indent}`)}`).join('\n');
 }
 
-function oneLine(text: string, max: number): string {
+/** `text` on one line (runs of white space as one space), cut to `max` characters with an ellipsis. */
+export function oneLine(text: string, max: number): string {
   const t = text.replace(/\s+/g, ' ');
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;
 }

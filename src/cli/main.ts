@@ -8,6 +8,7 @@ import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
 import { scheduleCommandsAdd } from './schedule-commands.js';
 import { databaseFailure, dbCommandsAdd } from './db-commands.js';
+import { operatorCommandsAdd } from './operator-commands.js';
 import { tokenCommandsAdd } from './token-commands.js';
 import { UsageError } from './format.js';
 
@@ -184,6 +185,7 @@ program
   });
 
 clientCommandsAdd(program);
+operatorCommandsAdd(program);
 scheduleCommandsAdd(program);
 dbCommandsAdd(program);
 tokenCommandsAdd(program);

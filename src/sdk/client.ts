@@ -1,11 +1,14 @@
 // Over 400 lines on purpose: the one EvoraClient class, a short method per RPC of JobService,
-// QueueService, ScheduleService, TokenService and AuditService; splitting it would split its API.
+// QueueService, ScheduleService, TokenService and AuditService, and of the WorkerService RPCs a
+// producer or operator calls (ListWorkers, ReportProgress; the worker's own are EvoraWorker's);
+// splitting it would split its API.
 import * as grpc from '@grpc/grpc-js';
 import {
   JobServiceClient,
   JobServiceService,
   type CancelJobResponse,
   type GetJobResponse,
+  type ListDeadLetterGroupsResponse,
   type ListJobAttemptsResponse,
   type ListJobsResponse,
   type PurgeJobsResponse,
@@ -19,6 +22,7 @@ import {
   QueueServiceClient,
   type Backoff as PbBackoff,
   type GetQueueResponse,
+  type GetQueueSeriesResponse,
   type GetQueueStatsResponse,
   type ListQueueStatsResponse,
   type ListQueuesResponse,
@@ -40,11 +44,12 @@ import {
   AuditServiceClient,
   TokenServiceClient,
   type CreateTokenResponse,
+  type GetCallerResponse,
   type ListAuditEventsResponse,
   type ListTokensResponse,
   type RevokeTokenResponse,
 } from '../gen/evora/v1/auth.js';
-import { WorkerServiceClient, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
+import { WorkerServiceClient, type ListWorkersResponse, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
 import { dateCheck, durationSecondsCheck, finiteCheck, int32Check } from './checks.js';
 import { channelCreate, credentialsFor, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
@@ -52,24 +57,31 @@ import { SubmitStreamClient } from './submit-stream.js';
 import { LongTimer, TIMER_MAX_MS } from './worker/timers.js';
 import {
   backoffKindToPb,
+  callerFromPb,
+  deadLetterGroupFromPb,
   jobAttemptFromPb,
   jobFromPb,
   progressToPb,
   jobStateParse,
   jobStateToPb,
   queueFromPb,
+  queueSeriesPointFromPb,
   queueStatsFromPb,
   scheduleFromPb,
   scheduleToPb,
   secondsToDuration,
   toJsonObjectText,
+  workerInfoFromPb,
   type Backoff,
+  type Caller,
+  type DeadLetterGroup,
   type Job,
   type JobAttempt,
   type JobStateName,
   type ProgressInput,
   type JsonObject,
   type Queue,
+  type QueueSeriesPoint,
   type QueueStats,
   type Schedule,
   type ScheduleInput,
@@ -81,6 +93,7 @@ import {
   type AuditEvent,
   type Token,
   type TokenRoleName,
+  type WorkerInfo,
 } from './types.js';
 
 /** Options of an EvoraClient. */
@@ -192,12 +205,28 @@ export interface BulkJobFilter {
   finishedBefore?: Date;
   /** Only these jobs (at most 10,000); unknown ones and ones in other states are skipped. */
   ids?: string[];
+  /**
+   * Only jobs whose error group is this: a `DeadLetterGroup.error` as `deadLetterGroups`
+   * returns it (the first line of the last error, at most 200 characters; '' = jobs without
+   * an error). Longer, or more than one line: INVALID_ARGUMENT.
+   */
+  errorGroup?: string;
 }
 
 /** Options of `retryJobs` and `purgeJobs`. */
 export interface BulkCallOptions extends CallOptions {
   /** Only count what would be done; change nothing. */
   dryRun?: boolean;
+}
+
+/** What `deadLetterGroups` answers. */
+export interface DeadLetterGroupList {
+  /** Largest first (then the newest first). */
+  groups: DeadLetterGroup[];
+  /** True when more DLQ jobs exist than the newest 10,000 that were grouped: counts cover those only. */
+  truncated: boolean;
+  /** Groups the grouped jobs make: more than `groups.length` when `limit` left some out. */
+  totalGroups: number;
 }
 
 /** One page of jobs. */
@@ -275,7 +304,8 @@ export interface AuditEventPage {
 
 /**
  * The producer's and operator's client: submit jobs, read and list them, cancel and retry
- * them, and configure queues. Every method returns a Promise that rejects with an
+ * them, configure queues and schedules, and see the workers, the dead letters and the
+ * telemetry. Every method returns a Promise that rejects with an
  * EvoraApiError carrying the gRPC status. Call close() when done.
  *
  * ```ts
@@ -441,6 +471,21 @@ export class EvoraClient {
   }
 
   /**
+   * The DLQ jobs grouped by queue, type and error (the first line of the last error, at most
+   * 200 characters), largest group first: what to look at before retrying or purging a group
+   * (`retryJobs({ queue, type, states: 'DLQ', errorGroup: group.error })`). Of one queue, or
+   * of every queue without `queue`; only the newest 10,000 DLQ jobs are grouped (`truncated`
+   * says when there were more). `limit`: most groups returned, 1..200 (default 50; outside:
+   * INVALID_ARGUMENT). A token limited to queues must name one of them: PERMISSION_DENIED
+   * otherwise, as for a role that may not read jobs (worker).
+   */
+  async deadLetterGroups(filter: { queue?: string; limit?: number } = {}, opts?: CallOptions): Promise<DeadLetterGroupList> {
+    const req = { queue: filter.queue ?? '', limit: filter.limit === undefined ? 0 : int32Check(filter.limit, 'limit') };
+    const res = await this.unary<ListDeadLetterGroupsResponse>('ListDeadLetterGroups', (md, o, cb) => this.jobs.listDeadLetterGroups(req, md, o, cb), opts);
+    return { groups: res.groups.map(deadLetterGroupFromPb), truncated: res.truncated, totalGroups: res.totalGroups };
+  }
+
+  /**
    * Reports progress of a job this caller leased (ClaimJobs) without a Work stream: resolves
    * once the server stored it (reports are coalesced, so within about a second), rejects with
    * FAILED_PRECONDITION when the lease is not current. EvoraWorker handlers use ctx.progress.
@@ -534,8 +579,8 @@ export class EvoraClient {
 
   /**
    * A queue's telemetry: counts by state, throughput, latency percentiles, failure rate
-   * (eventually consistent: read from the telemetry store), and the workers connected to
-   * the answering server.
+   * (eventually consistent: read from the telemetry store), and the workers taking jobs from
+   * it on every server (listWorkers lists them).
    */
   async queueStats(name: string, opts?: CallOptions): Promise<QueueStats> {
     const res = await this.unary<GetQueueStatsResponse>('GetQueueStats', (md, o, cb) => this.queues.getQueueStats({ name }, md, o, cb), opts);
@@ -546,6 +591,35 @@ export class EvoraClient {
   async listQueueStats(opts?: CallOptions): Promise<QueueStats[]> {
     const res = await this.unary<ListQueueStatsResponse>('ListQueueStats', (md, o, cb) => this.queues.listQueueStats({}, md, o, cb), opts);
     return res.stats.map(queueStatsFromPb);
+  }
+
+  /**
+   * Per-minute telemetry of the last `minutes` minutes (1..1440, default 60; outside:
+   * INVALID_ARGUMENT), for charts: exactly that many points, oldest first, the current
+   * (partial) minute last; a minute without events is a point of zeros. Of one queue, or
+   * without `queue` every queue summed (a token limited to queues: its queues). Eventually
+   * consistent, as queueStats. A queue outside the token's queues: PERMISSION_DENIED.
+   */
+  async queueSeries(params: { queue?: string; minutes?: number } = {}, opts?: CallOptions): Promise<QueueSeriesPoint[]> {
+    const req = { queue: params.queue ?? '', minutes: params.minutes === undefined ? 0 : int32Check(params.minutes, 'minutes') };
+    const res = await this.unary<GetQueueSeriesResponse>('GetQueueSeries', (md, o, cb) => this.queues.getQueueSeries(req, md, o, cb), opts);
+    return res.points.map(queueSeriesPointFromPb);
+  }
+
+  // ----- workers ------------------------------------------------------------------------
+
+  /**
+   * The workers connected now: one entry per open Work stream on any server of the cluster,
+   * ordered by worker id, as each server last recorded it (every 5 s; a stream that ended
+   * leaves at once, a server not heard from for 30 s is left out). Long-polling ClaimJobs
+   * callers hold no stream and are not listed. With `queue`, only those taking jobs from it.
+   * Needs a role that reads queues (viewer, admin: else PERMISSION_DENIED); a token limited
+   * to queues sees the workers taking one of its queues, with only those queues named.
+   */
+  async listWorkers(filter: { queue?: string } = {}, opts?: CallOptions): Promise<WorkerInfo[]> {
+    const req = { queue: filter.queue ?? '' };
+    const res = await this.unary<ListWorkersResponse>('ListWorkers', (md, o, cb) => this.workers.listWorkers(req, md, o, cb), opts);
+    return res.workers.map(workerInfoFromPb);
   }
 
   // ----- schedules (docs/api.md, "Schedules") ------------------------------------------
@@ -630,6 +704,16 @@ export class EvoraClient {
     return tokenFromPb(required(res.token, 'RevokeToken'));
   }
 
+  /**
+   * Who the server takes this client for: whether auth is on and, with it, the token's name,
+   * role, queues, id and expiry (auth off: anonymous, role admin). Any role may call it, and
+   * anyone while auth is off; with auth on and no valid token: UNAUTHENTICATED.
+   */
+  async whoAmI(opts?: CallOptions): Promise<Caller> {
+    const res = await this.unary<GetCallerResponse>('GetCaller', (md, o, cb) => this.tokens.getCaller({}, md, o, cb), opts);
+    return callerFromPb(res);
+  }
+
   /** A page of the audit log, newest first. */
   async listAuditEvents(filter: ListAuditEventsFilter = {}, opts?: CallOptions): Promise<AuditEventPage> {
     const req = {
@@ -705,6 +789,7 @@ function bulkFilterToPb(filter: BulkJobFilter) {
     type: filter.type ?? '',
     finishedBefore: filter.finishedBefore === undefined ? undefined : dateCheck(filter.finishedBefore, 'filter.finishedBefore'),
     ids: filter.ids ?? [],
+    errorGroup: filter.errorGroup,
   };
 }
 

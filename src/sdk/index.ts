@@ -5,10 +5,11 @@
  */
 export { EvoraClient } from './client.js';
 export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitIdsResult, SubmitJobInput, SubmitResult } from './client.js';
-export type { BulkCallOptions, BulkJobFilter } from './client.js';
+export type { BulkCallOptions, BulkJobFilter, DeadLetterGroupList } from './client.js';
 export type { AuditEventPage, CreateTokenInput, ListAuditEventsFilter } from './client.js';
 export { AUDIT_ACTIONS, TOKEN_ROLES } from './types.js';
-export type { AuditActionName, AuditActorKindName, AuditEvent, Token, TokenRoleName } from './types.js';
+export type { AuditActionName, AuditActorKindName, AuditEvent, Caller, Token, TokenRoleName } from './types.js';
+export type { DeadLetterGroup, QueueSeriesPoint, WorkerInfo } from './types.js';
 export { EvoraWorker } from './worker/evora-worker.js';
 export type {
   AckResultName,

@@ -1,7 +1,14 @@
 // Over 400 lines on purpose: every SDK type and its one translation from and to protobuf, in one
 // place, so that a field is added in one file.
-import { AttemptOutcome as PbAttemptOutcome, JobState as PbJobState, type Job as PbJob, type JobAttempt as PbJobAttempt } from '../gen/evora/v1/job.js';
-import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
+import {
+  AttemptOutcome as PbAttemptOutcome,
+  JobState as PbJobState,
+  type DeadLetterGroup as PbDeadLetterGroup,
+  type Job as PbJob,
+  type JobAttempt as PbJobAttempt,
+} from '../gen/evora/v1/job.js';
+import { BackoffKind as PbBackoffKind, type Queue as PbQueue, type QueueSeriesPoint as PbQueueSeriesPoint, type QueueStats as PbQueueStats } from '../gen/evora/v1/queue.js';
+import type { WorkerInfo as PbWorkerInfo } from '../gen/evora/v1/worker.js';
 import { MisfirePolicy as PbMisfirePolicy, type Schedule as PbSchedule } from '../gen/evora/v1/schedule.js';
 import type { Duration } from '../gen/google/protobuf/duration.js';
 import { int32Check } from './checks.js';
@@ -10,6 +17,7 @@ import {
   AuditActorKind as PbAuditActorKind,
   TokenRole as PbTokenRole,
   type AuditEvent as PbAuditEvent,
+  type GetCallerResponse as PbGetCallerResponse,
   type Token as PbToken,
 } from '../gen/evora/v1/auth.js';
 
@@ -236,7 +244,10 @@ export interface QueueStats {
   run: Percentiles;
   /** Failed attempts / (completed + failed attempts) over the last 60 minutes. */
   failureRate: number;
-  /** Workers connected to the answering server for this queue, and their free slots. */
+  /**
+   * Work-stream sessions taking jobs from this queue on every server of the cluster, and
+   * their free slots, as last recorded (up to about 5 s old; listWorkers lists them).
+   */
   connectedWorkers: number;
   freeSlots: number;
   submitted60m: number;
@@ -265,6 +276,100 @@ export function queueStatsFromPb(pb: PbQueueStats): QueueStats {
     deadLettered60m: pb.deadLettered60m,
     outboxLagEvents: pb.outboxLagEvents,
   };
+}
+
+/**
+ * One minute of a queue's telemetry (EvoraClient.queueSeries), from the telemetry store:
+ * eventually consistent, as QueueStats. Percentiles are histogram bin edges (within about
+ * 19%), 0 when the minute had no such event.
+ */
+export interface QueueSeriesPoint {
+  /** Start of the minute (UTC). */
+  minute: Date;
+  submitted: number;
+  completed: number;
+  /** Failed attempts (retried, expired, dead-lettered). */
+  failed: number;
+  deadLettered: number;
+  /** Claimable to claimed, of the jobs claimed in the minute. */
+  wait: Percentiles;
+  /** Claimed to finished, of the attempts finished in the minute. */
+  run: Percentiles;
+}
+
+/** Converts the protobuf QueueSeriesPoint; a point without its minute is a server fault, and throws. */
+export function queueSeriesPointFromPb(pb: PbQueueSeriesPoint): QueueSeriesPoint {
+  if (!pb.minute) throw new Error("GetQueueSeries: the server's answer has a point without its minute");
+  return {
+    minute: pb.minute,
+    submitted: pb.submitted,
+    completed: pb.completed,
+    failed: pb.failed,
+    deadLettered: pb.deadLettered,
+    wait: { p50Ms: pb.waitP50Ms, p95Ms: pb.waitP95Ms, p99Ms: pb.waitP99Ms },
+    run: { p50Ms: pb.runP50Ms, p95Ms: pb.runP95Ms, p99Ms: pb.runP99Ms },
+  };
+}
+
+/**
+ * One worker's open Work stream (EvoraClient.listWorkers), as the server holding it last
+ * recorded it (every 5 s while it lives): `heldJobs` and `lastSeenAt` may be that old.
+ */
+export interface WorkerInfo {
+  /** The id the worker chose (its hello), as jobs' `workerId` names it. */
+  workerId: string;
+  /** The stream's session; a reconnecting worker gets a new one. */
+  sessionId: string;
+  /** The server holding the stream (made at that server's start) and its gRPC address. */
+  serverId: string;
+  serverAddress: string;
+  /** The queues it takes jobs from (for a token limited to queues: only those of its queues). */
+  queues: string[];
+  /** The job types it runs; empty = any. */
+  jobTypes: string[];
+  /** Jobs it may hold at once, and those it held when last recorded. */
+  slots: number;
+  heldJobs: number;
+  connectedAt: Date | null;
+  lastSeenAt: Date | null;
+}
+
+/** Converts the protobuf WorkerInfo. */
+export function workerInfoFromPb(pb: PbWorkerInfo): WorkerInfo {
+  return {
+    workerId: pb.workerId,
+    sessionId: pb.sessionId,
+    serverId: pb.serverId,
+    serverAddress: pb.serverAddress,
+    queues: pb.queues,
+    jobTypes: pb.jobTypes,
+    slots: pb.slots,
+    heldJobs: pb.heldJobs,
+    connectedAt: pb.connectedAt ?? null,
+    lastSeenAt: pb.lastSeenAt ?? null,
+  };
+}
+
+/**
+ * The DLQ jobs of one queue and type that failed with the same error
+ * (EvoraClient.deadLetterGroups). `error` is the group's key: pass it as
+ * `BulkJobFilter.errorGroup` (with the queue, the type and `states: 'DLQ'`) to retry or
+ * purge exactly this group.
+ */
+export interface DeadLetterGroup {
+  queue: string;
+  type: string;
+  /** The first line of the jobs' last error, at most 200 characters; '' for jobs without one. */
+  error: string;
+  /** Its jobs among the newest 10,000 DLQ jobs grouped. */
+  count: number;
+  /** When the newest of them was dead-lettered. */
+  newestFinishedAt: Date | null;
+}
+
+/** Converts the protobuf DeadLetterGroup. */
+export function deadLetterGroupFromPb(pb: PbDeadLetterGroup): DeadLetterGroup {
+  return { queue: pb.queue, type: pb.type, error: pb.error, count: pb.count, newestFinishedAt: pb.newestFinishedAt ?? null };
 }
 
 const STATE_FROM_PB = new Map<PbJobState, JobStateName>([
@@ -562,13 +667,17 @@ export interface Token {
   createdBy: string;
 }
 
+/** The proto's role as its name; null for UNSPECIFIED or a role this SDK does not know. */
+function tokenRoleFromPb(role: PbTokenRole): TokenRoleName | null {
+  return (Object.entries(TOKEN_ROLE_TO_PB).find(([, v]) => v === role)?.[0] as TokenRoleName | undefined) ?? null;
+}
+
 /** A token from its protobuf form. */
 export function tokenFromPb(pb: PbToken): Token {
-  const role = (Object.entries(TOKEN_ROLE_TO_PB).find(([, v]) => v === pb.role)?.[0] as TokenRoleName | undefined) ?? null;
   return {
     id: pb.id,
     name: pb.name,
-    role,
+    role: tokenRoleFromPb(pb.role),
     queues: pb.queues,
     createdAt: pb.createdAt ?? null,
     expiresAt: pb.expiresAt ?? null,
@@ -627,6 +736,40 @@ const ACTOR_KIND_FROM_PB: Partial<Record<PbAuditActorKind, AuditActorKindName>> 
   [PbAuditActorKind.AUDIT_ACTOR_KIND_ANONYMOUS]: 'anonymous',
   [PbAuditActorKind.AUDIT_ACTOR_KIND_DATABASE]: 'database',
 };
+
+/**
+ * Who the server takes the caller for (EvoraClient.whoAmI, GetCaller): what a user
+ * interface reads to show only what the caller may do.
+ */
+export interface Caller {
+  /** True when the server checks tokens (any token exists, or it was started with a bootstrap token). */
+  authOn: boolean;
+  /** 'token' (a token's holder) or 'anonymous' (auth off); null when the server sent a kind this SDK does not know. */
+  kind: AuditActorKindName | null;
+  /** The token's name; null without a token. */
+  name: string | null;
+  /** The token's role; 'admin' when auth is off (every method is allowed); null for a role this SDK does not know. */
+  role: TokenRoleName | null;
+  /** Queue patterns the token is limited to ("billing.*"); empty: every queue. */
+  queues: string[];
+  /** The token's id; null without a token. */
+  tokenId: string | null;
+  /** When the token stops working; null: never (or no token). */
+  expiresAt: Date | null;
+}
+
+/** A caller from GetCaller's answer. */
+export function callerFromPb(pb: PbGetCallerResponse): Caller {
+  return {
+    authOn: pb.authOn,
+    kind: ACTOR_KIND_FROM_PB[pb.kind] ?? null,
+    name: pb.name || null,
+    role: tokenRoleFromPb(pb.role),
+    queues: pb.queues,
+    tokenId: pb.tokenId || null,
+    expiresAt: pb.expiresAt ?? null,
+  };
+}
 
 /** One administrative change. */
 export interface AuditEvent {

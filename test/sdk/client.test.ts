@@ -1,8 +1,9 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/server/embedded-postgres.js';
-import { EvoraApiError, EvoraClient, StatusCode } from '../../src/sdk/index.js';
+import { EvoraClient, StatusCode } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
+import { apiError } from '../helpers/grpc-status.js';
 import { serverSetup } from '../helpers/server-setup.js';
 
 let client: EvoraClient;
@@ -11,16 +12,6 @@ beforeAll(async () => {
   client = new EvoraClient({ address });
 });
 afterAll(() => client.close());
-
-/** The EvoraApiError a promise rejects with. */
-async function apiError(p: Promise<unknown>): Promise<EvoraApiError> {
-  const err = await p.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(EvoraApiError);
-  return err as EvoraApiError;
-}
 
 describe('jobs', () => {
   it('submit, get, list and listAll return domain objects: string states, Dates, nulls', async () => {

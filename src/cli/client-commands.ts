@@ -109,8 +109,8 @@ export function clientCommandsAdd(program: Command): void {
     .description('show a job')
     .action(
       withClient(async (ctx, id: string) => {
-        const [job, attempts] = await Promise.all([ctx.client.get(id), ctx.client.attempts(id)]);
-        print(ctx, { ...job, attempts }, () => `${jobDetails(job)}\n\n${attemptTable(attempts)}`);
+        const { job, attempts, dependents } = await ctx.client.getDetails(id);
+        print(ctx, { ...job, attempts, dependents }, () => `${jobDetails(job, dependents)}\n\n${attemptTable(attempts)}`);
       }),
     );
 

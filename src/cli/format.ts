@@ -205,8 +205,15 @@ export function oneLine(text: string, max: number): string {
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;
 }
 
-/** One job, a field per line (`evora get`). */
-export function jobDetails(job: Job): string {
+/** Children listed by `evora get` before "and N more". */
+const CHILDREN_SHOWN = 10;
+
+/** One job, a field per line (`evora get`), with the ids of its direct children (GetJob's dependents). */
+export function jobDetails(job: Job, dependents: readonly string[] = []): string {
+  const children =
+    dependents.length === 0
+      ? '-'
+      : dependents.slice(0, CHILDREN_SHOWN).join(', ') + (dependents.length > CHILDREN_SHOWN ? `, and ${dependents.length - CHILDREN_SHOWN} more` : '');
   return fields([
     ['id', job.id],
     ['queue', job.queue],
@@ -223,6 +230,7 @@ export function jobDetails(job: Job): string {
     ['idempotency key', job.idempotencyKey ?? '-'],
     ['concurrency key', job.concurrencyKey ?? '-'],
     ['depends on', job.dependsOn.length > 0 ? job.dependsOn.join(', ') : '-'],
+    ['children', children],
     ['last error', job.lastError ?? '-'],
     ['progress', job.progress ? progressText(job.progress) : '-'],
     ['payload', JSON.stringify(job.payload)],

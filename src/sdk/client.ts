@@ -77,6 +77,7 @@ import {
   type DeadLetterGroup,
   type Job,
   type JobAttempt,
+  type JobDetails,
   type JobStateName,
   type ProgressInput,
   type JsonObject,
@@ -383,8 +384,16 @@ export class EvoraClient {
 
   /** Reads one job (NOT_FOUND if there is none). */
   async get<P = JsonObject, R = JsonObject>(id: string, opts?: CallOptions): Promise<Job<P, R>> {
+    return (await this.getDetails<P, R>(id, opts)).job;
+  }
+
+  /**
+   * Reads one job with its attempts and the ids of its direct children, from one GetJob call
+   * (so the three agree with each other); NOT_FOUND if there is none.
+   */
+  async getDetails<P = JsonObject, R = JsonObject>(id: string, opts?: CallOptions): Promise<JobDetails<P, R>> {
     const res = await this.unary<GetJobResponse>('GetJob', (md, o, cb) => this.jobs.getJob({ id }, md, o, cb), opts);
-    return jobFromPb<P, R>(required(res.job, 'GetJob'));
+    return { job: jobFromPb<P, R>(required(res.job, 'GetJob')), attempts: res.attempts.map(jobAttemptFromPb), dependents: res.dependents };
   }
 
   /** One page of jobs, newest first. */

@@ -44,5 +44,5 @@ export type {
   Schedule,
   ScheduleInput,
 } from './types.js';
-export type { AttemptOutcomeName, JobAttempt, JobProgress, ProgressInput } from './types.js';
+export type { AttemptOutcomeName, JobAttempt, JobDetails, JobProgress, ProgressInput } from './types.js';
 export { PROGRESS_MESSAGE_MAX } from './types.js';

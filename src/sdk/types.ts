@@ -116,6 +116,17 @@ export interface JobAttempt {
   error: string | null;
 }
 
+/**
+ * A job with what GetJob answers beside it (EvoraClient.getDetails): its attempts, oldest
+ * first, and the ids of its direct children (jobs whose dependsOn names it), oldest first, at
+ * most 1,000.
+ */
+export interface JobDetails<P = JsonObject, R = JsonObject> {
+  job: Job<P, R>;
+  attempts: JobAttempt[];
+  dependents: string[];
+}
+
 const ATTEMPT_OUTCOME_FROM_PB = new Map<PbAttemptOutcome, AttemptOutcomeName>([
   [PbAttemptOutcome.ATTEMPT_OUTCOME_RUNNING, 'RUNNING'],
   [PbAttemptOutcome.ATTEMPT_OUTCOME_COMPLETED, 'COMPLETED'],

@@ -133,7 +133,7 @@ describe('evora client commands', () => {
     expect(badTime.stderr).toMatch(/^evora: --finished-before must be an age such as 7d or an ISO 8601 time/);
   });
 
-  it('submit --depends-on makes a WAITING job; get shows its parents', async () => {
+  it('submit --depends-on makes a WAITING job; get shows its parents, and a parent its children', async () => {
     const queue = queueName();
     const a = (await json<{ job: JobJson }>('submit', queue, 'a')).job.id;
     const b = (await json<{ job: JobJson }>('submit', queue, 'b')).job.id;
@@ -143,7 +143,11 @@ describe('evora client commands', () => {
     const shown = await evora('get', child.job.id);
     expect(shown.stdout).toMatch(/^state\s+WAITING$/m);
     expect(shown.stdout).toMatch(new RegExp(`^depends on\\s+(${a}, ${b}|${b}, ${a})$`, 'm'));
-    expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'waiting')).toHaveLength(1);
+    expect(shown.stdout).toMatch(/^children\s+-$/m);
+    const second = (await json<{ job: JobJson }>('submit', queue, 'c', '--depends-on', a)).job.id;
+    expect((await evora('get', a)).stdout).toMatch(new RegExp(`^children\\s+${child.job.id}, ${second}$`, 'm'));
+    expect(await json<{ dependents: string[] }>('get', a)).toMatchObject({ dependents: [child.job.id, second] });
+    expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'waiting')).toHaveLength(2);
     const bad = await evora('submit', queue, 'c', '--depends-on', '01900000-0000-7000-8000-000000000002');
     expect(bad.code).toBe(3);
   });

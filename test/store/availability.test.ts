@@ -100,6 +100,36 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     ]);
   });
 
+  it('a database out of connection slots is "database out of connections": UNAVAILABLE, no outage, open connections go on', () => {
+    const { availability, logged } = tracker();
+    availability.success();
+    const full = () => errorWith('sorry, too many clients already', { code: '53300' });
+    // New connections refused (the LISTEN connection's reconnects, the pool growing) while
+    // the ones already open answer: one line, not a warn and an info per reconnect.
+    for (let i = 0; i < 20; i++) {
+      const err = availability.failure(full());
+      expect(isUnavailable(err)).toBe(true);
+      expect(err!.message).toBe('database out of connections: sorry, too many clients already');
+      availability.success();
+    }
+    expect(availability.state).toBe('available');
+    expect(logged()).toEqual([[40, 'database out of connections: sorry, too many clients already']]);
+  });
+
+  it('startup: a refusal is waited for as an outage is (warn once, reached once)', () => {
+    const { availability, logged } = tracker();
+    for (let i = 0; i < 3; i++) {
+      const err = availability.failure(errorWith('sorry, too many clients already', { code: '53300' }));
+      expect(err!.message).toBe('database out of connections: sorry, too many clients already');
+    }
+    expect(availability.state).toBe('waiting');
+    availability.success();
+    expect(logged()).toEqual([
+      [40, 'waiting for the database: sorry, too many clients already'],
+      [30, 'database reached after N s'],
+    ]);
+  });
+
   it('refusals are warned once per interval per kind, the next line counting those in between', () => {
     const { availability, logged, clock } = tracker();
     availability.success();

@@ -34,9 +34,12 @@ const PASSWORD = 'evora';
 /**
  * Makes a private cluster; `started: false` leaves it down until `start()`. `postgresFlags`
  * are added to the throwaway settings (e.g. `['-c', 'max_connections=12']`); `parentDir` is
- * where its data folder is made (default: the system's temp folder).
+ * where its data folder is made (default: the system's temp folder); `onLog` hears
+ * PostgreSQL's own log lines.
  */
-export async function privatePostgres(opts: { started?: boolean; postgresFlags?: string[]; parentDir?: string } = {}): Promise<PrivatePostgres> {
+export async function privatePostgres(
+  opts: { started?: boolean; postgresFlags?: string[]; parentDir?: string; onLog?: (line: string) => void } = {},
+): Promise<PrivatePostgres> {
   const dataDir = await mkdtemp(join(opts.parentDir ?? tmpdir(), 'evora-test-private-pg-'));
   await chmod(dataDir, 0o755); // as root, PostgreSQL runs as the postgres OS user, which must reach pgdata/
   const port = await freePort();
@@ -62,6 +65,7 @@ export async function privatePostgres(opts: { started?: boolean; postgresFlags?:
         dataDir: join(dataDir, 'pgdata'),
         port,
         postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', ...(opts.postgresFlags ?? [])],
+        onLog: opts.onLog,
       });
     },
     async stop() {

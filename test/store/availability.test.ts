@@ -100,20 +100,23 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     ]);
   });
 
-  it('a database out of connection slots is "database out of connections": UNAVAILABLE, no outage, open connections go on', () => {
+  // Out of connection slots: new connections refused (the LISTEN connection's reconnects, the
+  // pool growing) while the ones already open answer. Out of disk space: writes refused while
+  // reads answer. One line, not a warn and an info per refusal.
+  it.each([
+    ['53300', 'sorry, too many clients already', 'database out of connections: sorry, too many clients already'],
+    ['53100', 'could not extend file "base/16384/16417": No space left on device', 'database out of disk space: could not extend file "base/16384/16417": No space left on device'],
+  ])('SQLSTATE %s is a refusal: UNAVAILABLE with one line, no outage, what still works goes on', (code, message, answered) => {
     const { availability, logged } = tracker();
     availability.success();
-    const full = () => errorWith('sorry, too many clients already', { code: '53300' });
-    // New connections refused (the LISTEN connection's reconnects, the pool growing) while
-    // the ones already open answer: one line, not a warn and an info per reconnect.
     for (let i = 0; i < 20; i++) {
-      const err = availability.failure(full());
+      const err = availability.failure(errorWith(message, { code }));
       expect(isUnavailable(err)).toBe(true);
-      expect(err!.message).toBe('database out of connections: sorry, too many clients already');
+      expect(err!.message).toBe(answered);
       availability.success();
     }
     expect(availability.state).toBe('available');
-    expect(logged()).toEqual([[40, 'database out of connections: sorry, too many clients already']]);
+    expect(logged()).toEqual([[40, answered]]);
   });
 
   it('startup: a refusal is waited for as an outage is (warn once, reached once)', () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
+import { teardownAdd } from '../helpers/teardown.js';
 import { waitFor } from '../helpers/wait.js';
 import { blackholeProxy, type BlackholeProxy } from '../helpers/blackhole-proxy.js';
 import { freePort, logLines, privatePostgres, serveChild, type PrivatePostgres, type ServeChild } from '../helpers/private-pg.js';
@@ -37,12 +38,17 @@ let b: ServeChild;
 let clientA: EvoraClient;
 let clientB: EvoraClient;
 
+/** `evora serve` on `url`; should the file fail before afterAll stops it, its teardown kills it. */
 function serve(url: string, port: number): ServeChild {
-  return serveChild(['--port', String(port), ...INTERVALS], {
+  const srv = serveChild(['--port', String(port), ...INTERVALS], {
     DATABASE_URL: url,
     EVORA_LOG_LEVEL: 'info',
     EVORA_DB_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
   });
+  teardownAdd(() => {
+    if (srv.child.exitCode === null && srv.child.signalCode === null) srv.child.kill('SIGKILL');
+  });
+  return srv;
 }
 
 beforeAll(async () => {
@@ -101,6 +107,7 @@ describe('a network between a server and PostgreSQL that stops answering', () =>
       await gate;
       return { attempt: job.attempt };
     });
+    teardownAdd(() => worker.stop({ timeoutMs: 0, graceMs: 0 }));
     await worker.start();
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) ids.push((await clientB.submit({ queue, type: 't', payload: { i }, idempotencyKey: `k${i}` })).job.id);
@@ -141,7 +148,6 @@ describe('a network between a server and PostgreSQL that stops answering', () =>
     // B leads on; A, back, follows: one lock holder, and A was not elected again.
     expect(await leaderLockHolders()).toBe(1);
     expect(loggedAt(a, 'elected leader', fromA)).toBeNull();
-    await worker.stop({ timeoutMs: 0, graceMs: 0 });
   });
 
   it('a path that ends in resets: the server serves again at once', async () => {

@@ -4,6 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { call, clientsFor } from '../helpers/server-setup.js';
 import { queueName } from '../helpers/factories.js';
+import { teardownAdd } from '../helpers/teardown.js';
 import { waitFor } from '../helpers/wait.js';
 import { freePort, logLines, privatePostgres, serveChild, type PrivatePostgres, type ServeChild } from '../helpers/private-pg.js';
 
@@ -78,8 +79,13 @@ async function adminConnect(): Promise<pg.Client> {
   return admin;
 }
 
+/** `evora serve` on `url`; a test that fails before it stops the server leaves it to the file's teardown (SIGKILL). */
 function serve(url: string, port: number): ServeChild {
-  return serveChild(['--port', String(port), ...INTERVALS], { DATABASE_URL: url, EVORA_LOG_LEVEL: 'debug' });
+  const srv = serveChild(['--port', String(port), ...INTERVALS], { DATABASE_URL: url, EVORA_LOG_LEVEL: 'debug' });
+  teardownAdd(() => {
+    if (srv.child.exitCode === null && srv.child.signalCode === null) srv.child.kill('SIGKILL');
+  });
+  return srv;
 }
 
 /** The log lines written since `from` (an offset into the output) at warn or above. */
@@ -141,6 +147,10 @@ describe('PostgreSQL out of connection slots', () => {
     worker.on('jobFinished', ({ job, accepted: yes }) => {
       if (yes) accepted.set(job.id, (accepted.get(job.id) ?? 0) + 1);
     });
+    teardownAdd(async () => {
+      await worker.stop({ timeoutMs: 0, graceMs: 0 });
+      client.close();
+    });
     await worker.start();
     const ids: string[] = [];
     for (let i = 0; i < 20; i++) ids.push((await client.submit({ queue, type: 't', payload: { i }, idempotencyKey: `k${i}` })).job.id);
@@ -195,8 +205,6 @@ describe('PostgreSQL out of connection slots', () => {
       expect(accepted.get(id), id).toBe(1);
       expect((await client.attempts(id)).map((a) => a.outcome)).toEqual(['COMPLETED']);
     }
-    await worker.stop({ timeoutMs: 0, graceMs: 0 });
-    client.close();
     expect(await srv.stop(), srv.output().slice(-2000)).toBe(0);
     const errors = logLines(srv.output()).filter((l) => l.level >= 50);
     expect(errors, JSON.stringify(errors.slice(0, 3))).toEqual([]);

@@ -20,8 +20,8 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '57P01', // admin_shutdown: terminating connection due to administrator command (also pg_terminate_backend)
   '57P02', // crash_shutdown: another backend crashed, the postmaster restarts them all
   '57P03', // cannot_connect_now: the database system is starting up / shutting down / in recovery
-  '53300', // too_many_connections
-  '53100', // disk_full: nothing can be written until space is freed
+  '53300', // too_many_connections (the tracker takes it as a refusal: REFUSAL_SQLSTATES)
+  '53100', // disk_full: nothing can be written until space is freed (the tracker takes it as a refusal)
   '53200', // out_of_memory
   '57P05', // idle_session_timeout: the server ended an idle connection
   '25P03', // idle_in_transaction_session_timeout: likewise, inside a transaction
@@ -31,16 +31,21 @@ const UNAVAILABLE_SQLSTATES = new Set([
  * SQLSTATEs of a statement the database refused while it stays reachable, by why: answered
  * UNAVAILABLE (the caller retries later; nothing was written) but not an outage, since
  * other statements (reads, or the same one later) still succeed. Counting them as outages
- * made the tracker flap: a read-only database failed every write and passed every read.
+ * made the tracker flap, a warn and an info line for each refusal: a read-only database or
+ * one whose disk is full fails every write and passes every read, and one out of
+ * connection slots refuses every new connection (the LISTEN connection's reconnects, the
+ * pool growing) while the connections already open go on answering.
  */
 const REFUSAL_SQLSTATES: ReadonlyMap<string, DatabaseRefusal> = new Map([
   ['57014', 'busy'], // query_canceled: a statement_timeout set on the role or database, or pg_cancel_backend
   ['55P03', 'busy'], // lock_not_available: a lock_timeout set on the role or database
   ['25006', 'read-only'], // read_only_sql_transaction: the URL reaches a standby (during a failover), or default_transaction_read_only
+  ['53300', 'out of connections'], // too_many_connections: max_connections (or a role's or database's CONNECTION LIMIT) reached by other clients
+  ['53100', 'out of disk space'], // disk_full: writes that need new space fail until it is freed; reads go on
 ]);
 
 /** Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES). */
-export type DatabaseRefusal = 'busy' | 'read-only';
+export type DatabaseRefusal = 'busy' | 'read-only' | 'out of connections' | 'out of disk space';
 
 /** How often a kind of refusal is logged at warn at most; the ones between are counted. */
 export const REFUSAL_LOG_INTERVAL_MS = 30_000;
@@ -204,34 +209,39 @@ export class DatabaseAvailability {
    * A statement (or connection) that began at `started` failed with `err`. When `err` says
    * the database is unavailable, the outage is recorded (and logged if it is new) and the
    * UNAVAILABLE domain error to throw instead is returned; otherwise null (the caller
-   * rethrows `err` as it is).
+   * rethrows `err` as it is). A refusal (REFUSAL_SQLSTATES) is answered UNAVAILABLE too but
+   * leaves the state as it is once the database has been reached; before that it is one
+   * more reason to wait, logged as the waiting (startup's attempts run one at a time, so
+   * nothing flaps there).
    */
   failure(err: unknown, started: number = performance.now()): EvoraError | null {
     const refusal = databaseRefusal(err);
-    if (refusal !== null) {
-      // One statement refused; the database is there, so the state does not change.
-      const message = `database ${refusal.kind}: ${refusal.reason}`;
-      this.#logRefusal(refusal.kind, refusal.reason, message);
-      return unavailable(message, { cause: err });
-    }
-    const reason = databaseUnavailableReason(err);
+    const reason = refusal?.reason ?? databaseUnavailableReason(err);
     if (reason === null) return null;
+    const message = refusal ? `database ${refusal.kind}: ${reason}` : `database unavailable: ${reason}`;
     switch (this.#state) {
       case 'connecting':
         this.#to('waiting');
         this.logger.warn({ reason }, `waiting for the database: ${reason}`);
         break;
-      case 'available':
-        if (started < this.#since) break; // a straggler of the last outage
-        this.#to('unavailable');
-        this.logger.warn({ reason }, `database unavailable: ${reason}`);
-        break;
       case 'waiting':
-      case 'unavailable':
         this.logger.debug({ reason }, 'database still unavailable');
         break;
+      case 'available':
+      case 'unavailable':
+        if (refusal) {
+          // One statement refused; the database is there, so the state does not change.
+          this.#logRefusal(refusal.kind, reason, message);
+        } else if (this.#state === 'unavailable') {
+          this.logger.debug({ reason }, 'database still unavailable');
+        } else if (started >= this.#since) {
+          // (One that began before the last recovery is a straggler of that outage.)
+          this.#to('unavailable');
+          this.logger.warn({ reason }, message);
+        }
+        break;
     }
-    return err instanceof EvoraError ? err : unavailable(`database unavailable: ${reason}`, { cause: err });
+    return err instanceof EvoraError ? err : unavailable(message, { cause: err });
   }
 
   /**

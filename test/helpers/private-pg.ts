@@ -31,9 +31,16 @@ export interface PrivatePostgres {
 
 const PASSWORD = 'evora';
 
-/** Makes a private cluster; `started: false` leaves it down until `start()`. */
-export async function privatePostgres(opts: { started?: boolean } = {}): Promise<PrivatePostgres> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'evora-test-private-pg-'));
+/**
+ * Makes a private cluster; `started: false` leaves it down until `start()`. `postgresFlags`
+ * are added to the throwaway settings (e.g. `['-c', 'max_connections=12']`); `parentDir` is
+ * where its data folder is made (default: the system's temp folder); `onLog` hears
+ * PostgreSQL's own log lines.
+ */
+export async function privatePostgres(
+  opts: { started?: boolean; postgresFlags?: string[]; parentDir?: string; onLog?: (line: string) => void } = {},
+): Promise<PrivatePostgres> {
+  const dataDir = await mkdtemp(join(opts.parentDir ?? tmpdir(), 'evora-test-private-pg-'));
   await chmod(dataDir, 0o755); // as root, PostgreSQL runs as the postgres OS user, which must reach pgdata/
   const port = await freePort();
   const url = `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/postgres`;
@@ -57,7 +64,8 @@ export async function privatePostgres(opts: { started?: boolean } = {}): Promise
       handle = await embeddedPostgresStart({
         dataDir: join(dataDir, 'pgdata'),
         port,
-        postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'],
+        postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', ...(opts.postgresFlags ?? [])],
+        onLog: opts.onLog,
       });
     },
     async stop() {

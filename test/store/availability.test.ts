@@ -100,6 +100,39 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     ]);
   });
 
+  // Out of connection slots: new connections refused (the LISTEN connection's reconnects, the
+  // pool growing) while the ones already open answer. Out of disk space: writes refused while
+  // reads answer. One line, not a warn and an info per refusal.
+  it.each([
+    ['53300', 'sorry, too many clients already', 'database out of connections: sorry, too many clients already'],
+    ['53100', 'could not extend file "base/16384/16417": No space left on device', 'database out of disk space: could not extend file "base/16384/16417": No space left on device'],
+  ])('SQLSTATE %s is a refusal: UNAVAILABLE with one line, no outage, what still works goes on', (code, message, answered) => {
+    const { availability, logged } = tracker();
+    availability.success();
+    for (let i = 0; i < 20; i++) {
+      const err = availability.failure(errorWith(message, { code }));
+      expect(isUnavailable(err)).toBe(true);
+      expect(err!.message).toBe(answered);
+      availability.success();
+    }
+    expect(availability.state).toBe('available');
+    expect(logged()).toEqual([[40, answered]]);
+  });
+
+  it('startup: a refusal is waited for as an outage is (warn once, reached once)', () => {
+    const { availability, logged } = tracker();
+    for (let i = 0; i < 3; i++) {
+      const err = availability.failure(errorWith('sorry, too many clients already', { code: '53300' }));
+      expect(err!.message).toBe('database out of connections: sorry, too many clients already');
+    }
+    expect(availability.state).toBe('waiting');
+    availability.success();
+    expect(logged()).toEqual([
+      [40, 'waiting for the database: sorry, too many clients already'],
+      [30, 'database reached after N s'],
+    ]);
+  });
+
   it('refusals are warned once per interval per kind, the next line counting those in between', () => {
     const { availability, logged, clock } = tracker();
     availability.success();

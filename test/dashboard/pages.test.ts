@@ -162,6 +162,17 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).paused).toBe(false);
   });
 
+  it('a queue whose name has a dot opens from the queue list and again on reload', async () => {
+    const { page, client } = env;
+    const queue = `${queueName('billing')}.invoices`;
+    await client.upsertQueue(queue, {});
+    await page.goto('/queues');
+    await page.getByTestId(`queues-row-${queue}`).getByRole('link', { name: queue }).click();
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+    await page.reload();
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+  });
+
   it('queue settings saved from the page reach the server', async () => {
     const { page, client } = env;
     const queue = queueName('set');

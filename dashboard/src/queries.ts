@@ -4,6 +4,7 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { api } from './api';
+import { useCaller } from './auth';
 import type { GetJobResponse, ListDeadLetterGroupsResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
 
 /** How often live views refresh. */
@@ -56,13 +57,38 @@ export function useQueueSeries(queue: string) {
   });
 }
 
-/** One page of jobs; `params` are ListJobs' query parameters. */
-export function useJobs(params: { queue?: string; states?: readonly string[]; type?: string; idempotency_key?: string; page_token?: string; page_size: number }) {
+/**
+ * The queue a jobs or dead-letters list asks for, given the one chosen ('' = any). A token
+ * limited to queues (GetCaller.queues) must name one of its queues in those lists (the server
+ * answers PERMISSION_DENIED otherwise), so for it "any" means the first of its queues
+ * (ListQueues lists only those), and `limited` tells the page to offer no "any" choice.
+ * `queue` is null while that is not known yet (the caller, then its queues): ask for
+ * nothing meanwhile. When the token has no queue to list (none exists yet, or its role may
+ * not list them), '' is asked for and the server's line says why it is refused.
+ */
+export function useListQueue(chosen: string): { queue: string | null; limited: boolean } {
+  const caller = useCaller();
+  const queues = useQueues();
+  const first = queues.data?.queues?.[0]?.name;
+  const scoped = (caller.data?.queues?.length ?? 0) > 0;
+  const limited = scoped && first !== undefined;
+  if (caller.isPending) return { queue: null, limited };
+  if (chosen || !scoped) return { queue: chosen, limited };
+  if (first !== undefined) return { queue: first, limited };
+  return { queue: queues.isPending ? null : '', limited };
+}
+
+/** One page of jobs; `params` are ListJobs' query parameters; nothing is asked while `enabled` is false. */
+export function useJobs(
+  params: { queue?: string; states?: readonly string[]; type?: string; idempotency_key?: string; page_token?: string; page_size: number },
+  enabled = true,
+) {
   return useQuery({
     queryKey: [...keys.jobs, params],
     queryFn: ({ signal }) => api<ListJobsResponse>('GET', '/jobs', { query: { ...params, page_size: Math.min(params.page_size, MAX_PAGE) }, signal }),
     refetchInterval: LIVE_MS,
     placeholderData: (previous) => previous,
+    enabled,
   });
 }
 
@@ -82,11 +108,12 @@ export const DEAD_LETTER_GROUPS = 50;
  * DEAD_LETTER_GROUPS groups, with `truncated` when only the newest dead letters were grouped
  * (the counts are then lower bounds).
  */
-export function useDeadLetters(queue: string) {
+export function useDeadLetters(queue: string, enabled = true) {
   return useQuery({
     queryKey: [...keys.deadLetters, queue],
     queryFn: ({ signal }) => api<ListDeadLetterGroupsResponse>('GET', '/dead-letters', { query: { queue, limit: DEAD_LETTER_GROUPS }, signal }),
     refetchInterval: LIVE_MS,
+    enabled,
   });
 }
 

@@ -187,6 +187,22 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).maxConcurrency).toBe(3);
   });
 
+  it('a settings edit not yet saved survives pausing the queue, and then saves', async () => {
+    const { page, client } = env;
+    const queue = queueName('edit');
+    await client.upsertQueue(queue, { maxAttempts: 5 });
+    await page.goto(`/queues/${queue}`);
+    await expect.poll(() => page.getByTestId('setting-maxAttempts').inputValue(), POLL).toBe('5');
+    await page.getByTestId('setting-maxAttempts').fill('9');
+    await page.getByTestId('queue-pause').click();
+    // The page shows the paused queue as read again, and the field still holds the edit.
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('paused');
+    expect(await page.getByTestId('setting-maxAttempts').inputValue()).toBe('9');
+    await page.getByTestId('queue-save').click();
+    await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(9);
+    expect((await client.getQueue(queue)).paused).toBe(true);
+  });
+
   it('with auth off the header says so', async () => {
     const { page } = env;
     await page.goto('/workers');

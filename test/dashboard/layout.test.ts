@@ -7,8 +7,8 @@ import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './h
  * How the dashboard lays out text it does not control, in Chromium against a real server:
  * a long unbroken error never widens the page, the timeline clips a long detail with
  * the full text in its title, a one-line error wider than the window wraps whole (title
- * too), and absolute times name their zone. Checked by measuring the page (scrollWidth),
- * never by timing.
+ * too), and absolute times (and the tooltips of relative ones) name their zone. Checked by
+ * measuring the page (scrollWidth), never by timing.
  */
 
 let env: Awaited<ReturnType<typeof dashboardSetup>>;
@@ -102,7 +102,7 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
     }
   });
 
-  it('absolute times name their time zone', async () => {
+  it('absolute times, and the tooltips of relative ones, name their time zone', async () => {
     const { client, browser, httpUrl } = env;
     const queue = queueName('tz');
     const { job } = await client.submit({ queue, type: 'later' });
@@ -113,6 +113,11 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
       await page.goto(`/jobs/${job.id}`);
       const created = page.getByTestId('timeline-event').filter({ hasText: 'created' }).locator('time');
       await expect.poll(textOf(created), POLL).toMatch(/\bE[SD]T$/);
+      // The jobs list says "… ago"; its tooltip is the exact time in the same zone, not UTC.
+      await page.goto(`/jobs?queue=${queue}`);
+      const ago = page.getByTestId(`job-row-${job.id}`).locator('time');
+      await expect.poll(textOf(ago), POLL).toMatch(/ago$/);
+      expect(await attrOf(ago, 'title')()).toMatch(/\bE[SD]T$/);
     } finally {
       await context.close();
     }

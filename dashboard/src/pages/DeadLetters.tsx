@@ -8,10 +8,11 @@ import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router';
 import { api } from '../api';
 import { useCanAct } from '../auth';
+import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { PurgeDialog } from '../components/PurgeDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
-import { ago, count } from '../format';
+import { count } from '../format';
 import { keys, useDeadLetters, useJobs, useListQueue, useQueues } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
@@ -167,7 +168,9 @@ export function DeadLetters() {
                 <td className="num" data-testid="dlq-group-count">
                   {groupCount(g)}
                 </td>
-                <td title={g.newestFinishedAt}>{ago(g.newestFinishedAt)}</td>
+                <td>
+                  <Ago at={g.newestFinishedAt} />
+                </td>
                 <td className="actions">
                   <button type="button" onClick={() => chooseGroup(g)} data-testid="dlq-group-show">
                     Show jobs
@@ -255,7 +258,9 @@ export function DeadLetters() {
                   <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
                 </td>
                 <td>{job.type}</td>
-                <td title={job.finishedAt}>{ago(job.finishedAt)}</td>
+                <td>
+                  <Ago at={job.finishedAt} />
+                </td>
                 <td className="clip" title={job.lastError}>
                   {errorOf(job)}
                 </td>

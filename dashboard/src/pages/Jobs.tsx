@@ -7,9 +7,10 @@
  */
 import { useState, type FormEvent } from 'react';
 import { Link, useLocation, useNavigate, useSearchParams } from 'react-router';
+import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { ErrorLine, Loading } from '../components/status';
-import { ago, stateLabel } from '../format';
+import { stateLabel } from '../format';
 import { useJobs, useListQueue, useQueues } from '../queries';
 import { JOB_STATES, type JobState } from '../types';
 
@@ -173,7 +174,9 @@ export function Jobs() {
                 <td className="num">
                   {job.attempt ?? 0}/{job.maxAttempts ?? '?'}
                 </td>
-                <td title={job.createdAt}>{ago(job.createdAt)}</td>
+                <td>
+                  <Ago at={job.createdAt} />
+                </td>
                 <td className="clip" title={job.lastError}>
                   {job.lastError?.split('\n')[0]}
                 </td>

@@ -35,6 +35,36 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('0');
   });
 
+  it('overview: a failed read shows its line at once (the next poll is the retry), and goes with the next good answer', async () => {
+    const { page, client } = env;
+    const queue = queueName('outage');
+    await client.submit({ queue, type: 'work' });
+    // The server's answers, until `failing`: then what a server whose database hangs
+    // answers after its timeout (503 UNAVAILABLE), counted.
+    let failing = false;
+    let failures = 0;
+    await page.route('**/v1/queue-stats', async (route) => {
+      if (!failing) return route.continue();
+      failures += 1;
+      await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ code: 'UNAVAILABLE', message: 'database unavailable: Query read timeout' }) });
+    });
+    try {
+      await page.goto('/');
+      const row = page.getByTestId(`queue-row-${queue}`);
+      await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('1');
+      failing = true;
+      await expect.poll(textOf(page.getByTestId('error')), POLL).toBe('UNAVAILABLE: database unavailable: Query read timeout');
+      // Shown on the first failed answer, not after the read was retried in place; the
+      // last numbers stay under the line.
+      expect(failures).toBe(1);
+      expect(await textOf(row.getByTestId('count-pending'))()).toBe('1');
+      failing = false;
+      await expect.poll(countOf(page.getByTestId('error')), POLL).toBe(0);
+    } finally {
+      await page.unroute('**/v1/queue-stats');
+    }
+  });
+
   it('jobs: the filters (queue + state, type, idempotency key) show only matching rows', async () => {
     const { page, client } = env;
     const queue = queueName('filt');

@@ -9,7 +9,7 @@ import { api } from '../api';
 import { useCanAct } from '../auth';
 import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
 import { count, durationSeconds, toDuration } from '../format';
-import { keys, LIVE_MS, useQueue } from '../queries';
+import { keys, LIVE, useQueue } from '../queries';
 import type { BackoffKind, Queue, QueueStats } from '../types';
 
 export function QueuePage() {
@@ -18,7 +18,7 @@ export function QueuePage() {
   const stats = useQuery({
     queryKey: [...keys.stats, name],
     queryFn: ({ signal }) => api<{ stats: QueueStats }>('GET', `/queues/${encodeURIComponent(name)}/stats`, { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
   const path = `/queues/${encodeURIComponent(name)}`;
   const toggle = useAction(

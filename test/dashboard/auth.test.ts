@@ -78,6 +78,19 @@ describe.skipIf(SKIP_BROWSER)('the dashboard with auth on', () => {
     await visible(page.getByTestId('token-form'));
   });
 
+  it('a token revoked while its page is open brings back the form, and the header no longer names it', async () => {
+    const { page, client } = env;
+    const doomed = await tokenInsert(env.databaseUrl, { role: 'viewer', name: 'dash-doomed' });
+    await signIn(doomed.secret);
+    await expect.poll(textOf(page.getByTestId('caller-role')), POLL).toMatch(/dash-doomed/);
+    await page.goto('/workers');
+    await visible(page.getByTestId(`worker-row-w-${queue}`));
+    await client.revokeToken(doomed.id);
+    await visible(page.getByTestId('token-refused'));
+    expect(await page.getByTestId('caller-role').count()).toBe(0);
+    expect(await page.getByTestId('sign-out').count()).toBe(0);
+  });
+
   it('a viewer limited to one queue opens the jobs and the dead letters of that queue, not a refusal', async () => {
     const { page } = env;
     const limited = await tokenInsert(env.databaseUrl, { role: 'viewer', name: 'dash-limited', queues: [queue] });

@@ -203,12 +203,19 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
   });
 
-  it('queue settings saved from the page reach the server', async () => {
+  /** A new queue of max attempts 5, its page open with the settings form loaded. */
+  async function queueSettingsOpen(prefix: string): Promise<string> {
     const { page, client } = env;
-    const queue = queueName('set');
+    const queue = queueName(prefix);
     await client.upsertQueue(queue, { maxAttempts: 5 });
     await page.goto(`/queues/${queue}`);
     await expect.poll(() => page.getByTestId('setting-maxAttempts').inputValue(), POLL).toBe('5');
+    return queue;
+  }
+
+  it('queue settings saved from the page reach the server', async () => {
+    const { page, client } = env;
+    const queue = await queueSettingsOpen('set');
     await page.getByTestId('setting-maxAttempts').fill('7');
     await page.getByTestId('setting-maxConcurrency').fill('3');
     await page.getByTestId('queue-save').click();
@@ -219,10 +226,7 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
 
   it('a settings edit not yet saved survives pausing the queue, and then saves', async () => {
     const { page, client } = env;
-    const queue = queueName('edit');
-    await client.upsertQueue(queue, { maxAttempts: 5 });
-    await page.goto(`/queues/${queue}`);
-    await expect.poll(() => page.getByTestId('setting-maxAttempts').inputValue(), POLL).toBe('5');
+    const queue = await queueSettingsOpen('edit');
     await page.getByTestId('setting-maxAttempts').fill('9');
     await page.getByTestId('queue-pause').click();
     // The page shows the paused queue as read again, and the field still holds the edit.

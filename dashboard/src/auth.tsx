@@ -82,11 +82,17 @@ export function TokenForm() {
   );
 }
 
-/** The caller's name and role in the header, and "sign out" when a token is stored. */
+/**
+ * The caller's name and role in the header, and "sign out" when a token is stored; neither
+ * while the server refuses the token (the token form is up): the last caller read would
+ * name a token that no longer works.
+ */
 export function CallerBadge() {
   const queryClient = useQueryClient();
   const token = useToken();
-  const { data } = useCaller();
+  const required = useAuthRequired();
+  const { data: caller } = useCaller();
+  const data = required ? undefined : caller;
   function signOut() {
     setToken(null);
     queryClient.clear();
@@ -99,7 +105,7 @@ export function CallerBadge() {
           {!data.authOn ? 'auth off' : `${data.name || (data.kind ? enumLabel(data.kind, 'AUDIT_ACTOR_KIND_') : 'caller')} · ${enumLabel(data.role, 'TOKEN_ROLE_')}`}
         </span>
       )}
-      {token && (
+      {token && !required && (
         <button type="button" className="link-button" onClick={signOut} data-testid="sign-out">
           Sign out
         </button>

@@ -1,6 +1,7 @@
 /**
  * The dashboard's entry: one QueryClient (live views poll every 2 s through their own
- * refetchInterval; a 4xx is not retried), browser-history routes (the server answers every
+ * refetchInterval and are not retried, queries.ts LIVE; other reads are retried twice, but
+ * never after a 4xx), browser-history routes (the server answers every
  * non-/v1 GET with index.html), and the pages.
  */
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query';

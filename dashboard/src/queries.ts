@@ -4,10 +4,19 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { api } from './api';
+import { useCaller } from './auth';
 import type { GetJobResponse, ListDeadLetterGroupsResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
 
 /** How often live views refresh. */
 export const LIVE_MS = 2000;
+
+/**
+ * The options of a live view's query: polled every LIVE_MS, and a failed read not retried in
+ * place, since the next poll is the retry. Retried reads kept the last answer on the page with
+ * no word for three of the server's timeouts (a database that hangs: 30 s each); the line
+ * now shows with the first failure and goes with the next good answer.
+ */
+export const LIVE = { refetchInterval: LIVE_MS, retry: false } as const;
 /** The largest page the dashboard asks for. */
 export const MAX_PAGE = 100;
 
@@ -27,7 +36,7 @@ export function useQueues() {
   return useQuery({
     queryKey: keys.queues,
     queryFn: ({ signal }) => api<{ queues?: Queue[] }>('GET', '/queues', { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
 }
 
@@ -35,7 +44,7 @@ export function useQueue(name: string) {
   return useQuery({
     queryKey: keys.queue(name),
     queryFn: ({ signal }) => api<{ queue: Queue }>('GET', `/queues/${encodeURIComponent(name)}`, { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
 }
 
@@ -43,7 +52,7 @@ export function useQueueStats() {
   return useQuery({
     queryKey: keys.stats,
     queryFn: ({ signal }) => api<{ stats?: QueueStats[] }>('GET', '/queue-stats', { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
 }
 
@@ -52,17 +61,42 @@ export function useQueueSeries(queue: string) {
   return useQuery({
     queryKey: keys.series(queue),
     queryFn: ({ signal }) => api<{ points?: SeriesPoint[] }>('GET', '/queue-series', { query: { queue, minutes: 60 }, signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
 }
 
-/** One page of jobs; `params` are ListJobs' query parameters. */
-export function useJobs(params: { queue?: string; states?: readonly string[]; type?: string; idempotency_key?: string; page_token?: string; page_size: number }) {
+/**
+ * The queue a jobs or dead-letters list asks for, given the one chosen ('' = any). A token
+ * limited to queues (GetCaller.queues) must name one of its queues in those lists (the server
+ * answers PERMISSION_DENIED otherwise), so for it "any" means the first of its queues
+ * (ListQueues lists only those), and `limited` tells the page to offer no "any" choice.
+ * `queue` is null while that is not known yet (the caller, then its queues): ask for
+ * nothing meanwhile. When the token has no queue to list (none exists yet, or its role may
+ * not list them), '' is asked for and the server's line says why it is refused.
+ */
+export function useListQueue(chosen: string): { queue: string | null; limited: boolean } {
+  const caller = useCaller();
+  const queues = useQueues();
+  const first = queues.data?.queues?.[0]?.name;
+  const scoped = (caller.data?.queues?.length ?? 0) > 0;
+  const limited = scoped && first !== undefined;
+  if (caller.isPending) return { queue: null, limited };
+  if (chosen || !scoped) return { queue: chosen, limited };
+  if (first !== undefined) return { queue: first, limited };
+  return { queue: queues.isPending ? null : '', limited };
+}
+
+/** One page of jobs; `params` are ListJobs' query parameters; nothing is asked while `enabled` is false. */
+export function useJobs(
+  params: { queue?: string; states?: readonly string[]; type?: string; idempotency_key?: string; page_token?: string; page_size: number },
+  enabled = true,
+) {
   return useQuery({
     queryKey: [...keys.jobs, params],
     queryFn: ({ signal }) => api<ListJobsResponse>('GET', '/jobs', { query: { ...params, page_size: Math.min(params.page_size, MAX_PAGE) }, signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
     placeholderData: (previous) => previous,
+    enabled,
   });
 }
 
@@ -70,7 +104,7 @@ export function useJob(id: string) {
   return useQuery({
     queryKey: keys.job(id),
     queryFn: ({ signal }) => api<GetJobResponse>('GET', `/jobs/${encodeURIComponent(id)}`, { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
 }
 
@@ -82,11 +116,12 @@ export const DEAD_LETTER_GROUPS = 50;
  * DEAD_LETTER_GROUPS groups, with `truncated` when only the newest dead letters were grouped
  * (the counts are then lower bounds).
  */
-export function useDeadLetters(queue: string) {
+export function useDeadLetters(queue: string, enabled = true) {
   return useQuery({
     queryKey: [...keys.deadLetters, queue],
     queryFn: ({ signal }) => api<ListDeadLetterGroupsResponse>('GET', '/dead-letters', { query: { queue, limit: DEAD_LETTER_GROUPS }, signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
+    enabled,
   });
 }
 
@@ -94,7 +129,7 @@ export function useWorkers() {
   return useQuery({
     queryKey: keys.workers,
     queryFn: ({ signal }) => api<{ workers?: Worker[] }>('GET', '/workers', { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
 }
 
@@ -102,7 +137,7 @@ export function useSchedules() {
   return useQuery({
     queryKey: keys.schedules,
     queryFn: ({ signal }) => api<{ schedules?: Schedule[] }>('GET', '/schedules', { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
 }
 

@@ -196,7 +196,10 @@ export class HttpServer {
     app.setNotFoundHandler((request, reply) => {
       const path = request.url.split('?')[0] ?? '/';
       const api = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/.test(path);
-      const file = /\/[^/]*\.[^/]*$/.test(path);
+      // A missing file of the dashboard (an old build's asset, /favicon.ico) is a 404, not
+      // the page; a client route whose last segment has a dot (/queues/billing.invoices) is
+      // the page. The build puts its files at the top or under /assets/, nowhere else.
+      const file = /^\/(assets\/|[^/]*\.[^/]*$)/.test(path);
       // An API path with a segment past any escaped name: the router refuses it (400) when no
       // other route can take it, and the dashboard's wildcard route (when built) does take
       // it; refuse it here too, so the answer does not depend on whether the dashboard is built.

@@ -10,7 +10,8 @@ import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './
  * With auth on (a bootstrap admin token), the dashboard asks for a token: a wrong one is
  * refused on the form; a viewer signs in and sees every page without a single action
  * button (`[data-action]`), while the admin sees them on the pages that act (a queue, a
- * job, the dead letters, the schedules).
+ * job, the dead letters, the schedules). A token limited to a queue opens the jobs and
+ * dead letters of its queue (those lists must name one), not the server's refusal.
  */
 
 const ADMIN = tokenSecretGenerate();
@@ -73,6 +74,44 @@ describe.skipIf(SKIP_BROWSER)('the dashboard with auth on', () => {
       await visible(page.getByTestId(ready));
       expect(await page.locator('[data-action]').count(), path).toBe(0);
     }
+    await page.getByTestId('sign-out').click();
+    await visible(page.getByTestId('token-form'));
+  });
+
+  it('a token revoked while its page is open brings back the form, and the header no longer names it', async () => {
+    const { page, client } = env;
+    const doomed = await tokenInsert(env.databaseUrl, { role: 'viewer', name: 'dash-doomed' });
+    await signIn(doomed.secret);
+    await expect.poll(textOf(page.getByTestId('caller-role')), POLL).toMatch(/dash-doomed/);
+    await page.goto('/workers');
+    await visible(page.getByTestId(`worker-row-w-${queue}`));
+    await client.revokeToken(doomed.id);
+    await visible(page.getByTestId('token-refused'));
+    expect(await page.getByTestId('caller-role').count()).toBe(0);
+    expect(await page.getByTestId('sign-out').count()).toBe(0);
+  });
+
+  it('a viewer limited to one queue opens the jobs and the dead letters of that queue, not a refusal', async () => {
+    const { page } = env;
+    const limited = await tokenInsert(env.databaseUrl, { role: 'viewer', name: 'dash-limited', queues: [queue] });
+    await signIn(limited.secret);
+    await expect.poll(textOf(page.getByTestId('caller-role')), POLL).toMatch(/dash-limited/);
+    // Its lists must name one of its queues: "any" is its own queue, and no page offers "any".
+    await page.getByTestId('nav-jobs').click();
+    await visible(page.getByTestId(`job-row-${jobId}`));
+    expect(await page.getByTestId('error').count()).toBe(0);
+    expect(await page.getByTestId('filter-queue').inputValue()).toBe(queue);
+    expect(await page.getByTestId('filter-queue').locator('option[value=""]').count()).toBe(0);
+    await page.getByTestId('nav-dead-letters').click();
+    await visible(page.getByTestId(`dlq-job-row-${deadId}`));
+    await visible(page.getByTestId('dlq-group'));
+    expect(await page.getByTestId('error').count()).toBe(0);
+    expect(await page.getByTestId('jobs-error').count()).toBe(0);
+    expect(await page.getByTestId('dlq-queue').inputValue()).toBe(queue);
+    // A reload (the caller and the queues asked afresh) lands on the same lists.
+    await page.reload();
+    await visible(page.getByTestId(`dlq-job-row-${deadId}`));
+    expect(await page.getByTestId('error').count()).toBe(0);
     await page.getByTestId('sign-out').click();
     await visible(page.getByTestId('token-form'));
   });

@@ -7,8 +7,8 @@ import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './h
  * How the dashboard lays out text it does not control, in Chromium against a real server:
  * a long unbroken error never widens the page, the timeline clips a long detail with
  * the full text in its title, a one-line error wider than the window wraps whole (title
- * too), and absolute times name their zone. Checked by measuring the page (scrollWidth),
- * never by timing.
+ * too), and absolute times (and the tooltips of relative ones) name their zone. Checked by
+ * measuring the page (scrollWidth), never by timing.
  */
 
 let env: Awaited<ReturnType<typeof dashboardSetup>>;
@@ -44,6 +44,44 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
     expect((await textOf(detail)())!.length).toBeLessThan(300);
   });
 
+  it('names and errors with no space never widen the page: a DLQ group\'s heading and purge dialog, a 128-character queue name', async () => {
+    const { browser, client, httpUrl } = env;
+    // The longest queue name there may be, without a space: the queue pickers list it.
+    const prefix = queueName('wide');
+    const queue = `${prefix}-${'x'.repeat(128 - prefix.length - 1)}`;
+    await client.upsertQueue(queue, { maxAttempts: 1 });
+    const { job } = await client.submit({ queue, type: 'long' });
+    const w = env.worker([queue], 'w-wide');
+    w.handle('long', async () => {
+      throw new NonRetryableError('y'.repeat(3000));
+    });
+    await w.start();
+    await expect.poll(async () => (await client.get(job.id)).state, POLL).toBe('DLQ');
+
+    const context = await browser.newContext({ baseURL: httpUrl, viewport: { width: 760, height: 800 } });
+    try {
+      const page = await context.newPage();
+      const pageWidth = () => page.locator('html').evaluate((el) => el.scrollWidth - el.clientWidth);
+      for (const path of ['/', '/jobs', '/dead-letters']) {
+        await page.goto(path);
+        await expect.poll(() => page.locator(`option[value="${queue}"]`).count(), { ...POLL, message: path }).toBeGreaterThan(0);
+        expect(await pageWidth(), path).toBeLessThanOrEqual(0);
+      }
+      await page.goto(`/dead-letters?queue=${queue}`);
+      const group = page.getByTestId('dlq-group').filter({ hasText: 'yyyy' });
+      await group.getByTestId('dlq-group-show').click();
+      await visible(page.getByTestId(`dlq-job-row-${job.id}`));
+      expect(await pageWidth()).toBeLessThanOrEqual(0);
+      await group.getByTestId('dlq-group-purge').click();
+      const dialog = page.getByTestId('purge-dialog');
+      await visible(dialog.getByTestId('purge-count'));
+      expect(await dialog.evaluate((el) => el.scrollWidth - el.clientWidth)).toBeLessThanOrEqual(0);
+      await dialog.getByTestId('purge-cancel').click();
+    } finally {
+      await context.close();
+    }
+  });
+
   it('a one-line server error wider than the window wraps whole, its text also in the title', async () => {
     const { browser, httpUrl } = env;
     const missing = '01890000-0000-7000-8000-000000000000';
@@ -64,7 +102,7 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
     }
   });
 
-  it('absolute times name their time zone', async () => {
+  it('absolute times, and the tooltips of relative ones, name their time zone', async () => {
     const { client, browser, httpUrl } = env;
     const queue = queueName('tz');
     const { job } = await client.submit({ queue, type: 'later' });
@@ -75,6 +113,11 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
       await page.goto(`/jobs/${job.id}`);
       const created = page.getByTestId('timeline-event').filter({ hasText: 'created' }).locator('time');
       await expect.poll(textOf(created), POLL).toMatch(/\bE[SD]T$/);
+      // The jobs list says "… ago"; its tooltip is the exact time in the same zone, not UTC.
+      await page.goto(`/jobs?queue=${queue}`);
+      const ago = page.getByTestId(`job-row-${job.id}`).locator('time');
+      await expect.poll(textOf(ago), POLL).toMatch(/ago$/);
+      expect(await attrOf(ago, 'title')()).toMatch(/\bE[SD]T$/);
     } finally {
       await context.close();
     }

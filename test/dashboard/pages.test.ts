@@ -35,6 +35,36 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('0');
   });
 
+  it('overview: a failed read shows its line at once (the next poll is the retry), and goes with the next good answer', async () => {
+    const { page, client } = env;
+    const queue = queueName('outage');
+    await client.submit({ queue, type: 'work' });
+    // The server's answers, until `failing`: then what a server whose database hangs
+    // answers after its timeout (503 UNAVAILABLE), counted.
+    let failing = false;
+    let failures = 0;
+    await page.route('**/v1/queue-stats', async (route) => {
+      if (!failing) return route.continue();
+      failures += 1;
+      await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ code: 'UNAVAILABLE', message: 'database unavailable: Query read timeout' }) });
+    });
+    try {
+      await page.goto('/');
+      const row = page.getByTestId(`queue-row-${queue}`);
+      await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('1');
+      failing = true;
+      await expect.poll(textOf(page.getByTestId('error')), POLL).toBe('UNAVAILABLE: database unavailable: Query read timeout');
+      // Shown on the first failed answer, not after the read was retried in place; the
+      // last numbers stay under the line.
+      expect(failures).toBe(1);
+      expect(await textOf(row.getByTestId('count-pending'))()).toBe('1');
+      failing = false;
+      await expect.poll(countOf(page.getByTestId('error')), POLL).toBe(0);
+    } finally {
+      await page.unroute('**/v1/queue-stats');
+    }
+  });
+
   it('jobs: the filters (queue + state, type, idempotency key) show only matching rows', async () => {
     const { page, client } = env;
     const queue = queueName('filt');
@@ -162,18 +192,49 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).paused).toBe(false);
   });
 
-  it('queue settings saved from the page reach the server', async () => {
+  it('a queue whose name has a dot opens from the queue list and again on reload', async () => {
     const { page, client } = env;
-    const queue = queueName('set');
+    const queue = `${queueName('billing')}.invoices`;
+    await client.upsertQueue(queue, {});
+    await page.goto('/queues');
+    await page.getByTestId(`queues-row-${queue}`).getByRole('link', { name: queue }).click();
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+    await page.reload();
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+  });
+
+  /** A new queue of max attempts 5, its page open with the settings form loaded. */
+  async function queueSettingsOpen(prefix: string): Promise<string> {
+    const { page, client } = env;
+    const queue = queueName(prefix);
     await client.upsertQueue(queue, { maxAttempts: 5 });
     await page.goto(`/queues/${queue}`);
     await expect.poll(() => page.getByTestId('setting-maxAttempts').inputValue(), POLL).toBe('5');
+    return queue;
+  }
+
+  it('queue settings saved from the page reach the server', async () => {
+    const { page, client } = env;
+    const queue = await queueSettingsOpen('set');
     await page.getByTestId('setting-maxAttempts').fill('7');
     await page.getByTestId('setting-maxConcurrency').fill('3');
     await page.getByTestId('queue-save').click();
     await visible(page.getByTestId('queue-save-status'));
     await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(7);
     expect((await client.getQueue(queue)).maxConcurrency).toBe(3);
+  });
+
+  it('a settings edit not yet saved survives pausing the queue, and then saves', async () => {
+    const { page, client } = env;
+    const queue = await queueSettingsOpen('edit');
+    await page.getByTestId('setting-maxAttempts').fill('9');
+    await page.getByTestId('queue-pause').click();
+    // The page shows the paused queue as read again, and the field still holds the edit.
+    await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('paused');
+    expect(await page.getByTestId('setting-maxAttempts').inputValue()).toBe('9');
+    await page.getByTestId('queue-save').click();
+    await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(9);
+    expect((await client.getQueue(queue)).paused).toBe(true);
   });
 
   it('with auth off the header says so', async () => {

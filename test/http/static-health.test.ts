@@ -27,6 +27,12 @@ describe('the dashboard', () => {
     const route = await api('GET', '/jobs/0b7e0c54-0000-4000-8000-000000000000');
     expect(route.status).toBe(200);
     expect(route.text).toBe(root.text);
+    // A client route whose last segment has a dot (a queue named billing.invoices) is the
+    // page too; only a top-level name with a dot or a path under /assets/ is a file.
+    const dotted = await api('GET', '/queues/billing.invoices');
+    expect(dotted.status).toBe(200);
+    expect(dotted.text).toBe(root.text);
+    expect((await api('GET', '/favicon.ico')).status).toBe(404);
     const asset = readdirSync(join(DASHBOARD, 'assets')).find((f) => f.endsWith('.js'));
     const js = await api('GET', `/assets/${asset}`);
     expect(js.status).toBe(200);

@@ -8,11 +8,12 @@ import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router';
 import { api } from '../api';
 import { useCanAct } from '../auth';
+import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { PurgeDialog } from '../components/PurgeDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
-import { ago, count } from '../format';
-import { keys, useDeadLetters, useJobs, useQueues } from '../queries';
+import { count } from '../format';
+import { keys, useDeadLetters, useJobs, useListQueue, useQueues } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
 const PAGE_SIZE = 50;
@@ -47,10 +48,12 @@ const NONE: ReadonlySet<string> = new Set();
 /** The /dead-letters page: the DLQ's error groups and jobs, with retry and purge for admins. */
 export function DeadLetters() {
   const [search, setSearch] = useSearchParams();
-  const queue = search.get('queue') ?? '';
+  // A token limited to queues sees the dead letters of one of them, never of all queues.
+  const listQueue = useListQueue(search.get('queue') ?? '');
+  const queue = listQueue.queue ?? '';
   const canAct = useCanAct();
   const queues = useQueues();
-  const groups = useDeadLetters(queue);
+  const groups = useDeadLetters(queue, listQueue.queue !== null);
   // The chosen group belongs to the queue it was chosen under; the page tokens and the
   // checked rows belong to the list they were made on (the queue and group): when either
   // changes, by the controls or by the URL (back, a link), they start over empty.
@@ -71,7 +74,7 @@ export function DeadLetters() {
     type: group?.type,
     page_token: tokens[tokens.length - 1],
     page_size: PAGE_SIZE,
-  });
+  }, listQueue.queue !== null);
   const invalidate = [keys.deadLetters, keys.jobs, keys.stats, keys.queues];
   const retry = useAction(
     (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${count(r.count)} jobs`),
@@ -115,7 +118,7 @@ export function DeadLetters() {
       <label className="inline">
         Queue{' '}
         <select value={queue} onChange={(e) => chooseQueue(e.target.value)} data-testid="dlq-queue">
-          <option value="">all queues</option>
+          {!listQueue.limited && <option value="">all queues</option>}
           {(queues.data?.queues ?? []).map((q) => (
             <option key={q.name} value={q.name}>
               {q.name}
@@ -165,7 +168,9 @@ export function DeadLetters() {
                 <td className="num" data-testid="dlq-group-count">
                   {groupCount(g)}
                 </td>
-                <td title={g.newestFinishedAt}>{ago(g.newestFinishedAt)}</td>
+                <td>
+                  <Ago at={g.newestFinishedAt} />
+                </td>
                 <td className="actions">
                   <button type="button" onClick={() => chooseGroup(g)} data-testid="dlq-group-show">
                     Show jobs
@@ -253,7 +258,9 @@ export function DeadLetters() {
                   <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
                 </td>
                 <td>{job.type}</td>
-                <td title={job.finishedAt}>{ago(job.finishedAt)}</td>
+                <td>
+                  <Ago at={job.finishedAt} />
+                </td>
                 <td className="clip" title={job.lastError}>
                   {errorOf(job)}
                 </td>

@@ -7,10 +7,11 @@
  */
 import { useState, type FormEvent } from 'react';
 import { Link, useLocation, useNavigate, useSearchParams } from 'react-router';
+import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { ErrorLine, Loading } from '../components/status';
-import { ago, stateLabel } from '../format';
-import { useJobs, useQueues } from '../queries';
+import { stateLabel } from '../format';
+import { useJobs, useListQueue, useQueues } from '../queries';
 import { JOB_STATES, type JobState } from '../types';
 
 const PAGE_SIZE = 50;
@@ -26,13 +27,15 @@ function pageTokensOf(state: unknown): string[] {
 export function Jobs() {
   const [search, setSearch] = useSearchParams();
   const navigate = useNavigate();
+  // A token limited to queues lists the jobs of one of them, never of "any".
+  const listQueue = useListQueue(search.get('queue') ?? '');
   const filter = {
-    queue: search.get('queue') ?? '',
+    queue: listQueue.queue ?? '',
     states: search.getAll('state') as JobState[],
     type: search.get('type') ?? '',
     key: search.get('key') ?? '',
   };
-  const filterKey = search.toString();
+  const filterKey = `${search.toString()}|${filter.queue}`;
   const location = useLocation();
   // The page tokens that led to this page, from the history entry (a new filter is a new
   // entry without them: the first page).
@@ -46,7 +49,7 @@ export function Jobs() {
     idempotency_key: filter.key,
     page_token: tokens[tokens.length - 1],
     page_size: PAGE_SIZE,
-  });
+  }, listQueue.queue !== null);
   const queues = useQueues();
   const [form, setForm] = useState({ ...filter, id: '' });
   const [idError, setIdError] = useState('');
@@ -88,7 +91,7 @@ export function Jobs() {
         <label>
           Queue
           <select value={form.queue} onChange={(e) => setForm({ ...form, queue: e.target.value })} data-testid="filter-queue">
-            <option value="">any</option>
+            {!listQueue.limited && <option value="">any</option>}
             {(queues.data?.queues ?? []).map((q) => (
               <option key={q.name} value={q.name}>
                 {q.name}
@@ -171,7 +174,9 @@ export function Jobs() {
                 <td className="num">
                   {job.attempt ?? 0}/{job.maxAttempts ?? '?'}
                 </td>
-                <td title={job.createdAt}>{ago(job.createdAt)}</td>
+                <td>
+                  <Ago at={job.createdAt} />
+                </td>
                 <td className="clip" title={job.lastError}>
                   {job.lastError?.split('\n')[0]}
                 </td>

@@ -9,7 +9,7 @@ import { api } from '../api';
 import { useCanAct } from '../auth';
 import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
 import { count, durationSeconds, toDuration } from '../format';
-import { keys, LIVE_MS, useQueue } from '../queries';
+import { keys, LIVE, useQueue } from '../queries';
 import type { BackoffKind, Queue, QueueStats } from '../types';
 
 export function QueuePage() {
@@ -18,7 +18,7 @@ export function QueuePage() {
   const stats = useQuery({
     queryKey: [...keys.stats, name],
     queryFn: ({ signal }) => api<{ stats: QueueStats }>('GET', `/queues/${encodeURIComponent(name)}/stats`, { signal }),
-    refetchInterval: LIVE_MS,
+    ...LIVE,
   });
   const path = `/queues/${encodeURIComponent(name)}`;
   const toggle = useAction(
@@ -31,6 +31,9 @@ export function QueuePage() {
   );
   const q = queue.data?.queue;
   const s = stats.data?.stats;
+  // When our last save succeeded: the form then reloads what the server made of it.
+  const [savedAt, setSavedAt] = useState(0);
+  if (save.outcome?.ok && save.outcome.at !== savedAt) setSavedAt(save.outcome.at);
   return (
     <section>
       <p className="crumbs">
@@ -73,8 +76,10 @@ export function QueuePage() {
         </dl>
       )}
       <ErrorLine error={stats.error} testId="stats-error" />
-      {/* Keyed by updatedAt: a change (ours or another operator's) reloads the fields. */}
-      {q && <Settings key={`${q.name}@${q.updatedAt ?? ''}`} queue={q} save={save} />}
+      {/* Keyed by the settings it shows and our last save: a change of them (another
+          operator's) or a save reloads the fields; a pause or resume, which changes the
+          queue but none of them, keeps what is being typed. */}
+      {q && <Settings key={`${q.name}@${JSON.stringify(initial(q))}@${savedAt}`} queue={q} save={save} />}
     </section>
   );
 }

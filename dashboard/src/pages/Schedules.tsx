@@ -1,6 +1,7 @@
 /** Recurring schedules: next fire, last job, paused state; pause, resume and run now. */
 import { Link } from 'react-router';
 import { api } from '../api';
+import { Ago } from '../components/Ago';
 import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
 import { ago, time } from '../format';
 import { keys, useSchedules } from '../queries';
@@ -52,7 +53,7 @@ export function Schedules() {
                   {s.queue} / {s.type}
                 </td>
                 <td data-testid="schedule-state">{s.paused ? 'paused' : 'active'}</td>
-                <td title={s.nextRunAt}>{s.paused ? '—' : `${time(s.nextRunAt)} (${ago(s.nextRunAt)})`}</td>
+                <td>{s.paused ? '—' : `${time(s.nextRunAt)} (${ago(s.nextRunAt)})`}</td>
                 <td>
                   {s.lastJobId ? (
                     <Link to={`/jobs/${s.lastJobId}`} className="mono" data-testid="schedule-last-job">
@@ -61,7 +62,12 @@ export function Schedules() {
                   ) : (
                     '—'
                   )}
-                  {s.lastRunAt && <span className="muted"> {ago(s.lastRunAt)}</span>}
+                  {s.lastRunAt && (
+                    <span className="muted">
+                      {' '}
+                      <Ago at={s.lastRunAt} />
+                    </span>
+                  )}
                 </td>
                 <td className="actions">
                   {s.paused ? (

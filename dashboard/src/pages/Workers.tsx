@@ -1,6 +1,7 @@
 /** Live worker sessions across all servers (GET /v1/workers), refreshed every 2 s. */
+import { Ago } from '../components/Ago';
 import { ErrorLine, Loading } from '../components/status';
-import { ago, time } from '../format';
+import { time } from '../format';
 import { useWorkers } from '../queries';
 
 export function Workers() {
@@ -40,8 +41,10 @@ export function Workers() {
                 <td className="num" data-testid="worker-held">
                   {w.heldJobs ?? 0}
                 </td>
-                <td title={w.connectedAt}>{time(w.connectedAt)}</td>
-                <td title={w.lastSeenAt}>{ago(w.lastSeenAt)}</td>
+                <td>{time(w.connectedAt)}</td>
+                <td>
+                  <Ago at={w.lastSeenAt} />
+                </td>
               </tr>
             ))}
             {workers.isSuccess && rows.length === 0 && (

@@ -1,8 +1,9 @@
 /**
  * Dead letters: per queue, the DLQ grouped by error (largest first), and the DLQ jobs
- * themselves (paged on the server). An admin retries one job, the checked ones (RetryJobs
- * filter.ids), a whole group (filter.errorGroup) or everything matching, and purges a group
- * or everything matching after a confirmation that shows the dry-run count.
+ * themselves (paged on the server). An admin retries one job or the checked ones (RetryJobs
+ * filter.ids) at once, and retries or purges a whole group (filter.errorGroup) or everything
+ * matching only after a confirmation that shows the dry-run count: those filters may hold
+ * jobs nobody looked at, and a retry runs side effects again.
  */
 import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router';
@@ -10,7 +11,7 @@ import { api } from '../api';
 import { useCanAct } from '../auth';
 import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
-import { PurgeDialog } from '../components/PurgeDialog';
+import { BulkActionDialog, type BulkAction } from '../components/BulkActionDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
 import { count } from '../format';
 import { keys, useDeadLetters, useJobs, useListQueue, useQueues } from '../queries';
@@ -65,7 +66,8 @@ export function DeadLetters() {
   const setTokens = (next: string[]) => setPaging({ listKey, tokens: next });
   const [selection, setSelection] = useState<{ listKey: string; ids: ReadonlySet<string> }>({ listKey, ids: NONE });
   const selected = selection.listKey === listKey ? selection.ids : NONE;
-  const [purge, setPurge] = useState<{ filter: JobFilter; description: string } | null>(null);
+  // The bulk action waiting for its confirmation (the dialog is open while this is set).
+  const [bulk, setBulk] = useState<{ action: BulkAction; filter: JobFilter; description: string } | null>(null);
   // A group's jobs are those of the group's own queue (the one its actions act on), also
   // when the page shows every queue.
   const jobs = useJobs({
@@ -175,13 +177,17 @@ export function DeadLetters() {
                   <button type="button" onClick={() => chooseGroup(g)} data-testid="dlq-group-show">
                     Show jobs
                   </button>
-                  <ActionButton testId="dlq-group-retry" onClick={() => retry.run(groupFilter(g))} disabled={retry.pending}>
+                  <ActionButton
+                    testId="dlq-group-retry"
+                    onClick={() => setBulk({ action: 'retry', filter: groupFilter(g), description: `Retry the group "${g.error}" of ${g.queue}.` })}
+                    disabled={retry.pending}
+                  >
                     {truncated ? 'Retry all' : `Retry all ${count(g.count)}`}
                   </ActionButton>
                   <ActionButton
                     testId="dlq-group-purge"
                     danger
-                    onClick={() => setPurge({ filter: groupFilter(g), description: `Purge the group "${g.error}" of ${g.queue}.` })}
+                    onClick={() => setBulk({ action: 'purge', filter: groupFilter(g), description: `Purge the group "${g.error}" of ${g.queue}.` })}
                   >
                     Purge
                   </ActionButton>
@@ -208,10 +214,10 @@ export function DeadLetters() {
         <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelection({ listKey, ids: NONE }) })} disabled={selected.size === 0 || retry.pending}>
           Retry selected ({selected.size})
         </ActionButton>
-        <ActionButton testId="dlq-retry-all" onClick={() => retry.run(allMatching)} disabled={retry.pending}>
+        <ActionButton testId="dlq-retry-all" onClick={() => setBulk({ action: 'retry', filter: allMatching, description: `Retry ${scope}.` })} disabled={retry.pending}>
           Retry all matching
         </ActionButton>
-        <ActionButton testId="dlq-purge-all" danger onClick={() => setPurge({ filter: allMatching, description: `Purge ${scope}.` })}>
+        <ActionButton testId="dlq-purge-all" danger onClick={() => setBulk({ action: 'purge', filter: allMatching, description: `Purge ${scope}.` })}>
           Purge all matching
         </ActionButton>
       </div>
@@ -291,11 +297,12 @@ export function DeadLetters() {
         </button>
       </div>
       {canAct && (
-        <PurgeDialog
-          filter={purge?.filter ?? null}
-          description={purge?.description ?? ''}
-          onConfirm={(filter) => purgeAction.run(filter)}
-          onClose={() => setPurge(null)}
+        <BulkActionDialog
+          action={bulk?.action ?? 'purge'}
+          filter={bulk?.filter ?? null}
+          description={bulk?.description ?? ''}
+          onConfirm={(filter) => (bulk?.action === 'retry' ? retry : purgeAction).run(filter)}
+          onClose={() => setBulk(null)}
         />
       )}
     </section>

@@ -1,0 +1,114 @@
+/**
+ * The confirmation of a bulk action over a filter (purge or retry): a native <dialog>
+ * (modal, traps focus, Escape closes) that first asks the server how many jobs the filter
+ * matches (PurgeJobs / RetryJobs dryRun) and acts only on the explicit confirm. Focus starts
+ * on the safe choice, so Enter or Escape right after opening changes nothing. The outcome
+ * goes to the caller's status line.
+ */
+import { useQuery } from '@tanstack/react-query';
+import { useEffect, useRef } from 'react';
+import { api, errorLine } from '../api';
+import type { JobFilter } from '../types';
+
+/** Which bulk action a dialog confirms. */
+export type BulkAction = 'purge' | 'retry';
+
+/**
+ * What differs between the actions: the endpoint of the dry run (the same one the action
+ * then calls), the words, and the test-id prefix (`purge-dialog`, `retry-count`, …).
+ */
+const TEXT: Record<BulkAction, {
+  path: string;
+  title: string;
+  /** The count line reads: This <verb> <N jobs> <after> */
+  verb: string;
+  after: string;
+  confirm: string;
+  danger: boolean;
+}> = {
+  purge: {
+    path: '/jobs/purge',
+    title: 'Purge jobs?',
+    verb: 'deletes',
+    after: 'for good: they can no longer be retried.',
+    confirm: 'Delete',
+    danger: true,
+  },
+  retry: {
+    path: '/jobs/retry',
+    title: 'Retry jobs?',
+    verb: 'runs',
+    after: 'again: whatever they do (send an email, take a payment) they do again.',
+    confirm: 'Retry',
+    danger: false,
+  },
+};
+
+/** The dry-run count and confirmation of one bulk action; closed while `filter` is null. */
+export function BulkActionDialog(props: {
+  action: BulkAction;
+  /** The filter to act on; null = closed. */
+  filter: JobFilter | null;
+  description: string;
+  onConfirm: (filter: JobFilter) => void;
+  onClose: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const { action, filter } = props;
+  const text = TEXT[action];
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (filter && !dialog.open) dialog.showModal();
+    if (!filter && dialog.open) dialog.close();
+  }, [filter]);
+  const dryRun = useQuery({
+    queryKey: ['bulk-dry-run', action, filter],
+    queryFn: ({ signal }) => api<{ count?: string }>('POST', text.path, { body: { filter, dryRun: true }, signal }),
+    enabled: filter !== null,
+    gcTime: 0,
+    staleTime: 0,
+  });
+  const matched = dryRun.data?.count ?? '0';
+  const jobs = `${matched} ${matched === '1' ? 'job' : 'jobs'}`;
+  return (
+    <dialog ref={ref} onClose={props.onClose} data-testid={`${action}-dialog`} aria-labelledby={`${action}-title`}>
+      <form
+        method="dialog"
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (filter) props.onConfirm(filter);
+          props.onClose();
+        }}
+      >
+        <h2 id={`${action}-title`}>{text.title}</h2>
+        <p>{props.description}</p>
+        {dryRun.isPending && filter && <p className="muted">Counting…</p>}
+        {dryRun.error && (
+          <p className="error-line" role="alert">
+            {errorLine(dryRun.error)}
+          </p>
+        )}
+        {dryRun.isSuccess && (
+          <p data-testid={`${action}-count`}>
+            This {text.verb} <strong>{jobs}</strong> {text.after}
+          </p>
+        )}
+        <div className="actions">
+          <button type="button" onClick={props.onClose} data-testid={`${action}-cancel`} autoFocus>
+            Keep them
+          </button>
+          <button
+            type="submit"
+            className={text.danger ? 'danger' : undefined}
+            disabled={!dryRun.isSuccess || matched === '0'}
+            data-testid={`${action}-confirm`}
+            data-action=""
+          >
+            {text.confirm} {matched}
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
+import type { Request } from 'playwright-core';
 import { NonRetryableError } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
@@ -7,7 +8,8 @@ import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './
 /**
  * The dead letters page in Chromium against a real server: a group whose error has
  * characters outside the BMP (emoji) lists its jobs, a group's job list with all queues
- * shows only that group's queue, a chosen group starts with no row checked, and a truncated
+ * shows only that group's queue, a chosen group starts with no row checked, the bulk retries
+ * ask first (dry-run count, focus on "Keep them", Escape retries nothing), and a truncated
  * grouping (real: 10,001 dead letters) says its counts are lower bounds and a list cut at the
  * group limit says so. Every wait is on a condition, never a sleep.
  */
@@ -20,7 +22,8 @@ beforeAll(async () => {
 
 /**
  * Dead-letters one job per entry of `jobs` in `queue` (max attempts 1, a worker that fails
- * each with its `error`, non-retryable) and waits until all are in the DLQ; their ids.
+ * each with its `error`, non-retryable), waits until all are in the DLQ and stops the worker
+ * (so a job retried later stays PENDING); their ids.
  */
 async function deadLetter(queue: string, jobs: { type: string; error: string }[]): Promise<string[]> {
   const { client } = env;
@@ -34,8 +37,14 @@ async function deadLetter(queue: string, jobs: { type: string; error: string }[]
     });
   }
   await w.start();
-  await expect.poll(async () => (await Promise.all(ids.map((id) => client.get(id)))).every((job) => job.state === 'DLQ'), POLL).toBe(true);
+  await expect.poll(async () => (await statesOf(ids)).every((state) => state === 'DLQ'), POLL).toBe(true);
+  await w.stop();
   return ids;
+}
+
+/** The jobs' states, in the order of `ids`. */
+async function statesOf(ids: string[]): Promise<string[]> {
+  return (await Promise.all(ids.map((id) => env.client.get(id)))).map((job) => job.state);
 }
 
 describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
@@ -77,6 +86,48 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
     await expect.poll(async () => [await countOf(rowA)(), await countOf(rowB)()], POLL).toEqual([1, 0]);
     await expect.poll(textOf(page.getByTestId('dlq-retry-selected')), POLL).toBe('Retry selected (0)');
     expect(await page.getByTestId('dlq-retry-selected').isDisabled()).toBe(true);
+  });
+
+  it('"Retry all matching" and "Retry all N" only open a dialog with the dry-run count, on "Keep them"; Escape retries nothing, confirm retries the counted jobs', async () => {
+    const { page } = env;
+    const queue = queueName('dlqretry');
+    const charges = await deadLetter(queue, Array.from({ length: 3 }, () => ({ type: 'charge', error: 'card declined' })));
+    const [mail] = await deadLetter(queue, [{ type: 'mail', error: 'smtp down' }]);
+    const all = [...charges, mail!];
+    // Every RetryJobs the page sends, dry runs included, in order.
+    const retries: { dryRun?: boolean; filter?: { errorGroup?: string } }[] = [];
+    const onRequest = (request: Request) => {
+      if (request.method() === 'POST' && new URL(request.url()).pathname === '/v1/jobs/retry') retries.push(request.postDataJSON());
+    };
+    page.on('request', onRequest);
+    try {
+      await page.goto(`/dead-letters?queue=${queue}`);
+      const group = page.getByTestId('dlq-group').filter({ hasText: 'card declined' });
+      await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('3');
+      const dialog = page.getByTestId('retry-dialog');
+      const cancelFocused = () => dialog.getByTestId('retry-cancel').evaluate((el) => el.matches(':focus'));
+
+      // Everything matching: the first click only asks, with the server's count.
+      await page.getByTestId('dlq-retry-all').click();
+      await expect.poll(textOf(dialog.getByTestId('retry-count')), POLL).toMatch(/^This runs 4 jobs again/);
+      expect(await cancelFocused()).toBe(true);
+      expect(await statesOf(all)).toEqual(['DLQ', 'DLQ', 'DLQ', 'DLQ']);
+      await page.keyboard.press('Escape');
+      await expect.poll(countOf(page.locator('dialog[open]')), POLL).toBe(0);
+
+      // A group: confirmed, it retries exactly the jobs the dry run counted.
+      await group.getByTestId('dlq-group-retry').click();
+      await expect.poll(textOf(dialog.getByTestId('retry-count')), POLL).toMatch(/^This runs 3 jobs again/);
+      expect(await cancelFocused()).toBe(true);
+      expect(await textOf(dialog.getByTestId('retry-confirm'))()).toBe('Retry 3');
+      await dialog.getByTestId('retry-confirm').click();
+      await expect.poll(textOf(page.getByTestId('dlq-action-status')), POLL).toBe('Retried 3 jobs');
+      expect(await statesOf(all)).toEqual(['PENDING', 'PENDING', 'PENDING', 'DLQ']);
+      // Escape sent no retry: the only one that was not a dry run is the confirmed group's.
+      expect(retries.filter((r) => r.dryRun !== true).map((r) => r.filter?.errorGroup)).toEqual(['card declined']);
+    } finally {
+      page.off('request', onRequest);
+    }
   });
 
   it('past the newest 10,000 dead letters the counts read "at least N" with a note and stay out of the retry label; a list cut at 50 groups says so', async () => {

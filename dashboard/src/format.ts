@@ -17,6 +17,12 @@ export function count(value: Int64 | undefined): string {
   return value === undefined ? '0' : String(value);
 }
 
+/** An int64 count with its noun, singular for exactly one ("1 job", "3 jobs", "0 events"). */
+export function countOf(value: Int64 | undefined, noun: string): string {
+  const n = count(value);
+  return `${n} ${n === '1' ? noun : `${noun}s`}`;
+}
+
 /** A number with at most `digits` decimals. */
 export function num(value: number | undefined, digits = 1): string {
   if (value === undefined || !Number.isFinite(value)) return '0';

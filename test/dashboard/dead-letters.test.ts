@@ -125,6 +125,14 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
       expect(await statesOf(all)).toEqual(['PENDING', 'PENDING', 'PENDING', 'DLQ']);
       // Escape sent no retry: the only one that was not a dry run is the confirmed group's.
       expect(retries.filter((r) => r.dryRun !== true).map((r) => r.filter?.errorGroup)).toEqual(['card declined']);
+
+      // A group of one reads in the singular.
+      const single = page.getByTestId('dlq-group').filter({ hasText: 'smtp down' });
+      await single.getByTestId('dlq-group-retry').click();
+      await expect.poll(textOf(dialog.getByTestId('retry-count')), POLL).toMatch(/^This runs 1 job again/);
+      await dialog.getByTestId('retry-confirm').click();
+      await expect.poll(textOf(page.getByTestId('dlq-action-status')), POLL).toBe('Retried 1 job');
+      expect(await statesOf(all)).toEqual(['PENDING', 'PENDING', 'PENDING', 'PENDING']);
     } finally {
       page.off('request', onRequest);
     }

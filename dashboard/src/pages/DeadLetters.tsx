@@ -13,7 +13,7 @@ import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { BulkActionDialog, type BulkAction } from '../components/BulkActionDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
-import { count } from '../format';
+import { count, countOf } from '../format';
 import { keys, useDeadLetters, useJobs, useListQueue, useQueues } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
@@ -79,12 +79,12 @@ export function DeadLetters() {
   }, listQueue.queue !== null);
   const invalidate = [keys.deadLetters, keys.jobs, keys.stats, keys.queues];
   const retry = useAction(
-    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${count(r.count)} jobs`),
+    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${countOf(r.count, 'job')}`),
     invalidate,
   );
   const retryOne = useAction((id: string) => api<{ job: Job }>('POST', `/jobs/${id}/retry`).then(() => `Retried job ${id}`), invalidate);
   const purgeAction = useAction(
-    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/purge', { body: { filter } }).then((r) => `Purged ${count(r.count)} jobs`),
+    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/purge', { body: { filter } }).then((r) => `Purged ${countOf(r.count, 'job')}`),
     invalidate,
   );
   const outcome = latest(purgeAction.outcome, retry.outcome, retryOne.outcome);

@@ -7,7 +7,7 @@ import { Link } from 'react-router';
 import type uPlot from 'uplot';
 import { Chart, type ChartSeries } from '../components/Chart';
 import { ErrorLine, Loading } from '../components/status';
-import { count, ms, num } from '../format';
+import { count, countOf, ms, num } from '../format';
 import { useQueueSeries, useQueueStats } from '../queries';
 import type { SeriesPoint } from '../types';
 
@@ -40,12 +40,12 @@ export function Overview() {
   const [chartQueue, setChartQueue] = useState('');
   const rows = stats.data?.stats ?? [];
   // Server-wide: every queue's stats carry the same value.
-  const lag = stats.data ? count(rows[0]?.outboxLagEvents) : '—';
+  const lag = stats.data ? countOf(rows[0]?.outboxLagEvents, 'event') : '— events';
   return (
     <section>
       <h1>Overview</h1>
       <p className="muted" data-testid="outbox-lag">
-        Telemetry lag: <strong>{lag}</strong> events not yet projected
+        Telemetry lag: <strong>{lag}</strong> not yet projected
       </p>
       <ErrorLine error={stats.error} />
       <Loading when={stats.isPending && !stats.error} />

@@ -13,6 +13,7 @@ import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
 import { QueueServiceClient } from '../../src/gen/evora/v1/queue.js';
 import { WorkerServiceClient } from '../../src/gen/evora/v1/worker.js';
 import { queueName } from '../helpers/factories.js';
+import { waitFor } from '../helpers/wait.js';
 import { bearerOptions } from '../helpers/tokens.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 
@@ -174,9 +175,10 @@ describe('the first token', () => {
       expect((await refused(call(anonymous, 'createToken', { name: 'x', role: TokenRole.TOKEN_ROLE_UNSPECIFIED, queues: [] }))).code).toBe(grpc.status.INVALID_ARGUMENT);
       const admin = await call(anonymous, 'createToken', { name: 'first', role: TokenRole.TOKEN_ROLE_ADMIN, queues: [] });
       expect(admin.token).toMatchObject({ name: 'first', role: TokenRole.TOKEN_ROLE_ADMIN });
-      // With auth on, the admin makes any role.
+      // With auth on (every server sees the new token within 5 s), the admin makes any role.
       const withAdmin = new TokenServiceClient(open.address, insecure, bearerOptions(admin.secret));
       try {
+        await waitFor(async () => (await call(withAdmin, 'getCaller', {})).authOn, { what: 'auth to be on' });
         const viewer = await call(withAdmin, 'createToken', { name: 'second', role: TokenRole.TOKEN_ROLE_VIEWER, queues: [] });
         expect(viewer.token).toMatchObject({ name: 'second', role: TokenRole.TOKEN_ROLE_VIEWER });
       } finally {

@@ -198,7 +198,7 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
   });
 
   it('past the newest 10,000 dead letters the counts read "at least N" with a note and stay out of the retry label; a list cut at 50 groups says so', async () => {
-    const { page, client, databaseUrl } = env;
+    const { page, databaseUrl } = env;
     const small = queueName('dlqexact');
     await deadLetter(small, [
       { type: 'boom', error: 'grouped twice' },

@@ -74,7 +74,7 @@ async function seed(sql: pg.Pool): Promise<{ parentId: string; someId: string }>
 
 /** The dashboard's reads: a title, the statement, its parameters. */
 function reads(s: { parentId: string; someId: string }): [string, string, Record<string, unknown>][] {
-  const list = (over: Record<string, unknown>) => ({ queue: null, states: null, type: null, idempotencyKey: null, afterId: null, limit: 51, ...over });
+  const list = (over: Record<string, unknown>) => ({ queue: null, states: null, type: null, idempotencyKey: null, errorGroup: null, afterId: null, limit: 51, ...over });
   const since = new Date(Date.now() - 61 * 60_000);
   return [
     ['ListJobs, no filter (first page)', 'jobList', list({})],
@@ -82,6 +82,7 @@ function reads(s: { parentId: string; someId: string }): [string, string, Record
     ['ListJobs by queue', 'jobList', list({ queue: 'q3' })],
     ['ListJobs by state (DLQ, every queue)', 'jobList', list({ states: ['DLQ'] })],
     ['ListJobs by queue and state (the dead letters of a queue)', 'jobList', list({ queue: 'q3', states: ['DLQ'] })],
+    ['ListJobs by queue, state and error group ("Show jobs" of a dead-letter group)', 'jobList', list({ queue: 'q3', states: ['DLQ'], errorGroup: 'card declined' })],
     ['ListJobs by queue and state, a queue without dead letters', 'jobList', list({ queue: 'q-none', states: ['DLQ'] })],
     ['ListJobs by queue and a rare state (WAITING)', 'jobList', list({ queue: 'q3', states: ['WAITING'] })],
     ['ListJobs by type', 'jobList', list({ type: 'type2' })],

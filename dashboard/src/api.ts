@@ -66,11 +66,17 @@ export function requireAuth(required: boolean): void {
 
 type Query = Record<string, string | number | readonly string[] | undefined>;
 
-/** Builds `/v1<path>?…`: empty values are left out, arrays repeat the parameter. */
+/**
+ * Query parameters whose empty value is a value of its own, not "not given": proto3
+ * `optional` fields (ListJobs' error_group: '' = the jobs without an error).
+ */
+const EMPTY_IS_A_VALUE: ReadonlySet<string> = new Set(['error_group']);
+
+/** Builds `/v1<path>?…`: empty values are left out (but of EMPTY_IS_A_VALUE), arrays repeat the parameter. */
 export function apiUrl(path: string, query?: Query): string {
   const params = new URLSearchParams();
   for (const [name, value] of Object.entries(query ?? {})) {
-    if (value === undefined || value === '') continue;
+    if (value === undefined || (value === '' && !EMPTY_IS_A_VALUE.has(name))) continue;
     if (Array.isArray(value)) for (const item of value) params.append(name, item);
     else params.append(name, String(value));
   }

@@ -88,7 +88,7 @@ export function useListQueue(chosen: string): { queue: string | null; limited: b
 
 /** One page of jobs; `params` are ListJobs' query parameters; nothing is asked while `enabled` is false. */
 export function useJobs(
-  params: { queue?: string; states?: readonly string[]; type?: string; idempotency_key?: string; page_token?: string; page_size: number },
+  params: { queue?: string; states?: readonly string[]; type?: string; idempotency_key?: string; error_group?: string; page_token?: string; page_size: number },
   enabled = true,
 ) {
   return useQuery({

@@ -34,6 +34,9 @@ import { print, withClient } from './client-context.js';
  * human-readable text, or with --json the SDK's objects as JSON (times as ISO strings).
  */
 
+/** The help of --error-group (list, retry --all, purge): an empty value is a group of its own, never refused. */
+const ERROR_GROUP_HELP = 'only jobs of this error group: the first line of their last error, as the commands `evora dlq` prints give it ("" = jobs without an error)';
+
 /** The --state flag's states; given but naming none (`--state ""`) is refused, as it would mean every state. */
 function statesOf(values: string[] | undefined) {
   if (!values) return undefined;
@@ -120,12 +123,19 @@ export function clientCommandsAdd(program: Command): void {
     .option('--queue <queue>', 'only this queue')
     .option('--state <states...>', 'only these states (waiting, pending, running, completed, dlq, cancelled; several allowed)')
     .option('--type <type>', 'only this job type')
+    .option('--error-group <error>', ERROR_GROUP_HELP)
     .option('--limit <n>', 'at most this many jobs', '50')
     .action(
-      withClient(async (ctx, opts: { queue?: string; state?: string[]; type?: string; limit: string }) => {
+      withClient(async (ctx, opts: { queue?: string; state?: string[]; type?: string; errorGroup?: string; limit: string }) => {
         const limit = parseInteger(opts.limit, '--limit', 1);
         const jobs: Job[] = [];
-        const filter = { queue: nonEmpty(opts.queue, '--queue'), states: statesOf(opts.state), type: nonEmpty(opts.type, '--type') };
+        const filter = {
+          queue: nonEmpty(opts.queue, '--queue'),
+          states: statesOf(opts.state),
+          type: nonEmpty(opts.type, '--type'),
+          // '' is a group (the jobs without an error), not a flag left empty by mistake.
+          errorGroup: opts.errorGroup,
+        };
         // One more than asked, to say whether there are more.
         for await (const job of ctx.client.listAll({ ...filter, limit: limit + 1, pageSize: Math.min(limit + 1, 1000) })) jobs.push(job);
         const more = jobs.length > limit;
@@ -155,7 +165,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--state <states...>', 'with --all: only these states (dlq, cancelled; default both)')
     .option('--type <type>', 'with --all: only this job type')
     .option('--finished-before <time>', 'with --all: only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
-    .option('--error-group <error>', 'with --all: only jobs of this error group: the first line of their last error, as the commands `evora dlq` prints give it ("" = jobs without an error)')
+    .option('--error-group <error>', `with --all: ${ERROR_GROUP_HELP}`)
     .option('--dry-run', 'with --all: only count the jobs that would be retried')
     .action(
       withClient(async (ctx, id: string | undefined, opts: BulkFlags & { all?: boolean }) => {
@@ -181,7 +191,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--state <states...>', 'only these states (completed, dlq, cancelled; default all three)')
     .option('--type <type>', 'only this job type')
     .option('--finished-before <time>', 'only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
-    .option('--error-group <error>', 'only jobs of this error group: the first line of their last error, as the commands `evora dlq` prints give it ("" = jobs without an error)')
+    .option('--error-group <error>', ERROR_GROUP_HELP)
     .option('--dry-run', 'only count the jobs that would be deleted')
     .action(
       withClient(async (ctx, opts: BulkFlags) => {

@@ -165,6 +165,8 @@ export interface JobListParams {
   type?: string | null;
   /** Exact idempotency key; null or empty: any. */
   idempotencyKey?: string | null;
+  /** Error group (evora.error_group of last_error, as checkErrorGroup allows); '' = jobs without an error; null or undefined: any. */
+  errorGroup?: string | null;
   limit: number;
   /** Keyset cursor: the id of the last job of the previous page. */
   afterId?: string | null;

@@ -8,6 +8,7 @@ import {
   MAX_PAGE_SIZE,
   checkDate,
   checkIdempotencyKey,
+  checkErrorGroup,
   checkConcurrencyKey,
   checkIntRange,
   checkJsonSize,
@@ -199,6 +200,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
         states: states as JobState[],
         type: req.type ? checkName('type', req.type) : null,
         idempotencyKey: req.idempotencyKey ? checkIdempotencyKey(req.idempotencyKey) : null,
+        errorGroup: req.errorGroup === undefined ? null : checkErrorGroup('error_group', req.errorGroup),
         limit,
         afterId: pageTokenDecode(req.pageToken),
       });

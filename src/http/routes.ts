@@ -37,7 +37,7 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
   // Jobs
   { method: 'POST', path: '/v1/jobs', rpc: `${J}SubmitJob`, summary: 'Submit a job (Idempotency-Key header: the idempotency key; 201 created, 200 replay)', body: 'whole', headers: { 'idempotency-key': 'idempotency_key' }, created: 'field' },
   { method: 'POST', path: '/v1/jobs/batch', rpc: `${J}SubmitJobs`, summary: 'Submit several jobs in one transaction', body: 'whole' },
-  { method: 'GET', path: '/v1/jobs', rpc: `${J}ListJobs`, summary: 'List jobs, newest first (query: queue, states, type, idempotency_key, page_size, page_token)', body: 'none' },
+  { method: 'GET', path: '/v1/jobs', rpc: `${J}ListJobs`, summary: 'List jobs, newest first (query: queue, states, type, idempotency_key, error_group, page_size, page_token)', body: 'none' },
   { method: 'GET', path: '/v1/jobs/{id}', rpc: `${J}GetJob`, summary: 'A job and its attempts', body: 'none', pathParams: { id: 'id' } },
   { method: 'GET', path: '/v1/jobs/{id}/attempts', rpc: `${J}ListJobAttempts`, summary: "A job's attempts", body: 'none', pathParams: { id: 'id' } },
   { method: 'POST', path: '/v1/jobs/{id}/cancel', rpc: `${J}CancelJob`, summary: 'Cancel a job', body: 'none', pathParams: { id: 'id' } },

@@ -186,6 +186,11 @@ export interface ListJobsFilter {
   type?: string;
   /** Only the job with this idempotency key (exact match). */
   idempotencyKey?: string;
+  /**
+   * Only jobs of this error group, as in `BulkJobFilter.errorGroup` ('' = jobs without an
+   * error): with the group's queue, type and `states: 'DLQ'`, the jobs of a dead-letter group.
+   */
+  errorGroup?: string;
 }
 
 // ----- bulk operator actions: types ---------------------------------------------------
@@ -405,6 +410,7 @@ export class EvoraClient {
       pageSize: filter.pageSize === undefined ? 0 : int32Check(filter.pageSize, 'pageSize'),
       pageToken: filter.pageToken ?? '',
       idempotencyKey: filter.idempotencyKey ?? '',
+      errorGroup: filter.errorGroup,
     };
     const res = await this.unary<ListJobsResponse>('ListJobs', (md, o, cb) => this.jobs.listJobs(req, md, o, cb), opts);
     return { jobs: res.jobs.map((j) => jobFromPb(j)), nextPageToken: res.nextPageToken || null };

@@ -19,12 +19,13 @@ interface JobListSqlParams {
   states: JobState[] | null;
   type: string | null;
   idempotencyKey: string | null;
+  errorGroup: string | null;
   afterId: string | null;
   limit: number;
 }
 const jobListSql = statement<JobListSqlParams, JobRow>(
   'job-list',
-  { queue: 'text', states: 'evora.job_state[]', type: 'text', idempotencyKey: 'text', afterId: 'uuid', limit: 'int8' },
+  { queue: 'text', states: 'evora.job_state[]', type: 'text', idempotencyKey: 'text', errorGroup: 'text', afterId: 'uuid', limit: 'int8' },
   JOB_COLUMNS,
 );
 
@@ -74,6 +75,8 @@ export async function jobsList(pool: StorePool, params: JobListParams): Promise<
     states: params.states && params.states.length > 0 ? params.states : null,
     type: params.type || null,
     idempotencyKey: params.idempotencyKey || null,
+    // '' is a group (jobs without an error), so only null or undefined means any.
+    errorGroup: params.errorGroup ?? null,
     afterId: params.afterId || null,
     limit: params.limit + 1,
   });

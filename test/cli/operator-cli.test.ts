@@ -10,7 +10,7 @@ import { waitFor } from '../helpers/wait.js';
 
 /**
  * `evora workers`, `evora dlq` (and the `--error-group` of `retry --all` and `purge` its
- * commands use) and `evora whoami`, run as the built CLI against live servers: workers are
+ * commands use, and of `list`) and `evora whoami`, run as the built CLI against live servers: workers are
  * real EvoraWorkers, dead letters real jobs their worker failed non-retryably
  * (deadLettersMake), and auth is turned on on a second server (a database of its own) to show
  * a token limited to queues seeing only its queues.
@@ -109,14 +109,14 @@ describe('evora workers', () => {
 });
 
 describe('evora dlq', () => {
-  it('groups by type and error, largest first, each with the command that retries exactly it; retry --all and purge take --error-group', async () => {
+  it('groups by type and error, largest first, each with the command that retries exactly it; retry --all, purge and list take --error-group', async () => {
     const queue = queueName('cdlq');
     const failing = { on: true };
     const w = worker({ workerId: `dlq-${queue}`, queues: [queue] });
     // A first line with every character a shell would read: the printed command must carry it exactly.
     const nasty = `can't reach "$BANK" \`now\` & retry; *`;
     const errors = ['card declined', 'card declined', 'card declined', `${nasty}\n  at charge (bank.ts:12)`, nasty, ''];
-    await deadLettersMake(client, w, { queue, type: 'charge', errors, failing });
+    const ids = await deadLettersMake(client, w, { queue, type: 'charge', errors, failing });
 
     const res = await json<GroupsJson>('dlq', queue);
     expect(res).toMatchObject({ truncated: false, totalGroups: 3 });
@@ -149,6 +149,17 @@ describe('evora dlq', () => {
       what: 'the group of 3 to purge',
     });
     expect(await json('purge', '--queue', queue, '--error-group', 'no such error', '--dry-run')).toEqual({ count: 0, dryRun: true });
+
+    // `list --error-group` lists a group's jobs, filtered by the server (--limit 1: one of
+    // the group's, not the newest job left out); "" is the group of the job without an error.
+    const listed = async (...args: string[]) => (await json<{ id: string }[]>('list', '--queue', queue, '--state', 'dlq', ...args)).map((j) => j.id).sort();
+    expect(await listed('--error-group', 'card declined')).toEqual(ids.slice(0, 3).sort());
+    expect(await listed('--error-group', nasty, '--limit', '1')).toHaveLength(1);
+    expect(await listed('--error-group', nasty)).toEqual(ids.slice(3, 5).sort());
+    expect(await listed('--error-group', '')).toEqual([ids[5]]);
+    const listTwoLines = await evora('list', '--queue', queue, '--error-group', 'a\nb');
+    expect(listTwoLines.code).toBe(2);
+    expect(oneLineError(listTwoLines)).toMatch(/^evora: INVALID_ARGUMENT: error_group is more than one line/);
 
     // Retrying one group takes only it: they run again (now succeeding) and leave the DLQ.
     failing.on = false;

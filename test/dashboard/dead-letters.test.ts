@@ -7,7 +7,8 @@ import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './
 
 /**
  * The dead letters page in Chromium against a real server: a group whose error has
- * characters outside the BMP (emoji) lists its jobs, a group's job list with all queues
+ * characters outside the BMP (emoji) lists its jobs, so do a group whose jobs are past the
+ * DLQ's first page and the group of jobs without an error, a group's job list with all queues
  * shows only that group's queue, a chosen group starts with no row checked, the bulk retries
  * ask first (dry-run count, focus on "Keep them", Escape retries nothing), and a truncated
  * grouping (real: 10,001 dead letters) says its counts are lower bounds and a list cut at the
@@ -42,6 +43,38 @@ async function deadLetter(queue: string, jobs: { type: string; error: string }[]
   return ids;
 }
 
+/**
+ * Submits `count` jobs of type `bulk` to `queue` and dead-letters them all in two statements
+ * (a worker failing each would take minutes for many), each with the last error `errorSql`
+ * makes of its position `r.n` (1 = the oldest); their ids, oldest first.
+ */
+async function deadLetterInSql(queue: string, count: number, errorSql: string): Promise<string[]> {
+  const { client, databaseUrl } = env;
+  await client.upsertQueue(queue, { maxAttempts: 1 });
+  for (let left = count; left > 0; left -= 10_000) {
+    await client.submitMany(Array.from({ length: Math.min(left, 10_000) }, () => ({ queue, type: 'bulk' })));
+  }
+  const sql = new pg.Client({ connectionString: databaseUrl });
+  await sql.connect();
+  try {
+    // Through RUNNING (with a lease), as a claim then a failure would: the table allows only
+    // the transitions the server makes.
+    await sql.query(
+      `UPDATE evora.jobs SET state = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(), locked_until = now() + interval '1 hour'
+       WHERE queue = $1`,
+      [queue],
+    );
+    await sql.query(
+      `UPDATE evora.jobs j SET state = 'DLQ', finished_at = now(), locked_until = NULL, last_error = ${errorSql}
+       FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM evora.jobs WHERE queue = $1) r WHERE j.id = r.id`,
+      [queue],
+    );
+    return (await sql.query<{ id: string }>('SELECT id FROM evora.jobs WHERE queue = $1 ORDER BY id', [queue])).rows.map((r) => r.id);
+  } finally {
+    await sql.end();
+  }
+}
+
 /** The jobs' states, in the order of `ids`. */
 async function statesOf(ids: string[]): Promise<string[]> {
   return (await Promise.all(ids.map((id) => env.client.get(id)))).map((job) => job.state);
@@ -51,8 +84,8 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
   it('"Show jobs" lists the jobs of a group whose error has emoji (cut to 200 code points, as the server cuts)', async () => {
     const { page } = env;
     const queue = queueName('dlqemoji');
-    // 252 code points but 253 UTF-16 units on the first line: a cut by UTF-16 units keeps
-    // one character fewer than the server's group key, so no job would match the group.
+    // 252 code points but 253 UTF-16 units on the first line: a key cut by UTF-16 units
+    // would keep one character fewer than the server's, and match no job.
     const error = `💥 ${'a'.repeat(250)}\nat the second line`;
     const [id] = await deadLetter(queue, [{ type: 'boom', error }]);
 
@@ -61,6 +94,32 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
     await expect.poll(textOf(group.getByTestId('dlq-group-count')), POLL).toBe('1');
     await group.first().getByTestId('dlq-group-show').click();
     await visible(page.getByTestId(`dlq-job-row-${id}`));
+  });
+
+  it('"Show jobs" lists a group whose jobs are past the first page of the DLQ, and the group of jobs without an error', async () => {
+    const { page } = env;
+    const queue = queueName('dlqpaged');
+    // 60 dead letters, oldest first: two 'rare failure', one without an error, then 57
+    // 'common failure' (more than the page's 50 newest, so the others are on a later page).
+    const ids = await deadLetterInSql(queue, 60, `CASE WHEN r.n <= 2 THEN 'rare failure' WHEN r.n = 3 THEN NULL ELSE E'common failure\\nat line ' || r.n END`);
+    const rows = page.locator('[data-testid^="dlq-job-row-"]');
+
+    await page.goto(`/dead-letters?queue=${queue}`);
+    await expect.poll(countOf(rows), POLL).toBe(50);
+    expect(await countOf(page.getByTestId(`dlq-job-row-${ids[0]}`))()).toBe(0);
+
+    const rare = page.getByTestId('dlq-group').filter({ hasText: 'rare failure' });
+    await expect.poll(textOf(rare.getByTestId('dlq-group-count')), POLL).toBe('2');
+    await rare.getByTestId('dlq-group-show').click();
+    await visible(page.getByTestId(`dlq-job-row-${ids[0]}`));
+    await visible(page.getByTestId(`dlq-job-row-${ids[1]}`));
+    await expect.poll(countOf(rows), POLL).toBe(2);
+    expect(await page.getByTestId('dlq-next').isDisabled()).toBe(true);
+
+    const none = page.getByTestId('dlq-group').filter({ hasText: '(no error text)' });
+    await none.getByTestId('dlq-group-show').click();
+    await visible(page.getByTestId(`dlq-job-row-${ids[2]}`));
+    await expect.poll(countOf(rows), POLL).toBe(1);
   });
 
   it('with all queues, a group\'s jobs are only its own queue\'s, and choosing a group unchecks the rows checked before', async () => {
@@ -139,7 +198,7 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
   });
 
   it('past the newest 10,000 dead letters the counts read "at least N" with a note and stay out of the retry label; a list cut at 50 groups says so', async () => {
-    const { page, client, databaseUrl } = env;
+    const { page, databaseUrl } = env;
     const small = queueName('dlqexact');
     await deadLetter(small, [
       { type: 'boom', error: 'grouped twice' },
@@ -153,26 +212,13 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
     expect(await page.getByTestId('dlq-truncated').count()).toBe(0);
     expect(await page.getByTestId('dlq-limited').count()).toBe(0);
 
-    // 10,001 real jobs, dead-lettered in one statement (a worker failing each would take
-    // minutes) with 51 different errors: more than the server groups, and more groups than listed.
+    // 10,001 real jobs with 51 different errors: more than the server groups, and more
+    // groups than listed.
     const big = queueName('dlqbig');
-    await client.upsertQueue(big, { maxAttempts: 1 });
-    for (const n of [10_000, 1]) await client.submitMany(Array.from({ length: n }, () => ({ queue: big, type: 'bulk' })));
+    await deadLetterInSql(big, 10_001, `'failure ' || (r.n % 51)`);
     const sql = new pg.Client({ connectionString: databaseUrl });
     await sql.connect();
     try {
-      // Through RUNNING (with a lease), as a claim then a failure would: the table allows only
-      // the transitions the server makes.
-      await sql.query(
-        `UPDATE evora.jobs SET state = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(), locked_until = now() + interval '1 hour'
-         WHERE queue = $1`,
-        [big],
-      );
-      await sql.query(
-        `UPDATE evora.jobs j SET state = 'DLQ', finished_at = now(), locked_until = NULL, last_error = 'failure ' || (r.n % 51)
-         FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM evora.jobs WHERE queue = $1) r WHERE j.id = r.id`,
-        [big],
-      );
       await page.goto(`/dead-letters?queue=${big}`);
       await expect.poll(textOf(page.getByTestId('dlq-truncated')), POLL).toMatch(/only the newest 10,000/);
       await expect.poll(textOf(page.getByTestId('dlq-limited')), POLL).toMatch(/Only the 50 largest of 51 groups/);

@@ -12,7 +12,7 @@ import type { EvoraServer } from '../../src/server/server.js';
 
 /**
  * The reads the dashboard needs, over the wire: dead letters grouped by error and a group
- * retried by JobFilter.error_group; per-minute series of a known set of jobs; ListWorkers and
+ * retried by JobFilter.error_group, its jobs listed by ListJobsRequest.error_group; per-minute series of a known set of jobs; ListWorkers and
  * the stats' worker counts across two servers on one database; GetJob's dependents; ListJobs
  * by idempotency key; GetCaller with auth off, then per role with auth on (last: it turns
  * auth on for the file's database).
@@ -110,7 +110,58 @@ describe('dead letters', () => {
     expect(purge.count).toBeLessThanOrEqual(1);
   });
 
+  it('ListJobs by error_group: only that group, across pages, among another group interleaved; "" = the jobs without an error', async () => {
+    const queue = queueName('dlqlist');
+    await client.upsertQueue(queue, { maxAttempts: 1 });
+    const failed = (await client.submitMany(Array.from({ length: 10 }, () => ({ queue, type: 'a' })))).map((r) => r.job.id);
+    const pending = (await client.submitMany(Array.from({ length: 2 }, () => ({ queue, type: 'a' })))).map((r) => r.job.id);
+    // The first ten dead-lettered in two statements (a worker failing each would take longer),
+    // through RUNNING with a lease as a claim then a failure would; in id order, the groups
+    // alternate: even positions 'card declined' (a second line each), odd ones 'timeout'.
+    await sql.query(
+      `UPDATE evora.jobs SET state = 'RUNNING', attempt = 1, lease_token = gen_random_uuid(), locked_until = now() + interval '1 hour' WHERE id = ANY($1)`,
+      [failed],
+    );
+    await sql.query(
+      `UPDATE evora.jobs j SET state = 'DLQ', finished_at = now(), locked_until = NULL,
+              last_error = CASE WHEN r.n % 2 = 0 THEN E'card declined\nat line ' || r.n ELSE 'timeout' END
+       FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM evora.jobs WHERE id = ANY($1)) r WHERE j.id = r.id`,
+      [failed],
+    );
+    const inIdOrder = [...failed].sort();
+    const newestFirst = (ids: string[]) => [...ids].sort().reverse();
+
+    /** Every page of ListJobs with `errorGroup` (2 a page); the ids and the number of pages. */
+    const listAll = async (errorGroup: string | undefined, states: JobState[]): Promise<{ ids: string[]; pages: number }> => {
+      const ids: string[] = [];
+      let pageToken = '';
+      let pages = 0;
+      do {
+        const res = await call(clients.jobs, 'listJobs', { queue, states, type: '', pageSize: 2, pageToken, idempotencyKey: '', errorGroup });
+        ids.push(...res.jobs.map((j) => j.id));
+        pages++;
+        pageToken = res.nextPageToken;
+      } while (pageToken);
+      return { ids, pages };
+    };
+    const declined = await listAll('card declined', [JobState.JOB_STATE_DLQ]);
+    expect(declined.ids).toEqual(newestFirst(inIdOrder.filter((_, i) => i % 2 === 0)));
+    expect(declined.pages).toBeGreaterThan(1);
+    expect((await listAll('timeout', [])).ids).toEqual(newestFirst(inIdOrder.filter((_, i) => i % 2 === 1)));
+    // The whole key, not a prefix.
+    expect((await listAll('card', [])).ids).toEqual([]);
+    // "" is the group of the jobs without an error: the two never run.
+    expect((await listAll('', [])).ids).toEqual(newestFirst(pending));
+    // Unset: any.
+    expect((await listAll(undefined, [])).ids).toHaveLength(12);
+  });
+
   it('refuses a bad limit or error group, and changes nothing', async () => {
+    for (const errorGroup of ['y'.repeat(201), 'two\nlines']) {
+      await expect(
+        call(clients.jobs, 'listJobs', { queue: '', states: [], type: '', pageSize: 0, pageToken: '', idempotencyKey: '', errorGroup }),
+      ).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: expect.stringMatching(/^error_group is /) });
+    }
     await expect(call(clients.jobs, 'listDeadLetterGroups', { queue: '', limit: 201 })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
     await expect(
       call(clients.jobs, 'retryJobs', { filter: JobFilter.fromPartial({ errorGroup: 'y'.repeat(201) }), dryRun: false }),

@@ -6,7 +6,7 @@ import { httpSetup } from './http-setup.js';
 /**
  * The jobs routes over real HTTP (fetch) against a real server: submit with the
  * Idempotency-Key header (201, then 200 on the replay), a batch, get, list with query
- * filters (enum short forms, paging), attempts, cancel, retry one, bulk retry and purge.
+ * filters (enum short forms, paging, error group), attempts, cancel, retry one, bulk retry and purge.
  * Bodies are the proto3 JSON mapping (lowerCamelCase, enums by name, int64 as strings).
  */
 
@@ -100,5 +100,24 @@ describe('the other jobs routes', () => {
       return purged.body.count === '1';
     }, { what: 'the cancelled job to be purged' });
     expect((await api('GET', `/v1/jobs/${ids[2]}`)).status).toBe(404);
+  });
+});
+
+describe('GET /v1/jobs?error_group=', () => {
+  it('lists one error group ("" = the jobs without an error); a group of more than one line is 400', async () => {
+    const queue = queueName('h');
+    await api('POST', '/v1/jobs/batch', { body: { jobs: [1, 2].map(() => ({ queue, type: 't', maxAttempts: 1 })) } });
+    const claimed = await api('POST', '/v1/jobs/claim', { body: { workerId: 'http-worker', queues: [queue], max: 1, wait: '5s' } });
+    const leased = claimed.body.jobs[0];
+    await api('POST', `/v1/jobs/${leased.job.id}/fail`, { body: { leaseToken: leased.leaseToken, error: 'boom\nstack', nonRetryable: true } });
+    const pendingId = (await api('GET', '/v1/jobs', { query: { queue, states: 'PENDING' } })).body.jobs[0].id;
+
+    const ids = async (query: Record<string, string>) => ((await api('GET', '/v1/jobs', { query: { queue, ...query } })).body.jobs ?? []).map((j: { id: string }) => j.id);
+    expect(await ids({ error_group: 'boom' })).toEqual([leased.job.id]);
+    expect(await ids({ errorGroup: 'boom', states: 'DLQ' })).toEqual([leased.job.id]);
+    expect(await ids({ error_group: '' })).toEqual([pendingId]);
+    const bad = await api('GET', '/v1/jobs', { query: { queue, error_group: 'boom\nstack' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^error_group is more than one line/) });
   });
 });

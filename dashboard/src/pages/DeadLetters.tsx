@@ -29,10 +29,10 @@ function groupFilter(group: DeadLetterGroup): JobFilter {
 const GROUP_KEY_CHARS = 200;
 
 /**
- * The error group a job falls in, exactly as the server makes it (evora.error_group:
- * PostgreSQL `left(split_part(last_error, E'\n', 1), 200)`): the first line, cut to 200
- * code points, not UTF-16 units, so an emoji or other non-BMP character counts as one and
- * is never split in half.
+ * The error group a job falls in, as the server makes it (evora.error_group: PostgreSQL
+ * `left(split_part(last_error, E'\n', 1), 200)`), shown in the jobs' error column: the first
+ * line, cut to 200 code points, not UTF-16 units, so an emoji or other non-BMP character
+ * counts as one and is never split in half. Which jobs are a group's the server decides.
  */
 function errorOf(job: Pick<Job, 'lastError'>): string {
   const firstLine = (job.lastError ?? '').split('\n')[0]!;
@@ -69,11 +69,14 @@ export function DeadLetters() {
   // The bulk action waiting for its confirmation (the dialog is open while this is set).
   const [bulk, setBulk] = useState<{ action: BulkAction; filter: JobFilter; description: string } | null>(null);
   // A group's jobs are those of the group's own queue (the one its actions act on), also
-  // when the page shows every queue.
+  // when the page shows every queue; the server filters by the group, so every page holds
+  // only the group's jobs (the same filter its retry and purge take).
+  const groupJobs = group ? groupFilter(group) : null;
   const jobs = useJobs({
     queue: group ? group.queue : queue,
     states: DLQ,
-    type: group?.type,
+    type: groupJobs?.type,
+    error_group: groupJobs?.errorGroup,
     page_token: tokens[tokens.length - 1],
     page_size: PAGE_SIZE,
   }, listQueue.queue !== null);
@@ -112,7 +115,7 @@ export function DeadLetters() {
   const listed = (groups.data?.groups ?? []).length;
   const totalGroups = groups.data?.totalGroups ?? listed;
   const limited = totalGroups > listed;
-  const rows = (jobs.data?.jobs ?? []).filter((job) => !group || errorOf(job) === (group.error ?? ''));
+  const rows = jobs.data?.jobs ?? [];
   const next = jobs.data?.nextPageToken;
   return (
     <section>
@@ -281,7 +284,7 @@ export function DeadLetters() {
             ))}
             {jobs.isSuccess && rows.length === 0 && (
               <tr>
-                <td colSpan={canAct ? 7 : 5}>{group ? 'No job of this group on this page.' : 'No dead-lettered jobs.'}</td>
+                <td colSpan={canAct ? 7 : 5}>{group ? 'No job of this group is dead-lettered any more.' : 'No dead-lettered jobs.'}</td>
               </tr>
             )}
           </tbody>

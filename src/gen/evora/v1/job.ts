@@ -538,6 +538,12 @@ export interface ListJobsRequest {
   pageToken: string;
   /** Only the job with this idempotency key (exact match; one per queue); empty = any. */
   idempotencyKey: string;
+  /**
+   * Only jobs whose error group is this: the first line of last_error, at most 200
+   * characters, exactly as DeadLetterGroup.error says it ("" = jobs without an error);
+   * unset = any. Longer than 200 characters or more than one line: INVALID_ARGUMENT.
+   */
+  errorGroup?: string | undefined;
 }
 
 /** ListJobsResponse is one page of jobs. */
@@ -2554,7 +2560,7 @@ export const GetJobResponse: MessageFns<GetJobResponse> = {
 };
 
 function createBaseListJobsRequest(): ListJobsRequest {
-  return { queue: "", states: [], type: "", pageSize: 0, pageToken: "", idempotencyKey: "" };
+  return { queue: "", states: [], type: "", pageSize: 0, pageToken: "", idempotencyKey: "", errorGroup: undefined };
 }
 
 export const ListJobsRequest: MessageFns<ListJobsRequest> = {
@@ -2580,6 +2586,9 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(50).string(message.idempotencyKey);
+    }
+    if (message.errorGroup !== undefined) {
+      writer.uint32(58).string(message.errorGroup);
     }
     return writer;
   },
@@ -2655,6 +2664,14 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.errorGroup = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2687,6 +2704,11 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
         : isSet(object.idempotency_key)
         ? globalThis.String(object.idempotency_key)
         : "",
+      errorGroup: isSet(object.errorGroup)
+        ? globalThis.String(object.errorGroup)
+        : isSet(object.error_group)
+        ? globalThis.String(object.error_group)
+        : undefined,
     };
   },
 
@@ -2710,6 +2732,9 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
     if (message.idempotencyKey !== "") {
       obj.idempotencyKey = message.idempotencyKey;
     }
+    if (message.errorGroup !== undefined) {
+      obj.errorGroup = message.errorGroup;
+    }
     return obj;
   },
 
@@ -2724,6 +2749,7 @@ export const ListJobsRequest: MessageFns<ListJobsRequest> = {
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.errorGroup = object.errorGroup ?? undefined;
     return message;
   },
 };

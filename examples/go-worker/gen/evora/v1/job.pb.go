@@ -1305,8 +1305,12 @@ type ListJobsRequest struct {
 	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only the job with this idempotency key (exact match; one per queue); empty = any.
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Only jobs whose error group is this: the first line of last_error, at most 200
+	// characters, exactly as DeadLetterGroup.error says it ("" = jobs without an error);
+	// unset = any. Longer than 200 characters or more than one line: INVALID_ARGUMENT.
+	ErrorGroup    *string `protobuf:"bytes,7,opt,name=error_group,json=errorGroup,proto3,oneof" json:"error_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListJobsRequest) Reset() {
@@ -1377,6 +1381,13 @@ func (x *ListJobsRequest) GetPageToken() string {
 func (x *ListJobsRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetErrorGroup() string {
+	if x != nil && x.ErrorGroup != nil {
+		return *x.ErrorGroup
 	}
 	return ""
 }
@@ -2322,7 +2333,7 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\battempts\x18\x02 \x03(\v2\x14.evora.v1.JobAttemptR\battempts\x12\x1e\n" +
 	"\n" +
 	"dependents\x18\x03 \x03(\tR\n" +
-	"dependents\"\xcc\x01\n" +
+	"dependents\"\x82\x02\n" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12*\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x12.evora.v1.JobStateR\x06states\x12\x12\n" +
@@ -2330,7 +2341,10 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x05 \x01(\tR\tpageToken\x12'\n" +
-	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"]\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12$\n" +
+	"\verror_group\x18\a \x01(\tH\x00R\n" +
+	"errorGroup\x88\x01\x01B\x0e\n" +
+	"\f_error_group\"]\n" +
 	"\x10ListJobsResponse\x12!\n" +
 	"\x04jobs\x18\x01 \x03(\v2\r.evora.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\"\n" +
@@ -2540,6 +2554,7 @@ func file_evora_v1_job_proto_init() {
 		(*SubmitJobStreamResponse_Result)(nil),
 		(*SubmitJobStreamResponse_Error)(nil),
 	}
+	file_evora_v1_job_proto_msgTypes[12].OneofWrappers = []any{}
 	file_evora_v1_job_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -228,20 +228,22 @@ class GetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., attempts: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., dependents: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("queue", "states", "type", "page_size", "page_token", "idempotency_key")
+    __slots__ = ("queue", "states", "type", "page_size", "page_token", "idempotency_key", "error_group")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_GROUP_FIELD_NUMBER: _ClassVar[int]
     queue: str
     states: _containers.RepeatedScalarFieldContainer[JobState]
     type: str
     page_size: int
     page_token: str
     idempotency_key: str
-    def __init__(self, queue: _Optional[str] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., type: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    error_group: str
+    def __init__(self, queue: _Optional[str] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., type: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., error_group: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

@@ -8,6 +8,7 @@
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useRef } from 'react';
 import { api, errorLine } from '../api';
+import { count, countOf } from '../format';
 import type { JobFilter } from '../types';
 
 /** Which bulk action a dialog confirms. */
@@ -69,8 +70,8 @@ export function BulkActionDialog(props: {
     gcTime: 0,
     staleTime: 0,
   });
-  const matched = dryRun.data?.count ?? '0';
-  const jobs = `${matched} ${matched === '1' ? 'job' : 'jobs'}`;
+  const matched = count(dryRun.data?.count);
+  const jobs = countOf(dryRun.data?.count, 'job');
   return (
     <dialog ref={ref} onClose={props.onClose} data-testid={`${action}-dialog`} aria-labelledby={`${action}-title`}>
       <form

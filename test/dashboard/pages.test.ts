@@ -7,7 +7,8 @@ import { POLL, attrOf, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } 
 /**
  * The dashboard driven in Chromium against a real server (issue 19's "Must show"): counts
  * rising on the overview as a worker completes jobs, the jobs filters, a job's attempts,
- * retrying a dead letter from the page, pausing and resuming a queue, and the keyboard.
+ * retrying a dead letter from the page, pausing and resuming a queue, an unknown queue's
+ * single error line, and the keyboard.
  * Every wait is on a condition (locator expectations, expect.poll), never a sleep.
  */
 
@@ -201,6 +202,27 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
     await page.reload();
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+  });
+
+  it('an unknown queue\'s page says NOT_FOUND once (its stats fail the same way and add no second line)', async () => {
+    const { page } = env;
+    const queue = queueName('nope');
+    const path = `/v1/queues/${queue}/stats`;
+    // The stats' second answer (the next poll) comes after the first one is on the page.
+    let statsAnswers = 0;
+    const counted = (response: { url(): string }) => {
+      if (new URL(response.url()).pathname === path) statsAnswers += 1;
+    };
+    page.on('response', counted);
+    try {
+      await page.goto(`/queues/${queue}`);
+      await expect.poll(textOf(page.getByTestId('error')), POLL).toBe(`NOT_FOUND: queue "${queue}" not found`);
+      await expect.poll(() => statsAnswers, POLL).toBeGreaterThanOrEqual(2);
+      expect(await countOf(page.getByRole('alert'))()).toBe(1);
+      expect(await countOf(page.getByTestId('stats-error'))()).toBe(0);
+    } finally {
+      page.off('response', counted);
+    }
   });
 
   /** A new queue of max attempts 5, its page open with the settings form loaded. */

@@ -8,7 +8,7 @@ import { POLL, attrOf, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } 
  * The dashboard driven in Chromium against a real server (issue 19's "Must show"): counts
  * rising on the overview as a worker completes jobs, the jobs filters, a job's attempts,
  * retrying a dead letter from the page, pausing and resuming a queue, an unknown queue's
- * single error line, and the keyboard.
+ * single error line, the page's icon, and the keyboard.
  * Every wait is on a condition (locator expectations, expect.poll), never a sleep.
  */
 
@@ -257,6 +257,15 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await page.getByTestId('queue-save').click();
     await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(9);
     expect((await client.getQueue(queue)).paused).toBe(true);
+  });
+
+  it('the page has an icon: the one it links is served (no 404 for /favicon.ico in the console)', async () => {
+    const { page } = env;
+    const icon = page.waitForResponse((response) => new URL(response.url()).pathname.startsWith('/favicon.'), POLL);
+    await page.goto('/');
+    const answer = await icon;
+    expect(new URL(answer.url()).pathname).toBe('/favicon.svg');
+    expect(answer.status()).toBe(200);
   });
 
   it('with auth off the header says so', async () => {

@@ -8,7 +8,7 @@ import { POLL, attrOf, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } 
  * The dashboard driven in Chromium against a real server (issue 19's "Must show"): counts
  * rising on the overview as a worker completes jobs, the jobs filters, a job's attempts,
  * retrying a dead letter from the page, pausing and resuming a queue, an unknown queue's
- * single error line, the page's icon, and the keyboard.
+ * single error line, the page's icon, and the keyboard (the dependency graph's tab stops).
  * Every wait is on a condition (locator expectations, expect.poll), never a sleep.
  */
 
@@ -266,6 +266,26 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     const answer = await icon;
     expect(new URL(answer.url()).pathname).toBe('/favicon.svg');
     expect(answer.status()).toBe(200);
+  });
+
+  it('a job\'s dependency graph: its nodes are tab stops, its edges are not', async () => {
+    const { page, client } = env;
+    const queue = queueName('graph');
+    const [parent] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      { queue, type: 'then', dependsOnRefs: ['first'] },
+    ]);
+    await page.goto(`/jobs/${parent!.job.id}`);
+    const graph = page.getByTestId('job-graph');
+    await expect.poll(countOf(graph.locator('.react-flow__node')), POLL).toBe(2);
+    await expect.poll(countOf(graph.locator('.react-flow__edge')), POLL).toBe(1);
+    // Every element of the graph that Tab stops at (tabIndex >= 0), by its kind.
+    const stops = await graph.evaluate((el) =>
+      [...el.querySelectorAll('*')]
+        .filter((e) => e.tabIndex >= 0)
+        .map((e) => (e.classList.contains('react-flow__node') ? 'node' : e.classList.contains('react-flow__edge') ? 'edge' : e.tagName)),
+    );
+    expect(stops).toEqual(['node', 'node']);
   });
 
   it('with auth off the header says so', async () => {

@@ -259,7 +259,7 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).paused).toBe(true);
   });
 
-  it('the page has an icon: the one it links is served (no 404 for /favicon.ico in the console)', async () => {
+  it('the page links an icon, and the browser gets it (no more 404 for /favicon.ico in the console)', async () => {
     const { page } = env;
     const icon = page.waitForResponse((response) => new URL(response.url()).pathname.startsWith('/favicon.'), POLL);
     await page.goto('/');

@@ -3,6 +3,7 @@
  * into dist/dashboard/, which the HTTP server serves at `/` (any non-/v1 GET falls back to
  * index.html, so the client routes work on reload). Everything is bundled (no CDN): the
  * dashboard must work offline. base '/' because the server mounts it at the root.
+ * dashboard/public/ (the favicon) is copied as is to the build's top level.
  */
 import { fileURLToPath } from 'node:url';
 import react from '@vitejs/plugin-react';

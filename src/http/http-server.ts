@@ -192,11 +192,16 @@ export class HttpServer {
     });
     app.get('/openapi.json', async (_req, reply) => reply.send(server().openApiDoc()));
 
-    if (dashboardDir) await app.register(fastifyStatic, { root: dashboardDir, prefix: '/', wildcard: true });
+    if (dashboardDir) {
+      await app.register(fastifyStatic, { root: dashboardDir, prefix: '/', wildcard: true });
+      // The page links its icon (/favicon.svg); a browser showing anything else of this port
+      // (/openapi.json, /metrics) asks /favicon.ico, which points there rather than being a 404.
+      app.get('/favicon.ico', async (_req, reply) => reply.redirect('/favicon.svg', 302));
+    }
     app.setNotFoundHandler((request, reply) => {
       const path = request.url.split('?')[0] ?? '/';
       const api = /^\/(v1|healthz|readyz|metrics|openapi\.json)(\/|$)/.test(path);
-      // A missing file of the dashboard (an old build's asset, /favicon.ico) is a 404, not
+      // A missing file of the dashboard (an old build's asset, /robots.txt) is a 404, not
       // the page; a client route whose last segment has a dot (/queues/billing.invoices) is
       // the page. The build puts its files at the top or under /assets/, nowhere else.
       const file = /^\/(assets\/|[^/]*\.[^/]*$)/.test(path);

@@ -9,8 +9,9 @@ import { POLL, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './
  * The dead letters page in Chromium against a real server: a group whose error has
  * characters outside the BMP (emoji) lists its jobs, so do a group whose jobs are past the
  * DLQ's first page and the group of jobs without an error, a group's job list with all queues
- * shows only that group's queue, a chosen group starts with no row checked, the bulk retries
- * ask first (dry-run count, focus on "Keep them", Escape retries nothing), and a truncated
+ * shows only that group's queue (each group's buttons name their group: aria-label), a chosen
+ * group starts with no row checked, the bulk retries ask first (dry-run count, focus on
+ * "Keep them", Escape retries nothing), and a truncated
  * grouping (real: 10,001 dead letters) says its counts are lower bounds and a list cut at the
  * group limit says so. Every wait is on a condition, never a sleep.
  */
@@ -122,7 +123,7 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
     await expect.poll(countOf(rows), POLL).toBe(1);
   });
 
-  it('with all queues, a group\'s jobs are only its own queue\'s, and choosing a group unchecks the rows checked before', async () => {
+  it('with all queues, a group\'s jobs are only its own queue\'s, its buttons name it, and choosing a group unchecks the rows checked before', async () => {
     const { page } = env;
     const a = queueName('dlqa');
     const b = queueName('dlqb');
@@ -141,7 +142,15 @@ describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
 
     const groupA = page.getByTestId('dlq-group').filter({ hasText: a });
     await expect.poll(textOf(groupA.getByTestId('dlq-group-count')), POLL).toBe('1');
-    await groupA.getByTestId('dlq-group-show').click();
+    // The two rows differ only by queue, and so do their buttons' names (aria-label): each
+    // names its own group, found by name alone, once.
+    for (const q of [a, b]) {
+      const group = `the ${type} group "${error}" of ${q}`;
+      for (const name of [`Show jobs of ${group}`, `Retry all 1 of ${group}`, `Purge ${group}`]) {
+        expect(await countOf(page.getByRole('button', { name, exact: true }))(), name).toBe(1);
+      }
+    }
+    await page.getByRole('button', { name: `Show jobs of the ${type} group "${error}" of ${a}`, exact: true }).click();
     await expect.poll(async () => [await countOf(rowA)(), await countOf(rowB)()], POLL).toEqual([1, 0]);
     await expect.poll(textOf(page.getByTestId('dlq-retry-selected')), POLL).toBe('Retry selected (0)');
     expect(await page.getByTestId('dlq-retry-selected').isDisabled()).toBe(true);

@@ -7,7 +7,8 @@ import { POLL, attrOf, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } 
 /**
  * The dashboard driven in Chromium against a real server (issue 19's "Must show"): counts
  * rising on the overview as a worker completes jobs, the jobs filters, a job's attempts,
- * retrying a dead letter from the page, pausing and resuming a queue, and the keyboard.
+ * retrying a dead letter from the page, pausing and resuming a queue, an unknown queue's
+ * single error line, the page's icon, and the keyboard (the dependency graph's tab stops).
  * Every wait is on a condition (locator expectations, expect.poll), never a sleep.
  */
 
@@ -203,6 +204,27 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
   });
 
+  it('an unknown queue\'s page says NOT_FOUND once (its stats fail the same way and add no second line)', async () => {
+    const { page } = env;
+    const queue = queueName('nope');
+    const path = `/v1/queues/${queue}/stats`;
+    // The stats' second answer (the next poll) comes after the first one is on the page.
+    let statsAnswers = 0;
+    const counted = (response: { url(): string }) => {
+      if (new URL(response.url()).pathname === path) statsAnswers += 1;
+    };
+    page.on('response', counted);
+    try {
+      await page.goto(`/queues/${queue}`);
+      await expect.poll(textOf(page.getByTestId('error')), POLL).toBe(`NOT_FOUND: queue "${queue}" not found`);
+      await expect.poll(() => statsAnswers, POLL).toBeGreaterThanOrEqual(2);
+      expect(await countOf(page.getByRole('alert'))()).toBe(1);
+      expect(await countOf(page.getByTestId('stats-error'))()).toBe(0);
+    } finally {
+      page.off('response', counted);
+    }
+  });
+
   /** A new queue of max attempts 5, its page open with the settings form loaded. */
   async function queueSettingsOpen(prefix: string): Promise<string> {
     const { page, client } = env;
@@ -235,6 +257,35 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await page.getByTestId('queue-save').click();
     await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(9);
     expect((await client.getQueue(queue)).paused).toBe(true);
+  });
+
+  it('the page links an icon, and the browser gets it (no more 404 for /favicon.ico in the console)', async () => {
+    const { page } = env;
+    const icon = page.waitForResponse((response) => new URL(response.url()).pathname.startsWith('/favicon.'), POLL);
+    await page.goto('/');
+    const answer = await icon;
+    expect(new URL(answer.url()).pathname).toBe('/favicon.svg');
+    expect(answer.status()).toBe(200);
+  });
+
+  it('a job\'s dependency graph: its nodes are tab stops, its edges are not', async () => {
+    const { page, client } = env;
+    const queue = queueName('graph');
+    const [parent] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      { queue, type: 'then', dependsOnRefs: ['first'] },
+    ]);
+    await page.goto(`/jobs/${parent!.job.id}`);
+    const graph = page.getByTestId('job-graph');
+    await expect.poll(countOf(graph.locator('.react-flow__node')), POLL).toBe(2);
+    await expect.poll(countOf(graph.locator('.react-flow__edge')), POLL).toBe(1);
+    // Every element of the graph that Tab stops at (tabIndex >= 0), by its kind.
+    const stops = await graph.evaluate((el) =>
+      [...el.querySelectorAll('*')]
+        .filter((e) => e.tabIndex >= 0)
+        .map((e) => (e.classList.contains('react-flow__node') ? 'node' : e.classList.contains('react-flow__edge') ? 'edge' : e.tagName)),
+    );
+    expect(stops).toEqual(['node', 'node']);
   });
 
   it('with auth off the header says so', async () => {

@@ -19,7 +19,7 @@ beforeAll(async () => {
 }, 180_000);
 
 describe('the dashboard', () => {
-  it('/ and any client route answer index.html; a built asset is served; a missing file is 404', async () => {
+  it('/ and any client route answer index.html; a built asset and the icon are served; a missing file is 404', async () => {
     const root = await api('GET', '/');
     expect(root.status).toBe(200);
     expect(root.headers.get('content-type')).toMatch(/text\/html/);
@@ -32,7 +32,15 @@ describe('the dashboard', () => {
     const dotted = await api('GET', '/queues/billing.invoices');
     expect(dotted.status).toBe(200);
     expect(dotted.text).toBe(root.text);
-    expect((await api('GET', '/favicon.ico')).status).toBe(404);
+    expect((await api('GET', '/robots.txt')).status).toBe(404);
+    // The icon the page links, and /favicon.ico (what a browser asks on any other page of the port) pointing at it.
+    const icon = await api('GET', '/favicon.svg');
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toMatch(/^image\/svg\+xml/);
+    expect(root.text).toMatch(/<link rel="icon" href="\/favicon.svg"/);
+    const ico = await api('GET', '/favicon.ico'); // fetch follows the redirect
+    expect(ico.status).toBe(200);
+    expect(ico.text).toBe(icon.text);
     const asset = readdirSync(join(DASHBOARD, 'assets')).find((f) => f.endsWith('.js'));
     const js = await api('GET', `/assets/${asset}`);
     expect(js.status).toBe(200);

@@ -1,7 +1,9 @@
 /**
  * A job's dependency graph: its parents (Job.dependsOn) above it and its direct children
  * (GetJob's `dependents`) below, laid out by dagre and drawn by @xyflow/react. Clicking a
- * node opens that job; the same links are listed as text beside it for keyboard use.
+ * node opens that job; the same links are listed as text beside it for keyboard use. Only the
+ * nodes (jobs) are tab stops: an edge says nothing the nodes and that list do not, and
+ * xyflow makes each one focusable by default (a Tab stop per dependency).
  * Loaded lazily: only the job page needs these libraries.
  */
 import dagre from '@dagrejs/dagre';
@@ -27,6 +29,7 @@ export default function DepGraph({ id, parents, children }: { id: string; parent
         fitView
         nodesDraggable={false}
         nodesConnectable={false}
+        edgesFocusable={false}
         proOptions={{ hideAttribution: true }}
         onNodeClick={(_event, node) => {
           if (node.id !== id) void navigate(`/jobs/${node.id}`);

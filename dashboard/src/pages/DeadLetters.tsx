@@ -39,6 +39,14 @@ function errorOf(job: Pick<Job, 'lastError'>): string {
   return Array.from(firstLine).slice(0, GROUP_KEY_CHARS).join('');
 }
 
+/**
+ * A group as its row's buttons name it (their aria-label), so a screen reader, or a test,
+ * tells one row's "Purge" from another's: the group's type, error and queue, as the row shows them.
+ */
+function groupName(group: DeadLetterGroup): string {
+  return `the ${group.type ? `${group.type} ` : ''}group "${group.error || '(no error text)'}" of ${group.queue}`;
+}
+
 /** A group's identity across refreshes (the groups are refetched, so their objects change). */
 function groupKey(group: DeadLetterGroup): string {
   return JSON.stringify([group.queue, group.type ?? '', group.error ?? '']);
@@ -111,6 +119,7 @@ export function DeadLetters() {
   // lower bound, so it reads "at least N" and no action's label carries it.
   const truncated = groups.data?.truncated === true;
   const groupCount = (g: DeadLetterGroup) => (truncated ? `at least ${count(g.count)}` : count(g.count));
+  const retryAllText = (g: DeadLetterGroup) => (truncated ? 'Retry all' : `Retry all ${count(g.count)}`);
   // The server says how many groups there were before the limit cut the list.
   const listed = (groups.data?.groups ?? []).length;
   const totalGroups = groups.data?.totalGroups ?? listed;
@@ -177,20 +186,22 @@ export function DeadLetters() {
                   <Ago at={g.newestFinishedAt} />
                 </td>
                 <td className="actions">
-                  <button type="button" onClick={() => chooseGroup(g)} data-testid="dlq-group-show">
+                  <button type="button" onClick={() => chooseGroup(g)} data-testid="dlq-group-show" aria-label={`Show jobs of ${groupName(g)}`}>
                     Show jobs
                   </button>
                   <ActionButton
                     testId="dlq-group-retry"
                     onClick={() => setBulk({ action: 'retry', filter: groupFilter(g), description: `Retry the group "${g.error}" of ${g.queue}.` })}
                     disabled={retry.pending}
+                    label={`${retryAllText(g)} of ${groupName(g)}`}
                   >
-                    {truncated ? 'Retry all' : `Retry all ${count(g.count)}`}
+                    {retryAllText(g)}
                   </ActionButton>
                   <ActionButton
                     testId="dlq-group-purge"
                     danger
                     onClick={() => setBulk({ action: 'purge', filter: groupFilter(g), description: `Purge the group "${g.error}" of ${g.queue}.` })}
+                    label={`Purge ${groupName(g)}`}
                   >
                     Purge
                   </ActionButton>
@@ -275,7 +286,7 @@ export function DeadLetters() {
                 </td>
                 {canAct && (
                   <td>
-                    <ActionButton testId="dlq-retry-one" onClick={() => retryOne.run(job.id)} disabled={retryOne.pending}>
+                    <ActionButton testId="dlq-retry-one" onClick={() => retryOne.run(job.id)} disabled={retryOne.pending} label={`Retry ${job.id}`}>
                       Retry
                     </ActionButton>
                   </td>

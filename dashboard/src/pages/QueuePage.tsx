@@ -75,7 +75,9 @@ export function QueuePage() {
           ))}
         </dl>
       )}
-      <ErrorLine error={stats.error} testId="stats-error" />
+      {/* The stats of a queue that cannot be read fail the same way (NOT_FOUND, UNAVAILABLE):
+          the queue's line says it once. */}
+      <ErrorLine error={queue.error ? null : stats.error} testId="stats-error" />
       {/* Keyed by the settings it shows and our last save: a change of them (another
           operator's) or a save reloads the fields; a pause or resume, which changes the
           queue but none of them, keeps what is being typed. */}

@@ -3,7 +3,7 @@
  * Live views poll every LIVE_MS; every list asks for at most 100 rows (no full scans).
  */
 import { useQuery } from '@tanstack/react-query';
-import { api } from './api';
+import { api, ApiError } from './api';
 import { useCaller } from './auth';
 import type { GetJobResponse, ListDeadLetterGroupsResponse, ListJobsResponse, Queue, QueueStats, Schedule, SeriesPoint, Worker } from './types';
 
@@ -100,11 +100,23 @@ export function useJobs(
   });
 }
 
+/**
+ * The answers after which a job's page stops polling: a malformed id, or a job that does not
+ * exist (ids are made by the server and never reused, so a purged or unknown job does not
+ * come back). Any other failure (UNAVAILABLE, a timeout) is polled again, as in every live view.
+ */
+const JOB_FINAL_CODES: ReadonlySet<string> = new Set(['NOT_FOUND', 'INVALID_ARGUMENT']);
+
+/** One job, polled every LIVE_MS until it is known not to exist (JOB_FINAL_CODES). */
 export function useJob(id: string) {
   return useQuery({
     queryKey: keys.job(id),
     queryFn: ({ signal }) => api<GetJobResponse>('GET', `/jobs/${encodeURIComponent(id)}`, { signal }),
     ...LIVE,
+    refetchInterval: (query) => {
+      const error = query.state.error;
+      return error instanceof ApiError && JOB_FINAL_CODES.has(error.code) ? false : LIVE_MS;
+    },
   });
 }
 

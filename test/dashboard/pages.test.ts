@@ -225,6 +225,35 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
+  it('a job page stops asking once the job does not exist; a job that exists goes on being polled', async () => {
+    const { browser, httpUrl, client } = env;
+    const missing = '01890000-0000-7000-8000-0000000000aa';
+    const { job } = await client.submit({ queue: queueName('poll'), type: 'later' });
+    // The page's timers on a clock the test moves: ten seconds of polling pass at once.
+    const context = await browser.newContext({ baseURL: httpUrl });
+    try {
+      const page = await context.newPage();
+      await page.clock.install();
+      const asked = new Map<string, number>();
+      page.on('request', (request) => {
+        const path = new URL(request.url()).pathname;
+        asked.set(path, (asked.get(path) ?? 0) + 1);
+      });
+      await page.goto(`/jobs/${missing}`);
+      await expect.poll(textOf(page.getByTestId('error')), POLL).toMatch(/^NOT_FOUND: /);
+      await page.clock.runFor(10_000);
+      await page.waitForLoadState('networkidle');
+      expect(asked.get(`/v1/jobs/${missing}`)).toBe(1);
+
+      await page.goto(`/jobs/${job.id}`);
+      await expect.poll(textOf(page.getByTestId('job-state')), POLL).toBe('pending');
+      await page.clock.runFor(10_000);
+      await expect.poll(() => asked.get(`/v1/jobs/${job.id}`) ?? 0, POLL).toBeGreaterThanOrEqual(3);
+    } finally {
+      await context.close();
+    }
+  });
+
   /** A new queue of max attempts 5, its page open with the settings form loaded. */
   async function queueSettingsOpen(prefix: string): Promise<string> {
     const { page, client } = env;

@@ -198,6 +198,12 @@ export interface PruneCount {
 export const RETRYABLE_STATES: readonly JobState[] = ['DLQ', 'CANCELLED'];
 
 /**
+ * The states an operator's cancel (CancelJob) takes: PENDING and WAITING end CANCELLED at
+ * once, RUNNING when its worker gives it up. sql/job-cancel.sql names the same list.
+ */
+export const CANCELLABLE_STATES: readonly JobState[] = ['PENDING', 'WAITING', 'RUNNING'];
+
+/**
  * The states a purge (PurgeJobs) or retention may delete: the finished ones, named one by
  * one so that a state added later (one a job waits in) is never purged by default.
  */

@@ -3,6 +3,7 @@ import { toServiceError } from './status.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { authorize, principalLabel, queueInScope, requireQueueForScoped, scoped, TokenRefusedError, type Permission, type Principal } from '../domain/auth.js';
 import { EvoraError, permissionDenied } from '../domain/errors.js';
+import { CANCELLABLE_STATES, RETRYABLE_STATES, type JobBulkFilter } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
 
@@ -202,6 +203,48 @@ export async function parentsScopeCheck(store: Pick<Store, 'jobQueues'>, p: Prin
       throw permissionDenied(`${principalLabel(p)} may not depend on job ${id}: its queue is outside the token's queues (${p.queues.join(', ')})`);
     }
   }
+}
+
+/**
+ * For a scoped principal, PERMISSION_DENIED (nothing changed) when a cancel or a retry would
+ * reach, through the dependents, jobs of queues outside its scope: a job's cancel cancels
+ * its WAITING descendants and its retry restores those its end cancelled, in whatever queue
+ * they are (the dependents trigger, 0011_dependencies.sql), so a token of queue A could
+ * otherwise change jobs of queue B it may not touch. `target` is one job's id (CancelJob,
+ * RetryJob) or a bulk filter (RetryJobs, dry runs too: they answer as the run would). The
+ * whole walk is counted, grandchildren and further, as far as the cascade goes
+ * (Store.jobCascadeQueues); the line names how many dependents in which outside queues.
+ * Unscoped principals cost nothing; so do jobs without children (one probe).
+ *
+ * The check and the action are two statements, not one transaction. Acceptable: in between,
+ * a dependent of another queue joins the walk only through a submit naming a job of the walk
+ * as its parent, which needs a token of that parent's queue as well as its own
+ * (parentsScopeCheck), so whoever tied the new job to the parent's outcome may act on both
+ * queues, and that job would be cancelled as well by the parent dead-lettering. The scoped
+ * caller can neither make nor choose such a dependent. (A RUNNING job's cancel reaches its
+ * dependents later still, when its worker gives it up.) Holding the whole graph locked from
+ * the check to the action would close that window at the price of locking every
+ * descendant on every scoped cancel and retry.
+ */
+export async function cascadeScopeCheck(
+  store: Pick<Store, 'jobCascadeQueues'>,
+  p: Principal,
+  action: 'cancel' | 'retry',
+  target: string | JobBulkFilter,
+): Promise<void> {
+  if (!scoped(p)) return;
+  const filter: JobBulkFilter =
+    typeof target === 'string'
+      ? { queue: null, states: [...(action === 'retry' ? RETRYABLE_STATES : CANCELLABLE_STATES)], type: null, finishedBefore: null, ids: [target] }
+      : target;
+  const outside = (await store.jobCascadeQueues({ action, filter })).filter((r) => !queueInScope(p.queues, r.queue));
+  if (outside.length === 0) return;
+  const n = outside.reduce((sum, r) => sum + r.jobs, 0);
+  const where = outside.length === 1 ? `queue "${outside[0]!.queue}"` : `queues ${outside.map((r) => `"${r.queue}" (${r.jobs})`).join(', ')}`;
+  const what = typeof target === 'string' ? `job ${target}` : 'these jobs';
+  throw permissionDenied(
+    `${principalLabel(p)} may not ${action} ${what}: that would also ${action === 'retry' ? 'restore' : 'cancel'} ${n} dependent job${n === 1 ? '' : 's'} in ${where}, outside the token's queues (${p.queues.join(', ')})`,
+  );
 }
 
 /** As jobScopeCheck, for a schedule by name: its queue must be in scope. */

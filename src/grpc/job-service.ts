@@ -38,7 +38,7 @@ import { bufferDecoder } from '../wire/node-buffer-reader.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
 import { attemptToPb, backoffKindFromPb, deadLetterGroupToPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
-import { jobScopeCheck, parentsScopeCheck, scopeCheck, scopeCheckFilter, streamAuthenticated } from './auth.js';
+import { cascadeScopeCheck, jobScopeCheck, parentsScopeCheck, scopeCheck, scopeCheckFilter, scopeFilter, streamAuthenticated } from './auth.js';
 import { SubmitStream, type SubmitStreamDeps } from './submit-stream.js';
 import { unary } from './unary.js';
 import { auditActor } from '../domain/audit.js';
@@ -180,7 +180,8 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
       scopeCheck(principal, M.getJob.path, [job.queue]);
       const [attempts, dependents] = await Promise.all([store.jobAttempts({ id: job.id }), store.jobDependents({ id: job.id })]);
-      return { job: jobToPb(job), attempts: attempts.map(attemptToPb), dependents };
+      // A token limited to queues sees only the children in its queues (the others' ids are not its to know).
+      return { job: jobToPb(job), attempts: attempts.map(attemptToPb), dependents: scopeFilter(principal, dependents, (d) => d.queue).map((d) => d.id) };
     }),
     listJobAttempts: unary(deps, M.listJobAttempts.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
@@ -216,6 +217,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     cancelJob: unary(deps, M.cancelJob.path, async (req, _call, principal) => {
       const id = checkUuid('id', req.id);
       await jobScopeCheck(store, principal, M.cancelJob.path, id);
+      await cascadeScopeCheck(store, principal, 'cancel', id);
       const job = await store.jobCancel({ id, actor: auditActor(principal) });
       logger.info({ job_id: job.id, queue: job.queue, type: job.type, state: job.state }, 'job cancel requested');
       return { job: jobToPb(job) };
@@ -223,6 +225,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     retryJob: unary(deps, M.retryJob.path, async (req, _call, principal) => {
       const id = checkUuid('id', req.id);
       await jobScopeCheck(store, principal, M.retryJob.path, id);
+      await cascadeScopeCheck(store, principal, 'retry', id);
       const job = await store.jobRetry({ id, actor: auditActor(principal) });
       logger.info({ job_id: job.id, queue: job.queue, type: job.type }, 'job retried by operator');
       return { job: jobToPb(job) };
@@ -230,6 +233,7 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     retryJobs: unary(deps, M.retryJobs.path, async (req, call, principal) => {
       const filter = bulkFilter('retried', req.filter, RETRYABLE_STATES);
       scopeCheckFilter(principal, M.retryJobs.path, filter.queue);
+      await cascadeScopeCheck(store, principal, 'retry', filter);
       const count = await store.jobRetryMany({ filter, dryRun: req.dryRun, signal: callSignal(call), actor: auditActor(principal) });
       logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to retry counted' : 'jobs retried by operator');
       return { count };

@@ -14,6 +14,8 @@ import { hostIsLoopback } from '../domain/auth.js';
 import { MAX_NAME_LENGTH } from '../domain/validate.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { authRefusalLog } from '../grpc/auth.js';
 import { HTTP_BODY_TOO_LARGE, HTTP_METHOD_NOT_ALLOWED, STATUS_HTTP, toServiceError } from '../grpc/status.js';
 import { crossOriginRefusal, loopbackHostRefusal } from './browser-guard.js';
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
@@ -55,7 +57,15 @@ export interface HttpServerOptions {
   version: string;
   /** The built dashboard's folder; default: dist/dashboard beside the modules. */
   dashboardDir?: string | null;
+  /**
+   * /metrics needs no token while auth is on (EVORA_METRICS_OPEN). Off (the default), it
+   * needs a valid token of any role, as its labels name every queue.
+   */
+  metricsOpen?: boolean;
 }
+
+/** What the HTTP port asks of the token cache (src/auth/authenticator.ts) for its own paths. */
+export type HttpAuth = Pick<Authenticator, 'authOn' | 'authenticateAsync'>;
 
 /** A route ready to serve: its row, its RPC's descriptor and its service definition's (de)serializers. */
 interface BoundRoute {
@@ -93,8 +103,8 @@ export class HttpServer {
   private readonly inFlight = new Set<AbortController>();
   private unsubscribeTls: (() => void) | null = null;
   private openApi: Record<string, unknown> | null = null;
-  /** Whether calls need a token now (the token cache's authOn); set by ready(). */
-  private authOn: () => boolean = () => true;
+  /** The token cache: whether calls need a token now, and /metrics's check; set by ready(). */
+  private auth: HttpAuth | null = null;
 
   private constructor(
     private readonly app: FastifyInstance,
@@ -179,9 +189,15 @@ export class HttpServer {
     app.get('/readyz', async (_req, reply) =>
       self?.implementations ? reply.type('text/plain').send('ready\n') : reply.code(503).type('text/plain').send('not ready\n'),
     );
-    app.get('/metrics', async (_req, reply) => {
+    app.get('/metrics', async (request, reply) => {
       const metrics = self?.metrics;
-      if (!metrics) return reply.code(503).type('text/plain').send('not ready\n');
+      if (!self || !metrics) return reply.code(503).type('text/plain').send('not ready\n');
+      // Its labels name every queue: with auth on, a valid token of any role (a token limited
+      // to queues sees every label too), refused as the API refuses (401, one warn line).
+      if (!opts.metricsOpen) {
+        const refusal = await self.tokenRefusal(request, '/metrics');
+        if (refusal) return errorSend(reply, refusal, logger, {});
+      }
       try {
         const text = await metrics.registry.metrics();
         return reply.type(metrics.registry.contentType).send(text);
@@ -245,12 +261,34 @@ export class HttpServer {
 
   /**
    * The services are in: /v1 calls run the handlers, /readyz says ready, /metrics serves
-   * `metrics`. `authOn` says whether calls need a token (the server's Authenticator).
+   * `metrics`. `auth` is the token cache: whether calls need a token, and the check of /metrics.
    */
-  ready(implementations: readonly UntypedServiceImplementation[], metrics: ServerMetrics, authOn: () => boolean): void {
+  ready(implementations: readonly UntypedServiceImplementation[], metrics: ServerMetrics, auth: HttpAuth): void {
     this.implementations = implementations;
     this.metrics = metrics;
-    this.authOn = authOn;
+    this.auth = auth;
+  }
+
+  /** Whether calls need a token now (before ready(): yes). */
+  private authOn(): boolean {
+    return this.auth?.authOn ?? true;
+  }
+
+  /**
+   * Why a request to one of the port's own paths (not a /v1 route, whose handler checks
+   * its token) is refused, logged as the API logs refusals; null when its token is valid
+   * or auth is off. UNAUTHENTICATED (401), or UNAVAILABLE when the token cache is stale.
+   */
+  private async tokenRefusal(request: FastifyRequest, path: string): Promise<unknown> {
+    const header = request.headers.authorization;
+    try {
+      if (!this.auth) throw serverStarting();
+      await this.auth.authenticateAsync(Array.isArray(header) ? header[0] : header);
+      return null;
+    } catch (err) {
+      authRefusalLog(this.logger, path, null, err, `${request.ip}:${request.socket.remotePort ?? 0}`);
+      return err;
+    }
   }
 
   /** Shutdown has begun: /v1 answers 503 and /readyz not ready (requests in flight go on). */

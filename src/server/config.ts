@@ -55,6 +55,11 @@ export interface ServerConfig {
   httpPort: number;
   /** A separate HTTP port for /metrics and /healthz only (an alias of the HTTP port's); 0: off. */
   metricsPort: number;
+  /**
+   * /metrics on the HTTP port needs no token even while auth is on (its labels name every
+   * queue, so off by default: any valid token then). The metrics port never asks for one.
+   */
+  metricsOpen: boolean;
   /** How often the leader deletes finished jobs past their queue's retention. */
   pruneIntervalMs: number;
   /** Finished jobs (or audit events) deleted per pruner statement (one short transaction each). */
@@ -147,6 +152,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)', range: INTERVAL_RANGE },
   { key: 'httpPort', env: 'EVORA_HTTP_PORT', flag: '--http-port', default: '8080', doc: 'HTTP port on the gRPC host: the JSON API (/v1), the dashboard (/), /healthz, /readyz, /metrics, /openapi.json; same TLS and tokens as gRPC; 0: off', range: [0, 65_535] },
   { key: 'metricsPort', env: 'EVORA_METRICS_PORT', flag: '--metrics-port', default: '0', doc: 'a separate HTTP port for /metrics (Prometheus) and /healthz only, e.g. 9464 (the HTTP port serves both too); 0: off', range: [0, 65_535] },
+  { key: 'metricsOpen', env: 'EVORA_METRICS_OPEN', flag: '--metrics-open', default: '0', doc: '1: /metrics on the HTTP port needs no token while auth is on; 0: it needs a valid token of any role (the metrics port never does)' },
   { key: 'pruneIntervalMs', env: 'EVORA_PRUNE_INTERVAL_MS', flag: '--prune-interval-ms', default: '60000', doc: "how often the leader deletes finished jobs past their queue's retention (set per queue, docs/api.md)", range: INTERVAL_RANGE },
   { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs (or audit events) deleted per pruner statement (each a short transaction of its own)', range: [1, 100_000] },
   { key: 'auditRetentionDays', env: 'EVORA_AUDIT_RETENTION_DAYS', flag: '--audit-retention-days', default: '365', doc: 'the leader deletes audit events older than this many days (30 to 36500); 0: keep them forever', range: [0, AUDIT_RETENTION_MAX_DAYS] },
@@ -165,7 +171,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
 
 /** Settings that are 0 or 1. */
 /** The 0/1 settings (their `serve` flags may also stand alone, meaning 1). */
-export const CONFIG_BOOLEAN_KEYS: ReadonlySet<keyof ServerConfig> = new Set(['claimAsyncCommit', 'insecureNoAuth', 'reflection']);
+export const CONFIG_BOOLEAN_KEYS: ReadonlySet<keyof ServerConfig> = new Set(['claimAsyncCommit', 'insecureNoAuth', 'reflection', 'metricsOpen']);
 
 /**
  * Builds the configuration from (in order of precedence) explicit overrides such as CLI

@@ -227,6 +227,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         bodyLimit: config.maxMessageBytes,
         tls: parts.tls,
         version: opts.version ?? '1',
+        metricsOpen: config.metricsOpen,
       });
     }
     const httpUrl = parts.http ? `${parts.tls ? 'https' : 'http'}://${urlHost(config.host)}:${parts.http.port}` : null;
@@ -398,7 +399,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);
     });
     for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'SERVING');
-    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics, () => auth.authOn);
+    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics, auth);
 
     if (config.metricsPort > 0) {
       parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, logger });

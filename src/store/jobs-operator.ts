@@ -1,7 +1,7 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import { FINISHED_STATES, RETRYABLE_STATES, type AttemptOutcome, type DeadLetterGroup, type Job, type JobAttempt, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
+import { CANCELLABLE_STATES, FINISHED_STATES, RETRYABLE_STATES, type AttemptOutcome, type DeadLetterGroup, type Job, type JobAttempt, type JobBulkFilter, type JobListParams, type JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import type { AuditActor } from '../domain/audit.js';
 import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
@@ -175,6 +175,26 @@ const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean
   { jobs: 'int8' },
 );
 
+const jobCascadeQueuesSql = statement<BulkFilterSqlParams & { retry: boolean }, { queue: string; jobs: string }>(
+  'job-cascade-queues',
+  { ...BULK_FILTER_TYPES, retry: 'bool' },
+  { queue: 'text', jobs: 'int8' },
+);
+
+/**
+ * The queues a cancel (`action` 'cancel') or a retry ('retry') of the jobs `filter` matches
+ * would reach through their dependents, with how many descendants in each, queue order
+ * (Store.jobCascadeQueues; sql/job-cascade-queues.sql): at least every job the dependents
+ * trigger would change, never fewer. The filter's states are cut to those the action takes.
+ */
+export async function jobCascadeQueuesRead(pool: StorePool, action: 'cancel' | 'retry', filter: JobBulkFilter): Promise<{ queue: string; jobs: number }[]> {
+  (filter.ids ?? []).forEach(idCheck);
+  const params = filterParams(filter, action === 'retry' ? RETRYABLE_STATES : CANCELLABLE_STATES);
+  if (params.states.length === 0) return [];
+  const rows = await rowsOf(pool, jobCascadeQueuesSql, { ...params, retry: action === 'retry' });
+  return rows.map((r) => ({ queue: r.queue, jobs: Number(r.jobs) }));
+}
+
 /** Rows one bulk statement changes at most: one short transaction, a bounded set of row locks. */
 export const BULK_BATCH_SIZE = 500;
 
@@ -343,17 +363,20 @@ export async function jobDeadLetterGroups(
   };
 }
 
-const jobDependentsListSql = statement<{ id: string; limit: number }, { id: string }>(
+const jobDependentsListSql = statement<{ id: string; limit: number }, { id: string; queue: string }>(
   'job-dependents-list',
   { id: 'uuid', limit: 'int8' },
-  { id: 'uuid' },
+  { id: 'uuid', queue: 'text' },
 );
 
 /** Most children GetJob lists. */
 export const MAX_DEPENDENTS = 1000;
 
-/** The ids of a job's direct children, at most MAX_DEPENDENTS (Store.jobDependents). */
-export async function jobDependents(pool: StorePool, id: string): Promise<string[]> {
+/**
+ * A job's direct children, at most MAX_DEPENDENTS, oldest first, each with its queue (a
+ * caller limited to queues is answered only those of its queues; Store.jobDependents).
+ */
+export async function jobDependents(pool: StorePool, id: string): Promise<{ id: string; queue: string }[]> {
   idCheck(id);
-  return (await rowsOf(pool, jobDependentsListSql, { id, limit: MAX_DEPENDENTS })).map((r) => r.id);
+  return rowsOf(pool, jobDependentsListSql, { id, limit: MAX_DEPENDENTS });
 }

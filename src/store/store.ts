@@ -13,6 +13,7 @@ import type {
   DeadLetterGroup,
   Job,
   JobAttempt,
+  JobBulkFilter,
   JobListParams,
   JobSubmitInput,
   JobSubmitIds,
@@ -32,7 +33,7 @@ import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
 import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
 import type { LimitedQueues, PlainQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
-import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
+import { jobAttemptsRead, jobCancel, jobCascadeQueuesRead, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
@@ -354,9 +355,17 @@ export class Store {
     return jobQueuesRead(this.pool, params.ids);
   }
 
-  /** The ids of a job's direct children (at most 1,000), oldest first. */
-  async jobDependents(params: { id: string }): Promise<string[]> {
+  /** A job's direct children (at most 1,000), oldest first, each with its queue. */
+  async jobDependents(params: { id: string }): Promise<{ id: string; queue: string }[]> {
     return jobDependents(this.pool, params.id);
+  }
+
+  /**
+   * The queues (with job counts) a cancel or a retry of the jobs `filter` matches would reach
+   * through their dependents: every job the dependents trigger would change, perhaps more.
+   */
+  async jobCascadeQueues(params: { action: 'cancel' | 'retry'; filter: JobBulkFilter }): Promise<{ queue: string; jobs: number }[]> {
+    return jobCascadeQueuesRead(this.pool, params.action, params.filter);
   }
 
   /**

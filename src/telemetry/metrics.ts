@@ -139,6 +139,8 @@ async function unlessUnavailable<T>(read: Promise<T>): Promise<T | null> {
  * The separate metrics port (EVORA_METRICS_PORT): `/metrics` (Prometheus text format) and
  * `/healthz`, 200 while the process runs, as on the HTTP port (a liveness check: a database
  * outage is survived, so it must not get the server restarted; /readyz is the HTTP port's).
+ * It never asks for a token, auth on or off (the HTTP port's /metrics does, unless
+ * EVORA_METRICS_OPEN): it is meant for a private network only Prometheus reaches.
  * Resolves to the bound port.
  */
 export async function metricsServerStart(params: {

@@ -6,6 +6,8 @@ import { tokenSecretGenerate } from '../../src/domain/auth.js';
 import { queueName } from '../helpers/factories.js';
 import { tokenInsert } from '../helpers/tokens.js';
 import { waitFor } from '../helpers/wait.js';
+import { serverSetup } from '../helpers/server-setup.js';
+import { freePort } from '../../src/server/embedded-postgres.js';
 import { httpCall, httpSetup } from './http-setup.js';
 
 /**
@@ -20,8 +22,11 @@ const ADMIN = tokenSecretGenerate();
 let api: Awaited<ReturnType<typeof httpSetup>>['api'];
 let base: string;
 let databaseUrl: string;
+/** The separate metrics port of the server (it never asks for a token). */
+let metricsPort: number;
 beforeAll(async () => {
-  ({ api, base, databaseUrl } = await httpSetup({ bootstrapAdminToken: ADMIN, maxMessageBytes: '65536' }, ADMIN));
+  metricsPort = await freePort();
+  ({ api, base, databaseUrl } = await httpSetup({ bootstrapAdminToken: ADMIN, maxMessageBytes: '65536', metricsPort: String(metricsPort) }, ADMIN));
 });
 
 /** How many jobs the queue holds (read with SQL: nothing refused may have written). */
@@ -31,6 +36,18 @@ async function jobCount(queue: string): Promise<number> {
   try {
     const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM evora.jobs WHERE queue = $1', [queue]);
     return Number(rows[0]!.n);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The states of the jobs of `ids`, in that order (read with SQL). */
+async function jobStates(ids: string[]): Promise<string[]> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ id: string; state: string }>('SELECT id, state FROM evora.jobs WHERE id = ANY ($1::uuid[])', [ids]);
+    return ids.map((id) => rows.find((r) => r.id === id)?.state ?? 'missing');
   } finally {
     await client.end();
   }
@@ -169,6 +186,76 @@ describe('401 and 403', () => {
     const allowed = await httpCall(base, 'POST', '/v1/jobs', { token: scoped.secret, body: { queue: mine, type: 'child', dependsOn: [inside] } });
     expect(allowed.status).toBe(201);
     expect(allowed.body.job.state).toBe('JOB_STATE_WAITING');
+  });
+});
+
+describe('queue scopes reach no other queue through dependents', () => {
+  it('a queue-scoped admin may not cancel or retry (one job, or a bulk retry) a job whose dependents reach other queues: 403 naming them, nothing changed; within its queues it may; GetJob lists only its queues\' dependents', async () => {
+    const [mine, other] = [queueName('mine'), queueName('other')];
+    const submit = async (queue: string, dependsOn: string[] = []) => (await api('POST', '/v1/jobs', { body: { queue, type: 't', dependsOn } })).body.job.id as string;
+    // p (mine) -> c (mine) -> g (other, a grandchild), and p -> o (other); q (mine) -> r (mine).
+    const p = await submit(mine);
+    const c = await submit(mine, [p]);
+    const g = await submit(other, [c]);
+    const o = await submit(other, [p]);
+    const q = await submit(mine);
+    const r = await submit(mine, [q]);
+    const admin = await tokenInsert(databaseUrl, { role: 'admin', queues: [mine] });
+    const viewer = await tokenInsert(databaseUrl, { role: 'viewer', queues: [mine] });
+    for (const t of [admin, viewer]) {
+      await waitFor(async () => (await httpCall(base, 'GET', `/v1/queues/${mine}`, { token: t.secret })).status !== 401, { what: 'the scoped token' });
+    }
+    const as = (t: { secret: string }, method: string, path: string, body?: unknown) => httpCall(base, method, path, { token: t.secret, body });
+
+    expect((await as(viewer, 'GET', `/v1/jobs/${p}`)).body.dependents).toEqual([c]);
+    expect((await api('GET', `/v1/jobs/${p}`)).body.dependents).toEqual([c, o]);
+
+    const cancel = await as(admin, 'POST', `/v1/jobs/${p}/cancel`);
+    expect(cancel.status).toBe(403);
+    expect(cancel.body).toEqual({
+      code: 'PERMISSION_DENIED',
+      message: `token "${admin.name}" (admin) may not cancel job ${p}: that would also cancel 2 dependent jobs in queue "${other}", outside the token's queues (${mine})`,
+    });
+    expect(await jobStates([p, c, g, o])).toEqual(['PENDING', 'WAITING', 'WAITING', 'WAITING']);
+    // Inside its queues the cascade is its own.
+    expect((await as(admin, 'POST', `/v1/jobs/${q}/cancel`)).status).toBe(200);
+    expect(await jobStates([q, r])).toEqual(['CANCELLED', 'CANCELLED']);
+    expect((await as(admin, 'POST', `/v1/jobs/${q}/retry`)).status).toBe(200);
+    expect(await jobStates([q, r])).toEqual(['PENDING', 'WAITING']);
+
+    // An admin of every queue cancels the graph; the scoped one may not restore it, one job or in bulk.
+    expect((await api('POST', `/v1/jobs/${p}/cancel`)).status).toBe(200);
+    expect(await jobStates([p, c, g, o])).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED', 'CANCELLED']);
+    const retry = await as(admin, 'POST', `/v1/jobs/${p}/retry`);
+    expect(retry.status).toBe(403);
+    expect(retry.body.message).toBe(`token "${admin.name}" (admin) may not retry job ${p}: that would also restore 2 dependent jobs in queue "${other}", outside the token's queues (${mine})`);
+    for (const dryRun of [true, false]) {
+      const bulk = await as(admin, 'POST', '/v1/jobs/retry', { filter: { queue: mine }, dryRun });
+      expect(bulk.status, bulk.text).toBe(403);
+      expect(bulk.body.message).toMatch(/^token "[^"]+" \(admin\) may not retry these jobs: that would also restore 2 dependent jobs in queue "[^"]+", outside/);
+    }
+    expect(await jobStates([p, c, g, o])).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED', 'CANCELLED']);
+    expect((await api('POST', `/v1/jobs/${p}/retry`)).status).toBe(200);
+    expect(await jobStates([p, c, g, o])).toEqual(['PENDING', 'WAITING', 'WAITING', 'WAITING']);
+  });
+});
+
+describe('/metrics while auth is on', () => {
+  it('the HTTP port asks a valid token of any role (401 as the API); EVORA_METRICS_OPEN=1 opens it; the metrics port never asks', async () => {
+    const none = await httpCall(base, 'GET', '/metrics');
+    expect(none.status).toBe(401);
+    expect(none.body).toEqual({ code: 'UNAUTHENTICATED', message: expect.stringMatching(/^a token is required/) });
+    expect((await httpCall(base, 'GET', '/metrics', { token: tokenSecretGenerate() })).status).toBe(401);
+    const scoped = await tokenInsert(databaseUrl, { role: 'producer', queues: ['metrics-only'] });
+    await waitFor(async () => (await httpCall(base, 'GET', '/metrics', { token: scoped.secret })).status === 200, { what: 'the scoped token' });
+    expect((await httpCall(base, 'GET', '/metrics', { token: scoped.secret })).text).toMatch(/^# HELP evora_/m);
+    const port = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    expect(port.status).toBe(200);
+    expect(await port.text()).toMatch(/^# HELP evora_/m);
+
+    const open = await serverSetup({ databaseUrl, http: true, metricsOpen: '1' });
+    expect((await httpCall(open.httpUrl, 'GET', '/metrics')).status).toBe(200);
+    expect((await httpCall(open.httpUrl, 'GET', '/v1/queues')).status).toBe(401);
   });
 });
 

@@ -70,7 +70,9 @@ describe('configuration', () => {
     }
     expect(message).toMatch(/at least 32 characters/);
     expect(message).not.toContain('short-secret-xyz');
-    expect(configLoad({ reflection: '0', insecureNoAuth: '1' }, {})).toMatchObject({ reflection: false, insecureNoAuth: true });
+    expect(configLoad({ reflection: '0', insecureNoAuth: '1' }, {})).toMatchObject({ reflection: false, insecureNoAuth: true, metricsOpen: false });
+    expect(configLoad({}, { EVORA_METRICS_OPEN: '1' })).toMatchObject({ metricsOpen: true });
+    expect(() => configLoad({}, { EVORA_METRICS_OPEN: '2' })).toThrow(/^EVORA_METRICS_OPEN \(--metrics-open\) must be 0 or 1, got "2"$/);
     expect(() => configLoad({}, { EVORA_AUTH_REFRESH_MS: '5000' })).toThrow(/from 100 to 4000/);
   });
 

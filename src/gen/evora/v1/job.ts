@@ -516,7 +516,8 @@ export interface GetJobResponse {
   attempts: JobAttempt[];
   /**
    * Ids of its direct children (jobs whose depends_on names it), oldest first, at most
-   * 1,000; empty = none.
+   * 1,000; empty = none. A token limited to queues is answered only the children in its
+   * queues.
    */
   dependents: string[];
 }

@@ -1232,7 +1232,8 @@ type GetJobResponse struct {
 	// Its attempts, oldest first (as ListJobAttempts answers).
 	Attempts []*JobAttempt `protobuf:"bytes,2,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// Ids of its direct children (jobs whose depends_on names it), oldest first, at most
-	// 1,000; empty = none.
+	// 1,000; empty = none. A token limited to queues is answered only the children in its
+	// queues.
 	Dependents    []string `protobuf:"bytes,3,rep,name=dependents,proto3" json:"dependents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -303,4 +303,62 @@ describe('a failed parent and retention', () => {
     const audit = await sql.query(`SELECT count(*)::int AS n FROM evora.audit_events WHERE action = 'job.retry' AND target = ANY ($1)`, [[c, g]]);
     expect(audit.rows[0].n).toBe(0);
   });
+
+  it('two failed parents, the one cancelled_by does not name purged: the other\'s retry and completion leave the child CANCELLED naming the purged one, never run; an operator-cancelled child too; a new child naming it is NOT_FOUND', async () => {
+    const parents = queueName();
+    const queue = queueName();
+    // C and O wait on P1 and P2; O is cancelled by an operator before they run.
+    const [p1, p2, c, o] = (
+      await client.submitMany([
+        { queue: parents, type: 'a', ref: 'p1' },
+        { queue: parents, type: 'a', ref: 'p2' },
+        { queue, type: 'b', dependsOnRefs: ['p1', 'p2'] },
+        { queue, type: 'b', dependsOnRefs: ['p1', 'p2'] },
+      ])
+    ).map((r) => r.job.id) as [string, string, string, string];
+    expect((await client.cancel(o)).state).toBe('CANCELLED');
+    const fail = { value: 'a' as string | null };
+    await worker(parents, [], fail);
+    await jobIn(p1, 'DLQ');
+    await jobIn(p2, 'DLQ');
+    // C names the parent that failed first; the other is the one purged.
+    const named = (await rowsOf([c]))[0].cancelled_by as string;
+    expect([p1, p2]).toContain(named);
+    const purged = named === p1 ? p2 : p1;
+    // While another transaction holds C (a retry of C locks it, then its parents), a purge
+    // leaves its parent for a later call rather than wait for C (and deadlock with that retry).
+    await waitFor(async () => (await server.store.outboxLag()).events === 0, { what: 'the outbox projected' });
+    const holder = await sql.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM evora.jobs WHERE id = $1 FOR UPDATE', [c]);
+      expect(await client.purgeJobs({ ids: [purged] })).toBe(0);
+      await holder.query('ROLLBACK');
+    } finally {
+      holder.release();
+    }
+    expect(await client.purgeJobs({ ids: [purged] })).toBe(1);
+
+    // The named parent runs again and completes: C and O must not run without the purged one.
+    fail.value = null;
+    expect((await client.retry(named)).state).toBe('PENDING');
+    await jobIn(named, 'COMPLETED');
+    expect((await rowsOf([c, o])).map((r) => [r.id, r.state, r.cancelled_by, r.last_error])).toEqual(
+      [c, o].sort().map((id) => [id, 'CANCELLED', purged, `parent ${purged} ended DLQ`]),
+    );
+    for (const id of [c, o]) {
+      await expectStatus(
+        call(clients.jobs, 'retryJob', { id }),
+        grpc.status.FAILED_PRECONDITION,
+        `job ${id} was cancelled because parent ${purged} did not complete (parent ${purged} ended DLQ), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
+      );
+    }
+    expect(await client.retryJobs({ ids: [c, o] })).toBe(0);
+    // A child submitted after the purge cannot name it.
+    await expectStatus(
+      call(clients.jobs, 'submitJob', { queue, type: 'b', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [purged], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) }),
+      grpc.status.NOT_FOUND,
+      `depends_on names job ${purged}, which does not exist`,
+    );
+  });
 });

@@ -11,7 +11,8 @@
 --   telemetry (a job that finished before the oldest outbox row left nothing there); such a
 --   job is left for a later run;
 -- - bounded: at most :limit rows locked (SKIP LOCKED: a row an operator is retrying right
---   now is left alone) and deleted by primary key; no ORDER BY, so a batch is one range scan
+--   now is left alone) and deleted by primary key (besides the CANCELLED children of failed
+--   parents among them, below: as many as those have); no ORDER BY, so a batch is one range scan
 --   of jobs_finished_idx when a queue is given; no event is written (telemetry counts are
 --   left as they are, as retention leaves them);
 -- - a deleted job's attempt history (evora.job_attempts) is deleted with it, in this statement;
@@ -51,28 +52,40 @@ picked AS (
   FOR UPDATE SKIP LOCKED
 ),
 failed AS (
-  -- The picked parents that can never complete: only jobs with dependents pay the lookup below.
+  -- The picked parents that can never complete: only jobs with dependents pay the lookups below.
   SELECT id, state FROM picked WHERE has_dependents AND state IN ('DLQ', 'CANCELLED')
 ),
+children AS MATERIALIZED (
+  -- Their children, as this statement's snapshot has them: one probe of jobs_parent_ids_idx
+  -- per such parent. Materialized so that the state test below stays out of the probe (as
+  -- an index condition it was ANDed with jobs_finished_idx: every CANCELLED job read per probe).
+  SELECT c.id, c.state, c.parent_ids, c.cancelled_by
+  FROM failed f
+  CROSS JOIN LATERAL (
+    SELECT c.id, c.state, c.parent_ids, c.cancelled_by
+    FROM evora.jobs c
+    WHERE c.parent_ids @> ARRAY[f.id] AND c.parent_ids IS NOT NULL
+  ) c
+),
 held AS MATERIALIZED (
-  -- Their CANCELLED children that stay (jobs_parent_ids_idx), as this statement's snapshot has them.
-  SELECT c.id, c.parent_ids, c.cancelled_by
-  FROM evora.jobs c
-  WHERE EXISTS (SELECT 1 FROM failed)
-    AND c.parent_ids && ARRAY(SELECT id FROM failed) AND c.parent_ids IS NOT NULL AND c.state = 'CANCELLED'
-    AND c.id <> ALL (ARRAY(SELECT id FROM picked))
+  -- The CANCELLED ones that stay (not deleted in this batch), each once.
+  SELECT DISTINCT ON (c.id) c.id, c.parent_ids, c.cancelled_by
+  FROM children c
+  WHERE c.state = 'CANCELLED' AND NOT EXISTS (SELECT 1 FROM picked p WHERE p.id = c.id)
 ),
 locked AS MATERIALIZED (
+  -- Their latest versions, still CANCELLED, by primary key; one another transaction holds is skipped.
   SELECT c.id
-  FROM evora.jobs c
-  WHERE c.id = ANY (ARRAY(SELECT id FROM held)) AND c.state = 'CANCELLED'
-  FOR NO KEY UPDATE SKIP LOCKED
+  FROM held h
+  JOIN evora.jobs c ON c.id = h.id
+  WHERE c.state = 'CANCELLED'
+  FOR NO KEY UPDATE OF c SKIP LOCKED
 ),
 kept AS (
-  -- A failed parent with a child another transaction holds: not deleted in this batch.
-  SELECT f.id
-  FROM failed f
-  WHERE EXISTS (SELECT 1 FROM held h WHERE f.id = ANY (h.parent_ids) AND h.id <> ALL (ARRAY(SELECT id FROM locked)))
+  -- The parents of a child another transaction holds (usually none): not deleted in this batch.
+  SELECT DISTINCT p.id
+  FROM (SELECT h.parent_ids FROM held h WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = h.id) OFFSET 0) u
+  CROSS JOIN LATERAL unnest(u.parent_ids) AS p(id)
 ),
 deleted AS (
   DELETE FROM evora.jobs j
@@ -80,21 +93,22 @@ deleted AS (
   RETURNING j.id, j.state
 ),
 marked AS (
-  -- Each locked child whose cancelled_by is still there after this batch: now cancelled by
-  -- the first failed parent deleted here.
+  -- Each locked child (so still CANCELLED) whose cancelled_by is still there after this
+  -- batch: now cancelled by the first failed parent deleted here.
   UPDATE evora.jobs c
   SET cancelled_by = m.parent, last_error = format('parent %s ended %s', m.parent, m.state)
   FROM (
     SELECT DISTINCT ON (h.id) h.id, d.id AS parent, d.state
     FROM held h
-    JOIN deleted d ON d.id = ANY (h.parent_ids) AND d.state IN ('DLQ', 'CANCELLED')
-    WHERE h.id = ANY (ARRAY(SELECT id FROM locked))
-      AND (h.cancelled_by IS NULL
-           OR (h.cancelled_by <> ALL (ARRAY(SELECT id FROM deleted))
-               AND EXISTS (SELECT 1 FROM evora.jobs x WHERE x.id = h.cancelled_by)))
+    JOIN locked l ON l.id = h.id
+    CROSS JOIN LATERAL unnest(h.parent_ids) AS p(id)
+    JOIN deleted d ON d.id = p.id AND d.state IN ('DLQ', 'CANCELLED')
+    WHERE h.cancelled_by IS NULL
+       OR (NOT EXISTS (SELECT 1 FROM deleted x WHERE x.id = h.cancelled_by)
+           AND EXISTS (SELECT 1 FROM evora.jobs x WHERE x.id = h.cancelled_by))
     ORDER BY h.id, d.id
   ) m
-  WHERE c.id = m.id AND c.state = 'CANCELLED'
+  WHERE c.id = m.id
 ),
 attempts_deleted AS (
   -- Their attempt history (evora.job_attempts has no foreign key: see 0012_progress_attempts.sql).

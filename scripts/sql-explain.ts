@@ -108,6 +108,7 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
     jobDeadLetterGroups: { queue: QUEUE, scanLimit: 10_000, limit: 50 },
     jobDependentsList: { id: seed.pendingId, limit: 1000 },
     jobCascadeQueues: { queue: null, states: ['PENDING', 'WAITING', 'RUNNING'], type: null, errorGroup: null, finishedBefore: null, ids: [seed.pendingId], retry: false },
+    jobHoldChain: { id: seed.pendingId },
     workerSessionSync: {
       serverId: uuidv7(), serverAddress: '127.0.0.1:50051', sessionIds: [uuidv7()], workerIds: [WORKER], queues: [QUEUE], jobTypes: [''],
       slots: [10], heldJobs: [0], freeSlots: [10], connectedAts: [now], now: null,

@@ -94,12 +94,57 @@ export async function jobCancel(pool: StorePool, id: string, now: Date | null, a
   throw failedPrecondition(`job ${job.id} is ${job.state} and cannot be cancelled`);
 }
 
+/** One step of the chain that holds a job back (sql/job-hold-chain.sql); `state` null: the job is gone. */
+interface HoldStepRow {
+  depth: number;
+  id: string;
+  state: JobState | null;
+  last_error: string | null;
+}
+const jobHoldChainSql = statement<{ id: string }, HoldStepRow>(
+  'job-hold-chain',
+  { id: 'uuid' },
+  { depth: 'int4', id: 'uuid', state: 'evora.job_state', last_error: 'text' },
+);
+
+/** How a job up the graph went, in both "can never run" refusals: the same words wherever a deleted job is named. */
+const DELETED_BY = '(deleted by retention or a purge)';
+
+/**
+ * The one line of a retry refused for the job's parents: it names what the operator can act
+ * on, from the chain of jobs holding it back (`steps`: the job's own parent first, then the
+ * end of the chain and the job before it; see sql/job-hold-chain.sql).
+ * - The end is gone: nothing can restore the job. Its own cancelled_by gone: "was cancelled
+ *   because parent <p> did not complete ..."; gone further up (a purged root above a parent
+ *   still there): "has a parent that can never complete", naming that parent, the job whose
+ *   cancelled_by is gone, and the gone one. Either way: submit the job again.
+ * - Else: retry the end first, "parent <p>" when it is the job's own parent, else "job <root>"
+ *   (the parent it holds back named too). Never a job that no longer exists.
+ * Must stay true: every id it names is one the caller can look up, or said to be gone.
+ */
+function retryHeldMessage(job: JobRow, steps: readonly HoldStepRow[]): string {
+  const why = job.last_error ?? 'see its parents';
+  const parent = steps[0];
+  const end = steps[steps.length - 1];
+  if (!parent || !end) return `job ${job.id} was not retried: its parents changed meanwhile; try again`;
+  if (end.state === null) {
+    if (end.depth === 1) {
+      return `job ${job.id} was cancelled because parent ${end.id} did not complete (${why}), and that parent no longer exists ${DELETED_BY}: it can never complete; submit the job again without it`;
+    }
+    const by = steps[steps.length - 2]!;
+    const held = by.id === parent.id ? `parent ${parent.id} was cancelled` : `parent ${parent.id} is held back by job ${by.id}, which was cancelled`;
+    return `job ${job.id} has a parent that can never complete: ${held} because its parent ${end.id} did not complete (${by.last_error ?? 'see its parents'}), and ${end.id} no longer exists ${DELETED_BY}; submit the job again without it`;
+  }
+  const first = end.id === parent.id ? `parent ${parent.id} first` : `job ${end.id} first (parent ${parent.id} is held back by it)`;
+  return `job ${job.id} has a parent in DLQ or CANCELLED (${why}); retry ${first}`;
+}
+
 /**
  * An operator's manual retry (Store.jobRetry). The statement decides (sql/job-retry.sql); when
  * it retried nothing, the job is read again only to say why, in one line: no such job
- * (NOT_FOUND), not DLQ or CANCELLED, held back by a parent in DLQ or CANCELLED (retry that
- * parent), or cancelled by a parent that has since been deleted (it can never complete: the
- * job must be submitted again). Each is FAILED_PRECONDITION but the first, and changed nothing.
+ * (NOT_FOUND), not DLQ or CANCELLED, or held back by its parents (retryHeldMessage: the job to
+ * retry first, or that a job up its graph was deleted and it can never run: submit it again).
+ * Each is FAILED_PRECONDITION but the first, and changed nothing.
  */
 export async function jobRetry(pool: StorePool, id: string, now: Date | null, actor: AuditActor | undefined): Promise<Job> {
   idCheck(id);
@@ -107,13 +152,7 @@ export async function jobRetry(pool: StorePool, id: string, now: Date | null, ac
   if (row) return jobFromRow(row);
   const job = await jobRowRead(pool, id);
   if ((job.state === 'DLQ' || job.state === 'CANCELLED') && job.parent_ids) {
-    const by = job.cancelled_by;
-    if (by !== null && (await jobQueuesRead(pool, [by])).size === 0) {
-      throw failedPrecondition(
-        `job ${job.id} was cancelled because parent ${by} did not complete (${job.last_error ?? 'see its parents'}), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
-      );
-    }
-    throw failedPrecondition(`job ${job.id} has a parent in DLQ or CANCELLED (${job.last_error ?? 'see its parents'}); retry that parent first`);
+    throw failedPrecondition(retryHeldMessage(job, await rowsOf(pool, jobHoldChainSql, { id })));
   }
   throw failedPrecondition(`job ${job.id} is ${job.state}; only DLQ or CANCELLED jobs can be retried`);
 }

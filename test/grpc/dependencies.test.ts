@@ -220,28 +220,29 @@ describe('a failed parent and retention', () => {
     const queue = queueName();
     // The parents' queue keeps finished jobs for an hour; the children's, for the default week.
     await client.upsertQueue(parents, { dlqRetentionSeconds: 3600, completedRetentionSeconds: 3600 });
-    // P fails: C is cancelled naming P, G (C's child) naming C. P2 fails: C2 is cancelled.
-    // OK completes: K1 and K2 are released.
-    const [p, c, g, ok, k1, k2, p2, c2] = (
+    // P fails: C is cancelled naming P, G (C's child) naming C, GG (G's child) naming G. P2
+    // fails: C2 is cancelled. OK completes: K1 and K2 are released.
+    const [p, c, g, gg, ok, k1, k2, p2, c2] = (
       await client.submitMany([
         { queue: parents, type: 'a', ref: 'p' },
         { queue, type: 'b', ref: 'c', dependsOnRefs: ['p'] },
         { queue, type: 'b', ref: 'g', dependsOnRefs: ['c'] },
+        { queue, type: 'b', dependsOnRefs: ['g'] },
         { queue: parents, type: 'c', ref: 'ok' },
         { queue, type: 'b', dependsOnRefs: ['ok'] },
         { queue, type: 'b', dependsOnRefs: ['ok'] },
         { queue: parents, type: 'a', ref: 'p2' },
         { queue, type: 'b', dependsOnRefs: ['p2'] },
       ])
-    ).map((r) => r.job.id) as [string, string, string, string, string, string, string, string];
+    ).map((r) => r.job.id) as [string, string, string, string, string, string, string, string, string];
     await worker(parents, [], { value: 'a' });
     await jobIn(p, 'DLQ');
     await jobIn(p2, 'DLQ');
     await jobIn(ok, 'COMPLETED');
-    await jobIn(g, 'CANCELLED');
+    await jobIn(gg, 'CANCELLED');
     await jobIn(c2, 'CANCELLED');
-    expect((await rowsOf([c, g])).map((r) => [r.id, r.cancelled_by, r.last_error])).toEqual(
-      [[c, p, `parent ${p} ended DLQ`], [g, c, `parent ${p} ended DLQ`]].sort((x, y) => x[0]!.localeCompare(y[0]!)),
+    expect((await rowsOf([c, g, gg])).map((r) => [r.id, r.cancelled_by, r.last_error])).toEqual(
+      [[c, p, `parent ${p} ended DLQ`], [g, c, `parent ${p} ended DLQ`], [gg, g, `parent ${p} ended DLQ`]].sort((x, y) => x[0]!.localeCompare(y[0]!)),
     );
     // No worker serves the children's queue: K1 and K2 wait PENDING until an operator cancels them.
     for (const k of [k1, k2]) {
@@ -258,7 +259,13 @@ describe('a failed parent and retention', () => {
     };
     expect(await prune()).toEqual([[parents, 'COMPLETED', 1]]);
     expect((await client.get(p)).state).toBe('DLQ');
-    await expectStatus(call(clients.jobs, 'retryJob', { id: c }), grpc.status.FAILED_PRECONDITION, `job ${c} has a parent in DLQ or CANCELLED (parent ${p} ended DLQ); retry that parent first`);
+    // A refused retry names the job to retry first: P, the parent of C and the root of G and GG.
+    await expectStatus(call(clients.jobs, 'retryJob', { id: c }), grpc.status.FAILED_PRECONDITION, `job ${c} has a parent in DLQ or CANCELLED (parent ${p} ended DLQ); retry parent ${p} first`);
+    await expectStatus(
+      call(clients.jobs, 'retryJob', { id: gg }),
+      grpc.status.FAILED_PRECONDITION,
+      `job ${gg} has a parent in DLQ or CANCELLED (parent ${p} ended DLQ); retry job ${p} first (parent ${g} is held back by it)`,
+    );
     // Once C2 is gone (an operator's purge here; its own retention otherwise), P2 goes at the next run.
     await waitFor(async () => (await client.purgeJobs({ ids: [c2] })) === 1, { what: 'C2 purged' });
     expect(await prune()).toEqual([[parents, 'DLQ', 1]]);
@@ -266,7 +273,7 @@ describe('a failed parent and retention', () => {
 
     // An operator purges P all the same.
     await waitFor(async () => (await client.purgeJobs({ ids: [p] })) === 1, { what: 'P purged' });
-    const before = await rowsOf([c, g]);
+    const before = await rowsOf([c, g, gg]);
 
     // P can never complete: C is refused, naming it.
     await expectStatus(
@@ -275,9 +282,19 @@ describe('a failed parent and retention', () => {
       `job ${c} was cancelled because parent ${p} did not complete (parent ${p} ended DLQ), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
     );
     expect(await prune()).toEqual([]);
-    // G waits on C, which stays CANCELLED for good.
-    await expectStatus(call(clients.jobs, 'retryJob', { id: g }), grpc.status.FAILED_PRECONDITION, /^job \S+ has a parent in DLQ or CANCELLED/);
-    expect(await rowsOf([c, g])).toEqual(before);
+    // G waits on C, which stays CANCELLED for good: the refusal says so, not "retry P" (gone);
+    // and GG's names its parent G, the job C above it, and P.
+    await expectStatus(
+      call(clients.jobs, 'retryJob', { id: g }),
+      grpc.status.FAILED_PRECONDITION,
+      `job ${g} has a parent that can never complete: parent ${c} was cancelled because its parent ${p} did not complete (parent ${p} ended DLQ), and ${p} no longer exists (deleted by retention or a purge); submit the job again without it`,
+    );
+    await expectStatus(
+      call(clients.jobs, 'retryJob', { id: gg }),
+      grpc.status.FAILED_PRECONDITION,
+      `job ${gg} has a parent that can never complete: parent ${g} is held back by job ${c}, which was cancelled because its parent ${p} did not complete (parent ${p} ended DLQ), and ${p} no longer exists (deleted by retention or a purge); submit the job again without it`,
+    );
+    expect(await rowsOf([c, g, gg])).toEqual(before);
 
     // The control: K1's parent COMPLETED before it was deleted, so K1 runs again.
     expect((await client.retry(k1)).state).toBe('PENDING');
@@ -285,7 +302,7 @@ describe('a failed parent and retention', () => {
     expect(await client.retryJobs({ queue, states: 'CANCELLED' }, { dryRun: true })).toBe(1);
     expect(await client.retryJobs({ queue, states: 'CANCELLED' })).toBe(1);
     expect((await client.get(k2)).state).toBe('PENDING');
-    expect(await client.retryJobs({ ids: [c, g] })).toBe(0);
+    expect(await client.retryJobs({ ids: [c, g, gg] })).toBe(0);
 
     // C deleted too (a purge, as retention would): G now names a parent that is gone.
     await waitFor(async () => (await client.purgeJobs({ ids: [c] })) === 1, { what: 'C purged' });
@@ -294,13 +311,76 @@ describe('a failed parent and retention', () => {
       grpc.status.FAILED_PRECONDITION,
       `job ${g} was cancelled because parent ${c} did not complete (parent ${p} ended DLQ), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
     );
+    await expectStatus(
+      call(clients.jobs, 'retryJob', { id: gg }),
+      grpc.status.FAILED_PRECONDITION,
+      `job ${gg} has a parent that can never complete: parent ${g} was cancelled because its parent ${c} did not complete (parent ${p} ended DLQ), and ${c} no longer exists (deleted by retention or a purge); submit the job again without it`,
+    );
     expect(await client.retryJobs({ queue, states: 'CANCELLED' }, { dryRun: true })).toBe(0);
     expect(await client.retryJobs({ queue, states: 'CANCELLED' })).toBe(0);
 
-    // Nothing was changed or recorded for C and G.
-    expect(await rowsOf([g])).toEqual(before.filter((r) => r.id === g));
-    expect(await retriedEvents([c, g])).toBe(0);
-    const audit = await sql.query(`SELECT count(*)::int AS n FROM evora.audit_events WHERE action = 'job.retry' AND target = ANY ($1)`, [[c, g]]);
+    // Nothing was changed or recorded for C, G and GG.
+    expect(await rowsOf([g, gg])).toEqual(before.filter((r) => r.id !== c));
+    expect(await retriedEvents([c, g, gg])).toBe(0);
+    const audit = await sql.query(`SELECT count(*)::int AS n FROM evora.audit_events WHERE action = 'job.retry' AND target = ANY ($1)`, [[c, g, gg]]);
     expect(audit.rows[0].n).toBe(0);
+  });
+
+  it('two failed parents, the one cancelled_by does not name purged: the other\'s retry and completion leave the child CANCELLED naming the purged one, never run; an operator-cancelled child too; a new child naming it is NOT_FOUND', async () => {
+    const parents = queueName();
+    const queue = queueName();
+    // C and O wait on P1 and P2; O is cancelled by an operator before they run.
+    const [p1, p2, c, o] = (
+      await client.submitMany([
+        { queue: parents, type: 'a', ref: 'p1' },
+        { queue: parents, type: 'a', ref: 'p2' },
+        { queue, type: 'b', dependsOnRefs: ['p1', 'p2'] },
+        { queue, type: 'b', dependsOnRefs: ['p1', 'p2'] },
+      ])
+    ).map((r) => r.job.id) as [string, string, string, string];
+    expect((await client.cancel(o)).state).toBe('CANCELLED');
+    const fail = { value: 'a' as string | null };
+    await worker(parents, [], fail);
+    await jobIn(p1, 'DLQ');
+    await jobIn(p2, 'DLQ');
+    // C names the parent that failed first; the other is the one purged.
+    const named = (await rowsOf([c]))[0].cancelled_by as string;
+    expect([p1, p2]).toContain(named);
+    const purged = named === p1 ? p2 : p1;
+    // While another transaction holds C (a retry of C locks it, then its parents), a purge
+    // leaves its parent for a later call rather than wait for C (and deadlock with that retry).
+    await waitFor(async () => (await server.store.outboxLag()).events === 0, { what: 'the outbox projected' });
+    const holder = await sql.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM evora.jobs WHERE id = $1 FOR UPDATE', [c]);
+      expect(await client.purgeJobs({ ids: [purged] })).toBe(0);
+      await holder.query('ROLLBACK');
+    } finally {
+      holder.release();
+    }
+    expect(await client.purgeJobs({ ids: [purged] })).toBe(1);
+
+    // The named parent runs again and completes: C and O must not run without the purged one.
+    fail.value = null;
+    expect((await client.retry(named)).state).toBe('PENDING');
+    await jobIn(named, 'COMPLETED');
+    expect((await rowsOf([c, o])).map((r) => [r.id, r.state, r.cancelled_by, r.last_error])).toEqual(
+      [c, o].sort().map((id) => [id, 'CANCELLED', purged, `parent ${purged} ended DLQ`]),
+    );
+    for (const id of [c, o]) {
+      await expectStatus(
+        call(clients.jobs, 'retryJob', { id }),
+        grpc.status.FAILED_PRECONDITION,
+        `job ${id} was cancelled because parent ${purged} did not complete (parent ${purged} ended DLQ), and that parent no longer exists (deleted by retention or a purge): it can never complete; submit the job again without it`,
+      );
+    }
+    expect(await client.retryJobs({ ids: [c, o] })).toBe(0);
+    // A child submitted after the purge cannot name it.
+    await expectStatus(
+      call(clients.jobs, 'submitJob', { queue, type: 'b', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [purged], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) }),
+      grpc.status.NOT_FOUND,
+      `depends_on names job ${purged}, which does not exist`,
+    );
   });
 });

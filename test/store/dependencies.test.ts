@@ -166,6 +166,11 @@ describe('a deep chain (one trigger level per generation overflowed the stack)',
     // Each names the generation before it, so the retry walks the same way back.
     const { rows: via } = await sql.query('SELECT cancelled_by::text AS by FROM evora.jobs WHERE id = $1', [jobs[1000]!.id]);
     expect(via).toEqual([{ by: jobs[999]!.id }]);
+    // The last one's refused retry names the job to retry first, 1,499 generations up.
+    await expect(store.jobRetry({ id: jobs[1499]!.id, now: at(3) })).rejects.toMatchObject({
+      code: 'FAILED_PRECONDITION',
+      message: `job ${jobs[1499]!.id} has a parent in DLQ or CANCELLED (parent ${root!.id} ended DLQ); retry job ${root!.id} first (parent ${jobs[1498]!.id} is held back by it)`,
+    });
 
     expect((await store.jobRetry({ id: root!.id, now: at(3) })).state).toBe('PENDING');
     const { rows: after } = await sql.query(

@@ -4188,7 +4188,9 @@ export const JobServiceService = {
    * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
    * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
    * that parent: it restores the children it cancelled, back to WAITING), and for good once
-   * the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
+   * the parent that cancelled it, or a job further up that held that parent back, has been
+   * deleted (retention, PurgeJobs): it can never complete. The refusal's line names the job
+   * to retry first, or the deleted one.
    */
   retryJob: {
     path: "/evora.v1.JobService/RetryJob" as const,
@@ -4339,7 +4341,9 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
    * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
    * that parent: it restores the children it cancelled, back to WAITING), and for good once
-   * the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
+   * the parent that cancelled it, or a job further up that held that parent back, has been
+   * deleted (retention, PurgeJobs): it can never complete. The refusal's line names the job
+   * to retry first, or the deleted one.
    */
   retryJob: handleUnaryCall<RetryJobRequest, RetryJobResponse>;
   /**
@@ -4521,7 +4525,9 @@ export interface JobServiceClient extends Client {
    * an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
    * is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
    * that parent: it restores the children it cancelled, back to WAITING), and for good once
-   * the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
+   * the parent that cancelled it, or a job further up that held that parent back, has been
+   * deleted (retention, PurgeJobs): it can never complete. The refusal's line names the job
+   * to retry first, or the deleted one.
    */
   retryJob(
     request: RetryJobRequest,

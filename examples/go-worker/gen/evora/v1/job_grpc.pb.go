@@ -94,7 +94,9 @@ type JobServiceClient interface {
 	// an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
 	// is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
 	// that parent: it restores the children it cancelled, back to WAITING), and for good once
-	// the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
+	// the parent that cancelled it, or a job further up that held that parent back, has been
+	// deleted (retention, PurgeJobs): it can never complete. The refusal's line names the job
+	// to retry first, or the deleted one.
 	RetryJob(ctx context.Context, in *RetryJobRequest, opts ...grpc.CallOption) (*RetryJobResponse, error)
 	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
 	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually
@@ -313,7 +315,9 @@ type JobServiceServer interface {
 	// an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
 	// is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
 	// that parent: it restores the children it cancelled, back to WAITING), and for good once
-	// the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
+	// the parent that cancelled it, or a job further up that held that parent back, has been
+	// deleted (retention, PurgeJobs): it can never complete. The refusal's line names the job
+	// to retry first, or the deleted one.
 	RetryJob(context.Context, *RetryJobRequest) (*RetryJobResponse, error)
 	// RetryJobs retries every DLQ or CANCELLED job the filter matches, each exactly as
 	// RetryJob does (back to PENDING, due now, a fresh attempt budget, a retried_manually

@@ -189,7 +189,9 @@ class JobServiceServicer:
         an error (FAILED_PRECONDITION). A job with parents goes back to WAITING while a parent
         is unfinished, and is FAILED_PRECONDITION while a parent is DLQ or CANCELLED (retry
         that parent: it restores the children it cancelled, back to WAITING), and for good once
-        the parent that cancelled it has been deleted (retention, PurgeJobs): it can never complete.
+        the parent that cancelled it, or a job further up that held that parent back, has been
+        deleted (retention, PurgeJobs): it can never complete. The refusal's line names the job
+        to retry first, or the deleted one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

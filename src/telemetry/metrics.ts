@@ -19,6 +19,8 @@ export class ServerMetrics {
   readonly jobsDeadLettered = new Counter({ name: 'evora_jobs_dead_lettered_total', help: 'Jobs moved to the dead-letter queue by this server', labelNames: ['queue'], registers: [this.registry] });
   /** Finished jobs deleted by this server's pruner (retention), per queue and state. */
   readonly jobsPruned = new Counter({ name: 'evora_jobs_pruned_total', help: 'Finished jobs deleted by this server as leader, past their queue\'s retention', labelNames: ['queue', 'state'], registers: [this.registry] });
+  /** Audit events deleted by this server's pruner (EVORA_AUDIT_RETENTION_DAYS). */
+  readonly auditEventsPruned = new Counter({ name: 'evora_audit_events_pruned_total', help: 'Audit events deleted by this server as leader, past the audit retention (EVORA_AUDIT_RETENTION_DAYS)', registers: [this.registry] });
   readonly claimSeconds = new Histogram({
     name: 'evora_claim_duration_seconds',
     help: 'Duration of one claim statement',

@@ -101,7 +101,7 @@ function reads(s: { parentId: string; someId: string }): [string, string, Record
     ['GetQueueSeries / stats: telemetry minutes (every queue, last hour)', 'telemetryMinutesRead', { queues: null, since }],
     ['GetQueueSeries of a queue: telemetry minutes', 'telemetryMinutesRead', { queues: ['q3'], since }],
     ['ListQueueStats: counts by state', 'telemetryCountsRead', { queues: null }],
-    ['ListQueueStats: outbox lag', 'outboxLag', { now: null }],
+    ['ListQueueStats: outbox lag', 'outboxLag', { exactRows: 1000, now: null }],
     ['ListWorkers / stats: live sessions', 'workerSessionList', { queues: null, staleSeconds: 30, now: null }],
     ['ListWorkers of a queue', 'workerSessionList', { queues: ['q3'], staleSeconds: 30, now: null }],
     ['ListQueues', 'queueList', {}],

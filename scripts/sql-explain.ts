@@ -158,7 +158,7 @@ function samples(seed: Seed): Record<string, Record<string, unknown>> {
     queueList: {},
     queueSetPaused: { name: QUEUE, paused: false, now: null, actorKind: 'anonymous', actorTokenId: null, actorName: '' },
     queueDepths: { now: null },
-    outboxLag: { now: null },
+    outboxLag: { exactRows: 1000, now: null },
     projectorBatchOpenGet: {},
     projectorBatchOpen: { limit: 1000, sink: 'explain' },
     outboxRead: { hiId: seed.batch.hiId, horizon: seed.batch.horizon },

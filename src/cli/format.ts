@@ -345,7 +345,7 @@ export function statsDetails(s: QueueStats): string {
     ['last 60m', `${s.submitted60m} submitted, ${s.completed60m} completed, ${s.failed60m} failed, ${s.deadLettered60m} dead-lettered`],
     ['failure rate', `${(s.failureRate * 100).toFixed(1)}%`],
     ['workers (all servers)', `${s.connectedWorkers}, ${s.freeSlots} free slots`],
-    ['events not yet counted', String(s.outboxLagEvents)],
+    ['events not yet counted', `${s.outboxLagEstimated ? 'about ' : ''}${s.outboxLagEvents}`],
   ]);
 }
 

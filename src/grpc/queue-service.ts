@@ -9,9 +9,10 @@ import type { ServiceDeps } from './deps.js';
 import { scopeCheck, scopeFilter } from './auth.js';
 import { unary } from './unary.js';
 import { auditActor } from '../domain/audit.js';
+import type { OutboxLag } from '../store/store.js';
 
 /** One queue's stats as the proto message: telemetry's figures, this server's workers, the outbox lag. */
-function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { workers: number; freeSlots: number }, lag: number): QueueStats {
+function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { workers: number; freeSlots: number }, lag: OutboxLag): QueueStats {
   const pct = (p: { p50: number | null; p95: number | null; p99: number | null } | undefined) => ({
     p50Ms: p?.p50 ?? 0,
     p95Ms: p?.p95 ?? 0,
@@ -36,7 +37,8 @@ function queueStatsToPb(name: string, t: QueueTelemetry | null, workers: { worke
     completed60m: t?.completed60m ?? 0,
     failed60m: t?.failed60m ?? 0,
     deadLettered60m: t?.deadLettered60m ?? 0,
-    outboxLagEvents: lag,
+    outboxLagEvents: lag.events,
+    outboxLagEstimated: lag.estimated,
   };
 }
 
@@ -61,7 +63,7 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
         store.outboxLag(),
         store.workerSessionList({ queues: [queue.name] }),
       ]);
-      return { stats: queueStatsToPb(queue.name, stats ?? null, queueWorkers(sessions, queue.name), lag.events) };
+      return { stats: queueStatsToPb(queue.name, stats ?? null, queueWorkers(sessions, queue.name), lag) };
     }),
     listQueueStats: unary(deps, M.listQueueStats.path, async (_req, _call, principal) => {
       const [queueList, all, lag, sessions] = await Promise.all([
@@ -73,7 +75,7 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
       const queues = scopeFilter(principal, queueList, (q) => q.name);
       const byName = new Map(all.map((s) => [s.queue, s]));
       return {
-        stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, queueWorkers(sessions, q.name), lag.events)),
+        stats: queues.map((q) => queueStatsToPb(q.name, byName.get(q.name) ?? null, queueWorkers(sessions, q.name), lag)),
       };
     }),
     getQueueSeries: unary(deps, M.getQueueSeries.path, async (req, _call, principal) => {

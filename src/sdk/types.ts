@@ -265,8 +265,10 @@ export interface QueueStats {
   completed60m: number;
   failed60m: number;
   deadLettered60m: number;
-  /** Events not yet projected: how far these numbers may lag. */
+  /** Events not yet projected: how far these numbers may lag (an estimate when outboxLagEstimated). */
   outboxLagEvents: number;
+  /** outboxLagEvents is an estimate: the outbox is long (the telemetry store has been away). */
+  outboxLagEstimated: boolean;
 }
 
 /** Converts the protobuf QueueStats. */
@@ -286,6 +288,7 @@ export function queueStatsFromPb(pb: PbQueueStats): QueueStats {
     failed60m: pb.failed60m,
     deadLettered60m: pb.deadLettered60m,
     outboxLagEvents: pb.outboxLagEvents,
+    outboxLagEstimated: pb.outboxLagEstimated,
   };
 }
 

@@ -366,6 +366,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           batchSize: config.pruneBatchSize,
           auditRetentionDays: config.auditRetentionDays === 0 ? null : config.auditRetentionDays,
           onPruned: (counts) => counts.forEach((c) => metrics.jobsPruned.inc({ queue: c.queue, state: c.state }, c.jobs)),
+          onAuditPruned: (events) => metrics.auditEventsPruned.inc(events),
         }),
         scheduler: new Scheduler({ store, logger, onFired: (pass) => metrics.scheduleFiredCount(pass) }),
       },

@@ -22,7 +22,7 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '57P03', // cannot_connect_now: the database system is starting up / shutting down / in recovery
   '53300', // too_many_connections (the tracker takes it as a refusal: REFUSAL_SQLSTATES)
   '53100', // disk_full: nothing can be written until space is freed (the tracker takes it as a refusal)
-  '53200', // out_of_memory
+  '53200', // out_of_memory (the tracker takes it as a refusal)
   '57P05', // idle_session_timeout: the server ended an idle connection
   '25P03', // idle_in_transaction_session_timeout: likewise, inside a transaction
 ]);
@@ -32,7 +32,8 @@ const UNAVAILABLE_SQLSTATES = new Set([
  * UNAVAILABLE (the caller retries later; nothing was written) but not an outage, since
  * other statements (reads, or the same one later) still succeed. Counting them as outages
  * made the tracker flap, a warn and an info line for each refusal: a read-only database or
- * one whose disk is full fails every write and passes every read, and one out of
+ * one whose disk is full fails every write and passes every read, a statement out of memory
+ * fails alone (test/server/db-connections-full.test.ts provokes a real one), and one out of
  * connection slots refuses every new connection (the LISTEN connection's reconnects, the
  * pool growing) while the connections already open go on answering.
  */
@@ -42,10 +43,15 @@ const REFUSAL_SQLSTATES: ReadonlyMap<string, DatabaseRefusal> = new Map([
   ['25006', 'read-only'], // read_only_sql_transaction: the URL reaches a standby (during a failover), or default_transaction_read_only
   ['53300', 'out of connections'], // too_many_connections: max_connections (or a role's or database's CONNECTION LIMIT) reached by other clients
   ['53100', 'out of disk space'], // disk_full: writes that need new space fail until it is freed; reads go on
+  // out_of_memory: one statement's backend could not allocate memory ("out of memory"), or the
+  // shared lock table is full ("out of shared memory": a transaction holding too many locks;
+  // writes, which lock their transaction id there, fail until it ends, while reads go on).
+  // The backend stays, and other statements run.
+  ['53200', 'out of memory'],
 ]);
 
 /** Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES). */
-export type DatabaseRefusal = 'busy' | 'read-only' | 'out of connections' | 'out of disk space';
+export type DatabaseRefusal = 'busy' | 'read-only' | 'out of connections' | 'out of disk space' | 'out of memory';
 
 /** How often a kind of refusal is logged at warn at most; the ones between are counted. */
 export const REFUSAL_LOG_INTERVAL_MS = 30_000;

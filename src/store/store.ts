@@ -36,7 +36,7 @@ import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSw
 import { jobAttemptsRead, jobCancel, jobCascadeQueuesRead, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
-import { outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths } from './outbox.js';
+import { OUTBOX_LAG_EXACT_ROWS, outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths, type OutboxLag } from './outbox.js';
 import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
 import {
   scheduleDelete,
@@ -60,6 +60,7 @@ export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CH
 export type { ScheduleFireResult } from './schedules.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
 export type { DbPooler } from './connections.js';
+export { OUTBOX_LAG_EXACT_ROWS, type OutboxLag } from './outbox.js';
 
 /**
  * The store: the only code in Evora that speaks SQL to the queue's database, and the owner
@@ -506,9 +507,13 @@ export class Store {
     return queueDepths(this.pool, params.now ?? null);
   }
 
-  /** How far telemetry is behind: outbox events not yet applied, and the age of the oldest. */
-  async outboxLag(params: { now?: Date } = {}): Promise<{ events: number; oldestSeconds: number }> {
-    return outboxLag(this.pool, params.now ?? null);
+  /**
+   * How far telemetry is behind: outbox events not yet applied (exact over the first
+   * `exactRows` outbox rows, default OUTBOX_LAG_EXACT_ROWS; an estimate, marked `estimated`,
+   * beyond), and the age of the oldest. Costs the same at any outbox size (sql/outbox-lag.sql).
+   */
+  async outboxLag(params: { now?: Date; exactRows?: number } = {}): Promise<OutboxLag> {
+    return outboxLag(this.pool, { exactRows: params.exactRows ?? OUTBOX_LAG_EXACT_ROWS, now: params.now ?? null });
   }
 
   // ----- the embedded telemetry sink's tables ------------------------------------------

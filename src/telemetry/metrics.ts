@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { Logger } from '../logger.js';
-import type { ScheduleFireResult, Store } from '../store/store.js';
+import { OUTBOX_LAG_EXACT_ROWS, type ScheduleFireResult, type Store } from '../store/store.js';
 import { isUnavailable } from '../domain/errors.js';
 
 /**
@@ -19,6 +19,8 @@ export class ServerMetrics {
   readonly jobsDeadLettered = new Counter({ name: 'evora_jobs_dead_lettered_total', help: 'Jobs moved to the dead-letter queue by this server', labelNames: ['queue'], registers: [this.registry] });
   /** Finished jobs deleted by this server's pruner (retention), per queue and state. */
   readonly jobsPruned = new Counter({ name: 'evora_jobs_pruned_total', help: 'Finished jobs deleted by this server as leader, past their queue\'s retention', labelNames: ['queue', 'state'], registers: [this.registry] });
+  /** Audit events deleted by this server's pruner (EVORA_AUDIT_RETENTION_DAYS). */
+  readonly auditEventsPruned = new Counter({ name: 'evora_audit_events_pruned_total', help: 'Audit events deleted by this server as leader, past the audit retention (EVORA_AUDIT_RETENTION_DAYS)', registers: [this.registry] });
   readonly claimSeconds = new Histogram({
     name: 'evora_claim_duration_seconds',
     help: 'Duration of one claim statement',
@@ -70,11 +72,20 @@ export class ServerMetrics {
     });
     new Gauge({
       name: 'evora_outbox_lag_events',
-      help: 'Job events not yet projected into telemetry',
+      help: `Job events not yet projected into telemetry: exact over the outbox's first ${OUTBOX_LAG_EXACT_ROWS} rows, an estimate beyond (evora_outbox_lag_estimated)`,
       registers: [this.registry],
       async collect() {
         const lag = await unlessUnavailable(lagRead());
         if (lag) this.set(lag.events);
+      },
+    });
+    new Gauge({
+      name: 'evora_outbox_lag_estimated',
+      help: 'Whether evora_outbox_lag_events is an estimate (1: the outbox is longer than the rows counted exactly) or exact (0)',
+      registers: [this.registry],
+      async collect() {
+        const lag = await unlessUnavailable(lagRead());
+        if (lag) this.set(lag.estimated ? 1 : 0);
       },
     });
     new Gauge({

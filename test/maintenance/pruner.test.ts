@@ -42,7 +42,9 @@ const signal = new AbortController().signal;
 const T0 = new Date('2033-05-01T00:00:00Z');
 const at = (seconds: number) => new Date(T0.getTime() + seconds * 1000);
 
-function pruner(opts: { batchSize?: number; intervalMs?: number; onPruned?: (counts: PruneCount[]) => void; auditRetentionDays?: number | null; logger?: Logger } = {}) {
+function pruner(
+  opts: { batchSize?: number; intervalMs?: number; onPruned?: (counts: PruneCount[]) => void; onAuditPruned?: (events: number) => void; auditRetentionDays?: number | null; logger?: Logger } = {},
+) {
   const p = new Pruner({ store, logger: opts.logger ?? silentLogger(), intervalMs: opts.intervalMs ?? 60_000, startJitterMaxMs: 0, batchPauseMs: 0, ...opts });
   started.push(p);
   return p;
@@ -74,7 +76,7 @@ describe('the pruner', () => {
     const queue = await completedJobs(30, at(0));
     const batches: number[] = [];
     const run = await pruner({ batchSize: 7, onPruned: (c) => batches.push(c.reduce((s, x) => s + x.jobs, 0)) }).runOnce(signal, { now: at(60) });
-    expect(run).toEqual({ pruned: 30, batches: 5, counts: [{ queue, state: 'COMPLETED', jobs: 30 }], staleSessions: 0, auditEvents: 0 });
+    expect(run).toEqual({ pruned: 30, batches: 5, counts: [{ queue, state: 'COMPLETED', jobs: 30 }], staleSessions: 0, auditEvents: 0, failed: [] });
     expect(batches).toEqual([7, 7, 7, 7, 2]);
     expect(await jobCount(queue)).toBe(0);
   });
@@ -83,7 +85,7 @@ describe('the pruner', () => {
     const queue = await completedJobs(10, at(1000));
     const stopped = new AbortController();
     stopped.abort();
-    expect(await pruner({ batchSize: 3 }).runOnce(stopped.signal, { now: at(2000) })).toEqual({ pruned: 0, batches: 0, counts: [], staleSessions: 0, auditEvents: 0 });
+    expect(await pruner({ batchSize: 3 }).runOnce(stopped.signal, { now: at(2000) })).toEqual({ pruned: 0, batches: 0, counts: [], staleSessions: 0, auditEvents: 0, failed: [] });
     expect(await jobCount(queue)).toBe(10);
     expect((await pruner({ batchSize: 3 }).runOnce(signal, { now: at(2000) })).pruned).toBeGreaterThanOrEqual(10);
     expect(await jobCount(queue)).toBe(0);
@@ -204,5 +206,60 @@ describe('audit retention', () => {
     // A year later: the database still keeps the last 30 days, whatever `now` says.
     expect((await audited.runOnce(signal, { now: new Date(dbNow.getTime() + 365 * DAY) })).auditEvents).toBe(3);
     expect(await ages(target, dbNow)).toEqual([1]);
+  });
+
+  it('a failing job prune does not skip audit retention, nor the other way round; each logs its own failure; evora_audit_events_pruned_total counts', async () => {
+    const target = `audit-${randomBytes(4).toString('hex')}`;
+    const dbNow = await store.dbNow();
+    const metrics = new ServerMetrics({ store });
+    const lines: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
+    const p = pruner({ auditRetentionDays: 365, batchSize: 2, logger, onAuditPruned: (n) => metrics.auditEventsPruned.inc(n) });
+    const audited = async () => (await metrics.registry.getSingleMetric('evora_audit_events_pruned_total')!.get()).values[0]?.value;
+    /** The lines since the last call, as [level, message], durations written `N s`. */
+    const logged = () => lines.splice(0).map((l) => [l.level, l.msg.replace(/[\d.]+ s$/, 'N s')]);
+    // A real refusal by this test's database (a statement trigger), not a hook in Evora.
+    await sql.query(`CREATE FUNCTION public.test_refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'deletes refused by the test'; END $$`);
+    const refuse = (table: string) => sql.query(`CREATE TRIGGER test_refuse_delete BEFORE DELETE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION public.test_refuse_delete()`);
+    const allow = (table: string) => sql.query(`DROP TRIGGER IF EXISTS test_refuse_delete ON ${table}`);
+    try {
+      const queue = await completedJobs(3, new Date(dbNow.getTime() - 3600_000));
+      await auditEvents(target, dbNow, 400, 3);
+
+      await refuse('evora.jobs');
+      const jobsRefused = await p.runOnce(signal, { now: dbNow });
+      expect(jobsRefused).toMatchObject({ failed: ['jobs'], pruned: 0, auditEvents: 3 });
+      expect(await jobCount(queue)).toBe(3);
+      expect(await ages(target, dbNow)).toEqual([]);
+      expect(await audited()).toBe(3);
+      expect(logged()).toEqual([[50, 'pruner (jobs): tick failed'], [30, 'audit events past their retention deleted']]);
+
+      await allow('evora.jobs');
+      await refuse('evora.audit_events');
+      await auditEvents(target, dbNow, 400, 2);
+      const auditRefused = await p.runOnce(signal, { now: dbNow });
+      expect(auditRefused).toMatchObject({ failed: ['audit events'], auditEvents: 0 });
+      expect(auditRefused.counts).toContainEqual({ queue, state: 'COMPLETED', jobs: 3 });
+      expect(await jobCount(queue)).toBe(0);
+      expect(await ages(target, dbNow)).toEqual([400, 400]);
+      expect(logged()).toEqual([
+        [30, 'finished jobs past their retention deleted'],
+        [30, 'pruner (jobs): ticks succeed again after 1 failed tick over N s'],
+        [50, 'pruner (audit events): tick failed'],
+      ]);
+
+      await allow('evora.audit_events');
+      expect(await p.runOnce(signal, { now: dbNow })).toMatchObject({ failed: [], auditEvents: 2 });
+      expect(await audited()).toBe(5);
+      expect(logged()).toEqual([
+        [30, 'audit events past their retention deleted'],
+        [30, 'pruner (audit events): ticks succeed again after 1 failed tick over N s'],
+      ]);
+      expect(await metrics.registry.metrics()).toMatch(/^evora_audit_events_pruned_total 5$/m);
+    } finally {
+      await allow('evora.jobs');
+      await allow('evora.audit_events');
+      await sql.query('DROP FUNCTION public.test_refuse_delete()');
+    }
   });
 });

@@ -7,6 +7,9 @@ import { queueName } from '../helpers/factories.js';
 import { teardownAdd } from '../helpers/teardown.js';
 import { waitFor } from '../helpers/wait.js';
 import { freePort, logLines, privatePostgres, serveChild, type PrivatePostgres, type ServeChild } from '../helpers/private-pg.js';
+import { pino } from 'pino';
+import { isUnavailable } from '../../src/domain/errors.js';
+import { DatabaseAvailability } from '../../src/store/availability.js';
 
 /**
  * PostgreSQL out of connection slots: other clients hold every one of max_connections (12
@@ -21,6 +24,9 @@ import { freePort, logLines, privatePostgres, serveChild, type PrivatePostgres, 
  * statement ended it: a warn and an info line per refused reconnect of the LISTEN
  * connection, each second, for as long as the slots stayed taken. A refusal leaves the
  * database's state as it is (src/store/availability.ts).
+ *
+ * The same cluster's small lock table (max_locks_per_transaction times its few slots) gives
+ * a real out-of-memory refusal (53200, "out of shared memory") of one statement cheaply.
  */
 
 const MAX_CONNECTIONS = 12;
@@ -208,5 +214,34 @@ describe('PostgreSQL out of connection slots', () => {
     expect(await srv.stop(), srv.output().slice(-2000)).toBe(0);
     const errors = logLines(srv.output()).filter((l) => l.level >= 50);
     expect(errors, JSON.stringify(errors.slice(0, 3))).toEqual([]);
+  });
+});
+
+describe('PostgreSQL out of memory for one statement', () => {
+  it('a real 53200 (the shared lock table full) is a refusal: UNAVAILABLE with one line, no outage; the next statements answer', async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const availability = new DatabaseAvailability(pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s) as (typeof lines)[number]) }));
+    availability.success();
+    const client = new pg.Client({ connectionString: pgc.url, application_name: 'evora-test-locks' });
+    await client.connect();
+    try {
+      // One statement taking advisory locks until the shared lock table is full.
+      const err = await client.query('SELECT count(pg_advisory_xact_lock(g)) FROM generate_series(1, 10000000) g').then(
+        () => null,
+        (e: unknown) => e as Error & { code?: string },
+      );
+      expect(err?.code, String(err)).toBe('53200');
+      const answered = availability.failure(err);
+      expect(isUnavailable(answered)).toBe(true);
+      expect(answered!.message).toBe(`database out of memory: ${err!.message}`);
+      // Its locks went with it: the same connection and a new one answer; no outage began or ended.
+      expect((await client.query('SELECT 1 AS ok')).rows).toEqual([{ ok: 1 }]);
+      expect(await pgc.query('SELECT 1 AS ok')).toEqual([{ ok: 1 }]);
+      availability.success();
+      expect(availability.state).toBe('available');
+      expect(lines.map((l) => [l.level, l.msg])).toEqual([[40, answered!.message]]);
+    } finally {
+      await client.end();
+    }
   });
 });

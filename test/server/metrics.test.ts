@@ -36,6 +36,7 @@ describe('/metrics and /healthz', () => {
     expect(metric(before, 'evora_jobs_submitted_total', `queue="${queue}"`)).toBe(4);
     expect(metric(before, 'evora_queue_depth', `queue="${queue}"`)).toBe(4);
     expect(before).toMatch(/^evora_outbox_lag_events \d+/m);
+    expect(before).toMatch(/^evora_outbox_lag_estimated 0$/m); // a short outbox: counted exactly
 
     const w = new RawWorker(clients);
     await w.hello('metrics-worker', [queue], 4);

@@ -102,10 +102,12 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
 
   // Out of connection slots: new connections refused (the LISTEN connection's reconnects, the
   // pool growing) while the ones already open answer. Out of disk space: writes refused while
-  // reads answer. One line, not a warn and an info per refusal.
+  // reads answer. Out of memory: one statement refused while the others run (a real one:
+  // test/server/db-connections-full.test.ts). One line, not a warn and an info per refusal.
   it.each([
     ['53300', 'sorry, too many clients already', 'database out of connections: sorry, too many clients already'],
     ['53100', 'could not extend file "base/16384/16417": No space left on device', 'database out of disk space: could not extend file "base/16384/16417": No space left on device'],
+    ['53200', 'out of shared memory', 'database out of memory: out of shared memory'],
   ])('SQLSTATE %s is a refusal: UNAVAILABLE with one line, no outage, what still works goes on', (code, message, answered) => {
     const { availability, logged } = tracker();
     availability.success();

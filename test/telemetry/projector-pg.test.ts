@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
+import { ServerMetrics } from '../../src/telemetry/metrics.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { MINUTES_KEPT, projectEvents, telemetryStats } from '../../src/telemetry/projection.js';
@@ -119,6 +120,42 @@ describe('projector into the embedded Postgres sink', () => {
       expect(rows[0]!.n).toBe(0);
     } finally {
       await other.close();
+    }
+  });
+
+  it('the outbox lag: exact over the first exactRows rows, an estimate marked as such beyond them', async () => {
+    await projector().runOnce(signal);
+    expect(await store.outboxLag()).toEqual({ events: 0, estimated: false, oldestSeconds: 0 });
+    // 40 outbox rows of 1 and 3 events in turn (80 events), the oldest written 90 s ago.
+    const now = await store.dbNow();
+    const { rows: [first] } = await sql.query<{ id: string }>(
+      `WITH ins AS (INSERT INTO evora.job_events (at, n, job_ids, queues, types, kinds, from_states, to_states, attempts, worker_ids, wait_ms, run_ms)
+       SELECT $1::timestamptz + g * interval '1 second', k, array_fill(gen_random_uuid(), ARRAY[k]), array_fill('lag'::text, ARRAY[k]),
+              array_fill('t'::text, ARRAY[k]), array_fill('submitted'::evora.job_event_kind, ARRAY[k]), array_fill(NULL::evora.job_state, ARRAY[k]),
+              array_fill('PENDING'::evora.job_state, ARRAY[k]), array_fill(0, ARRAY[k]), array_fill(NULL::text, ARRAY[k]),
+              array_fill(NULL::float8, ARRAY[k]), array_fill(NULL::float8, ARRAY[k])
+       FROM generate_series(0, 39) g, LATERAL (SELECT CASE WHEN g % 2 = 0 THEN 1 ELSE 3 END AS k) n
+       RETURNING id) SELECT min(id) AS id FROM ins`,
+      [new Date(now.getTime() - 90_000)],
+    );
+    try {
+      // Short: counted exactly (the default counts 1,000 rows; 40 and exactly 40 as well).
+      expect(await store.outboxLag({ now })).toEqual({ events: 80, estimated: false, oldestSeconds: 90 });
+      expect(await store.outboxLag({ now, exactRows: 40 })).toMatchObject({ events: 80, estimated: false });
+      // Long (more rows than counted): the 10 first rows, 20 events, then 30 more rows of 2
+      // events each on average, and marked as an estimate; the age is still exact.
+      expect(await store.outboxLag({ now, exactRows: 10 })).toEqual({ events: 80, estimated: true, oldestSeconds: 90 });
+      // A row in between removed: the id range still counts it (never fewer rows than there are).
+      await sql.query('DELETE FROM evora.job_events WHERE id = $1::int8 + 20', [first!.id]);
+      expect(await store.outboxLag({ now, exactRows: 10 })).toEqual({ events: 80, estimated: true, oldestSeconds: 90 });
+      expect(await store.outboxLag({ now, exactRows: 39 })).toMatchObject({ events: 79, estimated: false });
+      // The gauges: the same numbers on /metrics.
+      const metrics = new ServerMetrics({ store });
+      const text = await metrics.registry.metrics();
+      expect(text).toMatch(/^evora_outbox_lag_events 79$/m);
+      expect(text).toMatch(/^evora_outbox_lag_estimated 0$/m);
+    } finally {
+      await sql.query('DELETE FROM evora.job_events WHERE id >= $1::int8', [first!.id]);
     }
   });
 

@@ -398,10 +398,19 @@ export interface QueueStats {
   failed60m: number;
   /** Jobs dead-lettered in the last 60 minutes. */
   deadLettered60m: number;
-  /** Telemetry events not yet projected (server-wide): how far these numbers may lag. */
+  /**
+   * Telemetry events not yet projected (server-wide): how far these numbers may lag. Exact
+   * while the outbox is short (its first 1,000 rows are counted); an estimate beyond, when
+   * outbox_lag_estimated is set (docs/telemetry.md, "The outbox lag").
+   */
   outboxLagEvents: number;
   /** Jobs currently WAITING for their parents (docs/api.md "Dependencies"). */
   waiting: number;
+  /**
+   * Whether outbox_lag_events is an estimate (the outbox is long: the telemetry store has
+   * been away) rather than an exact count.
+   */
+  outboxLagEstimated: boolean;
 }
 
 /** GetQueueStatsRequest names the queue. */
@@ -2204,6 +2213,7 @@ function createBaseQueueStats(): QueueStats {
     deadLettered60m: 0,
     outboxLagEvents: 0,
     waiting: 0,
+    outboxLagEstimated: false,
   };
 }
 
@@ -2262,6 +2272,9 @@ export const QueueStats: MessageFns<QueueStats> = {
     }
     if (message.waiting !== 0) {
       writer.uint32(144).int64(message.waiting);
+    }
+    if (message.outboxLagEstimated !== false) {
+      writer.uint32(152).bool(message.outboxLagEstimated);
     }
     return writer;
   },
@@ -2423,6 +2436,14 @@ export const QueueStats: MessageFns<QueueStats> = {
             message.waiting = longToNumber(reader.int64());
             continue;
           }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.outboxLagEstimated = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2487,6 +2508,11 @@ export const QueueStats: MessageFns<QueueStats> = {
         ? globalThis.Number(object.outbox_lag_events)
         : 0,
       waiting: isSet(object.waiting) ? globalThis.Number(object.waiting) : 0,
+      outboxLagEstimated: isSet(object.outboxLagEstimated)
+        ? globalThis.Boolean(object.outboxLagEstimated)
+        : isSet(object.outbox_lag_estimated)
+        ? globalThis.Boolean(object.outbox_lag_estimated)
+        : false,
     };
   },
 
@@ -2546,6 +2572,9 @@ export const QueueStats: MessageFns<QueueStats> = {
     if (message.waiting !== 0) {
       obj.waiting = Math.round(message.waiting);
     }
+    if (message.outboxLagEstimated !== false) {
+      obj.outboxLagEstimated = message.outboxLagEstimated;
+    }
     return obj;
   },
 
@@ -2576,6 +2605,7 @@ export const QueueStats: MessageFns<QueueStats> = {
     message.deadLettered60m = object.deadLettered60m ?? 0;
     message.outboxLagEvents = object.outboxLagEvents ?? 0;
     message.waiting = object.waiting ?? 0;
+    message.outboxLagEstimated = object.outboxLagEstimated ?? false;
     return message;
   },
 };

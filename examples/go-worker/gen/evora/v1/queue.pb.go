@@ -1145,12 +1145,17 @@ type QueueStats struct {
 	Failed_60M int64 `protobuf:"varint,15,opt,name=failed_60m,json=failed60m,proto3" json:"failed_60m,omitempty"`
 	// Jobs dead-lettered in the last 60 minutes.
 	DeadLettered_60M int64 `protobuf:"varint,16,opt,name=dead_lettered_60m,json=deadLettered60m,proto3" json:"dead_lettered_60m,omitempty"`
-	// Telemetry events not yet projected (server-wide): how far these numbers may lag.
+	// Telemetry events not yet projected (server-wide): how far these numbers may lag. Exact
+	// while the outbox is short (its first 1,000 rows are counted); an estimate beyond, when
+	// outbox_lag_estimated is set (docs/telemetry.md, "The outbox lag").
 	OutboxLagEvents int64 `protobuf:"varint,17,opt,name=outbox_lag_events,json=outboxLagEvents,proto3" json:"outbox_lag_events,omitempty"`
 	// Jobs currently WAITING for their parents (docs/api.md "Dependencies").
-	Waiting       int64 `protobuf:"varint,18,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Waiting int64 `protobuf:"varint,18,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// Whether outbox_lag_events is an estimate (the outbox is long: the telemetry store has
+	// been away) rather than an exact count.
+	OutboxLagEstimated bool `protobuf:"varint,19,opt,name=outbox_lag_estimated,json=outboxLagEstimated,proto3" json:"outbox_lag_estimated,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *QueueStats) Reset() {
@@ -1307,6 +1312,13 @@ func (x *QueueStats) GetWaiting() int64 {
 		return x.Waiting
 	}
 	return 0
+}
+
+func (x *QueueStats) GetOutboxLagEstimated() bool {
+	if x != nil {
+		return x.OutboxLagEstimated
+	}
+	return false
 }
 
 // GetQueueStatsRequest names the queue.
@@ -1798,7 +1810,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"Throughput\x12\x17\n" +
 	"\alast_1m\x18\x01 \x01(\x01R\x06last1m\x12\x17\n" +
 	"\alast_5m\x18\x02 \x01(\x01R\x06last5m\x12\x19\n" +
-	"\blast_60m\x18\x03 \x01(\x01R\alast60m\"\xf8\x04\n" +
+	"\blast_60m\x18\x03 \x01(\x01R\alast60m\"\xaa\x05\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
@@ -1823,7 +1835,8 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"failed_60m\x18\x0f \x01(\x03R\tfailed60m\x12*\n" +
 	"\x11dead_lettered_60m\x18\x10 \x01(\x03R\x0fdeadLettered60m\x12*\n" +
 	"\x11outbox_lag_events\x18\x11 \x01(\x03R\x0foutboxLagEvents\x12\x18\n" +
-	"\awaiting\x18\x12 \x01(\x03R\awaiting\"*\n" +
+	"\awaiting\x18\x12 \x01(\x03R\awaiting\x120\n" +
+	"\x14outbox_lag_estimated\x18\x13 \x01(\bR\x12outboxLagEstimated\"*\n" +
 	"\x14GetQueueStatsRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
 	"\x15GetQueueStatsResponse\x12*\n" +

@@ -179,7 +179,7 @@ class Throughput(_message.Message):
     def __init__(self, last_1m: _Optional[float] = ..., last_5m: _Optional[float] = ..., last_60m: _Optional[float] = ...) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("queue", "pending", "running", "completed", "dlq", "cancelled", "throughput", "wait", "run", "failure_rate", "connected_workers", "free_slots", "submitted_60m", "completed_60m", "failed_60m", "dead_lettered_60m", "outbox_lag_events", "waiting")
+    __slots__ = ("queue", "pending", "running", "completed", "dlq", "cancelled", "throughput", "wait", "run", "failure_rate", "connected_workers", "free_slots", "submitted_60m", "completed_60m", "failed_60m", "dead_lettered_60m", "outbox_lag_events", "waiting", "outbox_lag_estimated")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +198,7 @@ class QueueStats(_message.Message):
     DEAD_LETTERED_60M_FIELD_NUMBER: _ClassVar[int]
     OUTBOX_LAG_EVENTS_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_LAG_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     queue: str
     pending: int
     running: int
@@ -216,7 +217,8 @@ class QueueStats(_message.Message):
     dead_lettered_60m: int
     outbox_lag_events: int
     waiting: int
-    def __init__(self, queue: _Optional[str] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., dlq: _Optional[int] = ..., cancelled: _Optional[int] = ..., throughput: _Optional[_Union[Throughput, _Mapping]] = ..., wait: _Optional[_Union[Percentiles, _Mapping]] = ..., run: _Optional[_Union[Percentiles, _Mapping]] = ..., failure_rate: _Optional[float] = ..., connected_workers: _Optional[int] = ..., free_slots: _Optional[int] = ..., submitted_60m: _Optional[int] = ..., completed_60m: _Optional[int] = ..., failed_60m: _Optional[int] = ..., dead_lettered_60m: _Optional[int] = ..., outbox_lag_events: _Optional[int] = ..., waiting: _Optional[int] = ...) -> None: ...
+    outbox_lag_estimated: bool
+    def __init__(self, queue: _Optional[str] = ..., pending: _Optional[int] = ..., running: _Optional[int] = ..., completed: _Optional[int] = ..., dlq: _Optional[int] = ..., cancelled: _Optional[int] = ..., throughput: _Optional[_Union[Throughput, _Mapping]] = ..., wait: _Optional[_Union[Percentiles, _Mapping]] = ..., run: _Optional[_Union[Percentiles, _Mapping]] = ..., failure_rate: _Optional[float] = ..., connected_workers: _Optional[int] = ..., free_slots: _Optional[int] = ..., submitted_60m: _Optional[int] = ..., completed_60m: _Optional[int] = ..., failed_60m: _Optional[int] = ..., dead_lettered_60m: _Optional[int] = ..., outbox_lag_events: _Optional[int] = ..., waiting: _Optional[int] = ..., outbox_lag_estimated: _Optional[bool] = ...) -> None: ...
 
 class GetQueueStatsRequest(_message.Message):
     __slots__ = ("name",)

@@ -1,5 +1,5 @@
 /** Formatting shared by the pages: states, counts, times and durations as people read them. */
-import type { Int64, JobState } from './types';
+import type { Int64, JobState } from './types.js';
 
 /** "JOB_STATE_DLQ" -> "dlq"; any enum name loses its prefix and goes lower case. */
 export function enumLabel(value: string | undefined, prefix: string): string {
@@ -21,6 +21,16 @@ export function count(value: Int64 | undefined): string {
 export function countOf(value: Int64 | undefined, noun: string): string {
   const n = count(value);
   return `${n} ${n === '1' ? noun : `${noun}s`}`;
+}
+
+/**
+ * The telemetry lag for the overview: "about N events" when the server estimated it (a long
+ * outbox is counted exactly only over its first rows: docs/telemetry.md "The outbox lag"), so
+ * an estimate is never read as an exact count.
+ */
+export function outboxLagText(events: Int64 | undefined, estimated: boolean | undefined): string {
+  const text = countOf(events, 'event');
+  return estimated ? `about ${text}` : text;
 }
 
 /** A number with at most `digits` decimals. */

@@ -74,6 +74,7 @@ export interface QueueStats {
   connectedWorkers?: number;
   freeSlots?: number;
   outboxLagEvents?: Int64;
+  outboxLagEstimated?: boolean;
 }
 
 export interface SeriesPoint {

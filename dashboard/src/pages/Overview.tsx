@@ -7,7 +7,7 @@ import { Link } from 'react-router';
 import type uPlot from 'uplot';
 import { Chart, type ChartSeries } from '../components/Chart';
 import { ErrorLine, Loading } from '../components/status';
-import { count, countOf, ms, num } from '../format';
+import { count, ms, num, outboxLagText } from '../format';
 import { useQueueSeries, useQueueStats } from '../queries';
 import type { SeriesPoint } from '../types';
 
@@ -40,7 +40,7 @@ export function Overview() {
   const [chartQueue, setChartQueue] = useState('');
   const rows = stats.data?.stats ?? [];
   // Server-wide: every queue's stats carry the same value.
-  const lag = stats.data ? countOf(rows[0]?.outboxLagEvents, 'event') : '— events';
+  const lag = stats.data ? outboxLagText(rows[0]?.outboxLagEvents, rows[0]?.outboxLagEstimated) : '— events';
   return (
     <section>
       <h1>Overview</h1>

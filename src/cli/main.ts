@@ -11,6 +11,7 @@ import { databaseFailure, dbCommandsAdd } from './db-commands.js';
 import { operatorCommandsAdd } from './operator-commands.js';
 import { tokenCommandsAdd } from './token-commands.js';
 import { UsageError } from './format.js';
+import { DEFAULT_GRPC_PORT } from './client-context.js';
 
 /**
  * The `evora` command. `evora serve` runs the server (what `npm start` runs); the other
@@ -78,7 +79,7 @@ const program = new Command('evora')
   // Subcommand help lists these global options too (commander copies this setting into
   // every command added below, so it must come first).
   .configureHelp({ showGlobalOptions: true })
-  .option('--address <host:port>', `server the client commands talk to (not serve's listen address) [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
+  .option('--address <host:port>', `server the client commands talk to (not serve's listen address); without a port, Evora's ${DEFAULT_GRPC_PORT} [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
   .option('--json', 'print results as JSON (for scripts)')
   .option('--timeout <duration>', 'deadline of each client call, e.g. 10s', '10s')
   .option('--tls-ca <file>', "TLS: the CA (PEM) that signed the server's certificate [env EVORA_TLS_CA; unset: plaintext]")

@@ -215,7 +215,7 @@ describe('evora client commands', () => {
     const queue = queueName();
     const missing = '00000000-0000-4000-8000-000000000000';
     const unreachable = `127.0.0.1:${await freePort()}`;
-    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson] = await Promise.all([
+    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort] = await Promise.all([
       evora('get', missing),
       evora('submit', queue, 't', '--payload', '{"to":'),
       evora('submit', queue, 't', '--payload', '[1,2]'),
@@ -226,6 +226,8 @@ describe('evora client commands', () => {
       evora('queue', 'pause', 'no_such_queue'),
       evora('--address', unreachable, 'queues'),
       evora('queues', '--json', '--address', unreachable),
+      // A host without a port is dialled at Evora's 50051, not grpc-js's 443 (.invalid never resolves).
+      evora('--address', 'evora-test.invalid', '--timeout', '3s', 'queues'),
     ]);
     const oneLine = (r: CliRun) => {
       expect(r.stdout).toBe('');
@@ -251,6 +253,8 @@ describe('evora client commands', () => {
     expect(down.code).toBe(5);
     expect(oneLine(down)).toMatch(new RegExp(`^evora: UNAVAILABLE: cannot reach the Evora server at ${unreachable}`));
     expect(downJson.code).toBe(5);
+    expect(noPort.code).toBe(5);
+    expect(oneLine(noPort)).toMatch(/ the Evora server at evora-test\.invalid:50051\b/);
 
     // An idempotency key reused with different content is a conflict.
     expect((await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":1}')).code).toBe(0);

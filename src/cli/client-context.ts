@@ -19,6 +19,7 @@ interface GlobalOptions {
   tlsCert?: string;
   tlsKey?: string;
   token?: string;
+  tokenFile?: string;
 }
 
 /** Evora's gRPC port: `evora serve`'s --port default, where a server listens unless told otherwise. */
@@ -70,18 +71,46 @@ export function tlsOptions(g: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
 }
 
 /**
- * The API token from --token, else EVORA_TOKEN (surrounding whitespace dropped, so that
- * `$(cat token-file)` works); none: no token is sent. The token is never printed, also not
- * in an error message.
+ * The first line of a token file, trimmed (a file written by `echo`, or with a CRLF, works).
+ * An unreadable file, or one whose first line is empty, is refused with one line naming the
+ * path and never the content.
  */
-export function tokenOption(g: { token?: string }, env = process.env): { token?: string } {
-  const flag = g.token !== undefined;
-  const token = (flag ? g.token : env.EVORA_TOKEN)?.trim();
-  if (!token) {
-    if (flag) throw new UsageError('--token is empty');
-    return {};
+function tokenFileRead(path: string, source: string): string {
+  if (path.trim() === '') throw new UsageError(`${source} is empty: give the path of a file holding the token, or leave it out`);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`${source}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError(`${flag ? '--token' : 'EVORA_TOKEN'} must be printable ASCII without spaces`);
+  const token = (text.split('\n', 1)[0] ?? '').trim();
+  if (!token) throw new UsageError(`${source}: the first line of ${path} is empty: it must hold the token`);
+  return token;
+}
+
+/**
+ * The API token, from the first of: --token, --token-file, EVORA_TOKEN_FILE, EVORA_TOKEN
+ * (flag > file > env; surrounding whitespace dropped, so that `$(cat token-file)` works);
+ * none: no token is sent. --token puts the secret in the process list, which every user of
+ * the machine can read; the others keep it out. The token is never printed, also not in an
+ * error message.
+ */
+export function tokenOption(g: { token?: string; tokenFile?: string }, env = process.env): { token?: string } {
+  let source: string;
+  let token: string | undefined;
+  if (g.token !== undefined) {
+    source = '--token';
+    token = g.token.trim();
+    if (!token) throw new UsageError('--token is empty');
+  } else if (g.tokenFile !== undefined || env.EVORA_TOKEN_FILE) {
+    source = g.tokenFile !== undefined ? '--token-file' : 'EVORA_TOKEN_FILE';
+    token = tokenFileRead((g.tokenFile ?? env.EVORA_TOKEN_FILE) as string, source);
+  } else {
+    source = 'EVORA_TOKEN';
+    token = env.EVORA_TOKEN?.trim();
+    if (!token) return {};
+  }
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError(`${source === '--token' || source === 'EVORA_TOKEN' ? source : `the token in ${source}`} must be printable ASCII without spaces`);
   return { token };
 }
 
@@ -99,7 +128,7 @@ function timeoutMs(text: string): number {
 export interface Ctx {
   client: EvoraClient;
   json: boolean;
-  /** A token was given (--token or EVORA_TOKEN). */
+  /** A token was given (--token, --token-file, EVORA_TOKEN_FILE or EVORA_TOKEN). */
   tokenGiven: boolean;
 }
 
@@ -128,7 +157,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
         throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
       }
       if (err instanceof EvoraApiError && err.isUnauthenticated && !auth.token) {
-        throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: pass --token or set EVORA_TOKEN)`, cause: err });
+        throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: set EVORA_TOKEN, or pass --token-file or --token)`, cause: err });
       }
       throw err;
     } finally {

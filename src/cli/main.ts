@@ -85,7 +85,8 @@ const program = new Command('evora')
   .option('--tls-ca <file>', "TLS: the CA (PEM) that signed the server's certificate [env EVORA_TLS_CA; unset: plaintext]")
   .option('--tls-cert <file>', "mTLS: this client's certificate (PEM; needs --tls-key) [env EVORA_TLS_CLIENT_CERT]")
   .option('--tls-key <file>', "mTLS: the client certificate's private key (PEM) [env EVORA_TLS_CLIENT_KEY]")
-  .option('--token <token>', 'API token, sent as authorization: Bearer <token>; prefer the env var, which stays out of the process list [env EVORA_TOKEN]')
+  .option('--token <token>', 'API token, sent as authorization: Bearer <token>; visible to every user in the process list: prefer --token-file or EVORA_TOKEN [env EVORA_TOKEN]')
+  .option('--token-file <path>', 'API token from the first line of this file, kept out of the process list; the first given wins: --token, --token-file, EVORA_TOKEN_FILE, EVORA_TOKEN [env EVORA_TOKEN_FILE]')
   .exitOverride()
   .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
 

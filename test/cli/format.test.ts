@@ -1,6 +1,10 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fields } from '../../src/cli/format.js';
-import { addressWithPort } from '../../src/cli/client-context.js';
+import { addressWithPort, tokenOption } from '../../src/cli/client-context.js';
+import { teardownAdd } from '../helpers/teardown.js';
 
 /** The CLI's label/value layout (`evora get`), pure formatting. */
 describe('fields', () => {
@@ -42,5 +46,48 @@ describe('addressWithPort', () => {
       ['unix:///run/evora.sock', 'unix:///run/evora.sock'],
     ];
     for (const [given, dialled] of cases) expect(addressWithPort(given), given).toBe(dialled);
+  });
+});
+
+/** Where the CLI's token comes from: --token, else --token-file, else EVORA_TOKEN_FILE, else EVORA_TOKEN. */
+describe('tokenOption', () => {
+  it('takes the flag, then the file (first line, trimmed), then the variable; refuses an unreadable or empty file without printing a token', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'evora-token-option-'));
+    teardownAdd(() => rmSync(dir, { recursive: true, force: true }));
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const good = file('good', '  secret-file \r\nnot this\n');
+    const envFile = file('env', 'secret-env-file\n');
+    const env = { EVORA_TOKEN: 'secret-env', EVORA_TOKEN_FILE: envFile };
+    expect(tokenOption({ token: 'secret-flag', tokenFile: good }, env)).toEqual({ token: 'secret-flag' });
+    expect(tokenOption({ tokenFile: good }, env)).toEqual({ token: 'secret-file' });
+    expect(tokenOption({}, env)).toEqual({ token: 'secret-env-file' });
+    expect(tokenOption({}, { EVORA_TOKEN: ' secret-env\n', EVORA_TOKEN_FILE: '' })).toEqual({ token: 'secret-env' });
+    expect(tokenOption({}, {})).toEqual({});
+
+    const unreadable = file('unreadable', 'secret-unreadable\n');
+    chmodSync(unreadable, 0o000);
+    const refused: [Parameters<typeof tokenOption>[0], Parameters<typeof tokenOption>[1], RegExp][] = [
+      [{ tokenFile: join(dir, 'missing') }, {}, /^--token-file: cannot read .*missing \(ENOENT\)$/],
+      [{ tokenFile: dir }, {}, /^--token-file: cannot read .* \(EISDIR\)$/],
+      [{}, { EVORA_TOKEN_FILE: file('empty', '') }, /^EVORA_TOKEN_FILE: the first line of .*empty is empty: it must hold the token$/],
+      [{ tokenFile: file('blank', ' \nsecret-line-two\n') }, {}, /^--token-file: the first line of .*blank is empty/],
+      [{ tokenFile: '' }, { EVORA_TOKEN: 'secret-env' }, /^--token-file is empty: give the path/],
+      [{ tokenFile: file('spaced', 'secret with spaces\n') }, {}, /^the token in --token-file must be printable ASCII without spaces$/],
+    ];
+    // As root, a mode of 000 does not keep the file from being read.
+    if (process.getuid?.() !== 0) refused.push([{ tokenFile: unreadable }, {}, /^--token-file: cannot read .*unreadable \(EACCES\)$/]);
+    for (const [g, e, message] of refused) {
+      let thrown: unknown;
+      try {
+        tokenOption(g, e);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, String(message)).toMatchObject({ name: 'UsageError', message: expect.stringMatching(message) });
+      expect((thrown as Error).message).not.toMatch(/secret/);
+    }
   });
 });

@@ -73,6 +73,16 @@ function packageVersion(): string {
   }
 }
 
+/**
+ * Commander's usage error, with a hint where an old habit is the likely cause: --state once
+ * took several space-separated states, so `list --state dlq pending` now leaves `pending` as
+ * an argument too many.
+ */
+function usageHint(line: string): string {
+  if (!line.startsWith('too many arguments') || !process.argv.includes('--state')) return line;
+  return `${line.trimEnd()} (--state takes several states comma-separated, --state dlq,pending, or repeated)\n`;
+}
+
 const program = new Command('evora')
   .description('Evora: a job queue server on PostgreSQL, reached over gRPC')
   .version(packageVersion(), '-V, --version', 'print the version and exit')
@@ -88,7 +98,7 @@ const program = new Command('evora')
   .option('--token <token>', 'API token, sent as authorization: Bearer <token>; visible to every user in the process list: prefer --token-file or EVORA_TOKEN [env EVORA_TOKEN]')
   .option('--token-file <path>', 'API token from the first line of this file, kept out of the process list; the first given wins: --token, --token-file, EVORA_TOKEN_FILE, EVORA_TOKEN [env EVORA_TOKEN_FILE]')
   .exitOverride()
-  .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
+  .configureOutput({ outputError: (str, write) => write(`evora: ${usageHint(str.replace(/^error: /, ''))}`) });
 
 const serve = program.command('serve').description('run the Evora server (embedded PostgreSQL unless DATABASE_URL is set)');
 // A 0/1 setting's flag may stand alone (`--insecure-no-auth` means 1) or take its value.

@@ -77,7 +77,7 @@ describe('evora client commands', () => {
 
     const listed = await json<JobJson[]>('list', '--queue', queue);
     expect(listed).toHaveLength(2);
-    expect(await json<JobJson[]>('list', '--queue', queue, '--type', 'send_email', '--state', 'pending', 'running')).toHaveLength(1);
+    expect(await json<JobJson[]>('list', '--queue', queue, '--type', 'send_email', '--state', 'pending', '--state', 'running')).toHaveLength(1);
     expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'DLQ,cancelled')).toEqual([]);
     const table = await evora('list', '--queue', queue, '--limit', '1');
     expect(table.code).toBe(0);
@@ -105,6 +105,18 @@ describe('evora client commands', () => {
     expect(noAll.stderr).toMatch(/^evora: give a job id, or filter flags .* with --all\n$/);
     const both = await evora('retry', ids[0]!, '--all', '--queue', queue);
     expect(both.code).toBe(2);
+    // --state takes one value (comma-separated, or repeated): a word after it is a positional, never a state.
+    const [stateThenId, spaced, listSpaced] = await Promise.all([
+      evora('retry', '--state', 'cancelled', ids[0]!),
+      evora('retry', '--all', '--queue', queue, '--state', 'dlq', 'cancelled'),
+      evora('list', '--queue', queue, '--state', 'dlq', 'cancelled'),
+    ]);
+    expect(stateThenId.code).toBe(2);
+    expect(oneLineError(stateThenId)).toBe('evora: give a job id, or filter flags with --all, not both');
+    expect(spaced.code).toBe(2);
+    expect(oneLineError(spaced)).toBe('evora: "cancelled" is read as the job id: give several states comma-separated (--state dlq,cancelled) or repeat --state');
+    expect(listSpaced.code).toBe(2);
+    expect(oneLineError(listSpaced)).toMatch(/^evora: too many arguments for 'list'\. .*\(--state takes several states comma-separated, --state dlq,pending, or repeated\)$/);
     const empty = await evora('retry', '--all');
     expect(empty.code).toBe(2);
     expect(empty.stderr).toMatch(/^evora: INVALID_ARGUMENT: a filter is required/);

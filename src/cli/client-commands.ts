@@ -28,6 +28,7 @@ import {
   statsDetails,
   statsTable,
 } from './format.js';
+import { MAX_ATTEMPTS_LIMIT, MAX_RATE_PER_SECOND, PRIORITY_MAX, PRIORITY_MIN } from '../domain/validate.js';
 import { print, withClient } from './client-context.js';
 
 /**
@@ -106,9 +107,9 @@ export function clientCommandsAdd(program: Command): void {
           payload: opts.payload === undefined ? undefined : parsePayload(opts.payload, '--payload'),
           idempotencyKey: nonEmpty(opts.key, '--key'),
           concurrencyKey: nonEmpty(opts.concurrencyKey, '--concurrency-key'),
-          priority: opts.priority === undefined ? undefined : parseInteger(opts.priority, '--priority'),
+          priority: opts.priority === undefined ? undefined : parseInteger(opts.priority, '--priority', PRIORITY_MIN, PRIORITY_MAX),
           runAt: opts.runAt === undefined ? undefined : parseTime(opts.runAt, '--run-at'),
-          maxAttempts: opts.maxAttempts === undefined ? undefined : parseInteger(opts.maxAttempts, '--max-attempts', 1),
+          maxAttempts: opts.maxAttempts === undefined ? undefined : parseInteger(opts.maxAttempts, '--max-attempts', 1, MAX_ATTEMPTS_LIMIT),
         });
         print(ctx, res, () =>
           res.created
@@ -312,7 +313,7 @@ export function clientCommandsAdd(program: Command): void {
           },
         ) => {
           const settings: QueueSettings = {};
-          if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1);
+          if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1, MAX_ATTEMPTS_LIMIT);
           if (opts.leaseSeconds !== undefined) settings.leaseSeconds = parseInteger(opts.leaseSeconds, '--lease-seconds', 1);
           if (opts.maxConcurrency !== undefined) settings.maxConcurrency = parseInteger(opts.maxConcurrency, '--max-concurrency', 0);
           if (opts.maxConcurrencyPerKey !== undefined) {
@@ -322,7 +323,9 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.rate !== undefined) {
             const perSecond = parseRate(opts.rate, '--rate');
             if (perSecond === 0 && opts.burst !== undefined) throw new UsageError('--burst has no meaning with --rate 0 or none (they clear the limit)');
-            const burst = opts.burst === undefined ? Math.max(1, Math.ceil(perSecond)) : parseInteger(opts.burst, '--burst', 1);
+            // Checked here, or the default burst (a second of the rate) would be refused by the SDK first, by its field's name.
+            if (perSecond > MAX_RATE_PER_SECOND) throw new UsageError(`--rate must be at most ${MAX_RATE_PER_SECOND}/s, got "${opts.rate}"`);
+            const burst = opts.burst === undefined ? Math.max(1, Math.ceil(perSecond)) : parseInteger(opts.burst, '--burst', 1, MAX_RATE_PER_SECOND);
             settings.rateLimit = perSecond === 0 ? { perSecond: 0, burst: 0 } : { perSecond, burst };
           }
           if (opts.completedRetention !== undefined) settings.completedRetentionSeconds = parseRetention(opts.completedRetention, '--completed-retention');

@@ -443,15 +443,20 @@ describe('evora client commands', () => {
     }
   });
 
-  it('range errors name the bound that exists: "at least 1", never "to Infinity"', async () => {
-    const [limit, attempts, jitter] = await Promise.all([
+  it('range errors name the flag and the bound that exists: "at least 1", never "to Infinity", never the SDK\'s field', async () => {
+    const [limit, attempts, jitter, priority, rate] = await Promise.all([
       evora('list', '--limit', '0'),
       evora('queue', 'set', queueName(), '--max-attempts', '0'),
       evora('queue', 'set', queueName(), '--jitter', '2'),
+      evora('submit', queueName(), 't', '--priority', '99999999999'),
+      // The default burst (a second of the rate) would be past an int32 too.
+      evora('queue', 'set', queueName(), '--rate', '1e10/s'),
     ]);
     expect(limit.code).toBe(2);
     expect(limit.stderr).toBe('evora: --limit must be at least 1, got 0\n');
-    expect(attempts.stderr).toBe('evora: --max-attempts must be at least 1, got 0\n');
+    expect(attempts.stderr).toBe('evora: --max-attempts must be from 1 to 1000, got 0\n');
     expect(jitter.stderr).toBe('evora: --jitter must be from 0 to 1, got 2\n');
+    expect(priority).toMatchObject({ code: 2, stderr: 'evora: --priority must be from -1000 to 1000, got 99999999999\n' });
+    expect(rate).toMatchObject({ code: 2, stderr: 'evora: --rate must be at most 1000000/s, got "1e10/s"\n' });
   });
 });

@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { fields } from '../../src/cli/format.js';
+import { fields, parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/format.js';
 import { addressWithPort, tokenOption } from '../../src/cli/client-context.js';
 import { teardownAdd } from '../helpers/teardown.js';
 
@@ -21,6 +21,28 @@ describe('fields', () => {
       '                at run (worker.js:9)',
       'payload     {}',
     ]);
+  });
+});
+
+/** Values past what the wire or the server takes are refused by the flag's name, not the SDK's field's. */
+describe('flag values out of range', () => {
+  it('integers past an int32, durations past a Duration, times past a Timestamp', () => {
+    const refused = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(refused(() => parseInteger('99999999999', '--lease-seconds', 1))).toBe('--lease-seconds must be from 1 to 2147483647, got 99999999999');
+    expect(refused(() => parseInteger('-99999999999', '--n'))).toBe('--n must be from -2147483648 to 2147483647, got -99999999999');
+    expect(parseInteger('2147483647', '--n')).toBe(2147483647);
+    expect(refused(() => parseDuration('99999999999d', '--backoff-cap'))).toBe('--backoff-cap must be at most 315576000000s (about 10,000 years), got "99999999999d"');
+    expect(refused(() => parseDuration('9'.repeat(400), '--expires'))).toMatch(/^--expires must be at most 315576000000s/);
+    expect(refused(() => parseTime('3000000d', '--run-at'))).toBe('--run-at "3000000d" is outside 0001-01-01 to 9999-12-31 (UTC)');
+    expect(refused(() => parseAgeOrTime('3000000d', '--finished-before'))).toBe('--finished-before "3000000d" is outside 0001-01-01 to 9999-12-31 (UTC)');
+    expect(parseTime('9999-12-31T23:59:59Z', '--run-at').toISOString()).toBe('9999-12-31T23:59:59.000Z');
   });
 });
 

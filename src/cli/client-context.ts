@@ -124,6 +124,19 @@ function timeoutMs(text: string): number {
   return seconds * 1000;
 }
 
+/**
+ * DEADLINE_EXCEEDED in one line as the CLI's other status lines: what timed out, where, after
+ * how long, and what to try, instead of grpc-js's timings ("Deadline exceeded after
+ * 1.000s,name resolution: 0.042s,...,Waiting for LB pick"); for a submit, whether the job
+ * may have gone out (the SDK's notSent).
+ */
+function deadlineText(err: EvoraApiError, address: string, timeout: string): string {
+  const t = timeout.trim();
+  const within = /^\d+(\.\d+)?$/.test(t) ? `${t}s` : t;
+  const outcome = err.method === 'SubmitJob' ? `the job ${err.notSent ? 'was not' : 'may have been'} submitted` : '';
+  return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
+}
+
 /** A client command's client, whether it prints JSON, and whether it sends a token. */
 export interface Ctx {
   client: EvoraClient;
@@ -155,6 +168,9 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
         const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
         throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
+      }
+      if (err instanceof EvoraApiError && err.codeName === 'DEADLINE_EXCEEDED') {
+        throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout), cause: err, notSent: err.notSent });
       }
       if (err instanceof EvoraApiError && err.isUnauthenticated && !auth.token) {
         throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: set EVORA_TOKEN, or pass --token-file or --token)`, cause: err });

@@ -227,7 +227,8 @@ describe('evora client commands', () => {
     const queue = queueName();
     const missing = '00000000-0000-4000-8000-000000000000';
     const unreachable = `127.0.0.1:${await freePort()}`;
-    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort] = await Promise.all([
+    const silent = `127.0.0.1:${await silentPort()}`;
+    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort, late, lateSubmit] = await Promise.all([
       evora('get', missing),
       evora('submit', queue, 't', '--payload', '{"to":'),
       evora('submit', queue, 't', '--payload', '[1,2]'),
@@ -240,6 +241,9 @@ describe('evora client commands', () => {
       evora('queues', '--json', '--address', unreachable),
       // A host without a port is dialled at Evora's 50051, not grpc-js's 443 (.invalid never resolves).
       evora('--address', 'evora-test.invalid', '--timeout', '3s', 'queues'),
+      // A server that accepts the connection and never answers: the deadline passes.
+      evora('--address', silent, '--timeout', '1s', 'queues'),
+      evora('--address', silent, '--timeout', '0.5', 'submit', queue, 't'),
     ]);
     const oneLine = (r: CliRun) => {
       expect(r.stdout).toBe('');
@@ -267,6 +271,13 @@ describe('evora client commands', () => {
     expect(downJson.code).toBe(5);
     expect(noPort.code).toBe(5);
     expect(oneLine(noPort)).toMatch(/ the Evora server at evora-test\.invalid:50051\b/);
+    expect(late.code).toBe(5);
+    expect(oneLine(late)).toBe(
+      `evora: DEADLINE_EXCEEDED: ListQueues got no answer from the Evora server at ${silent} within 1s (raise --timeout if the server is busy, or check that it is up and reachable)`,
+    );
+    expect(lateSubmit.code).toBe(5);
+    // A submit's line keeps the SDK's word on whether the job went out.
+    expect(oneLine(lateSubmit)).toMatch(new RegExp(`^evora: DEADLINE_EXCEEDED: SubmitJob got no answer from the Evora server at ${silent} within 0\\.5s \\(raise --timeout .*\\); the job (may have been|was not) submitted$`));
 
     // An idempotency key reused with different content is a conflict.
     expect((await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":1}')).code).toBe(0);

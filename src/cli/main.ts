@@ -118,6 +118,11 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   const { createLogger } = await import('../logger.js');
   const { serverStart, ServerStartAbortedError } = await import('../server/server.js');
   const logger = createLogger({ level: config.logLevel, pretty: config.logPretty });
+  // Exits once the log is written out. When its reader has gone (`evora serve | head -1`, a
+  // log shipper that died), this write fails EPIPE, and pino then drops the log's further
+  // writes: exiting at once instead would leave the last lines to pino's exit hook, whose
+  // synchronous flush throws EPIPE out of process.exit and turned a clean stop into exit 1.
+  const exit = (code: number) => logger.flush(() => process.exit(code));
   // Signals are handled from the start: one that arrives while the server waits for
   // PostgreSQL stops it at once (the start is aborted and undoes itself).
   const starting = new AbortController();
@@ -127,15 +132,16 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
     signals++;
     if (signals > 1) {
       logger.warn(`${signal} again: exiting now`);
+      // Not after the log's flush: this is the way out when that flush cannot finish.
       process.exit(1);
     }
     logger.info({ signal }, 'signal received');
     if (!server) return starting.abort();
     server.stop().then(
-      () => process.exit(0),
+      () => exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
-        process.exit(1);
+        exit(1);
       },
     );
   };
@@ -147,12 +153,12 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   } catch (err) {
     if (err instanceof ServerStartAbortedError) {
       logger.info('stopped');
-      process.exit(0);
+      return exit(0);
     }
     // One line on stderr (the detail, with its stack, in the log at debug).
     logger.debug({ err }, 'start failed');
     console.error(`evora: ${errorLine(err)}`);
-    process.exit(1);
+    return exit(1);
   }
   logger.info({ address: server.address, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' }, `Evora listening on ${server.address}`);
   if (server.httpUrl) logger.info({ url: `${server.httpUrl}/` }, `dashboard: ${server.httpUrl}/ (JSON API under ${server.httpUrl}/v1)`);

@@ -216,7 +216,7 @@ describe('evora whoami', () => {
     await waitFor(async () => (await evora(...at(), 'whoami')).code === 1, { what: 'auth on' });
 
     const anonymous = await evora(...at(), 'whoami');
-    expect(oneLineError(anonymous)).toMatch(/^evora: UNAUTHENTICATED: .*\(no token given: pass --token or set EVORA_TOKEN\)$/);
+    expect(oneLineError(anonymous)).toMatch(/^evora: UNAUTHENTICATED: .*\(no token given: set EVORA_TOKEN, or pass --token-file or --token\)$/);
     const me = await json<{ expiresAt: string }>(...at(viewer.secret), 'whoami');
     expect(me).toEqual({ authOn: true, kind: 'token', name: 'billing-viewer', role: 'viewer', queues: ['billing.*'], tokenId: viewer.id, expiresAt: expiresAt.toISOString() });
     const human = await evora(...at(viewer.secret), 'whoami');

@@ -106,17 +106,15 @@ describe('evora client commands', () => {
     const both = await evora('retry', ids[0]!, '--all', '--queue', queue);
     expect(both.code).toBe(2);
     // --state takes one value (comma-separated, or repeated): a word after it is a positional, never a state.
-    const [stateThenId, spaced, listSpaced] = await Promise.all([
-      evora('retry', '--state', 'cancelled', ids[0]!),
-      evora('retry', '--all', '--queue', queue, '--state', 'dlq', 'cancelled'),
-      evora('list', '--queue', queue, '--state', 'dlq', 'cancelled'),
-    ]);
-    expect(stateThenId.code).toBe(2);
-    expect(oneLineError(stateThenId)).toBe('evora: give a job id, or filter flags with --all, not both');
-    expect(spaced.code).toBe(2);
-    expect(oneLineError(spaced)).toBe('evora: "cancelled" is read as the job id: give several states comma-separated (--state dlq,cancelled) or repeat --state');
-    expect(listSpaced.code).toBe(2);
-    expect(oneLineError(listSpaced)).toMatch(/^evora: too many arguments for 'list'\. .*\(--state takes several states comma-separated, --state dlq,pending, or repeated\)$/);
+    const positionals: [string[], RegExp][] = [
+      [['retry', '--state', 'cancelled', ids[0]!], /^evora: give a job id, or filter flags with --all, not both$/],
+      [['retry', '--all', '--queue', queue, '--state', 'dlq', 'cancelled'], /^evora: "cancelled" is read as the job id: give several states comma-separated \(--state dlq,cancelled\) or repeat --state$/],
+      [['list', '--queue', queue, '--state', 'dlq', 'cancelled'], /^evora: too many arguments for 'list'\. .*\(--state takes several states comma-separated, --state dlq,pending, or repeated\)$/],
+    ];
+    for (const [i, r] of (await Promise.all(positionals.map(([args]) => evora(...args)))).entries()) {
+      expect(r.code, positionals[i]![0].join(' ')).toBe(2);
+      expect(oneLineError(r)).toMatch(positionals[i]![1]);
+    }
     const empty = await evora('retry', '--all');
     expect(empty.code).toBe(2);
     expect(empty.stderr).toMatch(/^evora: INVALID_ARGUMENT: a filter is required/);

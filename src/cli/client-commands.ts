@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import {
   BACKOFF_KINDS,
+  JOB_STATES,
   jobStateParse,
   type Backoff,
   type BackoffKindName,
@@ -27,6 +28,7 @@ import {
   statsDetails,
   statsTable,
 } from './format.js';
+import { MAX_ATTEMPTS_LIMIT, MAX_RATE_PER_SECOND, PRIORITY_MAX, PRIORITY_MIN } from '../domain/validate.js';
 import { print, withClient } from './client-context.js';
 
 /**
@@ -36,6 +38,16 @@ import { print, withClient } from './client-context.js';
 
 /** The help of --error-group (list, retry --all, purge): an empty value is a group of its own, never refused. */
 const ERROR_GROUP_HELP = 'only jobs of this error group: the first line of their last error, as the commands `evora dlq` prints give it ("" = jobs without an error)';
+
+/**
+ * The --state flag's values, one per use of the flag (`--state dlq --state cancelled`), each
+ * possibly a comma-separated list (`--state dlq,cancelled`). Not a variadic `<states...>`:
+ * that takes every word up to the next flag, so a positional after it (`retry --state dlq
+ * <id>`) would be read as a state.
+ */
+function stateCollect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
 
 /** The --state flag's states; given but naming none (`--state ""`) is refused, as it would mean every state. */
 function statesOf(values: string[] | undefined) {
@@ -95,9 +107,9 @@ export function clientCommandsAdd(program: Command): void {
           payload: opts.payload === undefined ? undefined : parsePayload(opts.payload, '--payload'),
           idempotencyKey: nonEmpty(opts.key, '--key'),
           concurrencyKey: nonEmpty(opts.concurrencyKey, '--concurrency-key'),
-          priority: opts.priority === undefined ? undefined : parseInteger(opts.priority, '--priority'),
+          priority: opts.priority === undefined ? undefined : parseInteger(opts.priority, '--priority', PRIORITY_MIN, PRIORITY_MAX),
           runAt: opts.runAt === undefined ? undefined : parseTime(opts.runAt, '--run-at'),
-          maxAttempts: opts.maxAttempts === undefined ? undefined : parseInteger(opts.maxAttempts, '--max-attempts', 1),
+          maxAttempts: opts.maxAttempts === undefined ? undefined : parseInteger(opts.maxAttempts, '--max-attempts', 1, MAX_ATTEMPTS_LIMIT),
         });
         print(ctx, res, () =>
           res.created
@@ -121,7 +133,7 @@ export function clientCommandsAdd(program: Command): void {
     .command('list')
     .description('list jobs, newest first')
     .option('--queue <queue>', 'only this queue')
-    .option('--state <states...>', 'only these states (waiting, pending, running, completed, dlq, cancelled; several allowed)')
+    .option('--state <states>', 'only these states (waiting, pending, running, completed, dlq, cancelled; several comma-separated, or the flag repeated)', stateCollect)
     .option('--type <type>', 'only this job type')
     .option('--error-group <error>', ERROR_GROUP_HELP)
     .option('--limit <n>', 'at most this many jobs', '50')
@@ -162,7 +174,7 @@ export function clientCommandsAdd(program: Command): void {
     .description('run a DLQ or CANCELLED job again, or with --all every one a filter matches')
     .option('--all', 'retry every DLQ or CANCELLED job the filter flags match (required without an id)')
     .option('--queue <queue>', 'with --all: only this queue')
-    .option('--state <states...>', 'with --all: only these states (dlq, cancelled; default both)')
+    .option('--state <states>', 'with --all: only these states (dlq, cancelled; default both; both: dlq,cancelled or the flag repeated)', stateCollect)
     .option('--type <type>', 'with --all: only this job type')
     .option('--finished-before <time>', 'with --all: only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
     .option('--error-group <error>', `with --all: ${ERROR_GROUP_HELP}`)
@@ -172,6 +184,10 @@ export function clientCommandsAdd(program: Command): void {
         const filterGiven =
           opts.queue !== undefined || opts.state !== undefined || opts.type !== undefined || opts.finishedBefore !== undefined || opts.errorGroup !== undefined;
         if (id !== undefined) {
+          // `--state dlq cancelled`, as a variadic --state once read it: the second state is the id here.
+          if (opts.state !== undefined && (JOB_STATES as readonly string[]).includes(id.trim().toUpperCase())) {
+            throw new UsageError(`"${id}" is read as the job id: give several states comma-separated (--state dlq,cancelled) or repeat --state`);
+          }
           if (opts.all || filterGiven || opts.dryRun) throw new UsageError('give a job id, or filter flags with --all, not both');
           const job = await ctx.client.retry(id);
           print(ctx, job, () => `job ${job.id}: ${job.state}, will run again`);
@@ -188,7 +204,7 @@ export function clientCommandsAdd(program: Command): void {
     .command('purge')
     .description('delete finished jobs (COMPLETED, DLQ, CANCELLED) a filter matches; never pending or running ones')
     .option('--queue <queue>', 'only this queue')
-    .option('--state <states...>', 'only these states (completed, dlq, cancelled; default all three)')
+    .option('--state <states>', 'only these states (completed, dlq, cancelled; default all three; several comma-separated, or the flag repeated)', stateCollect)
     .option('--type <type>', 'only this job type')
     .option('--finished-before <time>', 'only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
     .option('--error-group <error>', ERROR_GROUP_HELP)
@@ -297,7 +313,7 @@ export function clientCommandsAdd(program: Command): void {
           },
         ) => {
           const settings: QueueSettings = {};
-          if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1);
+          if (opts.maxAttempts !== undefined) settings.maxAttempts = parseInteger(opts.maxAttempts, '--max-attempts', 1, MAX_ATTEMPTS_LIMIT);
           if (opts.leaseSeconds !== undefined) settings.leaseSeconds = parseInteger(opts.leaseSeconds, '--lease-seconds', 1);
           if (opts.maxConcurrency !== undefined) settings.maxConcurrency = parseInteger(opts.maxConcurrency, '--max-concurrency', 0);
           if (opts.maxConcurrencyPerKey !== undefined) {
@@ -307,7 +323,9 @@ export function clientCommandsAdd(program: Command): void {
           if (opts.rate !== undefined) {
             const perSecond = parseRate(opts.rate, '--rate');
             if (perSecond === 0 && opts.burst !== undefined) throw new UsageError('--burst has no meaning with --rate 0 or none (they clear the limit)');
-            const burst = opts.burst === undefined ? Math.max(1, Math.ceil(perSecond)) : parseInteger(opts.burst, '--burst', 1);
+            // Checked here, or the default burst (a second of the rate) would be refused by the SDK first, by its field's name.
+            if (perSecond > MAX_RATE_PER_SECOND) throw new UsageError(`--rate must be at most ${MAX_RATE_PER_SECOND}/s, got "${opts.rate}"`);
+            const burst = opts.burst === undefined ? Math.max(1, Math.ceil(perSecond)) : parseInteger(opts.burst, '--burst', 1, MAX_RATE_PER_SECOND);
             settings.rateLimit = perSecond === 0 ? { perSecond: 0, burst: 0 } : { perSecond, burst };
           }
           if (opts.completedRetention !== undefined) settings.completedRetentionSeconds = parseRetention(opts.completedRetention, '--completed-retention');

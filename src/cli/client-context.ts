@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { CONFIG_DOC } from '../server/config.js';
 import { EvoraApiError, EvoraClient } from '../sdk/index.js';
 import { parseDuration, UsageError } from './format.js';
 
@@ -18,6 +19,34 @@ interface GlobalOptions {
   tlsCert?: string;
   tlsKey?: string;
   token?: string;
+  tokenFile?: string;
+}
+
+/** Evora's gRPC port: `evora serve`'s --port default, where a server listens unless told otherwise. */
+export const DEFAULT_GRPC_PORT = CONFIG_DOC.find((e) => e.key === 'port')?.default ?? '50051';
+
+/** `host` with Evora's port when it has none: `name`, `[v6]` and a bare IPv6 address get it; `name:port` and `[v6]:port` are kept. */
+function hostWithPort(host: string): string {
+  if (host.startsWith('[')) return /\]:\d*$/.test(host) ? host : `${host}:${DEFAULT_GRPC_PORT}`;
+  const colons = host.split(':').length - 1;
+  if (colons === 0) return `${host}:${DEFAULT_GRPC_PORT}`;
+  // More than one colon and no brackets: an IPv6 address alone, as grpc-js reads it too.
+  if (colons > 1) return `[${host}]:${DEFAULT_GRPC_PORT}`;
+  return host;
+}
+
+/**
+ * The address to dial, with Evora's gRPC port (50051) added when none is given: grpc-js's
+ * own default for a name without a port is 443, where no Evora server listens, so
+ * `--address db-host` would fail after the whole --timeout. The targets grpc-js reads with a
+ * scheme keep it: `dns:` (with or without an authority) and `ipv4:`/`ipv6:` (a list, each
+ * address) get the port where one is missing, `unix:` and any other scheme stay as given.
+ */
+export function addressWithPort(address: string): string {
+  const m = /^(dns|ipv4|ipv6):((?:\/\/[^/]*\/)?)(.+)$/.exec(address);
+  if (m) return `${m[1]}:${m[2]}${m[1] === 'dns' ? hostWithPort(m[3]!) : m[3]!.split(',').map(hostWithPort).join(',')}`;
+  if (/^(unix|unix-abstract|vsock):/.test(address)) return address;
+  return hostWithPort(address);
 }
 
 /**
@@ -42,18 +71,46 @@ export function tlsOptions(g: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
 }
 
 /**
- * The API token from --token, else EVORA_TOKEN (surrounding whitespace dropped, so that
- * `$(cat token-file)` works); none: no token is sent. The token is never printed, also not
- * in an error message.
+ * The first line of a token file, trimmed (a file written by `echo`, or with a CRLF, works).
+ * An unreadable file, or one whose first line is empty, is refused with one line naming the
+ * path and never the content.
  */
-export function tokenOption(g: { token?: string }, env = process.env): { token?: string } {
-  const flag = g.token !== undefined;
-  const token = (flag ? g.token : env.EVORA_TOKEN)?.trim();
-  if (!token) {
-    if (flag) throw new UsageError('--token is empty');
-    return {};
+function tokenFileRead(path: string, source: string): string {
+  if (path.trim() === '') throw new UsageError(`${source} is empty: give the path of a file holding the token, or leave it out`);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`${source}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError(`${flag ? '--token' : 'EVORA_TOKEN'} must be printable ASCII without spaces`);
+  const token = (text.split('\n', 1)[0] ?? '').trim();
+  if (!token) throw new UsageError(`${source}: the first line of ${path} is empty: it must hold the token`);
+  return token;
+}
+
+/**
+ * The API token, from the first of: --token, --token-file, EVORA_TOKEN_FILE, EVORA_TOKEN
+ * (flag > file > env; surrounding whitespace dropped, so that `$(cat token-file)` works);
+ * none: no token is sent. --token puts the secret in the process list, which every user of
+ * the machine can read; the others keep it out. The token is never printed, also not in an
+ * error message.
+ */
+export function tokenOption(g: { token?: string; tokenFile?: string }, env = process.env): { token?: string } {
+  let source: string;
+  let token: string | undefined;
+  if (g.token !== undefined) {
+    source = '--token';
+    token = g.token.trim();
+    if (!token) throw new UsageError('--token is empty');
+  } else if (g.tokenFile !== undefined || env.EVORA_TOKEN_FILE) {
+    source = g.tokenFile !== undefined ? '--token-file' : 'EVORA_TOKEN_FILE';
+    token = tokenFileRead((g.tokenFile ?? env.EVORA_TOKEN_FILE) as string, source);
+  } else {
+    source = 'EVORA_TOKEN';
+    token = env.EVORA_TOKEN?.trim();
+    if (!token) return {};
+  }
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError(`${source === '--token' || source === 'EVORA_TOKEN' ? source : `the token in ${source}`} must be printable ASCII without spaces`);
   return { token };
 }
 
@@ -67,11 +124,24 @@ function timeoutMs(text: string): number {
   return seconds * 1000;
 }
 
+/**
+ * DEADLINE_EXCEEDED in one line as the CLI's other status lines: what timed out, where, after
+ * how long, and what to try, instead of grpc-js's timings ("Deadline exceeded after
+ * 1.000s,name resolution: 0.042s,...,Waiting for LB pick"); for a submit, whether the job
+ * may have gone out (the SDK's notSent).
+ */
+function deadlineText(err: EvoraApiError, address: string, timeout: string): string {
+  const t = timeout.trim();
+  const within = /^\d+(\.\d+)?$/.test(t) ? `${t}s` : t;
+  const outcome = err.method === 'SubmitJob' ? `the job ${err.notSent ? 'was not' : 'may have been'} submitted` : '';
+  return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
+}
+
 /** A client command's client, whether it prints JSON, and whether it sends a token. */
 export interface Ctx {
   client: EvoraClient;
   json: boolean;
-  /** A token was given (--token or EVORA_TOKEN). */
+  /** A token was given (--token, --token-file, EVORA_TOKEN_FILE or EVORA_TOKEN). */
   tokenGiven: boolean;
 }
 
@@ -90,7 +160,8 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     const cmd = args[args.length - 1] as Command;
     const g = cmd.optsWithGlobals<GlobalOptions>();
     const auth = tokenOption(g);
-    const client = new EvoraClient({ address: g.address, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
+    const target = g.address || process.env.EVORA_ADDRESS;
+    const client = new EvoraClient({ address: target ? addressWithPort(target) : undefined, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
     try {
       await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined }, ...(args.slice(0, -1) as A));
     } catch (err) {
@@ -98,8 +169,11 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
         const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
         throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
       }
+      if (err instanceof EvoraApiError && err.codeName === 'DEADLINE_EXCEEDED') {
+        throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout), cause: err, notSent: err.notSent });
+      }
       if (err instanceof EvoraApiError && err.isUnauthenticated && !auth.token) {
-        throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: pass --token or set EVORA_TOKEN)`, cause: err });
+        throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: set EVORA_TOKEN, or pass --token-file or --token)`, cause: err });
       }
       throw err;
     } finally {

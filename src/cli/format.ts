@@ -1,7 +1,14 @@
 import { readFileSync } from 'node:fs';
+import { MAX_TIME_MS, MIN_TIME_MS } from '../domain/validate.js';
+import { DURATION_MAX_SECONDS, INT32_MAX, INT32_MIN } from '../sdk/checks.js';
 import type { Job, JobAttempt, JobProgress, JsonObject, Queue, QueueStats } from '../sdk/index.js';
 
-/** Parsing of command-line values and human-readable rendering for the client commands. */
+/**
+ * Parsing of command-line values and human-readable rendering for the client commands. A
+ * value past what the wire or the server takes (an int32, a Duration, a Timestamp) is refused
+ * here, naming the flag: the SDK would refuse it too, but naming its own field
+ * (`job.priority`), which the user never typed.
+ */
 
 /** A bad flag or argument: exit code 2, one line on stderr. */
 export class UsageError extends Error {
@@ -13,15 +20,22 @@ export class UsageError extends Error {
 
 const UNITS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86_400 };
 
-/** A duration such as `500ms`, `5s`, `10m`, `1h`, `2d` or `1h30m`; a bare number is seconds. Returns seconds. */
+
+/** A duration such as `500ms`, `5s`, `10m`, `1h`, `2d` or `1h30m`; a bare number is seconds; at most about 10,000 years. Returns seconds. */
 export function parseDuration(text: string, flag: string): number {
   const t = text.trim();
-  if (/^\d+(\.\d+)?$/.test(t)) return Number(t);
-  const parts = [...t.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
-  if (parts.length === 0 || parts.map((p) => p[0]).join('') !== t) {
-    throw new UsageError(`${flag} must be a duration such as 500ms, 5s, 10m, 1h or 1h30m, got "${text}"`);
+  let seconds: number;
+  if (/^\d+(\.\d+)?$/.test(t)) {
+    seconds = Number(t);
+  } else {
+    const parts = [...t.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
+    if (parts.length === 0 || parts.map((p) => p[0]).join('') !== t) {
+      throw new UsageError(`${flag} must be a duration such as 500ms, 5s, 10m, 1h or 1h30m, got "${text}"`);
+    }
+    seconds = parts.reduce((sum, p) => sum + Number(p[1]) * (UNITS[p[2] as string] ?? 1), 0);
   }
-  return parts.reduce((sum, p) => sum + Number(p[1]) * (UNITS[p[2] as string] ?? 1), 0);
+  if (!(seconds <= DURATION_MAX_SECONDS)) throw new UsageError(`${flag} must be at most ${DURATION_MAX_SECONDS}s (about 10,000 years), got "${text}"`);
+  return seconds;
 }
 
 /**
@@ -54,6 +68,12 @@ function isoTimeParse(t: string, flag: string, text: string): Date | null {
   return new Date(at.getTime() - offsetMs);
 }
 
+/** `at`, if the server takes it (0001-01-01 to 9999-12-31 UTC, a Timestamp's range); else refused, naming the flag. */
+function dateInRange(at: Date, flag: string, text: string): Date {
+  if (!(at.getTime() >= MIN_TIME_MS && at.getTime() <= MAX_TIME_MS)) throw new UsageError(`${flag} "${text}" is outside 0001-01-01 to 9999-12-31 (UTC)`);
+  return at;
+}
+
 /** Whether `t` reads as a duration (`10m`, `1h30m`) rather than a date. */
 function looksLikeDuration(t: string): boolean {
   return /^[\d.]+(ms|s|m|h|d)/.test(t) && !/^\d{4}-/.test(t);
@@ -63,19 +83,19 @@ function looksLikeDuration(t: string): boolean {
 export function parseTime(text: string, flag: string): Date {
   const t = text.trim();
   const rel = t.startsWith('+') ? t.slice(1) : t;
-  if (looksLikeDuration(rel)) return new Date(Date.now() + parseDuration(rel, flag) * 1000);
+  if (looksLikeDuration(rel)) return dateInRange(new Date(Date.now() + parseDuration(rel, flag) * 1000), flag, text);
   const at = isoTimeParse(t, flag, text);
   if (!at) throw new UsageError(`${flag} must be an ISO 8601 time (2030-01-02T15:04:05Z) or a delay such as 10m, got "${text}"`);
-  return at;
+  return dateInRange(at, flag, text);
 }
 
 /** A time in the past: an age (`7d`, `12h`: that long ago) or an ISO 8601 date and time with its zone (isoTimeParse). */
 export function parseAgeOrTime(text: string, flag: string): Date {
   const t = text.trim();
-  if (looksLikeDuration(t)) return new Date(Date.now() - parseDuration(t, flag) * 1000);
+  if (looksLikeDuration(t)) return dateInRange(new Date(Date.now() - parseDuration(t, flag) * 1000), flag, text);
   const at = isoTimeParse(t, flag, text);
   if (!at) throw new UsageError(`${flag} must be an age such as 7d or an ISO 8601 time (2030-01-02T15:04:05Z), got "${text}"`);
-  return at;
+  return dateInRange(at, flag, text);
 }
 
 /**
@@ -99,11 +119,15 @@ function rangeText(min: number, max: number): string {
   return `at most ${max}`;
 }
 
-/** A whole number within bounds. */
+/**
+ * A whole number within bounds; bounds not given are the int32 range the wire carries, so a
+ * value past it is named by its flag (an unbounded side is not said: "at least 1").
+ */
 export function parseInteger(text: string, flag: string, min = -Infinity, max = Infinity): number {
   if (!/^-?\d+$/.test(text.trim())) throw new UsageError(`${flag} must be a whole number, got "${text}"`);
   const n = Number(text);
-  if (n < min || n > max) throw new UsageError(`${flag} must be ${rangeText(min, max)}, got ${n}`);
+  if (n < min || n > max) throw new UsageError(`${flag} must be ${rangeText(min, max)}, got ${text.trim()}`);
+  if (n < INT32_MIN || n > INT32_MAX) throw new UsageError(`${flag} must be ${rangeText(Math.max(min, INT32_MIN), Math.min(max, INT32_MAX))}, got ${text.trim()}`);
   return n;
 }
 

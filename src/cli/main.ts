@@ -11,6 +11,7 @@ import { databaseFailure, dbCommandsAdd } from './db-commands.js';
 import { operatorCommandsAdd } from './operator-commands.js';
 import { tokenCommandsAdd } from './token-commands.js';
 import { UsageError } from './format.js';
+import { DEFAULT_GRPC_PORT } from './client-context.js';
 
 /**
  * The `evora` command. `evora serve` runs the server (what `npm start` runs); the other
@@ -72,21 +73,32 @@ function packageVersion(): string {
   }
 }
 
+/**
+ * Commander's usage error, with a hint where an old habit is the likely cause: --state once
+ * took several space-separated states, so `list --state dlq pending` now leaves `pending` as
+ * an argument too many.
+ */
+function usageHint(line: string): string {
+  if (!line.startsWith('too many arguments') || !process.argv.includes('--state')) return line;
+  return `${line.trimEnd()} (--state takes several states comma-separated, --state dlq,pending, or repeated)\n`;
+}
+
 const program = new Command('evora')
   .description('Evora: a job queue server on PostgreSQL, reached over gRPC')
   .version(packageVersion(), '-V, --version', 'print the version and exit')
   // Subcommand help lists these global options too (commander copies this setting into
   // every command added below, so it must come first).
   .configureHelp({ showGlobalOptions: true })
-  .option('--address <host:port>', `server the client commands talk to (not serve's listen address) [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
+  .option('--address <host:port>', `server the client commands talk to (not serve's listen address); without a port, Evora's ${DEFAULT_GRPC_PORT} [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
   .option('--json', 'print results as JSON (for scripts)')
   .option('--timeout <duration>', 'deadline of each client call, e.g. 10s', '10s')
   .option('--tls-ca <file>', "TLS: the CA (PEM) that signed the server's certificate [env EVORA_TLS_CA; unset: plaintext]")
   .option('--tls-cert <file>', "mTLS: this client's certificate (PEM; needs --tls-key) [env EVORA_TLS_CLIENT_CERT]")
   .option('--tls-key <file>', "mTLS: the client certificate's private key (PEM) [env EVORA_TLS_CLIENT_KEY]")
-  .option('--token <token>', 'API token, sent as authorization: Bearer <token>; prefer the env var, which stays out of the process list [env EVORA_TOKEN]')
+  .option('--token <token>', 'API token, sent as authorization: Bearer <token>; visible to every user in the process list: prefer --token-file or EVORA_TOKEN [env EVORA_TOKEN]')
+  .option('--token-file <path>', 'API token from the first line of this file, kept out of the process list; the first given wins: --token, --token-file, EVORA_TOKEN_FILE, EVORA_TOKEN [env EVORA_TOKEN_FILE]')
   .exitOverride()
-  .configureOutput({ outputError: (str, write) => write(`evora: ${str.replace(/^error: /, '')}`) });
+  .configureOutput({ outputError: (str, write) => write(`evora: ${usageHint(str.replace(/^error: /, ''))}`) });
 
 const serve = program.command('serve').description('run the Evora server (embedded PostgreSQL unless DATABASE_URL is set)');
 // A 0/1 setting's flag may stand alone (`--insecure-no-auth` means 1) or take its value.
@@ -106,6 +118,11 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   const { createLogger } = await import('../logger.js');
   const { serverStart, ServerStartAbortedError } = await import('../server/server.js');
   const logger = createLogger({ level: config.logLevel, pretty: config.logPretty });
+  // Exits once the log is written out. When its reader has gone (`evora serve | head -1`, a
+  // log shipper that died), this write fails EPIPE, and pino then drops the log's further
+  // writes: exiting at once instead would leave the last lines to pino's exit hook, whose
+  // synchronous flush throws EPIPE out of process.exit and turned a clean stop into exit 1.
+  const exit = (code: number) => logger.flush(() => process.exit(code));
   // Signals are handled from the start: one that arrives while the server waits for
   // PostgreSQL stops it at once (the start is aborted and undoes itself).
   const starting = new AbortController();
@@ -115,15 +132,16 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
     signals++;
     if (signals > 1) {
       logger.warn(`${signal} again: exiting now`);
+      // Not after the log's flush: this is the way out when that flush cannot finish.
       process.exit(1);
     }
     logger.info({ signal }, 'signal received');
     if (!server) return starting.abort();
     server.stop().then(
-      () => process.exit(0),
+      () => exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
-        process.exit(1);
+        exit(1);
       },
     );
   };
@@ -135,12 +153,12 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   } catch (err) {
     if (err instanceof ServerStartAbortedError) {
       logger.info('stopped');
-      process.exit(0);
+      return exit(0);
     }
     // One line on stderr (the detail, with its stack, in the log at debug).
     logger.debug({ err }, 'start failed');
     console.error(`evora: ${errorLine(err)}`);
-    process.exit(1);
+    return exit(1);
   }
   logger.info({ address: server.address, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' }, `Evora listening on ${server.address}`);
   if (server.httpUrl) logger.info({ url: `${server.httpUrl}/` }, `dashboard: ${server.httpUrl}/ (JSON API under ${server.httpUrl}/v1)`);

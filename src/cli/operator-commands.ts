@@ -20,9 +20,19 @@ export function shellWord(text: string): string {
   return `'${text.replace(/'/g, `'\\''`)}'`;
 }
 
-/** The command that retries exactly one dead-letter group (RetryJobs with its queue, type, DLQ and error group). */
+/** The filter flags that name exactly one dead-letter group: its queue, type, DLQ and error group. */
+function groupFlags(g: DeadLetterGroup): string[] {
+  return ['--queue', g.queue, '--type', g.type, '--state', 'dlq', '--error-group', g.error];
+}
+
+/** The command that retries exactly one dead-letter group (RetryJobs with its filter). */
 export function retryGroupCommand(g: DeadLetterGroup): string {
-  return ['evora', 'retry', '--all', '--queue', g.queue, '--type', g.type, '--state', 'dlq', '--error-group', g.error].map(shellWord).join(' ');
+  return ['evora', 'retry', '--all', ...groupFlags(g)].map(shellWord).join(' ');
+}
+
+/** The command that lists one dead-letter group's jobs (ListJobs with its filter; list's own --limit applies). */
+function listGroupCommand(g: DeadLetterGroup): string {
+  return ['evora', 'list', ...groupFlags(g)].map(shellWord).join(' ');
 }
 
 /** Workers, one line each: the session's first 8 characters (--json has it whole), held/slots, and the server holding its stream. */
@@ -42,7 +52,7 @@ function workerTable(workers: WorkerInfo[]): string {
   );
 }
 
-/** Dead-letter groups, largest first, then the command retrying each, and what the answer left out. */
+/** Dead-letter groups, largest first, what the answer left out, then the commands retrying and listing each. */
 function deadLetterText(res: DeadLetterGroupList, limit: number): string {
   const rows = table(
     ['QUEUE', 'TYPE', 'COUNT', 'NEWEST', 'ERROR'],
@@ -53,8 +63,16 @@ function deadLetterText(res: DeadLetterGroupList, limit: number): string {
     notes.push(`(the largest ${res.groups.length} of ${res.totalGroups} groups${limit < 200 ? '; raise --limit, at most 200, to see more' : ''})`);
   }
   if (res.truncated) notes.push('(only the newest 10,000 DLQ jobs were grouped: the counts cover those)');
-  const commands = res.groups.map((g) => `  ${retryGroupCommand(g)}`);
-  return [rows, ...notes, '', 'retry a group (add --dry-run to count it first; purge takes the same flags):', ...commands].join('\n');
+  return [
+    rows,
+    ...notes,
+    '',
+    'retry a group (add --dry-run to count it first; purge takes the same flags):',
+    ...res.groups.map((g) => `  ${retryGroupCommand(g)}`),
+    '',
+    "list a group's jobs (newest first; add --limit for more than 50):",
+    ...res.groups.map((g) => `  ${listGroupCommand(g)}`),
+  ].join('\n');
 }
 
 /** Who the caller is, a field per line; a token sent while auth is off is said to be unchecked. */
@@ -96,7 +114,7 @@ export function operatorCommandsAdd(program: Command): void {
   program
     .command('dlq [queue]')
     .description(
-      'dead letters grouped by job type and error (first line), largest first, each with the command that retries it; ' +
+      'dead letters grouped by job type and error (first line), largest first, each with the commands that retry it and list its jobs; ' +
         'of one queue, or of every queue (a token limited to queues must name one)',
     )
     .option('--limit <n>', 'at most this many groups (1..200)', '50')

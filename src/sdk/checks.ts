@@ -6,10 +6,12 @@
  * value the wire can carry (the server judges the rest, e.g. priority's -1000..1000).
  */
 
-const INT32_MIN = -(2 ** 31);
-const INT32_MAX = 2 ** 31 - 1;
+/** The smallest value an int32 field carries (the CLI names its flag for a value past it). */
+export const INT32_MIN = -(2 ** 31);
+/** The largest value an int32 field carries. */
+export const INT32_MAX = 2 ** 31 - 1;
 /** The largest seconds a protobuf Duration carries (about 10,000 years). */
-const DURATION_MAX_SECONDS = 315_576_000_000;
+export const DURATION_MAX_SECONDS = 315_576_000_000;
 
 /** Returns `value` if it is an integer an int32 field carries; throws TypeError otherwise. */
 export function int32Check(value: number, what: string): number {

@@ -77,7 +77,7 @@ describe('evora client commands', () => {
 
     const listed = await json<JobJson[]>('list', '--queue', queue);
     expect(listed).toHaveLength(2);
-    expect(await json<JobJson[]>('list', '--queue', queue, '--type', 'send_email', '--state', 'pending', 'running')).toHaveLength(1);
+    expect(await json<JobJson[]>('list', '--queue', queue, '--type', 'send_email', '--state', 'pending', '--state', 'running')).toHaveLength(1);
     expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'DLQ,cancelled')).toEqual([]);
     const table = await evora('list', '--queue', queue, '--limit', '1');
     expect(table.code).toBe(0);
@@ -105,6 +105,16 @@ describe('evora client commands', () => {
     expect(noAll.stderr).toMatch(/^evora: give a job id, or filter flags .* with --all\n$/);
     const both = await evora('retry', ids[0]!, '--all', '--queue', queue);
     expect(both.code).toBe(2);
+    // --state takes one value (comma-separated, or repeated): a word after it is a positional, never a state.
+    const positionals: [string[], RegExp][] = [
+      [['retry', '--state', 'cancelled', ids[0]!], /^evora: give a job id, or filter flags with --all, not both$/],
+      [['retry', '--all', '--queue', queue, '--state', 'dlq', 'cancelled'], /^evora: "cancelled" is read as the job id: give several states comma-separated \(--state dlq,cancelled\) or repeat --state$/],
+      [['list', '--queue', queue, '--state', 'dlq', 'cancelled'], /^evora: too many arguments for 'list'\. .*\(--state takes several states comma-separated, --state dlq,pending, or repeated\)$/],
+    ];
+    for (const [i, r] of (await Promise.all(positionals.map(([args]) => evora(...args)))).entries()) {
+      expect(r.code, positionals[i]![0].join(' ')).toBe(2);
+      expect(oneLineError(r)).toMatch(positionals[i]![1]);
+    }
     const empty = await evora('retry', '--all');
     expect(empty.code).toBe(2);
     expect(empty.stderr).toMatch(/^evora: INVALID_ARGUMENT: a filter is required/);
@@ -215,7 +225,8 @@ describe('evora client commands', () => {
     const queue = queueName();
     const missing = '00000000-0000-4000-8000-000000000000';
     const unreachable = `127.0.0.1:${await freePort()}`;
-    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson] = await Promise.all([
+    const silent = `127.0.0.1:${await silentPort()}`;
+    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort, late, lateSubmit] = await Promise.all([
       evora('get', missing),
       evora('submit', queue, 't', '--payload', '{"to":'),
       evora('submit', queue, 't', '--payload', '[1,2]'),
@@ -226,6 +237,11 @@ describe('evora client commands', () => {
       evora('queue', 'pause', 'no_such_queue'),
       evora('--address', unreachable, 'queues'),
       evora('queues', '--json', '--address', unreachable),
+      // A host without a port is dialled at Evora's 50051, not grpc-js's 443 (.invalid never resolves).
+      evora('--address', 'evora-test.invalid', '--timeout', '3s', 'queues'),
+      // A server that accepts the connection and never answers: the deadline passes.
+      evora('--address', silent, '--timeout', '1s', 'queues'),
+      evora('--address', silent, '--timeout', '0.5', 'submit', queue, 't'),
     ]);
     const oneLine = (r: CliRun) => {
       expect(r.stdout).toBe('');
@@ -251,6 +267,15 @@ describe('evora client commands', () => {
     expect(down.code).toBe(5);
     expect(oneLine(down)).toMatch(new RegExp(`^evora: UNAVAILABLE: cannot reach the Evora server at ${unreachable}`));
     expect(downJson.code).toBe(5);
+    expect(noPort.code).toBe(5);
+    expect(oneLine(noPort)).toMatch(/ the Evora server at evora-test\.invalid:50051\b/);
+    expect(late.code).toBe(5);
+    expect(oneLine(late)).toBe(
+      `evora: DEADLINE_EXCEEDED: ListQueues got no answer from the Evora server at ${silent} within 1s (raise --timeout if the server is busy, or check that it is up and reachable)`,
+    );
+    expect(lateSubmit.code).toBe(5);
+    // A submit's line keeps the SDK's word on whether the job went out.
+    expect(oneLine(lateSubmit)).toMatch(new RegExp(`^evora: DEADLINE_EXCEEDED: SubmitJob got no answer from the Evora server at ${silent} within 0\\.5s \\(raise --timeout .*\\); the job (may have been|was not) submitted$`));
 
     // An idempotency key reused with different content is a conflict.
     expect((await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":1}')).code).toBe(0);
@@ -427,15 +452,20 @@ describe('evora client commands', () => {
     }
   });
 
-  it('range errors name the bound that exists: "at least 1", never "to Infinity"', async () => {
-    const [limit, attempts, jitter] = await Promise.all([
+  it('range errors name the flag and the bound that exists: "at least 1", never "to Infinity", never the SDK\'s field', async () => {
+    const [limit, attempts, jitter, priority, rate] = await Promise.all([
       evora('list', '--limit', '0'),
       evora('queue', 'set', queueName(), '--max-attempts', '0'),
       evora('queue', 'set', queueName(), '--jitter', '2'),
+      evora('submit', queueName(), 't', '--priority', '99999999999'),
+      // The default burst (a second of the rate) would be past an int32 too.
+      evora('queue', 'set', queueName(), '--rate', '1e10/s'),
     ]);
     expect(limit.code).toBe(2);
     expect(limit.stderr).toBe('evora: --limit must be at least 1, got 0\n');
-    expect(attempts.stderr).toBe('evora: --max-attempts must be at least 1, got 0\n');
+    expect(attempts.stderr).toBe('evora: --max-attempts must be from 1 to 1000, got 0\n');
     expect(jitter.stderr).toBe('evora: --jitter must be from 0 to 1, got 2\n');
+    expect(priority).toMatchObject({ code: 2, stderr: 'evora: --priority must be from -1000 to 1000, got 99999999999\n' });
+    expect(rate).toMatchObject({ code: 2, stderr: 'evora: --rate must be at most 1000000/s, got "1e10/s"\n' });
   });
 });

@@ -1,5 +1,10 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { fields } from '../../src/cli/format.js';
+import { fields, parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/format.js';
+import { addressWithPort, tokenOption } from '../../src/cli/client-context.js';
+import { teardownAdd } from '../helpers/teardown.js';
 
 /** The CLI's label/value layout (`evora get`), pure formatting. */
 describe('fields', () => {
@@ -16,5 +21,95 @@ describe('fields', () => {
       '                at run (worker.js:9)',
       'payload     {}',
     ]);
+  });
+});
+
+/** Values past what the wire or the server takes are refused by the flag's name, not the SDK's field's. */
+describe('flag values out of range', () => {
+  it('integers past an int32, durations past a Duration, times past a Timestamp', () => {
+    const refused = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(refused(() => parseInteger('99999999999', '--lease-seconds', 1))).toBe('--lease-seconds must be from 1 to 2147483647, got 99999999999');
+    expect(refused(() => parseInteger('-99999999999', '--n'))).toBe('--n must be from -2147483648 to 2147483647, got -99999999999');
+    expect(parseInteger('2147483647', '--n')).toBe(2147483647);
+    expect(refused(() => parseDuration('99999999999d', '--backoff-cap'))).toBe('--backoff-cap must be at most 315576000000s (about 10,000 years), got "99999999999d"');
+    expect(refused(() => parseDuration('9'.repeat(400), '--expires'))).toMatch(/^--expires must be at most 315576000000s/);
+    expect(refused(() => parseTime('3000000d', '--run-at'))).toBe('--run-at "3000000d" is outside 0001-01-01 to 9999-12-31 (UTC)');
+    expect(refused(() => parseAgeOrTime('3000000d', '--finished-before'))).toBe('--finished-before "3000000d" is outside 0001-01-01 to 9999-12-31 (UTC)');
+    expect(parseTime('9999-12-31T23:59:59Z', '--run-at').toISOString()).toBe('9999-12-31T23:59:59.000Z');
+  });
+});
+
+/** --address (and EVORA_ADDRESS) without a port: Evora's 50051, never grpc-js's default of 443. */
+describe('addressWithPort', () => {
+  it('adds 50051 where no port is given, keeps a given port, and keeps the scheme forms grpc-js reads', () => {
+    const cases: [string, string][] = [
+      ['db1', 'db1:50051'],
+      ['db1.example.com', 'db1.example.com:50051'],
+      ['10.0.0.5', '10.0.0.5:50051'],
+      ['db1:7000', 'db1:7000'],
+      ['localhost:50051', 'localhost:50051'],
+      ['[::1]', '[::1]:50051'],
+      ['[::1]:7000', '[::1]:7000'],
+      ['::1', '[::1]:50051'],
+      ['fe80::1', '[fe80::1]:50051'],
+      ['dns:db1', 'dns:db1:50051'],
+      ['dns:///db1', 'dns:///db1:50051'],
+      ['dns://8.8.8.8/db1:7000', 'dns://8.8.8.8/db1:7000'],
+      ['ipv4:10.0.0.1,10.0.0.2:7000', 'ipv4:10.0.0.1:50051,10.0.0.2:7000'],
+      ['ipv6:[::1]', 'ipv6:[::1]:50051'],
+      ['unix:/run/evora.sock', 'unix:/run/evora.sock'],
+      ['unix:///run/evora.sock', 'unix:///run/evora.sock'],
+    ];
+    for (const [given, dialled] of cases) expect(addressWithPort(given), given).toBe(dialled);
+  });
+});
+
+/** Where the CLI's token comes from: --token, else --token-file, else EVORA_TOKEN_FILE, else EVORA_TOKEN. */
+describe('tokenOption', () => {
+  it('takes the flag, then the file (first line, trimmed), then the variable; refuses an unreadable or empty file without printing a token', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'evora-token-option-'));
+    teardownAdd(() => rmSync(dir, { recursive: true, force: true }));
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const good = file('good', '  secret-file \r\nnot this\n');
+    const envFile = file('env', 'secret-env-file\n');
+    const env = { EVORA_TOKEN: 'secret-env', EVORA_TOKEN_FILE: envFile };
+    expect(tokenOption({ token: 'secret-flag', tokenFile: good }, env)).toEqual({ token: 'secret-flag' });
+    expect(tokenOption({ tokenFile: good }, env)).toEqual({ token: 'secret-file' });
+    expect(tokenOption({}, env)).toEqual({ token: 'secret-env-file' });
+    expect(tokenOption({}, { EVORA_TOKEN: ' secret-env\n', EVORA_TOKEN_FILE: '' })).toEqual({ token: 'secret-env' });
+    expect(tokenOption({}, {})).toEqual({});
+
+    const unreadable = file('unreadable', 'secret-unreadable\n');
+    chmodSync(unreadable, 0o000);
+    const refused: [Parameters<typeof tokenOption>[0], Parameters<typeof tokenOption>[1], RegExp][] = [
+      [{ tokenFile: join(dir, 'missing') }, {}, /^--token-file: cannot read .*missing \(ENOENT\)$/],
+      [{ tokenFile: dir }, {}, /^--token-file: cannot read .* \(EISDIR\)$/],
+      [{}, { EVORA_TOKEN_FILE: file('empty', '') }, /^EVORA_TOKEN_FILE: the first line of .*empty is empty: it must hold the token$/],
+      [{ tokenFile: file('blank', ' \nsecret-line-two\n') }, {}, /^--token-file: the first line of .*blank is empty/],
+      [{ tokenFile: '' }, { EVORA_TOKEN: 'secret-env' }, /^--token-file is empty: give the path/],
+      [{ tokenFile: file('spaced', 'secret with spaces\n') }, {}, /^the token in --token-file must be printable ASCII without spaces$/],
+    ];
+    // As root, a mode of 000 does not keep the file from being read.
+    if (process.getuid?.() !== 0) refused.push([{ tokenFile: unreadable }, {}, /^--token-file: cannot read .*unreadable \(EACCES\)$/]);
+    for (const [g, e, message] of refused) {
+      let thrown: unknown;
+      try {
+        tokenOption(g, e);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, String(message)).toMatchObject({ name: 'UsageError', message: expect.stringMatching(message) });
+      expect((thrown as Error).message).not.toMatch(/secret/);
+    }
   });
 });

@@ -52,11 +52,11 @@ function shellWords(line: string): string[] {
   return JSON.parse(r.stdout) as string[];
 }
 
-/** The retry commands `evora dlq` printed, each as the arguments of `evora` a shell passes. */
-function retryCommands(stdout: string): string[][] {
+/** The `evora <verb>` commands `evora dlq` printed (retry, list), each as the arguments of `evora` a shell passes. */
+function printedCommands(stdout: string, verb = 'retry'): string[][] {
   return stdout
     .split('\n')
-    .filter((l) => l.startsWith('  evora retry '))
+    .filter((l) => l.startsWith(`  evora ${verb} `))
     .map((l) => shellWords(l.trim().slice('evora '.length)));
 }
 
@@ -109,7 +109,7 @@ describe('evora workers', () => {
 });
 
 describe('evora dlq', () => {
-  it('groups by type and error, largest first, each with the command that retries exactly it; retry --all, purge and list take --error-group', async () => {
+  it('groups by type and error, largest first, each with the commands that retry exactly it and list its jobs; retry --all, purge and list take --error-group', async () => {
     const queue = queueName('cdlq');
     const failing = { on: true };
     const w = worker({ workerId: `dlq-${queue}`, queues: [queue] });
@@ -137,7 +137,7 @@ describe('evora dlq', () => {
     expect(human.stdout).toContain('retry a group (add --dry-run to count it first; purge takes the same flags):');
 
     // Each printed command, as a shell reads it, names its group exactly: its dry run counts that group.
-    const commands = retryCommands(human.stdout);
+    const commands = printedCommands(human.stdout);
     expect(commands).toEqual(
       res.groups.map((g) => ['retry', '--all', '--queue', queue, '--type', 'charge', '--state', 'dlq', '--error-group', g.error]),
     );
@@ -150,13 +150,16 @@ describe('evora dlq', () => {
     });
     expect(await json('purge', '--queue', queue, '--error-group', 'no such error', '--dry-run')).toEqual({ count: 0, dryRun: true });
 
-    // `list --error-group` lists a group's jobs, filtered by the server (--limit 1: one of
-    // the group's, not the newest job left out); "" is the group of the job without an error.
-    const listed = async (...args: string[]) => (await json<{ id: string }[]>('list', '--queue', queue, '--state', 'dlq', ...args)).map((j) => j.id).sort();
-    expect(await listed('--error-group', 'card declined')).toEqual(ids.slice(0, 3).sort());
-    expect(await listed('--error-group', nasty, '--limit', '1')).toHaveLength(1);
-    expect(await listed('--error-group', nasty)).toEqual(ids.slice(3, 5).sort());
-    expect(await listed('--error-group', '')).toEqual([ids[5]]);
+    // The printed list commands (`list --error-group`) list each group's jobs, filtered by the
+    // server; "" is the group of the job without an error. --limit 1: one of the group's,
+    // not the newest job left out. Not in --json, which has only the groups.
+    expect(human.stdout).toContain("list a group's jobs (newest first; add --limit for more than 50):");
+    expect(JSON.stringify(res)).not.toContain('evora ');
+    const lists = printedCommands(human.stdout, 'list');
+    expect(lists).toEqual(res.groups.map((g) => ['list', '--queue', queue, '--type', 'charge', '--state', 'dlq', '--error-group', g.error]));
+    const listedBy = async (args: string[]) => (await json<{ id: string }[]>(...args)).map((j) => j.id).sort();
+    expect(await Promise.all(lists.map(listedBy))).toEqual([ids.slice(0, 3).sort(), ids.slice(3, 5).sort(), [ids[5]]]);
+    expect(await listedBy([...lists[1]!, '--limit', '1'])).toHaveLength(1);
     const listTwoLines = await evora('list', '--queue', queue, '--error-group', 'a\nb');
     expect(listTwoLines.code).toBe(2);
     expect(oneLineError(listTwoLines)).toMatch(/^evora: INVALID_ARGUMENT: error_group is more than one line/);
@@ -173,7 +176,7 @@ describe('evora dlq', () => {
     // --limit keeps the largest and says what it left out.
     const one = await evora('dlq', queue, '--limit', '1');
     expect(one.stdout).toContain('(the largest 1 of 2 groups; raise --limit, at most 200, to see more)');
-    expect(retryCommands(one.stdout)).toHaveLength(1);
+    expect(printedCommands(one.stdout)).toHaveLength(1);
     // Every queue: this one's groups among them.
     expect((await json<GroupsJson>('dlq', '--limit', '200')).groups.filter((g) => g.queue === queue)).toHaveLength(2);
     expect(await evora('dlq', queueName('clean'))).toMatchObject({ code: 0, stdout: expect.stringMatching(/^no dead letters in queue clean_\w+\n$/) });
@@ -216,7 +219,7 @@ describe('evora whoami', () => {
     await waitFor(async () => (await evora(...at(), 'whoami')).code === 1, { what: 'auth on' });
 
     const anonymous = await evora(...at(), 'whoami');
-    expect(oneLineError(anonymous)).toMatch(/^evora: UNAUTHENTICATED: .*\(no token given: pass --token or set EVORA_TOKEN\)$/);
+    expect(oneLineError(anonymous)).toMatch(/^evora: UNAUTHENTICATED: .*\(no token given: set EVORA_TOKEN, or pass --token-file or --token\)$/);
     const me = await json<{ expiresAt: string }>(...at(viewer.secret), 'whoami');
     expect(me).toEqual({ authOn: true, kind: 'token', name: 'billing-viewer', role: 'viewer', queues: ['billing.*'], tokenId: viewer.id, expiresAt: expiresAt.toISOString() });
     const human = await evora(...at(viewer.secret), 'whoami');

@@ -1,12 +1,16 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobServiceService } from '../../src/gen/evora/v1/job.js';
 import { cliSetup } from '../helpers/cli.js';
 import { queueName } from '../helpers/factories.js';
+import { teardownAdd } from '../helpers/teardown.js';
 import { tokenInsert } from '../helpers/tokens.js';
 
 /**
- * The CLI's global --token and EVORA_TOKEN (src/cli/client-context.ts): the token goes out
+ * The CLI's global --token, --token-file and EVORA_TOKEN (src/cli/client-context.ts): the token goes out
  * as `authorization: Bearer <token>` and is never printed, also not in an error. The first
  * tests run against a small recording server; the last against the live test server with
  * tokens in its table (auth on).
@@ -45,11 +49,13 @@ beforeAll(async () => {
 afterAll(() => recorder.forceShutdown());
 
 describe('evora --token', () => {
-  it('--help lists --token and EVORA_TOKEN', async () => {
+  it('--help lists --token, --token-file and their variables', async () => {
     const r = await evora('--help');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/--token <token>/);
-    expect(r.stdout).toMatch(/EVORA_TOKEN/);
+    expect(r.stdout).toMatch(/--token-file <path>/);
+    expect(r.stdout).toMatch(/EVORA_TOKEN\b/);
+    expect(r.stdout).toMatch(/EVORA_TOKEN_FILE/);
   });
 
   it('sends --token, else EVORA_TOKEN, as a bearer token; the flag wins; never printed', async () => {
@@ -66,8 +72,20 @@ describe('evora --token', () => {
       expect(`${r.stdout}${r.stderr}`).not.toContain(SECRET);
     }
     // Without a token the one line says how to give one.
-    expect(none.stderr).toMatch(/no token given: pass --token or set EVORA_TOKEN/);
+    expect(none.stderr).toMatch(/no token given: set EVORA_TOKEN, or pass --token-file or --token/);
     expect(flag.stderr).not.toMatch(/no token given/);
+  });
+
+  it('--token-file: the first line of the file is sent, before EVORA_TOKEN; never printed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'evora-token-file-'));
+    teardownAdd(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'token');
+    writeFileSync(file, `${SECRET}-file\r\nsecond line\n`, { mode: 0o600 });
+    recorded = [];
+    const r = await evoraEnv({ EVORA_TOKEN: 'from-env', EVORA_TOKEN_FILE: undefined }, '--address', recorderAddress, '--token-file', file, 'get', 'j1');
+    expect(recorded).toEqual([`Bearer ${SECRET}-file`]);
+    expect(r.stderr).toMatch(/^evora: UNAUTHENTICATED: unknown token\n$/);
+    expect(`${r.stdout}${r.stderr}`).not.toContain(SECRET);
   });
 
   it('a token that cannot be a header value is a usage error that does not echo it', async () => {

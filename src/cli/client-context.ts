@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { CONFIG_DOC } from '../server/config.js';
 import { EvoraApiError, EvoraClient } from '../sdk/index.js';
 import { parseDuration, UsageError } from './format.js';
 
@@ -20,33 +19,6 @@ interface GlobalOptions {
   tlsKey?: string;
   token?: string;
   tokenFile?: string;
-}
-
-/** Evora's gRPC port: `evora serve`'s --port default, where a server listens unless told otherwise. */
-export const DEFAULT_GRPC_PORT = CONFIG_DOC.find((e) => e.key === 'port')?.default ?? '50051';
-
-/** `host` with Evora's port when it has none: `name`, `[v6]` and a bare IPv6 address get it; `name:port` and `[v6]:port` are kept. */
-function hostWithPort(host: string): string {
-  if (host.startsWith('[')) return /\]:\d*$/.test(host) ? host : `${host}:${DEFAULT_GRPC_PORT}`;
-  const colons = host.split(':').length - 1;
-  if (colons === 0) return `${host}:${DEFAULT_GRPC_PORT}`;
-  // More than one colon and no brackets: an IPv6 address alone, as grpc-js reads it too.
-  if (colons > 1) return `[${host}]:${DEFAULT_GRPC_PORT}`;
-  return host;
-}
-
-/**
- * The address to dial, with Evora's gRPC port (50051) added when none is given: grpc-js's
- * own default for a name without a port is 443, where no Evora server listens, so
- * `--address db-host` would fail after the whole --timeout. The targets grpc-js reads with a
- * scheme keep it: `dns:` (with or without an authority) and `ipv4:`/`ipv6:` (a list, each
- * address) get the port where one is missing, `unix:` and any other scheme stay as given.
- */
-export function addressWithPort(address: string): string {
-  const m = /^(dns|ipv4|ipv6):((?:\/\/[^/]*\/)?)(.+)$/.exec(address);
-  if (m) return `${m[1]}:${m[2]}${m[1] === 'dns' ? hostWithPort(m[3]!) : m[3]!.split(',').map(hostWithPort).join(',')}`;
-  if (/^(unix|unix-abstract|vsock):/.test(address)) return address;
-  return hostWithPort(address);
 }
 
 /**
@@ -160,8 +132,8 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     const cmd = args[args.length - 1] as Command;
     const g = cmd.optsWithGlobals<GlobalOptions>();
     const auth = tokenOption(g);
-    const target = g.address || process.env.EVORA_ADDRESS;
-    const client = new EvoraClient({ address: target ? addressWithPort(target) : undefined, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
+    // The SDK adds Evora's port to an address without one (addressWithPort).
+    const client = new EvoraClient({ address: g.address || undefined, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
     try {
       await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined }, ...(args.slice(0, -1) as A));
     } catch (err) {

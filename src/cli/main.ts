@@ -4,14 +4,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { CONFIG_BOOLEAN_KEYS, CONFIG_DOC, configLoad, type ServerConfig } from '../server/config.js';
-import { EvoraApiError, DEFAULT_ADDRESS } from '../sdk/index.js';
+import { EvoraApiError, DEFAULT_ADDRESS, DEFAULT_PORT } from '../sdk/index.js';
 import { clientCommandsAdd } from './client-commands.js';
 import { scheduleCommandsAdd } from './schedule-commands.js';
 import { databaseFailure, dbCommandsAdd } from './db-commands.js';
 import { operatorCommandsAdd } from './operator-commands.js';
 import { tokenCommandsAdd } from './token-commands.js';
 import { UsageError } from './format.js';
-import { DEFAULT_GRPC_PORT } from './client-context.js';
 
 /**
  * The `evora` command. `evora serve` runs the server (what `npm start` runs); the other
@@ -89,7 +88,7 @@ const program = new Command('evora')
   // Subcommand help lists these global options too (commander copies this setting into
   // every command added below, so it must come first).
   .configureHelp({ showGlobalOptions: true })
-  .option('--address <host:port>', `server the client commands talk to (not serve's listen address); without a port, Evora's ${DEFAULT_GRPC_PORT} [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
+  .option('--address <host:port>', `server the client commands talk to (not serve's listen address); without a port, Evora's ${DEFAULT_PORT} [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
   .option('--json', 'print results as JSON (for scripts)')
   .option('--timeout <duration>', 'deadline of each client call, e.g. 10s', '10s')
   .option('--tls-ca <file>', "TLS: the CA (PEM) that signed the server's certificate [env EVORA_TLS_CA; unset: plaintext]")

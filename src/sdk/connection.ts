@@ -1,11 +1,17 @@
 import * as grpc from '@grpc/grpc-js';
 
+/**
+ * Evora's gRPC port: `evora serve`'s --port default (src/server/config.ts; a test keeps the
+ * two equal, since the SDK imports no server code).
+ */
+export const DEFAULT_PORT = 50051;
+
 /** Where the server is when nothing says otherwise. */
-export const DEFAULT_ADDRESS = '127.0.0.1:50051';
+export const DEFAULT_ADDRESS = `127.0.0.1:${DEFAULT_PORT}`;
 
 /** How to reach an Evora server (shared by EvoraClient and EvoraWorker). */
 export interface ConnectionOptions {
-  /** host:port of the server. Default: $EVORA_ADDRESS, else 127.0.0.1:50051. */
+  /** host:port of the server (a host alone: port 50051). Default: $EVORA_ADDRESS, else 127.0.0.1:50051. */
   address?: string;
   /**
    * Channel credentials, for what the tls* options do not cover. Default: plaintext, or TLS
@@ -34,9 +40,33 @@ export interface ConnectionOptions {
   channelOptions?: grpc.ChannelOptions;
 }
 
-/** The address to dial: the one given, else $EVORA_ADDRESS, else DEFAULT_ADDRESS. */
+/** `host` with Evora's port when it has none: `name`, `[v6]` and a bare IPv6 address get it; `name:port` and `[v6]:port` are kept. */
+function hostWithPort(host: string): string {
+  if (host.startsWith('[')) return /\]:\d*$/.test(host) ? host : `${host}:${DEFAULT_PORT}`;
+  const colons = host.split(':').length - 1;
+  if (colons === 0) return `${host}:${DEFAULT_PORT}`;
+  // More than one colon and no brackets: an IPv6 address alone, as grpc-js reads it too.
+  if (colons > 1) return `[${host}]:${DEFAULT_PORT}`;
+  return host;
+}
+
+/**
+ * The address to dial, with Evora's port (DEFAULT_PORT) added when none is given: grpc-js's
+ * own default for a name without a port is 443, where no Evora server listens, so an address
+ * of `db-host` would fail only after the whole deadline. The targets grpc-js reads with a
+ * scheme keep it: `dns:` (with or without an authority) and `ipv4:`/`ipv6:` (a list, each
+ * address) get the port where one is missing, `unix:` and any other scheme stay as given.
+ */
+export function addressWithPort(address: string): string {
+  const m = /^(dns|ipv4|ipv6):((?:\/\/[^/]*\/)?)(.+)$/.exec(address);
+  if (m) return `${m[1]}:${m[2]}${m[1] === 'dns' ? hostWithPort(m[3]!) : m[3]!.split(',').map(hostWithPort).join(',')}`;
+  if (/^(unix|unix-abstract|vsock):/.test(address)) return address;
+  return hostWithPort(address);
+}
+
+/** The address to dial: the one given, else $EVORA_ADDRESS, else DEFAULT_ADDRESS; with Evora's port when it names none (addressWithPort). */
 export function resolveAddress(address: string | undefined): string {
-  return address || process.env.EVORA_ADDRESS || DEFAULT_ADDRESS;
+  return addressWithPort(address || process.env.EVORA_ADDRESS || DEFAULT_ADDRESS);
 }
 
 /**

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fields, parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/format.js';
-import { addressWithPort, tokenOption } from '../../src/cli/client-context.js';
+import { tokenOption } from '../../src/cli/client-context.js';
 import { teardownAdd } from '../helpers/teardown.js';
 
 /** The CLI's label/value layout (`evora get`), pure formatting. */
@@ -43,31 +43,6 @@ describe('flag values out of range', () => {
     expect(refused(() => parseTime('3000000d', '--run-at'))).toBe('--run-at "3000000d" is outside 0001-01-01 to 9999-12-31 (UTC)');
     expect(refused(() => parseAgeOrTime('3000000d', '--finished-before'))).toBe('--finished-before "3000000d" is outside 0001-01-01 to 9999-12-31 (UTC)');
     expect(parseTime('9999-12-31T23:59:59Z', '--run-at').toISOString()).toBe('9999-12-31T23:59:59.000Z');
-  });
-});
-
-/** --address (and EVORA_ADDRESS) without a port: Evora's 50051, never grpc-js's default of 443. */
-describe('addressWithPort', () => {
-  it('adds 50051 where no port is given, keeps a given port, and keeps the scheme forms grpc-js reads', () => {
-    const cases: [string, string][] = [
-      ['db1', 'db1:50051'],
-      ['db1.example.com', 'db1.example.com:50051'],
-      ['10.0.0.5', '10.0.0.5:50051'],
-      ['db1:7000', 'db1:7000'],
-      ['localhost:50051', 'localhost:50051'],
-      ['[::1]', '[::1]:50051'],
-      ['[::1]:7000', '[::1]:7000'],
-      ['::1', '[::1]:50051'],
-      ['fe80::1', '[fe80::1]:50051'],
-      ['dns:db1', 'dns:db1:50051'],
-      ['dns:///db1', 'dns:///db1:50051'],
-      ['dns://8.8.8.8/db1:7000', 'dns://8.8.8.8/db1:7000'],
-      ['ipv4:10.0.0.1,10.0.0.2:7000', 'ipv4:10.0.0.1:50051,10.0.0.2:7000'],
-      ['ipv6:[::1]', 'ipv6:[::1]:50051'],
-      ['unix:/run/evora.sock', 'unix:/run/evora.sock'],
-      ['unix:///run/evora.sock', 'unix:///run/evora.sock'],
-    ];
-    for (const [given, dialled] of cases) expect(addressWithPort(given), given).toBe(dialled);
   });
 });
 

@@ -12,9 +12,19 @@ export interface TestDatabase {
 /** The databases this test file created and has not dropped yet. */
 const undropped = new Set<string>();
 
+/**
+ * The maintenance database of this worker's test cluster (global-setup.ts starts one per
+ * vitest worker; VITEST_POOL_ID numbers the workers from 1).
+ */
+export function testClusterUrl(): string {
+  const urls = inject('pgAdminUrls');
+  const worker = Number(process.env.VITEST_POOL_ID ?? '1');
+  return urls[(Math.max(1, worker) - 1) % urls.length]!;
+}
+
 /** Creates a fresh, migrated database for one test file (empty: no schema at all, for migration tests). */
 export async function testDatabaseCreate(opts: { empty?: boolean } = {}): Promise<TestDatabase> {
-  const adminUrl = inject('pgAdminUrl');
+  const adminUrl = testClusterUrl();
   const name = `evora_test_${randomBytes(6).toString('hex')}`;
   await adminQuery(adminUrl, opts.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplate')}`);
   undropped.add(name);

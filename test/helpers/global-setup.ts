@@ -8,8 +8,11 @@ import { migrate } from '../../src/store/migrate.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    /** Connection string of the test cluster's maintenance database. */
-    pgAdminUrl: string;
+    /**
+     * Connection strings of the test clusters' maintenance databases, one cluster per vitest
+     * worker (testClusterUrl picks the worker's own).
+     */
+    pgAdminUrls: string[];
     /** Name of the migrated template database each test file copies. */
     pgTemplate: string;
   }
@@ -18,40 +21,63 @@ declare module 'vitest' {
 const TEMPLATE = 'evora_test_template';
 
 /**
- * Starts one PostgreSQL for the whole run (the embedded one, unless DATABASE_URL points
- * at a server), migrates a template database once, and hands its name to the test files,
- * which each copy it into a database of their own.
+ * Starts the run's PostgreSQL (the embedded one, unless DATABASE_URL points at a server),
+ * migrates a template database once per cluster, and hands the test files their cluster,
+ * where each copies the template into a database of its own.
+ *
+ * Embedded, there is one cluster per vitest worker (files run two or more at a time): a
+ * cluster's transaction ids are shared by all its databases, and the projector reads the
+ * outbox only below the oldest transaction still open (sql/outbox-read.sql), so a file's
+ * open transaction would hold back another file's projection in the same cluster. A file
+ * runs alone in its worker, so in its own cluster it sees only its own transactions, as when
+ * files ran one at a time. With DATABASE_URL every worker shares that one server (run with
+ * --maxWorkers=1 if such a test then waits on another file).
  */
 export default async function setup(project: TestProject) {
-  let embedded: EmbeddedPostgresHandle | null = null;
-  let dataDir: string | null = null;
-  let adminUrl = process.env.DATABASE_URL;
-  if (!adminUrl) {
-    // Under /tmp, not the project: as root the embedded server runs as the `postgres`
-    // user, which must be able to reach its data folder.
-    dataDir = await mkdtemp(join(tmpdir(), 'evora-test-pg-'));
-    embedded = await embeddedPostgresStart({
-      dataDir,
-      port: await freePort(),
-      // A throwaway cluster: durability buys the tests nothing.
-      postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
-    });
-    adminUrl = embedded.url;
+  const started: { embedded: EmbeddedPostgresHandle; dataDir: string }[] = [];
+  const stopAll = async () => {
+    await Promise.all(started.map(async ({ embedded, dataDir }) => {
+      await embedded.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }));
+  };
+  let adminUrls: string[];
+  if (process.env.DATABASE_URL) {
+    adminUrls = [process.env.DATABASE_URL];
+  } else {
+    const workers = Math.max(1, Number(project.config.maxWorkers) || 1);
+    try {
+      adminUrls = await Promise.all(Array.from({ length: workers }, async () => {
+        // Under /tmp, not the project: as root the embedded server runs as the `postgres`
+        // user, which must be able to reach its data folder.
+        const dataDir = await mkdtemp(join(tmpdir(), 'evora-test-pg-'));
+        const embedded = await embeddedPostgresStart({
+          dataDir,
+          port: await freePort(),
+          // A throwaway cluster: durability buys the tests nothing.
+          postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
+        });
+        started.push({ embedded, dataDir });
+        return embedded.url;
+      }));
+    } catch (err) {
+      await stopAll();
+      throw err;
+    }
   }
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
-  await admin.query(`CREATE DATABASE ${TEMPLATE}`);
-  await admin.end();
-  await migrate(withDatabase(adminUrl, TEMPLATE));
+  await Promise.all(adminUrls.map(async (adminUrl) => {
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${TEMPLATE}`);
+    await admin.end();
+    await migrate(withDatabase(adminUrl, TEMPLATE));
+  }));
 
-  project.provide('pgAdminUrl', adminUrl);
+  project.provide('pgAdminUrls', adminUrls);
   project.provide('pgTemplate', TEMPLATE);
 
-  return async () => {
-    if (embedded) await embedded.stop();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-  };
+  return stopAll;
 }
 
 export function withDatabase(url: string, database: string): string {

@@ -1,10 +1,10 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { poolerDecide, poolerDetect, storeClientClass } from '../../src/store/connections.js';
 import { migrate } from '../../src/store/migrate.js';
 import { Store } from '../../src/store/store.js';
-import { testDatabaseCreate, type TestDatabase } from '../helpers/db.js';
+import { testClusterUrl, testDatabaseCreate, type TestDatabase } from '../helpers/db.js';
 import { queueName } from '../helpers/factories.js';
 import { findPgbouncer, pgbouncerStart, type Pgbouncer } from '../helpers/pgbouncer.js';
 import { serverSetup, serverSetupRoute } from '../helpers/server-setup.js';
@@ -35,7 +35,7 @@ if (skip) {
   it.skip(titled('Evora through pgbouncer in transaction mode', tool), () => undefined);
 } else {
   let bouncer: Pgbouncer | null = null;
-  const adminUrl = inject('pgAdminUrl');
+  const adminUrl = testClusterUrl();
   /** Started on first use (by a server's route or a test), stopped after the file. */
   const bouncerUp = async (): Promise<Pgbouncer> => {
     assertTools(tool);

@@ -240,6 +240,39 @@ describe('queue scopes reach no other queue through dependents', () => {
   });
 });
 
+describe('queue scopes reach no other queue through dependents, batch after batch', () => {
+  it('a bulk retry whose first batch lifts a parent out of CANCELLED may not then retry that parent\'s operator-cancelled child and restore its grandchild in another queue: 403, nothing changed', async () => {
+    const [mine, other] = [queueName('mine'), queueName('other')];
+    const submit = async (queue: string, dependsOn: string[] = []) => (await api('POST', '/v1/jobs', { body: { queue, type: 't', dependsOn } })).body.job.id as string;
+    // p (mine) -> c (mine) -> g (other). c cancelled by an operator (g then names c), then p.
+    // At the check c is held back by p (not retryable) and p's retry restores nothing; once
+    // p is retried, c is retryable, and c's retry restores g.
+    const p = await submit(mine);
+    const c = await submit(mine, [p]);
+    const g = await submit(other, [c]);
+    expect((await api('POST', `/v1/jobs/${c}/cancel`)).status).toBe(200);
+    expect((await api('POST', `/v1/jobs/${p}/cancel`)).status).toBe(200);
+    // A full first batch (p and 499 more), so that the run goes on to a second one.
+    const batch = await api('POST', '/v1/jobs/batch', { body: { jobs: Array.from({ length: 499 }, () => ({ queue: mine, type: 'filler' })) } });
+    expect(batch.status, batch.text).toBe(200);
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      await db.query(`UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE queue = $1 AND type = 'filler'`, [mine]);
+    } finally {
+      await db.end();
+    }
+    expect(await jobStates([p, c, g])).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
+    const admin = await tokenInsert(databaseUrl, { role: 'admin', queues: [mine] });
+    await waitFor(async () => (await httpCall(base, 'GET', `/v1/queues/${mine}`, { token: admin.secret })).status !== 401, { what: 'the scoped token' });
+
+    const bulk = await httpCall(base, 'POST', '/v1/jobs/retry', { token: admin.secret, body: { filter: { queue: mine } } });
+    expect(bulk.status, bulk.text).toBe(403);
+    expect(bulk.body.message).toMatch(/^token "[^"]+" \(admin\) may not retry these jobs: that would also restore 1 dependent job in queue "[^"]+", outside/);
+    expect(await jobStates([p, c, g])).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
+  });
+});
+
 describe('/metrics while auth is on', () => {
   it('the HTTP port asks a valid token of any role (401 as the API); EVORA_METRICS_OPEN=1 opens it; the metrics port never asks', async () => {
     const none = await httpCall(base, 'GET', '/metrics');

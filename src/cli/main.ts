@@ -121,7 +121,13 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   // log shipper that died), this write fails EPIPE, and pino then drops the log's further
   // writes: exiting at once instead would leave the last lines to pino's exit hook, whose
   // synchronous flush throws EPIPE out of process.exit and turned a clean stop into exit 1.
-  const exit = (code: number) => logger.flush(() => process.exit(code));
+  // A flush that never calls back (a stuck log reader) cannot hold the exit: the code is set
+  // first (a loop with nothing left exits with it) and a timer exits after 5 s regardless.
+  const exit = (code: number) => {
+    process.exitCode = code;
+    setTimeout(() => process.exit(code), 5_000).unref();
+    logger.flush(() => process.exit(code));
+  };
   // Signals are handled from the start: one that arrives while the server waits for
   // PostgreSQL stops it at once (the start is aborted and undoes itself).
   const starting = new AbortController();

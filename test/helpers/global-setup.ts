@@ -65,14 +65,23 @@ export default async function setup(project: TestProject) {
       throw err;
     }
   }
-  await Promise.all(adminUrls.map(async (adminUrl) => {
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${TEMPLATE}`);
-    await admin.end();
-    await migrate(withDatabase(adminUrl, TEMPLATE));
-  }));
+  try {
+    await Promise.all(adminUrls.map(async (adminUrl) => {
+      const admin = new pg.Client({ connectionString: adminUrl });
+      await admin.connect();
+      try {
+        await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE} WITH (FORCE)`);
+        await admin.query(`CREATE DATABASE ${TEMPLATE}`);
+      } finally {
+        await admin.end();
+      }
+      await migrate(withDatabase(adminUrl, TEMPLATE));
+    }));
+  } catch (err) {
+    // A failed migration stops the clusters it started: none is left running after the run.
+    await stopAll();
+    throw err;
+  }
 
   project.provide('pgAdminUrls', adminUrls);
   project.provide('pgTemplate', TEMPLATE);

@@ -1,6 +1,14 @@
 /** Formatting shared by the pages: states, counts, times and durations as people read them. */
 import type { Int64, JobState } from './types.js';
 
+/**
+ * Whether `text` is a job id (a UUID, any case). The jobs filter refuses anything else, and
+ * the job page offers no copy button for an id that names no job.
+ */
+export function isJobId(text: string): boolean {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(text);
+}
+
 /** "JOB_STATE_DLQ" -> "dlq"; any enum name loses its prefix and goes lower case. */
 export function enumLabel(value: string | undefined, prefix: string): string {
   if (!value) return '—';

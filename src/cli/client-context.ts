@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { EvoraApiError, EvoraClient } from '../sdk/index.js';
-import { parseDuration, UsageError } from './format.js';
+import { parseDuration, shellWord, UsageError } from './format.js';
 
 /**
  * What every client command of `evora` shares (client-commands.ts, schedule-commands.ts,
@@ -97,15 +97,46 @@ function timeoutMs(text: string): number {
 }
 
 /**
+ * The writes of the CLI whose effect a DEADLINE_EXCEEDED leaves unknown, by RPC: what may
+ * have been applied (or created), and the command that shows whether it was. `subject` is the command's
+ * first argument (a job id, a queue or schedule name), quoted for a shell. The line must not
+ * claim either outcome: the server may have applied the change after the client stopped
+ * waiting. SubmitJob is not here: the SDK knows when a submit never left (notSent).
+ */
+const UNKNOWN_WRITES: Readonly<Record<string, { change: string; done?: string; check: (subject: string) => string }>> = {
+  CancelJob: { change: 'the cancel', check: (id) => `evora get ${id}` },
+  RetryJob: { change: 'the retry', check: (id) => `evora get ${id}` },
+  RetryJobs: { change: 'the retry', check: () => 'evora retry --all --dry-run and the same filters (it counts the jobs still to retry)' },
+  PurgeJobs: { change: 'the purge', check: () => 'evora purge --dry-run and the same filters (it counts the jobs still to delete)' },
+  UpsertQueue: { change: 'the change', check: (name) => `evora queue get ${name}` },
+  PauseQueue: { change: 'the pause', check: (name) => `evora queue get ${name}` },
+  ResumeQueue: { change: 'the resume', check: (name) => `evora queue get ${name}` },
+  UpsertSchedule: { change: 'the change', check: (name) => `evora schedule get ${name}` },
+  PauseSchedule: { change: 'the pause', check: (name) => `evora schedule get ${name}` },
+  ResumeSchedule: { change: 'the resume', check: (name) => `evora schedule get ${name}` },
+  TriggerSchedule: { change: 'the trigger', check: (name) => `evora schedule get ${name} (its last run and last job)` },
+  DeleteSchedule: { change: 'the delete', check: (name) => `evora schedule get ${name} (NOT_FOUND once deleted)` },
+  CreateToken: { change: 'the token', done: 'created', check: () => 'evora token list (a token made this way has lost its secret: revoke it)' },
+  RevokeToken: { change: 'the revoke', check: () => 'evora token list --all' },
+};
+
+/**
  * DEADLINE_EXCEEDED in one line as the CLI's other status lines: what timed out, where, after
  * how long, and what to try, instead of grpc-js's timings ("Deadline exceeded after
  * 1.000s,name resolution: 0.042s,...,Waiting for LB pick"); for a submit, whether the job
- * may have gone out (the SDK's notSent).
+ * may have gone out (the SDK's notSent); for another write, that it may or may not have
+ * been applied and the command that tells (UNKNOWN_WRITES).
  */
-function deadlineText(err: EvoraApiError, address: string, timeout: string): string {
+export function deadlineText(err: EvoraApiError, address: string, timeout: string, subject?: string): string {
   const t = timeout.trim();
   const within = /^\d+(\.\d+)?$/.test(t) ? `${t}s` : t;
-  const outcome = err.method === 'SubmitJob' ? `the job ${err.notSent ? 'was not' : 'may have been'} submitted` : '';
+  const write = UNKNOWN_WRITES[err.method];
+  const outcome =
+    err.method === 'SubmitJob'
+      ? `the job ${err.notSent ? 'was not' : 'may have been'} submitted`
+      : write
+        ? `${write.change} may or may not have been ${write.done ?? 'applied'}: check with ${write.check(subject === undefined ? '<name>' : shellWord(subject))}`
+        : '';
   return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
 }
 
@@ -142,7 +173,9 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
         throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
       }
       if (err instanceof EvoraApiError && err.codeName === 'DEADLINE_EXCEEDED') {
-        throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout), cause: err, notSent: err.notSent });
+        // The command's first argument, if a word: the job id or name a write's check names.
+        const subject = typeof args[0] === 'string' ? args[0] : undefined;
+        throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout, subject), cause: err, notSent: err.notSent });
       }
       if (err instanceof EvoraApiError && err.isUnauthenticated && !auth.token) {
         throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: set EVORA_TOKEN, or pass --token-file or --token)`, cause: err });

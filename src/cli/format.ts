@@ -229,6 +229,17 @@ export function oneLine(text: string, max: number): string {
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;
 }
 
+/**
+ * `text` as one shell word a POSIX shell reads back exactly: as it is when it holds only
+ * characters no shell treats specially, else in single quotes (a ' inside as '\''). Used for
+ * the commands the CLI prints for copying (`dlq`'s retry and list of a group, the check after
+ * a timed-out write), so that a copied one names exactly what was meant.
+ */
+export function shellWord(text: string): string {
+  if (/^[A-Za-z0-9_.,:/@%+=-]+$/.test(text)) return text;
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
 /** Children listed by `evora get` before "and N more". */
 const CHILDREN_SHOWN = 10;
 

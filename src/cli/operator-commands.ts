@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { Caller, DeadLetterGroup, DeadLetterGroupList, WorkerInfo } from '../sdk/index.js';
 import { print, withClient } from './client-context.js';
-import { UsageError, fields, nonEmpty, oneLine, parseInteger, table, time } from './format.js';
+import { UsageError, fields, nonEmpty, oneLine, parseInteger, shellWord, table, time } from './format.js';
 
 /**
  * `evora workers`, `evora dlq` and `evora whoami`: what an operator looks at before acting
@@ -9,16 +9,6 @@ import { UsageError, fields, nonEmpty, oneLine, parseInteger, table, time } from
  * token is), thin wrappers over the SDK's listWorkers, deadLetterGroups and whoAmI. Human
  * text, or with --json the SDK's objects as JSON (times as ISO strings).
  */
-
-/**
- * `text` as one shell word a POSIX shell reads back exactly: as it is when it holds only
- * characters no shell treats specially, else in single quotes (a ' inside as '\''). Used for
- * the commands `dlq` prints, so that copying one retries exactly its group.
- */
-export function shellWord(text: string): string {
-  if (/^[A-Za-z0-9_.,:/@%+=-]+$/.test(text)) return text;
-  return `'${text.replace(/'/g, `'\\''`)}'`;
-}
 
 /** The filter flags that name exactly one dead-letter group: its queue, type, DLQ and error group. */
 function groupFlags(g: DeadLetterGroup): string[] {

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { fields, parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/format.js';
-import { tokenOption } from '../../src/cli/client-context.js';
+import { deadlineText, tokenOption } from '../../src/cli/client-context.js';
+import { EvoraApiError } from '../../src/sdk/index.js';
 import { teardownAdd } from '../helpers/teardown.js';
 
 /** The CLI's label/value layout (`evora get`), pure formatting. */
@@ -86,5 +87,36 @@ describe('tokenOption', () => {
       expect(thrown, String(message)).toMatchObject({ name: 'UsageError', message: expect.stringMatching(message) });
       expect((thrown as Error).message).not.toMatch(/secret/);
     }
+  });
+});
+
+/** A call past its --timeout: one line, and for a write what may have happened and how to tell, never claiming either way. */
+describe('deadlineText', () => {
+  const late = (method: string, notSent = false) => new EvoraApiError({ code: 4, details: 'Deadline exceeded after 1.001s', method, notSent });
+  const tail = (method: string, subject?: string, notSent = false) => {
+    const line = deadlineText(late(method, notSent), 'db1:50051', '1', subject);
+    expect(line.startsWith(`${method} got no answer from the Evora server at db1:50051 within 1s (raise --timeout `)).toBe(true);
+    return line.slice(line.indexOf(')') + 1);
+  };
+  it('a read says nothing more; a submit whether the job went out; every other write that it may have been applied and the command that tells', () => {
+    expect(tail('ListQueues')).toBe('');
+    expect(tail('GetJob', '0189')).toBe('');
+    expect(tail('SubmitJob')).toBe('; the job may have been submitted');
+    expect(tail('SubmitJob', undefined, true)).toBe('; the job was not submitted');
+    const id = '01890000-0000-7000-8000-000000000001';
+    expect(tail('CancelJob', id)).toBe(`; the cancel may or may not have been applied: check with evora get ${id}`);
+    expect(tail('RetryJob', id)).toBe(`; the retry may or may not have been applied: check with evora get ${id}`);
+    expect(tail('RetryJobs')).toMatch(/^; the retry may or may not have been applied: check with evora retry --all --dry-run and the same filters /);
+    expect(tail('PurgeJobs')).toMatch(/^; the purge may or may not have been applied: check with evora purge --dry-run and the same filters /);
+    expect(tail('UpsertQueue', 'billing.eu')).toBe('; the change may or may not have been applied: check with evora queue get billing.eu');
+    expect(tail('PauseQueue', 'billing')).toBe('; the pause may or may not have been applied: check with evora queue get billing');
+    expect(tail('ResumeQueue', 'billing')).toBe('; the resume may or may not have been applied: check with evora queue get billing');
+    expect(tail('UpsertSchedule', 'nightly')).toBe('; the change may or may not have been applied: check with evora schedule get nightly');
+    expect(tail('TriggerSchedule', 'nightly')).toMatch(/^; the trigger may or may not have been applied: check with evora schedule get nightly \(its last run/);
+    expect(tail('DeleteSchedule', 'nightly')).toMatch(/^; the delete may or may not have been applied: check with evora schedule get nightly /);
+    expect(tail('CreateToken')).toMatch(/^; the token may or may not have been created: check with evora token list \(.*revoke it\)$/);
+    expect(tail('RevokeToken', 'ci-bot')).toBe('; the revoke may or may not have been applied: check with evora token list --all');
+    // A name a shell would split or expand is quoted, so the printed command can be copied.
+    expect(tail('PauseQueue', "it's mine")).toBe(`; the pause may or may not have been applied: check with evora queue get 'it'\\''s mine'`);
   });
 });

@@ -8,7 +8,8 @@ import { POLL, attrOf, countOf, dashboardSetup, textOf, visible, SKIP_BROWSER } 
  * The dashboard driven in Chromium against a real server (issue 19's "Must show"): counts
  * rising on the overview as a worker completes jobs, the jobs filters, a job's attempts,
  * retrying a dead letter from the page, pausing and resuming a queue, an unknown queue's
- * single error line, the page's icon, and the keyboard (the dependency graph's tab stops).
+ * single error line, the page's icon, a job page whose id is no job id, and the keyboard (the
+ * dependency graph's tab stops, Enter and Space on them).
  * Every wait is on a condition (locator expectations, expect.poll), never a sleep.
  */
 
@@ -297,24 +298,49 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect(answer.status()).toBe(200);
   });
 
-  it('a job\'s dependency graph: its nodes are tab stops, its edges are not', async () => {
+  it('a job\'s dependency graph: its other jobs are tab stops that Enter or Space opens; this job\'s node and the edges are not', async () => {
     const { page, client } = env;
     const queue = queueName('graph');
-    const [parent] = await client.submitMany([
+    const [parent, child] = await client.submitMany([
       { queue, type: 'first', ref: 'first' },
       { queue, type: 'then', dependsOnRefs: ['first'] },
     ]);
-    await page.goto(`/jobs/${parent!.job.id}`);
+    const parentId = parent!.job.id;
+    const childId = child!.job.id;
+    await page.goto(`/jobs/${parentId}`);
     const graph = page.getByTestId('job-graph');
     await expect.poll(countOf(graph.locator('.react-flow__node')), POLL).toBe(2);
     await expect.poll(countOf(graph.locator('.react-flow__edge')), POLL).toBe(1);
-    // Every element of the graph that Tab stops at (tabIndex >= 0), by its kind.
-    const stops = await graph.evaluate((el) =>
-      [...el.querySelectorAll('*')]
-        .filter((e) => e.tabIndex >= 0)
-        .map((e) => (e.classList.contains('react-flow__node') ? 'node' : e.classList.contains('react-flow__edge') ? 'edge' : e.tagName)),
-    );
-    expect(stops).toEqual(['node', 'node']);
+    // Every element of the graph that Tab stops at (tabIndex >= 0): the child's node alone,
+    // a link; this job's node opens nothing, so it is none.
+    const stops = () =>
+      graph.evaluate((el) =>
+        [...el.querySelectorAll('*')]
+          .filter((e) => e.tabIndex >= 0)
+          .map((e) => `${e.classList.contains('react-flow__node') ? 'node' : e.classList.contains('react-flow__edge') ? 'edge' : e.tagName} ${e.getAttribute('data-id')} ${e.getAttribute('role')}`),
+      );
+    expect(await stops()).toEqual([`node ${childId} link`]);
+    await graph.locator(`.react-flow__node[data-id="${childId}"]`).focus();
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.url(), POLL).toMatch(new RegExp(`/jobs/${childId}$`));
+    // The child's page: its parent is the tab stop now, and Space opens it.
+    await expect.poll(stops, POLL).toEqual([`node ${parentId} link`]);
+    await graph.locator(`.react-flow__node[data-id="${parentId}"]`).focus();
+    await page.keyboard.press(' ');
+    await expect.poll(() => page.url(), POLL).toMatch(new RegExp(`/jobs/${parentId}$`));
+    await expect.poll(textOf(page.getByTestId('job-page-id')), POLL).toBe(parentId);
+  });
+
+  it('a job page whose id is not a job id says why, and offers no copy button; a real id has one', async () => {
+    const { page, client } = env;
+    await page.goto('/jobs/notauuid');
+    await expect.poll(textOf(page.getByTestId('error')), POLL).toMatch(/^INVALID_ARGUMENT: /);
+    expect(await page.getByTestId('job-page-id').textContent()).toBe('notauuid');
+    expect(await page.getByTestId('copy-id').count()).toBe(0);
+    const { job } = await client.submit({ queue: queueName('copy'), type: 'later' });
+    await page.goto(`/jobs/${job.id}`);
+    await expect.poll(textOf(page.getByTestId('job-state')), POLL).toBe('pending');
+    expect(await page.locator('h1').getByTestId('copy-id').count()).toBe(1);
   });
 
   it('with auth off the header says so', async () => {

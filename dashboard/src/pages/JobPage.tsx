@@ -8,7 +8,7 @@ import { Link, useParams } from 'react-router';
 import { api } from '../api';
 import { CopyId } from '../components/CopyId';
 import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
-import { count, enumLabel, json, num, stateLabel, time } from '../format';
+import { count, enumLabel, isJobId, json, num, stateLabel, time } from '../format';
 import { keys, useJob } from '../queries';
 import type { Job, JobAttempt } from '../types';
 import { Timeline } from './Timeline';
@@ -37,7 +37,8 @@ export function JobPage() {
         <Link to="/jobs">Jobs</Link> /
       </p>
       <h1>
-        Job <CopyId id={id} testId="job-page-id" />
+        {/* No copy button for an id that names no job (`/jobs/notauuid`): the error line says why. */}
+        Job {isJobId(id) ? <CopyId id={id} testId="job-page-id" /> : <code data-testid="job-page-id">{id}</code>}
       </h1>
       <ErrorLine error={query.error} />
       <Loading when={query.isPending && !query.error} />

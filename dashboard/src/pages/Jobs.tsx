@@ -10,12 +10,11 @@ import { Link, useLocation, useNavigate, useSearchParams } from 'react-router';
 import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { ErrorLine, Loading } from '../components/status';
-import { stateLabel } from '../format';
+import { isJobId, stateLabel } from '../format';
 import { useJobs, useListQueue, useQueues } from '../queries';
 import { JOB_STATES, type JobState } from '../types';
 
 const PAGE_SIZE = 50;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The page-token stack kept in a history entry's state ([] for anything else: a first page). */
 function pageTokensOf(state: unknown): string[] {
@@ -64,7 +63,7 @@ export function Jobs() {
     event.preventDefault();
     const id = form.id.trim();
     if (id) {
-      if (!UUID.test(id)) {
+      if (!isJobId(id)) {
         setIdError(`"${id}" is not a job id (a UUID)`);
         return;
       }

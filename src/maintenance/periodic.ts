@@ -125,10 +125,7 @@ export abstract class PeriodicService {
         await this.runOnce(signal);
         this.failures.succeeded();
       } catch (err) {
-        if (signal.aborted) this.logger.debug({ err }, `${this.name}: tick ended by stop`);
-        // An outage is logged once by the store; the next tick retries.
-        else if (isUnavailable(err)) this.logger.debug({ err }, `${this.name}: tick failed: database unavailable`);
-        else this.failures.failed(err);
+        this.failures.caught(err, signal);
       }
       await abortableDelay(this.intervalMs, signal);
     }
@@ -164,6 +161,16 @@ export class TickFailureLog {
     private readonly logger: Logger,
     private readonly clock: () => number = () => performance.now(),
   ) {}
+
+  /**
+   * A tick threw `err`: a stop (`signal` aborted) or an outage (logged once by the store; the
+   * next tick retries) at debug, anything else as `failed`.
+   */
+  caught(err: unknown, signal: AbortSignal): void {
+    if (signal.aborted) this.logger.debug({ err }, `${this.name}: tick ended by stop`);
+    else if (isUnavailable(err)) this.logger.debug({ err }, `${this.name}: tick failed: database unavailable`);
+    else this.failed(err);
+  }
 
   /** A tick failed with `err` (not an outage, not a stop). */
   failed(err: unknown): void {

@@ -1,7 +1,6 @@
 import type { PruneCount } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/store.js';
-import { isUnavailable } from '../domain/errors.js';
 import { abortableDelay, PeriodicService, TickFailureLog } from './periodic.js';
 
 /** What one pruner run did: the jobs it deleted per queue and state, summed over its batches. */
@@ -150,8 +149,8 @@ export class Pruner extends PeriodicService {
 
   /**
    * Runs one part of a run: a failure is logged in that part's TickFailureLog (an outage or
-   * a stop at debug, as PeriodicService logs a tick's) and added to `summary.failed`, never
-   * thrown, so the parts after it run.
+   * a stop at debug, as PeriodicService logs a tick's: TickFailureLog.caught) and added to
+   * `summary.failed`, never thrown, so the parts after it run.
    */
   private async part(name: PrunePart, summary: PruneSummary, signal: AbortSignal, work: () => Promise<void>): Promise<void> {
     const failures = this.partFailures[name];
@@ -160,9 +159,7 @@ export class Pruner extends PeriodicService {
       failures.succeeded();
     } catch (err) {
       summary.failed.push(name);
-      if (signal.aborted) this.logger.debug({ err }, `pruner (${name}): ended by stop`);
-      else if (isUnavailable(err)) this.logger.debug({ err }, `pruner (${name}): failed: database unavailable`);
-      else failures.failed(err);
+      failures.caught(err, signal);
     }
   }
 

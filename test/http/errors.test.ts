@@ -41,6 +41,18 @@ async function jobCount(queue: string): Promise<number> {
   }
 }
 
+/** A job of type 't' in `queue`, depending on `dependsOn`, submitted by the test's admin; its id. */
+async function submitJob(queue: string, dependsOn: string[] = []): Promise<string> {
+  return (await api('POST', '/v1/jobs', { body: { queue, type: 't', dependsOn } })).body.job.id as string;
+}
+
+/** A token of `role` limited to `queue`, once the server takes it (it reads new tokens within seconds). */
+async function scopedToken(role: 'admin' | 'viewer', queue: string) {
+  const token = await tokenInsert(databaseUrl, { role, queues: [queue] });
+  await waitFor(async () => (await httpCall(base, 'GET', `/v1/queues/${queue}`, { token: token.secret })).status !== 401, { what: 'the scoped token' });
+  return token;
+}
+
 /** The states of the jobs of `ids`, in that order (read with SQL). */
 async function jobStates(ids: string[]): Promise<string[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -192,19 +204,15 @@ describe('401 and 403', () => {
 describe('queue scopes reach no other queue through dependents', () => {
   it('a queue-scoped admin may not cancel or retry (one job, or a bulk retry) a job whose dependents reach other queues: 403 naming them, nothing changed; within its queues it may; GetJob lists only its queues\' dependents', async () => {
     const [mine, other] = [queueName('mine'), queueName('other')];
-    const submit = async (queue: string, dependsOn: string[] = []) => (await api('POST', '/v1/jobs', { body: { queue, type: 't', dependsOn } })).body.job.id as string;
     // p (mine) -> c (mine) -> g (other, a grandchild), and p -> o (other); q (mine) -> r (mine).
-    const p = await submit(mine);
-    const c = await submit(mine, [p]);
-    const g = await submit(other, [c]);
-    const o = await submit(other, [p]);
-    const q = await submit(mine);
-    const r = await submit(mine, [q]);
-    const admin = await tokenInsert(databaseUrl, { role: 'admin', queues: [mine] });
-    const viewer = await tokenInsert(databaseUrl, { role: 'viewer', queues: [mine] });
-    for (const t of [admin, viewer]) {
-      await waitFor(async () => (await httpCall(base, 'GET', `/v1/queues/${mine}`, { token: t.secret })).status !== 401, { what: 'the scoped token' });
-    }
+    const p = await submitJob(mine);
+    const c = await submitJob(mine, [p]);
+    const g = await submitJob(other, [c]);
+    const o = await submitJob(other, [p]);
+    const q = await submitJob(mine);
+    const r = await submitJob(mine, [q]);
+    const admin = await scopedToken('admin', mine);
+    const viewer = await scopedToken('viewer', mine);
     const as = (t: { secret: string }, method: string, path: string, body?: unknown) => httpCall(base, method, path, { token: t.secret, body });
 
     expect((await as(viewer, 'GET', `/v1/jobs/${p}`)).body.dependents).toEqual([c]);
@@ -243,13 +251,12 @@ describe('queue scopes reach no other queue through dependents', () => {
 describe('queue scopes reach no other queue through dependents, batch after batch', () => {
   it('a bulk retry whose first batch lifts a parent out of CANCELLED may not then retry that parent\'s operator-cancelled child and restore its grandchild in another queue: 403, nothing changed', async () => {
     const [mine, other] = [queueName('mine'), queueName('other')];
-    const submit = async (queue: string, dependsOn: string[] = []) => (await api('POST', '/v1/jobs', { body: { queue, type: 't', dependsOn } })).body.job.id as string;
     // p (mine) -> c (mine) -> g (other). c cancelled by an operator (g then names c), then p.
     // At the check c is held back by p (not retryable) and p's retry restores nothing; once
     // p is retried, c is retryable, and c's retry restores g.
-    const p = await submit(mine);
-    const c = await submit(mine, [p]);
-    const g = await submit(other, [c]);
+    const p = await submitJob(mine);
+    const c = await submitJob(mine, [p]);
+    const g = await submitJob(other, [c]);
     expect((await api('POST', `/v1/jobs/${c}/cancel`)).status).toBe(200);
     expect((await api('POST', `/v1/jobs/${p}/cancel`)).status).toBe(200);
     // A full first batch (p and 499 more), so that the run goes on to a second one.
@@ -263,8 +270,7 @@ describe('queue scopes reach no other queue through dependents, batch after batc
       await db.end();
     }
     expect(await jobStates([p, c, g])).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
-    const admin = await tokenInsert(databaseUrl, { role: 'admin', queues: [mine] });
-    await waitFor(async () => (await httpCall(base, 'GET', `/v1/queues/${mine}`, { token: admin.secret })).status !== 401, { what: 'the scoped token' });
+    const admin = await scopedToken('admin', mine);
 
     const bulk = await httpCall(base, 'POST', '/v1/jobs/retry', { token: admin.secret, body: { filter: { queue: mine } } });
     expect(bulk.status, bulk.text).toBe(403);

@@ -172,12 +172,14 @@ export function deadlineText(err: EvoraApiError, address: string, timeout: strin
   return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
 }
 
-/** A client command's client, whether it prints JSON, and whether it sends a token. */
+/** A client command's client, whether it prints JSON, whether it sends a token, and its connection flags. */
 export interface Ctx {
   client: EvoraClient;
   json: boolean;
   /** A token was given (--token, --token-file, EVORA_TOKEN_FILE or EVORA_TOKEN). */
   tokenGiven: boolean;
+  /** The connection flags of the command line, for the commands it prints for copying (evoraCommand). */
+  connection: ConnectionOptions;
 }
 
 /** Prints `value` as JSON with --json, else the human text. */
@@ -198,7 +200,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     // The SDK adds Evora's port to an address without one (addressWithPort).
     const client = new EvoraClient({ address: g.address || undefined, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
     try {
-      await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined }, ...(args.slice(0, -1) as A));
+      await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined, connection: g }, ...(args.slice(0, -1) as A));
     } catch (err) {
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
         const detail = err.message.replace(/\s*Resolution note:\s*$/, '');

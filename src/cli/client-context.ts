@@ -96,28 +96,57 @@ function timeoutMs(text: string): number {
   return seconds * 1000;
 }
 
+/** The global options that pick the server and how to reach it (a subset of GlobalOptions). */
+export type ConnectionOptions = Pick<GlobalOptions, 'address' | 'tlsCa' | 'tlsCert' | 'tlsKey' | 'token' | 'tokenFile'>;
+
+/**
+ * `evora` and the connection flags given on this command line (--address, --tls-ca,
+ * --tls-cert, --tls-key, --token-file), shell-quoted: the start of a command the CLI prints
+ * for copying (the check after a timed-out write, `dlq`'s retry and list of a group), so that
+ * the copy reaches the same server the same way. Flags only: what came from the environment
+ * (EVORA_ADDRESS, EVORA_TLS_*, EVORA_TOKEN_FILE, EVORA_TOKEN) is still set in the shell the
+ * copy runs in. A --token value is never printed: it is left out (its --token-file too, which
+ * --token overrides), `tokenNote` says how to give the token instead, and a copy run
+ * unedited is answered UNAUTHENTICATED with the CLI's own hint, not sent with a placeholder.
+ */
+export function evoraCommand(g: ConnectionOptions): { command: string; tokenNote: string } {
+  const words = ['evora'];
+  const flag = (name: string, value: string | undefined) => {
+    if (value) words.push(name, shellWord(value));
+  };
+  flag('--address', g.address);
+  flag('--tls-ca', g.tlsCa);
+  flag('--tls-cert', g.tlsCert);
+  flag('--tls-key', g.tlsKey);
+  if (g.token === undefined) flag('--token-file', g.tokenFile);
+  const tokenNote = g.token === undefined ? '' : 'your token in EVORA_TOKEN or --token-file <path>: the --token given is not printed';
+  return { command: words.join(' '), tokenNote };
+}
+
 /**
  * The writes of the CLI whose effect a DEADLINE_EXCEEDED leaves unknown, by RPC: what may
- * have been applied (or created), and the command that shows whether it was. `subject` is the command's
- * first argument (a job id, a queue or schedule name), quoted for a shell. The line must not
- * claim either outcome: the server may have applied the change after the client stopped
- * waiting. SubmitJob is not here: the SDK knows when a submit never left (notSent).
+ * have been applied (or created), and the command that shows whether it was (its words after
+ * `evora` and the connection flags). `subject` is the command's first argument (a job id, a
+ * queue, schedule or token name), quoted for a shell. The line must not claim either
+ * outcome: the server may have applied the change after the client stopped waiting.
+ * SubmitJob is not here: the SDK knows when a submit never left (notSent).
  */
-const UNKNOWN_WRITES: Readonly<Record<string, { change: string; done?: string; check: (subject: string) => string }>> = {
-  CancelJob: { change: 'the cancel', check: (id) => `evora get ${id}` },
-  RetryJob: { change: 'the retry', check: (id) => `evora get ${id}` },
-  RetryJobs: { change: 'the retry', check: () => 'evora retry --all --dry-run and the same filters (it counts the jobs still to retry)' },
-  PurgeJobs: { change: 'the purge', check: () => 'evora purge --dry-run and the same filters (it counts the jobs still to delete)' },
-  UpsertQueue: { change: 'the change', check: (name) => `evora queue get ${name}` },
-  PauseQueue: { change: 'the pause', check: (name) => `evora queue get ${name}` },
-  ResumeQueue: { change: 'the resume', check: (name) => `evora queue get ${name}` },
-  UpsertSchedule: { change: 'the change', check: (name) => `evora schedule get ${name}` },
-  PauseSchedule: { change: 'the pause', check: (name) => `evora schedule get ${name}` },
-  ResumeSchedule: { change: 'the resume', check: (name) => `evora schedule get ${name}` },
-  TriggerSchedule: { change: 'the trigger', check: (name) => `evora schedule get ${name} (its last run and last job)` },
-  DeleteSchedule: { change: 'the delete', check: (name) => `evora schedule get ${name} (NOT_FOUND once deleted)` },
-  CreateToken: { change: 'the token', done: 'created', check: () => 'evora token list (a token made this way has lost its secret: revoke it)' },
-  RevokeToken: { change: 'the revoke', check: () => 'evora token list --all' },
+const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => string; done?: string; check: (subject: string) => string }>> = {
+  CancelJob: { change: () => 'the cancel', check: (id) => `get ${id}` },
+  RetryJob: { change: () => 'the retry', check: (id) => `get ${id}` },
+  RetryJobs: { change: () => 'the retry', check: () => 'retry --all --dry-run and the same filters (it counts the jobs still to retry)' },
+  PurgeJobs: { change: () => 'the purge', check: () => 'purge --dry-run and the same filters (it counts the jobs still to delete)' },
+  UpsertQueue: { change: () => 'the change', check: (name) => `queue get ${name}` },
+  PauseQueue: { change: () => 'the pause', check: (name) => `queue get ${name}` },
+  ResumeQueue: { change: () => 'the resume', check: (name) => `queue get ${name}` },
+  UpsertSchedule: { change: () => 'the change', check: (name) => `schedule get ${name}` },
+  PauseSchedule: { change: () => 'the pause', check: (name) => `schedule get ${name}` },
+  ResumeSchedule: { change: () => 'the resume', check: (name) => `schedule get ${name}` },
+  TriggerSchedule: { change: () => 'the trigger', check: (name) => `schedule get ${name} (its last run and last job)` },
+  DeleteSchedule: { change: () => 'the delete', check: (name) => `schedule get ${name} (NOT_FOUND once deleted)` },
+  CreateToken: { change: () => 'the token', done: 'created', check: () => 'token list (a token made this way has lost its secret: revoke it)' },
+  // The token by the id or name it was given: the list shows both, and REVOKED a time once revoked.
+  RevokeToken: { change: (ref) => `the revoke of token ${ref}`, check: (ref) => `token list --all (its REVOKED column for ${ref})` },
 };
 
 /**
@@ -125,27 +154,32 @@ const UNKNOWN_WRITES: Readonly<Record<string, { change: string; done?: string; c
  * how long, and what to try, instead of grpc-js's timings ("Deadline exceeded after
  * 1.000s,name resolution: 0.042s,...,Waiting for LB pick"); for a submit, whether the job
  * may have gone out (the SDK's notSent); for another write, that it may or may not have
- * been applied and the command that tells (UNKNOWN_WRITES).
+ * been applied and the command that tells (UNKNOWN_WRITES), with the connection flags this
+ * command was given (evoraCommand), so that it asks the same server.
  */
-export function deadlineText(err: EvoraApiError, address: string, timeout: string, subject?: string): string {
+export function deadlineText(err: EvoraApiError, address: string, timeout: string, subject?: string, connection: ConnectionOptions = {}): string {
   const t = timeout.trim();
   const within = /^\d+(\.\d+)?$/.test(t) ? `${t}s` : t;
   const write = UNKNOWN_WRITES[err.method];
-  const outcome =
-    err.method === 'SubmitJob'
-      ? `the job ${err.notSent ? 'was not' : 'may have been'} submitted`
-      : write
-        ? `${write.change} may or may not have been ${write.done ?? 'applied'}: check with ${write.check(subject === undefined ? '<name>' : shellWord(subject))}`
-        : '';
+  let outcome = '';
+  if (err.method === 'SubmitJob') {
+    outcome = `the job ${err.notSent ? 'was not' : 'may have been'} submitted`;
+  } else if (write) {
+    const s = subject === undefined ? '<name>' : shellWord(subject);
+    const { command, tokenNote } = evoraCommand(connection);
+    outcome = `${write.change(s)} may or may not have been ${write.done ?? 'applied'}: check with ${command} ${write.check(s)}${tokenNote ? `, with ${tokenNote}` : ''}`;
+  }
   return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
 }
 
-/** A client command's client, whether it prints JSON, and whether it sends a token. */
+/** A client command's client, whether it prints JSON, whether it sends a token, and its connection flags. */
 export interface Ctx {
   client: EvoraClient;
   json: boolean;
   /** A token was given (--token, --token-file, EVORA_TOKEN_FILE or EVORA_TOKEN). */
   tokenGiven: boolean;
+  /** The connection flags of the command line, for the commands it prints for copying (evoraCommand). */
+  connection: ConnectionOptions;
 }
 
 /** Prints `value` as JSON with --json, else the human text. */
@@ -166,7 +200,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     // The SDK adds Evora's port to an address without one (addressWithPort).
     const client = new EvoraClient({ address: g.address || undefined, deadlineMs: timeoutMs(g.timeout), ...tlsOptions(g), ...auth });
     try {
-      await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined }, ...(args.slice(0, -1) as A));
+      await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined, connection: g }, ...(args.slice(0, -1) as A));
     } catch (err) {
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
         const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
@@ -175,7 +209,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
       if (err instanceof EvoraApiError && err.codeName === 'DEADLINE_EXCEEDED') {
         // The command's first argument, if a word: the job id or name a write's check names.
         const subject = typeof args[0] === 'string' ? args[0] : undefined;
-        throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout, subject), cause: err, notSent: err.notSent });
+        throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout, subject, g), cause: err, notSent: err.notSent });
       }
       if (err instanceof EvoraApiError && err.isUnauthenticated && !auth.token) {
         throw new EvoraApiError({ code: err.code, method: err.method, details: `${err.details} (no token given: set EVORA_TOKEN, or pass --token-file or --token)`, cause: err });

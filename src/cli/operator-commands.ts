@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { Caller, DeadLetterGroup, DeadLetterGroupList, WorkerInfo } from '../sdk/index.js';
-import { print, withClient } from './client-context.js';
+import { evoraCommand, print, withClient } from './client-context.js';
 import { UsageError, fields, nonEmpty, oneLine, parseInteger, shellWord, table, time } from './format.js';
 
 /**
@@ -15,14 +15,17 @@ function groupFlags(g: DeadLetterGroup): string[] {
   return ['--queue', g.queue, '--type', g.type, '--state', 'dlq', '--error-group', g.error];
 }
 
-/** The command that retries exactly one dead-letter group (RetryJobs with its filter). */
-export function retryGroupCommand(g: DeadLetterGroup): string {
-  return ['evora', 'retry', '--all', ...groupFlags(g)].map(shellWord).join(' ');
+/**
+ * The command that retries exactly one dead-letter group (RetryJobs with its filter);
+ * `evora` is the program and the connection flags to repeat (evoraCommand).
+ */
+export function retryGroupCommand(g: DeadLetterGroup, evora = 'evora'): string {
+  return [evora, ...['retry', '--all', ...groupFlags(g)].map(shellWord)].join(' ');
 }
 
 /** The command that lists one dead-letter group's jobs (ListJobs with its filter; list's own --limit applies). */
-function listGroupCommand(g: DeadLetterGroup): string {
-  return ['evora', 'list', ...groupFlags(g)].map(shellWord).join(' ');
+function listGroupCommand(g: DeadLetterGroup, evora: string): string {
+  return [evora, ...['list', ...groupFlags(g)].map(shellWord)].join(' ');
 }
 
 /** Workers, one line each: the session's first 8 characters (--json has it whole), held/slots, and the server holding its stream. */
@@ -42,8 +45,12 @@ function workerTable(workers: WorkerInfo[]): string {
   );
 }
 
-/** Dead-letter groups, largest first, what the answer left out, then the commands retrying and listing each. */
-function deadLetterText(res: DeadLetterGroupList, limit: number): string {
+/**
+ * Dead-letter groups, largest first, what the answer left out, then the commands retrying and
+ * listing each, with this command's connection flags (`evora` from evoraCommand) and, when a
+ * --token value was left out of them, how to give the token.
+ */
+function deadLetterText(res: DeadLetterGroupList, limit: number, evora: { command: string; tokenNote: string }): string {
   const rows = table(
     ['QUEUE', 'TYPE', 'COUNT', 'NEWEST', 'ERROR'],
     res.groups.map((g) => [g.queue, g.type, String(g.count), time(g.newestFinishedAt), g.error === '' ? '(no error)' : oneLine(g.error, 80)]),
@@ -53,15 +60,17 @@ function deadLetterText(res: DeadLetterGroupList, limit: number): string {
     notes.push(`(the largest ${res.groups.length} of ${res.totalGroups} groups${limit < 200 ? '; raise --limit, at most 200, to see more' : ''})`);
   }
   if (res.truncated) notes.push('(only the newest 10,000 DLQ jobs were grouped: the counts cover those)');
+  const tokenNote = evora.tokenNote ? [`(run them with ${evora.tokenNote})`] : [];
   return [
     rows,
     ...notes,
     '',
     'retry a group (add --dry-run to count it first; purge takes the same flags):',
-    ...res.groups.map((g) => `  ${retryGroupCommand(g)}`),
+    ...res.groups.map((g) => `  ${retryGroupCommand(g, evora.command)}`),
     '',
     "list a group's jobs (newest first; add --limit for more than 50):",
-    ...res.groups.map((g) => `  ${listGroupCommand(g)}`),
+    ...res.groups.map((g) => `  ${listGroupCommand(g, evora.command)}`),
+    ...tokenNote,
   ].join('\n');
 }
 
@@ -116,7 +125,7 @@ export function operatorCommandsAdd(program: Command): void {
         const res = await ctx.client.deadLetterGroups({ queue, limit });
         print(ctx, res, () => {
           if (res.groups.length === 0) return queue ? `no dead letters in queue ${queue}` : 'no dead letters';
-          return deadLetterText(res, limit);
+          return deadLetterText(res, limit, evoraCommand(ctx.connection));
         });
       }),
     );

@@ -40,13 +40,14 @@ function asApiError(err: unknown, method: string): unknown {
 
 /**
  * Runs `fn` with a backend: the store on `url` (refusing an unmigrated database), or the
- * SDK client of the global options. Closes what it opened.
+ * SDK client of the global options. Closes what it opened. `subject` (the token a revoke
+ * names) is what a timed-out call's check names (withClient's first argument).
  */
-async function withBackend(cmd: Command, opts: AdminOptions, method: string, fn: (b: TokenBackend, json: boolean) => Promise<void>): Promise<void> {
+async function withBackend(cmd: Command, opts: AdminOptions, method: string, fn: (b: TokenBackend, json: boolean) => Promise<void>, subject?: string): Promise<void> {
   const json = Boolean(cmd.optsWithGlobals<{ json?: boolean }>().json);
   const url = directUrl(opts);
   if (!url) {
-    await withClient(async (ctx) => fn(serverBackend(ctx.client), ctx.json))(cmd);
+    await withClient(async (ctx, _subject: string | undefined) => fn(serverBackend(ctx.client), ctx.json))(subject, cmd);
     return;
   }
   const { Store } = await import('../store/store.js');
@@ -231,7 +232,7 @@ export function tokenCommandsAdd(program: Command): void {
       await withBackend(cmd, opts, 'RevokeToken', async (b, json) => {
         const t = await b.revoke(ref);
         process.stdout.write(`${json ? JSON.stringify(tokenJson(t), null, 2) : `token ${t.name} (${t.id}) revoked at ${time(t.revokedAt)}`}\n`);
-      });
+      }, ref);
     });
 
   program

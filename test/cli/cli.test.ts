@@ -226,7 +226,8 @@ describe('evora client commands', () => {
     const missing = '00000000-0000-4000-8000-000000000000';
     const unreachable = `127.0.0.1:${await freePort()}`;
     const silent = `127.0.0.1:${await silentPort()}`;
-    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort, late, lateSubmit, latePause] = await Promise.all([
+    const secret = 'evora-cli-test-secret-never-printed-0123456789';
+    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort, late, lateSubmit, latePause, lateRevoke] = await Promise.all([
       evora('get', missing),
       evora('submit', queue, 't', '--payload', '{"to":'),
       evora('submit', queue, 't', '--payload', '[1,2]'),
@@ -242,7 +243,9 @@ describe('evora client commands', () => {
       // A server that accepts the connection and never answers: the deadline passes.
       evora('--address', silent, '--timeout', '1s', 'queues'),
       evora('--address', silent, '--timeout', '0.5', 'submit', queue, 't'),
-      evora('--address', silent, '--timeout', '0.5', 'queue', 'pause', queue),
+      evora('--address', silent, '--timeout', '0.5', '--token', secret, 'queue', 'pause', queue),
+      // Through the server, not directly on a database.
+      evoraEnv({ DATABASE_URL: undefined }, '--address', silent, '--timeout', '0.5', 'token', 'revoke', 'ci-bot'),
     ]);
     const oneLine = (r: CliRun) => {
       expect(r.stdout).toBe('');
@@ -277,9 +280,15 @@ describe('evora client commands', () => {
     expect(lateSubmit.code).toBe(5);
     // A submit's line keeps the SDK's word on whether the job went out.
     expect(oneLine(lateSubmit)).toMatch(new RegExp(`^evora: DEADLINE_EXCEEDED: SubmitJob got no answer from the Evora server at ${silent} within 0\\.5s \\(raise --timeout .*\\); the job (may have been|was not) submitted$`));
-    // Another write's line claims neither outcome, and names the command that tells (its argument from the command line).
+    // Another write's line claims neither outcome, and names the command that tells (its argument from the command line),
+    // with the connection flags given, so that it asks the same server; never the --token value.
     expect(latePause.code).toBe(5);
-    expect(oneLine(latePause)).toMatch(new RegExp(`^evora: DEADLINE_EXCEEDED: PauseQueue got no answer .*; the pause may or may not have been applied: check with evora queue get ${queue}$`));
+    expect(oneLine(latePause)).toMatch(
+      new RegExp(`^evora: DEADLINE_EXCEEDED: PauseQueue got no answer .*; the pause may or may not have been applied: check with evora --address ${silent} queue get ${queue}, with your token in EVORA_TOKEN .*: the --token given is not printed$`),
+    );
+    expect(latePause.stderr).not.toContain(secret);
+    expect(lateRevoke.code).toBe(5);
+    expect(oneLine(lateRevoke)).toMatch(/; the revoke of token ci-bot may or may not have been applied: check with evora --address \S+ token list --all \(its REVOKED column for ci-bot\)$/);
 
     // An idempotency key reused with different content is a conflict.
     expect((await evora('submit', queue, 't', '--key', 'dup', '--payload', '{"a":1}')).code).toBe(0);

@@ -115,8 +115,29 @@ describe('deadlineText', () => {
     expect(tail('TriggerSchedule', 'nightly')).toMatch(/^; the trigger may or may not have been applied: check with evora schedule get nightly \(its last run/);
     expect(tail('DeleteSchedule', 'nightly')).toMatch(/^; the delete may or may not have been applied: check with evora schedule get nightly /);
     expect(tail('CreateToken')).toMatch(/^; the token may or may not have been created: check with evora token list \(.*revoke it\)$/);
-    expect(tail('RevokeToken', 'ci-bot')).toBe('; the revoke may or may not have been applied: check with evora token list --all');
+    // The token revoked is named, as given (an id or a name).
+    expect(tail('RevokeToken', 'ci-bot')).toBe('; the revoke of token ci-bot may or may not have been applied: check with evora token list --all (its REVOKED column for ci-bot)');
     // A name a shell would split or expand is quoted, so the printed command can be copied.
     expect(tail('PauseQueue', "it's mine")).toBe(`; the pause may or may not have been applied: check with evora queue get 'it'\\''s mine'`);
+  });
+
+  it("the check repeats the connection flags given, quoted, so that it asks the same server the same way; a --token value is never printed", () => {
+    const check = (connection: Parameters<typeof deadlineText>[4]) => {
+      const line = deadlineText(late('PauseQueue'), 'db1:50051', '1', 'billing', connection);
+      return line.slice(line.indexOf('check with ') + 'check with '.length);
+    };
+    // From the environment: nothing to repeat (the shell the copy runs in still has it); an empty flag falls back to it too.
+    expect(check({})).toBe('evora queue get billing');
+    expect(check({ address: '', tlsCa: '' })).toBe('evora queue get billing');
+    expect(check({ address: 'db1', tlsCa: 'certs/ca.pem', tlsCert: 'my client.pem', tlsKey: 'client.key', tokenFile: '/run/evora token' })).toBe(
+      "evora --address db1 --tls-ca certs/ca.pem --tls-cert 'my client.pem' --tls-key client.key --token-file '/run/evora token' queue get billing",
+    );
+    const secret = 'evora_s3cr3t-value-of-at-least-32-chars';
+    // --token wins over --token-file (tokenOption), so neither is repeated: the line says how to give the token instead.
+    const withToken = check({ address: '[::1]:6000', token: secret, tokenFile: 'token.txt' });
+    expect(withToken).toBe("evora --address '[::1]:6000' queue get billing, with your token in EVORA_TOKEN or --token-file <path>: the --token given is not printed");
+    expect(withToken).not.toContain(secret);
+    // The flags go right after `evora`, also in a check that is described rather than spelled out.
+    expect(deadlineText(late('RetryJobs'), 'db1:50051', '1', undefined, { address: 'db1' })).toMatch(/check with evora --address db1 retry --all --dry-run and the same filters /);
   });
 });

@@ -250,6 +250,12 @@ describe('evora whoami', () => {
 
     const groups = await json<GroupsJson>(...at(viewer.secret), 'dlq', 'billing.invoices');
     expect(groups.groups.map((g) => [g.queue, g.type, g.error, g.count])).toEqual([['billing.invoices', 'render', 'template missing', 1]]);
+    // The printed commands repeat --address (they must reach this server, not EVORA_ADDRESS's), never the --token value.
+    const printed = (await evora(...at(viewer.secret), 'dlq', 'billing.invoices')).stdout;
+    expect(printed).toContain(`\n  evora --address ${other.address} retry --all --queue billing.invoices --type render --state dlq --error-group 'template missing'\n`);
+    expect(printed).toContain(`\n  evora --address ${other.address} list --queue billing.invoices `);
+    expect(printed).toMatch(/\n\(run them with your token in EVORA_TOKEN or --token-file <path>: the --token given is not printed\)\n$/);
+    expect(printed).not.toContain(viewer.secret);
     const everyQueue = await evora(...at(viewer.secret), 'dlq');
     expect(everyQueue.code).toBe(1);
     expect(oneLineError(everyQueue)).toMatch(/^evora: PERMISSION_DENIED: /);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { EvoraApiError, EvoraClient } from '../sdk/index.js';
+import { EvoraApiError, EvoraClient, tokenFileRead as sdkTokenFileRead } from '../sdk/index.js';
 import { parseDuration, shellWord, UsageError } from './format.js';
 
 /**
@@ -42,22 +42,13 @@ export function tlsOptions(g: { tlsCa?: string; tlsCert?: string; tlsKey?: strin
   return { tlsCa: read('--tls-ca', ca), tlsCert: read('--tls-cert', cert), tlsKey: read('--tls-key', key) };
 }
 
-/**
- * The first line of a token file, trimmed (a file written by `echo`, or with a CRLF, works).
- * An unreadable file, or one whose first line is empty, is refused with one line naming the
- * path and never the content.
- */
+/** The SDK's tokenFileRead, its refusal a usage error (exit 2) of the same one line. */
 function tokenFileRead(path: string, source: string): string {
-  if (path.trim() === '') throw new UsageError(`${source} is empty: give the path of a file holding the token, or leave it out`);
-  let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    return sdkTokenFileRead(path, source);
   } catch (err) {
-    throw new UsageError(`${source}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new UsageError((err as Error).message, { cause: err });
   }
-  const token = (text.split('\n', 1)[0] ?? '').trim();
-  if (!token) throw new UsageError(`${source}: the first line of ${path} is empty: it must hold the token`);
-  return token;
 }
 
 /**

@@ -12,8 +12,8 @@ import type { Job, JobAttempt, JobProgress, JsonObject, Queue, QueueStats } from
 
 /** A bad flag or argument: exit code 2, one line on stderr. */
 export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
     this.name = 'UsageError';
   }
 }

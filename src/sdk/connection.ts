@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 
 /**
@@ -32,7 +33,9 @@ export interface ConnectionOptions {
   /**
    * API token, sent on every call (each unary call and the Work stream) as
    * `authorization: Bearer <token>`. Needed once the server has any token (auth.proto's
-   * top comment). Default: none. It travels in the call's metadata, so it works over
+   * top comment). Default: the first line of the file $EVORA_TOKEN_FILE names, else
+   * $EVORA_TOKEN, else none (as the CLI and the example workers read them); `''` sends none
+   * whatever the environment says. It travels in the call's metadata, so it works over
    * plaintext too; send it over TLS anywhere but loopback.
    */
   token?: string;
@@ -67,6 +70,37 @@ export function addressWithPort(address: string): string {
 /** The address to dial: the one given, else $EVORA_ADDRESS, else DEFAULT_ADDRESS; with Evora's port when it names none (addressWithPort). */
 export function resolveAddress(address: string | undefined): string {
   return addressWithPort(address || process.env.EVORA_ADDRESS || DEFAULT_ADDRESS);
+}
+
+/**
+ * The first line of a token file, trimmed (a file written by `echo`, or with a CRLF, works).
+ * `source` names where the path came from (`EVORA_TOKEN_FILE`, the CLI's `--token-file`).
+ * An unreadable file, or one whose first line is empty, is a TypeError of one line naming
+ * the path, never the content.
+ */
+export function tokenFileRead(path: string, source: string): string {
+  if (path.trim() === '') throw new TypeError(`${source} is empty: give the path of a file holding the token, or leave it out`);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new TypeError(`${source}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+  }
+  const token = (text.split('\n', 1)[0] ?? '').trim();
+  if (!token) throw new TypeError(`${source}: the first line of ${path} is empty: it must hold the token`);
+  return token;
+}
+
+/**
+ * The token a client sends: the option when given (`''`: none), else the first line of the
+ * file $EVORA_TOKEN_FILE names, else $EVORA_TOKEN (trimmed), else none. The order is the
+ * CLI's after its flags (a file before the variable holding the secret itself), so that one
+ * environment configures the CLI, the SDK and the example workers alike.
+ */
+export function resolveToken(token: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  if (token !== undefined) return token === '' ? undefined : token;
+  if (env.EVORA_TOKEN_FILE) return tokenFileRead(env.EVORA_TOKEN_FILE, 'EVORA_TOKEN_FILE');
+  return env.EVORA_TOKEN?.trim() || undefined;
 }
 
 /**
@@ -160,6 +194,7 @@ export function channelCreate(opts: ConnectionOptions, reconnect: { initialDelay
   };
   const target = resolveAddress(opts.address);
   const credentials = credentialsFor(opts);
-  if (opts.token === undefined || opts.token === '') return new grpc.Channel(target, credentials, options);
-  return new TokenChannel(target, credentials, options, bearerHeader(opts.token));
+  const token = resolveToken(opts.token);
+  if (token === undefined) return new grpc.Channel(target, credentials, options);
+  return new TokenChannel(target, credentials, options, bearerHeader(token));
 }

@@ -24,7 +24,7 @@ export type {
   WorkerSessionInfo,
   WorkerStats,
 } from './worker/types.js';
-export { addressWithPort, DEFAULT_ADDRESS, DEFAULT_PORT } from './connection.js';
+export { addressWithPort, DEFAULT_ADDRESS, DEFAULT_PORT, tokenFileRead } from './connection.js';
 export type { ConnectionOptions } from './connection.js';
 export { EvoraApiError, JobAbortedError, NonRetryableError, RetryAtError, SnoozeError, StatusCode, statusName } from './errors.js';
 export type { AbortCause, StatusName } from './errors.js';

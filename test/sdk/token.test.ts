@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JobServiceService } from '../../src/gen/evora/v1/job.js';
@@ -134,6 +137,37 @@ describe('the token option', () => {
     expect(e).toBeInstanceOf(EvoraApiError);
     expect(e.isPermissionDenied).toBe(true);
     expect(e.isUnauthenticated).toBe(false);
+  });
+
+  it('without the option: the first line of $EVORA_TOKEN_FILE, else $EVORA_TOKEN; the option wins, and "" sends none', async () => {
+    const rec = await recorder();
+    const dir = await mkdtemp(join(tmpdir(), 'evora-token-env-'));
+    const saved = { file: process.env.EVORA_TOKEN_FILE, token: process.env.EVORA_TOKEN };
+    const restore = (name: 'EVORA_TOKEN_FILE' | 'EVORA_TOKEN', value: string | undefined) => {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    };
+    try {
+      await writeFile(join(dir, 'token'), 'from_file\r\nsecond line\n');
+      delete process.env.EVORA_TOKEN_FILE;
+      process.env.EVORA_TOKEN = ' from_env ';
+      await expect(client(rec.address).get('j1')).rejects.toMatchObject({ codeName: 'NOT_FOUND' });
+      process.env.EVORA_TOKEN_FILE = join(dir, 'token');
+      await expect(client(rec.address).get('j1')).rejects.toMatchObject({ codeName: 'NOT_FOUND' });
+      await expect(client(rec.address, 'given').get('j1')).rejects.toMatchObject({ codeName: 'NOT_FOUND' });
+      await expect(client(rec.address, '').get('j1')).rejects.toMatchObject({ codeName: 'UNAUTHENTICATED' });
+      expect(rec.calls.map((c) => c.authorization)).toEqual(['Bearer from_env', 'Bearer from_file', 'Bearer given', '']);
+      // A file that cannot be read is refused at construction in one line naming its path, never a token.
+      process.env.EVORA_TOKEN_FILE = join(dir, 'missing');
+      expect(() => new EvoraClient({ address: rec.address })).toThrow(`EVORA_TOKEN_FILE: cannot read ${join(dir, 'missing')} (ENOENT)`);
+      await writeFile(join(dir, 'empty'), '\n');
+      process.env.EVORA_TOKEN_FILE = join(dir, 'empty');
+      expect(() => new EvoraWorker({ address: rec.address, queues: ['q'] })).toThrow(/the first line of .*empty is empty/);
+    } finally {
+      restore('EVORA_TOKEN_FILE', saved.file);
+      restore('EVORA_TOKEN', saved.token);
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('a token that cannot be a header value is refused at construction, without echoing it', () => {

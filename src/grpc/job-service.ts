@@ -234,15 +234,25 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       const filter = bulkFilter('retried', req.filter, RETRYABLE_STATES);
       scopeCheckFilter(principal, M.retryJobs.path, filter.queue);
       await cascadeScopeCheck(store, principal, 'retry', filter);
-      const count = await store.jobRetryMany({ filter, dryRun: req.dryRun, signal: callSignal(call), actor: auditActor(principal) });
-      logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to retry counted' : 'jobs retried by operator');
+      if (req.dryRun) {
+        const counted = await store.jobRetryCount({ filter });
+        logger.info({ filter, dry_run: true, count: counted.jobs }, 'jobs to retry counted');
+        return { count: counted.jobs, finishedBefore: counted.finishedBefore ?? undefined };
+      }
+      const count = await store.jobRetryMany({ filter, signal: callSignal(call), actor: auditActor(principal) });
+      logger.info({ filter, dry_run: false, count }, 'jobs retried by operator');
       return { count };
     }),
     purgeJobs: unary(deps, M.purgeJobs.path, async (req, call, principal) => {
       const filter = bulkFilter('purged', req.filter, FINISHED_STATES);
       scopeCheckFilter(principal, M.purgeJobs.path, filter.queue);
-      const count = await store.jobPurgeMany({ filter, dryRun: req.dryRun, signal: callSignal(call), actor: auditActor(principal) });
-      logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to purge counted' : 'jobs purged by operator');
+      if (req.dryRun) {
+        const counted = await store.jobPurgeCount({ filter });
+        logger.info({ filter, dry_run: true, count: counted.jobs }, 'jobs to purge counted');
+        return { count: counted.jobs, finishedBefore: counted.finishedBefore ?? undefined };
+      }
+      const count = await store.jobPurgeMany({ filter, signal: callSignal(call), actor: auditActor(principal) });
+      logger.info({ filter, dry_run: false, count }, 'jobs purged by operator');
       return { count };
     }),
   };

@@ -630,6 +630,24 @@ export interface RetryJobsRequest {
 export interface RetryJobsResponse {
   /** Jobs moved back to PENDING by this call (dry run: that would be, at the time of the call). */
   count: number;
+  /**
+   * Dry run only, and only when count > 0: a time just after the newest finished_at among
+   * the jobs counted (that finished_at cut to the millisecond, plus one millisecond: this
+   * API's Timestamps carry milliseconds, PostgreSQL's microseconds). Sent back as
+   * filter.finished_before with the same filter, it keeps the action to what was counted:
+   * every job counted finished before it, and a job that finishes later (one that came to
+   * match after the count, or one counted that was retried and failed again) is left alone.
+   * Never later than the filter's own finished_before. It comes from the jobs' finished_at
+   * (the database's clock), not from the answering server's clock.
+   * Not guaranteed: a job that finished in the same millisecond as the newest one counted,
+   * after it, is taken too; so is one whose transaction committed after the count with an
+   * earlier finished_at (a job's finished_at is the start of the transaction that finished
+   * it, taken before that commits). The action may also take fewer than counted: a job
+   * counted that changed meanwhile (retried, deleted, held by another call) is left as it is.
+   * Unset when the dry run counted none, and on every call that is not a dry run
+   * (docs/api.md "Acting on what was counted").
+   */
+  finishedBefore?: Date | undefined;
 }
 
 /** PurgeJobsRequest selects the finished jobs to delete. */
@@ -646,6 +664,11 @@ export interface PurgeJobsRequest {
 export interface PurgeJobsResponse {
   /** Jobs deleted by this call (dry run: that would be, at the time of the call). */
   count: number;
+  /**
+   * As RetryJobsResponse.finished_before: the bound that keeps a purge of the same filter to
+   * the jobs this dry run counted (docs/api.md "Acting on what was counted").
+   */
+  finishedBefore?: Date | undefined;
 }
 
 /** ListDeadLetterGroupsRequest selects the dead letters to group. */
@@ -3375,13 +3398,16 @@ export const RetryJobsRequest: MessageFns<RetryJobsRequest> = {
 };
 
 function createBaseRetryJobsResponse(): RetryJobsResponse {
-  return { count: 0 };
+  return { count: 0, finishedBefore: undefined };
 }
 
 export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
   encode(message: RetryJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.count !== 0) {
       writer.uint32(8).int64(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      Timestamp.encode(toTimestamp(message.finishedBefore), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -3407,6 +3433,14 @@ export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
             message.count = longToNumber(reader.int64());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.finishedBefore = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3420,13 +3454,23 @@ export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
   },
 
   fromJSON(object: any): RetryJobsResponse {
-    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+    return {
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+      finishedBefore: isSet(object.finishedBefore)
+        ? fromJsonTimestamp(object.finishedBefore)
+        : isSet(object.finished_before)
+        ? fromJsonTimestamp(object.finished_before)
+        : undefined,
+    };
   },
 
   toJSON(message: RetryJobsResponse): unknown {
     const obj: any = {};
     if (message.count !== 0) {
       obj.count = Math.round(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      obj.finishedBefore = message.finishedBefore.toISOString();
     }
     return obj;
   },
@@ -3437,6 +3481,7 @@ export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
   fromPartial<I extends Exact<DeepPartial<RetryJobsResponse>, I>>(object: I): RetryJobsResponse {
     const message = createBaseRetryJobsResponse();
     message.count = object.count ?? 0;
+    message.finishedBefore = object.finishedBefore ?? undefined;
     return message;
   },
 };
@@ -3533,13 +3578,16 @@ export const PurgeJobsRequest: MessageFns<PurgeJobsRequest> = {
 };
 
 function createBasePurgeJobsResponse(): PurgeJobsResponse {
-  return { count: 0 };
+  return { count: 0, finishedBefore: undefined };
 }
 
 export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   encode(message: PurgeJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.count !== 0) {
       writer.uint32(8).int64(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      Timestamp.encode(toTimestamp(message.finishedBefore), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -3565,6 +3613,14 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
             message.count = longToNumber(reader.int64());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.finishedBefore = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3578,13 +3634,23 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   },
 
   fromJSON(object: any): PurgeJobsResponse {
-    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+    return {
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+      finishedBefore: isSet(object.finishedBefore)
+        ? fromJsonTimestamp(object.finishedBefore)
+        : isSet(object.finished_before)
+        ? fromJsonTimestamp(object.finished_before)
+        : undefined,
+    };
   },
 
   toJSON(message: PurgeJobsResponse): unknown {
     const obj: any = {};
     if (message.count !== 0) {
       obj.count = Math.round(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      obj.finishedBefore = message.finishedBefore.toISOString();
     }
     return obj;
   },
@@ -3595,6 +3661,7 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   fromPartial<I extends Exact<DeepPartial<PurgeJobsResponse>, I>>(object: I): PurgeJobsResponse {
     const message = createBasePurgeJobsResponse();
     message.count = object.count ?? 0;
+    message.finishedBefore = object.finishedBefore ?? undefined;
     return message;
   },
 };

@@ -1,4 +1,4 @@
-import { EvoraError, failedPrecondition, invalidArgument } from '../domain/errors.js';
+import { EvoraError, failedPrecondition, invalidArgument, unauthenticated } from '../domain/errors.js';
 import { FINISHED_STATES, RETRYABLE_STATES, type JobBackoff, type JobBulkFilter, type JobState, type JobSubmitInput } from '../domain/job.js';
 import {
   DEFAULT_DEAD_LETTER_GROUPS,
@@ -103,6 +103,37 @@ function callSignal(call: { on(event: 'cancelled', fn: () => void): unknown }): 
   const ac = new AbortController();
   call.on('cancelled', () => ac.abort(failedPrecondition('the call was cancelled; the batches done so far stay done')));
   return ac.signal;
+}
+
+/**
+ * Runs a bulk action (RetryJobs, PurgeJobs) that stops before its next batch once its
+ * caller is no longer accepted: the token is revoked or expires, or (an anonymous caller)
+ * auth turns on, as the Authenticator tells open streams. It then ends UNAUTHENTICATED, the
+ * code a new call would get; the line says, for people, how many jobs it had changed (those
+ * stay changed) and that a call with a valid token goes on. A batch already running
+ * finishes (each is its own short transaction). A caller that is never invalidated (auth
+ * off stays off) runs as before.
+ */
+async function bulkRun(
+  deps: Pick<ServiceDeps, 'auth'>,
+  principal: Principal,
+  method: string,
+  doing: { ing: 'retrying' | 'deleting'; ed: 'retried' | 'deleted' },
+  run: (beforeBatch: (done: number) => void) => Promise<number>,
+): Promise<number> {
+  let refused: string | null = null;
+  const unsubscribe = deps.auth.onPrincipalInvalidated(principal, (reason) => {
+    refused = reason;
+  });
+  try {
+    return await run((done) => {
+      if (refused === null) return;
+      const jobs = `${done} job${done === 1 ? '' : 's'}`;
+      throw unauthenticated(`${refused}; ${method} stopped after ${doing.ing} ${jobs} (they stay ${doing.ed}): call it again with a valid token to go on`);
+    });
+  } finally {
+    unsubscribe();
+  }
 }
 
 /**
@@ -239,7 +270,9 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
         logger.info({ filter, dry_run: true, count: counted.jobs }, 'jobs to retry counted');
         return { count: counted.jobs, finishedBefore: counted.finishedBefore ?? undefined };
       }
-      const count = await store.jobRetryMany({ filter, signal: callSignal(call), actor: auditActor(principal) });
+      const count = await bulkRun(deps, principal, 'RetryJobs', { ing: 'retrying', ed: 'retried' }, (beforeBatch) =>
+        store.jobRetryMany({ filter, signal: callSignal(call), beforeBatch, actor: auditActor(principal) }),
+      );
       logger.info({ filter, dry_run: false, count }, 'jobs retried by operator');
       return { count };
     }),
@@ -251,7 +284,9 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
         logger.info({ filter, dry_run: true, count: counted.jobs }, 'jobs to purge counted');
         return { count: counted.jobs, finishedBefore: counted.finishedBefore ?? undefined };
       }
-      const count = await store.jobPurgeMany({ filter, signal: callSignal(call), actor: auditActor(principal) });
+      const count = await bulkRun(deps, principal, 'PurgeJobs', { ing: 'deleting', ed: 'deleted' }, (beforeBatch) =>
+        store.jobPurgeMany({ filter, signal: callSignal(call), beforeBatch, actor: auditActor(principal) }),
+      );
       logger.info({ filter, dry_run: false, count }, 'jobs purged by operator');
       return { count };
     }),

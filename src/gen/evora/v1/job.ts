@@ -4276,8 +4276,12 @@ export const JobServiceService = {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call whose token is revoked or expires while it runs (or, made without a token, once
+   * auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+   * done, and its line says how many jobs that was.
    * A call takes only jobs that finished by the time it started: one that fails back into
-   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * the DLQ while the call runs is left for the next call, so the call always ends. A dry
+   * run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs: {
@@ -4296,7 +4300,8 @@ export const JobServiceService = {
    * job whose events telemetry has not recorded yet (usually for under a second; longer
    * while the telemetry store is down) for a later call, and it changes no telemetry
    * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   * RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+   * bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs: {
     path: "/evora.v1.JobService/PurgeJobs" as const,
@@ -4421,8 +4426,12 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call whose token is revoked or expires while it runs (or, made without a token, once
+   * auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+   * done, and its line says how many jobs that was.
    * A call takes only jobs that finished by the time it started: one that fails back into
-   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * the DLQ while the call runs is left for the next call, so the call always ends. A dry
+   * run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs: handleUnaryCall<RetryJobsRequest, RetryJobsResponse>;
@@ -4433,7 +4442,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * job whose events telemetry has not recorded yet (usually for under a second; longer
    * while the telemetry store is down) for a later call, and it changes no telemetry
    * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   * RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+   * bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs: handleUnaryCall<PurgeJobsRequest, PurgeJobsResponse>;
   /**
@@ -4619,8 +4629,12 @@ export interface JobServiceClient extends Client {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call whose token is revoked or expires while it runs (or, made without a token, once
+   * auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+   * done, and its line says how many jobs that was.
    * A call takes only jobs that finished by the time it started: one that fails back into
-   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * the DLQ while the call runs is left for the next call, so the call always ends. A dry
+   * run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs(
@@ -4645,7 +4659,8 @@ export interface JobServiceClient extends Client {
    * job whose events telemetry has not recorded yet (usually for under a second; longer
    * while the telemetry store is down) for a later call, and it changes no telemetry
    * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   * RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+   * bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs(
     request: PurgeJobsRequest,

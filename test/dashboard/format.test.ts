@@ -13,8 +13,8 @@ describe('dashboard formatting', () => {
   it('a confirmed bulk action says how its count differs from the one it was confirmed on', () => {
     expect(bulkOutcome('Retried', '3', '3')).toBe('Retried 3 jobs');
     expect(bulkOutcome('Retried', '1', undefined)).toBe('Retried 1 job');
-    expect(bulkOutcome('Purged', undefined, '2')).toBe('Purged 0 of the 2 jobs counted: 2 changed meanwhile (retried, purged or busy elsewhere) and were left as they are');
-    expect(bulkOutcome('Retried', '2', '3')).toBe('Retried 2 of the 3 jobs counted: 1 changed meanwhile (retried, purged or busy elsewhere) and was left as it is');
+    expect(bulkOutcome('Purged', undefined, '2')).toBe('Purged 0 of the 2 jobs counted: the other 2 changed meanwhile or were busy; count again to see what is left');
+    expect(bulkOutcome('Retried', '2', '3')).toBe('Retried 2 of the 3 jobs counted: the other 1 changed meanwhile or was busy; count again to see what is left');
     expect(bulkOutcome('Purged', '38', '37')).toBe('Purged 38 jobs, 1 more than the 37 counted: it finished just as the count was made');
   });
 });

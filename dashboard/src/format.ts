@@ -32,6 +32,26 @@ export function countOf(value: Int64 | undefined, noun: string): string {
 }
 
 /**
+ * The outcome of a bulk action confirmed after its dry run: "Retried 3 jobs" when it did what
+ * was counted; otherwise the difference, said. Fewer: jobs counted changed meanwhile (another
+ * operator retried or purged them) or were busy (held by another call, which can also end
+ * the action's batches early: docs/api.md "Batches"), so a new count tells what is left. More (rare:
+ * a job that finished in the same millisecond as the newest one counted, or whose transaction
+ * committed just after the count; docs/api.md "Acting on what was counted"): said as well.
+ * Without `counted` (an action on checked rows, with no dry run) only what was done.
+ */
+export function bulkOutcome(verb: 'Retried' | 'Purged', done: Int64 | undefined, counted?: Int64): string {
+  const n = Number(count(done));
+  const c = counted === undefined ? n : Number(count(counted));
+  if (n === c) return `${verb} ${countOf(done, 'job')}`;
+  if (n < c) {
+    const left = c - n;
+    return `${verb} ${n} of the ${countOf(c, 'job')} counted: the other ${left} changed meanwhile or ${left === 1 ? 'was' : 'were'} busy; count again to see what is left`;
+  }
+  return `${verb} ${countOf(done, 'job')}, ${n - c} more than the ${c} counted: ${n - c === 1 ? 'it' : 'they'} finished just as the count was made`;
+}
+
+/**
  * The telemetry lag for the overview: "about N events" when the server estimated it (a long
  * outbox is counted exactly only over its first rows: docs/telemetry.md "The outbox lag"), so
  * an estimate is never read as an exact count.

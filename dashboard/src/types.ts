@@ -161,6 +161,8 @@ export interface JobFilter {
   type?: string;
   ids?: string[];
   errorGroup?: string;
+  /** RFC 3339; only jobs that finished before it (a dry run's answer bounds its confirm so). */
+  finishedBefore?: string;
 }
 
 export interface DeadLetterGroup {

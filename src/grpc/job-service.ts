@@ -1,4 +1,4 @@
-import { EvoraError, failedPrecondition, invalidArgument } from '../domain/errors.js';
+import { EvoraError, failedPrecondition, invalidArgument, unauthenticated } from '../domain/errors.js';
 import { FINISHED_STATES, RETRYABLE_STATES, type JobBackoff, type JobBulkFilter, type JobState, type JobSubmitInput } from '../domain/job.js';
 import {
   DEFAULT_DEAD_LETTER_GROUPS,
@@ -43,6 +43,7 @@ import { SubmitStream, type SubmitStreamDeps } from './submit-stream.js';
 import { unary } from './unary.js';
 import { auditActor } from '../domain/audit.js';
 import type { Principal } from '../domain/auth.js';
+import type { JobBulkCount } from '../store/store.js';
 
 /** A SubmitJobRequest as the store's input, every field checked. */
 function submitInput(req: SubmitJobRequest, maxPayloadBytes: number): JobSubmitInput {
@@ -105,6 +106,64 @@ function callSignal(call: { on(event: 'cancelled', fn: () => void): unknown }): 
   return ac.signal;
 }
 
+/** What differs between RetryJobs and PurgeJobs: the store's count and run, and the words. */
+interface BulkAction {
+  method: 'RetryJobs' | 'PurgeJobs';
+  doing: 'retrying' | 'deleting';
+  done: 'retried' | 'deleted';
+  /** The log lines of a dry run and of a run. */
+  logCounted: string;
+  logDone: string;
+  count(filter: JobBulkFilter): Promise<JobBulkCount>;
+  run(params: Parameters<ServiceDeps['store']['jobRetryMany']>[0]): Promise<number>;
+}
+
+/**
+ * The answer of a bulk action (RetryJobs, PurgeJobs) whose filter was checked and scoped.
+ * A dry run counts and answers the bound that keeps the same filter's action to the jobs
+ * counted (finished_before). A run goes batch by batch and stops before its next batch once
+ * its caller is no longer accepted: the token is revoked or expires, or (an anonymous
+ * caller) auth turns on, as the Authenticator tells open streams. It then ends
+ * UNAUTHENTICATED, the code a new call would get; the line says, for people, how many jobs it
+ * had changed (those stay changed) and that a call with a valid token goes on. A batch
+ * already running finishes (each is its own short transaction). A caller that is never
+ * invalidated (auth off stays off) runs to the end.
+ */
+async function bulkAnswer(
+  deps: Pick<ServiceDeps, 'auth' | 'logger'>,
+  action: BulkAction,
+  req: { dryRun: boolean },
+  filter: JobBulkFilter,
+  call: { on(event: 'cancelled', fn: () => void): unknown },
+  principal: Principal,
+): Promise<{ count: number; finishedBefore?: Date }> {
+  if (req.dryRun) {
+    const counted = await action.count(filter);
+    deps.logger.info({ filter, dry_run: true, count: counted.jobs }, action.logCounted);
+    return { count: counted.jobs, finishedBefore: counted.finishedBefore ?? undefined };
+  }
+  let refused: string | null = null;
+  const unsubscribe = deps.auth.onPrincipalInvalidated(principal, (reason) => {
+    refused = reason;
+  });
+  try {
+    const count = await action.run({
+      filter,
+      signal: callSignal(call),
+      actor: auditActor(principal),
+      beforeBatch: (done) => {
+        if (refused === null) return;
+        const jobs = `${done} job${done === 1 ? '' : 's'}`;
+        throw unauthenticated(`${refused}; ${action.method} stopped after ${action.doing} ${jobs} (they stay ${action.done}): call it again with a valid token to go on`);
+      },
+    });
+    deps.logger.info({ filter, dry_run: false, count }, action.logDone);
+    return { count };
+  } finally {
+    unsubscribe();
+  }
+}
+
 /**
  * JobService with its submits' requests decoded with NodeBufferReader (src/wire): a batch
  * submit carries a thousand jobs' strings.
@@ -141,6 +200,24 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     }
     return { job: jobToPb(job), created };
   }
+  const retryAction: BulkAction = {
+    method: 'RetryJobs',
+    doing: 'retrying',
+    done: 'retried',
+    logCounted: 'jobs to retry counted',
+    logDone: 'jobs retried by operator',
+    count: (filter) => store.jobRetryCount({ filter }),
+    run: (params) => store.jobRetryMany(params),
+  };
+  const purgeAction: BulkAction = {
+    method: 'PurgeJobs',
+    doing: 'deleting',
+    done: 'deleted',
+    logCounted: 'jobs to purge counted',
+    logDone: 'jobs purged by operator',
+    count: (filter) => store.jobPurgeCount({ filter }),
+    run: (params) => store.jobPurgeMany(params),
+  };
   const submitStreamDeps: SubmitStreamDeps = {
     submit: (req, principal) => submitOne(req, principal, M.submitJobStream.path),
     logger,
@@ -234,16 +311,12 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       const filter = bulkFilter('retried', req.filter, RETRYABLE_STATES);
       scopeCheckFilter(principal, M.retryJobs.path, filter.queue);
       await cascadeScopeCheck(store, principal, 'retry', filter);
-      const count = await store.jobRetryMany({ filter, dryRun: req.dryRun, signal: callSignal(call), actor: auditActor(principal) });
-      logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to retry counted' : 'jobs retried by operator');
-      return { count };
+      return bulkAnswer(deps, retryAction, req, filter, call, principal);
     }),
     purgeJobs: unary(deps, M.purgeJobs.path, async (req, call, principal) => {
       const filter = bulkFilter('purged', req.filter, FINISHED_STATES);
       scopeCheckFilter(principal, M.purgeJobs.path, filter.queue);
-      const count = await store.jobPurgeMany({ filter, dryRun: req.dryRun, signal: callSignal(call), actor: auditActor(principal) });
-      logger.info({ filter, dry_run: req.dryRun, count }, req.dryRun ? 'jobs to purge counted' : 'jobs purged by operator');
-      return { count };
+      return bulkAnswer(deps, purgeAction, req, filter, call, principal);
     }),
   };
 }

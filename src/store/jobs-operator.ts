@@ -208,10 +208,10 @@ const jobPurgeManySql = statement<BulkBatchSqlParams, BulkBatchRow>(
 );
 
 /** `jobs` is int8: pg hands it over as a string. */
-const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean; retryOnly: boolean }, { jobs: string }>(
+const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean; retryOnly: boolean }, { jobs: string; finished_before: Date | null }>(
   'job-count-many',
   { ...BULK_FILTER_TYPES, projectedOnly: 'bool', retryOnly: 'bool' },
-  { jobs: 'int8' },
+  { jobs: 'int8', finished_before: 'timestamptz' },
 );
 
 const jobCascadeQueuesSql = statement<BulkFilterSqlParams & { retry: boolean }, { queue: string; jobs: string }>(
@@ -240,11 +240,15 @@ export const BULK_BATCH_SIZE = 500;
 /** What a bulk operator action is asked to do. */
 export interface JobBulkParams {
   filter: JobBulkFilter;
-  /** Count what would be done; change nothing. */
-  dryRun: boolean;
   now: Date | null;
   /** Stops between batches (what is done stays done). */
   signal?: AbortSignal;
+  /**
+   * Called before each batch after the first with how many jobs the run has changed so far;
+   * what it throws ends the run there (what is done stays done). The RPCs stop a run whose
+   * caller's token stopped working this way.
+   */
+  beforeBatch?: (done: number) => void;
   /** Rows per statement; BULK_BATCH_SIZE unless a test says otherwise. */
   batchSize?: number;
   /** Who asks (each batch that changed jobs writes an audit event); absent: the anonymous caller. */
@@ -289,6 +293,7 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
  * transaction); returns the total. Every batch after the first takes only jobs that
  * finished by the first one's time (`cutoff`): a batch's jobs leave the match, and no job
  * that finishes while the run goes on joins it, so the loop ends however busy the queue is.
+ * Before each batch after the first, the signal and `beforeBatch` may end the run.
  */
 async function batchesRun(
   params: JobBulkParams,
@@ -299,6 +304,7 @@ async function batchesRun(
   let total = 0;
   for (let n = 1; ; n++) {
     params.signal?.throwIfAborted();
+    if (n > 1) params.beforeBatch?.(total);
     const row = await batch(cutoff, limit, n);
     total += row?.jobs ?? 0;
     if (!row || row.jobs < limit) return total;
@@ -307,26 +313,51 @@ async function batchesRun(
 }
 
 /**
+ * A bulk action's dry run: how many jobs it would touch now, and `finishedBefore`, the
+ * bound that keeps the action to those (sql/job-count-many.sql): the same filter with
+ * finishedBefore set to it matches none of the jobs that finish later. Null when none.
+ */
+export interface JobBulkCount {
+  jobs: number;
+  finishedBefore: Date | null;
+}
+
+/** A dry run's one statement, with the rules of its action (sql/job-count-many.sql). */
+async function bulkCount(pool: StorePool, filter: BulkFilterSqlParams, rules: { projectedOnly: boolean; retryOnly: boolean }): Promise<JobBulkCount> {
+  if (filter.states.length === 0) return { jobs: 0, finishedBefore: null };
+  const row = await rowOf(pool, jobCountManySql, { ...filter, ...rules });
+  return { jobs: Number(row?.jobs ?? 0), finishedBefore: row?.finished_before ?? null };
+}
+
+/** The dry run of jobsRetryMany (Store.jobRetryCount): the jobs it would retry now. Changes nothing. */
+export function jobsRetryCount(pool: StorePool, filter: JobBulkFilter): Promise<JobBulkCount> {
+  return bulkCount(pool, filterParams(filter, RETRYABLE_STATES), { projectedOnly: false, retryOnly: true });
+}
+
+/** The dry run of jobsPurgeMany (Store.jobPurgeCount): the jobs it would delete now. Changes nothing. */
+export function jobsPurgeCount(pool: StorePool, filter: JobBulkFilter): Promise<JobBulkCount> {
+  return bulkCount(pool, filterParams(filter, FINISHED_STATES), { projectedOnly: true, retryOnly: false });
+}
+
+/**
  * An operator's bulk retry (Store.jobRetryMany): every DLQ or CANCELLED job the filter
  * matches, each as jobRetry does it; other states in the filter's reach are left alone.
- * Returns how many jobs were (or, dry run, would be) retried.
+ * Returns how many jobs were retried.
  */
 export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Promise<number> {
   const filter = filterParams(params.filter, RETRYABLE_STATES);
   if (filter.states.length === 0) return 0;
-  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: false, retryOnly: true }))?.jobs ?? 0);
   return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
 }
 
 /**
  * An operator's purge (Store.jobPurgeMany): deletes every finished job the filter matches,
  * never one in another state, and (as retention) never one whose events telemetry has not
- * projected yet. Returns how many jobs were (or, dry run, would be) deleted.
+ * projected yet. Returns how many jobs were deleted.
  */
 export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Promise<number> {
   const filter = filterParams(params.filter, FINISHED_STATES);
   if (filter.states.length === 0) return 0;
-  if (params.dryRun) return Number((await rowOf(pool, jobCountManySql, { ...filter, projectedOnly: true, retryOnly: false }))?.jobs ?? 0);
   return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
 }
 

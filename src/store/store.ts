@@ -33,7 +33,7 @@ import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
 import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
 import type { LimitedQueues, PlainQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
-import { jobAttemptsRead, jobCancel, jobCascadeQueuesRead, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeMany, jobsRetryMany, type JobBulkParams } from './jobs-operator.js';
+import { jobAttemptsRead, jobCancel, jobCascadeQueuesRead, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeCount, jobsPurgeMany, jobsRetryCount, jobsRetryMany, type JobBulkCount, type JobBulkParams } from './jobs-operator.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { OUTBOX_LAG_EXACT_ROWS, outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths, type OutboxLag } from './outbox.js';
@@ -58,6 +58,7 @@ import { silentLogger, type Logger } from '../logger.js';
 
 export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED } from './channels.js';
 export type { ScheduleFireResult } from './schedules.js';
+export type { JobBulkCount } from './jobs-operator.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
 export type { DbPooler } from './connections.js';
 export { OUTBOX_LAG_EXACT_ROWS, type OutboxLag } from './outbox.js';
@@ -417,7 +418,7 @@ export class Store {
   }
 
   /**
-   * Bulk retry over a filter, in batches (as jobRetry, DLQ and CANCELLED jobs only); the count done or, dry run, due.
+   * Bulk retry over a filter, in batches (as jobRetry, DLQ and CANCELLED jobs only); the count done.
    * Each batch that retried jobs writes its own audit event (`actor`) in its own transaction.
    */
   async jobRetryMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
@@ -425,11 +426,24 @@ export class Store {
   }
 
   /**
-   * Bulk delete of finished jobs over a filter, in batches, never unprojected ones; the count done or, dry run, due.
+   * The dry run of jobRetryMany: how many jobs it would retry now, and the finishedBefore
+   * that keeps a run of the same filter to those (sql/job-count-many.sql). Changes nothing.
+   */
+  async jobRetryCount(params: { filter: JobBulkFilter }): Promise<JobBulkCount> {
+    return jobsRetryCount(this.pool, params.filter);
+  }
+
+  /**
+   * Bulk delete of finished jobs over a filter, in batches, never unprojected ones; the count done.
    * Each batch that deleted jobs writes its own audit event (`actor`) in its own transaction.
    */
   async jobPurgeMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
     return jobsPurgeMany(this.pool, { ...params, now: params.now ?? null });
+  }
+
+  /** The dry run of jobPurgeMany, as jobRetryCount is jobRetryMany's. Changes nothing. */
+  async jobPurgeCount(params: { filter: JobBulkFilter }): Promise<JobBulkCount> {
+    return jobsPurgeCount(this.pool, params.filter);
   }
 
   /**

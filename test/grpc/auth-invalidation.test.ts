@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import pg from 'pg';
 import { SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
+import { EvoraApiError, EvoraClient } from '../../src/sdk/index.js';
+import { deadLettersInsert } from '../helpers/dead-letters.js';
 import { queueName } from '../helpers/factories.js';
 import { submitStreamOpen, workOpen } from '../helpers/open-streams.js';
 import { serverSetup } from '../helpers/server-setup.js';
@@ -10,7 +12,8 @@ import { waitFor } from '../helpers/wait.js';
 
 /**
  * Nothing keeps serving a caller that a new call would refuse: a ClaimJobs long-poll whose
- * token is revoked while it waits ends UNAUTHENTICATED and leases nothing, and when auth
+ * token is revoked while it waits ends UNAUTHENTICATED and leases nothing, a RetryJobs whose
+ * token is revoked while it runs stops before its next batch (UNAUTHENTICATED), and when auth
  * turns on (the first token is made) the anonymous callers' open Work streams,
  * SubmitJobStreams and long-polls end UNAUTHENTICATED. Once on, auth stays on while the
  * server runs, even when every row of the token table is deleted.
@@ -48,6 +51,54 @@ async function stateOf(databaseUrl: string, id: string): Promise<string> {
 }
 
 describe('a caller no longer accepted', () => {
+  it('a RetryJobs whose token is revoked while it runs stops before its next batch: UNAUTHENTICATED, saying how many it retried; the rest stay DLQ', async () => {
+    const { address, databaseUrl } = await serverSetup();
+    const admin = await tokenInsert(databaseUrl, { role: 'admin' });
+    const queue = queueName('bulkrevoke');
+    const sql = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+    const client = new EvoraClient({ address, token: admin.secret });
+    const holder = await sql.connect();
+    try {
+      // 600 dead letters: a batch of 500, then one of 100.
+      await deadLettersInsert(sql, queue, Array<string>(600).fill('2020-01-01 00:00:00+00'));
+      // The first batch waits for this lock (its audit event's insert) until the token is revoked.
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE evora.audit_events IN SHARE MODE');
+      const retry = client.retryJobs({ queue, states: 'DLQ' }).then(
+        (count) => ({ count }),
+        (err: unknown) => err,
+      );
+      // (The statement's text as pg_stat_activity keeps it: its first 1 kB, the retry's opening CTE.)
+      const waiting = `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                       WHERE NOT l.granted AND l.relation = 'evora.audit_events'::regclass AND a.query LIKE 'WITH previous AS%'`;
+      await waitFor(async () => (await sql.query<{ n: number }>(waiting)).rows[0]!.n === 1, { what: 'the first batch to wait for the lock' });
+      await sql.query('UPDATE evora.api_tokens SET revoked_at = now() WHERE id = $1', [admin.id]);
+      await sql.query(`SELECT pg_notify('evora_tokens_changed', $1)`, [admin.id]);
+      // The server has read the revocation once a new call with the token is refused.
+      await waitFor(async () => (await client.listQueues().then(() => null, (e: EvoraApiError) => e.codeName)) === 'UNAUTHENTICATED', {
+        what: 'the server to see the revocation',
+      });
+      await holder.query('ROLLBACK');
+
+      const err = await retry;
+      expect(err).toBeInstanceOf(EvoraApiError);
+      expect({ code: (err as EvoraApiError).codeName, details: (err as EvoraApiError).details }).toEqual({
+        code: 'UNAUTHENTICATED',
+        details: `token "${admin.name}" was revoked or has expired; RetryJobs stopped after retrying 500 jobs (they stay retried): call it again with a valid token to go on`,
+      });
+      const { rows } = await sql.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY state ORDER BY state', [queue]);
+      expect(rows).toEqual([
+        { state: 'PENDING', n: 500 },
+        { state: 'DLQ', n: 100 },
+      ]);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+      client.close();
+      await sql.end();
+    }
+  });
+
   it('a long-poll whose token is revoked while it waits ends UNAUTHENTICATED, and a job submitted after is not leased', async () => {
     const { httpUrl, databaseUrl } = await serverSetup({ http: true });
     const admin = await tokenInsert(databaseUrl, { role: 'admin' });

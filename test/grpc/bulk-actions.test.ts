@@ -3,6 +3,7 @@ import { status } from '@grpc/grpc-js';
 import pg from 'pg';
 import { JobState } from '../../src/gen/evora/v1/job.js';
 import { EvoraClient, EvoraWorker, NonRetryableError, type JobStateName } from '../../src/sdk/index.js';
+import { deadLettersInsert } from '../helpers/dead-letters.js';
 import { queueName } from '../helpers/factories.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
@@ -10,7 +11,8 @@ import { waitFor } from '../helpers/wait.js';
 /**
  * RetryJobs and PurgeJobs over the wire: a thousand DLQ jobs retried and run to completion
  * by a worker, dry runs that change nothing, purges that never touch PENDING or RUNNING
- * jobs, repeats that find nothing left to do, and bad filters refused with nothing changed.
+ * jobs, repeats that find nothing left to do, a dry run's finished_before keeping the action
+ * to the jobs it counted, and bad filters refused with nothing changed.
  */
 
 let clients: Clients;
@@ -175,6 +177,31 @@ describe('PurgeJobs', () => {
     expect(await client.purgeJobs({ queue, states: 'completed' }, { dryRun: true })).toBe(1200);
     expect(await client.purgeJobs({ queue, states: 'completed' })).toBe(1200);
     expect(await counts(queue)).toEqual({});
+  });
+});
+
+describe('acting on what a dry run counted (its finished_before)', () => {
+  it('RetryJobs and PurgeJobs: the same filter with the dry run\'s finished_before leaves the dead letters that came after the count', async () => {
+    for (const method of ['retryJobs', 'purgeJobs'] as const) {
+      const queue = queueName(method);
+      // Long finished (the purge then never waits for telemetry), to the microsecond.
+      const counted = await deadLettersInsert(sql, queue, ['2020-01-01 00:00:00.1+00', '2020-01-01 00:00:00.123456+00']);
+      const dlq = filter({ queue, states: [JobState.JOB_STATE_DLQ] });
+      const dry = await call(clients.jobs, method, { filter: dlq, dryRun: true });
+      // The newest counted (.123456) cut to the millisecond, plus one: this API's Timestamps are of milliseconds.
+      expect(dry).toEqual({ count: 2, finishedBefore: new Date('2020-01-01T00:00:00.124Z') });
+      expect((await call(clients.jobs, method, { filter: { ...dlq, type: 'none' }, dryRun: true })).finishedBefore).toBeUndefined();
+
+      // The group fills up after the count: a dead letter at the bound, and one now.
+      const later = await deadLettersInsert(sql, queue, ['2020-01-01 00:00:00.124+00', new Date().toISOString()]);
+      const done = await call(clients.jobs, method, { filter: { ...dlq, finishedBefore: dry.finishedBefore }, dryRun: false });
+      expect(done.count).toBe(2);
+      expect(done.finishedBefore).toBeUndefined();
+      const { rows } = await sql.query<{ id: string; state: string }>('SELECT id, state FROM evora.jobs WHERE queue = $1 ORDER BY id', [queue]);
+      const states = new Map(rows.map((r) => [r.id, r.state]));
+      expect(counted.map((id) => states.get(id))).toEqual(method === 'retryJobs' ? ['PENDING', 'PENDING'] : [undefined, undefined]);
+      expect(later.map((id) => states.get(id))).toEqual(['DLQ', 'DLQ']);
+    }
   });
 });
 

@@ -89,7 +89,9 @@ describe('the other jobs routes', () => {
     const dry = await api('POST', '/v1/jobs/retry', { body: { filter: { queue, states: ['JOB_STATE_CANCELLED'] }, dryRun: true } });
     expect(dry.status).toBe(200);
     expect(dry.body.count).toBe('1'); // int64: a string
-    const bulk = await api('POST', '/v1/jobs/retry', { body: { filter: { queue, states: ['JOB_STATE_CANCELLED'] } } });
+    // The bound that keeps the retry to the job counted: RFC 3339, to the millisecond, sent back as it came.
+    expect(dry.body.finishedBefore).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const bulk = await api('POST', '/v1/jobs/retry', { body: { filter: { queue, states: ['JOB_STATE_CANCELLED'], finishedBefore: dry.body.finishedBefore } } });
     expect(bulk.body.count).toBe('1');
 
     await api('POST', `/v1/jobs/${ids[2]}/cancel`);

@@ -88,9 +88,9 @@ describe('admin operations write one audit event each', () => {
     await store.jobFailMany({ failures: claimed.map((j) => ({ id: j.id, token: j.leaseToken!, error: 'boom', retryable: false })), now: T0 });
     const filter = { queue: q, states: ['DLQ' as const], type: null, finishedBefore: null, ids: null };
     const before = await eventCount();
-    expect(await store.jobRetryMany({ filter, dryRun: true, actor: ops })).toBe(5);
+    expect((await store.jobRetryCount({ filter })).jobs).toBe(5);
     expect(await eventCount()).toBe(before);
-    expect(await store.jobRetryMany({ filter, dryRun: false, batchSize: 2, actor: ops, now: T0 })).toBe(5);
+    expect(await store.jobRetryMany({ filter, batchSize: 2, actor: ops, now: T0 })).toBe(5);
     const retries = (await eventsOn(q)).filter((e) => e.action === 'jobs.retry');
     expect(retries.map((e) => e.change)).toEqual([1, 2, 3].map((batch) => ({
       filter: { queue: q, states: ['DLQ'], type: null, finished_before: null, ids: null },
@@ -105,8 +105,8 @@ describe('admin operations write one audit event each', () => {
     const signal = new AbortController().signal;
     while ((await projector.runOnce(signal)).events > 0);
     const purgeFilter = { ...filter, states: ['COMPLETED' as const] };
-    expect(await store.jobPurgeMany({ filter: purgeFilter, dryRun: false, batchSize: 10, actor: ops })).toBe(5);
-    expect(await store.jobPurgeMany({ filter: purgeFilter, dryRun: false, actor: ops })).toBe(0);
+    expect(await store.jobPurgeMany({ filter: purgeFilter, batchSize: 10, actor: ops })).toBe(5);
+    expect(await store.jobPurgeMany({ filter: purgeFilter, actor: ops })).toBe(0);
     const purges = (await eventsOn(q)).filter((e) => e.action === 'jobs.purge');
     expect(purges.map((e) => [e.token_name, e.change.jobs, e.change.batch])).toEqual([['ops', 5, 1]]);
     expect(await eventsOn('*')).toEqual([]);

@@ -56,9 +56,9 @@ describe('jobRetryMany', () => {
       await held.query('SELECT id FROM evora.jobs WHERE id = $1 FOR UPDATE', [ids[3]]);
       const now = new Date(T0.getTime() + 60_000);
       const filter = filterOf({ queue, states: ['DLQ'] });
-      expect(await store.jobRetryMany({ filter, dryRun: true, now })).toBe(7);
+      expect((await store.jobRetryCount({ filter })).jobs).toBe(7);
       // Batches of 2: 2, 2 (one skipped), 2, 0.
-      expect(await store.jobRetryMany({ filter, dryRun: false, now, batchSize: 2 })).toBe(6);
+      expect(await store.jobRetryMany({ filter, now, batchSize: 2 })).toBe(6);
       const { rows } = await sql.query<{ state: string; run_at: Date; attempt: number; n: number }>(
         'SELECT state, run_at, attempt, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY 1, 2, 3 ORDER BY 1',
         [queue],
@@ -68,8 +68,8 @@ describe('jobRetryMany', () => {
         { state: 'DLQ', run_at: T0, attempt: 1, n: 1 },
       ]);
       await held.query('ROLLBACK');
-      expect(await store.jobRetryMany({ filter, dryRun: false, now, batchSize: 2 })).toBe(1);
-      expect(await store.jobRetryMany({ filter, dryRun: false, now, batchSize: 2 })).toBe(0);
+      expect(await store.jobRetryMany({ filter, now, batchSize: 2 })).toBe(1);
+      expect(await store.jobRetryMany({ filter, now, batchSize: 2 })).toBe(0);
     } finally {
       await held.query('ROLLBACK');
       held.release();
@@ -81,8 +81,55 @@ describe('jobRetryMany', () => {
     await deadLettered(queue, 4);
     const ac = new AbortController();
     ac.abort(new Error('stop'));
-    await expect(store.jobRetryMany({ filter: filterOf({ queue, states: ['DLQ'] }), dryRun: false, signal: ac.signal })).rejects.toThrow('stop');
-    expect(await store.jobRetryMany({ filter: filterOf({ queue, states: ['DLQ'] }), dryRun: true })).toBe(4);
+    await expect(store.jobRetryMany({ filter: filterOf({ queue, states: ['DLQ'] }), signal: ac.signal })).rejects.toThrow('stop');
+    expect((await store.jobRetryCount({ filter: filterOf({ queue, states: ['DLQ'] }) })).jobs).toBe(4);
+  });
+
+  it('beforeBatch is asked before each batch after the first, with the jobs done so far; what it throws ends the run there', async () => {
+    const queue = queueName('before');
+    await deadLettered(queue, 5);
+    const filter = filterOf({ queue, states: ['DLQ'] });
+    const asked: number[] = [];
+    const beforeBatch = (done: number) => {
+      asked.push(done);
+      if (done >= 4) throw new Error('stop');
+    };
+    await expect(store.jobRetryMany({ filter, batchSize: 2, beforeBatch, now: T0 })).rejects.toThrow('stop');
+    expect(asked).toEqual([2, 4]);
+    expect((await store.jobRetryCount({ filter })).jobs).toBe(1);
+  });
+});
+
+describe('a dry run\'s finishedBefore', () => {
+  /** Sets the jobs' finished_at to these times (PostgreSQL text, to the microsecond). */
+  async function finishedAt(ids: string[], times: string[]): Promise<void> {
+    await sql.query('UPDATE evora.jobs j SET finished_at = v.at FROM unnest($1::uuid[], $2::timestamptz[]) AS v(id, at) WHERE j.id = v.id', [ids, times]);
+  }
+
+  it('is the newest finished_at counted cut to the millisecond plus one: a run with it takes the jobs counted and not one that finished at it or later', async () => {
+    const queue = queueName('bound');
+    const counted = await deadLettered(queue, 2);
+    await finishedAt(counted, ['2032-05-01 00:00:00.1+00', '2032-05-01 00:00:00.123456+00']);
+    const filter = filterOf({ queue, states: ['DLQ'] });
+    const count = await store.jobRetryCount({ filter });
+    // .123456 cut to .123, plus 1 ms (.123 + 1 µs would pass over the job at .123456).
+    expect(count).toEqual({ jobs: 2, finishedBefore: new Date('2032-05-01T00:00:00.124Z') });
+    // A filter's own earlier bound stays the bound: the count's is never later.
+    expect(await store.jobRetryCount({ filter: { ...filter, finishedBefore: new Date('2032-05-01T00:00:00.110Z') } })).toEqual({
+      jobs: 1,
+      finishedBefore: new Date('2032-05-01T00:00:00.101Z'),
+    });
+    expect(await store.jobRetryCount({ filter: { ...filter, type: 'none' } })).toEqual({ jobs: 0, finishedBefore: null });
+
+    // Two more dead letters after the count, at the bound and later: the run leaves them.
+    const later = await deadLettered(queue, 2);
+    await finishedAt(later, ['2032-05-01 00:00:00.124+00', '2032-05-01 00:00:01+00']);
+    expect(await store.jobRetryMany({ filter: { ...filter, finishedBefore: count.finishedBefore } })).toBe(2);
+    const { rows } = await sql.query<{ id: string }>("SELECT id FROM evora.jobs WHERE queue = $1 AND state = 'DLQ' ORDER BY id", [queue]);
+    expect(rows.map((r) => r.id)).toEqual([...later].sort());
+    // The purge's count is the same statement: its bound too.
+    await projectAll();
+    expect(await store.jobPurgeCount({ filter })).toEqual({ jobs: 2, finishedBefore: new Date('2032-05-01T00:00:01.001Z') });
   });
 });
 
@@ -91,14 +138,14 @@ describe('jobPurgeMany', () => {
     const queue = queueName('purge');
     const ids = await deadLettered(queue, 5);
     const filter = filterOf({ queue, states: ['COMPLETED', 'DLQ', 'CANCELLED'] });
-    expect(await store.jobPurgeMany({ filter, dryRun: true })).toBe(0);
-    expect(await store.jobPurgeMany({ filter, dryRun: false })).toBe(0);
+    expect((await store.jobPurgeCount({ filter })).jobs).toBe(0);
+    expect(await store.jobPurgeMany({ filter })).toBe(0);
     await projectAll();
-    expect(await store.jobPurgeMany({ filter, dryRun: true })).toBe(5);
-    expect(await store.jobPurgeMany({ filter: { ...filter, finishedBefore: T0 }, dryRun: true })).toBe(0);
-    expect(await store.jobPurgeMany({ filter: { ...filter, ids: ids.slice(0, 2) }, dryRun: false })).toBe(2);
+    expect((await store.jobPurgeCount({ filter })).jobs).toBe(5);
+    expect((await store.jobPurgeCount({ filter: { ...filter, finishedBefore: T0 } })).jobs).toBe(0);
+    expect(await store.jobPurgeMany({ filter: { ...filter, ids: ids.slice(0, 2) } })).toBe(2);
     // Batches of 2: 2, then (only jobs finished by the first batch's `now`) 1.
-    expect(await store.jobPurgeMany({ filter, dryRun: false, batchSize: 2, now: T0 })).toBe(3);
+    expect(await store.jobPurgeMany({ filter, batchSize: 2, now: T0 })).toBe(3);
     expect((await sql.query('SELECT 1 FROM evora.jobs WHERE queue = $1', [queue])).rowCount).toBe(0);
   });
 });

@@ -2,8 +2,11 @@
  * The confirmation of a bulk action over a filter (purge or retry): a native <dialog>
  * (modal, traps focus, Escape closes) that first asks the server how many jobs the filter
  * matches (PurgeJobs / RetryJobs dryRun) and acts only on the explicit confirm. Focus starts
- * on the safe choice, so Enter or Escape right after opening changes nothing. The outcome
- * goes to the caller's status line.
+ * on the safe choice, so Enter or Escape right after opening changes nothing. The confirm
+ * acts on at most what was counted: it sends the filter bounded by the dry run's
+ * finishedBefore, so jobs that finish after the count (a DLQ group still filling up) are
+ * left alone (docs/api.md "Acting on what was counted"). The outcome, with the count it
+ * was confirmed on, goes to the caller's status line.
  */
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useRef } from 'react';
@@ -51,7 +54,8 @@ export function BulkActionDialog(props: {
   /** The filter to act on; null = closed. */
   filter: JobFilter | null;
   description: string;
-  onConfirm: (filter: JobFilter) => void;
+  /** The filter bounded to the jobs counted, and how many were counted. */
+  onConfirm: (filter: JobFilter, counted: string) => void;
   onClose: () => void;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
@@ -65,10 +69,13 @@ export function BulkActionDialog(props: {
   }, [filter]);
   const dryRun = useQuery({
     queryKey: ['bulk-dry-run', action, filter],
-    queryFn: ({ signal }) => api<{ count?: string }>('POST', text.path, { body: { filter, dryRun: true }, signal }),
+    queryFn: ({ signal }) => api<{ count?: string; finishedBefore?: string }>('POST', text.path, { body: { filter, dryRun: true }, signal }),
     enabled: filter !== null,
     gcTime: 0,
     staleTime: 0,
+    // The count shown is the one confirmed: it does not change under the operator's eyes.
+    refetchOnWindowFocus: false,
+    refetchOnReconnect: false,
   });
   const matched = count(dryRun.data?.count);
   const jobs = countOf(dryRun.data?.count, 'job');
@@ -78,7 +85,9 @@ export function BulkActionDialog(props: {
         method="dialog"
         onSubmit={(event) => {
           event.preventDefault();
-          if (filter) props.onConfirm(filter);
+          // The bound of the count shown (one answer: a refetch changes both). The server's
+          // is never later than a finishedBefore the filter had, so that one stays in force.
+          if (filter && dryRun.data) props.onConfirm({ ...filter, finishedBefore: dryRun.data.finishedBefore ?? filter.finishedBefore }, matched);
           props.onClose();
         }}
       >
@@ -91,9 +100,12 @@ export function BulkActionDialog(props: {
           </p>
         )}
         {dryRun.isSuccess && (
-          <p data-testid={`${action}-count`}>
-            This {text.verb} <strong>{jobs}</strong> {text.after}
-          </p>
+          <>
+            <p data-testid={`${action}-count`}>
+              This {text.verb} <strong>{jobs}</strong> {text.after}
+            </p>
+            <p className="muted">Only the jobs counted: any that finish from now on are left alone.</p>
+          </>
         )}
         <div className="actions">
           <button type="button" onClick={props.onClose} data-testid={`${action}-cancel`} autoFocus>

@@ -13,7 +13,7 @@ import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { BulkActionDialog, type BulkAction } from '../components/BulkActionDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
-import { count, countOf } from '../format';
+import { bulkOutcome, count } from '../format';
 import { keys, useDeadLetters, useJobs, useListQueue, useQueues } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
@@ -89,13 +89,16 @@ export function DeadLetters() {
     page_size: PAGE_SIZE,
   }, listQueue.queue !== null);
   const invalidate = [keys.deadLetters, keys.jobs, keys.stats, keys.queues];
+  // `counted`: the dialog's dry-run count, which the outcome is compared with (none for checked rows).
   const retry = useAction(
-    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => `Retried ${countOf(r.count, 'job')}`),
+    ({ filter, counted }: { filter: JobFilter; counted?: string }) =>
+      api<{ count?: string }>('POST', '/jobs/retry', { body: { filter } }).then((r) => bulkOutcome('Retried', r.count, counted)),
     invalidate,
   );
   const retryOne = useAction((id: string) => api<{ job: Job }>('POST', `/jobs/${id}/retry`).then(() => `Retried job ${id}`), invalidate);
   const purgeAction = useAction(
-    (filter: JobFilter) => api<{ count?: string }>('POST', '/jobs/purge', { body: { filter } }).then((r) => `Purged ${countOf(r.count, 'job')}`),
+    ({ filter, counted }: { filter: JobFilter; counted: string }) =>
+      api<{ count?: string }>('POST', '/jobs/purge', { body: { filter } }).then((r) => bulkOutcome('Purged', r.count, counted)),
     invalidate,
   );
   const outcome = latest(purgeAction.outcome, retry.outcome, retryOne.outcome);
@@ -225,7 +228,7 @@ export function DeadLetters() {
         )}
       </h2>
       <div className="actions">
-        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ ids: [...selected] }, { onSuccess: () => setSelection({ listKey, ids: NONE }) })} disabled={selected.size === 0 || retry.pending}>
+        <ActionButton testId="dlq-retry-selected" onClick={() => retry.run({ filter: { ids: [...selected] } }, { onSuccess: () => setSelection({ listKey, ids: NONE }) })} disabled={selected.size === 0 || retry.pending}>
           Retry selected ({selected.size})
         </ActionButton>
         <ActionButton testId="dlq-retry-all" onClick={() => setBulk({ action: 'retry', filter: allMatching, description: `Retry ${scope}.` })} disabled={retry.pending}>
@@ -315,7 +318,7 @@ export function DeadLetters() {
           action={bulk?.action ?? 'purge'}
           filter={bulk?.filter ?? null}
           description={bulk?.description ?? ''}
-          onConfirm={(filter) => (bulk?.action === 'retry' ? retry : purgeAction).run(filter)}
+          onConfirm={(filter, counted) => (bulk?.action === 'retry' ? retry : purgeAction).run({ filter, counted })}
           onClose={() => setBulk(null)}
         />
       )}

@@ -6,7 +6,16 @@
 -- is left alone (that parent's retry restores it), and so is one whose cancelled_by names a
 -- job that no longer exists (it can never complete). The caller passes only states its action
 -- may touch. Changes nothing.
-SELECT count(*)::int8 AS jobs
+-- Also returns `finished_before`: the newest finished_at among the jobs counted, cut to the
+-- millisecond, plus one millisecond (null when none was counted): the smallest bound at the
+-- API's resolution (its Timestamps are dates of milliseconds) that a finished_at filter's
+-- strict `<` still passes for every job counted. Cut, not rounded: PostgreSQL keeps
+-- microseconds, so a job at .123456 needs .124, and .123 + 1 µs would lose it. Never later
+-- than :finishedBefore (every job counted is before it, and it is a whole millisecond). Every
+-- finished job has a finished_at (each path that finishes one sets it), so no job counted
+-- falls outside the bound. From the jobs' own values, not this server's clock.
+SELECT count(*)::int8 AS jobs,
+       date_trunc('milliseconds', max(j.finished_at)) + interval '1 millisecond' AS finished_before
 FROM evora.jobs j
 WHERE j.state = ANY (:states::evora.job_state[])
   AND (:queue::text IS NULL OR j.queue = :queue)

@@ -630,6 +630,24 @@ export interface RetryJobsRequest {
 export interface RetryJobsResponse {
   /** Jobs moved back to PENDING by this call (dry run: that would be, at the time of the call). */
   count: number;
+  /**
+   * Dry run only, and only when count > 0: a time just after the newest finished_at among
+   * the jobs counted (that finished_at cut to the millisecond, plus one millisecond: this
+   * API's Timestamps carry milliseconds, PostgreSQL's microseconds). Sent back as
+   * filter.finished_before with the same filter, it keeps the action to what was counted:
+   * every job counted finished before it, and a job that finishes later (one that came to
+   * match after the count, or one counted that was retried and failed again) is left alone.
+   * Never later than the filter's own finished_before. It comes from the jobs' finished_at
+   * (the database's clock), not from the answering server's clock.
+   * Not guaranteed: a job that finished in the same millisecond as the newest one counted,
+   * after it, is taken too; so is one whose transaction committed after the count with an
+   * earlier finished_at (a job's finished_at is the start of the transaction that finished
+   * it, taken before that commits). The action may also take fewer than counted: a job
+   * counted that changed meanwhile (retried, deleted, held by another call) is left as it is.
+   * Unset when the dry run counted none, and on every call that is not a dry run
+   * (docs/api.md "Acting on what was counted").
+   */
+  finishedBefore?: Date | undefined;
 }
 
 /** PurgeJobsRequest selects the finished jobs to delete. */
@@ -646,6 +664,11 @@ export interface PurgeJobsRequest {
 export interface PurgeJobsResponse {
   /** Jobs deleted by this call (dry run: that would be, at the time of the call). */
   count: number;
+  /**
+   * As RetryJobsResponse.finished_before: the bound that keeps a purge of the same filter to
+   * the jobs this dry run counted (docs/api.md "Acting on what was counted").
+   */
+  finishedBefore?: Date | undefined;
 }
 
 /** ListDeadLetterGroupsRequest selects the dead letters to group. */
@@ -3375,13 +3398,16 @@ export const RetryJobsRequest: MessageFns<RetryJobsRequest> = {
 };
 
 function createBaseRetryJobsResponse(): RetryJobsResponse {
-  return { count: 0 };
+  return { count: 0, finishedBefore: undefined };
 }
 
 export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
   encode(message: RetryJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.count !== 0) {
       writer.uint32(8).int64(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      Timestamp.encode(toTimestamp(message.finishedBefore), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -3407,6 +3433,14 @@ export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
             message.count = longToNumber(reader.int64());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.finishedBefore = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3420,13 +3454,23 @@ export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
   },
 
   fromJSON(object: any): RetryJobsResponse {
-    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+    return {
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+      finishedBefore: isSet(object.finishedBefore)
+        ? fromJsonTimestamp(object.finishedBefore)
+        : isSet(object.finished_before)
+        ? fromJsonTimestamp(object.finished_before)
+        : undefined,
+    };
   },
 
   toJSON(message: RetryJobsResponse): unknown {
     const obj: any = {};
     if (message.count !== 0) {
       obj.count = Math.round(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      obj.finishedBefore = message.finishedBefore.toISOString();
     }
     return obj;
   },
@@ -3437,6 +3481,7 @@ export const RetryJobsResponse: MessageFns<RetryJobsResponse> = {
   fromPartial<I extends Exact<DeepPartial<RetryJobsResponse>, I>>(object: I): RetryJobsResponse {
     const message = createBaseRetryJobsResponse();
     message.count = object.count ?? 0;
+    message.finishedBefore = object.finishedBefore ?? undefined;
     return message;
   },
 };
@@ -3533,13 +3578,16 @@ export const PurgeJobsRequest: MessageFns<PurgeJobsRequest> = {
 };
 
 function createBasePurgeJobsResponse(): PurgeJobsResponse {
-  return { count: 0 };
+  return { count: 0, finishedBefore: undefined };
 }
 
 export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   encode(message: PurgeJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.count !== 0) {
       writer.uint32(8).int64(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      Timestamp.encode(toTimestamp(message.finishedBefore), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -3565,6 +3613,14 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
             message.count = longToNumber(reader.int64());
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.finishedBefore = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3578,13 +3634,23 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   },
 
   fromJSON(object: any): PurgeJobsResponse {
-    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+    return {
+      count: isSet(object.count) ? globalThis.Number(object.count) : 0,
+      finishedBefore: isSet(object.finishedBefore)
+        ? fromJsonTimestamp(object.finishedBefore)
+        : isSet(object.finished_before)
+        ? fromJsonTimestamp(object.finished_before)
+        : undefined,
+    };
   },
 
   toJSON(message: PurgeJobsResponse): unknown {
     const obj: any = {};
     if (message.count !== 0) {
       obj.count = Math.round(message.count);
+    }
+    if (message.finishedBefore !== undefined) {
+      obj.finishedBefore = message.finishedBefore.toISOString();
     }
     return obj;
   },
@@ -3595,6 +3661,7 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   fromPartial<I extends Exact<DeepPartial<PurgeJobsResponse>, I>>(object: I): PurgeJobsResponse {
     const message = createBasePurgeJobsResponse();
     message.count = object.count ?? 0;
+    message.finishedBefore = object.finishedBefore ?? undefined;
     return message;
   },
 };
@@ -4209,8 +4276,12 @@ export const JobServiceService = {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call whose token is revoked or expires while it runs (or, made without a token, once
+   * auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+   * done, and its line says how many jobs that was.
    * A call takes only jobs that finished by the time it started: one that fails back into
-   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * the DLQ while the call runs is left for the next call, so the call always ends. A dry
+   * run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs: {
@@ -4229,7 +4300,8 @@ export const JobServiceService = {
    * job whose events telemetry has not recorded yet (usually for under a second; longer
    * while the telemetry store is down) for a later call, and it changes no telemetry
    * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   * RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+   * bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs: {
     path: "/evora.v1.JobService/PurgeJobs" as const,
@@ -4354,8 +4426,12 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call whose token is revoked or expires while it runs (or, made without a token, once
+   * auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+   * done, and its line says how many jobs that was.
    * A call takes only jobs that finished by the time it started: one that fails back into
-   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * the DLQ while the call runs is left for the next call, so the call always ends. A dry
+   * run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs: handleUnaryCall<RetryJobsRequest, RetryJobsResponse>;
@@ -4366,7 +4442,8 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * job whose events telemetry has not recorded yet (usually for under a second; longer
    * while the telemetry store is down) for a later call, and it changes no telemetry
    * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   * RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+   * bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs: handleUnaryCall<PurgeJobsRequest, PurgeJobsResponse>;
   /**
@@ -4552,8 +4629,12 @@ export interface JobServiceClient extends Client {
    * INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
    * own, so a call cut short (deadline, cancel, server stop) may have retried part of the
    * matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+   * A call whose token is revoked or expires while it runs (or, made without a token, once
+   * auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+   * done, and its line says how many jobs that was.
    * A call takes only jobs that finished by the time it started: one that fails back into
-   * the DLQ while the call runs is left for the next call, so the call always ends.
+   * the DLQ while the call runs is left for the next call, so the call always ends. A dry
+   * run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
    * An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
    */
   retryJobs(
@@ -4578,7 +4659,8 @@ export interface JobServiceClient extends Client {
    * job whose events telemetry has not recorded yet (usually for under a second; longer
    * while the telemetry store is down) for a later call, and it changes no telemetry
    * counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-   * RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+   * RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+   * bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs(
     request: PurgeJobsRequest,

@@ -1791,9 +1791,25 @@ func (x *RetryJobsRequest) GetDryRun() bool {
 type RetryJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Jobs moved back to PENDING by this call (dry run: that would be, at the time of the call).
-	Count         int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// Dry run only, and only when count > 0: a time just after the newest finished_at among
+	// the jobs counted (that finished_at cut to the millisecond, plus one millisecond: this
+	// API's Timestamps carry milliseconds, PostgreSQL's microseconds). Sent back as
+	// filter.finished_before with the same filter, it keeps the action to what was counted:
+	// every job counted finished before it, and a job that finishes later (one that came to
+	// match after the count, or one counted that was retried and failed again) is left alone.
+	// Never later than the filter's own finished_before. It comes from the jobs' finished_at
+	// (the database's clock), not from the answering server's clock.
+	// Not guaranteed: a job that finished in the same millisecond as the newest one counted,
+	// after it, is taken too; so is one whose transaction committed after the count with an
+	// earlier finished_at (a job's finished_at is the start of the transaction that finished
+	// it, taken before that commits). The action may also take fewer than counted: a job
+	// counted that changed meanwhile (retried, deleted, held by another call) is left as it is.
+	// Unset when the dry run counted none, and on every call that is not a dry run
+	// (docs/api.md "Acting on what was counted").
+	FinishedBefore *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=finished_before,json=finishedBefore,proto3" json:"finished_before,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RetryJobsResponse) Reset() {
@@ -1831,6 +1847,13 @@ func (x *RetryJobsResponse) GetCount() int64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *RetryJobsResponse) GetFinishedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedBefore
+	}
+	return nil
 }
 
 // PurgeJobsRequest selects the finished jobs to delete.
@@ -1892,9 +1915,12 @@ func (x *PurgeJobsRequest) GetDryRun() bool {
 type PurgeJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Jobs deleted by this call (dry run: that would be, at the time of the call).
-	Count         int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// As RetryJobsResponse.finished_before: the bound that keeps a purge of the same filter to
+	// the jobs this dry run counted (docs/api.md "Acting on what was counted").
+	FinishedBefore *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=finished_before,json=finishedBefore,proto3" json:"finished_before,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PurgeJobsResponse) Reset() {
@@ -1932,6 +1958,13 @@ func (x *PurgeJobsResponse) GetCount() int64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *PurgeJobsResponse) GetFinishedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedBefore
+	}
+	return nil
 }
 
 // ListDeadLetterGroupsRequest selects the dead letters to group.
@@ -2368,14 +2401,16 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\f_error_group\"X\n" +
 	"\x10RetryJobsRequest\x12+\n" +
 	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
-	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"n\n" +
 	"\x11RetryJobsResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count\"X\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12C\n" +
+	"\x0ffinished_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0efinishedBefore\"X\n" +
 	"\x10PurgeJobsRequest\x12+\n" +
 	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
-	"\adry_run\x18\x02 \x01(\bR\x06dryRun\")\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"n\n" +
 	"\x11PurgeJobsResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count\"I\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12C\n" +
+	"\x0ffinished_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0efinishedBefore\"I\n" +
 	"\x1bListDeadLetterGroupsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x92\x01\n" +
@@ -2509,37 +2544,39 @@ var file_evora_v1_job_proto_depIdxs = []int32{
 	0,  // 29: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
 	31, // 30: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
 	20, // 31: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
-	20, // 32: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
-	27, // 33: evora.v1.ListDeadLetterGroupsResponse.groups:type_name -> evora.v1.DeadLetterGroup
-	31, // 34: evora.v1.DeadLetterGroup.newest_finished_at:type_name -> google.protobuf.Timestamp
-	4,  // 35: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
-	5,  // 36: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
-	7,  // 37: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
-	9,  // 38: evora.v1.JobService.SubmitJobStream:input_type -> evora.v1.SubmitJobStreamRequest
-	12, // 39: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
-	14, // 40: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
-	16, // 41: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
-	18, // 42: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
-	21, // 43: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
-	23, // 44: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
-	28, // 45: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
-	25, // 46: evora.v1.JobService.ListDeadLetterGroups:input_type -> evora.v1.ListDeadLetterGroupsRequest
-	6,  // 47: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
-	8,  // 48: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
-	10, // 49: evora.v1.JobService.SubmitJobStream:output_type -> evora.v1.SubmitJobStreamResponse
-	13, // 50: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
-	15, // 51: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
-	17, // 52: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
-	19, // 53: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
-	22, // 54: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
-	24, // 55: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
-	29, // 56: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
-	26, // 57: evora.v1.JobService.ListDeadLetterGroups:output_type -> evora.v1.ListDeadLetterGroupsResponse
-	47, // [47:58] is the sub-list for method output_type
-	36, // [36:47] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	31, // 32: evora.v1.RetryJobsResponse.finished_before:type_name -> google.protobuf.Timestamp
+	20, // 33: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
+	31, // 34: evora.v1.PurgeJobsResponse.finished_before:type_name -> google.protobuf.Timestamp
+	27, // 35: evora.v1.ListDeadLetterGroupsResponse.groups:type_name -> evora.v1.DeadLetterGroup
+	31, // 36: evora.v1.DeadLetterGroup.newest_finished_at:type_name -> google.protobuf.Timestamp
+	4,  // 37: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
+	5,  // 38: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
+	7,  // 39: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
+	9,  // 40: evora.v1.JobService.SubmitJobStream:input_type -> evora.v1.SubmitJobStreamRequest
+	12, // 41: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
+	14, // 42: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
+	16, // 43: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
+	18, // 44: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
+	21, // 45: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
+	23, // 46: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
+	28, // 47: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
+	25, // 48: evora.v1.JobService.ListDeadLetterGroups:input_type -> evora.v1.ListDeadLetterGroupsRequest
+	6,  // 49: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
+	8,  // 50: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
+	10, // 51: evora.v1.JobService.SubmitJobStream:output_type -> evora.v1.SubmitJobStreamResponse
+	13, // 52: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
+	15, // 53: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
+	17, // 54: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
+	19, // 55: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
+	22, // 56: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
+	24, // 57: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
+	29, // 58: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
+	26, // 59: evora.v1.JobService.ListDeadLetterGroups:output_type -> evora.v1.ListDeadLetterGroupsResponse
+	49, // [49:60] is the sub-list for method output_type
+	38, // [38:49] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_job_proto_init() }

@@ -105,8 +105,12 @@ type JobServiceClient interface {
 	// INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
 	// own, so a call cut short (deadline, cancel, server stop) may have retried part of the
 	// matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+	// A call whose token is revoked or expires while it runs (or, made without a token, once
+	// auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+	// done, and its line says how many jobs that was.
 	// A call takes only jobs that finished by the time it started: one that fails back into
-	// the DLQ while the call runs is left for the next call, so the call always ends.
+	// the DLQ while the call runs is left for the next call, so the call always ends. A dry
+	// run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
 	// An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
 	RetryJobs(ctx context.Context, in *RetryJobsRequest, opts ...grpc.CallOption) (*RetryJobsResponse, error)
 	// PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
@@ -115,7 +119,8 @@ type JobServiceClient interface {
 	// job whose events telemetry has not recorded yet (usually for under a second; longer
 	// while the telemetry store is down) for a later call, and it changes no telemetry
 	// counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-	// RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+	// RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+	// bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
 	PurgeJobs(ctx context.Context, in *PurgeJobsRequest, opts ...grpc.CallOption) (*PurgeJobsResponse, error)
 	// ListJobAttempts returns a job's attempts, oldest first (the same list as
 	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
@@ -326,8 +331,12 @@ type JobServiceServer interface {
 	// INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
 	// own, so a call cut short (deadline, cancel, server stop) may have retried part of the
 	// matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+	// A call whose token is revoked or expires while it runs (or, made without a token, once
+	// auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+	// done, and its line says how many jobs that was.
 	// A call takes only jobs that finished by the time it started: one that fails back into
-	// the DLQ while the call runs is left for the next call, so the call always ends.
+	// the DLQ while the call runs is left for the next call, so the call always ends. A dry
+	// run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
 	// An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
 	RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error)
 	// PurgeJobs deletes every finished job (COMPLETED, DLQ or CANCELLED) the filter matches;
@@ -336,7 +345,8 @@ type JobServiceServer interface {
 	// job whose events telemetry has not recorded yet (usually for under a second; longer
 	// while the telemetry store is down) for a later call, and it changes no telemetry
 	// counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-	// RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+	// RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+	// bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
 	PurgeJobs(context.Context, *PurgeJobsRequest) (*PurgeJobsResponse, error)
 	// ListJobAttempts returns a job's attempts, oldest first (the same list as
 	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.

@@ -302,10 +302,12 @@ class RetryJobsRequest(_message.Message):
     def __init__(self, filter: _Optional[_Union[JobFilter, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class RetryJobsResponse(_message.Message):
-    __slots__ = ("count",)
+    __slots__ = ("count", "finished_before")
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     count: int
-    def __init__(self, count: _Optional[int] = ...) -> None: ...
+    finished_before: _timestamp_pb2.Timestamp
+    def __init__(self, count: _Optional[int] = ..., finished_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PurgeJobsRequest(_message.Message):
     __slots__ = ("filter", "dry_run")
@@ -316,10 +318,12 @@ class PurgeJobsRequest(_message.Message):
     def __init__(self, filter: _Optional[_Union[JobFilter, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class PurgeJobsResponse(_message.Message):
-    __slots__ = ("count",)
+    __slots__ = ("count", "finished_before")
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     count: int
-    def __init__(self, count: _Optional[int] = ...) -> None: ...
+    finished_before: _timestamp_pb2.Timestamp
+    def __init__(self, count: _Optional[int] = ..., finished_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListDeadLetterGroupsRequest(_message.Message):
     __slots__ = ("queue", "limit")

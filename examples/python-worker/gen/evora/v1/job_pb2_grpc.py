@@ -205,8 +205,12 @@ class JobServiceServicer:
         INVALID_ARGUMENT. Work is done in batches of a few hundred jobs, each committed on its
         own, so a call cut short (deadline, cancel, server stop) may have retried part of the
         matching jobs: calling it again is safe and retries only what is still DLQ or CANCELLED.
+        A call whose token is revoked or expires while it runs (or, made without a token, once
+        auth is turned on) stops before its next batch with UNAUTHENTICATED; what it did stays
+        done, and its line says how many jobs that was.
         A call takes only jobs that finished by the time it started: one that fails back into
-        the DLQ while the call runs is left for the next call, so the call always ends.
+        the DLQ while the call runs is left for the next call, so the call always ends. A dry
+        run's finished_before keeps a call to the jobs the dry run counted (RetryJobsResponse).
         An empty filter is INVALID_ARGUMENT ("a filter is required"), as is a malformed id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -220,7 +224,8 @@ class JobServiceServicer:
         job whose events telemetry has not recorded yet (usually for under a second; longer
         while the telemetry store is down) for a later call, and it changes no telemetry
         counts. A deleted job is gone: its idempotency key may be used again. Done in batches as
-        RetryJobs, and as safe to repeat. An empty filter is INVALID_ARGUMENT.
+        RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
+        bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -177,10 +177,13 @@ const BULK_FILTER_TYPES = {
 
 /** One batch: how many jobs it changed, and its time (the cutoff of the run's later batches). */
 interface BulkBatchRow {
+  /** Jobs the batch changed. */
   jobs: number;
+  /** Rows it locked to change: a batch may leave some of them as they are (see batchesRun). */
+  picked: number;
   at: Date;
 }
-const BULK_BATCH_COLUMNS = { jobs: 'int4', at: 'timestamptz' } as const;
+const BULK_BATCH_COLUMNS = { jobs: 'int4', picked: 'int4', at: 'timestamptz' } as const;
 
 /** One batch's parameters: the filter, the run's cutoff, and its audit event's actor, target and change. */
 type BulkBatchSqlParams = BulkFilterSqlParams &
@@ -289,11 +292,15 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
 }
 
 /**
- * Runs `batch` until one does less than a full batch, each its own statement (and
- * transaction); returns the total. Every batch after the first takes only jobs that
- * finished by the first one's time (`cutoff`): a batch's jobs leave the match, and no job
- * that finishes while the run goes on joins it, so the loop ends however busy the queue is.
- * Before each batch after the first, the signal and `beforeBatch` may end the run.
+ * Runs `batch` until one picks less than a full batch or changes nothing, each its own
+ * statement (and transaction); returns the total. A batch may change fewer jobs than it
+ * picked (a purge keeps a parent whose child another transaction holds; a retry leaves a job
+ * whose parent's latest version holds it back), so the test is on what it picked: stopping
+ * at the first short change would end a run early with matching jobs left untouched.
+ * Every batch after the first takes only jobs that finished by the first one's time
+ * (`cutoff`): a changed job leaves the match, and no job that finishes while the run goes
+ * on joins it, so with at least one change per batch the loop ends however busy the queue
+ * is. Before each batch after the first, the signal and `beforeBatch` may end the run.
  */
 async function batchesRun(
   params: JobBulkParams,
@@ -307,7 +314,7 @@ async function batchesRun(
     if (n > 1) params.beforeBatch?.(total);
     const row = await batch(cutoff, limit, n);
     total += row?.jobs ?? 0;
-    if (!row || row.jobs < limit) return total;
+    if (!row || row.picked < limit || row.jobs === 0) return total;
     cutoff ??= row.at;
   }
 }

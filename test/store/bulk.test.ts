@@ -5,7 +5,7 @@ import { silentLogger } from '../../src/logger.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import type { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
-import { jobInputs, queueName } from '../helpers/factories.js';
+import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
 /**
@@ -147,5 +147,32 @@ describe('jobPurgeMany', () => {
     // Batches of 2: 2, then (only jobs finished by the first batch's `now`) 1.
     expect(await store.jobPurgeMany({ filter, batchSize: 2, now: T0 })).toBe(3);
     expect((await sql.query('SELECT 1 FROM evora.jobs WHERE queue = $1', [queue])).rowCount).toBe(0);
+  });
+
+  it('a batch that keeps a parent (its child held by another transaction) does not end the run: the other matching jobs are deleted', async () => {
+    const queue = queueName('purge-kept');
+    await store.queueUpsert({ name: queue, maxAttempts: 1 });
+    // P first (so the first batch is likely to take it), its child C, then four more.
+    const submitted = await store.jobSubmitMany({
+      jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] }), ...jobInputs(queue, 4)],
+      now: T0,
+    });
+    const [p, c] = submitted.map((r) => r.job.id) as [string, string];
+    const claimed = await store.jobClaim({ queues: [queue], limit: 10, workerId: 'w', now: T0 });
+    expect(claimed).toHaveLength(5);
+    await store.jobFailMany({ failures: claimed.map((j) => ({ id: j.id, token: j.leaseToken!, error: 'boom', retryable: false })), now: T0 });
+    await projectAll();
+    const held = await sql.connect();
+    try {
+      await held.query('BEGIN');
+      await held.query("SELECT 1 FROM evora.jobs WHERE id = $1 AND state = 'CANCELLED' FOR UPDATE", [c]);
+      // Batches of 2 over 5 DLQ jobs: the one with P deletes 1 of its 2, and the run goes on.
+      expect(await store.jobPurgeMany({ filter: filterOf({ queue, states: ['DLQ'] }), batchSize: 2, now: T0 })).toBe(4);
+      await held.query('ROLLBACK');
+    } finally {
+      held.release();
+    }
+    const left = await sql.query<{ id: string; state: string }>('SELECT id, state FROM evora.jobs WHERE queue = $1 ORDER BY state::text', [queue]);
+    expect(left.rows).toEqual([{ id: c, state: 'CANCELLED' }, { id: p, state: 'DLQ' }]);
   });
 });

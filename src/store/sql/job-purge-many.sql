@@ -2,8 +2,9 @@
 -- One batch of an operator's purge (PurgeJobs): deletes up to :limit finished jobs
 -- (COMPLETED, CANCELLED, DLQ) matching the filter (queue, states, type, finished before,
 -- ids; null: not filtered on) that finished at or before :cutoff (null: any time). Returns
--- how many it deleted and its time (the caller's :cutoff for the run's later batches, so a
--- run does not chase jobs that finish while it runs, and ends).
+-- how many it deleted, how many it picked (locked; more than it deleted when it kept a parent,
+-- below: a full pick means more may match), and its time (the caller's :cutoff for the run's
+-- later batches, so a run does not chase jobs that finish while it runs, and ends).
 -- Must stay true (as for retention, sql/job-prune.sql):
 -- - only finished states are ever deleted, whatever :states says (the explicit list: a
 --   state added later is never purged);
@@ -33,7 +34,8 @@
 -- - no deadlock with a retry of such a child (which locks the child, then its parents): the
 --   children are locked SKIP LOCKED, and a parent with a child another transaction holds is
 --   not deleted in this batch (left for a later call, as a locked parent is). Such a batch
---   may come back short, ending the call early; calling again finds the rest.
+--   deletes fewer than it picked; the caller goes on while a batch picked :limit rows and
+--   deleted any, so only the kept parents (and rows other transactions held) are left.
 WITH horizon AS (
   SELECT coalesce(min(at), 'infinity'::timestamptz) AS oldest_event FROM evora.job_events
 ),
@@ -122,4 +124,4 @@ audited AS (
   FROM (SELECT count(*) AS n FROM deleted) c
   WHERE c.n > 0
 )
-SELECT count(*)::int AS jobs, coalesce(:now::timestamptz, now()) AS at FROM deleted
+SELECT count(*)::int AS jobs, (SELECT count(*) FROM picked)::int AS picked, coalesce(:now::timestamptz, now()) AS at FROM deleted

@@ -8,8 +8,10 @@
 -- all while a parent is DLQ or CANCELLED (that parent's retry restores it) or when the
 -- parent that cancelled it (cancelled_by) no longer exists (it can never complete: as
 -- sql/job-retry.sql refuses it; not counted, left CANCELLED). One `retried_manually`
--- event per job in one outbox row; wakes each queue once. Returns how many it retried and
--- its time (the caller's :cutoff for the run's later batches).
+-- event per job in one outbox row; wakes each queue once. Returns how many it retried, how
+-- many it picked (locked; more than it retried when a parent's latest version holds a job
+-- back: a full pick means more may match), and its time (the caller's :cutoff for the run's
+-- later batches).
 -- A batch that retried any job writes one audit event `jobs.retry` (target: :auditTarget;
 -- change: :auditChange with the batch's job count), none otherwise (the log is append-only:
 -- a run is one event per batch, each in its batch's transaction).
@@ -83,6 +85,6 @@ audited AS (
 woken AS (
   SELECT pg_notify('evora_job_available', d.queue) FROM (SELECT DISTINCT queue FROM updated WHERE state = 'PENDING') d
 )
-SELECT count(*)::int AS jobs, coalesce(:now::timestamptz, now()) AS at
+SELECT count(*)::int AS jobs, (SELECT count(*) FROM previous)::int AS picked, coalesce(:now::timestamptz, now()) AS at
 FROM updated
 WHERE (SELECT count(*) FROM woken) >= 0

@@ -12,6 +12,7 @@ import {
 import {
   UsageError,
   attemptTable,
+  countedText,
   jobDetails,
   jobTable,
   nonEmpty,
@@ -194,9 +195,13 @@ export function clientCommandsAdd(program: Command): void {
           return;
         }
         if (!opts.all) throw new UsageError('give a job id, or filter flags (--queue, --state, --type, --finished-before, --error-group) with --all');
-        const dryRun = Boolean(opts.dryRun);
-        const count = await ctx.client.retryJobs(bulkFilterOf(opts), { dryRun });
-        print(ctx, { count, dryRun }, () => (dryRun ? `${jobsText(count)} would be retried` : `${jobsText(count)} retried`));
+        if (opts.dryRun) {
+          const counted = await ctx.client.retryJobsCount(bulkFilterOf(opts));
+          print(ctx, { ...counted, dryRun: true }, () => countedText(counted, 'retried', 'retry'));
+          return;
+        }
+        const count = await ctx.client.retryJobs(bulkFilterOf(opts));
+        print(ctx, { count, dryRun: false }, () => `${jobsText(count)} retried`);
       }),
     );
 
@@ -211,9 +216,13 @@ export function clientCommandsAdd(program: Command): void {
     .option('--dry-run', 'only count the jobs that would be deleted')
     .action(
       withClient(async (ctx, opts: BulkFlags) => {
-        const dryRun = Boolean(opts.dryRun);
-        const count = await ctx.client.purgeJobs(bulkFilterOf(opts), { dryRun });
-        print(ctx, { count, dryRun }, () => (dryRun ? `${jobsText(count)} would be deleted` : `${jobsText(count)} deleted`));
+        if (opts.dryRun) {
+          const counted = await ctx.client.purgeJobsCount(bulkFilterOf(opts));
+          print(ctx, { ...counted, dryRun: true }, () => countedText(counted, 'deleted', 'delete'));
+          return;
+        }
+        const count = await ctx.client.purgeJobs(bulkFilterOf(opts));
+        print(ctx, { count, dryRun: false }, () => `${jobsText(count)} deleted`);
       }),
     );
 

@@ -230,6 +230,18 @@ export function oneLine(text: string, max: number): string {
 }
 
 /**
+ * A bulk dry run's line: how many jobs the action would touch and, when any, the
+ * --finished-before that keeps the action to them (the dry run's bound, as an ISO time the
+ * flag reads back exactly), so that jobs failing after the count are not taken unseen.
+ */
+export function countedText(counted: { count: number; finishedBefore: Date | null }, done: 'retried' | 'deleted', verb: 'retry' | 'delete'): string {
+  const jobs = `${counted.count} job${counted.count === 1 ? '' : 's'}`;
+  if (counted.count === 0 || !counted.finishedBefore) return `${jobs} would be ${done}`;
+  const bound = counted.finishedBefore.toISOString();
+  return `${jobs} would be ${done}; to ${verb} exactly ${counted.count === 1 ? 'it' : 'these'} and none that finish later, add --finished-before ${bound}`;
+}
+
+/**
  * `text` as one shell word a POSIX shell reads back exactly: as it is when it holds only
  * characters no shell treats specially, else in single quotes (a ' inside as '\''). Used for
  * the commands the CLI prints for copying (`dlq`'s retry and list of a group, the check after

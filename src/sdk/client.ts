@@ -225,6 +225,20 @@ export interface BulkCallOptions extends CallOptions {
   dryRun?: boolean;
 }
 
+/**
+ * What `retryJobsCount` and `purgeJobsCount` answer: how many jobs the action would touch
+ * now, and the bound that keeps it to them.
+ */
+export interface BulkCount {
+  count: number;
+  /**
+   * Just after the newest `finishedAt` among the jobs counted (null when none): give it as
+   * the filter's `finishedBefore`, the rest of the filter unchanged, and the action takes no
+   * job that finished after the count (docs/api.md "Acting on what was counted").
+   */
+  finishedBefore: Date | null;
+}
+
 /** What `deadLetterGroups` answers. */
 export interface DeadLetterGroupList {
   /** Largest first (then the newest first). */
@@ -463,6 +477,23 @@ export class EvoraClient {
     const req = { filter: bulkFilterToPb(filter), dryRun: opts.dryRun ?? false };
     const res = await this.unary<RetryJobsResponse>('RetryJobs', (md, o, cb) => this.jobs.retryJobs(req, md, o, cb), opts);
     return res.count;
+  }
+
+  /**
+   * The dry run of `retryJobs`, with the bound that keeps a later `retryJobs` to the jobs
+   * counted: `retryJobs({ ...filter, finishedBefore })` retries none that fail after the count.
+   */
+  async retryJobsCount(filter: BulkJobFilter, opts: CallOptions = {}): Promise<BulkCount> {
+    const req = { filter: bulkFilterToPb(filter), dryRun: true };
+    const res = await this.unary<RetryJobsResponse>('RetryJobs', (md, o, cb) => this.jobs.retryJobs(req, md, o, cb), opts);
+    return { count: res.count, finishedBefore: res.finishedBefore ?? null };
+  }
+
+  /** The dry run of `purgeJobs`, with its bound, as `retryJobsCount`. */
+  async purgeJobsCount(filter: BulkJobFilter, opts: CallOptions = {}): Promise<BulkCount> {
+    const req = { filter: bulkFilterToPb(filter), dryRun: true };
+    const res = await this.unary<PurgeJobsResponse>('PurgeJobs', (md, o, cb) => this.jobs.purgeJobs(req, md, o, cb), opts);
+    return { count: res.count, finishedBefore: res.finishedBefore ?? null };
   }
 
   /**

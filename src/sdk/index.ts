@@ -5,7 +5,7 @@
  */
 export { EvoraClient } from './client.js';
 export type { CallOptions, EvoraClientOptions, JobPage, ListJobsFilter, QueueSettings, SubmitIdsResult, SubmitJobInput, SubmitResult } from './client.js';
-export type { BulkCallOptions, BulkJobFilter, DeadLetterGroupList } from './client.js';
+export type { BulkCallOptions, BulkCount, BulkJobFilter, DeadLetterGroupList } from './client.js';
 export type { AuditEventPage, CreateTokenInput, ListAuditEventsFilter } from './client.js';
 export { AUDIT_ACTIONS, TOKEN_ROLES } from './types.js';
 export type { AuditActionName, AuditActorKindName, AuditEvent, Caller, Token, TokenRoleName } from './types.js';

@@ -122,7 +122,7 @@ describe('evora client commands', () => {
     expect(wrongState.code).toBe(2);
     expect(wrongState.stderr).toMatch(/PENDING jobs cannot be purged/);
 
-    expect(await json('retry', '--all', '--queue', queue, '--state', 'cancelled', '--dry-run')).toEqual({ count: 3, dryRun: true });
+    expect(await json('retry', '--all', '--queue', queue, '--state', 'cancelled', '--dry-run')).toEqual({ count: 3, finishedBefore: expect.stringMatching(/^\d{4}-.*Z$/), dryRun: true });
     const retried = await evora('retry', '--all', '--queue', queue, '--state', 'cancelled');
     expect(retried).toMatchObject({ code: 0, stdout: '3 jobs retried\n' });
     expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'pending')).toHaveLength(3);
@@ -130,7 +130,7 @@ describe('evora client commands', () => {
 
     // Cancelled again: purged once telemetry has recorded their events (the count waits for it).
     for (const id of ids) await json('cancel', id);
-    expect(await json('purge', '--queue', queue, '--finished-before', '1h', '--dry-run')).toEqual({ count: 0, dryRun: true });
+    expect(await json('purge', '--queue', queue, '--finished-before', '1h', '--dry-run')).toEqual({ count: 0, finishedBefore: null, dryRun: true });
     await waitFor(async () => (await json<{ count: number }>('purge', '--queue', queue, '--state', 'cancelled', '--dry-run')).count === 3, {
       what: 'three jobs to purge',
     });

@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { fields, parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/format.js';
+import { countedText, fields, parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/format.js';
 import { deadlineText, tokenOption } from '../../src/cli/client-context.js';
 import { EvoraApiError } from '../../src/sdk/index.js';
 import { teardownAdd } from '../helpers/teardown.js';
@@ -139,5 +139,17 @@ describe('deadlineText', () => {
     expect(withToken).not.toContain(secret);
     // The flags go right after `evora`, also in a check that is described rather than spelled out.
     expect(deadlineText(late('RetryJobs'), 'db1:50051', '1', undefined, { address: 'db1' })).toMatch(/check with evora --address db1 retry --all --dry-run and the same filters /);
+  });
+});
+
+/** A bulk dry run's line (retry --all --dry-run, purge --dry-run). */
+describe('countedText', () => {
+  it('names the --finished-before that keeps the action to the jobs counted, which the flag reads back to the same millisecond', () => {
+    const finishedBefore = new Date('2026-11-29T13:58:01.124Z');
+    const line = countedText({ count: 37, finishedBefore }, 'retried', 'retry');
+    expect(line).toBe('37 jobs would be retried; to retry exactly these and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
+    expect(parseAgeOrTime(line.split(' ').at(-1)!, '--finished-before')).toEqual(finishedBefore);
+    expect(countedText({ count: 1, finishedBefore }, 'deleted', 'delete')).toBe('1 job would be deleted; to delete exactly it and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
+    expect(countedText({ count: 0, finishedBefore: null }, 'deleted', 'delete')).toBe('0 jobs would be deleted');
   });
 });

@@ -142,13 +142,13 @@ describe('evora dlq', () => {
       res.groups.map((g) => ['retry', '--all', '--queue', queue, '--type', 'charge', '--state', 'dlq', '--error-group', g.error]),
     );
     for (const [i, args] of commands.entries()) {
-      expect(await json(...args, '--dry-run')).toEqual({ count: res.groups[i]!.count, dryRun: true });
+      expect(await json(...args, '--dry-run')).toEqual({ count: res.groups[i]!.count, finishedBefore: expect.stringMatching(/Z$/), dryRun: true });
     }
     // Purge takes the same filter (it counts a job once telemetry has recorded its events).
     await waitFor(async () => (await json<{ count: number }>('purge', '--queue', queue, '--state', 'dlq', '--error-group', 'card declined', '--dry-run')).count === 3, {
       what: 'the group of 3 to purge',
     });
-    expect(await json('purge', '--queue', queue, '--error-group', 'no such error', '--dry-run')).toEqual({ count: 0, dryRun: true });
+    expect(await json('purge', '--queue', queue, '--error-group', 'no such error', '--dry-run')).toEqual({ count: 0, finishedBefore: null, dryRun: true });
 
     // The printed list commands (`list --error-group`) list each group's jobs, filtered by the
     // server; "" is the group of the job without an error. --limit 1: one of the group's,

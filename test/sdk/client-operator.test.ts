@@ -114,6 +114,11 @@ describe('deadLetterGroups', () => {
     const group = { queue, type: 'charge', states: 'DLQ', errorGroup: 'timeout talking to bank' };
     expect(await client.retryJobs(group, { dryRun: true })).toBe(2);
     expect(await client.retryJobs({ ...group, errorGroup: 'no such error' }, { dryRun: true })).toBe(0);
+    // The count with its bound: the same filter bounded by it counts the same jobs.
+    const counted = await client.retryJobsCount(group);
+    expect(counted).toEqual({ count: 2, finishedBefore: expect.any(Date) });
+    expect(await client.retryJobs({ ...group, finishedBefore: counted.finishedBefore! }, { dryRun: true })).toBe(2);
+    expect(await client.purgeJobsCount({ ...group, errorGroup: 'no such error' })).toEqual({ count: 0, finishedBefore: null });
     // Purge counts a job once telemetry has recorded its events.
     await waitFor(async () => (await client.purgeJobs({ ...group, errorGroup: 'card declined' }, { dryRun: true })) === 3, { what: 'the group of 3 to purge' });
     expect(await client.retryJobs(group)).toBe(2);

@@ -30,7 +30,7 @@ import {
   statsTable,
 } from './format.js';
 import { MAX_ATTEMPTS_LIMIT, MAX_RATE_PER_SECOND, PRIORITY_MAX, PRIORITY_MIN } from '../domain/validate.js';
-import { print, withClient } from './client-context.js';
+import { print, withClient, type Ctx } from './client-context.js';
 
 /**
  * The client commands of `evora`: thin wrappers over the SDK's EvoraClient. Each prints a
@@ -195,13 +195,7 @@ export function clientCommandsAdd(program: Command): void {
           return;
         }
         if (!opts.all) throw new UsageError('give a job id, or filter flags (--queue, --state, --type, --finished-before, --error-group) with --all');
-        if (opts.dryRun) {
-          const counted = await ctx.client.retryJobsCount(bulkFilterOf(opts));
-          print(ctx, { ...counted, dryRun: true }, () => countedText(counted, 'retried', 'retry'));
-          return;
-        }
-        const count = await ctx.client.retryJobs(bulkFilterOf(opts));
-        print(ctx, { count, dryRun: false }, () => `${jobsText(count)} retried`);
+        await bulkRun(ctx, opts, 'retry');
       }),
     );
 
@@ -216,13 +210,7 @@ export function clientCommandsAdd(program: Command): void {
     .option('--dry-run', 'only count the jobs that would be deleted')
     .action(
       withClient(async (ctx, opts: BulkFlags) => {
-        if (opts.dryRun) {
-          const counted = await ctx.client.purgeJobsCount(bulkFilterOf(opts));
-          print(ctx, { ...counted, dryRun: true }, () => countedText(counted, 'deleted', 'delete'));
-          return;
-        }
-        const count = await ctx.client.purgeJobs(bulkFilterOf(opts));
-        print(ctx, { count, dryRun: false }, () => `${jobsText(count)} deleted`);
+        await bulkRun(ctx, opts, 'purge');
       }),
     );
 
@@ -370,6 +358,23 @@ function bulkFilterOf(opts: BulkFlags): BulkJobFilter {
     finishedBefore: opts.finishedBefore === undefined ? undefined : parseAgeOrTime(opts.finishedBefore, '--finished-before'),
     errorGroup: opts.errorGroup,
   };
+}
+
+/**
+ * `retry --all` and `purge`: the dry run prints the count with the --finished-before that
+ * keeps a run to the jobs counted (countedText; --json: `{ count, finishedBefore, dryRun }`),
+ * the run prints how many it changed (`{ count, dryRun }`).
+ */
+async function bulkRun(ctx: Ctx, opts: BulkFlags, action: 'retry' | 'purge'): Promise<void> {
+  const filter = bulkFilterOf(opts);
+  const [done, verb] = action === 'retry' ? (['retried', 'retry'] as const) : (['deleted', 'delete'] as const);
+  if (opts.dryRun) {
+    const counted = await (action === 'retry' ? ctx.client.retryJobsCount(filter) : ctx.client.purgeJobsCount(filter));
+    print(ctx, { ...counted, dryRun: true }, () => countedText(counted, done, verb));
+    return;
+  }
+  const count = await (action === 'retry' ? ctx.client.retryJobs(filter) : ctx.client.purgeJobs(filter));
+  print(ctx, { count, dryRun: false }, () => `${jobsText(count)} ${done}`);
 }
 
 /** `1 job`, `3 jobs`. */

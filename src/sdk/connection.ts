@@ -91,16 +91,28 @@ export function tokenFileRead(path: string, source: string): string {
   return token;
 }
 
+/** What a token is made of, and all a header value can carry: printable ASCII without spaces. */
+const TOKEN_TEXT = /^[\x21-\x7e]+$/;
+
 /**
  * The token a client sends: the option when given (`''`: none), else the first line of the
  * file $EVORA_TOKEN_FILE names, else $EVORA_TOKEN (trimmed), else none. The order is the
  * CLI's after its flags (a file before the variable holding the secret itself), so that one
- * environment configures the CLI, the SDK and the example workers alike.
+ * environment configures the CLI, the SDK and the example workers alike. A token from the
+ * environment that cannot be a header value is a TypeError naming where it came from (the
+ * program gave no token, so bearerHeader's "token must be..." would not tell it where to
+ * look), never the token.
  */
 export function resolveToken(token: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
   if (token !== undefined) return token === '' ? undefined : token;
-  if (env.EVORA_TOKEN_FILE) return tokenFileRead(env.EVORA_TOKEN_FILE, 'EVORA_TOKEN_FILE');
-  return env.EVORA_TOKEN?.trim() || undefined;
+  const checked = (value: string, source: string) => {
+    if (!TOKEN_TEXT.test(value)) throw new TypeError(`${source} must be printable ASCII without spaces (the SDK sends it as the token when the token option is not given)`);
+    return value;
+  };
+  const file = env.EVORA_TOKEN_FILE;
+  if (file) return checked(tokenFileRead(file, 'EVORA_TOKEN_FILE'), `the token in EVORA_TOKEN_FILE (${file})`);
+  const value = env.EVORA_TOKEN?.trim();
+  return value ? checked(value, 'EVORA_TOKEN') : undefined;
 }
 
 /**
@@ -121,7 +133,7 @@ export function credentialsFor(opts: ConnectionOptions): grpc.ChannelCredentials
 export function bearerHeader(token: string): string {
   // Printable ASCII without spaces: what a header value can carry and a token is made of.
   // The message never contains the token.
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new TypeError('token must be non-empty printable ASCII without spaces');
+  if (!TOKEN_TEXT.test(token)) throw new TypeError('token must be non-empty printable ASCII without spaces');
   return `Bearer ${token}`;
 }
 

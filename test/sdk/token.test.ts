@@ -163,6 +163,16 @@ describe('the token option', () => {
       await writeFile(join(dir, 'empty'), '\n');
       process.env.EVORA_TOKEN_FILE = join(dir, 'empty');
       expect(() => new EvoraWorker({ address: rec.address, queues: ['q'] })).toThrow(/the first line of .*empty is empty/);
+      // A token from the environment that cannot be a header value (a header pasted whole) is
+      // refused naming where it came from: the program gave none. Never the token itself.
+      await writeFile(join(dir, 'header'), 'Bearer s3cr3t_in_file\n');
+      process.env.EVORA_TOKEN_FILE = join(dir, 'header');
+      expect(() => new EvoraClient({ address: rec.address })).toThrow(`the token in EVORA_TOKEN_FILE (${join(dir, 'header')}) must be printable ASCII without spaces`);
+      expect(() => new EvoraClient({ address: rec.address })).not.toThrow(/s3cr3t/);
+      delete process.env.EVORA_TOKEN_FILE;
+      process.env.EVORA_TOKEN = 'Bearer s3cr3t_in_env';
+      expect(() => new EvoraWorker({ address: rec.address, queues: ['q'] })).toThrow(/^EVORA_TOKEN must be printable ASCII without spaces/);
+      expect(() => new EvoraWorker({ address: rec.address, queues: ['q'] })).not.toThrow(/s3cr3t/);
     } finally {
       restore('EVORA_TOKEN_FILE', saved.file);
       restore('EVORA_TOKEN', saved.token);

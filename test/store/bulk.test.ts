@@ -149,7 +149,7 @@ describe('jobPurgeMany', () => {
     expect((await sql.query('SELECT 1 FROM evora.jobs WHERE queue = $1', [queue])).rowCount).toBe(0);
   });
 
-  it('a batch that keeps a parent (its child held by another transaction) does not end the run: the other matching jobs are deleted', async () => {
+  it('a batch that keeps a parent (its child held by another transaction) does not end the run: the other matching jobs are deleted; a full batch that changed nothing does', async () => {
     const queue = queueName('purge-kept');
     await store.queueUpsert({ name: queue, maxAttempts: 1 });
     // P first (so the first batch is likely to take it), its child C, then four more.
@@ -167,9 +167,16 @@ describe('jobPurgeMany', () => {
       await held.query('BEGIN');
       await held.query("SELECT 1 FROM evora.jobs WHERE id = $1 AND state = 'CANCELLED' FOR UPDATE", [c]);
       // Batches of 2 over 5 DLQ jobs: the one with P deletes 1 of its 2, and the run goes on.
-      expect(await store.jobPurgeMany({ filter: filterOf({ queue, states: ['DLQ'] }), batchSize: 2, now: T0 })).toBe(4);
-      await held.query('ROLLBACK');
+      const filter = filterOf({ queue, states: ['DLQ'] });
+      expect(await store.jobPurgeMany({ filter, batchSize: 2, now: T0 })).toBe(4);
+      // A full batch that changed nothing ends the run: P alone is left and still kept, so a run
+      // of batches of 1 takes it and keeps it; a second batch would take it again, for ever.
+      const endless = () => {
+        throw new Error('a batch after one that changed nothing');
+      };
+      expect(await store.jobPurgeMany({ filter, batchSize: 1, now: T0, beforeBatch: endless })).toBe(0);
     } finally {
+      await held.query('ROLLBACK');
       held.release();
     }
     const left = await sql.query<{ id: string; state: string }>('SELECT id, state FROM evora.jobs WHERE queue = $1 ORDER BY state::text', [queue]);

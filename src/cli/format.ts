@@ -238,7 +238,7 @@ export function countedText(counted: { count: number; finishedBefore: Date | nul
   const jobs = `${counted.count} job${counted.count === 1 ? '' : 's'}`;
   if (counted.count === 0 || !counted.finishedBefore) return `${jobs} would be ${done}`;
   const bound = counted.finishedBefore.toISOString();
-  return `${jobs} would be ${done}; to ${verb} exactly ${counted.count === 1 ? 'it' : 'these'} and none that finish later, add --finished-before ${bound}`;
+  return `${jobs} would be ${done}; to ${verb} ${counted.count === 1 ? 'it' : 'these'} and none that finish later, add --finished-before ${bound}`;
 }
 
 /**

@@ -147,9 +147,9 @@ describe('countedText', () => {
   it('names the --finished-before that keeps the action to the jobs counted, which the flag reads back to the same millisecond', () => {
     const finishedBefore = new Date('2026-11-29T13:58:01.124Z');
     const line = countedText({ count: 37, finishedBefore }, 'retried', 'retry');
-    expect(line).toBe('37 jobs would be retried; to retry exactly these and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
+    expect(line).toBe('37 jobs would be retried; to retry these and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
     expect(parseAgeOrTime(line.split(' ').at(-1)!, '--finished-before')).toEqual(finishedBefore);
-    expect(countedText({ count: 1, finishedBefore }, 'deleted', 'delete')).toBe('1 job would be deleted; to delete exactly it and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
+    expect(countedText({ count: 1, finishedBefore }, 'deleted', 'delete')).toBe('1 job would be deleted; to delete it and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
     expect(countedText({ count: 0, finishedBefore: null }, 'deleted', 'delete')).toBe('0 jobs would be deleted');
   });
 });

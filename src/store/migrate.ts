@@ -1,4 +1,5 @@
 import { readFileSync, readdirSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { inTransaction, rowsOf, script, scriptRun, statement, type None } from './statements.js';
 
@@ -51,6 +52,16 @@ function migrationSplit(sql: string): [string, string | null] {
  * as another process holds it.
  */
 export const SETUP_CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * How many times a migration's transaction that PostgreSQL aborted to break a deadlock (40P01)
+ * is run again, after DEADLOCK_RETRY_MS times the attempt. Traffic locks evora.queues before
+ * evora.jobs (a submit); a migration that takes them the other way round can be chosen as the
+ * victim while jobs are submitted. Its transaction was rolled back whole, so running it again is
+ * safe, and the next attempt usually meets other statements.
+ */
+export const MIGRATION_DEADLOCK_RETRIES = 5;
+const DEADLOCK_RETRY_MS = 200;
 
 /** Advisory lock key that serialises migration runs across every process on the database. */
 const MIGRATION_LOCK_KEY = 7_301_846_001;
@@ -106,12 +117,17 @@ function migrationsUnknownMessage(unknown: { version: number; name: string }[], 
 }
 
 /**
- * Applies every migration not yet recorded in evora.schema_migrations, all in one
- * transaction (or one per commit marker met, see COMMIT_MARKER) under a transaction-level
- * advisory lock: two servers starting at once apply them exactly once (the second waits,
- * then finds nothing to do), and a failure leaves the schema as the last commit left it (as
- * it was, without markers; with one, the migrations before it and the marked migration's
- * re-runnable first part stay). Forward only. Returns the versions it applied.
+ * Applies every migration not yet recorded in evora.schema_migrations, each in a transaction
+ * of its own (two for one with a commit marker, see COMMIT_MARKER) that records it, under a
+ * transaction-level advisory lock: two servers starting at once apply them exactly once (the
+ * second waits, then finds nothing to do). One transaction per migration, not one for all, so
+ * that the locks a migration takes (ACCESS EXCLUSIVE on evora.jobs for an ALTER TABLE) are
+ * held only while it runs: held across a jump of several releases, a lock on evora.jobs
+ * taken by one migration and one on evora.queues by a later one deadlocked with submits, which
+ * take them in the other order. A deadlock aborts only the migration that ran, which is run
+ * again (MIGRATION_DEADLOCK_RETRIES). A failure leaves the schema at the last migration
+ * applied (and a marked migration's re-runnable first part): running again goes on from
+ * there. Forward only. Returns the versions it applied.
  *
  * Each transaction acts as the owner role of the evora schema when the connecting role is
  * another that may (a superuser; sql/migration-owner-become.sql), so what migrations create
@@ -131,33 +147,42 @@ export async function migrate(connectionString: string, migrations: Migration[] 
     const applied: number[] = [];
     // The migrations whose part before their commit marker this call has committed.
     const headsDone = new Set<number>();
-    // One transaction per round; a round ends after a migration's part before its marker.
-    for (;;) {
-      const more = await inTransaction(client, async () => {
-        await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
-        // Act as the schema's owner role when it is not us (docs/security.md, "Database role").
-        const owner = (await rowsOf(client, migrationOwnerBecomeSql, {}))[0]!;
-        if (!owner.schema_exists) await scriptRun(client, migrationSchemaCreateSql);
-        if (!owner.bookkept) await scriptRun(client, migrationBookkeepingCreateSql);
-        const recorded = await rowsOf(client, migrationAppliedListSql, {});
-        const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
-        if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
-        const done = new Set(recorded.map((r) => r.version));
-        for (const m of migrations) {
-          if (done.has(m.version)) continue;
+    // One transaction per round; a round ends after one migration, or its part before its
+    // marker, and says which: the sets above change only once its transaction has committed.
+    for (let deadlocks = 0; ; ) {
+      let step: { version: number; part: 'head' | 'whole' } | null;
+      try {
+        step = await inTransaction(client, async () => {
+          await rowsOf(client, migrationLockSql, { key: MIGRATION_LOCK_KEY });
+          // Act as the schema's owner role when it is not us (docs/security.md, "Database role").
+          const owner = (await rowsOf(client, migrationOwnerBecomeSql, {}))[0]!;
+          if (!owner.schema_exists) await scriptRun(client, migrationSchemaCreateSql);
+          if (!owner.bookkept) await scriptRun(client, migrationBookkeepingCreateSql);
+          const recorded = await rowsOf(client, migrationAppliedListSql, {});
+          const unknown = recorded.filter((r) => !migrations.some((m) => m.version === r.version && m.name === r.name));
+          if (unknown.length > 0) throw new MigrationsUnknownError(migrationsUnknownMessage(unknown, migrations));
+          const done = new Set(recorded.map((r) => r.version));
+          const m = migrations.find((x) => !done.has(x.version));
+          if (!m) return null;
           const [head, tail] = migrationSplit(m.sql);
           if (tail !== null && !headsDone.has(m.version)) {
             await client.query(head);
-            headsDone.add(m.version);
-            return true;
+            return { version: m.version, part: 'head' as const };
           }
           await client.query(tail ?? head);
           await rowsOf(client, migrationRecordSql, { version: m.version, name: m.name });
-          applied.push(m.version);
-        }
-        return false;
-      });
-      if (!more) return applied;
+          return { version: m.version, part: 'whole' as const };
+        });
+      } catch (err) {
+        // 40P01 deadlock_detected: this round's transaction was the victim and rolled back whole.
+        if ((err as { code?: string }).code !== '40P01' || deadlocks >= MIGRATION_DEADLOCK_RETRIES) throw err;
+        deadlocks++;
+        await delay(DEADLOCK_RETRY_MS * deadlocks);
+        continue;
+      }
+      if (!step) return applied;
+      if (step.part === 'head') headsDone.add(step.version);
+      else applied.push(step.version);
     }
   } catch (err) {
     if (err instanceof MigrationsUnknownError) throw err;

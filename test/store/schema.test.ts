@@ -5,6 +5,7 @@ import { storeSetup } from '../helpers/store-setup.js';
 import pg from 'pg';
 import { migrate, migrationsLoad, MigrationsUnknownError } from '../../src/store/migrate.js';
 import { testDatabaseCreate } from '../helpers/db.js';
+import { waitFor } from '../helpers/wait.js';
 
 let store: Store;
 let sql: pg.Pool;
@@ -206,6 +207,94 @@ describe('migrations', () => {
     } finally {
       await client.end();
       await db.drop();
+    }
+  });
+});
+
+/**
+ * Migrations against traffic that holds locks: each migration is its own transaction, so a lock
+ * one takes is gone before the next asks for another (a jump across releases otherwise held
+ * evora.jobs while asking for evora.queues, which submits take in the other order); a migration
+ * PostgreSQL aborts as a deadlock's victim is run again. Two tables of the test's own stand for
+ * evora.jobs and evora.queues.
+ */
+describe('migrations and the locks of traffic', () => {
+  async function setup() {
+    const db = await testDatabaseCreate();
+    const traffic = new pg.Client({ connectionString: db.url });
+    const admin = new pg.Client({ connectionString: db.url });
+    await traffic.connect();
+    await admin.connect();
+    await admin.query('CREATE TABLE public.first_t (a int); CREATE TABLE public.second_t (b int)');
+    const all = migrationsLoad();
+    const extra = (version: number, name: string, sql: string) => ({ version, name, sql });
+    /** Until the migration's connection waits for a lock on `table`. */
+    const migrationWaitsOn = (table: string) =>
+      waitFor(
+        async () =>
+          (
+            await admin.query(
+              `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+               WHERE a.application_name = 'evora-migrate' AND NOT l.granted AND l.relation = $1::regclass`,
+              [table],
+            )
+          ).rowCount === 1,
+        { what: `the migration waiting on ${table}` },
+      );
+    const teardown = async () => {
+      await traffic.end().catch(() => undefined);
+      await admin.end();
+      await db.drop();
+    };
+    return { db, traffic, admin, all, extra, migrationWaitsOn, teardown };
+  }
+
+  it('a lock taken by one pending migration is released before the next waits for another: traffic taking them the other way round is not deadlocked', async () => {
+    const { db, traffic, admin, all, extra, migrationWaitsOn, teardown } = await setup();
+    try {
+      // Traffic holds the second table, as a submit holds evora.queues.
+      await traffic.query('BEGIN');
+      await traffic.query('LOCK TABLE public.second_t IN ROW EXCLUSIVE MODE');
+      const migrated = migrate(db.url, [
+        ...all,
+        extra(9001, 'first', 'ALTER TABLE public.first_t ADD COLUMN x int'),
+        extra(9002, 'second', 'ALTER TABLE public.second_t ADD COLUMN y int'),
+      ]);
+      await migrationWaitsOn('public.second_t');
+      // The traffic now takes the first table, as a submit then takes evora.jobs: 9001 has
+      // committed, so it is free (in one transaction for all, 9001 held it: a deadlock).
+      await traffic.query('LOCK TABLE public.first_t IN ROW EXCLUSIVE MODE');
+      await traffic.query('COMMIT');
+      expect(await migrated).toEqual([9001, 9002]);
+      const cols = await admin.query(`SELECT attname FROM pg_attribute WHERE attrelid IN ('public.first_t'::regclass, 'public.second_t'::regclass) AND attname IN ('x', 'y') ORDER BY 1`);
+      expect(cols.rows.map((r) => r.attname)).toEqual(['x', 'y']);
+    } finally {
+      await teardown();
+    }
+  });
+
+  it('a migration chosen as a deadlock\'s victim is run again and applied once', async () => {
+    const { db, traffic, admin, all, extra, migrationWaitsOn, teardown } = await setup();
+    try {
+      // The traffic's side waits long before looking for a deadlock, so that the migration's
+      // side (deadlock_timeout 1 s) finds it and is the one aborted.
+      await traffic.query(`SET deadlock_timeout = '30s'`);
+      await traffic.query('BEGIN');
+      await traffic.query('LOCK TABLE public.second_t IN ROW EXCLUSIVE MODE');
+      const migrated = migrate(db.url, [
+        ...all,
+        extra(9003, 'both', 'LOCK TABLE public.first_t IN ACCESS EXCLUSIVE MODE; LOCK TABLE public.second_t IN ACCESS EXCLUSIVE MODE; ALTER TABLE public.first_t ADD COLUMN z int'),
+      ]);
+      await migrationWaitsOn('public.second_t');
+      // Waits for the migration's lock on the first table: a cycle, which the migration's side
+      // breaks by aborting its own transaction; the traffic then gets the lock and commits.
+      await traffic.query('LOCK TABLE public.first_t IN ROW EXCLUSIVE MODE');
+      await traffic.query('COMMIT');
+      expect(await migrated).toEqual([9003]);
+      const { rows } = await admin.query('SELECT count(*)::int AS n FROM evora.schema_migrations WHERE version = 9003');
+      expect(rows[0].n).toBe(1);
+    } finally {
+      await teardown();
     }
   });
 });

@@ -19,12 +19,24 @@ import { UsageError } from './format.js';
  * Exit codes scripts can rely on:
  *   0 ok; 1 anything else; 2 bad usage or invalid argument (bad flags, bad JSON,
  *   INVALID_ARGUMENT); 3 NOT_FOUND; 4 conflict (ALREADY_EXISTS, FAILED_PRECONDITION);
- *   5 server unavailable or deadline exceeded.
+ *   5 server unavailable or deadline exceeded; 6 (serve, migrate, db create-role) the
+ *   database records migrations this version does not know (migrated by a newer Evora):
+ *   starting again cannot help, so a supervisor can be told not to (systemd
+ *   RestartPreventExitStatus=6).
  */
-const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_FOUND: 3, CONFLICT: 4, UNAVAILABLE: 5 } as const;
+const EXIT = { OK: 0, FAILURE: 1, USAGE: 2, NOT_FOUND: 3, CONFLICT: 4, UNAVAILABLE: 5, SCHEMA_VERSION: 6 } as const;
+
+/**
+ * A refusal of the database's schema as another version's (src/store/migrate.ts
+ * MigrationsUnknownError), told by name: client commands never load the store.
+ */
+function schemaOfOtherVersion(err: unknown): boolean {
+  return err instanceof Error && err.name === 'MigrationsUnknownError';
+}
 
 function exitCodeFor(err: unknown): number {
   if (err instanceof UsageError || err instanceof TypeError) return EXIT.USAGE;
+  if (schemaOfOtherVersion(err)) return EXIT.SCHEMA_VERSION;
   if (err instanceof EvoraApiError) {
     switch (err.codeName) {
       case 'INVALID_ARGUMENT':
@@ -163,7 +175,7 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
     // One line on stderr (the detail, with its stack, in the log at debug).
     logger.debug({ err }, 'start failed');
     console.error(`evora: ${errorLine(err)}`);
-    return exit(1);
+    return exit(schemaOfOtherVersion(err) ? EXIT.SCHEMA_VERSION : EXIT.FAILURE);
   }
   logger.info({ address: server.address, database: config.databaseUrl ? 'DATABASE_URL' : 'embedded' }, `Evora listening on ${server.address}`);
   if (server.httpUrl) logger.info({ url: `${server.httpUrl}/` }, `dashboard: ${server.httpUrl}/ (JSON API under ${server.httpUrl}/v1)`);

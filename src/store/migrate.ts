@@ -86,7 +86,10 @@ const migrationRecordSql = statement<{ version: number; name: string }, None>('m
  * development chain 0001_jobs … 0009_submit_handoff that the baseline replaced, or by a newer
  * Evora. Nothing was changed. Its message is one line saying which, and what to do.
  */
-export class MigrationsUnknownError extends Error {}
+export class MigrationsUnknownError extends Error {
+  // The CLI tells it by name (its own exit code) without loading the store.
+  override readonly name = 'MigrationsUnknownError';
+}
 
 /** The first migration of the development chain the baseline replaced (it recorded 1 'jobs'). */
 const PRE_RELEASE_FIRST = { version: 1, name: 'jobs' };

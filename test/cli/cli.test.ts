@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { testDatabaseCreate } from '../helpers/db.js';
 import { waitFor } from '../helpers/wait.js';
@@ -327,8 +328,9 @@ describe('evora client commands', () => {
     expect((await evora('stats', 'no-such-queue')).code).toBe(3);
   });
 
-  it('migrate applies the migrations to an empty database once', async () => {
+  it('migrate applies the migrations to an empty database once; a database a newer Evora migrated: migrate and serve exit 6', async () => {
     const db = await testDatabaseCreate({ empty: true });
+    const client = new pg.Client({ connectionString: db.url });
     try {
       const url = db.url;
       const first = await json<{ applied: number[] }>('migrate', '--database-url', url);
@@ -337,7 +339,23 @@ describe('evora client commands', () => {
       expect(first.applied).toEqual([...first.applied].sort((a, b) => a - b));
       expect(await json('migrate', '--database-url', url)).toEqual({ applied: [] });
       expect((await evora('migrate', '--database-url', url)).stdout).toMatch(/up to date/);
+      // Migrated by a newer Evora: starting again cannot help, and exit 6 says so to a
+      // supervisor (systemd RestartPreventExitStatus=6), for migrate and serve alike.
+      await client.connect();
+      await client.query(`INSERT INTO evora.schema_migrations (version, name) VALUES (9001, 'from_the_future')`);
+      const [migrated, served] = await Promise.all([
+        evora('migrate', '--database-url', url),
+        evora('serve', '--database-url', url, '--port', '0', '--http-port', '0'),
+      ]);
+      const refusal = /^evora: the database was migrated by a newer Evora \(it records 9001_from_the_future; /;
+      expect(migrated.code).toBe(6);
+      expect(oneLineError(migrated)).toMatch(refusal);
+      // serve logs to stdout; its stderr is the one line.
+      expect(served.code).toBe(6);
+      expect(served.stderr.trimEnd().split('\n')).toHaveLength(1);
+      expect(served.stderr).toMatch(refusal);
     } finally {
+      await client.end();
       await db.drop();
     }
   });

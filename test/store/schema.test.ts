@@ -252,7 +252,10 @@ describe('migrations and the locks of traffic', () => {
   it('a lock taken by one pending migration is released before the next waits for another: traffic taking them the other way round is not deadlocked', async () => {
     const { db, traffic, admin, all, extra, migrationWaitsOn, teardown } = await setup();
     try {
-      // Traffic holds the second table, as a submit holds evora.queues.
+      // Traffic holds the second table, as a submit holds evora.queues. Its side looks for a
+      // deadlock first, so that with one transaction for all migrations it would be the victim
+      // (its LOCK below would fail) rather than a migration run again.
+      await traffic.query(`SET deadlock_timeout = '100ms'`);
       await traffic.query('BEGIN');
       await traffic.query('LOCK TABLE public.second_t IN ROW EXCLUSIVE MODE');
       const migrated = migrate(db.url, [

@@ -33,7 +33,8 @@ import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
 import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
 import type { LimitedQueues, PlainQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
-import { jobAttemptsRead, jobCancel, jobCascadeQueuesRead, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList, jobsPurgeCount, jobsPurgeMany, jobsRetryCount, jobsRetryMany, type JobBulkCount, type JobBulkParams } from './jobs-operator.js';
+import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList } from './jobs-operator.js';
+import { jobCascadeQueuesRead, jobsPurgeCount, jobsPurgeMany, jobsRetryCount, jobsRetryMany, type JobBulkCount, type JobBulkParams } from './jobs-bulk.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { OUTBOX_LAG_EXACT_ROWS, outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths, type OutboxLag } from './outbox.js';
@@ -58,7 +59,7 @@ import { silentLogger, type Logger } from '../logger.js';
 
 export { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED } from './channels.js';
 export type { ScheduleFireResult } from './schedules.js';
-export type { JobBulkCount } from './jobs-operator.js';
+export type { JobBulkCount } from './jobs-bulk.js';
 export type { TelemetryCountDelta, TelemetryHistogram, TelemetryMinute } from './telemetry.js';
 export type { DbPooler } from './connections.js';
 export { OUTBOX_LAG_EXACT_ROWS, type OutboxLag } from './outbox.js';
@@ -72,7 +73,7 @@ export { OUTBOX_LAG_EXACT_ROWS, type OutboxLag } from './outbox.js';
  * clock decides, so that many server processes agree on time.
  *
  * This class is the facade: each method hands its pool to the module of its area
- * (jobs-submit, jobs-lease, jobs-operator, outbox, queues, schedules, telemetry), where the
+ * (jobs-submit, jobs-lease, jobs-operator, jobs-bulk, outbox, queues, schedules, telemetry), where the
  * statements are declared and run.
  */
 

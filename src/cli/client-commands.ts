@@ -9,26 +9,8 @@ import {
   type Job,
   type QueueSettings,
 } from '../sdk/index.js';
-import {
-  UsageError,
-  attemptTable,
-  countedText,
-  jobDetails,
-  jobTable,
-  nonEmpty,
-  parseAgeOrTime,
-  parseDuration,
-  parseInteger,
-  parsePayload,
-  parseNumber,
-  parseRate,
-  parseRetention,
-  parseTime,
-  queueDetails,
-  queueTable,
-  statsDetails,
-  statsTable,
-} from './format.js';
+import { UsageError, nonEmpty, parseAgeOrTime, parseDuration, parseInteger, parsePayload, parseNumber, parseRate, parseRetention, parseTime } from './flags.js';
+import { attemptTable, countedText, jobDetails, jobTable, queueDetails, queueTable, statsDetails, statsTable } from './format.js';
 import { MAX_ATTEMPTS_LIMIT, MAX_RATE_PER_SECOND, PRIORITY_MAX, PRIORITY_MIN } from '../domain/validate.js';
 import { print, withClient, type Ctx } from './client-context.js';
 

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { EvoraApiError, EvoraClient, tokenFileRead as sdkTokenFileRead } from '../sdk/index.js';
-import { parseDuration, shellWord, UsageError } from './format.js';
+import { parseDuration, UsageError } from './flags.js';
+import { shellWord } from './format.js';
 
 /**
  * What every client command of `evora` shares (client-commands.ts, schedule-commands.ts,

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { EvoraApiError, StatusCode } from '../sdk/index.js';
-import { UsageError } from './format.js';
+import { UsageError } from './flags.js';
 
 /**
  * A failure of `evora migrate` or `evora db create-role` as the CLI reports it: a database

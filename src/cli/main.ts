@@ -10,7 +10,7 @@ import { scheduleCommandsAdd } from './schedule-commands.js';
 import { databaseFailure, dbCommandsAdd } from './db-commands.js';
 import { operatorCommandsAdd } from './operator-commands.js';
 import { tokenCommandsAdd } from './token-commands.js';
-import { UsageError } from './format.js';
+import { UsageError } from './flags.js';
 
 /**
  * The `evora` command. `evora serve` runs the server (what `npm start` runs); the other

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import type { Caller, DeadLetterGroup, DeadLetterGroupList, WorkerInfo } from '../sdk/index.js';
 import { evoraCommand, print, withClient } from './client-context.js';
-import { UsageError, fields, nonEmpty, oneLine, parseInteger, shellWord, table, time } from './format.js';
+import { UsageError, nonEmpty, parseInteger } from './flags.js';
+import { fields, oneLine, shellWord, table, time } from './format.js';
 
 /**
  * `evora workers`, `evora dlq` and `evora whoami`: what an operator looks at before acting

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { MISFIRE_POLICIES, type MisfirePolicyName, type Schedule } from '../sdk/index.js';
-import { UsageError, fields, nonEmpty, parseInteger, parsePayload, table, time } from './format.js';
+import { UsageError, nonEmpty, parseInteger, parsePayload } from './flags.js';
+import { fields, table, time } from './format.js';
 import { print, withClient } from './client-context.js';
 
 /**

@@ -3,7 +3,8 @@ import type { Command } from 'commander';
 import { AUDIT_ACTIONS, EvoraApiError, StatusCode, TOKEN_ROLES, type AuditActionName, type AuditEvent, type Token, type TokenRoleName } from '../sdk/index.js';
 import { EvoraError } from '../domain/errors.js';
 import { withClient } from './client-context.js';
-import { UsageError, nonEmpty, parseDuration, parseInteger, table, time } from './format.js';
+import { UsageError, nonEmpty, parseDuration, parseInteger } from './flags.js';
+import { table, time } from './format.js';
 
 /**
  * `evora token create|list|revoke` and `evora audit`: API tokens and the audit log

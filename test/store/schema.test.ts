@@ -219,6 +219,13 @@ describe('migrations', () => {
  * evora.jobs and evora.queues.
  */
 describe('migrations and the locks of traffic', () => {
+  /**
+   * Two tables and a traffic connection: `race` has the traffic hold the second table (as a
+   * submit holds evora.queues), runs the migrations with `extras` after the real ones, and
+   * once a migration waits on the second table has the traffic take the first (as a submit
+   * then takes evora.jobs) and commit. Returns what migrate applied. The traffic's
+   * deadlock_timeout decides which side looks for a deadlock first, i.e. which is its victim.
+   */
   async function setup() {
     const db = await testDatabaseCreate();
     const traffic = new pg.Client({ connectionString: db.url });
@@ -241,34 +248,36 @@ describe('migrations and the locks of traffic', () => {
           ).rowCount === 1,
         { what: `the migration waiting on ${table}` },
       );
+    const race = async (trafficDeadlockTimeout: string, extras: ReturnType<typeof extra>[]): Promise<number[]> => {
+      await traffic.query(`SET deadlock_timeout = '${trafficDeadlockTimeout}'`);
+      await traffic.query('BEGIN');
+      await traffic.query('LOCK TABLE public.second_t IN ROW EXCLUSIVE MODE');
+      const migrated = migrate(db.url, [...all, ...extras]);
+      await migrationWaitsOn('public.second_t');
+      await traffic.query('LOCK TABLE public.first_t IN ROW EXCLUSIVE MODE');
+      await traffic.query('COMMIT');
+      return migrated;
+    };
     const teardown = async () => {
       await traffic.end().catch(() => undefined);
       await admin.end();
       await db.drop();
     };
-    return { db, traffic, admin, all, extra, migrationWaitsOn, teardown };
+    return { admin, extra, race, teardown };
   }
 
   it('a lock taken by one pending migration is released before the next waits for another: traffic taking them the other way round is not deadlocked', async () => {
-    const { db, traffic, admin, all, extra, migrationWaitsOn, teardown } = await setup();
+    const { admin, extra, race, teardown } = await setup();
     try {
-      // Traffic holds the second table, as a submit holds evora.queues. Its side looks for a
-      // deadlock first, so that with one transaction for all migrations it would be the victim
-      // (its LOCK below would fail) rather than a migration run again.
-      await traffic.query(`SET deadlock_timeout = '100ms'`);
-      await traffic.query('BEGIN');
-      await traffic.query('LOCK TABLE public.second_t IN ROW EXCLUSIVE MODE');
-      const migrated = migrate(db.url, [
-        ...all,
+      // The traffic's side looks for a deadlock first, so that with one transaction for all
+      // migrations it would be the victim (its second LOCK would fail) rather than a migration
+      // run again. 9001 has committed when 9002 waits, so the first table is free (in one
+      // transaction for all, 9001 held it: a deadlock).
+      const migrated = await race('100ms', [
         extra(9001, 'first', 'ALTER TABLE public.first_t ADD COLUMN x int'),
         extra(9002, 'second', 'ALTER TABLE public.second_t ADD COLUMN y int'),
       ]);
-      await migrationWaitsOn('public.second_t');
-      // The traffic now takes the first table, as a submit then takes evora.jobs: 9001 has
-      // committed, so it is free (in one transaction for all, 9001 held it: a deadlock).
-      await traffic.query('LOCK TABLE public.first_t IN ROW EXCLUSIVE MODE');
-      await traffic.query('COMMIT');
-      expect(await migrated).toEqual([9001, 9002]);
+      expect(migrated).toEqual([9001, 9002]);
       const cols = await admin.query(`SELECT attname FROM pg_attribute WHERE attrelid IN ('public.first_t'::regclass, 'public.second_t'::regclass) AND attname IN ('x', 'y') ORDER BY 1`);
       expect(cols.rows.map((r) => r.attname)).toEqual(['x', 'y']);
     } finally {
@@ -277,23 +286,16 @@ describe('migrations and the locks of traffic', () => {
   });
 
   it('a migration chosen as a deadlock\'s victim is run again and applied once', async () => {
-    const { db, traffic, admin, all, extra, migrationWaitsOn, teardown } = await setup();
+    const { admin, extra, race, teardown } = await setup();
     try {
       // The traffic's side waits long before looking for a deadlock, so that the migration's
-      // side (deadlock_timeout 1 s) finds it and is the one aborted.
-      await traffic.query(`SET deadlock_timeout = '30s'`);
-      await traffic.query('BEGIN');
-      await traffic.query('LOCK TABLE public.second_t IN ROW EXCLUSIVE MODE');
-      const migrated = migrate(db.url, [
-        ...all,
+      // side (deadlock_timeout 1 s) finds the cycle (it holds the first table and waits on the
+      // second; the traffic the other way round) and aborts its own transaction; the traffic
+      // then gets the lock and commits, and the migration runs again.
+      const migrated = await race('30s', [
         extra(9003, 'both', 'LOCK TABLE public.first_t IN ACCESS EXCLUSIVE MODE; LOCK TABLE public.second_t IN ACCESS EXCLUSIVE MODE; ALTER TABLE public.first_t ADD COLUMN z int'),
       ]);
-      await migrationWaitsOn('public.second_t');
-      // Waits for the migration's lock on the first table: a cycle, which the migration's side
-      // breaks by aborting its own transaction; the traffic then gets the lock and commits.
-      await traffic.query('LOCK TABLE public.first_t IN ROW EXCLUSIVE MODE');
-      await traffic.query('COMMIT');
-      expect(await migrated).toEqual([9003]);
+      expect(migrated).toEqual([9003]);
       const { rows } = await admin.query('SELECT count(*)::int AS n FROM evora.schema_migrations WHERE version = 9003');
       expect(rows[0].n).toBe(1);
     } finally {

@@ -198,6 +198,10 @@ export class HttpServer {
         const refusal = await self.tokenRefusal(request, '/metrics');
         if (refusal) return errorSend(reply, refusal, logger, {});
       }
+      // Served without a token on loopback (auth off, or EVORA_METRICS_OPEN): only to a
+      // loopback name, as the API is, or a page rebound to 127.0.0.1 could read every queue's name.
+      const rebound = self.loopbackRefusal(request, 'GET /metrics', opts.metricsOpen === true);
+      if (rebound) return errorSend(reply, rebound, logger, {});
       try {
         const text = await metrics.registry.metrics();
         return reply.type(metrics.registry.contentType).send(text);
@@ -291,6 +295,19 @@ export class HttpServer {
     }
   }
 
+  /**
+   * PERMISSION_DENIED (logged as a refusal) for a request to a server bound to loopback that
+   * serves it without a token (auth off, or `open`) and is addressed to a name that is not
+   * loopback (./browser-guard.ts: DNS rebinding); null otherwise.
+   */
+  private loopbackRefusal(request: FastifyRequest, route: string, open: boolean): Error | null {
+    if (!this.loopback || (this.authOn() && !open)) return null;
+    const reason = loopbackHostRefusal(request.headers);
+    if (!reason) return null;
+    this.logger.warn({ route, reason, peer: request.ip }, 'request refused: sent by a page of another site');
+    return permissionDenied(reason);
+  }
+
   /** Shutdown has begun: /v1 answers 503 and /readyz not ready (requests in flight go on). */
   notReady(): void {
     this.implementations = null;
@@ -327,11 +344,11 @@ export class HttpServer {
     if (!implementations) return errorSend(reply, this.stopping ? serverStopping() : serverStarting(), this.logger, {});
     const handler = implementations[bound.serviceIndex]?.[bound.key] as UnaryHandler | undefined;
     if (!handler) return errorSend(reply, new Error(`no handler for ${bound.route.rpc}`), this.logger, {});
-    const refusal = crossOriginRefusal(request.method, request.headers) ?? (this.loopback && !this.authOn() ? loopbackHostRefusal(request.headers) : null);
-    if (refusal) {
-      this.logger.warn({ route: `${request.method} ${bound.route.path}`, reason: refusal, peer: request.ip }, 'request refused: sent by a page of another site');
-      return errorSend(reply, permissionDenied(refusal), this.logger, {});
-    }
+    const route = `${request.method} ${bound.route.path}`;
+    const crossOrigin = crossOriginRefusal(request.method, request.headers);
+    if (crossOrigin) this.logger.warn({ route, reason: crossOrigin, peer: request.ip }, 'request refused: sent by a page of another site');
+    const refusal = crossOrigin ? permissionDenied(crossOrigin) : this.loopbackRefusal(request, route, false);
+    if (refusal) return errorSend(reply, refusal, this.logger, {});
     const ac = new AbortController();
     this.inFlight.add(ac);
     reply.raw.on('close', () => {

@@ -144,8 +144,13 @@ export class HttpServer {
     };
 
     // JSON bodies: an empty body is an empty message; any content type is read as JSON (curl -d).
+    // A compressed body is refused by its header: read as text, its bytes made an unreadable line.
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+      const encoding = req.headers['content-encoding']?.trim();
+      if (encoding && encoding.toLowerCase() !== 'identity') {
+        return done(invalidArgument(`the request body is encoded (Content-Encoding: ${encoding.slice(0, 40)}): send it as plain JSON`), undefined);
+      }
       const text = String(body);
       if (text.trim() === '') return done(null, undefined);
       try {

@@ -129,7 +129,8 @@ export class HttpServer {
       logger: false,
       bodyLimit: opts.bodyLimit,
       // A name may be 128 characters (MAX_NAME_LENGTH), 384 once each is escaped as %XX.
-      routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
+      // A trailing slash names the same route: /v1/jobs/?queue=a is ListJobs, not GetJob of id "".
+      routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH, ignoreTrailingSlash: true },
       // The router's own refusals (a malformed URL, an over-long parameter) in our error shape.
       frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(frameworkErrorLine(err), { cause: err }), logger, {}),
       // A request too malformed to reach the router (a bad Content-Length, a broken header).

@@ -334,6 +334,11 @@ describe('404 and 409', () => {
     expect(await jobCount(queue)).toBe(1);
     // A path no route has stays 404, whatever the method.
     expect((await api('PATCH', '/v1/nothing-here')).status).toBe(404);
+    // A trailing slash names the same route (curl …/v1/jobs/?queue=…), not GetJob of id "".
+    const listed = await api('GET', '/v1/jobs/', { query: { queue } });
+    expect({ status: listed.status, jobs: listed.body.jobs?.length }, listed.text).toEqual({ status: 200, jobs: 1 });
+    expect((await api('GET', `/v1/queues/${queue}/`)).status).toBe(200);
+    expect((await api('PATCH', '/v1/jobs/')).headers.get('allow')).toBe('GET, HEAD, POST, OPTIONS');
   });
 
   it('an idempotency key reused with another job: 409 ALREADY_EXISTS; a pending job retried: 409 FAILED_PRECONDITION', async () => {

@@ -404,7 +404,13 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
   for (const [key, value] of Object.entries(query)) jsonFieldSet(desc.input, json, key, value, 'query');
   for (const [header, field] of Object.entries(route.headers ?? {})) {
     const value = request.headers[header];
-    if (typeof value === 'string') jsonFieldSet(desc.input, json, field, value, `${header} header`);
+    if (typeof value !== 'string') continue;
+    // Header bytes have no agreed encoding: curl sends UTF-8, which Node reads as Latin-1
+    // ("kü" became "kÃ¼", a key no other client would send), so only ASCII is taken.
+    if (!/^[ -~]*$/.test(value)) {
+      throw invalidArgument(`the ${header} header must be printable ASCII: send a key with other characters as ${field} in the body`);
+    }
+    jsonFieldSet(desc.input, json, field, value, `${header} header`);
   }
   const params = request.params as Record<string, string>;
   for (const [param, field] of Object.entries(route.pathParams ?? {})) {

@@ -78,6 +78,8 @@ describe('400 INVALID_ARGUMENT', () => {
       await api('GET', '/v1/jobs', { query: { queue, states: 'SLEEPING' } }),
       await api('POST', '/v1/jobs', { body: { queue: 'bad name!', type: 't' } }),
       await api('GET', '/v1/jobs/not-a-uuid'),
+      // A header key that is not ASCII: its bytes have no agreed encoding (curl's UTF-8 was read as Latin-1).
+      await api('POST', '/v1/jobs', { body: { queue, type: 't' }, headers: { 'idempotency-key': 'k\u00fc' } }),
       // A compressed body: refused by its header, not with its bytes read as text in the line.
       await api('POST', '/v1/jobs', { body: gzipSync(JSON.stringify({ queue, type: 't' })), headers: { 'content-encoding': 'gzip' } }),
       // Values that decode but the server cannot hold: as over gRPC, never 500.

@@ -40,15 +40,29 @@ export function useToken(): string | null {
   return useSyncExternalStore(subscribeAuth, getToken);
 }
 
+/**
+ * What a token may be made of: printable ASCII without spaces (Evora's own are letters,
+ * digits and - . _ ~ + / =). A browser cannot send some other characters in a header at all
+ * (a typographic quote pasted with the token): every request would fail before reaching the
+ * server and each page would say the server cannot be reached.
+ */
+const TOKEN_TEXT = /^[!-~]+$/;
+
 /** The token prompt: a password field, submitted with Enter. */
 export function TokenForm() {
   const queryClient = useQueryClient();
   const [value, setValue] = useState('');
+  const [invalid, setInvalid] = useState(false);
   const refused = getToken() !== null;
   function submit(event: FormEvent) {
     event.preventDefault();
     const token = value.trim();
     if (!token) return;
+    if (!TOKEN_TEXT.test(token)) {
+      setInvalid(true);
+      return;
+    }
+    setInvalid(false);
     setToken(token);
     requireAuth(false);
     setValue('');
@@ -58,9 +72,15 @@ export function TokenForm() {
     <form className="token-form" onSubmit={submit} data-testid="token-form">
       <h1>Sign in</h1>
       <p>This server requires an API token (Authorization: Bearer). It is kept for this tab only.</p>
-      {refused && (
+      {refused && !invalid && (
         <p className="error-line" role="alert" data-testid="token-refused">
           The server refused the token: enter another.
+        </p>
+      )}
+      {invalid && (
+        <p className="error-line" role="alert" data-testid="token-invalid">
+          That is not a token: it has a space or a character no token has (a token is letters, digits and - . _ ~ + / =). Paste it
+          again as plain text.
         </p>
       )}
       <label>

@@ -66,24 +66,32 @@ export function useQueueSeries(queue: string) {
 }
 
 /**
- * The queue a jobs or dead-letters list asks for, given the one chosen ('' = any). A token
- * limited to queues (GetCaller.queues) must name one of its queues in those lists (the server
- * answers PERMISSION_DENIED otherwise), so for it "any" means the first of its queues
- * (ListQueues lists only those), and `limited` tells the page to offer no "any" choice.
+ * The queue a jobs or dead-letters list asks for, given the one chosen ('' = any), and the
+ * queues its picker offers (`names`). A token limited to queues (GetCaller.queues) must name
+ * one of its queues in those lists (the server answers PERMISSION_DENIED otherwise), so for
+ * it "any" means the first of its queues, and `limited` tells the page to offer no "any"
+ * choice. The queues are ListQueues' (which lists only a limited token's own); when the
+ * token may not list queues (a producer), they are the queue names its limits spell out (a
+ * prefix such as `billing.*` names none), since a producer may list those queues' jobs.
  * `queue` is null while that is not known yet (the caller, then its queues): ask for
- * nothing meanwhile. When the token has no queue to list (none exists yet, or its role may
- * not list them), '' is asked for and the server's line says why it is refused.
+ * nothing meanwhile. When the token has no queue to name (none exists yet, or its limits
+ * are prefixes only and its role may not list queues), '' is asked for and the server's
+ * line says why it is refused.
  */
-export function useListQueue(chosen: string): { queue: string | null; limited: boolean } {
+export function useListQueue(chosen: string): { queue: string | null; limited: boolean; names: string[] } {
   const caller = useCaller();
   const queues = useQueues();
-  const first = queues.data?.queues?.[0]?.name;
+  const listed = queues.data ? (queues.data.queues ?? []).map((q) => q.name) : undefined;
+  const spelled = queues.error && caller.data ? (caller.data.queues ?? []).filter((p) => !p.endsWith('*')) : undefined;
+  const names = listed ?? spelled;
+  const first = names?.[0];
   const scoped = (caller.data?.queues?.length ?? 0) > 0;
   const limited = scoped && first !== undefined;
-  if (caller.isPending) return { queue: null, limited };
-  if (chosen || !scoped) return { queue: chosen, limited };
-  if (first !== undefined) return { queue: first, limited };
-  return { queue: queues.isPending ? null : '', limited };
+  const out = (queue: string | null) => ({ queue, limited, names: names ?? [] });
+  if (caller.isPending) return out(null);
+  if (chosen || !scoped) return out(chosen);
+  if (first !== undefined) return out(first);
+  return out(names === undefined ? null : '');
 }
 
 /** One page of jobs; `params` are ListJobs' query parameters; nothing is asked while `enabled` is false. */

@@ -213,6 +213,9 @@ export function checkBootstrapSecret(secret: string): string {
   if (secret.length < MIN_SECRET_LENGTH) {
     throw invalidArgument(`EVORA_BOOTSTRAP_ADMIN_TOKEN must be at least ${MIN_SECRET_LENGTH} characters (it has ${secret.length})`);
   }
+  if (secret.length > MAX_SECRET_LENGTH) {
+    throw invalidArgument(`EVORA_BOOTSTRAP_ADMIN_TOKEN must be at most ${MAX_SECRET_LENGTH} characters (it has ${secret.length}): no longer one is accepted in a header`);
+  }
   if (!secretWellFormed(secret)) {
     throw invalidArgument('EVORA_BOOTSTRAP_ADMIN_TOKEN may contain only letters, digits and - . _ ~ + / (and = at the end)');
   }

@@ -1,6 +1,7 @@
 import { checkQueuePatterns, type TokenRole } from './auth.js';
 import type { AuditActor } from './audit.js';
 import { invalidArgument } from './errors.js';
+import { isUuid } from './ids.js';
 import { checkName, checkNoNul } from './validate.js';
 
 /**
@@ -37,9 +38,16 @@ export function tokenDefaultName(id: string): string {
   return `token-${id.slice(0, 8)}`;
 }
 
-/** Checks a token's settings (the token to be made has id `id`). */
+/**
+ * Checks a token's settings (the token to be made has id `id`). A name may not be a UUID:
+ * RevokeToken and the audit log's token filter take an id or a name, and an id wins, so
+ * revoking such a token by its name would revoke the token whose id it is (or none).
+ */
 export function checkTokenCreate(id: string, input: TokenCreateRequestInput): TokenCreateChecked {
   const name = input.name ? checkName('name', input.name) : tokenDefaultName(id);
+  if (isUuid(name)) {
+    throw invalidArgument(`name "${name}" is a UUID, which names a token by its id (revoke and the audit's token filter take an id or a name): choose another name`);
+  }
   if (!input.role) throw invalidArgument('role is required: producer, worker, viewer or admin');
   const queues = checkQueuePatterns(input.queues ?? []);
   const e = input.expiresInSeconds;

@@ -129,7 +129,8 @@ export class HttpServer {
       logger: false,
       bodyLimit: opts.bodyLimit,
       // A name may be 128 characters (MAX_NAME_LENGTH), 384 once each is escaped as %XX.
-      routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
+      // A trailing slash names the same route: /v1/jobs/?queue=a is ListJobs, not GetJob of id "".
+      routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH, ignoreTrailingSlash: true },
       // The router's own refusals (a malformed URL, an over-long parameter) in our error shape.
       frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(frameworkErrorLine(err), { cause: err }), logger, {}),
       // A request too malformed to reach the router (a bad Content-Length, a broken header).
@@ -144,8 +145,13 @@ export class HttpServer {
     };
 
     // JSON bodies: an empty body is an empty message; any content type is read as JSON (curl -d).
+    // A compressed body is refused by its header: read as text, its bytes made an unreadable line.
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+      const encoding = req.headers['content-encoding']?.trim();
+      if (encoding && encoding.toLowerCase() !== 'identity') {
+        return done(invalidArgument(`the request body is encoded (Content-Encoding: ${encoding.slice(0, 40)}): send it as plain JSON`), undefined);
+      }
       const text = String(body);
       if (text.trim() === '') return done(null, undefined);
       try {
@@ -198,6 +204,10 @@ export class HttpServer {
         const refusal = await self.tokenRefusal(request, '/metrics');
         if (refusal) return errorSend(reply, refusal, logger, {});
       }
+      // Served without a token on loopback (auth off, or EVORA_METRICS_OPEN): only to a
+      // loopback name, as the API is, or a page rebound to 127.0.0.1 could read every queue's name.
+      const rebound = self.loopbackRefusal(request, 'GET /metrics', opts.metricsOpen === true);
+      if (rebound) return errorSend(reply, rebound, logger, {});
       try {
         const text = await metrics.registry.metrics();
         return reply.type(metrics.registry.contentType).send(text);
@@ -291,6 +301,19 @@ export class HttpServer {
     }
   }
 
+  /**
+   * PERMISSION_DENIED (logged as a refusal) for a request to a server bound to loopback that
+   * serves it without a token (auth off, or `open`) and is addressed to a name that is not
+   * loopback (./browser-guard.ts: DNS rebinding); null otherwise.
+   */
+  private loopbackRefusal(request: FastifyRequest, route: string, open: boolean): Error | null {
+    if (!this.loopback || (this.authOn() && !open)) return null;
+    const reason = loopbackHostRefusal(request.headers);
+    if (!reason) return null;
+    this.logger.warn({ route, reason, peer: request.ip }, 'request refused: sent by a page of another site');
+    return permissionDenied(reason);
+  }
+
   /** Shutdown has begun: /v1 answers 503 and /readyz not ready (requests in flight go on). */
   notReady(): void {
     this.implementations = null;
@@ -327,11 +350,11 @@ export class HttpServer {
     if (!implementations) return errorSend(reply, this.stopping ? serverStopping() : serverStarting(), this.logger, {});
     const handler = implementations[bound.serviceIndex]?.[bound.key] as UnaryHandler | undefined;
     if (!handler) return errorSend(reply, new Error(`no handler for ${bound.route.rpc}`), this.logger, {});
-    const refusal = crossOriginRefusal(request.method, request.headers) ?? (this.loopback && !this.authOn() ? loopbackHostRefusal(request.headers) : null);
-    if (refusal) {
-      this.logger.warn({ route: `${request.method} ${bound.route.path}`, reason: refusal, peer: request.ip }, 'request refused: sent by a page of another site');
-      return errorSend(reply, permissionDenied(refusal), this.logger, {});
-    }
+    const route = `${request.method} ${bound.route.path}`;
+    const crossOrigin = crossOriginRefusal(request.method, request.headers);
+    if (crossOrigin) this.logger.warn({ route, reason: crossOrigin, peer: request.ip }, 'request refused: sent by a page of another site');
+    const refusal = crossOrigin ? permissionDenied(crossOrigin) : this.loopbackRefusal(request, route, false);
+    if (refusal) return errorSend(reply, refusal, this.logger, {});
     const ac = new AbortController();
     this.inFlight.add(ac);
     reply.raw.on('close', () => {
@@ -381,7 +404,13 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
   for (const [key, value] of Object.entries(query)) jsonFieldSet(desc.input, json, key, value, 'query');
   for (const [header, field] of Object.entries(route.headers ?? {})) {
     const value = request.headers[header];
-    if (typeof value === 'string') jsonFieldSet(desc.input, json, field, value, `${header} header`);
+    if (typeof value !== 'string') continue;
+    // Header bytes have no agreed encoding: curl sends UTF-8, which Node reads as Latin-1
+    // ("kü" became "kÃ¼", a key no other client would send), so only ASCII is taken.
+    if (!/^[ -~]*$/.test(value)) {
+      throw invalidArgument(`the ${header} header must be printable ASCII: send a key with other characters as ${field} in the body`);
+    }
+    jsonFieldSet(desc.input, json, field, value, `${header} header`);
   }
   const params = request.params as Record<string, string>;
   for (const [param, field] of Object.entries(route.pathParams ?? {})) {

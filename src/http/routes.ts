@@ -91,9 +91,11 @@ export function routerPath(path: string): string {
  */
 export function routeMethodsAt(path: string): string[] {
   const methods = new Set<string>();
+  // As the router (ignoreTrailingSlash), a trailing slash names the same path.
+  const bare = path.length > 1 ? path.replace(/\/$/, '') : path;
   for (const route of HTTP_ROUTES) {
     const pattern = new RegExp(`^${route.path.replace(/\{\w+\}/g, '[^/]+')}$`);
-    if (pattern.test(path)) methods.add(route.method);
+    if (pattern.test(bare)) methods.add(route.method);
   }
   if (methods.has('GET')) methods.add('HEAD');
   return [...methods].sort();

@@ -163,7 +163,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'tlsClientCa', env: 'EVORA_TLS_CLIENT_CA', flag: '--tls-client-ca', default: '', doc: 'mTLS: clients must present a certificate signed by this CA (PEM file; needs EVORA_TLS_CERT)' },
   { key: 'tlsReloadIntervalMs', env: 'EVORA_TLS_RELOAD_INTERVAL_MS', flag: '--tls-reload-interval-ms', default: '5000', doc: 'how often the TLS files are read again; a valid change applies to new connections without a restart', range: [100, TIMER_MAX_MS] },
   // Auth (docs/security.md "API tokens"). The bootstrap secret has no flag: argv is visible to every user.
-  { key: 'bootstrapAdminToken', env: 'EVORA_BOOTSTRAP_ADMIN_TOKEN', flag: '', default: '', doc: 'an admin token secret (at least 32 characters) created or kept at startup: auth is on from the first start; environment only' },
+  { key: 'bootstrapAdminToken', env: 'EVORA_BOOTSTRAP_ADMIN_TOKEN', flag: '', default: '', doc: 'an admin token secret (32 to 512 characters) created or kept at startup: auth is on from the first start; environment only' },
   { key: 'insecureNoAuth', env: 'EVORA_INSECURE_NO_AUTH', flag: '--insecure-no-auth', default: '0', doc: '1: serve without auth on a non-loopback address while no token exists (refused otherwise); 0: off' },
   { key: 'reflection', env: 'EVORA_REFLECTION', flag: '--reflection', default: '1', doc: '1: gRPC server reflection on (no token needed); 0: off' },
   { key: 'authRefreshMs', env: 'EVORA_AUTH_REFRESH_MS', flag: '--auth-refresh-ms', default: '2000', doc: 'how often each server reads the token table again (100 to 4000; a change is also seen at once through NOTIFY)' },

@@ -108,6 +108,8 @@ describe('TokenService', () => {
       [{ name: 'x', role: TokenRole.TOKEN_ROLE_ADMIN, queues: [], expiresIn: { seconds: 0, nanos: 0 } }, /expires_in must be positive/],
       [{ name: 'x', role: TokenRole.TOKEN_ROLE_ADMIN, queues: [], expiresIn: { seconds: -5, nanos: 0 } }, /expires_in must be positive/],
       [{ name: 'x', role: TokenRole.TOKEN_ROLE_ADMIN, queues: [], expiresIn: { seconds: 11 * 366 * 86_400, nanos: 0 } }, /at most 10 years/],
+      // A name that is a UUID: revoking it by name would revoke the token of that id (an id wins).
+      [{ name: '7184C005-E428-4A61-8F61-EED7A60B7BCD', role: TokenRole.TOKEN_ROLE_VIEWER, queues: [] }, /is a UUID/],
     ];
     for (const [req, message] of bad) {
       const err = await refused(call(tokens, 'createToken', req as never));

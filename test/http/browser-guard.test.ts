@@ -21,7 +21,8 @@ function raw(base: string, method: string, path: string, headers: Record<string,
     const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
       let text = '';
       res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text ? JSON.parse(text) : {} }));
+      const json = res.headers['content-type']?.startsWith('application/json') ?? false;
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text && json ? JSON.parse(text) : {} }));
     });
     req.on('error', reject);
     req.end(body);
@@ -83,6 +84,11 @@ describe('auth off on loopback', () => {
     for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `LOCALHOST:${port}`]) {
       expect((await raw(base, 'GET', '/v1/queues', { host })).status, host).toBe(200);
     }
+    // /metrics names every queue and is served without a token here: the same rule.
+    const metrics = await raw(base, 'GET', '/metrics', { host: `evil.example:${port}` });
+    expect({ status: metrics.status, code: metrics.body.code }).toEqual({ status: 403, code: 'PERMISSION_DENIED' });
+    const local = await fetch(`${base}/metrics`);
+    expect({ status: local.status, text: (await local.text()).includes('evora_') }).toEqual({ status: 200, text: true });
     expect((await raw(base, 'GET', '/v1/caller', {})).body).toMatchObject({ kind: 'AUDIT_ACTOR_KIND_ANONYMOUS' });
   });
 });

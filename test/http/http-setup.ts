@@ -8,7 +8,7 @@ export interface HttpAnswer<T = any> {
   headers: Headers;
 }
 
-/** One request's options: a JSON body, a bearer token, extra headers, query parameters. */
+/** One request's options: a JSON body (a string or bytes: sent as is), a bearer token, extra headers, query parameters. */
 export interface HttpCallOptions {
   body?: unknown;
   token?: string;
@@ -27,7 +27,7 @@ export async function httpCall(base: string, method: string, path: string, opts:
   const res = await fetch(`${base}${path}${qs ? `?${qs}` : ''}`, {
     method,
     headers,
-    body: opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body),
+    body: opts.body === undefined ? undefined : typeof opts.body === 'string' || opts.body instanceof Uint8Array ? opts.body : JSON.stringify(opts.body),
   });
   const text = await res.text();
   let body: unknown = null;

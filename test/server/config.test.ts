@@ -70,6 +70,8 @@ describe('configuration', () => {
     }
     expect(message).toMatch(/at least 32 characters/);
     expect(message).not.toContain('short-secret-xyz');
+    // Too long for a header: said so, not that its characters are wrong.
+    expect(() => configLoad({}, { EVORA_BOOTSTRAP_ADMIN_TOKEN: 'b'.repeat(513) })).toThrow(/^EVORA_BOOTSTRAP_ADMIN_TOKEN must be at most 512 characters \(it has 513\)/);
     expect(configLoad({ reflection: '0', insecureNoAuth: '1' }, {})).toMatchObject({ reflection: false, insecureNoAuth: true, metricsOpen: false });
     expect(configLoad({}, { EVORA_METRICS_OPEN: '1' })).toMatchObject({ metricsOpen: true });
     expect(() => configLoad({}, { EVORA_METRICS_OPEN: '2' })).toThrow(/^EVORA_METRICS_OPEN \(--metrics-open\) must be 0 or 1, got "2"$/);

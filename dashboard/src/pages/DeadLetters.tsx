@@ -14,7 +14,7 @@ import { CopyId } from '../components/CopyId';
 import { BulkActionDialog, type BulkAction } from '../components/BulkActionDialog';
 import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } from '../components/status';
 import { bulkOutcome, count } from '../format';
-import { keys, useDeadLetters, useJobs, useListQueue, useQueues } from '../queries';
+import { keys, useDeadLetters, useJobs, useListQueue } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
 
 const PAGE_SIZE = 50;
@@ -61,7 +61,6 @@ export function DeadLetters() {
   const listQueue = useListQueue(search.get('queue') ?? '');
   const queue = listQueue.queue ?? '';
   const canAct = useCanAct();
-  const queues = useQueues();
   const groups = useDeadLetters(queue, listQueue.queue !== null);
   // The chosen group belongs to the queue it was chosen under; the page tokens and the
   // checked rows belong to the list they were made on (the queue and group): when either
@@ -136,9 +135,9 @@ export function DeadLetters() {
         Queue{' '}
         <select value={queue} onChange={(e) => chooseQueue(e.target.value)} data-testid="dlq-queue">
           {!listQueue.limited && <option value="">all queues</option>}
-          {(queues.data?.queues ?? []).map((q) => (
-            <option key={q.name} value={q.name}>
-              {q.name}
+          {listQueue.names.map((name) => (
+            <option key={name} value={name}>
+              {name}
             </option>
           ))}
         </select>

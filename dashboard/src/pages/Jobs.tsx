@@ -11,7 +11,7 @@ import { Ago } from '../components/Ago';
 import { CopyId } from '../components/CopyId';
 import { ErrorLine, Loading } from '../components/status';
 import { isJobId, stateLabel } from '../format';
-import { useJobs, useListQueue, useQueues } from '../queries';
+import { useJobs, useListQueue } from '../queries';
 import { JOB_STATES, type JobState } from '../types';
 
 const PAGE_SIZE = 50;
@@ -49,7 +49,6 @@ export function Jobs() {
     page_token: tokens[tokens.length - 1],
     page_size: PAGE_SIZE,
   }, listQueue.queue !== null);
-  const queues = useQueues();
   const [form, setForm] = useState({ ...filter, id: '' });
   const [idError, setIdError] = useState('');
   // A URL change from outside the form (a link, the back button) shows its filters.
@@ -91,12 +90,12 @@ export function Jobs() {
           Queue
           <select value={form.queue} onChange={(e) => setForm({ ...form, queue: e.target.value })} data-testid="filter-queue">
             {!listQueue.limited && <option value="">any</option>}
-            {(queues.data?.queues ?? []).map((q) => (
-              <option key={q.name} value={q.name}>
-                {q.name}
+            {listQueue.names.map((name) => (
+              <option key={name} value={name}>
+                {name}
               </option>
             ))}
-            {form.queue && !queues.data?.queues?.some((q) => q.name === form.queue) && <option value={form.queue}>{form.queue}</option>}
+            {form.queue && !listQueue.names.includes(form.queue) && <option value={form.queue}>{form.queue}</option>}
           </select>
         </label>
         <fieldset className="states">

@@ -273,7 +273,7 @@ export function auditActorKindToJSON(object: AuditActorKind): string {
 export interface Token {
   /** UUID of the token. */
   id: string;
-  /** Unique name (letters, digits and _ . : / -, at most 128 characters). */
+  /** Unique name (letters, digits and _ . : / -, at most 128 characters; not a UUID). */
   name: string;
   /** What the token may do. */
   role: TokenRole;
@@ -303,7 +303,10 @@ export interface Token {
 
 /** CreateTokenRequest describes the token to make. */
 export interface CreateTokenRequest {
-  /** Unique name; empty: "token-" and the first 8 characters of its id. */
+  /**
+   * Unique name; empty: "token-" and the first 8 characters of its id. A UUID is
+   * INVALID_ARGUMENT: RevokeToken takes an id or a name, and would take it as an id.
+   */
   name: string;
   /** Required. */
   role: TokenRole;

@@ -251,7 +251,7 @@ type Token struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// UUID of the token.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Unique name (letters, digits and _ . : / -, at most 128 characters).
+	// Unique name (letters, digits and _ . : / -, at most 128 characters; not a UUID).
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// What the token may do.
 	Role TokenRole `protobuf:"varint,3,opt,name=role,proto3,enum=evora.v1.TokenRole" json:"role,omitempty"`
@@ -360,7 +360,8 @@ func (x *Token) GetCreatedBy() string {
 // CreateTokenRequest describes the token to make.
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Unique name; empty: "token-" and the first 8 characters of its id.
+	// Unique name; empty: "token-" and the first 8 characters of its id. A UUID is
+	// INVALID_ARGUMENT: RevokeToken takes an id or a name, and would take it as an id.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Required.
 	Role TokenRole `protobuf:"varint,2,opt,name=role,proto3,enum=evora.v1.TokenRole" json:"role,omitempty"`

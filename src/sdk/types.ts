@@ -171,7 +171,8 @@ export function progressToPb(p: ProgressInput): {
     }
   }
   const message = p.message ?? '';
-  if (message.length > PROGRESS_MESSAGE_MAX) throw new RangeError(`progress message is longer than ${PROGRESS_MESSAGE_MAX} characters`);
+  // Characters are code points, as the server counts them (an emoji is one, not two).
+  if (message.length > PROGRESS_MESSAGE_MAX && [...message].length > PROGRESS_MESSAGE_MAX) throw new RangeError(`progress message is longer than ${PROGRESS_MESSAGE_MAX} characters`);
   return {
     ...(p.percent !== undefined ? { percent: p.percent } : {}),
     ...(p.done !== undefined ? { done: p.done, total: p.total } : {}),

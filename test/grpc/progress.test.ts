@@ -84,13 +84,17 @@ describe('progress while a job runs', () => {
     await w.until(() => w.acks(id).length === 1);
   });
 
-  it('ReportProgress answers once the report is stored', async () => {
+  it('ReportProgress answers once the report is stored (a message of 256 emoji is within the limit)', async () => {
     const queue = queueName();
     const { id } = await submit(queue);
     const leased = await claimOne(queue);
     await call(clients.workers, 'reportProgress', report(leased, { percent: 12.5, message: 'unary' }));
     // Stored before the answer: no waiting here.
     expect((await getJob(id)).progress).toMatchObject({ percent: 12.5, message: 'unary', attempt: 1 });
+    // 256 characters is the limit, counted as characters: 256 emoji (512 UTF-16 units) are taken.
+    const emoji = '\u{1F680}'.repeat(256);
+    await call(clients.workers, 'reportProgress', report(leased, { percent: 13, message: emoji }));
+    expect((await getJob(id)).progress).toMatchObject({ percent: 13, message: emoji });
     await call(clients.workers, 'completeJob', { jobId: id, leaseToken: leased.leaseToken });
   });
 

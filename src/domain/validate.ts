@@ -538,6 +538,11 @@ export function checkProgressReport(input: ProgressInput, maxPayloadBytes: numbe
     }
     if (done > total) throw invalidArgument(`done must not exceed total, got ${done}/${total}`);
   }
+  // A report that says nothing is malformed, not a reset: stored, it would wipe the job's
+  // progress (percent, counts, message) with nothing in their place.
+  if (percent === undefined && done === undefined && total === undefined && input.message === '' && input.checkpoint === undefined) {
+    throw invalidArgument('progress report is empty: give percent, done and total, a message or a checkpoint');
+  }
   if (longerThan(input.message, MAX_PROGRESS_MESSAGE_LENGTH)) {
     throw invalidArgument(`message is longer than ${MAX_PROGRESS_MESSAGE_LENGTH} characters`);
   }

@@ -128,9 +128,19 @@ export function checkMaxAttempts(value: number): number {
   return value;
 }
 
+/**
+ * Whether text has more than `max` characters, counted as code points, as PostgreSQL's
+ * char_length counts them (evora.submit_job's checks): a JavaScript length counts UTF-16
+ * units, two for a character outside the BMP (an emoji), so it refused keys and messages
+ * of fewer characters than the limit that the SQL door takes. Cheap for text within it.
+ */
+function longerThan(value: string, max: number): boolean {
+  return value.length > max && [...value].length > max;
+}
+
 /** An idempotency key: any text up to MAX_IDEMPOTENCY_KEY_LENGTH characters ('' for none). */
 export function checkIdempotencyKey(value: string): string {
-  if (value.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+  if (longerThan(value, MAX_IDEMPOTENCY_KEY_LENGTH)) {
     throw invalidArgument(`idempotency_key is longer than ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
   }
   return checkNoNul('idempotency_key', value);
@@ -377,7 +387,7 @@ export const MAX_ERROR_GROUP_LENGTH = 200;
 
 /** An error group to match: at most MAX_ERROR_GROUP_LENGTH characters, one line ('' = jobs without an error). */
 export function checkErrorGroup(field: string, value: string): string {
-  if ([...value].length > MAX_ERROR_GROUP_LENGTH) throw invalidArgument(`${field} is longer than ${MAX_ERROR_GROUP_LENGTH} characters (no error group is)`);
+  if (longerThan(value, MAX_ERROR_GROUP_LENGTH)) throw invalidArgument(`${field} is longer than ${MAX_ERROR_GROUP_LENGTH} characters (no error group is)`);
   if (value.includes('\n')) throw invalidArgument(`${field} is more than one line (an error group is the first line of the error)`);
   return checkNoNul(field, value);
 }
@@ -528,7 +538,12 @@ export function checkProgressReport(input: ProgressInput, maxPayloadBytes: numbe
     }
     if (done > total) throw invalidArgument(`done must not exceed total, got ${done}/${total}`);
   }
-  if (input.message.length > MAX_PROGRESS_MESSAGE_LENGTH) {
+  // A report that says nothing is malformed, not a reset: stored, it would wipe the job's
+  // progress (percent, counts, message) with nothing in their place.
+  if (percent === undefined && done === undefined && total === undefined && input.message === '' && input.checkpoint === undefined) {
+    throw invalidArgument('progress report is empty: give percent, done and total, a message or a checkpoint');
+  }
+  if (longerThan(input.message, MAX_PROGRESS_MESSAGE_LENGTH)) {
     throw invalidArgument(`message is longer than ${MAX_PROGRESS_MESSAGE_LENGTH} characters`);
   }
   checkNoNul('message', input.message);

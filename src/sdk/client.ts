@@ -265,7 +265,8 @@ export interface QueueSettings {
   maxConcurrency?: number;
   /**
    * Job starts per second across all servers (a token bucket of `burst`, starting full);
-   * `{ perSecond: 0 }` clears the limit.
+   * `{ perSecond: 0 }` clears the limit. Without `burst` the bucket holds one second of the
+   * rate, at least 1 (as `evora queue set --rate` without `--burst`).
    */
   rateLimit?: { perSecond: number; burst?: number };
   /** Unset parts of the backoff keep their current value. */
@@ -320,6 +321,17 @@ export interface AuditEventPage {
   events: AuditEvent[];
   /** Pass as `pageToken` for the next (older) page; null = no more pages. */
   nextPageToken: string | null;
+}
+
+/**
+ * QueueSettings.rateLimit as the wire's RateLimit. A rate without a burst gets one second of
+ * the rate, at least 1 (the CLI's default): the type lets `burst` out for `{ perSecond: 0 }`,
+ * and sending 0 with a rate was refused as "rate_limit.burst ... got 0", a value the caller
+ * never gave. A rate of 0 (clear) sends burst 0.
+ */
+function rateLimitToPb(r: { perSecond: number }, burst: number | undefined): { perSecond: number; burst: number } {
+  const perSecond = finiteCheck(r.perSecond, 'queue.rateLimit.perSecond');
+  return { perSecond, burst: burst ?? (perSecond > 0 ? Math.max(1, Math.ceil(perSecond)) : 0) };
 }
 
 /**
@@ -556,9 +568,7 @@ export class EvoraClient {
       maxAttempts: int32(settings.maxAttempts, 'maxAttempts'),
       leaseSeconds: int32(settings.leaseSeconds, 'leaseSeconds'),
       maxConcurrency: int32(settings.maxConcurrency, 'maxConcurrency'),
-      rateLimit: settings.rateLimit
-        ? { perSecond: finiteCheck(settings.rateLimit.perSecond, 'queue.rateLimit.perSecond'), burst: int32(settings.rateLimit.burst, 'rateLimit.burst') ?? 0 }
-        : undefined,
+      rateLimit: settings.rateLimit ? rateLimitToPb(settings.rateLimit, int32(settings.rateLimit.burst, 'rateLimit.burst')) : undefined,
       completedRetention: durationOf(settings.completedRetentionSeconds, 'queue.completedRetentionSeconds'),
       cancelledRetention: durationOf(settings.cancelledRetentionSeconds, 'queue.cancelledRetentionSeconds'),
       dlqRetention: durationOf(settings.dlqRetentionSeconds, 'queue.dlqRetentionSeconds'),

@@ -153,7 +153,7 @@ export function jobAttemptFromPb(pb: PbJobAttempt): JobAttempt {
 
 /**
  * A progress report as the wire's fields; throws TypeError/RangeError for what the server
- * would refuse (percent outside 0..100, done > total, both kinds, a long message).
+ * would refuse (percent outside 0..100, done > total, both kinds, a long message, nothing at all).
  */
 export function progressToPb(p: ProgressInput): {
   percent?: number;
@@ -171,7 +171,11 @@ export function progressToPb(p: ProgressInput): {
     }
   }
   const message = p.message ?? '';
-  if (message.length > PROGRESS_MESSAGE_MAX) throw new RangeError(`progress message is longer than ${PROGRESS_MESSAGE_MAX} characters`);
+  if (p.percent === undefined && p.done === undefined && p.total === undefined && message === '' && p.checkpoint === undefined) {
+    throw new TypeError('progress report is empty: give percent, done and total, a message or a checkpoint');
+  }
+  // Characters are code points, as the server counts them (an emoji is one, not two).
+  if (message.length > PROGRESS_MESSAGE_MAX && [...message].length > PROGRESS_MESSAGE_MAX) throw new RangeError(`progress message is longer than ${PROGRESS_MESSAGE_MAX} characters`);
   return {
     ...(p.percent !== undefined ? { percent: p.percent } : {}),
     ...(p.done !== undefined ? { done: p.done, total: p.total } : {}),

@@ -84,13 +84,17 @@ describe('progress while a job runs', () => {
     await w.until(() => w.acks(id).length === 1);
   });
 
-  it('ReportProgress answers once the report is stored', async () => {
+  it('ReportProgress answers once the report is stored (a message of 256 emoji is within the limit)', async () => {
     const queue = queueName();
     const { id } = await submit(queue);
     const leased = await claimOne(queue);
     await call(clients.workers, 'reportProgress', report(leased, { percent: 12.5, message: 'unary' }));
     // Stored before the answer: no waiting here.
     expect((await getJob(id)).progress).toMatchObject({ percent: 12.5, message: 'unary', attempt: 1 });
+    // 256 characters is the limit, counted as characters: 256 emoji (512 UTF-16 units) are taken.
+    const emoji = '\u{1F680}'.repeat(256);
+    await call(clients.workers, 'reportProgress', report(leased, { percent: 13, message: emoji }));
+    expect((await getJob(id)).progress).toMatchObject({ percent: 13, message: emoji });
     await call(clients.workers, 'completeJob', { jobId: id, leaseToken: leased.leaseToken });
   });
 
@@ -253,6 +257,7 @@ describe('the SDK client', () => {
       expect((await client.get(id)).progress).toMatchObject({ percent: null, done: 2, total: 8, message: 'two of eight', attempt: 1 });
       await expect(client.reportProgress(lease, { percent: 120 })).rejects.toThrow(RangeError);
       await expect(client.reportProgress(lease, { percent: 5, done: 1, total: 2 })).rejects.toThrow(TypeError);
+      await expect(client.reportProgress(lease, {})).rejects.toThrow(/progress report is empty/);
       expect((await client.attempts(id)).map((a) => [a.attempt, a.workerId, a.outcome])).toEqual([[1, 'sdk-unary', 'RUNNING']]);
       await call(clients.workers, 'completeJob', { jobId: id, leaseToken: leased.leaseToken });
     } finally {
@@ -271,6 +276,7 @@ describe('bad input is INVALID_ARGUMENT with one line, and changes nothing', () 
     [{ done: 1 }, /^done and total must be set together$/],
     [{ percent: 5, done: 1, total: 2 }, /^progress takes percent or done\/total, not both$/],
     [{ message: 'x'.repeat(257) }, /^message is longer than 256 characters$/, 'a message of 257 characters'],
+    [{}, /^progress report is empty: give percent, done and total, a message or a checkpoint$/, 'an empty report (it wiped the stored progress)'],
     [{ checkpoint: { blob: 'x'.repeat(MAX_PAYLOAD_BYTES) } }, /^checkpoint is \d+ bytes of JSON; the limit is 2000$/, 'a checkpoint over the limit'],
     [{ jobId: 'nope' }, /^job_id "nope" is not a UUID$/],
   ];

@@ -184,7 +184,7 @@ describe('evora.submit_job', () => {
     expect((await db.query('SELECT count(*)::int AS n FROM evora.queues WHERE name = $1', [queue])).rows[0].n).toBe(0);
   });
 
-  it('takes what the API takes at the edges: 24 levels of nesting (brackets in strings do not count), 9999-12-31, a base equal to its cap', async () => {
+  it('takes what the API takes at the edges: 24 levels of nesting (brackets in strings do not count), 9999-12-31, a base equal to its cap, a key of 255 emoji', async () => {
     const queue = queueName();
     const deepest = `${'{"a":'.repeat(23)}["[[[[{{"]${'}'.repeat(23)}`;
     const viaSql = await db.query(`SELECT job_id FROM evora.submit_job($1, 't', $2::jsonb, run_at => '9999-12-31T23:59:59Z', backoff_base => '1 hour', backoff_cap => '1 hour')`, [queue, deepest]);
@@ -193,5 +193,11 @@ describe('evora.submit_job', () => {
     expect(job.payload).toEqual(JSON.parse(deepest));
     // The API takes the same payload.
     await client.submit({ queue, type: 't', payload: JSON.parse(deepest) });
+    // A key of 255 characters outside the BMP (510 UTF-16 units): both doors count characters,
+    // so the API replays the job the function made (it used to refuse the key as too long).
+    const key = '\u{1F600}'.repeat(255);
+    const keyed = await db.query(`SELECT job_id FROM evora.submit_job($1, 't', idempotency_key => $2)`, [queue, key]);
+    expect(await client.submit({ queue, type: 't', idempotencyKey: key })).toMatchObject({ created: false, job: { id: keyed.rows[0].job_id } });
+    await expect(client.submit({ queue, type: 't', idempotencyKey: `${key}x` })).rejects.toThrow(/idempotency_key is longer than 255 characters/);
   });
 });

@@ -10,6 +10,7 @@ import { serverSetup } from '../helpers/server-setup.js';
  * Numbers and dates the wire cannot carry (1.5 in an int32, NaN in a Duration, an invalid
  * Date): the submit that carries one throws a TypeError before any call, and it alone
  * fails; the SubmitJobStream and the other submits on it go on. Against a real server.
+ * Also what the SDK fills in for a value left out (a rate limit's burst).
  */
 
 let address: string;
@@ -107,6 +108,21 @@ describe('a submit with a number or date the wire cannot carry', () => {
       // Nothing was written: the queue and the schedule do not exist.
       expect(await client.getQueue(queue).catch((e: unknown) => (e as EvoraApiError).codeName)).toBe('NOT_FOUND');
       expect(await client.getSchedule(queue).catch((e: unknown) => (e as EvoraApiError).codeName)).toBe('NOT_FOUND');
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('upsertQueue rateLimit without burst', () => {
+  it('takes one second of the rate, at least 1 (as the CLI), instead of sending 0 and being refused for a burst it was not given', async () => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName('burst');
+      expect((await client.upsertQueue(queue, { rateLimit: { perSecond: 5 } })).queue.rateLimit).toEqual({ perSecond: 5, burst: 5 });
+      expect((await client.upsertQueue(queue, { rateLimit: { perSecond: 0.5 } })).queue.rateLimit).toEqual({ perSecond: 0.5, burst: 1 });
+      expect((await client.upsertQueue(queue, { rateLimit: { perSecond: 2.5, burst: 1 } })).queue.rateLimit).toEqual({ perSecond: 2.5, burst: 1 });
+      expect((await client.upsertQueue(queue, { rateLimit: { perSecond: 0 } })).queue.rateLimit).toBeNull();
     } finally {
       client.close();
     }

@@ -128,6 +128,23 @@ export function checkScheduleName(value: string): string {
   return checkName('name', value);
 }
 
+/**
+ * A name a schedule may be created or changed under: a schedule's name, and not one with a
+ * `:trigger` segment (containing `:trigger:` or ending in `:trigger`). Fires and triggers
+ * key their jobs `schedule:<name>:<fire time>` and `schedule:<name>:trigger:<trigger_id>`;
+ * without the rule a fire of `x:trigger` and a trigger of `x` could make one key, and the
+ * later would get the earlier's job. With it, no two fires or triggers of different
+ * schedules share a key (a fire time holds no letters but T and Z). Existing schedules with
+ * such a name can still be read, paused, triggered and deleted (checkScheduleName).
+ */
+export function checkScheduleNewName(value: string): string {
+  const name = checkScheduleName(value);
+  if (/:trigger(:|$)/.test(name)) {
+    throw invalidArgument(`name "${name}" has a ":trigger" segment, which the idempotency keys of triggered jobs use (schedule:<name>:trigger:<trigger_id>): choose another name`);
+  }
+  return name;
+}
+
 /** A client-chosen trigger id: letters, digits and _ . : / -, at most MAX_TRIGGER_ID_LENGTH. */
 export function checkTriggerId(value: string): string {
   if (!value) return '';
@@ -148,7 +165,7 @@ export function checkScheduleUpsert(input: {
   misfirePolicy: MisfirePolicy | undefined;
   misfireCap: number;
 }): ScheduleUpsertInput {
-  const name = checkScheduleName(input.name);
+  const name = checkScheduleNewName(input.name);
   const timezone = checkTimezone(input.timezone);
   return {
     name,

@@ -86,6 +86,9 @@ describe('ScheduleService', () => {
       [{ timezone: 'Mars/Olympus' }, /timezone "Mars\/Olympus" is not an IANA time zone/],
       [{ name: '' }, /name is required/],
       [{ name: 'bad name!' }, /name "bad name!" may contain only/],
+      // A fire of x:trigger and a trigger of x would share an idempotency key.
+      [{ name: 'x:trigger' }, /^name "x:trigger" has a ":trigger" segment/],
+      [{ name: 'x:trigger:y' }, /^name "x:trigger:y" has a ":trigger" segment/],
       [{ queue: '' }, /queue is required/],
       [{ type: '' }, /type is required/],
       [{ priority: 5000 }, /priority must be/],

@@ -84,7 +84,8 @@ export function misfirePolicyToJSON(object: MisfirePolicy): string {
 export interface Schedule {
   /**
    * Unique name: letters, digits and _ . : / -, starting with a letter or digit, at most
-   * 128 characters (it is part of the jobs' idempotency keys).
+   * 128 characters (it is part of the jobs' idempotency keys), without a ":trigger" segment
+   * (containing ":trigger:" or ending in ":trigger": the keys of triggered jobs use it).
    */
   name: string;
   /**

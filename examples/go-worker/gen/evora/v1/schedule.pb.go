@@ -87,7 +87,8 @@ func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
 type Schedule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique name: letters, digits and _ . : / -, starting with a letter or digit, at most
-	// 128 characters (it is part of the jobs' idempotency keys).
+	// 128 characters (it is part of the jobs' idempotency keys), without a ":trigger" segment
+	// (containing ":trigger:" or ending in ":trigger": the keys of triggered jobs use it).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Cron expression: 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
 	// first). Ranges, lists, steps and names (JAN, MON) as in cron; when both day fields are

@@ -173,6 +173,31 @@ export const CONFIG_DOC: ConfigEntry[] = [
 /** The 0/1 settings (their `serve` flags may also stand alone, meaning 1). */
 export const CONFIG_BOOLEAN_KEYS: ReadonlySet<keyof ServerConfig> = new Set(['claimAsyncCommit', 'insecureNoAuth', 'reflection', 'metricsOpen']);
 
+/** The schemes pg reads as a PostgreSQL URL (`socket:` is its Unix-socket form). */
+const DATABASE_URL_SCHEMES: readonly string[] = ['postgres', 'postgresql', 'socket'];
+
+/**
+ * Returns `value` if pg reads it as the PostgreSQL it names: a postgres:// or postgresql://
+ * URL, pg's socket: URL, or a Unix socket folder (a path starting with /). Anything else pg
+ * would misread without a word: `localhost:5432` or a mysql:// URL connect to localhost:5432,
+ * `not-a-url` to a host named "base" (getaddrinfo ENOTFOUND base), so it is refused with one
+ * line naming `setting`, as is a URL pg cannot parse (its error is a bare "Invalid URL").
+ * The URL is parsed as pg-connection-string parses it (spaces encoded, an empty host allowed
+ * before a `?host=` socket). The value itself is never repeated: it may hold a password.
+ */
+export function databaseUrlCheck(value: string, setting: string): string {
+  if (value.startsWith('/')) return value;
+  const refused = (why: string) => new Error(`${setting} must be a PostgreSQL URL such as postgres://user:password@host:5432/database; ${why}`);
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1]?.toLowerCase();
+  if (scheme === undefined) throw refused('the value given does not start with postgres://');
+  if (!DATABASE_URL_SCHEMES.includes(scheme)) throw refused(`the value given starts with "${scheme}:", not postgres:// or postgresql://`);
+  const encoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(value) ? encodeURI(value).replace(/%25(\d\d)/g, '%$1') : value;
+  if (!URL.canParse(encoded) && !URL.canParse(encoded.replace('@/', '@___DUMMY___/'))) {
+    throw refused('the value given is not a valid URL (is the port a number? are special characters in the password percent-encoded?)');
+  }
+  return value;
+}
+
 /**
  * Builds the configuration from (in order of precedence) explicit overrides such as CLI
  * flags, then the environment, then defaults. Refuses malformed numbers with one line.
@@ -182,7 +207,8 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   const out: Record<string, unknown> = {};
   for (const e of CONFIG_DOC) {
     const value = raw(e);
-    if (e.key === 'databaseUrl' || e.key === 'mongodbUrl' || e.key === 'directDatabaseUrl' || e.key === 'tlsCert' || e.key === 'tlsKey' || e.key === 'tlsClientCa') out[e.key] = value || null;
+    if (e.key === 'databaseUrl' || e.key === 'directDatabaseUrl') out[e.key] = value ? databaseUrlCheck(value, `${e.env} (${e.flag})`) : null;
+    else if (e.key === 'mongodbUrl' || e.key === 'tlsCert' || e.key === 'tlsKey' || e.key === 'tlsClientCa') out[e.key] = value || null;
     else if (e.key === 'bootstrapAdminToken') out[e.key] = value ? checkBootstrapSecret(value) : null;
     else if (e.key === 'dbPooler') {
       if (!(DB_POOLER_VALUES as readonly string[]).includes(value)) throw new Error(`${e.env} (${e.flag}) must be ${DB_POOLER_VALUES.join(', ')}, got "${value}"`);

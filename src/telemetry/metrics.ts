@@ -146,26 +146,38 @@ async function unlessUnavailable<T>(read: Promise<T>): Promise<T | null> {
   }
 }
 
+/** The separate metrics port, bound: its port, the metrics once they exist, and how to close it. */
+export interface MetricsServer {
+  port: number;
+  /** Starts answering /metrics from `metrics` (before: 503, the server is starting). */
+  ready(metrics: ServerMetrics): void;
+  close(): Promise<void>;
+}
+
 /**
  * The separate metrics port (EVORA_METRICS_PORT): `/metrics` (Prometheus text format) and
  * `/healthz`, 200 while the process runs, as on the HTTP port (a liveness check: a database
  * outage is survived, so it must not get the server restarted; /readyz is the HTTP port's).
  * It never asks for a token, auth on or off (the HTTP port's /metrics does, unless
  * EVORA_METRICS_OPEN): it is meant for a private network only Prometheus reaches.
- * Resolves to the bound port.
+ * Bound with the other ports, before the server waits for PostgreSQL: a taken port fails
+ * the start at once, and /healthz answers during that wait (/metrics answers 503 until
+ * `ready`, as the metrics read the database). Resolves once bound; rejects with the
+ * listen error (e.g. EADDRINUSE).
  */
-export async function metricsServerStart(params: {
-  host: string;
-  port: number;
-  metrics: ServerMetrics;
-  logger: Logger;
-}): Promise<{ port: number; close(): Promise<void> }> {
+export async function metricsServerStart(params: { host: string; port: number; logger: Logger }): Promise<MetricsServer> {
+  let metrics: ServerMetrics | null = null;
   const server: Server = createServer((req, res) => {
     const url = req.url ?? '/';
     if (url.startsWith('/metrics')) {
-      params.metrics.registry.metrics().then(
+      if (!metrics) {
+        res.writeHead(503, { 'content-type': 'text/plain' }).end('the server is starting: waiting for the database\n');
+        return;
+      }
+      const registry = metrics.registry;
+      registry.metrics().then(
         (text) => {
-          res.writeHead(200, { 'content-type': params.metrics.registry.contentType });
+          res.writeHead(200, { 'content-type': registry.contentType });
           res.end(text);
         },
         (err: unknown) => {
@@ -186,6 +198,9 @@ export async function metricsServerStart(params: {
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : params.port,
+    ready: (m) => {
+      metrics = m;
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

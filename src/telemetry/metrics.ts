@@ -56,15 +56,16 @@ export class ServerMetrics {
     collectDefaultMetrics({ register: this.registry });
     // The outbox lag is one query per scrape: the gauges below collect together (prom-client
     // calls every collect at once), share the read in flight, and evora_database_up is
-    // whether it reached the database.
+    // whether it reached the database (within SCRAPE_DATABASE_WAIT_MS).
     const lagRead = sharedRead(() => deps.store.outboxLag());
+    const depthsRead = sharedRead(() => deps.store.queueDepths());
     new Gauge({
       name: 'evora_queue_depth',
       help: 'PENDING jobs claimable now, per queue; 0 for a known queue with none (the series never disappears)',
       labelNames: ['queue'],
       registers: [this.registry],
       async collect() {
-        const depths = await unlessUnavailable(deps.store.queueDepths());
+        const depths = await unlessUnavailable(depthsRead());
         if (!depths) return;
         this.reset();
         for (const { queue, depth } of depths) this.set({ queue }, depth);
@@ -133,16 +134,32 @@ function sharedRead<T>(read: () => Promise<T>): () => Promise<T> {
 }
 
 /**
- * What a read from the database gave, or null when the database is unavailable: a scrape
- * during an outage still answers (the process's own metrics, evora_database_up 0), and the
- * gauges read from the database keep their last values. Any other error fails the scrape.
+ * How long a scrape waits for the database. Prometheus gives a scrape 10 s by default, and a
+ * database that stopped answering without closing its connections (frozen, partitioned)
+ * holds a read until EVORA_DB_QUERY_TIMEOUT_MS (30 s by default; 0: for ever): waited for,
+ * the scrape itself failed, and with it the evora_database_up 0 meant to tell the outage.
+ */
+const SCRAPE_DATABASE_WAIT_MS = 5_000;
+
+/**
+ * What a read from the database gave, or null when the database is unavailable or has not
+ * answered within SCRAPE_DATABASE_WAIT_MS (the read goes on unobserved; the reads are shared,
+ * so a hung one is not repeated by every scrape): a scrape during an outage still answers
+ * (the process's own metrics, evora_database_up 0), and the gauges read from the database
+ * keep their last values. Any other error fails the scrape.
  */
 async function unlessUnavailable<T>(read: Promise<T>): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), SCRAPE_DATABASE_WAIT_MS);
+  });
   try {
-    return await read;
+    return await Promise.race([read, late]);
   } catch (err) {
     if (isUnavailable(err)) return null;
     throw err;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -281,6 +281,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           const embeddedApplied = embedded ? await migrate(embedded.url) : [];
           if (embedded) await dbRoleEnsure(embedded.url, EMBEDDED_ROLE);
           const decision = await poolerDecide({ pooler: config.dbPooler, connectionString: poolUrl, directConnectionString: directUrl });
+          if (decision.pooled && directUrl === poolUrl) throw poolerWithoutDirectUrl(decision.reason);
           return { decision, applied: embedded ? embeddedApplied : await migrate(directUrl) };
         },
       }),
@@ -524,6 +525,22 @@ async function grpcListen(server: grpc.Server, host: string, port: number, crede
   }
   return new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${port}`, credentials, (err, p) => (err ? reject(refused(err.message, err)) : resolve(p))),
+  );
+}
+
+/**
+ * The start's refusal of a pooler on DATABASE_URL with no direct URL beside it: LISTEN and
+ * the leader's session-level advisory lock would go through the pooler, which in transaction
+ * mode lends the server connection holding them to other clients, so every server that
+ * lands on it thinks it leads (four servers through one pgbouncer were all elected at once),
+ * and NOTIFYs are lost. A pooler in session mode carries both, but cannot be told apart from
+ * one in transaction mode: it is run with EVORA_DB_POOLER=none (docs/store.md, "Behind pgbouncer").
+ */
+function poolerWithoutDirectUrl(reason: string): Error {
+  return new Error(
+    `a pooler sits on DATABASE_URL (${reason}) and EVORA_DIRECT_DATABASE_URL is not set: LISTEN and the leader's lock cannot go through a ` +
+      'transaction pooler (every server would think it leads); set EVORA_DIRECT_DATABASE_URL to PostgreSQL itself, or EVORA_DB_POOLER=none ' +
+      'for a pooler in session mode (docs/store.md, "Behind pgbouncer")',
   );
 }
 

@@ -180,8 +180,21 @@ export function print(ctx: Ctx, value: unknown, human: () => string): void {
 }
 
 /**
+ * Whether an UNAVAILABLE was the server's own answer (its database is away, it is starting
+ * or stopping) rather than grpc-js's word that it could not reach the server: a status the
+ * server sent arrives with the response's headers (content-type, date) as its metadata, one
+ * grpc-js makes up locally (connection refused, a name that does not resolve) with none.
+ * Only the wording of the CLI's line depends on it ("cannot reach" was said of a server that
+ * had answered "database unavailable").
+ */
+function answeredByServer(err: EvoraApiError): boolean {
+  const metadata = (err.cause as { metadata?: { getMap?: () => Record<string, unknown> } } | undefined)?.metadata;
+  return typeof metadata?.getMap === 'function' && Object.keys(metadata.getMap()).length > 0;
+}
+
+/**
  * Runs a command with a client built from the global options, and closes it. A server that
- * cannot be reached is said in one line naming its address; an UNAUTHENTICATED answer to a
+ * cannot be reached, or answers UNAVAILABLE, is said in one line naming its address; an UNAUTHENTICATED answer to a
  * command run without a token says how to give one.
  */
 export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Promise<void>) {
@@ -196,7 +209,10 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     } catch (err) {
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
         const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
-        throw new EvoraApiError({ code: err.code, method: err.method, details: `cannot reach the Evora server at ${client.address} (${detail})`, cause: err });
+        const details = answeredByServer(err)
+          ? `the Evora server at ${client.address} answered: ${detail}`
+          : `cannot reach the Evora server at ${client.address} (${detail})`;
+        throw new EvoraApiError({ code: err.code, method: err.method, details, cause: err });
       }
       if (err instanceof EvoraApiError && err.codeName === 'DEADLINE_EXCEEDED') {
         // The command's first argument, if a word: the job id or name a write's check names.

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { EvoraApiError, StatusCode } from '../sdk/index.js';
+import { databaseUrlCheck } from '../server/config.js';
 import { UsageError } from './flags.js';
 
 /**
@@ -15,6 +16,21 @@ export async function databaseFailure(err: unknown, method: string): Promise<unk
   const reason = databaseUnavailableReason(err);
   if (reason === null) return err;
   return new EvoraApiError({ code: StatusCode.UNAVAILABLE, method, details: `database unavailable: ${reason}`, cause: err });
+}
+
+/**
+ * The database URL a command was given (`--database-url`, else DATABASE_URL), checked as the
+ * server checks its own (databaseUrlCheck): a value pg would misread is bad usage, exit 2,
+ * in one line naming where it came from; undefined when neither is set.
+ */
+export function databaseUrlOption(flag: string | undefined): string | undefined {
+  const url = flag || process.env.DATABASE_URL || undefined;
+  if (url === undefined) return undefined;
+  try {
+    return databaseUrlCheck(url, flag ? '--database-url' : 'DATABASE_URL');
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
 }
 
 /**
@@ -39,7 +55,7 @@ export function dbCommandsAdd(program: Command): void {
     .option('--password-file <file>', 'read the password from this file (its first line)')
     .option('--database-url <url>', 'PostgreSQL as a superuser [env DATABASE_URL]')
     .action(async (opts: { name: string; owner: string; password?: string; passwordFile?: string; databaseUrl?: string }) => {
-      const url = opts.databaseUrl ?? process.env.DATABASE_URL;
+      const url = databaseUrlOption(opts.databaseUrl);
       if (!url) throw new UsageError('evora db create-role needs --database-url or DATABASE_URL (a role that may create roles, e.g. the superuser)');
       if (opts.password !== undefined && opts.passwordFile !== undefined) throw new UsageError('give --password or --password-file, not both');
       let password: string | null = opts.password ?? null;

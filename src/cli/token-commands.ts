@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { AUDIT_ACTIONS, EvoraApiError, StatusCode, TOKEN_ROLES, type AuditActionName, type AuditEvent, type Token, type TokenRoleName } from '../sdk/index.js';
 import { EvoraError } from '../domain/errors.js';
 import { withClient } from './client-context.js';
+import { databaseUrlOption } from './db-commands.js';
 import { UsageError, nonEmpty, parseDuration, parseInteger } from './flags.js';
 import { table, time } from './format.js';
 
@@ -30,7 +31,7 @@ interface AdminOptions {
 
 /** The database URL of direct mode: --database-url, else DATABASE_URL; undefined: through the server. */
 function directUrl(opts: AdminOptions): string | undefined {
-  return opts.databaseUrl || process.env.DATABASE_URL || undefined;
+  return databaseUrlOption(opts.databaseUrl);
 }
 
 /** A domain error of direct mode as the SDK's error, so the CLI prints and exits as for the server's. */

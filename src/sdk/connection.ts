@@ -43,13 +43,39 @@ export interface ConnectionOptions {
   channelOptions?: grpc.ChannelOptions;
 }
 
-/** `host` with Evora's port when it has none: `name`, `[v6]` and a bare IPv6 address get it; `name:port` and `[v6]:port` are kept. */
-function hostWithPort(host: string): string {
-  if (host.startsWith('[')) return /\]:\d*$/.test(host) ? host : `${host}:${DEFAULT_PORT}`;
+/** A refusal of an address the SDK cannot dial as meant (a TypeError, as for other bad options: the CLI exits 2). */
+function addressRefused(address: string, why: string): TypeError {
+  return new TypeError(`address "${address}" ${why}`);
+}
+
+/** `port` (after a host's colon) if it is one a server can listen on. */
+function portCheck(port: string, address: string): void {
+  if (!/^\d+$/.test(port) || Number(port) < 1 || Number(port) > 65_535) throw addressRefused(address, 'has a port that is not a whole number from 1 to 65535');
+}
+
+/**
+ * `host` with Evora's port when it has none: `name`, `[v6]` and a bare IPv6 address get it;
+ * `name:port` and `[v6]:port` are kept. A port out of range and a missing host are refused
+ * (grpc-js took `:50051` to an empty host name, and `db1:99999` to a "connection" failure).
+ */
+function hostWithPort(host: string, address: string): string {
+  if (host.startsWith('[')) {
+    const m = /^\[[^\]]+\](?::(.*))?$/.exec(host);
+    if (!m) throw addressRefused(address, 'is not an IPv6 address in brackets, [::1] or [::1]:50051');
+    if (m[1] === undefined) return `${host}:${DEFAULT_PORT}`;
+    portCheck(m[1], address);
+    return host;
+  }
   const colons = host.split(':').length - 1;
-  if (colons === 0) return `${host}:${DEFAULT_PORT}`;
+  if (colons === 0) {
+    if (!host) throw addressRefused(address, 'names no host');
+    return `${host}:${DEFAULT_PORT}`;
+  }
   // More than one colon and no brackets: an IPv6 address alone, as grpc-js reads it too.
   if (colons > 1) return `[${host}]:${DEFAULT_PORT}`;
+  const [name, port] = host.split(':') as [string, string];
+  if (!name) throw addressRefused(address, `names no host (127.0.0.1:${port} is this machine)`);
+  portCheck(port, address);
   return host;
 }
 
@@ -58,13 +84,19 @@ function hostWithPort(host: string): string {
  * own default for a name without a port is 443, where no Evora server listens, so an address
  * of `db-host` would fail only after the whole deadline. The targets grpc-js reads with a
  * scheme keep it: `dns:` (with or without an authority) and `ipv4:`/`ipv6:` (a list, each
- * address) get the port where one is missing, `unix:` and any other scheme stay as given.
+ * address) get the port where one is missing, `unix:`, `unix-abstract:` and `vsock:` stay as
+ * given. A URL of another scheme (`http://host:8080`, the dashboard's) is refused with a
+ * TypeError, as are a port out of range and a missing host: grpc-js read the URL as an IPv6
+ * address and answered UNAVAILABLE, as if the server were down.
  */
 export function addressWithPort(address: string): string {
   const m = /^(dns|ipv4|ipv6):((?:\/\/[^/]*\/)?)(.+)$/.exec(address);
-  if (m) return `${m[1]}:${m[2]}${m[1] === 'dns' ? hostWithPort(m[3]!) : m[3]!.split(',').map(hostWithPort).join(',')}`;
+  if (m) return `${m[1]}:${m[2]}${m[1] === 'dns' ? hostWithPort(m[3]!, address) : m[3]!.split(',').map((h) => hostWithPort(h, address)).join(',')}`;
   if (/^(unix|unix-abstract|vsock):/.test(address)) return address;
-  return hostWithPort(address);
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(address)) {
+    throw addressRefused(address, 'is a URL: give host:port, such as 127.0.0.1:50051 (or a grpc-js target: dns:, ipv4:, ipv6:, unix:)');
+  }
+  return hostWithPort(address, address);
 }
 
 /** The address to dial: the one given, else $EVORA_ADDRESS, else DEFAULT_ADDRESS; with Evora's port when it names none (addressWithPort). */

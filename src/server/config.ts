@@ -140,7 +140,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'logPretty', env: 'EVORA_LOG_PRETTY', flag: '--log-pretty', default: '', doc: '1: human-readable logs; 0: JSON; unset: pretty on a terminal' },
   { key: 'dbPoolSize', env: 'EVORA_DB_POOL_SIZE', flag: '--db-pool-size', default: '10', doc: 'PostgreSQL connections per server process (plus one LISTEN and one leader connection)', range: [1, 1000] },
   { key: 'dbQueryTimeoutMs', env: 'EVORA_DB_QUERY_TIMEOUT_MS', flag: '--db-query-timeout-ms', default: '30000', doc: 'a statement unanswered this long is given up: its connection is closed and the call answered UNAVAILABLE (a database that stopped answering without closing its connections: frozen, a network partition); it may still have committed; below 10 s it bounds the wait for a connection too (10 s otherwise); 0: wait forever', range: [0, TIMER_MAX_MS] },
-  { key: 'directDatabaseUrl', env: 'EVORA_DIRECT_DATABASE_URL', flag: '--direct-database-url', default: '', doc: 'PostgreSQL itself, when DATABASE_URL is a pooler (pgbouncer): LISTEN, the leader lock and migrations connect here; unset: DATABASE_URL' },
+  { key: 'directDatabaseUrl', env: 'EVORA_DIRECT_DATABASE_URL', flag: '--direct-database-url', default: '', doc: 'PostgreSQL itself, when DATABASE_URL is a pooler (pgbouncer): LISTEN, the leader lock and migrations connect here; unset: DATABASE_URL (a start that finds a pooler there is refused)' },
   { key: 'dbPooler', env: 'EVORA_DB_POOLER', flag: '--db-pooler', default: 'auto', doc: 'auto: detect a pooler on DATABASE_URL (or assume one when EVORA_DIRECT_DATABASE_URL differs); transaction: one is there (no named prepared statements, no session settings; EVORA_CLAIM_ASYNC_COMMIT refused); none: PostgreSQL itself (or pgbouncer >= 1.21 with max_prepared_statements)' },
   { key: 'claimAsyncCommit', env: 'EVORA_CLAIM_ASYNC_COMMIT', flag: '--claim-async-commit', default: '0', doc: '1: claims commit without waiting for the WAL flush (faster; after a PostgreSQL crash a job claimed just before may run twice, its attempt uncounted); 0: off' },
   { key: 'pollIntervalMs', env: 'EVORA_POLL_INTERVAL_MS', flag: '--poll-interval-ms', default: '1000', doc: 'fallback poll for queues with idle workers; also when scheduled jobs come due, and when a held lease expires (the worker is told lease_lost)', range: INTERVAL_RANGE },
@@ -173,6 +173,31 @@ export const CONFIG_DOC: ConfigEntry[] = [
 /** The 0/1 settings (their `serve` flags may also stand alone, meaning 1). */
 export const CONFIG_BOOLEAN_KEYS: ReadonlySet<keyof ServerConfig> = new Set(['claimAsyncCommit', 'insecureNoAuth', 'reflection', 'metricsOpen']);
 
+/** The schemes pg reads as a PostgreSQL URL (`socket:` is its Unix-socket form). */
+const DATABASE_URL_SCHEMES: readonly string[] = ['postgres', 'postgresql', 'socket'];
+
+/**
+ * Returns `value` if pg reads it as the PostgreSQL it names: a postgres:// or postgresql://
+ * URL, pg's socket: URL, or a Unix socket folder (a path starting with /). Anything else pg
+ * would misread without a word: `localhost:5432` or a mysql:// URL connect to localhost:5432,
+ * `not-a-url` to a host named "base" (getaddrinfo ENOTFOUND base), so it is refused with one
+ * line naming `setting`, as is a URL pg cannot parse (its error is a bare "Invalid URL").
+ * The URL is parsed as pg-connection-string parses it (spaces encoded, an empty host allowed
+ * before a `?host=` socket). The value itself is never repeated: it may hold a password.
+ */
+export function databaseUrlCheck(value: string, setting: string): string {
+  if (value.startsWith('/')) return value;
+  const refused = (why: string) => new Error(`${setting} must be a PostgreSQL URL such as postgres://user:password@host:5432/database; ${why}`);
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1]?.toLowerCase();
+  if (scheme === undefined) throw refused('the value given does not start with postgres://');
+  if (!DATABASE_URL_SCHEMES.includes(scheme)) throw refused(`the value given starts with "${scheme}:", not postgres:// or postgresql://`);
+  const encoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(value) ? encodeURI(value).replace(/%25(\d\d)/g, '%$1') : value;
+  if (!URL.canParse(encoded) && !URL.canParse(encoded.replace('@/', '@___DUMMY___/'))) {
+    throw refused('the value given is not a valid URL (is the port a number? are special characters in the password percent-encoded?)');
+  }
+  return value;
+}
+
 /**
  * Builds the configuration from (in order of precedence) explicit overrides such as CLI
  * flags, then the environment, then defaults. Refuses malformed numbers with one line.
@@ -182,7 +207,8 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   const out: Record<string, unknown> = {};
   for (const e of CONFIG_DOC) {
     const value = raw(e);
-    if (e.key === 'databaseUrl' || e.key === 'mongodbUrl' || e.key === 'directDatabaseUrl' || e.key === 'tlsCert' || e.key === 'tlsKey' || e.key === 'tlsClientCa') out[e.key] = value || null;
+    if (e.key === 'databaseUrl' || e.key === 'directDatabaseUrl') out[e.key] = value ? databaseUrlCheck(value, `${e.env} (${e.flag})`) : null;
+    else if (e.key === 'mongodbUrl' || e.key === 'tlsCert' || e.key === 'tlsKey' || e.key === 'tlsClientCa') out[e.key] = value || null;
     else if (e.key === 'bootstrapAdminToken') out[e.key] = value ? checkBootstrapSecret(value) : null;
     else if (e.key === 'dbPooler') {
       if (!(DB_POOLER_VALUES as readonly string[]).includes(value)) throw new Error(`${e.env} (${e.flag}) must be ${DB_POOLER_VALUES.join(', ')}, got "${value}"`);

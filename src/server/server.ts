@@ -24,7 +24,7 @@ import { Scheduler } from '../maintenance/scheduler.js';
 import { PostgresTelemetrySink } from '../telemetry/pg-sink.js';
 import { MongoTelemetrySink } from '../telemetry/mongo-sink.js';
 import type { TelemetrySink } from '../telemetry/projection.js';
-import { ServerMetrics, metricsServerStart } from '../telemetry/metrics.js';
+import { ServerMetrics, metricsServerStart, type MetricsServer } from '../telemetry/metrics.js';
 import { NotificationListener } from '../store/listener.js';
 import { CHANNEL_JOB_AVAILABLE, CHANNEL_JOB_CANCEL, CHANNEL_SCHEDULE_CHANGED, CHANNEL_TOKENS_CHANGED, Store } from '../store/store.js';
 import { reflectionAddToServer } from '../grpc/reflection.js';
@@ -129,7 +129,7 @@ interface Parts {
   streams: OpenStreams;
   /** The HTTP port: the JSON API, the dashboard, health and metrics. */
   http: HttpServer | null;
-  metricsServer: { port: number; close(): Promise<void> } | null;
+  metricsServer: MetricsServer | null;
   /** The gRPC port's TLS credentials when TLS is on (they poll their files until stopped). */
   tls: ReloadingServerCredentials | null;
   /** The API token cache (it reads the token table until stopped). */
@@ -144,6 +144,8 @@ interface Parts {
  *    UNAVAILABLE until ready;
  *  - the HTTP port right after it (src/http: same TLS; a taken port fails the start in
  *    one line too); /healthz answers, /readyz and every /v1 route answer 503 until ready;
+ *  - the metrics port (EVORA_METRICS_PORT) after it, likewise: its /healthz answers,
+ *    /metrics answers 503 until ready;
  *  - the database (embedded unless configured) and the store, waited for with capped
  *    exponential backoff while it is unreachable (./database-ready.ts), then migrations;
  *  - auth: the bootstrap admin token ensured (EVORA_BOOTSTRAP_ADMIN_TOKEN), the token cache
@@ -152,7 +154,8 @@ interface Parts {
  *  - metrics and the dispatcher, the LISTEN connection, the telemetry sink, the maintainer
  *    (leader election; the sweeper, the projector, the pruner and the scheduler run on the leader);
  *  - the services swap in and health says SERVING, the HTTP API gets the same
- *    implementations (its routes call the gRPC handlers in process); the metrics endpoint.
+ *    implementations (its routes call the gRPC handlers in process), and so does the
+ *    metrics port's /metrics.
  * Resolves once ready; `opts.onListening` hears the address as soon as the port is bound.
  *
  * Shutdown order (stop(), and a failed or aborted start, stop what exists in this order):
@@ -230,6 +233,13 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         metricsOpen: config.metricsOpen,
       });
     }
+    // The metrics port too, before PostgreSQL: a taken port fails here in one line, and its
+    // /healthz (liveness) answers while the database is waited for.
+    if (config.metricsPort > 0) {
+      parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, logger }).catch((err: unknown) => {
+        throw listenRefused(`metrics ${config.host}:${config.metricsPort}`, err);
+      });
+    }
     const httpUrl = parts.http ? `${parts.tls ? 'https' : 'http'}://${urlHost(config.host)}:${parts.http.port}` : null;
     const serverId = randomUUID();
     opts.onListening?.(address);
@@ -271,6 +281,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
           const embeddedApplied = embedded ? await migrate(embedded.url) : [];
           if (embedded) await dbRoleEnsure(embedded.url, EMBEDDED_ROLE);
           const decision = await poolerDecide({ pooler: config.dbPooler, connectionString: poolUrl, directConnectionString: directUrl });
+          if (decision.pooled && directUrl === poolUrl) throw poolerWithoutDirectUrl(decision.reason);
           return { decision, applied: embedded ? embeddedApplied : await migrate(directUrl) };
         },
       }),
@@ -402,8 +413,8 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'SERVING');
     parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics, auth);
 
-    if (config.metricsPort > 0) {
-      parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, metrics, logger });
+    if (parts.metricsServer) {
+      parts.metricsServer.ready(metrics);
       logger.info({ port: parts.metricsServer.port }, `metrics on http://${config.host}:${parts.metricsServer.port}/metrics`);
     }
 
@@ -508,13 +519,35 @@ async function grpcListen(server: grpc.Server, host: string, port: number, crede
   if (port !== 0) {
     await new Promise<void>((resolve, reject) => {
       const probe = createServer();
-      probe.once('error', (err: NodeJS.ErrnoException) => reject(refused(LISTEN_ERRORS[err.code ?? ''] ?? err.message, err)));
+      probe.once('error', (err: NodeJS.ErrnoException) => reject(listenRefused(`${host}:${port}`, err)));
       probe.listen(port, host, () => probe.close(() => resolve()));
     });
   }
   return new Promise<number>((resolve, reject) =>
     server.bindAsync(`${host}:${port}`, credentials, (err, p) => (err ? reject(refused(err.message, err)) : resolve(p))),
   );
+}
+
+/**
+ * The start's refusal of a pooler on DATABASE_URL with no direct URL beside it: LISTEN and
+ * the leader's session-level advisory lock would go through the pooler, which in transaction
+ * mode lends the server connection holding them to other clients, so every server that
+ * lands on it thinks it leads (four servers through one pgbouncer were all elected at once),
+ * and NOTIFYs are lost. A pooler in session mode carries both, but cannot be told apart from
+ * one in transaction mode: it is run with EVORA_DB_POOLER=none (docs/store.md, "Behind pgbouncer").
+ */
+function poolerWithoutDirectUrl(reason: string): Error {
+  return new Error(
+    `a pooler sits on DATABASE_URL (${reason}) and EVORA_DIRECT_DATABASE_URL is not set: LISTEN and the leader's lock cannot go through a ` +
+      'transaction pooler (every server would think it leads); set EVORA_DIRECT_DATABASE_URL to PostgreSQL itself, or EVORA_DB_POOLER=none ' +
+      'for a pooler in session mode (docs/store.md, "Behind pgbouncer")',
+  );
+}
+
+/** A listen error of `what` (`127.0.0.1:50051`, `metrics 127.0.0.1:9464`) in one line: `cannot listen on <what>: the address is already in use`. */
+function listenRefused(what: string, err: unknown): Error {
+  const e = err as NodeJS.ErrnoException;
+  return new Error(`cannot listen on ${what}: ${LISTEN_ERRORS[e.code ?? ''] ?? e.message}`, { cause: err });
 }
 
 const LISTEN_ERRORS: Record<string, string> = {

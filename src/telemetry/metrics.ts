@@ -56,15 +56,16 @@ export class ServerMetrics {
     collectDefaultMetrics({ register: this.registry });
     // The outbox lag is one query per scrape: the gauges below collect together (prom-client
     // calls every collect at once), share the read in flight, and evora_database_up is
-    // whether it reached the database.
+    // whether it reached the database (within SCRAPE_DATABASE_WAIT_MS).
     const lagRead = sharedRead(() => deps.store.outboxLag());
+    const depthsRead = sharedRead(() => deps.store.queueDepths());
     new Gauge({
       name: 'evora_queue_depth',
       help: 'PENDING jobs claimable now, per queue; 0 for a known queue with none (the series never disappears)',
       labelNames: ['queue'],
       registers: [this.registry],
       async collect() {
-        const depths = await unlessUnavailable(deps.store.queueDepths());
+        const depths = await unlessUnavailable(depthsRead());
         if (!depths) return;
         this.reset();
         for (const { queue, depth } of depths) this.set({ queue }, depth);
@@ -133,17 +134,41 @@ function sharedRead<T>(read: () => Promise<T>): () => Promise<T> {
 }
 
 /**
- * What a read from the database gave, or null when the database is unavailable: a scrape
- * during an outage still answers (the process's own metrics, evora_database_up 0), and the
- * gauges read from the database keep their last values. Any other error fails the scrape.
+ * How long a scrape waits for the database. Prometheus gives a scrape 10 s by default, and a
+ * database that stopped answering without closing its connections (frozen, partitioned)
+ * holds a read until EVORA_DB_QUERY_TIMEOUT_MS (30 s by default; 0: for ever): waited for,
+ * the scrape itself failed, and with it the evora_database_up 0 meant to tell the outage.
+ */
+const SCRAPE_DATABASE_WAIT_MS = 5_000;
+
+/**
+ * What a read from the database gave, or null when the database is unavailable or has not
+ * answered within SCRAPE_DATABASE_WAIT_MS (the read goes on unobserved; the reads are shared,
+ * so a hung one is not repeated by every scrape): a scrape during an outage still answers
+ * (the process's own metrics, evora_database_up 0), and the gauges read from the database
+ * keep their last values. Any other error fails the scrape.
  */
 async function unlessUnavailable<T>(read: Promise<T>): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), SCRAPE_DATABASE_WAIT_MS);
+  });
   try {
-    return await read;
+    return await Promise.race([read, late]);
   } catch (err) {
     if (isUnavailable(err)) return null;
     throw err;
+  } finally {
+    clearTimeout(timer);
   }
+}
+
+/** The separate metrics port, bound: its port, the metrics once they exist, and how to close it. */
+export interface MetricsServer {
+  port: number;
+  /** Starts answering /metrics from `metrics` (before: 503, the server is starting). */
+  ready(metrics: ServerMetrics): void;
+  close(): Promise<void>;
 }
 
 /**
@@ -152,20 +177,24 @@ async function unlessUnavailable<T>(read: Promise<T>): Promise<T | null> {
  * outage is survived, so it must not get the server restarted; /readyz is the HTTP port's).
  * It never asks for a token, auth on or off (the HTTP port's /metrics does, unless
  * EVORA_METRICS_OPEN): it is meant for a private network only Prometheus reaches.
- * Resolves to the bound port.
+ * Bound with the other ports, before the server waits for PostgreSQL: a taken port fails
+ * the start at once, and /healthz answers during that wait (/metrics answers 503 until
+ * `ready`, as the metrics read the database). Resolves once bound; rejects with the
+ * listen error (e.g. EADDRINUSE).
  */
-export async function metricsServerStart(params: {
-  host: string;
-  port: number;
-  metrics: ServerMetrics;
-  logger: Logger;
-}): Promise<{ port: number; close(): Promise<void> }> {
+export async function metricsServerStart(params: { host: string; port: number; logger: Logger }): Promise<MetricsServer> {
+  let metrics: ServerMetrics | null = null;
   const server: Server = createServer((req, res) => {
     const url = req.url ?? '/';
     if (url.startsWith('/metrics')) {
-      params.metrics.registry.metrics().then(
+      if (!metrics) {
+        res.writeHead(503, { 'content-type': 'text/plain' }).end('the server is starting: waiting for the database\n');
+        return;
+      }
+      const registry = metrics.registry;
+      registry.metrics().then(
         (text) => {
-          res.writeHead(200, { 'content-type': params.metrics.registry.contentType });
+          res.writeHead(200, { 'content-type': registry.contentType });
           res.end(text);
         },
         (err: unknown) => {
@@ -186,6 +215,9 @@ export async function metricsServerStart(params: {
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : params.port,
+    ready: (m) => {
+      metrics = m;
+    },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -9,6 +9,9 @@ import { freePort } from '../../src/server/embedded-postgres.js';
 import { queueName } from '../helpers/factories.js';
 import { cliSetup, ROOT, type CliRun } from '../helpers/cli.js';
 import { teardownAdd } from '../helpers/teardown.js';
+import { pino } from 'pino';
+import { configLoad } from '../../src/server/config.js';
+import { serverStart } from '../../src/server/server.js';
 
 /**
  * The `evora` client commands, run as the built CLI (plain `node main.js`, as `npx evora`
@@ -44,6 +47,23 @@ async function silentPort(): Promise<number> {
     await new Promise((resolve) => server.close(resolve));
   });
   return (server.address() as { port: number }).port;
+}
+
+/**
+ * A real Evora server whose database never answers (a closed port): bound, it answers every
+ * call UNAVAILABLE "the server is starting: waiting for the database". Stopped after the file.
+ */
+async function startingServer(): Promise<string> {
+  const config = configLoad({ host: '127.0.0.1', port: '0', httpPort: '0', databaseUrl: `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres` }, {});
+  const stop = new AbortController();
+  let address = '';
+  const started = serverStart(config, pino({ level: 'silent' }), { signal: stop.signal, onListening: (a) => (address = a) }).catch(() => undefined);
+  teardownAdd(async () => {
+    stop.abort();
+    await started;
+  });
+  await waitFor(() => address, { what: 'the starting server to listen' });
+  return address;
 }
 
 describe('evora client commands', () => {
@@ -227,8 +247,9 @@ describe('evora client commands', () => {
     const missing = '00000000-0000-4000-8000-000000000000';
     const unreachable = `127.0.0.1:${await freePort()}`;
     const silent = `127.0.0.1:${await silentPort()}`;
+    const starting = await startingServer();
     const secret = 'evora-cli-test-secret-never-printed-0123456789';
-    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort, late, lateSubmit, latePause, lateRevoke] = await Promise.all([
+    const [notFound, badJson, notObject, badFlag, badState, badName, badTime, noQueue, down, downJson, noPort, late, lateSubmit, latePause, lateRevoke, noDatabase] = await Promise.all([
       evora('get', missing),
       evora('submit', queue, 't', '--payload', '{"to":'),
       evora('submit', queue, 't', '--payload', '[1,2]'),
@@ -247,6 +268,8 @@ describe('evora client commands', () => {
       evora('--address', silent, '--timeout', '0.5', '--token', secret, 'queue', 'pause', queue),
       // Through the server, not directly on a database.
       evoraEnv({ DATABASE_URL: undefined }, '--address', silent, '--timeout', '0.5', 'token', 'revoke', 'ci-bot'),
+      // A server that is reached and answers UNAVAILABLE itself (its database is away).
+      evora('--address', starting, 'queues'),
     ]);
     const oneLine = (r: CliRun) => {
       expect(r.stdout).toBe('');
@@ -272,6 +295,9 @@ describe('evora client commands', () => {
     expect(down.code).toBe(5);
     expect(oneLine(down)).toMatch(new RegExp(`^evora: UNAVAILABLE: cannot reach the Evora server at ${unreachable}`));
     expect(downJson.code).toBe(5);
+    // Not "cannot reach": the server answered (before, the same words as for a refused connection).
+    expect(noDatabase.code).toBe(5);
+    expect(oneLine(noDatabase)).toBe(`evora: UNAVAILABLE: the Evora server at ${starting} answered: the server is starting: waiting for the database`);
     expect(noPort.code).toBe(5);
     expect(oneLine(noPort)).toMatch(/ the Evora server at evora-test\.invalid:50051\b/);
     expect(late.code).toBe(5);

@@ -83,6 +83,10 @@ describe('evora token (direct database access)', () => {
     expect(dup).toMatchObject({ code: 4, stderr: 'evora: ALREADY_EXISTS: a token named "ci" already exists\n' });
     const unknown = await evora('token', 'revoke', 'nobody', '--database-url', db.url);
     expect(unknown).toMatchObject({ code: 3, stderr: 'evora: NOT_FOUND: token "nobody" not found\n' });
+    // A URL pg would misread (it took `db.internal:5432` for localhost:5432) is bad usage.
+    const url = await evora('token', 'create', '--role', 'viewer', '--database-url', 'db.internal:5432');
+    expect(url).toMatchObject({ code: 2, stdout: '' });
+    expect(url.stderr).toBe('evora: --database-url must be a PostgreSQL URL such as postgres://user:password@host:5432/database; the value given starts with "db.internal:", not postgres:// or postgresql://\n');
     expect((await sql.query('SELECT count(*)::int AS n FROM evora.api_tokens')).rows[0].n).toBe(before);
   });
 

@@ -28,6 +28,27 @@ describe('addressWithPort', () => {
   });
 });
 
+describe('an address that cannot be dialled as meant', () => {
+  it('is refused with a TypeError of one line (the CLI exits 2), not dialled to an UNAVAILABLE', () => {
+    // Before: the URL was read as an IPv6 address ("[http://127.0.0.1:8080]:50051"), the
+    // others failed as if the server were down (exit 5, after node's DeprecationWarning for ":50051").
+    const cases: [string, string][] = [
+      ['http://127.0.0.1:8080', 'is a URL: give host:port, such as 127.0.0.1:50051 (or a grpc-js target: dns:, ipv4:, ipv6:, unix:)'],
+      ['grpc://db1:50051', 'is a URL: give host:port, such as 127.0.0.1:50051 (or a grpc-js target: dns:, ipv4:, ipv6:, unix:)'],
+      ['db1:99999', 'has a port that is not a whole number from 1 to 65535'],
+      ['db1:0', 'has a port that is not a whole number from 1 to 65535'],
+      ['db1:-1', 'has a port that is not a whole number from 1 to 65535'],
+      ['db1:', 'has a port that is not a whole number from 1 to 65535'],
+      ['[::1]:http', 'has a port that is not a whole number from 1 to 65535'],
+      ['dns:db1:70000', 'has a port that is not a whole number from 1 to 65535'],
+      [':50051', 'names no host (127.0.0.1:50051 is this machine)'],
+      ['[::1', 'is not an IPv6 address in brackets, [::1] or [::1]:50051'],
+    ];
+    for (const [given, why] of cases) expect(() => addressWithPort(given), given).toThrow(new TypeError(`address "${given}" ${why}`));
+    expect(() => resolveAddress('http://db1:8080')).toThrow(TypeError);
+  });
+});
+
 describe('resolveAddress', () => {
   it('gives the option, else EVORA_ADDRESS, else the default, each with Evora\'s port when it names none', () => {
     const saved = process.env.EVORA_ADDRESS;

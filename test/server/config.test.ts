@@ -10,6 +10,30 @@ describe('configuration', () => {
     expect(configLoad({}, { EVORA_LOG_PRETTY: '1' }).logPretty).toBe(true);
   });
 
+  it('refuses a database URL pg would misread, with one line that does not repeat it', () => {
+    // pg reads `localhost:5432` and a mysql:// URL as localhost:5432, and `not-a-url` as a host
+    // named "base" (the server then waited for it: getaddrinfo ENOTFOUND base).
+    for (const [value, why] of [
+      ['not-a-url', 'does not start with postgres://'],
+      ['localhost:5432', 'starts with "localhost:", not postgres:// or postgresql://'],
+      ['mysql://x:secret@127.0.0.1/db', 'starts with "mysql:", not postgres:// or postgresql://'],
+      ['postgres://u:secret@h:notaport/db', 'is not a valid URL (is the port a number? are special characters in the password percent-encoded?)'],
+    ]) {
+      let message = '';
+      try {
+        configLoad({}, { DATABASE_URL: value });
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message, value).toBe(`DATABASE_URL (--database-url) must be a PostgreSQL URL such as postgres://user:password@host:5432/database; the value given ${why}`);
+      expect(message).not.toContain('secret');
+    }
+    expect(() => configLoad({ directDatabaseUrl: 'pg.internal:5432' }, {})).toThrow(/^EVORA_DIRECT_DATABASE_URL \(--direct-database-url\) must be a PostgreSQL URL/);
+    for (const ok of ['postgresql://u:p@h:5432/db?sslmode=require', 'postgres://u:p@/db?host=/var/run/postgresql', 'postgres://u:p w@h/db', '/var/run/postgresql db', 'socket:/var/run/postgresql?db=x']) {
+      expect(configLoad({}, { DATABASE_URL: ok }).databaseUrl, ok).toBe(ok);
+    }
+  });
+
   it('refuses a malformed number with one line naming the variable and the flag', () => {
     expect(() => configLoad({}, { EVORA_PORT: 'abc' })).toThrow('EVORA_PORT (--port) must be a whole number, got "abc"');
   });

@@ -19,7 +19,7 @@ const QUERY_TIMEOUT_MS = 1500;
 const CALL_DEADLINE_MS = 25_000;
 
 let pgc: PrivatePostgres;
-let srv: ServeChild;
+let srv: ServeChild & { databaseUrl: string };
 let clients: Clients;
 let httpUrl: string;
 
@@ -27,12 +27,15 @@ beforeAll(async () => {
   pgc = await privatePostgres();
   const url = await pgc.databaseCreate();
   const [port, httpPort] = [await freePort(), await freePort()];
-  srv = serveChild(['--port', String(port), '--poll-interval-ms', '200', '--sweep-interval-ms', '200', '--election-interval-ms', '200'], {
-    DATABASE_URL: url,
-    EVORA_HTTP_PORT: String(httpPort),
-    EVORA_DB_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
-    EVORA_LOG_LEVEL: 'info',
-  });
+  srv = {
+    ...serveChild(['--port', String(port), '--poll-interval-ms', '200', '--sweep-interval-ms', '200', '--election-interval-ms', '200'], {
+      DATABASE_URL: url,
+      EVORA_HTTP_PORT: String(httpPort),
+      EVORA_DB_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
+      EVORA_LOG_LEVEL: 'info',
+    }),
+    databaseUrl: url,
+  };
   await waitFor(() => srv.output().includes('Evora listening'), { timeoutMs: 60_000, what: 'the server to listen' });
   clients = clientsFor(`127.0.0.1:${port}`);
   httpUrl = `http://127.0.0.1:${httpPort}`;
@@ -113,5 +116,34 @@ describe('a database that stops answering', () => {
     expect(errors, JSON.stringify(errors.slice(0, 3))).toEqual([]);
     // The statements given up were an outage, logged as one.
     expect(logLines(srv.output()).some((l) => l.msg === 'database unavailable: Query read timeout')).toBe(true);
+  });
+
+  it('a scrape still answers, evora_database_up 0, however long the statements may wait (EVORA_DB_QUERY_TIMEOUT_MS 0)', async () => {
+    // Before, the scrape waited for its reads as long as the statements may (here for ever;
+    // 30 s by default, past Prometheus's 10 s scrape timeout): the outage went untold.
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const patient = serveChild(['--port', String(port), '--metrics-port', String(metricsPort)], { DATABASE_URL: srv.databaseUrl, EVORA_DB_QUERY_TIMEOUT_MS: '0' });
+    try {
+      await waitFor(() => patient.output().includes('Evora listening'), { timeoutMs: 60_000, what: 'the second server to listen' });
+      const scrape = async () => {
+        const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(CALL_DEADLINE_MS) });
+        return { status: res.status, text: await res.text() };
+      };
+      // A scrape first: its reads leave open connections in the pool, which then meet the freeze.
+      expect((await scrape()).text).toMatch(/^evora_database_up 1$/m);
+      const pids = await clusterPids();
+      for (const pid of pids) signalIfAlive(pid, 'SIGSTOP');
+      try {
+        const frozen = await scrape();
+        expect(frozen.status).toBe(200);
+        expect(frozen.text).toMatch(/^evora_database_up 0$/m);
+        expect(frozen.text).toMatch(/^process_cpu_seconds_total /m);
+      } finally {
+        for (const pid of [...pids].reverse()) signalIfAlive(pid, 'SIGCONT');
+      }
+      await waitFor(async () => /^evora_database_up 1$/m.test((await scrape()).text), { timeoutMs: 30_000, what: 'the scrape to reach the database again' });
+    } finally {
+      expect(await patient.stop(), patient.output().slice(-2000)).toBe(0);
+    }
   });
 });

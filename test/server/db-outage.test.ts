@@ -110,6 +110,9 @@ describe('the database goes away and comes back, the server stays up', () => {
     await worker.until(() => worker.ended);
     expect((worker.error as grpc.ServiceError | null)?.code).toBe(grpc.status.UNAVAILABLE);
     await waitFor(() => atLevel(40).length > 0, { what: 'the waiting line' });
+    // The metrics port is bound already: liveness answers; the metrics wait for the database.
+    expect(await metricsGet('/healthz')).toEqual({ status: 200, text: 'ok\n' });
+    expect((await metricsGet('/metrics')).status).toBe(503);
 
     await pgc.start();
     server = await starting;
@@ -207,6 +210,17 @@ describe('the CLI at startup', () => {
     expect(srv.stderr()).toBe(`evora: cannot listen on 127.0.0.1:${takenPort}: the address is already in use\n`);
     expect(logLines(srv.output()).filter((l) => l.level >= 40)).toEqual([]);
     expect(existsSync(join(dataDir, 'pgdata'))).toBe(false); // no initdb, no PostgreSQL
+  });
+
+  it('refuses a taken metrics port with one line, before waiting for PostgreSQL', async () => {
+    const nothing = `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`;
+    const config = configLoad({ host: '127.0.0.1', port: '0', httpPort: '0', metricsPort: String(takenPort), databaseUrl: nothing }, {});
+    const lines: string[] = [];
+    const logger = pino({ level: 'debug' }, { write: (s: string) => void lines.push(s) });
+    // (Before, the port was bound once the server was ready: never, with no database.)
+    const start = serverStart(config, logger, { signal: AbortSignal.timeout(20_000) });
+    await expect(start).rejects.toThrow(new Error(`cannot listen on metrics 127.0.0.1:${takenPort}: the address is already in use`));
+    expect(lines.some((l) => l.includes('waiting for the database'))).toBe(false);
   });
 
   it('stops at once on SIGTERM while it waits for PostgreSQL', async () => {

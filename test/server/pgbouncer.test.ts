@@ -9,6 +9,9 @@ import { queueName } from '../helpers/factories.js';
 import { findPgbouncer, pgbouncerStart, type Pgbouncer } from '../helpers/pgbouncer.js';
 import { serverSetup, serverSetupRoute } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
+import { pino } from 'pino';
+import { configLoad } from '../../src/server/config.js';
+import { serverStart } from '../../src/server/server.js';
 import { assertTools, skipUnless, titled } from '../interop/toolchain.js';
 
 /**
@@ -124,6 +127,17 @@ if (skip) {
         } finally {
           await Promise.all([store.end(), plain.end()]);
         }
+      }
+    });
+
+    it('a server whose DATABASE_URL is the pooler, with no direct URL, is refused at start in one line', async () => {
+      // Before, it started: LISTEN and the leader's session lock went through pgbouncer, and
+      // four servers on one database were all elected leader at once.
+      const b = await bouncerUp();
+      for (const pooler of ['auto', 'transaction']) {
+        const config = configLoad({ host: '127.0.0.1', port: '0', httpPort: '0', databaseUrl: b.through(db.url), dbPooler: pooler }, {});
+        const start = serverStart(config, pino({ level: 'silent' }), { signal: AbortSignal.timeout(30_000) });
+        await expect(start, pooler).rejects.toThrow(/^a pooler sits on DATABASE_URL \(.*\) and EVORA_DIRECT_DATABASE_URL is not set: LISTEN and the leader's lock cannot go through a transaction pooler/);
       }
     });
 

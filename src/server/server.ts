@@ -46,6 +46,8 @@ import { DatabaseAvailability } from '../store/availability.js';
 import { poolerDecide } from '../store/connections.js';
 import { dbRoleEnsure } from '../store/roles.js';
 import { HttpServer } from '../http/http-server.js';
+import { loopbackHostRefusal } from '../http/browser-guard.js';
+import { hostIsLoopback } from '../domain/auth.js';
 
 const SERVICE_NAMES = [
   'evora.v1.JobService',
@@ -236,7 +238,13 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     // The metrics port too, before PostgreSQL: a taken port fails here in one line, and its
     // /healthz (liveness) answers while the database is waited for.
     if (config.metricsPort > 0) {
-      parts.metricsServer = await metricsServerStart({ host: config.host, port: config.metricsPort, logger }).catch((err: unknown) => {
+      parts.metricsServer = await metricsServerStart({
+        host: config.host,
+        port: config.metricsPort,
+        logger,
+        // It never asks for a token: on loopback, only requests addressed to a loopback name (DNS rebinding).
+        hostRefusal: hostIsLoopback(config.host) ? loopbackHostRefusal : undefined,
+      }).catch((err: unknown) => {
         throw listenRefused(`metrics ${config.host}:${config.metricsPort}`, err);
       });
     }

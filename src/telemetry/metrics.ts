@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { Logger } from '../logger.js';
@@ -180,13 +180,27 @@ export interface MetricsServer {
  * Bound with the other ports, before the server waits for PostgreSQL: a taken port fails
  * the start at once, and /healthz answers during that wait (/metrics answers 503 until
  * `ready`, as the metrics read the database). Resolves once bound; rejects with the
- * listen error (e.g. EADDRINUSE).
+ * listen error (e.g. EADDRINUSE). `hostRefusal`, when given, is asked about each /metrics
+ * request's headers: a reason refuses it with 403 (the server passes the HTTP port's
+ * loopback Host check when it is bound to loopback, so that a page rebound to 127.0.0.1
+ * cannot read every queue's name from it).
  */
-export async function metricsServerStart(params: { host: string; port: number; logger: Logger }): Promise<MetricsServer> {
+export async function metricsServerStart(params: {
+  host: string;
+  port: number;
+  logger: Logger;
+  hostRefusal?: (headers: IncomingHttpHeaders) => string | null;
+}): Promise<MetricsServer> {
   let metrics: ServerMetrics | null = null;
   const server: Server = createServer((req, res) => {
     const url = req.url ?? '/';
     if (url.startsWith('/metrics')) {
+      const refusal = params.hostRefusal?.(req.headers);
+      if (refusal) {
+        params.logger.warn({ route: 'GET /metrics (metrics port)', reason: refusal, peer: req.socket.remoteAddress }, 'request refused: sent by a page of another site');
+        res.writeHead(403, { 'content-type': 'text/plain' }).end(`${refusal}\n`);
+        return;
+      }
       if (!metrics) {
         res.writeHead(503, { 'content-type': 'text/plain' }).end('the server is starting: waiting for the database\n');
         return;

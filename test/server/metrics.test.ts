@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/server/embedded-postgres.js';
 import { queueName } from '../helpers/factories.js';
@@ -24,6 +25,22 @@ describe('/metrics and /healthz', () => {
     expect(res.status).toBe(200);
     expect(await res.text()).toBe('ok\n');
     expect((await fetch(`${base}/nope`)).status).toBe(404);
+  });
+
+  it('the metrics port on loopback answers /metrics only to a loopback Host: a page rebound to 127.0.0.1 (DNS rebinding) is refused', async () => {
+    const url = new URL(base);
+    const get = (host: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = httpRequest({ host: url.hostname, port: url.port, path: '/metrics', headers: { host } }, (res) => {
+          let body = '';
+          res.setEncoding('utf8').on('data', (c: string) => (body += c)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        req.on('error', reject).end();
+      });
+    const rebound = await get(`evil.example:${url.port}`);
+    expect(rebound.status).toBe(403);
+    expect(rebound.body).toMatch(/^the server runs without auth on loopback and answers only requests addressed to localhost, 127\.0\.0\.1 or \[::1\], not "evil\.example:\d+"\n$/);
+    expect((await get(`localhost:${url.port}`)).status).toBe(200);
   });
 
   it('counts submitted, completed, failed and dead-lettered jobs by queue, with depth, latency histograms, workers and outbox lag', async () => {

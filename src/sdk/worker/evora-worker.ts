@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { CancelReason, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
 import { channelCreate, credentialsFor, RECONNECT_INITIAL_DELAY_MS, RECONNECT_MAX_DELAY_MS, resolveAddress } from '../connection.js';
+import { stringCheck } from '../checks.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
 import { leaseLostName, leaseLostText } from './codes.js';
@@ -91,7 +92,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
 
   constructor(opts: EvoraWorkerOptions) {
     super();
-    if (!opts.queues || opts.queues.length === 0) throw new TypeError('EvoraWorker: queues must name at least one queue');
+    if (!Array.isArray(opts.queues) || opts.queues.length === 0) throw new TypeError('EvoraWorker: queues must be an array naming at least one queue');
+    opts.queues.forEach((q, i) => stringCheck(q, `EvoraWorker: queues[${i}]`));
     const slots = opts.slots ?? 10;
     if (!Number.isInteger(slots) || slots < 1) throw new TypeError(`EvoraWorker: slots must be a positive integer, got ${slots}`);
     this.queues = [...opts.queues];

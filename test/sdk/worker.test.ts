@@ -154,6 +154,15 @@ describe('EvoraWorker', () => {
     ]);
   });
 
+  it('start() after stop() rejects, also for a worker that had started (it resolved as if the worker ran)', async () => {
+    const queue = queueName();
+    const w = worker({ queues: [queue] }).handle('t', () => null);
+    await w.start();
+    await w.stop();
+    await expect(w.start()).rejects.toThrow(/^EvoraWorker: start\(\) after stop\(\)/);
+    expect(w.stats()).toMatchObject({ connected: false });
+  });
+
   it('an operator cancel reaches ctx.signal; the aborted handler ends the job CANCELLED', async () => {
     const queue = queueName();
     const { job } = await client.submit({ queue, type: 'long' });

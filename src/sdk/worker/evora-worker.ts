@@ -191,12 +191,15 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    * Opens the Work stream. Resolves once the server's welcome arrived; until then it keeps
    * trying with backoff (the server may not be up yet). Rejects if the server refuses the
    * hello (e.g. INVALID_ARGUMENT for a bad queue name), if stop() is called first, or after
-   * `timeoutMs` without a welcome (the worker then stops). Infinity (or unset) = no limit; any
+   * `timeoutMs` without a welcome (the worker then stops). Once stop() was called (or a
+   * start() timed out), every start() rejects: a stopped worker does not start again. Infinity (or unset) = no limit; any
    * finite length is kept, however long (see LongTimer).
    */
   start(opts: { timeoutMs?: number } = {}): Promise<void> {
+    // Checked first: a worker that started and then stopped resolved start() again, as if it
+    // ran, while it took no more jobs.
+    if (this.stopping) return Promise.reject(new Error('EvoraWorker: start() after stop(): a stopped worker does not start again; make a new EvoraWorker'));
     if (this.startPromise) return this.startPromise;
-    if (this.stopping) return Promise.reject(new Error('EvoraWorker: start() after stop()'));
     if (this.runner.registered === 0) return Promise.reject(new Error('EvoraWorker: register a handler with handle() before start()'));
     this.state.to('starting');
     this.startPromise = new Promise<void>((resolve, reject) => {

@@ -78,9 +78,34 @@ function checkJsonDepth(field: string, json: string): void {
   }
 }
 
-/** JSON text as every value a job stores must be: no escaped NUL, not nested too deep. */
+/** An escaped UTF-16 surrogate (`\\uD800` to `\\uDFFF`, after an even number of backslashes) in JSON text. */
+const JSON_SURROGATE_RE = /(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F][0-9a-fA-F]{2}/g;
+/** The escaped low surrogate that must follow an escaped high one. */
+const JSON_LOW_SURROGATE_RE = /^\\u[dD][c-fC-F][0-9a-fA-F]{2}/;
+
+/**
+ * JSON text without an escaped lone surrogate (`"\\ud800"`, what JSON.stringify writes for
+ * half of a pair): valid JSON, but jsonb refuses it. Unchecked, a complete or checkpoint
+ * carrying one failed in the database and was answered RETRY_LATER until its lease ran out,
+ * its handler run again on every attempt.
+ */
+function checkJsonNoLoneSurrogate(field: string, json: string): void {
+  if (!json.includes('\\u')) return;
+  JSON_SURROGATE_RE.lastIndex = 0;
+  for (let m = JSON_SURROGATE_RE.exec(json); m; m = JSON_SURROGATE_RE.exec(json)) {
+    const end = m.index + m[0].length;
+    const high = /[89abAB]/.test(m[0].charAt(m[0].length - 3));
+    if (!high || !JSON_LOW_SURROGATE_RE.test(json.slice(end, end + 6))) {
+      throw invalidArgument(`${field} contains a lone UTF-16 surrogate (${m[0].slice(-6)}), which is not Unicode text and cannot be stored`);
+    }
+    JSON_SURROGATE_RE.lastIndex = end + 6;
+  }
+}
+
+/** JSON text as every value a job stores must be: no escaped NUL or lone surrogate, not nested too deep. */
 function checkJsonStorable(field: string, json: string): void {
   checkJsonNoNul(field, json);
+  checkJsonNoLoneSurrogate(field, json);
   checkJsonDepth(field, json);
 }
 
@@ -159,8 +184,8 @@ export function checkConcurrencyKey(value: string): string {
 }
 
 /**
- * A payload or result: a JSON object no larger than the configured limit, without a NUL in
- * any string or key (see checkNoNul), nested at most MAX_JSON_DEPTH deep. Unset is `{}`: callers for which unset means "none"
+ * A payload or result: a JSON object no larger than the configured limit, without a NUL or a
+ * lone surrogate in any string or key (see checkNoNul), nested at most MAX_JSON_DEPTH deep. Unset is `{}`: callers for which unset means "none"
  * (a result, a checkpoint) check only a value that is set.
  */
 export function checkJsonSize(field: string, value: JsonObject | undefined, maxBytes: number): JsonObject {

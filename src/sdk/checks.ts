@@ -39,3 +39,15 @@ export function dateCheck(value: Date, what: string): Date {
   if (!(value instanceof Date) || Number.isNaN(value.getTime())) throw new TypeError(`${what} must be a valid Date, got ${String(value)}`);
   return value;
 }
+
+/**
+ * Returns `value` if it is a string; throws TypeError otherwise. For the names a call must
+ * carry (a job's queue and type, a queue's name, a worker's queues): a JavaScript caller's
+ * undefined (an unset environment variable, a misspelt field) was encoded as the text
+ * "undefined", so a submit went into a queue named "undefined" and a worker served one.
+ * The server judges the string itself (empty, characters).
+ */
+export function stringCheck(value: unknown, what: string): string {
+  if (typeof value !== 'string') throw new TypeError(`${what} must be a string, got ${value === null ? 'null' : typeof value}`);
+  return value;
+}

@@ -50,7 +50,7 @@ import {
   type RevokeTokenResponse,
 } from '../gen/evora/v1/auth.js';
 import { WorkerServiceClient, type ListWorkersResponse, type ReportProgressResponse } from '../gen/evora/v1/worker.js';
-import { dateCheck, durationSecondsCheck, finiteCheck, int32Check } from './checks.js';
+import { dateCheck, durationSecondsCheck, finiteCheck, int32Check, stringCheck } from './checks.js';
 import { channelCreate, credentialsFor, resolveAddress, type ConnectionOptions } from './connection.js';
 import { EvoraApiError } from './errors.js';
 import { SubmitStreamClient } from './submit-stream.js';
@@ -406,6 +406,7 @@ export class EvoraClient {
     inputs: SubmitJobInput<P>[],
     opts?: CallOptions & { idsOnly?: boolean },
   ): Promise<SubmitResult<P>[] | SubmitIdsResult> {
+    if (!Array.isArray(inputs)) throw new TypeError(`submitMany takes an array of jobs, got ${typeof inputs}`);
     const jobs = inputs.map((input, i) => submitRequest(input, `jobs[${i}]`));
     const idsOnly = opts?.idsOnly === true;
     const res = await this.unary<SubmitJobsResponse>('SubmitJobs', (md, o, cb) => this.jobs.submitJobs({ jobs, idsOnly }, md, o, cb), opts);
@@ -564,7 +565,7 @@ export class EvoraClient {
     // Checked here, as submit's are: a number the wire cannot carry throws TypeError before any call.
     const int32 = (v: number | undefined, field: string) => (v === undefined ? undefined : int32Check(v, `queue.${field}`));
     const base: UpsertQueueRequest = {
-      name,
+      name: stringCheck(name, 'queue name'),
       maxAttempts: int32(settings.maxAttempts, 'maxAttempts'),
       leaseSeconds: int32(settings.leaseSeconds, 'leaseSeconds'),
       maxConcurrency: int32(settings.maxConcurrency, 'maxConcurrency'),
@@ -858,9 +859,10 @@ function submitRequest<P>(input: SubmitJobInput<P>, what = 'job'): SubmitJobRequ
   // Numbers and dates are checked here, so that a bad one throws TypeError before any call
   // instead of failing grpc-js's serializer (on a stream: every submit on it).
   const seconds = (v: number | undefined, field: string) => durationOf(v, `${what}.${field}`);
+  if (typeof input !== 'object' || input === null) throw new TypeError(`${what} must be an object, got ${input === null ? 'null' : typeof input}`);
   return {
-    queue: input.queue,
-    type: input.type,
+    queue: stringCheck(input.queue, `${what}.queue`),
+    type: stringCheck(input.type, `${what}.type`),
     // As JSON text: the server stores it without a Struct round trip on either side.
     payload: undefined,
     payloadJson: Buffer.from(input.payload === undefined ? '{}' : toJsonObjectText(input.payload, `${what}.payload`)),

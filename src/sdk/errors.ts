@@ -1,4 +1,5 @@
 import { status, type ServiceError } from '@grpc/grpc-js';
+import { dateCheck } from './checks.js';
 
 /** The name of a gRPC status code, e.g. 'NOT_FOUND'. */
 export type StatusName =
@@ -119,12 +120,21 @@ export class NonRetryableError extends Error {
 export class RetryAtError extends Error {
   constructor(
     readonly retryAt: Date,
-    message = `retry at ${retryAt.toISOString()}`,
+    message?: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(retryAtMessage(retryAt, message), options);
     this.name = 'RetryAtError';
   }
+}
+
+/**
+ * RetryAtError's message; a TypeError for a `retryAt` that is no valid Date, which would
+ * otherwise fail the attempt with toISOString's bare "Invalid time value".
+ */
+function retryAtMessage(retryAt: Date, message: string | undefined): string {
+  dateCheck(retryAt, 'RetryAtError: retryAt');
+  return message ?? `retry at ${retryAt.toISOString()}`;
 }
 
 /**
@@ -135,7 +145,7 @@ export class RetryAtError extends Error {
  */
 export class SnoozeError extends Error {
   constructor(readonly runAt: Date | null = null) {
-    super(runAt ? `snoozed until ${runAt.toISOString()}` : 'snoozed until now');
+    super(runAt ? `snoozed until ${dateCheck(runAt, 'SnoozeError: runAt').toISOString()}` : 'snoozed until now');
     this.name = 'SnoozeError';
   }
 }

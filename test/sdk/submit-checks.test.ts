@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { JobServiceClient, JobServiceService, type SubmitJobRequest } from '../../src/gen/evora/v1/job.js';
-import { EvoraApiError, EvoraClient, type SubmitJobInput } from '../../src/sdk/index.js';
+import { EvoraApiError, EvoraClient, EvoraWorker, type SubmitJobInput } from '../../src/sdk/index.js';
 import { SubmitStreamClient } from '../../src/sdk/submit-stream.js';
 import { queueName } from '../helpers/factories.js';
 import { serverSetup } from '../helpers/server-setup.js';
@@ -53,6 +53,26 @@ describe('a submit with a number or date the wire cannot carry', () => {
       const err = await client.submitMany([{ queue, type: 't' }, { queue, type: 't', maxAttempts: 2.5 }]).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(TypeError);
       expect((err as TypeError).message).toContain('jobs[1].maxAttempts');
+      expect((await client.list({ queue })).jobs).toHaveLength(0);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('a queue or type that is not a string (a JavaScript undefined), a job that is not an object: TypeError, nothing in a queue "undefined"', async () => {
+    const client = new EvoraClient({ address });
+    try {
+      const queue = queueName('checks');
+      // Before, undefined went on the wire as the text "undefined": a job in the queue "undefined".
+      await expect(client.submit({ type: 't' } as unknown as SubmitJobInput)).rejects.toThrow(new TypeError('job.queue must be a string, got undefined'));
+      await expect(client.submit({ queue } as unknown as SubmitJobInput)).rejects.toThrow(new TypeError('job.type must be a string, got undefined'));
+      await expect(client.submitMany([{ queue, type: 't' }, { type: 't' } as unknown as SubmitJobInput])).rejects.toThrow(/^jobs\[1\]\.queue must be a string/);
+      await expect(client.submitMany([null as unknown as SubmitJobInput])).rejects.toThrow(new TypeError('jobs[0] must be an object, got null'));
+      await expect(client.submitMany({ queue, type: 't' } as unknown as SubmitJobInput[])).rejects.toThrow(new TypeError('submitMany takes an array of jobs, got object'));
+      await expect(client.upsertQueue(undefined as unknown as string)).rejects.toThrow(new TypeError('queue name must be a string, got undefined'));
+      expect(() => new EvoraWorker({ address, queues: 'emails' as unknown as string[] })).toThrow(/queues must be an array/);
+      expect(() => new EvoraWorker({ address, queues: [queue, undefined as unknown as string] })).toThrow(/queues\[1\] must be a string, got undefined/);
+      await expect(client.getQueue('undefined')).rejects.toMatchObject({ codeName: 'NOT_FOUND' });
       expect((await client.list({ queue })).jobs).toHaveLength(0);
     } finally {
       client.close();

@@ -63,6 +63,22 @@ describe('EvoraWorker and a result the server refuses', () => {
     );
   });
 
+  it('a result with a lone surrogate (valid JSON, refused by jsonb) is refused too, not answered RETRY_LATER until the lease ends', async () => {
+    await refusedOnce(
+      () => ({ text: 'a\ud800b' }),
+      async ({ outcome: o, jobId, runs, client }) => {
+        expect(o).toMatchObject({ outcome: 'failed', accepted: true, ackResult: 'accepted', refused: { outcome: 'completed' } });
+        expect(o.refused!.reason).toMatch(/^result_json contains a lone UTF-16 surrogate \(\\ud800\)/);
+        expect(await jobInState(client, jobId, 'DLQ')).toMatchObject({ attempt: 1, lastError: o.error });
+        expect(runs).toBe(1);
+        // The same text as a payload: the one readable line instead of PostgreSQL's.
+        await expect(client.submit({ queue: 'q', type: 't', payload: { text: '\udc00' } })).rejects.toMatchObject({
+          codeName: 'INVALID_ARGUMENT', message: expect.stringMatching(/^payload_json contains a lone UTF-16 surrogate \(\\udc00\)/),
+        });
+      },
+    );
+  });
+
   it('a refused snooze: the job goes to the DLQ at once with "snooze refused: <reason>", its handler run once', async () => {
     await refusedOnce(
       // Past the last time the server takes (9999-12-31): a run_at it refuses as invalid.

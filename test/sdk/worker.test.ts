@@ -6,6 +6,8 @@ import {
   EvoraWorker,
   JobAbortedError,
   NonRetryableError,
+  RetryAtError,
+  SnoozeError,
   type EvoraWorkerOptions,
   type Job,
   type JobContext,
@@ -126,6 +128,39 @@ describe('EvoraWorker', () => {
       return j.state === 'PENDING' && j.runAt?.getTime() === snoozeTo.getTime() ? j : null;
     });
     expect(snoozed).toMatchObject({ attempt: 0, lastError: null });
+  });
+
+  it('ctx.snooze / ctx.retryAt / SnoozeError / RetryAtError with no valid time: the attempt fails with a TypeError naming the call', async () => {
+    const queue = queueName();
+    await client.upsertQueue(queue, { maxAttempts: 1 });
+    const w = worker({ queues: [queue], slots: 4 });
+    // Before, each failed with toISOString's bare "Invalid time value".
+    w.handle('snoozeNaN', (_job, ctx) => ctx.snooze(NaN))
+      .handle('retryAtInvalid', (_job, ctx) => ctx.retryAt(new Date('x')))
+      .handle('snoozeError', () => {
+        throw new SnoozeError(new Date(NaN));
+      })
+      .handle('retryAtError', () => {
+        throw new RetryAtError(new Date(NaN), 'later');
+      });
+    const ids = await Promise.all(['snoozeNaN', 'retryAtInvalid', 'snoozeError', 'retryAtError'].map((type) => client.submit({ queue, type }).then((r) => r.job.id)));
+    await w.start();
+    const errors = await Promise.all(ids.map(async (id) => (await jobIn(id, 'DLQ')).lastError));
+    expect(errors).toEqual([
+      'ctx.snooze(ms) must be a finite number, got NaN',
+      "ctx.retryAt's time must be a valid Date, got Invalid Date",
+      'SnoozeError: runAt must be a valid Date, got Invalid Date',
+      'RetryAtError: retryAt must be a valid Date, got Invalid Date',
+    ]);
+  });
+
+  it('start() after stop() rejects, also for a worker that had started (it resolved as if the worker ran)', async () => {
+    const queue = queueName();
+    const w = worker({ queues: [queue] }).handle('t', () => null);
+    await w.start();
+    await w.stop();
+    await expect(w.start()).rejects.toThrow(/^EvoraWorker: start\(\) after stop\(\)/);
+    expect(w.stats()).toMatchObject({ connected: false });
   });
 
   it('an operator cancel reaches ctx.signal; the aborted handler ends the job CANCELLED', async () => {

@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { CancelReason, type LeasedJob, type ServerLeaseLost, type ServerWelcome, type WorkResponse } from '../../gen/evora/v1/worker.js';
 import { channelCreate, credentialsFor, RECONNECT_INITIAL_DELAY_MS, RECONNECT_MAX_DELAY_MS, resolveAddress } from '../connection.js';
+import { stringCheck } from '../checks.js';
 import type { AbortCause } from '../errors.js';
 import type { JsonObject } from '../types.js';
 import { leaseLostName, leaseLostText } from './codes.js';
@@ -91,7 +92,8 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
 
   constructor(opts: EvoraWorkerOptions) {
     super();
-    if (!opts.queues || opts.queues.length === 0) throw new TypeError('EvoraWorker: queues must name at least one queue');
+    if (!Array.isArray(opts.queues) || opts.queues.length === 0) throw new TypeError('EvoraWorker: queues must be an array naming at least one queue');
+    opts.queues.forEach((q, i) => stringCheck(q, `EvoraWorker: queues[${i}]`));
     const slots = opts.slots ?? 10;
     if (!Number.isInteger(slots) || slots < 1) throw new TypeError(`EvoraWorker: slots must be a positive integer, got ${slots}`);
     this.queues = [...opts.queues];
@@ -189,12 +191,15 @@ export class EvoraWorker extends EventEmitter<WorkerEvents> {
    * Opens the Work stream. Resolves once the server's welcome arrived; until then it keeps
    * trying with backoff (the server may not be up yet). Rejects if the server refuses the
    * hello (e.g. INVALID_ARGUMENT for a bad queue name), if stop() is called first, or after
-   * `timeoutMs` without a welcome (the worker then stops). Infinity (or unset) = no limit; any
+   * `timeoutMs` without a welcome (the worker then stops). Once stop() was called (or a
+   * start() timed out), every start() rejects: a stopped worker does not start again. Infinity (or unset) = no limit; any
    * finite length is kept, however long (see LongTimer).
    */
   start(opts: { timeoutMs?: number } = {}): Promise<void> {
+    // Checked first: a worker that started and then stopped resolved start() again, as if it
+    // ran, while it took no more jobs.
+    if (this.stopping) return Promise.reject(new Error('EvoraWorker: start() after stop(): a stopped worker does not start again; make a new EvoraWorker'));
     if (this.startPromise) return this.startPromise;
-    if (this.stopping) return Promise.reject(new Error('EvoraWorker: start() after stop()'));
     if (this.runner.registered === 0) return Promise.reject(new Error('EvoraWorker: register a handler with handle() before start()'));
     this.state.to('starting');
     this.startPromise = new Promise<void>((resolve, reject) => {

@@ -1,3 +1,4 @@
+import { dateCheck, finiteCheck } from '../checks.js';
 import { NonRetryableError, RetryAtError, SnoozeError } from '../errors.js';
 import { progressToPb, toJsonObjectSized, type Job, type JsonObject, type ProgressInput } from '../types.js';
 import type { WorkRequest } from '../../gen/evora/v1/worker.js';
@@ -174,15 +175,21 @@ export function failReport(h: HeldJob, fullError: string, opts: { nonRetryable: 
 
 /** ctx.snooze(): a delay of 0 ms or less is "now", by the server's clock (no run_at). */
 function ctxSnooze(when: Date | number): never {
-  throw new SnoozeError(typeof when === 'number' && when <= 0 ? null : dateOf(when));
+  throw new SnoozeError(typeof when === 'number' && when <= 0 ? null : dateOf(when, 'ctx.snooze'));
 }
 
 function ctxRetryAt(when: Date | number, message?: string): never {
-  throw new RetryAtError(dateOf(when), message);
+  throw new RetryAtError(dateOf(when, 'ctx.retryAt'), message);
 }
 
-function dateOf(when: Date | number): Date {
-  return when instanceof Date ? when : new Date(Date.now() + when);
+/**
+ * A Date, or a delay in ms from now, as a Date; a TypeError naming the call for anything
+ * else (NaN, an Invalid Date, a delay past the last Date), instead of the bare "Invalid
+ * time value" the attempt failed with.
+ */
+function dateOf(when: Date | number, what: string): Date {
+  if (typeof when === 'number') finiteCheck(when, `${what}(ms)`);
+  return dateCheck(when instanceof Date ? when : new Date(Date.now() + when), `${what}'s time`);
 }
 
 function errorText(err: unknown): string {

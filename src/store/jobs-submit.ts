@@ -201,6 +201,25 @@ function hasDependencies(j: JobSubmitInput): boolean {
 class RetrySubmit extends Error {}
 
 /**
+ * The jobs of a batch whose (queue, idempotency key) an earlier job of the same batch names,
+ * each mapped to that earlier job's index. They are not inserted: each is answered as a
+ * replay of the first (created=false, or ALREADY_EXISTS when a field differs), so the first
+ * is the one created, whatever order the insert happens to take its rows in.
+ */
+function batchRepeats(jobs: readonly JobSubmitInput[]): Map<number, number> {
+  const repeats = new Map<number, number>();
+  const first = new Map<string, number>();
+  jobs.forEach((j, i) => {
+    if (!j.idempotencyKey) return;
+    const key = replayKey(j);
+    const earlier = first.get(key);
+    if (earlier === undefined) first.set(key, i);
+    else repeats.set(i, earlier);
+  });
+  return repeats;
+}
+
+/**
  * Internal: job-parents-lock.sql found a parent held (its NOWAIT lock failed). Thrown in
  * place of the driver's error, whose SQLSTATE (55P03) the pool would otherwise log and
  * answer as a lock timeout, so that the graph submit tries again quietly; the driver's error
@@ -277,19 +296,23 @@ async function submitWithRetries<R>(
   const maxAttempts = jobs.map((j) => (j.maxAttempts && j.maxAttempts > 0 ? j.maxAttempts : null));
   const policies = jobs.map(policyJson);
   const job = jobs[0]!;
+  // A job whose key an earlier one of the batch names is left out of the insert: submitOn
+  // finds it as a replay of the one inserted (in the batch's transaction).
+  const repeats = batchRepeats(jobs);
+  const inserted = <T>(values: T[]): T[] => (repeats.size === 0 ? values : values.filter((_, i) => !repeats.has(i)));
   // The hand-off statement takes one job as scalars (see its file), batches take arrays.
   const insert =
     handoffWorkerId === null
       ? queryConfig(result.idsOnly ? jobInsertManyIdsSql : jobInsertManySql, {
-          ids,
-          queues: jobs.map((j) => j.queue),
-          types: jobs.map((j) => j.type),
-          payloads,
-          priorities: jobs.map((j) => j.priority ?? 0),
-          runAts: jobs.map((j) => j.runAt ?? null),
-          idempotencyKeys: jobs.map((j) => j.idempotencyKey || null),
-          maxAttempts,
-          policies,
+          ids: inserted(ids),
+          queues: inserted(jobs.map((j) => j.queue)),
+          types: inserted(jobs.map((j) => j.type)),
+          payloads: inserted(payloads),
+          priorities: inserted(jobs.map((j) => j.priority ?? 0)),
+          runAts: inserted(jobs.map((j) => j.runAt ?? null)),
+          idempotencyKeys: inserted(jobs.map((j) => j.idempotencyKey || null)),
+          maxAttempts: inserted(maxAttempts),
+          policies: inserted(policies),
           now,
         })
       : queryConfig(jobInsertHandoffSql, {
@@ -468,10 +491,14 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
         }
       }
       const ids = jobs.map((_, i) => results[i]?.job.id ?? uuidv7());
+      // A new job whose key an earlier new one of the batch names is that job: same id (for
+      // refs), not inserted, answered as its replay below.
+      const repeats = new Map([...batchRepeats(jobs)].filter(([i]) => !results[i]));
+      for (const [i, earlier] of repeats) ids[i] = ids[earlier]!;
       const parents = jobs.map((j) => [
         ...new Set([...(j.dependsOn ?? []), ...(j.dependsOnRefs ?? []).map((r) => ids[refIndex.get(r)!]!)]),
       ]);
-      const fresh = jobs.map((_, i) => i).filter((i) => !results[i]);
+      const fresh = jobs.map((_, i) => i).filter((i) => !results[i] && !repeats.has(i));
       if (fresh.length === 0) return results as JobSubmitResult[];
       const freshIds = new Set(fresh.map((i) => ids[i]!));
       const existing = [...new Set(fresh.flatMap((i) => parents[i]!.filter((p) => !freshIds.has(p))))];
@@ -518,6 +545,15 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
       if (inserted.length < fresh.length) throw new RetrySubmit('an idempotency key was taken meanwhile');
       const byId = new Map(inserted.map((r) => [r.id, r]));
       for (const i of fresh) results[i] = { job: jobFromRow(byId.get(ids[i]!)!), created: true };
+      if (repeats.size > 0) {
+        const keyed = [...repeats.keys()].map((i) => ({ j: jobs[i]!, i }));
+        const byKey = await replaysFind(client, keyed, { payloads, maxAttempts, policies });
+        for (const { j, i } of keyed) {
+          const row = byKey.get(replayKey(j))!;
+          if (row.difference !== null) throw replayDiffers(j, row);
+          results[i] = { job: jobFromRow(row), created: false };
+        }
+      }
       return results as JobSubmitResult[];
     });
 

@@ -94,6 +94,31 @@ describe('idempotent submits', () => {
     expect(rows[0].n).toBe(2);
   });
 
+  it('SubmitJobs naming one key twice: the first is created, the later is its replay (created=false, or ALREADY_EXISTS when it differs), with and without dependencies', async () => {
+    const queue = queueName();
+    const same = await client.submitMany([{ queue, type: 't', idempotencyKey: 'k' }, { queue, type: 't', idempotencyKey: 'k' }, { queue, type: 't', idempotencyKey: 'j' }]);
+    expect(same.map((r) => r.created)).toEqual([true, false, true]);
+    expect(same[1]!.job.id).toBe(same[0]!.job.id);
+    const ids = await client.submitMany([{ queue, type: 't', idempotencyKey: 'i' }, { queue, type: 't', idempotencyKey: 'i' }], { idsOnly: true });
+    expect(ids.created).toEqual([true, false]);
+    expect(ids.ids[1]).toBe(ids.ids[0]);
+    // In a graph: the repeat names the same job, and a child of its ref depends on that job.
+    const graph = await client.submitMany([
+      { queue, type: 't', idempotencyKey: 'p' },
+      { queue, type: 't', idempotencyKey: 'c', ref: 'c', dependsOnRefs: [] },
+      { queue, type: 't', idempotencyKey: 'c', ref: 'c2' },
+      { queue, type: 'u', idempotencyKey: 'd', dependsOnRefs: ['c2'] },
+    ]);
+    expect(graph.map((r) => r.created)).toEqual([true, true, false, true]);
+    expect(graph[2]!.job.id).toBe(graph[1]!.job.id);
+    expect(graph[3]!.job.dependsOn).toEqual([graph[1]!.job.id]);
+    const differs = await refusal(client.submitMany([{ queue, type: 't', idempotencyKey: 'x', priority: 1 }, { queue, type: 't', idempotencyKey: 'x', priority: 2 }]));
+    expect(differs.codeName).toBe('ALREADY_EXISTS');
+    expect(differs.details).toMatch(/^idempotency key "x" in queue "q_\w+" already names job [0-9a-f-]{36}, submitted with a different priority$/);
+    const { rows } = await db.query(`SELECT idempotency_key AS k FROM evora.jobs WHERE queue = $1 ORDER BY 1`, [queue]);
+    expect(rows.map((r) => r.k)).toEqual(['c', 'd', 'i', 'j', 'k', 'p']);
+  });
+
   it('a job created before strict idempotency (no record of its submit) accepts a replay that only matches type and payload', async () => {
     const queue = queueName();
     const first = await client.submit({ queue, type: 't', idempotencyKey: 'old', priority: 1 });

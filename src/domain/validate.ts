@@ -137,6 +137,19 @@ export function checkJobTypes(field: string, types: readonly string[]): string[]
   return [...new Set(types)].sort();
 }
 
+/**
+ * The queues a worker takes jobs from (WorkerHello.queues, ClaimJobsRequest.queues): at
+ * least one, each a valid queue name; an empty one is named as such (checkName would say
+ * the list "is required", which it was given).
+ */
+export function checkWorkerQueues(field: string, queues: readonly string[]): void {
+  if (queues.length === 0) throw invalidArgument(`${field} must name at least one queue`);
+  queues.forEach((q) => {
+    if (!q) throw invalidArgument(`${field} contains an empty queue name`);
+    checkName(field, q);
+  });
+}
+
 /** A job's priority: an integer from PRIORITY_MIN to PRIORITY_MAX. */
 export function checkPriority(value: number): number {
   if (!Number.isInteger(value) || value < PRIORITY_MIN || value > PRIORITY_MAX) {

@@ -4,11 +4,11 @@ import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-j
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { CompleteWrite, Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
-import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
+import { EvoraError, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { LeaseRef, ProgressReport } from '../domain/job.js';
 import { UndecodableRequest } from './request-decode.js';
-import { MAX_SLOTS, checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, errorText } from '../domain/validate.js';
+import { MAX_SLOTS, checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, checkWorkerQueues, errorText } from '../domain/validate.js';
 import type {
   Lease,
   WorkerComplete,
@@ -223,8 +223,7 @@ export class WorkStream implements ServerStreamHandle {
     const hello = m.value;
     try {
       checkName('hello.worker_id', hello.workerId);
-      if (hello.queues.length === 0) throw invalidArgument('hello.queues must name at least one queue');
-      hello.queues.forEach((q) => checkName('hello.queues', q));
+      checkWorkerQueues('hello.queues', hello.queues);
       checkIntRange('hello.slots', hello.slots, 1, MAX_SLOTS);
       checkJobTypes('hello.job_types', hello.jobTypes);
     } catch (err) {

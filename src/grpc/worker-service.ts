@@ -1,7 +1,7 @@
 import { LEASE_LOST_TEXT } from '../domain/codes.js';
 import { EvoraError, failedPrecondition, invalidArgument, unauthenticated } from '../domain/errors.js';
 import type { LeaseRef } from '../domain/job.js';
-import { checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, errorText } from '../domain/validate.js';
+import { checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, checkWorkerQueues, errorText } from '../domain/validate.js';
 import { WorkerServiceService, type WorkerServiceServer } from '../gen/evora/v1/worker.js';
 import { durationToSeconds, jobToPb, leasedJobToPb, progressInput, workerInfoToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
@@ -48,8 +48,7 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     work: (call) => streamAuthenticated(deps, M.work.path, call, (p) => WorkStream.start(call, streamDeps, p)),
     claimJobs: unary(deps, M.claimJobs.path, async (req, call, principal) => {
       checkName('worker_id', req.workerId);
-      if (req.queues.length === 0) throw invalidArgument('queues must name at least one queue');
-      req.queues.forEach((q) => checkName('queues', q));
+      checkWorkerQueues('queues', req.queues);
       scopeCheck(principal, M.claimJobs.path, req.queues);
       const max = req.max === 0 ? 1 : checkIntRange('max', req.max, 1, 1000);
       const waitMs = req.wait ? Math.round(durationToSeconds(req.wait) * 1000) : 0;

@@ -226,6 +226,14 @@ describe('bad input gets the right status and changes nothing', () => {
     v.send({ msg: { $case: 'hello', value: { workerId: 'w', queues: ['q'], slots: 0, held: [], jobTypes: [] } } });
     await v.until(() => v.ended);
     expect((v.error as grpc.ServiceError | null)?.code).toBe(INVALID_ARGUMENT);
+
+    // An empty queue name is named as such, on the stream and on ClaimJobs.
+    const e = new RawWorker(clients);
+    e.send({ msg: { $case: 'hello', value: { workerId: 'w', queues: ['q', ''], slots: 1, held: [], jobTypes: [] } } });
+    await e.until(() => e.ended);
+    expect((e.error as grpc.ServiceError).details).toBe('hello.queues contains an empty queue name');
+    const claim = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [''], max: 1, jobTypes: [] }).catch((err: grpc.ServiceError) => err);
+    expect((claim as grpc.ServiceError).details).toBe('queues contains an empty queue name');
   });
 
   it('messages over the configured size are refused by gRPC', async () => {

@@ -59,10 +59,11 @@ function hostName(host: string): string {
 /**
  * Why a request to a server that serves anyone on loopback is refused for its Host, or null
  * when the Host is a loopback name (or there is none: only clients that are not browsers
- * omit it).
+ * omit it). The line says "without a token", not "without auth": the metrics port, and
+ * /metrics with EVORA_METRICS_OPEN, serve without a token while auth is on.
  */
 export function loopbackHostRefusal(headers: IncomingHttpHeaders): string | null {
   const host = headerValue(headers, 'host');
   if (host === undefined || hostIsLoopback(hostName(host))) return null;
-  return `the server runs without auth on loopback and answers only requests addressed to localhost, 127.0.0.1 or [::1], not "${host.slice(0, 100)}"`;
+  return `served without a token on loopback, this answers only requests addressed to localhost, 127.0.0.1 or [::1], not "${host.slice(0, 100)}"`;
 }

@@ -85,17 +85,20 @@ function hostWithPort(host: string, address: string): string {
  * of `db-host` would fail only after the whole deadline. The targets grpc-js reads with a
  * scheme keep it: `dns:` (with or without an authority) and `ipv4:`/`ipv6:` (a list, each
  * address) get the port where one is missing, `unix:`, `unix-abstract:` and `vsock:` stay as
- * given. A URL of another scheme (`http://host:8080`, the dashboard's) is refused with a
- * TypeError, as are a port out of range and a missing host: grpc-js read the URL as an IPv6
- * address and answered UNAVAILABLE, as if the server were down.
+ * given, and so does a target of any other scheme written with `//` (`xds:///evora`: a
+ * resolver registered with grpc-js, such as @grpc/grpc-js-xds's, reads it). A web or gRPC
+ * URL (`http://host:8080`, the dashboard's; `https:`, `grpc:`, `grpcs:`, which no resolver
+ * reads) is refused with a TypeError, as are a port out of range and a missing host:
+ * grpc-js read the URL as an IPv6 address and answered UNAVAILABLE, as if the server were down.
  */
 export function addressWithPort(address: string): string {
   const m = /^(dns|ipv4|ipv6):((?:\/\/[^/]*\/)?)(.+)$/.exec(address);
   if (m) return `${m[1]}:${m[2]}${m[1] === 'dns' ? hostWithPort(m[3]!, address) : m[3]!.split(',').map((h) => hostWithPort(h, address)).join(',')}`;
   if (/^(unix|unix-abstract|vsock):/.test(address)) return address;
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(address)) {
+  if (/^(https?|grpcs?):\/\//i.test(address)) {
     throw addressRefused(address, 'is a URL: give host:port, such as 127.0.0.1:50051 (or a grpc-js target: dns:, ipv4:, ipv6:, unix:)');
   }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(address)) return address;
   return hostWithPort(address, address);
 }
 

@@ -179,8 +179,9 @@ const DATABASE_URL_SCHEMES: readonly string[] = ['postgres', 'postgresql', 'sock
 /**
  * Returns `value` if pg reads it as the PostgreSQL it names: a postgres:// or postgresql://
  * URL, pg's socket: URL, or a Unix socket folder (a path starting with /). Anything else pg
- * would misread without a word: `localhost:5432` or a mysql:// URL connect to localhost:5432,
- * `not-a-url` to a host named "base" (getaddrinfo ENOTFOUND base), so it is refused with one
+ * would misread without a word: `localhost:5432` connects to the database "432" on localhost,
+ * a mysql:// URL to PostgreSQL at its host and port, `not-a-url` to a host named "base"
+ * (getaddrinfo ENOTFOUND base), so it is refused with one
  * line naming `setting`, as is a URL pg cannot parse (its error is a bare "Invalid URL").
  * The URL is parsed as pg-connection-string parses it (spaces encoded, an empty host allowed
  * before a `?host=` socket). The value itself is never repeated: it may hold a password.

@@ -90,7 +90,7 @@ interface JobFindByKeysParams {
   maxAttempts: (number | null)[];
   policies: (string | null)[];
 }
-type JobFoundRow = JobRow & { difference: string | null };
+type JobFoundRow = JobRow & { difference: string | null; key_index: number };
 const jobFindByKeysSql = statement<JobFindByKeysParams, JobFoundRow>(
   'job-find-by-keys',
   {
@@ -103,7 +103,7 @@ const jobFindByKeysSql = statement<JobFindByKeysParams, JobFoundRow>(
     maxAttempts: 'int4[]',
     policies: 'jsonb[]',
   },
-  { ...JOB_COLUMNS, difference: 'text' },
+  { ...JOB_COLUMNS, difference: 'text', key_index: 'int4' },
 );
 
 interface JobInsertGraphParams extends JobInsertManyParams {
@@ -352,15 +352,18 @@ async function submitWithRetries<R>(
 }
 
 /**
- * The jobs that the (queue, idempotency key) of `keyed` already name, each with the first
- * submitted field in which it differs from this submit (null: identical; job-find-by-keys.sql),
- * by replayKey. `keyed[k].i` indexes the submit's prepared payloads, maxAttempts, policies.
+ * The job that each of `keyed`'s (queue, idempotency key) already names, with the first
+ * submitted field in which that item differs from it (null: identical; job-find-by-keys.sql),
+ * as `keyed` is ordered (undefined: no job). By position, not by key: a batch may name one
+ * key several times, and each item is compared on its own (keyed by replayKey, the last row
+ * of a key answered for all of them, so an item that differed was taken as a replay).
+ * `keyed[k].i` indexes the submit's prepared payloads, maxAttempts, policies.
  */
 async function replaysFind(
   client: pg.ClientBase,
   keyed: { j: JobSubmitInput; i: number }[],
   p: { payloads: string[]; maxAttempts: (number | null)[]; policies: (string | null)[] },
-): Promise<Map<string, JobFoundRow>> {
+): Promise<(JobFoundRow | undefined)[]> {
   const found = await client.query(
     queryConfig(jobFindByKeysSql, {
       queues: keyed.map(({ j }) => j.queue),
@@ -373,10 +376,12 @@ async function replaysFind(
       policies: keyed.map(({ i }) => p.policies[i]!),
     }),
   );
-  return new Map((found.rows as JobFoundRow[]).map((r) => [replayKey({ queue: r.queue, idempotencyKey: r.idempotency_key }), r]));
+  const rows: (JobFoundRow | undefined)[] = keyed.map(() => undefined);
+  for (const r of found.rows as JobFoundRow[]) rows[r.key_index] = r;
+  return rows;
 }
 
-/** How replaysFind keys a job: its queue and idempotency key. */
+/** A job's queue and idempotency key, as one string (batchRepeats finds a key named twice by it). */
 function replayKey(j: { queue: string; idempotencyKey?: string | null }): string {
   return `${j.queue}\u0000${j.idempotencyKey}`;
 }
@@ -418,9 +423,9 @@ async function submitOn<R>(
   });
   const missing = jobs.map((j, i) => ({ j, i })).filter(({ i }) => !results[i]);
   if (missing.length > 0) {
-    const byKey = await replaysFind(client, missing, { payloads, maxAttempts, policies });
-    for (const { j, i } of missing) {
-      const row = byKey.get(replayKey(j));
+    const found = await replaysFind(client, missing, { payloads, maxAttempts, policies });
+    for (const [k, { j, i }] of missing.entries()) {
+      const row = found[k];
       if (!row) throw new RetrySubmit('the conflicting job vanished');
       if (row.difference !== null && !keepDifferentReplays) throw replayDiffers(j, row);
       results[i] = result.make(row, false);
@@ -482,9 +487,9 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
       const results: (JobSubmitResult | undefined)[] = jobs.map(() => undefined);
       const keyed = jobs.map((j, i) => ({ j, i })).filter(({ j }) => j.idempotencyKey);
       if (keyed.length > 0) {
-        const byKey = await replaysFind(client, keyed, { payloads, maxAttempts, policies });
-        for (const { j, i } of keyed) {
-          const row = byKey.get(replayKey(j));
+        const found = await replaysFind(client, keyed, { payloads, maxAttempts, policies });
+        for (const [k, { j, i }] of keyed.entries()) {
+          const row = found[k];
           if (!row) continue;
           if (row.difference !== null) throw replayDiffers(j, row);
           results[i] = { job: jobFromRow(row), created: false };
@@ -547,9 +552,9 @@ async function jobsSubmitGraph(pool: StorePool, jobs: JobSubmitInput[], now: Dat
       for (const i of fresh) results[i] = { job: jobFromRow(byId.get(ids[i]!)!), created: true };
       if (repeats.size > 0) {
         const keyed = [...repeats.keys()].map((i) => ({ j: jobs[i]!, i }));
-        const byKey = await replaysFind(client, keyed, { payloads, maxAttempts, policies });
-        for (const { j, i } of keyed) {
-          const row = byKey.get(replayKey(j))!;
+        const found = await replaysFind(client, keyed, { payloads, maxAttempts, policies });
+        for (const [k, { j, i }] of keyed.entries()) {
+          const row = found[k]!;
           if (row.difference !== null) throw replayDiffers(j, row);
           results[i] = { job: jobFromRow(row), created: false };
         }

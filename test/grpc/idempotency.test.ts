@@ -119,6 +119,30 @@ describe('idempotent submits', () => {
     expect(rows.map((r) => r.k)).toEqual(['c', 'd', 'i', 'j', 'k', 'p']);
   });
 
+  it('SubmitJobs naming one key three times or more: each replay is compared with the job on its own, so one that differs refuses the batch wherever it stands', async () => {
+    const queue = queueName();
+    for (const [n, priorities] of [[1, 2, 1], [1, 1, 2], [1, 1, 1, 2]].entries()) {
+      // A new key: the first is created, each later one is compared with it.
+      const fresh = await refusal(client.submitMany(priorities.map((priority) => ({ queue, type: 't', idempotencyKey: `n${n}`, priority }))));
+      expect(fresh.codeName, `${priorities}`).toBe('ALREADY_EXISTS');
+      expect(fresh.details).toMatch(/submitted with a different priority$/);
+      // A key an earlier submit took (priority 1): each item is compared with its job.
+      await client.submit({ queue, type: 't', idempotencyKey: `e${n}`, priority: 1 });
+      const existing = await refusal(client.submitMany(priorities.slice(1).map((priority) => ({ queue, type: 't', idempotencyKey: `e${n}`, priority }))));
+      expect(existing.codeName, `existing ${priorities.slice(1)}`).toBe('ALREADY_EXISTS');
+      // The same in a batch with dependencies (its replays are looked up first, its repeats last).
+      const graph = await refusal(
+        client.submitMany([
+          ...priorities.map((priority, i) => ({ queue, type: 't', idempotencyKey: `g${n}`, priority, ref: `r${i}` })),
+          { queue, type: 'u', dependsOnRefs: ['r0'] },
+        ]),
+      );
+      expect(graph.codeName, `graph ${priorities}`).toBe('ALREADY_EXISTS');
+    }
+    const { rows } = await db.query(`SELECT idempotency_key AS k FROM evora.jobs WHERE queue = $1 ORDER BY 1`, [queue]);
+    expect(rows.map((r) => r.k)).toEqual(['e0', 'e1', 'e2']);
+  });
+
   it('a job created before strict idempotency (no record of its submit) accepts a replay that only matches type and payload', async () => {
     const queue = queueName();
     const first = await client.submit({ queue, type: 't', idempotencyKey: 'old', priority: 1 });

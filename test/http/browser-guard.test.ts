@@ -76,7 +76,7 @@ describe('auth off on loopback', () => {
       status: 403,
       body: {
         code: 'PERMISSION_DENIED',
-        message: `the server runs without auth on loopback and answers only requests addressed to localhost, 127.0.0.1 or [::1], not "evil.example:${port}"`,
+        message: `served without a token on loopback, this answers only requests addressed to localhost, 127.0.0.1 or [::1], not "evil.example:${port}"`,
       },
     });
     const planted = await raw(base, 'POST', '/v1/tokens', { host: `evil.example:${port}`, origin: `http://evil.example:${port}`, 'sec-fetch-site': 'same-origin' }, '{"role":"TOKEN_ROLE_ADMIN"}');

@@ -23,6 +23,9 @@ describe('addressWithPort', () => {
       ['ipv6:[::1]', 'ipv6:[::1]:50051'],
       ['unix:/run/evora.sock', 'unix:/run/evora.sock'],
       ['unix:///run/evora.sock', 'unix:///run/evora.sock'],
+      // A scheme another resolver registered with grpc-js reads (@grpc/grpc-js-xds): as given.
+      ['xds:///evora', 'xds:///evora'],
+      ['xds://control-plane/evora', 'xds://control-plane/evora'],
     ];
     for (const [given, dialled] of cases) expect(addressWithPort(given), given).toBe(dialled);
   });
@@ -34,6 +37,7 @@ describe('an address that cannot be dialled as meant', () => {
     // others failed as if the server were down (exit 5, after node's DeprecationWarning for ":50051").
     const cases: [string, string][] = [
       ['http://127.0.0.1:8080', 'is a URL: give host:port, such as 127.0.0.1:50051 (or a grpc-js target: dns:, ipv4:, ipv6:, unix:)'],
+      ['https://db1.example.com', 'is a URL: give host:port, such as 127.0.0.1:50051 (or a grpc-js target: dns:, ipv4:, ipv6:, unix:)'],
       ['grpc://db1:50051', 'is a URL: give host:port, such as 127.0.0.1:50051 (or a grpc-js target: dns:, ipv4:, ipv6:, unix:)'],
       ['db1:99999', 'has a port that is not a whole number from 1 to 65535'],
       ['db1:0', 'has a port that is not a whole number from 1 to 65535'],

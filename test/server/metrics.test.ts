@@ -39,7 +39,7 @@ describe('/metrics and /healthz', () => {
       });
     const rebound = await get(`evil.example:${url.port}`);
     expect(rebound.status).toBe(403);
-    expect(rebound.body).toMatch(/^the server runs without auth on loopback and answers only requests addressed to localhost, 127\.0\.0\.1 or \[::1\], not "evil\.example:\d+"\n$/);
+    expect(rebound.body).toMatch(/^served without a token on loopback, this answers only requests addressed to localhost, 127\.0\.0\.1 or \[::1\], not "evil\.example:\d+"\n$/);
     expect((await get(`localhost:${url.port}`)).status).toBe(200);
   });
 

@@ -1,5 +1,6 @@
 import { checkBootstrapSecret } from '../domain/auth.js';
 import type { DbPooler } from '../store/connections.js';
+import { parse as connectionStringParse } from 'pg-connection-string';
 
 /**
  * Server configuration: every setting has a default, an environment variable, and (in
@@ -181,10 +182,9 @@ const DATABASE_URL_SCHEMES: readonly string[] = ['postgres', 'postgresql', 'sock
  * URL, pg's socket: URL, or a Unix socket folder (a path starting with /). Anything else pg
  * would misread without a word: `localhost:5432` connects to the database "432" on localhost,
  * a mysql:// URL to PostgreSQL at its host and port, `not-a-url` to a host named "base"
- * (getaddrinfo ENOTFOUND base), so it is refused with one
- * line naming `setting`, as is a URL pg cannot parse (its error is a bare "Invalid URL").
- * The URL is parsed as pg-connection-string parses it (spaces encoded, an empty host allowed
- * before a `?host=` socket). The value itself is never repeated: it may hold a password.
+ * (getaddrinfo ENOTFOUND base), so it is refused with one line naming `setting`, as is a URL
+ * pg cannot parse (its error is a bare "Invalid URL"). The URL is parsed by pg's own parser,
+ * pg-connection-string. The value itself is never repeated: it may hold a password.
  */
 export function databaseUrlCheck(value: string, setting: string): string {
   if (value.startsWith('/')) return value;
@@ -192,8 +192,9 @@ export function databaseUrlCheck(value: string, setting: string): string {
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1]?.toLowerCase();
   if (scheme === undefined) throw refused('the value given does not start with postgres://');
   if (!DATABASE_URL_SCHEMES.includes(scheme)) throw refused(`the value given starts with "${scheme}:", not postgres:// or postgresql://`);
-  const encoded = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(value) ? encodeURI(value).replace(/%25(\d\d)/g, '%$1') : value;
-  if (!URL.canParse(encoded) && !URL.canParse(encoded.replace('@/', '@___DUMMY___/'))) {
+  try {
+    connectionStringParse(value);
+  } catch {
     throw refused('the value given is not a valid URL (is the port a number? are special characters in the password percent-encoded?)');
   }
   return value;

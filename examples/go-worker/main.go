@@ -93,6 +93,9 @@ type report struct {
 	// Resends after RETRY_LATER with database_unavailable: they pace the backoff and are
 	// not counted toward maxSends.
 	outageResends int
+	// The fail sent in place of a report the server refused as invalid (failInstead): a
+	// second refusal gives the job up.
+	insteadOfRefused bool
 }
 
 // session is one Work stream.

@@ -127,11 +127,35 @@ func (w *worker) onAck(s *session, a *evorav1.ServerAck) {
 		w.log.Error("the server could not apply the report; giving up (the lease will expire and the job will run again)",
 			"job_id", id, "sends", r.tries, "reason", a.GetReason())
 	case evorav1.AckResult_ACK_RESULT_INVALID:
-		w.log.Error("report refused as invalid; not sending it again", "job_id", id, "reason", a.GetReason())
+		if !r.insteadOfRefused {
+			w.log.Error("report refused as invalid; failing the job instead (non-retryable)", "job_id", id, "reason", a.GetReason())
+			failInstead(r, a.GetReason())
+			w.send(s, r)
+			return
+		}
+		w.log.Error("report refused as invalid; not sending it again (the lease will expire and the job will run again)",
+			"job_id", id, "reason", a.GetReason())
 	default:
 		w.log.Error("report answered with an unknown result; dropping it", "job_id", id, "result", res, "reason", a.GetReason())
 	}
 	w.settle(s, id, i)
+}
+
+// failInstead turns r, a report the server refused as invalid (it changed nothing and the
+// lease runs on: docs/api.md, "What each ack result asks of the worker"), into a
+// non-retryable fail under the same lease whose error names the refused report and the
+// server's reason. The job then ends at once in the DLQ with a readable error, instead of
+// running again when its lease expires and ending as "lease expired". It is a new report:
+// its sends are counted afresh.
+func failInstead(r *report, reason string) {
+	what, id, token := "fail", r.req.GetFail().GetJobId(), r.req.GetFail().GetLeaseToken()
+	if c := r.req.GetComplete(); c != nil {
+		what, id, token = "complete", c.GetJobId(), c.GetLeaseToken()
+	}
+	r.req = &evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Fail{Fail: &evorav1.WorkerFail{
+		JobId: id, LeaseToken: token, Error: cutError(what + " refused: " + reason), NonRetryable: true,
+	}}}
+	r.tries, r.outageResends, r.resendAt, r.insteadOfRefused = 0, 0, time.Time{}, true
 }
 
 // resendOnNewSession sends on a new session the reports left without an answer on the old

@@ -255,3 +255,32 @@ func TestAReportOverTheServersMessageLimitIsFailedInsteadAndErrorsAreCut(t *test
 		t.Errorf("cutError(short) = %q", got)
 	}
 }
+
+func TestAnInvalidReportIsReplacedOnceByANonRetryableFail(t *testing.T) {
+	w, s, st := leaseTestWorker()
+	r := completeReport("t1")
+	r.tries = 1
+	r.leaseEnd = time.Now().Add(time.Hour)
+	w.pending["j"] = []*report{r}
+	invalid := &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_INVALID, Reason: "result contains a NUL"}
+
+	// The server changed nothing and the lease runs on: a fail goes instead, under the same
+	// lease, naming what was refused and why, so the job ends now rather than after its lease.
+	w.onAck(s, invalid)
+	if len(st.sent) != 1 || w.acked != 0 || len(w.pending["j"]) != 1 {
+		t.Fatalf("after INVALID: sent %d, acked %d, pending %v; want one fail sent, the report unsettled", len(st.sent), w.acked, w.pending)
+	}
+	f := st.sent[0].GetFail()
+	if f.GetJobId() != "j" || f.GetLeaseToken() != "t1" || !f.GetNonRetryable() || f.GetError() != "complete refused: result contains a NUL" {
+		t.Fatalf("sent %v; want a non-retryable fail of j under t1 naming the refused complete", st.sent[0])
+	}
+	if r.tries != 1 {
+		t.Fatalf("the fail's tries = %d, want 1 (counted afresh)", r.tries)
+	}
+
+	// The fail refused too: given up, not sent again.
+	w.onAck(s, invalid)
+	if len(st.sent) != 1 || w.acked != 1 || len(w.pending) != 0 {
+		t.Fatalf("after a second INVALID: sent %d, acked %d, pending %v; want the report given up", len(st.sent), w.acked, w.pending)
+	}
+}

@@ -109,3 +109,15 @@ def report_too_large(req: pb.WorkRequest, max_message: int) -> Optional[str]:
 def cut_error(error: str) -> str:
     """error cut to MAX_ERROR_CHARS characters (what the server stores)."""
     return error[:MAX_ERROR_CHARS]
+
+
+def fail_instead(req: pb.WorkRequest, reason: str) -> pb.WorkRequest:
+    """The report sent once in place of `req`, which the server refused as invalid (it
+    changed nothing and the lease runs on: docs/api.md, "What each ack result asks of the
+    worker"): a non-retryable fail under the same lease whose error names the refused report
+    and the server's reason. The job then ends at once in the DLQ with a readable error,
+    instead of running again when its lease expires and ending as "lease expired"."""
+    what = req.WhichOneof("msg")
+    old = req.complete if what == "complete" else req.fail
+    return pb.WorkRequest(fail=pb.WorkerFail(job_id=old.job_id, lease_token=old.lease_token,
+                                             error=cut_error(f"{what} refused: {reason}"), non_retryable=True))

@@ -168,6 +168,36 @@ class OnAckTest(unittest.TestCase):
         self.assertEqual(self.worker.acked, 1)
 
 
+class InvalidAckTest(unittest.TestCase):
+    """Worker.on_ack with ACK_RESULT_INVALID: a non-retryable fail goes instead, once."""
+
+    def setUp(self) -> None:
+        self.worker = Worker(argparse.Namespace(address="127.0.0.1:1", slots=1, max_jobs=0))
+        self.addCleanup(self.worker.channel.close)
+        self.addCleanup(self.worker.pool.shutdown)
+        capture = self.assertLogs("python-worker", level="DEBUG")
+        capture.__enter__()
+        self.addCleanup(capture.__exit__, None, None, None)
+        self.s = SentSession()
+
+    def test_a_refused_report_is_replaced_once_by_a_non_retryable_fail(self) -> None:
+        r = report("t1", "complete")
+        self.worker.pending["j"] = [r]
+        invalid = pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_INVALID, reason="result contains a NUL")
+        # The server changed nothing and the lease runs on: the fail ends the job now, not
+        # after its lease.
+        self.worker.on_ack(self.s, invalid)  # type: ignore[arg-type]
+        self.assertEqual(len(self.s.sent), 1)
+        sent = self.s.sent[0]
+        self.assertEqual(sent.WhichOneof("msg"), "fail")
+        self.assertEqual((sent.fail.job_id, sent.fail.lease_token, sent.fail.non_retryable, sent.fail.error),
+                         ("j", "t1", True, "complete refused: result contains a NUL"))
+        self.assertEqual((self.worker.pending["j"], r.tries, self.worker.acked), ([r], 1, 0))
+        # The fail refused too: given up, not sent again.
+        self.worker.on_ack(self.s, invalid)  # type: ignore[arg-type]
+        self.assertEqual((len(self.s.sent), self.worker.pending, self.worker.acked), (1, {}, 1))
+
+
 class SentSession:
     """What the worker needs of a Session: it keeps what is sent."""
 

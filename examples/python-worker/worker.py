@@ -47,7 +47,7 @@ from evora.v1 import worker_pb2 as pb  # noqa: E402
 from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
 from options import parse_args  # noqa: E402
 from reports import (  # noqa: E402
-    DEFAULT_MAX_MESSAGE_BYTES, ack_result, acked_report, code_name, cut_error, epoch, outage_resend_delay, report_too_large,
+    DEFAULT_MAX_MESSAGE_BYTES, ack_result, acked_report, code_name, cut_error, epoch, fail_instead, outage_resend_delay, report_too_large,
     report_under, resend_delay, token_of,
 )
 from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
@@ -163,6 +163,9 @@ class Report:
     # Resends after RETRY_LATER with database_unavailable: they pace the backoff and are not
     # counted toward MAX_SENDS.
     outage_resends: int = 0
+    # The fail sent in place of a report the server refused as invalid (fail_instead): a
+    # second refusal gives the job up.
+    instead_of_refused: bool = False
 
 
 class Worker:
@@ -533,7 +536,15 @@ class Worker:
             log.error("the server could not apply the report; giving up (the lease will expire and the job will run "
                       "again) job_id=%s sends=%d reason=%r", ack.job_id, r.tries, ack.reason)
         elif result == pb.ACK_RESULT_INVALID:
-            log.error("report refused as invalid; not sending it again job_id=%s reason=%r", ack.job_id, ack.reason)
+            if not r.instead_of_refused:
+                log.error("report refused as invalid; failing the job instead (non-retryable) job_id=%s reason=%r",
+                          ack.job_id, ack.reason)
+                # A new report: its sends are counted afresh.
+                r.req, r.tries, r.outage_resends, r.instead_of_refused = fail_instead(r.req, ack.reason), 0, 0, True
+                self.send(s, r)
+                return
+            log.error("report refused as invalid; not sending it again (the lease will expire and the job will run "
+                      "again) job_id=%s reason=%r", ack.job_id, ack.reason)
         else:
             log.error("report answered with an unknown result; dropping it job_id=%s result=%d reason=%r",
                       ack.job_id, result, ack.reason)

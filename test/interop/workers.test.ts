@@ -22,8 +22,8 @@ import { exampleWorkerKinds, type LaunchOptions } from './example-workers.js';
  * longer than its lease survives on heartbeats, and SIGTERM drains. And each acts on the
  * server's codes: a cancel (CANCEL_REASON_OPERATOR) stops the job and fails it, a
  * lease_lost (LEASE_LOST_REASON_EXPIRED) stops it without a report (and only the lease it
- * names: a job pushed again under a new lease runs on), an ack ACK_RESULT_INVALID is not
- * resent; their own unit tests cover the ack decisions a live
+ * names: a job pushed again under a new lease runs on), a report acked ACK_RESULT_INVALID is
+ * not resent but replaced once by a non-retryable fail; their own unit tests cover the ack decisions a live
  * server does not easily produce (ACK_RESULT_RETRY_LATER, an old server's acks). And both
  * run the TypeScript producer's jobs (examples/ts/images.ts) from their default queue with
  * the very results the TypeScript worker computes: the examples feed one another.
@@ -308,7 +308,7 @@ for (const kind of kinds) {
       ]);
     }, 60_000);
 
-    it('does not resend a report answered ACK_RESULT_INVALID (a result over the size limit)', async () => {
+    it('fails the job instead of a report answered ACK_RESULT_INVALID (a result over the size limit)', async () => {
       const queue = await setupQueue('invalid');
       // The payload fits; the result holds the image name twice (image and thumbnail), and does not.
       const image = `${'x'.repeat(Math.ceil(MAX_PAYLOAD_BYTES * 0.6))}.png`;
@@ -317,13 +317,14 @@ for (const kind of kinds) {
       const proc = launch({ queue, workerId, slots: 1, maxJobs: 1 });
       const exit = await proc.exited;
       expect(exit.code, describeExit(proc, exit)).toBe(0);
-      expect(proc.stderr()).toMatch(/report refused as invalid; not sending it again/);
+      expect(proc.stderr()).toMatch(/report refused as invalid; failing the job instead/);
       expect(proc.stderr()).not.toMatch(/could not apply the report now/);
       expect(proc.stderr().match(/job done/g), proc.stderr()).toHaveLength(1);
-      // Nothing was applied: the job waits for its lease to run out (then runs again).
+      // The complete changed nothing; the non-retryable fail sent instead under the same lease
+      // ended the job at once, naming what was refused.
       const after = await getJob(job.id);
-      expect(after, proc.stderr()).toMatchObject({ attempt: 1, workerId });
-      expect([JobState.JOB_STATE_RUNNING, JobState.JOB_STATE_PENDING]).toContain(after.state);
+      expect(after, proc.stderr()).toMatchObject({ attempt: 1, workerId, state: JobState.JOB_STATE_DLQ });
+      expect(after.lastError).toMatch(/^complete refused: .*result/);
       expect(after.result).toBeUndefined();
     });
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -27,6 +30,7 @@ type config struct {
 	tlsCert      string // PEM file of this worker's certificate, for a server that requires one (mTLS)
 	tlsKey       string // PEM file of tlsCert's private key
 	token        string // API token, sent as `authorization: Bearer <token>`; "" = none
+	tokenFile    string // file whose first line is the token (-token-file, EVORA_TOKEN_FILE)
 }
 
 func env(name, def string) string {
@@ -58,8 +62,17 @@ func parseFlags() config {
 	flag.StringVar(&c.tlsCA, "tls-ca", env("EVORA_TLS_CA", ""), "TLS: PEM file of the CA that signed the server's certificate; unset = plaintext (env EVORA_TLS_CA)")
 	flag.StringVar(&c.tlsCert, "tls-cert", env("EVORA_TLS_CLIENT_CERT", ""), "mTLS: PEM file of this worker's certificate; needs -tls-key (env EVORA_TLS_CLIENT_CERT)")
 	flag.StringVar(&c.tlsKey, "tls-key", env("EVORA_TLS_CLIENT_KEY", ""), "mTLS: PEM file of the certificate's private key (env EVORA_TLS_CLIENT_KEY)")
-	flag.StringVar(&c.token, "token", env("EVORA_TOKEN", ""), "API token (role worker), sent as authorization: Bearer <token>; prefer the env var, which stays out of the process list (env EVORA_TOKEN)")
+	flag.StringVar(&c.token, "token", "", "API token (role worker), sent as authorization: Bearer <token>; prefer -token-file or EVORA_TOKEN, which stay out of the process list; the first given wins: -token, -token-file, EVORA_TOKEN_FILE, EVORA_TOKEN")
+	flag.StringVar(&c.tokenFile, "token-file", env("EVORA_TOKEN_FILE", ""), "API token from the first line of this file, e.g. a mounted secret (env EVORA_TOKEN_FILE)")
 	flag.Parse()
+	tokenGiven := false
+	flag.Visit(func(f *flag.Flag) { tokenGiven = tokenGiven || f.Name == "token" })
+	token, err := resolveToken(c.token, tokenGiven, c.tokenFile, os.Getenv("EVORA_TOKEN"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go-worker:", err)
+		os.Exit(2)
+	}
+	c.token = token
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		fmt.Fprintln(os.Stderr, "go-worker: -tls-cert and -tls-key must be given together")
 		os.Exit(2)
@@ -69,6 +82,39 @@ func parseFlags() config {
 		os.Exit(2)
 	}
 	return c
+}
+
+// tokenText is what a token is made of, and all a header value can carry: printable ASCII
+// without spaces.
+var tokenText = regexp.MustCompile(`^[\x21-\x7e]+$`)
+
+// resolveToken is the token to send, from the first given of: -token (flagToken, when
+// flagGiven; "" sends none), the first line of tokenFile (-token-file or EVORA_TOKEN_FILE),
+// envToken (EVORA_TOKEN); "" = none. The order and the file's reading (its first line,
+// trimmed) are the CLI's and the TypeScript SDK's, so that one environment configures them
+// all. An unreadable file, an empty first line, or a token that cannot be a header value is
+// an error of one line naming where it came from, never the token.
+func resolveToken(flagToken string, flagGiven bool, tokenFile, envToken string) (string, error) {
+	source, token := "-token", flagToken
+	switch {
+	case flagGiven:
+	case tokenFile != "":
+		source = "-token-file " + tokenFile
+		text, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("-token-file (env EVORA_TOKEN_FILE): cannot read %s: %w", tokenFile, errors.Unwrap(err))
+		}
+		token, _, _ = strings.Cut(string(text), "\n")
+		if token = strings.TrimSpace(token); token == "" {
+			return "", fmt.Errorf("-token-file (env EVORA_TOKEN_FILE): the first line of %s is empty: it must hold the token", tokenFile)
+		}
+	default:
+		source, token = "EVORA_TOKEN", strings.TrimSpace(envToken)
+	}
+	if token != "" && !tokenText.MatchString(token) {
+		return "", fmt.Errorf("the token from %s must be printable ASCII without spaces", source)
+	}
+	return token, nil
 }
 
 // transportCredentials is plaintext unless a CA or a client certificate is given; then TLS

@@ -26,7 +26,7 @@ export interface LaunchOptions {
   drainTimeout?: string;
   /** Extra flags, spelled `--x` (Go's flag package takes two dashes too): the TLS files. */
   extra?: string[];
-  /** Extra environment (EVORA_TOKEN). */
+  /** Extra environment (EVORA_TOKEN, EVORA_TOKEN_FILE). */
   env?: Record<string, string>;
   /** How long the process may run before it is killed (default 60 s). */
   timeoutMs?: number;
@@ -64,7 +64,7 @@ export function exampleWorkerKinds(): WorkerKind[] {
         if (!go.ok) throw new Error('unreachable');
         const bin = join(scratch, 'go-worker');
         await exec(go.path, ['build', '-o', bin, '.'], { cwd: GO_DIR, timeout: 300_000 });
-        return (o) => start(bin, flags('-', o), { timeoutMs: o.timeoutMs ?? 60_000, env: { EVORA_TOKEN: '', ...o.env } });
+        return (o) => start(bin, flags('-', o), { timeoutMs: o.timeoutMs ?? 60_000, env: { EVORA_TOKEN: '', EVORA_TOKEN_FILE: '', ...o.env } });
       },
       async unitTests() {
         if (!go.ok) throw new Error('unreachable');
@@ -81,7 +81,7 @@ export function exampleWorkerKinds(): WorkerKind[] {
           start(py, ['worker.py', ...flags('--', o)], {
             cwd: PY_DIR,
             timeoutMs: o.timeoutMs ?? 60_000,
-            env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', EVORA_TOKEN: '', ...o.env },
+            env: { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', EVORA_TOKEN: '', EVORA_TOKEN_FILE: '', ...o.env },
           });
       },
       async unitTests() {

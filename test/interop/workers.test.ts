@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
@@ -348,8 +348,10 @@ for (const kind of kinds) {
     }, 90_000);
 
     // Needs the server side of auth (a server enforcing tokens once its table has one).
-    it('runs a job over TLS with a worker token (--tls-ca, --token; EVORA_TOKEN)', async () => {
-      for (const how of ['flag', 'env'] as const) {
+    it('runs a job over TLS with a worker token (--tls-ca, --token; EVORA_TOKEN; EVORA_TOKEN_FILE)', async () => {
+      const tokenFile = join(scratch, 'worker-token');
+      await writeFile(tokenFile, `${authed.worker.secret}\n`, { mode: 0o600 });
+      for (const how of ['flag', 'env', 'file'] as const) {
         const queue = queueName(`tok-${how}`);
         const payload = { image: `${how}.png`, width: 600, height: 300 };
         const req = { queue, type: 'resize', payload, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) };
@@ -363,7 +365,7 @@ for (const kind of kinds) {
           maxJobs: 1,
           address: authed.address,
           extra: ['--tls-ca', certs.caCert, ...(how === 'flag' ? ['--token', secret] : [])],
-          env: how === 'env' ? { EVORA_TOKEN: secret } : {},
+          env: how === 'env' ? { EVORA_TOKEN: secret } : how === 'file' ? { EVORA_TOKEN_FILE: tokenFile } : {},
         });
         const exit = await proc.exited;
         expect(exit.code, describeExit(proc, exit)).toBe(0);

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -60,6 +61,10 @@ func main() {
 			MinConnectTimeout: 20 * time.Second,
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+		// Any size of pushed job: a payload that passed the server's limit as JSON text takes
+		// up to several times that as a Struct (docs/api.md, "Size limits on the Work
+		// stream"), past grpc-go's default of 4 MiB, which would end the stream on every push.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 	}
 	if cfg.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(cfg.token)))

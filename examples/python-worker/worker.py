@@ -115,9 +115,13 @@ class Task:
 # gRPC's default grows to 2 minutes, and while it waits every call fails at once with
 # UNAVAILABLE: a server back after an outage of a minute went unseen for tens of seconds,
 # whatever the worker's own backoff, and the leases it held could expire meanwhile.
+# Any size of pushed job: a payload that passed the server's limit as JSON text takes up to
+# several times that as a Struct (docs/api.md, "Size limits on the Work stream"), past gRPC's
+# default of 4 MiB, which would end the stream on every push.
 CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2_000),
+    ("grpc.max_receive_message_length", -1),
 ]
 
 

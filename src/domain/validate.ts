@@ -29,6 +29,14 @@ export const MAX_BATCH = 10_000;
 export const MAX_PAGE_SIZE = 1000;
 /** The page size of ListJobs when the caller asks for none. */
 export const DEFAULT_PAGE_SIZE = 50;
+/**
+ * Most JSON text (payloads, results, checkpoints, errors) a page of ListJobs begins jobs
+ * within; the job that would begin past it starts the next page (the first job of a page
+ * always comes). A page of 1,000 jobs at the payload limit would otherwise be read into the
+ * server whole and sent as one message far over any client's limit; as Structs, jobs take
+ * up to several times their JSON text on the wire.
+ */
+export const LIST_PAGE_BYTES = 1024 * 1024;
 
 /**
  * Text that PostgreSQL can store: no U+0000 (NUL), which neither text columns nor jsonb

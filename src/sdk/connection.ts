@@ -226,8 +226,11 @@ export function channelCreate(opts: ConnectionOptions, reconnect: { initialDelay
     // client's first call after the server is back would fail at once with UNAVAILABLE
     // instead of connecting.
     'grpc.use_local_subchannel_pool': 1,
-    // Large enough for a batch of jobs with 1 MiB payloads; the server has its own limit.
-    'grpc.max_receive_message_length': 64 * 1024 * 1024,
+    // Whatever the server sends: its messages carry jobs that passed its payload and result
+    // limits, which as Structs take up to several times their JSON size, and ListJobs bounds
+    // its pages (docs/api.md, "Size limits"). Sends: large enough for a batch of jobs with
+    // 1 MiB payloads; the server has its own limit.
+    'grpc.max_receive_message_length': -1,
     'grpc.max_send_message_length': 64 * 1024 * 1024,
     // Pings find a connection that died without a reset (a host gone, a middlebox that lost
     // the flow): without them grpc-js keeps using the dead transport, and a worker reopening

@@ -209,7 +209,11 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
     grpcLogRedactInstall();
     const server = new grpc.Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,
-      'grpc.max_send_message_length': config.maxMessageBytes,
+      // No limit on what it sends: an answer carries jobs that passed the payload and result
+      // limits as JSON text, and as Structs they take up to several times that (a payload of
+      // small numbers about 5.5 times). Refusing to send one would leave a stored job that no
+      // GetJob, ListJobs or push could ever return. ListJobs bounds its pages (LIST_PAGE_BYTES).
+      'grpc.max_send_message_length': -1,
       'grpc.keepalive_permit_without_calls': 1,
       'grpc.keepalive_time_ms': 30_000,
     });

@@ -1,6 +1,7 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
+import { LIST_PAGE_BYTES } from '../domain/validate.js';
 import type { AttemptOutcome, DeadLetterGroup, Job, JobAttempt, JobListParams, JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import type { AuditActor } from '../domain/audit.js';
@@ -23,11 +24,12 @@ interface JobListSqlParams {
   errorGroup: string | null;
   afterId: string | null;
   limit: number;
+  pageBytes: number;
 }
-const jobListSql = statement<JobListSqlParams, JobRow>(
+const jobListSql = statement<JobListSqlParams, JobRow & { page_rows: string }>(
   'job-list',
-  { queue: 'text', states: 'evora.job_state[]', type: 'text', idempotencyKey: 'text', errorGroup: 'text', afterId: 'uuid', limit: 'int8' },
-  JOB_COLUMNS,
+  { queue: 'text', states: 'evora.job_state[]', type: 'text', idempotencyKey: 'text', errorGroup: 'text', afterId: 'uuid', limit: 'int8', pageBytes: 'int8' },
+  { ...JOB_COLUMNS, page_rows: 'int8' },
 );
 
 const jobCancelSql = statement<ActorParams & { id: string; now: Date | null }, JobRow & { previous_state: JobState }>(
@@ -69,7 +71,10 @@ export async function jobQueuesRead(pool: StorePool, ids: readonly string[]): Pr
   return new Map(rows.map((r) => [r.id, r.queue]));
 }
 
-/** A page of jobs (Store.jobList). */
+/**
+ * A page of jobs (Store.jobList): at most `limit`, fewer when their JSON text passes
+ * LIST_PAGE_BYTES (job-list.sql); nextAfterId is set whenever more jobs match.
+ */
 export async function jobsList(pool: StorePool, params: JobListParams): Promise<{ jobs: Job[]; nextAfterId: string | null }> {
   if (params.afterId && !isUuid(params.afterId)) throw invalidArgument('page token is not valid');
   const rows = await rowsOf(pool, jobListSql, {
@@ -81,9 +86,12 @@ export async function jobsList(pool: StorePool, params: JobListParams): Promise<
     errorGroup: params.errorGroup ?? null,
     afterId: params.afterId || null,
     limit: params.limit + 1,
+    pageBytes: LIST_PAGE_BYTES,
   });
   const page = rows.slice(0, params.limit).map(jobFromRow);
-  return { jobs: page, nextAfterId: rows.length > params.limit ? (page[page.length - 1]?.id ?? null) : null };
+  // More follow when the extra row came, or when the size cut left rows of the page out.
+  const more = rows.length > params.limit || rows.length < Number(rows[0]?.page_rows ?? 0);
+  return { jobs: page, nextAfterId: more ? (page[page.length - 1]?.id ?? null) : null };
 }
 
 /** An operator's cancel (Store.jobCancel). */

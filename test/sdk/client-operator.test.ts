@@ -185,6 +185,36 @@ describe('queueSeries', () => {
   });
 });
 
+describe('large jobs', () => {
+  it('a payload that passed the limit as JSON comes back whatever its Struct size: submit, get and list answer it', async () => {
+    const queue = queueName('large-struct');
+    // 800 kB of JSON text under the 1 MiB limit; as a Struct about 4.4 MB, past 4 MiB.
+    const payload = { zeros: new Array<number>(400_000).fill(0) };
+    const { job } = await client.submit({ queue, type: 't', payload });
+    expect(job.payload).toEqual(payload);
+    expect((await client.get(job.id)).payload).toEqual(payload);
+    expect((await client.list({ queue })).jobs.map((j) => j.id)).toEqual([job.id]);
+  });
+
+  it('ListJobs ends a page before the job that would begin past 1 MiB of JSON text, and the next page goes on from there', async () => {
+    const queue = queueName('large-page');
+    const ids: string[] = [];
+    for (const n of [1, 2, 3]) ids.push((await client.submit({ queue, type: 't', payload: { n, blob: 'x'.repeat(600_000) } })).job.id);
+    const [a, b, c] = ids;
+    const first = await client.list({ queue, pageSize: 10 });
+    expect(first.jobs.map((j) => j.id)).toEqual([c, b]);
+    expect(first.nextPageToken).not.toBeNull();
+    const second = await client.list({ queue, pageSize: 10, pageToken: first.nextPageToken });
+    expect(second.jobs.map((j) => j.id)).toEqual([a]);
+    expect(second.nextPageToken).toBeNull();
+    // A page of small jobs is cut by page_size alone, as before.
+    const small = queueName('small-page');
+    for (const n of [1, 2, 3]) await client.submit({ queue: small, type: 't', payload: { n } });
+    const page = await client.list({ queue: small, pageSize: 3 });
+    expect([page.jobs.length, page.nextPageToken]).toEqual([3, null]);
+  });
+});
+
 describe('whoAmI', () => {
   it('auth off: anonymous, role admin, no token', async () => {
     expect(await client.whoAmI()).toEqual({ authOn: false, kind: 'anonymous', name: null, role: 'admin', queues: [], tokenId: null, expiresAt: null });

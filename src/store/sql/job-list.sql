@@ -5,12 +5,29 @@
 -- checked on the rows the other filters' index walks reach) when given (null: any), one page
 -- at a time: keyset on id below :afterId. The caller asks for one row more than a page to
 -- know whether another page follows.
-SELECT * FROM evora.jobs
-WHERE (:queue::text IS NULL OR queue = :queue)
-  AND (:states::evora.job_state[] IS NULL OR state = ANY(:states))
-  AND (:type::text IS NULL OR type = :type)
-  AND (:idempotencyKey::text IS NULL OR idempotency_key = :idempotencyKey)
-  AND (:errorGroup::text IS NULL OR evora.error_group(last_error) = :errorGroup)
-  AND (:afterId::uuid IS NULL OR id < :afterId)
-ORDER BY id DESC
-LIMIT :limit
+-- A page also ends before the job that would begin past :pageBytes of JSON text (payload,
+-- result, checkpoint and error; the first job always comes), so that a page of large jobs
+-- is neither read into the server whole nor sent as one oversized message. page_rows is how
+-- many rows the page held before that cut: more than the rows returned means it cut.
+WITH page AS (
+  SELECT * FROM evora.jobs
+  WHERE (:queue::text IS NULL OR queue = :queue)
+    AND (:states::evora.job_state[] IS NULL OR state = ANY(:states))
+    AND (:type::text IS NULL OR type = :type)
+    AND (:idempotencyKey::text IS NULL OR idempotency_key = :idempotencyKey)
+    AND (:errorGroup::text IS NULL OR evora.error_group(last_error) = :errorGroup)
+    AND (:afterId::uuid IS NULL OR id < :afterId)
+  ORDER BY id DESC
+  LIMIT :limit
+), sized AS (
+  SELECT id,
+         coalesce(sum(octet_length(payload::text) + coalesce(octet_length(result::text), 0)
+                      + coalesce(octet_length(checkpoint::text), 0) + coalesce(octet_length(last_error), 0))
+                  OVER (ORDER BY id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS bytes_before,
+         count(*) OVER () AS page_rows
+  FROM page
+)
+SELECT page.*, sized.page_rows
+FROM page JOIN sized USING (id)
+WHERE sized.bytes_before < :pageBytes
+ORDER BY page.id DESC

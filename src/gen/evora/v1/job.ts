@@ -533,7 +533,12 @@ export interface ListJobsRequest {
   states: JobState[];
   /** Only jobs of this type; empty = any type. */
   type: string;
-  /** Maximum number of jobs to return, 1..1000; 0 = 50. Outside that: INVALID_ARGUMENT. */
+  /**
+   * Maximum number of jobs to return, 1..1000; 0 = 50. Outside that: INVALID_ARGUMENT.
+   * A page holds fewer when its jobs' payloads, results, checkpoints and errors pass 1 MiB
+   * of JSON text (the first job always comes): follow next_page_token, never stop at a
+   * short page.
+   */
   pageSize: number;
   /** Opaque token from a previous ListJobsResponse.next_page_token; empty = first page. */
   pageToken: string;

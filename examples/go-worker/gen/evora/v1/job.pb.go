@@ -1301,6 +1301,9 @@ type ListJobsRequest struct {
 	// Only jobs of this type; empty = any type.
 	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	// Maximum number of jobs to return, 1..1000; 0 = 50. Outside that: INVALID_ARGUMENT.
+	// A page holds fewer when its jobs' payloads, results, checkpoints and errors pass 1 MiB
+	// of JSON text (the first job always comes): follow next_page_token, never stop at a
+	// short page.
 	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Opaque token from a previous ListJobsResponse.next_page_token; empty = first page.
 	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

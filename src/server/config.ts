@@ -200,6 +200,22 @@ export function databaseUrlCheck(value: string, setting: string): string {
   return value;
 }
 
+/** Room a submit or a report needs besides its payload or result: names, keys, ids, times. */
+const MESSAGE_ROOM_BYTES = 64 * 1024;
+
+/**
+ * The start warning for limits that contradict each other, else null: a payload limit
+ * (EVORA_MAX_PAYLOAD_BYTES) that leaves less than 64 KiB of the message limit
+ * (EVORA_MAX_MESSAGE_BYTES) for the rest of a message. Payloads and results near it then
+ * meet gRPC's message limit first (RESOURCE_EXHAUSTED, which on the Work stream ends the
+ * stream) instead of the payload limit's INVALID_ARGUMENT naming the field. A warning,
+ * not a refusal: such a server still works for the sizes it can take.
+ */
+export function limitsWarning(config: Pick<ServerConfig, 'maxPayloadBytes' | 'maxMessageBytes'>): string | null {
+  if (config.maxPayloadBytes + MESSAGE_ROOM_BYTES <= config.maxMessageBytes) return null;
+  return `EVORA_MAX_PAYLOAD_BYTES (${config.maxPayloadBytes}) leaves less than 64 KiB of EVORA_MAX_MESSAGE_BYTES (${config.maxMessageBytes}) for the rest of a message: payloads and results near the payload limit are refused by the message limit (RESOURCE_EXHAUSTED) instead; raise EVORA_MAX_MESSAGE_BYTES to at least ${config.maxPayloadBytes + MESSAGE_ROOM_BYTES}`;
+}
+
 /**
  * Builds the configuration from (in order of precedence) explicit overrides such as CLI
  * flags, then the environment, then defaults. Refuses malformed numbers with one line.

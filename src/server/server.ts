@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import type { ServerConfig } from './config.js';
+import { limitsWarning, type ServerConfig } from './config.js';
 import { EMBEDDED_ROLE, embeddedPostgresStart, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { authStartCheck, bootstrapTokenEnsure } from './auth-start.js';
 import { JobObserver } from './job-observer.js';
@@ -198,6 +198,8 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
   };
   // The start ends early when the caller's signal aborts (a SIGTERM while waiting for PostgreSQL).
   const startSignal = opts.signal ?? new AbortController().signal;
+  const limits = limitsWarning(config);
+  if (limits) logger.warn({ max_payload_bytes: config.maxPayloadBytes, max_message_bytes: config.maxMessageBytes }, limits);
   const untilAborted = <T>(work: Promise<T>) => abortRace(work, startSignal, () => new ServerStartAbortedError());
   try {
     if (config.tlsCert && config.tlsKey) {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_DOC, configLoad } from '../../src/server/config.js';
+import { CONFIG_DOC, configLoad, limitsWarning } from '../../src/server/config.js';
 
 describe('configuration', () => {
   it('takes defaults, then the environment, then explicit flags', () => {
@@ -54,6 +54,14 @@ describe('configuration', () => {
     expect(() => configLoad({}, { EVORA_MAX_PAYLOAD_BYTES: '0' })).toThrow('EVORA_MAX_PAYLOAD_BYTES (--max-payload-bytes) must be from 16 to 1073741824, got 0');
     expect(() => configLoad({}, { EVORA_MAX_MESSAGE_BYTES: '10' })).toThrow(/must be from 1024 to 2147483647, got 10$/);
     expect(configLoad({}, { EVORA_TLS_RELOAD_INTERVAL_MS: '100', EVORA_PRUNE_INTERVAL_MS: '10' })).toMatchObject({ tlsReloadIntervalMs: 100, pruneIntervalMs: 10 });
+  });
+
+  it('warns at start of a payload limit that leaves less than 64 KiB of the message limit, and only then', () => {
+    expect(limitsWarning(configLoad({}, {}))).toBeNull();
+    expect(limitsWarning(configLoad({}, { EVORA_MAX_PAYLOAD_BYTES: String(4 * 1024 * 1024 - 64 * 1024) }))).toBeNull();
+    expect(limitsWarning(configLoad({}, { EVORA_MAX_PAYLOAD_BYTES: String(4 * 1024 * 1024) }))).toBe(
+      'EVORA_MAX_PAYLOAD_BYTES (4194304) leaves less than 64 KiB of EVORA_MAX_MESSAGE_BYTES (4194304) for the rest of a message: payloads and results near the payload limit are refused by the message limit (RESOURCE_EXHAUSTED) instead; raise EVORA_MAX_MESSAGE_BYTES to at least 4259840',
+    );
   });
 
   it('audit retention: a year by default, 0 keeps events forever, otherwise 30 to 36500 days', () => {

@@ -118,6 +118,29 @@ describe('a database that stops answering', () => {
     expect(logLines(srv.output()).some((l) => l.msg === 'database unavailable: Query read timeout')).toBe(true);
   });
 
+  it('SIGTERM: once a shutdown step finds the database silent, each later database step is given 1 s, not 10', async () => {
+    // Statements wait for ever (EVORA_DB_QUERY_TIMEOUT_MS 0): only the shutdown's bounds end them.
+    const port = await freePort();
+    const stopping = serveChild(['--port', String(port), '--shutdown-timeout-ms', '200'], { DATABASE_URL: srv.databaseUrl, EVORA_DB_QUERY_TIMEOUT_MS: '0' });
+    await waitFor(() => stopping.output().includes('Evora listening'), { timeoutMs: 60_000, what: 'the server to listen' });
+    const pids = await clusterPids();
+    for (const pid of pids) signalIfAlive(pid, 'SIGSTOP');
+    let code: number | null;
+    try {
+      code = await stopping.stop();
+    } finally {
+      for (const pid of [...pids].reverse()) signalIfAlive(pid, 'SIGCONT');
+    }
+    expect(code, stopping.output().slice(-2000)).toBe(0);
+    const late = logLines(stopping.output()).filter((l) => l.msg.startsWith('shutdown: ') && l.msg.includes('did not finish'));
+    // The first database step waits its full bound; every one after it, 1 s.
+    expect(late.map((l) => [l.step, l.bound_ms]), stopping.output().slice(-2000)).toEqual([
+      ["deleting this server's worker sessions", 10_000],
+      ...late.slice(1).map((l) => [l.step, 1_000]),
+    ]);
+    expect(late.length).toBeGreaterThan(1);
+  }, 60_000);
+
   it('a scrape still answers, evora_database_up 0, however long the statements may wait (EVORA_DB_QUERY_TIMEOUT_MS 0)', async () => {
     // Before, the scrape waited for its reads as long as the statements may (here for ever;
     // 30 s by default, past Prometheus's 10 s scrape timeout): the outage went untold.

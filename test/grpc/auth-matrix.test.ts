@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
 import { METHOD_PERMISSIONS } from '../../src/grpc/auth.js';
@@ -215,6 +216,18 @@ describe('every method x every role', () => {
     expect(Object.keys(METHOD_PERMISSIONS).sort()).toEqual(paths);
     expect(Object.keys(ALLOWED).sort()).toEqual(paths.map(methodName).sort());
     expect(Object.keys(REQUESTS).filter((n) => n !== 'Work').sort()).toEqual(paths.map(methodName).filter((n) => n !== 'Work').sort());
+  });
+
+  it("docs/security.md's roles table lists exactly what each role may call, as this matrix does", () => {
+    const doc = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8');
+    for (const role of ['producer', 'worker', 'viewer'] as const) {
+      const row = doc.split('\n').find((l) => l.startsWith(`| \`${role}\` |`));
+      expect(row, `docs/security.md lacks the ${role} row`).toBeDefined();
+      // "the Work stream" names Work; every other method is written by its name.
+      const listed = [...new Set((row!.replace('the Work stream', 'Work').match(/\b[A-Z][A-Za-z]+\b/g) ?? []).filter((w) => w in ALLOWED))];
+      const allowed = Object.keys(ALLOWED).filter((m) => ALLOWED[m]!.includes(role) && m !== 'GetCaller');
+      expect(listed.sort(), `docs/security.md, ${role}`).toEqual(allowed.sort());
+    }
   });
 
   for (const role of ROLES) {

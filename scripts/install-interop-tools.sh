@@ -24,7 +24,7 @@ die() { printf 'install-interop-tools: %s\n' "$*" >&2; exit 1; }
 elapsed() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1fs", e - s }'; }
 
 command -v go >/dev/null || die "go is not on PATH (install Go 1.26+ first)"
-command -v python3 >/dev/null || die "python3 is not on PATH (install Python 3.9+ first)"
+command -v python3 >/dev/null || die "python3 is not on PATH (install Python 3.10+ first)"
 gobin="$(go env GOPATH)/bin"
 
 # 1. grpcurl, pinned.

@@ -102,7 +102,7 @@ class OnAckTest(unittest.TestCase):
         self.first, self.second = report("t1", "fail"), report("t2", "complete")
         self.worker.pending["j"] = [self.first, self.second]
         # Kept off stderr (and every ack is logged, so the capture is never empty). Not
-        # enterContext: the worker runs on Python 3.9.
+        # enterContext (3.11+): the worker runs on Python 3.10.
         capture = self.assertLogs("python-worker", level="DEBUG")
         self.logs = capture.__enter__()
         self.addCleanup(capture.__exit__, None, None, None)

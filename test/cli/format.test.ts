@@ -1,9 +1,10 @@
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/flags.js';
-import { countedText, fields } from '../../src/cli/format.js';
+import { countedText, fields, oneLine, shellWord, table } from '../../src/cli/format.js';
 import { deadlineText, tokenOption } from '../../src/cli/client-context.js';
 import { EvoraApiError } from '../../src/sdk/index.js';
 import { teardownAdd } from '../helpers/teardown.js';
@@ -152,5 +153,36 @@ describe('countedText', () => {
     expect(parseAgeOrTime(line.split(' ').at(-1)!, '--finished-before')).toEqual(finishedBefore);
     expect(countedText({ count: 1, finishedBefore }, 'deleted', 'delete')).toBe('1 job would be deleted; to delete it and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
     expect(countedText({ count: 0, finishedBefore: null }, 'deleted', 'delete')).toBe('0 jobs would be deleted');
+  });
+});
+
+/**
+ * A worker's error reaches the operator's terminal through `evora dlq` (the group's error in
+ * the table, and in the commands printed for copying), `list` and `get`.
+ */
+describe('text from workers in the CLI output', () => {
+  const errors = ['HTTP 503\r', 'red \u001b[31malert\u001b[0m', "tab\tand 'quote' and \\ back", 'nel \u0085 del \u007f', 'ünï ✓'];
+
+  it('control characters are shown as escapes, never printed raw for the terminal to act on', () => {
+    const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
+    for (const e of errors) {
+      expect(oneLine(e, 200)).not.toMatch(raw);
+      expect(table(['ERROR'], [[e]])).not.toMatch(raw);
+      expect(fields([['last error', `${e}\r\nat line 2`]])).not.toMatch(raw);
+    }
+    expect(oneLine('red \u001b[31malert', 80)).toBe('red \\x1b[31malert');
+    expect(table(['ERROR'], [['HTTP 503\r']])).toBe('ERROR\nHTTP 503\\r');
+    // A stack trace's lines still continue under the first, CRLF or LF.
+    expect(fields([['last error', 'boom\r\n  at f']]).split('\n')).toEqual(['last error  boom', '              at f']);
+  });
+
+  it('shellWord: a word with control characters is $\'…\' with their escapes, and bash reads every word back exactly', () => {
+    expect(shellWord('HTTP 503\r')).toBe("$'HTTP 503\\r'");
+    expect(shellWord('red \u001b[31m')).toBe("$'red \\x1b[31m'");
+    expect(shellWord("it's")).toBe("'it'\\''s'");
+    const words = [...errors, "it's", 'plain', 'two\nlines'];
+    const out = execFileSync('bash', ['-c', `printf '%s\\0' ${words.map(shellWord).join(' ')}`]).toString('utf8');
+    expect(out.split('\0').slice(0, -1)).toEqual(words);
+    for (const w of words) expect(shellWord(w)).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
   });
 });

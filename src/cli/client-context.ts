@@ -118,16 +118,20 @@ export function evoraCommand(g: ConnectionOptions): { command: string; tokenNote
 /**
  * The writes of the CLI whose effect a DEADLINE_EXCEEDED leaves unknown, by RPC: what may
  * have been applied (or created), and the command that shows whether it was (its words after
- * `evora` and the connection flags). `subject` is the command's first argument (a job id, a
+ * `evora` and the connection flags). A bulk action (RetryJobs, PurgeJobs) is the usual case
+ * of a deadline (10 s by default, about 60,000 jobs): it commits batch by batch and the server
+ * stops it at the deadline, so its line says that part of it may be done and that running it
+ * again with a longer --timeout goes on, not "may or may not have been applied". `subject` is the command's first argument (a job id, a
  * queue, schedule or token name), quoted for a shell. The line must not claim either
  * outcome: the server may have applied the change after the client stopped waiting.
  * SubmitJob is not here: the SDK knows when a submit never left (notSent).
  */
-const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => string; done?: string; check: (subject: string) => string }>> = {
+const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => string; done?: string; check: (subject: string) => string; bulk?: true }>> = {
   CancelJob: { change: () => 'the cancel', check: (id) => `get ${id}` },
   RetryJob: { change: () => 'the retry', check: (id) => `get ${id}` },
-  RetryJobs: { change: () => 'the retry', check: () => 'retry --all --dry-run and the same filters (it counts the jobs still to retry)' },
-  PurgeJobs: { change: () => 'the purge', check: () => 'purge --dry-run and the same filters (it counts the jobs still to delete)' },
+  // Batch by batch: at the deadline the server stops before its next batch, and what it did stays done.
+  RetryJobs: { change: () => 'the retry', done: 'retried', check: () => 'retry --all --dry-run and the same filters (it counts the jobs still to retry)', bulk: true },
+  PurgeJobs: { change: () => 'the purge', done: 'deleted', check: () => 'purge --dry-run and the same filters (it counts the jobs still to delete)', bulk: true },
   UpsertQueue: { change: () => 'the change', check: (name) => `queue get ${name}` },
   PauseQueue: { change: () => 'the pause', check: (name) => `queue get ${name}` },
   ResumeQueue: { change: () => 'the resume', check: (name) => `queue get ${name}` },
@@ -159,7 +163,11 @@ export function deadlineText(err: EvoraApiError, address: string, timeout: strin
   } else if (write) {
     const s = subject === undefined ? '<name>' : shellWord(subject);
     const { command, tokenNote } = evoraCommand(connection);
-    outcome = `${write.change(s)} may or may not have been ${write.done ?? 'applied'}: check with ${command} ${write.check(s)}${tokenNote ? `, with ${tokenNote}` : ''}`;
+    const check = `${command} ${write.check(s)}${tokenNote ? `, with ${tokenNote}` : ''}`;
+    outcome = write.bulk
+      ? `${write.change(s)} stopped there with none, some or all of the matching jobs ${write.done} (the batches it committed stay ${write.done}): ` +
+        `run it again with a longer --timeout (e.g. --timeout 10m) to go on, or check with ${check}`
+      : `${write.change(s)} may or may not have been ${write.done ?? 'applied'}: check with ${check}`;
   }
   return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
 }

@@ -108,8 +108,12 @@ describe('deadlineText', () => {
     const id = '01890000-0000-7000-8000-000000000001';
     expect(tail('CancelJob', id)).toBe(`; the cancel may or may not have been applied: check with evora get ${id}`);
     expect(tail('RetryJob', id)).toBe(`; the retry may or may not have been applied: check with evora get ${id}`);
-    expect(tail('RetryJobs')).toMatch(/^; the retry may or may not have been applied: check with evora retry --all --dry-run and the same filters /);
-    expect(tail('PurgeJobs')).toMatch(/^; the purge may or may not have been applied: check with evora purge --dry-run and the same filters /);
+    // A bulk action commits batch by batch and stops at the deadline: part of it may be done, and running it again goes on.
+    expect(tail('RetryJobs')).toBe(
+      '; the retry stopped there with none, some or all of the matching jobs retried (the batches it committed stay retried): run it again with a longer ' +
+        '--timeout (e.g. --timeout 10m) to go on, or check with evora retry --all --dry-run and the same filters (it counts the jobs still to retry)',
+    );
+    expect(tail('PurgeJobs')).toMatch(/^; the purge stopped there with none, some or all of the matching jobs deleted \(the batches it committed stay deleted\): run it again .* check with evora purge --dry-run and the same filters /);
     expect(tail('UpsertQueue', 'billing.eu')).toBe('; the change may or may not have been applied: check with evora queue get billing.eu');
     expect(tail('PauseQueue', 'billing')).toBe('; the pause may or may not have been applied: check with evora queue get billing');
     expect(tail('ResumeQueue', 'billing')).toBe('; the resume may or may not have been applied: check with evora queue get billing');

@@ -17,19 +17,22 @@ export function time(d: Date | null): string {
   return d ? d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-';
 }
 
-/** Seconds as `1h30m`, `5s`, `250ms`. */
+/**
+ * Seconds as `1h30m`, `5s`, `250ms`, `1s500ms`: to the millisecond, as the duration flags
+ * read it back (parseDuration), so a setting is shown as it was stored (`--completed-retention
+ * 1.5s` was shown `2s`).
+ */
 export function duration(seconds: number): string {
   if (seconds === 0) return '0s';
-  if (seconds < 1) return `${Math.round(seconds * 1000)}ms`;
-  let left = Math.round(seconds);
+  let left = Math.round(seconds * 1000);
   const out: string[] = [];
-  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60], ['s', 1]] as const) {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000], ['ms', 1]] as const) {
     if (left >= size) {
       out.push(`${Math.floor(left / size)}${unit}`);
       left %= size;
     }
   }
-  return out.join('');
+  return out.length > 0 ? out.join('') : '0ms';
 }
 
 /** Rows as columns padded to the widest cell. */

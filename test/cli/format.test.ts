@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/flags.js';
-import { countedText, fields, oneLine, shellWord, table } from '../../src/cli/format.js';
+import { countedText, duration, fields, oneLine, shellWord, table } from '../../src/cli/format.js';
 import { deadlineText, tokenOption } from '../../src/cli/client-context.js';
 import { EvoraApiError } from '../../src/sdk/index.js';
 import { teardownAdd } from '../helpers/teardown.js';
@@ -188,5 +188,15 @@ describe('text from workers in the CLI output', () => {
     const out = execFileSync('bash', ['-c', `printf '%s\\0' ${words.map(shellWord).join(' ')}`]).toString('utf8');
     expect(out.split('\0').slice(0, -1)).toEqual(words);
     for (const w of words) expect(shellWord(w)).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+  });
+});
+
+describe('duration', () => {
+  it('shows a setting to the millisecond, as the duration flags read it back', () => {
+    expect(duration(1.5)).toBe('1s500ms');
+    expect(duration(5400)).toBe('1h30m');
+    expect(duration(0.25)).toBe('250ms');
+    expect(duration(0)).toBe('0s');
+    for (const seconds of [1.5, 0.25, 30, 90.5, 86_400.5, 604_800, 3_153_600_000]) expect(parseDuration(duration(seconds), '--completed-retention')).toBe(seconds);
   });
 });

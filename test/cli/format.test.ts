@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/flags.js';
 import { countedText, duration, fields, oneLine, shellWord, table } from '../../src/cli/format.js';
-import { deadlineText, tokenOption } from '../../src/cli/client-context.js';
+import { deadlineText, tokenOption, unavailableText } from '../../src/cli/client-context.js';
 import { EvoraApiError } from '../../src/sdk/index.js';
 import { teardownAdd } from '../helpers/teardown.js';
 
@@ -198,5 +198,33 @@ describe('duration', () => {
     expect(duration(0.25)).toBe('250ms');
     expect(duration(0)).toBe('0s');
     for (const seconds of [1.5, 0.25, 30, 90.5, 86_400.5, 604_800, 3_153_600_000]) expect(parseDuration(duration(seconds), '--completed-retention')).toBe(seconds);
+  });
+});
+
+describe('unavailableText', () => {
+  const unavailable = (method: string, details: string, answered = false) =>
+    new EvoraApiError({ code: 14, details, method, cause: answered ? { metadata: { getMap: () => ({ 'content-type': 'application/grpc' }) } } : undefined });
+  it('"cannot reach" only for a call that never got a connection; a write the server may have applied (answered, or the connection lost during the call) says so', () => {
+    const refused = 'No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1.';
+    expect(unavailableText(unavailable('PurgeJobs', refused), 'db1:50051')).toBe(`cannot reach the Evora server at db1:50051 (${refused})`);
+    expect(unavailableText(unavailable('PauseQueue', 'Name resolution failed for target dns:x.invalid:1'), 'x.invalid:1', 'billing')).toBe(
+      'cannot reach the Evora server at x.invalid:1 (Name resolution failed for target dns:x.invalid:1)',
+    );
+    // The server was killed while a purge ran: the batches it committed stay deleted.
+    expect(unavailableText(unavailable('PurgeJobs', 'Connection dropped'), 'db1:50051', undefined, { address: 'db1' })).toBe(
+      'lost the connection to the Evora server at db1:50051 during the call (Connection dropped); the purge stopped there with none, some or all of the ' +
+        'matching jobs deleted (the batches it committed stay deleted): run it again once the server is back to go on, or check with evora --address db1 ' +
+        'purge --dry-run and the same filters (it counts the jobs still to delete)',
+    );
+    expect(unavailableText(unavailable('RetryJobs', 'database unavailable: terminating connection', true), 'db1:50051')).toMatch(
+      /^the Evora server at db1:50051 answered: database unavailable: terminating connection; the retry stopped there with none, some or all of the matching jobs retried /,
+    );
+    expect(unavailableText(unavailable('PauseQueue', 'Connection dropped'), 'db1:50051', 'billing')).toBe(
+      'lost the connection to the Evora server at db1:50051 during the call (Connection dropped); the pause may or may not have been applied: check with evora queue get billing',
+    );
+    // A read says nothing more.
+    expect(unavailableText(unavailable('ListQueues', 'the server is starting: waiting for the database', true), 'db1:50051')).toBe(
+      'the Evora server at db1:50051 answered: the server is starting: waiting for the database',
+    );
   });
 });

@@ -116,18 +116,23 @@ export function evoraCommand(g: ConnectionOptions): { command: string; tokenNote
 }
 
 /**
- * The writes of the CLI whose effect a DEADLINE_EXCEEDED leaves unknown, by RPC: what may
+ * The writes of the CLI whose effect a DEADLINE_EXCEEDED, or an UNAVAILABLE after the call
+ * was sent (unavailableText), leaves unknown, by RPC: what may
  * have been applied (or created), and the command that shows whether it was (its words after
- * `evora` and the connection flags). `subject` is the command's first argument (a job id, a
+ * `evora` and the connection flags). A bulk action (RetryJobs, PurgeJobs) is the usual case
+ * of a deadline (10 s by default, about 60,000 jobs): it commits batch by batch and the server
+ * stops it at the deadline, so its line says that part of it may be done and that running it
+ * again with a longer --timeout goes on, not "may or may not have been applied". `subject` is the command's first argument (a job id, a
  * queue, schedule or token name), quoted for a shell. The line must not claim either
  * outcome: the server may have applied the change after the client stopped waiting.
  * SubmitJob is not here: the SDK knows when a submit never left (notSent).
  */
-const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => string; done?: string; check: (subject: string) => string }>> = {
+const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => string; done?: string; check: (subject: string) => string; bulk?: true }>> = {
   CancelJob: { change: () => 'the cancel', check: (id) => `get ${id}` },
   RetryJob: { change: () => 'the retry', check: (id) => `get ${id}` },
-  RetryJobs: { change: () => 'the retry', check: () => 'retry --all --dry-run and the same filters (it counts the jobs still to retry)' },
-  PurgeJobs: { change: () => 'the purge', check: () => 'purge --dry-run and the same filters (it counts the jobs still to delete)' },
+  // Batch by batch: at the deadline the server stops before its next batch, and what it did stays done.
+  RetryJobs: { change: () => 'the retry', done: 'retried', check: () => 'retry --all --dry-run and the same filters (it counts the jobs still to retry)', bulk: true },
+  PurgeJobs: { change: () => 'the purge', done: 'deleted', check: () => 'purge --dry-run and the same filters (it counts the jobs still to delete)', bulk: true },
   UpsertQueue: { change: () => 'the change', check: (name) => `queue get ${name}` },
   PauseQueue: { change: () => 'the pause', check: (name) => `queue get ${name}` },
   ResumeQueue: { change: () => 'the resume', check: (name) => `queue get ${name}` },
@@ -152,16 +157,47 @@ const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => str
 export function deadlineText(err: EvoraApiError, address: string, timeout: string, subject?: string, connection: ConnectionOptions = {}): string {
   const t = timeout.trim();
   const within = /^\d+(\.\d+)?$/.test(t) ? `${t}s` : t;
-  const write = UNKNOWN_WRITES[err.method];
-  let outcome = '';
-  if (err.method === 'SubmitJob') {
-    outcome = `the job ${err.notSent ? 'was not' : 'may have been'} submitted`;
-  } else if (write) {
-    const s = subject === undefined ? '<name>' : shellWord(subject);
-    const { command, tokenNote } = evoraCommand(connection);
-    outcome = `${write.change(s)} may or may not have been ${write.done ?? 'applied'}: check with ${command} ${write.check(s)}${tokenNote ? `, with ${tokenNote}` : ''}`;
-  }
+  const outcome = err.method === 'SubmitJob' ? `the job ${err.notSent ? 'was not' : 'may have been'} submitted` : writeOutcome(err.method, subject, connection, 'with a longer --timeout (e.g. --timeout 10m)');
   return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
+}
+
+/**
+ * For a write of UNKNOWN_WRITES whose answer was lost: that it may or may not have been
+ * applied and the command that tells (with the connection flags this command was given,
+ * evoraCommand); for a bulk action, that part of it may be done and that running it again
+ * (`again`: when) goes on. '' for any other call.
+ */
+function writeOutcome(method: string, subject: string | undefined, connection: ConnectionOptions, again: string): string {
+  const write = UNKNOWN_WRITES[method];
+  if (!write) return '';
+  const s = subject === undefined ? '<name>' : shellWord(subject);
+  const { command, tokenNote } = evoraCommand(connection);
+  const check = `${command} ${write.check(s)}${tokenNote ? `, with ${tokenNote}` : ''}`;
+  return write.bulk
+    ? `${write.change(s)} stopped there with none, some or all of the matching jobs ${write.done} (the batches it committed stay ${write.done}): ` +
+        `run it again ${again} to go on, or check with ${check}`
+    : `${write.change(s)} may or may not have been ${write.done ?? 'applied'}: check with ${check}`;
+}
+
+/** grpc-js's UNAVAILABLE details for a call that never got a connection: it never left this process. */
+const NEVER_SENT = /^(No connection established|Name resolution failed)/;
+
+/**
+ * UNAVAILABLE in one line naming the server's address: "cannot reach" only when the call
+ * never got a connection (grpc-js's own word; nothing was sent), "answered" when the server
+ * sent the status itself (its database is away, it is starting or stopping), and "lost" when
+ * the connection broke during the call (the server died). In the last two a write may have
+ * been applied (a purge killed with its server after 20,000 of 30,000 jobs kept those
+ * deletions): the line then says so as after a deadline (writeOutcome), instead of "cannot
+ * reach", which read as "nothing happened".
+ */
+export function unavailableText(err: EvoraApiError, address: string, subject?: string, connection: ConnectionOptions = {}): string {
+  const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
+  const answered = answeredByServer(err);
+  if (!answered && NEVER_SENT.test(detail)) return `cannot reach the Evora server at ${address} (${detail})`;
+  const head = answered ? `the Evora server at ${address} answered: ${detail}` : `lost the connection to the Evora server at ${address} during the call (${detail})`;
+  const outcome = writeOutcome(err.method, subject, connection, 'once the server is back');
+  return outcome ? `${head}; ${outcome}` : head;
 }
 
 /** A client command's client, whether it prints JSON, whether it sends a token, and its connection flags. */
@@ -185,7 +221,7 @@ export function print(ctx: Ctx, value: unknown, human: () => string): void {
  * server sent arrives with the response's headers (content-type, date) as its metadata, one
  * grpc-js makes up locally (connection refused, a name that does not resolve) with none.
  * Only the wording of the CLI's line depends on it ("cannot reach" was said of a server that
- * had answered "database unavailable").
+ * had answered "database unavailable"; unavailableText).
  */
 function answeredByServer(err: EvoraApiError): boolean {
   const metadata = (err.cause as { metadata?: { getMap?: () => Record<string, unknown> } } | undefined)?.metadata;
@@ -207,16 +243,12 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
     try {
       await fn({ client, json: Boolean(g.json), tokenGiven: auth.token !== undefined, connection: g }, ...(args.slice(0, -1) as A));
     } catch (err) {
+      // The command's first argument, if a word: the job id or name a write's check names.
+      const subject = typeof args[0] === 'string' ? args[0] : undefined;
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
-        const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
-        const details = answeredByServer(err)
-          ? `the Evora server at ${client.address} answered: ${detail}`
-          : `cannot reach the Evora server at ${client.address} (${detail})`;
-        throw new EvoraApiError({ code: err.code, method: err.method, details, cause: err });
+        throw new EvoraApiError({ code: err.code, method: err.method, details: unavailableText(err, client.address, subject, g), cause: err });
       }
       if (err instanceof EvoraApiError && err.codeName === 'DEADLINE_EXCEEDED') {
-        // The command's first argument, if a word: the job id or name a write's check names.
-        const subject = typeof args[0] === 'string' ? args[0] : undefined;
         throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout, subject, g), cause: err, notSent: err.notSent });
       }
       if (err instanceof EvoraApiError && err.isUnauthenticated && !auth.token) {

@@ -17,23 +17,28 @@ export function time(d: Date | null): string {
   return d ? d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-';
 }
 
-/** Seconds as `1h30m`, `5s`, `250ms`. */
+/**
+ * Seconds as `1h30m`, `5s`, `250ms`, `1s500ms`: to the millisecond, as the duration flags
+ * read it back (parseDuration), so a setting is shown as it was stored (`--completed-retention
+ * 1.5s` was shown `2s`).
+ */
 export function duration(seconds: number): string {
   if (seconds === 0) return '0s';
-  if (seconds < 1) return `${Math.round(seconds * 1000)}ms`;
-  let left = Math.round(seconds);
+  let left = Math.round(seconds * 1000);
   const out: string[] = [];
-  for (const [unit, size] of [['d', 86_400], ['h', 3600], ['m', 60], ['s', 1]] as const) {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000], ['ms', 1]] as const) {
     if (left >= size) {
       out.push(`${Math.floor(left / size)}${unit}`);
       left %= size;
     }
   }
-  return out.join('');
+  return out.length > 0 ? out.join('') : '0ms';
 }
 
 /** Rows as columns padded to the widest cell. */
-export function table(headers: string[], rows: string[][]): string {
+export function table(headers: string[], rowsGiven: string[][]): string {
+  // Cells may hold a worker's text (a job's error): its control characters shown, not acted on.
+  const rows = rowsGiven.map((r) => r.map(printable));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells
@@ -50,12 +55,37 @@ export function table(headers: string[], rows: string[][]): string {
 export function fields(pairs: [string, string][]): string {
   const width = Math.max(...pairs.map(([k]) => k.length));
   const indent = ' '.repeat(width + 2);
-  return pairs.map(([k, v]) => `${k.padEnd(width)}  ${v.replace(/\r?\n/g, `\n${indent}`)}`).join('\n');
+  return pairs.map(([k, v]) => `${k.padEnd(width)}  ${printable(v.replace(/\r\n/g, '\n')).replace(/\n/g, `\n${indent}`)}`).join('\n');
 }
 
-/** `text` on one line (runs of white space as one space), cut to `max` characters with an ellipsis. */
+/** C0 control characters but the line feed, DEL, and the C1 controls: what a terminal acts on instead of showing. */
+const CONTROL_CHARS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
+
+/** A control character's escape, as C and the shell's $'…' write it: `\r`, `\t`, else `\xHH` per UTF-8 byte (`\x1b`, `\xc2\x85`). */
+function controlEscape(c: string): string {
+  if (c === '\n') return '\\n';
+  if (c === '\r') return '\\r';
+  if (c === '\t') return '\\t';
+  return [...Buffer.from(c, 'utf8')].map((b) => `\\x${b.toString(16).padStart(2, '0')}`).join('');
+}
+
+/**
+ * `text` with every control character but the line feed shown as its escape (`\r`, `\t`,
+ * `\x1b`). What a worker wrote (a job's error, a progress message) reaches the operator's
+ * terminal through the CLI's text: printed as it is, an ESC sequence would recolour, move or
+ * rewrite what the screen shows, and a carriage return would send the rest of its line over the
+ * start of it. Line feeds are the caller's (fields indents them, oneLine joins them).
+ */
+export function printable(text: string): string {
+  return text.replace(CONTROL_CHARS, controlEscape);
+}
+
+/**
+ * `text` on one line (runs of white space as one space, other control characters as their
+ * escapes: printable), cut to `max` characters with an ellipsis.
+ */
 export function oneLine(text: string, max: number): string {
-  const t = text.replace(/\s+/g, ' ');
+  const t = printable(text.replace(/\s+/g, ' '));
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;
 }
 
@@ -73,12 +103,19 @@ export function countedText(counted: { count: number; finishedBefore: Date | nul
 
 /**
  * `text` as one shell word a POSIX shell reads back exactly: as it is when it holds only
- * characters no shell treats specially, else in single quotes (a ' inside as '\''). Used for
- * the commands the CLI prints for copying (`dlq`'s retry and list of a group, the check after
- * a timed-out write), so that a copied one names exactly what was meant.
+ * characters no shell treats specially, else in single quotes (a ' inside as '\''), or, when
+ * it holds a control character (a line break, a carriage return or an ESC in a worker's error,
+ * which names its dead-letter group), in $'…' with each control character as its escape
+ * (`$'HTTP 503\r'`; bash, zsh, ksh, BusyBox sh and POSIX.1-2024 sh read it): inside '…' it would
+ * be printed raw, acted on by the terminal, and lost from a copy. Used for the commands the CLI
+ * prints for copying (`dlq`'s retry and list of a group, the check after a timed-out write),
+ * so that a copied one names exactly what was meant.
  */
 export function shellWord(text: string): string {
   if (/^[A-Za-z0-9_.,:/@%+=-]+$/.test(text)) return text;
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(text)) {
+    return `$'${text.replace(/[\\']/g, (c) => `\\${c}`).replace(/[\u0000-\u001f\u007f-\u009f]/g, controlEscape)}'`;
+  }
   return `'${text.replace(/'/g, `'\\''`)}'`;
 }
 

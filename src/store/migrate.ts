@@ -122,8 +122,9 @@ function migrationsUnknownMessage(unknown: { version: number; name: string }[], 
 /**
  * Applies every migration not yet recorded in evora.schema_migrations, each in a transaction
  * of its own (two for one with a commit marker, see COMMIT_MARKER) that records it, under a
- * transaction-level advisory lock: two servers starting at once apply them exactly once (the
- * second waits, then finds nothing to do). One transaction per migration, not one for all, so
+ * transaction-level advisory lock taken again for each: processes migrating at once apply
+ * each migration exactly once, taking turns (each may apply some of them and returns only
+ * when none is pending; its list is its own share). One transaction per migration, not one for all, so
  * that the locks a migration takes (ACCESS EXCLUSIVE on evora.jobs for an ALTER TABLE) are
  * held only while it runs: held across a jump of several releases, a lock on evora.jobs
  * taken by one migration and one on evora.queues by a later one deadlocked with submits, which

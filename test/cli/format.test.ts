@@ -1,10 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/flags.js';
-import { countedText, fields } from '../../src/cli/format.js';
-import { deadlineText, tokenOption } from '../../src/cli/client-context.js';
+import { countedText, duration, fields, oneLine, shellWord, table } from '../../src/cli/format.js';
+import { deadlineText, tokenOption, unavailableText } from '../../src/cli/client-context.js';
 import { EvoraApiError } from '../../src/sdk/index.js';
 import { teardownAdd } from '../helpers/teardown.js';
 
@@ -107,8 +108,12 @@ describe('deadlineText', () => {
     const id = '01890000-0000-7000-8000-000000000001';
     expect(tail('CancelJob', id)).toBe(`; the cancel may or may not have been applied: check with evora get ${id}`);
     expect(tail('RetryJob', id)).toBe(`; the retry may or may not have been applied: check with evora get ${id}`);
-    expect(tail('RetryJobs')).toMatch(/^; the retry may or may not have been applied: check with evora retry --all --dry-run and the same filters /);
-    expect(tail('PurgeJobs')).toMatch(/^; the purge may or may not have been applied: check with evora purge --dry-run and the same filters /);
+    // A bulk action commits batch by batch and stops at the deadline: part of it may be done, and running it again goes on.
+    expect(tail('RetryJobs')).toBe(
+      '; the retry stopped there with none, some or all of the matching jobs retried (the batches it committed stay retried): run it again with a longer ' +
+        '--timeout (e.g. --timeout 10m) to go on, or check with evora retry --all --dry-run and the same filters (it counts the jobs still to retry)',
+    );
+    expect(tail('PurgeJobs')).toMatch(/^; the purge stopped there with none, some or all of the matching jobs deleted \(the batches it committed stay deleted\): run it again .* check with evora purge --dry-run and the same filters /);
     expect(tail('UpsertQueue', 'billing.eu')).toBe('; the change may or may not have been applied: check with evora queue get billing.eu');
     expect(tail('PauseQueue', 'billing')).toBe('; the pause may or may not have been applied: check with evora queue get billing');
     expect(tail('ResumeQueue', 'billing')).toBe('; the resume may or may not have been applied: check with evora queue get billing');
@@ -152,5 +157,74 @@ describe('countedText', () => {
     expect(parseAgeOrTime(line.split(' ').at(-1)!, '--finished-before')).toEqual(finishedBefore);
     expect(countedText({ count: 1, finishedBefore }, 'deleted', 'delete')).toBe('1 job would be deleted; to delete it and none that finish later, add --finished-before 2026-11-29T13:58:01.124Z');
     expect(countedText({ count: 0, finishedBefore: null }, 'deleted', 'delete')).toBe('0 jobs would be deleted');
+  });
+});
+
+/**
+ * A worker's error reaches the operator's terminal through `evora dlq` (the group's error in
+ * the table, and in the commands printed for copying), `list` and `get`.
+ */
+describe('text from workers in the CLI output', () => {
+  const errors = ['HTTP 503\r', 'red \u001b[31malert\u001b[0m', "tab\tand 'quote' and \\ back", 'nel \u0085 del \u007f', 'ünï ✓'];
+
+  it('control characters are shown as escapes, never printed raw for the terminal to act on', () => {
+    const raw = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
+    for (const e of errors) {
+      expect(oneLine(e, 200)).not.toMatch(raw);
+      expect(table(['ERROR'], [[e]])).not.toMatch(raw);
+      expect(fields([['last error', `${e}\r\nat line 2`]])).not.toMatch(raw);
+    }
+    expect(oneLine('red \u001b[31malert', 80)).toBe('red \\x1b[31malert');
+    expect(table(['ERROR'], [['HTTP 503\r']])).toBe('ERROR\nHTTP 503\\r');
+    // A stack trace's lines still continue under the first, CRLF or LF.
+    expect(fields([['last error', 'boom\r\n  at f']]).split('\n')).toEqual(['last error  boom', '              at f']);
+  });
+
+  it('shellWord: a word with control characters is $\'…\' with their escapes, and bash reads every word back exactly', () => {
+    expect(shellWord('HTTP 503\r')).toBe("$'HTTP 503\\r'");
+    expect(shellWord('red \u001b[31m')).toBe("$'red \\x1b[31m'");
+    expect(shellWord("it's")).toBe("'it'\\''s'");
+    const words = [...errors, "it's", 'plain', 'two\nlines'];
+    const out = execFileSync('bash', ['-c', `printf '%s\\0' ${words.map(shellWord).join(' ')}`]).toString('utf8');
+    expect(out.split('\0').slice(0, -1)).toEqual(words);
+    for (const w of words) expect(shellWord(w)).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+  });
+});
+
+describe('duration', () => {
+  it('shows a setting to the millisecond, as the duration flags read it back', () => {
+    expect(duration(1.5)).toBe('1s500ms');
+    expect(duration(5400)).toBe('1h30m');
+    expect(duration(0.25)).toBe('250ms');
+    expect(duration(0)).toBe('0s');
+    for (const seconds of [1.5, 0.25, 30, 90.5, 86_400.5, 604_800, 3_153_600_000]) expect(parseDuration(duration(seconds), '--completed-retention')).toBe(seconds);
+  });
+});
+
+describe('unavailableText', () => {
+  const unavailable = (method: string, details: string, answered = false) =>
+    new EvoraApiError({ code: 14, details, method, cause: answered ? { metadata: { getMap: () => ({ 'content-type': 'application/grpc' }) } } : undefined });
+  it('"cannot reach" only for a call that never got a connection; a write the server may have applied (answered, or the connection lost during the call) says so', () => {
+    const refused = 'No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1.';
+    expect(unavailableText(unavailable('PurgeJobs', refused), 'db1:50051')).toBe(`cannot reach the Evora server at db1:50051 (${refused})`);
+    expect(unavailableText(unavailable('PauseQueue', 'Name resolution failed for target dns:x.invalid:1'), 'x.invalid:1', 'billing')).toBe(
+      'cannot reach the Evora server at x.invalid:1 (Name resolution failed for target dns:x.invalid:1)',
+    );
+    // The server was killed while a purge ran: the batches it committed stay deleted.
+    expect(unavailableText(unavailable('PurgeJobs', 'Connection dropped'), 'db1:50051', undefined, { address: 'db1' })).toBe(
+      'lost the connection to the Evora server at db1:50051 during the call (Connection dropped); the purge stopped there with none, some or all of the ' +
+        'matching jobs deleted (the batches it committed stay deleted): run it again once the server is back to go on, or check with evora --address db1 ' +
+        'purge --dry-run and the same filters (it counts the jobs still to delete)',
+    );
+    expect(unavailableText(unavailable('RetryJobs', 'database unavailable: terminating connection', true), 'db1:50051')).toMatch(
+      /^the Evora server at db1:50051 answered: database unavailable: terminating connection; the retry stopped there with none, some or all of the matching jobs retried /,
+    );
+    expect(unavailableText(unavailable('PauseQueue', 'Connection dropped'), 'db1:50051', 'billing')).toBe(
+      'lost the connection to the Evora server at db1:50051 during the call (Connection dropped); the pause may or may not have been applied: check with evora queue get billing',
+    );
+    // A read says nothing more.
+    expect(unavailableText(unavailable('ListQueues', 'the server is starting: waiting for the database', true), 'db1:50051')).toBe(
+      'the Evora server at db1:50051 answered: the server is starting: waiting for the database',
+    );
   });
 });

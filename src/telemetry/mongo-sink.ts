@@ -1,6 +1,7 @@
 import {
   MongoBulkWriteError,
   MongoClient,
+  MongoDriverError,
   MongoNetworkError,
   MongoServerSelectionError,
   MongoTopologyClosedError,
@@ -91,7 +92,7 @@ export class MongoTelemetrySink implements TelemetrySink {
       this.down = false;
       return out;
     } catch (err) {
-      if (!(err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || err instanceof MongoTopologyClosedError)) throw err;
+      if (!(err instanceof Error) || !unreachable(err)) throw err;
       // Once per outage; the projector and stats reads log it at debug.
       if (!this.down) this.opts.logger?.warn({ reason: err.message }, 'telemetry store (MongoDB) unavailable: events wait in the outbox');
       this.down = true;
@@ -280,6 +281,26 @@ function minuteIncrements(m: MinuteDelta): Record<string, number> {
   for (const [bin, n] of Object.entries(m.wait)) inc[`wait.${bin}`] = n;
   for (const [bin, n] of Object.entries(m.run)) inc[`run.${bin}`] = n;
   return inc;
+}
+
+/**
+ * Whether `err` says MongoDB could not be reached (an outage: the caller retries later), not
+ * that it refused something. A bulk write (`bulkWrite`, `insertMany`: the projector's
+ * writes) wraps the driver's network error in a MongoBulkWriteError (as its `errorResponse`),
+ * so that one is looked into; and a call that was still on the client `reached` replaced (a
+ * call beside it met the outage first) finds that client's pool closed (the driver exports no
+ * class for that error, only its name). Must stay true: an
+ * outage met in the middle of applying a batch is logged as one (once, a warn), never as a
+ * projector failure with a stack at every tick.
+ */
+function unreachable(err: Error): boolean {
+  const cause = err instanceof MongoBulkWriteError && err.errorResponse instanceof Error ? err.errorResponse : err;
+  return (
+    cause instanceof MongoNetworkError ||
+    cause instanceof MongoServerSelectionError ||
+    cause instanceof MongoTopologyClosedError ||
+    (cause instanceof MongoDriverError && cause.name === 'MongoPoolClosedError')
+  );
 }
 
 /** True when every failure of a write is a duplicate key (work a replayed batch already did). */

@@ -26,8 +26,11 @@ interface CountsDoc {
   lastBatch: number;
 }
 
-/** A recent event: the outbox row, keyed by its id. */
-type EventDoc = Omit<JobEvent, 'id'> & { _id: number };
+/**
+ * A recent event, keyed by its event id: written as a bigint, stored as an Int64 (read back
+ * as a number while it fits in one exactly, as the driver does by default).
+ */
+type EventDoc = Omit<JobEvent, 'id'> & { _id: bigint | number };
 
 interface MinuteDoc {
   _id: string;

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { JobEvent } from '../../src/domain/events.js';
+import type { JobEvent, OutboxEvents } from '../../src/domain/events.js';
 import type { Store } from '../../src/store/store.js';
 import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { isUnavailable } from '../../src/domain/errors.js';
-import { MINUTES_KEPT, telemetryStats, type MinuteDelta } from '../../src/telemetry/projection.js';
+import { MINUTES_KEPT, projectEvents, telemetryStats, type MinuteDelta } from '../../src/telemetry/projection.js';
 import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
 import { mongoWriteGateStart } from '../helpers/mongo-write-gate.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
@@ -98,6 +98,26 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
   });
 
+  it("the events of an outbox row past the 2^33rd keep ids of their own (past 2^53, beyond a double's exact integers)", async () => {
+    const sink = sinkFor('big-ids');
+    const n = 10;
+    const row: OutboxEvents = {
+      rowId: 2 ** 33 + 5, at: await store.dbNow(), n, queue: 'q', kind: 'submitted', fromState: null, toState: 'PENDING',
+      waitMs: Array<null>(n).fill(null), runMs: Array<null>(n).fill(null),
+      details: { jobIds: Array.from({ length: n }, () => randomUUID()), types: Array<string>(n).fill('t'), attempts: Array<number>(n).fill(0), workerIds: Array<null>(n).fill(null) },
+    };
+    await sink.init();
+    await sink.apply(1, projectEvents([row], { hiId: '0', horizon: '0' }));
+    const events = new MongoClient(`${ferret.url}big-ids`, { useBigInt64: true });
+    try {
+      const docs = await events.db().collection<{ _id: bigint; jobId: string }>('job_events').find({}, { sort: { _id: 1 } }).toArray();
+      const first = BigInt(row.rowId) * 2n ** 20n + 1n;
+      expect(docs.map((d) => [d._id, d.jobId])).toEqual(row.details!.jobIds.map((id, i) => [first + BigInt(i), id]));
+    } finally {
+      await events.close();
+    }
+  });
+
   it('retention deletes minute documents older than MINUTES_KEPT in bounded passes, and keeps the newer ones', async () => {
     const sink = sinkFor('retention');
     await sink.init();
@@ -124,7 +144,7 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     const now = await store.dbNow();
     const hoursAgo = (h: number) => new Date(now.getTime() - h * 3600_000);
     const event = (id: number, at: Date): JobEvent => ({
-      id, jobId: randomUUID(), queue: 'q', type: 't', kind: 'submitted', fromState: null, toState: 'PENDING',
+      id: BigInt(id), jobId: randomUUID(), queue: 'q', type: 't', kind: 'submitted', fromState: null, toState: 'PENDING',
       attempt: 0, workerId: null, at, waitMs: null, runMs: null,
     });
     const minute = new Date(Math.floor(hoursAgo(1).getTime() / 60_000) * 60_000);

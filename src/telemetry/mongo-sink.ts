@@ -69,7 +69,12 @@ export class MongoTelemetrySink implements TelemetrySink {
     private readonly url: string,
     private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number; logger?: Logger } = {},
   ) {
-    this.client = this.clientNew();
+    try {
+      this.client = this.clientNew();
+    } catch (err) {
+      // A URL the driver cannot parse; its message may quote the URL, password and all.
+      throw urlRefused(url, err);
+    }
   }
 
   private clientNew(): MongoClient {
@@ -284,6 +289,20 @@ function minuteIncrements(m: MinuteDelta): Record<string, number> {
   for (const [bin, n] of Object.entries(m.wait)) inc[`wait.${bin}`] = n;
   for (const [bin, n] of Object.entries(m.run)) inc[`run.${bin}`] = n;
   return inc;
+}
+
+/**
+ * The error for a MONGODB_URL the driver refused: names the setting and says why, with the
+ * URL and its credentials left out (the driver's message may quote the URL whole, e.g.
+ * `Protocol and host list are required in "mongodb://user:password@/db"`), as the server
+ * prints it and exits. Must stay true: the password never reaches stderr or a log.
+ */
+function urlRefused(url: string, err: unknown): Error {
+  let why = err instanceof Error ? err.message : String(err);
+  why = why.split(url).join('the URL');
+  const userinfo = /^[^:/]+:\/\/([^/?#]*)@/.exec(url)?.[1];
+  if (userinfo) why = why.split(userinfo).join('***');
+  return new Error(`MONGODB_URL must be a MongoDB connection string such as mongodb://user:password@host:27017/database; the driver refused it: ${why}`);
 }
 
 /**

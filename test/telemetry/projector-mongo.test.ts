@@ -36,6 +36,24 @@ const signal = new AbortController().signal;
 
 const describeFerret = describe.skipIf(skipWithoutFerretdb());
 
+describe('a MongoDB sink given a URL the driver refuses', () => {
+  it('is refused in one line that names MONGODB_URL and repeats neither the URL nor its password', () => {
+    for (const url of ['http://evora:s3cr3t-pw@db/telemetry', 'mongodb://evora:s3cr3t-pw@/telemetry', 'mongodb://evora:s3cr3t-pw@db:99999/telemetry']) {
+      const err = (() => {
+        try {
+          new MongoTelemetrySink(url);
+          return null;
+        } catch (e) {
+          return e as Error;
+        }
+      })();
+      expect(err?.message, url).toMatch(/^MONGODB_URL must be a MongoDB connection string .*; the driver refused it: [^\n]+$/);
+      expect(err?.message).not.toContain('s3cr3t-pw');
+      expect(err?.cause).toBeUndefined();
+    }
+  });
+});
+
 describeFerret('projector into MongoDB (FerretDB)', () => {
   beforeAll(async () => {
     ferret = (await ferretdbStart())!;

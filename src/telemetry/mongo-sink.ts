@@ -67,7 +67,7 @@ export class MongoTelemetrySink implements TelemetrySink {
 
   constructor(
     private readonly url: string,
-    private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number; logger?: Logger } = {},
+    private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number; readTimeoutMs?: number; logger?: Logger } = {},
   ) {
     try {
       this.client = this.clientNew();
@@ -235,8 +235,25 @@ export class MongoTelemetrySink implements TelemetrySink {
     });
   }
 
-  read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
-    return this.reached((db) => this.readFrom(db, params));
+  /**
+   * The counts and minute buckets, or UNAVAILABLE once MongoDB has not answered within
+   * `readTimeoutMs` (default 5 s, as long as the driver looks for an unreachable server): a
+   * server that stopped answering without closing its connections (frozen, a partition)
+   * would otherwise hold a stats read until the socket timeout (30 s), past every caller's
+   * deadline (the CLI's 10 s: DEADLINE_EXCEEDED, blaming the Evora server). The read goes
+   * on unobserved and fails or ends by itself.
+   */
+  async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
+    const waitMs = this.opts.readTimeoutMs ?? 5000;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(unavailable(`telemetry store unavailable: MongoDB did not answer within ${waitMs} ms`)), waitMs);
+    });
+    try {
+      return await Promise.race([this.reached((db) => this.readFrom(db, params)), late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async readFrom(db: Db, params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {

@@ -10,6 +10,7 @@ import { isUnavailable } from '../../src/domain/errors.js';
 import { MINUTES_KEPT, projectEvents, telemetryStats, type MinuteDelta } from '../../src/telemetry/projection.js';
 import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
 import { mongoWriteGateStart } from '../helpers/mongo-write-gate.js';
+import { blackholeProxy } from '../helpers/blackhole-proxy.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
 import { queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
@@ -255,6 +256,23 @@ describeFerret('a server with MONGODB_URL', () => {
     await waitFor(async () => (await server.server.store.outboxLag()).events === 0, { timeoutMs: 30_000, what: 'the outbox to drain' });
     const stats = (await call(server.clients.queues, 'getQueueStats', { name: queue })).stats!;
     expect(stats).toMatchObject({ completed: 50, pending: 0, running: 0 });
+  });
+
+  it('a read from a MongoDB that stopped answering (frozen, partitioned) answers UNAVAILABLE, not after the socket timeout', async () => {
+    const proxy = await blackholeProxy(telemetry.port);
+    const sink = new MongoTelemetrySink(`mongodb://127.0.0.1:${proxy.port}/frozen`, { readTimeoutMs: 300 });
+    sinks.push(sink);
+    const read = () => sink.read({ queues: null, since: new Date(0) });
+    await read();
+    proxy.blackhole();
+    try {
+      const err = await read().then(() => null, (e: unknown) => e);
+      expect(isUnavailable(err), String(err)).toBe(true);
+      expect((err as Error).message).toBe('telemetry store unavailable: MongoDB did not answer within 300 ms');
+    } finally {
+      proxy.resume();
+    }
+    await waitFor(() => read().then(() => true, () => false), { what: 'reads to answer again' });
   });
 
   it('a sink first used while MongoDB is down answers UNAVAILABLE, and reaches it once it is back', async () => {

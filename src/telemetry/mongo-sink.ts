@@ -71,6 +71,9 @@ export class MongoTelemetrySink implements TelemetrySink {
   ) {
     try {
       this.client = this.clientNew();
+      // Its database name too (no '.', '$', space...), checked by db(): else every use failed
+      // (the projector for ever, stats INTERNAL) while the server ran as if all were well.
+      this.client.db();
     } catch (err) {
       // A URL the driver cannot parse; its message may quote the URL, password and all.
       throw urlRefused(url, err);

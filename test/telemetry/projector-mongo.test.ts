@@ -39,7 +39,7 @@ const describeFerret = describe.skipIf(skipWithoutFerretdb());
 
 describe('a MongoDB sink given a URL the driver refuses', () => {
   it('is refused in one line that names MONGODB_URL and repeats neither the URL nor its password', () => {
-    for (const url of ['http://evora:s3cr3t-pw@db/telemetry', 'mongodb://evora:s3cr3t-pw@/telemetry', 'mongodb://evora:s3cr3t-pw@db:99999/telemetry']) {
+    for (const url of ['http://evora:s3cr3t-pw@db/telemetry', 'mongodb://evora:s3cr3t-pw@/telemetry', 'mongodb://evora:s3cr3t-pw@db:99999/telemetry', 'mongodb://evora:s3cr3t-pw@db/tele.metry']) {
       const err = (() => {
         try {
           new MongoTelemetrySink(url);

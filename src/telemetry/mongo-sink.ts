@@ -144,17 +144,38 @@ export class MongoTelemetrySink implements TelemetrySink {
     return this.opts.eventRetentionSeconds ?? 86_400;
   }
 
+  /**
+   * Closes the client, waiting at most CLOSE_WAIT_MS: the driver's close ends the server's
+   * sessions over a new connection, which a MongoDB that stopped answering (frozen,
+   * partitioned) leaves hanging for the 30 s connect timeout, holding the server's shutdown.
+   */
   async close(): Promise<void> {
-    await this.client.close();
+    await within(this.client.close(), CLOSE_WAIT_MS, () => undefined);
   }
 
   /**
    * Applies a batch: the counts, then the minute buckets, then the events, each write
    * guarded by the batch id. An abort (`signal`) between those writes leaves the batch
-   * partly applied, which is what a crash does: applying it again completes it.
+   * partly applied, which is what a crash does: applying it again completes it. An abort
+   * in the middle of a write ends the call at once too (a MongoDB that stopped answering
+   * would otherwise hold the projector's stop, and the server's shutdown, until the socket
+   * timeout): the write goes on unobserved and may still land, as a crashed process's may;
+   * each write is guarded by the batch id, so applying the batch again completes it either way.
    */
-  apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
-    return this.reached((db) => this.applyTo(db, batchId, update, signal));
+  async apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
+    const work = this.reached((db) => this.applyTo(db, batchId, update, signal));
+    if (!signal) return work;
+    let onAbort = (): void => undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([work, aborted]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   private async applyTo(db: Db, batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
@@ -248,15 +269,9 @@ export class MongoTelemetrySink implements TelemetrySink {
    */
   async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
     const waitMs = this.opts.readTimeoutMs ?? 5000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(unavailable(`telemetry store unavailable: MongoDB did not answer within ${waitMs} ms`)), waitMs);
+    return within(this.reached((db) => this.readFrom(db, params)), waitMs, () => {
+      throw unavailable(`telemetry store unavailable: MongoDB did not answer within ${waitMs} ms`);
     });
-    try {
-      return await Promise.race([this.reached((db) => this.readFrom(db, params)), late]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   private async readFrom(db: Db, params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
@@ -284,6 +299,31 @@ export class MongoTelemetrySink implements TelemetrySink {
         run: d.run ?? {},
       })),
     };
+  }
+}
+
+/** How long close() waits for the driver's close (which a frozen MongoDB can hold for 30 s). */
+const CLOSE_WAIT_MS = 2000;
+
+/**
+ * `work`'s outcome, or, once `ms` have passed without one, what `late` returns or throws;
+ * `work` then goes on unobserved (its later failure is handled here, never unhandled).
+ */
+async function within<T>(work: Promise<T>, ms: number, late: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<T>((resolve, reject) => {
+    timer = setTimeout(() => {
+      try {
+        resolve(late());
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    }, ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

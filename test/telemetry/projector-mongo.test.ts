@@ -7,7 +7,7 @@ import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { isUnavailable } from '../../src/domain/errors.js';
-import { MINUTES_KEPT, projectEvents, telemetryStats, type MinuteDelta } from '../../src/telemetry/projection.js';
+import { MINUTES_KEPT, projectEvents, telemetryStats, type MinuteDelta, type TelemetrySink } from '../../src/telemetry/projection.js';
 import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
 import { mongoWriteGateStart } from '../helpers/mongo-write-gate.js';
 import { blackholeProxy } from '../helpers/blackhole-proxy.js';
@@ -135,6 +135,36 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     } finally {
       await events.close();
     }
+  });
+
+  it('a projector stopped in the middle of a write to a MongoDB that stopped answering ends at once, and the sink closes', async () => {
+    await mixedRun(store, { total: 20, prefix: queueName('frozen') });
+    const proxy = await blackholeProxy(ferret.port);
+    const sink = new MongoTelemetrySink(`mongodb://127.0.0.1:${proxy.port}/frozen-stop`);
+    await sink.init();
+    let applying = (): void => undefined;
+    const applied = new Promise<void>((resolve) => (applying = resolve));
+    // The sink, telling when a batch's apply begins (init done above, before the partition).
+    const watched: TelemetrySink = {
+      name: sink.name, storesEvents: sink.storesEvents, init: async () => undefined,
+      apply: (batchId, update, s) => (applying(), sink.apply(batchId, update, s)),
+      read: (p) => sink.read(p), prune: (p) => sink.prune(p), close: () => sink.close(),
+    };
+    proxy.blackhole();
+    const stop = new AbortController();
+    try {
+      const run = new Projector({ store, sink: watched, logger: silentLogger() }).runOnce(stop.signal).then(() => null, (e: unknown) => e);
+      await applied;
+      stop.abort(new Error('stopped'));
+      // Not after the driver's 30 s socket timeout: that held the server's shutdown.
+      expect(String(await run)).toBe('Error: stopped');
+      await sink.close();
+    } finally {
+      proxy.resume();
+    }
+    // The batch it left open is finished by the next run, as after a crash.
+    await new Projector({ store, sink: sinkFor('frozen-stop'), logger: silentLogger() }).runOnce(signal);
+    expect(await store.outboxLag()).toMatchObject({ events: 0 });
   });
 
   it('retention deletes minute documents older than MINUTES_KEPT in bounded passes, and keeps the newer ones', async () => {

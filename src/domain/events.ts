@@ -28,7 +28,11 @@ export type JobEventKind =
  * outboxEventsUnpack turns those rows into events.
  */
 export interface JobEvent {
-  id: number;
+  /**
+   * The outbox row's id * 2^20 + the event's position: past 2^53 (from the outbox's
+   * 2^33rd row) no double holds it exactly, so it is a bigint (MongoDB stores an Int64).
+   */
+  id: bigint;
   jobId: string;
   queue: string;
   type: string;
@@ -46,7 +50,7 @@ export interface JobEvent {
  * An event's id is its outbox row's id * 2^20 + its position in the row (from 1): unique,
  * and in the order the events were written (the baseline migration says the same).
  */
-const OUTBOX_EVENTS_PER_ROW = 1_048_576;
+const OUTBOX_EVENTS_PER_ROW = 1_048_576n;
 
 /**
  * The events of one outbox row (one statement's), column by column, as the projector
@@ -82,10 +86,12 @@ export function outboxEventsUnpack(rows: readonly OutboxEvents[]): JobEvent[] {
   for (const row of rows) {
     const d = row.details;
     if (!d) throw new Error('outboxEventsUnpack: the outbox was read without details');
-    const base = row.rowId * OUTBOX_EVENTS_PER_ROW;
+    // In bigint: as a double, the ids of a row past the 2^33rd collapsed onto one another
+    // (a MongoDB sink then took the later events of the row for duplicates and dropped them).
+    const base = BigInt(row.rowId) * OUTBOX_EVENTS_PER_ROW;
     for (let i = 0; i < row.n; i++) {
       events.push({
-        id: base + i + 1,
+        id: base + BigInt(i + 1),
         jobId: d.jobIds[i]!,
         queue: outboxColumn(row.queue, i),
         type: d.types[i]!,

@@ -1,6 +1,7 @@
 import {
   MongoBulkWriteError,
   MongoClient,
+  MongoDriverError,
   MongoNetworkError,
   MongoServerSelectionError,
   MongoTopologyClosedError,
@@ -25,8 +26,11 @@ interface CountsDoc {
   lastBatch: number;
 }
 
-/** A recent event: the outbox row, keyed by its id. */
-type EventDoc = Omit<JobEvent, 'id'> & { _id: number };
+/**
+ * A recent event, keyed by its event id: written as a bigint, stored as an Int64 (read back
+ * as a number while it fits in one exactly, as the driver does by default).
+ */
+type EventDoc = Omit<JobEvent, 'id'> & { _id: bigint | number };
 
 interface MinuteDoc {
   _id: string;
@@ -63,9 +67,17 @@ export class MongoTelemetrySink implements TelemetrySink {
 
   constructor(
     private readonly url: string,
-    private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number; logger?: Logger } = {},
+    private readonly opts: { eventRetentionSeconds?: number; serverSelectionTimeoutMs?: number; readTimeoutMs?: number; logger?: Logger } = {},
   ) {
-    this.client = this.clientNew();
+    try {
+      this.client = this.clientNew();
+      // Its database name too (no '.', '$', space...), checked by db(): else every use failed
+      // (the projector for ever, stats INTERNAL) while the server ran as if all were well.
+      this.client.db();
+    } catch (err) {
+      // A URL the driver cannot parse; its message may quote the URL, password and all.
+      throw urlRefused(url, err);
+    }
   }
 
   private clientNew(): MongoClient {
@@ -91,7 +103,7 @@ export class MongoTelemetrySink implements TelemetrySink {
       this.down = false;
       return out;
     } catch (err) {
-      if (!(err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || err instanceof MongoTopologyClosedError)) throw err;
+      if (!(err instanceof Error) || !unreachable(err)) throw err;
       // Once per outage; the projector and stats reads log it at debug.
       if (!this.down) this.opts.logger?.warn({ reason: err.message }, 'telemetry store (MongoDB) unavailable: events wait in the outbox');
       this.down = true;
@@ -132,17 +144,38 @@ export class MongoTelemetrySink implements TelemetrySink {
     return this.opts.eventRetentionSeconds ?? 86_400;
   }
 
+  /**
+   * Closes the client, waiting at most CLOSE_WAIT_MS: the driver's close ends the server's
+   * sessions over a new connection, which a MongoDB that stopped answering (frozen,
+   * partitioned) leaves hanging for the 30 s connect timeout, holding the server's shutdown.
+   */
   async close(): Promise<void> {
-    await this.client.close();
+    await within(this.client.close(), CLOSE_WAIT_MS, () => undefined);
   }
 
   /**
    * Applies a batch: the counts, then the minute buckets, then the events, each write
    * guarded by the batch id. An abort (`signal`) between those writes leaves the batch
-   * partly applied, which is what a crash does: applying it again completes it.
+   * partly applied, which is what a crash does: applying it again completes it. An abort
+   * in the middle of a write ends the call at once too (a MongoDB that stopped answering
+   * would otherwise hold the projector's stop, and the server's shutdown, until the socket
+   * timeout): the write goes on unobserved and may still land, as a crashed process's may;
+   * each write is guarded by the batch id, so applying the batch again completes it either way.
    */
-  apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
-    return this.reached((db) => this.applyTo(db, batchId, update, signal));
+  async apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
+    const work = this.reached((db) => this.applyTo(db, batchId, update, signal));
+    if (!signal) return work;
+    let onAbort = (): void => undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([work, aborted]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 
   private async applyTo(db: Db, batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
@@ -226,8 +259,19 @@ export class MongoTelemetrySink implements TelemetrySink {
     });
   }
 
-  read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
-    return this.reached((db) => this.readFrom(db, params));
+  /**
+   * The counts and minute buckets, or UNAVAILABLE once MongoDB has not answered within
+   * `readTimeoutMs` (default 5 s, as long as the driver looks for an unreachable server): a
+   * server that stopped answering without closing its connections (frozen, a partition)
+   * would otherwise hold a stats read until the socket timeout (30 s), past every caller's
+   * deadline (the CLI's 10 s: DEADLINE_EXCEEDED, blaming the Evora server). The read goes
+   * on unobserved and fails or ends by itself.
+   */
+  async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
+    const waitMs = this.opts.readTimeoutMs ?? 5000;
+    return within(this.reached((db) => this.readFrom(db, params)), waitMs, () => {
+      throw unavailable(`telemetry store unavailable: MongoDB did not answer within ${waitMs} ms`);
+    });
   }
 
   private async readFrom(db: Db, params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
@@ -258,6 +302,31 @@ export class MongoTelemetrySink implements TelemetrySink {
   }
 }
 
+/** How long close() waits for the driver's close (which a frozen MongoDB can hold for 30 s). */
+const CLOSE_WAIT_MS = 2000;
+
+/**
+ * `work`'s outcome, or, once `ms` have passed without one, what `late` returns or throws;
+ * `work` then goes on unobserved (its later failure is handled here, never unhandled).
+ */
+async function within<T>(work: Promise<T>, ms: number, late: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<T>((resolve, reject) => {
+    timer = setTimeout(() => {
+      try {
+        resolve(late());
+      } catch (err) {
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    }, ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Deletes up to `limit` documents whose `field` is before `before`, oldest first (through an
  * index on `field`): their ids, then those documents. Returns how many it deleted.
@@ -280,6 +349,40 @@ function minuteIncrements(m: MinuteDelta): Record<string, number> {
   for (const [bin, n] of Object.entries(m.wait)) inc[`wait.${bin}`] = n;
   for (const [bin, n] of Object.entries(m.run)) inc[`run.${bin}`] = n;
   return inc;
+}
+
+/**
+ * The error for a MONGODB_URL the driver refused: names the setting and says why, with the
+ * URL and its credentials left out (the driver's message may quote the URL whole, e.g.
+ * `Protocol and host list are required in "mongodb://user:password@/db"`), as the server
+ * prints it and exits. Must stay true: the password never reaches stderr or a log.
+ */
+function urlRefused(url: string, err: unknown): Error {
+  let why = err instanceof Error ? err.message : String(err);
+  why = why.split(url).join('the URL');
+  const userinfo = /^[^:/]+:\/\/([^/?#]*)@/.exec(url)?.[1];
+  if (userinfo) why = why.split(userinfo).join('***');
+  return new Error(`MONGODB_URL must be a MongoDB connection string such as mongodb://user:password@host:27017/database; the driver refused it: ${why}`);
+}
+
+/**
+ * Whether `err` says MongoDB could not be reached (an outage: the caller retries later), not
+ * that it refused something. A bulk write (`bulkWrite`, `insertMany`: the projector's
+ * writes) wraps the driver's network error in a MongoBulkWriteError (as its `errorResponse`),
+ * so that one is looked into; and a call that was still on the client `reached` replaced (a
+ * call beside it met the outage first) finds that client's pool closed (the driver exports no
+ * class for that error, only its name). Must stay true: an
+ * outage met in the middle of applying a batch is logged as one (once, a warn), never as a
+ * projector failure with a stack at every tick.
+ */
+function unreachable(err: Error): boolean {
+  const cause = err instanceof MongoBulkWriteError && err.errorResponse instanceof Error ? err.errorResponse : err;
+  return (
+    cause instanceof MongoNetworkError ||
+    cause instanceof MongoServerSelectionError ||
+    cause instanceof MongoTopologyClosedError ||
+    (cause instanceof MongoDriverError && cause.name === 'MongoPoolClosedError')
+  );
 }
 
 /** True when every failure of a write is a duplicate key (work a replayed batch already did). */

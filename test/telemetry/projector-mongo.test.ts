@@ -1,15 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { JobEvent } from '../../src/domain/events.js';
+import type { JobEvent, OutboxEvents } from '../../src/domain/events.js';
 import type { Store } from '../../src/store/store.js';
 import { MongoTelemetrySink } from '../../src/telemetry/mongo-sink.js';
 import { Projector } from '../../src/maintenance/projector.js';
 import { silentLogger } from '../../src/logger.js';
 import { isUnavailable } from '../../src/domain/errors.js';
-import { MINUTES_KEPT, telemetryStats, type MinuteDelta } from '../../src/telemetry/projection.js';
+import { MINUTES_KEPT, projectEvents, telemetryStats, type MinuteDelta, type TelemetrySink } from '../../src/telemetry/projection.js';
 import { ferretdbStart, skipWithoutFerretdb, type FerretdbHandle } from '../helpers/ferretdb.js';
 import { mongoWriteGateStart } from '../helpers/mongo-write-gate.js';
+import { blackholeProxy } from '../helpers/blackhole-proxy.js';
 import { countsFromJobs, mixedRun } from '../helpers/mixed-run.js';
 import { queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
@@ -35,6 +36,24 @@ function sinkFor(db: string, baseUrl = ferret.url) {
 const signal = new AbortController().signal;
 
 const describeFerret = describe.skipIf(skipWithoutFerretdb());
+
+describe('a MongoDB sink given a URL the driver refuses', () => {
+  it('is refused in one line that names MONGODB_URL and repeats neither the URL nor its password', () => {
+    for (const url of ['http://evora:s3cr3t-pw@db/telemetry', 'mongodb://evora:s3cr3t-pw@/telemetry', 'mongodb://evora:s3cr3t-pw@db:99999/telemetry', 'mongodb://evora:s3cr3t-pw@db/tele.metry']) {
+      const err = (() => {
+        try {
+          new MongoTelemetrySink(url);
+          return null;
+        } catch (e) {
+          return e as Error;
+        }
+      })();
+      expect(err?.message, url).toMatch(/^MONGODB_URL must be a MongoDB connection string .*; the driver refused it: [^\n]+$/);
+      expect(err?.message).not.toContain('s3cr3t-pw');
+      expect(err?.cause).toBeUndefined();
+    }
+  });
+});
 
 describeFerret('projector into MongoDB (FerretDB)', () => {
   beforeAll(async () => {
@@ -82,7 +101,11 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
         expect(await Promise.race([held.then(() => 'held'), ranOut])).toBe('held');
         await ferret.crash();
         gate.reset();
-        await expect(run).rejects.toThrow();
+        // An outage, as the projector logs it (once, a warn), not a failure (an error line
+        // with a stack each time): the held write was a bulk one, whose network error the
+        // driver wraps in a MongoBulkWriteError.
+        const err = await run.then(() => null, (e: unknown) => e);
+        expect(isUnavailable(err), String(err)).toBe(true);
         await ferret.resume();
       }
     } finally {
@@ -91,6 +114,56 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     const sink = sinkFor('crash');
     await new Projector({ store, sink, logger: silentLogger(), batchSize: 800 }).runOnce(signal);
     expect(await sinkCounts(sink, queues)).toEqual(await countsFromJobs(store, queues));
+    expect(await store.outboxLag()).toMatchObject({ events: 0 });
+  });
+
+  it("the events of an outbox row past the 2^33rd keep ids of their own (past 2^53, beyond a double's exact integers)", async () => {
+    const sink = sinkFor('big-ids');
+    const n = 10;
+    const row: OutboxEvents = {
+      rowId: 2 ** 33 + 5, at: await store.dbNow(), n, queue: 'q', kind: 'submitted', fromState: null, toState: 'PENDING',
+      waitMs: Array<null>(n).fill(null), runMs: Array<null>(n).fill(null),
+      details: { jobIds: Array.from({ length: n }, () => randomUUID()), types: Array<string>(n).fill('t'), attempts: Array<number>(n).fill(0), workerIds: Array<null>(n).fill(null) },
+    };
+    await sink.init();
+    await sink.apply(1, projectEvents([row], { hiId: '0', horizon: '0' }));
+    const events = new MongoClient(`${ferret.url}big-ids`, { useBigInt64: true });
+    try {
+      const docs = await events.db().collection<{ _id: bigint; jobId: string }>('job_events').find({}, { sort: { _id: 1 } }).toArray();
+      const first = BigInt(row.rowId) * 2n ** 20n + 1n;
+      expect(docs.map((d) => [d._id, d.jobId])).toEqual(row.details!.jobIds.map((id, i) => [first + BigInt(i), id]));
+    } finally {
+      await events.close();
+    }
+  });
+
+  it('a projector stopped in the middle of a write to a MongoDB that stopped answering ends at once, and the sink closes', async () => {
+    await mixedRun(store, { total: 20, prefix: queueName('frozen') });
+    const proxy = await blackholeProxy(ferret.port);
+    const sink = new MongoTelemetrySink(`mongodb://127.0.0.1:${proxy.port}/frozen-stop`);
+    await sink.init();
+    let applying = (): void => undefined;
+    const applied = new Promise<void>((resolve) => (applying = resolve));
+    // The sink, telling when a batch's apply begins (init done above, before the partition).
+    const watched: TelemetrySink = {
+      name: sink.name, storesEvents: sink.storesEvents, init: async () => undefined,
+      apply: (batchId, update, s) => (applying(), sink.apply(batchId, update, s)),
+      read: (p) => sink.read(p), prune: (p) => sink.prune(p), close: () => sink.close(),
+    };
+    proxy.blackhole();
+    const stop = new AbortController();
+    try {
+      const run = new Projector({ store, sink: watched, logger: silentLogger() }).runOnce(stop.signal).then(() => null, (e: unknown) => e);
+      await applied;
+      stop.abort(new Error('stopped'));
+      // Not after the driver's 30 s socket timeout: that held the server's shutdown.
+      expect(String(await run)).toBe('Error: stopped');
+      await sink.close();
+    } finally {
+      proxy.resume();
+    }
+    // The batch it left open is finished by the next run, as after a crash.
+    await new Projector({ store, sink: sinkFor('frozen-stop'), logger: silentLogger() }).runOnce(signal);
     expect(await store.outboxLag()).toMatchObject({ events: 0 });
   });
 
@@ -120,7 +193,7 @@ describeFerret('projector into MongoDB (FerretDB)', () => {
     const now = await store.dbNow();
     const hoursAgo = (h: number) => new Date(now.getTime() - h * 3600_000);
     const event = (id: number, at: Date): JobEvent => ({
-      id, jobId: randomUUID(), queue: 'q', type: 't', kind: 'submitted', fromState: null, toState: 'PENDING',
+      id: BigInt(id), jobId: randomUUID(), queue: 'q', type: 't', kind: 'submitted', fromState: null, toState: 'PENDING',
       attempt: 0, workerId: null, at, waitMs: null, runMs: null,
     });
     const minute = new Date(Math.floor(hoursAgo(1).getTime() / 60_000) * 60_000);
@@ -213,6 +286,23 @@ describeFerret('a server with MONGODB_URL', () => {
     await waitFor(async () => (await server.server.store.outboxLag()).events === 0, { timeoutMs: 30_000, what: 'the outbox to drain' });
     const stats = (await call(server.clients.queues, 'getQueueStats', { name: queue })).stats!;
     expect(stats).toMatchObject({ completed: 50, pending: 0, running: 0 });
+  });
+
+  it('a read from a MongoDB that stopped answering (frozen, partitioned) answers UNAVAILABLE, not after the socket timeout', async () => {
+    const proxy = await blackholeProxy(telemetry.port);
+    const sink = new MongoTelemetrySink(`mongodb://127.0.0.1:${proxy.port}/frozen`, { readTimeoutMs: 300 });
+    sinks.push(sink);
+    const read = () => sink.read({ queues: null, since: new Date(0) });
+    await read();
+    proxy.blackhole();
+    try {
+      const err = await read().then(() => null, (e: unknown) => e);
+      expect(isUnavailable(err), String(err)).toBe(true);
+      expect((err as Error).message).toBe('telemetry store unavailable: MongoDB did not answer within 300 ms');
+    } finally {
+      proxy.resume();
+    }
+    await waitFor(() => read().then(() => true, () => false), { what: 'reads to answer again' });
   });
 
   it('a sink first used while MongoDB is down answers UNAVAILABLE, and reaches it once it is back', async () => {

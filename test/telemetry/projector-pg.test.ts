@@ -92,13 +92,13 @@ describe('projector into the embedded Postgres sink', () => {
     expect(without.events).toEqual([]);
     // Unpacked, the details are the outbox's events one by one, in their order.
     const { rows: flat } = await sql.query(
-      `SELECT id::float8 AS "id", job_id AS "jobId", queue, type, kind, from_state AS "fromState", to_state AS "toState",
+      `SELECT id::text AS "id", job_id AS "jobId", queue, type, kind, from_state AS "fromState", to_state AS "toState",
               attempt, worker_id AS "workerId", at, wait_ms AS "waitMs", run_ms AS "runMs"
        FROM ${OUTBOX_EVENTS} f WHERE outbox_id <= $1 AND xid < $2::xid8 ORDER BY id`,
       [detailed.outbox.hiId, detailed.outbox.horizon],
     );
     expect(withDetails.events.length).toBeGreaterThan(2400);
-    expect(withDetails.events).toEqual(flat);
+    expect(withDetails.events).toEqual(flat.map((e: { id: string }) => ({ ...e, id: BigInt(e.id) })));
 
     await sink.apply(detailed.batchId, withDetails);
     await store.projectorBatchClose({ batchId: detailed.batchId });

@@ -122,4 +122,23 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
       await context.close();
     }
   });
+
+  it('a relative time moves on with the clock while its row stays the same', async () => {
+    const { client, browser, httpUrl } = env;
+    const queue = queueName('ago');
+    const { job } = await client.submit({ queue, type: 'later' });
+    const context = await browser.newContext({ baseURL: httpUrl });
+    try {
+      const page = await context.newPage();
+      // The page's clock, moved by the test: two minutes pass at once, the job unchanged.
+      await page.clock.install();
+      await page.goto(`/jobs?queue=${queue}`);
+      const ago = page.getByTestId(`job-row-${job.id}`).locator('time');
+      await expect.poll(textOf(ago), POLL).toMatch(/^\d+ s ago$/);
+      await page.clock.fastForward(125_000);
+      await expect.poll(textOf(ago), POLL).toBe('2 min ago');
+    } finally {
+      await context.close();
+    }
+  });
 });

@@ -3,7 +3,7 @@ import { Link } from 'react-router';
 import { api } from '../api';
 import { Ago } from '../components/Ago';
 import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
-import { ago, time } from '../format';
+import { time } from '../format';
 import { keys, useSchedules } from '../queries';
 import type { Schedule } from '../types';
 
@@ -53,7 +53,15 @@ export function Schedules() {
                   {s.queue} / {s.type}
                 </td>
                 <td data-testid="schedule-state">{s.paused ? 'paused' : 'active'}</td>
-                <td>{s.paused ? '—' : `${time(s.nextRunAt)} (${ago(s.nextRunAt)})`}</td>
+                <td>
+                  {s.paused ? (
+                    '—'
+                  ) : (
+                    <>
+                      {time(s.nextRunAt)} (<Ago at={s.nextRunAt} />)
+                    </>
+                  )}
+                </td>
                 <td>
                   {s.lastJobId ? (
                     <Link to={`/jobs/${s.lastJobId}`} className="mono" data-testid="schedule-last-job">

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { NonRetryableError } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
+import type { Locator } from 'playwright-core';
 import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
 
 /**
@@ -67,6 +68,15 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
         await expect.poll(() => page.locator(`option[value="${queue}"]`).count(), { ...POLL, message: path }).toBeGreaterThan(0);
         expect(await pageWidth(), path).toBeLessThanOrEqual(0);
       }
+      // The long name breaks inside its cell: the counts and the state beside it stay in the window.
+      const inWindow = (loc: Locator) => loc.evaluate((el) => el.getBoundingClientRect().right <= document.documentElement.clientWidth);
+      await page.goto('/');
+      const row = page.getByTestId(`queue-row-${queue}`);
+      await visible(row);
+      expect(await inWindow(row.getByTestId('count-cancelled'))).toBe(true);
+      await page.goto(`/jobs?queue=${queue}`);
+      await visible(page.getByTestId(`job-row-${job.id}`));
+      expect(await inWindow(page.getByTestId(`job-row-${job.id}`).getByTestId('job-state'))).toBe(true);
       await page.goto(`/dead-letters?queue=${queue}`);
       const group = page.getByTestId('dlq-group').filter({ hasText: 'yyyy' });
       await group.getByTestId('dlq-group-show').click();

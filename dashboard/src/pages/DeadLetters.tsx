@@ -176,8 +176,8 @@ export function DeadLetters() {
           <tbody>
             {(groups.data?.groups ?? []).map((g, i) => (
               <tr key={`${g.queue}|${g.type}|${g.error}`} data-testid="dlq-group" data-index={i} aria-selected={group !== null && groupKey(group) === groupKey(g)}>
-                <th scope="row">{g.queue}</th>
-                <td>{g.type}</td>
+                <th scope="row" className="name">{g.queue}</th>
+                <td className="name">{g.type}</td>
                 <td className="clip" title={g.error}>
                   {g.error || '(no error text)'}
                 </td>
@@ -276,10 +276,10 @@ export function DeadLetters() {
                 <td>
                   <CopyId id={job.id} to={`/jobs/${job.id}`} testId="job-id" />
                 </td>
-                <td>
+                <td className="name">
                   <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
                 </td>
-                <td>{job.type}</td>
+                <td className="name">{job.type}</td>
                 <td>
                   <Ago at={job.finishedAt} />
                 </td>

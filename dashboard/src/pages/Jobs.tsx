@@ -160,10 +160,10 @@ export function Jobs() {
                 <td>
                   <CopyId id={job.id} to={`/jobs/${job.id}`} testId="job-id" />
                 </td>
-                <td>
+                <td className="name">
                   <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
                 </td>
-                <td>{job.type}</td>
+                <td className="name">{job.type}</td>
                 <td>
                   <span className={`state state-${stateLabel(job.state)}`} data-testid="job-state">
                     {stateLabel(job.state)}

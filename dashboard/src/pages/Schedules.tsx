@@ -45,11 +45,11 @@ export function Schedules() {
           <tbody>
             {rows.map((s) => (
               <tr key={s.name} data-testid={`schedule-row-${s.name}`}>
-                <th scope="row">{s.name}</th>
+                <th scope="row" className="name">{s.name}</th>
                 <td className="mono">
                   {s.cron} {s.timezone && <span className="muted">({s.timezone})</span>}
                 </td>
-                <td>
+                <td className="name">
                   {s.queue} / {s.type}
                 </td>
                 <td data-testid="schedule-state">{s.paused ? 'paused' : 'active'}</td>

@@ -90,6 +90,16 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
     } finally {
       await context.close();
     }
+    // A phone-wide window: the overview's charts shrink to it.
+    const phone = await browser.newContext({ baseURL: httpUrl, viewport: { width: 390, height: 800 } });
+    try {
+      const page = await phone.newPage();
+      await page.goto('/');
+      await visible(page.getByTestId('chart-throughput').locator('canvas'));
+      expect(await page.locator('html').evaluate((el) => el.scrollWidth - el.clientWidth)).toBeLessThanOrEqual(0);
+    } finally {
+      await phone.close();
+    }
   });
 
   it('a one-line server error wider than the window wraps whole, its text also in the title', async () => {

@@ -343,6 +343,25 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect(await page.locator('h1').getByTestId('copy-id').count()).toBe(1);
   });
 
+  it('schedules: each row\'s buttons say which schedule they act on; pause and run now act on it', async () => {
+    const { page, client } = env;
+    const queue = queueName('sched');
+    const name = `nightly-${queue}`;
+    await client.upsertSchedule({ name, cron: '0 3 * * *', queue, type: 'report' });
+    await client.upsertSchedule({ name: `${name}-other`, cron: '0 4 * * *', queue, type: 'report' });
+    await page.goto('/schedules');
+    const row = page.getByTestId(`schedule-row-${name}`);
+    await visible(row);
+    expect(await attrOf(row.getByTestId('schedule-pause'), 'aria-label')()).toBe(`Pause ${name}`);
+    expect(await attrOf(row.getByTestId('schedule-trigger'), 'aria-label')()).toBe(`Run ${name} now`);
+    await page.getByRole('button', { name: `Pause ${name}`, exact: true }).click();
+    await expect.poll(textOf(row.getByTestId('schedule-state')), POLL).toBe('paused');
+    expect(await attrOf(row.getByTestId('schedule-resume'), 'aria-label')()).toBe(`Resume ${name}`);
+    expect(await textOf(page.getByTestId(`schedule-row-${name}-other`).getByTestId('schedule-state'))()).toBe('active');
+    await page.getByRole('button', { name: `Run ${name} now`, exact: true }).click();
+    await expect.poll(textOf(page.getByTestId('schedule-action-status')), POLL).toMatch(new RegExp(`^${name}: ran now, job [0-9a-f-]{36}`));
+  });
+
   it('with auth off the header says so', async () => {
     const { page } = env;
     await page.goto('/workers');

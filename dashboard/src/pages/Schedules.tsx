@@ -79,15 +79,15 @@ export function Schedules() {
                 </td>
                 <td className="actions">
                   {s.paused ? (
-                    <ActionButton testId="schedule-resume" onClick={() => action.run({ name: s.name, kind: 'resume' })} disabled={action.pending}>
+                    <ActionButton testId="schedule-resume" onClick={() => action.run({ name: s.name, kind: 'resume' })} disabled={action.pending} label={`Resume ${s.name}`}>
                       Resume
                     </ActionButton>
                   ) : (
-                    <ActionButton testId="schedule-pause" onClick={() => action.run({ name: s.name, kind: 'pause' })} disabled={action.pending}>
+                    <ActionButton testId="schedule-pause" onClick={() => action.run({ name: s.name, kind: 'pause' })} disabled={action.pending} label={`Pause ${s.name}`}>
                       Pause
                     </ActionButton>
                   )}
-                  <ActionButton testId="schedule-trigger" onClick={() => action.run({ name: s.name, kind: 'trigger' })} disabled={action.pending}>
+                  <ActionButton testId="schedule-trigger" onClick={() => action.run({ name: s.name, kind: 'trigger' })} disabled={action.pending} label={`Run ${s.name} now`}>
                     Run now
                   </ActionButton>
                 </td>

@@ -88,6 +88,11 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await page.goto(`/jobs?state=JOB_STATE_CANCELLED&queue=${queue}`);
     await visible(page.getByTestId(`job-row-${b.job.id}`));
     await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(1);
+    // A link with the API's short form of a state: the list and its checkbox agree.
+    await page.goto(`/jobs?state=cancelled&queue=${queue}`);
+    await visible(page.getByTestId(`job-row-${b.job.id}`));
+    await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(1);
+    expect(await page.getByTestId('filter-state-cancelled').isChecked()).toBe(true);
 
     await page.goto('/jobs');
     await page.getByTestId('filter-type').fill('alpha');

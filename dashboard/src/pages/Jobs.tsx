@@ -22,6 +22,17 @@ function pageTokensOf(state: unknown): string[] {
   return Array.isArray(tokens) && tokens.every((t) => typeof t === 'string') ? tokens : [];
 }
 
+/**
+ * A state of the URL as the checkboxes name it. `?state=DLQ` (the API's short form, what a
+ * person types into a link; any case) is JOB_STATE_DLQ, so its box shows checked for the
+ * filter the list applies. Anything else is kept as given: the server's line says why it is refused.
+ */
+function urlState(value: string): string {
+  const upper = value.toUpperCase();
+  const full = upper.startsWith('JOB_STATE_') ? upper : `JOB_STATE_${upper}`;
+  return (JOB_STATES as readonly string[]).includes(full) ? full : value;
+}
+
 /** The /jobs page. */
 export function Jobs() {
   const [search, setSearch] = useSearchParams();
@@ -30,7 +41,7 @@ export function Jobs() {
   const listQueue = useListQueue(search.get('queue') ?? '');
   const filter = {
     queue: listQueue.queue ?? '',
-    states: search.getAll('state') as JobState[],
+    states: search.getAll('state').map(urlState) as JobState[],
     type: search.get('type') ?? '',
     key: search.get('key') ?? '',
   };

@@ -140,6 +140,9 @@ export function DeadLetters() {
               {name}
             </option>
           ))}
+          {/* A queue of the URL not listed (a token limited by a prefix, which lists no queue
+              names; a queue not made yet): the picker shows it, not "all queues". */}
+          {queue && !listQueue.names.includes(queue) && <option value={queue}>{queue}</option>}
         </select>
       </label>
       <ActionStatus outcome={outcome} testId="dlq-action-status" />

@@ -64,6 +64,36 @@ export function requireAuth(required: boolean): void {
   emitAuth();
 }
 
+/**
+ * Whether the last request found no server at all (the connection refused or dropped: the
+ * server is down or restarting), until the next answer of any kind. While it is, the page
+ * says so once, in a banner under the header (Layout), instead of one identical line per
+ * view (ErrorLine leaves such an error to the banner).
+ */
+let unreachable = false;
+const reachListeners = new Set<() => void>();
+function reachSet(value: boolean): void {
+  if (unreachable === value) return;
+  unreachable = value;
+  for (const listener of reachListeners) listener();
+}
+
+/** True while the server cannot be reached (see `unreachable`). */
+export function isServerUnreachable(): boolean {
+  return unreachable;
+}
+
+/** Subscribes to isServerUnreachable's changes (useSyncExternalStore); returns the unsubscribe. */
+export function subscribeReach(listener: () => void): () => void {
+  reachListeners.add(listener);
+  return () => reachListeners.delete(listener);
+}
+
+/** Whether an error is the server not being reached at all (no answer), which the banner reports. */
+export function isUnreachableError(error: unknown): boolean {
+  return error instanceof ApiError && error.status === 0;
+}
+
 type Query = Record<string, string | number | readonly string[] | undefined>;
 
 /**
@@ -104,8 +134,10 @@ export async function api<T>(
     });
   } catch (cause) {
     if (cause instanceof DOMException && cause.name === 'AbortError') throw cause;
+    reachSet(true);
     throw new ApiError(0, 'UNAVAILABLE', 'the server cannot be reached', { cause });
   }
+  reachSet(false);
   const text = await response.text();
   let parsed: unknown = undefined;
   try {

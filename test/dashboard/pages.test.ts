@@ -67,6 +67,30 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
+  it('a server that cannot be reached is said once, by one banner, over the last answers; it goes when the server answers', async () => {
+    const { page, client } = env;
+    const queue = queueName('down');
+    await client.submit({ queue, type: 'work' });
+    // The connection refused, as by a server that is down: every read of the page fails alike.
+    let down = false;
+    await page.route('**/v1/**', (route) => (down ? route.abort('connectionrefused') : route.continue()));
+    try {
+      await page.goto('/');
+      const row = page.getByTestId(`queue-row-${queue}`);
+      await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('1');
+      down = true;
+      await expect.poll(textOf(page.getByTestId('unreachable')), POLL).toMatch(/^UNAVAILABLE: the server cannot be reached/);
+      // The overview's two reads (stats, series) failed: one alert for both, the numbers kept.
+      await expect.poll(countOf(page.getByTestId('series-error')), POLL).toBe(0);
+      expect(await page.locator('[role="alert"]').count()).toBe(1);
+      expect(await textOf(row.getByTestId('count-pending'))()).toBe('1');
+      down = false;
+      await expect.poll(countOf(page.getByTestId('unreachable')), POLL).toBe(0);
+    } finally {
+      await page.unroute('**/v1/**');
+    }
+  });
+
   it('jobs: the filters (queue + state, type, idempotency key) show only matching rows', async () => {
     const { page, client } = env;
     const queue = queueName('filt');

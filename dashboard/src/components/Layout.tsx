@@ -4,7 +4,7 @@
  */
 import { NavLink, Outlet } from 'react-router';
 import { CallerBadge, TokenForm, useAuthRequired, useCaller } from '../auth';
-import { ErrorLine } from './status';
+import { ErrorLine, UnreachableBanner } from './status';
 
 const PAGES = [
   { to: '/', label: 'Overview', testId: 'nav-overview' },
@@ -39,6 +39,7 @@ export function Layout() {
         <CallerBadge />
       </header>
       <main id="main" tabIndex={-1}>
+        <UnreachableBanner />
         {authRequired ? (
           <TokenForm />
         ) : (

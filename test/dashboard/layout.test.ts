@@ -138,6 +138,9 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
       const ago = page.getByTestId(`job-row-${job.id}`).locator('time');
       await expect.poll(textOf(ago), POLL).toMatch(/ago$/);
       expect(await attrOf(ago, 'title')()).toMatch(/\bE[SD]T$/);
+      // The charts' time axis has no room for a zone: their captions name it.
+      await page.goto('/');
+      await expect.poll(textOf(page.getByTestId('chart-throughput').locator('figcaption')), POLL).toMatch(/\(times in E[SD]T\)$/);
     } finally {
       await context.close();
     }

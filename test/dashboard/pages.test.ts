@@ -161,6 +161,42 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 1');
   });
 
+  it('jobs: Next waits while the next page loads, so a second click shows the third page, numbered 3', async () => {
+    const { page, client, httpUrl } = env;
+    const queue = queueName('slowpage');
+    await client.submitMany(Array.from({ length: 110 }, (_, i) => ({ queue, type: 'paged', payload: { n: i } })));
+    type Page = { jobs: { id: string }[]; nextPageToken?: string };
+    const apiPage = async (token?: string) =>
+      (await httpCall(httpUrl, 'GET', '/v1/jobs', { query: { queue, page_size: '50', ...(token ? { page_token: token } : {}) } })).body as Page;
+    const second = await apiPage((await apiPage()).nextPageToken);
+    const third = await apiPage(second.nextPageToken);
+    // A page asked with a token is held until released, so a click while it loads is seen.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route('**/v1/jobs?*', async (route) => {
+      if (new URL(route.request().url()).searchParams.has('page_token')) await held;
+      await route.continue();
+    });
+    try {
+      await page.goto(`/jobs?queue=${queue}`);
+      const rows = page.locator('[data-testid^="job-row-"]');
+      await expect.poll(countOf(rows), POLL).toBe(50);
+      await page.getByTestId('jobs-next').click();
+      // The first page's rows are still shown: their next token is not the second page's.
+      await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2 (loading…)');
+      expect(await page.getByTestId('jobs-next').isDisabled()).toBe(true);
+      release();
+      await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2');
+      await expect.poll(attrOf(rows.first(), 'data-testid'), POLL).toBe(`job-row-${second.jobs[0]!.id}`);
+      await page.getByTestId('jobs-next').click();
+      await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 3');
+      await expect.poll(attrOf(rows.first(), 'data-testid'), POLL).toBe(`job-row-${third.jobs[0]!.id}`);
+      await expect.poll(countOf(rows), POLL).toBe(10);
+    } finally {
+      await page.unroute('**/v1/jobs?*');
+    }
+  });
+
   it('a job that failed once then completed shows two attempts, the first with its error', async () => {
     const { page, client } = env;
     const queue = queueName('att');

@@ -127,7 +127,10 @@ export function DeadLetters() {
   const totalGroups = groups.data?.totalGroups ?? listed;
   const limited = totalGroups > listed;
   const rows = jobs.data?.jobs ?? [];
-  const next = jobs.data?.nextPageToken;
+  // While a page loads the rows are the page before's, and so is their next token: Next
+  // waits for the page (as on the jobs page).
+  const loadingPage = jobs.isPlaceholderData;
+  const next = loadingPage ? undefined : jobs.data?.nextPageToken;
   return (
     <section>
       <h1>Dead letters</h1>
@@ -310,7 +313,10 @@ export function DeadLetters() {
         <button type="button" disabled={tokens.length === 0} onClick={() => setTokens(tokens.slice(0, -1))} data-testid="dlq-prev">
           Previous
         </button>
-        <span className="muted">Page {tokens.length + 1}</span>
+        <span className="muted">
+          Page {tokens.length + 1}
+          {loadingPage ? ' (loading…)' : ''}
+        </span>
         <button type="button" disabled={!next} onClick={() => next && setTokens([...tokens, next])} data-testid="dlq-next">
           Next
         </button>

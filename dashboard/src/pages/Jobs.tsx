@@ -92,7 +92,11 @@ export function Jobs() {
     setForm({ ...form, states: on ? [...form.states, state] : form.states.filter((s) => s !== state) });
   }
   const rows = jobs.data?.jobs ?? [];
-  const next = jobs.data?.nextPageToken;
+  // While a page loads, the rows shown are the page before's (placeholderData): its next
+  // token is not this page's, so Next waits for the page (a second click would show the
+  // page just asked for under the next page's number, twice in the history).
+  const loadingPage = jobs.isPlaceholderData;
+  const next = loadingPage ? undefined : jobs.data?.nextPageToken;
   return (
     <section>
       <h1>Jobs</h1>
@@ -205,6 +209,7 @@ export function Jobs() {
         </button>
         <span className="muted" data-testid="jobs-page">
           Page {tokens.length + 1}
+          {loadingPage ? ' (loading…)' : ''}
         </span>
         <button type="button" disabled={!next} onClick={() => next && goPage([...tokens, next])} data-testid="jobs-next">
           Next

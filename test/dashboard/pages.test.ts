@@ -363,6 +363,28 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect(answer.status()).toBe(200);
   });
 
+  it('a dependency graph whose code cannot be loaded (the server down or upgraded) says so in one line; the rest of the page stays', async () => {
+    const { browser, httpUrl, client } = env;
+    const queue = queueName('nograph');
+    const [parent, child] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      { queue, type: 'then', dependsOnRefs: ['first'] },
+    ]);
+    const context = await browser.newContext({ baseURL: httpUrl });
+    try {
+      const page = await context.newPage();
+      // The graph's chunk (loaded on demand) refused, as by a server that is down at that moment.
+      await page.route('**/assets/DepGraph-*', (route) => route.abort('connectionrefused'));
+      await page.goto(`/jobs/${child!.job.id}`);
+      await expect.poll(textOf(page.getByTestId('boundary-error')), POLL).toMatch(/^The dependency graph could not be shown/);
+      await expect.poll(textOf(page.getByTestId('job-parent')), POLL).toBe(parent!.job.id);
+      await visible(page.getByTestId('job-state'));
+      await visible(page.getByTestId('nav-jobs'));
+    } finally {
+      await context.close();
+    }
+  });
+
   it('a job\'s dependency graph: its other jobs are tab stops that Enter or Space opens; this job\'s node and the edges are not', async () => {
     const { page, client } = env;
     const queue = queueName('graph');

@@ -2,8 +2,9 @@
  * The page frame: the header with the caller, the navigation (NavLink sets aria-current on
  * the page shown), and either the page or, after a 401, the token form.
  */
-import { NavLink, Outlet } from 'react-router';
+import { NavLink, Outlet, useLocation } from 'react-router';
 import { CallerBadge, TokenForm, useAuthRequired, useCaller } from '../auth';
+import { Boundary } from './Boundary';
 import { ErrorLine, UnreachableBanner } from './status';
 
 const PAGES = [
@@ -18,6 +19,7 @@ const PAGES = [
 export function Layout() {
   const authRequired = useAuthRequired();
   const caller = useCaller();
+  const location = useLocation();
   return (
     <>
       <a className="skip" href="#main">
@@ -45,7 +47,10 @@ export function Layout() {
         ) : (
           <>
             {caller.error ? <ErrorLine error={caller.error} testId="caller-error" /> : null}
-            <Outlet />
+            {/* Keyed by the route, so leaving a page that failed to draw starts the next one afresh. */}
+            <Boundary key={location.pathname} what="This page">
+              <Outlet />
+            </Boundary>
           </>
         )}
       </main>

@@ -341,6 +341,26 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).maxConcurrency).toBe(3);
   });
 
+  it('a settings field left empty is refused on the form, never saved as "keep the old value"', async () => {
+    const { page, client } = env;
+    const queue = await queueSettingsOpen('empty');
+    let puts = 0;
+    const counted = (request: { method(): string }) => void (request.method() === 'PUT' && (puts += 1));
+    page.on('request', counted);
+    try {
+      await page.getByTestId('setting-maxAttempts').fill('');
+      await page.getByTestId('queue-save').click();
+      expect(await page.getByTestId('setting-maxAttempts').evaluate((el) => (el as HTMLInputElement).validity.valueMissing)).toBe(true);
+      // Then a value: that save is the only one sent.
+      await page.getByTestId('setting-maxAttempts').fill('6');
+      await page.getByTestId('queue-save').click();
+      await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(6);
+      expect(puts).toBe(1);
+    } finally {
+      page.off('request', counted);
+    }
+  });
+
   it('a settings edit not yet saved survives pausing the queue, and then saves', async () => {
     const { page, client } = env;
     const queue = await queueSettingsOpen('edit');

@@ -91,6 +91,28 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
+  it('a page opened while the server is starting gets its action buttons once the server answers who the caller is', async () => {
+    const { page, client } = env;
+    const queue = queueName('starting');
+    await client.upsertQueue(queue, {});
+    // The first three asks of the caller (the first read and its two retries) answered as a
+    // starting server answers; then the server's own answers.
+    let asked = 0;
+    await page.route('**/v1/caller', async (route) => {
+      asked += 1;
+      if (asked > 3) return route.continue();
+      await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ code: 'UNAVAILABLE', message: 'the server is starting: waiting for the database' }) });
+    });
+    try {
+      await page.goto(`/queues/${queue}`);
+      await expect.poll(textOf(page.getByTestId('caller-error')), POLL).toMatch(/^UNAVAILABLE: the server is starting/);
+      await visible(page.getByTestId('queue-pause'));
+      await expect.poll(countOf(page.getByTestId('caller-error')), POLL).toBe(0);
+    } finally {
+      await page.unroute('**/v1/caller');
+    }
+  });
+
   it('jobs: the filters (queue + state, type, idempotency key) show only matching rows', async () => {
     const { page, client } = env;
     const queue = queueName('filt');

@@ -69,7 +69,7 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
         expect(await pageWidth(), path).toBeLessThanOrEqual(0);
       }
       // The long name breaks inside its cell: the counts and the state beside it stay in the window.
-      const inWindow = (loc: Locator) => loc.evaluate((el) => el.getBoundingClientRect().right <= document.documentElement.clientWidth);
+      const inWindow = (loc: Locator) => loc.evaluate((el) => el.getBoundingClientRect().right <= el.ownerDocument.documentElement.clientWidth);
       await page.goto('/');
       const row = page.getByTestId(`queue-row-${queue}`);
       await visible(row);

@@ -372,7 +372,7 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     try {
       await page.getByTestId('setting-maxAttempts').fill('');
       await page.getByTestId('queue-save').click();
-      expect(await page.getByTestId('setting-maxAttempts').evaluate((el) => (el as HTMLInputElement).validity.valueMissing)).toBe(true);
+      expect(await page.getByTestId('setting-maxAttempts').evaluate((el) => (el as unknown as { validity: { valueMissing: boolean } }).validity.valueMissing)).toBe(true);
       // Then a value: that save is the only one sent.
       await page.getByTestId('setting-maxAttempts').fill('6');
       await page.getByTestId('queue-save').click();

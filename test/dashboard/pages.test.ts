@@ -427,6 +427,23 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
+  it('an action\'s result line stays with its job: opening another job from the page shows none', async () => {
+    const { page, client } = env;
+    const queue = queueName('carry');
+    const [parent, child] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      { queue, type: 'then', dependsOnRefs: ['first'] },
+    ]);
+    await page.goto(`/jobs/${child!.job.id}`);
+    await page.getByTestId('job-cancel').click();
+    await expect.poll(textOf(page.getByTestId('job-action-status')), POLL).toBe('Cancel: the job is now cancelled');
+    // The parent, from the child's list of parents (a link within the app): not cancelled, no line.
+    await page.getByTestId('job-parent').click();
+    await expect.poll(textOf(page.getByTestId('job-page-id')), POLL).toBe(parent!.job.id);
+    await expect.poll(textOf(page.getByTestId('job-state')), POLL).toBe('pending');
+    expect(await textOf(page.getByTestId('job-action-status'))()).toBe('');
+  });
+
   it('a job\'s dependency graph: its other jobs are tab stops that Enter or Space opens; this job\'s node and the edges are not', async () => {
     const { page, client } = env;
     const queue = queueName('graph');

@@ -40,28 +40,74 @@ export function setToken(token: string | null): void {
   emitAuth();
 }
 
-let authRequired = false;
-const listeners = new Set<() => void>();
+/**
+ * A boolean the UI reads through useSyncExternalStore: its value, a setter that tells the
+ * subscribers when it changes, `notify` for a change kept elsewhere (the stored token), and
+ * the subscription (which returns its unsubscribe).
+ */
+function flag(initial: boolean) {
+  let value = initial;
+  const listeners = new Set<() => void>();
+  const notify = () => {
+    for (const listener of listeners) listener();
+  };
+  return {
+    get: () => value,
+    set(next: boolean): void {
+      if (value === next) return;
+      value = next;
+      notify();
+    },
+    notify,
+    subscribe(listener: () => void): () => void {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}
+
+/** True after a 401, until a token is set; its subscribers also hear of token changes. */
+const auth = flag(false);
 function emitAuth(): void {
-  for (const listener of listeners) listener();
+  auth.notify();
 }
 
 /** True after a 401, until a token is set: the app shows the token form meanwhile. */
 export function isAuthRequired(): boolean {
-  return authRequired;
+  return auth.get();
 }
 
 /** Subscribes to auth changes (useSyncExternalStore); returns the unsubscribe. */
 export function subscribeAuth(listener: () => void): () => void {
-  listeners.add(listener);
-  return () => listeners.delete(listener);
+  return auth.subscribe(listener);
 }
 
 /** Marks the session as needing a token (a 401, or "sign out"). */
 export function requireAuth(required: boolean): void {
-  if (authRequired === required) return;
-  authRequired = required;
-  emitAuth();
+  auth.set(required);
+}
+
+/**
+ * Whether the last request found no server at all (the connection refused or dropped: the
+ * server is down or restarting), until the next answer of any kind. While it is, the page
+ * says so once, in a banner under the header (Layout), instead of one identical line per
+ * view (ErrorLine leaves such an error to the banner).
+ */
+const unreachable = flag(false);
+
+/** True while the server cannot be reached (see `unreachable`). */
+export function isServerUnreachable(): boolean {
+  return unreachable.get();
+}
+
+/** Subscribes to isServerUnreachable's changes (useSyncExternalStore); returns the unsubscribe. */
+export function subscribeReach(listener: () => void): () => void {
+  return unreachable.subscribe(listener);
+}
+
+/** Whether an error is the server not being reached at all (no answer), which the banner reports. */
+export function isUnreachableError(error: unknown): boolean {
+  return error instanceof ApiError && error.status === 0;
 }
 
 type Query = Record<string, string | number | readonly string[] | undefined>;
@@ -104,8 +150,10 @@ export async function api<T>(
     });
   } catch (cause) {
     if (cause instanceof DOMException && cause.name === 'AbortError') throw cause;
+    unreachable.set(true);
     throw new ApiError(0, 'UNAVAILABLE', 'the server cannot be reached', { cause });
   }
+  unreachable.set(false);
   const text = await response.text();
   let parsed: unknown = undefined;
   try {

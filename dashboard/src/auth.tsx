@@ -11,13 +11,22 @@ import { api, getToken, isAuthRequired, requireAuth, setToken, subscribeAuth } f
 import { enumLabel } from './format';
 import type { Caller } from './types';
 
-/** The caller query (refreshed rarely: a role does not change under a token). */
+/** How often the caller is asked while it has no answer: as often as the live views poll (queries.ts LIVE_MS). */
+const CALLER_RETRY_MS = 2000;
+
+/**
+ * The caller query (refreshed rarely once known: a role does not change under a token).
+ * Until it has an answer it is asked again every CALLER_RETRY_MS: a page opened while the server was
+ * starting (503) or down would otherwise give up after its retries and show no action button,
+ * and the failed line, for as long as the tab stayed open, while every other view recovered.
+ */
 export function useCaller() {
   const required = useAuthRequired();
   return useQuery({
     queryKey: ['caller'],
     queryFn: ({ signal }) => api<Caller>('GET', '/caller', { signal }),
     staleTime: 60_000,
+    refetchInterval: (query) => (query.state.data ? false : CALLER_RETRY_MS),
     enabled: !required,
   });
 }

@@ -86,6 +86,14 @@ export function time(value: string | undefined): string {
   return Number.isNaN(date.getTime()) ? value : date.toLocaleString(undefined, { timeZoneName: 'short' });
 }
 
+/**
+ * The browser's time zone as `time` names it ("EST", "UTC", "GMT+1"), for what shows times
+ * without a date of their own to carry the name (the charts' time axis).
+ */
+export function zoneName(at = new Date()): string {
+  return new Intl.DateTimeFormat(undefined, { timeZoneName: 'short' }).formatToParts(at).find((p) => p.type === 'timeZoneName')?.value ?? '';
+}
+
 /** "2 min ago" / "in 5 s" relative to now. */
 export function ago(value: string | undefined, now = Date.now()): string {
   if (!value) return '—';

@@ -83,6 +83,14 @@ async function statesOf(ids: string[]): Promise<string[]> {
 }
 
 describe.skipIf(SKIP_BROWSER)('the dead letters page in Chromium', () => {
+  it('a queue of the URL that the queue list does not hold is the one the picker shows, not "all queues"', async () => {
+    const { page } = env;
+    const queue = queueName('unlisted');
+    await page.goto(`/dead-letters?queue=${queue}`);
+    await expect.poll(() => page.getByTestId('dlq-queue').inputValue(), POLL).toBe(queue);
+    await visible(page.getByTestId('dlq-purge-all'));
+  });
+
   it('"Show jobs" lists the jobs of a group whose error has emoji (cut to 200 code points, as the server cuts)', async () => {
     const { page } = env;
     const queue = queueName('dlqemoji');

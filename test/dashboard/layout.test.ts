@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { NonRetryableError } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
+import type { Locator } from 'playwright-core';
 import { POLL, attrOf, dashboardSetup, textOf, visible, SKIP_BROWSER } from './helpers.js';
 
 /**
@@ -67,6 +68,15 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
         await expect.poll(() => page.locator(`option[value="${queue}"]`).count(), { ...POLL, message: path }).toBeGreaterThan(0);
         expect(await pageWidth(), path).toBeLessThanOrEqual(0);
       }
+      // The long name breaks inside its cell: the counts and the state beside it stay in the window.
+      const inWindow = (loc: Locator) => loc.evaluate((el) => el.getBoundingClientRect().right <= el.ownerDocument.documentElement.clientWidth);
+      await page.goto('/');
+      const row = page.getByTestId(`queue-row-${queue}`);
+      await visible(row);
+      expect(await inWindow(row.getByTestId('count-cancelled'))).toBe(true);
+      await page.goto(`/jobs?queue=${queue}`);
+      await visible(page.getByTestId(`job-row-${job.id}`));
+      expect(await inWindow(page.getByTestId(`job-row-${job.id}`).getByTestId('job-state'))).toBe(true);
       await page.goto(`/dead-letters?queue=${queue}`);
       const group = page.getByTestId('dlq-group').filter({ hasText: 'yyyy' });
       await group.getByTestId('dlq-group-show').click();
@@ -79,6 +89,16 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
       await dialog.getByTestId('purge-cancel').click();
     } finally {
       await context.close();
+    }
+    // A phone-wide window: the overview's charts shrink to it.
+    const phone = await browser.newContext({ baseURL: httpUrl, viewport: { width: 390, height: 800 } });
+    try {
+      const page = await phone.newPage();
+      await page.goto('/');
+      await visible(page.getByTestId('chart-throughput').locator('canvas'));
+      expect(await page.locator('html').evaluate((el) => el.scrollWidth - el.clientWidth)).toBeLessThanOrEqual(0);
+    } finally {
+      await phone.close();
     }
   });
 
@@ -118,6 +138,28 @@ describe.skipIf(SKIP_BROWSER)('the dashboard\'s layout of long text in Chromium'
       const ago = page.getByTestId(`job-row-${job.id}`).locator('time');
       await expect.poll(textOf(ago), POLL).toMatch(/ago$/);
       expect(await attrOf(ago, 'title')()).toMatch(/\bE[SD]T$/);
+      // The charts' time axis has no room for a zone: their captions name it.
+      await page.goto('/');
+      await expect.poll(textOf(page.getByTestId('chart-throughput').locator('figcaption')), POLL).toMatch(/\(times in E[SD]T\)$/);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('a relative time moves on with the clock while its row stays the same', async () => {
+    const { client, browser, httpUrl } = env;
+    const queue = queueName('ago');
+    const { job } = await client.submit({ queue, type: 'later' });
+    const context = await browser.newContext({ baseURL: httpUrl });
+    try {
+      const page = await context.newPage();
+      // The page's clock, moved by the test: two minutes pass at once, the job unchanged.
+      await page.clock.install();
+      await page.goto(`/jobs?queue=${queue}`);
+      const ago = page.getByTestId(`job-row-${job.id}`).locator('time');
+      await expect.poll(textOf(ago), POLL).toMatch(/^\d+ s ago$/);
+      await page.clock.fastForward(125_000);
+      await expect.poll(textOf(ago), POLL).toBe('2 min ago');
     } finally {
       await context.close();
     }

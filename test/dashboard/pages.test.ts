@@ -67,6 +67,52 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
+  it('a server that cannot be reached is said once, by one banner, over the last answers; it goes when the server answers', async () => {
+    const { page, client } = env;
+    const queue = queueName('down');
+    await client.submit({ queue, type: 'work' });
+    // The connection refused, as by a server that is down: every read of the page fails alike.
+    let down = false;
+    await page.route('**/v1/**', (route) => (down ? route.abort('connectionrefused') : route.continue()));
+    try {
+      await page.goto('/');
+      const row = page.getByTestId(`queue-row-${queue}`);
+      await expect.poll(textOf(row.getByTestId('count-pending')), POLL).toBe('1');
+      down = true;
+      await expect.poll(textOf(page.getByTestId('unreachable')), POLL).toMatch(/^UNAVAILABLE: the server cannot be reached/);
+      // The overview's two reads (stats, series) failed: one alert for both, the numbers kept.
+      await expect.poll(countOf(page.getByTestId('series-error')), POLL).toBe(0);
+      expect(await page.locator('[role="alert"]').count()).toBe(1);
+      expect(await textOf(row.getByTestId('count-pending'))()).toBe('1');
+      down = false;
+      await expect.poll(countOf(page.getByTestId('unreachable')), POLL).toBe(0);
+    } finally {
+      await page.unroute('**/v1/**');
+    }
+  });
+
+  it('a page opened while the server is starting gets its action buttons once the server answers who the caller is', async () => {
+    const { page, client } = env;
+    const queue = queueName('starting');
+    await client.upsertQueue(queue, {});
+    // The first three asks of the caller (the first read and its two retries) answered as a
+    // starting server answers; then the server's own answers.
+    let asked = 0;
+    await page.route('**/v1/caller', async (route) => {
+      asked += 1;
+      if (asked > 3) return route.continue();
+      await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ code: 'UNAVAILABLE', message: 'the server is starting: waiting for the database' }) });
+    });
+    try {
+      await page.goto(`/queues/${queue}`);
+      await expect.poll(textOf(page.getByTestId('caller-error')), POLL).toMatch(/^UNAVAILABLE: the server is starting/);
+      await visible(page.getByTestId('queue-pause'));
+      await expect.poll(countOf(page.getByTestId('caller-error')), POLL).toBe(0);
+    } finally {
+      await page.unroute('**/v1/caller');
+    }
+  });
+
   it('jobs: the filters (queue + state, type, idempotency key) show only matching rows', async () => {
     const { page, client } = env;
     const queue = queueName('filt');
@@ -88,6 +134,11 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await page.goto(`/jobs?state=JOB_STATE_CANCELLED&queue=${queue}`);
     await visible(page.getByTestId(`job-row-${b.job.id}`));
     await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(1);
+    // A link with the API's short form of a state: the list and its checkbox agree.
+    await page.goto(`/jobs?state=cancelled&queue=${queue}`);
+    await visible(page.getByTestId(`job-row-${b.job.id}`));
+    await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(1);
+    expect(await page.getByTestId('filter-state-cancelled').isChecked()).toBe(true);
 
     await page.goto('/jobs');
     await page.getByTestId('filter-type').fill('alpha');
@@ -130,6 +181,42 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2');
     await page.getByTestId('filter-apply').click();
     await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 1');
+  });
+
+  it('jobs: Next waits while the next page loads, so a second click shows the third page, numbered 3', async () => {
+    const { page, client, httpUrl } = env;
+    const queue = queueName('slowpage');
+    await client.submitMany(Array.from({ length: 110 }, (_, i) => ({ queue, type: 'paged', payload: { n: i } })));
+    type Page = { jobs: { id: string }[]; nextPageToken?: string };
+    const apiPage = async (token?: string) =>
+      (await httpCall(httpUrl, 'GET', '/v1/jobs', { query: { queue, page_size: '50', ...(token ? { page_token: token } : {}) } })).body as Page;
+    const second = await apiPage((await apiPage()).nextPageToken);
+    const third = await apiPage(second.nextPageToken);
+    // A page asked with a token is held until released, so a click while it loads is seen.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route('**/v1/jobs?*', async (route) => {
+      if (new URL(route.request().url()).searchParams.has('page_token')) await held;
+      await route.continue();
+    });
+    try {
+      await page.goto(`/jobs?queue=${queue}`);
+      const rows = page.locator('[data-testid^="job-row-"]');
+      await expect.poll(countOf(rows), POLL).toBe(50);
+      await page.getByTestId('jobs-next').click();
+      // The first page's rows are still shown: their next token is not the second page's.
+      await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2 (loading…)');
+      expect(await page.getByTestId('jobs-next').isDisabled()).toBe(true);
+      release();
+      await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 2');
+      await expect.poll(attrOf(rows.first(), 'data-testid'), POLL).toBe(`job-row-${second.jobs[0]!.id}`);
+      await page.getByTestId('jobs-next').click();
+      await expect.poll(textOf(page.getByTestId('jobs-page')), POLL).toBe('Page 3');
+      await expect.poll(attrOf(rows.first(), 'data-testid'), POLL).toBe(`job-row-${third.jobs[0]!.id}`);
+      await expect.poll(countOf(rows), POLL).toBe(10);
+    } finally {
+      await page.unroute('**/v1/jobs?*');
+    }
   });
 
   it('a job that failed once then completed shows two attempts, the first with its error', async () => {
@@ -276,6 +363,26 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).maxConcurrency).toBe(3);
   });
 
+  it('a settings field left empty is refused on the form, never saved as "keep the old value"', async () => {
+    const { page, client } = env;
+    const queue = await queueSettingsOpen('empty');
+    let puts = 0;
+    const counted = (request: { method(): string }) => void (request.method() === 'PUT' && (puts += 1));
+    page.on('request', counted);
+    try {
+      await page.getByTestId('setting-maxAttempts').fill('');
+      await page.getByTestId('queue-save').click();
+      expect(await page.getByTestId('setting-maxAttempts').evaluate((el) => (el as unknown as { validity: { valueMissing: boolean } }).validity.valueMissing)).toBe(true);
+      // Then a value: that save is the only one sent.
+      await page.getByTestId('setting-maxAttempts').fill('6');
+      await page.getByTestId('queue-save').click();
+      await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(6);
+      expect(puts).toBe(1);
+    } finally {
+      page.off('request', counted);
+    }
+  });
+
   it('a settings edit not yet saved survives pausing the queue, and then saves', async () => {
     const { page, client } = env;
     const queue = await queueSettingsOpen('edit');
@@ -296,6 +403,45 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     const answer = await icon;
     expect(new URL(answer.url()).pathname).toBe('/favicon.svg');
     expect(answer.status()).toBe(200);
+  });
+
+  it('a dependency graph whose code cannot be loaded (the server down or upgraded) says so in one line; the rest of the page stays', async () => {
+    const { browser, httpUrl, client } = env;
+    const queue = queueName('nograph');
+    const [parent, child] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      { queue, type: 'then', dependsOnRefs: ['first'] },
+    ]);
+    const context = await browser.newContext({ baseURL: httpUrl });
+    try {
+      const page = await context.newPage();
+      // The graph's chunk (loaded on demand) refused, as by a server that is down at that moment.
+      await page.route('**/assets/DepGraph-*', (route) => route.abort('connectionrefused'));
+      await page.goto(`/jobs/${child!.job.id}`);
+      await expect.poll(textOf(page.getByTestId('boundary-error')), POLL).toMatch(/^The dependency graph could not be shown/);
+      await expect.poll(textOf(page.getByTestId('job-parent')), POLL).toBe(parent!.job.id);
+      await visible(page.getByTestId('job-state'));
+      await visible(page.getByTestId('nav-jobs'));
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('an action\'s result line stays with its job: opening another job from the page shows none', async () => {
+    const { page, client } = env;
+    const queue = queueName('carry');
+    const [parent, child] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      { queue, type: 'then', dependsOnRefs: ['first'] },
+    ]);
+    await page.goto(`/jobs/${child!.job.id}`);
+    await page.getByTestId('job-cancel').click();
+    await expect.poll(textOf(page.getByTestId('job-action-status')), POLL).toBe('Cancel: the job is now cancelled');
+    // The parent, from the child's list of parents (a link within the app): not cancelled, no line.
+    await page.getByTestId('job-parent').click();
+    await expect.poll(textOf(page.getByTestId('job-page-id')), POLL).toBe(parent!.job.id);
+    await expect.poll(textOf(page.getByTestId('job-state')), POLL).toBe('pending');
+    expect(await textOf(page.getByTestId('job-action-status'))()).toBe('');
   });
 
   it('a job\'s dependency graph: its other jobs are tab stops that Enter or Space opens; this job\'s node and the edges are not', async () => {
@@ -341,6 +487,25 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await page.goto(`/jobs/${job.id}`);
     await expect.poll(textOf(page.getByTestId('job-state')), POLL).toBe('pending');
     expect(await page.locator('h1').getByTestId('copy-id').count()).toBe(1);
+  });
+
+  it('schedules: each row\'s buttons say which schedule they act on; pause and run now act on it', async () => {
+    const { page, client } = env;
+    const queue = queueName('sched');
+    const name = `nightly-${queue}`;
+    await client.upsertSchedule({ name, cron: '0 3 * * *', queue, type: 'report' });
+    await client.upsertSchedule({ name: `${name}-other`, cron: '0 4 * * *', queue, type: 'report' });
+    await page.goto('/schedules');
+    const row = page.getByTestId(`schedule-row-${name}`);
+    await visible(row);
+    expect(await attrOf(row.getByTestId('schedule-pause'), 'aria-label')()).toBe(`Pause ${name}`);
+    expect(await attrOf(row.getByTestId('schedule-trigger'), 'aria-label')()).toBe(`Run ${name} now`);
+    await page.getByRole('button', { name: `Pause ${name}`, exact: true }).click();
+    await expect.poll(textOf(row.getByTestId('schedule-state')), POLL).toBe('paused');
+    expect(await attrOf(row.getByTestId('schedule-resume'), 'aria-label')()).toBe(`Resume ${name}`);
+    expect(await textOf(page.getByTestId(`schedule-row-${name}-other`).getByTestId('schedule-state'))()).toBe('active');
+    await page.getByRole('button', { name: `Run ${name} now`, exact: true }).click();
+    await expect.poll(textOf(page.getByTestId('schedule-action-status')), POLL).toMatch(new RegExp(`^${name}: ran now, job [0-9a-f-]{36}`));
   });
 
   it('with auth off the header says so', async () => {

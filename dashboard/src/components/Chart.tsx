@@ -1,11 +1,13 @@
 /**
  * A time-series line chart (uPlot: small, canvas, fast with live updates). The plot is
  * built once per theme and fed new data in place; its colours come from the CSS variables
- * so it follows light and dark. The numbers it draws are also shown as text elsewhere.
+ * so it follows light and dark. The numbers it draws are also shown as text elsewhere. Its
+ * time axis is in the browser's zone, named in the caption as every time of the dashboard is.
  */
 import { useEffect, useRef } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import { time, zoneName } from '../format';
 import { cssVar, useTheme } from './theme';
 
 export interface ChartSeries {
@@ -41,7 +43,8 @@ export function Chart(props: {
       scales: { x: { time: true } },
       axes: [axis, { ...axis, label: yLabel, size: 60 }],
       series: [
-        {},
+        // The legend's time (where the pointer is): the exact minute, its zone named.
+        { value: (_u: uPlot, v: number | null) => (v == null ? '—' : time(new Date(v * 1000).toISOString())) },
         ...series.map((s) => ({
           label: s.label,
           stroke: cssVar(s.color),
@@ -68,7 +71,10 @@ export function Chart(props: {
 
   return (
     <figure className="chart" data-testid={props.testId}>
-      <figcaption>{props.title}</figcaption>
+      {/* The axis shows the browser's local times without a zone: the caption names it. */}
+      <figcaption>
+        {props.title} <span className="muted">(times in {zoneName()})</span>
+      </figcaption>
       <div ref={box} role="img" aria-label={`${props.title} chart; the numbers are in the table`} />
     </figure>
   );

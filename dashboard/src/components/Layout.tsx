@@ -2,9 +2,10 @@
  * The page frame: the header with the caller, the navigation (NavLink sets aria-current on
  * the page shown), and either the page or, after a 401, the token form.
  */
-import { NavLink, Outlet } from 'react-router';
+import { NavLink, Outlet, useLocation } from 'react-router';
 import { CallerBadge, TokenForm, useAuthRequired, useCaller } from '../auth';
-import { ErrorLine } from './status';
+import { Boundary } from './Boundary';
+import { ErrorLine, UnreachableBanner } from './status';
 
 const PAGES = [
   { to: '/', label: 'Overview', testId: 'nav-overview' },
@@ -18,6 +19,7 @@ const PAGES = [
 export function Layout() {
   const authRequired = useAuthRequired();
   const caller = useCaller();
+  const location = useLocation();
   return (
     <>
       <a className="skip" href="#main">
@@ -39,12 +41,16 @@ export function Layout() {
         <CallerBadge />
       </header>
       <main id="main" tabIndex={-1}>
+        <UnreachableBanner />
         {authRequired ? (
           <TokenForm />
         ) : (
           <>
             {caller.error ? <ErrorLine error={caller.error} testId="caller-error" /> : null}
-            <Outlet />
+            {/* Keyed by the route, so leaving a page that failed to draw starts the next one afresh. */}
+            <Boundary key={location.pathname} what="This page">
+              <Outlet />
+            </Boundary>
           </>
         )}
       </main>

@@ -3,13 +3,17 @@
  * with role="alert"; every action reports its outcome in a role="status" line beside it.
  */
 import { useMutation, useQueryClient, type QueryKey } from '@tanstack/react-query';
-import { useState, type ReactNode } from 'react';
-import { errorLine } from '../api';
+import { useState, useSyncExternalStore, type ReactNode } from 'react';
+import { errorLine, isServerUnreachable, isUnreachableError, subscribeReach } from '../api';
 import { useCanAct } from '../auth';
 
-/** A query's error as one line, wrapped and whole, also in its title (nothing when there is none). */
+/**
+ * A query's error as one line, wrapped and whole, also in its title (nothing when there is
+ * none). A server that cannot be reached at all is said once for the page, by the banner
+ * under the header (UnreachableBanner), not again by every view that polls it.
+ */
 export function ErrorLine({ error, testId = 'error' }: { error: unknown; testId?: string }) {
-  if (!error) return null;
+  if (!error || isUnreachableError(error)) return null;
   const text = errorLine(error);
   return (
     <p className="error-line" role="alert" data-testid={testId} title={text}>
@@ -89,5 +93,20 @@ export function ActionButton(props: {
     >
       {props.children}
     </button>
+  );
+}
+
+/**
+ * One line for the whole page while the server cannot be reached (down, restarting): the
+ * views keep their last answers under it and go on asking every 2 s; it goes with the first
+ * answer, without a reload.
+ */
+export function UnreachableBanner() {
+  const down = useSyncExternalStore(subscribeReach, isServerUnreachable);
+  if (!down) return null;
+  return (
+    <p className="error-line banner" role="alert" data-testid="unreachable">
+      UNAVAILABLE: the server cannot be reached. The page asks again every 2 s; what it shows is from before.
+    </p>
   );
 }

@@ -127,7 +127,10 @@ export function DeadLetters() {
   const totalGroups = groups.data?.totalGroups ?? listed;
   const limited = totalGroups > listed;
   const rows = jobs.data?.jobs ?? [];
-  const next = jobs.data?.nextPageToken;
+  // While a page loads the rows are the page before's, and so is their next token: Next
+  // waits for the page (as on the jobs page).
+  const loadingPage = jobs.isPlaceholderData;
+  const next = loadingPage ? undefined : jobs.data?.nextPageToken;
   return (
     <section>
       <h1>Dead letters</h1>
@@ -140,6 +143,9 @@ export function DeadLetters() {
               {name}
             </option>
           ))}
+          {/* A queue of the URL not listed (a token limited by a prefix, which lists no queue
+              names; a queue not made yet): the picker shows it, not "all queues". */}
+          {queue && !listQueue.names.includes(queue) && <option value={queue}>{queue}</option>}
         </select>
       </label>
       <ActionStatus outcome={outcome} testId="dlq-action-status" />
@@ -176,8 +182,8 @@ export function DeadLetters() {
           <tbody>
             {(groups.data?.groups ?? []).map((g, i) => (
               <tr key={`${g.queue}|${g.type}|${g.error}`} data-testid="dlq-group" data-index={i} aria-selected={group !== null && groupKey(group) === groupKey(g)}>
-                <th scope="row">{g.queue}</th>
-                <td>{g.type}</td>
+                <th scope="row" className="name">{g.queue}</th>
+                <td className="name">{g.type}</td>
                 <td className="clip" title={g.error}>
                   {g.error || '(no error text)'}
                 </td>
@@ -276,10 +282,10 @@ export function DeadLetters() {
                 <td>
                   <CopyId id={job.id} to={`/jobs/${job.id}`} testId="job-id" />
                 </td>
-                <td>
+                <td className="name">
                   <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
                 </td>
-                <td>{job.type}</td>
+                <td className="name">{job.type}</td>
                 <td>
                   <Ago at={job.finishedAt} />
                 </td>
@@ -307,7 +313,10 @@ export function DeadLetters() {
         <button type="button" disabled={tokens.length === 0} onClick={() => setTokens(tokens.slice(0, -1))} data-testid="dlq-prev">
           Previous
         </button>
-        <span className="muted">Page {tokens.length + 1}</span>
+        <span className="muted">
+          Page {tokens.length + 1}
+          {loadingPage ? ' (loading…)' : ''}
+        </span>
         <button type="button" disabled={!next} onClick={() => next && setTokens([...tokens, next])} data-testid="dlq-next">
           Next
         </button>

@@ -6,6 +6,7 @@
 import { lazy, Suspense, type ReactNode } from 'react';
 import { Link, useParams } from 'react-router';
 import { api } from '../api';
+import { Boundary } from '../components/Boundary';
 import { CopyId } from '../components/CopyId';
 import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
 import { count, enumLabel, isJobId, json, num, stateLabel, time } from '../format';
@@ -173,9 +174,11 @@ function Dependencies({ job, dependents }: { job: Job; dependents: readonly stri
   if (parents.length === 0 && dependents.length === 0) return <p className="muted">No parents and no children.</p>;
   return (
     <div className="two">
-      <Suspense fallback={<p className="muted">Loading the graph…</p>}>
-        <DepGraph id={job.id} parents={parents} children={dependents} />
-      </Suspense>
+      <Boundary what="The dependency graph">
+        <Suspense fallback={<p className="muted">Loading the graph…</p>}>
+          <DepGraph id={job.id} parents={parents} children={dependents} />
+        </Suspense>
+      </Boundary>
       <div data-testid="job-dependencies">
         <h3>Parents (runs after)</h3>
         <IdList ids={parents} testId="job-parent" />

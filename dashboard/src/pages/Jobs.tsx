@@ -22,6 +22,17 @@ function pageTokensOf(state: unknown): string[] {
   return Array.isArray(tokens) && tokens.every((t) => typeof t === 'string') ? tokens : [];
 }
 
+/**
+ * A state of the URL as the checkboxes name it. `?state=DLQ` (the API's short form, what a
+ * person types into a link; any case) is JOB_STATE_DLQ, so its box shows checked for the
+ * filter the list applies. Anything else is kept as given: the server's line says why it is refused.
+ */
+function urlState(value: string): string {
+  const upper = value.toUpperCase();
+  const full = upper.startsWith('JOB_STATE_') ? upper : `JOB_STATE_${upper}`;
+  return (JOB_STATES as readonly string[]).includes(full) ? full : value;
+}
+
 /** The /jobs page. */
 export function Jobs() {
   const [search, setSearch] = useSearchParams();
@@ -30,7 +41,7 @@ export function Jobs() {
   const listQueue = useListQueue(search.get('queue') ?? '');
   const filter = {
     queue: listQueue.queue ?? '',
-    states: search.getAll('state') as JobState[],
+    states: search.getAll('state').map(urlState) as JobState[],
     type: search.get('type') ?? '',
     key: search.get('key') ?? '',
   };
@@ -81,7 +92,11 @@ export function Jobs() {
     setForm({ ...form, states: on ? [...form.states, state] : form.states.filter((s) => s !== state) });
   }
   const rows = jobs.data?.jobs ?? [];
-  const next = jobs.data?.nextPageToken;
+  // While a page loads, the rows shown are the page before's (placeholderData): its next
+  // token is not this page's, so Next waits for the page (a second click would show the
+  // page just asked for under the next page's number, twice in the history).
+  const loadingPage = jobs.isPlaceholderData;
+  const next = loadingPage ? undefined : jobs.data?.nextPageToken;
   return (
     <section>
       <h1>Jobs</h1>
@@ -160,10 +175,10 @@ export function Jobs() {
                 <td>
                   <CopyId id={job.id} to={`/jobs/${job.id}`} testId="job-id" />
                 </td>
-                <td>
+                <td className="name">
                   <Link to={`/queues/${encodeURIComponent(job.queue ?? '')}`}>{job.queue}</Link>
                 </td>
-                <td>{job.type}</td>
+                <td className="name">{job.type}</td>
                 <td>
                   <span className={`state state-${stateLabel(job.state)}`} data-testid="job-state">
                     {stateLabel(job.state)}
@@ -194,6 +209,7 @@ export function Jobs() {
         </button>
         <span className="muted" data-testid="jobs-page">
           Page {tokens.length + 1}
+          {loadingPage ? ' (loading…)' : ''}
         </span>
         <button type="button" disabled={!next} onClick={() => next && goPage([...tokens, next])} data-testid="jobs-next">
           Next

@@ -69,7 +69,7 @@ export function Overview() {
           <tbody>
             {rows.map((row) => (
               <tr key={row.queue} data-testid={`queue-row-${row.queue}`}>
-                <th scope="row">
+                <th scope="row" className="name">
                   <Link to={`/queues/${encodeURIComponent(row.queue)}`}>{row.queue}</Link>
                 </th>
                 {COUNTS.map(([field]) => (

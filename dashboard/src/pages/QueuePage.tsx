@@ -134,9 +134,12 @@ function Settings({ queue, save }: { queue: Queue; save: ReturnType<typeof useAc
   const field = (key: keyof Fields, label: string, props: { step?: string; min?: string; max?: string; hint?: string } = {}) => (
     <label>
       {label}
+      {/* Required: an empty field would be left out of the PUT, so the old value would stay
+          while the page said "Saved" (a limit cleared to lift it, say). 0 lifts a limit. */}
       <input
         type="number"
         inputMode="decimal"
+        required
         value={fields[key]}
         step={props.step ?? '1'}
         min={props.min ?? '0'}

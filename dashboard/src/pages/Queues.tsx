@@ -28,7 +28,7 @@ export function Queues() {
           <tbody>
             {rows.map((queue) => (
               <tr key={queue.name} data-testid={`queues-row-${queue.name}`}>
-                <th scope="row">
+                <th scope="row" className="name">
                   <Link to={`/queues/${encodeURIComponent(queue.name)}`}>{queue.name}</Link>
                 </th>
                 <td data-testid="queue-paused">{queue.paused ? 'paused' : 'active'}</td>

@@ -3,7 +3,7 @@ import { Link } from 'react-router';
 import { api } from '../api';
 import { Ago } from '../components/Ago';
 import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
-import { ago, time } from '../format';
+import { time } from '../format';
 import { keys, useSchedules } from '../queries';
 import type { Schedule } from '../types';
 
@@ -45,15 +45,23 @@ export function Schedules() {
           <tbody>
             {rows.map((s) => (
               <tr key={s.name} data-testid={`schedule-row-${s.name}`}>
-                <th scope="row">{s.name}</th>
+                <th scope="row" className="name">{s.name}</th>
                 <td className="mono">
                   {s.cron} {s.timezone && <span className="muted">({s.timezone})</span>}
                 </td>
-                <td>
+                <td className="name">
                   {s.queue} / {s.type}
                 </td>
                 <td data-testid="schedule-state">{s.paused ? 'paused' : 'active'}</td>
-                <td>{s.paused ? '—' : `${time(s.nextRunAt)} (${ago(s.nextRunAt)})`}</td>
+                <td>
+                  {s.paused ? (
+                    '—'
+                  ) : (
+                    <>
+                      {time(s.nextRunAt)} (<Ago at={s.nextRunAt} />)
+                    </>
+                  )}
+                </td>
                 <td>
                   {s.lastJobId ? (
                     <Link to={`/jobs/${s.lastJobId}`} className="mono" data-testid="schedule-last-job">
@@ -71,15 +79,15 @@ export function Schedules() {
                 </td>
                 <td className="actions">
                   {s.paused ? (
-                    <ActionButton testId="schedule-resume" onClick={() => action.run({ name: s.name, kind: 'resume' })} disabled={action.pending}>
+                    <ActionButton testId="schedule-resume" onClick={() => action.run({ name: s.name, kind: 'resume' })} disabled={action.pending} label={`Resume ${s.name}`}>
                       Resume
                     </ActionButton>
                   ) : (
-                    <ActionButton testId="schedule-pause" onClick={() => action.run({ name: s.name, kind: 'pause' })} disabled={action.pending}>
+                    <ActionButton testId="schedule-pause" onClick={() => action.run({ name: s.name, kind: 'pause' })} disabled={action.pending} label={`Pause ${s.name}`}>
                       Pause
                     </ActionButton>
                   )}
-                  <ActionButton testId="schedule-trigger" onClick={() => action.run({ name: s.name, kind: 'trigger' })} disabled={action.pending}>
+                  <ActionButton testId="schedule-trigger" onClick={() => action.run({ name: s.name, kind: 'trigger' })} disabled={action.pending} label={`Run ${s.name} now`}>
                     Run now
                   </ActionButton>
                 </td>

@@ -33,8 +33,8 @@ export function Workers() {
                   {w.workerId}
                 </th>
                 <td className="mono">{w.serverId}</td>
-                <td>{(w.queues ?? []).join(', ')}</td>
-                <td>{(w.jobTypes ?? []).join(', ') || 'any'}</td>
+                <td className="name">{(w.queues ?? []).join(', ')}</td>
+                <td className="name">{(w.jobTypes ?? []).join(', ') || 'any'}</td>
                 <td className="num" data-testid="worker-slots">
                   {w.slots ?? 0}
                 </td>

@@ -157,18 +157,20 @@ const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => str
 export function deadlineText(err: EvoraApiError, address: string, timeout: string, subject?: string, connection: ConnectionOptions = {}): string {
   const t = timeout.trim();
   const within = /^\d+(\.\d+)?$/.test(t) ? `${t}s` : t;
-  const outcome = err.method === 'SubmitJob' ? `the job ${err.notSent ? 'was not' : 'may have been'} submitted` : writeOutcome(err.method, subject, connection, 'with a longer --timeout (e.g. --timeout 10m)');
+  const outcome = writeOutcome(err, subject, connection, 'with a longer --timeout (e.g. --timeout 10m)');
   return `${err.method} got no answer from the Evora server at ${address} within ${within} (raise --timeout if the server is busy, or check that it is up and reachable)${outcome ? `; ${outcome}` : ''}`;
 }
 
 /**
- * For a write of UNKNOWN_WRITES whose answer was lost: that it may or may not have been
+ * For a write whose answer was lost: for a submit, whether the job may have been submitted
+ * (the SDK's notSent); for a write of UNKNOWN_WRITES, that it may or may not have been
  * applied and the command that tells (with the connection flags this command was given,
  * evoraCommand); for a bulk action, that part of it may be done and that running it again
  * (`again`: when) goes on. '' for any other call.
  */
-function writeOutcome(method: string, subject: string | undefined, connection: ConnectionOptions, again: string): string {
-  const write = UNKNOWN_WRITES[method];
+function writeOutcome(err: EvoraApiError, subject: string | undefined, connection: ConnectionOptions, again: string): string {
+  if (err.method === 'SubmitJob') return `the job ${err.notSent ? 'was not' : 'may have been'} submitted`;
+  const write = UNKNOWN_WRITES[err.method];
   if (!write) return '';
   const s = subject === undefined ? '<name>' : shellWord(subject);
   const { command, tokenNote } = evoraCommand(connection);
@@ -196,7 +198,7 @@ export function unavailableText(err: EvoraApiError, address: string, subject?: s
   const answered = answeredByServer(err);
   if (!answered && NEVER_SENT.test(detail)) return `cannot reach the Evora server at ${address} (${detail})`;
   const head = answered ? `the Evora server at ${address} answered: ${detail}` : `lost the connection to the Evora server at ${address} during the call (${detail})`;
-  const outcome = writeOutcome(err.method, subject, connection, 'once the server is back');
+  const outcome = writeOutcome(err, subject, connection, 'once the server is back');
   return outcome ? `${head}; ${outcome}` : head;
 }
 
@@ -246,7 +248,7 @@ export function withClient<A extends unknown[]>(fn: (ctx: Ctx, ...args: A) => Pr
       // The command's first argument, if a word: the job id or name a write's check names.
       const subject = typeof args[0] === 'string' ? args[0] : undefined;
       if (err instanceof EvoraApiError && err.codeName === 'UNAVAILABLE') {
-        throw new EvoraApiError({ code: err.code, method: err.method, details: unavailableText(err, client.address, subject, g), cause: err });
+        throw new EvoraApiError({ code: err.code, method: err.method, details: unavailableText(err, client.address, subject, g), cause: err, notSent: err.notSent });
       }
       if (err instanceof EvoraApiError && err.codeName === 'DEADLINE_EXCEEDED') {
         throw new EvoraApiError({ code: err.code, method: err.method, details: deadlineText(err, client.address, g.timeout, subject, g), cause: err, notSent: err.notSent });

@@ -148,7 +148,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'sweepIntervalMs', env: 'EVORA_SWEEP_INTERVAL_MS', flag: '--sweep-interval-ms', default: '1000', doc: 'how often the leader requeues expired leases', range: INTERVAL_RANGE },
   { key: 'electionIntervalMs', env: 'EVORA_ELECTION_INTERVAL_MS', flag: '--election-interval-ms', default: '5000', doc: 'how often a follower tries to become leader', range: INTERVAL_RANGE },
   { key: 'maxPayloadBytes', env: 'EVORA_MAX_PAYLOAD_BYTES', flag: '--max-payload-bytes', default: '1048576', doc: 'largest job payload or result (JSON bytes)', range: [16, 2 ** 30] },
-  { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message', range: [1024, TIMER_MAX_MS] },
+  { key: 'maxMessageBytes', env: 'EVORA_MAX_MESSAGE_BYTES', flag: '--max-message-bytes', default: '4194304', doc: 'largest gRPC message the server receives (what it sends has no limit)', range: [1024, TIMER_MAX_MS] },
   { key: 'mongodbUrl', env: 'MONGODB_URL', flag: '--mongodb-url', default: '', doc: 'MongoDB for telemetry; unset: keep telemetry in PostgreSQL tables' },
   { key: 'projectIntervalMs', env: 'EVORA_PROJECT_INTERVAL_MS', flag: '--project-interval-ms', default: '1000', doc: 'how often the leader projects job events into telemetry (the stats lag bound)', range: INTERVAL_RANGE },
   { key: 'httpPort', env: 'EVORA_HTTP_PORT', flag: '--http-port', default: '8080', doc: 'HTTP port on the gRPC host: the JSON API (/v1), the dashboard (/), /healthz, /readyz, /metrics, /openapi.json; same TLS and tokens as gRPC; 0: off', range: [0, 65_535] },

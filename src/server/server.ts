@@ -453,10 +453,11 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
  * open); the first failure is thrown at the end. A step that does not finish within its
  * bound (10 s; the drain: the shutdown timeout + 10 s; the embedded PostgreSQL: 2 min) is
  * logged and left behind, so a database that never answers cannot hold shutdown. Once a
- * step after the drain has run out its bound (the database does not answer), each later
- * one but the embedded PostgreSQL's is given 1 s: with the default shutdown timeout the
- * exit then comes within about 25 s, before an orchestrator's usual 30 s grace ends in a
- * SIGKILL.
+ * database step (the drain, which past the shutdown timeout waits only for database writes,
+ * or a step after it) has run out its bound (the database does not answer), each later
+ * database step is given 1 s: with the default shutdown timeout the exit then comes within
+ * about 25 s (the drain's 20 s and five of 1 s), before an orchestrator's usual 30 s grace
+ * ends in a SIGKILL.
  */
 async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Promise<void> {
   const failures: unknown[] = [];
@@ -483,11 +484,14 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   for (const s of ['', ...SERVICE_NAMES]) parts.health?.setStatus(s, 'NOT_SERVING');
   parts.http?.notReady();
   parts.shutdown.abort();
-  // 2. The dispatcher drains.
+  // 2. The dispatcher drains. Past the shutdown timeout it waits only for database writes
+  // (claims in flight, the workers' reports): running out its bound, it found the database
+  // silent, as a database step does (it keeps its own bound: nothing was silent before it).
+  const database = { database: true };
   await step('draining the dispatcher', async () => {
     const stillHeld = await parts.dispatcher?.drainAll(config.shutdownTimeoutMs);
     if (stillHeld) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
-  }, config.shutdownTimeoutMs + SHUTDOWN_STEP_BOUND_MS);
+  }, config.shutdownTimeoutMs + SHUTDOWN_STEP_BOUND_MS, database);
   // 3. The Work streams and SubmitJobStreams end.
   parts.streams.endAll();
   // 4. The gRPC server and the HTTP port, then the metrics endpoint.
@@ -499,7 +503,6 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   await step('closing the metrics endpoint', async () => parts.metricsServer?.close());
   parts.auth?.stop();
   // 4b. This server's worker sessions leave the shared table.
-  const database = { database: true };
   await step("deleting this server's worker sessions", async () => parts.dispatcher?.close(), SHUTDOWN_STEP_BOUND_MS, database);
   // 5. The maintainer: leader services, then the leadership lock.
   await step('stopping the maintainer', async () => parts.maintainer?.stop(), SHUTDOWN_STEP_BOUND_MS, database);

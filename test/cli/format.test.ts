@@ -222,6 +222,14 @@ describe('unavailableText', () => {
     expect(unavailableText(unavailable('PauseQueue', 'Connection dropped'), 'db1:50051', 'billing')).toBe(
       'lost the connection to the Evora server at db1:50051 during the call (Connection dropped); the pause may or may not have been applied: check with evora queue get billing',
     );
+    // A submit lost mid-call says whether the job may have gone out, as after a deadline.
+    expect(unavailableText(unavailable('SubmitJob', 'Connection dropped'), 'db1:50051')).toBe(
+      'lost the connection to the Evora server at db1:50051 during the call (Connection dropped); the job may have been submitted',
+    );
+    expect(unavailableText(unavailable('SubmitJob', 'database unavailable: terminating connection', true), 'db1:50051')).toBe(
+      'the Evora server at db1:50051 answered: database unavailable: terminating connection; the job may have been submitted',
+    );
+    expect(unavailableText(new EvoraApiError({ code: 14, details: 'Connection dropped', method: 'SubmitJob', notSent: true }), 'db1:50051')).toMatch(/; the job was not submitted$/);
     // A read says nothing more.
     expect(unavailableText(unavailable('ListQueues', 'the server is starting: waiting for the database', true), 'db1:50051')).toBe(
       'the Evora server at db1:50051 answered: the server is starting: waiting for the database',

@@ -118,5 +118,9 @@ describe('configuration', () => {
       expect(row).toContain(e.flag ? `\`${e.flag}\`` : '(environment only)');
       expect(row).toContain(e.default ? `\`${e.default}\`` : '(unset)');
     }
+    // The server bounds what it receives, not what it sends (grpc.max_send_message_length -1).
+    const message = CONFIG_DOC.find((e) => e.env === 'EVORA_MAX_MESSAGE_BYTES');
+    expect(message?.doc).toMatch(/receives/);
+    expect(readme.split('\n').find((l) => l.startsWith('| `EVORA_MAX_MESSAGE_BYTES` |'))).toMatch(/receives/);
   });
 });

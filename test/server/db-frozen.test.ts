@@ -2,6 +2,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { clientsFor, type Clients } from '../helpers/server-setup.js';
+import { EvoraClient, EvoraWorker } from '../../src/sdk/index.js';
 import { queueName } from '../helpers/factories.js';
 import { waitFor } from '../helpers/wait.js';
 import { freePort, logLines, privatePostgres, serveChild, type PrivatePostgres, type ServeChild } from '../helpers/private-pg.js';
@@ -140,6 +141,53 @@ describe('a database that stops answering', () => {
     ]);
     expect(late.length).toBeGreaterThan(1);
   }, 60_000);
+
+  it('SIGTERM while a report waits on the frozen database: the drain running out its bound counts as the silence, so each later database step is given 1 s', async () => {
+    // With workers connected the drain waits for their writes, which the database never
+    // answers: it runs out its bound (shutdown timeout + 10 s), and before, the sessions'
+    // delete then waited 10 s more (the exit past 30 s with the default timeout).
+    const port = await freePort();
+    const stopping = serveChild(['--port', String(port), '--shutdown-timeout-ms', '200'], { DATABASE_URL: srv.databaseUrl, EVORA_DB_QUERY_TIMEOUT_MS: '0' });
+    await waitFor(() => stopping.output().includes('Evora listening'), { timeoutMs: 60_000, what: 'the server to listen' });
+    const address = `127.0.0.1:${port}`;
+    const queue = queueName('frozen-drain');
+    const client = new EvoraClient({ address });
+    const worker = new EvoraWorker({ address, queues: [queue], slots: 1 });
+    let release = (): void => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let running = false;
+    worker.handle('t', async () => {
+      running = true;
+      await gate;
+      return { ok: true };
+    });
+    let code: number | null;
+    try {
+      await client.submit({ queue, type: 't' });
+      await worker.start();
+      await waitFor(() => running, { what: 'the job to run' });
+      const pids = await clusterPids();
+      for (const pid of pids) signalIfAlive(pid, 'SIGSTOP');
+      try {
+        // Its complete reaches the server, whose write to the database never returns.
+        release();
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        code = await stopping.stop();
+      } finally {
+        for (const pid of [...pids].reverse()) signalIfAlive(pid, 'SIGCONT');
+      }
+    } finally {
+      client.close();
+      await worker.stop({ timeoutMs: 0, graceMs: 0 });
+    }
+    expect(code, stopping.output().slice(-2000)).toBe(0);
+    const late = logLines(stopping.output()).filter((l) => l.msg.startsWith('shutdown: ') && l.msg.includes('did not finish'));
+    expect(late.map((l) => [l.step, l.bound_ms]), stopping.output().slice(-2000)).toEqual([
+      ['draining the dispatcher', 10_200],
+      ...late.slice(1).map((l) => [l.step, 1_000]),
+    ]);
+    expect(late.length).toBeGreaterThan(1);
+  }, 90_000);
 
   it('a scrape still answers, evora_database_up 0, however long the statements may wait (EVORA_DB_QUERY_TIMEOUT_MS 0)', async () => {
     // Before, the scrape waited for its reads as long as the statements may (here for ever;

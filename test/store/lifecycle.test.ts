@@ -1,7 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../src/store/store.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
-import { storeSetup } from '../helpers/store-setup.js';
+import { sqlFor, storeSetup } from '../helpers/store-setup.js';
+import { LIST_PAGE_BYTES } from '../../src/domain/validate.js';
+import { queryConfig, statementsDeclared } from '../../src/store/statements.js';
 
 let store: Store;
 beforeAll(async () => {
@@ -335,6 +337,31 @@ describe('list', () => {
     expect(new Set(seen).size).toBe(7);
     expect([...seen].sort().reverse()).toEqual(seen);
     expect((await store.jobList({ queue, states: ['RUNNING'], limit: 10 })).jobs).toHaveLength(0);
+  });
+
+  it('sizes a page only up to its 1 MiB cut: the jobs past it are never turned into text', async () => {
+    // Converting a large jsonb to text costs about 40 ms per MiB: a page of 1,000 large jobs
+    // sized whole took some 40 s to return the one or two before its cut.
+    const queue = queueName();
+    const ids: string[] = [];
+    for (let n = 0; n < 8; n++) ids.push((await store.jobSubmit({ job: jobInput({ queue, payload: { n, blob: 'x'.repeat(600_000) } }) })).job.id);
+    const newest = [...ids].reverse();
+    const page = await store.jobList({ queue, limit: 100 });
+    expect(page.jobs.map((j) => j.id)).toEqual(newest.slice(0, 2));
+    expect(page.nextAfterId).toBe(newest[1]);
+    const next = await store.jobList({ queue, limit: 2, afterId: page.nextAfterId });
+    expect([next.jobs.map((j) => j.id), next.nextAfterId]).toEqual([newest.slice(2, 4), newest[3]]);
+    // The window that sizes the jobs read 3 of the 8: the two returned and the first past the bound.
+    const list = statementsDeclared().find((st) => st.file === 'job-list.sql')!;
+    const params = { queue, states: null, type: null, idempotencyKey: null, errorGroup: null, afterId: null, limit: 101, pageBytes: LIST_PAGE_BYTES };
+    const { rows } = await sqlFor(store).query<{ 'QUERY PLAN': unknown }>({ ...queryConfig(list, params), name: undefined, text: `EXPLAIN (ANALYZE, FORMAT JSON) ${list.text}` });
+    const windows: { 'Actual Rows': number }[] = [];
+    const walk = (node: { 'Node Type'?: string; Plans?: unknown[] }) => {
+      if (node['Node Type'] === 'WindowAgg') windows.push(node as { 'Actual Rows': number });
+      for (const child of node.Plans ?? []) walk(child as typeof node);
+    };
+    walk((rows[0]!['QUERY PLAN'] as { Plan: { Plans?: unknown[] } }[])[0]!.Plan);
+    expect(windows.map((w) => w['Actual Rows'])).toEqual([3]);
   });
 });
 

@@ -128,7 +128,7 @@ export async function embeddedPostgresStart(opts: EmbeddedPostgresOptions): Prom
   const ownerFile = join(dataDir, 'evora.owner.pid');
   const owner = ownerParse(await readFile(ownerFile, 'utf8').catch(() => ''));
   if (owner && owner.pid !== process.pid && ownerAlive(owner)) {
-    throw new Error(`another Evora process (pid ${owner.pid}) is using the embedded PostgreSQL in ${dataDir}; stop it or set EVORA_DATA_DIR`);
+    throw new Error(`another Evora process (pid ${owner.pid}) is using the embedded PostgreSQL in ${dataDir}; to use that PostgreSQL, give its URL (DATABASE_URL or --database-url: the running server logs it as "embedded PostgreSQL at ..."), or stop that process, or set EVORA_DATA_DIR for another folder`);
   }
   // A postgres orphaned by a killed Evora still holds the data folder: stop it first.
   if (existsSync(join(dataDir, 'postmaster.pid'))) {

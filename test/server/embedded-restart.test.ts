@@ -80,7 +80,7 @@ describe('the embedded PostgreSQL the server runs', () => {
       await pgh.stop();
       // The recorded owner itself, alive: the folder is its.
       await writeFile(join(dataDir, 'evora.owner.pid'), ownerRecord(other.pid!));
-      await expect(start()).rejects.toThrow(`another Evora process (pid ${other.pid}) is using the embedded PostgreSQL in ${dataDir}`);
+      await expect(start()).rejects.toThrow(`another Evora process (pid ${other.pid}) is using the embedded PostgreSQL in ${dataDir}; to use that PostgreSQL, give its URL (DATABASE_URL or --database-url`);
     } finally {
       other.kill('SIGKILL');
       await rm(dir, { recursive: true, force: true });

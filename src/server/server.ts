@@ -371,6 +371,8 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       ? new MongoTelemetrySink(config.mongodbUrl, { logger: logger.child({ component: 'telemetry' }) })
       : new PostgresTelemetrySink(store);
     parts.telemetry = telemetry;
+    // Which store stats read and the projector writes (never the URL: it may hold a password).
+    logger.info({ telemetry_store: config.mongodbUrl ? 'mongodb' : 'postgres' }, config.mongodbUrl ? 'telemetry store: MongoDB (MONGODB_URL)' : 'telemetry store: PostgreSQL tables (evora.telemetry_*)');
 
     const maintainer: ServerMaintainer = new Maintainer({
       connectionString: directUrl,

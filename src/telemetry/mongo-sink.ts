@@ -11,6 +11,7 @@ import {
   type Filter,
 } from 'mongodb';
 import { unavailable } from '../domain/errors.js';
+import { abortRace } from '../domain/abort.js';
 import type { JobState } from '../domain/job.js';
 import type { Logger } from '../logger.js';
 import { MINUTES_KEPT, type Histogram, type JobEvent, type MinuteDelta, type ProjectionUpdate, type TelemetryRows, type TelemetrySink } from './projection.js';
@@ -150,7 +151,10 @@ export class MongoTelemetrySink implements TelemetrySink {
    * partitioned) leaves hanging for the 30 s connect timeout, holding the server's shutdown.
    */
   async close(): Promise<void> {
-    await within(this.client.close(), CLOSE_WAIT_MS, () => undefined);
+    const late = new Error('close: MongoDB did not answer');
+    await abortRace(this.client.close(), AbortSignal.timeout(CLOSE_WAIT_MS), () => late).catch((err: unknown) => {
+      if (err !== late) throw err;
+    });
   }
 
   /**
@@ -162,20 +166,8 @@ export class MongoTelemetrySink implements TelemetrySink {
    * timeout): the write goes on unobserved and may still land, as a crashed process's may;
    * each write is guarded by the batch id, so applying the batch again completes it either way.
    */
-  async apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
-    const work = this.reached((db) => this.applyTo(db, batchId, update, signal));
-    if (!signal) return work;
-    let onAbort = (): void => undefined;
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(signal.reason);
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    });
-    try {
-      return await Promise.race([work, aborted]);
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-    }
+  apply(batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
+    return abortRace(this.reached((db) => this.applyTo(db, batchId, update, signal)), signal, () => signal?.reason as Error);
   }
 
   private async applyTo(db: Db, batchId: number, update: ProjectionUpdate, signal?: AbortSignal): Promise<void> {
@@ -269,9 +261,9 @@ export class MongoTelemetrySink implements TelemetrySink {
    */
   async read(params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
     const waitMs = this.opts.readTimeoutMs ?? 5000;
-    return within(this.reached((db) => this.readFrom(db, params)), waitMs, () => {
-      throw unavailable(`telemetry store unavailable: MongoDB did not answer within ${waitMs} ms`);
-    });
+    return abortRace(this.reached((db) => this.readFrom(db, params)), AbortSignal.timeout(waitMs), () =>
+      unavailable(`telemetry store unavailable: MongoDB did not answer within ${waitMs} ms`),
+    );
   }
 
   private async readFrom(db: Db, params: { queues: string[] | null; since: Date }): Promise<TelemetryRows> {
@@ -304,28 +296,6 @@ export class MongoTelemetrySink implements TelemetrySink {
 
 /** How long close() waits for the driver's close (which a frozen MongoDB can hold for 30 s). */
 const CLOSE_WAIT_MS = 2000;
-
-/**
- * `work`'s outcome, or, once `ms` have passed without one, what `late` returns or throws;
- * `work` then goes on unobserved (its later failure is handled here, never unhandled).
- */
-async function within<T>(work: Promise<T>, ms: number, late: () => T): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<T>((resolve, reject) => {
-    timer = setTimeout(() => {
-      try {
-        resolve(late());
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    }, ms);
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * Deletes up to `limit` documents whose `field` is before `before`, oldest first (through an

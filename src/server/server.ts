@@ -467,15 +467,15 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   // Each step is waited for at most boundMs: a statement that never gets an answer (a frozen
   // database, a host gone without a reset) must not keep the later steps, and the process's
   // exit, waiting; the step goes on unobserved.
-  const step = async (what: string, run: () => Promise<unknown>, stepBoundMs = SHUTDOWN_STEP_BOUND_MS, opts: { database?: boolean } = {}) => {
-    const boundMs = databaseSilent && opts.database ? Math.min(stepBoundMs, SHUTDOWN_STEP_AFTER_SILENCE_MS) : stepBoundMs;
+  const step = async (what: string, run: () => Promise<unknown>, stepBoundMs = SHUTDOWN_STEP_BOUND_MS, database = false) => {
+    const boundMs = databaseSilent && database ? Math.min(stepBoundMs, SHUTDOWN_STEP_AFTER_SILENCE_MS) : stepBoundMs;
     const late = new Error(`shutdown: ${what} did not finish in ${boundMs} ms; going on`);
     try {
       await abortRace(run(), AbortSignal.timeout(boundMs), () => late);
     } catch (err) {
       if (err === late) {
         logger.warn({ step: what, bound_ms: boundMs }, late.message);
-        if (opts.database) databaseSilent = true;
+        if (database) databaseSilent = true;
         return;
       }
       failures.push(err);
@@ -489,11 +489,11 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   // 2. The dispatcher drains. Past the shutdown timeout it waits only for database writes
   // (claims in flight, the workers' reports): running out its bound, it found the database
   // silent, as a database step does (it keeps its own bound: nothing was silent before it).
-  const database = { database: true };
-  await step('draining the dispatcher', async () => {
+  const databaseStep = (what: string, run: () => Promise<unknown>, boundMs = SHUTDOWN_STEP_BOUND_MS) => step(what, run, boundMs, true);
+  await databaseStep('draining the dispatcher', async () => {
     const stillHeld = await parts.dispatcher?.drainAll(config.shutdownTimeoutMs);
     if (stillHeld) logger.warn({ held: stillHeld }, 'workers still hold jobs; their leases run on');
-  }, config.shutdownTimeoutMs + SHUTDOWN_STEP_BOUND_MS, database);
+  }, config.shutdownTimeoutMs + SHUTDOWN_STEP_BOUND_MS);
   // 3. The Work streams and SubmitJobStreams end.
   parts.streams.endAll();
   // 4. The gRPC server and the HTTP port, then the metrics endpoint.
@@ -505,15 +505,15 @@ async function partsStop(parts: Parts, config: ServerConfig, logger: Logger): Pr
   await step('closing the metrics endpoint', async () => parts.metricsServer?.close());
   parts.auth?.stop();
   // 4b. This server's worker sessions leave the shared table.
-  await step("deleting this server's worker sessions", async () => parts.dispatcher?.close(), SHUTDOWN_STEP_BOUND_MS, database);
+  await databaseStep("deleting this server's worker sessions", async () => parts.dispatcher?.close());
   // 5. The maintainer: leader services, then the leadership lock.
-  await step('stopping the maintainer', async () => parts.maintainer?.stop(), SHUTDOWN_STEP_BOUND_MS, database);
+  await databaseStep('stopping the maintainer', async () => parts.maintainer?.stop());
   // 6. The telemetry sink.
-  await step('closing the telemetry sink', async () => parts.telemetry?.close(), SHUTDOWN_STEP_BOUND_MS, database);
+  await databaseStep('closing the telemetry sink', async () => parts.telemetry?.close());
   // 7. The LISTEN connection.
-  await step('stopping the listener', async () => parts.listener?.stop(), SHUTDOWN_STEP_BOUND_MS, database);
+  await databaseStep('stopping the listener', async () => parts.listener?.stop());
   // 8. The store.
-  await step('closing the store', async () => parts.store?.close(), SHUTDOWN_STEP_BOUND_MS, database);
+  await databaseStep('closing the store', async () => parts.store?.close());
   // 9. The embedded PostgreSQL.
   // (Its shutdown checkpoint may take longer than the other steps; it is bounded by PostgreSQL.)
   await step('stopping the embedded PostgreSQL', async () => parts.embedded?.stop(), 120_000);

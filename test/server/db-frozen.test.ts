@@ -86,6 +86,25 @@ async function clusterPids(): Promise<number[]> {
   return [postmaster, ...children];
 }
 
+/** `fn`'s result, run with every process of the cluster stopped (SIGSTOP), continued (SIGCONT) after. */
+async function whileFrozen<T>(fn: () => Promise<T>): Promise<T> {
+  const pids = await clusterPids();
+  for (const pid of pids) signalIfAlive(pid, 'SIGSTOP');
+  try {
+    return await fn();
+  } finally {
+    // The children first: the postmaster, once running, reaps any that had exited.
+    for (const pid of [...pids].reverse()) signalIfAlive(pid, 'SIGCONT');
+  }
+}
+
+/** The shutdown steps a server's output says ran out their bound, as [step, bound_ms]. */
+function lateSteps(output: string): unknown[][] {
+  return logLines(output)
+    .filter((l) => l.msg.startsWith('shutdown: ') && l.msg.includes('did not finish'))
+    .map((l) => [l.step, l.bound_ms]);
+}
+
 describe('a database that stops answering', () => {
   it('is UNAVAILABLE after the query timeout, over gRPC and HTTP, and the server serves again when it answers', async () => {
     const { job } = await new Promise<{ job?: { id: string } }>((resolve, reject) =>
@@ -124,20 +143,13 @@ describe('a database that stops answering', () => {
     const port = await freePort();
     const stopping = serveChild(['--port', String(port), '--shutdown-timeout-ms', '200'], { DATABASE_URL: srv.databaseUrl, EVORA_DB_QUERY_TIMEOUT_MS: '0' });
     await waitFor(() => stopping.output().includes('Evora listening'), { timeoutMs: 60_000, what: 'the server to listen' });
-    const pids = await clusterPids();
-    for (const pid of pids) signalIfAlive(pid, 'SIGSTOP');
-    let code: number | null;
-    try {
-      code = await stopping.stop();
-    } finally {
-      for (const pid of [...pids].reverse()) signalIfAlive(pid, 'SIGCONT');
-    }
+    const code = await whileFrozen(() => stopping.stop());
     expect(code, stopping.output().slice(-2000)).toBe(0);
-    const late = logLines(stopping.output()).filter((l) => l.msg.startsWith('shutdown: ') && l.msg.includes('did not finish'));
+    const late = lateSteps(stopping.output());
     // The first database step waits its full bound; every one after it, 1 s.
-    expect(late.map((l) => [l.step, l.bound_ms]), stopping.output().slice(-2000)).toEqual([
+    expect(late, stopping.output().slice(-2000)).toEqual([
       ["deleting this server's worker sessions", 10_000],
-      ...late.slice(1).map((l) => [l.step, 1_000]),
+      ...late.slice(1).map(([step]) => [step, 1_000]),
     ]);
     expect(late.length).toBeGreaterThan(1);
   }, 60_000);
@@ -166,25 +178,21 @@ describe('a database that stops answering', () => {
       await client.submit({ queue, type: 't' });
       await worker.start();
       await waitFor(() => running, { what: 'the job to run' });
-      const pids = await clusterPids();
-      for (const pid of pids) signalIfAlive(pid, 'SIGSTOP');
-      try {
+      code = await whileFrozen(async () => {
         // Its complete reaches the server, whose write to the database never returns.
         release();
         await new Promise((resolve) => setTimeout(resolve, 500));
-        code = await stopping.stop();
-      } finally {
-        for (const pid of [...pids].reverse()) signalIfAlive(pid, 'SIGCONT');
-      }
+        return stopping.stop();
+      });
     } finally {
       client.close();
       await worker.stop({ timeoutMs: 0, graceMs: 0 });
     }
     expect(code, stopping.output().slice(-2000)).toBe(0);
-    const late = logLines(stopping.output()).filter((l) => l.msg.startsWith('shutdown: ') && l.msg.includes('did not finish'));
-    expect(late.map((l) => [l.step, l.bound_ms]), stopping.output().slice(-2000)).toEqual([
+    const late = lateSteps(stopping.output());
+    expect(late, stopping.output().slice(-2000)).toEqual([
       ['draining the dispatcher', 10_200],
-      ...late.slice(1).map((l) => [l.step, 1_000]),
+      ...late.slice(1).map(([step]) => [step, 1_000]),
     ]);
     expect(late.length).toBeGreaterThan(1);
   }, 90_000);

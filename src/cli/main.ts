@@ -94,12 +94,33 @@ function usageHint(line: string): string {
   return `${line.trimEnd()} (--state takes several states comma-separated, --state dlq,pending, or repeated)\n`;
 }
 
+/**
+ * `help [command]` for the program and for each command that has subcommands (`evora help
+ * queue`, `evora queue help set`). A name it does not know is a usage error in one line,
+ * `unknown command 'x'`, exit 2, as a mistyped command is; the help is for a name it knows.
+ */
+function helpCommandsAdd(parent: Command): void {
+  for (const child of parent.commands) if (child.commands.length > 0) helpCommandsAdd(child);
+  parent
+    .command('help [command]')
+    .description('display help for command')
+    .action((name: string | undefined) => {
+      if (name === undefined) parent.help();
+      const sub = parent.commands.find((c) => c.name() === name || c.aliases().includes(name!));
+      if (!sub) parent.error(`unknown command '${name}'`, { exitCode: 2, code: 'commander.unknownCommand' });
+      sub!.help();
+    });
+}
+
 const program = new Command('evora')
   .description('Evora: a job queue server on PostgreSQL, reached over gRPC')
   .version(packageVersion(), '-V, --version', 'print the version and exit')
   // Subcommand help lists these global options too (commander copies this setting into
   // every command added below, so it must come first).
   .configureHelp({ showGlobalOptions: true })
+  // Commander's own `help <name>` printed the whole help for a name it does not know; the
+  // help commands are added by helpCommandsAdd below instead (also copied into every command).
+  .helpCommand(false)
   .option('--address <host:port>', `server the client commands talk to (not serve's listen address); without a port, Evora's ${DEFAULT_PORT} [env EVORA_ADDRESS, default ${DEFAULT_ADDRESS}]`)
   .option('--json', 'print results as JSON (for scripts)')
   .option('--timeout <duration>', 'deadline of each client call, e.g. 10s', '10s')
@@ -224,6 +245,7 @@ operatorCommandsAdd(program);
 scheduleCommandsAdd(program);
 dbCommandsAdd(program);
 tokenCommandsAdd(program);
+helpCommandsAdd(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   if (err instanceof CommanderError) {

@@ -498,6 +498,12 @@ describe('evora client commands', () => {
     // Every state a job can be listed in, WAITING (for its parents) too.
     expect(viaHelp.stdout.replace(/\s+/g, ' ')).toContain('(waiting, pending, running, completed, dlq, cancelled;');
     expect((await evora('queue')).code).toBe(2);
+    // A name `help` does not know is one usage line, not the whole help (at any depth).
+    const [unknown, unknownSub, sub] = await Promise.all([evora('help', 'nosuch'), evora('queue', 'help', 'nope'), evora('queue', 'help', 'set')]);
+    expect([unknown.code, unknown.stderr, unknown.stdout]).toEqual([2, "evora: unknown command 'nosuch'\n", '']);
+    expect([unknownSub.code, unknownSub.stderr]).toEqual([2, "evora: unknown command 'nope'\n"]);
+    expect(sub.code).toBe(0);
+    expect(sub.stdout).toContain('--max-concurrency');
   });
 
   it('--version and -V print the version of package.json', async () => {

@@ -61,6 +61,9 @@ export function fields(pairs: [string, string][]): string {
 /** C0 control characters but the line feed, DEL, and the C1 controls: what a terminal acts on instead of showing. */
 const CONTROL_CHARS = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
 
+/** CONTROL_CHARS and the line feed: a shell word ($'…') escapes every one. */
+const CONTROL_CHARS_AND_LF = /[\u0000-\u001f\u007f-\u009f]/g;
+
 /** A control character's escape, as C and the shell's $'…' write it: `\r`, `\t`, else `\xHH` per UTF-8 byte (`\x1b`, `\xc2\x85`). */
 function controlEscape(c: string): string {
   if (c === '\n') return '\\n';
@@ -113,9 +116,8 @@ export function countedText(counted: { count: number; finishedBefore: Date | nul
  */
 export function shellWord(text: string): string {
   if (/^[A-Za-z0-9_.,:/@%+=-]+$/.test(text)) return text;
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(text)) {
-    return `$'${text.replace(/[\\']/g, (c) => `\\${c}`).replace(/[\u0000-\u001f\u007f-\u009f]/g, controlEscape)}'`;
-  }
+  // search, not test: it ignores the g flag's lastIndex.
+  if (text.search(CONTROL_CHARS_AND_LF) >= 0) return `$'${text.replace(/[\\']/g, (c) => `\\${c}`).replace(CONTROL_CHARS_AND_LF, controlEscape)}'`;
   return `'${text.replace(/'/g, `'\\''`)}'`;
 }
 

@@ -281,15 +281,21 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     expect((await client.getQueue(queue)).paused).toBe(false);
   });
 
-  it('a queue whose name has a dot opens from the queue list and again on reload', async () => {
+  it('a queue whose name has a dot opens from the queue list and again on reload, its name in the tab\'s title', async () => {
     const { page, client } = env;
     const queue = `${queueName('billing')}.invoices`;
     await client.upsertQueue(queue, {});
     await page.goto('/queues');
+    // Each view names the tab, so that open tabs can be told apart.
+    await expect.poll(() => page.title(), POLL).toBe('Queues · Evora');
     await page.getByTestId(`queues-row-${queue}`).getByRole('link', { name: queue }).click();
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+    await expect.poll(() => page.title(), POLL).toBe(`Queue ${queue} · Evora`);
     await page.reload();
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
+    await expect.poll(() => page.title(), POLL).toBe(`Queue ${queue} · Evora`);
+    await page.goto('/dead-letters');
+    await expect.poll(() => page.title(), POLL).toBe('Dead letters · Evora');
   });
 
   it('an unknown queue\'s page says NOT_FOUND once (its stats fail the same way and add no second line)', async () => {

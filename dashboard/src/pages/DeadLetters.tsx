@@ -16,6 +16,7 @@ import { ActionButton, ActionStatus, ErrorLine, latest, Loading, useAction } fro
 import { bulkOutcome, count } from '../format';
 import { keys, useDeadLetters, useJobs, useListQueue } from '../queries';
 import type { DeadLetterGroup, Job, JobFilter } from '../types';
+import { usePageTitle } from '../title';
 
 const PAGE_SIZE = 50;
 const DLQ = ['JOB_STATE_DLQ'] as const;
@@ -56,6 +57,7 @@ const NONE: ReadonlySet<string> = new Set();
 
 /** The /dead-letters page: the DLQ's error groups and jobs, with retry and purge for admins. */
 export function DeadLetters() {
+  usePageTitle('Dead letters');
   const [search, setSearch] = useSearchParams();
   // A token limited to queues sees the dead letters of one of them, never of all queues.
   const listQueue = useListQueue(search.get('queue') ?? '');

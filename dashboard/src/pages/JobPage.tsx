@@ -13,6 +13,7 @@ import { count, enumLabel, isJobId, json, num, stateLabel, time } from '../forma
 import { keys, useJob } from '../queries';
 import type { Job, JobAttempt } from '../types';
 import { Timeline } from './Timeline';
+import { usePageTitle } from '../title';
 
 const DepGraph = lazy(() => import('../components/DepGraph'));
 
@@ -21,6 +22,7 @@ const RETRYABLE = new Set(['JOB_STATE_DLQ', 'JOB_STATE_CANCELLED']);
 
 export function JobPage() {
   const id = useParams().id ?? '';
+  usePageTitle(`Job ${id}`);
   const query = useJob(id);
   const action = useAction(
     (kind: 'cancel' | 'retry') =>

@@ -13,6 +13,7 @@ import { ErrorLine, Loading } from '../components/status';
 import { isJobId, stateLabel } from '../format';
 import { useJobs, useListQueue } from '../queries';
 import { JOB_STATES, type JobState } from '../types';
+import { usePageTitle } from '../title';
 
 const PAGE_SIZE = 50;
 
@@ -35,6 +36,7 @@ function urlState(value: string): string {
 
 /** The /jobs page. */
 export function Jobs() {
+  usePageTitle('Jobs');
   const [search, setSearch] = useSearchParams();
   const navigate = useNavigate();
   // A token limited to queues lists the jobs of one of them, never of "any".

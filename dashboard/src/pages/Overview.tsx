@@ -10,6 +10,7 @@ import { ErrorLine, Loading } from '../components/status';
 import { count, ms, num, outboxLagText } from '../format';
 import { useQueueSeries, useQueueStats } from '../queries';
 import type { SeriesPoint } from '../types';
+import { usePageTitle } from '../title';
 
 /** The count columns, in table order: [field, heading]. */
 const COUNTS = [
@@ -36,6 +37,7 @@ const LATENCY: readonly ChartSeries[] = [
 ];
 
 export function Overview() {
+  usePageTitle('Overview');
   const stats = useQueueStats();
   const [chartQueue, setChartQueue] = useState('');
   const rows = stats.data?.stats ?? [];

@@ -11,9 +11,11 @@ import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../co
 import { count, durationSeconds, toDuration } from '../format';
 import { keys, LIVE, useQueue } from '../queries';
 import type { BackoffKind, Queue, QueueStats } from '../types';
+import { usePageTitle } from '../title';
 
 export function QueuePage() {
   const name = useParams().name ?? '';
+  usePageTitle(`Queue ${name}`);
   const queue = useQueue(name);
   const stats = useQuery({
     queryKey: [...keys.stats, name],

@@ -3,8 +3,10 @@ import { Link } from 'react-router';
 import { ErrorLine, Loading } from '../components/status';
 import { enumLabel } from '../format';
 import { useQueues } from '../queries';
+import { usePageTitle } from '../title';
 
 export function Queues() {
+  usePageTitle('Queues');
   const queues = useQueues();
   const rows = queues.data?.queues ?? [];
   return (

@@ -6,10 +6,12 @@ import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../co
 import { time } from '../format';
 import { keys, useSchedules } from '../queries';
 import type { Schedule } from '../types';
+import { usePageTitle } from '../title';
 
 type Act = { name: string; kind: 'pause' | 'resume' | 'trigger' };
 
 export function Schedules() {
+  usePageTitle('Schedules');
   const schedules = useSchedules();
   const action = useAction(async ({ name, kind }: Act) => {
     const path = `/schedules/${encodeURIComponent(name)}/${kind}`;

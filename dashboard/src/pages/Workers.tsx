@@ -3,8 +3,10 @@ import { Ago } from '../components/Ago';
 import { ErrorLine, Loading } from '../components/status';
 import { time } from '../format';
 import { useWorkers } from '../queries';
+import { usePageTitle } from '../title';
 
 export function Workers() {
+  usePageTitle('Workers');
   const workers = useWorkers();
   const rows = workers.data?.workers ?? [];
   return (

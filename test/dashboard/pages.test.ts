@@ -267,7 +267,7 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId('job-state')), POLL).toMatch(/completed/i);
   });
 
-  it('pause and resume a queue from its page', async () => {
+  it('pause and resume a queue from its page; the overview marks it paused meanwhile', async () => {
     const { page, client, httpUrl } = env;
     const queue = queueName('pause');
     await client.upsertQueue(queue, {});
@@ -276,9 +276,21 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await page.getByTestId('queue-pause').click();
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('paused');
     expect((await httpCall(httpUrl, 'GET', `/v1/queues/${queue}`)).body.queue.paused).toBe(true);
+    // The overview marks the paused queue's row, and only it.
+    const badge = (q: string) => page.getByTestId(`queue-row-${q}`).getByTestId('queue-paused-badge');
+    const other = queueName('active');
+    await client.upsertQueue(other, {});
+    await page.goto('/');
+    await visible(badge(queue));
+    await visible(page.getByTestId(`queue-row-${other}`));
+    expect(await badge(other).count()).toBe(0);
+    await page.goto(`/queues/${queue}`);
     await page.getByTestId('queue-resume').click();
     await expect.poll(textOf(page.getByTestId('queue-state')), POLL).toBe('active');
     expect((await client.getQueue(queue)).paused).toBe(false);
+    await page.goto('/');
+    await visible(page.getByTestId(`queue-row-${queue}`));
+    await expect.poll(countOf(badge(queue)), POLL).toBe(0);
   });
 
   it('a queue whose name has a dot opens from the queue list and again on reload, its name in the tab\'s title', async () => {

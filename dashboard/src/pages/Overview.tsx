@@ -1,6 +1,7 @@
 /**
- * The overview: every queue's counts by state as text, its throughput and workers, the
- * telemetry lag, and the last hour's throughput and latency charts (all refreshed every 2 s).
+ * The overview: every queue's counts by state as text (a paused queue marked), its throughput
+ * and workers, the telemetry lag, and the last hour's throughput and latency charts (all
+ * refreshed every 2 s).
  */
 import { useMemo, useState } from 'react';
 import { Link } from 'react-router';
@@ -8,7 +9,7 @@ import type uPlot from 'uplot';
 import { Chart, type ChartSeries } from '../components/Chart';
 import { ErrorLine, Loading } from '../components/status';
 import { count, ms, num, outboxLagText } from '../format';
-import { useQueueSeries, useQueueStats } from '../queries';
+import { useQueues, useQueueSeries, useQueueStats } from '../queries';
 import type { SeriesPoint } from '../types';
 import { usePageTitle } from '../title';
 
@@ -39,6 +40,11 @@ const LATENCY: readonly ChartSeries[] = [
 export function Overview() {
   usePageTitle('Overview');
   const stats = useQueueStats();
+  // Paused is a queue's setting, not a stat: read from the queue list, so that a queue whose
+  // pending count grows because nobody may take its jobs says why on the page an operator
+  // opens first. Until the list answers (or if it fails) no row is marked.
+  const queues = useQueues();
+  const paused = useMemo(() => new Set((queues.data?.queues ?? []).filter((q) => q.paused).map((q) => q.name)), [queues.data]);
   const [chartQueue, setChartQueue] = useState('');
   const rows = stats.data?.stats ?? [];
   // Server-wide: every queue's stats carry the same value.
@@ -73,6 +79,14 @@ export function Overview() {
               <tr key={row.queue} data-testid={`queue-row-${row.queue}`}>
                 <th scope="row" className="name">
                   <Link to={`/queues/${encodeURIComponent(row.queue)}`}>{row.queue}</Link>
+                  {paused.has(row.queue) && (
+                    <>
+                      {' '}
+                      <span className="badge badge-warn" data-testid="queue-paused-badge">
+                        paused
+                      </span>
+                    </>
+                  )}
                 </th>
                 {COUNTS.map(([field]) => (
                   <td className="num" key={field} data-testid={`count-${field}`}>

@@ -51,6 +51,10 @@ export interface Queue {
   rateLimit?: RateLimit;
   attemptTimeout?: string;
   maxConcurrencyPerKey?: number;
+  completedRetention?: string;
+  cancelledRetention?: string;
+  dlqRetention?: string;
+  deleteOnComplete?: boolean;
 }
 
 export interface Percentiles {

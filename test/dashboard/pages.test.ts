@@ -370,15 +370,33 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     return queue;
   }
 
-  it('queue settings saved from the page reach the server', async () => {
+  it('queue settings saved from the page reach the server: limits, retentions (in days), the attempt timeout, delete at completion', async () => {
     const { page, client } = env;
     const queue = await queueSettingsOpen('set');
     await page.getByTestId('setting-maxAttempts').fill('7');
     await page.getByTestId('setting-maxConcurrency').fill('3');
+    // The defaults shown: retentions in days (7, 7, 30), no timeout, jobs kept at completion.
+    expect(await page.getByTestId('setting-completedDays').inputValue()).toBe('7');
+    expect(await page.getByTestId('setting-dlqDays').inputValue()).toBe('30');
+    expect(await page.getByTestId('setting-attemptTimeout').inputValue()).toBe('0');
+    expect(await page.getByTestId('setting-deleteOnComplete').isChecked()).toBe(false);
+    await page.getByTestId('setting-completedDays').fill('0.5');
+    await page.getByTestId('setting-cancelledDays').fill('0');
+    await page.getByTestId('setting-dlqDays').fill('90');
+    await page.getByTestId('setting-attemptTimeout').fill('45');
+    await page.getByTestId('setting-deleteOnComplete').check();
     await page.getByTestId('queue-save').click();
     await visible(page.getByTestId('queue-save-status'));
     await expect.poll(async () => (await client.getQueue(queue)).maxAttempts, POLL).toBe(7);
-    expect((await client.getQueue(queue)).maxConcurrency).toBe(3);
+    const saved = await client.getQueue(queue);
+    expect(saved).toMatchObject({
+      maxConcurrency: 3,
+      completedRetentionSeconds: 43_200,
+      cancelledRetentionSeconds: 0,
+      dlqRetentionSeconds: 90 * 86_400,
+      attemptTimeoutSeconds: 45,
+      deleteOnComplete: true,
+    });
   });
 
   it('a settings field left empty is refused on the form, never saved as "keep the old value"', async () => {

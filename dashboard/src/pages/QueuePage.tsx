@@ -104,14 +104,31 @@ function initial(q: Queue) {
     perSecond: text(q.rateLimit?.perSecond ?? 0),
     burst: text(q.rateLimit?.burst ?? 1),
     maxConcurrencyPerKey: text(q.maxConcurrencyPerKey ?? 0),
+    // Seconds on the wire; days here (an operator thinks of a retention in days). 0 = forever.
+    completedDays: text(days(q.completedRetention)),
+    cancelledDays: text(days(q.cancelledRetention)),
+    dlqDays: text(days(q.dlqRetention)),
+    // Unset on the wire = none = 0 here.
+    attemptTimeout: text(durationSeconds(q.attemptTimeout) ?? 0),
   };
+}
+
+const DAY_SECONDS = 86_400;
+
+/** A retention (a proto Duration) in days, to at most 6 decimals; absent = 0 (forever). */
+function days(retention: string | undefined): number {
+  return Number(((durationSeconds(retention) ?? 0) / DAY_SECONDS).toFixed(6));
 }
 
 type Fields = ReturnType<typeof initial>;
 
+/** The numeric fields (the form's number inputs); delete on complete is a checkbox of its own. */
+type NumberField = Exclude<keyof Fields, 'kind'>;
+
 function Settings({ queue, save }: { queue: Queue; save: ReturnType<typeof useAction<Record<string, unknown>>> }) {
   const canAct = useCanAct();
   const [fields, setFields] = useState<Fields>(() => initial(queue));
+  const [deleteOnComplete, setDeleteOnComplete] = useState(queue.deleteOnComplete ?? false);
   function submit(event: FormEvent) {
     event.preventDefault();
     if (!canAct) return;
@@ -119,6 +136,9 @@ function Settings({ queue, save }: { queue: Queue; save: ReturnType<typeof useAc
     const real = (v: string) => (v.trim() === '' ? undefined : Number(v));
     const base = real(fields.base);
     const cap = real(fields.cap);
+    // Whole seconds: the server keeps retentions and timeouts in seconds.
+    const seconds = (v: string) => (v.trim() === '' ? undefined : toDuration(Math.round(Number(v))));
+    const retention = (v: string) => (v.trim() === '' ? undefined : toDuration(Math.round(Number(v) * DAY_SECONDS)));
     save.run({
       maxAttempts: int(fields.maxAttempts),
       backoff: {
@@ -131,9 +151,14 @@ function Settings({ queue, save }: { queue: Queue; save: ReturnType<typeof useAc
       maxConcurrency: int(fields.maxConcurrency),
       rateLimit: { perSecond: real(fields.perSecond) ?? 0, burst: int(fields.burst) ?? 1 },
       maxConcurrencyPerKey: int(fields.maxConcurrencyPerKey),
+      completedRetention: retention(fields.completedDays),
+      cancelledRetention: retention(fields.cancelledDays),
+      dlqRetention: retention(fields.dlqDays),
+      attemptTimeout: seconds(fields.attemptTimeout),
+      deleteOnComplete,
     });
   }
-  const field = (key: keyof Fields, label: string, props: { step?: string; min?: string; max?: string; hint?: string } = {}) => (
+  const field = (key: NumberField, label: string, props: { step?: string; min?: string; max?: string; hint?: string } = {}) => (
     <label>
       {label}
       {/* Required: an empty field would be left out of the PUT, so the old value would stay
@@ -177,6 +202,14 @@ function Settings({ queue, save }: { queue: Queue; save: ReturnType<typeof useAc
           {field('base', 'Backoff base (s)', { step: 'any' })}
           {field('cap', 'Backoff cap (s)', { step: 'any' })}
           {field('jitter', 'Backoff jitter (0..1)', { step: 'any', max: '1' })}
+          {field('attemptTimeout', 'Attempt timeout (s)', { hint: '0 = none; applies to jobs submitted after' })}
+          {field('completedDays', 'Keep completed (days)', { step: 'any', hint: '0 = forever' })}
+          {field('cancelledDays', 'Keep cancelled (days)', { step: 'any', hint: '0 = forever' })}
+          {field('dlqDays', 'Keep dead letters (days)', { step: 'any', hint: '0 = forever; a deleted one cannot be retried' })}
+          <label className="check">
+            <input type="checkbox" checked={deleteOnComplete} onChange={(e) => setDeleteOnComplete(e.target.checked)} data-testid="setting-deleteOnComplete" />
+            Delete jobs at completion (results not kept)
+          </label>
         </div>
       </fieldset>
       {canAct && (

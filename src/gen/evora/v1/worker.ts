@@ -535,9 +535,10 @@ export interface ServerWelcome {
   payloadsAsJson: boolean;
   /**
    * The largest result this server stores, in bytes of its JSON text (UTF-8): a
-   * WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID,
-   * and so is a WorkerProgress whose checkpoint is (EVORA_MAX_PAYLOAD_BYTES). A worker may
-   * check before sending. 0 = not said (an older server).
+   * WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID;
+   * a WorkerProgress whose checkpoint is larger is dropped without an answer, as every
+   * malformed progress report (EVORA_MAX_PAYLOAD_BYTES). A worker may check before sending
+   * (for a checkpoint it must, to know it was not stored). 0 = not said (an older server).
    */
   maxResultBytes: number;
   /**

@@ -519,7 +519,11 @@ export interface ServerWelcome {
   heartbeatIntervalSeconds: number;
   /**
    * The same interval in milliseconds (a third of lease_seconds, so of the shortest lease of
-   * the worker's queues); prefer it, since short leases need sub-second heartbeats.
+   * the worker's queues); prefer it, since short leases need sub-second heartbeats. It holds
+   * for the leases of the hello's time: a queue's lease_seconds lowered later gives its next
+   * jobs shorter leases, so also heartbeat at least every third of the shortest lease held
+   * (a job's lease: LeasedJob.lease_expires_at - Job.started_at, both the server's clock),
+   * or such jobs lose their leases (docs/api.md, the `heartbeat` row).
    */
   heartbeatIntervalMs: number;
   /**

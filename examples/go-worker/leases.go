@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
 
@@ -29,6 +31,27 @@ func (w *worker) heldLeases() []*evorav1.Lease {
 		leases = append(leases, &evorav1.Lease{JobId: id, LeaseToken: leaseToken(rs[len(rs)-1].req)})
 	}
 	return leases
+}
+
+// minBeat is the shortest heartbeat interval, whatever the leases.
+const minBeat = 100 * time.Millisecond
+
+// beatFor keeps the heartbeats fast enough for a pushed job's lease: at least every third of
+// it. The welcome's interval is a third of the queues' shortest lease at hello; a queue's
+// lease_seconds lowered since gives its next jobs shorter leases, which that interval would
+// let expire (docs/api.md, the heartbeat row). The lease is lease_expires_at - started_at,
+// both the server's clock. The schedule only gets faster during a session; the next
+// welcome's interval is computed from the queues' leases as they are then.
+func (s *session) beatFor(lj *evorav1.LeasedJob) {
+	end := lj.GetLeaseExpiresAt().AsTime()
+	lease := time.Until(end)
+	if started := lj.GetJob().GetStartedAt(); started != nil {
+		lease = end.Sub(started.AsTime())
+	}
+	if every := max(minBeat, lease/3); s.beatEvery == 0 || every < s.beatEvery {
+		s.beatEvery = every
+		s.beatChanged = true
+	}
 }
 
 // heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).

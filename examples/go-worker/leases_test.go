@@ -242,3 +242,27 @@ func TestANewSessionResendsTheUnansweredReportsButKeepsTheDelayOfARetryLater(t *
 		t.Fatalf("tries %d and %d, resendAt %v: the waiting report must keep its delay", unanswered.tries, waiting.tries, waiting.resendAt)
 	}
 }
+
+func TestAJobWithAShorterLeaseThanTheWelcomeSaidSpeedsUpTheHeartbeats(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	s.beatEvery = 10 * time.Second // the welcome's: a third of a 30 s lease at hello
+	push := func(id string, lease time.Duration) {
+		started := time.Now().Add(-time.Hour) // the server's clock: only the difference counts
+		w.handle(s, &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_Job{Job: &evorav1.LeasedJob{
+			Job:        &evorav1.Job{Id: id, Type: "other", StartedAt: timestamppb.New(started)},
+			LeaseToken: "t-" + id, LeaseExpiresAt: timestamppb.New(started.Add(lease)),
+		}}})
+		w.finish(s, <-w.done)
+	}
+	// The queue's lease was lowered to 3 s after the hello: beat every second from now on.
+	push("a", 3*time.Second)
+	if s.beatEvery != time.Second || !s.beatChanged {
+		t.Fatalf("after a 3 s lease: beat every %v (changed %v), want 1s", s.beatEvery, s.beatChanged)
+	}
+	// A job with a longer lease does not slow the heartbeats down again.
+	s.beatChanged = false
+	push("b", 30*time.Second)
+	if s.beatEvery != time.Second || s.beatChanged {
+		t.Fatalf("after a 30 s lease: beat every %v (changed %v), want 1s unchanged", s.beatEvery, s.beatChanged)
+	}
+}

@@ -32,6 +32,11 @@ class Session:
         # The largest message the server receives (its welcome's max_message_bytes; set by
         # the worker): no report may be larger.
         self.max_message = DEFAULT_MAX_MESSAGE_BYTES
+        # How often to heartbeat: the welcome's interval, or a third of the shortest lease
+        # pushed on this stream if that is shorter (Worker.beat_for); beat_changed: the
+        # worker must reschedule its next heartbeat.
+        self.beat_every = 0.0
+        self.beat_changed = False
         # The metadata (the API token's `authorization: Bearer <token>`) goes with the call.
         self.call = stub.Work(self._requests(), metadata=metadata)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()

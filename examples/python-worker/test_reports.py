@@ -205,6 +205,8 @@ class SentSession:
         self.sent: list[pb.WorkRequest] = []
         self.fence_set = False
         self.fenced = False
+        self.beat_every = 0.0
+        self.beat_changed = False
 
     def send(self, req: pb.WorkRequest) -> None:
         self.sent.append(req)
@@ -358,6 +360,25 @@ class LeasesTest(unittest.TestCase):
         _, _, done = self.worker.events.get(timeout=10)
         self.worker.finish(self.s, done)  # type: ignore[arg-type]
         self.assertEqual([token_of(r.req) for r in self.worker.pending["j"]], ["t2"])
+
+    def test_a_job_with_a_shorter_lease_than_the_welcome_said_speeds_up_the_heartbeats(self) -> None:
+        self.s.beat_every = 10.0  # the welcome's: a third of a 30 s lease at hello
+
+        def push(job_id: str, lease: float) -> None:
+            started = Timestamp(seconds=1_000_000)  # the server's clock: only the difference counts
+            end = Timestamp(seconds=1_000_000 + int(lease))
+            self.handle(pb.WorkResponse(job=pb.LeasedJob(
+                job=job_pb2.Job(id=job_id, type="other", started_at=started), lease_token="t-" + job_id, lease_expires_at=end)))
+            _, _, done = self.worker.events.get(timeout=10)
+            self.worker.finish(self.s, done)  # type: ignore[arg-type]
+
+        # The queue's lease was lowered to 3 s after the hello: beat every second from now on.
+        push("a", 3)
+        self.assertEqual((self.s.beat_every, self.s.beat_changed), (1.0, True))
+        # A job with a longer lease does not slow the heartbeats down again.
+        self.s.beat_changed = False
+        push("b", 30)
+        self.assertEqual((self.s.beat_every, self.s.beat_changed), (1.0, False))
 
 
 class CodeNameTest(unittest.TestCase):

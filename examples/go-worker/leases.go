@@ -57,14 +57,18 @@ func (s *session) beatFor(lj *evorav1.LeasedJob) {
 // heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).
 func (w *worker) heartbeat(s *session) {
 	hb := &evorav1.WorkerHeartbeat{Leases: w.heldLeases()}
-	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}})
+	if s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}}) == nil {
+		s.beatsSent++
+	}
 }
 
 // onHeartbeatAck records when the extended leases now end (a report's, for how long it may
 // still be sent again) and stops the running jobs an operator asked to cancel. A lease left
-// out was lost; the server says so with lease_lost.
+// out was lost; the server says so with lease_lost. Once every heartbeat up to the fencing
+// one is answered, the stream is fenced: every job pushed before our drain has arrived.
 func (w *worker) onHeartbeatAck(s *session, a *evorav1.ServerHeartbeatAck) {
-	if s.fenceSet {
+	s.beatsAcked++
+	if s.fenceSet && s.beatsAcked >= s.fenceBeats {
 		s.fenced = true
 	}
 	for _, l := range a.GetLeases() {

@@ -266,3 +266,18 @@ func TestAJobWithAShorterLeaseThanTheWelcomeSaidSpeedsUpTheHeartbeats(t *testing
 		t.Fatalf("after a 30 s lease: beat every %v (changed %v), want 1s unchanged", s.beatEvery, s.beatChanged)
 	}
 }
+
+func TestTheFenceWaitsForTheFencingHeartbeatsAckNotAnEarlierOnes(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	w.heartbeat(s) // the periodic heartbeat, its ack still on its way
+	w.beginStop(s) // drain + the fencing heartbeat
+	ack := &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_HeartbeatAck{HeartbeatAck: &evorav1.ServerHeartbeatAck{}}}
+	w.handle(s, ack) // answers the periodic heartbeat: a job pushed before the drain may still come
+	if s.fenced {
+		t.Fatal("fenced by the ack of a heartbeat sent before the drain")
+	}
+	w.handle(s, ack) // answers the fencing heartbeat
+	if !s.fenced {
+		t.Fatal("not fenced once the fencing heartbeat was answered")
+	}
+}

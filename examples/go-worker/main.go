@@ -110,9 +110,14 @@ type session struct {
 	cancel   context.CancelFunc
 	msgs     chan *evorav1.WorkResponse // closed when the stream ends
 	err      error                      // why it ended (read after msgs is closed)
-	fenced   bool                       // a heartbeat ack arrived after our drain: no more jobs will come
+	fenced   bool                       // the fencing heartbeat was answered: no more jobs will come
 	fenceSet bool                       // we sent drain + a fencing heartbeat on this stream
 	drain    *evorav1.ServerDrain       // the server's drain, once it asked for one
+	// Heartbeats sent and heartbeat acks received on this stream, and the count of
+	// heartbeats sent up to the fencing one: acks carry no id, so the fence holds once
+	// that many have been answered (an earlier heartbeat's ack may come after the drain,
+	// and jobs after it).
+	beatsSent, beatsAcked, fenceBeats int
 	// The largest message the server receives (ServerWelcome.max_message_bytes, or gRPC's
 	// default from a server that does not say): no report may be larger (reportTooLarge).
 	maxMessage int
@@ -298,6 +303,7 @@ func (w *worker) fence(s *session) {
 	s.fenceSet = true
 	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Drain{Drain: &evorav1.WorkerDrain{}}})
 	w.heartbeat(s)
+	s.fenceBeats = s.beatsSent
 }
 
 func (w *worker) waitEnd(s *session) {

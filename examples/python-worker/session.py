@@ -26,6 +26,11 @@ class Session:
         self.out: queue.Queue = queue.Queue()
         self.fence_set = False  # we sent drain + a fencing heartbeat
         self.fenced = False  # ... and its ack arrived: no more jobs will come
+        # Heartbeats sent and heartbeat acks received on this stream, and the count of
+        # heartbeats sent up to the fencing one: acks carry no id, so the fence holds once
+        # that many have been answered (an earlier heartbeat's ack may come after the drain,
+        # and jobs after it).
+        self.beats_sent = self.beats_acked = self.fence_beats = 0
         self.ended = False
         self.drain: pb.ServerDrain | None = None  # the server's drain, once it asked for one
         self.last_heard = time.monotonic()  # when the server last sent anything (set by the worker)

@@ -207,6 +207,7 @@ class SentSession:
         self.fenced = False
         self.beat_every = 0.0
         self.beat_changed = False
+        self.beats_sent = self.beats_acked = self.fence_beats = 0
 
     def send(self, req: pb.WorkRequest) -> None:
         self.sent.append(req)
@@ -379,6 +380,15 @@ class LeasesTest(unittest.TestCase):
         self.s.beat_changed = False
         push("b", 30)
         self.assertEqual((self.s.beat_every, self.s.beat_changed), (1.0, False))
+
+    def test_the_fence_waits_for_the_fencing_heartbeats_ack_not_an_earlier_ones(self) -> None:
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]  # the periodic one, its ack on its way
+        self.worker.begin_stop(self.s)  # type: ignore[arg-type]  # drain + the fencing heartbeat
+        ack = pb.WorkResponse(heartbeat_ack=pb.ServerHeartbeatAck())
+        self.handle(ack)  # answers the periodic heartbeat: a job pushed before the drain may still come
+        self.assertFalse(self.s.fenced)
+        self.handle(ack)  # answers the fencing heartbeat
+        self.assertTrue(self.s.fenced)
 
 
 class CodeNameTest(unittest.TestCase):

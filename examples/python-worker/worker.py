@@ -402,6 +402,7 @@ class Worker:
         s.fence_set = True
         s.send(pb.WorkRequest(drain=pb.WorkerDrain()))
         self.heartbeat(s)
+        s.fence_beats = s.beats_sent
 
     def wait_end(self, s: Session) -> None:
         deadline = time.monotonic() + 5
@@ -515,8 +516,10 @@ class Worker:
     def on_heartbeat_ack(self, s: Session, ack: pb.ServerHeartbeatAck) -> None:
         """Records when the extended leases now end (a report's, for how long it may still be
         sent again) and stops the running jobs an operator asked to cancel. A lease left out
-        was lost; the server says so with lease_lost."""
-        if s.fence_set:
+        was lost; the server says so with lease_lost. Once every heartbeat up to the fencing
+        one is answered, the stream is fenced: every job pushed before our drain has arrived."""
+        s.beats_acked += 1
+        if s.fence_set and s.beats_acked >= s.fence_beats:
             s.fenced = True
         for lease in ack.leases:
             t = self.running.get(lease.job_id)
@@ -691,6 +694,7 @@ class Worker:
     def heartbeat(self, s: Session) -> None:
         """Extends every lease the worker holds (an empty heartbeat is a plain keep-alive)."""
         s.send(pb.WorkRequest(heartbeat=pb.WorkerHeartbeat(leases=self.held_leases())))
+        s.beats_sent += 1
 
     def mark_idle(self) -> None:
         if self.finished():

@@ -109,7 +109,10 @@ export enum CancelReason {
   /**
    * CANCEL_REASON_TIMEOUT - The attempt ran longer than the job's timeout (SubmitJobRequest.timeout): the server
    * already failed it (retry or DLQ as for any failure), so the lease is no longer the
-   * worker's; any report about it is answered ACK_RESULT_LEASE_LOST.
+   * worker's; any report about it is answered ACK_RESULT_LEASE_LOST. The worker still
+   * reports it once stopped (or names it in a heartbeat, answered lease_lost): until then
+   * the attempt counts against hello.slots, at most until its lease_expires_at (the last
+   * one sent) has passed (and 2 s of grace).
    */
   CANCEL_REASON_TIMEOUT = 2,
   UNRECOGNIZED = -1,

@@ -337,6 +337,7 @@ export interface WorkerHello {
   /**
    * Leases the worker still holds from an earlier stream (after a reconnect). Those that
    * are still current occupy slots until the worker finishes them with their tokens.
+   * Naming them does not renew them: heartbeat them at once (docs/api.md, "Reconnecting").
    */
   held: Lease[];
   /**

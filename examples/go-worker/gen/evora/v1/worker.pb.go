@@ -689,6 +689,7 @@ type WorkerHello struct {
 	Slots int32 `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
 	// Leases the worker still holds from an earlier stream (after a reconnect). Those that
 	// are still current occupy slots until the worker finishes them with their tokens.
+	// Naming them does not renew them: heartbeat them at once (docs/api.md, "Reconnecting").
 	Held []*Lease `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
 	// True = the worker understands the batch messages `jobs` and `acks`, and the server
 	// may send them instead of several `job` or `ack` messages. Unset or false = single

@@ -281,3 +281,19 @@ func TestTheFenceWaitsForTheFencingHeartbeatsAckNotAnEarlierOnes(t *testing.T) {
 		t.Fatal("not fenced once the fencing heartbeat was answered")
 	}
 }
+
+func TestANewSessionHeartbeatsTheLeasesCarriedOverAtOnce(t *testing.T) {
+	w, s, st := leaseTestWorker()
+	runningTask(w, "a", "ta")
+	pendingReport(w, "t1")
+	w.onNewSession(s)
+	// hello.held does not renew them: the first message after the welcome renews them all,
+	// before the unanswered report goes out again.
+	if len(st.sent) != 2 || st.sent[0].GetHeartbeat() == nil {
+		t.Fatalf("sent %v, want a heartbeat, then the report", st.sent)
+	}
+	st.sent = st.sent[:1]
+	if got, want := heartbeatLeases(t, st), []string{"a/ta", "j/t1"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+}

@@ -248,6 +248,16 @@ class LeasesTest(unittest.TestCase):
         self.assertEqual((unanswered.tries, waiting.tries), (2, 1))
         self.assertIsNotNone(waiting.resend_at)
 
+    def test_a_new_session_heartbeats_the_leases_carried_over_at_once(self) -> None:
+        self.running("a", "ta")
+        self.pending("t1")
+        self.worker.on_new_session(self.s)  # type: ignore[arg-type]
+        # hello.held does not renew them: the first message after the welcome renews them all,
+        # before the unanswered report goes out again.
+        self.assertEqual([r.WhichOneof("msg") for r in self.s.sent], ["heartbeat", "complete"])
+        del self.s.sent[1:]
+        self.assertEqual(self.s.heartbeat_leases(), ["a/ta", "j/t1"])
+
     def running(self, job_id: str, token: str) -> Task:
         t = Task(id=job_id, token=token, lease_end=time.time() + 60)
         self.worker.running[job_id] = t

@@ -303,7 +303,7 @@ class Worker:
             self.session = s
             s.max_message = w.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
             s.last_heard = time.monotonic()
-            self.resend_on_new_session(s)
+            self.on_new_session(s)
             return hb_every
 
     def serve(self, hb_every: float) -> int | None:
@@ -600,6 +600,15 @@ class Worker:
         r.tries += 1
         r.resend_at = None
         s.send(r.req)
+
+    def on_new_session(self, s: Session) -> None:
+        """Heartbeats the leases carried over from the old stream at once, then sends again the
+        reports left without an answer. hello.held keeps those leases but does not renew them:
+        each still ends a lease length after its last renewal on the old stream, which may come
+        before the first scheduled heartbeat; and the heartbeat's answer tells of a cancel made
+        while the worker was away, which nothing else repeats."""
+        self.heartbeat(s)
+        self.resend_on_new_session(s)
 
     def resend_on_new_session(self, s: Session) -> None:
         """Sends on a new session the reports left without an answer on the old one: each may

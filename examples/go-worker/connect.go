@@ -154,8 +154,18 @@ func (w *worker) connect(parent context.Context) (*session, time.Duration, error
 			}
 		}
 	}()
-	w.resendOnNewSession(s)
+	w.onNewSession(s)
 	return s, hbEvery, nil
+}
+
+// onNewSession heartbeats the leases carried over from the old stream at once, then sends
+// again the reports left without an answer. hello.held keeps those leases but does not renew
+// them: each still ends a lease length after its last renewal on the old stream, which may
+// come before the first tick of the heartbeat ticker; and the heartbeat's answer tells of a
+// cancel made while the worker was away, which nothing else repeats.
+func (w *worker) onNewSession(s *session) {
+	w.heartbeat(s)
+	w.resendOnNewSession(s)
 }
 
 // sleep waits between reconnects; a signal while nothing is held exits at once.

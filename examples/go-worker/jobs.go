@@ -47,6 +47,7 @@ func (w *worker) start(s *session, lj *evorav1.LeasedJob) {
 		old.cancel(errLeaseLost)
 	}
 	w.running[t.id] = t
+	s.beatFor(lj)
 	w.log.Info("job received", "job_id", t.id, "type", j.GetType(), "attempt", j.GetAttempt())
 	info := jobInfo{id: t.id, attempt: j.GetAttempt(), payload: j.GetPayload(), workerID: w.cfg.workerID}
 	jobType := j.GetType()

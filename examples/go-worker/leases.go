@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	evorav1 "github.com/evora/evora/examples/go-worker/gen/evora/v1"
 )
 
@@ -31,17 +33,42 @@ func (w *worker) heldLeases() []*evorav1.Lease {
 	return leases
 }
 
+// minBeat is the shortest heartbeat interval, whatever the leases.
+const minBeat = 100 * time.Millisecond
+
+// beatFor keeps the heartbeats fast enough for a pushed job's lease: at least every third of
+// it. The welcome's interval is a third of the queues' shortest lease at hello; a queue's
+// lease_seconds lowered since gives its next jobs shorter leases, which that interval would
+// let expire (docs/api.md, the heartbeat row). The lease is lease_expires_at - started_at,
+// both the server's clock. The schedule only gets faster during a session; the next
+// welcome's interval is computed from the queues' leases as they are then.
+func (s *session) beatFor(lj *evorav1.LeasedJob) {
+	end := lj.GetLeaseExpiresAt().AsTime()
+	lease := time.Until(end)
+	if started := lj.GetJob().GetStartedAt(); started != nil {
+		lease = end.Sub(started.AsTime())
+	}
+	if every := max(minBeat, lease/3); s.beatEvery == 0 || every < s.beatEvery {
+		s.beatEvery = every
+		s.beatChanged = true
+	}
+}
+
 // heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).
 func (w *worker) heartbeat(s *session) {
 	hb := &evorav1.WorkerHeartbeat{Leases: w.heldLeases()}
-	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}})
+	if s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}}) == nil {
+		s.beatsSent++
+	}
 }
 
 // onHeartbeatAck records when the extended leases now end (a report's, for how long it may
 // still be sent again) and stops the running jobs an operator asked to cancel. A lease left
-// out was lost; the server says so with lease_lost.
+// out was lost; the server says so with lease_lost. Once every heartbeat up to the fencing
+// one is answered, the stream is fenced: every job pushed before our drain has arrived.
 func (w *worker) onHeartbeatAck(s *session, a *evorav1.ServerHeartbeatAck) {
-	if s.fenceSet {
+	s.beatsAcked++
+	if s.fenceSet && s.beatsAcked >= s.fenceBeats {
 		s.fenced = true
 	}
 	for _, l := range a.GetLeases() {

@@ -242,3 +242,58 @@ func TestANewSessionResendsTheUnansweredReportsButKeepsTheDelayOfARetryLater(t *
 		t.Fatalf("tries %d and %d, resendAt %v: the waiting report must keep its delay", unanswered.tries, waiting.tries, waiting.resendAt)
 	}
 }
+
+func TestAJobWithAShorterLeaseThanTheWelcomeSaidSpeedsUpTheHeartbeats(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	s.beatEvery = 10 * time.Second // the welcome's: a third of a 30 s lease at hello
+	push := func(id string, lease time.Duration) {
+		started := time.Now().Add(-time.Hour) // the server's clock: only the difference counts
+		w.handle(s, &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_Job{Job: &evorav1.LeasedJob{
+			Job:        &evorav1.Job{Id: id, Type: "other", StartedAt: timestamppb.New(started)},
+			LeaseToken: "t-" + id, LeaseExpiresAt: timestamppb.New(started.Add(lease)),
+		}}})
+		w.finish(s, <-w.done)
+	}
+	// The queue's lease was lowered to 3 s after the hello: beat every second from now on.
+	push("a", 3*time.Second)
+	if s.beatEvery != time.Second || !s.beatChanged {
+		t.Fatalf("after a 3 s lease: beat every %v (changed %v), want 1s", s.beatEvery, s.beatChanged)
+	}
+	// A job with a longer lease does not slow the heartbeats down again.
+	s.beatChanged = false
+	push("b", 30*time.Second)
+	if s.beatEvery != time.Second || s.beatChanged {
+		t.Fatalf("after a 30 s lease: beat every %v (changed %v), want 1s unchanged", s.beatEvery, s.beatChanged)
+	}
+}
+
+func TestTheFenceWaitsForTheFencingHeartbeatsAckNotAnEarlierOnes(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	w.heartbeat(s) // the periodic heartbeat, its ack still on its way
+	w.beginStop(s) // drain + the fencing heartbeat
+	ack := &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_HeartbeatAck{HeartbeatAck: &evorav1.ServerHeartbeatAck{}}}
+	w.handle(s, ack) // answers the periodic heartbeat: a job pushed before the drain may still come
+	if s.fenced {
+		t.Fatal("fenced by the ack of a heartbeat sent before the drain")
+	}
+	w.handle(s, ack) // answers the fencing heartbeat
+	if !s.fenced {
+		t.Fatal("not fenced once the fencing heartbeat was answered")
+	}
+}
+
+func TestANewSessionHeartbeatsTheLeasesCarriedOverAtOnce(t *testing.T) {
+	w, s, st := leaseTestWorker()
+	runningTask(w, "a", "ta")
+	pendingReport(w, "t1")
+	w.onNewSession(s)
+	// hello.held does not renew them: the first message after the welcome renews them all,
+	// before the unanswered report goes out again.
+	if len(st.sent) != 2 || st.sent[0].GetHeartbeat() == nil {
+		t.Fatalf("sent %v, want a heartbeat, then the report", st.sent)
+	}
+	st.sent = st.sent[:1]
+	if got, want := heartbeatLeases(t, st), []string{"a/ta", "j/t1"}; !slices.Equal(got, want) {
+		t.Fatalf("heartbeat leases %v, want %v", got, want)
+	}
+}

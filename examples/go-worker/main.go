@@ -3,7 +3,8 @@
 // It opens a WorkerService.Work stream, says hello (worker id, queue, slots), runs the
 // jobs the server pushes (type "resize", see resize.go) up to -slots at a time, sends a
 // heartbeat for the leases it holds every heartbeat_interval_ms the server gave in its
-// welcome (a job's until its report is settled), reports each job with complete or fail,
+// welcome, or faster for a job pushed with a shorter lease (a job's until its report is
+// settled), reports each job with complete or fail,
 // and waits for the server's ack.
 // It acts on the protocol's codes, never on their text: the ack's result (reports.go),
 // and the lease_lost, cancel and drain messages (handle, below).
@@ -109,12 +110,21 @@ type session struct {
 	cancel   context.CancelFunc
 	msgs     chan *evorav1.WorkResponse // closed when the stream ends
 	err      error                      // why it ended (read after msgs is closed)
-	fenced   bool                       // a heartbeat ack arrived after our drain: no more jobs will come
+	fenced   bool                       // the fencing heartbeat was answered: no more jobs will come
 	fenceSet bool                       // we sent drain + a fencing heartbeat on this stream
 	drain    *evorav1.ServerDrain       // the server's drain, once it asked for one
+	// Heartbeats sent and heartbeat acks received on this stream, and the count of
+	// heartbeats sent up to the fencing one: acks carry no id, so the fence holds once
+	// that many have been answered (an earlier heartbeat's ack may come after the drain,
+	// and jobs after it).
+	beatsSent, beatsAcked, fenceBeats int
 	// The largest message the server receives (ServerWelcome.max_message_bytes, or gRPC's
 	// default from a server that does not say): no report may be larger (reportTooLarge).
 	maxMessage int
+	// How often to heartbeat: the welcome's interval, or a third of the shortest lease pushed
+	// on this stream if that is shorter (beatFor); beatChanged: serve must reset its ticker.
+	beatEvery   time.Duration
+	beatChanged bool
 }
 
 var (
@@ -201,6 +211,7 @@ func (w *worker) run(sigs <-chan os.Signal) int {
 
 // serve handles one session until it ends. exit says whether the worker is done.
 func (w *worker) serve(s *session, hbEvery time.Duration, sigs <-chan os.Signal) (code int, exit bool) {
+	s.beatEvery = hbEvery
 	hb := time.NewTicker(hbEvery)
 	defer hb.Stop()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -230,6 +241,10 @@ func (w *worker) serve(s *session, hbEvery time.Duration, sigs <-chan os.Signal)
 				return 0, false
 			}
 			w.handle(s, m)
+			if s.beatChanged { // a job came with a shorter lease than the schedule assumed
+				s.beatChanged = false
+				hb.Reset(s.beatEvery)
+			}
 		case o := <-w.done:
 			w.finish(s, o)
 		case <-hb.C:
@@ -288,6 +303,7 @@ func (w *worker) fence(s *session) {
 	s.fenceSet = true
 	_ = s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Drain{Drain: &evorav1.WorkerDrain{}}})
 	w.heartbeat(s)
+	s.fenceBeats = s.beatsSent
 }
 
 func (w *worker) waitEnd(s *session) {

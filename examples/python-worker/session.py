@@ -26,12 +26,22 @@ class Session:
         self.out: queue.Queue = queue.Queue()
         self.fence_set = False  # we sent drain + a fencing heartbeat
         self.fenced = False  # ... and its ack arrived: no more jobs will come
+        # Heartbeats sent and heartbeat acks received on this stream, and the count of
+        # heartbeats sent up to the fencing one: acks carry no id, so the fence holds once
+        # that many have been answered (an earlier heartbeat's ack may come after the drain,
+        # and jobs after it).
+        self.beats_sent = self.beats_acked = self.fence_beats = 0
         self.ended = False
         self.drain: pb.ServerDrain | None = None  # the server's drain, once it asked for one
         self.last_heard = time.monotonic()  # when the server last sent anything (set by the worker)
         # The largest message the server receives (its welcome's max_message_bytes; set by
         # the worker): no report may be larger.
         self.max_message = DEFAULT_MAX_MESSAGE_BYTES
+        # How often to heartbeat: the welcome's interval, or a third of the shortest lease
+        # pushed on this stream if that is shorter (Worker.beat_for); beat_changed: the
+        # worker must reschedule its next heartbeat.
+        self.beat_every = 0.0
+        self.beat_changed = False
         # The metadata (the API token's `authorization: Bearer <token>`) goes with the call.
         self.call = stub.Work(self._requests(), metadata=metadata)
         threading.Thread(target=self._read, args=(events,), daemon=True).start()

@@ -205,6 +205,9 @@ class SentSession:
         self.sent: list[pb.WorkRequest] = []
         self.fence_set = False
         self.fenced = False
+        self.beat_every = 0.0
+        self.beat_changed = False
+        self.beats_sent = self.beats_acked = self.fence_beats = 0
 
     def send(self, req: pb.WorkRequest) -> None:
         self.sent.append(req)
@@ -244,6 +247,16 @@ class LeasesTest(unittest.TestCase):
         self.assertEqual([token_of(r) for r in self.s.sent], ["t1"])
         self.assertEqual((unanswered.tries, waiting.tries), (2, 1))
         self.assertIsNotNone(waiting.resend_at)
+
+    def test_a_new_session_heartbeats_the_leases_carried_over_at_once(self) -> None:
+        self.running("a", "ta")
+        self.pending("t1")
+        self.worker.on_new_session(self.s)  # type: ignore[arg-type]
+        # hello.held does not renew them: the first message after the welcome renews them all,
+        # before the unanswered report goes out again.
+        self.assertEqual([r.WhichOneof("msg") for r in self.s.sent], ["heartbeat", "complete"])
+        del self.s.sent[1:]
+        self.assertEqual(self.s.heartbeat_leases(), ["a/ta", "j/t1"])
 
     def running(self, job_id: str, token: str) -> Task:
         t = Task(id=job_id, token=token, lease_end=time.time() + 60)
@@ -358,6 +371,34 @@ class LeasesTest(unittest.TestCase):
         _, _, done = self.worker.events.get(timeout=10)
         self.worker.finish(self.s, done)  # type: ignore[arg-type]
         self.assertEqual([token_of(r.req) for r in self.worker.pending["j"]], ["t2"])
+
+    def test_a_job_with_a_shorter_lease_than_the_welcome_said_speeds_up_the_heartbeats(self) -> None:
+        self.s.beat_every = 10.0  # the welcome's: a third of a 30 s lease at hello
+
+        def push(job_id: str, lease: float) -> None:
+            started = Timestamp(seconds=1_000_000)  # the server's clock: only the difference counts
+            end = Timestamp(seconds=1_000_000 + int(lease))
+            self.handle(pb.WorkResponse(job=pb.LeasedJob(
+                job=job_pb2.Job(id=job_id, type="other", started_at=started), lease_token="t-" + job_id, lease_expires_at=end)))
+            _, _, done = self.worker.events.get(timeout=10)
+            self.worker.finish(self.s, done)  # type: ignore[arg-type]
+
+        # The queue's lease was lowered to 3 s after the hello: beat every second from now on.
+        push("a", 3)
+        self.assertEqual((self.s.beat_every, self.s.beat_changed), (1.0, True))
+        # A job with a longer lease does not slow the heartbeats down again.
+        self.s.beat_changed = False
+        push("b", 30)
+        self.assertEqual((self.s.beat_every, self.s.beat_changed), (1.0, False))
+
+    def test_the_fence_waits_for_the_fencing_heartbeats_ack_not_an_earlier_ones(self) -> None:
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]  # the periodic one, its ack on its way
+        self.worker.begin_stop(self.s)  # type: ignore[arg-type]  # drain + the fencing heartbeat
+        ack = pb.WorkResponse(heartbeat_ack=pb.ServerHeartbeatAck())
+        self.handle(ack)  # answers the periodic heartbeat: a job pushed before the drain may still come
+        self.assertFalse(self.s.fenced)
+        self.handle(ack)  # answers the fencing heartbeat
+        self.assertTrue(self.s.fenced)
 
 
 class CodeNameTest(unittest.TestCase):

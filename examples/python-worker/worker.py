@@ -4,7 +4,8 @@
 It opens a WorkerService.Work stream, says hello (worker id, queue, slots), runs the jobs
 the server pushes (type "resize", see resize.py) up to --slots at a time in a thread pool,
 sends a heartbeat for the leases it holds every heartbeat_interval_ms the server gave in
-its welcome (a job's until its report is settled), reports each job with complete or fail,
+its welcome, or faster for a job pushed with a shorter lease (a job's until its report is
+settled), reports each job with complete or fail,
 and waits for the server's ack. It acts on the protocol's codes, never on their text: the
 ack's result (see reports.py) and the lease_lost, cancel and drain messages (Worker.handle).
 When the stream breaks it reconnects with backoff and finishes the jobs it holds with their
@@ -84,6 +85,8 @@ STABLE_SESSION = 10.0
 # if longer), while it answers every heartbeat: it is taken for dead and the worker
 # reconnects (as the TypeScript SDK does).
 STALE_SECONDS = 30.0
+# The shortest heartbeat interval, whatever the leases.
+MIN_BEAT_SECONDS = 0.1
 
 
 class Stop(enum.Enum):
@@ -300,13 +303,14 @@ class Worker:
             self.session = s
             s.max_message = w.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
             s.last_heard = time.monotonic()
-            self.resend_on_new_session(s)
+            self.on_new_session(s)
             return hb_every
 
     def serve(self, hb_every: float) -> int | None:
         """Handles one session until it ends; returns an exit code when the worker is done."""
         s = self.session
         assert s is not None
+        s.beat_every = hb_every
         next_hb = time.monotonic() + hb_every
         if self.stopping:
             self.fence(s)
@@ -318,6 +322,9 @@ class Worker:
             if kind == "msg" and sid == s.sid:
                 s.last_heard = time.monotonic()
                 self.handle(s, value)
+                if s.beat_changed:  # a job came with a shorter lease than the schedule assumed
+                    s.beat_changed = False
+                    next_hb = min(next_hb, time.monotonic() + s.beat_every)
             elif kind == "end" and sid == s.sid:
                 self.session = None
                 s.close_send()
@@ -350,7 +357,7 @@ class Worker:
             self.resend_due(s, now)
             if now >= next_hb:
                 self.heartbeat(s)
-                next_hb = now + hb_every
+                next_hb = now + s.beat_every
             while self.signals:
                 signum = self.signals.pop(0)
                 if self.stopping:
@@ -395,6 +402,7 @@ class Worker:
         s.fence_set = True
         s.send(pb.WorkRequest(drain=pb.WorkerDrain()))
         self.heartbeat(s)
+        s.fence_beats = s.beats_sent
 
     def wait_end(self, s: Session) -> None:
         deadline = time.monotonic() + 5
@@ -433,9 +441,11 @@ class Worker:
     def handle(self, s: Session, msg: pb.WorkResponse) -> None:
         kind = msg.WhichOneof("msg")
         if kind == "job":
+            self.beat_for(s, msg.job)
             self.start(msg.job)
         elif kind == "jobs":
             for job in msg.jobs.jobs:
+                self.beat_for(s, job)
                 self.start(job)
         elif kind == "ack":
             self.on_ack(s, msg.ack)
@@ -487,11 +497,29 @@ class Worker:
             return
         log.debug("lease_lost for a lease this worker does not hold job_id=%s lease_token=%s code=%s", job_id, token, code)
 
+    def beat_for(self, s: Session, leased: pb.LeasedJob) -> None:
+        """Keeps the heartbeats fast enough for a pushed job's lease: at least every third of
+        it. The welcome's interval is a third of the queues' shortest lease at hello; a queue's
+        lease_seconds lowered since gives its next jobs shorter leases, which that interval
+        would let expire (docs/api.md, the heartbeat row). The lease is lease_expires_at -
+        started_at, both the server's clock. The schedule only gets faster during a session;
+        the next welcome's interval is computed from the queues' leases as they are then."""
+        if not leased.HasField("lease_expires_at"):
+            return
+        end = epoch(leased.lease_expires_at)
+        lease = end - (epoch(leased.job.started_at) if leased.job.HasField("started_at") else time.time())
+        every = max(MIN_BEAT_SECONDS, lease / 3)
+        if s.beat_every == 0 or every < s.beat_every:
+            s.beat_every = every
+            s.beat_changed = True
+
     def on_heartbeat_ack(self, s: Session, ack: pb.ServerHeartbeatAck) -> None:
         """Records when the extended leases now end (a report's, for how long it may still be
         sent again) and stops the running jobs an operator asked to cancel. A lease left out
-        was lost; the server says so with lease_lost."""
-        if s.fence_set:
+        was lost; the server says so with lease_lost. Once every heartbeat up to the fencing
+        one is answered, the stream is fenced: every job pushed before our drain has arrived."""
+        s.beats_acked += 1
+        if s.fence_set and s.beats_acked >= s.fence_beats:
             s.fenced = True
         for lease in ack.leases:
             t = self.running.get(lease.job_id)
@@ -572,6 +600,15 @@ class Worker:
         r.tries += 1
         r.resend_at = None
         s.send(r.req)
+
+    def on_new_session(self, s: Session) -> None:
+        """Heartbeats the leases carried over from the old stream at once, then sends again the
+        reports left without an answer. hello.held keeps those leases but does not renew them:
+        each still ends a lease length after its last renewal on the old stream, which may come
+        before the first scheduled heartbeat; and the heartbeat's answer tells of a cancel made
+        while the worker was away, which nothing else repeats."""
+        self.heartbeat(s)
+        self.resend_on_new_session(s)
 
     def resend_on_new_session(self, s: Session) -> None:
         """Sends on a new session the reports left without an answer on the old one: each may
@@ -666,6 +703,7 @@ class Worker:
     def heartbeat(self, s: Session) -> None:
         """Extends every lease the worker holds (an empty heartbeat is a plain keep-alive)."""
         s.send(pb.WorkRequest(heartbeat=pb.WorkerHeartbeat(leases=self.held_leases())))
+        s.beats_sent += 1
 
     def mark_idle(self) -> None:
         if self.finished():

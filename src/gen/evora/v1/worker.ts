@@ -109,7 +109,10 @@ export enum CancelReason {
   /**
    * CANCEL_REASON_TIMEOUT - The attempt ran longer than the job's timeout (SubmitJobRequest.timeout): the server
    * already failed it (retry or DLQ as for any failure), so the lease is no longer the
-   * worker's; any report about it is answered ACK_RESULT_LEASE_LOST.
+   * worker's; any report about it is answered ACK_RESULT_LEASE_LOST. The worker still
+   * reports it once stopped (or names it in a heartbeat, answered lease_lost): until then
+   * the attempt counts against hello.slots, at most until its lease_expires_at (the last
+   * one sent) has passed (and 2 s of grace).
    */
   CANCEL_REASON_TIMEOUT = 2,
   UNRECOGNIZED = -1,
@@ -334,6 +337,7 @@ export interface WorkerHello {
   /**
    * Leases the worker still holds from an earlier stream (after a reconnect). Those that
    * are still current occupy slots until the worker finishes them with their tokens.
+   * Naming them does not renew them: heartbeat them at once (docs/api.md, "Reconnecting").
    */
   held: Lease[];
   /**
@@ -519,7 +523,11 @@ export interface ServerWelcome {
   heartbeatIntervalSeconds: number;
   /**
    * The same interval in milliseconds (a third of lease_seconds, so of the shortest lease of
-   * the worker's queues); prefer it, since short leases need sub-second heartbeats.
+   * the worker's queues); prefer it, since short leases need sub-second heartbeats. It holds
+   * for the leases of the hello's time: a queue's lease_seconds lowered later gives its next
+   * jobs shorter leases, so also heartbeat at least every third of the shortest lease held
+   * (a job's lease: LeasedJob.lease_expires_at - Job.started_at, both the server's clock),
+   * or such jobs lose their leases (docs/api.md, the `heartbeat` row).
    */
   heartbeatIntervalMs: number;
   /**
@@ -535,9 +543,10 @@ export interface ServerWelcome {
   payloadsAsJson: boolean;
   /**
    * The largest result this server stores, in bytes of its JSON text (UTF-8): a
-   * WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID,
-   * and so is a WorkerProgress whose checkpoint is (EVORA_MAX_PAYLOAD_BYTES). A worker may
-   * check before sending. 0 = not said (an older server).
+   * WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID;
+   * a WorkerProgress whose checkpoint is larger is dropped without an answer, as every
+   * malformed progress report (EVORA_MAX_PAYLOAD_BYTES). A worker may check before sending
+   * (for a checkpoint it must, to know it was not stored). 0 = not said (an older server).
    */
   maxResultBytes: number;
   /**

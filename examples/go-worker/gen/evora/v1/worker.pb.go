@@ -101,7 +101,10 @@ const (
 	CancelReason_CANCEL_REASON_OPERATOR CancelReason = 1
 	// The attempt ran longer than the job's timeout (SubmitJobRequest.timeout): the server
 	// already failed it (retry or DLQ as for any failure), so the lease is no longer the
-	// worker's; any report about it is answered ACK_RESULT_LEASE_LOST.
+	// worker's; any report about it is answered ACK_RESULT_LEASE_LOST. The worker still
+	// reports it once stopped (or names it in a heartbeat, answered lease_lost): until then
+	// the attempt counts against hello.slots, at most until its lease_expires_at (the last
+	// one sent) has passed (and 2 s of grace).
 	CancelReason_CANCEL_REASON_TIMEOUT CancelReason = 2
 )
 
@@ -686,6 +689,7 @@ type WorkerHello struct {
 	Slots int32 `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
 	// Leases the worker still holds from an earlier stream (after a reconnect). Those that
 	// are still current occupy slots until the worker finishes them with their tokens.
+	// Naming them does not renew them: heartbeat them at once (docs/api.md, "Reconnecting").
 	Held []*Lease `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
 	// True = the worker understands the batch messages `jobs` and `acks`, and the server
 	// may send them instead of several `job` or `ack` messages. Unset or false = single
@@ -1384,7 +1388,11 @@ type ServerWelcome struct {
 	// (rounded down, at least 1).
 	HeartbeatIntervalSeconds int32 `protobuf:"varint,3,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
 	// The same interval in milliseconds (a third of lease_seconds, so of the shortest lease of
-	// the worker's queues); prefer it, since short leases need sub-second heartbeats.
+	// the worker's queues); prefer it, since short leases need sub-second heartbeats. It holds
+	// for the leases of the hello's time: a queue's lease_seconds lowered later gives its next
+	// jobs shorter leases, so also heartbeat at least every third of the shortest lease held
+	// (a job's lease: LeasedJob.lease_expires_at - Job.started_at, both the server's clock),
+	// or such jobs lose their leases (docs/api.md, the `heartbeat` row).
 	HeartbeatIntervalMs int32 `protobuf:"varint,4,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// True = this server accepts the batch reports `completes` and `fails`. A worker must
 	// not send them to a server that leaves it unset (an older server refuses them).
@@ -1394,9 +1402,10 @@ type ServerWelcome struct {
 	// takes WorkerComplete.result_json. False (an older server) = payloads as Structs.
 	PayloadsAsJson bool `protobuf:"varint,6,opt,name=payloads_as_json,json=payloadsAsJson,proto3" json:"payloads_as_json,omitempty"`
 	// The largest result this server stores, in bytes of its JSON text (UTF-8): a
-	// WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID,
-	// and so is a WorkerProgress whose checkpoint is (EVORA_MAX_PAYLOAD_BYTES). A worker may
-	// check before sending. 0 = not said (an older server).
+	// WorkerComplete whose result (or result_json) is larger is answered ACK_RESULT_INVALID;
+	// a WorkerProgress whose checkpoint is larger is dropped without an answer, as every
+	// malformed progress report (EVORA_MAX_PAYLOAD_BYTES). A worker may check before sending
+	// (for a checkpoint it must, to know it was not stored). 0 = not said (an older server).
 	MaxResultBytes int32 `protobuf:"varint,7,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
 	// The largest message this server receives, in bytes of its protobuf encoding
 	// (EVORA_MAX_MESSAGE_BYTES). A larger message is not answered with an ack: gRPC ends

@@ -95,6 +95,22 @@ function usageHint(line: string): string {
 }
 
 /**
+ * Output whose reader has gone (`evora list | head -c 0`, `evora dlq | grep -q x`, a closed
+ * terminal) is dropped: the write's EPIPE was an unhandled error that ended the command with
+ * a stack trace and exit 1, after its call had been made (a submit or a purge done, a line
+ * saying so lost). The command now runs to its end and exits as it would have; what it prints
+ * after that goes nowhere. Errors other than a gone reader are still thrown. (serve logs
+ * through pino's own destination, which handles EPIPE itself.)
+ */
+function stdoutReaderGoneIgnore(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') return;
+    throw err;
+  });
+}
+stdoutReaderGoneIgnore();
+
+/**
  * `help [command]` for the program and for each command that has subcommands (`evora help
  * queue`, `evora queue help set`). A name it does not know is a usage error in one line,
  * `unknown command 'x'`, exit 2, as a mistyped command is; the help is for a name it knows.

@@ -19,7 +19,7 @@ import { serverStart } from '../../src/server/server.js';
  * private folder, so the test neither needs nor disturbs `npm run build`'s dist/.
  */
 
-const { evora, evoraEnv, json } = cliSetup();
+const { evora, evoraEnv, evoraStdoutGone, json } = cliSetup();
 
 type JobJson = { id: string; state: string; queue: string; type: string; payload: unknown; priority: number; maxAttempts: number; runAt: string; idempotencyKey: string | null };
 
@@ -475,6 +475,16 @@ describe('evora client commands', () => {
     expect(oneLineError(level)).toBe('evora: EVORA_LOG_LEVEL (--log-level) must be one of trace, debug, info, warn, error, fatal, silent, got "loud"');
     expect(pretty.code).toBe(2);
     expect(oneLineError(pretty)).toBe('evora: EVORA_LOG_PRETTY (--log-pretty) must be 0 or 1 (or unset), got "maybe"');
+  });
+
+  it('output whose reader has gone (evora … | head -c 0) is dropped: the command runs to its end, exit 0, no stack trace', async () => {
+    const queue = queueName('piped');
+    const [submit, help] = await Promise.all([evoraStdoutGone('submit', queue, 't'), evoraStdoutGone('--help')]);
+    expect([submit.code, submit.stderr]).toEqual([0, '']);
+    expect([help.code, help.stderr]).toEqual([0, '']);
+    const list = await evoraStdoutGone('list', '--queue', queue);
+    expect([list.code, list.stderr]).toEqual([0, '']);
+    expect(await json<unknown[]>('list', '--queue', queue)).toHaveLength(1);
   });
 
   it('--help exits 0', async () => {

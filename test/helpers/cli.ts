@@ -60,11 +60,22 @@ export function cliSetup() {
 
   /** As `evora`, with `env` added to (or, with undefined, removed from) the environment. */
   function evoraEnv(env: Record<string, string | undefined>, ...args: string[]): Promise<CliRun> {
+    return run(env, false, args);
+  }
+
+  /** As `evora`, with its output's reader gone before it writes (`evora … | head -c 0`); stdout is then ''. */
+  function evoraStdoutGone(...args: string[]): Promise<CliRun> {
+    return run({}, true, args);
+  }
+
+  function run(env: Record<string, string | undefined>, stdoutGone: boolean, args: string[]): Promise<CliRun> {
     return new Promise((done, fail) => {
       const child = spawn(process.execPath, [main, ...args], {
         env: { ...process.env, EVORA_ADDRESS: address, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
+      // Closes this end of the pipe: the child's writes to it then fail EPIPE.
+      if (stdoutGone) child.stdout.destroy();
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -82,5 +93,5 @@ export function cliSetup() {
     return JSON.parse(r.stdout) as T;
   }
 
-  return { evora, evoraEnv, json, address: () => address, databaseUrl: () => databaseUrl };
+  return { evora, evoraEnv, evoraStdoutGone, json, address: () => address, databaseUrl: () => databaseUrl };
 }

@@ -21,9 +21,13 @@ export async function databaseFailure(err: unknown, method: string): Promise<unk
 /**
  * The database URL a command was given (`--database-url`, else DATABASE_URL), checked as the
  * server checks its own (databaseUrlCheck): a value pg would misread is bad usage, exit 2,
- * in one line naming where it came from; undefined when neither is set.
+ * in one line naming where it came from; undefined when neither is set. An empty flag is
+ * bad usage too.
  */
 export function databaseUrlOption(flag: string | undefined): string | undefined {
+  // An empty flag is an unset shell variable (`--database-url "$URL"`), refused as serve and
+  // migrate refuse it (configLoad), not taken for DATABASE_URL or, for token and audit, the server.
+  if (flag === '') throw new UsageError('--database-url was given an empty value: give a PostgreSQL URL, or leave the flag out (then DATABASE_URL is used)');
   const url = flag || process.env.DATABASE_URL || undefined;
   if (url === undefined) return undefined;
   try {

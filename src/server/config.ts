@@ -225,7 +225,13 @@ export function configLoad(overrides: Partial<Record<keyof ServerConfig, string 
   const out: Record<string, unknown> = {};
   for (const e of CONFIG_DOC) {
     const value = raw(e);
-    if (e.key === 'databaseUrl' || e.key === 'directDatabaseUrl') out[e.key] = value ? databaseUrlCheck(value, `${e.env} (${e.flag})`) : null;
+    if (e.key === 'databaseUrl' || e.key === 'directDatabaseUrl') {
+      // An empty flag is a variable that was not set (`--database-url "$PROD_URL"`), not a
+      // choice of the embedded PostgreSQL: taken as unset, `evora migrate` migrated a new
+      // one in ./.evora and said `applied migrations 1, ...`, exit 0.
+      if (overrides[e.key] === '') throw new Error(`${e.flag} was given an empty value: give a PostgreSQL URL, or leave the flag out (then ${e.env} is used, and without it ${e.key === 'databaseUrl' ? 'the embedded PostgreSQL' : 'DATABASE_URL'})`);
+      out[e.key] = value ? databaseUrlCheck(value, `${e.env} (${e.flag})`) : null;
+    }
     else if (e.key === 'mongodbUrl' || e.key === 'tlsCert' || e.key === 'tlsKey' || e.key === 'tlsClientCa') out[e.key] = value || null;
     else if (e.key === 'bootstrapAdminToken') out[e.key] = value ? checkBootstrapSecret(value) : null;
     else if (e.key === 'dbPooler') {

@@ -451,12 +451,19 @@ describe('evora client commands', () => {
   it('migrate and db create-role: a database refusing or never answering exits 5 with one line (the connect is bounded); a malformed setting exits 2', async () => {
     const refused = `postgres://evora:x@127.0.0.1:${await freePort()}/postgres`;
     const silent = `postgres://evora:x@127.0.0.1:${await silentPort()}/postgres`;
-    const [migrateRefused, migrateSilent, roleRefused, badPort] = await Promise.all([
+    const [migrateRefused, migrateSilent, roleRefused, badPort, migrateEmpty, roleEmpty] = await Promise.all([
       evora('migrate', '--database-url', refused),
       evora('migrate', '--database-url', silent),
       evora('db', 'create-role', '--database-url', refused),
       evora('migrate', '--embedded-pg-port', 'abc'),
+      // `--database-url "$URL"` with the variable unset: it migrated a new embedded PostgreSQL.
+      evora('migrate', '--database-url', ''),
+      evora('db', 'create-role', '--database-url', ''),
     ]);
+    expect(migrateEmpty.code).toBe(2);
+    expect(oneLineError(migrateEmpty)).toMatch(/^evora: --database-url was given an empty value: give a PostgreSQL URL, or leave the flag out/);
+    expect(roleEmpty.code).toBe(2);
+    expect(oneLineError(roleEmpty)).toMatch(/^evora: --database-url was given an empty value: /);
     expect(migrateRefused.code).toBe(5);
     expect(oneLineError(migrateRefused)).toMatch(/^evora: UNAVAILABLE: database unavailable: connection refused \(127\.0\.0\.1:\d+\)$/);
     expect(migrateSilent.code).toBe(5);

@@ -29,6 +29,13 @@ describe('configuration', () => {
       expect(message).not.toContain('secret');
     }
     expect(() => configLoad({ directDatabaseUrl: 'pg.internal:5432' }, {})).toThrow(/^EVORA_DIRECT_DATABASE_URL \(--direct-database-url\) must be a PostgreSQL URL/);
+    // An empty flag (`--database-url "$UNSET"`) is refused, the environment's URL too: taken as
+    // unset it meant the embedded PostgreSQL, which `evora migrate` then created and migrated.
+    expect(() => configLoad({ databaseUrl: '' }, { DATABASE_URL: 'postgres://prod/db' })).toThrow(
+      '--database-url was given an empty value: give a PostgreSQL URL, or leave the flag out (then DATABASE_URL is used, and without it the embedded PostgreSQL)',
+    );
+    expect(() => configLoad({ directDatabaseUrl: '' }, {})).toThrow(/^--direct-database-url was given an empty value: .*then EVORA_DIRECT_DATABASE_URL is used, and without it DATABASE_URL\)$/);
+    expect(configLoad({}, { DATABASE_URL: '' }).databaseUrl).toBeNull();
     for (const ok of ['postgresql://u:p@h:5432/db?sslmode=require', 'postgres://u:p@/db?host=/var/run/postgresql', 'postgres://u:p w@h/db', '/var/run/postgresql db', 'socket:/var/run/postgresql?db=x']) {
       expect(configLoad({}, { DATABASE_URL: ok }).databaseUrl, ok).toBe(ok);
     }

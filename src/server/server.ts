@@ -309,6 +309,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       queryTimeoutMs: config.dbQueryTimeoutMs,
       claimAsyncCommit: config.claimAsyncCommit,
       pooled: decision.pooled,
+      postgresItself: decision.postgresItself,
       availability,
     });
     parts.store = store;

@@ -50,8 +50,24 @@ const REFUSAL_SQLSTATES: ReadonlyMap<string, DatabaseRefusal> = new Map([
   ['53200', 'out of memory'],
 ]);
 
-/** Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES). */
-export type DatabaseRefusal = 'busy' | 'read-only' | 'out of connections' | 'out of disk space' | 'out of memory';
+/**
+ * Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES), or
+ * 'connections busy': the statement never reached it, because every connection of this
+ * server's pool stayed checked out while the database answered others (POOL_WAIT_TIMEOUT).
+ */
+export type DatabaseRefusal = 'busy' | 'read-only' | 'out of connections' | 'out of disk space' | 'out of memory' | 'connections busy';
+
+/**
+ * pg-pool's error for a checkout that waited in the pool's queue longer than its connect
+ * timeout: every connection of the pool was checked out all that time (a new connection
+ * that cannot be made in time fails as 'Connection terminated due to connection timeout').
+ * When the database answered other statements during that wait, the pool is too small for
+ * the load, not the database away: a refusal ('connections busy'), not an outage. Counted as
+ * an outage, a burst of calls on a server with a small pool logged a warn and an info line
+ * per burst ("database unavailable: timeout exceeded when trying to connect", "available
+ * again after 0.8 s") and sent the operator to a database that was fine.
+ */
+const POOL_WAIT_TIMEOUT = /^timeout exceeded when trying to connect$/;
 
 /** How often a kind of refusal is logged at warn at most; the ones between are counted. */
 export const REFUSAL_LOG_INTERVAL_MS = 30_000;
@@ -72,7 +88,7 @@ const UNAVAILABLE_ERRNOS: Record<string, string> = {
 /** pg's own messages for a connection that broke or could not be made in time. */
 const UNAVAILABLE_MESSAGES = [
   /^Connection terminated/, // "…unexpectedly", "…due to connection timeout"
-  /^timeout exceeded when trying to connect$/,
+  POOL_WAIT_TIMEOUT, // a wait for a pooled connection; a refusal when the database answered meanwhile
   /is not queryable$/, // a client whose connection already failed
   /^Connection timed out$/,
   /^timeout expired$/, // a pg.Client's own connectionTimeoutMillis (the LISTEN connection's)
@@ -181,6 +197,8 @@ export class DatabaseAvailability {
   #since = performance.now();
   /** Per kind of refusal: when it was last logged at warn, and how many came since. */
   readonly #refusals = new Map<DatabaseRefusal, { loggedAt: number; since: number }>();
+  /** performance.now() when a statement last reached the database (POOL_WAIT_TIMEOUT). */
+  #answeredAt = -Infinity;
 
   /** `clock`: milliseconds, monotonic (tests pass their own). */
   constructor(
@@ -199,6 +217,7 @@ export class DatabaseAvailability {
 
   /** A statement (or connection) that began at `started` reached the database. */
   success(started: number = performance.now()): void {
+    this.#answeredAt = performance.now();
     const state = this.#state;
     if (state === 'available') return;
     if (state === 'unavailable' && started < this.#since) return; // began before the outage
@@ -215,13 +234,14 @@ export class DatabaseAvailability {
    * A statement (or connection) that began at `started` failed with `err`. When `err` says
    * the database is unavailable, the outage is recorded (and logged if it is new) and the
    * UNAVAILABLE domain error to throw instead is returned; otherwise null (the caller
-   * rethrows `err` as it is). A refusal (REFUSAL_SQLSTATES) is answered UNAVAILABLE too but
+   * rethrows `err` as it is). A refusal (REFUSAL_SQLSTATES, or a pool wait that timed out
+   * while the database answered: POOL_WAIT_TIMEOUT) is answered UNAVAILABLE too but
    * leaves the state as it is once the database has been reached; before that it is one
    * more reason to wait, logged as the waiting (startup's attempts run one at a time, so
    * nothing flaps there).
    */
   failure(err: unknown, started: number = performance.now()): EvoraError | null {
-    const refusal = databaseRefusal(err);
+    const refusal = databaseRefusal(err) ?? this.#poolBusy(err, started);
     const reason = refusal?.reason ?? databaseUnavailableReason(err);
     if (reason === null) return null;
     const message = refusal ? `database ${refusal.kind}: ${reason}` : `database unavailable: ${reason}`;
@@ -248,6 +268,22 @@ export class DatabaseAvailability {
         break;
     }
     return err instanceof EvoraError ? err : unavailable(message, { cause: err });
+  }
+
+  /**
+   * 'connections busy' when `err` is a wait for a pooled connection that timed out
+   * (POOL_WAIT_TIMEOUT) and a statement reached the database after the wait began; null
+   * otherwise (a pool whose connections hang on a database that stopped answering: an outage).
+   */
+  #poolBusy(err: unknown, started: number): { kind: DatabaseRefusal; reason: string } | null {
+    if (this.#answeredAt < started) return null;
+    for (const e of causeChain(err)) {
+      if (e instanceof EvoraError) return null;
+      if (POOL_WAIT_TIMEOUT.test(e.message)) {
+        return { kind: 'connections busy', reason: "no connection of this server's pool came free in time while the database answered others (raise EVORA_DB_POOL_SIZE)" };
+      }
+    }
+    return null;
   }
 
   /**

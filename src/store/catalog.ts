@@ -5,6 +5,7 @@
  */
 import './store.js';
 import './leader.js';
+import './listener.js';
 import './migrate.js';
 import './roles.js';
 

@@ -29,6 +29,21 @@ export type DbPooler = 'auto' | 'none' | 'transaction';
 /** The session settings every store connection starts with (startup parameters, see above). */
 export const STORE_STARTUP_PARAMETERS: Readonly<Record<string, string>> = { TimeZone: 'UTC' };
 
+/**
+ * The session settings of store connections straight to PostgreSQL, on top of those: READ
+ * COMMITTED, whatever default_transaction_isolation the database or role sets. The
+ * statements are written for it (a claim counts a limited queue's RUNNING jobs, and updates
+ * its bucket, after taking the queue's lock, which under REPEATABLE READ or SERIALIZABLE
+ * read a snapshot taken before the lock): with a database default of serializable, three
+ * servers under load answered submits INTERNAL and logged every failed claim and worker
+ * write with a stack ("could not serialize access ..."). Not sent through a transaction
+ * pooler, which refuses startup parameters it does not track (pgbouncer: "unsupported
+ * startup parameter"), nor where PostgreSQL itself was not detected (EVORA_DB_POOLER=none
+ * may be a pgbouncer that keeps prepared statements): there the database's default must be
+ * READ COMMITTED (docs/store.md). Sent when PoolerDecision.postgresItself.
+ */
+export const DIRECT_STARTUP_PARAMETERS: Readonly<Record<string, string>> = { default_transaction_isolation: 'read committed' };
+
 const sessionBackendPidSql = statement<None, { pid: number }>('session-backend-pid', {}, { pid: 'int4' });
 
 /** pg.Client's internal hook that builds the startup message (pg 8); checked when this module loads. */
@@ -117,6 +132,12 @@ export async function poolerDetect(connectionString: string, opts: { connectionT
 export interface PoolerDecision {
   pooled: boolean;
   reason: string;
+  /**
+   * The URL was found to reach PostgreSQL itself (detected, not configured: `none` may be a
+   * pgbouncer that keeps prepared statements), so the store may send startup parameters
+   * that a pooler refuses (DIRECT_STARTUP_PARAMETERS).
+   */
+  postgresItself: boolean;
 }
 
 /**
@@ -129,12 +150,12 @@ export async function poolerDecide(opts: {
   connectionString: string;
   directConnectionString?: string | null;
 }): Promise<PoolerDecision> {
-  if (opts.pooler === 'none') return { pooled: false, reason: 'configured: no pooler' };
-  if (opts.pooler === 'transaction') return { pooled: true, reason: 'configured: a transaction pooler' };
+  if (opts.pooler === 'none') return { pooled: false, reason: 'configured: no pooler', postgresItself: false };
+  if (opts.pooler === 'transaction') return { pooled: true, reason: 'configured: a transaction pooler', postgresItself: false };
   if (opts.directConnectionString && opts.directConnectionString !== opts.connectionString) {
-    return { pooled: true, reason: 'a direct database URL other than the database URL is set' };
+    return { pooled: true, reason: 'a direct database URL other than the database URL is set', postgresItself: false };
   }
   return (await poolerDetect(opts.connectionString))
-    ? { pooled: true, reason: 'detected: the backend key the server sent is not its backend pid' }
-    : { pooled: false, reason: 'detected: PostgreSQL itself' };
+    ? { pooled: true, reason: 'detected: the backend key the server sent is not its backend pid', postgresItself: false }
+    : { pooled: false, reason: 'detected: PostgreSQL itself', postgresItself: true };
 }

@@ -3,6 +3,9 @@ import pg from 'pg';
 import type { DatabaseAvailability } from './availability.js';
 import { abortRace } from '../domain/abort.js';
 import { healthCheck } from './health.js';
+import { rowsOf, statement, type None } from './statements.js';
+
+const listenerSessionIdleTimeoutSql = statement<None, { value: string }>('listener-session-idle-timeout', {}, { value: 'text' });
 
 /** A notification as the listener hands it on. */
 export interface Notification {
@@ -93,6 +96,8 @@ export class NotificationListener {
       });
       try {
         await client.connect();
+        // Best effort: PostgreSQL before 14 has no idle_session_timeout (nothing to turn off).
+        await rowsOf(client, listenerSessionIdleTimeoutSql, {}).catch(() => undefined);
         client.on('notification', (msg) => {
           this.options.onNotification({ channel: msg.channel, payload: msg.payload ?? '' });
         });

@@ -51,7 +51,7 @@ import {
 } from './schedules.js';
 import type { Schedule, ScheduleUpsertInput } from '../domain/schedule.js';
 import { telemetryApply, telemetryPrune, telemetryRead, type TelemetryCountDelta, type TelemetryMinute } from './telemetry.js';
-import { poolerDecide, storeClientClass, type DbPooler, type PoolerDecision } from './connections.js';
+import { DIRECT_STARTUP_PARAMETERS, poolerDecide, storeClientClass, type DbPooler, type PoolerDecision } from './connections.js';
 import { storeTypes } from './types.js';
 import { DatabaseAvailability } from './availability.js';
 import { StorePool } from './pool.js';
@@ -113,6 +113,12 @@ export interface StoreOptions {
    * pooler does not keep (connections.ts). Default false: named prepared statements.
    */
   pooled?: boolean;
+  /**
+   * connectionString was found to reach PostgreSQL itself (PoolerDecision.postgresItself):
+   * the sessions start READ COMMITTED whatever the database's default
+   * (DIRECT_STARTUP_PARAMETERS). Default false: the database's default applies.
+   */
+  postgresItself?: boolean;
 }
 
 /**
@@ -171,7 +177,7 @@ export class Store {
   ): Promise<{ store: Store; decision: PoolerDecision }> {
     const { pooler, directConnectionString, ...rest } = options;
     const decision = await poolerDecide({ pooler: pooler ?? 'auto', connectionString: options.connectionString, directConnectionString });
-    return { store: new Store({ ...rest, pooled: decision.pooled }), decision };
+    return { store: new Store({ ...rest, pooled: decision.pooled, postgresItself: decision.postgresItself }), decision };
   }
 
   constructor(readonly options: StoreOptions) {
@@ -196,9 +202,10 @@ export class Store {
     };
     this.availability = options.availability ?? new DatabaseAvailability(options.logger ?? silentLogger());
     const namedStatements = !options.pooled;
+    const direct = options.postgresItself && !options.pooled ? DIRECT_STARTUP_PARAMETERS : {};
     // UTC sessions (the clients send TimeZone): timestamps arrive in the one form storeTypes reads fast.
     this.pool = new StorePool(
-      new pg.Pool({ ...common, max: options.maxConnections ?? 10, Client: storeClientClass({ namedStatements }) }),
+      new pg.Pool({ ...common, max: options.maxConnections ?? 10, Client: storeClientClass({ namedStatements, startupParameters: direct }) }),
       this.availability,
     );
     this.claimPool = options.claimAsyncCommit
@@ -206,7 +213,7 @@ export class Store {
           new pg.Pool({
             ...common,
             max: Math.max(2, Math.ceil((options.maxConnections ?? 10) / 2)),
-            Client: storeClientClass({ namedStatements, startupParameters: { synchronous_commit: 'off' } }),
+            Client: storeClientClass({ namedStatements, startupParameters: { ...direct, synchronous_commit: 'off' } }),
           }),
           this.availability,
         )

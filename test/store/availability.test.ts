@@ -121,6 +121,29 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     expect(logged()).toEqual([[40, answered]]);
   });
 
+  // A server whose pool is too small for its load: 1,500 submits at once on a server with
+  // EVORA_DB_POOL_SIZE=1 and a 1 s connect timeout got 198 "database unavailable: timeout
+  // exceeded when trying to connect" and a warn and an info line per burst, the database fine.
+  it('a wait for a pooled connection that timed out while the database answered others is "database connections busy", no outage; with no answer meanwhile, an outage', () => {
+    const { availability, logged } = tracker();
+    const poolWait = () => errorWith('timeout exceeded when trying to connect');
+    const busy = "database connections busy: no connection of this server's pool came free in time while the database answered others (raise EVORA_DB_POOL_SIZE)";
+    availability.success();
+    for (let i = 0; i < 5; i++) {
+      const started = availability.mark() - 1;
+      availability.success(); // the statements holding the connections were answered
+      const err = availability.failure(poolWait(), started);
+      expect(isUnavailable(err)).toBe(true);
+      expect(err!.message).toBe(busy);
+    }
+    expect(availability.state).toBe('available');
+    // No statement answered since the wait began (the connections hang on a database that stopped answering).
+    const err = availability.failure(poolWait(), availability.mark() + 1);
+    expect(err!.message).toBe('database unavailable: timeout exceeded when trying to connect');
+    expect(availability.state).toBe('unavailable');
+    expect(logged()).toEqual([[40, busy], [40, 'database unavailable: timeout exceeded when trying to connect']]);
+  });
+
   it('startup: a refusal is waited for as an outage is (warn once, reached once)', () => {
     const { availability, logged } = tracker();
     for (let i = 0; i < 3; i++) {

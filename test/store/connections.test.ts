@@ -4,6 +4,7 @@ import { poolerDecide, storeClientClass } from '../../src/store/connections.js';
 import { Store } from '../../src/store/store.js';
 import { queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * The store's connections straight to PostgreSQL (test/server/pgbouncer.test.ts has them
@@ -19,6 +20,7 @@ beforeAll(async () => {
   const name = pg.escapeIdentifier(new URL(url).pathname.slice(1));
   await sql.query(`ALTER DATABASE ${name} SET TimeZone = 'America/New_York'`);
   await sql.query(`ALTER DATABASE ${name} SET synchronous_commit = on`);
+  await sql.query(`ALTER DATABASE ${name} SET default_transaction_isolation = 'repeatable read'`);
 });
 
 async function show(client: pg.Client, setting: string): Promise<string> {
@@ -83,6 +85,39 @@ describe('store connections', () => {
       expect(done).toMatchObject({ accepted: true });
       expect((await store.jobGet({ id: job!.id })).state).toBe('COMPLETED');
     } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('a store straight to PostgreSQL on a database whose default isolation is not READ COMMITTED', () => {
+  // Three servers on a database with default_transaction_isolation serializable answered
+  // submits INTERNAL and logged every failed claim and worker write with a stack. Here: a
+  // claim of a limited queue waits for the queue's lock, then updates the queue's row that
+  // the claim before it changed; in a snapshot older than the lock (REPEATABLE READ) that
+  // failed "could not serialize access due to concurrent update".
+  it("runs READ COMMITTED: a claim that waited for a limited queue's lock takes its job", async () => {
+    const { store, decision } = await Store.open({ connectionString: url, maxConnections: 2 });
+    expect(decision).toEqual({ pooled: false, reason: 'detected: PostgreSQL itself', postgresItself: true });
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      const queue = queueName();
+      await store.queueUpsert({ name: queue, rateLimit: { perSecond: 100, burst: 10 } });
+      await store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {} }] });
+      // The claim before it: holds the queue's lock and has changed the queue's row.
+      await other.query('BEGIN');
+      await other.query("SELECT pg_advisory_xact_lock(hashtext('evora.queue_room:' || $1::text))", [queue]);
+      await other.query('UPDATE evora.queues SET rate_tokens = rate_tokens WHERE name = $1', [queue]);
+      const claim = store.jobClaim({ queues: [queue], limit: 1, workerId: 'w' });
+      await waitFor(
+        async () => (await sql.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'")).rowCount === 1,
+        { what: 'the claim waiting for the lock' },
+      );
+      await other.query('COMMIT');
+      expect(await claim).toHaveLength(1);
+    } finally {
+      await other.end();
       await store.close();
     }
   });

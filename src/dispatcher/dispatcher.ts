@@ -37,6 +37,8 @@ import { isUnavailable } from '../domain/errors.js';
  */
 
 import { SessionPresence, type SessionPresenceOptions } from './session-presence.js';
+import { DatabaseClock } from './database-clock.js';
+import type { ClaimedJobs } from '../store/jobs-claim.js';
 export { WorkerSession } from './session.js';
 export type { HeldLease, SessionMessage, SessionState } from './session.js';
 export type { ClaimerState } from './queue-claimer.js';
@@ -77,6 +79,11 @@ export interface DispatcherOptions {
    * across servers) while polling; unset: not recorded (a dispatcher of a test).
    */
   presence?: SessionPresenceOptions;
+  /**
+   * This process's clock (ms since the epoch; default Date.now), which DatabaseClock sets
+   * against the database's: a test passes one that runs ahead of PostgreSQL's.
+   */
+  localClock?: () => number;
 }
 
 /** What the dispatcher reports as it works; every method is optional. */
@@ -140,9 +147,12 @@ export class Dispatcher {
   private _state: DispatcherState = 'ready';
   /** Why drainAll asked the workers to drain (told to sessions opened after it, too). */
   private drainReason: DrainReason = 'server_shutdown';
+  /** PostgreSQL's clock as this process reckons it: leases and tokens are on it. */
+  private readonly databaseClock: DatabaseClock;
 
   constructor(private readonly opts: DispatcherOptions) {
     const { store } = opts;
+    this.databaseClock = new DatabaseClock(opts.logger, opts.localClock);
     this.progressWrites = new ProgressWrites(store, opts.logger, opts.progressFlushMs);
     this.writes = new WorkerWrites(store, opts.logger, (request, ack) => this.written(request, ack), this.progressWrites);
     this.delivery = new JobDelivery(
@@ -152,7 +162,7 @@ export class Dispatcher {
       () => this._state === 'stopped',
     );
     this.claimerHost = {
-      claim: (queue, workerIds, types) => store.jobClaim({ queues: [queue], workerIds, types }),
+      claim: async (queue, workerIds, types) => this.claimed(await store.jobClaim({ queues: [queue], workerIds, types })),
       deliver: (dealt) => this.delivery.push(dealt),
       slotUnused: (session) => this.wakeQueuesOf(session),
       track: (run) => this.track(run),
@@ -260,7 +270,7 @@ export class Dispatcher {
       const beat = await this.opts.store.jobHeartbeatMany({ leases: params.held });
       session.lostOnOpen.push(...beat.lost);
       // The heartbeat renewed each from about now: its length is what is left of it.
-      const now = Date.now();
+      const now = this.databaseClock.now();
       for (const lease of beat.extended) {
         const expiresAt = lease.lockedUntil.getTime();
         this.delivery.hold(session, lease.id, heldLease(lease.token, expiresAt, expiresAt - now));
@@ -414,7 +424,7 @@ export class Dispatcher {
   async heartbeat(session: WorkerSession | null, leases: LeaseRef[]): Promise<HeartbeatOutcome> {
     // Asked for before the write: if the database cannot be reached, the session still holds
     // the leases the worker renews (they end only once it stops naming them).
-    const askedAt = Date.now();
+    const askedAt = this.databaseClock.now();
     for (const l of leases) this.delivery.holderOf(l.id)?.asked(l.id, l.token, askedAt);
     const result = await this.opts.store.jobHeartbeatMany({ leases });
     for (const e of result.extended) {
@@ -444,29 +454,30 @@ export class Dispatcher {
   }
 
   /**
-   * Drops every held lease that ended (WorkerSession's heldUntil: its expiry, or its
-   * worker's latest renewal request plus its length) more than leaseExpiryGraceMs before
-   * `now`: its worker is told lease_lost (reason expired, with the token, as a heartbeat that
-   * finds it lost tells it) and its queues claim for the freed slot. The worker stopped
-   * heartbeating it (a report given up after plain RETRY_LATER answers, a client that forgot it); without
-   * this its slot stayed taken until the stream ended. Touches no row: the sweeper requeues
-   * the job. Runs on the fallback poll's tick (and while drainAll waits); `now` is for tests.
-   * Returns how many leases it dropped.
-   */
-  /**
    * The lease-expiry check of a timer tick (the fallback poll's, or drainAll's; both every
    * pollIntervalMs). After this process was stalled (stopped, swapped, a long pause) the
    * heartbeats its workers sent meanwhile are still unread: a tick more than POLL_STALL_MS
    * late skips the check once, so they are read before any lease is judged. Returns how
    * many leases it dropped, or null when it skipped; `now` (ms since the epoch) is for tests.
    */
-  expiryTick(now: number = Date.now()): number | null {
+  expiryTick(now: number = (this.opts.localClock ?? Date.now)()): number | null {
     const stalled = this.lastTickAt !== null && now - this.lastTickAt > this.opts.pollIntervalMs + POLL_STALL_MS;
     this.lastTickAt = now;
-    return stalled ? null : this.dropExpiredLeases(new Date(now));
+    return stalled ? null : this.dropExpiredLeases(new Date(now + this.databaseClock.offsetMs));
   }
 
-  dropExpiredLeases(now: Date = new Date()): number {
+  /**
+   * Drops every held lease that ended (WorkerSession's heldUntil: its expiry, or its
+   * worker's latest renewal request plus its length) more than leaseExpiryGraceMs before
+   * `now`: its worker is told lease_lost (reason expired, with the token, as a heartbeat that
+   * finds it lost tells it) and its queues claim for the freed slot. The worker stopped
+   * heartbeating it (a report given up after plain RETRY_LATER answers, a client that forgot it); without
+   * this its slot stayed taken until the stream ended. Touches no row: the sweeper requeues
+   * the job. Runs on the fallback poll's tick (and while drainAll waits). `now` is on the
+   * database's clock, as the leases are (default: databaseClock.now()); it is for tests.
+   * Returns how many leases it dropped.
+   */
+  dropExpiredLeases(now: Date = new Date(this.databaseClock.now())): number {
     const cutoff = now.getTime() - (this.opts.leaseExpiryGraceMs ?? 2000);
     let dropped = 0;
     for (const session of this.sessions) {
@@ -575,17 +586,30 @@ export class Dispatcher {
     const queues = new Set(params.queues);
     for (;;) {
       if (params.signal?.aborted) return [];
-      const jobs = await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId, types: params.types ?? null });
+      const jobs = this.claimed(await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId, types: params.types ?? null }));
       if (jobs.length > 0 && params.signal?.aborted) {
         await this.giveBack(jobs);
         return [];
       }
       const left = deadline - Date.now();
       if (jobs.length > 0 || left <= 0 || this._state === 'stopped' || params.signal?.aborted) return jobs;
-      // A rate limit held jobs back: try again when the next token is due, not a poll later.
+      // A rate limit held jobs back: try again when the next token is due (on this process's
+      // clock: claimed()), not a poll later.
       const tokenIn = jobs.nextTokenAt ? Math.max(1, jobs.nextTokenAt.getTime() - Date.now() + 1) : Infinity;
       await this.waiters.wait(queues, Math.min(left, this.opts.pollIntervalMs, tokenIn), [params.signal, this.stopping.signal]);
     }
+  }
+
+  /**
+   * A claim's answer, read against the database's clock: its time sets the DatabaseClock, and
+   * its next token's time (the database's) is moved onto this process's clock, where the
+   * claimer's wake-up timer and claimUnary's wait count. The leases stay the database's
+   * times: they go to workers as they are, and are judged against databaseClock.now().
+   */
+  private claimed(jobs: ClaimedJobs): ClaimedJobs {
+    if (jobs.claimedAt) this.databaseClock.observe(jobs.claimedAt);
+    if (jobs.nextTokenAt) jobs.nextTokenAt = new Date(this.databaseClock.toLocal(jobs.nextTokenAt.getTime()));
+    return jobs;
   }
 
   /**

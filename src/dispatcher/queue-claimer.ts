@@ -34,7 +34,7 @@ export interface ClaimerHost {
   /**
    * Runs one claim statement: one job at most per worker id (one id per reserved slot), only
    * jobs of `types` (null = any type). `nextTokenAt`: the queue's rate limit held jobs back
-   * until then.
+   * until then, on this process's clock (the wake-up timer's).
    */
   claim(queue: string, workerIds: string[], types: string[] | null): Promise<Job[] & { nextTokenAt?: Date }>;
   /** Pushes each session the jobs dealt to it; releases those that cannot be pushed. Never throws. */

@@ -216,3 +216,32 @@ describe('the expiry check runs by itself', () => {
     expect(r.lost).toMatchObject([{ jobId: r.jobs[0]!.id, reason: 'expired' }]);
   });
 });
+
+describe("a server whose clock is not the database's", () => {
+  it('judges leases on the database\'s clock: 40 s ahead, a fresh lease is held, and dropped only once it ended there', async () => {
+    const SKEW_MS = 40_000;
+    const clock = () => Date.now() + SKEW_MS;
+    const queue = queueName();
+    await t.store.queueUpsert({ name: queue, leaseSeconds: 30 });
+    await t.store.jobSubmit({ job: jobInput({ queue }) });
+    const r = recorder();
+    const { dispatcher, session } = await t.open({ queue, slots: 1, send: r.send, localClock: clock });
+    dispatcher.notifyQueue(queue);
+    await waitFor(() => r.jobs.length === 1, { what: 'the job pushed' });
+    const job = r.jobs[0]!;
+    await settled(session, 0);
+
+    // This clock is past the lease's end plus the grace (40 s > 30 s + 2 s), the database's is not.
+    expect(clock()).toBeGreaterThan(job.lockedUntil!.getTime() + GRACE_MS);
+    expect(dispatcher.expiryTick(clock())).toBe(0);
+    expect(session.held.has(job.id)).toBe(true);
+    expect(r.lost).toEqual([]);
+
+    // Once the database's clock passes it (this one 40 s further on), it is dropped. The
+    // estimate of the database's clock errs behind by the claim's answer time (ms here), so
+    // this checks half a second past the grace.
+    expect(dispatcher.expiryTick(job.lockedUntil!.getTime() + GRACE_MS + 500 + SKEW_MS)).toBe(1);
+    expect(r.lost).toEqual([{ kind: 'leaseLost', jobId: job.id, token: job.leaseToken, reason: 'expired' }]);
+  });
+});
+

@@ -64,8 +64,16 @@ export function dispatcherTestSetup() {
    * A dispatcher (claims recorded in `claims`) and a session of worker "w" on `queue`.
    * Pushed jobs are collected in `pushed` and passed to the hook set with `setOnJobs`, unless
    * `send` replaces the session's sender. `store` replaces the file's store (to slow or fail a call).
+   * `localClock` replaces this process's clock (one that runs ahead of the database's).
    */
-  async function open(opts: { queue: string; slots: number; claimCooldownMs?: number; send?: (msg: SessionMessage) => void; store?: Store }) {
+  async function open(opts: {
+    queue: string;
+    slots: number;
+    claimCooldownMs?: number;
+    send?: (msg: SessionMessage) => void;
+    store?: Store;
+    localClock?: () => number;
+  }) {
     const claims: { asked: number; got: number }[] = [];
     const dispatcher = new Dispatcher({
       store: opts.store ?? storeOf(),
@@ -73,6 +81,7 @@ export function dispatcherTestSetup() {
       pollIntervalMs: 3_600_000,
       claimCooldownMs: opts.claimCooldownMs ?? 0,
       observer: { claimed: (_q, asked, got) => claims.push({ asked, got }) },
+      ...(opts.localClock ? { localClock: opts.localClock } : {}),
     });
     stopAll.push(() => dispatcher.drainAll(1000));
     const pushed: Job[] = [];

@@ -1,0 +1,80 @@
+import type { Logger } from '../logger.js';
+
+/** Below this, the two clocks are taken to agree (hosts kept by NTP differ by far less). */
+export const CLOCK_SKEW_IGNORED_MS = 1_000;
+
+/** How long an estimate counts: the offset is the best of the last one to two windows. */
+const WINDOW_MS = 30_000;
+
+/** At most one warning about the skew per this long. */
+const WARN_EVERY_MS = 600_000;
+
+/**
+ * This process's reading of PostgreSQL's clock. The times the dispatcher judges are the
+ * database's: a lease ends at its `locked_until`, a rate limit's next token is due at
+ * `next_token_at`. Judged by this process's own clock, a server whose clock ran 40 s ahead
+ * of the database's found every 30 s lease expired at its first check (each worker told
+ * lease_lost, each job run again until the DLQ), and a rate-limited queue's wake-up for its
+ * next token came at once, in a loop, until the database's clock got there.
+ *
+ * Each claim says the database's time of its statement (`claimedAt`, its now()); the offset
+ * is that time less this process's time when the answer came. An estimate errs by the
+ * statement's time and the trip back, always towards a database clock that is behind (the
+ * answer comes after the statement began), so the largest estimate of the last 30–60 s is
+ * taken: leases then end here a little later than there, the safe side (the database's
+ * sweeper decides, fencing refuses late reports).
+ *
+ * Must stay true: an offset under CLOCK_SKEW_IGNORED_MS counts as 0, so clocks in sync (the
+ * normal case, and every test that passes `now`) are judged by Date.now() exactly; and
+ * until the first claim answers the offset is 0.
+ */
+export class DatabaseClock {
+  #offsetMs = 0;
+  /** The largest estimate of the current window and of the one before. */
+  #current = -Infinity;
+  #previous = -Infinity;
+  #windowStart = -Infinity;
+  #warnedAt = -Infinity;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly localNow: () => number = Date.now,
+  ) {}
+
+  /** The database's time now, as this process reckons it (ms since the epoch). */
+  now(): number {
+    return this.localNow() + this.#offsetMs;
+  }
+
+  /** The database's time `databaseMs` on this process's clock (ms since the epoch). */
+  toLocal(databaseMs: number): number {
+    return databaseMs - this.#offsetMs;
+  }
+
+  /** How far the database's clock is ahead of this process's (negative: behind), as used. */
+  get offsetMs(): number {
+    return this.#offsetMs;
+  }
+
+  /** A claim statement that ran at `databaseTime` (its now()) answered just now. */
+  observe(databaseTime: Date): void {
+    const receivedAt = this.localNow();
+    const estimate = databaseTime.getTime() - receivedAt;
+    if (receivedAt - this.#windowStart >= WINDOW_MS) {
+      this.#previous = receivedAt - this.#windowStart >= 2 * WINDOW_MS ? -Infinity : this.#current;
+      this.#current = -Infinity;
+      this.#windowStart = receivedAt;
+    }
+    if (estimate > this.#current) this.#current = estimate;
+    const best = Math.max(this.#current, this.#previous);
+    this.#offsetMs = Math.abs(best) < CLOCK_SKEW_IGNORED_MS ? 0 : best;
+    if (this.#offsetMs !== 0 && receivedAt - this.#warnedAt >= WARN_EVERY_MS) {
+      this.#warnedAt = receivedAt;
+      const seconds = (Math.abs(this.#offsetMs) / 1000).toFixed(1);
+      this.logger.warn(
+        { database_clock_offset_ms: this.#offsetMs },
+        `this server's clock is about ${seconds} s ${this.#offsetMs < 0 ? 'ahead of' : 'behind'} PostgreSQL's: leases and rate-limit tokens are judged on PostgreSQL's clock as estimated from each claim, but synchronize the clocks (NTP)`,
+      );
+    }
+  }
+}

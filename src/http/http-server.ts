@@ -147,12 +147,17 @@ export class HttpServer {
     // JSON bodies: an empty body is an empty message; any content type is read as JSON (curl -d).
     // A compressed body is refused by its header: read as text, its bytes made an unreadable line.
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
       const encoding = req.headers['content-encoding']?.trim();
       if (encoding && encoding.toLowerCase() !== 'identity') {
         return done(invalidArgument(`the request body is encoded (Content-Encoding: ${encoding.slice(0, 40)}): send it as plain JSON`), undefined);
       }
-      const text = String(body);
+      let text: string;
+      try {
+        text = utf8Fatal.decode(body as Buffer);
+      } catch (err) {
+        return done(invalidArgument(bodyNotUtf8Line(req.headers['content-type']), { cause: err }), undefined);
+      }
       if (text.trim() === '') return done(null, undefined);
       try {
         done(null, JSON.parse(text) as unknown);
@@ -417,6 +422,19 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
     jsonFieldSet(desc.input, json, field, params[param] ?? '', `path`);
   }
   return json;
+}
+
+/**
+ * Reads body bytes as text: UTF-8, the only encoding of JSON between systems (RFC 8259),
+ * whatever the Content-Type's charset says; a leading byte order mark is dropped. Bytes that
+ * are not UTF-8 throw: decoded leniently, a Latin-1 "café" became "caf\uFFFD" in the stored payload.
+ */
+const utf8Fatal = new TextDecoder('utf-8', { fatal: true });
+
+/** The refusal of a body that is not UTF-8, naming the charset its Content-Type claims, if any. */
+function bodyNotUtf8Line(contentType: string | undefined): string {
+  const charset = /;\s*charset\s*=\s*"?([\w.:+-]{1,40})/i.exec(contentType ?? '')?.[1];
+  return `the request body is not UTF-8${charset ? ` (its Content-Type says charset=${charset})` : ''}: send JSON as UTF-8 text`;
 }
 
 /** Whether a request carries a body (a Content-Length above 0, or chunks). */

@@ -163,6 +163,20 @@ describe('what the router or the HTTP parser refuses has the same shape', () => 
     expect(res).toEqual({ status: 400, body: { code: 'INVALID_ARGUMENT', message: 'GET /v1/jobs takes no body: send its fields as query parameters' } });
   });
 
+  it('a body is read as UTF-8: other bytes are refused, not stored as U+FFFD; a byte order mark is dropped', async () => {
+    const queue = queueName('e');
+    const latin1 = await api('POST', '/v1/jobs', {
+      body: Buffer.from(`{"queue": "${queue}", "type": "t", "payload": {"name": "caf\u00e9"}}`, 'latin1'),
+      headers: { 'content-type': 'application/json; charset=iso-8859-1' },
+    });
+    expect(latin1.status).toBe(400);
+    expect(latin1.body).toEqual({ code: 'INVALID_ARGUMENT', message: 'the request body is not UTF-8 (its Content-Type says charset=iso-8859-1): send JSON as UTF-8 text' });
+    expect(await jobCount(queue)).toBe(0);
+    const bom = await api('POST', '/v1/jobs', { body: `\uFEFF{"queue": "${queue}", "type": "t", "payload": {"name": "caf\u00e9"}}` });
+    expect(bom.status, bom.text).toBe(201);
+    expect(bom.body.job.payload).toEqual({ name: 'caf\u00e9' });
+  });
+
   it('a query value that differs from the path is refused, and says which two disagree', async () => {
     const res = await api('GET', '/v1/queues/one', { query: { name: 'two' } });
     expect(res.status).toBe(400);

@@ -62,7 +62,17 @@ export interface HttpServerOptions {
    * needs a valid token of any role, as its labels name every queue.
    */
   metricsOpen?: boolean;
+  /**
+   * The longest a request may take to arrive, headers and body, before it is answered 408
+   * and its connection closed; default HTTP_REQUEST_TIMEOUT_MS. Fastify turns Node's own
+   * bound off, and a client that sent a body slowly, or part of one and then nothing, held
+   * its connection for ever (many such clients: every file descriptor).
+   */
+  requestTimeoutMs?: number;
 }
+
+/** The default requestTimeoutMs: a 4 MiB body (the message limit) arrives in it at 70 kB/s. */
+export const HTTP_REQUEST_TIMEOUT_MS = 60_000;
 
 /** What the HTTP port asks of the token cache (src/auth/authenticator.ts) for its own paths. */
 export type HttpAuth = Pick<Authenticator, 'authOn' | 'authenticateAsync'>;
@@ -125,9 +135,15 @@ export class HttpServer {
     const logger = opts.logger;
     const routes = routesBind(opts.definitions);
     const tls = opts.tls;
+    const requestTimeout = opts.requestTimeoutMs ?? HTTP_REQUEST_TIMEOUT_MS;
+    // Node looks for requests past their time every connectionsCheckingInterval (30 s by
+    // default), and bounds a request by the longer of requestTimeout and headersTimeout (60 s).
+    const checking = { connectionsCheckingInterval: Math.min(30_000, Math.ceil(requestTimeout / 4)), headersTimeout: Math.min(60_000, requestTimeout) };
     const app = Fastify({
       logger: false,
       bodyLimit: opts.bodyLimit,
+      requestTimeout,
+      http: checking,
       // A name may be 128 characters (MAX_NAME_LENGTH), 384 once each is escaped as %XX.
       // A trailing slash names the same route: /v1/jobs/?queue=a is ListJobs, not GetJob of id "".
       routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH, ignoreTrailingSlash: true },
@@ -135,7 +151,7 @@ export class HttpServer {
       frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(frameworkErrorLine(err), { cause: err }), logger, {}),
       // A request too malformed to reach the router (a bad Content-Length, a broken header).
       clientErrorHandler: clientErrorSend,
-      ...(tls ? { https: tls.httpsOptions() } : {}),
+      ...(tls ? { https: { ...tls.httpsOptions(), ...checking } } : {}),
     }) as unknown as FastifyInstance;
     const dashboardDir = opts.dashboardDir === undefined ? dashboardDirDefault() : opts.dashboardDir;
     let self: HttpServer | null = null;

@@ -433,6 +433,11 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
     }
     jsonFieldSet(desc.input, json, field, value, `${header} header`);
   }
+  for (const header of ROUTE_HEADERS) {
+    if (route.headers?.[header] === undefined && request.headers[header] !== undefined) {
+      throw invalidArgument(`${route.method} ${route.path} takes no ${header} header (it would be ignored): ${ROUTE_HEADER_HINTS[header] ?? 'send its fields in the body'}`);
+    }
+  }
   const params = request.params as Record<string, string>;
   for (const [param, field] of Object.entries(route.pathParams ?? {})) {
     jsonFieldSet(desc.input, json, field, params[param] ?? '', `path`);
@@ -452,6 +457,18 @@ function bodyNotUtf8Line(contentType: string | undefined): string {
   const charset = /;\s*charset\s*=\s*"?([\w.:+-]{1,40})/i.exec(contentType ?? '')?.[1];
   return `the request body is not UTF-8${charset ? ` (its Content-Type says charset=${charset})` : ''}: send JSON as UTF-8 text`;
 }
+
+/**
+ * The headers some route reads as a request field (Idempotency-Key). Sent to any other route
+ * they are refused, not ignored: a client that sent Idempotency-Key with a batch or a
+ * schedule trigger believed its retry safe, and each retry submitted its jobs again.
+ */
+const ROUTE_HEADERS = [...new Set(HTTP_ROUTES.flatMap((r) => Object.keys(r.headers ?? {})))];
+
+/** What to send instead of a header the route does not take. */
+const ROUTE_HEADER_HINTS: Record<string, string> = {
+  'idempotency-key': 'only POST /v1/jobs takes it; a batch takes idempotencyKey on each job, a trigger triggerId',
+};
 
 /** Whether a request carries a body (a Content-Length above 0, or chunks). */
 function hasBody(request: FastifyRequest): boolean {

@@ -215,7 +215,26 @@ export function checkJsonSize(field: string, value: JsonObject | undefined, maxB
   const bytes = Buffer.byteLength(json);
   if (bytes > maxBytes) throw invalidArgument(`${field} is ${bytes} bytes of JSON; the limit is ${maxBytes}`);
   checkJsonStorable(field, json);
+  // JSON.stringify writes null for a number JSON cannot carry: look only where it wrote one.
+  if (json.includes('null')) checkJsonFinite(field, obj);
   return obj;
+}
+
+/**
+ * A value whose numbers are all finite. A Struct's number may be infinite or NaN (over HTTP,
+ * `1e400` parses as Infinity), and JSON has no such number: stored, it silently became null.
+ */
+function checkJsonFinite(path: string, value: unknown): void {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) {
+      const where = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+      throw invalidArgument(`${where} is ${value}, which JSON cannot carry (a number must be finite)`);
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach((v, i) => checkJsonFinite(`${path}[${i}]`, v));
+  } else if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) checkJsonFinite(`${path}.${k}`, v);
+  }
 }
 
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });

@@ -530,6 +530,9 @@ function errorSend(reply: FastifyReply, err: unknown, logger: Logger, context: R
     message = status.details ?? 'internal error';
   }
   const entry = STATUS_HTTP[code as keyof typeof STATUS_HTTP] ?? { name: 'INTERNAL', http: 500 };
+  // A 401 names the scheme it wants (RFC 9110 15.5.2: it must): HTTP clients that follow
+  // challenges, and people reading the headers, learn that a bearer token is asked for.
+  if (entry.http === 401) reply.header('www-authenticate', 'Bearer realm="evora"');
   return reply.code(entry.http).send({ code: entry.name, message });
 }
 

@@ -192,6 +192,7 @@ describe('401 and 403', () => {
     const none = await httpCall(base, 'GET', '/v1/queues');
     expect(none.status).toBe(401);
     expect(none.body.code).toBe('UNAUTHENTICATED');
+    expect(none.headers.get('www-authenticate')).toBe('Bearer realm="evora"');
     expect((await httpCall(base, 'GET', '/v1/queues', { token: 'evora_nope' })).status).toBe(401);
 
     const viewer = await tokenInsert(databaseUrl, { role: 'viewer' });

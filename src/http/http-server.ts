@@ -431,6 +431,8 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
     if (!/^[ -~]*$/.test(value)) {
       throw invalidArgument(`the ${header} header must be printable ASCII: send a key with other characters as ${field} in the body`);
     }
+    // Empty, it would set no key (proto3's default) and each retry would submit again.
+    if (value === '') throw invalidArgument(`the ${header} header is empty: send a value, or leave the header out`);
     jsonFieldSet(desc.input, json, field, value, `${header} header`);
   }
   for (const header of ROUTE_HEADERS) {

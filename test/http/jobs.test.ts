@@ -37,7 +37,7 @@ describe('POST /v1/jobs', () => {
     expect((await api('GET', '/v1/jobs', { query: { queue } })).body.jobs).toBeUndefined();
   });
 
-  it('the header on a route that does not take it (a batch, a trigger): 400, nothing submitted, not ignored', async () => {
+  it('the header on a route that does not take it (a batch, a trigger), or empty: 400, nothing submitted, not ignored', async () => {
     const queue = queueName('h');
     const batch = await api('POST', '/v1/jobs/batch', { body: { jobs: [{ queue, type: 't' }] }, headers: { 'Idempotency-Key': 'b-1' } });
     expect(batch.status).toBe(400);
@@ -47,6 +47,9 @@ describe('POST /v1/jobs', () => {
     });
     expect((await api('PUT', '/v1/schedules/h-nightly', { body: { queue, type: 't', cron: '0 3 * * *' } })).status).toBe(201);
     expect((await api('POST', '/v1/schedules/h-nightly/trigger', { headers: { 'Idempotency-Key': 'tr-1' } })).status).toBe(400);
+    // An empty key (an unset variable) would set none: each retry would submit again.
+    const empty = await api('POST', '/v1/jobs', { body: { queue, type: 't' }, headers: { 'Idempotency-Key': '' } });
+    expect(empty.body).toEqual({ code: 'INVALID_ARGUMENT', message: 'the idempotency-key header is empty: send a value, or leave the header out' });
     expect((await api('GET', '/v1/jobs', { query: { queue } })).body.jobs).toBeUndefined();
   });
 

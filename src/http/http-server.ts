@@ -264,12 +264,7 @@ export class HttpServer {
       }
       // A path the API serves, asked with another method: 405 (OPTIONS: 204) with Allow.
       const allowed = path.startsWith('/v1/') ? routeMethodsAt(path) : [];
-      if (allowed.length > 0 && !allowed.includes(request.method)) {
-        const allow = [...allowed, 'OPTIONS'].join(', ');
-        if (request.method === 'OPTIONS') return reply.code(204).header('allow', allow).send();
-        const { name, http } = HTTP_METHOD_NOT_ALLOWED;
-        return reply.code(http).header('allow', allow).send({ code: name, message: `${path} does not take ${request.method} (it takes ${allow})` });
-      }
+      if (allowed.length > 0 && !allowed.includes(request.method)) return methodNotAllowedSend(reply, path, request.method, allowed);
       return reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${path}` });
     });
 
@@ -367,6 +362,12 @@ export class HttpServer {
 
   /** One /v1 request: JSON in, the RPC's handler, JSON out. */
   private async handle(bound: BoundRoute, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    if (bound.route.pathParams) {
+      // The router hands GET /v1/jobs/batch to GetJob (a job of id "batch"); that path is POST's.
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = routeMethodsAt(path);
+      if (!allowed.includes(request.method)) return methodNotAllowedSend(reply, path, request.method, allowed);
+    }
     const implementations = this.implementations;
     if (!implementations) return errorSend(reply, this.stopping ? serverStopping() : serverStarting(), this.logger, {});
     const handler = implementations[bound.serviceIndex]?.[bound.key] as UnaryHandler | undefined;
@@ -516,6 +517,14 @@ function clientErrorSend(err: Error & { code?: string }, socket: Duplex): void {
     );
   }
   socket.destroy(err);
+}
+
+/** Answers a path the API serves asked with a method it does not take: 405 with Allow (OPTIONS: 204). */
+function methodNotAllowedSend(reply: FastifyReply, path: string, method: string, allowed: readonly string[]): FastifyReply {
+  const allow = [...allowed, 'OPTIONS'].join(', ');
+  if (method === 'OPTIONS') return reply.code(204).header('allow', allow).send();
+  const { name, http } = HTTP_METHOD_NOT_ALLOWED;
+  return reply.code(http).header('allow', allow).send({ code: name, message: `${path} does not take ${method} (it takes ${allow})` });
 }
 
 /** Answers an error: `{ code, message }` with the HTTP status of its gRPC code (STATUS_HTTP). */

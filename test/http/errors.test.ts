@@ -338,6 +338,9 @@ describe('404 and 409', () => {
       ['DELETE', `/v1/jobs/${job.body.job.id}`, 'GET, HEAD, OPTIONS'],
       ['GET', `/v1/jobs/${job.body.job.id}/cancel`, 'POST, OPTIONS'],
       ['POST', `/v1/queues/${queue}`, 'GET, HEAD, PUT, OPTIONS'],
+      // A literal path beside a parameter one: POST's only, not GetJob of a job "claim" (400 "not a UUID").
+      ['GET', '/v1/jobs/claim', 'POST, OPTIONS'],
+      ['DELETE', '/v1/jobs/batch/', 'POST, OPTIONS'],
     ];
     for (const [method, path, allow] of cases) {
       const res = await api(method, path, method === 'GET' ? {} : { body: {} });

@@ -77,6 +77,8 @@ describe('400 INVALID_ARGUMENT', () => {
       await api('GET', '/v1/jobs', { query: { queue, colour: 'red' } }),
       await api('GET', '/v1/jobs', { query: { queue, states: 'SLEEPING' } }),
       await api('POST', '/v1/jobs', { body: { queue: 'bad name!', type: 't' } }),
+      // A refused name is shown escaped: U+202E would turn the rest of the line around, a newline end it.
+      await api('POST', '/v1/jobs', { body: { queue: 'q\u202Eevil\nline', type: 't' } }),
       await api('GET', '/v1/jobs/not-a-uuid'),
       // A header key that is not ASCII: its bytes have no agreed encoding (curl's UTF-8 was read as Latin-1).
       await api('POST', '/v1/jobs', { body: { queue, type: 't' }, headers: { 'idempotency-key': 'k\u00fc' } }),

@@ -19,6 +19,7 @@ import { authRefusalLog } from '../grpc/auth.js';
 import { HTTP_BODY_TOO_LARGE, HTTP_METHOD_NOT_ALLOWED, STATUS_HTTP, toServiceError } from '../grpc/status.js';
 import { crossOriginRefusal, loopbackHostRefusal } from './browser-guard.js';
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
+import { jsonDuplicateKey } from './json-text.js';
 import { openApiDocument, type OpenApiRoute } from './openapi.js';
 import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
 import { HTTP_ROUTES, routeMethodsAt, routerPath, type HttpRoute } from './routes.js';
@@ -175,11 +176,18 @@ export class HttpServer {
         return done(invalidArgument(bodyNotUtf8Line(req.headers['content-type']), { cause: err }), undefined);
       }
       if (text.trim() === '') return done(null, undefined);
+      let value: unknown;
       try {
-        done(null, JSON.parse(text) as unknown);
+        value = JSON.parse(text) as unknown;
       } catch (err) {
-        done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`, { cause: err }), undefined);
+        return done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`, { cause: err }), undefined);
       }
+      const twice = jsonDuplicateKey(text);
+      if (twice !== null) {
+        const key = JSON.stringify(twice.length > 100 ? `${twice.slice(0, 100)}…` : twice);
+        return done(invalidArgument(`the request body has the key ${key} twice in one object: send each key once`), undefined);
+      }
+      done(null, value);
     });
 
     // No page of another site may frame the dashboard (clickjacking its buttons): every answer says so.

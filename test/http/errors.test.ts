@@ -86,6 +86,9 @@ describe('400 INVALID_ARGUMENT', () => {
       await api('POST', '/v1/jobs', { body: gzipSync(JSON.stringify({ queue, type: 't' })), headers: { 'content-encoding': 'gzip' } }),
       // Values that decode but the server cannot hold: as over gRPC, never 500.
       await api('POST', '/v1/jobs', { body: { queue, type: 't', payload: { a: 'x\u0000' } } }),
+      // A key twice in one object: JSON.parse keeps the last, and the job went to that queue.
+      await api('POST', '/v1/jobs', { body: `{"queue": "elsewhere", "type": "t", "queue": "${queue}"}` }),
+      await api('POST', '/v1/jobs', { body: `{"queue": "${queue}", "type": "t", "payload": {"k": 1, "\\u006b": 2}}` }),
       // A number past a double's range parses as Infinity, which JSON has no text for (it was stored as null).
       await api('POST', '/v1/jobs', { body: `{"queue": "${queue}", "type": "t", "payload": {"n": [1, 1e400]}}` }),
       await api('POST', '/v1/jobs/00000000-0000-4000-8000-000000000000/progress', {

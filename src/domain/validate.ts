@@ -117,12 +117,22 @@ function checkJsonStorable(field: string, json: string): void {
   checkJsonDepth(field, json);
 }
 
+/**
+ * A refused value as its message shows it: in double quotes, with quotes, backslashes and
+ * every character that is not visible text (a newline, U+202E that turns the rest of the line
+ * around, a NUL) escaped as in JSON, so the line stays one readable line of what was sent.
+ */
+function quoted(value: string): string {
+  const escape = (unit: string) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  return JSON.stringify(value).replace(/\p{C}/gu, (c) => c.split('').map(escape).join(''));
+}
+
 /** A queue name, job type or worker id: letters, digits and _ . : / -, starting with a letter or digit. */
 export function checkName(field: string, value: string): string {
   if (!value) throw invalidArgument(`${field} is required`);
   if (value.length > MAX_NAME_LENGTH) throw invalidArgument(`${field} is longer than ${MAX_NAME_LENGTH} characters`);
   if (!NAME_RE.test(value)) {
-    throw invalidArgument(`${field} "${value}" may contain only letters, digits and _ . : / - (starting with a letter or digit)`);
+    throw invalidArgument(`${field} ${quoted(value)} may contain only letters, digits and _ . : / - (starting with a letter or digit)`);
   }
   return value;
 }
@@ -215,7 +225,26 @@ export function checkJsonSize(field: string, value: JsonObject | undefined, maxB
   const bytes = Buffer.byteLength(json);
   if (bytes > maxBytes) throw invalidArgument(`${field} is ${bytes} bytes of JSON; the limit is ${maxBytes}`);
   checkJsonStorable(field, json);
+  // JSON.stringify writes null for a number JSON cannot carry: look only where it wrote one.
+  if (json.includes('null')) checkJsonFinite(field, obj);
   return obj;
+}
+
+/**
+ * A value whose numbers are all finite. A Struct's number may be infinite or NaN (over HTTP,
+ * `1e400` parses as Infinity), and JSON has no such number: stored, it silently became null.
+ */
+function checkJsonFinite(path: string, value: unknown): void {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) {
+      const where = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+      throw invalidArgument(`${where} is ${value}, which JSON cannot carry (a number must be finite)`);
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach((v, i) => checkJsonFinite(`${path}[${i}]`, v));
+  } else if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) checkJsonFinite(`${path}.${k}`, v);
+  }
 }
 
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
@@ -321,7 +350,7 @@ export function checkUuid(field: string, value: string): string {
   if (!value) throw invalidArgument(`${field} is required`);
   if (!isUuid(value)) {
     const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
-    throw invalidArgument(`${field} "${shown}" is not a UUID`);
+    throw invalidArgument(`${field} ${quoted(shown)} is not a UUID`);
   }
   return value;
 }

@@ -19,6 +19,7 @@ import { authRefusalLog } from '../grpc/auth.js';
 import { HTTP_BODY_TOO_LARGE, HTTP_METHOD_NOT_ALLOWED, STATUS_HTTP, toServiceError } from '../grpc/status.js';
 import { crossOriginRefusal, loopbackHostRefusal } from './browser-guard.js';
 import { invokeUnary, RpcStatusError, type UnaryHandler } from './invoke.js';
+import { jsonDuplicateKey } from './json-text.js';
 import { openApiDocument, type OpenApiRoute } from './openapi.js';
 import { bytesToJson, jsonFieldSet, jsonToBytes, methodDescriptor, queryToJson } from './proto-json.js';
 import { HTTP_ROUTES, routeMethodsAt, routerPath, type HttpRoute } from './routes.js';
@@ -62,7 +63,17 @@ export interface HttpServerOptions {
    * needs a valid token of any role, as its labels name every queue.
    */
   metricsOpen?: boolean;
+  /**
+   * The longest a request may take to arrive, headers and body, before it is answered 408
+   * and its connection closed; default HTTP_REQUEST_TIMEOUT_MS. Fastify turns Node's own
+   * bound off, and a client that sent a body slowly, or part of one and then nothing, held
+   * its connection for ever (many such clients: every file descriptor).
+   */
+  requestTimeoutMs?: number;
 }
+
+/** The default requestTimeoutMs: a 4 MiB body (the message limit) arrives in it at 70 kB/s. */
+export const HTTP_REQUEST_TIMEOUT_MS = 60_000;
 
 /** What the HTTP port asks of the token cache (src/auth/authenticator.ts) for its own paths. */
 export type HttpAuth = Pick<Authenticator, 'authOn' | 'authenticateAsync'>;
@@ -125,9 +136,15 @@ export class HttpServer {
     const logger = opts.logger;
     const routes = routesBind(opts.definitions);
     const tls = opts.tls;
+    const requestTimeout = opts.requestTimeoutMs ?? HTTP_REQUEST_TIMEOUT_MS;
+    // Node looks for requests past their time every connectionsCheckingInterval (30 s by
+    // default), and bounds a request by the longer of requestTimeout and headersTimeout (60 s).
+    const checking = { connectionsCheckingInterval: Math.min(30_000, Math.ceil(requestTimeout / 4)), headersTimeout: Math.min(60_000, requestTimeout) };
     const app = Fastify({
       logger: false,
       bodyLimit: opts.bodyLimit,
+      requestTimeout,
+      http: checking,
       // A name may be 128 characters (MAX_NAME_LENGTH), 384 once each is escaped as %XX.
       // A trailing slash names the same route: /v1/jobs/?queue=a is ListJobs, not GetJob of id "".
       routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH, ignoreTrailingSlash: true },
@@ -135,7 +152,7 @@ export class HttpServer {
       frameworkErrors: (err, _request, reply) => errorSend(reply, invalidArgument(frameworkErrorLine(err), { cause: err }), logger, {}),
       // A request too malformed to reach the router (a bad Content-Length, a broken header).
       clientErrorHandler: clientErrorSend,
-      ...(tls ? { https: tls.httpsOptions() } : {}),
+      ...(tls ? { https: { ...tls.httpsOptions(), ...checking } } : {}),
     }) as unknown as FastifyInstance;
     const dashboardDir = opts.dashboardDir === undefined ? dashboardDirDefault() : opts.dashboardDir;
     let self: HttpServer | null = null;
@@ -147,18 +164,30 @@ export class HttpServer {
     // JSON bodies: an empty body is an empty message; any content type is read as JSON (curl -d).
     // A compressed body is refused by its header: read as text, its bytes made an unreadable line.
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
       const encoding = req.headers['content-encoding']?.trim();
       if (encoding && encoding.toLowerCase() !== 'identity') {
         return done(invalidArgument(`the request body is encoded (Content-Encoding: ${encoding.slice(0, 40)}): send it as plain JSON`), undefined);
       }
-      const text = String(body);
-      if (text.trim() === '') return done(null, undefined);
+      let text: string;
       try {
-        done(null, JSON.parse(text) as unknown);
+        text = utf8Fatal.decode(body as Buffer);
       } catch (err) {
-        done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`, { cause: err }), undefined);
+        return done(invalidArgument(bodyNotUtf8Line(req.headers['content-type']), { cause: err }), undefined);
       }
+      if (text.trim() === '') return done(null, undefined);
+      let value: unknown;
+      try {
+        value = JSON.parse(text) as unknown;
+      } catch (err) {
+        return done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`, { cause: err }), undefined);
+      }
+      const twice = jsonDuplicateKey(text);
+      if (twice !== null) {
+        const key = JSON.stringify(twice.length > 100 ? `${twice.slice(0, 100)}…` : twice);
+        return done(invalidArgument(`the request body has the key ${key} twice in one object: send each key once`), undefined);
+      }
+      done(null, value);
     });
 
     // No page of another site may frame the dashboard (clickjacking its buttons): every answer says so.
@@ -243,12 +272,7 @@ export class HttpServer {
       }
       // A path the API serves, asked with another method: 405 (OPTIONS: 204) with Allow.
       const allowed = path.startsWith('/v1/') ? routeMethodsAt(path) : [];
-      if (allowed.length > 0 && !allowed.includes(request.method)) {
-        const allow = [...allowed, 'OPTIONS'].join(', ');
-        if (request.method === 'OPTIONS') return reply.code(204).header('allow', allow).send();
-        const { name, http } = HTTP_METHOD_NOT_ALLOWED;
-        return reply.code(http).header('allow', allow).send({ code: name, message: `${path} does not take ${request.method} (it takes ${allow})` });
-      }
+      if (allowed.length > 0 && !allowed.includes(request.method)) return methodNotAllowedSend(reply, path, request.method, allowed);
       return reply.code(404).send({ code: 'NOT_FOUND', message: `no route ${request.method} ${path}` });
     });
 
@@ -346,6 +370,12 @@ export class HttpServer {
 
   /** One /v1 request: JSON in, the RPC's handler, JSON out. */
   private async handle(bound: BoundRoute, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    if (bound.route.pathParams) {
+      // The router hands GET /v1/jobs/batch to GetJob (a job of id "batch"); that path is POST's.
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = routeMethodsAt(path);
+      if (!allowed.includes(request.method)) return methodNotAllowedSend(reply, path, request.method, allowed);
+    }
     const implementations = this.implementations;
     if (!implementations) return errorSend(reply, this.stopping ? serverStopping() : serverStarting(), this.logger, {});
     const handler = implementations[bound.serviceIndex]?.[bound.key] as UnaryHandler | undefined;
@@ -410,7 +440,14 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
     if (!/^[ -~]*$/.test(value)) {
       throw invalidArgument(`the ${header} header must be printable ASCII: send a key with other characters as ${field} in the body`);
     }
+    // Empty, it would set no key (proto3's default) and each retry would submit again.
+    if (value === '') throw invalidArgument(`the ${header} header is empty: send a value, or leave the header out`);
     jsonFieldSet(desc.input, json, field, value, `${header} header`);
+  }
+  for (const header of ROUTE_HEADERS) {
+    if (route.headers?.[header] === undefined && request.headers[header] !== undefined) {
+      throw invalidArgument(`${route.method} ${route.path} takes no ${header} header (it would be ignored): ${ROUTE_HEADER_HINTS[header] ?? 'send its fields in the body'}`);
+    }
   }
   const params = request.params as Record<string, string>;
   for (const [param, field] of Object.entries(route.pathParams ?? {})) {
@@ -418,6 +455,31 @@ function requestJson(bound: BoundRoute, request: FastifyRequest): JsonObject {
   }
   return json;
 }
+
+/**
+ * Reads body bytes as text: UTF-8, the only encoding of JSON between systems (RFC 8259),
+ * whatever the Content-Type's charset says; a leading byte order mark is dropped. Bytes that
+ * are not UTF-8 throw: decoded leniently, a Latin-1 "café" became "caf\uFFFD" in the stored payload.
+ */
+const utf8Fatal = new TextDecoder('utf-8', { fatal: true });
+
+/** The refusal of a body that is not UTF-8, naming the charset its Content-Type claims, if any. */
+function bodyNotUtf8Line(contentType: string | undefined): string {
+  const charset = /;\s*charset\s*=\s*"?([\w.:+-]{1,40})/i.exec(contentType ?? '')?.[1];
+  return `the request body is not UTF-8${charset ? ` (its Content-Type says charset=${charset})` : ''}: send JSON as UTF-8 text`;
+}
+
+/**
+ * The headers some route reads as a request field (Idempotency-Key). Sent to any other route
+ * they are refused, not ignored: a client that sent Idempotency-Key with a batch or a
+ * schedule trigger believed its retry safe, and each retry submitted its jobs again.
+ */
+const ROUTE_HEADERS = [...new Set(HTTP_ROUTES.flatMap((r) => Object.keys(r.headers ?? {})))];
+
+/** What to send instead of a header the route does not take. */
+const ROUTE_HEADER_HINTS: Record<string, string> = {
+  'idempotency-key': 'only POST /v1/jobs takes it; a batch takes idempotencyKey on each job, a trigger triggerId',
+};
 
 /** Whether a request carries a body (a Content-Length above 0, or chunks). */
 function hasBody(request: FastifyRequest): boolean {
@@ -465,6 +527,14 @@ function clientErrorSend(err: Error & { code?: string }, socket: Duplex): void {
   socket.destroy(err);
 }
 
+/** Answers a path the API serves asked with a method it does not take: 405 with Allow (OPTIONS: 204). */
+function methodNotAllowedSend(reply: FastifyReply, path: string, method: string, allowed: readonly string[]): FastifyReply {
+  const allow = [...allowed, 'OPTIONS'].join(', ');
+  if (method === 'OPTIONS') return reply.code(204).header('allow', allow).send();
+  const { name, http } = HTTP_METHOD_NOT_ALLOWED;
+  return reply.code(http).header('allow', allow).send({ code: name, message: `${path} does not take ${method} (it takes ${allow})` });
+}
+
 /** Answers an error: `{ code, message }` with the HTTP status of its gRPC code (STATUS_HTTP). */
 function errorSend(reply: FastifyReply, err: unknown, logger: Logger, context: Record<string, unknown>): FastifyReply {
   let code: number;
@@ -479,6 +549,9 @@ function errorSend(reply: FastifyReply, err: unknown, logger: Logger, context: R
     message = status.details ?? 'internal error';
   }
   const entry = STATUS_HTTP[code as keyof typeof STATUS_HTTP] ?? { name: 'INTERNAL', http: 500 };
+  // A 401 names the scheme it wants (RFC 9110 15.5.2: it must): HTTP clients that follow
+  // challenges, and people reading the headers, learn that a bearer token is asked for.
+  if (entry.http === 401) reply.header('www-authenticate', 'Bearer realm="evora"');
   return reply.code(entry.http).send({ code: entry.name, message });
 }
 

@@ -83,20 +83,27 @@ export function routerPath(path: string): string {
   return path.replace(/\{(\w+)\}/g, ':$1');
 }
 
+/** Each route's path as a pattern over concrete paths, and how many of its segments are literal. */
+const ROUTE_PATTERNS = HTTP_ROUTES.map((route) => ({
+  route,
+  pattern: new RegExp(`^${route.path.replace(/\{\w+\}/g, '[^/]+')}$`),
+  literals: route.path.split('/').filter((segment) => segment !== '' && !segment.startsWith('{')).length,
+}));
+
 /**
  * The methods the route table serves at a concrete path ("/v1/jobs/abc/cancel" -> POST),
  * with HEAD wherever GET is (the router answers HEAD for every GET route). Empty: no route
  * has that path. It exists so that a known path asked with another method is answered 405
  * with an Allow header rather than 404 (src/http/http-server.ts): both must read this table.
+ * A literal segment wins over a parameter, as in the router: /v1/jobs/batch is POST only,
+ * not also GET as a job whose id is "batch".
  */
 export function routeMethodsAt(path: string): string[] {
-  const methods = new Set<string>();
   // As the router (ignoreTrailingSlash), a trailing slash names the same path.
   const bare = path.length > 1 ? path.replace(/\/$/, '') : path;
-  for (const route of HTTP_ROUTES) {
-    const pattern = new RegExp(`^${route.path.replace(/\{\w+\}/g, '[^/]+')}$`);
-    if (pattern.test(bare)) methods.add(route.method);
-  }
+  const matches = ROUTE_PATTERNS.filter((p) => p.pattern.test(bare));
+  const most = Math.max(0, ...matches.map((p) => p.literals));
+  const methods = new Set(matches.filter((p) => p.literals === most).map((p) => p.route.method as string));
   if (methods.has('GET')) methods.add('HEAD');
   return [...methods].sort();
 }

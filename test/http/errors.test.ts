@@ -77,6 +77,8 @@ describe('400 INVALID_ARGUMENT', () => {
       await api('GET', '/v1/jobs', { query: { queue, colour: 'red' } }),
       await api('GET', '/v1/jobs', { query: { queue, states: 'SLEEPING' } }),
       await api('POST', '/v1/jobs', { body: { queue: 'bad name!', type: 't' } }),
+      // A refused name is shown escaped: U+202E would turn the rest of the line around, a newline end it.
+      await api('POST', '/v1/jobs', { body: { queue: 'q\u202Eevil\nline', type: 't' } }),
       await api('GET', '/v1/jobs/not-a-uuid'),
       // A header key that is not ASCII: its bytes have no agreed encoding (curl's UTF-8 was read as Latin-1).
       await api('POST', '/v1/jobs', { body: { queue, type: 't' }, headers: { 'idempotency-key': 'k\u00fc' } }),
@@ -84,6 +86,11 @@ describe('400 INVALID_ARGUMENT', () => {
       await api('POST', '/v1/jobs', { body: gzipSync(JSON.stringify({ queue, type: 't' })), headers: { 'content-encoding': 'gzip' } }),
       // Values that decode but the server cannot hold: as over gRPC, never 500.
       await api('POST', '/v1/jobs', { body: { queue, type: 't', payload: { a: 'x\u0000' } } }),
+      // A key twice in one object: JSON.parse keeps the last, and the job went to that queue.
+      await api('POST', '/v1/jobs', { body: `{"queue": "elsewhere", "type": "t", "queue": "${queue}"}` }),
+      await api('POST', '/v1/jobs', { body: `{"queue": "${queue}", "type": "t", "payload": {"k": 1, "\\u006b": 2}}` }),
+      // A number past a double's range parses as Infinity, which JSON has no text for (it was stored as null).
+      await api('POST', '/v1/jobs', { body: `{"queue": "${queue}", "type": "t", "payload": {"n": [1, 1e400]}}` }),
       await api('POST', '/v1/jobs/00000000-0000-4000-8000-000000000000/progress', {
         body: { leaseToken: '00000000-0000-4000-8000-000000000000', done: '9007199254740993', total: '9007199254740993' },
       }),
@@ -163,6 +170,20 @@ describe('what the router or the HTTP parser refuses has the same shape', () => 
     expect(res).toEqual({ status: 400, body: { code: 'INVALID_ARGUMENT', message: 'GET /v1/jobs takes no body: send its fields as query parameters' } });
   });
 
+  it('a body is read as UTF-8: other bytes are refused, not stored as U+FFFD; a byte order mark is dropped', async () => {
+    const queue = queueName('e');
+    const latin1 = await api('POST', '/v1/jobs', {
+      body: Buffer.from(`{"queue": "${queue}", "type": "t", "payload": {"name": "caf\u00e9"}}`, 'latin1'),
+      headers: { 'content-type': 'application/json; charset=iso-8859-1' },
+    });
+    expect(latin1.status).toBe(400);
+    expect(latin1.body).toEqual({ code: 'INVALID_ARGUMENT', message: 'the request body is not UTF-8 (its Content-Type says charset=iso-8859-1): send JSON as UTF-8 text' });
+    expect(await jobCount(queue)).toBe(0);
+    const bom = await api('POST', '/v1/jobs', { body: `\uFEFF{"queue": "${queue}", "type": "t", "payload": {"name": "caf\u00e9"}}` });
+    expect(bom.status, bom.text).toBe(201);
+    expect(bom.body.job.payload).toEqual({ name: 'caf\u00e9' });
+  });
+
   it('a query value that differs from the path is refused, and says which two disagree', async () => {
     const res = await api('GET', '/v1/queues/one', { query: { name: 'two' } });
     expect(res.status).toBe(400);
@@ -176,6 +197,7 @@ describe('401 and 403', () => {
     const none = await httpCall(base, 'GET', '/v1/queues');
     expect(none.status).toBe(401);
     expect(none.body.code).toBe('UNAUTHENTICATED');
+    expect(none.headers.get('www-authenticate')).toBe('Bearer realm="evora"');
     expect((await httpCall(base, 'GET', '/v1/queues', { token: 'evora_nope' })).status).toBe(401);
 
     const viewer = await tokenInsert(databaseUrl, { role: 'viewer' });
@@ -321,6 +343,9 @@ describe('404 and 409', () => {
       ['DELETE', `/v1/jobs/${job.body.job.id}`, 'GET, HEAD, OPTIONS'],
       ['GET', `/v1/jobs/${job.body.job.id}/cancel`, 'POST, OPTIONS'],
       ['POST', `/v1/queues/${queue}`, 'GET, HEAD, PUT, OPTIONS'],
+      // A literal path beside a parameter one: POST's only, not GetJob of a job "claim" (400 "not a UUID").
+      ['GET', '/v1/jobs/claim', 'POST, OPTIONS'],
+      ['DELETE', '/v1/jobs/batch/', 'POST, OPTIONS'],
     ];
     for (const [method, path, allow] of cases) {
       const res = await api(method, path, method === 'GET' ? {} : { body: {} });

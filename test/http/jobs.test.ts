@@ -37,6 +37,22 @@ describe('POST /v1/jobs', () => {
     expect((await api('GET', '/v1/jobs', { query: { queue } })).body.jobs).toBeUndefined();
   });
 
+  it('the header on a route that does not take it (a batch, a trigger), or empty: 400, nothing submitted, not ignored', async () => {
+    const queue = queueName('h');
+    const batch = await api('POST', '/v1/jobs/batch', { body: { jobs: [{ queue, type: 't' }] }, headers: { 'Idempotency-Key': 'b-1' } });
+    expect(batch.status).toBe(400);
+    expect(batch.body).toEqual({
+      code: 'INVALID_ARGUMENT',
+      message: 'POST /v1/jobs/batch takes no idempotency-key header (it would be ignored): only POST /v1/jobs takes it; a batch takes idempotencyKey on each job, a trigger triggerId',
+    });
+    expect((await api('PUT', '/v1/schedules/h-nightly', { body: { queue, type: 't', cron: '0 3 * * *' } })).status).toBe(201);
+    expect((await api('POST', '/v1/schedules/h-nightly/trigger', { headers: { 'Idempotency-Key': 'tr-1' } })).status).toBe(400);
+    // An empty key (an unset variable) would set none: each retry would submit again.
+    const empty = await api('POST', '/v1/jobs', { body: { queue, type: 't' }, headers: { 'Idempotency-Key': '' } });
+    expect(empty.body).toEqual({ code: 'INVALID_ARGUMENT', message: 'the idempotency-key header is empty: send a value, or leave the header out' });
+    expect((await api('GET', '/v1/jobs', { query: { queue } })).body.jobs).toBeUndefined();
+  });
+
   it('accepts proto (snake_case) names and a replay with the same body key', async () => {
     const queue = queueName('h');
     const res = await api('POST', '/v1/jobs', { body: { queue, type: 't', max_attempts: 3, idempotency_key: 'x' }, headers: { 'Idempotency-Key': 'x' } });

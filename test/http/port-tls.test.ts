@@ -1,6 +1,6 @@
 import { copyFileSync } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HttpServer } from '../../src/http/http-server.js';
 import { configLoad } from '../../src/server/config.js';
@@ -80,6 +80,25 @@ describe('the HTTP port', () => {
       expect(await get()).toEqual({ code: 'UNAVAILABLE', message: 'the server is starting: waiting for the database' });
       http.notReady();
       expect(await get()).toEqual({ code: 'UNAVAILABLE', message: 'the server is stopping' });
+    } finally {
+      await http.close();
+    }
+  });
+
+  it('a request whose body does not arrive in time is answered 408 and its connection closed', async () => {
+    const http = await HttpServer.start({ host: '127.0.0.1', port: 0, logger: silentLogger(), definitions: SERVICE_DEFINITIONS, bodyLimit: 1 << 20, tls: null, version: '1', dashboardDir: null, requestTimeoutMs: 500 });
+    try {
+      // One byte of a 100-byte body, then nothing: it held the connection for ever.
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port: http.port }, () => socket.write('POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{'));
+        let text = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (chunk: string) => (text += chunk));
+        socket.on('error', reject);
+        socket.on('close', () => resolve(text));
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({ code: 'DEADLINE_EXCEEDED', message: 'the request was not received in time' });
     } finally {
       await http.close();
     }

@@ -400,6 +400,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       },
     });
     parts.maintainer = maintainer;
+    metrics.leaderGaugeAdd(() => maintainer.elector.isLeader);
     maintainer.start(parts.shutdown.signal);
 
     const deps = {

@@ -109,6 +109,24 @@ export class ServerMetrics {
   }
 
   /**
+   * `evora_leader`: 1 while this server is the elected leader that runs the maintenance
+   * services (sweeper, projector, pruner, scheduler), else 0. Of the servers of one database
+   * exactly one should say 1 (none for an election interval or so after the leader died):
+   * the one place an operator can see which server sweeps, projects and fires schedules.
+   * Added once the maintainer is built, as the dispatcher's gauges are.
+   */
+  leaderGaugeAdd(isLeader: () => boolean): void {
+    new Gauge({
+      name: 'evora_leader',
+      help: 'Whether this server is the elected leader running maintenance (sweeper, projector, pruner, scheduler): 1 or 0',
+      registers: [this.registry],
+      collect() {
+        this.set(isLeader() ? 1 : 0);
+      },
+    });
+  }
+
+  /**
    * Adds the gauges read from the dispatcher. Separate from the constructor because the
    * dispatcher reports into these metrics, so it is built after them.
    */

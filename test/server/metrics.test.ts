@@ -74,6 +74,8 @@ describe('/metrics and /healthz', () => {
     expect(metric(text!, 'evora_claim_duration_seconds_count', `queue="${queue}"`)).toBeGreaterThanOrEqual(1);
     expect(metric(text!, 'evora_push_latency_seconds_count', `queue="${queue}"`)).toBe(4);
     expect(text).toMatch(/^evora_connected_workers 1$/m);
+    // The only server of its database is the leader (elected at start).
+    await waitFor(async () => /^evora_leader 1$/m.test(await (await fetch(`${base}/metrics`)).text()), { what: 'evora_leader 1' });
     // Drained: the queue's depth series reads 0; it does not disappear.
     expect(metric(text!, 'evora_queue_depth', `queue="${queue}"`)).toBe(0);
     w.close();

@@ -17,8 +17,9 @@ const WARN_EVERY_MS = 600_000;
  * lease_lost, each job run again until the DLQ), and a rate-limited queue's wake-up for its
  * next token came at once, in a loop, until the database's clock got there.
  *
- * Each claim says the database's time of its statement (`claimedAt`, its now()); the offset
- * is that time less this process's time when the answer came. An estimate errs by the
+ * Each claim that takes a job says the database's time of its statement (the jobs'
+ * `started_at`, its now()); the offset is that time less this process's time when the
+ * answer came. An estimate errs by the
  * statement's time and the trip back, always towards a database clock that is behind (the
  * answer comes after the statement began), so the largest estimate of the last 30–60 s is
  * taken: leases then end here a little later than there, the safe side (the database's
@@ -26,7 +27,8 @@ const WARN_EVERY_MS = 600_000;
  *
  * Must stay true: an offset under CLOCK_SKEW_IGNORED_MS counts as 0, so clocks in sync (the
  * normal case, and every test that passes `now`) are judged by Date.now() exactly; and
- * until the first claim answers the offset is 0.
+ * until the first claim takes a job the offset is 0 (a rate-limited queue's first wake-ups
+ * may then come early: each claims nothing and sets the next).
  */
 export class DatabaseClock {
   #offsetMs = 0;

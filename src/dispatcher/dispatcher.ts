@@ -601,13 +601,15 @@ export class Dispatcher {
   }
 
   /**
-   * A claim's answer, read against the database's clock: its time sets the DatabaseClock, and
-   * its next token's time (the database's) is moved onto this process's clock, where the
-   * claimer's wake-up timer and claimUnary's wait count. The leases stay the database's
-   * times: they go to workers as they are, and are judged against databaseClock.now().
+   * A claim's answer, read against the database's clock: a claimed job's start (the claim
+   * statement's now(), the same for all its jobs) sets the DatabaseClock, and the next
+   * token's time (the database's) is moved onto this process's clock, where the claimer's
+   * wake-up timer and claimUnary's wait count. The leases stay the database's times: they
+   * go to workers as they are, and are judged against databaseClock.now().
    */
   private claimed(jobs: ClaimedJobs): ClaimedJobs {
-    if (jobs.claimedAt) this.databaseClock.observe(jobs.claimedAt);
+    const startedAt = jobs[0]?.startedAt;
+    if (startedAt) this.databaseClock.observe(startedAt);
     if (jobs.nextTokenAt) jobs.nextTokenAt = new Date(this.databaseClock.toLocal(jobs.nextTokenAt.getTime()));
     return jobs;
   }

@@ -85,12 +85,9 @@ const jobResultsGetSql = statement<{ ids: string[] }, { id: string; result: Json
 /**
  * What a claim took, best first; `nextTokenAt` is set when jobs of a rate-limited queue were
  * held back for want of a token: the earliest time the next token is due (the claimer wakes
- * then instead of polling). `claimedAt` is the database's time of the (last) claim statement,
- * its `now()`, set whenever a statement ran, jobs or not: the times a claim returns (leases,
- * tokens) are on the database's clock, and this is how the caller learns how far its own
- * clock is from it (the dispatcher's DatabaseClock).
+ * then instead of polling).
  */
-export type ClaimedJobs = Job[] & { nextTokenAt?: Date; claimedAt?: Date };
+export type ClaimedJobs = Job[] & { nextTokenAt?: Date };
 
 
 /**
@@ -112,7 +109,6 @@ export async function jobsClaim(
   const withLimits = queues.filter((q) => limited.has(q));
   const jobs: ClaimedJobs = [];
   let nextTokenAt: Date | undefined;
-  let claimedAt: Date | undefined;
   try {
     // At most three statements: a queue moves kind at most once per call (found limited by the
     // plain claim, it goes to the limited one, whose answer for it is then final).
@@ -125,7 +121,6 @@ export async function jobsClaim(
       }
       for (const q of got.nowPlain) limited.delete(q);
       jobs.push(...got.jobs);
-      if (got.claimedAt) claimedAt = got.claimedAt;
       if (got.nextTokenAt && (!nextTokenAt || got.nextTokenAt < nextTokenAt)) nextTokenAt = got.nextTokenAt;
     }
     await parentResultsAttach(claimPool, jobs);
@@ -139,7 +134,6 @@ export async function jobsClaim(
     throw err;
   }
   if (nextTokenAt) jobs.nextTokenAt = nextTokenAt;
-  if (claimedAt) jobs.claimedAt = claimedAt;
   return jobs;
 }
 
@@ -156,7 +150,7 @@ async function claimOnce(
   workerIds: string[],
   types: string[] | null,
   now: Date | null,
-): Promise<{ jobs: Job[]; nextTokenAt?: Date; claimedAt?: Date; nowLimited: string[]; nowPlain: string[] }> {
+): Promise<{ jobs: Job[]; nextTokenAt?: Date; nowLimited: string[]; nowPlain: string[] }> {
   const distinct: string[] = [];
   const index = new Map<string, number>();
   const slotWorkers = workerIds.map((w) => {
@@ -170,14 +164,11 @@ async function claimOnce(
   const nowPlain: string[] = [];
   // What the queues' jobs share: the rows without a job come first (slot 0).
   const shared = new Map<string, { startedAt: Date; lockedUntil: Date }>();
-  let claimedAt: Date | undefined;
   const jobs: Job[] = [];
   for (const r of rows) {
     const queue = r[C.queue] as string;
     if (r[C.id] === null) {
-      const startedAt = timestamptzParse(r[C.started_at] as string);
-      claimedAt ??= startedAt;
-      shared.set(queue, { startedAt, lockedUntil: timestamptzParse(r[C.locked_until] as string) });
+      shared.set(queue, { startedAt: timestamptzParse(r[C.started_at] as string), lockedUntil: timestamptzParse(r[C.locked_until] as string) });
       if (r[C.queue_limited] === 't') nowLimited.push(queue);
       else if (r[C.queue_limited] === 'f') nowPlain.push(queue);
       const due = r[C.next_token_at] ?? null;
@@ -191,7 +182,7 @@ async function claimOnce(
     if (!times) throw new Error(`evora: ${sql.name} returned a job of queue ${queue} before the queue's row`);
     jobs.push(claimedJobOf(r, times.startedAt, times.lockedUntil, workerIds[jobs.length] ?? null));
   }
-  return { jobs, ...(nextTokenAt ? { nextTokenAt } : {}), ...(claimedAt ? { claimedAt } : {}), nowLimited, nowPlain };
+  return { jobs, ...(nextTokenAt ? { nextTokenAt } : {}), nowLimited, nowPlain };
 }
 
 /**

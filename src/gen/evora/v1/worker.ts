@@ -484,7 +484,7 @@ export interface WorkerProgress {
   total?:
     | number
     | undefined;
-  /** Short text for people (at most 256 characters); empty = none. */
+  /** Short text for people (at most 256 characters, counted as code points); empty = none. */
   message: string;
   /** JSON object to resume from on a later attempt; unset = keep the one stored. */
   checkpoint?: { [key: string]: any } | undefined;
@@ -861,7 +861,7 @@ export interface ReportProgressRequest {
   total?:
     | number
     | undefined;
-  /** Short text for people (at most 256 characters). */
+  /** Short text for people (at most 256 characters, counted as code points). */
   message: string;
   /** JSON object to resume from on a later attempt; unset = keep the one stored. */
   checkpoint?: { [key: string]: any } | undefined;

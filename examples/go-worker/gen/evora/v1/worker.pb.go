@@ -1159,7 +1159,7 @@ type WorkerProgress struct {
 	Done *int64 `protobuf:"varint,4,opt,name=done,proto3,oneof" json:"done,omitempty"`
 	// Units in all (with done).
 	Total *int64 `protobuf:"varint,5,opt,name=total,proto3,oneof" json:"total,omitempty"`
-	// Short text for people (at most 256 characters); empty = none.
+	// Short text for people (at most 256 characters, counted as code points); empty = none.
 	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
 	// JSON object to resume from on a later attempt; unset = keep the one stored.
 	Checkpoint    *structpb.Struct `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
@@ -2732,7 +2732,7 @@ type ReportProgressRequest struct {
 	Done *int64 `protobuf:"varint,4,opt,name=done,proto3,oneof" json:"done,omitempty"`
 	// Units in all (with done).
 	Total *int64 `protobuf:"varint,5,opt,name=total,proto3,oneof" json:"total,omitempty"`
-	// Short text for people (at most 256 characters).
+	// Short text for people (at most 256 characters, counted as code points).
 	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
 	// JSON object to resume from on a later attempt; unset = keep the one stored.
 	Checkpoint    *structpb.Struct `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`

@@ -43,9 +43,19 @@ export class DatabaseClock {
     private readonly localNow: () => number = Date.now,
   ) {}
 
+  /** This process's time now (ms since the epoch): the clock the offset is taken against. */
+  local(): number {
+    return this.localNow();
+  }
+
   /** The database's time now, as this process reckons it (ms since the epoch). */
   now(): number {
-    return this.localNow() + this.#offsetMs;
+    return this.toDatabase(this.localNow());
+  }
+
+  /** This process's time `localMs` on the database's clock (ms since the epoch). */
+  toDatabase(localMs: number): number {
+    return localMs + this.#offsetMs;
   }
 
   /** The database's time `databaseMs` on this process's clock (ms since the epoch). */

@@ -140,7 +140,7 @@ export class Dispatcher {
   private readonly stopping = new AbortController();
   private readonly claimerHost: ClaimerHost;
   private pollTimer: NodeJS.Timeout | null = null;
-  /** When expiryTick last ran (Date.now() clock; null before the first tick of a timer). */
+  /** When expiryTick last ran (this process's clock: databaseClock.local(); null before the first tick of a timer). */
   private lastTickAt: number | null = null;
   /** This server's sessions in the shared table (null: not recorded). */
   private readonly presence: SessionPresence | null;
@@ -460,10 +460,10 @@ export class Dispatcher {
    * late skips the check once, so they are read before any lease is judged. Returns how
    * many leases it dropped, or null when it skipped; `now` (ms since the epoch) is for tests.
    */
-  expiryTick(now: number = (this.opts.localClock ?? Date.now)()): number | null {
+  expiryTick(now: number = this.databaseClock.local()): number | null {
     const stalled = this.lastTickAt !== null && now - this.lastTickAt > this.opts.pollIntervalMs + POLL_STALL_MS;
     this.lastTickAt = now;
-    return stalled ? null : this.dropExpiredLeases(new Date(now + this.databaseClock.offsetMs));
+    return stalled ? null : this.dropExpiredLeases(new Date(this.databaseClock.toDatabase(now)));
   }
 
   /**

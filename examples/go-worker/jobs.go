@@ -22,9 +22,13 @@ type jobInfo struct {
 // task is a job the worker is running.
 type task struct {
 	id, token string
-	leaseEnd  time.Time // when the lease ends (server clock), as last heard
-	cancel    context.CancelCauseFunc
-	lost      bool // the server took the lease away: never report this job
+	// leaseEnd is, by this worker's clock, a time before which the lease surely still lasts:
+	// when its push came (or the heartbeat that last extended it was sent) plus leaseLen.
+	// Never the server's lease_expires_at itself: the two clocks may differ.
+	leaseEnd time.Time
+	leaseLen time.Duration // the lease's length (leaseLength)
+	cancel   context.CancelCauseFunc
+	lost     bool // the server took the lease away: never report this job
 }
 
 // outcome is a finished handler.
@@ -38,7 +42,8 @@ type outcome struct {
 func (w *worker) start(s *session, lj *evorav1.LeasedJob) {
 	j := lj.GetJob()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	t := &task{id: j.GetId(), token: lj.GetLeaseToken(), leaseEnd: lj.GetLeaseExpiresAt().AsTime(), cancel: cancel}
+	lease := leaseLength(lj)
+	t := &task{id: j.GetId(), token: lj.GetLeaseToken(), leaseEnd: time.Now().Add(lease), leaseLen: lease, cancel: cancel}
 	if old, ok := w.running[t.id]; ok && old.token != t.token && !old.lost {
 		// The job was leased again, so its older lease is gone (its lease_lost may come
 		// later, or never): stop that run and report nothing for it.
@@ -101,7 +106,7 @@ func (w *worker) finish(s *session, o outcome) {
 		}}}
 		w.log.Info("job failed", "job_id", t.id, "err", o.err, "retryable", !nonRetryable)
 	}
-	r := &report{req: req, leaseEnd: t.leaseEnd}
+	r := &report{req: req, leaseEnd: t.leaseEnd, leaseLen: t.leaseLen}
 	w.pending[t.id] = append(w.pending[t.id], r)
 	w.send(s, r)
 }

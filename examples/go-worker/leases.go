@@ -39,49 +39,64 @@ const minBeat = 100 * time.Millisecond
 // beatFor keeps the heartbeats fast enough for a pushed job's lease: at least every third of
 // it. The welcome's interval is a third of the queues' shortest lease at hello; a queue's
 // lease_seconds lowered since gives its next jobs shorter leases, which that interval would
-// let expire (docs/api.md, the heartbeat row). The lease is lease_expires_at - started_at,
-// both the server's clock. The schedule only gets faster during a session; the next
-// welcome's interval is computed from the queues' leases as they are then.
+// let expire (docs/api.md, the heartbeat row). The schedule only gets faster during a
+// session; the next welcome's interval is computed from the queues' leases as they are then.
 func (s *session) beatFor(lj *evorav1.LeasedJob) {
-	end := lj.GetLeaseExpiresAt().AsTime()
-	lease := time.Until(end)
-	if started := lj.GetJob().GetStartedAt(); started != nil {
-		lease = end.Sub(started.AsTime())
-	}
-	if every := max(minBeat, lease/3); s.beatEvery == 0 || every < s.beatEvery {
+	if every := max(minBeat, leaseLength(lj)/3); s.beatEvery == 0 || every < s.beatEvery {
 		s.beatEvery = every
 		s.beatChanged = true
 	}
 }
 
+// leaseLength is a pushed job's lease: lease_expires_at - started_at, both the server's
+// clock, so that the worker's own clock, which may differ from the server's, only measures
+// the lease from when it came. From a server that does not send started_at: the time left
+// by this worker's clock.
+func leaseLength(lj *evorav1.LeasedJob) time.Duration {
+	end := lj.GetLeaseExpiresAt().AsTime()
+	if started := lj.GetJob().GetStartedAt(); started != nil {
+		return end.Sub(started.AsTime())
+	}
+	return time.Until(end)
+}
+
 // heartbeat extends every lease the worker holds (an empty one is a plain keep-alive).
 func (w *worker) heartbeat(s *session) {
 	hb := &evorav1.WorkerHeartbeat{Leases: w.heldLeases()}
+	sentAt := time.Now()
 	if s.stream.Send(&evorav1.WorkRequest{Msg: &evorav1.WorkRequest_Heartbeat{Heartbeat: hb}}) == nil {
 		s.beatsSent++
+		s.beatsSentAt = append(s.beatsSentAt, sentAt)
 	}
 }
 
-// onHeartbeatAck records when the extended leases now end (a report's, for how long it may
-// still be sent again) and stops the running jobs an operator asked to cancel. A lease left
-// out was lost; the server says so with lease_lost. Once every heartbeat up to the fencing
-// one is answered, the stream is fenced: every job pushed before our drain has arrived.
+// onHeartbeatAck records until when the extended leases surely last (a report's, for how
+// long it may still be sent again): the answered heartbeat's send time plus each lease's
+// length, by this worker's clock (the ack's lease_expires_at is the server's). It stops the
+// running jobs an operator asked to cancel. A lease left out was lost; the server says so
+// with lease_lost. Once every heartbeat up to the fencing one is answered, the stream is
+// fenced: every job pushed before our drain has arrived.
 func (w *worker) onHeartbeatAck(s *session, a *evorav1.ServerHeartbeatAck) {
 	s.beatsAcked++
+	sentAt := time.Now()
+	if len(s.beatsSentAt) > 0 {
+		sentAt, s.beatsSentAt = s.beatsSentAt[0], s.beatsSentAt[1:]
+	}
 	if s.fenceSet && s.beatsAcked >= s.fenceBeats {
 		s.fenced = true
 	}
 	for _, l := range a.GetLeases() {
 		id, token := l.GetJobId(), l.GetLeaseToken()
 		if t, ok := w.running[id]; ok && t.token == token {
-			t.leaseEnd = l.GetLeaseExpiresAt().AsTime()
+			t.leaseEnd = sentAt.Add(t.leaseLen)
 			if l.GetCancelRequested() {
 				t.cancel(errCancelled)
 			}
 			continue
 		}
 		if i := reportUnder(w.pending[id], token); i >= 0 {
-			w.pending[id][i].leaseEnd = l.GetLeaseExpiresAt().AsTime()
+			r := w.pending[id][i]
+			r.leaseEnd = sentAt.Add(r.leaseLen)
 		}
 	}
 }

@@ -168,16 +168,44 @@ func TestHeartbeatAckExtendsTheLeaseAReportMayBeResentUnder(t *testing.T) {
 	// 100 ms left: too little for the first resend (after 200 ms), unless a heartbeat
 	// extends the lease meanwhile.
 	r.leaseEnd = time.Now().Add(100 * time.Millisecond)
-	extended := time.Now().Add(time.Minute)
+	r.leaseLen = time.Minute
+	before := time.Now()
+	w.heartbeat(s)
+	// The server's clock runs an hour behind this worker's: the extended lease ends, by
+	// its clock, at a time this worker's clock passed long ago. Only the lease's length
+	// from the heartbeat's send counts here.
+	extended := time.Now().Add(time.Minute - time.Hour)
 	w.handle(s, &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_HeartbeatAck{HeartbeatAck: &evorav1.ServerHeartbeatAck{
 		Leases: []*evorav1.ExtendedLease{{JobId: "j", LeaseToken: "t1", LeaseExpiresAt: timestamppb.New(extended)}},
 	}}})
-	if !r.leaseEnd.Equal(extended) {
-		t.Fatalf("report lease end %v, want %v", r.leaseEnd, extended)
+	if r.leaseEnd.Before(before.Add(time.Minute)) || r.leaseEnd.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("report lease end %v, want the heartbeat's send time (%v) plus a minute", r.leaseEnd, before)
 	}
 	w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_RETRY_LATER})
 	if r.resendAt.IsZero() || len(w.pending["j"]) != 1 {
 		t.Fatalf("RETRY_LATER under the extended lease: resendAt = %v, pending = %v; want a resend scheduled", r.resendAt, w.pending)
+	}
+}
+
+func TestAServerWhoseClockDiffersChangesNotHowLongAReportMayBeResent(t *testing.T) {
+	for _, skew := range []time.Duration{-time.Hour, time.Hour} {
+		w, s, _ := leaseTestWorker()
+		started := time.Now().Add(skew) // the server's clock, an hour behind or ahead of ours
+		w.handle(s, &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_Job{Job: &evorav1.LeasedJob{
+			Job:        &evorav1.Job{Id: "j", Type: "other", StartedAt: timestamppb.New(started)},
+			LeaseToken: "t1", LeaseExpiresAt: timestamppb.New(started.Add(30 * time.Second)),
+		}}})
+		w.finish(s, <-w.done) // the handler's fail report, sent once
+		r := w.pending["j"][0]
+		if r.leaseEnd.Before(time.Now().Add(29*time.Second)) || r.leaseEnd.After(time.Now().Add(30*time.Second)) {
+			t.Fatalf("skew %v: the report's lease end is %v, want 30 s from its push by this worker's clock", skew, r.leaseEnd)
+		}
+		// RETRY_LATER: 30 s of lease left, so the report is sent again after a delay
+		// (with the server's lease end taken as ours, an hour behind gave up at once).
+		w.onAck(s, &evorav1.ServerAck{JobId: "j", LeaseToken: "t1", Result: evorav1.AckResult_ACK_RESULT_RETRY_LATER})
+		if r.resendAt.IsZero() || len(w.pending["j"]) != 1 {
+			t.Fatalf("skew %v: RETRY_LATER with 30 s of lease left: resendAt = %v, pending = %v; want a resend scheduled", skew, r.resendAt, w.pending)
+		}
 	}
 }
 

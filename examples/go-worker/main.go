@@ -92,9 +92,12 @@ const (
 
 // report is a complete or fail message waiting for its ack.
 type report struct {
-	req      *evorav1.WorkRequest
-	tries    int       // times sent
-	leaseEnd time.Time // when the job's lease ends, as last heard (it is heartbeated until the report is settled)
+	req   *evorav1.WorkRequest
+	tries int // times sent
+	// leaseEnd and leaseLen: as the task's (it is heartbeated until the report is settled):
+	// by this worker's clock, a time before which the lease surely still lasts.
+	leaseEnd time.Time
+	leaseLen time.Duration
 	resendAt time.Time // set after ACK_RESULT_RETRY_LATER: when to send it again
 	// Resends after RETRY_LATER with database_unavailable: they pace the backoff and are
 	// not counted toward maxSends.
@@ -118,6 +121,9 @@ type session struct {
 	// that many have been answered (an earlier heartbeat's ack may come after the drain,
 	// and jobs after it).
 	beatsSent, beatsAcked, fenceBeats int
+	// When each heartbeat not yet answered was sent, oldest first (the server answers them in
+	// order): a lease its ack extends surely lasts from then for the lease's length.
+	beatsSentAt []time.Time
 	// The largest message the server receives (ServerWelcome.max_message_bytes, or gRPC's
 	// default from a server that does not say): no report may be larger (reportTooLarge).
 	maxMessage int

@@ -34,7 +34,8 @@ func ackResult(a *evorav1.ServerAck) evorav1.AckResult {
 // resendDelay says how long to wait before sending a report again after
 // ACK_RESULT_RETRY_LATER, given how many times it was sent; false means give up: it was
 // sent maxSends times, or the lease would end first (the server then requeues the job).
-// leaseEnd is on the server's clock: a worker whose clock runs ahead gives up early.
+// leaseEnd is by this worker's clock (task.leaseEnd), so a clock that differs from the
+// server's changes nothing.
 func resendDelay(sends int, now, leaseEnd time.Time) (time.Duration, bool) {
 	if sends >= maxSends {
 		return 0, false

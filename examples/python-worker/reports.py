@@ -4,6 +4,7 @@ text that comes with them."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Optional, Sequence
 
 from evora.v1 import worker_pb2 as pb
@@ -38,8 +39,9 @@ def ack_result(ack: pb.ServerAck) -> int:
 def resend_delay(sends: int, now: float, lease_end: float) -> Optional[float]:
     """Seconds to wait before sending a report again after ACK_RESULT_RETRY_LATER, given how
     many times it was sent; None means give up: it was sent MAX_SENDS times, or the lease
-    would end first (the server then requeues the job). `now` and `lease_end` are epoch
-    seconds, lease_end on the server's clock: a worker whose clock runs ahead gives up early."""
+    would end first (the server then requeues the job). `now` and `lease_end` are seconds of
+    this worker's monotonic clock (Task.lease_end), so a clock that differs from the server's
+    changes nothing."""
     if sends >= MAX_SENDS:
         return None
     delay = FIRST_RESEND * 2 ** max(0, sends - 1)
@@ -88,6 +90,15 @@ def code_name(enum: Any, value: int) -> str:
 def epoch(ts: Any) -> float:
     """A google.protobuf.Timestamp as epoch seconds."""
     return ts.seconds + ts.nanos / 1e9
+
+
+def lease_length(leased: Any) -> float:
+    """A pushed job's lease in seconds: lease_expires_at - started_at, both the server's
+    clock, so that this worker's own clock, which may differ from the server's, only measures
+    the lease from when it came. From a server that does not send started_at: the time left
+    by this worker's clock."""
+    end = epoch(leased.lease_expires_at)
+    return end - (epoch(leased.job.started_at) if leased.job.HasField("started_at") else time.time())
 
 
 def token_of(req: pb.WorkRequest) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -31,6 +32,9 @@ class Session:
         # that many have been answered (an earlier heartbeat's ack may come after the drain,
         # and jobs after it).
         self.beats_sent = self.beats_acked = self.fence_beats = 0
+        # When each heartbeat not yet answered was sent (monotonic), oldest first (the server
+        # answers them in order): a lease its ack extends surely lasts from then for its length.
+        self.beats_sent_at: collections.deque[float] = collections.deque()
         self.ended = False
         self.drain: pb.ServerDrain | None = None  # the server's drain, once it asked for one
         self.last_heard = time.monotonic()  # when the server last sent anything (set by the worker)

@@ -8,6 +8,7 @@ Run: python -m unittest   (in this folder, with the requirements installed)
 from __future__ import annotations
 
 import argparse
+import collections
 import logging
 import os
 import sys
@@ -89,7 +90,7 @@ def report(token: str, kind: str) -> Report:
     """A report of job "j" under a lease token, sent once, its lease far off."""
     req = (pb.WorkRequest(complete=pb.WorkerComplete(job_id="j", lease_token=token)) if kind == "complete"
            else pb.WorkRequest(fail=pb.WorkerFail(job_id="j", lease_token=token)))
-    return Report(req, lease_end=time.time() + 3600, tries=1)
+    return Report(req, lease_end=time.monotonic() + 3600, tries=1)
 
 
 class OnAckTest(unittest.TestCase):
@@ -135,7 +136,7 @@ class OnAckTest(unittest.TestCase):
     def test_an_outage_is_resent_through_past_the_lease_and_the_send_bound(self) -> None:
         s = SentSession()
         r = self.second
-        r.lease_end = time.time() - 60  # as last heard: the heartbeats failed to extend it meanwhile
+        r.lease_end = time.monotonic() - 60  # as last heard: the heartbeats failed to extend it meanwhile
         outage = pb.ServerAck(job_id="j", lease_token="t2", result=pb.ACK_RESULT_RETRY_LATER, database_unavailable=True)
         logged = len(self.logs.records)
         # Answered RETRY_LATER + database_unavailable twice MAX_SENDS times: every answer
@@ -156,13 +157,13 @@ class OnAckTest(unittest.TestCase):
 
         # The database is back but the server answers a plain RETRY_LATER: the old rule
         # again, not counting the sends made through the outage...
-        r.lease_end = time.time() + 3600
+        r.lease_end = time.monotonic() + 3600
         before = time.monotonic()
         self.ack("t2", pb.ACK_RESULT_RETRY_LATER)
         assert r.resend_at is not None, "plain RETRY_LATER after the outage: no resend scheduled"
         self.assertLess(r.resend_at - before, FIRST_RESEND + 1)
         # ...and never past the lease.
-        r.lease_end = time.time()
+        r.lease_end = time.monotonic()
         self.ack("t2", pb.ACK_RESULT_RETRY_LATER)
         self.assertEqual(self.worker.pending["j"], [self.first])
         self.assertEqual(self.worker.acked, 1)
@@ -208,6 +209,7 @@ class SentSession:
         self.beat_every = 0.0
         self.beat_changed = False
         self.beats_sent = self.beats_acked = self.fence_beats = 0
+        self.beats_sent_at: collections.deque[float] = collections.deque()
 
     def send(self, req: pb.WorkRequest) -> None:
         self.sent.append(req)
@@ -259,7 +261,7 @@ class LeasesTest(unittest.TestCase):
         self.assertEqual(self.s.heartbeat_leases(), ["a/ta", "j/t1"])
 
     def running(self, job_id: str, token: str) -> Task:
-        t = Task(id=job_id, token=token, lease_end=time.time() + 60)
+        t = Task(id=job_id, token=token, lease_end=time.monotonic() + 60)
         self.worker.running[job_id] = t
         return t
 
@@ -333,18 +335,44 @@ class LeasesTest(unittest.TestCase):
         r = self.pending("t1")
         # 0.1 s left: too little for the first resend (after 0.2 s), unless a heartbeat
         # extends the lease meanwhile.
-        r.lease_end = time.time() + 0.1
-        extended = Timestamp(seconds=int(time.time()) + 60)
+        r.lease_end = time.monotonic() + 0.1
+        r.lease_len = 60
+        before = time.monotonic()
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        # The server's clock runs an hour behind this worker's: the extended lease ends, by its
+        # clock, at a time this worker's clock passed long ago. Only the lease's length from the
+        # heartbeat's send counts here.
+        extended = Timestamp(seconds=int(time.time()) + 60 - 3600)
         self.handle(pb.WorkResponse(heartbeat_ack=pb.ServerHeartbeatAck(
             leases=[pb.ExtendedLease(job_id="j", lease_token="t1", lease_expires_at=extended)])))
-        self.assertEqual(r.lease_end, extended.seconds)
+        self.assertGreaterEqual(r.lease_end, before + 60)
+        self.assertLessEqual(r.lease_end, time.monotonic() + 60)
         self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_RETRY_LATER))  # type: ignore[arg-type]
         self.assertIsNotNone(r.resend_at)
         self.assertEqual(self.worker.pending["j"], [r])
 
+    def test_a_server_whose_clock_differs_changes_not_how_long_a_report_may_be_resent(self) -> None:
+        for skew in (-3600, 3600):
+            with self.subTest(skew=skew):
+                self.worker.pending.clear()
+                started = int(time.time()) + skew  # the server's clock, an hour behind or ahead of ours
+                self.handle(pb.WorkResponse(job=pb.LeasedJob(
+                    job=job_pb2.Job(id="j", type="other", started_at=Timestamp(seconds=started)), lease_token="t1",
+                    lease_expires_at=Timestamp(seconds=started + 30))))
+                _, _, done = self.worker.events.get(timeout=10)
+                self.worker.finish(self.s, done)  # type: ignore[arg-type]  # the handler's fail report, sent once
+                r = self.worker.pending["j"][0]
+                self.assertGreaterEqual(r.lease_end, time.monotonic() + 29)
+                self.assertLessEqual(r.lease_end, time.monotonic() + 30)
+                # RETRY_LATER: 30 s of lease left, so the report is sent again after a delay
+                # (with the server's lease end taken as ours, an hour behind gave up at once).
+                self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_RETRY_LATER))  # type: ignore[arg-type]
+                self.assertIsNotNone(r.resend_at)
+                self.assertEqual(self.worker.pending["j"], [r])
+
     def test_heartbeats_name_a_reports_lease_while_it_waits_through_an_outage(self) -> None:
         r = self.pending("t1")
-        r.lease_end = time.time() - 1  # the lease end last heard has passed
+        r.lease_end = time.monotonic() - 1  # the lease end last heard has passed
         self.worker.on_ack(self.s, pb.ServerAck(job_id="j", lease_token="t1", result=pb.ACK_RESULT_RETRY_LATER,  # type: ignore[arg-type]
                                                 database_unavailable=True))
         assert r.resend_at is not None, "RETRY_LATER with database_unavailable did not schedule a resend"

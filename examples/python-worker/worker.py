@@ -48,8 +48,8 @@ from evora.v1 import worker_pb2 as pb  # noqa: E402
 from evora.v1 import worker_pb2_grpc as pb_grpc  # noqa: E402
 from options import parse_args  # noqa: E402
 from reports import (  # noqa: E402
-    DEFAULT_MAX_MESSAGE_BYTES, ack_result, acked_report, code_name, cut_error, epoch, fail_instead, outage_resend_delay, report_too_large,
-    report_under, resend_delay, token_of,
+    DEFAULT_MAX_MESSAGE_BYTES, ack_result, acked_report, code_name, cut_error, fail_instead, lease_length, outage_resend_delay,
+    report_too_large, report_under, resend_delay, token_of,
 )
 from resize import JOB_TYPE, JobError, JobInfo, resize  # noqa: E402
 from session import Session, bearer, describe, refused  # noqa: E402
@@ -101,7 +101,11 @@ class Stop(enum.Enum):
 class Task:
     id: str
     token: str
-    lease_end: float  # when the lease ends (server clock, epoch seconds), as last heard
+    # By this worker's monotonic clock, a time before which the lease surely still lasts: when
+    # its push came (or the heartbeat that last extended it was sent) plus lease_len. Never the
+    # server's lease_expires_at itself: the two clocks may differ.
+    lease_end: float
+    lease_len: float = 0.0  # the lease's length in seconds (lease_length)
     stop: threading.Event = field(default_factory=threading.Event)
     stop_reason: list[str] = field(default_factory=list)
     stopped_by: Stop | None = None  # the first reason it was stopped
@@ -164,7 +168,9 @@ class Exit(Exception):
 @dataclass
 class Report:
     req: pb.WorkRequest
-    lease_end: float  # when the job's lease ends, as last heard (it is heartbeated until the report is settled)
+    # lease_end and lease_len: as the task's (it is heartbeated until the report is settled).
+    lease_end: float
+    lease_len: float = 0.0
     tries: int = 0  # times sent
     resend_at: float | None = None  # set after ACK_RESULT_RETRY_LATER: when to send it again (monotonic)
     # Resends after RETRY_LATER with database_unavailable: they pace the backoff and are not
@@ -501,37 +507,37 @@ class Worker:
         """Keeps the heartbeats fast enough for a pushed job's lease: at least every third of
         it. The welcome's interval is a third of the queues' shortest lease at hello; a queue's
         lease_seconds lowered since gives its next jobs shorter leases, which that interval
-        would let expire (docs/api.md, the heartbeat row). The lease is lease_expires_at -
-        started_at, both the server's clock. The schedule only gets faster during a session;
-        the next welcome's interval is computed from the queues' leases as they are then."""
+        would let expire (docs/api.md, the heartbeat row). The schedule only gets faster during
+        a session; the next welcome's interval is computed from the queues' leases as they are then."""
         if not leased.HasField("lease_expires_at"):
             return
-        end = epoch(leased.lease_expires_at)
-        lease = end - (epoch(leased.job.started_at) if leased.job.HasField("started_at") else time.time())
-        every = max(MIN_BEAT_SECONDS, lease / 3)
+        every = max(MIN_BEAT_SECONDS, lease_length(leased) / 3)
         if s.beat_every == 0 or every < s.beat_every:
             s.beat_every = every
             s.beat_changed = True
 
     def on_heartbeat_ack(self, s: Session, ack: pb.ServerHeartbeatAck) -> None:
-        """Records when the extended leases now end (a report's, for how long it may still be
-        sent again) and stops the running jobs an operator asked to cancel. A lease left out
-        was lost; the server says so with lease_lost. Once every heartbeat up to the fencing
-        one is answered, the stream is fenced: every job pushed before our drain has arrived."""
+        """Records until when the extended leases surely last (a report's, for how long it may
+        still be sent again): the answered heartbeat's send time plus each lease's length, by
+        this worker's clock (the ack's lease_expires_at is the server's). It stops the running
+        jobs an operator asked to cancel. A lease left out was lost; the server says so with
+        lease_lost. Once every heartbeat up to the fencing one is answered, the stream is
+        fenced: every job pushed before our drain has arrived."""
         s.beats_acked += 1
+        sent_at = s.beats_sent_at.popleft() if s.beats_sent_at else time.monotonic()
         if s.fence_set and s.beats_acked >= s.fence_beats:
             s.fenced = True
         for lease in ack.leases:
             t = self.running.get(lease.job_id)
             if t is not None and t.token == lease.lease_token:
-                t.lease_end = epoch(lease.lease_expires_at)
+                t.lease_end = sent_at + t.lease_len
                 if lease.cancel_requested:
                     t.cancel(Stop.CANCELLED)
                 continue
             rs = self.pending.get(lease.job_id, [])
             i = report_under([token_of(r.req) for r in rs], lease.lease_token)
             if i is not None:
-                rs[i].lease_end = epoch(lease.lease_expires_at)
+                rs[i].lease_end = sent_at + rs[i].lease_len
 
     def on_ack(self, s: Session, ack: pb.ServerAck) -> None:
         """Acts on the result code of a report's ack, never on its reason text (only logged)."""
@@ -559,7 +565,7 @@ class Worker:
                 r.resend_at = time.monotonic() + delay
                 return
             # The sends made through an outage do not count toward MAX_SENDS.
-            delay = resend_delay(r.tries - r.outage_resends, time.time(), r.lease_end)
+            delay = resend_delay(r.tries - r.outage_resends, time.monotonic(), r.lease_end)
             if delay is not None:
                 r.resend_at = time.monotonic() + delay
                 log.warning("the server could not apply the report now; sending it again job_id=%s in=%.1fs reason=%r",
@@ -630,7 +636,8 @@ class Worker:
 
     def start(self, leased: pb.LeasedJob) -> None:
         job = leased.job
-        t = Task(id=job.id, token=leased.lease_token, lease_end=epoch(leased.lease_expires_at))
+        lease = lease_length(leased)
+        t = Task(id=job.id, token=leased.lease_token, lease_end=time.monotonic() + lease, lease_len=lease)
         old = self.running.get(t.id)
         if old is not None and old.token != t.token and not old.lost:
             # The job was leased again, so its older lease is gone (its lease_lost may come
@@ -681,7 +688,7 @@ class Worker:
                 req = pb.WorkRequest(fail=pb.WorkerFail(job_id=t.id, lease_token=t.token, error=cut_error(str(err) or type(err).__name__),
                                                         non_retryable=non_retryable))
                 log.info("job failed job_id=%s err=%r retryable=%s", t.id, str(err), not non_retryable)
-            r = Report(req, lease_end=t.lease_end)
+            r = Report(req, lease_end=t.lease_end, lease_len=t.lease_len)
             self.pending.setdefault(t.id, []).append(r)
             if s is not None:
                 self.send(s, r)
@@ -702,8 +709,10 @@ class Worker:
 
     def heartbeat(self, s: Session) -> None:
         """Extends every lease the worker holds (an empty heartbeat is a plain keep-alive)."""
+        sent_at = time.monotonic()
         s.send(pb.WorkRequest(heartbeat=pb.WorkerHeartbeat(leases=self.held_leases())))
         s.beats_sent += 1
+        s.beats_sent_at.append(sent_at)
 
     def mark_idle(self) -> None:
         if self.finished():

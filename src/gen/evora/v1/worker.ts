@@ -570,7 +570,12 @@ export interface LeasedJob {
     | undefined;
   /** Opaque token to include in every report about this job. */
   leaseToken: string;
-  /** When the lease ends unless extended by heartbeat or ExtendLease. */
+  /**
+   * When the lease ends unless extended by heartbeat or ExtendLease, by the server's
+   * (its database's) clock, which may differ from the worker's: to judge on its own clock
+   * how long the lease surely lasts, a worker measures the lease's length
+   * (lease_expires_at - job.started_at) from when this message came.
+   */
   leaseExpiresAt?:
     | Date
     | undefined;
@@ -693,7 +698,11 @@ export interface ExtendedLease {
   jobId: string;
   /** Token of the lease (unchanged by renewal). */
   leaseToken: string;
-  /** New end of the lease. */
+  /**
+   * New end of the lease, by the server's clock (see LeasedJob.lease_expires_at): on the
+   * worker's own clock the lease surely lasts its length from when the answered heartbeat
+   * was sent (heartbeats are answered in order).
+   */
   leaseExpiresAt?:
     | Date
     | undefined;

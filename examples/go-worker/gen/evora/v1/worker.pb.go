@@ -1513,7 +1513,10 @@ type LeasedJob struct {
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// Opaque token to include in every report about this job.
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// When the lease ends unless extended by heartbeat or ExtendLease.
+	// When the lease ends unless extended by heartbeat or ExtendLease, by the server's
+	// (its database's) clock, which may differ from the worker's: to judge on its own clock
+	// how long the lease surely lasts, a worker measures the lease's length
+	// (lease_expires_at - job.started_at) from when this message came.
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	// The results of the job's parents (Job.depends_on), keyed by parent id: each the
 	// parent's completion result (an empty Struct if it reported none). Set on every pushed
@@ -1943,7 +1946,9 @@ type ExtendedLease struct {
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Token of the lease (unchanged by renewal).
 	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	// New end of the lease.
+	// New end of the lease, by the server's clock (see LeasedJob.lease_expires_at): on the
+	// worker's own clock the lease surely lasts its length from when the answered heartbeat
+	// was sent (heartbeats are answered in order).
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	// True when an operator asked to cancel this job: stop work and fail it (it becomes CANCELLED).
 	CancelRequested bool `protobuf:"varint,4,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`

@@ -143,12 +143,28 @@ export function clientCommandsAdd(program: Command): void {
     );
 
   program
-    .command('cancel <id>')
-    .description('cancel a job (a running job is stopped by its worker)')
+    .command('cancel [id]')
+    .description('cancel a job (a running job is stopped by its worker), or with --all every pending, waiting or running one a filter matches')
+    .option('--all', 'cancel every PENDING, WAITING or RUNNING job the filter flags match (required without an id)')
+    .option('--queue <queue>', 'with --all: only this queue')
+    .option('--state <states>', 'with --all: only these states (pending, waiting, running; default all three; several comma-separated, or the flag repeated)', stateCollect)
+    .option('--type <type>', 'with --all: only this job type')
+    .option('--error-group <error>', `with --all: ${ERROR_GROUP_HELP}`)
+    .option('--dry-run', 'with --all: only count the jobs that would be cancelled or asked to stop')
     .action(
-      withClient(async (ctx, id: string) => {
-        const job = await ctx.client.cancel(id);
-        print(ctx, job, () => cancelText(job));
+      withClient(async (ctx, id: string | undefined, opts: Omit<BulkFlags, 'finishedBefore'> & { all?: boolean }) => {
+        const filterGiven = opts.queue !== undefined || opts.state !== undefined || opts.type !== undefined || opts.errorGroup !== undefined;
+        if (id !== undefined) {
+          if (opts.state !== undefined && (JOB_STATES as readonly string[]).includes(id.trim().toUpperCase())) {
+            throw new UsageError(`"${id}" is read as the job id: give several states comma-separated (--state pending,running) or repeat --state`);
+          }
+          if (opts.all || filterGiven || opts.dryRun) throw new UsageError('give a job id, or filter flags with --all, not both');
+          const job = await ctx.client.cancel(id);
+          print(ctx, job, () => cancelText(job));
+          return;
+        }
+        if (!opts.all) throw new UsageError('give a job id, or filter flags (--queue, --state, --type, --error-group) with --all');
+        await bulkRun(ctx, opts, 'cancel');
       }),
     );
 
@@ -320,7 +336,7 @@ export function clientCommandsAdd(program: Command): void {
     );
 }
 
-/** The filter flags of `retry --all` and `purge`. */
+/** The filter flags of `retry --all`, `cancel --all` (no --finished-before) and `purge`. */
 interface BulkFlags {
   queue?: string;
   state?: string[];
@@ -343,12 +359,18 @@ function bulkFilterOf(opts: BulkFlags): BulkJobFilter {
 }
 
 /**
- * `retry --all` and `purge`: the dry run prints the count with the --finished-before that
- * keeps a run to the jobs counted (countedText; --json: `{ count, finishedBefore, dryRun }`),
- * the run prints how many it changed (`{ count, dryRun }`).
+ * `retry --all`, `cancel --all` and `purge`: the dry run prints the count, for a retry or a
+ * purge with the --finished-before that keeps a run to the jobs counted (countedText;
+ * --json: `{ count, finishedBefore, dryRun }`; a cancel: `{ count, dryRun }`), the run
+ * prints how many it changed (`{ count, dryRun }`).
  */
-async function bulkRun(ctx: Ctx, opts: BulkFlags, action: 'retry' | 'purge'): Promise<void> {
+async function bulkRun(ctx: Ctx, opts: BulkFlags, action: 'retry' | 'purge' | 'cancel'): Promise<void> {
   const filter = bulkFilterOf(opts);
+  if (action === 'cancel') {
+    const count = await ctx.client.cancelJobs(filter, { dryRun: opts.dryRun ?? false });
+    print(ctx, { count, dryRun: opts.dryRun ?? false }, () => `${jobsText(count)} ${opts.dryRun ? 'would be ' : ''}cancelled or asked to stop`);
+    return;
+  }
   const [done, verb] = action === 'retry' ? (['retried', 'retry'] as const) : (['deleted', 'delete'] as const);
   if (opts.dryRun) {
     const counted = await (action === 'retry' ? ctx.client.retryJobsCount(filter) : ctx.client.purgeJobsCount(filter));

@@ -22,7 +22,8 @@ export type AuditAction =
   | 'schedule.resume'
   | 'schedule.trigger'
   | 'token.create'
-  | 'token.revoke';
+  | 'token.revoke'
+  | 'jobs.cancel';
 
 /** Every action, in the proto enum's order. */
 export const AUDIT_ACTIONS: readonly AuditAction[] = [
@@ -40,6 +41,7 @@ export const AUDIT_ACTIONS: readonly AuditAction[] = [
   'schedule.trigger',
   'token.create',
   'token.revoke',
+  'jobs.cancel',
 ];
 
 /** Who made a change, as the log keeps it. */

@@ -479,14 +479,22 @@ export const MAX_SERIES_MINUTES = 1440;
 
 /**
  * The filter of a bulk operator action (RetryJobs may touch `allowed` = DLQ and CANCELLED,
- * PurgeJobs the finished states). An empty filter is refused ("a filter is required") so no
- * one retries or purges everything by accident; a state the action cannot touch is refused
- * naming it; so are a bad id, queue or type. Unset states become `allowed`.
+ * PurgeJobs the finished states, CancelJobs the unfinished ones). An empty filter is refused
+ * ("a filter is required") so no one retries, purges or cancels everything by accident; a
+ * state the action cannot touch is refused naming it; so are a bad id, queue or type, and a
+ * cancel's finished_before (the jobs it cancels have not finished: it would match none).
+ * Unset states become `allowed`.
  */
-export function checkBulkFilter(action: 'retried' | 'purged', input: BulkFilterInput, allowed: readonly JobState[]): JobBulkFilter {
+export function checkBulkFilter(action: 'retried' | 'purged' | 'cancelled', input: BulkFilterInput, allowed: readonly JobState[]): JobBulkFilter {
+  if (action === 'cancelled' && input.finishedBefore) {
+    throw invalidArgument('filter.finished_before cannot select jobs to cancel: they have not finished (use queue, states, type, error_group or ids)');
+  }
   const empty =
     !input.queue && input.states.length === 0 && !input.type && input.errorGroup === undefined && !input.finishedBefore && input.ids.length === 0;
-  if (empty) throw invalidArgument('a filter is required (queue, states, type, error_group, finished_before or ids)');
+  if (empty) {
+    const parts = action === 'cancelled' ? 'queue, states, type, error_group or ids' : 'queue, states, type, error_group, finished_before or ids';
+    throw invalidArgument(`a filter is required (${parts})`);
+  }
   const states = input.states.map((s, i) => {
     if (!s) throw invalidArgument(`filter.states[${i}] is not a known state`);
     if (!allowed.includes(s)) throw invalidArgument(`filter.states: ${s} jobs cannot be ${action} (only ${allowed.join(', ')})`);

@@ -27,6 +27,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   '/evora.v1.JobService/RetryJob': 'job.manage',
   '/evora.v1.JobService/RetryJobs': 'job.manage',
   '/evora.v1.JobService/PurgeJobs': 'job.manage',
+  '/evora.v1.JobService/CancelJobs': 'job.manage',
   '/evora.v1.JobService/ListDeadLetterGroups': 'job.read',
   '/evora.v1.WorkerService/Work': 'work',
   '/evora.v1.WorkerService/ClaimJobs': 'work',

@@ -326,6 +326,7 @@ export const AUDIT_ACTION_TO_PB: Record<AuditAction, PbAuditAction> = {
   'schedule.trigger': PbAuditAction.AUDIT_ACTION_SCHEDULE_TRIGGER,
   'token.create': PbAuditAction.AUDIT_ACTION_TOKEN_CREATE,
   'token.revoke': PbAuditAction.AUDIT_ACTION_TOKEN_REVOKE,
+  'jobs.cancel': PbAuditAction.AUDIT_ACTION_JOBS_CANCEL,
 };
 
 /** A protobuf AuditAction as a domain action; undefined for UNSPECIFIED or an unknown value. */

@@ -1,5 +1,5 @@
 import { EvoraError, failedPrecondition, invalidArgument, unauthenticated } from '../domain/errors.js';
-import { FINISHED_STATES, RETRYABLE_STATES, type JobBackoff, type JobBulkFilter, type JobState, type JobSubmitInput } from '../domain/job.js';
+import { CANCELLABLE_STATES, FINISHED_STATES, RETRYABLE_STATES, type JobBackoff, type JobBulkFilter, type JobState, type JobSubmitInput } from '../domain/job.js';
 import {
   DEFAULT_DEAD_LETTER_GROUPS,
   DEFAULT_PAGE_SIZE,
@@ -80,7 +80,7 @@ function jobBackoff(b: Backoff): JobBackoff {
 }
 
 /** A bulk action's filter, checked for the states the action may touch (`allowed`). */
-function bulkFilter(action: 'retried' | 'purged', filter: JobFilter | undefined, allowed: readonly JobState[]): JobBulkFilter {
+function bulkFilter(action: 'retried' | 'purged' | 'cancelled', filter: JobFilter | undefined, allowed: readonly JobState[]): JobBulkFilter {
   return checkBulkFilter(
     action,
     {
@@ -106,11 +106,11 @@ function callSignal(call: { on(event: 'cancelled', fn: () => void): unknown }): 
   return ac.signal;
 }
 
-/** What differs between RetryJobs and PurgeJobs: the store's count and run, and the words. */
+/** What differs between RetryJobs, PurgeJobs and CancelJobs: the store's count and run, and the words. */
 interface BulkAction {
-  method: 'RetryJobs' | 'PurgeJobs';
-  doing: 'retrying' | 'deleting';
-  done: 'retried' | 'deleted';
+  method: 'RetryJobs' | 'PurgeJobs' | 'CancelJobs';
+  doing: 'retrying' | 'deleting' | 'cancelling';
+  done: 'retried' | 'deleted' | 'cancelled';
   /** The log lines of a dry run and of a run. */
   logCounted: string;
   logDone: string;
@@ -119,7 +119,7 @@ interface BulkAction {
 }
 
 /**
- * The answer of a bulk action (RetryJobs, PurgeJobs) whose filter was checked and scoped.
+ * The answer of a bulk action (RetryJobs, PurgeJobs, CancelJobs) whose filter was checked and scoped.
  * A dry run counts and answers the bound that keeps the same filter's action to the jobs
  * counted (finished_before). A run goes batch by batch and stops before its next batch once
  * its caller is no longer accepted: the token is revoked or expires, or (an anonymous
@@ -177,7 +177,7 @@ export const jobServiceDefinition: typeof JobServiceService = {
 
 /**
  * JobService: producers submit jobs, operators read, cancel and retry them, one by one or
- * over a filter (RetryJobs), and purge finished ones (PurgeJobs). A submit goes
+ * over a filter (CancelJobs, RetryJobs), and purge finished ones (PurgeJobs). A submit goes
  * through the dispatcher (which may hand the job to an idle worker of this server); the
  * rest goes to the store.
  */
@@ -217,6 +217,15 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     logDone: 'jobs purged by operator',
     count: (filter) => store.jobPurgeCount({ filter }),
     run: (params) => store.jobPurgeMany(params),
+  };
+  const cancelAction: BulkAction = {
+    method: 'CancelJobs',
+    doing: 'cancelling',
+    done: 'cancelled',
+    logCounted: 'jobs to cancel counted',
+    logDone: 'jobs cancelled by operator',
+    count: (filter) => store.jobCancelCount({ filter }),
+    run: (params) => store.jobCancelMany(params),
   };
   const submitStreamDeps: SubmitStreamDeps = {
     submit: (req, principal) => submitOne(req, principal, M.submitJobStream.path),
@@ -317,6 +326,13 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
       const filter = bulkFilter('purged', req.filter, FINISHED_STATES);
       scopeCheckFilter(principal, M.purgeJobs.path, filter.queue);
       return bulkAnswer(deps, purgeAction, req, filter, call, principal);
+    }),
+    cancelJobs: unary(deps, M.cancelJobs.path, async (req, call, principal) => {
+      const filter = bulkFilter('cancelled', req.filter, CANCELLABLE_STATES);
+      scopeCheckFilter(principal, M.cancelJobs.path, filter.queue);
+      await cascadeScopeCheck(store, principal, 'cancel', filter);
+      const { count } = await bulkAnswer(deps, cancelAction, req, filter, call, principal);
+      return { count };
     }),
   };
 }

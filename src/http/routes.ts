@@ -44,6 +44,7 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
   { method: 'POST', path: '/v1/jobs/{id}/retry', rpc: `${J}RetryJob`, summary: 'Retry a dead-lettered or cancelled job', body: 'none', pathParams: { id: 'id' } },
   { method: 'POST', path: '/v1/jobs/retry', rpc: `${J}RetryJobs`, summary: 'Retry every job matching a filter', body: 'whole' },
   { method: 'POST', path: '/v1/jobs/purge', rpc: `${J}PurgeJobs`, summary: 'Delete finished jobs matching a filter', body: 'whole' },
+  { method: 'POST', path: '/v1/jobs/cancel', rpc: `${J}CancelJobs`, summary: 'Cancel every pending, waiting or running job matching a filter', body: 'whole' },
   { method: 'GET', path: '/v1/dead-letters', rpc: `${J}ListDeadLetterGroups`, summary: 'Dead-lettered jobs grouped by queue, type and error (query: queue, limit)', body: 'none' },
   // Worker twins of the Work stream
   { method: 'POST', path: '/v1/jobs/claim', rpc: `${W}ClaimJobs`, summary: 'Claim jobs (long-poll up to `wait`)', body: 'whole' },

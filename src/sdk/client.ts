@@ -7,6 +7,7 @@ import {
   JobServiceClient,
   JobServiceService,
   type CancelJobResponse,
+  type CancelJobsResponse,
   type GetJobResponse,
   type ListDeadLetterGroupsResponse,
   type ListJobAttemptsResponse,
@@ -196,18 +197,19 @@ export interface ListJobsFilter {
 // ----- bulk operator actions: types ---------------------------------------------------
 
 /**
- * Which jobs `retryJobs` or `purgeJobs` touches; parts are ANDed and at least one must be
- * set (an empty filter is refused, INVALID_ARGUMENT).
+ * Which jobs `retryJobs`, `purgeJobs` or `cancelJobs` touches; parts are ANDed and at least
+ * one must be set (an empty filter is refused, INVALID_ARGUMENT).
  */
 export interface BulkJobFilter {
   queue?: string;
   /**
    * One state or several, case-insensitive; unset = every state the action may touch
-   * (retry: DLQ and CANCELLED; purge: COMPLETED, DLQ and CANCELLED). Any other is INVALID_ARGUMENT.
+   * (retry: DLQ and CANCELLED; purge: COMPLETED, DLQ and CANCELLED; cancel: PENDING,
+   * WAITING and RUNNING). Any other is INVALID_ARGUMENT.
    */
   states?: JobStateName | JobStateName[] | string | string[];
   type?: string;
-  /** Only jobs that finished before this time. */
+  /** Only jobs that finished before this time (refused by `cancelJobs`: its jobs have not finished). */
   finishedBefore?: Date;
   /** Only these jobs (at most 10,000); unknown ones and ones in other states are skipped. */
   ids?: string[];
@@ -219,7 +221,7 @@ export interface BulkJobFilter {
   errorGroup?: string;
 }
 
-/** Options of `retryJobs` and `purgeJobs`. */
+/** Options of `retryJobs`, `purgeJobs` and `cancelJobs`. */
 export interface BulkCallOptions extends CallOptions {
   /** Only count what would be done; change nothing. */
   dryRun?: boolean;
@@ -517,6 +519,20 @@ export class EvoraClient {
   async purgeJobs(filter: BulkJobFilter, opts: BulkCallOptions = {}): Promise<number> {
     const req = { filter: bulkFilterToPb(filter), dryRun: opts.dryRun ?? false };
     const res = await this.unary<PurgeJobsResponse>('PurgeJobs', (md, o, cb) => this.jobs.purgeJobs(req, md, o, cb), opts);
+    return res.count;
+  }
+
+  /**
+   * Cancels every PENDING, WAITING or RUNNING job the filter matches, each as `cancel` does
+   * (a running one is asked to stop: its worker is told, and it becomes CANCELLED when the
+   * worker gives it up); a running job already asked to stop, and jobs in other states, are
+   * left alone, and so are jobs submitted while the call runs. `finishedBefore` is refused
+   * (these jobs have not finished). Returns how many were cancelled or asked to stop (dry
+   * run: would be). Batched and safe to repeat, as `retryJobs`.
+   */
+  async cancelJobs(filter: BulkJobFilter, opts: BulkCallOptions = {}): Promise<number> {
+    const req = { filter: bulkFilterToPb(filter), dryRun: opts.dryRun ?? false };
+    const res = await this.unary<CancelJobsResponse>('CancelJobs', (md, o, cb) => this.jobs.cancelJobs(req, md, o, cb), opts);
     return res.count;
   }
 

@@ -719,7 +719,8 @@ export type AuditActionName =
   | 'schedule.resume'
   | 'schedule.trigger'
   | 'token.create'
-  | 'token.revoke';
+  | 'token.revoke'
+  | 'jobs.cancel';
 
 /** Every action, in the proto enum's order (AUDIT_ACTION_QUEUE_UPSERT = 1, ...). */
 export const AUDIT_ACTIONS: readonly AuditActionName[] = [
@@ -737,6 +738,7 @@ export const AUDIT_ACTIONS: readonly AuditActionName[] = [
   'schedule.trigger',
   'token.create',
   'token.revoke',
+  'jobs.cancel',
 ];
 
 /** An action name as the proto enum; throws on an unknown name. */

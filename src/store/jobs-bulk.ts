@@ -6,10 +6,11 @@ import { idCheck } from './jobs-operator.js';
 import { rowOf, rowsOf, statement } from './statements.js';
 
 /**
- * Operators' actions on the many jobs a filter matches (the JobService's RetryJobs and
- * PurgeJobs, their dry runs, and the reach of a cascade): each run in batches of its own
- * statement and transaction, so that a large action holds few locks at once, can stop
- * between batches, and never takes in jobs that finish while it runs.
+ * Operators' actions on the many jobs a filter matches (the JobService's RetryJobs,
+ * PurgeJobs and CancelJobs, their dry runs, and the reach of a cascade): each run in batches
+ * of its own statement and transaction, so that a large action holds few locks at once, can
+ * stop between batches, and never takes in jobs that finish (a cancel: that are created)
+ * while it runs.
  */
 
 /** The filter parts of the bulk statements, as they bind. */
@@ -65,10 +66,23 @@ const jobPurgeManySql = statement<BulkBatchSqlParams, BulkBatchRow>(
   BULK_BATCH_COLUMNS,
 );
 
+/** The cancel's batch: no finishedBefore (the jobs it cancels have not finished; checkBulkFilter refuses one). */
+const jobCancelManySql = statement<Omit<BulkBatchSqlParams, 'finishedBefore'>, BulkBatchRow>(
+  'job-cancel-many',
+  (({ finishedBefore: _, ...types }) => types)(BULK_BATCH_TYPES),
+  BULK_BATCH_COLUMNS,
+);
+
 /** `jobs` is int8: pg hands it over as a string. */
-const jobCountManySql = statement<BulkFilterSqlParams & { projectedOnly: boolean; retryOnly: boolean }, { jobs: string; finished_before: Date | null }>(
+/** The rules a dry run adds to its filter: those of the action it counts for. */
+interface BulkCountRules {
+  projectedOnly: boolean;
+  retryOnly: boolean;
+  cancelOnly: boolean;
+}
+const jobCountManySql = statement<BulkFilterSqlParams & BulkCountRules, { jobs: string; finished_before: Date | null }>(
   'job-count-many',
-  { ...BULK_FILTER_TYPES, projectedOnly: 'bool', retryOnly: 'bool' },
+  { ...BULK_FILTER_TYPES, projectedOnly: 'bool', retryOnly: 'bool', cancelOnly: 'bool' },
   { jobs: 'int8', finished_before: 'timestamptz' },
 );
 
@@ -152,10 +166,10 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
  * picked (a purge keeps a parent whose child another transaction holds; a retry leaves a job
  * whose parent's latest version holds it back), so the test is on what it picked: stopping
  * at the first short change would end a run early with matching jobs left untouched.
- * Every batch after the first takes only jobs that finished by the first one's time
- * (`cutoff`): a changed job leaves the match, and no job that finishes while the run goes
- * on joins it, so with at least one change per batch the loop ends however busy the queue
- * is. Before each batch after the first, the signal and `beforeBatch` may end the run.
+ * Every batch after the first takes only jobs that finished (a cancel: were created) by the
+ * first one's time (`cutoff`): a changed job leaves the match, and no job that finishes (is
+ * submitted) while the run goes on joins it, so with at least one change per batch the loop
+ * ends however busy the queue is. Before each batch after the first, the signal and `beforeBatch` may end the run.
  */
 async function batchesRun(
   params: JobBulkParams,
@@ -185,7 +199,7 @@ export interface JobBulkCount {
 }
 
 /** A dry run's one statement, with the rules of its action (sql/job-count-many.sql). */
-async function bulkCount(pool: StorePool, filter: BulkFilterSqlParams, rules: { projectedOnly: boolean; retryOnly: boolean }): Promise<JobBulkCount> {
+async function bulkCount(pool: StorePool, filter: BulkFilterSqlParams, rules: BulkCountRules): Promise<JobBulkCount> {
   if (filter.states.length === 0) return { jobs: 0, finishedBefore: null };
   const row = await rowOf(pool, jobCountManySql, { ...filter, ...rules });
   return { jobs: Number(row?.jobs ?? 0), finishedBefore: row?.finished_before ?? null };
@@ -193,12 +207,17 @@ async function bulkCount(pool: StorePool, filter: BulkFilterSqlParams, rules: { 
 
 /** The dry run of jobsRetryMany (Store.jobRetryCount): the jobs it would retry now. Changes nothing. */
 export function jobsRetryCount(pool: StorePool, filter: JobBulkFilter): Promise<JobBulkCount> {
-  return bulkCount(pool, filterParams(filter, RETRYABLE_STATES), { projectedOnly: false, retryOnly: true });
+  return bulkCount(pool, filterParams(filter, RETRYABLE_STATES), { projectedOnly: false, retryOnly: true, cancelOnly: false });
 }
 
 /** The dry run of jobsPurgeMany (Store.jobPurgeCount): the jobs it would delete now. Changes nothing. */
 export function jobsPurgeCount(pool: StorePool, filter: JobBulkFilter): Promise<JobBulkCount> {
-  return bulkCount(pool, filterParams(filter, FINISHED_STATES), { projectedOnly: true, retryOnly: false });
+  return bulkCount(pool, filterParams(filter, FINISHED_STATES), { projectedOnly: true, retryOnly: false, cancelOnly: false });
+}
+
+/** The dry run of jobsCancelMany (Store.jobCancelCount): the jobs it would cancel or flag now. Changes nothing. */
+export function jobsCancelCount(pool: StorePool, filter: JobBulkFilter): Promise<JobBulkCount> {
+  return bulkCount(pool, filterParams(filter, CANCELLABLE_STATES), { projectedOnly: false, retryOnly: false, cancelOnly: true });
 }
 
 /**
@@ -221,4 +240,16 @@ export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Pro
   const filter = filterParams(params.filter, FINISHED_STATES);
   if (filter.states.length === 0) return 0;
   return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobPurgeManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
+}
+
+/**
+ * An operator's bulk cancel (Store.jobCancelMany): every PENDING, WAITING or RUNNING job the
+ * filter matches, each as jobCancel does it (a running one flagged and its worker told), a
+ * running one already flagged left alone; jobs created after the run's first batch are
+ * left alone. Returns how many jobs were cancelled or flagged.
+ */
+export async function jobsCancelMany(pool: StorePool, params: JobBulkParams): Promise<number> {
+  const { finishedBefore: _, ...filter } = filterParams(params.filter, CANCELLABLE_STATES);
+  if (filter.states.length === 0) return 0;
+  return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobCancelManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
 }

@@ -34,7 +34,17 @@ import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
 import type { LimitedQueues, PlainQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList } from './jobs-operator.js';
-import { jobCascadeQueuesRead, jobsPurgeCount, jobsPurgeMany, jobsRetryCount, jobsRetryMany, type JobBulkCount, type JobBulkParams } from './jobs-bulk.js';
+import {
+  jobCascadeQueuesRead,
+  jobsCancelCount,
+  jobsCancelMany,
+  jobsPurgeCount,
+  jobsPurgeMany,
+  jobsRetryCount,
+  jobsRetryMany,
+  type JobBulkCount,
+  type JobBulkParams,
+} from './jobs-bulk.js';
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { OUTBOX_LAG_EXACT_ROWS, outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths, type OutboxLag } from './outbox.js';
@@ -452,6 +462,20 @@ export class Store {
   /** The dry run of jobPurgeMany, as jobRetryCount is jobRetryMany's. Changes nothing. */
   async jobPurgeCount(params: { filter: JobBulkFilter }): Promise<JobBulkCount> {
     return jobsPurgeCount(this.pool, params.filter);
+  }
+
+  /**
+   * Bulk cancel over a filter, in batches (as jobCancel: PENDING and WAITING cancelled,
+   * RUNNING flagged, a flagged one left alone; only jobs created before the run's first
+   * batch); the count done. Each batch that changed jobs writes its own audit event.
+   */
+  async jobCancelMany(params: Omit<JobBulkParams, 'now'> & { now?: Date }): Promise<number> {
+    return jobsCancelMany(this.pool, { ...params, now: params.now ?? null });
+  }
+
+  /** The dry run of jobCancelMany: how many jobs it would cancel or flag now. Changes nothing. */
+  async jobCancelCount(params: { filter: JobBulkFilter }): Promise<JobBulkCount> {
+    return jobsCancelCount(this.pool, params.filter);
   }
 
   /**

@@ -114,7 +114,7 @@ describe('evora client commands', () => {
     expect(again.stderr).toMatch(new RegExp(`^evora: FAILED_PRECONDITION: job ${id} is PENDING; only DLQ or CANCELLED jobs can be retried\\n$`));
   });
 
-  it('retry --all and purge over a filter: dry runs, counts, --json, and the guards against a typo', async () => {
+  it('retry --all, cancel --all and purge over a filter: dry runs, counts, --json, and the guards against a typo', async () => {
     const queue = queueName('bulk');
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await json<{ job: JobJson }>('submit', queue, 't')).job.id);
@@ -149,8 +149,14 @@ describe('evora client commands', () => {
     expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'pending')).toHaveLength(3);
     expect(await json('retry', '--all', '--queue', queue)).toEqual({ count: 0, dryRun: false });
 
-    // Cancelled again: purged once telemetry has recorded their events (the count waits for it).
-    for (const id of ids) await json('cancel', id);
+    // Cancelled again, all at once: purged once telemetry has recorded their events (the count waits for it).
+    const cancelNoAll = await evora('cancel', '--queue', queue);
+    expect(cancelNoAll.code).toBe(2);
+    expect(cancelNoAll.stderr).toMatch(/^evora: give a job id, or filter flags \(--queue, --state, --type, --error-group\) with --all\n$/);
+    expect((await evora('cancel', '--all', '--queue', queue, '--finished-before', '1h')).code).toBe(2);
+    expect(await json('cancel', '--all', '--queue', queue, '--dry-run')).toEqual({ count: 3, dryRun: true });
+    expect(await evora('cancel', '--all', '--queue', queue)).toMatchObject({ code: 0, stdout: '3 jobs cancelled or asked to stop\n' });
+    expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'cancelled')).toHaveLength(3);
     expect(await json('purge', '--queue', queue, '--finished-before', '1h', '--dry-run')).toEqual({ count: 0, finishedBefore: null, dryRun: true });
     await waitFor(async () => (await json<{ count: number }>('purge', '--queue', queue, '--state', 'cancelled', '--dry-run')).count === 3, {
       what: 'three jobs to purge',

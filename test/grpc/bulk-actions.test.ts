@@ -9,10 +9,11 @@ import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * RetryJobs and PurgeJobs over the wire: a thousand DLQ jobs retried and run to completion
- * by a worker, dry runs that change nothing, purges that never touch PENDING or RUNNING
- * jobs, repeats that find nothing left to do, a dry run's finished_before keeping the action
- * to the jobs it counted, and bad filters refused with nothing changed.
+ * RetryJobs, PurgeJobs and CancelJobs over the wire: a thousand DLQ jobs retried and run to
+ * completion by a worker, dry runs that change nothing, purges that never touch PENDING or
+ * RUNNING jobs, a cancel that stops a worker's running job and cascades to a dependent in
+ * another queue, repeats that find nothing left to do, a dry run's finished_before keeping
+ * the action to the jobs it counted, and bad filters refused with nothing changed.
  */
 
 let clients: Clients;
@@ -180,6 +181,46 @@ describe('PurgeJobs', () => {
   });
 });
 
+describe('CancelJobs', () => {
+  it('cancels pending and waiting jobs at once (a dependent in another queue with them) and stops a running one through its worker; finished jobs stay; a repeat finds none', async () => {
+    const queue = queueName('cancel');
+    const other = queueName('cancel-child');
+    const w = new EvoraWorker({ address, workerId: 'cancel-worker', queues: [queue], slots: 1 });
+    workers.push(w);
+    let aborted: unknown = null;
+    w.handle('slow', (_job, ctx) => new Promise((_resolve, reject) => {
+      ctx.signal.addEventListener('abort', () => {
+        aborted = ctx.signal.reason;
+        reject(ctx.signal.reason);
+      });
+    }));
+    w.handle('quick', () => ({ ok: true }));
+    const { job: finished } = await client.submit({ queue, type: 'quick' });
+    await w.start();
+    await waitFor(async () => (await client.get(finished.id)).state === 'COMPLETED', { what: 'the quick job to complete' });
+    const { job: running } = await client.submit({ queue, type: 'slow' });
+    await waitFor(async () => (await client.get(running.id)).state === 'RUNNING', { what: 'the slow job to run' });
+    // The worker's one slot is taken: these wait.
+    const pending = await client.submitMany(Array.from({ length: 3 }, (_, i) => ({ queue, type: 'quick', payload: { n: i } })));
+    const { job: child } = await client.submit({ queue: other, type: 'quick', dependsOn: [pending[0]!.job.id] });
+    expect(await counts(queue)).toEqual({ COMPLETED: 1, RUNNING: 1, PENDING: 3 });
+    expect(await counts(other)).toEqual({ WAITING: 1 });
+
+    expect(await client.cancelJobs({ queue }, { dryRun: true })).toBe(4);
+    expect(await client.cancelJobs({ queue, states: 'running' }, { dryRun: true })).toBe(1);
+    expect(await counts(queue)).toEqual({ COMPLETED: 1, RUNNING: 1, PENDING: 3 });
+
+    expect(await client.cancelJobs({ queue })).toBe(4);
+    expect(await counts(other)).toEqual({ CANCELLED: 1 });
+    await waitFor(async () => (await client.get(running.id)).state === 'CANCELLED', { what: 'the running job to be cancelled by its worker' });
+    expect(aborted).toMatchObject({ kind: 'cancelled' });
+    expect(await counts(queue)).toEqual({ COMPLETED: 1, CANCELLED: 4 });
+    expect((await client.get(child.id)).state).toBe('CANCELLED');
+    expect(await client.cancelJobs({ queue })).toBe(0);
+    expect(await client.cancelJobs({ queue }, { dryRun: true })).toBe(0);
+  });
+});
+
 describe('acting on what a dry run counted (its finished_before)', () => {
   it('RetryJobs and PurgeJobs: the same filter with the dry run\'s finished_before leaves the dead letters that came after the count', async () => {
     for (const method of ['retryJobs', 'purgeJobs'] as const) {
@@ -210,7 +251,10 @@ describe('bad filters: INVALID_ARGUMENT with one line, nothing changed', () => {
     const queue = queueName('bad');
     const { job } = await client.submit({ queue, type: 't' });
     await client.cancel(job.id);
-    const cases: [method: 'retryJobs' | 'purgeJobs', f: Parameters<typeof filter>[0], message: RegExp][] = [
+    const cases: [method: 'retryJobs' | 'purgeJobs' | 'cancelJobs', f: Parameters<typeof filter>[0], message: RegExp][] = [
+      ['cancelJobs', {}, /^a filter is required \(queue, states, type, error_group or ids\)$/],
+      ['cancelJobs', { queue, states: [JobState.JOB_STATE_CANCELLED] }, /^filter\.states: CANCELLED jobs cannot be cancelled \(only PENDING, WAITING, RUNNING\)$/],
+      ['cancelJobs', { queue, finishedBefore: new Date() }, /^filter\.finished_before cannot select jobs to cancel: they have not finished/],
       ['retryJobs', {}, /^a filter is required/],
       ['purgeJobs', {}, /^a filter is required/],
       ['retryJobs', { queue, states: [JobState.JOB_STATE_COMPLETED] }, /^filter\.states: COMPLETED jobs cannot be retried \(only DLQ, CANCELLED\)$/],

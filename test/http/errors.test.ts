@@ -229,7 +229,7 @@ describe('401 and 403', () => {
 });
 
 describe('queue scopes reach no other queue through dependents', () => {
-  it('a queue-scoped admin may not cancel or retry (one job, or a bulk retry) a job whose dependents reach other queues: 403 naming them, nothing changed; within its queues it may; GetJob lists only its queues\' dependents', async () => {
+  it('a queue-scoped admin may not cancel or retry (one job, or in bulk) a job whose dependents reach other queues: 403 naming them, nothing changed; within its queues it may; GetJob lists only its queues\' dependents', async () => {
     const [mine, other] = [queueName('mine'), queueName('other')];
     // p (mine) -> c (mine) -> g (other, a grandchild), and p -> o (other); q (mine) -> r (mine).
     const p = await submitJob(mine);
@@ -252,6 +252,12 @@ describe('queue scopes reach no other queue through dependents', () => {
       message: `token "${admin.name}" (admin) may not cancel job ${p}: that would also cancel 2 dependent jobs in queue "${other}", outside the token's queues (${mine})`,
     });
     expect(await jobStates([p, c, g, o])).toEqual(['PENDING', 'WAITING', 'WAITING', 'WAITING']);
+    for (const dryRun of [true, false]) {
+      const bulk = await as(admin, 'POST', '/v1/jobs/cancel', { filter: { queue: mine }, dryRun });
+      expect(bulk.status, bulk.text).toBe(403);
+      expect(bulk.body.message).toMatch(/^token "[^"]+" \(admin\) may not cancel these jobs: that would also cancel 2 dependent jobs in queue "[^"]+", outside/);
+    }
+    expect(await jobStates([p, c, g, o, q, r])).toEqual(['PENDING', 'WAITING', 'WAITING', 'WAITING', 'PENDING', 'WAITING']);
     // Inside its queues the cascade is its own.
     expect((await as(admin, 'POST', `/v1/jobs/${q}/cancel`)).status).toBe(200);
     expect(await jobStates([q, r])).toEqual(['CANCELLED', 'CANCELLED']);

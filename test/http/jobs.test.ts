@@ -6,7 +6,8 @@ import { httpSetup } from './http-setup.js';
 /**
  * The jobs routes over real HTTP (fetch) against a real server: submit with the
  * Idempotency-Key header (201, then 200 on the replay), a batch, get, list with query
- * filters (enum short forms, paging, error group), attempts, cancel, retry one, bulk retry and purge.
+ * filters (enum short forms, paging, error group), attempts, cancel, retry one, bulk retry,
+ * purge and bulk cancel.
  * Bodies are the proto3 JSON mapping (lowerCamelCase, enums by name, int64 as strings).
  */
 
@@ -62,7 +63,7 @@ describe('POST /v1/jobs', () => {
 });
 
 describe('the other jobs routes', () => {
-  it('batch, get, attempts, list (filters, short enum forms, pages), cancel, retry, bulk retry, purge', async () => {
+  it('batch, get, attempts, list (filters, short enum forms, pages), cancel, retry, bulk retry, purge, bulk cancel', async () => {
     const queue = queueName('h');
     const batch = await api('POST', '/v1/jobs/batch', { body: { jobs: [1, 2, 3].map((n) => ({ queue, type: `t${n}`, priority: n })) } });
     expect(batch.status).toBe(200);
@@ -118,6 +119,16 @@ describe('the other jobs routes', () => {
       return purged.body.count === '1';
     }, { what: 'the cancelled job to be purged' });
     expect((await api('GET', `/v1/jobs/${ids[2]}`)).status).toBe(404);
+
+    // The two left (ids[0] and ids[1], PENDING again): a bulk cancel, its dry run first.
+    const toCancel = await api('POST', '/v1/jobs/cancel', { body: { filter: { queue }, dryRun: true } });
+    expect(toCancel.status, toCancel.text).toBe(200);
+    expect(toCancel.body.count).toBe('2');
+    expect((await api('POST', '/v1/jobs/cancel', { body: { filter: { queue } } })).body.count).toBe('2');
+    expect((await api('GET', '/v1/jobs', { query: { queue, states: 'CANCELLED' } })).body.jobs).toHaveLength(2);
+    const finished = await api('POST', '/v1/jobs/cancel', { body: { filter: { queue, finishedBefore: '2030-01-01T00:00:00Z' } } });
+    expect(finished.status).toBe(400);
+    expect(finished.body.message).toMatch(/^filter\.finished_before cannot select jobs to cancel/);
   });
 });
 

@@ -9,9 +9,10 @@ import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 
 /**
- * The bulk statements (sql/job-retry-many.sql, job-purge-many.sql, job-count-many.sql)
- * through Store.jobRetryMany and Store.jobPurgeMany: the batch loop, `now`, rows another
- * transaction holds, and the purge's outbox rule. The RPCs are in test/grpc/bulk-actions.test.ts.
+ * The bulk statements (sql/job-retry-many.sql, job-purge-many.sql, job-cancel-many.sql,
+ * job-count-many.sql) through Store.jobRetryMany, jobPurgeMany and jobCancelMany: the batch
+ * loop, `now`, rows another transaction holds, the purge's outbox rule, and the cancel's
+ * rules (running jobs flagged once, jobs created after the run began left alone). The RPCs are in test/grpc/bulk-actions.test.ts.
  */
 
 let store: Store;
@@ -181,5 +182,46 @@ describe('jobPurgeMany', () => {
     }
     const left = await sql.query<{ id: string; state: string }>('SELECT id, state FROM evora.jobs WHERE queue = $1 ORDER BY state::text', [queue]);
     expect(left.rows).toEqual([{ id: c, state: 'CANCELLED' }, { id: p, state: 'DLQ' }]);
+  });
+});
+
+describe('jobCancelMany', () => {
+  it('cancels PENDING and WAITING jobs and flags RUNNING ones, in batches; a flagged job is not taken again; jobs created after the first batch are left; the dry run counts the same', async () => {
+    const queue = queueName('cancel');
+    const submitted = await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] }), ...jobInputs(queue, 5)], now: T0 });
+    const ids = submitted.map((r) => r.job.id);
+    // p and two more RUNNING, one of them then COMPLETED; p's child WAITING; three PENDING.
+    const claimed = await store.jobClaim({ queues: [queue], limit: 3, workerId: 'w', now: T0 });
+    expect(claimed.map((j) => j.id)).toContain(ids[0]);
+    const done = claimed.find((j) => j.id !== ids[0])!;
+    await store.jobCompleteMany({ completions: [{ id: done.id, token: done.leaseToken! }], now: T0 });
+    const states = async () =>
+      Object.fromEntries(
+        (await sql.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY state', [queue])).rows.map((r) => [r.state, r.n]),
+      );
+    expect(await states()).toEqual({ RUNNING: 2, COMPLETED: 1, WAITING: 1, PENDING: 3 });
+    const filter = filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] });
+    expect((await store.jobCancelCount({ filter })).jobs).toBe(6);
+    expect((await store.jobCancelCount({ filter: { ...filter, states: ['RUNNING'] } })).jobs).toBe(2);
+
+    // A job created after the run's time (`now`, a minute after T0) is left alone, in every
+    // batch: the first included.
+    const now = new Date(T0.getTime() + 60_000);
+    const lateJob = (await store.jobSubmitMany({ jobs: jobInputs(queue, 1), now: new Date(T0.getTime() + 120_000) }))[0]!.job.id;
+    expect((await store.jobCancelCount({ filter })).jobs).toBe(7);
+    // Batches of 2: 2, 2, 2, then one that picks none.
+    const batchesBefore: number[] = [];
+    expect(await store.jobCancelMany({ filter, batchSize: 2, now, beforeBatch: (n) => batchesBefore.push(n) })).toBe(6);
+    expect(batchesBefore).toEqual([2, 4, 6]);
+    expect(await states()).toEqual({ RUNNING: 2, COMPLETED: 1, CANCELLED: 4, PENDING: 1 });
+    const flagged = await sql.query<{ id: string; cancel_requested_at: Date | null }>(
+      "SELECT id, cancel_requested_at FROM evora.jobs WHERE queue = $1 AND state = 'RUNNING'",
+      [queue],
+    );
+    expect(flagged.rows.map((r) => r.cancel_requested_at)).toEqual([now, now]);
+    // A repeat over the original jobs finds nothing to do: the running ones are flagged already.
+    expect((await store.jobCancelCount({ filter: { ...filter, ids } })).jobs).toBe(0);
+    expect(await store.jobCancelMany({ filter: { ...filter, ids }, now })).toBe(0);
+    expect((await store.jobGet({ id: lateJob })).state).toBe('PENDING');
   });
 });

@@ -157,7 +157,7 @@ describe('the outbox by time', () => {
       const statements: [string, Record<string, string>][] = [
         ['jobPrune', { now: 'NULL', limit: '1000' }],
         ['jobPurgeMany', { ...filter, cutoff: 'NULL', limit: '1000', now: 'NULL', ...actor }],
-        ['jobCountMany', { ...filter, projectedOnly: 'true', retryOnly: 'false' }],
+        ['jobCountMany', { ...filter, projectedOnly: 'true', retryOnly: 'false', cancelOnly: 'false' }],
       ];
       for (const [name, args] of statements) {
         const execute = await prepare(client, name, `plan_${name}`);

@@ -1,6 +1,8 @@
 -- name: jobCountMany
--- A bulk action's dry run (RetryJobs, PurgeJobs with dry_run): how many jobs the action
--- would touch now. The filter as in sql/job-retry-many.sql and sql/job-purge-many.sql;
+-- A bulk action's dry run (RetryJobs, PurgeJobs, CancelJobs with dry_run): how many jobs the
+-- action would touch now. The filter as in sql/job-retry-many.sql, sql/job-purge-many.sql
+-- and sql/job-cancel-many.sql; :cancelOnly adds the cancel's rule that a RUNNING job whose
+-- cancel was already requested is left alone (there is nothing left to change);
 -- :projectedOnly adds the purge's rule that a job whose events are still in the outbox is
 -- left alone; :retryOnly adds the retry's rules that a job with a parent in DLQ or CANCELLED
 -- is left alone (that parent's retry restores it), and so is one whose cancelled_by names a
@@ -29,3 +31,4 @@ WHERE j.state = ANY (:states::evora.job_state[])
        OR NOT EXISTS (SELECT 1 FROM evora.jobs p WHERE p.id = ANY (j.parent_ids) AND p.state IN ('DLQ', 'CANCELLED')))
   AND (NOT :retryOnly::bool OR j.cancelled_by IS NULL
        OR EXISTS (SELECT 1 FROM evora.jobs p WHERE p.id = j.cancelled_by))
+  AND (NOT :cancelOnly::bool OR j.state <> 'RUNNING' OR j.cancel_requested_at IS NULL)

@@ -121,6 +121,11 @@ export enum AuditAction {
   AUDIT_ACTION_TOKEN_CREATE = 13,
   /** AUDIT_ACTION_TOKEN_REVOKE - RevokeToken. target: the token's id; change: its name. */
   AUDIT_ACTION_TOKEN_REVOKE = 14,
+  /**
+   * AUDIT_ACTION_JOBS_CANCEL - CancelJobs (not dry runs). target: the filter's queue or "*"; change: the filter and
+   * the number of jobs cancelled or asked to stop.
+   */
+  AUDIT_ACTION_JOBS_CANCEL = 15,
   UNRECOGNIZED = -1,
 }
 
@@ -171,6 +176,9 @@ export function auditActionFromJSON(object: any): AuditAction {
     case 14:
     case "AUDIT_ACTION_TOKEN_REVOKE":
       return AuditAction.AUDIT_ACTION_TOKEN_REVOKE;
+    case 15:
+    case "AUDIT_ACTION_JOBS_CANCEL":
+      return AuditAction.AUDIT_ACTION_JOBS_CANCEL;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -210,6 +218,8 @@ export function auditActionToJSON(object: AuditAction): string {
       return "AUDIT_ACTION_TOKEN_CREATE";
     case AuditAction.AUDIT_ACTION_TOKEN_REVOKE:
       return "AUDIT_ACTION_TOKEN_REVOKE";
+    case AuditAction.AUDIT_ACTION_JOBS_CANCEL:
+      return "AUDIT_ACTION_JOBS_CANCEL";
     case AuditAction.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

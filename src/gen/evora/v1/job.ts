@@ -594,15 +594,17 @@ export interface JobFilter {
   queue: string;
   /**
    * Only jobs in one of these states; empty = every state the action may touch (RetryJobs:
-   * DLQ and CANCELLED; PurgeJobs: COMPLETED, DLQ and CANCELLED). A state the action may not
-   * touch, or UNSPECIFIED, is INVALID_ARGUMENT naming it.
+   * DLQ and CANCELLED; PurgeJobs: COMPLETED, DLQ and CANCELLED; CancelJobs: PENDING, WAITING
+   * and RUNNING). A state the action may not touch, or UNSPECIFIED, is INVALID_ARGUMENT
+   * naming it.
    */
   states: JobState[];
   /** Only jobs of this type; empty = any type. */
   type: string;
   /**
    * Only jobs that finished (finished_at) before this time; unset = any time. Outside
-   * 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT.
+   * 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT; so is any value in a
+   * CancelJobs filter (the jobs it cancels have not finished).
    */
   finishedBefore?:
     | Date
@@ -674,6 +676,25 @@ export interface PurgeJobsResponse {
    * the jobs this dry run counted (docs/api.md "Acting on what was counted").
    */
   finishedBefore?: Date | undefined;
+}
+
+/** CancelJobsRequest selects the PENDING, WAITING and RUNNING jobs to cancel. */
+export interface CancelJobsRequest {
+  /** Which jobs (required: at least one part set; finished_before is refused). */
+  filter?:
+    | JobFilter
+    | undefined;
+  /** Count the jobs that would be cancelled (or, running, asked to stop) now and change nothing. */
+  dryRun: boolean;
+}
+
+/** CancelJobsResponse says how many jobs were cancelled. */
+export interface CancelJobsResponse {
+  /**
+   * Jobs cancelled by this call, and running jobs it asked to stop (dry run: that would be,
+   * at the time of the call).
+   */
+  count: number;
 }
 
 /** ListDeadLetterGroupsRequest selects the dead letters to group. */
@@ -3671,6 +3692,164 @@ export const PurgeJobsResponse: MessageFns<PurgeJobsResponse> = {
   },
 };
 
+function createBaseCancelJobsRequest(): CancelJobsRequest {
+  return { filter: undefined, dryRun: false };
+}
+
+export const CancelJobsRequest: MessageFns<CancelJobsRequest> = {
+  encode(message: CancelJobsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filter !== undefined) {
+      JobFilter.encode(message.filter, writer.uint32(10).fork()).join();
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(16).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelJobsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelJobsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filter = JobFilter.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CancelJobsRequest {
+    return {
+      filter: isSet(object.filter) ? JobFilter.fromJSON(object.filter) : undefined,
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: CancelJobsRequest): unknown {
+    const obj: any = {};
+    if (message.filter !== undefined) {
+      obj.filter = JobFilter.toJSON(message.filter);
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CancelJobsRequest>, I>>(base?: I): CancelJobsRequest {
+    return CancelJobsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CancelJobsRequest>, I>>(object: I): CancelJobsRequest {
+    const message = createBaseCancelJobsRequest();
+    message.filter = (object.filter !== undefined && object.filter !== null)
+      ? JobFilter.fromPartial(object.filter)
+      : undefined;
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseCancelJobsResponse(): CancelJobsResponse {
+  return { count: 0 };
+}
+
+export const CancelJobsResponse: MessageFns<CancelJobsResponse> = {
+  encode(message: CancelJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.count !== 0) {
+      writer.uint32(8).int64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelJobsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelJobsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.count = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CancelJobsResponse {
+    return { count: isSet(object.count) ? globalThis.Number(object.count) : 0 };
+  },
+
+  toJSON(message: CancelJobsResponse): unknown {
+    const obj: any = {};
+    if (message.count !== 0) {
+      obj.count = Math.round(message.count);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CancelJobsResponse>, I>>(base?: I): CancelJobsResponse {
+    return CancelJobsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CancelJobsResponse>, I>>(object: I): CancelJobsResponse {
+    const message = createBaseCancelJobsResponse();
+    message.count = object.count ?? 0;
+    return message;
+  },
+};
+
 function createBaseListDeadLetterGroupsRequest(): ListDeadLetterGroupsRequest {
   return { queue: "", limit: 0 };
 }
@@ -4318,6 +4497,31 @@ export const JobServiceService = {
     responseDeserialize: (value: Buffer): PurgeJobsResponse => PurgeJobsResponse.decode(value),
   },
   /**
+   * CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
+   * as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
+   * descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
+   * to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+   * job whose cancel was already requested is left as it is and not counted; so are jobs in
+   * other states the filter reaches (through queue, type, error_group or ids); filter.states
+   * naming another state, and filter.finished_before (these jobs have not finished), are
+   * INVALID_ARGUMENT. Done in batches as RetryJobs, as safe to repeat, stopped as RetryJobs
+   * is when the token stops working. A call takes only jobs created by the time its first
+   * batch ran: a job submitted while it runs is left alone, so the call always ends. The
+   * answer counts the jobs cancelled and the running jobs asked to stop. A dry run counts
+   * what a call would take now. An empty filter is INVALID_ARGUMENT ("a filter is
+   * required"); a scoped token's call whose cascade through dependents would cancel jobs of
+   * other queues is PERMISSION_DENIED, as for CancelJob.
+   */
+  cancelJobs: {
+    path: "/evora.v1.JobService/CancelJobs" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CancelJobsRequest): Buffer => Buffer.from(CancelJobsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CancelJobsRequest => CancelJobsRequest.decode(value),
+    responseSerialize: (value: CancelJobsResponse): Buffer => Buffer.from(CancelJobsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CancelJobsResponse => CancelJobsResponse.decode(value),
+  },
+  /**
    * ListJobAttempts returns a job's attempts, oldest first (the same list as
    * GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
    */
@@ -4451,6 +4655,23 @@ export interface JobServiceServer extends UntypedServiceImplementation {
    * bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
    */
   purgeJobs: handleUnaryCall<PurgeJobsRequest, PurgeJobsResponse>;
+  /**
+   * CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
+   * as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
+   * descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
+   * to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+   * job whose cancel was already requested is left as it is and not counted; so are jobs in
+   * other states the filter reaches (through queue, type, error_group or ids); filter.states
+   * naming another state, and filter.finished_before (these jobs have not finished), are
+   * INVALID_ARGUMENT. Done in batches as RetryJobs, as safe to repeat, stopped as RetryJobs
+   * is when the token stops working. A call takes only jobs created by the time its first
+   * batch ran: a job submitted while it runs is left alone, so the call always ends. The
+   * answer counts the jobs cancelled and the running jobs asked to stop. A dry run counts
+   * what a call would take now. An empty filter is INVALID_ARGUMENT ("a filter is
+   * required"); a scoped token's call whose cascade through dependents would cancel jobs of
+   * other queues is PERMISSION_DENIED, as for CancelJob.
+   */
+  cancelJobs: handleUnaryCall<CancelJobsRequest, CancelJobsResponse>;
   /**
    * ListJobAttempts returns a job's attempts, oldest first (the same list as
    * GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
@@ -4681,6 +4902,37 @@ export interface JobServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PurgeJobsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
+   * as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
+   * descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
+   * to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+   * job whose cancel was already requested is left as it is and not counted; so are jobs in
+   * other states the filter reaches (through queue, type, error_group or ids); filter.states
+   * naming another state, and filter.finished_before (these jobs have not finished), are
+   * INVALID_ARGUMENT. Done in batches as RetryJobs, as safe to repeat, stopped as RetryJobs
+   * is when the token stops working. A call takes only jobs created by the time its first
+   * batch ran: a job submitted while it runs is left alone, so the call always ends. The
+   * answer counts the jobs cancelled and the running jobs asked to stop. A dry run counts
+   * what a call would take now. An empty filter is INVALID_ARGUMENT ("a filter is
+   * required"); a scoped token's call whose cascade through dependents would cancel jobs of
+   * other queues is PERMISSION_DENIED, as for CancelJob.
+   */
+  cancelJobs(
+    request: CancelJobsRequest,
+    callback: (error: ServiceError | null, response: CancelJobsResponse) => void,
+  ): ClientUnaryCall;
+  cancelJobs(
+    request: CancelJobsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CancelJobsResponse) => void,
+  ): ClientUnaryCall;
+  cancelJobs(
+    request: CancelJobsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CancelJobsResponse) => void,
   ): ClientUnaryCall;
   /**
    * ListJobAttempts returns a job's attempts, oldest first (the same list as

@@ -121,6 +121,9 @@ const (
 	AuditAction_AUDIT_ACTION_TOKEN_CREATE AuditAction = 13
 	// RevokeToken. target: the token's id; change: its name.
 	AuditAction_AUDIT_ACTION_TOKEN_REVOKE AuditAction = 14
+	// CancelJobs (not dry runs). target: the filter's queue or "*"; change: the filter and
+	// the number of jobs cancelled or asked to stop.
+	AuditAction_AUDIT_ACTION_JOBS_CANCEL AuditAction = 15
 )
 
 // Enum value maps for AuditAction.
@@ -141,6 +144,7 @@ var (
 		12: "AUDIT_ACTION_SCHEDULE_TRIGGER",
 		13: "AUDIT_ACTION_TOKEN_CREATE",
 		14: "AUDIT_ACTION_TOKEN_REVOKE",
+		15: "AUDIT_ACTION_JOBS_CANCEL",
 	}
 	AuditAction_value = map[string]int32{
 		"AUDIT_ACTION_UNSPECIFIED":      0,
@@ -158,6 +162,7 @@ var (
 		"AUDIT_ACTION_SCHEDULE_TRIGGER": 12,
 		"AUDIT_ACTION_TOKEN_CREATE":     13,
 		"AUDIT_ACTION_TOKEN_REVOKE":     14,
+		"AUDIT_ACTION_JOBS_CANCEL":      15,
 	}
 )
 
@@ -1128,7 +1133,7 @@ const file_evora_v1_auth_proto_rawDesc = "" +
 	"\x13TOKEN_ROLE_PRODUCER\x10\x01\x12\x15\n" +
 	"\x11TOKEN_ROLE_WORKER\x10\x02\x12\x15\n" +
 	"\x11TOKEN_ROLE_VIEWER\x10\x03\x12\x14\n" +
-	"\x10TOKEN_ROLE_ADMIN\x10\x04*\xe2\x03\n" +
+	"\x10TOKEN_ROLE_ADMIN\x10\x04*\x80\x04\n" +
 	"\vAuditAction\x12\x1c\n" +
 	"\x18AUDIT_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19AUDIT_ACTION_QUEUE_UPSERT\x10\x01\x12\x1c\n" +
@@ -1145,7 +1150,8 @@ const file_evora_v1_auth_proto_rawDesc = "" +
 	"\x1cAUDIT_ACTION_SCHEDULE_RESUME\x10\v\x12!\n" +
 	"\x1dAUDIT_ACTION_SCHEDULE_TRIGGER\x10\f\x12\x1d\n" +
 	"\x19AUDIT_ACTION_TOKEN_CREATE\x10\r\x12\x1d\n" +
-	"\x19AUDIT_ACTION_TOKEN_REVOKE\x10\x0e*\x8d\x01\n" +
+	"\x19AUDIT_ACTION_TOKEN_REVOKE\x10\x0e\x12\x1c\n" +
+	"\x18AUDIT_ACTION_JOBS_CANCEL\x10\x0f*\x8d\x01\n" +
 	"\x0eAuditActorKind\x12 \n" +
 	"\x1cAUDIT_ACTOR_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16AUDIT_ACTOR_KIND_TOKEN\x10\x01\x12\x1e\n" +

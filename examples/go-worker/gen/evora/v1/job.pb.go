@@ -1643,13 +1643,15 @@ type JobFilter struct {
 	// Only jobs in this queue; empty = any queue.
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Only jobs in one of these states; empty = every state the action may touch (RetryJobs:
-	// DLQ and CANCELLED; PurgeJobs: COMPLETED, DLQ and CANCELLED). A state the action may not
-	// touch, or UNSPECIFIED, is INVALID_ARGUMENT naming it.
+	// DLQ and CANCELLED; PurgeJobs: COMPLETED, DLQ and CANCELLED; CancelJobs: PENDING, WAITING
+	// and RUNNING). A state the action may not touch, or UNSPECIFIED, is INVALID_ARGUMENT
+	// naming it.
 	States []JobState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=evora.v1.JobState" json:"states,omitempty"`
 	// Only jobs of this type; empty = any type.
 	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	// Only jobs that finished (finished_at) before this time; unset = any time. Outside
-	// 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT.
+	// 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z: INVALID_ARGUMENT; so is any value in a
+	// CancelJobs filter (the jobs it cancels have not finished).
 	FinishedBefore *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=finished_before,json=finishedBefore,proto3" json:"finished_before,omitempty"`
 	// Only these jobs (UUIDs, at most 10,000); empty = any. A malformed id is
 	// INVALID_ARGUMENT; an unknown one, or one in a state the action does not touch, is
@@ -1970,6 +1972,108 @@ func (x *PurgeJobsResponse) GetFinishedBefore() *timestamppb.Timestamp {
 	return nil
 }
 
+// CancelJobsRequest selects the PENDING, WAITING and RUNNING jobs to cancel.
+type CancelJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which jobs (required: at least one part set; finished_before is refused).
+	Filter *JobFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Count the jobs that would be cancelled (or, running, asked to stop) now and change nothing.
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobsRequest) Reset() {
+	*x = CancelJobsRequest{}
+	mi := &file_evora_v1_job_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobsRequest) ProtoMessage() {}
+
+func (x *CancelJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobsRequest.ProtoReflect.Descriptor instead.
+func (*CancelJobsRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CancelJobsRequest) GetFilter() *JobFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *CancelJobsRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// CancelJobsResponse says how many jobs were cancelled.
+type CancelJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Jobs cancelled by this call, and running jobs it asked to stop (dry run: that would be,
+	// at the time of the call).
+	Count         int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobsResponse) Reset() {
+	*x = CancelJobsResponse{}
+	mi := &file_evora_v1_job_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobsResponse) ProtoMessage() {}
+
+func (x *CancelJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_job_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobsResponse.ProtoReflect.Descriptor instead.
+func (*CancelJobsResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CancelJobsResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // ListDeadLetterGroupsRequest selects the dead letters to group.
 type ListDeadLetterGroupsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1983,7 +2087,7 @@ type ListDeadLetterGroupsRequest struct {
 
 func (x *ListDeadLetterGroupsRequest) Reset() {
 	*x = ListDeadLetterGroupsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[23]
+	mi := &file_evora_v1_job_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2099,7 @@ func (x *ListDeadLetterGroupsRequest) String() string {
 func (*ListDeadLetterGroupsRequest) ProtoMessage() {}
 
 func (x *ListDeadLetterGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[23]
+	mi := &file_evora_v1_job_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2112,7 @@ func (x *ListDeadLetterGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLetterGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLetterGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{23}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListDeadLetterGroupsRequest) GetQueue() string {
@@ -2041,7 +2145,7 @@ type ListDeadLetterGroupsResponse struct {
 
 func (x *ListDeadLetterGroupsResponse) Reset() {
 	*x = ListDeadLetterGroupsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[24]
+	mi := &file_evora_v1_job_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2157,7 @@ func (x *ListDeadLetterGroupsResponse) String() string {
 func (*ListDeadLetterGroupsResponse) ProtoMessage() {}
 
 func (x *ListDeadLetterGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[24]
+	mi := &file_evora_v1_job_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2170,7 @@ func (x *ListDeadLetterGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLetterGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLetterGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{24}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListDeadLetterGroupsResponse) GetGroups() []*DeadLetterGroup {
@@ -2110,7 +2214,7 @@ type DeadLetterGroup struct {
 
 func (x *DeadLetterGroup) Reset() {
 	*x = DeadLetterGroup{}
-	mi := &file_evora_v1_job_proto_msgTypes[25]
+	mi := &file_evora_v1_job_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2226,7 @@ func (x *DeadLetterGroup) String() string {
 func (*DeadLetterGroup) ProtoMessage() {}
 
 func (x *DeadLetterGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[25]
+	mi := &file_evora_v1_job_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2239,7 @@ func (x *DeadLetterGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterGroup.ProtoReflect.Descriptor instead.
 func (*DeadLetterGroup) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{25}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeadLetterGroup) GetQueue() string {
@@ -2184,7 +2288,7 @@ type ListJobAttemptsRequest struct {
 
 func (x *ListJobAttemptsRequest) Reset() {
 	*x = ListJobAttemptsRequest{}
-	mi := &file_evora_v1_job_proto_msgTypes[26]
+	mi := &file_evora_v1_job_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2300,7 @@ func (x *ListJobAttemptsRequest) String() string {
 func (*ListJobAttemptsRequest) ProtoMessage() {}
 
 func (x *ListJobAttemptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[26]
+	mi := &file_evora_v1_job_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2313,7 @@ func (x *ListJobAttemptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAttemptsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobAttemptsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{26}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListJobAttemptsRequest) GetId() string {
@@ -2231,7 +2335,7 @@ type ListJobAttemptsResponse struct {
 
 func (x *ListJobAttemptsResponse) Reset() {
 	*x = ListJobAttemptsResponse{}
-	mi := &file_evora_v1_job_proto_msgTypes[27]
+	mi := &file_evora_v1_job_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2347,7 @@ func (x *ListJobAttemptsResponse) String() string {
 func (*ListJobAttemptsResponse) ProtoMessage() {}
 
 func (x *ListJobAttemptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_job_proto_msgTypes[27]
+	mi := &file_evora_v1_job_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2360,7 @@ func (x *ListJobAttemptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobAttemptsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobAttemptsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_job_proto_rawDescGZIP(), []int{27}
+	return file_evora_v1_job_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListJobAttemptsResponse) GetAttempts() []*JobAttempt {
@@ -2413,7 +2517,12 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"n\n" +
 	"\x11PurgeJobsResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12C\n" +
-	"\x0ffinished_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0efinishedBefore\"I\n" +
+	"\x0ffinished_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0efinishedBefore\"Y\n" +
+	"\x11CancelJobsRequest\x12+\n" +
+	"\x06filter\x18\x01 \x01(\v2\x13.evora.v1.JobFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"*\n" +
+	"\x12CancelJobsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\"I\n" +
 	"\x1bListDeadLetterGroupsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x92\x01\n" +
@@ -2447,7 +2556,7 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\x19ATTEMPT_OUTCOME_TIMED_OUT\x10\x04\x12!\n" +
 	"\x1dATTEMPT_OUTCOME_LEASE_EXPIRED\x10\x05\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_SNOOZED\x10\x06\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\a2\xcb\x06\n" +
+	"\x19ATTEMPT_OUTCOME_CANCELLED\x10\a2\x94\a\n" +
 	"\n" +
 	"JobService\x12D\n" +
 	"\tSubmitJob\x12\x1a.evora.v1.SubmitJobRequest\x1a\x1b.evora.v1.SubmitJobResponse\x12G\n" +
@@ -2459,7 +2568,9 @@ const file_evora_v1_job_proto_rawDesc = "" +
 	"\tCancelJob\x12\x1a.evora.v1.CancelJobRequest\x1a\x1b.evora.v1.CancelJobResponse\x12A\n" +
 	"\bRetryJob\x12\x19.evora.v1.RetryJobRequest\x1a\x1a.evora.v1.RetryJobResponse\x12D\n" +
 	"\tRetryJobs\x12\x1a.evora.v1.RetryJobsRequest\x1a\x1b.evora.v1.RetryJobsResponse\x12D\n" +
-	"\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponse\x12V\n" +
+	"\tPurgeJobs\x12\x1a.evora.v1.PurgeJobsRequest\x1a\x1b.evora.v1.PurgeJobsResponse\x12G\n" +
+	"\n" +
+	"CancelJobs\x12\x1b.evora.v1.CancelJobsRequest\x1a\x1c.evora.v1.CancelJobsResponse\x12V\n" +
 	"\x0fListJobAttempts\x12 .evora.v1.ListJobAttemptsRequest\x1a!.evora.v1.ListJobAttemptsResponse\x12e\n" +
 	"\x14ListDeadLetterGroups\x12%.evora.v1.ListDeadLetterGroupsRequest\x1a&.evora.v1.ListDeadLetterGroupsResponseB\x99\x01\n" +
 	"\fcom.evora.v1B\bJobProtoP\x01Z>github.com/evora/evora/examples/go-worker/gen/evora/v1;evorav1\xa2\x02\x03EXX\xaa\x02\bEvora.V1\xca\x02\bEvora\\V1\xe2\x02\x14Evora\\V1\\GPBMetadata\xea\x02\tEvora::V1b\x06proto3"
@@ -2477,7 +2588,7 @@ func file_evora_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_evora_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_evora_v1_job_proto_goTypes = []any{
 	(JobState)(0),                        // 0: evora.v1.JobState
 	(AttemptOutcome)(0),                  // 1: evora.v1.AttemptOutcome
@@ -2504,34 +2615,36 @@ var file_evora_v1_job_proto_goTypes = []any{
 	(*RetryJobsResponse)(nil),            // 22: evora.v1.RetryJobsResponse
 	(*PurgeJobsRequest)(nil),             // 23: evora.v1.PurgeJobsRequest
 	(*PurgeJobsResponse)(nil),            // 24: evora.v1.PurgeJobsResponse
-	(*ListDeadLetterGroupsRequest)(nil),  // 25: evora.v1.ListDeadLetterGroupsRequest
-	(*ListDeadLetterGroupsResponse)(nil), // 26: evora.v1.ListDeadLetterGroupsResponse
-	(*DeadLetterGroup)(nil),              // 27: evora.v1.DeadLetterGroup
-	(*ListJobAttemptsRequest)(nil),       // 28: evora.v1.ListJobAttemptsRequest
-	(*ListJobAttemptsResponse)(nil),      // 29: evora.v1.ListJobAttemptsResponse
-	(*structpb.Struct)(nil),              // 30: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),        // 31: google.protobuf.Timestamp
-	(*Backoff)(nil),                      // 32: evora.v1.Backoff
-	(*durationpb.Duration)(nil),          // 33: google.protobuf.Duration
+	(*CancelJobsRequest)(nil),            // 25: evora.v1.CancelJobsRequest
+	(*CancelJobsResponse)(nil),           // 26: evora.v1.CancelJobsResponse
+	(*ListDeadLetterGroupsRequest)(nil),  // 27: evora.v1.ListDeadLetterGroupsRequest
+	(*ListDeadLetterGroupsResponse)(nil), // 28: evora.v1.ListDeadLetterGroupsResponse
+	(*DeadLetterGroup)(nil),              // 29: evora.v1.DeadLetterGroup
+	(*ListJobAttemptsRequest)(nil),       // 30: evora.v1.ListJobAttemptsRequest
+	(*ListJobAttemptsResponse)(nil),      // 31: evora.v1.ListJobAttemptsResponse
+	(*structpb.Struct)(nil),              // 32: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),        // 33: google.protobuf.Timestamp
+	(*Backoff)(nil),                      // 34: evora.v1.Backoff
+	(*durationpb.Duration)(nil),          // 35: google.protobuf.Duration
 }
 var file_evora_v1_job_proto_depIdxs = []int32{
-	30, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
+	32, // 0: evora.v1.Job.payload:type_name -> google.protobuf.Struct
 	0,  // 1: evora.v1.Job.state:type_name -> evora.v1.JobState
-	31, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	31, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	31, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	31, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	30, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
-	31, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	33, // 2: evora.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	33, // 3: evora.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	33, // 4: evora.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	33, // 5: evora.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	32, // 6: evora.v1.Job.result:type_name -> google.protobuf.Struct
+	33, // 7: evora.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: evora.v1.Job.progress:type_name -> evora.v1.JobProgress
-	31, // 9: evora.v1.JobProgress.reported_at:type_name -> google.protobuf.Timestamp
-	31, // 10: evora.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
-	31, // 11: evora.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	33, // 9: evora.v1.JobProgress.reported_at:type_name -> google.protobuf.Timestamp
+	33, // 10: evora.v1.JobAttempt.started_at:type_name -> google.protobuf.Timestamp
+	33, // 11: evora.v1.JobAttempt.finished_at:type_name -> google.protobuf.Timestamp
 	1,  // 12: evora.v1.JobAttempt.outcome:type_name -> evora.v1.AttemptOutcome
-	30, // 13: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
-	31, // 14: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
-	32, // 15: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
-	33, // 16: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
+	32, // 13: evora.v1.SubmitJobRequest.payload:type_name -> google.protobuf.Struct
+	33, // 14: evora.v1.SubmitJobRequest.run_at:type_name -> google.protobuf.Timestamp
+	34, // 15: evora.v1.SubmitJobRequest.backoff:type_name -> evora.v1.Backoff
+	35, // 16: evora.v1.SubmitJobRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 17: evora.v1.SubmitJobResponse.job:type_name -> evora.v1.Job
 	5,  // 18: evora.v1.SubmitJobsRequest.jobs:type_name -> evora.v1.SubmitJobRequest
 	6,  // 19: evora.v1.SubmitJobsResponse.results:type_name -> evora.v1.SubmitJobResponse
@@ -2545,41 +2658,44 @@ var file_evora_v1_job_proto_depIdxs = []int32{
 	2,  // 27: evora.v1.CancelJobResponse.job:type_name -> evora.v1.Job
 	2,  // 28: evora.v1.RetryJobResponse.job:type_name -> evora.v1.Job
 	0,  // 29: evora.v1.JobFilter.states:type_name -> evora.v1.JobState
-	31, // 30: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
+	33, // 30: evora.v1.JobFilter.finished_before:type_name -> google.protobuf.Timestamp
 	20, // 31: evora.v1.RetryJobsRequest.filter:type_name -> evora.v1.JobFilter
-	31, // 32: evora.v1.RetryJobsResponse.finished_before:type_name -> google.protobuf.Timestamp
+	33, // 32: evora.v1.RetryJobsResponse.finished_before:type_name -> google.protobuf.Timestamp
 	20, // 33: evora.v1.PurgeJobsRequest.filter:type_name -> evora.v1.JobFilter
-	31, // 34: evora.v1.PurgeJobsResponse.finished_before:type_name -> google.protobuf.Timestamp
-	27, // 35: evora.v1.ListDeadLetterGroupsResponse.groups:type_name -> evora.v1.DeadLetterGroup
-	31, // 36: evora.v1.DeadLetterGroup.newest_finished_at:type_name -> google.protobuf.Timestamp
-	4,  // 37: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
-	5,  // 38: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
-	7,  // 39: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
-	9,  // 40: evora.v1.JobService.SubmitJobStream:input_type -> evora.v1.SubmitJobStreamRequest
-	12, // 41: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
-	14, // 42: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
-	16, // 43: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
-	18, // 44: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
-	21, // 45: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
-	23, // 46: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
-	28, // 47: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
-	25, // 48: evora.v1.JobService.ListDeadLetterGroups:input_type -> evora.v1.ListDeadLetterGroupsRequest
-	6,  // 49: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
-	8,  // 50: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
-	10, // 51: evora.v1.JobService.SubmitJobStream:output_type -> evora.v1.SubmitJobStreamResponse
-	13, // 52: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
-	15, // 53: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
-	17, // 54: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
-	19, // 55: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
-	22, // 56: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
-	24, // 57: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
-	29, // 58: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
-	26, // 59: evora.v1.JobService.ListDeadLetterGroups:output_type -> evora.v1.ListDeadLetterGroupsResponse
-	49, // [49:60] is the sub-list for method output_type
-	38, // [38:49] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	33, // 34: evora.v1.PurgeJobsResponse.finished_before:type_name -> google.protobuf.Timestamp
+	20, // 35: evora.v1.CancelJobsRequest.filter:type_name -> evora.v1.JobFilter
+	29, // 36: evora.v1.ListDeadLetterGroupsResponse.groups:type_name -> evora.v1.DeadLetterGroup
+	33, // 37: evora.v1.DeadLetterGroup.newest_finished_at:type_name -> google.protobuf.Timestamp
+	4,  // 38: evora.v1.ListJobAttemptsResponse.attempts:type_name -> evora.v1.JobAttempt
+	5,  // 39: evora.v1.JobService.SubmitJob:input_type -> evora.v1.SubmitJobRequest
+	7,  // 40: evora.v1.JobService.SubmitJobs:input_type -> evora.v1.SubmitJobsRequest
+	9,  // 41: evora.v1.JobService.SubmitJobStream:input_type -> evora.v1.SubmitJobStreamRequest
+	12, // 42: evora.v1.JobService.GetJob:input_type -> evora.v1.GetJobRequest
+	14, // 43: evora.v1.JobService.ListJobs:input_type -> evora.v1.ListJobsRequest
+	16, // 44: evora.v1.JobService.CancelJob:input_type -> evora.v1.CancelJobRequest
+	18, // 45: evora.v1.JobService.RetryJob:input_type -> evora.v1.RetryJobRequest
+	21, // 46: evora.v1.JobService.RetryJobs:input_type -> evora.v1.RetryJobsRequest
+	23, // 47: evora.v1.JobService.PurgeJobs:input_type -> evora.v1.PurgeJobsRequest
+	25, // 48: evora.v1.JobService.CancelJobs:input_type -> evora.v1.CancelJobsRequest
+	30, // 49: evora.v1.JobService.ListJobAttempts:input_type -> evora.v1.ListJobAttemptsRequest
+	27, // 50: evora.v1.JobService.ListDeadLetterGroups:input_type -> evora.v1.ListDeadLetterGroupsRequest
+	6,  // 51: evora.v1.JobService.SubmitJob:output_type -> evora.v1.SubmitJobResponse
+	8,  // 52: evora.v1.JobService.SubmitJobs:output_type -> evora.v1.SubmitJobsResponse
+	10, // 53: evora.v1.JobService.SubmitJobStream:output_type -> evora.v1.SubmitJobStreamResponse
+	13, // 54: evora.v1.JobService.GetJob:output_type -> evora.v1.GetJobResponse
+	15, // 55: evora.v1.JobService.ListJobs:output_type -> evora.v1.ListJobsResponse
+	17, // 56: evora.v1.JobService.CancelJob:output_type -> evora.v1.CancelJobResponse
+	19, // 57: evora.v1.JobService.RetryJob:output_type -> evora.v1.RetryJobResponse
+	22, // 58: evora.v1.JobService.RetryJobs:output_type -> evora.v1.RetryJobsResponse
+	24, // 59: evora.v1.JobService.PurgeJobs:output_type -> evora.v1.PurgeJobsResponse
+	26, // 60: evora.v1.JobService.CancelJobs:output_type -> evora.v1.CancelJobsResponse
+	31, // 61: evora.v1.JobService.ListJobAttempts:output_type -> evora.v1.ListJobAttemptsResponse
+	28, // 62: evora.v1.JobService.ListDeadLetterGroups:output_type -> evora.v1.ListDeadLetterGroupsResponse
+	51, // [51:63] is the sub-list for method output_type
+	39, // [39:51] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_evora_v1_job_proto_init() }
@@ -2603,7 +2719,7 @@ func file_evora_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_job_proto_rawDesc), len(file_evora_v1_job_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

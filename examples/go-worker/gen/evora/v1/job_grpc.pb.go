@@ -28,6 +28,7 @@ const (
 	JobService_RetryJob_FullMethodName             = "/evora.v1.JobService/RetryJob"
 	JobService_RetryJobs_FullMethodName            = "/evora.v1.JobService/RetryJobs"
 	JobService_PurgeJobs_FullMethodName            = "/evora.v1.JobService/PurgeJobs"
+	JobService_CancelJobs_FullMethodName           = "/evora.v1.JobService/CancelJobs"
 	JobService_ListJobAttempts_FullMethodName      = "/evora.v1.JobService/ListJobAttempts"
 	JobService_ListDeadLetterGroups_FullMethodName = "/evora.v1.JobService/ListDeadLetterGroups"
 )
@@ -122,6 +123,21 @@ type JobServiceClient interface {
 	// RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
 	// bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
 	PurgeJobs(ctx context.Context, in *PurgeJobsRequest, opts ...grpc.CallOption) (*PurgeJobsResponse, error)
+	// CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
+	// as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
+	// descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
+	// to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+	// job whose cancel was already requested is left as it is and not counted; so are jobs in
+	// other states the filter reaches (through queue, type, error_group or ids); filter.states
+	// naming another state, and filter.finished_before (these jobs have not finished), are
+	// INVALID_ARGUMENT. Done in batches as RetryJobs, as safe to repeat, stopped as RetryJobs
+	// is when the token stops working. A call takes only jobs created by the time its first
+	// batch ran: a job submitted while it runs is left alone, so the call always ends. The
+	// answer counts the jobs cancelled and the running jobs asked to stop. A dry run counts
+	// what a call would take now. An empty filter is INVALID_ARGUMENT ("a filter is
+	// required"); a scoped token's call whose cascade through dependents would cancel jobs of
+	// other queues is PERMISSION_DENIED, as for CancelJob.
+	CancelJobs(ctx context.Context, in *CancelJobsRequest, opts ...grpc.CallOption) (*CancelJobsResponse, error)
 	// ListJobAttempts returns a job's attempts, oldest first (the same list as
 	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
 	ListJobAttempts(ctx context.Context, in *ListJobAttemptsRequest, opts ...grpc.CallOption) (*ListJobAttemptsResponse, error)
@@ -238,6 +254,16 @@ func (c *jobServiceClient) PurgeJobs(ctx context.Context, in *PurgeJobsRequest, 
 	return out, nil
 }
 
+func (c *jobServiceClient) CancelJobs(ctx context.Context, in *CancelJobsRequest, opts ...grpc.CallOption) (*CancelJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelJobsResponse)
+	err := c.cc.Invoke(ctx, JobService_CancelJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *jobServiceClient) ListJobAttempts(ctx context.Context, in *ListJobAttemptsRequest, opts ...grpc.CallOption) (*ListJobAttemptsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListJobAttemptsResponse)
@@ -348,6 +374,21 @@ type JobServiceServer interface {
 	// RetryJobs, as safe to repeat, stopped as RetryJobs is when the token stops working, and
 	// bounded to what a dry run counted in the same way. An empty filter is INVALID_ARGUMENT.
 	PurgeJobs(context.Context, *PurgeJobsRequest) (*PurgeJobsResponse, error)
+	// CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
+	// as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
+	// descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
+	// to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+	// job whose cancel was already requested is left as it is and not counted; so are jobs in
+	// other states the filter reaches (through queue, type, error_group or ids); filter.states
+	// naming another state, and filter.finished_before (these jobs have not finished), are
+	// INVALID_ARGUMENT. Done in batches as RetryJobs, as safe to repeat, stopped as RetryJobs
+	// is when the token stops working. A call takes only jobs created by the time its first
+	// batch ran: a job submitted while it runs is left alone, so the call always ends. The
+	// answer counts the jobs cancelled and the running jobs asked to stop. A dry run counts
+	// what a call would take now. An empty filter is INVALID_ARGUMENT ("a filter is
+	// required"); a scoped token's call whose cascade through dependents would cancel jobs of
+	// other queues is PERMISSION_DENIED, as for CancelJob.
+	CancelJobs(context.Context, *CancelJobsRequest) (*CancelJobsResponse, error)
 	// ListJobAttempts returns a job's attempts, oldest first (the same list as
 	// GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
 	ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error)
@@ -397,6 +438,9 @@ func (UnimplementedJobServiceServer) RetryJobs(context.Context, *RetryJobsReques
 }
 func (UnimplementedJobServiceServer) PurgeJobs(context.Context, *PurgeJobsRequest) (*PurgeJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeJobs not implemented")
+}
+func (UnimplementedJobServiceServer) CancelJobs(context.Context, *CancelJobsRequest) (*CancelJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelJobs not implemented")
 }
 func (UnimplementedJobServiceServer) ListJobAttempts(context.Context, *ListJobAttemptsRequest) (*ListJobAttemptsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobAttempts not implemented")
@@ -576,6 +620,24 @@ func _JobService_PurgeJobs_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobService_CancelJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobServiceServer).CancelJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobService_CancelJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobServiceServer).CancelJobs(ctx, req.(*CancelJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _JobService_ListJobAttempts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListJobAttemptsRequest)
 	if err := dec(in); err != nil {
@@ -650,6 +712,10 @@ var JobService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeJobs",
 			Handler:    _JobService_PurgeJobs_Handler,
+		},
+		{
+			MethodName: "CancelJobs",
+			Handler:    _JobService_CancelJobs_Handler,
 		},
 		{
 			MethodName: "ListJobAttempts",

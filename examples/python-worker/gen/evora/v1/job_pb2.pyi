@@ -325,6 +325,20 @@ class PurgeJobsResponse(_message.Message):
     finished_before: _timestamp_pb2.Timestamp
     def __init__(self, count: _Optional[int] = ..., finished_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class CancelJobsRequest(_message.Message):
+    __slots__ = ("filter", "dry_run")
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    filter: JobFilter
+    dry_run: bool
+    def __init__(self, filter: _Optional[_Union[JobFilter, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class CancelJobsResponse(_message.Message):
+    __slots__ = ("count",)
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    def __init__(self, count: _Optional[int] = ...) -> None: ...
+
 class ListDeadLetterGroupsRequest(_message.Message):
     __slots__ = ("queue", "limit")
     QUEUE_FIELD_NUMBER: _ClassVar[int]

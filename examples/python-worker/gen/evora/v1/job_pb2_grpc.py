@@ -86,6 +86,11 @@ class JobServiceStub:
                 request_serializer=evora_dot_v1_dot_job__pb2.PurgeJobsRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_job__pb2.PurgeJobsResponse.FromString,
                 _registered_method=True)
+        self.CancelJobs = channel.unary_unary(
+                '/evora.v1.JobService/CancelJobs',
+                request_serializer=evora_dot_v1_dot_job__pb2.CancelJobsRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_job__pb2.CancelJobsResponse.FromString,
+                _registered_method=True)
         self.ListJobAttempts = channel.unary_unary(
                 '/evora.v1.JobService/ListJobAttempts',
                 request_serializer=evora_dot_v1_dot_job__pb2.ListJobAttemptsRequest.SerializeToString,
@@ -231,6 +236,26 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelJobs(self, request, context):
+        """CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
+        as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
+        descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
+        to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+        job whose cancel was already requested is left as it is and not counted; so are jobs in
+        other states the filter reaches (through queue, type, error_group or ids); filter.states
+        naming another state, and filter.finished_before (these jobs have not finished), are
+        INVALID_ARGUMENT. Done in batches as RetryJobs, as safe to repeat, stopped as RetryJobs
+        is when the token stops working. A call takes only jobs created by the time its first
+        batch ran: a job submitted while it runs is left alone, so the call always ends. The
+        answer counts the jobs cancelled and the running jobs asked to stop. A dry run counts
+        what a call would take now. An empty filter is INVALID_ARGUMENT ("a filter is
+        required"); a scoped token's call whose cascade through dependents would cancel jobs of
+        other queues is PERMISSION_DENIED, as for CancelJob.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListJobAttempts(self, request, context):
         """ListJobAttempts returns a job's attempts, oldest first (the same list as
         GetJobResponse.attempts; docs/api.md "Attempt history"). NOT_FOUND if there is no such job.
@@ -301,6 +326,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.PurgeJobs,
                     request_deserializer=evora_dot_v1_dot_job__pb2.PurgeJobsRequest.FromString,
                     response_serializer=evora_dot_v1_dot_job__pb2.PurgeJobsResponse.SerializeToString,
+            ),
+            'CancelJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJobs,
+                    request_deserializer=evora_dot_v1_dot_job__pb2.CancelJobsRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_job__pb2.CancelJobsResponse.SerializeToString,
             ),
             'ListJobAttempts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobAttempts,
@@ -563,6 +593,33 @@ class JobService:
             '/evora.v1.JobService/PurgeJobs',
             evora_dot_v1_dot_job__pb2.PurgeJobsRequest.SerializeToString,
             evora_dot_v1_dot_job__pb2.PurgeJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.JobService/CancelJobs',
+            evora_dot_v1_dot_job__pb2.CancelJobsRequest.SerializeToString,
+            evora_dot_v1_dot_job__pb2.CancelJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -38,9 +38,11 @@ export function countOf(value: Int64 | undefined, noun: string): string {
  * the action's batches early: docs/api.md "Batches"), so a new count tells what is left. More (rare:
  * a job that finished in the same millisecond as the newest one counted, or whose transaction
  * committed just after the count; docs/api.md "Acting on what was counted"): said as well.
- * Without `counted` (an action on checked rows, with no dry run) only what was done.
+ * Without `counted` (an action on checked rows, with no dry run) only what was done. A cancel
+ * ("Cancelled": cancelled, or running and asked to stop) has no bound: more than counted were
+ * submitted between the count and the confirm.
  */
-export function bulkOutcome(verb: 'Retried' | 'Purged', done: Int64 | undefined, counted?: Int64): string {
+export function bulkOutcome(verb: 'Retried' | 'Purged' | 'Cancelled', done: Int64 | undefined, counted?: Int64): string {
   const n = Number(count(done));
   const c = counted === undefined ? n : Number(count(counted));
   if (n === c) return `${verb} ${countOf(done, 'job')}`;
@@ -48,7 +50,12 @@ export function bulkOutcome(verb: 'Retried' | 'Purged', done: Int64 | undefined,
     const left = c - n;
     return `${verb} ${n} of the ${countOf(c, 'job')} counted: the other ${left} changed meanwhile or ${left === 1 ? 'was' : 'were'} busy; count again to see what is left`;
   }
-  return `${verb} ${countOf(done, 'job')}, ${n - c} more than the ${c} counted: ${n - c === 1 ? 'it' : 'they'} finished just as the count was made`;
+  const extra = n - c;
+  const why =
+    verb === 'Cancelled'
+      ? `${extra === 1 ? 'it was' : 'they were'} submitted after the count`
+      : `${extra === 1 ? 'it' : 'they'} finished just as the count was made`;
+  return `${verb} ${countOf(done, 'job')}, ${extra} more than the ${c} counted: ${why}`;
 }
 
 /**

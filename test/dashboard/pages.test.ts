@@ -156,6 +156,39 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     await expect.poll(textOf(page.getByTestId(`job-row-${a.job.id}`).getByTestId('job-id')), POLL).toBe(a.job.id);
   });
 
+  it('jobs: "Cancel all matching" cancels the filtered pending jobs after a count in a dialog; Escape cancels nothing; no button for finished states or a key', async () => {
+    const { page, client } = env;
+    const queue = queueName('cancelall');
+    const pending = await client.submitMany(Array.from({ length: 3 }, (_, i) => ({ queue, type: 'bulk', payload: { n: i } })));
+    const { job: other } = await client.submit({ queue, type: 'keep' });
+    const dialog = page.getByTestId('cancel-dialog');
+
+    await page.goto(`/jobs?queue=${queue}&state=cancelled`);
+    await visible(page.getByTestId('jobs-table'));
+    await expect.poll(countOf(page.getByTestId('jobs-cancel-all')), POLL).toBe(0);
+    await page.goto(`/jobs?queue=${queue}&key=k`);
+    await visible(page.getByTestId('jobs-table'));
+    await expect.poll(countOf(page.getByTestId('jobs-cancel-all')), POLL).toBe(0);
+
+    await page.goto(`/jobs?queue=${queue}&type=bulk&state=pending`);
+    await visible(page.getByTestId(`job-row-${pending[0]!.job.id}`));
+    await page.getByTestId('jobs-cancel-all').click();
+    await expect.poll(textOf(dialog.getByTestId('cancel-count')), POLL).toMatch(/^This cancels 3 jobs \(a running one is asked to stop/);
+    expect(await dialog.getByTestId('cancel-cancel').evaluate((el) => el.matches(':focus'))).toBe(true);
+    await page.keyboard.press('Escape');
+    await expect.poll(countOf(page.locator('dialog[open]')), POLL).toBe(0);
+    expect((await client.get(pending[0]!.job.id)).state).toBe('PENDING');
+
+    await page.getByTestId('jobs-cancel-all').click();
+    await expect.poll(textOf(dialog.getByTestId('cancel-confirm')), POLL).toBe('Cancel 3');
+    await dialog.getByTestId('cancel-confirm').click();
+    await expect.poll(textOf(page.getByTestId('jobs-action-status')), POLL).toBe('Cancelled 3 jobs');
+    // The list follows: the filtered pending jobs are gone from it.
+    await expect.poll(countOf(page.locator('[data-testid^="job-row-"]')), POLL).toBe(0);
+    expect(await Promise.all(pending.map(async (r) => (await client.get(r.job.id)).state))).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
+    expect((await client.get(other.id)).state).toBe('PENDING');
+  });
+
   it('jobs: the page survives a reload, and Back returns to the page before', async () => {
     const { page, client } = env;
     const queue = queueName('pages');

@@ -1,12 +1,13 @@
 /**
- * The confirmation of a bulk action over a filter (purge or retry): a native <dialog>
+ * The confirmation of a bulk action over a filter (purge, retry or cancel): a native <dialog>
  * (modal, traps focus, Escape closes) that first asks the server how many jobs the filter
- * matches (PurgeJobs / RetryJobs dryRun) and acts only on the explicit confirm. Focus starts
- * on the safe choice, so Enter or Escape right after opening changes nothing. The confirm
- * acts on at most what was counted: it sends the filter bounded by the dry run's
- * finishedBefore, so jobs that finish after the count (a DLQ group still filling up) are
- * left alone (docs/api.md "Acting on what was counted"). The outcome, with the count it
- * was confirmed on, goes to the caller's status line.
+ * matches (PurgeJobs / RetryJobs / CancelJobs dryRun) and acts only on the explicit confirm.
+ * Focus starts on the safe choice, so Enter or Escape right after opening changes nothing. A
+ * purge or retry confirmed acts on at most what was counted: it sends the filter bounded by
+ * the dry run's finishedBefore, so jobs that finish after the count (a DLQ group still
+ * filling up) are left alone (docs/api.md "Acting on what was counted"); a cancel has no
+ * such bound (its jobs have not finished), and takes the jobs submitted up to the confirm.
+ * The outcome, with the count it was confirmed on, goes to the caller's status line.
  */
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useRef } from 'react';
@@ -15,7 +16,7 @@ import { count, countOf } from '../format';
 import type { JobFilter } from '../types';
 
 /** Which bulk action a dialog confirms. */
-export type BulkAction = 'purge' | 'retry';
+export type BulkAction = 'purge' | 'retry' | 'cancel';
 
 /**
  * What differs between the actions: the endpoint of the dry run (the same one the action
@@ -27,6 +28,8 @@ const TEXT: Record<BulkAction, {
   /** The count line reads: This <verb> <N jobs> <after> */
   verb: string;
   after: string;
+  /** What the confirm leaves alone, said under the count. */
+  bound: string;
   confirm: string;
   danger: boolean;
 }> = {
@@ -35,6 +38,7 @@ const TEXT: Record<BulkAction, {
     title: 'Purge jobs?',
     verb: 'deletes',
     after: 'for good: they can no longer be retried.',
+    bound: 'Only the jobs counted: any that finish from now on are left alone.',
     confirm: 'Delete',
     danger: true,
   },
@@ -43,8 +47,18 @@ const TEXT: Record<BulkAction, {
     title: 'Retry jobs?',
     verb: 'runs',
     after: 'again: whatever they do (send an email, take a payment) they do again.',
+    bound: 'Only the jobs counted: any that finish from now on are left alone.',
     confirm: 'Retry',
     danger: false,
+  },
+  cancel: {
+    path: '/jobs/cancel',
+    title: 'Cancel jobs?',
+    verb: 'cancels',
+    after: '(a running one is asked to stop by its worker), with the jobs that wait on them: none of them runs unless retried.',
+    bound: 'Jobs submitted after you confirm are left alone; pause the queue first to stop new ones from starting.',
+    confirm: 'Cancel',
+    danger: true,
   },
 };
 
@@ -104,7 +118,7 @@ export function BulkActionDialog(props: {
             <p data-testid={`${action}-count`}>
               This {text.verb} <strong>{jobs}</strong> {text.after}
             </p>
-            <p className="muted">Only the jobs counted: any that finish from now on are left alone.</p>
+            <p className="muted">{text.bound}</p>
           </>
         )}
         <div className="actions">

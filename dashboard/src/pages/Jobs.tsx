@@ -4,18 +4,38 @@
  * answer's next_page_token on a stack, "Previous" pops it), full ids with a copy button.
  * The stack is the history entry's state, not React state: each page is an entry of its
  * own, so a reload stays on the page and Back and Forward walk the pages.
+ * An admin may cancel every pending, waiting or running job the applied filter matches
+ * (CancelJobs, after its dry run's count in the confirmation dialog).
  */
 import { useState, type FormEvent } from 'react';
 import { Link, useLocation, useNavigate, useSearchParams } from 'react-router';
+import { useCanAct } from '../auth';
 import { Ago } from '../components/Ago';
+import { BulkActionDialog } from '../components/BulkActionDialog';
 import { CopyId } from '../components/CopyId';
-import { ErrorLine, Loading } from '../components/status';
-import { isJobId, stateLabel } from '../format';
-import { useJobs, useListQueue } from '../queries';
-import { JOB_STATES, type JobState } from '../types';
+import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
+import { api } from '../api';
+import { bulkOutcome, isJobId, stateLabel } from '../format';
+import { keys, useJobs, useListQueue } from '../queries';
+import { JOB_STATES, type JobFilter, type JobState } from '../types';
 import { usePageTitle } from '../title';
 
 const PAGE_SIZE = 50;
+
+/** The states a cancel takes (CancelJobs). */
+const CANCELLABLE: readonly JobState[] = ['JOB_STATE_PENDING', 'JOB_STATE_WAITING', 'JOB_STATE_RUNNING'];
+
+/**
+ * The CancelJobs filter of the list's filter, or null when there is none to offer: nothing
+ * filtered on (the server refuses an empty filter, and "every job" is not a click away), an
+ * idempotency key (a bulk filter has none), or only finished states chosen.
+ */
+function cancelFilterOf(filter: { queue: string; states: JobState[]; type: string; key: string }): JobFilter | null {
+  if (filter.key || (!filter.queue && !filter.type && filter.states.length === 0)) return null;
+  const states = filter.states.filter((s) => CANCELLABLE.includes(s));
+  if (filter.states.length > 0 && states.length === 0) return null;
+  return { queue: filter.queue || undefined, type: filter.type || undefined, states: states.length > 0 ? states : undefined };
+}
 
 /** The page-token stack kept in a history entry's state ([] for anything else: a first page). */
 function pageTokensOf(state: unknown): string[] {
@@ -62,6 +82,15 @@ export function Jobs() {
     page_token: tokens[tokens.length - 1],
     page_size: PAGE_SIZE,
   }, listQueue.queue !== null);
+  const canAct = useCanAct();
+  const cancelFilter = cancelFilterOf(filter);
+  // The cancel waiting for its confirmation (the dialog is open while this is set).
+  const [confirming, setConfirming] = useState<JobFilter | null>(null);
+  const cancelAll = useAction(
+    ({ filter: f, counted }: { filter: JobFilter; counted: string }) =>
+      api<{ count?: string }>('POST', '/jobs/cancel', { body: { filter: f } }).then((r) => bulkOutcome('Cancelled', r.count, counted)),
+    [keys.jobs, keys.stats, keys.queues],
+  );
   const [form, setForm] = useState({ ...filter, id: '' });
   const [idError, setIdError] = useState('');
   // A URL change from outside the form (a link, the back button) shows its filters.
@@ -156,6 +185,14 @@ export function Jobs() {
           {idError}
         </p>
       )}
+      {canAct && cancelFilter && (
+        <div className="actions">
+          <ActionButton testId="jobs-cancel-all" danger onClick={() => setConfirming(cancelFilter)} disabled={cancelAll.pending}>
+            Cancel all matching
+          </ActionButton>
+        </div>
+      )}
+      <ActionStatus outcome={cancelAll.outcome} testId="jobs-action-status" />
       <ErrorLine error={jobs.error} />
       <Loading when={jobs.isPending && !jobs.error} />
       <div className="table-wrap">
@@ -217,6 +254,21 @@ export function Jobs() {
           Next
         </button>
       </div>
+      {canAct && (
+        <BulkActionDialog
+          action="cancel"
+          filter={confirming}
+          description={confirming ? cancelDescription(confirming) : ''}
+          onConfirm={(f, counted) => cancelAll.run({ filter: f, counted })}
+          onClose={() => setConfirming(null)}
+        />
+      )}
     </section>
   );
+}
+
+/** The dialog's line: "Cancel the pending or running jobs of queue q of type t." */
+function cancelDescription(f: JobFilter): string {
+  const what = f.states ? f.states.map(stateLabel).join(' or ') : 'pending, waiting and running';
+  return `Cancel the ${what} jobs${f.queue ? ` of queue ${f.queue}` : ''}${f.type ? ` of type ${f.type}` : ''}.`;
 }

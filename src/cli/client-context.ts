@@ -119,7 +119,7 @@ export function evoraCommand(g: ConnectionOptions): { command: string; tokenNote
  * The writes of the CLI whose effect a DEADLINE_EXCEEDED, or an UNAVAILABLE after the call
  * was sent (unavailableText), leaves unknown, by RPC: what may
  * have been applied (or created), and the command that shows whether it was (its words after
- * `evora` and the connection flags). A bulk action (RetryJobs, PurgeJobs) is the usual case
+ * `evora` and the connection flags). A bulk action (RetryJobs, PurgeJobs, CancelJobs) is the usual case
  * of a deadline (10 s by default, about 60,000 jobs): it commits batch by batch and the server
  * stops it at the deadline, so its line says that part of it may be done and that running it
  * again with a longer --timeout goes on, not "may or may not have been applied". `subject` is the command's first argument (a job id, a
@@ -133,6 +133,7 @@ const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => str
   // Batch by batch: at the deadline the server stops before its next batch, and what it did stays done.
   RetryJobs: { change: () => 'the retry', done: 'retried', check: () => 'retry --all --dry-run and the same filters (it counts the jobs still to retry)', bulk: true },
   PurgeJobs: { change: () => 'the purge', done: 'deleted', check: () => 'purge --dry-run and the same filters (it counts the jobs still to delete)', bulk: true },
+  CancelJobs: { change: () => 'the cancel', done: 'cancelled', check: () => 'cancel --all --dry-run and the same filters (it counts the jobs still to cancel)', bulk: true },
   UpsertQueue: { change: () => 'the change', check: (name) => `queue get ${name}` },
   PauseQueue: { change: () => 'the pause', check: (name) => `queue get ${name}` },
   ResumeQueue: { change: () => 'the resume', check: (name) => `queue get ${name}` },

@@ -114,6 +114,7 @@ describe('deadlineText', () => {
         '--timeout (e.g. --timeout 10m) to go on, or check with evora retry --all --dry-run and the same filters (it counts the jobs still to retry)',
     );
     expect(tail('PurgeJobs')).toMatch(/^; the purge stopped there with none, some or all of the matching jobs deleted \(the batches it committed stay deleted\): run it again .* check with evora purge --dry-run and the same filters /);
+    expect(tail('CancelJobs')).toMatch(/^; the cancel stopped there with none, some or all of the matching jobs cancelled \(the batches it committed stay cancelled\): run it again .* check with evora cancel --all --dry-run and the same filters /);
     expect(tail('UpsertQueue', 'billing.eu')).toBe('; the change may or may not have been applied: check with evora queue get billing.eu');
     expect(tail('PauseQueue', 'billing')).toBe('; the pause may or may not have been applied: check with evora queue get billing');
     expect(tail('ResumeQueue', 'billing')).toBe('; the resume may or may not have been applied: check with evora queue get billing');

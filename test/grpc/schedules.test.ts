@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EvoraApiError, EvoraClient, type ScheduleInput } from '../../src/sdk/index.js';
 import { MisfirePolicy } from '../../src/gen/evora/v1/schedule.js';
 import { ScheduleServiceClient } from '../../src/gen/evora/v1/schedule.js';
@@ -25,6 +25,9 @@ beforeAll(async () => {
 afterAll(() => {
   client.close();
   raw.close();
+});
+afterEach(() => {
+  vi.useRealTimers();
 });
 
 /** evora_jobs_submitted_total of `queue` on the server's /metrics (0 when it has no series). */
@@ -71,6 +74,27 @@ describe('ScheduleService', () => {
     expect((await client.resumeSchedule(s.name)).paused).toBe(false);
     await client.deleteSchedule(s.name);
     expect((await apiError(client.getSchedule(s.name))).codeName).toBe('NOT_FOUND');
+  });
+
+  it("next_run_at of an upsert and a resume is after now by the database's clock, on a server whose own clock is two minutes behind", async () => {
+    // This process's Date (the server's) moved, PostgreSQL's clock untouched. By the
+    // server's clock the schedule's first fire times were still to come, so a new per-minute
+    // schedule fired at once for two minutes before it existed.
+    const s = input({ cron: '0 * * * * *' });
+    const realNow = Date.now();
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date(realNow - 120_000));
+    try {
+      const { schedule } = await client.upsertSchedule(s);
+      expect(schedule.nextRunAt!.getTime()).toBeGreaterThan(realNow);
+      await client.pauseSchedule(s.name);
+      expect((await client.resumeSchedule(s.name)).nextRunAt!.getTime()).toBeGreaterThan(realNow);
+      // A changed cron moves next_run_at too.
+      expect((await client.upsertSchedule({ ...s, cron: '30 * * * * *' })).schedule.nextRunAt!.getTime()).toBeGreaterThan(realNow);
+    } finally {
+      vi.useRealTimers();
+      await client.deleteSchedule(s.name);
+    }
   });
 
   it('defaults: UTC, RUN_ONCE, cap 100', async () => {

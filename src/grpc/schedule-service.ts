@@ -5,6 +5,7 @@ import {
   checkTriggerId,
   cronNextAfter,
   scheduleTriggerKey,
+  storedNextAfter,
   type MisfirePolicy,
   type Schedule,
 } from '../domain/schedule.js';
@@ -111,7 +112,7 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
       const name = checkScheduleName(req.name);
       const current = await store.scheduleGet({ name });
       scopeCheck(principal, M.resumeSchedule.path, [current.queue]);
-      const nextRunAt = cronNextAfter(current.cron, current.timezone, await store.dbNow());
+      const nextRunAt = storedNextAfter(current, await store.dbNow());
       const schedule = await store.scheduleSetPaused({ name, paused: false, nextRunAt, actor: auditActor(principal) });
       return { schedule: scheduleToPb(schedule) };
     }),

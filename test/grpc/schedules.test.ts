@@ -3,6 +3,7 @@ import { EvoraApiError, EvoraClient, type ScheduleInput } from '../../src/sdk/in
 import { MisfirePolicy } from '../../src/gen/evora/v1/schedule.js';
 import { ScheduleServiceClient } from '../../src/gen/evora/v1/schedule.js';
 import * as grpc from '@grpc/grpc-js';
+import pg from 'pg';
 import { queueName } from '../helpers/factories.js';
 import { call, serverSetup } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
@@ -16,9 +17,11 @@ import { waitFor } from '../helpers/wait.js';
 let client: EvoraClient;
 let raw: ScheduleServiceClient;
 let httpUrl: string;
+let databaseUrl: string;
 beforeAll(async () => {
-  const { address, httpUrl: http } = await serverSetup({ http: true });
+  const { address, httpUrl: http, databaseUrl: url } = await serverSetup({ http: true });
   httpUrl = http;
+  databaseUrl = url;
   client = new EvoraClient({ address });
   raw = new ScheduleServiceClient(address, grpc.credentials.createInsecure());
 });
@@ -95,6 +98,32 @@ describe('ScheduleService', () => {
       vi.useRealTimers();
       await client.deleteSchedule(s.name);
     }
+  });
+
+  it('resuming a stored schedule whose time zone or cron no longer reads is FAILED_PRECONDITION saying so, and it stays paused', async () => {
+    const s = input({ timezone: 'Europe/Berlin' });
+    await client.upsertSchedule(s);
+    await client.pauseSchedule(s.name);
+    const sql = new pg.Client({ connectionString: databaseUrl });
+    await sql.connect();
+    try {
+      // As a tzdata update can leave a stored zone (the API refuses it), and a stored cron.
+      for (const [column, value, message] of [
+        ['timezone', 'Europe/Atlantis', 'timezone "Europe/Atlantis" is not an IANA time zone'],
+        ['cron', '0 3 * * * * *', 'cron "0 3 * * * * *" must have 5 fields'],
+      ] as const) {
+        await sql.query(`UPDATE evora.schedules SET ${column} = $2 WHERE name = $1`, [s.name, value]);
+        const err = await apiError(client.resumeSchedule(s.name));
+        expect(err.codeName).toBe('FAILED_PRECONDITION');
+        expect(err.details).toContain(`schedule "${s.name}" can no longer fire: ${message}`);
+        expect(err.details).toMatch(/; fix it with UpsertSchedule$/);
+        expect((await client.getSchedule(s.name)).paused).toBe(true);
+        await sql.query(`UPDATE evora.schedules SET timezone = 'Europe/Berlin', cron = '0 3 * * *' WHERE name = $1`, [s.name]);
+      }
+    } finally {
+      await sql.end();
+    }
+    expect((await client.resumeSchedule(s.name)).paused).toBe(false);
   });
 
   it('defaults: UTC, RUN_ONCE, cap 100', async () => {

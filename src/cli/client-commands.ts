@@ -23,12 +23,14 @@ import { print, withClient, type Ctx } from './client-context.js';
 const ERROR_GROUP_HELP = 'only jobs of this error group: the first line of their last error, as the commands `evora dlq` prints give it ("" = jobs without an error)';
 
 /**
- * The --state flag's values, one per use of the flag (`--state dlq --state cancelled`), each
- * possibly a comma-separated list (`--state dlq,cancelled`). Not a variadic `<states...>`:
- * that takes every word up to the next flag, so a positional after it (`retry --state dlq
- * <id>`) would be read as a state.
+ * The values of a flag that may be repeated (--state, --depends-on), one per use of the flag
+ * (`--state dlq --state cancelled`), each possibly a comma-separated list (`--state
+ * dlq,cancelled`). Without it the last use wins: `--depends-on a --depends-on b` dropped a,
+ * and the job ran without waiting for it. Not a variadic `<states...>`: that takes every
+ * word up to the next flag, so a positional after it (`retry --state dlq <id>`) would be read
+ * as a state.
  */
-function stateCollect(value: string, previous: string[] | undefined): string[] {
+function repeatedCollect(value: string, previous: string[] | undefined): string[] {
   return [...(previous ?? []), value];
 }
 
@@ -45,9 +47,9 @@ function statesOf(values: string[] | undefined) {
 }
 
 /** The --depends-on flag's job ids; given but naming none is refused, as the job would run at once instead of waiting. */
-function dependsOnOf(text: string | undefined): string[] | undefined {
-  if (text === undefined) return undefined;
-  const ids = text.split(',').map((s) => s.trim()).filter(Boolean);
+function dependsOnOf(values: string[] | undefined): string[] | undefined {
+  if (values === undefined) return undefined;
+  const ids = values.flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
   if (ids.length === 0) throw new UsageError('--depends-on names no job id: give the ids, or leave the flag out');
   return ids;
 }
@@ -78,9 +80,9 @@ export function clientCommandsAdd(program: Command): void {
     // Not --timeout: that is the global deadline of each client call.
     .option('--attempt-timeout <duration>', "the longest one attempt may run, e.g. 30s; then the server fails it (default: the queue's attempt timeout, if any)")
     .option('--concurrency-key <key>', "groups the job (e.g. a tenant id) for the queue's --max-concurrency-per-key (default: none)")
-    .option('--depends-on <ids>', 'job ids (comma-separated) this job runs after: WAITING until they all complete (default: none)')
+    .option('--depends-on <ids>', 'job ids (comma-separated, or the flag repeated) this job runs after: WAITING until they all complete (default: none)', repeatedCollect)
     .action(
-      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string; concurrencyKey?: string; dependsOn?: string }) => {
+      withClient(async (ctx, queue: string, type: string, opts: { payload?: string; key?: string; priority?: string; runAt?: string; maxAttempts?: string } & BackoffFlags & { attemptTimeout?: string; concurrencyKey?: string; dependsOn?: string[] }) => {
         const res = await ctx.client.submit({
           dependsOn: dependsOnOf(opts.dependsOn),
           backoff: backoffOf(opts),
@@ -116,7 +118,7 @@ export function clientCommandsAdd(program: Command): void {
     .command('list')
     .description('list jobs, newest first')
     .option('--queue <queue>', 'only this queue')
-    .option('--state <states>', 'only these states (waiting, pending, running, completed, dlq, cancelled; several comma-separated, or the flag repeated)', stateCollect)
+    .option('--state <states>', 'only these states (waiting, pending, running, completed, dlq, cancelled; several comma-separated, or the flag repeated)', repeatedCollect)
     .option('--type <type>', 'only this job type')
     .option('--error-group <error>', ERROR_GROUP_HELP)
     .option('--limit <n>', 'at most this many jobs', '50')
@@ -147,7 +149,7 @@ export function clientCommandsAdd(program: Command): void {
     .description('cancel a job (a running job is stopped by its worker), or with --all every pending, waiting or running one a filter matches')
     .option('--all', 'cancel every PENDING, WAITING or RUNNING job the filter flags match (required without an id)')
     .option('--queue <queue>', 'with --all: only this queue')
-    .option('--state <states>', 'with --all: only these states (pending, waiting, running; default all three; several comma-separated, or the flag repeated)', stateCollect)
+    .option('--state <states>', 'with --all: only these states (pending, waiting, running; default all three; several comma-separated, or the flag repeated)', repeatedCollect)
     .option('--type <type>', 'with --all: only this job type')
     .option('--error-group <error>', `with --all: ${ERROR_GROUP_HELP}`)
     .option('--dry-run', 'with --all: only count the jobs that would be cancelled or asked to stop')
@@ -173,7 +175,7 @@ export function clientCommandsAdd(program: Command): void {
     .description('run a DLQ or CANCELLED job again, or with --all every one a filter matches')
     .option('--all', 'retry every DLQ or CANCELLED job the filter flags match (required without an id)')
     .option('--queue <queue>', 'with --all: only this queue')
-    .option('--state <states>', 'with --all: only these states (dlq, cancelled; default both; both: dlq,cancelled or the flag repeated)', stateCollect)
+    .option('--state <states>', 'with --all: only these states (dlq, cancelled; default both; both: dlq,cancelled or the flag repeated)', repeatedCollect)
     .option('--type <type>', 'with --all: only this job type')
     .option('--finished-before <time>', 'with --all: only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
     .option('--error-group <error>', `with --all: ${ERROR_GROUP_HELP}`)
@@ -201,7 +203,7 @@ export function clientCommandsAdd(program: Command): void {
     .command('purge')
     .description('delete finished jobs (COMPLETED, DLQ, CANCELLED) a filter matches; never pending or running ones')
     .option('--queue <queue>', 'only this queue')
-    .option('--state <states>', 'only these states (completed, dlq, cancelled; default all three; several comma-separated, or the flag repeated)', stateCollect)
+    .option('--state <states>', 'only these states (completed, dlq, cancelled; default all three; several comma-separated, or the flag repeated)', repeatedCollect)
     .option('--type <type>', 'only this job type')
     .option('--finished-before <time>', 'only jobs that finished before this: an age such as 7d, or an ISO 8601 time with its zone')
     .option('--error-group <error>', ERROR_GROUP_HELP)

@@ -1,4 +1,5 @@
 import type { Job, JobAttempt, JobProgress, Queue, QueueStats } from '../sdk/index.js';
+import { MAX_DEPENDENTS } from '../store/jobs-operator.js';
 
 /**
  * Human-readable rendering for the client commands: times, durations, tables, a job's and a
@@ -124,12 +125,17 @@ export function shellWord(text: string): string {
 /** Children listed by `evora get` before "and N more". */
 const CHILDREN_SHOWN = 10;
 
-/** One job, a field per line (`evora get`), with the ids of its direct children (GetJob's dependents). */
+/**
+ * One job, a field per line (`evora get`), with the ids of its direct children (GetJob's
+ * dependents). GetJob lists at most MAX_DEPENDENTS: a full list may stand for more children,
+ * so its count is "at least", never a number the job may exceed (1,500 children were "and 990 more").
+ */
 export function jobDetails(job: Job, dependents: readonly string[] = []): string {
+  const more = dependents.length - CHILDREN_SHOWN;
   const children =
     dependents.length === 0
       ? '-'
-      : dependents.slice(0, CHILDREN_SHOWN).join(', ') + (dependents.length > CHILDREN_SHOWN ? `, and ${dependents.length - CHILDREN_SHOWN} more` : '');
+      : dependents.slice(0, CHILDREN_SHOWN).join(', ') + (more > 0 ? `, and ${dependents.length >= MAX_DEPENDENTS ? 'at least ' : ''}${more} more` : '');
   return fields([
     ['id', job.id],
     ['queue', job.queue],

@@ -87,7 +87,9 @@ export function scheduleCommandsAdd(program: Command): void {
             misfirePolicy: misfireParse(opts.misfire),
             misfireCap: parseInteger(opts.misfireCap, '--misfire-cap', 1, 1000),
           });
-          print(ctx, res, () => `schedule ${res.schedule.name} ${res.created ? 'created' : 'updated'}; next run ${time(res.schedule.nextRunAt)}`);
+          // An upsert keeps a schedule paused: its next_run_at is not when it fires (get and list show none).
+          const next = res.schedule.paused ? 'paused: no run until `evora schedule resume`' : `next run ${time(res.schedule.nextRunAt)}`;
+          print(ctx, res, () => `schedule ${res.schedule.name} ${res.created ? 'created' : 'updated'}; ${next}`);
         },
       ),
     );

@@ -1,5 +1,5 @@
 import { CronExpressionParser, type CronExpression } from 'cron-parser';
-import { invalidArgument } from './errors.js';
+import { EvoraError, failedPrecondition, invalidArgument } from './errors.js';
 import type { JsonObject } from './job.js';
 import { checkIntRange, checkMaxAttempts, checkName, checkPriority } from './validate.js';
 
@@ -184,6 +184,26 @@ export function checkScheduleUpsert(input: {
 /** The first fire time strictly after `after`. */
 export function cronNextAfter(cron: string, timezone: string, after: Date): Date {
   return cronFiresAfter(cron, timezone, after).next().value;
+}
+
+/**
+ * The first fire time after `now` of a schedule already stored (ResumeSchedule). Its cron
+ * or time zone may no longer read (a tzdata update can drop a zone that was valid when the
+ * schedule was made): then FAILED_PRECONDITION, one line naming what is wrong as the
+ * upsert's checks word it and how to mend it, rather than an internal error.
+ */
+export function storedNextAfter(s: Pick<Schedule, 'name' | 'cron' | 'timezone'>, now: Date): Date {
+  try {
+    return cronNextAfter(s.cron, s.timezone, now);
+  } catch (err) {
+    let reason = oneLine(err instanceof Error ? err.message : String(err));
+    try {
+      checkCron(s.cron, checkTimezone(s.timezone));
+    } catch (checked) {
+      if (checked instanceof EvoraError) reason = checked.message;
+    }
+    throw failedPrecondition(`schedule "${s.name}" can no longer fire: ${reason}; fix it with UpsertSchedule`, { cause: err });
+  }
 }
 
 /**

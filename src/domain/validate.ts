@@ -529,11 +529,14 @@ export function checkDependsOn(ids: readonly string[]): string[] {
 export interface DependencyRefs {
   ref?: string | null;
   dependsOnRefs?: readonly string[] | null;
+  /** Its depends_on as checkDependsOn returned it (distinct): counted with the refs against MAX_PARENTS. */
+  dependsOn?: readonly string[] | null;
 }
 
 /**
  * The refs of one SubmitJobs call (refs may come in any order): each ref a valid name used
- * by one job only, each depends_on_refs entry a ref of the call, and no cycle (a job that
+ * by one job only, each depends_on_refs entry a ref of the call, at most MAX_PARENTS parents
+ * per job (distinct refs and depends_on ids together), and no cycle (a job that
  * would wait for itself, directly or through others). Throws INVALID_ARGUMENT naming the
  * jobs and refs at fault; the call then changes nothing.
  */
@@ -550,7 +553,10 @@ export function checkDependencyRefs(jobs: readonly DependencyRefs[]): void {
     for (const r of j.dependsOnRefs ?? []) {
       if (!byRef.has(r)) throw invalidArgument(`jobs[${i}].depends_on_refs names unknown ref "${r}"`);
     }
-    if ((j.dependsOnRefs?.length ?? 0) > MAX_PARENTS) throw invalidArgument(`jobs[${i}].depends_on_refs names more than ${MAX_PARENTS} refs`);
+    // Each kind was once held to MAX_PARENTS alone: 1,000 ids and 1,000 refs made 2,000 parents.
+    if (new Set(j.dependsOnRefs ?? []).size + (j.dependsOn?.length ?? 0) > MAX_PARENTS) {
+      throw invalidArgument(`jobs[${i}] names more than ${MAX_PARENTS} parents (depends_on and depends_on_refs together)`);
+    }
   });
   // Depth-first search with a stack of its own (a chain of 10,000 jobs is deeper than the
   // call stack); a ref met again while on the path closes a cycle.

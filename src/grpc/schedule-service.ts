@@ -5,6 +5,7 @@ import {
   checkTriggerId,
   cronNextAfter,
   scheduleTriggerKey,
+  storedNextAfter,
   type MisfirePolicy,
   type Schedule,
 } from '../domain/schedule.js';
@@ -79,7 +80,9 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
       // The new queue, and the queue of the schedule it replaces.
       scopeCheck(principal, M.upsertSchedule.path, [input.queue]);
       await scheduleScopeCheck(store, principal, M.upsertSchedule.path, input.name);
-      const nextRunAt = cronNextAfter(input.cron, input.timezone, new Date());
+      // After now by the database's clock, the one the scheduler fires by: by this process's,
+      // a server behind it made a new schedule fire at once for times before it existed.
+      const nextRunAt = cronNextAfter(input.cron, input.timezone, await store.dbNow());
       const { schedule, created } = await store.scheduleUpsert({ ...input, nextRunAt, actor: auditActor(principal) });
       logger.info({ schedule: schedule.name, created }, 'schedule upserted');
       return { schedule: scheduleToPb(schedule), created };
@@ -109,7 +112,7 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
       const name = checkScheduleName(req.name);
       const current = await store.scheduleGet({ name });
       scopeCheck(principal, M.resumeSchedule.path, [current.queue]);
-      const nextRunAt = cronNextAfter(current.cron, current.timezone, new Date());
+      const nextRunAt = storedNextAfter(current, await store.dbNow());
       const schedule = await store.scheduleSetPaused({ name, paused: false, nextRunAt, actor: auditActor(principal) });
       return { schedule: scheduleToPb(schedule) };
     }),

@@ -185,6 +185,9 @@ describe('evora client commands', () => {
     expect((await evora('get', a)).stdout).toMatch(new RegExp(`^children\\s+${child.job.id}, ${second}$`, 'm'));
     expect(await json<{ dependents: string[] }>('get', a)).toMatchObject({ dependents: [child.job.id, second] });
     expect(await json<JobJson[]>('list', '--queue', queue, '--state', 'waiting')).toHaveLength(2);
+    // The flag repeated: every use counts (the last alone used to, and the job waited for b only).
+    const both = (await json<{ job: JobJson & { dependsOn: string[] } }>('submit', queue, 'c', '--depends-on', a, '--depends-on', b)).job;
+    expect([...both.dependsOn].sort()).toEqual([a, b].sort());
     const bad = await evora('submit', queue, 'c', '--depends-on', '01900000-0000-7000-8000-000000000002');
     expect(bad.code).toBe(3);
   });

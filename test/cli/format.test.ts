@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAgeOrTime, parseDuration, parseInteger, parseTime } from '../../src/cli/flags.js';
-import { countedText, duration, fields, oneLine, shellWord, table } from '../../src/cli/format.js';
+import { countedText, duration, fields, jobDetails, oneLine, shellWord, table } from '../../src/cli/format.js';
+import type { Job } from '../../src/sdk/index.js';
 import { deadlineText, tokenOption, unavailableText } from '../../src/cli/client-context.js';
 import { EvoraApiError } from '../../src/sdk/index.js';
 import { teardownAdd } from '../helpers/teardown.js';
@@ -24,6 +25,20 @@ describe('fields', () => {
       '                at run (worker.js:9)',
       'payload     {}',
     ]);
+  });
+});
+
+/** `evora get`'s children: the first ten, and how many more GetJob listed. */
+describe('jobDetails children', () => {
+  it('says how many more; a list as long as GetJob gives (1,000) may stand for more, so "at least"', () => {
+    const job = { id: 'j', queue: 'q', type: 't', state: 'PENDING', attempt: 0, maxAttempts: 5, priority: 0, dependsOn: [], payload: {} } as unknown as Job;
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => `c${i}`);
+    const children = (n: number) => /^children\s+(.*)$/m.exec(jobDetails(job, ids(n)))![1];
+    expect(children(0)).toBe('-');
+    expect(children(10)).toBe(ids(10).join(', '));
+    expect(children(11)).toBe(`${ids(10).join(', ')}, and 1 more`);
+    expect(children(999)).toMatch(/, and 989 more$/);
+    expect(children(1000)).toMatch(/, and at least 990 more$/);
   });
 });
 

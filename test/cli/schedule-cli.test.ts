@@ -29,6 +29,9 @@ describe('evora schedule', () => {
     expect(human.stdout).toMatch(/^misfire\s+run_each \(at most 5\)$/m);
     expect((await json<ScheduleJson[]>('schedule', 'list')).map((s) => s.name)).toContain(name);
     expect((await evora('schedule', 'pause', name)).stdout).toBe(`schedule ${name}: paused\n`);
+    // An upsert keeps it paused, and says so rather than a next run that will not come.
+    expect((await evora('schedule', 'set', name, '0 3 * * *', queue, 'report', '--timezone', 'America/New_York', '--payload', '{"k":1}', '--misfire', 'run-each', '--misfire-cap', '5')).stdout)
+      .toBe(`schedule ${name} updated; paused: no run until \`evora schedule resume\`\n`);
     const trig = await json<{ jobId: string; idempotencyKey: string; created: boolean }>('schedule', 'trigger', name, '--id', 'cli-1');
     expect(trig).toMatchObject({ created: true, idempotencyKey: `schedule:${name}:trigger:cli-1` });
     expect((await evora('schedule', 'trigger', name, '--id', 'cli-1')).stdout).toMatch(/already submitted/);

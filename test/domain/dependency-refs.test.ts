@@ -25,6 +25,18 @@ describe('checkDependencyRefs', () => {
     expect(() => checkDependencyRefs(jobs)).toThrow(/^depends_on_refs form a cycle: "r0" -> "r9999" -> "r9998" -> "r9997" -> … \(9995 more\) -> "r1" -> "r0"$/);
   });
 
+  it('holds a job to 1,000 parents, ids and refs together, a ref named twice counting once', () => {
+    const parents = chain(1000).map(({ ref }) => ({ ref }));
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => `01900000-0000-7000-8000-${String(i).padStart(12, '0')}`);
+    const refs = (n: number) => parents.slice(0, n).map((p) => p.ref);
+    expect(() => checkDependencyRefs([...parents, { dependsOnRefs: refs(1000) }])).not.toThrow();
+    expect(() => checkDependencyRefs([...parents, { dependsOnRefs: [...refs(999), ...refs(999)], dependsOn: ids(1) }])).not.toThrow();
+    expect(() => checkDependencyRefs([...parents, { dependsOnRefs: refs(1), dependsOn: ids(1000) }])).toThrow(
+      'jobs[1000] names more than 1000 parents (depends_on and depends_on_refs together)',
+    );
+    expect(() => checkDependencyRefs([...parents, { dependsOnRefs: refs(500), dependsOn: ids(501) }])).toThrow(/^jobs\[1000\] names more than 1000 parents/);
+  });
+
   it('refuses an unknown ref, a ref used twice and an invalid ref', () => {
     expect(() => checkDependencyRefs([{ ref: 'a' }, { dependsOnRefs: ['b'] }])).toThrow('jobs[1].depends_on_refs names unknown ref "b"');
     expect(() => checkDependencyRefs([{ ref: 'a' }, { ref: 'a' }])).toThrow('ref "a" is used twice (jobs[0] and jobs[1])');

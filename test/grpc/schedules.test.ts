@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EvoraApiError, EvoraClient, type ScheduleInput } from '../../src/sdk/index.js';
 import { MisfirePolicy } from '../../src/gen/evora/v1/schedule.js';
 import { ScheduleServiceClient } from '../../src/gen/evora/v1/schedule.js';
 import * as grpc from '@grpc/grpc-js';
+import pg from 'pg';
 import { queueName } from '../helpers/factories.js';
 import { call, serverSetup } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
@@ -16,15 +17,20 @@ import { waitFor } from '../helpers/wait.js';
 let client: EvoraClient;
 let raw: ScheduleServiceClient;
 let httpUrl: string;
+let databaseUrl: string;
 beforeAll(async () => {
-  const { address, httpUrl: http } = await serverSetup({ http: true });
+  const { address, httpUrl: http, databaseUrl: url } = await serverSetup({ http: true });
   httpUrl = http;
+  databaseUrl = url;
   client = new EvoraClient({ address });
   raw = new ScheduleServiceClient(address, grpc.credentials.createInsecure());
 });
 afterAll(() => {
   client.close();
   raw.close();
+});
+afterEach(() => {
+  vi.useRealTimers();
 });
 
 /** evora_jobs_submitted_total of `queue` on the server's /metrics (0 when it has no series). */
@@ -71,6 +77,53 @@ describe('ScheduleService', () => {
     expect((await client.resumeSchedule(s.name)).paused).toBe(false);
     await client.deleteSchedule(s.name);
     expect((await apiError(client.getSchedule(s.name))).codeName).toBe('NOT_FOUND');
+  });
+
+  it("next_run_at of an upsert and a resume is after now by the database's clock, on a server whose own clock is two minutes behind", async () => {
+    // This process's Date (the server's) moved, PostgreSQL's clock untouched. By the
+    // server's clock the schedule's first fire times were still to come, so a new per-minute
+    // schedule fired at once for two minutes before it existed.
+    const s = input({ cron: '0 * * * * *' });
+    const realNow = Date.now();
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date(realNow - 120_000));
+    try {
+      const { schedule } = await client.upsertSchedule(s);
+      expect(schedule.nextRunAt!.getTime()).toBeGreaterThan(realNow);
+      await client.pauseSchedule(s.name);
+      expect((await client.resumeSchedule(s.name)).nextRunAt!.getTime()).toBeGreaterThan(realNow);
+      // A changed cron moves next_run_at too.
+      expect((await client.upsertSchedule({ ...s, cron: '30 * * * * *' })).schedule.nextRunAt!.getTime()).toBeGreaterThan(realNow);
+    } finally {
+      vi.useRealTimers();
+      await client.deleteSchedule(s.name);
+    }
+  });
+
+  it('resuming a stored schedule whose time zone or cron no longer reads is FAILED_PRECONDITION saying so, and it stays paused', async () => {
+    const s = input({ timezone: 'Europe/Berlin' });
+    await client.upsertSchedule(s);
+    await client.pauseSchedule(s.name);
+    const sql = new pg.Client({ connectionString: databaseUrl });
+    await sql.connect();
+    try {
+      // As a tzdata update can leave a stored zone (the API refuses it), and a stored cron.
+      for (const [column, value, message] of [
+        ['timezone', 'Europe/Atlantis', 'timezone "Europe/Atlantis" is not an IANA time zone'],
+        ['cron', '0 3 * * * * *', 'cron "0 3 * * * * *" must have 5 fields'],
+      ] as const) {
+        await sql.query(`UPDATE evora.schedules SET ${column} = $2 WHERE name = $1`, [s.name, value]);
+        const err = await apiError(client.resumeSchedule(s.name));
+        expect(err.codeName).toBe('FAILED_PRECONDITION');
+        expect(err.details).toContain(`schedule "${s.name}" can no longer fire: ${message}`);
+        expect(err.details).toMatch(/; fix it with UpsertSchedule$/);
+        expect((await client.getSchedule(s.name)).paused).toBe(true);
+        await sql.query(`UPDATE evora.schedules SET timezone = 'Europe/Berlin', cron = '0 3 * * *' WHERE name = $1`, [s.name]);
+      }
+    } finally {
+      await sql.end();
+    }
+    expect((await client.resumeSchedule(s.name)).paused).toBe(false);
   });
 
   it('defaults: UTC, RUN_ONCE, cap 100', async () => {

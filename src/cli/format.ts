@@ -1,5 +1,5 @@
 import type { Job, JobAttempt, JobProgress, Queue, QueueStats } from '../sdk/index.js';
-import { MAX_DEPENDENTS } from '../store/jobs-operator.js';
+import { MAX_DEPENDENTS } from '../domain/validate.js';
 
 /**
  * Human-readable rendering for the client commands: times, durations, tables, a job's and a

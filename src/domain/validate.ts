@@ -512,6 +512,12 @@ export function checkBulkFilter(action: 'retried' | 'purged' | 'cancelled', inpu
   };
 }
 
+/**
+ * Most children GetJob lists (GetJobResponse.dependents): a list this long may stand for
+ * more, which is how the CLI says it.
+ */
+export const MAX_DEPENDENTS = 1000;
+
 /** Most parents one job may name (depends_on and depends_on_refs together). */
 export const MAX_PARENTS = 1000;
 

@@ -1,7 +1,7 @@
 import type { StorePool } from './pool.js';
 import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
-import { LIST_PAGE_BYTES } from '../domain/validate.js';
+import { LIST_PAGE_BYTES, MAX_DEPENDENTS } from '../domain/validate.js';
 import type { AttemptOutcome, DeadLetterGroup, Job, JobAttempt, JobListParams, JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
 import type { AuditActor } from '../domain/audit.js';
@@ -244,9 +244,6 @@ const jobDependentsListSql = statement<{ id: string; limit: number }, { id: stri
   { id: 'uuid', limit: 'int8' },
   { id: 'uuid', queue: 'text' },
 );
-
-/** Most children GetJob lists. */
-export const MAX_DEPENDENTS = 1000;
 
 /**
  * A job's direct children, at most MAX_DEPENDENTS, oldest first, each with its queue (a

@@ -496,6 +496,33 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
     }
   });
 
+  it('a job with as many children as the server lists (1,000) says it may have more; one with fewer does not', async () => {
+    const { browser, httpUrl, client } = env;
+    const queue = queueName('kids');
+    const [parent] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      ...Array.from({ length: 1000 }, () => ({ queue, type: 'then', dependsOnRefs: ['first'] })),
+    ]);
+    const [small] = await client.submitMany([
+      { queue, type: 'first', ref: 'first' },
+      { queue, type: 'then', dependsOnRefs: ['first'] },
+    ]);
+    const context = await browser.newContext({ baseURL: httpUrl });
+    try {
+      const page = await context.newPage();
+      // Not the graph of 1,000 nodes: the list is what this is about.
+      await page.route('**/assets/DepGraph-*', (route) => route.abort('connectionrefused'));
+      await page.goto(`/jobs/${parent!.job.id}`);
+      await expect.poll(countOf(page.getByTestId('job-child')), POLL).toBe(1000);
+      await expect.poll(textOf(page.getByTestId('job-children-cut')), POLL).toBe('The server lists at most 1,000 children: this job may have more.');
+      await page.goto(`/jobs/${small!.job.id}`);
+      await expect.poll(countOf(page.getByTestId('job-child')), POLL).toBe(1);
+      expect(await page.getByTestId('job-children-cut').count()).toBe(0);
+    } finally {
+      await context.close();
+    }
+  });
+
   it('an action\'s result line stays with its job: opening another job from the page shows none', async () => {
     const { page, client } = env;
     const queue = queueName('carry');

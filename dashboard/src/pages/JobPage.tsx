@@ -171,6 +171,9 @@ function Attempts({ attempts }: { attempts: readonly JobAttempt[] }) {
   );
 }
 
+/** Most children GetJob lists (GetJobResponse.dependents): a list this long may stand for more. */
+const MAX_CHILDREN_LISTED = 1000;
+
 function Dependencies({ job, dependents }: { job: Job; dependents: readonly string[] }) {
   const parents = job.dependsOn ?? [];
   if (parents.length === 0 && dependents.length === 0) return <p className="muted">No parents and no children.</p>;
@@ -186,6 +189,11 @@ function Dependencies({ job, dependents }: { job: Job; dependents: readonly stri
         <IdList ids={parents} testId="job-parent" />
         <h3>Children (run after it)</h3>
         <IdList ids={dependents} testId="job-child" />
+        {dependents.length >= MAX_CHILDREN_LISTED && (
+          <p className="muted" data-testid="job-children-cut">
+            The server lists at most {MAX_CHILDREN_LISTED.toLocaleString('en')} children: this job may have more.
+          </p>
+        )}
       </div>
     </div>
   );

@@ -18,23 +18,31 @@ const WARN_EVERY_MS = 600_000;
  * next token came at once, in a loop, until the database's clock got there.
  *
  * Each claim that takes a job says the database's time of its statement (the jobs'
- * `started_at`, its now()); the offset is that time less this process's time when the
- * answer came. An estimate errs by the
- * statement's time and the trip back, always towards a database clock that is behind (the
- * answer comes after the statement began), so the largest estimate of the last 30–60 s is
- * taken: leases then end here a little later than there, the safe side (the database's
- * sweeper decides, fencing refuses late reports).
+ * `started_at`, its now()), which fell between this process's asking (before the wait
+ * for a pool connection) and the answer: the offset lies between that time less the
+ * answer's time (the lower bound) and that time less the asking's (the upper bound). The
+ * lower bound errs by the statement's time and the trip back, always towards a database
+ * clock that is behind, so the largest lower bound of the last 30–60 s is taken: leases
+ * then end here a little later than there, the safe side (the database's sweeper decides,
+ * fencing refuses late reports). But a loaded server (claims waiting seconds for a pool
+ * connection or a busy event loop, every one of them for a whole window) has only slow
+ * answers: their lower bounds are seconds behind though both clocks agree, so while the
+ * smallest upper bound of the same windows says the clocks may agree (the two bounds
+ * reach within CLOCK_SKEW_IGNORED_MS of 0) the offset is 0 and nothing is warned about.
  *
  * Must stay true: an offset under CLOCK_SKEW_IGNORED_MS counts as 0, so clocks in sync (the
- * normal case, and every test that passes `now`) are judged by Date.now() exactly; and
- * until the first claim takes a job the offset is 0 (a rate-limited queue's first wake-ups
- * may then come early: each claims nothing and sets the next).
+ * normal case, and every test that passes `now`) are judged by Date.now() exactly, however
+ * long claims take; and until the first claim takes a job the offset is 0 (a rate-limited
+ * queue's first wake-ups may then come early: each claims nothing and sets the next).
  */
 export class DatabaseClock {
   #offsetMs = 0;
-  /** The largest estimate of the current window and of the one before. */
+  /** The largest lower bound of the current window and of the one before. */
   #current = -Infinity;
   #previous = -Infinity;
+  /** The smallest upper bound of the current window and of the one before. */
+  #currentUpper = Infinity;
+  #previousUpper = Infinity;
   #windowStart = -Infinity;
   #warnedAt = -Infinity;
 
@@ -68,18 +76,28 @@ export class DatabaseClock {
     return this.#offsetMs;
   }
 
-  /** A claim statement that ran at `databaseTime` (its now()) answered just now. */
-  observe(databaseTime: Date): void {
+  /**
+   * A claim statement that ran at `databaseTime` (its now()) answered just now; it was
+   * asked for at `askedAt` (this process's clock: local(), taken before the store call).
+   */
+  observe(databaseTime: Date, askedAt: number): void {
     const receivedAt = this.localNow();
-    const estimate = databaseTime.getTime() - receivedAt;
+    const lower = databaseTime.getTime() - receivedAt;
+    const upper = databaseTime.getTime() - askedAt;
     if (receivedAt - this.#windowStart >= WINDOW_MS) {
-      this.#previous = receivedAt - this.#windowStart >= 2 * WINDOW_MS ? -Infinity : this.#current;
+      const stale = receivedAt - this.#windowStart >= 2 * WINDOW_MS;
+      this.#previous = stale ? -Infinity : this.#current;
+      this.#previousUpper = stale ? Infinity : this.#currentUpper;
       this.#current = -Infinity;
+      this.#currentUpper = Infinity;
       this.#windowStart = receivedAt;
     }
-    if (estimate > this.#current) this.#current = estimate;
+    if (lower > this.#current) this.#current = lower;
+    if (upper < this.#currentUpper) this.#currentUpper = upper;
     const best = Math.max(this.#current, this.#previous);
-    this.#offsetMs = Math.abs(best) < CLOCK_SKEW_IGNORED_MS ? 0 : best;
+    const bestUpper = Math.min(this.#currentUpper, this.#previousUpper);
+    const mayAgree = best < CLOCK_SKEW_IGNORED_MS && bestUpper > -CLOCK_SKEW_IGNORED_MS;
+    this.#offsetMs = mayAgree ? 0 : best;
     if (this.#offsetMs !== 0 && receivedAt - this.#warnedAt >= WARN_EVERY_MS) {
       this.#warnedAt = receivedAt;
       const seconds = (Math.abs(this.#offsetMs) / 1000).toFixed(1);

@@ -162,7 +162,10 @@ export class Dispatcher {
       () => this._state === 'stopped',
     );
     this.claimerHost = {
-      claim: async (queue, workerIds, types) => this.claimed(await store.jobClaim({ queues: [queue], workerIds, types })),
+      claim: async (queue, workerIds, types) => {
+        const askedAt = this.databaseClock.local();
+        return this.claimed(await store.jobClaim({ queues: [queue], workerIds, types }), askedAt);
+      },
       deliver: (dealt) => this.delivery.push(dealt),
       slotUnused: (session) => this.wakeQueuesOf(session),
       track: (run) => this.track(run),
@@ -586,7 +589,8 @@ export class Dispatcher {
     const queues = new Set(params.queues);
     for (;;) {
       if (params.signal?.aborted) return [];
-      const jobs = this.claimed(await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId, types: params.types ?? null }));
+      const askedAt = this.databaseClock.local();
+      const jobs = this.claimed(await this.opts.store.jobClaim({ queues: params.queues, limit: params.max, workerId: params.workerId, types: params.types ?? null }), askedAt);
       if (jobs.length > 0 && params.signal?.aborted) {
         await this.giveBack(jobs);
         return [];
@@ -607,9 +611,9 @@ export class Dispatcher {
    * wake-up timer and claimUnary's wait count. The leases stay the database's times: they
    * go to workers as they are, and are judged against databaseClock.now().
    */
-  private claimed(jobs: ClaimedJobs): ClaimedJobs {
+  private claimed(jobs: ClaimedJobs, askedAt: number): ClaimedJobs {
     const startedAt = jobs[0]?.startedAt;
-    if (startedAt) this.databaseClock.observe(startedAt);
+    if (startedAt) this.databaseClock.observe(startedAt, askedAt);
     if (jobs.nextTokenAt) jobs.nextTokenAt = new Date(this.databaseClock.toLocal(jobs.nextTokenAt.getTime()));
     return jobs;
   }

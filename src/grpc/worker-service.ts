@@ -34,9 +34,10 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
 
   /** The shortest lease of the worker's queues (a queue that does not exist yet counts with the default). */
   async function leaseSecondsFor(queues: string[]): Promise<number> {
-    const known = (await store.queueList()).filter((q) => queues.includes(q.name));
-    const leases = known.map((q) => q.leaseSeconds);
-    if (known.length < new Set(queues).size) leases.push(deps.defaultLeaseSeconds);
+    const names = [...new Set(queues)];
+    const known = await store.queueLeaseSeconds({ queues: names });
+    const leases = [...known.values()];
+    if (known.size < names.length) leases.push(deps.defaultLeaseSeconds);
     return Math.min(...leases);
   }
   const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, maxMessageBytes: deps.maxMessageBytes, leaseSecondsFor, streams: deps.streams, auth: deps.auth };

@@ -56,6 +56,11 @@ const queueUpsertSql = statement<QueueUpsertParams, QueueRow & { created: boolea
 );
 const queueGetSql = statement<{ name: string }, QueueRow>('queue-get', { name: 'text' }, QUEUE_COLUMNS);
 const queueListSql = statement<None, QueueRow>('queue-list', {}, QUEUE_COLUMNS);
+const queueLeaseSecondsSql = statement<{ queues: string[] }, { name: string; lease_seconds: number }>(
+  'queue-lease-seconds',
+  { queues: 'text[]' },
+  { name: 'text', lease_seconds: 'int4' },
+);
 const queueSetPausedSql = statement<ActorParams & { name: string; paused: boolean; now: Date | null }, QueueRow>(
   'queue-set-paused',
   { name: 'text', paused: 'bool', now: 'timestamptz', ...ACTOR_TYPES },
@@ -131,6 +136,12 @@ export async function queueRead(pool: StorePool, name: string): Promise<Queue> {
 /** Every queue (Store.queueList). */
 export async function queuesList(pool: StorePool): Promise<Queue[]> {
   return (await rowsOf(pool, queueListSql, {})).map(queueFromRow);
+}
+
+/** The lease length of each named queue that exists (Store.queueLeaseSeconds). */
+export async function queuesLeaseSeconds(pool: StorePool, queues: string[]): Promise<Map<string, number>> {
+  const rows = await rowsOf(pool, queueLeaseSecondsSql, { queues });
+  return new Map(rows.map((r) => [r.name, r.lease_seconds]));
 }
 
 /** Pauses or resumes a queue (Store.queueSetPaused), with its audit event. */

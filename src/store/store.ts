@@ -48,7 +48,7 @@ import {
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { OUTBOX_LAG_EXACT_ROWS, outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths, type OutboxLag } from './outbox.js';
-import { queueRead, queueSetPaused, queueUpsert, queuesList } from './queues.js';
+import { queueRead, queueSetPaused, queueUpsert, queuesLeaseSeconds, queuesList } from './queues.js';
 import {
   scheduleDelete,
   scheduleFireDue,
@@ -620,6 +620,14 @@ export class Store {
   /** All queues by name. */
   async queueList(): Promise<Queue[]> {
     return queuesList(this.pool);
+  }
+
+  /**
+   * The lease seconds of each of `queues` that exists (a queue not there has no entry). Reads
+   * only those rows: a worker's hello must not cost more as the database holds more queues.
+   */
+  async queueLeaseSeconds(params: { queues: string[] }): Promise<Map<string, number>> {
+    return queuesLeaseSeconds(this.pool, params.queues);
   }
 
   /**

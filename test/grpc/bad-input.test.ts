@@ -11,6 +11,7 @@ import { RawWorker } from '../helpers/raw-worker.js';
 import { expectStatus } from '../helpers/grpc-status.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
+import { MAX_WORKER_QUEUES } from '../../src/domain/validate.js';
 
 let clients: Clients;
 let address: string;
@@ -234,6 +235,18 @@ describe('bad input gets the right status and changes nothing', () => {
     expect((e.error as grpc.ServiceError).details).toBe('hello.queues contains an empty queue name');
     const claim = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: [''], max: 1, jobTypes: [] }).catch((err: grpc.ServiceError) => err);
     expect((claim as grpc.ServiceError).details).toBe('queues contains an empty queue name');
+
+    // More than MAX_WORKER_QUEUES names: refused before anything is opened (a hello of
+    // 100,000 names held the server's event loop for seconds); the limit itself is taken.
+    const many = Array.from({ length: MAX_WORKER_QUEUES + 1 }, (_, i) => `q${i}`);
+    const m = new RawWorker(clients);
+    m.send({ msg: { $case: 'hello', value: { workerId: 'w', queues: many, slots: 1, held: [], jobTypes: [] } } });
+    await m.until(() => m.ended);
+    expect((m.error as grpc.ServiceError | null)?.code).toBe(INVALID_ARGUMENT);
+    expect((m.error as grpc.ServiceError).details).toBe(`hello.queues names ${MAX_WORKER_QUEUES + 1} queues; the limit is ${MAX_WORKER_QUEUES}`);
+    await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: many, max: 1, jobTypes: [] }), INVALID_ARGUMENT);
+    const atLimit = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: many.slice(1), max: 1, jobTypes: [] });
+    expect(atLimit.jobs).toEqual([]);
   });
 
   it('messages over the configured size are refused by gRPC', async () => {

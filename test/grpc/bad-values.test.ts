@@ -210,5 +210,17 @@ describe("the welcome's lease is the shortest of the worker's queues", () => {
     await both.hello('mixed', [long, queueName()], 1);
     expect(both.messages('welcome')[0]).toMatchObject({ leaseSeconds: 30, heartbeatIntervalMs: 10_000 });
     both.close();
+    // Only the named queues' rows are read (queue-lease-seconds.sql), a name given twice
+    // counting once: the 300 s queue alone is not shortened by the default.
+    const twice = new RawWorker(clients);
+    await twice.hello('twice', [long, long], 1);
+    expect(twice.messages('welcome')[0]).toMatchObject({ leaseSeconds: 300 });
+    twice.close();
+    const short = queueName();
+    await call(clients.queues, 'upsertQueue', { name: short, leaseSeconds: 6 } as never);
+    const three = new RawWorker(clients);
+    await three.hello('three', [long, short, queueName(), short], 1);
+    expect(three.messages('welcome')[0]).toMatchObject({ leaseSeconds: 6, heartbeatIntervalMs: 2000 });
+    three.close();
   });
 });

@@ -330,7 +330,7 @@ export interface WorkResponse {
 export interface WorkerHello {
   /** Worker identity chosen by the worker (e.g. "host-1:4242"); recorded in Job.worker_id. Required. */
   workerId: string;
-  /** Queues to take jobs from (at least one). */
+  /** Queues to take jobs from (1..10,000 names). */
   queues: string[];
   /** Maximum number of jobs the worker holds at once (1..10,000); the server never exceeds it. */
   slots: number;
@@ -734,7 +734,7 @@ export interface ServerDrain {
 export interface ClaimJobsRequest {
   /** Worker identity, recorded in Job.worker_id. Required. */
   workerId: string;
-  /** Queues to take jobs from (at least one). */
+  /** Queues to take jobs from (1..10,000 names). */
   queues: string[];
   /** Maximum number of jobs to lease, 1..1000; 0 = 1. */
   max: number;

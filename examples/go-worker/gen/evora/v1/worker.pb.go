@@ -683,7 +683,7 @@ type WorkerHello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Worker identity chosen by the worker (e.g. "host-1:4242"); recorded in Job.worker_id. Required.
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// Queues to take jobs from (at least one).
+	// Queues to take jobs from (1..10,000 names).
 	Queues []string `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
 	// Maximum number of jobs the worker holds at once (1..10,000); the server never exceeds it.
 	Slots int32 `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
@@ -2122,7 +2122,7 @@ type ClaimJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Worker identity, recorded in Job.worker_id. Required.
 	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// Queues to take jobs from (at least one).
+	// Queues to take jobs from (1..10,000 names).
 	Queues []string `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
 	// Maximum number of jobs to lease, 1..1000; 0 = 1.
 	Max int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`

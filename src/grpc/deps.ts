@@ -20,6 +20,8 @@ export interface ServiceDeps {
   maxPayloadBytes: number;
   /** The largest gRPC message the server receives (told to workers in the welcome, so they never write a larger one). */
   maxMessageBytes: number;
+  /** How long a Work stream may stay open without its hello (EVORA_HELLO_TIMEOUT_MS). */
+  helloTimeoutMs: number;
   /** Lease length told to workers whose queues are not configured yet. */
   defaultLeaseSeconds: number;
   /** Counters for submits (the dispatcher counts the rest). */

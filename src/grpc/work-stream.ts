@@ -96,6 +96,12 @@ export interface WorkStreamDeps {
   maxPayloadBytes: number;
   /** The largest message the server receives: the welcome tells the worker (a larger one would end the stream). */
   maxMessageBytes: number;
+  /**
+   * How long the stream may stay without its hello: then it ends INVALID_ARGUMENT. A stream
+   * opened and never greeted would otherwise hold its memory for as long as its connection
+   * lives (a client bug could open thousands).
+   */
+  helloTimeoutMs: number;
   /** The lease length to announce in the welcome for these queues. */
   leaseSecondsFor(queues: string[]): Promise<number>;
   /** Open streams, so shutdown can end them after the drain. */
@@ -107,6 +113,8 @@ export interface WorkStreamDeps {
 /** The Work stream of one worker; see the module comment for its states and rules. */
 export class WorkStream implements ServerStreamHandle {
   private current: WorkStreamState = 'awaitingHello';
+  /** Ends a stream still awaiting its hello (WorkStreamDeps.helloTimeoutMs); cleared by the hello or the end. */
+  private readonly helloTimer: NodeJS.Timeout;
   private session: WorkerSession | null = null;
   private log: Logger;
   /** The worker said hello.accepts_batches: jobs and acks may go in batch messages. */
@@ -177,6 +185,13 @@ export class WorkStream implements ServerStreamHandle {
       (flush) => this.guard(flush),
     );
     deps.streams.add(this);
+    this.helloTimer = setTimeout(
+      () =>
+        this.guard(() => {
+          if (this.current === 'awaitingHello') this.refuse(`no hello within ${deps.helloTimeoutMs} ms of opening the Work stream: hello must be its first message`);
+        }),
+      deps.helloTimeoutMs,
+    );
     call.on('data', (req: WorkRequest | UndecodableRequest) =>
       this.guard(() => (req instanceof UndecodableRequest ? this.refuse(`a message could not be decoded: ${req.reason}`) : this.receive(req))),
     );
@@ -217,6 +232,7 @@ export class WorkStream implements ServerStreamHandle {
   }
 
   private hello(req: WorkRequest): void {
+    clearTimeout(this.helloTimer);
     const m = req.msg;
     if (!m) return this.refuse('empty WorkRequest');
     if (m.$case !== 'hello') return this.refuse('the first message on a Work stream must be hello');
@@ -513,6 +529,7 @@ export class WorkStream implements ServerStreamHandle {
   private close(): void {
     if (this.current === 'closed') return;
     this.to('closed');
+    clearTimeout(this.helloTimer);
     this.unsubscribe?.();
     this.unsubscribe = null;
     this.deps.streams.delete(this);

@@ -40,7 +40,16 @@ export function workerService(deps: ServiceDeps): WorkerServiceServer {
     if (known.size < names.length) leases.push(deps.defaultLeaseSeconds);
     return Math.min(...leases);
   }
-  const streamDeps: WorkStreamDeps = { dispatcher, logger, maxPayloadBytes, maxMessageBytes: deps.maxMessageBytes, leaseSecondsFor, streams: deps.streams, auth: deps.auth };
+  const streamDeps: WorkStreamDeps = {
+    dispatcher,
+    logger,
+    maxPayloadBytes,
+    maxMessageBytes: deps.maxMessageBytes,
+    helloTimeoutMs: deps.helloTimeoutMs,
+    leaseSecondsFor,
+    streams: deps.streams,
+    auth: deps.auth,
+  };
   const M = WorkerServiceService;
 
   return {

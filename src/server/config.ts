@@ -45,6 +45,8 @@ export interface ServerConfig {
   maxMessageBytes: number;
   /** How long shutdown waits for workers to finish in-flight work before closing streams. */
   shutdownTimeoutMs: number;
+  /** How long a Work stream may stay open without its hello before the server ends it. */
+  helloTimeoutMs: number;
   /** MongoDB for telemetry; when absent the projection is kept in Postgres tables. */
   mongodbUrl: string | null;
   /** How often the leader projects outbox events into telemetry. */
@@ -158,6 +160,7 @@ export const CONFIG_DOC: ConfigEntry[] = [
   { key: 'pruneBatchSize', env: 'EVORA_PRUNE_BATCH_SIZE', flag: '--prune-batch-size', default: '1000', doc: 'finished jobs (or audit events) deleted per pruner statement (each a short transaction of its own)', range: [1, 100_000] },
   { key: 'auditRetentionDays', env: 'EVORA_AUDIT_RETENTION_DAYS', flag: '--audit-retention-days', default: '365', doc: 'the leader deletes audit events older than this many days (30 to 36500); 0: keep them forever', range: [0, AUDIT_RETENTION_MAX_DAYS] },
   { key: 'shutdownTimeoutMs', env: 'EVORA_SHUTDOWN_TIMEOUT_MS', flag: '--shutdown-timeout-ms', default: '10000', doc: 'on SIGTERM, how long to wait for in-flight work', range: [0, TIMER_MAX_MS] },
+  { key: 'helloTimeoutMs', env: 'EVORA_HELLO_TIMEOUT_MS', flag: '--hello-timeout-ms', default: '30000', doc: 'a Work stream that sends no hello this long after it opens is ended (INVALID_ARGUMENT), so that streams a client opened and forgot hold no server memory', range: [100, TIMER_MAX_MS] },
   // TLS (docs/tls.md). The flags are not --tls-cert/--tls-key: those are the client commands' global options.
   { key: 'tlsCert', env: 'EVORA_TLS_CERT', flag: '--tls-server-cert', default: '', doc: "TLS on the gRPC port: the server's certificate chain (PEM file; needs EVORA_TLS_KEY); reloaded when it changes; unset: plaintext" },
   { key: 'tlsKey', env: 'EVORA_TLS_KEY', flag: '--tls-server-key', default: '', doc: "the private key (PEM file) of EVORA_TLS_CERT" },

@@ -411,6 +411,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       auth,
       maxPayloadBytes: config.maxPayloadBytes,
       maxMessageBytes: config.maxMessageBytes,
+      helloTimeoutMs: config.helloTimeoutMs,
       defaultLeaseSeconds: DEFAULT_LEASE_SECONDS,
       streams: parts.streams,
       telemetry,

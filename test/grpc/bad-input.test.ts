@@ -15,8 +15,10 @@ import { MAX_WORKER_QUEUES } from '../../src/domain/validate.js';
 
 let clients: Clients;
 let address: string;
+/** EVORA_HELLO_TIMEOUT_MS of this file's server: short, for the stream that never says hello. */
+const HELLO_TIMEOUT_MS = 1000;
 beforeAll(async () => {
-  ({ clients, address } = await serverSetup({ maxPayloadBytes: '1000' }));
+  ({ clients, address } = await serverSetup({ maxPayloadBytes: '1000', helloTimeoutMs: String(HELLO_TIMEOUT_MS) }));
 });
 
 const ok = { queue: 'q', type: 't', payload: {}, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) };
@@ -214,6 +216,21 @@ describe('bad input gets the right status and changes nothing', () => {
     // Nothing changed: the lease is still current and the job still RUNNING.
     await call(clients.workers, 'extendLease', { jobId: job!.id, leaseToken: token });
     expect((await call(clients.jobs, 'getJob', { id: job!.id })).job?.state).toBe(JobState.JOB_STATE_RUNNING);
+  });
+
+  it('a Work stream that never says hello is ended INVALID_ARGUMENT after EVORA_HELLO_TIMEOUT_MS; one that did stays open', async () => {
+    const queue = queueName('hello-late');
+    const greeted = new RawWorker(clients);
+    await greeted.hello('greeted', [queue], 1);
+    const silent = new RawWorker(clients);
+    await silent.until(() => silent.ended);
+    expect((silent.error as grpc.ServiceError | null)?.code).toBe(INVALID_ARGUMENT);
+    expect((silent.error as grpc.ServiceError).details).toBe(`no hello within ${HELLO_TIMEOUT_MS} ms of opening the Work stream: hello must be its first message`);
+    // The stream opened before it, with its hello, is older than the timeout and still served.
+    expect(greeted.ended).toBe(false);
+    await call(clients.jobs, 'submitJob', { ...ok, queue });
+    await greeted.until(() => greeted.jobs.length === 1);
+    greeted.close();
   });
 
   it('a Work stream whose first message is not hello is closed with INVALID_ARGUMENT', async () => {

@@ -249,9 +249,10 @@ export interface WorkRequest {
   msg?:
     | //
     /**
-     * Opens the session; must be the first message and sent only once. The worker may
-     * send further messages right after it, without waiting for `welcome`: the server
-     * processes them in order once the session is open.
+     * Opens the session; must be the first message and sent only once, within the server's
+     * EVORA_HELLO_TIMEOUT_MS (30 s by default) of opening the stream, which it otherwise
+     * ends INVALID_ARGUMENT. The worker may send further messages right after it, without
+     * waiting for `welcome`: the server processes them in order once the session is open.
      */
     { $case: "hello"; value: WorkerHello }
     | //

@@ -403,9 +403,10 @@ type isWorkRequest_Msg interface {
 }
 
 type WorkRequest_Hello struct {
-	// Opens the session; must be the first message and sent only once. The worker may
-	// send further messages right after it, without waiting for `welcome`: the server
-	// processes them in order once the session is open.
+	// Opens the session; must be the first message and sent only once, within the server's
+	// EVORA_HELLO_TIMEOUT_MS (30 s by default) of opening the stream, which it otherwise
+	// ends INVALID_ARGUMENT. The worker may send further messages right after it, without
+	// waiting for `welcome`: the server processes them in order once the session is open.
 	Hello *WorkerHello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
 }
 

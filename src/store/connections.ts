@@ -12,10 +12,11 @@ import { rowOf, statement, type None } from './statements.js';
  *   exists") or hands this client another one ("... does not exist"). With a pooler the
  *   store's clients send every statement unnamed (the extended protocol's unnamed
  *   statement, parsed and planned at each call, which lives only until the next one).
- * - No session state but what the pooler tracks itself. The sessions run in UTC (types.ts
- *   reads timestamps fast in that form): `TimeZone` is sent as a startup parameter of its
- *   own, which PostgreSQL takes as a setting and pgbouncer (every version) tracks and sets
- *   on whichever server connection it assigns. Not as `options=-c TimeZone=UTC`, which
+ * - No session state but what the pooler tracks itself. The sessions run in UTC with ISO
+ *   dates (types.ts reads timestamps fast in that form, and pg's own parser reads no other
+ *   DateStyle): `TimeZone` and `DateStyle` are sent as startup parameters of their own,
+ *   which PostgreSQL takes as settings and pgbouncer (every version) tracks and sets on
+ *   whichever server connection it assigns. Not as `options=-c TimeZone=UTC`, which
  *   pgbouncer before 1.20 refuses ("unsupported startup parameter: options"). A setting a
  *   pooler does not track (synchronous_commit, for asynchronous claim commits) is refused
  *   with a pooler (Store.open).
@@ -26,8 +27,13 @@ import { rowOf, statement, type None } from './statements.js';
 /** Whether a pooler may sit on the store's database URL: find out, or be told. */
 export type DbPooler = 'auto' | 'none' | 'transaction';
 
-/** The session settings every store connection starts with (startup parameters, see above). */
-export const STORE_STARTUP_PARAMETERS: Readonly<Record<string, string>> = { TimeZone: 'UTC' };
+/**
+ * The session settings every store connection starts with (startup parameters, see above).
+ * DateStyle too: a database or role that sets another (`SQL, DMY`, `German`) made every
+ * timestamp read back unparsed (null), and every call of the server failed INTERNAL
+ * ("Error serializing response"), the projector with a TypeError.
+ */
+export const STORE_STARTUP_PARAMETERS: Readonly<Record<string, string>> = { TimeZone: 'UTC', DateStyle: 'ISO' };
 
 /**
  * The session settings of store connections straight to PostgreSQL, on top of those: READ

@@ -203,7 +203,7 @@ export class Store {
     this.availability = options.availability ?? new DatabaseAvailability(options.logger ?? silentLogger());
     const namedStatements = !options.pooled;
     const direct = options.postgresItself && !options.pooled ? DIRECT_STARTUP_PARAMETERS : {};
-    // UTC sessions (the clients send TimeZone): timestamps arrive in the one form storeTypes reads fast.
+    // UTC sessions with ISO dates (the clients send TimeZone and DateStyle): timestamps arrive in the one form storeTypes reads fast.
     this.pool = new StorePool(
       new pg.Pool({ ...common, max: options.maxConnections ?? 10, Client: storeClientClass({ namedStatements, startupParameters: direct }) }),
       this.availability,

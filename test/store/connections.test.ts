@@ -21,6 +21,8 @@ beforeAll(async () => {
   await sql.query(`ALTER DATABASE ${name} SET TimeZone = 'America/New_York'`);
   await sql.query(`ALTER DATABASE ${name} SET synchronous_commit = on`);
   await sql.query(`ALTER DATABASE ${name} SET default_transaction_isolation = 'repeatable read'`);
+  // A DateStyle the driver cannot read: before the store sent its own, every timestamp came back null.
+  await sql.query(`ALTER DATABASE ${name} SET DateStyle = 'SQL, DMY'`);
 });
 
 async function show(client: pg.Client, setting: string): Promise<string> {
@@ -28,7 +30,7 @@ async function show(client: pg.Client, setting: string): Promise<string> {
 }
 
 describe('store connections', () => {
-  it('start in UTC, and with synchronous_commit off only when asked for (startup parameters, not options)', async () => {
+  it('start in UTC with ISO dates, and with synchronous_commit off only when asked for (startup parameters, not options)', async () => {
     for (const [Client, syncCommit] of [
       [storeClientClass({ namedStatements: true }), 'on'],
       [storeClientClass({ namedStatements: false }), 'on'],
@@ -38,6 +40,7 @@ describe('store connections', () => {
       await client.connect();
       try {
         expect(await show(client, 'TimeZone')).toBe('UTC');
+        expect(await show(client, 'DateStyle')).toMatch(/^ISO,/);
         expect(await show(client, 'synchronous_commit')).toBe(syncCommit);
       } finally {
         await client.end();
@@ -46,6 +49,7 @@ describe('store connections', () => {
     const plain = new pg.Client({ connectionString: url });
     await plain.connect();
     expect(await show(plain, 'TimeZone')).toBe('America/New_York');
+    expect(await show(plain, 'DateStyle')).toBe('SQL, DMY');
     await plain.end();
   });
 
@@ -83,7 +87,9 @@ describe('store connections', () => {
       const [job] = await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w' });
       const [done] = await store.jobCompleteMany({ completions: [{ id: job!.id, token: job!.leaseToken!, result: { ok: true } }] });
       expect(done).toMatchObject({ accepted: true });
-      expect((await store.jobGet({ id: job!.id })).state).toBe('COMPLETED');
+      const completed = await store.jobGet({ id: job!.id });
+      expect(completed.state).toBe('COMPLETED');
+      expect(completed.finishedAt).toBeInstanceOf(Date);
     } finally {
       await store.close();
     }

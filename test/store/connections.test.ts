@@ -143,3 +143,25 @@ describe('a store connection whose backend ends', () => {
     expect(client.listenerCount('error')).toBe(1);
   });
 });
+
+describe('a statement the store gives up (its query timeout)', () => {
+  // Closing the connection alone left the backend waiting for the lock, holding its slot,
+  // while the pool opened another for the next statement: a long LOCK TABLE filled
+  // max_connections. The store now cancels the statement it gave up.
+  it('is cancelled in PostgreSQL, not left waiting for the lock', async () => {
+    const store = new Store({ connectionString: url, maxConnections: 1, queryTimeoutMs: 300 });
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    const waiting = async () =>
+      (await sql.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0].n as number;
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE evora.jobs IN ACCESS EXCLUSIVE MODE');
+      await expect(store.jobGet({ id: '01900000-0000-7000-8000-000000000000' })).rejects.toThrow(/database unavailable: Query read timeout/);
+      await waitFor(async () => (await waiting()) === 0, { what: 'no backend waiting for the lock while it is still held' });
+    } finally {
+      await locker.end();
+      await store.close();
+    }
+  });
+});

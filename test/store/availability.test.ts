@@ -121,6 +121,26 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     expect(logged()).toEqual([[40, answered]]);
   });
 
+  // What a DBA does to a running server's role: its password changed (new connections
+  // refused), a REVOKE. Each call was answered INTERNAL and logged at error with a stack.
+  it.each([
+    ['28P01', 'password authentication failed for user "evora_app"', 'database login refused: password authentication failed for user "evora_app"'],
+    ['28000', 'role "evora_app" is not permitted to log in', 'database login refused: role "evora_app" is not permitted to log in'],
+    ['42501', 'permission denied for table jobs', 'database permission denied: permission denied for table jobs'],
+  ])('SQLSTATE %s once the database was reached is a refusal; before, not even a wait (the start fails on it)', (code, message, answered) => {
+    const { availability, logged } = tracker();
+    expect(availability.failure(errorWith(message, { code }))).toBeNull();
+    expect(availability.state).toBe('connecting');
+    availability.success();
+    for (let i = 0; i < 5; i++) {
+      const err = availability.failure(errorWith(message, { code }));
+      expect(isUnavailable(err)).toBe(true);
+      expect(err!.message).toBe(answered);
+    }
+    expect(availability.state).toBe('available');
+    expect(logged()).toEqual([[40, answered]]);
+  });
+
   // A server whose pool is too small for its load: 1,500 submits at once on a server with
   // EVORA_DB_POOL_SIZE=1 and a 1 s connect timeout got 198 "database unavailable: timeout
   // exceeded when trying to connect" and a warn and an info line per burst, the database fine.

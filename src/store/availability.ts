@@ -68,8 +68,20 @@ const ROLE_REFUSAL_SQLSTATES: ReadonlyMap<string, DatabaseRefusal> = new Map([
 ]);
 
 /**
+ * PostgreSQL refusing to run a named prepared statement whose result columns changed since
+ * it was prepared (SQLSTATE 0A000 with this message): a table the statement returns `*` of
+ * gained or lost a column (an `ALTER TABLE evora.jobs ADD COLUMN` by a DBA, or a newer
+ * release's migration while this one runs). The statement ran nothing. Every later call on
+ * that connection fails the same way, so it is a refusal: answered UNAVAILABLE and its
+ * connection destroyed (pool.ts), the next call preparing it afresh. Before, the
+ * connections a transaction had used were given back and every submit on them failed
+ * INTERNAL, logged at error, for as long as the column stayed (280 in 25 s on two servers).
+ */
+const STALE_PLAN = /^cached plan must not change result type$/;
+
+/**
  * Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES,
- * ROLE_REFUSAL_SQLSTATES), or 'connections busy': the statement never reached it, because
+ * ROLE_REFUSAL_SQLSTATES, STALE_PLAN), or 'connections busy': the statement never reached it, because
  * every connection of this server's pool stayed checked out while the database answered
  * others (POOL_WAIT_TIMEOUT).
  */
@@ -81,6 +93,7 @@ export type DatabaseRefusal =
   | 'out of memory'
   | 'login refused'
   | 'permission denied'
+  | 'schema changed'
   | 'connections busy';
 
 /**
@@ -152,6 +165,9 @@ export function databaseRefusal(err: unknown): { kind: DatabaseRefusal; reason: 
     const code = (e as Error & { code?: unknown }).code;
     const kind = typeof code === 'string' ? REFUSAL_SQLSTATES.get(code) : undefined;
     if (kind) return { kind, reason: oneLine(e.message) || (code as string) };
+    if (code === '0A000' && STALE_PLAN.test(e.message)) {
+      return { kind: 'schema changed', reason: `${e.message} (a table this server reads was altered; the connection is replaced: try again)` };
+    }
   }
   return null;
 }

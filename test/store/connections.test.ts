@@ -165,3 +165,25 @@ describe('a statement the store gives up (its query timeout)', () => {
     }
   });
 });
+
+describe('a table altered under the named prepared statements (ALTER TABLE evora.jobs ADD COLUMN)', () => {
+  // Every submit on a connection that had prepared its statement before the column came
+  // failed INTERNAL ("cached plan must not change result type"), for as long as the column
+  // stayed, since the connection was given back to the pool.
+  it('fails one call UNAVAILABLE and replaces the connection: the next call works', async () => {
+    const store = new Store({ connectionString: url, maxConnections: 1 });
+    const queue = queueName();
+    try {
+      await store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {}, idempotencyKey: 'a' }, { queue, type: 't', payload: {}, idempotencyKey: 'b' }] });
+      await sql.query('ALTER TABLE evora.jobs ADD COLUMN dba_note text');
+      await expect(store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {}, idempotencyKey: 'c' }, { queue, type: 't', payload: {}, idempotencyKey: 'd' }] })).rejects.toThrow(
+        /^database schema changed: cached plan must not change result type \(a table this server reads was altered; the connection is replaced: try again\)$/,
+      );
+      const results = await store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {}, idempotencyKey: 'c' }, { queue, type: 't', payload: {}, idempotencyKey: 'd' }] });
+      expect(results.map((r) => r.created)).toEqual([true, true]);
+    } finally {
+      await sql.query('ALTER TABLE evora.jobs DROP COLUMN IF EXISTS dba_note');
+      await store.close();
+    }
+  });
+});

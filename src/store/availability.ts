@@ -51,11 +51,50 @@ const REFUSAL_SQLSTATES: ReadonlyMap<string, DatabaseRefusal> = new Map([
 ]);
 
 /**
- * Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES), or
- * 'connections busy': the statement never reached it, because every connection of this
- * server's pool stayed checked out while the database answered others (POOL_WAIT_TIMEOUT).
+ * SQLSTATEs of the database refusing this server's role: refusals (as REFUSAL_SQLSTATES) once
+ * the database has been reached, but not before, so that a start with a wrong password, a
+ * role that may not log in or a pending migration the application role may not run still
+ * ends with its one line (database-ready.ts: "a permission error ends the start"). While the
+ * server runs they are what a DBA did to it (the role's password changed, a REVOKE): every
+ * call that needed a new connection, or the revoked right, was answered INTERNAL and logged
+ * at error with a stack, once per call, while the connections already open went on working.
+ * Answered UNAVAILABLE now, logged as a refusal; the server needs no restart once the DBA
+ * mends it.
  */
-export type DatabaseRefusal = 'busy' | 'read-only' | 'out of connections' | 'out of disk space' | 'out of memory' | 'connections busy';
+const ROLE_REFUSAL_SQLSTATES: ReadonlyMap<string, DatabaseRefusal> = new Map([
+  ['28P01', 'login refused'], // invalid_password: the role's password was changed
+  ['28000', 'login refused'], // invalid_authorization_specification: pg_hba.conf rejects it, the role may not log in (NOLOGIN)
+  ['42501', 'permission denied'], // insufficient_privilege: a REVOKE on the schema or its tables, CONNECT revoked on the database
+]);
+
+/**
+ * PostgreSQL refusing to run a named prepared statement whose result columns changed since
+ * it was prepared (SQLSTATE 0A000 with this message): a table the statement returns `*` of
+ * gained or lost a column (an `ALTER TABLE evora.jobs ADD COLUMN` by a DBA, or a newer
+ * release's migration while this one runs). The statement ran nothing. Every later call on
+ * that connection fails the same way, so it is a refusal: answered UNAVAILABLE and its
+ * connection destroyed (pool.ts), the next call preparing it afresh. Before, the
+ * connections a transaction had used were given back and every submit on them failed
+ * INTERNAL, logged at error, for as long as the column stayed (280 in 25 s on two servers).
+ */
+const STALE_PLAN = /^cached plan must not change result type$/;
+
+/**
+ * Why the database refused a statement while staying reachable (REFUSAL_SQLSTATES,
+ * ROLE_REFUSAL_SQLSTATES, STALE_PLAN), or 'connections busy': the statement never reached it, because
+ * every connection of this server's pool stayed checked out while the database answered
+ * others (POOL_WAIT_TIMEOUT).
+ */
+export type DatabaseRefusal =
+  | 'busy'
+  | 'read-only'
+  | 'out of connections'
+  | 'out of disk space'
+  | 'out of memory'
+  | 'login refused'
+  | 'permission denied'
+  | 'schema changed'
+  | 'connections busy';
 
 /**
  * pg-pool's error for a checkout that waited in the pool's queue longer than its connect
@@ -126,6 +165,9 @@ export function databaseRefusal(err: unknown): { kind: DatabaseRefusal; reason: 
     const code = (e as Error & { code?: unknown }).code;
     const kind = typeof code === 'string' ? REFUSAL_SQLSTATES.get(code) : undefined;
     if (kind) return { kind, reason: oneLine(e.message) || (code as string) };
+    if (code === '0A000' && STALE_PLAN.test(e.message)) {
+      return { kind: 'schema changed', reason: `${e.message} (a table this server reads was altered; the connection is replaced: try again)` };
+    }
   }
   return null;
 }
@@ -241,7 +283,7 @@ export class DatabaseAvailability {
    * nothing flaps there).
    */
   failure(err: unknown, started: number = performance.now()): EvoraError | null {
-    const refusal = databaseRefusal(err) ?? this.#poolBusy(err, started);
+    const refusal = databaseRefusal(err) ?? this.#roleRefusal(err) ?? this.#poolBusy(err, started);
     const reason = refusal?.reason ?? databaseUnavailableReason(err);
     if (reason === null) return null;
     const message = refusal ? `database ${refusal.kind}: ${reason}` : `database unavailable: ${reason}`;
@@ -268,6 +310,21 @@ export class DatabaseAvailability {
         break;
     }
     return err instanceof EvoraError ? err : unavailable(message, { cause: err });
+  }
+
+  /**
+   * The database refusing this server's role (ROLE_REFUSAL_SQLSTATES), once it has been
+   * reached; null before (the start fails on it) and for any other error.
+   */
+  #roleRefusal(err: unknown): { kind: DatabaseRefusal; reason: string } | null {
+    if (this.#state === 'connecting' || this.#state === 'waiting') return null;
+    for (const e of causeChain(err)) {
+      if (e instanceof EvoraError) return null;
+      const code = (e as Error & { code?: unknown }).code;
+      const kind = typeof code === 'string' ? ROLE_REFUSAL_SQLSTATES.get(code) : undefined;
+      if (kind) return { kind, reason: oneLine(e.message) || (code as string) };
+    }
+    return null;
   }
 
   /**

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import pg from 'pg';
 import { rowOf, statement, type None } from './statements.js';
 
@@ -12,10 +13,11 @@ import { rowOf, statement, type None } from './statements.js';
  *   exists") or hands this client another one ("... does not exist"). With a pooler the
  *   store's clients send every statement unnamed (the extended protocol's unnamed
  *   statement, parsed and planned at each call, which lives only until the next one).
- * - No session state but what the pooler tracks itself. The sessions run in UTC (types.ts
- *   reads timestamps fast in that form): `TimeZone` is sent as a startup parameter of its
- *   own, which PostgreSQL takes as a setting and pgbouncer (every version) tracks and sets
- *   on whichever server connection it assigns. Not as `options=-c TimeZone=UTC`, which
+ * - No session state but what the pooler tracks itself. The sessions run in UTC with ISO
+ *   dates (types.ts reads timestamps fast in that form, and pg's own parser reads no other
+ *   DateStyle): `TimeZone` and `DateStyle` are sent as startup parameters of their own,
+ *   which PostgreSQL takes as settings and pgbouncer (every version) tracks and sets on
+ *   whichever server connection it assigns. Not as `options=-c TimeZone=UTC`, which
  *   pgbouncer before 1.20 refuses ("unsupported startup parameter: options"). A setting a
  *   pooler does not track (synchronous_commit, for asynchronous claim commits) is refused
  *   with a pooler (Store.open).
@@ -26,8 +28,13 @@ import { rowOf, statement, type None } from './statements.js';
 /** Whether a pooler may sit on the store's database URL: find out, or be told. */
 export type DbPooler = 'auto' | 'none' | 'transaction';
 
-/** The session settings every store connection starts with (startup parameters, see above). */
-export const STORE_STARTUP_PARAMETERS: Readonly<Record<string, string>> = { TimeZone: 'UTC' };
+/**
+ * The session settings every store connection starts with (startup parameters, see above).
+ * DateStyle too: a database or role that sets another (`SQL, DMY`, `German`) made every
+ * timestamp read back unparsed (null), and every call of the server failed INTERNAL
+ * ("Error serializing response"), the projector with a TypeError.
+ */
+export const STORE_STARTUP_PARAMETERS: Readonly<Record<string, string>> = { TimeZone: 'UTC', DateStyle: 'ISO' };
 
 /**
  * The session settings of store connections straight to PostgreSQL, on top of those: READ
@@ -50,10 +57,18 @@ const sessionBackendPidSql = statement<None, { pid: number }>('session-backend-p
 interface StartupConfHook {
   getStartupConf(this: pg.Client): Record<string, string>;
 }
-const clientProto = pg.Client.prototype as unknown as Partial<StartupConfHook> & { query: pg.Client['query'] };
+/** pg.Client's internals that tell whether a statement still runs on its backend (pg 8); checked when this module loads. */
+interface ActiveQueryHook {
+  _getActiveQuery(this: pg.Client): unknown;
+}
+const clientProto = pg.Client.prototype as unknown as Partial<StartupConfHook> & Partial<ActiveQueryHook> & { query: pg.Client['query'] };
 const baseStartupConf = clientProto.getStartupConf;
 if (typeof baseStartupConf !== 'function') {
   throw new Error('evora: pg.Client has no getStartupConf(): the store sends its session settings through it (pg 8); check the pg version');
+}
+const baseActiveQuery = clientProto._getActiveQuery;
+if (typeof baseActiveQuery !== 'function') {
+  throw new Error('evora: pg.Client has no _getActiveQuery(): the store cancels the statements it gives up through it (pg 8); check the pg version');
 }
 const baseQuery = clientProto.query;
 
@@ -75,6 +90,14 @@ export type StoreClientClass = new (config?: pg.ClientConfig) => pg.Client;
  * client listens from its creation and ignores the event: its owner finds the dead
  * connection all the same (a query on it fails and is classified as an outage; the pool
  * drops an idle one).
+ * Must stay true too: a connection closed while its backend still runs a statement (the
+ * pool gives a statement up after EVORA_DB_QUERY_TIMEOUT_MS and destroys its connection)
+ * asks PostgreSQL to cancel that statement (backendCancel). Closing the socket alone does
+ * not stop a backend that waits for a lock: it went on waiting, holding its connection
+ * slot, while the pool opened a new connection for the next statement, which waited in
+ * turn. Behind a `LOCK TABLE evora.jobs` held 40 s, one server with a 10-connection pool and
+ * a 3 s query timeout filled a 60-connection PostgreSQL (`sorry, too many clients
+ * already`, the DBA's psql included) within 15 s.
  */
 export function storeClientClass(opts: { namedStatements: boolean; startupParameters?: Readonly<Record<string, string>> }): StoreClientClass {
   const startup = { ...STORE_STARTUP_PARAMETERS, ...opts.startupParameters };
@@ -87,6 +110,16 @@ export function storeClientClass(opts: { namedStatements: boolean; startupParame
     getStartupConf(): Record<string, string> {
       return { ...baseStartupConf!.call(this), ...startup };
     }
+
+    override end(): Promise<void>;
+    override end(callback: (err: Error) => void): void;
+    override end(callback?: (err: Error) => void): Promise<void> | void {
+      const self = this as unknown as { _queryable?: boolean; _ending?: boolean; processID: number | null; secretKey: number | null };
+      if (self._queryable && !self._ending && self.processID !== null && self.secretKey !== null && baseActiveQuery!.call(this)) {
+        backendCancel({ host: this.host, port: this.port, processID: self.processID, secretKey: self.secretKey });
+      }
+      return callback ? super.end(callback) : super.end();
+    }
   }
   if (!opts.namedStatements) {
     StoreClient.prototype.query = function query(this: pg.Client, config: unknown, ...rest: unknown[]) {
@@ -94,6 +127,32 @@ export function storeClientClass(opts: { namedStatements: boolean; startupParame
     } as pg.Client['query'];
   }
   return StoreClient;
+}
+
+/** How long a cancel request may take to be sent before its socket is dropped. */
+const CANCEL_TIMEOUT_MS = 5_000;
+
+/**
+ * Asks PostgreSQL to cancel what the backend `processID` runs (the protocol's CancelRequest,
+ * with the secret key the backend gave its connection), best effort: nothing is awaited
+ * and a failure is ignored (a database that is away has nothing to cancel, or cannot be
+ * told). A cancel request takes no connection slot and passes no authentication, so it
+ * works when max_connections is reached. Sent without TLS, as PostgreSQL accepts it; through
+ * pgbouncer it reaches the pooler, which forwards it to the server connection concerned.
+ */
+function backendCancel(target: { host: string; port: number; processID: number; secretKey: number }): void {
+  const packet = Buffer.alloc(16);
+  packet.writeInt32BE(16, 0);
+  packet.writeInt32BE(80_877_102, 4); // CancelRequest's code: 1234 << 16 | 5678
+  packet.writeInt32BE(target.processID, 8);
+  packet.writeInt32BE(target.secretKey, 12);
+  const socket = target.host.startsWith('/')
+    ? net.connect({ path: `${target.host}/.s.PGSQL.${target.port}` })
+    : net.connect({ host: target.host, port: target.port });
+  socket.unref();
+  socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy());
+  socket.on('error', () => socket.destroy());
+  socket.on('connect', () => socket.end(packet));
 }
 
 /** Every store client's own 'error' listener; see storeClientClass. */

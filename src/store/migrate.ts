@@ -80,6 +80,16 @@ const migrationAppliedListSql = statement<None, { version: number; name: string 
   { version: 'int4', name: 'text' },
 );
 const migrationRecordSql = statement<{ version: number; name: string }, None>('migration-record', { version: 'int4', name: 'text' }, {});
+const migrationDatabaseEncodingSql = statement<None, { encoding: string }>('migration-database-encoding', {}, { encoding: 'text' });
+
+/**
+ * The database character sets Evora's schema may be created in: UTF8, and SQL_ASCII (which
+ * stores the bytes it is sent, so UTF-8 too). In any other (LATIN1, WIN1252, EUC_JP) the
+ * baseline failed halfway through with a line about its own text ("character with byte
+ * sequence 0xe2 0x80 0xa6 in encoding "UTF8" has no equivalent in encoding "LATIN1""), and
+ * payloads, names and errors outside that set could not have been stored either.
+ */
+const MIGRATION_ENCODINGS = new Set(['UTF8', 'SQL_ASCII']);
 
 /**
  * A database whose recorded migrations this version does not know: migrated by the
@@ -168,6 +178,13 @@ export async function migrate(connectionString: string, migrations: Migration[] 
           const done = new Set(recorded.map((r) => r.version));
           const m = migrations.find((x) => !done.has(x.version));
           if (!m) return null;
+          const { encoding } = (await rowsOf(client, migrationDatabaseEncodingSql, {}))[0]!;
+          if (!MIGRATION_ENCODINGS.has(encoding)) {
+            throw new Error(
+              `the database's encoding is ${encoding}, and Evora needs UTF8: create its database with ENCODING 'UTF8' ` +
+                `(CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0); nothing was changed`,
+            );
+          }
           const [head, tail] = migrationSplit(m.sql);
           if (tail !== null && !headsDone.has(m.version)) {
             await client.query(head);

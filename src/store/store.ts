@@ -94,10 +94,12 @@ export interface StoreOptions {
   maxConnections?: number;
   /**
    * How long a statement may go unanswered before the pool gives it up (0 or absent:
-   * forever): the caller gets an outage (UNAVAILABLE) and the connection is closed, not
-   * reused. Only a database that keeps its connections open without answering (frozen, a
-   * network partition) needs it; a closed connection fails at once anyway. Below 10 s it
-   * bounds the wait for a connection too (poolConnectTimeoutMs).
+   * forever): the caller gets an outage (UNAVAILABLE), PostgreSQL is asked to cancel the
+   * statement (connections.ts: its backend would otherwise go on waiting for a lock, holding
+   * a connection slot) and the connection is closed, not reused. A database that keeps its
+   * connections open without answering (frozen, a network partition) needs it, and so
+   * does a statement behind a lock another session holds; a closed connection fails at once
+   * anyway. Below 10 s it bounds the wait for a connection too (poolConnectTimeoutMs).
    */
   queryTimeoutMs?: number;
   /** Name shown in pg_stat_activity. */
@@ -213,7 +215,7 @@ export class Store {
     this.availability = options.availability ?? new DatabaseAvailability(options.logger ?? silentLogger());
     const namedStatements = !options.pooled;
     const direct = options.postgresItself && !options.pooled ? DIRECT_STARTUP_PARAMETERS : {};
-    // UTC sessions (the clients send TimeZone): timestamps arrive in the one form storeTypes reads fast.
+    // UTC sessions with ISO dates (the clients send TimeZone and DateStyle): timestamps arrive in the one form storeTypes reads fast.
     this.pool = new StorePool(
       new pg.Pool({ ...common, max: options.maxConnections ?? 10, Client: storeClientClass({ namedStatements, startupParameters: direct }) }),
       this.availability,

@@ -2,7 +2,7 @@ import pg from 'pg';
 
 /**
  * How the store's connections turn column values into JavaScript. The sessions run in UTC
- * (the pool's clients send TimeZone when they connect: connections.ts), so PostgreSQL sends every timestamptz as
+ * with ISO dates (the pool's clients send TimeZone and DateStyle when they connect: connections.ts), so PostgreSQL sends every timestamptz as
  * `YYYY-MM-DD HH:MM:SS[.ffffff]+00`; that shape is read by slicing instead of the general
  * regular-expression parser, which was a few percent of the server's CPU on the hot path.
  * Anything else (infinity, BC dates, other offsets) goes to pg's own parser. Dates keep

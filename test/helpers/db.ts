@@ -22,11 +22,21 @@ export function testClusterUrl(): string {
   return urls[(Math.max(1, worker) - 1) % urls.length]!;
 }
 
-/** Creates a fresh, migrated database for one test file (empty: no schema at all, for migration tests). */
-export async function testDatabaseCreate(opts: { empty?: boolean } = {}): Promise<TestDatabase> {
+/**
+ * Creates a fresh, migrated database for one test file (empty: no schema at all, for migration
+ * tests; encoding: an empty one in that character set, e.g. LATIN1).
+ */
+export async function testDatabaseCreate(opts: { empty?: boolean; encoding?: string } = {}): Promise<TestDatabase> {
   const adminUrl = testClusterUrl();
   const name = `evora_test_${randomBytes(6).toString('hex')}`;
-  await adminQuery(adminUrl, opts.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplate')}`);
+  await adminQuery(
+    adminUrl,
+    opts.encoding
+      ? `CREATE DATABASE ${name} ENCODING '${opts.encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`
+      : opts.empty
+        ? `CREATE DATABASE ${name}`
+        : `CREATE DATABASE ${name} TEMPLATE ${inject('pgTemplate')}`,
+  );
   undropped.add(name);
   return {
     url: withDatabase(adminUrl, name),

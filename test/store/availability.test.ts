@@ -108,6 +108,9 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     ['53300', 'sorry, too many clients already', 'database out of connections: sorry, too many clients already'],
     ['53100', 'could not extend file "base/16384/16417": No space left on device', 'database out of disk space: could not extend file "base/16384/16417": No space left on device'],
     ['53200', 'out of shared memory', 'database out of memory: out of shared memory'],
+    ['28P01', 'password authentication failed for user "evora_app"', 'database login refused: password authentication failed for user "evora_app"'],
+    ['28000', 'role "evora_app" is not permitted to log in', 'database login refused: role "evora_app" is not permitted to log in'],
+    ['42501', 'permission denied for table jobs', 'database permission denied: permission denied for table jobs'],
   ])('SQLSTATE %s is a refusal: UNAVAILABLE with one line, no outage, what still works goes on', (code, message, answered) => {
     const { availability, logged } = tracker();
     availability.success();
@@ -119,6 +122,15 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     }
     expect(availability.state).toBe('available');
     expect(logged()).toEqual([[40, answered]]);
+  });
+
+  // What a DBA does to a running server's role (its password changed, a REVOKE) was answered
+  // INTERNAL and logged at error with a stack, per call; before the database was reached it
+  // still ends the start (the refusals above are one more reason to wait there).
+  it('a wrong password, a role refused or a right revoked before the database was reached is not a refusal: the start fails on it', () => {
+    const { availability } = tracker();
+    for (const code of ['28P01', '28000', '42501']) expect(availability.failure(errorWith('refused', { code }))).toBeNull();
+    expect(availability.state).toBe('connecting');
   });
 
   // A server whose pool is too small for its load: 1,500 submits at once on a server with

@@ -21,6 +21,8 @@ beforeAll(async () => {
   await sql.query(`ALTER DATABASE ${name} SET TimeZone = 'America/New_York'`);
   await sql.query(`ALTER DATABASE ${name} SET synchronous_commit = on`);
   await sql.query(`ALTER DATABASE ${name} SET default_transaction_isolation = 'repeatable read'`);
+  // A DateStyle the driver cannot read: before the store sent its own, every timestamp came back null.
+  await sql.query(`ALTER DATABASE ${name} SET DateStyle = 'SQL, DMY'`);
 });
 
 async function show(client: pg.Client, setting: string): Promise<string> {
@@ -28,7 +30,7 @@ async function show(client: pg.Client, setting: string): Promise<string> {
 }
 
 describe('store connections', () => {
-  it('start in UTC, and with synchronous_commit off only when asked for (startup parameters, not options)', async () => {
+  it('start in UTC with ISO dates, and with synchronous_commit off only when asked for (startup parameters, not options)', async () => {
     for (const [Client, syncCommit] of [
       [storeClientClass({ namedStatements: true }), 'on'],
       [storeClientClass({ namedStatements: false }), 'on'],
@@ -38,6 +40,7 @@ describe('store connections', () => {
       await client.connect();
       try {
         expect(await show(client, 'TimeZone')).toBe('UTC');
+        expect(await show(client, 'DateStyle')).toMatch(/^ISO,/);
         expect(await show(client, 'synchronous_commit')).toBe(syncCommit);
       } finally {
         await client.end();
@@ -46,6 +49,7 @@ describe('store connections', () => {
     const plain = new pg.Client({ connectionString: url });
     await plain.connect();
     expect(await show(plain, 'TimeZone')).toBe('America/New_York');
+    expect(await show(plain, 'DateStyle')).toBe('SQL, DMY');
     await plain.end();
   });
 
@@ -83,7 +87,9 @@ describe('store connections', () => {
       const [job] = await store.jobClaim({ queues: [queue], limit: 1, workerId: 'w' });
       const [done] = await store.jobCompleteMany({ completions: [{ id: job!.id, token: job!.leaseToken!, result: { ok: true } }] });
       expect(done).toMatchObject({ accepted: true });
-      expect((await store.jobGet({ id: job!.id })).state).toBe('COMPLETED');
+      const completed = await store.jobGet({ id: job!.id });
+      expect(completed.state).toBe('COMPLETED');
+      expect(completed.finishedAt).toBeInstanceOf(Date);
     } finally {
       await store.close();
     }
@@ -135,5 +141,49 @@ describe('a store connection whose backend ends', () => {
     await ended;
     await expect(client.query('SELECT 1')).rejects.toThrow();
     expect(client.listenerCount('error')).toBe(1);
+  });
+});
+
+describe('a statement the store gives up (its query timeout)', () => {
+  // Closing the connection alone left the backend waiting for the lock, holding its slot,
+  // while the pool opened another for the next statement: a long LOCK TABLE filled
+  // max_connections. The store now cancels the statement it gave up.
+  it('is cancelled in PostgreSQL, not left waiting for the lock', async () => {
+    const store = new Store({ connectionString: url, maxConnections: 1, queryTimeoutMs: 300 });
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    const waiting = async () =>
+      (await sql.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0].n as number;
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE evora.jobs IN ACCESS EXCLUSIVE MODE');
+      await expect(store.jobGet({ id: '01900000-0000-7000-8000-000000000000' })).rejects.toThrow(/database unavailable: Query read timeout/);
+      await waitFor(async () => (await waiting()) === 0, { what: 'no backend waiting for the lock while it is still held' });
+    } finally {
+      await locker.end();
+      await store.close();
+    }
+  });
+});
+
+describe('a table altered under the named prepared statements (ALTER TABLE evora.jobs ADD COLUMN)', () => {
+  // Every submit on a connection that had prepared its statement before the column came
+  // failed INTERNAL ("cached plan must not change result type"), for as long as the column
+  // stayed, since the connection was given back to the pool.
+  it('fails one call UNAVAILABLE and replaces the connection: the next call works', async () => {
+    const store = new Store({ connectionString: url, maxConnections: 1 });
+    const queue = queueName();
+    try {
+      await store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {}, idempotencyKey: 'a' }, { queue, type: 't', payload: {}, idempotencyKey: 'b' }] });
+      await sql.query('ALTER TABLE evora.jobs ADD COLUMN dba_note text');
+      await expect(store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {}, idempotencyKey: 'c' }, { queue, type: 't', payload: {}, idempotencyKey: 'd' }] })).rejects.toThrow(
+        /^database schema changed: cached plan must not change result type \(a table this server reads was altered; the connection is replaced: try again\)$/,
+      );
+      const results = await store.jobSubmitMany({ jobs: [{ queue, type: 't', payload: {}, idempotencyKey: 'c' }, { queue, type: 't', payload: {}, idempotencyKey: 'd' }] });
+      expect(results.map((r) => r.created)).toEqual([true, true]);
+    } finally {
+      await sql.query('ALTER TABLE evora.jobs DROP COLUMN IF EXISTS dba_note');
+      await store.close();
+    }
   });
 });

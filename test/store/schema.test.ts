@@ -332,6 +332,22 @@ describe('migrations: a database of a newer Evora, and 0002', () => {
     }
   });
 
+  it('a database in another character set than UTF8 (LATIN1) is refused, unchanged, with the encoding Evora needs', async () => {
+    const db = await testDatabaseCreate({ encoding: 'LATIN1' });
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await expect(migrate(db.url)).rejects.toThrow(
+        /^migration failed: the database's encoding is LATIN1, and Evora needs UTF8: create its database with ENCODING 'UTF8' .*; nothing was changed$/,
+      );
+      const { rows } = await client.query(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'evora'`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await client.end();
+      await db.drop();
+    }
+  });
+
   it('0002 over a database where racing projectors left two batches open keeps the oldest; a second open batch is refused', async () => {
     const db = await testDatabaseCreate({ empty: true });
     const client = new pg.Client({ connectionString: db.url });

@@ -139,6 +139,11 @@ const CANCEL_TIMEOUT_MS = 5_000;
  * told). A cancel request takes no connection slot and passes no authentication, so it
  * works when max_connections is reached. Sent without TLS, as PostgreSQL accepts it; through
  * pgbouncer it reaches the pooler, which forwards it to the server connection concerned.
+ * Written here rather than through pg.Client#cancel (pg 8), which sends the same 16 bytes
+ * but on a connection with no 'error' listener, no timeout and a referenced socket: a
+ * database that refused or dropped the cancel's connection would throw an unhandled
+ * 'error' event and take the server down, and one that never answered would hold the
+ * process open.
  */
 function backendCancel(target: { host: string; port: number; processID: number; secretKey: number }): void {
   const packet = Buffer.alloc(16);

@@ -196,7 +196,7 @@ const NEVER_SENT = /^(No connection established|Name resolution failed)/;
  */
 export function unavailableText(err: EvoraApiError, address: string, subject?: string, connection: ConnectionOptions = {}): string {
   const detail = err.message.replace(/\s*Resolution note:\s*$/, '');
-  const answered = answeredByServer(err);
+  const answered = err.answered;
   if (!answered && NEVER_SENT.test(detail)) return `cannot reach the Evora server at ${address} (${detail})`;
   const head = answered ? `the Evora server at ${address} answered: ${detail}` : `lost the connection to the Evora server at ${address} during the call (${detail})`;
   const outcome = writeOutcome(err, subject, connection, 'once the server is back');
@@ -216,19 +216,6 @@ export interface Ctx {
 /** Prints `value` as JSON with --json, else the human text. */
 export function print(ctx: Ctx, value: unknown, human: () => string): void {
   process.stdout.write(`${ctx.json ? JSON.stringify(value, null, 2) : human()}\n`);
-}
-
-/**
- * Whether an UNAVAILABLE was the server's own answer (its database is away, it is starting
- * or stopping) rather than grpc-js's word that it could not reach the server: a status the
- * server sent arrives with the response's headers (content-type, date) as its metadata, one
- * grpc-js makes up locally (connection refused, a name that does not resolve) with none.
- * Only the wording of the CLI's line depends on it ("cannot reach" was said of a server that
- * had answered "database unavailable"; unavailableText).
- */
-function answeredByServer(err: EvoraApiError): boolean {
-  const metadata = (err.cause as { metadata?: { getMap?: () => Record<string, unknown> } } | undefined)?.metadata;
-  return typeof metadata?.getMap === 'function' && Object.keys(metadata.getMap()).length > 0;
 }
 
 /**

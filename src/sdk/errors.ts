@@ -55,8 +55,17 @@ export class EvoraApiError extends Error {
    * the status says (for DEADLINE_EXCEEDED, CANCELLED or UNAVAILABLE: unknown).
    */
   readonly notSent: boolean;
+  /**
+   * True when the Evora server itself answered with this status (a unary call's status with
+   * the server's metadata, or a refusal of one request on a SubmitJobStream): the call
+   * reached it and what the status says is what happened, e.g. UNAVAILABLE because its
+   * database is away (nothing was written). False when grpc-js or the SDK made the status:
+   * no connection, a connection that broke during the call, a deadline; a write's outcome
+   * is then unknown.
+   */
+  readonly answered: boolean;
 
-  constructor(params: { code: number; details: string; method: string; cause?: unknown; notSent?: boolean }) {
+  constructor(params: { code: number; details: string; method: string; cause?: unknown; notSent?: boolean; answered?: boolean }) {
     super(params.details || statusName(params.code), { cause: params.cause });
     this.name = 'EvoraApiError';
     this.code = params.code;
@@ -64,6 +73,7 @@ export class EvoraApiError extends Error {
     this.details = params.details;
     this.method = params.method;
     this.notSent = params.notSent ?? false;
+    this.answered = params.answered ?? hasServerMetadata(params.cause);
   }
 
   /**
@@ -169,4 +179,13 @@ export class JobAbortedError extends Error {
     super(message);
     this.name = 'JobAbortedError';
   }
+}
+
+/**
+ * Whether a grpc-js error carries the server's metadata: a status the server sent (grpc-js
+ * sends its own without any, for a connection that failed or broke, or a deadline).
+ */
+function hasServerMetadata(cause: unknown): boolean {
+  const metadata = (cause as { metadata?: { getMap?: () => Record<string, unknown> } } | undefined)?.metadata;
+  return typeof metadata?.getMap === 'function' && Object.keys(metadata.getMap()).length > 0;
 }

@@ -216,7 +216,7 @@ export class SubmitStreamClient {
     this.settled(p);
     const outcome = res.outcome;
     if (outcome?.$case === 'result') p.resolve(outcome.value);
-    else if (outcome?.$case === 'error') p.reject(new EvoraApiError({ code: outcome.value.code, details: outcome.value.message, method: METHOD }));
+    else if (outcome?.$case === 'error') p.reject(new EvoraApiError({ code: outcome.value.code, details: outcome.value.message, method: METHOD, answered: true }));
     else p.reject(new Error(`${METHOD}: the server's answer lacks its outcome`));
     this.idleIfDone(s);
   }

@@ -220,6 +220,13 @@ describe('duration', () => {
 describe('unavailableText', () => {
   const unavailable = (method: string, details: string, answered = false) =>
     new EvoraApiError({ code: 14, details, method, cause: answered ? { metadata: { getMap: () => ({ 'content-type': 'application/grpc' }) } } : undefined });
+  it('a submit the server refused on the submit stream (answered: true, no grpc-js metadata) reads "answered", not "lost the connection"', () => {
+    const refused = new EvoraApiError({ code: 14, details: 'database read-only: cannot execute INSERT in a read-only transaction', method: 'SubmitJob', answered: true });
+    expect(unavailableText(refused, 'db1:50051')).toBe(
+      'the Evora server at db1:50051 answered: database read-only: cannot execute INSERT in a read-only transaction; the job may have been submitted',
+    );
+  });
+
   it('"cannot reach" only for a call that never got a connection; a write the server may have applied (answered, or the connection lost during the call) says so', () => {
     const refused = 'No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1.';
     expect(unavailableText(unavailable('PurgeJobs', refused), 'db1:50051')).toBe(`cannot reach the Evora server at db1:50051 (${refused})`);

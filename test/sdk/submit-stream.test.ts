@@ -41,6 +41,8 @@ describe('EvoraClient.submit against a server', () => {
       const conflict = await client.submit({ queue, type: 't', idempotencyKey: 'k', priority: 2 }).catch((e: unknown) => e);
       expect(conflict).toBeInstanceOf(EvoraApiError);
       expect((conflict as EvoraApiError).code).toBe(grpc.status.ALREADY_EXISTS);
+      // The server's own refusal of that one request: the CLI says "answered", not "lost the connection".
+      expect((conflict as EvoraApiError).answered).toBe(true);
       const bad = await client.submit({ queue: 'not a queue!', type: 't' }).catch((e: unknown) => e);
       expect((bad as EvoraApiError).code).toBe(grpc.status.INVALID_ARGUMENT);
     } finally {

@@ -82,7 +82,7 @@ export function dbCommandsAdd(program: Command): void {
       let applied: number[];
       let r: Awaited<ReturnType<typeof dbRoleEnsure>>;
       try {
-        applied = await migrate(url);
+        applied = await migrate(url, undefined, { waiting: (line) => process.stderr.write(`evora: ${line}\n`) });
         r = await dbRoleEnsure(url, { app: opts.name, owner: opts.owner, password });
       } catch (err) {
         throw await databaseFailure(err, 'db create-role');

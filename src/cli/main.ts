@@ -246,7 +246,9 @@ program
       ? null
       : await embeddedPostgresStart({ dataDir: join(config.dataDir, 'pgdata'), port: config.embeddedPgPort });
     try {
-      const applied = await migrate((config.databaseUrl && config.directDatabaseUrl) || config.databaseUrl || embedded!.url);
+      const applied = await migrate((config.databaseUrl && config.directDatabaseUrl) || config.databaseUrl || embedded!.url, undefined, {
+        waiting: (line) => process.stderr.write(`evora: ${line}\n`),
+      });
       const line = applied.length === 0 ? 'evora: the schema is up to date' : `evora: applied migrations ${applied.join(', ')}`;
       process.stdout.write(`${program.opts<{ json?: boolean }>().json ? JSON.stringify({ applied }) : line}\n`);
     } catch (err) {

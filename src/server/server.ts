@@ -292,11 +292,12 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
         attempt: async () => {
           // Embedded: migrate as the superuser (acting as the owner role), then create or update
           // the roles and the grants (idempotent), before anything connects as the application role.
-          const embeddedApplied = embedded ? await migrate(embedded.url) : [];
+          const migrating = { waiting: (line: string) => logger.warn(line) };
+          const embeddedApplied = embedded ? await migrate(embedded.url, undefined, migrating) : [];
           if (embedded) await dbRoleEnsure(embedded.url, EMBEDDED_ROLE);
           const decision = await poolerDecide({ pooler: config.dbPooler, connectionString: poolUrl, directConnectionString: directUrl });
           if (decision.pooled && directUrl === poolUrl) throw poolerWithoutDirectUrl(decision.reason);
-          return { decision, applied: embedded ? embeddedApplied : await migrate(directUrl) };
+          return { decision, applied: embedded ? embeddedApplied : await migrate(directUrl, undefined, migrating) };
         },
       }),
     );

@@ -67,6 +67,74 @@ const DEADLOCK_RETRY_MS = 200;
 const MIGRATION_LOCK_KEY = 7_301_846_001;
 
 const migrationLockSql = statement<{ key: number }, { locked: string }>('migration-lock', { key: 'int8' }, { locked: 'void' });
+const migrationBlockersSql = statement<{ pid: number }, { pid: number; application_name: string; usename: string | null; state: string | null; xact_start: Date | null; query: string }>(
+  'migration-blockers',
+  { pid: 'int4' },
+  { pid: 'int4', application_name: 'text', usename: 'text', state: 'text', xact_start: 'timestamptz', query: 'text' },
+);
+
+/**
+ * How long a migration round may wait before `waiting` is told who it waits for, and then
+ * how often again while it still waits. Another server or `evora migrate` migrating holds the
+ * migration lock for a moment; a session that locked evora.schema_migrations or evora.jobs
+ * and was left open holds it for good, and a start that waits on it silently (its /readyz
+ * "not ready", nothing logged) leaves the operator guessing.
+ */
+export const MIGRATION_WAIT_NOTICE_MS = 10_000;
+const MIGRATION_WAIT_REPEAT_MS = 60_000;
+
+/** Options of migrate(). */
+export interface MigrateOptions {
+  /**
+   * Told, in one line, when a migration round has waited MIGRATION_WAIT_NOTICE_MS for locks
+   * (and every minute after): the sessions it waits for. The server logs it; the CLI prints it.
+   */
+  waiting?: (line: string) => void;
+  /** MIGRATION_WAIT_NOTICE_MS unless a test says otherwise. */
+  waitNoticeMs?: number;
+}
+
+/**
+ * Until the returned stop is called: after `noticeMs`, then every minute, asks PostgreSQL on a
+ * connection of its own which sessions the backend `pid` waits for, and tells `waiting` (none:
+ * nothing said; it is not waiting on a lock). Best effort: a failure to ask is ignored.
+ */
+function waitWatch(connectionString: string, pid: number, waiting: (line: string) => void, noticeMs: number): () => void {
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = false;
+  const ask = async () => {
+    const client = new pg.Client({ connectionString, application_name: 'evora-migrate-watch', connectionTimeoutMillis: SETUP_CONNECT_TIMEOUT_MS });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      const blockers = await rowsOf(client, migrationBlockersSql, { pid });
+      if (!stopped && blockers.length > 0) waiting(migrationWaitLine(blockers));
+    } catch {
+      // Best effort: the migration's own connection reports a database that went away.
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+    if (!stopped) timer = setTimeout(() => void ask(), MIGRATION_WAIT_REPEAT_MS);
+  };
+  timer = setTimeout(() => void ask(), noticeMs);
+  return () => {
+    stopped = true;
+    if (timer) clearTimeout(timer);
+  };
+}
+
+/** The line a waiting migration says: the sessions it waits for, and that it goes on by itself. */
+export function migrationWaitLine(
+  blockers: readonly { pid: number; application_name: string; usename: string | null; state: string | null; xact_start: Date | null; query: string }[],
+): string {
+  const who = blockers
+    .map((b) => {
+      const since = b.xact_start ? `, in a transaction since ${b.xact_start.toISOString()}` : '';
+      return `pid ${b.pid} (${b.application_name ? `application "${b.application_name}", ` : ''}role ${b.usename ?? '?'}, ${b.state ?? 'state unknown'}${since}, last statement ${JSON.stringify(b.query.replace(/\s+/g, ' ').trim())})`;
+    })
+    .join('; ');
+  return `migrations are waiting for a lock held by ${blockers.length === 1 ? 'another session' : `${blockers.length} other sessions`}: ${who}; they go on by themselves once it ends (another server or \`evora migrate\` migrating ends soon; a session left open does not: end it, e.g. SELECT pg_terminate_backend(${blockers[0]!.pid}))`;
+}
 const migrationBookkeepingCreateSql = script('migration-bookkeeping-create');
 const migrationSchemaCreateSql = script('migration-schema-create');
 const migrationOwnerBecomeSql = statement<None, { role: string | null; schema_exists: boolean; bookkept: boolean }>(
@@ -152,11 +220,14 @@ function migrationsUnknownMessage(unknown: { version: number; name: string }[], 
  * migration this version does not know, instead of applying the rest over a schema it
  * cannot vouch for. Messages carry no "evora:" prefix: the CLI adds it.
  */
-export async function migrate(connectionString: string, migrations: Migration[] = migrationsLoad()): Promise<number[]> {
+export async function migrate(connectionString: string, migrations: Migration[] = migrationsLoad(), opts: MigrateOptions = {}): Promise<number[]> {
   const client = new pg.Client({ connectionString, application_name: 'evora-migrate', connectionTimeoutMillis: SETUP_CONNECT_TIMEOUT_MS });
   // A dropped connection is reported by the query that was running.
   client.on('error', () => undefined);
   await client.connect();
+  const pid = (client as unknown as { processID: number | null }).processID;
+  const watchStop =
+    opts.waiting && pid !== null ? waitWatch(connectionString, pid, opts.waiting, opts.waitNoticeMs ?? MIGRATION_WAIT_NOTICE_MS) : () => undefined;
   try {
     const applied: number[] = [];
     // The migrations whose part before their commit marker this call has committed.
@@ -214,6 +285,7 @@ export async function migrate(connectionString: string, migrations: Migration[] 
         : '';
     throw new Error(`migration failed: ${(err as Error).message}${hint}`, { cause: err });
   } finally {
+    watchStop();
     await client.end().catch(() => undefined);
   }
 }

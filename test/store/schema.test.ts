@@ -79,6 +79,25 @@ describe('migrations', () => {
     expect(await Promise.all([migrate(url), migrate(url)])).toEqual([[], []]);
   });
 
+  it('a run that waits for a lock says which session holds it, and goes on once that session ends', async () => {
+    const holder = new pg.Client({ connectionString: url, application_name: 'dba-session' });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE evora.schema_migrations IN ACCESS EXCLUSIVE MODE');
+      const pid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const lines: string[] = [];
+      const run = migrate(url, undefined, { waiting: (line) => lines.push(line), waitNoticeMs: 100 });
+      await waitFor(() => lines.length > 0, { what: 'the waiting line' });
+      expect(lines[0]).toMatch(new RegExp(`^migrations are waiting for a lock held by another session: pid ${pid} \\(application "dba-session", role \\w+, idle in transaction, in a transaction since \\d{4}-`));
+      expect(lines[0]).toContain(`SELECT pg_terminate_backend(${pid})`);
+      await holder.query('COMMIT');
+      expect(await run).toEqual([]);
+    } finally {
+      await holder.end();
+    }
+  });
+
   it('an empty database gets the baseline and what follows, each recorded under its number and name', async () => {
     const db = await testDatabaseCreate({ empty: true });
     const client = new pg.Client({ connectionString: db.url });

@@ -11,7 +11,7 @@ import { RawWorker } from '../helpers/raw-worker.js';
 import { expectStatus } from '../helpers/grpc-status.js';
 import { call, serverSetup, type Clients } from '../helpers/server-setup.js';
 import { JobState } from '../../src/gen/evora/v1/job.js';
-import { MAX_WORKER_QUEUES } from '../../src/domain/validate.js';
+import { MAX_SLOTS, MAX_WORKER_QUEUES } from '../../src/domain/validate.js';
 
 let clients: Clients;
 let address: string;
@@ -264,6 +264,14 @@ describe('bad input gets the right status and changes nothing', () => {
     await expectStatus(call(clients.workers, 'claimJobs', { workerId: 'w', queues: many, max: 1, jobTypes: [] }), INVALID_ARGUMENT);
     const atLimit = await call(clients.workers, 'claimJobs', { workerId: 'w', queues: many.slice(1), max: 1, jobTypes: [] });
     expect(atLimit.jobs).toEqual([]);
+
+    // hello.held: no worker holds more leases than its slots (at most 10,000).
+    const held = Array.from({ length: MAX_SLOTS + 1 }, () => ({ jobId: MISSING, leaseToken: MISSING }));
+    const h = new RawWorker(clients);
+    h.send({ msg: { $case: 'hello', value: { workerId: 'w', queues: ['q'], slots: 1, held, jobTypes: [] } } });
+    await h.until(() => h.ended);
+    expect((h.error as grpc.ServiceError | null)?.code).toBe(INVALID_ARGUMENT);
+    expect((h.error as grpc.ServiceError).details).toBe(`hello.held names ${MAX_SLOTS + 1} leases; the limit is ${MAX_SLOTS} (no worker holds more than its slots)`);
   });
 
   it('messages over the configured size are refused by gRPC', async () => {

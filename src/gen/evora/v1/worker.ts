@@ -339,6 +339,7 @@ export interface WorkerHello {
    * Leases the worker still holds from an earlier stream (after a reconnect). Those that
    * are still current occupy slots until the worker finishes them with their tokens.
    * Naming them does not renew them: heartbeat them at once (docs/api.md, "Reconnecting").
+   * At most 10,000 (no worker holds more than its slots): more is INVALID_ARGUMENT.
    */
   held: Lease[];
   /**

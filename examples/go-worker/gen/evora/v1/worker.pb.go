@@ -691,6 +691,7 @@ type WorkerHello struct {
 	// Leases the worker still holds from an earlier stream (after a reconnect). Those that
 	// are still current occupy slots until the worker finishes them with their tokens.
 	// Naming them does not renew them: heartbeat them at once (docs/api.md, "Reconnecting").
+	// At most 10,000 (no worker holds more than its slots): more is INVALID_ARGUMENT.
 	Held []*Lease `protobuf:"bytes,4,rep,name=held,proto3" json:"held,omitempty"`
 	// True = the worker understands the batch messages `jobs` and `acks`, and the server
 	// may send them instead of several `job` or `ack` messages. Unset or false = single

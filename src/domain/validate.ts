@@ -127,6 +127,11 @@ function quoted(value: string): string {
   return JSON.stringify(value).replace(/\p{C}/gu, (c) => c.split('').map(escape).join(''));
 }
 
+/** As quoted, cut to its first 64 characters: a refused value of any length stays a short line. */
+function quotedShort(value: string): string {
+  return quoted(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+}
+
 /** A queue name, job type or worker id: letters, digits and _ . : / -, starting with a letter or digit. */
 export function checkName(field: string, value: string): string {
   if (!value) throw invalidArgument(`${field} is required`);
@@ -358,8 +363,7 @@ export function checkIntRange(field: string, value: number, min: number, max: nu
 export function checkUuid(field: string, value: string): string {
   if (!value) throw invalidArgument(`${field} is required`);
   if (!isUuid(value)) {
-    const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
-    throw invalidArgument(`${field} ${quoted(shown)} is not a UUID`);
+    throw invalidArgument(`${field} ${quotedShort(value)} is not a UUID`);
   }
   return value;
 }
@@ -566,7 +570,7 @@ export function checkDependencyRefs(jobs: readonly DependencyRefs[]): void {
   });
   jobs.forEach((j, i) => {
     for (const r of j.dependsOnRefs ?? []) {
-      if (!byRef.has(r)) throw invalidArgument(`jobs[${i}].depends_on_refs names unknown ref "${r}"`);
+      if (!byRef.has(r)) throw invalidArgument(`jobs[${i}].depends_on_refs names unknown ref ${quotedShort(r)}`);
     }
     // Each kind was once held to MAX_PARENTS alone: 1,000 ids and 1,000 refs made 2,000 parents.
     if (new Set(j.dependsOnRefs ?? []).size + (j.dependsOn?.length ?? 0) > MAX_PARENTS) {

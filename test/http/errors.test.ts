@@ -226,6 +226,34 @@ describe('401 and 403', () => {
     expect(allowed.status).toBe(201);
     expect(allowed.body.job.state).toBe('JOB_STATE_WAITING');
   });
+
+  it("a job or schedule of another queue, named by id or name, is refused without naming that queue, and is left as it was", async () => {
+    const [mine, other] = [queueName('mine'), queueName('secret-payroll')];
+    const job = await submitJob(other);
+    const name = `nightly-${other}`;
+    expect((await api('PUT', `/v1/schedules/${name}`, { body: { cron: '0 3 * * *', queue: other, type: 't' } })).status).toBe(201);
+    const admin = await scopedToken('admin', mine);
+    const as = (method: string, path: string, body?: unknown) => httpCall(base, method, path, { token: admin.secret, body });
+    const refusals: [string, Awaited<ReturnType<typeof as>>][] = [
+      [`GetJob job ${job}`, await as('GET', `/v1/jobs/${job}`)],
+      [`ListJobAttempts job ${job}`, await as('GET', `/v1/jobs/${job}/attempts`)],
+      [`CancelJob job ${job}`, await as('POST', `/v1/jobs/${job}/cancel`)],
+      [`GetSchedule schedule "${name}"`, await as('GET', `/v1/schedules/${name}`)],
+      [`ResumeSchedule schedule "${name}"`, await as('POST', `/v1/schedules/${name}/resume`)],
+      [`PauseSchedule schedule "${name}"`, await as('POST', `/v1/schedules/${name}/pause`)],
+      [`TriggerSchedule schedule "${name}"`, await as('POST', `/v1/schedules/${name}/trigger`)],
+      [`DeleteSchedule schedule "${name}"`, await as('DELETE', `/v1/schedules/${name}`)],
+      // Its own queue, but the name is another queue's schedule's.
+      [`UpsertSchedule schedule "${name}"`, await as('PUT', `/v1/schedules/${name}`, { cron: '0 3 * * *', queue: mine, type: 't' })],
+    ];
+    for (const [what, res] of refusals) {
+      expect(res.status, res.text).toBe(403);
+      expect(res.body).toEqual({ code: 'PERMISSION_DENIED', message: `token "${admin.name}" (admin) may not ${what}: its queue is outside the token's queues (${mine})` });
+    }
+    expect(await jobStates([job])).toEqual(['PENDING']);
+    const schedule = (await api('GET', `/v1/schedules/${name}`)).body.schedule;
+    expect([schedule.queue, schedule.paused ?? false, schedule.lastJobId ?? '']).toEqual([other, false, '']);
+  });
 });
 
 describe('queue scopes reach no other queue through dependents', () => {

@@ -123,12 +123,28 @@ function checkJsonStorable(field: string, json: string): void {
  * around, a NUL) escaped as in JSON, so the line stays one readable line of what was sent.
  */
 function quoted(value: string): string {
-  const escape = (unit: string) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  return JSON.stringify(value).replace(/\p{C}/gu, (c) => c.split('').map(escape).join(''));
+  return invisibleEscape(JSON.stringify(value));
 }
 
-/** As quoted, cut to its first 64 characters: a refused value of any length stays a short line. */
-function quotedShort(value: string): string {
+/** Every character of `text` that is not visible text (\p{C}: a newline, U+202E, a NUL) escaped as in JSON (\u000a). */
+function invisibleEscape(text: string): string {
+  const escape = (unit: string) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  return text.replace(/\p{C}/gu, (c) => c.split('').map(escape).join(''));
+}
+
+/**
+ * A line that may quote what was sent (a decoder's message naming a key as sent), made one
+ * short readable line: what is not visible text escaped, cut to `max` characters.
+ */
+export function lineShown(text: string, max = 200): string {
+  return invisibleEscape(text.length > max ? `${text.slice(0, max)}…` : text);
+}
+
+/**
+ * As quoted, cut to its first 64 characters: a refused value of any length stays a short line.
+ * For every refusal that quotes what was sent (the HTTP port's too).
+ */
+export function quotedShort(value: string): string {
   return quoted(value.length > 64 ? `${value.slice(0, 64)}…` : value);
 }
 

@@ -189,6 +189,26 @@ describe('what the router or the HTTP parser refuses has the same shape', () => 
     expect(res.status).toBe(400);
     expect(res.body).toEqual({ code: 'INVALID_ARGUMENT', message: 'name elsewhere in the request ("two") differs from the path ("one")' });
   });
+
+  it('a refusal that quotes what was sent shows it escaped and cut: one short line, whatever its length and characters', async () => {
+    const queue = queueName('e');
+    const long = `\u202Eevil\nline${'y'.repeat(5000)}`;
+    const body = `\u202Eevil\nline${'y'.repeat(60_000)}`;
+    const cases = [
+      await api('GET', '/v1/jobs', { query: { queue, states: long } }),
+      await api('GET', '/v1/jobs', { query: { queue, [long]: '1' } }),
+      await api('GET', '/v1/tokens', { query: { include_revoked: long } }),
+      await api('PUT', `/v1/queues/${queue}`, { body: { name: body } }),
+      await api('POST', '/v1/jobs', { body: { queue, type: 't', [body]: 1 } }),
+      await api('POST', '/v1/jobs', { body: `{"queue": "${queue}", "type": "t", "payload": {"k": \u202E1}}` }),
+    ];
+    for (const res of cases) {
+      expect(res.status, res.text.slice(0, 300)).toBe(400);
+      expect(res.body.message).toMatch(/^[ -~…]{1,400}$/);
+    }
+    expect(cases[0]!.body.message).toMatch(/^"\\u202eevil\\nlineyyy+…" is not a JobState/);
+    expect(await jobCount(queue)).toBe(0);
+  });
 });
 
 describe('401 and 403', () => {

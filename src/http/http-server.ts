@@ -248,7 +248,9 @@ export class HttpServer {
     app.get('/openapi.json', async (_req, reply) => reply.send(server().openApiDoc()));
 
     if (dashboardDir) {
-      await app.register(fastifyStatic, { root: dashboardDir, prefix: '/', wildcard: true });
+      // A dotfile is never the dashboard's (the build has none): one left in the folder by a
+      // deploy (.env, .git/) is not served, as @fastify/static would by default.
+      await app.register(fastifyStatic, { root: dashboardDir, prefix: '/', wildcard: true, dotfiles: 'ignore' });
       // The page links its icon (/favicon.svg); a browser showing anything else of this port
       // (/openapi.json, /metrics) asks /favicon.ico, which points there rather than being a 404.
       app.get('/favicon.ico', async (_req, reply) => reply.redirect('/favicon.svg', 302));

@@ -123,8 +123,29 @@ function checkJsonStorable(field: string, json: string): void {
  * around, a NUL) escaped as in JSON, so the line stays one readable line of what was sent.
  */
 function quoted(value: string): string {
+  return invisibleEscape(JSON.stringify(value));
+}
+
+/** Every character of `text` that is not visible text (\p{C}: a newline, U+202E, a NUL) escaped as in JSON (\u000a). */
+function invisibleEscape(text: string): string {
   const escape = (unit: string) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  return JSON.stringify(value).replace(/\p{C}/gu, (c) => c.split('').map(escape).join(''));
+  return text.replace(/\p{C}/gu, (c) => c.split('').map(escape).join(''));
+}
+
+/**
+ * A line that may quote what was sent (a decoder's message naming a key as sent), made one
+ * short readable line: what is not visible text escaped, cut to `max` characters.
+ */
+export function lineShown(text: string, max = 200): string {
+  return invisibleEscape(text.length > max ? `${text.slice(0, max)}…` : text);
+}
+
+/**
+ * As quoted, cut to its first 64 characters: a refused value of any length stays a short line.
+ * For every refusal that quotes what was sent (the HTTP port's too).
+ */
+export function quotedShort(value: string): string {
+  return quoted(value.length > 64 ? `${value.slice(0, 64)}…` : value);
 }
 
 /** A queue name, job type or worker id: letters, digits and _ . : / -, starting with a letter or digit. */
@@ -358,8 +379,7 @@ export function checkIntRange(field: string, value: number, min: number, max: nu
 export function checkUuid(field: string, value: string): string {
   if (!value) throw invalidArgument(`${field} is required`);
   if (!isUuid(value)) {
-    const shown = value.length > 64 ? `${value.slice(0, 64)}…` : value;
-    throw invalidArgument(`${field} ${quoted(shown)} is not a UUID`);
+    throw invalidArgument(`${field} ${quotedShort(value)} is not a UUID`);
   }
   return value;
 }
@@ -566,7 +586,7 @@ export function checkDependencyRefs(jobs: readonly DependencyRefs[]): void {
   });
   jobs.forEach((j, i) => {
     for (const r of j.dependsOnRefs ?? []) {
-      if (!byRef.has(r)) throw invalidArgument(`jobs[${i}].depends_on_refs names unknown ref "${r}"`);
+      if (!byRef.has(r)) throw invalidArgument(`jobs[${i}].depends_on_refs names unknown ref ${quotedShort(r)}`);
     }
     // Each kind was once held to MAX_PARENTS alone: 1,000 ids and 1,000 refs made 2,000 parents.
     if (new Set(j.dependsOnRefs ?? []).size + (j.dependsOn?.length ?? 0) > MAX_PARENTS) {

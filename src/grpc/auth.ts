@@ -162,6 +162,18 @@ export function scopeCheck(p: Principal, method: string, queues: readonly string
   authorize(p, methodPermission(method), methodName(method), queues);
 }
 
+/**
+ * PERMISSION_DENIED unless `queue`, the stored queue of what the call names by id or by name
+ * (`what`: "job <id>", 'schedule "nightly"'), is in the principal's scope. The line does not
+ * name that queue: the caller did not, and the names of queues outside its scope are not its
+ * to read (ListQueues, ListSchedules and ListWorkers leave them out), while a job id or a
+ * schedule name (guessable: "nightly") would otherwise tell them.
+ */
+export function storedScopeCheck(p: Principal, method: string, what: string, queue: string): void {
+  if (queueInScope(p.queues, queue)) return;
+  throw permissionDenied(`${principalLabel(p)} may not ${methodName(method)} ${what}: its queue is outside the token's queues (${p.queues.join(', ')})`);
+}
+
 /** PERMISSION_DENIED when a scoped principal names no queue, or one outside its scope. */
 export function scopeCheckFilter(p: Principal, method: string, queue: string | null | undefined): void {
   requireQueueForScoped(p, methodName(method), queue);
@@ -187,7 +199,7 @@ export async function jobScopeCheck(store: Pick<Store, 'jobGet'>, p: Principal, 
     if (err instanceof EvoraError && err.code === 'NOT_FOUND') return;
     throw err;
   }
-  scopeCheck(p, method, [queue]);
+  storedScopeCheck(p, method, `job ${id}`, queue);
 }
 
 /**
@@ -258,5 +270,5 @@ export async function scheduleScopeCheck(store: Pick<Store, 'scheduleGet'>, p: P
     if (err instanceof EvoraError && err.code === 'NOT_FOUND') return;
     throw err;
   }
-  scopeCheck(p, method, [queue]);
+  storedScopeCheck(p, method, `schedule "${name}"`, queue);
 }

@@ -38,7 +38,7 @@ import { bufferDecoder } from '../wire/node-buffer-reader.js';
 import type { Backoff } from '../gen/evora/v1/queue.js';
 import { attemptToPb, backoffKindFromPb, deadLetterGroupToPb, durationToSeconds, jobStateFromPb, jobToPb } from './convert.js';
 import type { ServiceDeps } from './deps.js';
-import { cascadeScopeCheck, jobScopeCheck, parentsScopeCheck, scopeCheck, scopeCheckFilter, scopeFilter, streamAuthenticated } from './auth.js';
+import { cascadeScopeCheck, jobScopeCheck, parentsScopeCheck, scopeCheck, scopeCheckFilter, scopeFilter, storedScopeCheck, streamAuthenticated } from './auth.js';
 import { SubmitStream, type SubmitStreamDeps } from './submit-stream.js';
 import { unary } from './unary.js';
 import { auditActor } from '../domain/audit.js';
@@ -264,14 +264,14 @@ export function jobService(deps: ServiceDeps): JobServiceServer {
     }),
     getJob: unary(deps, M.getJob.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
-      scopeCheck(principal, M.getJob.path, [job.queue]);
+      storedScopeCheck(principal, M.getJob.path, `job ${job.id}`, job.queue);
       const [attempts, dependents] = await Promise.all([store.jobAttempts({ id: job.id }), store.jobDependents({ id: job.id })]);
       // A token limited to queues sees only the children in its queues (the others' ids are not its to know).
       return { job: jobToPb(job), attempts: attempts.map(attemptToPb), dependents: scopeFilter(principal, dependents, (d) => d.queue).map((d) => d.id) };
     }),
     listJobAttempts: unary(deps, M.listJobAttempts.path, async (req, _call, principal) => {
       const job = await store.jobGet({ id: checkUuid('id', req.id) });
-      scopeCheck(principal, M.listJobAttempts.path, [job.queue]);
+      storedScopeCheck(principal, M.listJobAttempts.path, `job ${job.id}`, job.queue);
       return { attempts: (await store.jobAttempts({ id: job.id })).map(attemptToPb) };
     }),
     listJobs: unary(deps, M.listJobs.path, async (req, _call, principal) => {

@@ -12,7 +12,7 @@ import {
 import { checkJsonSize } from '../domain/validate.js';
 import { MisfirePolicy as PbMisfirePolicy, ScheduleServiceService, type Schedule as PbSchedule, type ScheduleServiceServer } from '../gen/evora/v1/schedule.js';
 import type { ServiceDeps } from './deps.js';
-import { scheduleScopeCheck, scopeCheck, scopeFilter } from './auth.js';
+import { scheduleScopeCheck, scopeCheck, scopeFilter, storedScopeCheck } from './auth.js';
 import { unary } from './unary.js';
 import { auditActor } from '../domain/audit.js';
 
@@ -89,7 +89,7 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
     }),
     getSchedule: unary(deps, M.getSchedule.path, async (req, _call, principal) => {
       const schedule = await store.scheduleGet({ name: checkScheduleName(req.name) });
-      scopeCheck(principal, M.getSchedule.path, [schedule.queue]);
+      storedScopeCheck(principal, M.getSchedule.path, `schedule "${schedule.name}"`, schedule.queue);
       return { schedule: scheduleToPb(schedule) };
     }),
     listSchedules: unary(deps, M.listSchedules.path, async (_req, _call, principal) => ({
@@ -111,7 +111,7 @@ export function scheduleService(deps: ServiceDeps): ScheduleServiceServer {
     resumeSchedule: unary(deps, M.resumeSchedule.path, async (req, _call, principal) => {
       const name = checkScheduleName(req.name);
       const current = await store.scheduleGet({ name });
-      scopeCheck(principal, M.resumeSchedule.path, [current.queue]);
+      storedScopeCheck(principal, M.resumeSchedule.path, `schedule "${name}"`, current.queue);
       const nextRunAt = storedNextAfter(current, await store.dbNow());
       const schedule = await store.scheduleSetPaused({ name, paused: false, nextRunAt, actor: auditActor(principal) });
       return { schedule: scheduleToPb(schedule) };

@@ -11,7 +11,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { DescMethod, JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { invalidArgument, isUnavailable, permissionDenied, serverStarting, serverStopping } from '../domain/errors.js';
 import { hostIsLoopback } from '../domain/auth.js';
-import { MAX_NAME_LENGTH } from '../domain/validate.js';
+import { MAX_NAME_LENGTH, lineShown } from '../domain/validate.js';
 import type { Logger } from '../logger.js';
 import type { ServerMetrics } from '../telemetry/metrics.js';
 import type { Authenticator } from '../auth/authenticator.js';
@@ -180,7 +180,7 @@ export class HttpServer {
       try {
         value = JSON.parse(text) as unknown;
       } catch (err) {
-        return done(invalidArgument(`the request body is not JSON: ${(err as Error).message}`, { cause: err }), undefined);
+        return done(invalidArgument(`the request body is not JSON: ${lineShown((err as Error).message)}`, { cause: err }), undefined);
       }
       const twice = jsonDuplicateKey(text);
       if (twice !== null) {
@@ -248,7 +248,9 @@ export class HttpServer {
     app.get('/openapi.json', async (_req, reply) => reply.send(server().openApiDoc()));
 
     if (dashboardDir) {
-      await app.register(fastifyStatic, { root: dashboardDir, prefix: '/', wildcard: true });
+      // A dotfile is never the dashboard's (the build has none): one left in the folder by a
+      // deploy (.env, .git/) is not served, as @fastify/static would by default.
+      await app.register(fastifyStatic, { root: dashboardDir, prefix: '/', wildcard: true, dotfiles: 'ignore' });
       // The page links its icon (/favicon.svg); a browser showing anything else of this port
       // (/openapi.json, /metrics) asks /favicon.ico, which points there rather than being a 404.
       app.get('/favicon.ico', async (_req, reply) => reply.redirect('/favicon.svg', 302));
@@ -496,7 +498,7 @@ function frameworkErrorLine(err: Error & { code?: string }): string {
   if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return PARAM_TOO_LONG_LINE;
   if (err.code === 'FST_ERR_BAD_URL') return 'the URL is not valid: a path segment is not well-formed percent-encoded UTF-8';
   const line = err.message.split('\n')[0] ?? '';
-  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
+  return lineShown(line);
 }
 
 /** The longest path parameter the router takes: a name of MAX_NAME_LENGTH, each character escaped. */

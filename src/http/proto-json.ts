@@ -16,6 +16,7 @@ import {
 } from '@bufbuild/protobuf';
 import { FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import { invalidArgument } from '../domain/errors.js';
+import { lineShown, quotedShort } from '../domain/validate.js';
 
 /**
  * The proto3 JSON mapping of Evora's messages, exactly as grpcurl prints and reads it
@@ -77,7 +78,7 @@ export function jsonFieldSet(desc: DescMessage, json: JsonObject, dotted: string
     if (i === parts.length - 1) {
       if (existingKey !== undefined && JSON.stringify(target[existingKey]) !== JSON.stringify(value)) {
         // The value already there came from the body, the query or a header (set in that order).
-        throw invalidArgument(`${field.name} elsewhere in the request (${JSON.stringify(target[existingKey])}) differs from the ${source} (${JSON.stringify(value)})`);
+        throw invalidArgument(`${field.name} elsewhere in the request (${jsonShown(target[existingKey]!)}) differs from the ${source} (${jsonShown(value)})`);
       }
       if (existingKey !== undefined) delete target[existingKey];
       target[field.jsonName] = value;
@@ -107,7 +108,7 @@ export function enumValueName(e: DescEnum, raw: string): string | number {
   const full = `${prefix}${upper}`;
   if (e.values.some((v) => v.name === full || v.name === upper)) return e.values.some((v) => v.name === full) ? full : upper;
   if (/^\d{1,9}$/.test(raw)) return Number(raw);
-  throw invalidArgument(`"${raw}" is not a ${e.name} (one of ${e.values.map((v) => v.name.slice(prefix.length)).join(', ')})`);
+  throw invalidArgument(`${quotedShort(raw)} is not a ${e.name} (one of ${e.values.map((v) => v.name.slice(prefix.length)).join(', ')})`);
 }
 
 /** The common "JOB_STATE_" of an enum's value names. */
@@ -130,7 +131,7 @@ export function queryToJson(desc: DescMessage, query: Record<string, string | st
     if (raw === undefined) continue;
     const values = Array.isArray(raw) ? raw : [raw];
     const field = fieldByName(desc, key);
-    if (!field) throw invalidArgument(`unknown query parameter ${key} (the fields of ${desc.name}: ${desc.fields.map((f) => f.name).join(', ') || 'none'})`);
+    if (!field) throw invalidArgument(`unknown query parameter ${quotedShort(key)} (the fields of ${desc.name}: ${desc.fields.map((f) => f.name).join(', ') || 'none'})`);
     const one = (v: string): JsonValue => {
       if (field.enum) return enumValueName(field.enum, v);
       if (field.message) {
@@ -141,7 +142,7 @@ export function queryToJson(desc: DescMessage, query: Record<string, string | st
       if (field.scalar === ScalarType.BOOL) {
         if (v === 'true' || v === '1') return true;
         if (v === 'false' || v === '0') return false;
-        throw invalidArgument(`${field.name} must be true or false, got "${v}"`);
+        throw invalidArgument(`${field.name} must be true or false, got ${quotedShort(v)}`);
       }
       return v;
     };
@@ -155,7 +156,18 @@ export function queryToJson(desc: DescMessage, query: Record<string, string | st
   return out;
 }
 
-/** An error's message as one line. */
+/**
+ * An error's message as one short line: its first line, cut to 200 characters, with what is
+ * not visible text escaped (the decoder's lines quote a key as sent: 1 MB, U+202E).
+ */
 function oneLine(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';
+  const line = (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';
+  return lineShown(line);
+}
+
+/** A request value as a refusal shows it: a string quoted and cut (quotedShort), anything else its JSON cut to 64 characters. */
+function jsonShown(value: JsonValue): string {
+  if (typeof value === 'string') return quotedShort(value);
+  const text = JSON.stringify(value);
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
 }

@@ -307,13 +307,13 @@ export interface SeriesPoint extends MinuteCounters {
 /**
  * The last `minutes` minutes as of `now` (the database's clock, as for telemetryStats), one
  * point per minute oldest first (the current, partial minute last; a minute without data is
- * a point of zeros), summed over the given queues (null: every queue) that `include`
- * accepts (default: all). Percentiles come from the summed histograms, read as
+ * a point of zeros), summed over the given queues (null: every queue; only those are read,
+ * so name a scoped caller's). Percentiles come from the summed histograms, read as
  * telemetryStats reads them. One reading for every sink.
  */
 export async function telemetrySeries(
   sink: TelemetrySink,
-  params: { queues: string[] | null; minutes: number; now: Date; include?: (queue: string) => boolean },
+  params: { queues: string[] | null; minutes: number; now: Date },
 ): Promise<SeriesPoint[]> {
   const now = params.now;
   const last = minuteStart(now).getTime();
@@ -325,7 +325,7 @@ export async function telemetrySeries(
   }
   for (const m of rows.minutes) {
     const e = byMinute.get(minuteStart(m.minute).getTime());
-    if (!e || (params.include && !params.include(m.queue))) continue;
+    if (!e) continue;
     e.c.submitted += m.submitted;
     e.c.completed += m.completed;
     e.c.failed += m.failed;

@@ -41,5 +41,10 @@ describe('checkDependencyRefs', () => {
     expect(() => checkDependencyRefs([{ ref: 'a' }, { dependsOnRefs: ['b'] }])).toThrow('jobs[1].depends_on_refs names unknown ref "b"');
     expect(() => checkDependencyRefs([{ ref: 'a' }, { ref: 'a' }])).toThrow('ref "a" is used twice (jobs[0] and jobs[1])');
     expect(() => checkDependencyRefs([{ ref: 'no spaces' }])).toThrow(/^jobs\[0\]\.ref "no spaces" may contain only/);
+    // An unknown ref is shown as a name would be: escaped, and cut, so the line stays one short line
+    // (a 1 MB ref with a newline was echoed whole: a 1 MB status line in two pieces).
+    expect(() => checkDependencyRefs([{ ref: 'a' }, { dependsOnRefs: [`x\nforged log line${'y'.repeat(1_000_000)}`] }])).toThrow(
+      /^jobs\[1\]\.depends_on_refs names unknown ref "x\\nforged log liney+…"$/,
+    );
   });
 });

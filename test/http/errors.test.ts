@@ -189,6 +189,26 @@ describe('what the router or the HTTP parser refuses has the same shape', () => 
     expect(res.status).toBe(400);
     expect(res.body).toEqual({ code: 'INVALID_ARGUMENT', message: 'name elsewhere in the request ("two") differs from the path ("one")' });
   });
+
+  it('a refusal that quotes what was sent shows it escaped and cut: one short line, whatever its length and characters', async () => {
+    const queue = queueName('e');
+    const long = `\u202Eevil\nline${'y'.repeat(5000)}`;
+    const body = `\u202Eevil\nline${'y'.repeat(60_000)}`;
+    const cases = [
+      await api('GET', '/v1/jobs', { query: { queue, states: long } }),
+      await api('GET', '/v1/jobs', { query: { queue, [long]: '1' } }),
+      await api('GET', '/v1/tokens', { query: { include_revoked: long } }),
+      await api('PUT', `/v1/queues/${queue}`, { body: { name: body } }),
+      await api('POST', '/v1/jobs', { body: { queue, type: 't', [body]: 1 } }),
+      await api('POST', '/v1/jobs', { body: `{"queue": "${queue}", "type": "t", "payload": {"k": \u202E1}}` }),
+    ];
+    for (const res of cases) {
+      expect(res.status, res.text.slice(0, 300)).toBe(400);
+      expect(res.body.message).toMatch(/^[ -~…]{1,400}$/);
+    }
+    expect(cases[0]!.body.message).toMatch(/^"\\u202eevil\\nlineyyy+…" is not a JobState/);
+    expect(await jobCount(queue)).toBe(0);
+  });
 });
 
 describe('401 and 403', () => {
@@ -225,6 +245,34 @@ describe('401 and 403', () => {
     const allowed = await httpCall(base, 'POST', '/v1/jobs', { token: scoped.secret, body: { queue: mine, type: 'child', dependsOn: [inside] } });
     expect(allowed.status).toBe(201);
     expect(allowed.body.job.state).toBe('JOB_STATE_WAITING');
+  });
+
+  it("a job or schedule of another queue, named by id or name, is refused without naming that queue, and is left as it was", async () => {
+    const [mine, other] = [queueName('mine'), queueName('secret-payroll')];
+    const job = await submitJob(other);
+    const name = `nightly-${other}`;
+    expect((await api('PUT', `/v1/schedules/${name}`, { body: { cron: '0 3 * * *', queue: other, type: 't' } })).status).toBe(201);
+    const admin = await scopedToken('admin', mine);
+    const as = (method: string, path: string, body?: unknown) => httpCall(base, method, path, { token: admin.secret, body });
+    const refusals: [string, Awaited<ReturnType<typeof as>>][] = [
+      [`GetJob job ${job}`, await as('GET', `/v1/jobs/${job}`)],
+      [`ListJobAttempts job ${job}`, await as('GET', `/v1/jobs/${job}/attempts`)],
+      [`CancelJob job ${job}`, await as('POST', `/v1/jobs/${job}/cancel`)],
+      [`GetSchedule schedule "${name}"`, await as('GET', `/v1/schedules/${name}`)],
+      [`ResumeSchedule schedule "${name}"`, await as('POST', `/v1/schedules/${name}/resume`)],
+      [`PauseSchedule schedule "${name}"`, await as('POST', `/v1/schedules/${name}/pause`)],
+      [`TriggerSchedule schedule "${name}"`, await as('POST', `/v1/schedules/${name}/trigger`)],
+      [`DeleteSchedule schedule "${name}"`, await as('DELETE', `/v1/schedules/${name}`)],
+      // Its own queue, but the name is another queue's schedule's.
+      [`UpsertSchedule schedule "${name}"`, await as('PUT', `/v1/schedules/${name}`, { cron: '0 3 * * *', queue: mine, type: 't' })],
+    ];
+    for (const [what, res] of refusals) {
+      expect(res.status, res.text).toBe(403);
+      expect(res.body).toEqual({ code: 'PERMISSION_DENIED', message: `token "${admin.name}" (admin) may not ${what}: its queue is outside the token's queues (${mine})` });
+    }
+    expect(await jobStates([job])).toEqual(['PENDING']);
+    const schedule = (await api('GET', `/v1/schedules/${name}`)).body.schedule;
+    expect([schedule.queue, schedule.paused ?? false, schedule.lastJobId ?? '']).toEqual([other, false, '']);
   });
 });
 

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { httpSetup } from './http-setup.js';
@@ -46,6 +46,22 @@ describe('the dashboard', () => {
     expect(js.status).toBe(200);
     expect(js.headers.get('content-type')).toMatch(/javascript/);
     expect((await api('GET', '/assets/missing.js')).status).toBe(404);
+    // A dotfile a deploy left in the folder (.env, .git/) is not served: a missing file (404),
+    // or for a path under a dotted folder the page, never the file's content.
+    const dot = join(DASHBOARD, `.evora-test-${process.pid}`);
+    mkdirSync(dot);
+    try {
+      writeFileSync(join(dot, 'config.txt'), 'dotfile-content');
+      writeFileSync(`${dot}.env`, 'dotfile-content');
+      for (const path of [`/.evora-test-${process.pid}.env`, `/.evora-test-${process.pid}/config.txt`, `/assets/../.evora-test-${process.pid}.env`]) {
+        const res = await api('GET', path);
+        expect(res.text, path).not.toContain('dotfile-content');
+        if (path.endsWith('.env')) expect(res.status, path).toBe(404);
+      }
+    } finally {
+      rmSync(dot, { recursive: true, force: true });
+      rmSync(`${dot}.env`, { force: true });
+    }
     const v1 = await api('GET', '/v1/unknown');
     expect(v1.status).toBe(404);
     expect(v1.body).toMatchObject({ code: 'NOT_FOUND' });

@@ -1,7 +1,7 @@
 import { CronExpressionParser, type CronExpression } from 'cron-parser';
 import { EvoraError, failedPrecondition, invalidArgument } from './errors.js';
 import type { JsonObject } from './job.js';
-import { checkIntRange, checkMaxAttempts, checkName, checkPriority } from './validate.js';
+import { SCHEDULE_KEY_PREFIX, checkIntRange, checkMaxAttempts, checkName, checkPriority } from './validate.js';
 
 /**
  * Recurring schedules: what one is, how its cron expression is read, and which fire times
@@ -350,12 +350,12 @@ function offsetChangeBefore(timezone: string, ms: number): number | null {
 
 /** The idempotency key of a schedule's job for one fire time: `schedule:<name>:<RFC 3339 UTC, seconds>`. */
 export function scheduleFireKey(name: string, fireAt: Date): string {
-  return `schedule:${name}:${fireAt.toISOString().replace(/\.\d{3}Z$/, 'Z')}`;
+  return `${SCHEDULE_KEY_PREFIX}${name}:${fireAt.toISOString().replace(/\.\d{3}Z$/, 'Z')}`;
 }
 
 /** The idempotency key of a TriggerSchedule job: `schedule:<name>:trigger:<trigger id>`. */
 export function scheduleTriggerKey(name: string, triggerId: string): string {
-  return `schedule:${name}:trigger:${triggerId}`;
+  return `${SCHEDULE_KEY_PREFIX}${name}:trigger:${triggerId}`;
 }
 
 /** What the scheduler does for one due schedule at `now`. */

@@ -232,6 +232,23 @@ export function checkIdempotencyKey(value: string): string {
   return checkNoNul('idempotency_key', value);
 }
 
+/** The prefix of the scheduler's own idempotency keys (a schedule's fires and triggers; docs/api.md). */
+export const SCHEDULE_KEY_PREFIX = 'schedule:';
+
+/**
+ * A submit's idempotency key (checkIdempotencyKey), never one of the scheduler's: a key taken
+ * first by a submit is kept by the scheduler as that fire's job (a replay), so a producer of
+ * the schedule's queue could otherwise suppress or replace any fire of a schedule it may not
+ * change, by submitting `schedule:<name>:<next fire time>` with a job of its own. Listing by
+ * such a key (ListJobs) stays allowed.
+ */
+export function checkSubmitIdempotencyKey(value: string): string {
+  if (value.startsWith(SCHEDULE_KEY_PREFIX)) {
+    throw invalidArgument(`idempotency_key may not start with "${SCHEDULE_KEY_PREFIX}": such keys are the scheduler's (a schedule's fires and triggers)`);
+  }
+  return checkIdempotencyKey(value);
+}
+
 /** The longest concurrency key, in UTF-8 bytes (the column's CHECK, 0009_concurrency_keys.sql). */
 export const MAX_CONCURRENCY_KEY_BYTES = 255;
 

@@ -36,6 +36,8 @@ describe('bad input gets the right status and changes nothing', () => {
       [{ priority: 5000 }, /priority must be/],
       [{ maxAttempts: -1 }, /max_attempts/],
       [{ idempotencyKey: 'k'.repeat(300) }, /idempotency_key/],
+      // The scheduler's keys: a producer must not take a schedule's next fire first.
+      [{ idempotencyKey: 'schedule:nightly:2026-11-30T03:01:00Z' }, /^idempotency_key may not start with "schedule:": such keys are the scheduler's/],
       [{ payload: { blob: 'x'.repeat(2000) } }, /payload is \d+ bytes of JSON; the limit is 1000/],
       [{ timeout: { seconds: 0, nanos: 0 } }, /^timeout must be positive, got 0 s$/],
       [{ timeout: { seconds: -5, nanos: 0 } }, /^timeout must be positive, got -5 s$/],

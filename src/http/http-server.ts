@@ -190,9 +190,11 @@ export class HttpServer {
       done(null, value);
     });
 
-    // No page of another site may frame the dashboard (clickjacking its buttons): every answer says so.
+    // No page of another site may frame the dashboard (clickjacking its buttons), and no
+    // browser may read an answer as another type than it says (a JSON error quoting a request
+    // value sniffed as HTML or script): every answer says so.
     app.addHook('onRequest', async (_request, reply) => {
-      reply.header('x-frame-options', 'DENY').header('content-security-policy', "frame-ancestors 'none'");
+      reply.header('x-frame-options', 'DENY').header('content-security-policy', "frame-ancestors 'none'").header('x-content-type-options', 'nosniff');
     });
 
     app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, request, reply) => {

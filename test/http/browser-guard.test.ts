@@ -94,13 +94,14 @@ describe('auth off on loopback', () => {
 });
 
 describe('framing', () => {
-  it('no page of another site may frame the dashboard or the API (clickjacking): every answer says so', async () => {
+  it('no page of another site may frame the dashboard or the API (clickjacking), nor a browser sniff an answer as another type: every answer says so', async () => {
     const { base } = await httpSetup();
     for (const path of ['/', '/queues', '/v1/queues', '/healthz', '/no-such-file.js']) {
       const res = await fetch(`${base}${path}`);
       await res.arrayBuffer();
       expect(res.headers.get('x-frame-options'), path).toBe('DENY');
       expect(res.headers.get('content-security-policy'), path).toBe("frame-ancestors 'none'");
+      expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
     }
   });
 });

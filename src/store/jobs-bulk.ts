@@ -3,6 +3,7 @@ import { CANCELLABLE_STATES, FINISHED_STATES, RETRYABLE_STATES, type JobBulkFilt
 import type { AuditActor } from '../domain/audit.js';
 import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
 import { idCheck } from './jobs-operator.js';
+import { deadlockRetried } from './deadlocks.js';
 import { rowOf, rowsOf, statement } from './statements.js';
 
 /**
@@ -170,6 +171,7 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
  * first one's time (`cutoff`): a changed job leaves the match, and no job that finishes (is
  * submitted) while the run goes on joins it, so with at least one change per batch the loop
  * ends however busy the queue is. Before each batch after the first, the signal and `beforeBatch` may end the run.
+ * A batch PostgreSQL aborts to break a deadlock is run again (deadlocks.ts).
  */
 async function batchesRun(
   params: JobBulkParams,
@@ -181,7 +183,8 @@ async function batchesRun(
   for (let n = 1; ; n++) {
     params.signal?.throwIfAborted();
     if (n > 1) params.beforeBatch?.(total);
-    const row = await batch(cutoff, limit, n);
+    // A batch aborted to break a deadlock (another cancel's cascade) changed nothing: run it again.
+    const row = await deadlockRetried(() => batch(cutoff, limit, n));
     total += row?.jobs ?? 0;
     if (!row || row.picked < limit || row.jobs === 0) return total;
     cutoff ??= row.at;

@@ -7,6 +7,7 @@ import type { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * The bulk statements (sql/job-retry-many.sql, job-purge-many.sql, job-cancel-many.sql,
@@ -223,5 +224,60 @@ describe('jobCancelMany', () => {
     expect((await store.jobCancelCount({ filter: { ...filter, ids } })).jobs).toBe(0);
     expect(await store.jobCancelMany({ filter: { ...filter, ids }, now })).toBe(0);
     expect((await store.jobGet({ id: lateJob })).state).toBe('PENDING');
+  });
+
+  /** Backends of this database waiting for a lock. */
+  const lockWaits = async () =>
+    (await sql.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n;
+
+  // Two cancels at once (two operators, or CancelJob beside CancelJobs) deadlocked on a chain
+  // p -> c -> d: this run held p and d (c skipped, held by the other), its cancel of p
+  // cascaded to c and waited; the other's cancel of c cascaded to d and waited in turn.
+  // PostgreSQL aborted this run's batch, and the call failed INTERNAL with nothing wrong.
+  it('a batch PostgreSQL aborts to break a deadlock with another cancel is run again: the run ends with every job cancelled', async () => {
+    const queue = queueName('cancel-deadlock');
+    const chain = await store.jobSubmitMany({
+      jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, ref: 'c', dependsOnRefs: ['p'] }), jobInput({ queue, dependsOnRefs: ['c'] })],
+    });
+    const [p, c, d] = chain.map((r) => r.job.id);
+    const other = await sql.connect();
+    try {
+      await other.query('BEGIN');
+      // Only this run's backend looks for the deadlock (after the default 1 s): it is the one aborted.
+      await other.query("SET LOCAL deadlock_timeout = '60s'");
+      await other.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [c]);
+      // Settled at once, so that a failure is this test's, not an unhandled rejection.
+      const run = store.jobCancelMany({ filter: filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] }) }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits()) === 1, { what: "the run's cascade to c waiting for the other transaction" });
+      // The other transaction cancels c: its cascade reaches d, which the run holds.
+      await other.query("UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = $1", [c]);
+      await other.query('COMMIT');
+      expect(await run).toBe(1); // p: c and d were cancelled by the other transaction
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      other.release();
+    }
+    const left = await sql.query<{ state: string }>('SELECT state FROM evora.jobs WHERE id = ANY ($1)', [[p, c, d]]);
+    expect(left.rows.map((r) => r.state)).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
+  });
+
+  it('so is a single cancel (CancelJob) aborted to break a deadlock: it answers the job CANCELLED', async () => {
+    const queue = queueName('cancel-deadlock-one');
+    const [p, c] = (await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] })] })).map((r) => r.job.id);
+    const other = await sql.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query("SET LOCAL deadlock_timeout = '60s'");
+      await other.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [c]);
+      // The cancel holds p and its cascade waits for c; the other transaction then wants p.
+      const cancel = store.jobCancel({ id: p! }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits()) === 1, { what: "the cancel's cascade to c waiting for the other transaction" });
+      await other.query("UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = ANY ($1)", [[p, c]]);
+      await other.query('COMMIT');
+      expect(await cancel).toMatchObject({ id: p, state: 'CANCELLED' });
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      other.release();
+    }
   });
 });

@@ -1,10 +1,11 @@
 /**
  * PostgreSQL aborting a statement to break a deadlock (SQLSTATE 40P01 deadlock_detected).
  * Cancels cascade through dependents (the trigger of 0018_dependency_cascade_loop.sql) and
- * lock the descendants as they reach them, so two cancels at once (two CancelJobs, or
- * CancelJob beside one) deadlock when each holds a job of the other's chain: a bulk run
- * holding p and d of p -> c -> d while another holds c. One of them is aborted, changed
- * nothing, and would succeed when run again once the other has committed.
+ * lock the descendants as they reach them, so two cancels at once deadlock when each holds a
+ * job of the other's chain: a bulk batch holding p and d of p -> c -> d while a CancelJob
+ * holds c. (Two bulk runs no longer meet so: their batches take turns, sql/job-bulk-lock.sql.)
+ * The statement PostgreSQL aborts changed nothing, and succeeds when run again once the
+ * other has committed; before, the call failed INTERNAL.
  */
 const PG_DEADLOCK = '40P01';
 

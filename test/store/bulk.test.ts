@@ -261,6 +261,49 @@ describe('jobCancelMany', () => {
     expect(left.rows.map((r) => r.state)).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
   });
 
+  // Three runs over 200 chains p -> c -> d at once picked interleaved rows (SKIP LOCKED):
+  // one held p and d, another c, and each one's cascade waited for the other's: most calls
+  // failed, deadlocked batch after batch (retries did not help: they met again).
+  it('runs over one queue at once take turns batch by batch: none deadlocks, every job ends CANCELLED', async () => {
+    const queue = queueName('cancel-together');
+    const chains = Array.from({ length: 200 }, (_, k) => [
+      jobInput({ queue, ref: `p${k}` }),
+      jobInput({ queue, ref: `c${k}`, dependsOnRefs: [`p${k}`] }),
+      jobInput({ queue, dependsOnRefs: [`c${k}`] }),
+    ]);
+    await store.jobSubmitMany({ jobs: chains.flat() });
+    const filter = filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] });
+    const runs = await Promise.all([1, 2, 3].map(() => store.jobCancelMany({ filter, batchSize: 50 }).catch((err: unknown) => err)));
+    for (const run of runs) expect(typeof run, String(run)).toBe('number');
+    const left = await sql.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY state', [queue]);
+    expect(left.rows).toEqual([{ state: 'CANCELLED', n: 600 }]);
+  });
+
+  it('a batch waits for the one under way of another run (sql/job-bulk-lock.sql), whatever its queue', async () => {
+    const [queue, other] = [queueName('turns'), queueName('turns-other')];
+    const [p, c] = (await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] })] })).map((r) => r.job.id);
+    const [o] = (await store.jobSubmitMany({ jobs: [jobInput({ queue: other })] })).map((r) => r.job.id);
+    const holder = await sql.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [c]);
+      // The first run's batch cancels p and waits in its cascade for c; the second's waits its turn.
+      const first = store.jobCancelMany({ filter: filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] }) }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits()) === 1, { what: "the first run's cascade waiting for c" });
+      const second = store.jobCancelMany({ filter: filterOf({ queue: other, states: ['PENDING'] }) }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits()) === 2, { what: 'the second run waiting for its turn' });
+      expect((await store.jobGet({ id: o! })).state).toBe('PENDING');
+      await holder.query('COMMIT');
+      expect(await first).toBe(1);
+      expect(await second).toBe(1);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+    }
+    const left = await sql.query<{ state: string }>('SELECT state FROM evora.jobs WHERE id = ANY ($1)', [[p, c, o]]);
+    expect(left.rows.map((r) => r.state)).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
+  });
+
   it('so is a single cancel (CancelJob) aborted to break a deadlock: it answers the job CANCELLED', async () => {
     const queue = queueName('cancel-deadlock-one');
     const [p, c] = (await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] })] })).map((r) => r.job.id);

@@ -148,6 +148,29 @@ if (skip) {
       );
     });
 
+    // The store gives a statement up after EVORA_DB_QUERY_TIMEOUT_MS and asks PostgreSQL to
+    // cancel it (connections.ts). It closed the connection at once, before the cancel request
+    // got to pgbouncer, which then had no such client and dropped it: behind a LOCK TABLE
+    // every statement given up stayed waiting in PostgreSQL, one more per timeout.
+    it('a statement the store gives up is cancelled in PostgreSQL through it too, not left waiting for the lock', async () => {
+      const b = await bouncerUp();
+      const store = new Store({ connectionString: b.through(db.url), pooled: true, maxConnections: 1, queryTimeoutMs: 300 });
+      const sql = new pg.Client({ connectionString: db.url });
+      const locker = new pg.Client({ connectionString: db.url });
+      await Promise.all([sql.connect(), locker.connect()]);
+      const waiting = async () =>
+        (await sql.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n;
+      try {
+        await locker.query('BEGIN');
+        await locker.query('LOCK TABLE evora.jobs IN ACCESS EXCLUSIVE MODE');
+        await expect(store.jobGet({ id: '01900000-0000-7000-8000-000000000000' })).rejects.toThrow(/database unavailable: Query read timeout/);
+        await waitFor(async () => (await waiting()) === 0, { what: 'no backend waiting for the lock while it is still held' });
+      } finally {
+        await Promise.all([locker.end(), sql.end()]);
+        await store.close();
+      }
+    });
+
     it('migrations run through it too (one transaction, a transaction-level lock)', async () => {
       const b = await bouncerUp();
       const empty = await testDatabaseCreate({ empty: true });

@@ -8,6 +8,7 @@ import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 import { waitFor } from '../helpers/wait.js';
+import { lockWaits } from '../helpers/lock-waits.js';
 
 /**
  * The bulk statements (sql/job-retry-many.sql, job-purge-many.sql, job-cancel-many.sql,
@@ -226,9 +227,23 @@ describe('jobCancelMany', () => {
     expect((await store.jobGet({ id: lateJob })).state).toBe('PENDING');
   });
 
-  /** Backends of this database waiting for a lock. */
-  const lockWaits = async () =>
-    (await sql.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n;
+  /**
+   * A transaction of the test's own holding job `id` (FOR NO KEY UPDATE) that never looks for
+   * deadlocks itself (deadlock_timeout 60 s; the store's sessions look after the default 1 s):
+   * in a deadlock with the store, the store's statement is the one PostgreSQL aborts.
+   * `release` rolls back what was not committed.
+   */
+  async function rowHeld(id: string) {
+    const client = await sql.connect();
+    await client.query('BEGIN');
+    await client.query("SET LOCAL deadlock_timeout = '60s'");
+    await client.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [id]);
+    const release = async () => {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+    };
+    return { client, release };
+  }
 
   // Two cancels at once (two operators, or CancelJob beside CancelJobs) deadlocked on a chain
   // p -> c -> d: this run held p and d (c skipped, held by the other), its cancel of p
@@ -240,22 +255,17 @@ describe('jobCancelMany', () => {
       jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, ref: 'c', dependsOnRefs: ['p'] }), jobInput({ queue, dependsOnRefs: ['c'] })],
     });
     const [p, c, d] = chain.map((r) => r.job.id);
-    const other = await sql.connect();
+    const { client: other, release } = await rowHeld(c!);
     try {
-      await other.query('BEGIN');
-      // Only this run's backend looks for the deadlock (after the default 1 s): it is the one aborted.
-      await other.query("SET LOCAL deadlock_timeout = '60s'");
-      await other.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [c]);
       // Settled at once, so that a failure is this test's, not an unhandled rejection.
       const run = store.jobCancelMany({ filter: filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] }) }).catch((err: unknown) => err);
-      await waitFor(async () => (await lockWaits()) === 1, { what: "the run's cascade to c waiting for the other transaction" });
+      await waitFor(async () => (await lockWaits(sql)) === 1, { what: "the run's cascade to c waiting for the other transaction" });
       // The other transaction cancels c: its cascade reaches d, which the run holds.
       await other.query("UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = $1", [c]);
       await other.query('COMMIT');
       expect(await run).toBe(1); // p: c and d were cancelled by the other transaction
     } finally {
-      await other.query('ROLLBACK').catch(() => undefined);
-      other.release();
+      await release();
     }
     const left = await sql.query<{ state: string }>('SELECT state FROM evora.jobs WHERE id = ANY ($1)', [[p, c, d]]);
     expect(left.rows.map((r) => r.state)).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
@@ -283,22 +293,19 @@ describe('jobCancelMany', () => {
     const [queue, other] = [queueName('turns'), queueName('turns-other')];
     const [p, c] = (await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] })] })).map((r) => r.job.id);
     const [o] = (await store.jobSubmitMany({ jobs: [jobInput({ queue: other })] })).map((r) => r.job.id);
-    const holder = await sql.connect();
+    const { client: holder, release } = await rowHeld(c!);
     try {
-      await holder.query('BEGIN');
-      await holder.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [c]);
       // The first run's batch cancels p and waits in its cascade for c; the second's waits its turn.
       const first = store.jobCancelMany({ filter: filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] }) }).catch((err: unknown) => err);
-      await waitFor(async () => (await lockWaits()) === 1, { what: "the first run's cascade waiting for c" });
+      await waitFor(async () => (await lockWaits(sql)) === 1, { what: "the first run's cascade waiting for c" });
       const second = store.jobCancelMany({ filter: filterOf({ queue: other, states: ['PENDING'] }) }).catch((err: unknown) => err);
-      await waitFor(async () => (await lockWaits()) === 2, { what: 'the second run waiting for its turn' });
+      await waitFor(async () => (await lockWaits(sql)) === 2, { what: 'the second run waiting for its turn' });
       expect((await store.jobGet({ id: o! })).state).toBe('PENDING');
       await holder.query('COMMIT');
       expect(await first).toBe(1);
       expect(await second).toBe(1);
     } finally {
-      await holder.query('ROLLBACK').catch(() => undefined);
-      holder.release();
+      await release();
     }
     const left = await sql.query<{ state: string }>('SELECT state FROM evora.jobs WHERE id = ANY ($1)', [[p, c, o]]);
     expect(left.rows.map((r) => r.state)).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
@@ -307,20 +314,16 @@ describe('jobCancelMany', () => {
   it('so is a single cancel (CancelJob) aborted to break a deadlock: it answers the job CANCELLED', async () => {
     const queue = queueName('cancel-deadlock-one');
     const [p, c] = (await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] })] })).map((r) => r.job.id);
-    const other = await sql.connect();
+    const { client: other, release } = await rowHeld(c!);
     try {
-      await other.query('BEGIN');
-      await other.query("SET LOCAL deadlock_timeout = '60s'");
-      await other.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [c]);
       // The cancel holds p and its cascade waits for c; the other transaction then wants p.
       const cancel = store.jobCancel({ id: p! }).catch((err: unknown) => err);
-      await waitFor(async () => (await lockWaits()) === 1, { what: "the cancel's cascade to c waiting for the other transaction" });
+      await waitFor(async () => (await lockWaits(sql)) === 1, { what: "the cancel's cascade to c waiting for the other transaction" });
       await other.query("UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = ANY ($1)", [[p, c]]);
       await other.query('COMMIT');
       expect(await cancel).toMatchObject({ id: p, state: 'CANCELLED' });
     } finally {
-      await other.query('ROLLBACK').catch(() => undefined);
-      other.release();
+      await release();
     }
   });
 });

@@ -97,7 +97,9 @@ export type StoreClientClass = new (config?: pg.ClientConfig) => pg.Client;
  * slot, while the pool opened a new connection for the next statement, which waited in
  * turn. Behind a `LOCK TABLE evora.jobs` held 40 s, one server with a 10-connection pool and
  * a 3 s query timeout filled a 60-connection PostgreSQL (`sorry, too many clients
- * already`, the DBA's psql included) within 15 s.
+ * already`, the DBA's psql included) within 15 s. The connection is closed only once the
+ * cancel request is done (or CANCEL_TIMEOUT_MS): through pgbouncer a close sent first left
+ * the request nothing to forward to.
  */
 export function storeClientClass(opts: { namedStatements: boolean; startupParameters?: Readonly<Record<string, string>> }): StoreClientClass {
   const startup = { ...STORE_STARTUP_PARAMETERS, ...opts.startupParameters };
@@ -116,7 +118,12 @@ export function storeClientClass(opts: { namedStatements: boolean; startupParame
     override end(callback?: (err: Error) => void): Promise<void> | void {
       const self = this as unknown as { _queryable?: boolean; _ending?: boolean; processID: number | null; secretKey: number | null };
       if (self._queryable && !self._ending && self.processID !== null && self.secretKey !== null && baseActiveQuery!.call(this)) {
-        backendCancel({ host: this.host, port: this.port, processID: self.processID, secretKey: self.secretKey });
+        // Closed once the cancel request is delivered: pgbouncer forwards a cancel only for a
+        // client still connected, and a close sent at once got there first.
+        const ended = backendCancel({ host: this.host, port: this.port, processID: self.processID, secretKey: self.secretKey }).then(() => super.end());
+        if (!callback) return ended;
+        ended.then(() => callback(undefined as unknown as Error), callback);
+        return;
       }
       return callback ? super.end(callback) : super.end();
     }
@@ -134,18 +141,22 @@ const CANCEL_TIMEOUT_MS = 5_000;
 
 /**
  * Asks PostgreSQL to cancel what the backend `processID` runs (the protocol's CancelRequest,
- * with the secret key the backend gave its connection), best effort: nothing is awaited
- * and a failure is ignored (a database that is away has nothing to cancel, or cannot be
- * told). A cancel request takes no connection slot and passes no authentication, so it
+ * with the secret key the backend gave its connection), best effort: a failure is ignored (a
+ * database that is away has nothing to cancel, or cannot be told), and the promise resolves
+ * once the request's connection has closed (delivered, refused, or CANCEL_TIMEOUT_MS), never
+ * rejects. A cancel request takes no connection slot and passes no authentication, so it
  * works when max_connections is reached. Sent without TLS, as PostgreSQL accepts it; through
- * pgbouncer it reaches the pooler, which forwards it to the server connection concerned.
+ * pgbouncer it reaches the pooler, which forwards it to the server connection concerned only
+ * while the client that statement came from is still connected: so the store closes that
+ * connection after this resolves (with the close sent at once, every statement given up
+ * through pgbouncer stayed waiting in PostgreSQL, one more per timeout).
  * Written here rather than through pg.Client#cancel (pg 8), which sends the same 16 bytes
  * but on a connection with no 'error' listener, no timeout and a referenced socket: a
  * database that refused or dropped the cancel's connection would throw an unhandled
  * 'error' event and take the server down, and one that never answered would hold the
  * process open.
  */
-function backendCancel(target: { host: string; port: number; processID: number; secretKey: number }): void {
+function backendCancel(target: { host: string; port: number; processID: number; secretKey: number }): Promise<void> {
   const packet = Buffer.alloc(16);
   packet.writeInt32BE(16, 0);
   packet.writeInt32BE(80_877_102, 4); // CancelRequest's code: 1234 << 16 | 5678
@@ -157,7 +168,10 @@ function backendCancel(target: { host: string; port: number; processID: number; 
   socket.unref();
   socket.setTimeout(CANCEL_TIMEOUT_MS, () => socket.destroy());
   socket.on('error', () => socket.destroy());
-  socket.on('connect', () => socket.end(packet));
+  // Written, not ended: the peer closes the connection once the request is done. pgbouncer
+  // forwards it on a connection of its own and drops that when this one ends first.
+  socket.on('connect', () => socket.write(packet));
+  return new Promise((resolve) => socket.once('close', () => resolve()));
 }
 
 /** Every store client's own 'error' listener; see storeClientClass. */

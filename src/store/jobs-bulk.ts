@@ -3,7 +3,8 @@ import { CANCELLABLE_STATES, FINISHED_STATES, RETRYABLE_STATES, type JobBulkFilt
 import type { AuditActor } from '../domain/audit.js';
 import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
 import { idCheck } from './jobs-operator.js';
-import { rowOf, rowsOf, statement } from './statements.js';
+import { deadlockRetried } from './deadlocks.js';
+import { inTransaction, rowOf, rowsOf, statement, type Statement } from './statements.js';
 
 /**
  * Operators' actions on the many jobs a filter matches (the JobService's RetryJobs,
@@ -72,6 +73,24 @@ const jobCancelManySql = statement<Omit<BulkBatchSqlParams, 'finishedBefore'>, B
   (({ finishedBefore: _, ...types }) => types)(BULK_BATCH_TYPES),
   BULK_BATCH_COLUMNS,
 );
+
+/** The advisory lock of sql/job-bulk-lock.sql (the class of leader.ts's and migrate.ts's keys). */
+const JOB_BULK_LOCK_KEY = 7_301_846_002;
+const jobBulkLockSql = statement<{ key: number }, { locked: string }>('job-bulk-lock', { key: 'int8' }, { locked: 'void' });
+
+/**
+ * One batch of an action whose changes cascade through dependents (a cancel, a retry), in a
+ * transaction that first takes the bulk lock: such batches run one at a time across the
+ * servers (sql/job-bulk-lock.sql says why).
+ */
+function cascadingBatch<P>(pool: StorePool, s: Statement<P, BulkBatchRow>, params: P): Promise<BulkBatchRow | undefined> {
+  return pool.withClient((client) =>
+    inTransaction(client, async () => {
+      await rowsOf(client, jobBulkLockSql, { key: JOB_BULK_LOCK_KEY });
+      return rowOf(client, s, params);
+    }),
+  );
+}
 
 /** `jobs` is int8: pg hands it over as a string. */
 /** The rules a dry run adds to its filter: those of the action it counts for. */
@@ -170,6 +189,7 @@ function filterParams(filter: JobBulkFilter, allowed: readonly JobState[]): Bulk
  * first one's time (`cutoff`): a changed job leaves the match, and no job that finishes (is
  * submitted) while the run goes on joins it, so with at least one change per batch the loop
  * ends however busy the queue is. Before each batch after the first, the signal and `beforeBatch` may end the run.
+ * A batch PostgreSQL aborts to break a deadlock is run again (deadlocks.ts).
  */
 async function batchesRun(
   params: JobBulkParams,
@@ -181,7 +201,8 @@ async function batchesRun(
   for (let n = 1; ; n++) {
     params.signal?.throwIfAborted();
     if (n > 1) params.beforeBatch?.(total);
-    const row = await batch(cutoff, limit, n);
+    // A batch aborted to break a deadlock (another cancel's cascade) changed nothing: run it again.
+    const row = await deadlockRetried(() => batch(cutoff, limit, n));
     total += row?.jobs ?? 0;
     if (!row || row.picked < limit || row.jobs === 0) return total;
     cutoff ??= row.at;
@@ -228,7 +249,7 @@ export function jobsCancelCount(pool: StorePool, filter: JobBulkFilter): Promise
 export async function jobsRetryMany(pool: StorePool, params: JobBulkParams): Promise<number> {
   const filter = filterParams(params.filter, RETRYABLE_STATES);
   if (filter.states.length === 0) return 0;
-  return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
+  return batchesRun(params, (cutoff, limit, n) => cascadingBatch(pool, jobRetryManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
 }
 
 /**
@@ -251,5 +272,5 @@ export async function jobsPurgeMany(pool: StorePool, params: JobBulkParams): Pro
 export async function jobsCancelMany(pool: StorePool, params: JobBulkParams): Promise<number> {
   const { finishedBefore: _, ...filter } = filterParams(params.filter, CANCELLABLE_STATES);
   if (filter.states.length === 0) return 0;
-  return batchesRun(params, (cutoff, limit, n) => rowOf(pool, jobCancelManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
+  return batchesRun(params, (cutoff, limit, n) => cascadingBatch(pool, jobCancelManySql, { ...filter, cutoff, limit, now: params.now, ...bulkAudit(params, n) }));
 }

@@ -4,6 +4,7 @@ import { isUuid } from '../domain/ids.js';
 import { LIST_PAGE_BYTES, MAX_DEPENDENTS } from '../domain/validate.js';
 import type { AttemptOutcome, DeadLetterGroup, Job, JobAttempt, JobListParams, JobState } from '../domain/job.js';
 import { JOB_COLUMNS, jobFromRow, type JobRow } from './rows.js';
+import { deadlockRetried } from './deadlocks.js';
 import type { AuditActor } from '../domain/audit.js';
 import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
 import { rowOf, rowsOf, statement } from './statements.js';
@@ -97,7 +98,8 @@ export async function jobsList(pool: StorePool, params: JobListParams): Promise<
 /** An operator's cancel (Store.jobCancel). */
 export async function jobCancel(pool: StorePool, id: string, now: Date | null, actor: AuditActor | undefined): Promise<Job> {
   idCheck(id);
-  const row = await rowOf(pool, jobCancelSql, { id, now, ...actorParams(actor) });
+  // Aborted to break a deadlock with another cancel (its cascade and this one's crossed), it changed nothing: run again.
+  const row = await deadlockRetried(() => rowOf(pool, jobCancelSql, { id, now, ...actorParams(actor) }));
   if (row) return jobFromRow(row);
   const job = await jobRead(pool, id);
   if (job.state === 'CANCELLED') return job;

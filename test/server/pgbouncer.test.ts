@@ -9,6 +9,7 @@ import { queueName } from '../helpers/factories.js';
 import { findPgbouncer, pgbouncerStart, type Pgbouncer } from '../helpers/pgbouncer.js';
 import { serverSetup, serverSetupRoute } from '../helpers/server-setup.js';
 import { waitFor } from '../helpers/wait.js';
+import { expectGivenUpStatementCancelled } from '../helpers/lock-waits.js';
 import { pino } from 'pino';
 import { configLoad } from '../../src/server/config.js';
 import { serverStart } from '../../src/server/server.js';
@@ -146,6 +147,20 @@ if (skip) {
       await expect(Store.open({ connectionString: b.through(db.url), claimAsyncCommit: true })).rejects.toThrow(
         /asynchronous claim commits .* a transaction pooler does not keep/,
       );
+    });
+
+    // The store gives a statement up after EVORA_DB_QUERY_TIMEOUT_MS and asks PostgreSQL to
+    // cancel it (connections.ts). It closed the connection at once, before the cancel request
+    // got to pgbouncer, which then had no such client and dropped it: behind a LOCK TABLE
+    // every statement given up stayed waiting in PostgreSQL, one more per timeout.
+    it('a statement the store gives up is cancelled in PostgreSQL through it too, not left waiting for the lock', async () => {
+      const b = await bouncerUp();
+      const store = new Store({ connectionString: b.through(db.url), pooled: true, maxConnections: 1, queryTimeoutMs: 300 });
+      try {
+        await expectGivenUpStatementCancelled(store, db.url);
+      } finally {
+        await store.close();
+      }
     });
 
     it('migrations run through it too (one transaction, a transaction-level lock)', async () => {

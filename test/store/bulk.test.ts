@@ -7,6 +7,8 @@ import type { Store } from '../../src/store/store.js';
 import { PostgresTelemetrySink } from '../../src/telemetry/pg-sink.js';
 import { jobInput, jobInputs, queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
+import { waitFor } from '../helpers/wait.js';
+import { lockWaits } from '../helpers/lock-waits.js';
 
 /**
  * The bulk statements (sql/job-retry-many.sql, job-purge-many.sql, job-cancel-many.sql,
@@ -223,5 +225,105 @@ describe('jobCancelMany', () => {
     expect((await store.jobCancelCount({ filter: { ...filter, ids } })).jobs).toBe(0);
     expect(await store.jobCancelMany({ filter: { ...filter, ids }, now })).toBe(0);
     expect((await store.jobGet({ id: lateJob })).state).toBe('PENDING');
+  });
+
+  /**
+   * A transaction of the test's own holding job `id` (FOR NO KEY UPDATE) that never looks for
+   * deadlocks itself (deadlock_timeout 60 s; the store's sessions look after the default 1 s):
+   * in a deadlock with the store, the store's statement is the one PostgreSQL aborts.
+   * `release` rolls back what was not committed.
+   */
+  async function rowHeld(id: string) {
+    const client = await sql.connect();
+    await client.query('BEGIN');
+    await client.query("SET LOCAL deadlock_timeout = '60s'");
+    await client.query('SELECT id FROM evora.jobs WHERE id = $1 FOR NO KEY UPDATE', [id]);
+    const release = async () => {
+      await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+    };
+    return { client, release };
+  }
+
+  // Two cancels at once (two operators, or CancelJob beside CancelJobs) deadlocked on a chain
+  // p -> c -> d: this run held p and d (c skipped, held by the other), its cancel of p
+  // cascaded to c and waited; the other's cancel of c cascaded to d and waited in turn.
+  // PostgreSQL aborted this run's batch, and the call failed INTERNAL with nothing wrong.
+  it('a batch PostgreSQL aborts to break a deadlock with another cancel is run again: the run ends with every job cancelled', async () => {
+    const queue = queueName('cancel-deadlock');
+    const chain = await store.jobSubmitMany({
+      jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, ref: 'c', dependsOnRefs: ['p'] }), jobInput({ queue, dependsOnRefs: ['c'] })],
+    });
+    const [p, c, d] = chain.map((r) => r.job.id);
+    const { client: other, release } = await rowHeld(c!);
+    try {
+      // Settled at once, so that a failure is this test's, not an unhandled rejection.
+      const run = store.jobCancelMany({ filter: filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] }) }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits(sql)) === 1, { what: "the run's cascade to c waiting for the other transaction" });
+      // The other transaction cancels c: its cascade reaches d, which the run holds.
+      await other.query("UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = $1", [c]);
+      await other.query('COMMIT');
+      expect(await run).toBe(1); // p: c and d were cancelled by the other transaction
+    } finally {
+      await release();
+    }
+    const left = await sql.query<{ state: string }>('SELECT state FROM evora.jobs WHERE id = ANY ($1)', [[p, c, d]]);
+    expect(left.rows.map((r) => r.state)).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
+  });
+
+  // Three runs over 200 chains p -> c -> d at once picked interleaved rows (SKIP LOCKED):
+  // one held p and d, another c, and each one's cascade waited for the other's: most calls
+  // failed, deadlocked batch after batch (retries did not help: they met again).
+  it('runs over one queue at once take turns batch by batch: none deadlocks, every job ends CANCELLED', async () => {
+    const queue = queueName('cancel-together');
+    const chains = Array.from({ length: 200 }, (_, k) => [
+      jobInput({ queue, ref: `p${k}` }),
+      jobInput({ queue, ref: `c${k}`, dependsOnRefs: [`p${k}`] }),
+      jobInput({ queue, dependsOnRefs: [`c${k}`] }),
+    ]);
+    await store.jobSubmitMany({ jobs: chains.flat() });
+    const filter = filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] });
+    const runs = await Promise.all([1, 2, 3].map(() => store.jobCancelMany({ filter, batchSize: 50 }).catch((err: unknown) => err)));
+    for (const run of runs) expect(typeof run, String(run)).toBe('number');
+    const left = await sql.query<{ state: string; n: number }>('SELECT state, count(*)::int AS n FROM evora.jobs WHERE queue = $1 GROUP BY state', [queue]);
+    expect(left.rows).toEqual([{ state: 'CANCELLED', n: 600 }]);
+  });
+
+  it('a batch waits for the one under way of another run (sql/job-bulk-lock.sql), whatever its queue', async () => {
+    const [queue, other] = [queueName('turns'), queueName('turns-other')];
+    const [p, c] = (await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] })] })).map((r) => r.job.id);
+    const [o] = (await store.jobSubmitMany({ jobs: [jobInput({ queue: other })] })).map((r) => r.job.id);
+    const { client: holder, release } = await rowHeld(c!);
+    try {
+      // The first run's batch cancels p and waits in its cascade for c; the second's waits its turn.
+      const first = store.jobCancelMany({ filter: filterOf({ queue, states: ['PENDING', 'WAITING', 'RUNNING'] }) }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits(sql)) === 1, { what: "the first run's cascade waiting for c" });
+      const second = store.jobCancelMany({ filter: filterOf({ queue: other, states: ['PENDING'] }) }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits(sql)) === 2, { what: 'the second run waiting for its turn' });
+      expect((await store.jobGet({ id: o! })).state).toBe('PENDING');
+      await holder.query('COMMIT');
+      expect(await first).toBe(1);
+      expect(await second).toBe(1);
+    } finally {
+      await release();
+    }
+    const left = await sql.query<{ state: string }>('SELECT state FROM evora.jobs WHERE id = ANY ($1)', [[p, c, o]]);
+    expect(left.rows.map((r) => r.state)).toEqual(['CANCELLED', 'CANCELLED', 'CANCELLED']);
+  });
+
+  it('so is a single cancel (CancelJob) aborted to break a deadlock: it answers the job CANCELLED', async () => {
+    const queue = queueName('cancel-deadlock-one');
+    const [p, c] = (await store.jobSubmitMany({ jobs: [jobInput({ queue, ref: 'p' }), jobInput({ queue, dependsOnRefs: ['p'] })] })).map((r) => r.job.id);
+    const { client: other, release } = await rowHeld(c!);
+    try {
+      // The cancel holds p and its cascade waits for c; the other transaction then wants p.
+      const cancel = store.jobCancel({ id: p! }).catch((err: unknown) => err);
+      await waitFor(async () => (await lockWaits(sql)) === 1, { what: "the cancel's cascade to c waiting for the other transaction" });
+      await other.query("UPDATE evora.jobs SET state = 'CANCELLED', finished_at = now() WHERE id = ANY ($1)", [[p, c]]);
+      await other.query('COMMIT');
+      expect(await cancel).toMatchObject({ id: p, state: 'CANCELLED' });
+    } finally {
+      await release();
+    }
   });
 });

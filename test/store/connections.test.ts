@@ -5,6 +5,7 @@ import { Store } from '../../src/store/store.js';
 import { queueName } from '../helpers/factories.js';
 import { storeSetup } from '../helpers/store-setup.js';
 import { waitFor } from '../helpers/wait.js';
+import { expectGivenUpStatementCancelled } from '../helpers/lock-waits.js';
 
 /**
  * The store's connections straight to PostgreSQL (test/server/pgbouncer.test.ts has them
@@ -150,17 +151,9 @@ describe('a statement the store gives up (its query timeout)', () => {
   // max_connections. The store now cancels the statement it gave up.
   it('is cancelled in PostgreSQL, not left waiting for the lock', async () => {
     const store = new Store({ connectionString: url, maxConnections: 1, queryTimeoutMs: 300 });
-    const locker = new pg.Client({ connectionString: url });
-    await locker.connect();
-    const waiting = async () =>
-      (await sql.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0].n as number;
     try {
-      await locker.query('BEGIN');
-      await locker.query('LOCK TABLE evora.jobs IN ACCESS EXCLUSIVE MODE');
-      await expect(store.jobGet({ id: '01900000-0000-7000-8000-000000000000' })).rejects.toThrow(/database unavailable: Query read timeout/);
-      await waitFor(async () => (await waiting()) === 0, { what: 'no backend waiting for the lock while it is still held' });
+      await expectGivenUpStatementCancelled(store, url);
     } finally {
-      await locker.end();
       await store.close();
     }
   });

@@ -48,6 +48,25 @@ func (s *session) beatFor(lj *evorav1.LeasedJob) {
 	}
 }
 
+// staleAfter is how long the server may stay silent before the worker drops the stream
+// (max(30 s, 3 heartbeat intervals), as the Node SDK's STALE_MS rule).
+const staleAfter = 30 * time.Second
+
+// unansweredPrune drops the send times of heartbeats too old to be answered any more. A
+// heartbeat the server could not write (its database away) is never answered, and acks carry
+// no id: paired by order, every later ack would take a send time one beat older, for good,
+// and the leases' ends would stop moving (a report answered RETRY_LATER then given up at
+// once). An answer comes within the silence bound or the stream is dropped, so a send time
+// older than that answers nothing; the list also stays short.
+func unansweredPrune(sent []time.Time, now time.Time, every time.Duration) []time.Time {
+	oldest := now.Add(-max(staleAfter, 3*every))
+	i := 0
+	for i < len(sent) && sent[i].Before(oldest) {
+		i++
+	}
+	return sent[i:]
+}
+
 // leaseLength is a pushed job's lease: lease_expires_at - started_at, both the server's
 // clock, so that the worker's own clock, which may differ from the server's, only measures
 // the lease from when it came. From a server that does not send started_at: the time left
@@ -79,6 +98,7 @@ func (w *worker) heartbeat(s *session) {
 func (w *worker) onHeartbeatAck(s *session, a *evorav1.ServerHeartbeatAck) {
 	s.beatsAcked++
 	sentAt := time.Now()
+	s.beatsSentAt = unansweredPrune(s.beatsSentAt, sentAt, s.beatEvery)
 	if len(s.beatsSentAt) > 0 {
 		sentAt, s.beatsSentAt = s.beatsSentAt[0], s.beatsSentAt[1:]
 	}

@@ -187,6 +187,26 @@ func TestHeartbeatAckExtendsTheLeaseAReportMayBeResentUnder(t *testing.T) {
 	}
 }
 
+func TestHeartbeatsNeverAnsweredDoNotMakeLaterAcksStale(t *testing.T) {
+	w, s, _ := leaseTestWorker()
+	r := pendingReport(w, "t1")
+	r.leaseLen = time.Minute
+	// Two beats the server could not write (its database away), never answered, 40 s ago.
+	s.beatsSentAt = []time.Time{time.Now().Add(-40 * time.Second), time.Now().Add(-35 * time.Second)}
+	before := time.Now()
+	w.heartbeat(s)
+	w.handle(s, &evorav1.WorkResponse{Msg: &evorav1.WorkResponse_HeartbeatAck{HeartbeatAck: &evorav1.ServerHeartbeatAck{
+		Leases: []*evorav1.ExtendedLease{{JobId: "j", LeaseToken: "t1", LeaseExpiresAt: timestamppb.Now()}},
+	}}})
+	// Paired with the beat just sent, not with one of those: the lease runs a minute from now.
+	if r.leaseEnd.Before(before.Add(time.Minute)) {
+		t.Fatalf("report lease end %v, want at least %v (the answered beat's send time plus a minute)", r.leaseEnd, before.Add(time.Minute))
+	}
+	if len(s.beatsSentAt) != 0 {
+		t.Fatalf("%d send times kept, want none", len(s.beatsSentAt))
+	}
+}
+
 func TestAServerWhoseClockDiffersChangesNotHowLongAReportMayBeResent(t *testing.T) {
 	for _, skew := range []time.Duration{-time.Hour, time.Hour} {
 		w, s, _ := leaseTestWorker()

@@ -351,6 +351,19 @@ class LeasesTest(unittest.TestCase):
         self.assertIsNotNone(r.resend_at)
         self.assertEqual(self.worker.pending["j"], [r])
 
+    def test_heartbeats_never_answered_do_not_make_later_acks_stale(self) -> None:
+        r = self.pending("t1")
+        r.lease_len = 60
+        # Two beats the server could not write (its database away), never answered, 40 s ago.
+        self.s.beats_sent_at.extend([time.monotonic() - 40, time.monotonic() - 35])
+        before = time.monotonic()
+        self.worker.heartbeat(self.s)  # type: ignore[arg-type]
+        self.handle(pb.WorkResponse(heartbeat_ack=pb.ServerHeartbeatAck(
+            leases=[pb.ExtendedLease(job_id="j", lease_token="t1", lease_expires_at=Timestamp(seconds=int(time.time())))])))
+        # Paired with the beat just sent, not with one of those: the lease runs a minute from now.
+        self.assertGreaterEqual(r.lease_end, before + 60)
+        self.assertEqual(len(self.s.beats_sent_at), 0)
+
     def test_a_server_whose_clock_differs_changes_not_how_long_a_report_may_be_resent(self) -> None:
         for skew in (-3600, 3600):
             with self.subTest(skew=skew):

@@ -524,7 +524,15 @@ class Worker:
         lease_lost. Once every heartbeat up to the fencing one is answered, the stream is
         fenced: every job pushed before our drain has arrived."""
         s.beats_acked += 1
-        sent_at = s.beats_sent_at.popleft() if s.beats_sent_at else time.monotonic()
+        now = time.monotonic()
+        # A heartbeat the server could not write is never answered, and acks carry no id:
+        # paired by order, every later ack would take a send time one beat older, for good.
+        # An answer comes within the silence bound or the stream is dropped, so older send
+        # times answer nothing: drop them (the list stays short too).
+        oldest = now - max(STALE_SECONDS, 3 * s.beat_every)
+        while s.beats_sent_at and s.beats_sent_at[0] < oldest:
+            s.beats_sent_at.popleft()
+        sent_at = s.beats_sent_at.popleft() if s.beats_sent_at else now
         if s.fence_set and s.beats_acked >= s.fence_beats:
             s.fenced = True
         for lease in ack.leases:

@@ -68,6 +68,7 @@ export class Heartbeats {
    * it answers none of this session's beats).
    */
   acked(ack: ServerHeartbeatAck, late: boolean): void {
+    if (!late) this.unansweredPrune(Date.now());
     const sentAt = late ? undefined : this.unanswered.shift();
     const jobs = this.deps.jobs;
     const running = jobs.running;
@@ -80,6 +81,20 @@ export class Heartbeats {
       if (sentAt !== undefined) h.leaseDeadline = Math.max(h.leaseDeadline, sentAt + h.leaseMs);
       if (l.cancelRequested && running.get(l.jobId) === h) this.deps.cancelRequested(h);
     }
+  }
+
+  /**
+   * Forgets the send times of beats too old to be answered any more. A beat the server
+   * could not write (its database away) is never answered, and acks carry no id: paired by
+   * order, every later ack would take a send time one beat older, for good, and the leases'
+   * deadlines would stop moving (a report answered RETRY_LATER then given up at once). An
+   * answer comes well within the silence bound (max(STALE_MS, 3 intervals)) or the stream is
+   * dropped, so a send time older than that answers nothing: the pairing is right again once
+   * such beats age out, and the list stays short.
+   */
+  private unansweredPrune(now: number): void {
+    const oldest = now - Math.max(STALE_MS, 3 * this.intervalMs);
+    while (this.unanswered.length > 0 && this.unanswered[0]! < oldest) this.unanswered.shift();
   }
 
   /**

@@ -19,6 +19,18 @@ beforeAll(async () => {
   env = await dashboardSetup();
 });
 
+/** Runs `fn` on a page of a browser context of its own whose dependency-graph chunk cannot load. */
+async function withoutGraph(fn: (page: Awaited<ReturnType<typeof env.browser.newPage>>) => Promise<void>): Promise<void> {
+  const context = await env.browser.newContext({ baseURL: env.httpUrl });
+  try {
+    const page = await context.newPage();
+    await page.route('**/assets/DepGraph-*', (route) => route.abort('connectionrefused'));
+    await fn(page);
+  } finally {
+    await context.close();
+  }
+}
+
 
 describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
   it('overview: a queue\'s completed count rises as a worker completes its jobs', async () => {
@@ -475,29 +487,24 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
   });
 
   it('a dependency graph whose code cannot be loaded (the server down or upgraded) says so in one line; the rest of the page stays', async () => {
-    const { browser, httpUrl, client } = env;
+    const { client } = env;
     const queue = queueName('nograph');
     const [parent, child] = await client.submitMany([
       { queue, type: 'first', ref: 'first' },
       { queue, type: 'then', dependsOnRefs: ['first'] },
     ]);
-    const context = await browser.newContext({ baseURL: httpUrl });
-    try {
-      const page = await context.newPage();
-      // The graph's chunk (loaded on demand) refused, as by a server that is down at that moment.
-      await page.route('**/assets/DepGraph-*', (route) => route.abort('connectionrefused'));
+    // The graph's chunk (loaded on demand) refused, as by a server that is down at that moment.
+    await withoutGraph(async (page) => {
       await page.goto(`/jobs/${child!.job.id}`);
       await expect.poll(textOf(page.getByTestId('boundary-error')), POLL).toMatch(/^The dependency graph could not be shown/);
       await expect.poll(textOf(page.getByTestId('job-parent')), POLL).toBe(parent!.job.id);
       await visible(page.getByTestId('job-state'));
       await visible(page.getByTestId('nav-jobs'));
-    } finally {
-      await context.close();
-    }
+    });
   });
 
   it('a job with as many children as the server lists (1,000) says it may have more; one with fewer does not', async () => {
-    const { browser, httpUrl, client } = env;
+    const { client } = env;
     const queue = queueName('kids');
     const [parent] = await client.submitMany([
       { queue, type: 'first', ref: 'first' },
@@ -507,20 +514,15 @@ describe.skipIf(SKIP_BROWSER)('the dashboard in Chromium', () => {
       { queue, type: 'first', ref: 'first' },
       { queue, type: 'then', dependsOnRefs: ['first'] },
     ]);
-    const context = await browser.newContext({ baseURL: httpUrl });
-    try {
-      const page = await context.newPage();
-      // Not the graph of 1,000 nodes: the list is what this is about.
-      await page.route('**/assets/DepGraph-*', (route) => route.abort('connectionrefused'));
+    // Not the graph of 1,000 nodes: the list is what this is about.
+    await withoutGraph(async (page) => {
       await page.goto(`/jobs/${parent!.job.id}`);
       await expect.poll(countOf(page.getByTestId('job-child')), POLL).toBe(1000);
       await expect.poll(textOf(page.getByTestId('job-children-cut')), POLL).toBe('The server lists at most 1,000 children: this job may have more.');
       await page.goto(`/jobs/${small!.job.id}`);
       await expect.poll(countOf(page.getByTestId('job-child')), POLL).toBe(1);
       expect(await page.getByTestId('job-children-cut').count()).toBe(0);
-    } finally {
-      await context.close();
-    }
+    });
   });
 
   it('an action\'s result line stays with its job: opening another job from the page shows none', async () => {

@@ -185,6 +185,14 @@ export function checkJobTypes(field: string, types: readonly string[]): string[]
 export const MAX_WORKER_QUEUES = 10_000;
 
 /**
+ * How many leases a worker names as held (WorkerHello.held): at most MAX_SLOTS, since no
+ * worker holds more than its slots; a longer list only costs the server (each is looked up).
+ */
+export function checkHeldCount(field: string, count: number): void {
+  if (count > MAX_SLOTS) throw invalidArgument(`${field} names ${count} leases; the limit is ${MAX_SLOTS} (no worker holds more than its slots)`);
+}
+
+/**
  * The queues a worker takes jobs from (WorkerHello.queues, ClaimJobsRequest.queues): at
  * least one and at most MAX_WORKER_QUEUES, each a valid queue name; an empty one is named
  * as such (checkName would say the list "is required", which it was given).

@@ -4,11 +4,11 @@ import { status, type ServerDuplexStream, type ServiceError } from '@grpc/grpc-j
 import { checkTransition, type Transitions } from '../domain/state-machine.js';
 import type { CompleteWrite, Dispatcher, SessionMessage, WorkerSession, WriteListener } from '../dispatcher/dispatcher.js';
 import type { AckResult, LeaseLostReason } from '../domain/codes.js';
-import { EvoraError, invalidArgument, isUnavailable } from '../domain/errors.js';
+import { EvoraError, isUnavailable } from '../domain/errors.js';
 import { isUuid } from '../domain/ids.js';
 import type { LeaseRef, ProgressReport } from '../domain/job.js';
 import { UndecodableRequest } from './request-decode.js';
-import { MAX_SLOTS, checkCompleteResult, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, checkWorkerQueues, errorText } from '../domain/validate.js';
+import { MAX_SLOTS, checkCompleteResult, checkHeldCount, checkDate, checkIntRange, checkJobTypes, checkName, checkProgressReport, checkUuid, checkWorkerQueues, errorText } from '../domain/validate.js';
 import type {
   Lease,
   WorkerComplete,
@@ -242,8 +242,7 @@ export class WorkStream implements ServerStreamHandle {
       checkWorkerQueues('hello.queues', hello.queues);
       checkIntRange('hello.slots', hello.slots, 1, MAX_SLOTS);
       checkJobTypes('hello.job_types', hello.jobTypes);
-      // No worker holds more leases than its slots; a longer list only costs the server (each is looked up).
-      if (hello.held.length > MAX_SLOTS) throw invalidArgument(`hello.held names ${hello.held.length} leases; the limit is ${MAX_SLOTS} (no worker holds more than its slots)`);
+      checkHeldCount('hello.held', hello.held.length);
     } catch (err) {
       return this.refuse((err as Error).message);
     }

@@ -16,8 +16,10 @@ const MAX_RETRY_MS = 2_000;
  * What must stay true: only outages are retried (the store's classifier, through
  * `availability`, decides: refused, reset, terminated, starting up, in recovery...); anything
  * else (a wrong password, an unknown database, a schema from another version) fails the
- * start at once. The waiting is logged once at warn and the arrival once at info, by the
- * availability tracker. When `signal` aborts, the wait ends at once (rejecting).
+ * start at once, and so does the database refusing the server's role once it has been
+ * reached (a missing grant: `availability.startRefusal`), with a line that says what to
+ * do. The waiting is logged once at warn and the arrival once at info, by the availability
+ * tracker. When `signal` aborts, the wait ends at once (rejecting).
  */
 export async function databaseReady<T>(opts: { availability: DatabaseAvailability; signal: AbortSignal; attempt: () => Promise<T> }): Promise<T> {
   const { availability, signal } = opts;
@@ -29,7 +31,10 @@ export async function databaseReady<T>(opts: { availability: DatabaseAvailabilit
       availability.success(started);
       return result;
     } catch (err) {
-      if (signal.aborted || !availability.failure(err, started)) throw err;
+      if (signal.aborted) throw err;
+      const refused = availability.startRefusal(err);
+      if (refused) throw new Error(refused, { cause: err });
+      if (!availability.failure(err, started)) throw err;
     }
     // ±20% so that servers started together do not retry in lockstep.
     await delay(wait * (0.8 + Math.random() * 0.4), undefined, { signal });

@@ -328,6 +328,32 @@ export class DatabaseAvailability {
   }
 
   /**
+   * The line a start ends with when `err` is the database refusing this server's role
+   * (ROLE_REFUSAL_SQLSTATES: a missing grant, a password or pg_hba.conf refusal) after it has
+   * been reached, anywhere in `err`'s cause chain, the store's UNAVAILABLE wrapping included;
+   * null otherwise. A running server answers such refusals UNAVAILABLE and goes on once the
+   * DBA mends them; a start (databaseReady) does not wait for one: retried, it left the
+   * server "starting: waiting for the database" for ever behind one warn line, the rest at
+   * debug, while what the operator must do (grant the role its rights) was nowhere said.
+   * Before the database is reached the start already ends on these errors, with the
+   * migrations' own lines (this returns null then).
+   */
+  startRefusal(err: unknown): string | null {
+    if (this.#state === 'connecting' || this.#state === 'waiting') return null;
+    for (const e of causeChain(err)) {
+      const code = (e as Error & { code?: unknown }).code;
+      const kind = typeof code === 'string' ? ROLE_REFUSAL_SQLSTATES.get(code) : undefined;
+      if (!kind) continue;
+      const hint =
+        kind === 'permission denied'
+          ? 'the role lacks the rights of Evora\'s application role: run `evora db create-role --name <this role>` as a superuser or the schema\'s owner, or grant them: docs/security.md, "Database role"'
+          : 'check the role, its password in the database URL and pg_hba.conf';
+      return `the database refuses this server's role: ${oneLine(e.message) || code} (${hint})`;
+    }
+    return null;
+  }
+
+  /**
    * 'connections busy' when `err` is a wait for a pooled connection that timed out
    * (POOL_WAIT_TIMEOUT) and a statement reached the database after the wait began; null
    * otherwise (a pool whose connections hang on a database that stopped answering: an outage).

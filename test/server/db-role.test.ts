@@ -25,6 +25,8 @@ const { evora } = cliSetup();
 const suffix = randomBytes(4).toString('hex');
 const APP = `evora_app_${suffix}`;
 const OWNER = `evora_owner_${suffix}`;
+/** A role that may log in and read the migrations' table, and nothing else (no grants). */
+const BARE = `evora_bare_${suffix}`;
 const PASSWORD = `pw-${suffix}`;
 let db: TestDatabase;
 let appUrl: string;
@@ -53,6 +55,7 @@ afterAll(async () => {
   admin.pathname = '/postgres';
   await sqlAs(admin.toString(), `DROP ROLE IF EXISTS ${APP}`);
   await sqlAs(admin.toString(), `DROP ROLE IF EXISTS ${OWNER}`);
+  await sqlAs(admin.toString(), `DROP ROLE IF EXISTS ${BARE}`);
 });
 
 describe('evora db create-role', () => {
@@ -119,6 +122,20 @@ describe('the application role', () => {
       client.close();
       await server.stop();
     }
+  });
+
+  it('a role without the grants ends the start with one line that says what to do, instead of waiting for ever', async () => {
+    // The file's database is migrated (testDatabaseCreate), so the start reaches it, finds no
+    // migration pending, and is refused at its first read of a table (the API tokens).
+    await sqlAs(db.url, `CREATE ROLE ${BARE} LOGIN PASSWORD '${PASSWORD}'`);
+    await sqlAs(db.url, `GRANT USAGE ON SCHEMA evora TO ${BARE}`);
+    await sqlAs(db.url, `GRANT SELECT ON evora.schema_migrations TO ${BARE}`);
+    const u = new URL(appUrl);
+    u.username = BARE;
+    const start = serverStart(configLoad({ databaseUrl: u.toString(), host: '127.0.0.1', port: '0', httpPort: '0' }, {}), silentLogger());
+    await expect(start).rejects.toThrow(
+      /^the database refuses this server's role: permission denied for table \w+ \(.*`evora db create-role --name <this role>`.*docs\/security\.md/,
+    );
   });
 
   it('cannot switch the state-machine trigger off, nor change the rules it reads', async () => {

@@ -108,6 +108,17 @@ export type DatabaseRefusal =
  */
 const POOL_WAIT_TIMEOUT = /^timeout exceeded when trying to connect$/;
 
+/**
+ * pg's error for a statement that got no answer within the pool's query_timeout
+ * (EVORA_DB_QUERY_TIMEOUT_MS). When the database answered other statements of this server
+ * meanwhile, it was not away: the statement waited on a lock another session held (a DBA's
+ * `LOCK`, a long `ALTER TABLE`, an open transaction that updated the row) or ran long. A
+ * refusal ('busy'), not an outage: counted as one, a 40-second `LOCK evora.jobs` in psql
+ * was answered "database unavailable: Query read timeout" and logged as an outage of 0.1 s,
+ * which sent the operator to a database that was up.
+ */
+const QUERY_TIMEOUT = /^Query read timeout$/;
+
 /** How often a kind of refusal is logged at warn at most; the ones between are counted. */
 export const REFUSAL_LOG_INTERVAL_MS = 30_000;
 
@@ -131,7 +142,7 @@ const UNAVAILABLE_MESSAGES = [
   /is not queryable$/, // a client whose connection already failed
   /^Connection timed out$/,
   /^timeout expired$/, // a pg.Client's own connectionTimeoutMillis (the LISTEN connection's)
-  /^Query read timeout$/, // the pool's query_timeout (EVORA_DB_QUERY_TIMEOUT_MS): no answer in time
+  QUERY_TIMEOUT, // the pool's query_timeout (EVORA_DB_QUERY_TIMEOUT_MS): no answer in time; a refusal when the database answered meanwhile
 ];
 
 /**
@@ -283,7 +294,7 @@ export class DatabaseAvailability {
    * nothing flaps there).
    */
   failure(err: unknown, started: number = performance.now()): EvoraError | null {
-    const refusal = databaseRefusal(err) ?? this.#roleRefusal(err) ?? this.#poolBusy(err, started);
+    const refusal = databaseRefusal(err) ?? this.#roleRefusal(err) ?? this.#poolBusy(err, started) ?? this.#queryBusy(err, started);
     const reason = refusal?.reason ?? databaseUnavailableReason(err);
     if (reason === null) return null;
     const message = refusal ? `database ${refusal.kind}: ${reason}` : `database unavailable: ${reason}`;
@@ -364,6 +375,26 @@ export class DatabaseAvailability {
       if (e instanceof EvoraError) return null;
       if (POOL_WAIT_TIMEOUT.test(e.message)) {
         return { kind: 'connections busy', reason: "no connection of this server's pool came free in time while the database answered others (raise EVORA_DB_POOL_SIZE)" };
+      }
+    }
+    return null;
+  }
+
+  /**
+   * 'busy' when `err` is a statement that got no answer within the query timeout
+   * (QUERY_TIMEOUT) while the database answered another statement of this server after it
+   * began; null otherwise (no answer from anything meanwhile: an outage).
+   */
+  #queryBusy(err: unknown, started: number): { kind: DatabaseRefusal; reason: string } | null {
+    if (this.#answeredAt < started) return null;
+    for (const e of causeChain(err)) {
+      if (e instanceof EvoraError) return null;
+      if (QUERY_TIMEOUT.test(e.message)) {
+        return {
+          kind: 'busy',
+          reason:
+            'a statement got no answer within EVORA_DB_QUERY_TIMEOUT_MS while the database answered others: it waited on a lock another session holds, or ran long (pg_stat_activity shows which)',
+        };
       }
     }
     return null;

@@ -156,6 +156,26 @@ describe('DatabaseAvailability: one warn per outage, one info per recovery', () 
     expect(logged()).toEqual([[40, busy], [40, 'database unavailable: timeout exceeded when trying to connect']]);
   });
 
+  // A `LOCK evora.jobs` held 40 s in psql: the submits waiting on it were answered
+  // "database unavailable: Query read timeout" and an outage of 0.1 s was logged.
+  it('a statement with no answer in the query timeout while the database answered others is "database busy", no outage; with no answer meanwhile, an outage', () => {
+    const { availability, logged } = tracker();
+    const timedOut = () => errorWith('Query read timeout');
+    const busy =
+      'database busy: a statement got no answer within EVORA_DB_QUERY_TIMEOUT_MS while the database answered others: it waited on a lock another session holds, or ran long (pg_stat_activity shows which)';
+    availability.success();
+    const started = availability.mark() - 1;
+    availability.success(); // another statement answered while this one waited
+    const err = availability.failure(timedOut(), started);
+    expect(isUnavailable(err)).toBe(true);
+    expect(err!.message).toBe(busy);
+    expect(availability.state).toBe('available');
+    const down = availability.failure(timedOut(), availability.mark() + 1);
+    expect(down!.message).toBe('database unavailable: Query read timeout');
+    expect(availability.state).toBe('unavailable');
+    expect(logged()).toEqual([[40, busy], [40, 'database unavailable: Query read timeout']]);
+  });
+
   it('startup: a refusal is waited for as an outage is (warn once, reached once)', () => {
     const { availability, logged } = tracker();
     for (let i = 0; i < 3; i++) {

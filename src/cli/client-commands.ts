@@ -56,7 +56,7 @@ function dependsOnOf(values: string[] | undefined): string[] | undefined {
 }
 
 function cancelText(job: Job): string {
-  if (job.state === 'RUNNING') return `job ${job.id}: cancel requested; it stays RUNNING until its worker stops it`;
+  if (job.state === 'RUNNING') return `job ${job.id}: cancel requested; it stays RUNNING until its worker stops it, at the latest one lease length (the queue's lease_seconds) from now`;
   return `job ${job.id}: ${job.state}`;
 }
 

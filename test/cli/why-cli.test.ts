@@ -28,6 +28,19 @@ function worker(opts: Partial<EvoraWorkerOptions> & { queues: string[] }): Evora
   return w;
 }
 
+/** A started worker of one slot on `queue` whose `resize` jobs run until `release()` is called. */
+async function heldWorker(queue: string): Promise<() => void> {
+  const w = worker({ queues: [queue], slots: 1 });
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  w.handle('resize', async () => {
+    await released;
+    return {};
+  });
+  await w.start();
+  return release;
+}
+
 type Held = { state: string; notRunning: { code: string; text: string }[] };
 
 /** The reasons `evora get --json` gives, as codes. */
@@ -57,14 +70,7 @@ describe('evora get: why a job is not running', () => {
     ]);
 
     await client.resumeQueue(queue);
-    const w = worker({ queues: [queue], slots: 1 });
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    w.handle('resize', async () => {
-      await released;
-      return {};
-    });
-    await w.start();
+    const release = await heldWorker(queue);
     await jobInState(client, job.id, 'RUNNING');
     expect(await json<Held>('get', job.id)).toMatchObject({ state: 'RUNNING', notRunning: [] });
     expect((await evora('get', job.id)).stdout).not.toContain('not running because');
@@ -73,14 +79,7 @@ describe('evora get: why a job is not running', () => {
 
   it('names full worker slots, a type no worker runs, unfinished parents, a future run_at and a full concurrency limit', async () => {
     const queue = queueName('why');
-    const w = worker({ queues: [queue], slots: 1 });
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    w.handle('resize', async () => {
-      await released;
-      return {};
-    });
-    await w.start();
+    const release = await heldWorker(queue);
     const { job: first } = await client.submit({ queue, type: 'resize' });
     await jobInState(client, first.id, 'RUNNING');
     const { job: second } = await client.submit({ queue, type: 'resize' });

@@ -13,6 +13,7 @@ import { UsageError, nonEmpty, parseAgeOrTime, parseDuration, parseInteger, pars
 import { attemptTable, countedText, jobDetails, jobTable, queueDetails, queueTable, statsDetails, statsTable } from './format.js';
 import { MAX_ATTEMPTS_LIMIT, MAX_RATE_PER_SECOND, PRIORITY_MAX, PRIORITY_MIN } from '../domain/validate.js';
 import { print, withClient, type Ctx } from './client-context.js';
+import { jobHoldFacts, jobHoldReasons } from './why.js';
 
 /**
  * The client commands of `evora`: thin wrappers over the SDK's EvoraClient. Each prints a
@@ -55,7 +56,7 @@ function dependsOnOf(values: string[] | undefined): string[] | undefined {
 }
 
 function cancelText(job: Job): string {
-  if (job.state === 'RUNNING') return `job ${job.id}: cancel requested; it stays RUNNING until its worker stops it`;
+  if (job.state === 'RUNNING') return `job ${job.id}: cancel requested; it stays RUNNING until its worker stops it, at the latest one lease length (the queue's lease_seconds) from now`;
   return `job ${job.id}: ${job.state}`;
 }
 
@@ -106,11 +107,13 @@ export function clientCommandsAdd(program: Command): void {
 
   program
     .command('get <id>')
-    .description('show a job')
+    .description('show a job; a PENDING or WAITING one with why it is not running (paused queue, limits, parents, run at, workers)')
     .action(
       withClient(async (ctx, id: string) => {
         const { job, attempts, dependents } = await ctx.client.getDetails(id);
-        print(ctx, { ...job, attempts, dependents }, () => `${jobDetails(job, dependents)}\n\n${attemptTable(attempts)}`);
+        const notRunning = jobHoldReasons(await jobHoldFacts(ctx.client, job));
+        const why = notRunning.length > 0 ? `\n\nnot running because:\n${notRunning.map((r) => `  - ${r.text}`).join('\n')}` : '';
+        print(ctx, { ...job, attempts, dependents, notRunning }, () => `${jobDetails(job, dependents)}${why}\n\n${attemptTable(attempts)}`);
       }),
     );
 

@@ -48,7 +48,7 @@ function workerTable(workers: WorkerInfo[]): string {
 
 /**
  * Dead-letter groups, largest first, what the answer left out, then the commands retrying and
- * listing each, with this command's connection flags (`evora` from evoraCommand) and, when a
+ * listing each (after the retries, per queue, how to re-drive gradually: a rate limit), with this command's connection flags (`evora` from evoraCommand) and, when a
  * --token value was left out of them, how to give the token.
  */
 function deadLetterText(res: DeadLetterGroupList, limit: number, evora: { command: string; tokenNote: string }): string {
@@ -68,6 +68,9 @@ function deadLetterText(res: DeadLetterGroupList, limit: number, evora: { comman
     '',
     'retry a group (add --dry-run to count it first; purge takes the same flags):',
     ...res.groups.map((g) => `  ${retryGroupCommand(g, evora.command)}`),
+    ...[...new Set(res.groups.map((g) => g.queue))].map(
+      (q) => `(retried jobs start as fast as workers take them; to re-drive gradually, limit the queue's starts first: ${evora.command} queue set ${q} --rate 10/s, and --rate none once drained)`,
+    ),
     '',
     "list a group's jobs (newest first; add --limit for more than 50):",
     ...res.groups.map((g) => `  ${listGroupCommand(g, evora.command)}`),

@@ -108,6 +108,8 @@ function dashboardDirDefault(): string | null {
 /** The HTTP port's server. */
 export class HttpServer {
   private implementations: readonly UntypedServiceImplementation[] | null = null;
+  /** Whether this server is in a database outage now (/readyz); set by ready(). */
+  private databaseDown: () => boolean = () => false;
   /** Set by notReady(): why /v1 calls are refused when there are no implementations. */
   private stopping = false;
   private metrics: ServerMetrics | null = null;
@@ -223,9 +225,15 @@ export class HttpServer {
     }
 
     app.get('/healthz', async (_req, reply) => reply.type('text/plain').send('ok\n'));
-    app.get('/readyz', async (_req, reply) =>
-      self?.implementations ? reply.type('text/plain').send('ready\n') : reply.code(503).type('text/plain').send('not ready\n'),
-    );
+    // Readiness (a Kubernetes readinessProbe): ready once the services are in, and not while
+    // this server's statements find PostgreSQL unreachable (every call would be answered
+    // UNAVAILABLE), so that a server cut off from the database alone leaves the rotation while
+    // the others serve; liveness (/healthz) never follows the database: the outage is survived.
+    app.get('/readyz', async (_req, reply) => {
+      if (!self?.implementations) return reply.code(503).type('text/plain').send('not ready\n');
+      if (self.databaseDown()) return reply.code(503).type('text/plain').send('not ready: database unavailable\n');
+      return reply.type('text/plain').send('ready\n');
+    });
     app.get('/metrics', async (request, reply) => {
       const metrics = self?.metrics;
       if (!self || !metrics) return reply.code(503).type('text/plain').send('not ready\n');
@@ -298,10 +306,12 @@ export class HttpServer {
   }
 
   /**
-   * The services are in: /v1 calls run the handlers, /readyz says ready, /metrics serves
-   * `metrics`. `auth` is the token cache: whether calls need a token, and the check of /metrics.
+   * The services are in: /v1 calls run the handlers, /readyz says ready (unless
+   * `databaseDown()`), /metrics serves `metrics`. `auth` is the token cache: whether calls
+   * need a token, and the check of /metrics.
    */
-  ready(implementations: readonly UntypedServiceImplementation[], metrics: ServerMetrics, auth: HttpAuth): void {
+  ready(implementations: readonly UntypedServiceImplementation[], metrics: ServerMetrics, auth: HttpAuth, databaseDown: () => boolean = () => false): void {
+    this.databaseDown = databaseDown;
     this.implementations = implementations;
     this.metrics = metrics;
     this.auth = auth;

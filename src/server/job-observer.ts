@@ -49,6 +49,12 @@ export class JobObserver implements DispatcherObserver {
       this.metrics.jobsFailed.inc({ queue: job.queue });
       const what = write === 'expire' ? 'lease expired' : write === 'timeout' ? 'attempt timed out' : 'job failed';
       this.logger.info({ ...fields, error: job.lastError, retry_at: job.runAt }, `${what}; will retry`);
+    } else if (write === 'expire' && job.state === 'CANCELLED') {
+      // An operator's cancel its worker never acted on: the lease ran out (heartbeats stop
+      // extending it one lease length after the cancel), because the worker died or its
+      // handler ignores the cancel; then the handler may still run in that worker's process,
+      // holding its resources, while its slot counts as free: on-call's only signal of it.
+      this.logger.warn(fields, "cancelled job's lease ran out before its worker gave it up: the worker is gone, or its handler ignores cancels and may still be running there");
     } else {
       this.logger.info(fields, `job ${job.state.toLowerCase()}`);
     }

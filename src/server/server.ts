@@ -431,7 +431,7 @@ export async function serverStart(config: ServerConfig, logger: Logger, opts: Se
       server.addService(definition, implementations[i] as unknown as grpc.UntypedServiceImplementation);
     });
     for (const s of ['', ...SERVICE_NAMES]) health.setStatus(s, 'SERVING');
-    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics, auth);
+    parts.http?.ready(implementations as unknown as grpc.UntypedServiceImplementation[], metrics, auth, () => store.availability.state === 'unavailable');
 
     if (parts.metricsServer) {
       parts.metricsServer.ready(metrics);

@@ -135,6 +135,10 @@ describe('evora dlq', () => {
     expect(lines[2]!.split(/\s{2,}/).slice(2)).toEqual(['2', expect.stringMatching(/Z$/), nasty]);
     expect(lines[3]!.split(/\s{2,}/).slice(2)).toEqual(['1', expect.stringMatching(/Z$/), '(no error)']);
     expect(human.stdout).toContain('retry a group (add --dry-run to count it first; purge takes the same flags):');
+    // Re-driving a big group at once can stampede a downstream that just recovered: the lever is named where it is needed.
+    expect(human.stdout).toMatch(
+      new RegExp(`^\\(retried jobs start as fast as workers take them; to re-drive gradually, limit the queue's starts first: evora( --\\S+ \\S+)* queue set ${queue} --rate 10/s, and --rate none once drained\\)$`, 'm'),
+    );
 
     // Each printed command, as a shell reads it, names its group exactly: its dry run counts that group.
     const commands = printedCommands(human.stdout);

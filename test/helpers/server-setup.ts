@@ -4,7 +4,7 @@ import { configLoad, type ServerConfig } from '../../src/server/config.js';
 import { JobServiceClient } from '../../src/gen/evora/v1/job.js';
 import { QueueServiceClient } from '../../src/gen/evora/v1/queue.js';
 import { WorkerServiceClient } from '../../src/gen/evora/v1/worker.js';
-import { silentLogger, createLogger } from '../../src/logger.js';
+import { silentLogger, createLogger, type Logger } from '../../src/logger.js';
 import { serverStart, type EvoraServer } from '../../src/server/server.js';
 import { testDatabaseCreate } from './db.js';
 import { freePort } from '../../src/server/embedded-postgres.js';
@@ -66,10 +66,13 @@ export function serverSetupRoute(r: DatabaseRoute | null): void {
  * `databaseUrl` is given (to start a second server on the same database). Stops it, and
  * drops the database, after the file's tests. The `databaseUrl` returned is the database's
  * own (for raw SQL), whatever route the server takes to it. The HTTP port is off (tests
- * must not take 8080) unless `http: true` turns it on at a free port (`httpUrl`).
+ * must not take 8080) unless `http: true` turns it on at a free port (`httpUrl`). `logger`: the
+ * server's (a test that reads its lines); else silent, or EVORA_TEST_LOG's level.
  */
-export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, string>> & { databaseUrl?: string; http?: boolean } = {}) {
-  const { http, ...configOverrides } = overrides;
+export async function serverSetup(
+  overrides: Partial<Record<keyof ServerConfig, string>> & { databaseUrl?: string; http?: boolean; logger?: Logger } = {},
+) {
+  const { http, logger: givenLogger, ...configOverrides } = overrides;
   let dropDb: (() => Promise<void>) | null = null;
   let databaseUrl = overrides.databaseUrl;
   if (!databaseUrl) {
@@ -93,7 +96,7 @@ export async function serverSetup(overrides: Partial<Record<keyof ServerConfig, 
     },
     {},
   );
-  const logger = process.env.EVORA_TEST_LOG ? createLogger({ level: process.env.EVORA_TEST_LOG, pretty: false }) : silentLogger();
+  const logger = givenLogger ?? (process.env.EVORA_TEST_LOG ? createLogger({ level: process.env.EVORA_TEST_LOG, pretty: false }) : silentLogger());
   const server: EvoraServer = await serverStart(config, logger);
   const clients = clientsFor(server.address);
   teardownAdd(async () => {

@@ -182,6 +182,32 @@ describe('EvoraWorker', () => {
     expect(aborted).toEqual([`${job.id}:cancelled`]);
   });
 
+  it('a handler that ignores a cancel does not hold its job RUNNING: within a lease length it is CANCELLED and its slot is free', async () => {
+    // A hung handler (it never returns, never reads ctx.signal) while the worker keeps
+    // heartbeating: the cancel used to leave the job "RUNNING (cancel requested)" for ever.
+    const queue = queueName();
+    await client.upsertQueue(queue, { leaseSeconds: 2 });
+    const { job } = await client.submit({ queue, type: 'hang' });
+    const started = gate();
+    const w = worker({ queues: [queue], slots: 1 });
+    w.handle('hang', async () => {
+      started.open();
+      await new Promise(() => {});
+    });
+    w.handle('next', async () => ({ ran: true }));
+    const aborted: string[] = [];
+    w.on('jobAborted', (e) => aborted.push(e.kind));
+    await w.start();
+    await started.opened;
+    expect(await client.cancel(job.id)).toMatchObject({ state: 'RUNNING', cancelRequested: true });
+    const done = await jobIn(job.id, 'CANCELLED');
+    expect(done).toMatchObject({ attempt: 1, lastError: expect.stringMatching(/^lease expired/) });
+    expect(aborted[0]).toBe('cancelled');
+    // The worker's only slot is free again for the next job.
+    const { job: next } = await client.submit({ queue, type: 'next' });
+    expect(await jobIn(next.id, 'COMPLETED')).toMatchObject({ result: { ran: true } });
+  });
+
   it('stop() drains: no new jobs, running handlers finish and are acknowledged, then the stream closes', async () => {
     const queue = queueName();
     const jobs = await client.submitMany(Array.from({ length: 5 }, (_, i) => ({ queue, type: 'work', payload: { i } })));

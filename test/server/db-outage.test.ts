@@ -64,6 +64,12 @@ describe('the database goes away and comes back, the server stays up', () => {
   const logger = pino({ level: 'debug' }, { write: (s: string) => void lines.push(JSON.parse(s) as LogLine) });
   const atLevel = (level: number) => lines.filter((l) => l.level === level);
   let metricsPort = 0;
+  let httpPort = 0;
+  /** The HTTP port's /readyz: status and text. */
+  const readyz = async () => {
+    const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`);
+    return { status: res.status, text: await res.text() };
+  };
   /** The metrics port's answer to a GET of `path`: status and text. */
   const metricsGet = async (path: string) => {
     const res = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
@@ -82,11 +88,12 @@ describe('the database goes away and comes back, the server stays up', () => {
   it('started while PostgreSQL is down: listens, NOT_SERVING, answers UNAVAILABLE; comes up once PostgreSQL does', async () => {
     let address = '';
     metricsPort = await freePort();
+    httpPort = await freePort();
     const config = configLoad(
       {
         host: '127.0.0.1',
         port: '0',
-        httpPort: '0',
+        httpPort: String(httpPort),
         metricsPort: String(metricsPort),
         databaseUrl: pgc.url,
         pollIntervalMs: '200',
@@ -113,10 +120,12 @@ describe('the database goes away and comes back, the server stays up', () => {
     // The metrics port is bound already: liveness answers; the metrics wait for the database.
     expect(await metricsGet('/healthz')).toEqual({ status: 200, text: 'ok\n' });
     expect((await metricsGet('/metrics')).status).toBe(503);
+    expect(await readyz()).toEqual({ status: 503, text: 'not ready\n' });
 
     await pgc.start();
     server = await starting;
     expect(await healthOf(address)).toBe('SERVING');
+    expect(await readyz()).toEqual({ status: 200, text: 'ready\n' });
     const { job } = await call(clients.jobs, 'submitJob', submitRequest(queueName()));
     expect(job?.state).toBeTruthy();
 
@@ -154,6 +163,9 @@ describe('the database goes away and comes back, the server stays up', () => {
     expect(scrape.status).toBe(200);
     expect(scrape.text).toMatch(/^evora_database_up 0$/m);
     expect(scrape.text).toMatch(/^process_cpu_seconds_total /m);
+    // Readiness follows the database (a probe takes this server out of rotation while its
+    // calls would all be UNAVAILABLE); liveness above does not.
+    expect(await readyz()).toEqual({ status: 503, text: 'not ready: database unavailable\n' });
     // A worker's report during the outage is acked "retry later"; its stream stays open.
     const lease = { jobId: randomUUID(), leaseToken: randomUUID() };
     worker.send({ msg: { $case: 'complete', value: { ...lease, result: {} } } });
@@ -168,6 +180,7 @@ describe('the database goes away and comes back, the server stays up', () => {
     await waitFor(() => srv.maintainer.elector.isLeader, { what: 'leadership again' });
     await waitFor(() => backendsOf(pgc, 'evora-listener').then((b) => b.length === 1), { what: 'the listener back' });
     expect((await metricsGet('/metrics')).text).toMatch(/^evora_database_up 1$/m);
+    expect(await readyz()).toEqual({ status: 200, text: 'ready\n' });
     expect(worker.ended).toBe(false);
     // The session upkeep outlived the outage: the worker is recorded again (ListWorkers).
     const back = Date.now();

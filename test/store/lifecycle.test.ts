@@ -291,6 +291,25 @@ describe('cancel and retry', () => {
     expect((await store.jobGet({ id: job.id })).state).toBe('CANCELLED');
   });
 
+  it('a RUNNING job flagged for cancel gets one lease length to stop: heartbeats do not hold it past that', async () => {
+    // A handler that ignores the cancel while its worker keeps heartbeating used to hold the
+    // job RUNNING (cancel requested) for ever: each beat extended the lease by a full length.
+    const queue = queueName();
+    await store.queueUpsert({ name: queue, leaseSeconds: 30 });
+    await store.jobSubmit({ job: jobInput({ queue }), now: T0 });
+    const job = await claimOne(queue);
+    const lease = [{ id: job.id, token: job.leaseToken! }];
+    await store.jobCancel({ id: job.id, now: at(1) });
+    const early = await store.jobHeartbeatMany({ leases: lease, now: at(10) });
+    expect(early.extended).toEqual([{ id: job.id, token: job.leaseToken, lockedUntil: at(31), cancelRequested: true }]);
+    expect((await store.jobHeartbeatMany({ leases: lease, now: at(25) })).extended[0]?.lockedUntil).toEqual(at(31));
+    const late = await store.jobHeartbeatMany({ leases: lease, now: at(31) });
+    expect(late).toEqual({ extended: [], lost: lease });
+    const swept = await store.jobSweepExpired({ limit: 10, now: at(32) });
+    expect(swept.cancelled).toBe(1);
+    expect(await store.jobGet({ id: job.id })).toMatchObject({ state: 'CANCELLED', finishedAt: at(32) });
+  });
+
   it('retry brings DLQ and CANCELLED jobs back with attempts reset; COMPLETED is refused', async () => {
     const queue = queueName();
     const { job } = await store.jobSubmit({ job: jobInput({ queue, maxAttempts: 1 }), now: T0 });

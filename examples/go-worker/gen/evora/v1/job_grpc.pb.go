@@ -86,7 +86,8 @@ type JobServiceClient interface {
 	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
 	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
-	// ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+	// ServerCancel); it becomes CANCELLED when the worker gives it up, or at the latest one
+	// lease length (the queue's lease_seconds) later, heartbeats or not. Cancelling a job that is already CANCELLED succeeds and returns it
 	// unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
 	// finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
@@ -126,7 +127,8 @@ type JobServiceClient interface {
 	// CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
 	// as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
 	// descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
-	// to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+	// to stop, and becomes CANCELLED when the worker gives it up or its lease ends (at the
+	// latest one lease length after the cancel, heartbeats or not). A RUNNING
 	// job whose cancel was already requested is left as it is and not counted; so are jobs in
 	// other states the filter reaches (through queue, type, error_group or ids); filter.states
 	// naming another state, and filter.finished_before (these jobs have not finished), are
@@ -337,7 +339,8 @@ type JobServiceServer interface {
 	// CancelJob cancels a job. A PENDING or WAITING job becomes CANCELLED at once (and its
 	// WAITING descendants with it, see JOB_STATE_CANCELLED); a RUNNING
 	// job gets cancel_requested = true and its worker is told to stop (see
-	// ServerCancel). Cancelling a job that is already CANCELLED succeeds and returns it
+	// ServerCancel); it becomes CANCELLED when the worker gives it up, or at the latest one
+	// lease length (the queue's lease_seconds) later, heartbeats or not. Cancelling a job that is already CANCELLED succeeds and returns it
 	// unchanged (so a cancel sent again after a lost answer is safe); cancelling a job that
 	// finished otherwise (COMPLETED or DLQ) is an error (FAILED_PRECONDITION).
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
@@ -377,7 +380,8 @@ type JobServiceServer interface {
 	// CancelJobs cancels every PENDING, WAITING or RUNNING job the filter matches, each exactly
 	// as CancelJob does: a PENDING or WAITING job becomes CANCELLED at once (its WAITING
 	// descendants with it); a RUNNING job gets cancel_requested = true and its worker is told
-	// to stop, and becomes CANCELLED when the worker gives it up or its lease ends. A RUNNING
+	// to stop, and becomes CANCELLED when the worker gives it up or its lease ends (at the
+	// latest one lease length after the cancel, heartbeats or not). A RUNNING
 	// job whose cancel was already requested is left as it is and not counted; so are jobs in
 	// other states the filter reaches (through queue, type, error_group or ids); filter.states
 	// naming another state, and filter.finished_before (these jobs have not finished), are

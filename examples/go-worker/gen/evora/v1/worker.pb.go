@@ -1810,7 +1810,9 @@ func (x *ServerAckBatch) GetAcks() []*ServerAck {
 // ServerCancel tells the worker that one of its jobs was cancelled. The worker should stop
 // the job and report it with `fail` or `snooze` (the job becomes CANCELLED; a `complete`
 // that was already on its way completes it). The lease stays the worker's until then or
-// until it expires.
+// until it expires, and heartbeats extend it at most to one lease length (the queue's
+// lease_seconds) after the cancel was asked for: a worker that has not given the job up by
+// then is told lease_lost, and the job becomes CANCELLED.
 type ServerCancel struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the cancelled job.

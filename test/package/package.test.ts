@@ -1,0 +1,134 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/private-pg.js';
+import { teardownAdd } from '../helpers/teardown.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * Evora as a dependency: the tarball `npm pack` makes of the built repository (dist/, which
+ * `npm ci`'s `prepare` builds), and that tarball installed into a project of its own, as a
+ * user's `npm install evora` would. What holds in the repository need not hold there:
+ * package.json's `overrides` apply to the root project only, and `npm pack` ships every file
+ * that no rule leaves out. The install takes its packages from npm's cache
+ * (`--prefer-offline`; the registry only for what the cache lacks) and runs no install
+ * scripts (nothing here starts the embedded PostgreSQL).
+ */
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  version: string;
+  bin: Record<string, string>;
+  exports: Record<string, string | { types: string; default: string }>;
+};
+
+/** npm with the environment of a user's shell: without what `npm test` put there for this project. */
+function npm(args: string[], cwd: string): string {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.toLowerCase().startsWith('npm_')));
+  const run = spawnSync('npm', args, { cwd, env, encoding: 'utf8', timeout: 50_000 });
+  if (run.status !== 0) throw new Error(`npm ${args.join(' ')} failed (${run.status ?? run.signal}): ${run.stderr}${run.stdout}`);
+  return run.stdout;
+}
+
+/** Every file under dir, as paths relative to it. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => relative(dir, join(e.parentPath, e.name)));
+}
+
+/** Refuses to pack a dist/ older than its sources: the test would check a build that is not the code's. */
+function distCurrent(): void {
+  for (const file of filesUnder(join(ROOT, 'src'))) {
+    if (!file.endsWith('.ts') || file.endsWith('.d.ts')) continue;
+    const built = join(ROOT, 'dist', 'src', file.replace(/\.ts$/, '.js'));
+    let builtAt: number;
+    try {
+      builtAt = statSync(built).mtimeMs;
+    } catch {
+      throw new Error(`dist/ has no build of src/${file}: run npm run build first`);
+    }
+    if (builtAt < statSync(join(ROOT, 'src', file)).mtimeMs) throw new Error(`dist/ is older than src/${file}: run npm run build first`);
+  }
+}
+
+describe('the package', () => {
+  let work = '';
+  let tarball = '';
+  let packed: string[] = [];
+  /** The project the tarball is installed into. */
+  let app = '';
+
+  beforeAll(() => {
+    distCurrent();
+    work = mkdtempSync(join(tmpdir(), 'evora-package-'));
+    teardownAdd(() => rmSync(work, { recursive: true, force: true }));
+    const [report] = JSON.parse(npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT)) as { filename: string; files: { path: string }[] }[];
+    tarball = join(work, report!.filename);
+    packed = report!.files.map((f) => f.path);
+    app = join(work, 'app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }));
+    npm(['install', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error', tarball], app);
+  }, 120_000);
+
+  it('ships what `evora serve` and the SDK need: the build, its statements, migrations, descriptor set and dashboard, the .proto files', () => {
+    const needed = [
+      'package.json',
+      'README.md',
+      ...Object.values(pkg.bin),
+      ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'string' ? [e] : [e.types, e.default])),
+      ...filesUnder(join(ROOT, 'src'))
+        .filter((f) => /\.(sql|binpb)$/.test(f))
+        .map((f) => join('dist', 'src', f)),
+      ...filesUnder(join(ROOT, 'dist', 'dashboard')).map((f) => join('dist', 'dashboard', f)),
+      ...filesUnder(join(ROOT, 'proto')).map((f) => join('proto', f)),
+    ].map((f) => f.replace(/^\.\//, ''));
+    expect(needed.filter((f) => !packed.includes(f))).toEqual([]);
+    // The source maps name the TypeScript they were built from.
+    expect(packed).toContain('src/sdk/client.ts');
+  });
+
+  it('installed: `evora --version` prints the package version; `evora` and `evora/client` import, and require() them too', () => {
+    const version = spawnSync(join(app, 'node_modules', '.bin', 'evora'), ['--version'], { cwd: app, encoding: 'utf8' });
+    expect(version.stdout).toBe(`${pkg.version}\n`);
+    const esm = spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', "import * as a from 'evora'; import * as b from 'evora/client'; console.log(typeof a.EvoraClient, typeof a.EvoraWorker, a.EvoraClient === b.EvoraClient)"],
+      { cwd: app, encoding: 'utf8' },
+    );
+    expect(esm.stderr).toBe('');
+    expect(esm.stdout).toBe('function function true\n');
+    // CommonJS: require() of an ES module, which every Node in `engines` does.
+    const cjs = spawnSync(process.execPath, ['--input-type=commonjs', '-e', "const e = require('evora'); console.log(typeof e.EvoraClient, typeof e.EvoraWorker)"], {
+      cwd: app,
+      encoding: 'utf8',
+    });
+    expect(cjs.stdout).toBe('function function\n');
+  });
+
+  it('installed: `evora serve` stops on SIGTERM even when whatever read its log has gone (EPIPE)', async () => {
+    // As test/server/db-outage.test.ts's test of the same name, but from the installed
+    // package, where package.json's `overrides` do not reach: pino's sonic-boom there is
+    // the 4 pino asks for, whose exit flush of a write failing EPIPE was retried for ever.
+    const nothing = `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`;
+    const child = spawn(process.execPath, [join(app, 'node_modules', 'evora', pkg.bin.evora!), 'serve', '--port', '0', '--http-port', '0'], {
+      cwd: app,
+      env: { ...process.env, DATABASE_URL: nothing, EVORA_LOG_PRETTY: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    teardownAdd(() => child.kill('SIGKILL'));
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<number | string | null>((done) => child.once('exit', (code, signal) => done(code ?? signal)));
+    await waitFor(() => output.includes('waiting for the database'), { timeoutMs: 30_000, what: 'the waiting line' });
+    child.stdout.destroy();
+    child.stderr.destroy();
+    child.kill('SIGTERM');
+    const hung = new Promise<'hung'>((done) => setTimeout(() => done('hung'), 15_000).unref());
+    expect(await Promise.race([exited, hung])).toBe(0);
+  });
+});

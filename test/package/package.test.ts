@@ -91,6 +91,11 @@ describe('the package', () => {
     expect(packed).toContain('src/sdk/client.ts');
   });
 
+  it("ships none of the repository's own files: tests, benchmarks, scripts, examples, CI, tools, the dashboard's sources", () => {
+    const own = /^(test|bench|scripts|examples|tools|dashboard|\.ci|\.evora|node_modules)\/|^docs\/screenshots\/|^(vitest\.config\.ts|tsconfig(\.build)?\.json|buf(\.gen)?\.yaml|\.dependency-cruiser\.cjs|docker-compose\.yml)$/;
+    expect(packed.filter((f) => own.test(f))).toEqual([]);
+  });
+
   it('installed: `evora --version` prints the package version; `evora` and `evora/client` import, and require() them too', () => {
     const version = spawnSync(join(app, 'node_modules', '.bin', 'evora'), ['--version'], { cwd: app, encoding: 'utf8' });
     expect(version.stdout).toBe(`${pkg.version}\n`);

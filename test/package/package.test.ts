@@ -71,7 +71,9 @@ describe('the package', () => {
     app = join(work, 'app');
     mkdirSync(app);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }));
-    npm(['install', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error', tarball], app);
+    // engine-strict: every package the install brings must take the Node that runs this
+    // test (a Node `engines` admits): cookie 2, under Fastify's newest light-my-request, did not.
+    npm(['install', '--prefer-offline', '--engine-strict', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error', tarball], app);
   }, 120_000);
 
   it('ships what `evora serve` and the SDK need: the build, its statements, migrations, descriptor set and dashboard, the .proto files', () => {

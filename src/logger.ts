@@ -5,14 +5,16 @@ export type { Logger };
 
 /**
  * The process logger: JSON lines for machines; pretty output when writing to a terminal
- * (or EVORA_LOG_PRETTY=1). Components take child loggers with their own bindings
- * (job_id, queue, worker_id, ...). The JSON lines go to standard output through
- * `stdoutDestination()`, never pino's default destination (it says why).
+ * (or EVORA_LOG_PRETTY=1). Every line carries `service` and, when given, the package's
+ * `version` (which release wrote it, during a rolling upgrade say; not shown on a terminal,
+ * where it would take a line of every entry); components take child
+ * loggers with their own bindings (job_id, queue, worker_id, ...). The JSON lines go to
+ * standard output through `stdoutDestination()`, never pino's default destination (it says why).
  */
-export function createLogger(opts: { level?: string; pretty?: boolean } = {}): Logger {
+export function createLogger(opts: { level?: string; pretty?: boolean; version?: string } = {}): Logger {
   const pretty = opts.pretty ?? process.stdout.isTTY === true;
-  const options = { level: opts.level ?? 'info', base: { service: 'evora' } };
-  if (pretty) return pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l' } } });
+  const options = { level: opts.level ?? 'info', base: { service: 'evora', ...(opts.version ? { version: opts.version } : {}) } };
+  if (pretty) return pino({ ...options, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,version' } } });
   return pino(options, stdoutDestination());
 }
 

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../helpers/private-pg.js';
+import { freePort, logLines } from '../helpers/private-pg.js';
 import { teardownAdd } from '../helpers/teardown.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -113,10 +113,11 @@ describe('the package', () => {
     expect(cjs.stdout).toBe('function function\n');
   });
 
-  it('installed: `evora serve` stops on SIGTERM even when whatever read its log has gone (EPIPE)', async () => {
-    // As test/server/db-outage.test.ts's test of the same name, but from the installed
-    // package, where package.json's `overrides` do not reach: pino's sonic-boom there is
-    // the 4 pino asks for, whose exit flush of a write failing EPIPE was retried for ever.
+  /**
+   * `evora serve` from the installed package, on a PostgreSQL that is not there: it logs and
+   * waits for it. Killed (SIGKILL) at the file's end if still running.
+   */
+  async function serveWaiting() {
     const nothing = `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`;
     const child = spawn(process.execPath, [join(app, 'node_modules', 'evora', pkg.bin.evora!), 'serve', '--port', '0', '--http-port', '0'], {
       cwd: app,
@@ -129,10 +130,27 @@ describe('the package', () => {
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     const exited = new Promise<number | string | null>((done) => child.once('exit', (code, signal) => done(code ?? signal)));
     await waitFor(() => output.includes('waiting for the database'), { timeoutMs: 30_000, what: 'the waiting line' });
+    return { child, exited, output: () => output };
+  }
+
+  it('installed: `evora serve` stops on SIGTERM even when whatever read its log has gone (EPIPE)', async () => {
+    // As test/server/db-outage.test.ts's test of the same name, but from the installed
+    // package, where package.json's `overrides` do not reach: pino's sonic-boom there is
+    // the 4 pino asks for, whose exit flush of a write failing EPIPE was retried for ever.
+    const { child, exited } = await serveWaiting();
     child.stdout.destroy();
     child.stderr.destroy();
     child.kill('SIGTERM');
     const hung = new Promise<'hung'>((done) => setTimeout(() => done('hung'), 15_000).unref());
     expect(await Promise.race([exited, hung])).toBe(0);
+  });
+
+  it("installed: every line `evora serve` logs names the package's version", async () => {
+    const { child, exited, output } = await serveWaiting();
+    child.kill('SIGTERM');
+    await exited;
+    const lines = logLines(output());
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.filter((l) => l.version !== pkg.version)).toEqual([]);
   });
 });

@@ -2,6 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
+import ts from 'typescript';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { freePort, logLines } from '../helpers/private-pg.js';
 import { teardownAdd } from '../helpers/teardown.js';
@@ -111,6 +112,53 @@ describe('the package', () => {
       encoding: 'utf8',
     });
     expect(cjs.stdout).toBe('function function\n');
+  });
+
+  it('installed: TypeScript finds the types of `evora` and `evora/client` under moduleResolution node10 (`module: commonjs`\'s default), nodenext and bundler', () => {
+    // What a service's own code would write; no top-level await, so that CommonJS output takes it.
+    writeFileSync(
+      join(app, 'consumer.ts'),
+      [
+        "import { EvoraClient, EvoraWorker, NonRetryableError, type Job } from 'evora';",
+        "import { EvoraClient as Client } from 'evora/client';",
+        "const client: EvoraClient = new Client({ address: '127.0.0.1:1' });",
+        "const worker = new EvoraWorker({ queues: ['emails'] });",
+        "worker.handle<{ to: string }>('send', async (job) => { if (!job.payload.to) throw new NonRetryableError('no address'); return { sent: true }; });",
+        'export const jobs: Job[] = [];',
+        'client.close();',
+      ].join('\n'),
+    );
+    const settings: [string, ts.ModuleResolutionKind, ts.ModuleKind][] = [
+      ['node10', ts.ModuleResolutionKind.Node10, ts.ModuleKind.CommonJS],
+      ['nodenext', ts.ModuleResolutionKind.NodeNext, ts.ModuleKind.NodeNext],
+      ['bundler', ts.ModuleResolutionKind.Bundler, ts.ModuleKind.ESNext],
+    ];
+    // The three programs parse the same files: once. The declarations themselves are not
+    // checked (skipLibCheck): what differs between the settings is how imports resolve.
+    const parsed = new Map<string, ts.SourceFile | undefined>();
+    const errors = settings.flatMap(([name, moduleResolution, module]) => {
+      const options: ts.CompilerOptions = {
+        noEmit: true,
+        strict: true,
+        skipLibCheck: true,
+        target: ts.ScriptTarget.ES2022,
+        module,
+        moduleResolution,
+        // The app installed no @types/node of its own: this repository's.
+        typeRoots: [join(ROOT, 'node_modules', '@types')],
+        types: ['node'],
+      };
+      const host = ts.createCompilerHost(options);
+      const read = host.getSourceFile.bind(host);
+      host.getSourceFile = (file, version, ...rest) => {
+        const key = `${file}\0${JSON.stringify(version)}`;
+        if (!parsed.has(key)) parsed.set(key, read(file, version, ...rest));
+        return parsed.get(key);
+      };
+      const program = ts.createProgram([join(app, 'consumer.ts')], options, host);
+      return ts.getPreEmitDiagnostics(program).map((d) => `${name}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+    });
+    expect(errors).toEqual([]);
   });
 
   /**

@@ -165,7 +165,7 @@ serve.action(async (opts: Record<string, string | boolean | undefined>) => {
   // Loaded here so that the client commands start fast and never load server code.
   const { createLogger } = await import('../logger.js');
   const { serverStart, ServerStartAbortedError } = await import('../server/server.js');
-  const logger = createLogger({ level: config.logLevel, pretty: config.logPretty });
+  const logger = createLogger({ level: config.logLevel, pretty: config.logPretty, version: packageVersion() });
   // Exits once the log is written out. When its reader has gone (`evora serve | head -1`, a
   // log shipper that died), this write fails EPIPE, and pino then drops the log's further
   // writes: exiting at once instead would leave the last lines to pino's exit hook, whose

@@ -252,8 +252,8 @@ describe('the CLI at startup', () => {
   it('stops on SIGTERM while it waits for PostgreSQL even when whatever read its log has gone (EPIPE)', async () => {
     // A log shipper or `| tee` that died: every log write fails EPIPE. pino's sonic-boom 4
     // retried the exit's final flush of such a write for ever (the process never exited,
-    // and ignored a second signal); package.json pins sonic-boom 5 under pino, whose flush
-    // gives up. The stop is clean, so it exits 0: `serve` exits after the log's own flush,
+    // and ignored a second signal); the logger writes through sonic-boom 5 (src/logger.ts),
+    // whose flush gives up. The stop is clean, so it exits 0: `serve` exits after the log's own flush,
     // whose EPIPE makes pino drop the log, not through pino's exit hook, whose flush threw
     // EPIPE out of process.exit (exit 1).
     const nothing = `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`;

@@ -78,6 +78,7 @@ describe('the package', () => {
     const needed = [
       'package.json',
       'README.md',
+      'LICENSE',
       ...Object.values(pkg.bin),
       ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'string' ? [e] : [e.types, e.default])),
       ...filesUnder(join(ROOT, 'src'))

@@ -513,10 +513,14 @@ export class Dispatcher {
     if (this.delivery.drop(session, jobId, token)) this.wakeQueuesOf(session);
   }
 
-  /** A session has free slots again: its queues claim if they may have more work, or end a cooldown. */
+  /**
+   * A session has free slots again: its queues claim if they may have more work, or end a
+   * cooldown. Least recently served first (WorkerSession.queuesByTurn): the first wanted queue
+   * takes every free slot, so in a fixed order the first queue with a backlog took them all.
+   */
   private wakeQueuesOf(session: WorkerSession): void {
     if (session.free === 0) return;
-    for (const name of session.queues) this.queues.get(name)?.get(session.typesKey)?.slotsFreed();
+    for (const name of session.queuesByTurn) this.queues.get(name)?.get(session.typesKey)?.slotsFreed();
   }
 
   /** Keeps a claim loop or hand-off in `inFlight` until it settles (drainAll waits for them). */

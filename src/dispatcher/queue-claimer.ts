@@ -178,7 +178,7 @@ export class QueueClaimer {
     const dealt = dealRoundRobin(start === 0 ? sessions : [...sessions.slice(start), ...sessions.slice(0, start)], max);
     dealt.sessions.forEach((s, i) => {
       const n = dealt.counts[i] as number;
-      if (n > 0) s.reserve(n);
+      if (n > 0) s.reserve(n, this.name);
     });
     return dealt;
   }

@@ -240,12 +240,19 @@ export class Dispatcher {
    * once, and a session takes jobs from several queues, so deciding queue by queue left the
    * queues after the first without free slots: never polled, their due retries waited for a
    * NOTIFY that never comes. A queue whose slots an earlier queue's claim just reserved goes
-   * `wanted` and claims when that claim gives them back.
+   * `wanted` and claims when that claim gives them back. A queue none of whose sessions has
+   * a free slot is not queried but made `wanted` (if idle), so the next freed slot claims it:
+   * when the poll skipped it, a worker busy with another queue's backlog (a freed slot is
+   * claimed again before any tick sees it) never got the jobs that came due meanwhile until
+   * that backlog drained.
    */
   private poll(): void {
     this.expiryTick();
-    const due = [...this.allClaimers()].filter((q) => [...q.sessions].some((s) => s.free > 0));
+    const due: QueueClaimer[] = [];
+    const busy: QueueClaimer[] = [];
+    for (const q of this.allClaimers()) ([...q.sessions].some((s) => s.free > 0) ? due : busy).push(q);
     for (const q of due) q.wake();
+    for (const q of busy) q.mayHaveWork();
   }
 
   // ----- sessions -----------------------------------------------------------------------

@@ -22,7 +22,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /** The moves a claimer may make. A claim is only ever started from idle or wanted. */
 export const CLAIMER_TRANSITIONS: Transitions<ClaimerState> = {
-  idle: ['claiming', 'stopped'],
+  idle: ['claiming', 'wanted', 'stopped'],
   wanted: ['claiming', 'stopped'],
   claiming: ['idle', 'wanted', 'coolingDown', 'stopped'],
   coolingDown: ['claiming', 'stopped'],
@@ -126,6 +126,15 @@ export class QueueClaimer {
     if (this.#state === 'stopped') return;
     this.#wakes++;
     if (this.#state === 'idle' || this.#state === 'wanted') this.#start();
+  }
+
+  /**
+   * The fallback poll, while none of the queue's sessions has a free slot: an idle queue may
+   * have jobs that came due since (no NOTIFY is sent for them), so it becomes wanted and
+   * claims at the next freed slot. No query now.
+   */
+  mayHaveWork(): void {
+    if (this.#state === 'idle') this.#to('wanted');
   }
 
   /**

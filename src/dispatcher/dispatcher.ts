@@ -240,19 +240,41 @@ export class Dispatcher {
    * once, and a session takes jobs from several queues, so deciding queue by queue left the
    * queues after the first without free slots: never polled, their due retries waited for a
    * NOTIFY that never comes. A queue whose slots an earlier queue's claim just reserved goes
-   * `wanted` and claims when that claim gives them back. A queue none of whose sessions has
-   * a free slot is not queried but made `wanted` (if idle), so the next freed slot claims it:
-   * when the poll skipped it, a worker busy with another queue's backlog (a freed slot is
-   * claimed again before any tick sees it) never got the jobs that came due meanwhile until
-   * that backlog drained.
+   * `wanted` and claims when that claim gives them back. The idle queues none of whose
+   * sessions has a free slot are asked in one statement whether a job is due in them, and
+   * those are made `wanted`, so the next freed slot claims them: when the poll skipped them,
+   * a worker busy with another queue's backlog (a freed slot is claimed again before any tick
+   * sees it) never got the jobs that came due meanwhile until that backlog drained. One
+   * such question at a time; a failed one is left to the next tick.
    */
   private poll(): void {
     this.expiryTick();
     const due: QueueClaimer[] = [];
     const busy: QueueClaimer[] = [];
-    for (const q of this.allClaimers()) ([...q.sessions].some((s) => s.free > 0) ? due : busy).push(q);
+    for (const q of this.allClaimers()) {
+      if ([...q.sessions].some((s) => s.free > 0)) due.push(q);
+      else if (q.state === 'idle') busy.push(q);
+    }
     for (const q of due) q.wake();
-    for (const q of busy) q.mayHaveWork();
+    if (busy.length > 0 && !this.busyPollRunning) {
+      this.busyPollRunning = true;
+      void this.track(this.pollBusy(busy)).finally(() => (this.busyPollRunning = false));
+    }
+  }
+
+  /** A poll of busy sessions' idle queues is in flight (see poll). */
+  private busyPollRunning = false;
+
+  /** Makes `wanted` those of these idle claimers whose queue has a job due now (see poll). */
+  private async pollBusy(claimers: QueueClaimer[]): Promise<void> {
+    let dueNow: Set<string>;
+    try {
+      dueNow = new Set(await this.opts.store.jobQueuesDue({ queues: [...new Set(claimers.map((q) => q.name))] }));
+    } catch (err) {
+      if (!isUnavailable(err)) this.opts.logger.error({ err }, 'poll of busy queues failed; the next tick asks again');
+      return;
+    }
+    for (const q of claimers) if (dueNow.has(q.name)) q.mayHaveWork();
   }
 
   // ----- sessions -----------------------------------------------------------------------

@@ -129,9 +129,9 @@ export class QueueClaimer {
   }
 
   /**
-   * The fallback poll, while none of the queue's sessions has a free slot: an idle queue may
-   * have jobs that came due since (no NOTIFY is sent for them), so it becomes wanted and
-   * claims at the next freed slot. No query now.
+   * The fallback poll found a job due in this idle queue while none of its sessions had a
+   * free slot (no NOTIFY is sent for a job that comes due): it becomes wanted and claims at
+   * the next freed slot. Any other state is left alone (a claim runs or is wanted already).
    */
   mayHaveWork(): void {
     if (this.#state === 'idle') this.#to('wanted');

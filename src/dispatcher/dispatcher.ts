@@ -240,12 +240,41 @@ export class Dispatcher {
    * once, and a session takes jobs from several queues, so deciding queue by queue left the
    * queues after the first without free slots: never polled, their due retries waited for a
    * NOTIFY that never comes. A queue whose slots an earlier queue's claim just reserved goes
-   * `wanted` and claims when that claim gives them back.
+   * `wanted` and claims when that claim gives them back. The idle queues none of whose
+   * sessions has a free slot are asked in one statement whether a job is due in them, and
+   * those are made `wanted`, so the next freed slot claims them: when the poll skipped them,
+   * a worker busy with another queue's backlog (a freed slot is claimed again before any tick
+   * sees it) never got the jobs that came due meanwhile until that backlog drained. One
+   * such question at a time; a failed one is left to the next tick.
    */
   private poll(): void {
     this.expiryTick();
-    const due = [...this.allClaimers()].filter((q) => [...q.sessions].some((s) => s.free > 0));
+    const due: QueueClaimer[] = [];
+    const busy: QueueClaimer[] = [];
+    for (const q of this.allClaimers()) {
+      if ([...q.sessions].some((s) => s.free > 0)) due.push(q);
+      else if (q.state === 'idle') busy.push(q);
+    }
     for (const q of due) q.wake();
+    if (busy.length > 0 && !this.busyPollRunning) {
+      this.busyPollRunning = true;
+      void this.track(this.pollBusy(busy)).finally(() => (this.busyPollRunning = false));
+    }
+  }
+
+  /** A poll of busy sessions' idle queues is in flight (see poll). */
+  private busyPollRunning = false;
+
+  /** Makes `wanted` those of these idle claimers whose queue has a job due now (see poll). */
+  private async pollBusy(claimers: QueueClaimer[]): Promise<void> {
+    let dueNow: Set<string>;
+    try {
+      dueNow = new Set(await this.opts.store.jobQueuesDue({ queues: [...new Set(claimers.map((q) => q.name))] }));
+    } catch (err) {
+      if (!isUnavailable(err)) this.opts.logger.error({ err }, 'poll of busy queues failed; the next tick asks again');
+      return;
+    }
+    for (const q of claimers) if (dueNow.has(q.name)) q.mayHaveWork();
   }
 
   // ----- sessions -----------------------------------------------------------------------
@@ -513,10 +542,14 @@ export class Dispatcher {
     if (this.delivery.drop(session, jobId, token)) this.wakeQueuesOf(session);
   }
 
-  /** A session has free slots again: its queues claim if they may have more work, or end a cooldown. */
+  /**
+   * A session has free slots again: its queues claim if they may have more work, or end a
+   * cooldown. Least recently served first (WorkerSession.queuesByTurn): the first wanted queue
+   * takes every free slot, so in a fixed order the first queue with a backlog took them all.
+   */
   private wakeQueuesOf(session: WorkerSession): void {
     if (session.free === 0) return;
-    for (const name of session.queues) this.queues.get(name)?.get(session.typesKey)?.slotsFreed();
+    for (const name of session.queuesByTurn) this.queues.get(name)?.get(session.typesKey)?.slotsFreed();
   }
 
   /** Keeps a claim loop or hand-off in `inFlight` until it settles (drainAll waits for them). */

@@ -22,7 +22,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /** The moves a claimer may make. A claim is only ever started from idle or wanted. */
 export const CLAIMER_TRANSITIONS: Transitions<ClaimerState> = {
-  idle: ['claiming', 'stopped'],
+  idle: ['claiming', 'wanted', 'stopped'],
   wanted: ['claiming', 'stopped'],
   claiming: ['idle', 'wanted', 'coolingDown', 'stopped'],
   coolingDown: ['claiming', 'stopped'],
@@ -129,6 +129,15 @@ export class QueueClaimer {
   }
 
   /**
+   * The fallback poll found a job due in this idle queue while none of its sessions had a
+   * free slot (no NOTIFY is sent for a job that comes due): it becomes wanted and claims at
+   * the next freed slot. Any other state is left alone (a claim runs or is wanted already).
+   */
+  mayHaveWork(): void {
+    if (this.#state === 'idle') this.#to('wanted');
+  }
+
+  /**
    * Some of the queue's sessions have free slots again. A wanted queue claims in a
    * microtask, not at once: slots are freed one write at a time, a whole committed batch
    * of them in one go, and the claim then asks for all of them instead of the first one.
@@ -178,7 +187,7 @@ export class QueueClaimer {
     const dealt = dealRoundRobin(start === 0 ? sessions : [...sessions.slice(start), ...sessions.slice(0, start)], max);
     dealt.sessions.forEach((s, i) => {
       const n = dealt.counts[i] as number;
-      if (n > 0) s.reserve(n);
+      if (n > 0) s.reserve(n, this.name);
     });
     return dealt;
   }

@@ -87,6 +87,12 @@ export class WorkerSession {
   #state: SessionState = 'open';
   #reserved = 0;
   /**
+   * The session's queues, the one whose claim reserved its slots longest ago first (a Set
+   * keeps insertion order; a reservation moves its queue to the end). Freed slots wake the
+   * queues in this order, so the first queue that wants them is the one served least recently.
+   */
+  readonly #turns: Set<string>;
+  /**
    * No held lease ends before this (ms): a lower bound, so dropExpired() skips the scan
    * until it has passed. Must stay ≤ every held lease's end (heldUntil): hold() lowers it,
    * extend() and asked() only move ends later, dropExpired() recomputes it.
@@ -111,6 +117,19 @@ export class WorkerSession {
     readonly types: string[] | null = null,
   ) {
     this.typesKey = typesKeyOf(types);
+    this.#turns = new Set(queues);
+  }
+
+  /**
+   * The session's queues, least recently served first: the order in which freed slots wake
+   * them (each wanted queue then claims in that order, and the first takes every free slot).
+   * In the hello's order, a queue with a backlog listed first took every freed slot, claim
+   * after claim, and the queues listed after it waited until it drained. Must stay true:
+   * every queue of the session is in it once; it changes only in reserve(), never while a
+   * caller iterates it (a claim reserves in a microtask or timer, not in a wake-up).
+   */
+  get queuesByTurn(): Iterable<string> {
+    return this.#turns;
   }
 
   /** Whether the session may be given a job of this type. */
@@ -154,10 +173,14 @@ export class WorkerSession {
 
   // ----- slots ------------------------------------------------------------------------
 
-  /** Promises `n` free slots (one by default) to a claim or hand-off in flight. */
-  reserve(n = 1): void {
+  /**
+   * Promises `n` free slots (one by default) to a claim or hand-off in flight of `queue`,
+   * which goes to the end of the session's turns (queuesByTurn).
+   */
+  reserve(n = 1, queue?: string): void {
     if (!(n >= 1 && this.free >= n)) throw new BrokenInvariantError(`session ${this.id}: reserve ${n} with ${this.free} slots free`);
     this.#reserved += n;
+    if (queue !== undefined && this.#turns.delete(queue)) this.#turns.add(queue);
   }
 
   /** Gives back `n` slots (one by default) reserve() promised, whatever the session's state now. */

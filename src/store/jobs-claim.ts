@@ -273,3 +273,15 @@ async function parentResultsAttach(pool: StorePool, jobs: Job[]): Promise<void> 
     job.parentResults = Object.fromEntries(job.parentIds!.filter((p) => results.has(p)).map((p) => [p, results.get(p) ?? null]));
   }
 }
+
+const jobQueuesDueSql = statement<{ queues: string[]; now: Date | null }, { queue: string }>(
+  'job-queues-due',
+  { queues: 'text[]', now: 'timestamptz' },
+  { queue: 'text' },
+);
+
+/** Which of `queues` (not paused) have a PENDING job due at `now` (null: the database's now). */
+export async function jobsQueuesDue(pool: StorePool, queues: string[], now: Date | null): Promise<string[]> {
+  if (queues.length === 0) return [];
+  return (await rowsOf(pool, jobQueuesDueSql, { queues, now })).map((r) => r.queue);
+}

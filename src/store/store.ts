@@ -30,7 +30,7 @@ import type {
 import { dbNow, healthCheck } from './health.js';
 import { tokenBootstrapEnsure, tokensAuthList } from './tokens-auth.js';
 import { jobsSubmit, jobsSubmitIds } from './jobs-submit.js';
-import { type ClaimedJobs, jobsClaim } from './jobs-claim.js';
+import { type ClaimedJobs, jobsClaim, jobsQueuesDue } from './jobs-claim.js';
 import type { LimitedQueues, PlainQueues } from './limited-queues.js';
 import { jobsComplete, jobsFail, jobsHeartbeat, jobsProgress, jobsSnooze, jobsSweepExpired, jobsSweepTimedOut, jobsWaitingRepair } from './jobs-lease.js';
 import { jobAttemptsRead, jobCancel, jobDeadLetterGroups, jobDependents, jobQueuesRead, jobRead, jobRetry, jobsList } from './jobs-operator.js';
@@ -303,6 +303,15 @@ export class Store {
       'workerIds' in params ? params.workerIds : Array.from({ length: Math.max(0, params.limit) }, () => params.workerId);
     const types = params.types && params.types.length > 0 ? params.types : null;
     return jobsClaim(this.claimPool, this.limitedQueues, params.queues, workerIds, types, params.now ?? null);
+  }
+
+  /**
+   * Which of `queues` (not paused) have a PENDING job due at `now`: one cheap probe per queue,
+   * for the fallback poll of queues whose workers are busy (a claim per queue to find out cost
+   * a statement each, per tick).
+   */
+  async jobQueuesDue(params: { queues: string[]; now?: Date }): Promise<string[]> {
+    return jobsQueuesDue(this.pool, params.queues, params.now ?? null);
   }
 
   /**

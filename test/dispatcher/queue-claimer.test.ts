@@ -79,6 +79,7 @@ describe('a queue claimer moves only along its transition table', () => {
       }
     }
     expect(allowed).toEqual([
+      'idle → wanted',
       'idle → claiming',
       'idle → stopped',
       'wanted → claiming',

@@ -305,7 +305,7 @@ export class Dispatcher {
       const now = this.databaseClock.now();
       for (const lease of beat.extended) {
         const expiresAt = lease.lockedUntil.getTime();
-        this.delivery.hold(session, lease.id, heldLease(lease.token, expiresAt, expiresAt - now));
+        this.delivery.hold(session, lease.id, heldLease(lease.token, expiresAt, expiresAt - now, true));
       }
     }
     this.sessions.add(session);
@@ -483,6 +483,17 @@ export class Dispatcher {
       }
     }
     return result;
+  }
+
+  /**
+   * Extends a session's leases on its worker's behalf while the server itself holds back the
+   * worker's heartbeats (its stream's writer is blocked: src/grpc/blocked-lease-renewal.ts).
+   * Tells the worker nothing: a lease found lost here may have ended with a report being
+   * applied right now, and a worker's own heartbeat, or the expiry check, tells real losses.
+   */
+  async sessionRenew(session: WorkerSession, leases: LeaseRef[]): Promise<void> {
+    const result = await this.opts.store.jobHeartbeatMany({ leases });
+    for (const e of result.extended) session.extend(e.id, e.token, e.lockedUntil.getTime());
   }
 
   /**

@@ -35,14 +35,20 @@ export interface HeldLease {
    * keeps its lease here; one that stopped naming it loses it after its expiry.
    */
   askedUntil: number;
+  /**
+   * While the worker has not yet named this lease (a heartbeat, or its hello), when the
+   * session started holding it (performance.now()): the job may still be on its way to the
+   * worker. Null once the worker named it.
+   */
+  pushedAt: number | null;
 }
 
 /**
  * A lease as the session starts holding it: expiring at `expiresAt` (the database's
  * locked_until), renewed for `lengthMs` at a time; asked for until its expiry so far.
  */
-export function heldLease(token: string, expiresAt: number, lengthMs: number): HeldLease {
-  return { token, expiresAt, lengthMs: Math.max(1000, lengthMs), askedUntil: expiresAt };
+export function heldLease(token: string, expiresAt: number, lengthMs: number, named = false): HeldLease {
+  return { token, expiresAt, lengthMs: Math.max(1000, lengthMs), askedUntil: expiresAt, pushedAt: named ? null : performance.now() };
 }
 
 /**
@@ -208,7 +214,20 @@ export class WorkerSession {
     if (!lease || lease.token !== token) return false;
     const until = at + lease.lengthMs;
     if (until > lease.askedUntil) lease.askedUntil = until;
+    lease.pushedAt = null;
     return true;
+  }
+
+  /**
+   * The leases pushed to the worker within the last `maxAgeMs` that it has not named yet: jobs
+   * that may still be on their way to it (the server's buffers, the sockets, a slow link).
+   * A worker can renew a lease only once its job arrived, and a job's lease runs from its
+   * claim, so the server renews these on the worker's behalf while the worker heartbeats.
+   */
+  inTransit(now: number, maxAgeMs: number): LeaseRef[] {
+    const out: LeaseRef[] = [];
+    for (const [id, lease] of this.held) if (lease.pushedAt !== null && now - lease.pushedAt < maxAgeMs) out.push({ id, token: lease.token });
+    return out;
   }
 
   /**

@@ -27,7 +27,7 @@ import { checkTransition, type Transitions } from '../domain/state-machine.js';
 
 /** The part of a server stream the writer uses (grpc-js's ServerDuplexStream has it). */
 export interface WritableCall<T> {
-  write(message: T): boolean;
+  write(message: T, callback?: (err?: Error | null) => void): boolean;
   end(): void;
   once(event: 'drain', listener: () => void): unknown;
   removeListener(event: 'drain', listener: () => void): unknown;
@@ -65,6 +65,11 @@ export class StreamWriter<T> {
   private readonly queue: T[] = [];
   /** What the queued messages weigh, in sizeOf units. */
   private weight = 0;
+  /** Messages the stream has sent on so far (each write's callback: the transport took it). */
+  private handed = 0;
+  private readonly onWritten = () => {
+    this.handed++;
+  };
   private readonly onDrain = () => this.flush();
   private readonly sizeOf: (message: T) => number;
   private readonly highWaterMark: number;
@@ -88,6 +93,15 @@ export class StreamWriter<T> {
     return this.current === 'blocked' || this.current === 'ending';
   }
 
+  /**
+   * How many messages the stream has sent on so far (their write callbacks ran). On a stream
+   * backed up by HTTP/2 flow control it grows only as the peer reads, one message at a time,
+   * so an unchanged count says the peer read nothing meanwhile.
+   */
+  get handedOver(): number {
+    return this.handed;
+  }
+
   /** Messages waiting here (not counting the stream's own buffer, which is bounded). */
   get queued(): number {
     return this.queue.length;
@@ -103,7 +117,7 @@ export class StreamWriter<T> {
     switch (this.current) {
       case 'flowing':
         if (this.gone()) return;
-        if (!this.call.write(message)) {
+        if (!this.call.write(message, this.onWritten)) {
           this.to('queueing');
           this.call.once('drain', this.onDrain);
         }
@@ -157,7 +171,7 @@ export class StreamWriter<T> {
     while (sent < this.queue.length) {
       const message = this.queue[sent++] as T;
       this.weight -= this.sizeOf(message);
-      if (!this.call.write(message)) {
+      if (!this.call.write(message, this.onWritten)) {
         this.queue.splice(0, sent);
         this.call.once('drain', this.onDrain);
         return;

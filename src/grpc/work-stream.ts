@@ -24,6 +24,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import { authorize, type Principal } from '../domain/auth.js';
 import type { Logger } from '../logger.js';
 import { AckQueue } from './ack-queue.js';
+import { LeaseRenewal } from './lease-renewal.js';
 import { LEASE_LOST_REASON_TO_PB, progressInput } from './convert.js';
 import { onCallGone, type OpenStreams, type ServerStreamHandle } from './open-streams.js';
 import { toServiceError } from './status.js';
@@ -82,6 +83,14 @@ const EARLY_MAX = 1000;
  * what a worker that does not read makes the server keep.
  */
 export const WRITER_HIGH_WATER_BYTES = 1024 * 1024;
+
+/**
+ * How long after its push a job the worker has not named yet counts as on its way to it, its
+ * lease renewed with each heartbeat of the worker (WorkerSession.inTransit). Long enough for
+ * a slow link (at 10 Mbit/s, 150 MB), short enough that a worker that lost a job without
+ * a word keeps it at most this long (plus a lease) before it is retried.
+ */
+export const IN_TRANSIT_RENEW_MS = 120_000;
 
 /** Marks, among the messages kept while opening, where the worker half-closed the stream. */
 const HALF_CLOSE = Symbol('half-close');
@@ -147,6 +156,10 @@ export class WorkStream implements ServerStreamHandle {
   /** Stops listening for the token's invalidation. */
   private unsubscribe: (() => void) | null = null;
   private readonly writer: StreamWriter<EncodedWorkResponse>;
+  /** Renews the leases the worker cannot renew itself: jobs on their way to it, and all while the writer is blocked. */
+  private readonly renewal: LeaseRenewal;
+  /** When the stream last read a message of the worker (performance.now()). */
+  private heardAt = performance.now();
 
   /**
    * Serves a Work stream until it ends, for an authenticated caller whose role may work
@@ -179,6 +192,25 @@ export class WorkStream implements ServerStreamHandle {
       sizeOf: (out) => out.bytes.length,
       highWaterMark: WRITER_HIGH_WATER_BYTES,
     });
+    this.renewal = new LeaseRenewal(
+      {
+        progress: () => this.writer.handedOver,
+        blocked: () => this.writer.blocked,
+        heardAt: () => this.heardAt,
+        inTransit: () => this.session?.inTransit(performance.now(), IN_TRANSIT_RENEW_MS) ?? [],
+        held: () => {
+          const leases: LeaseRef[] = [];
+          let shortestMs = Number.POSITIVE_INFINITY;
+          for (const [id, lease] of this.session?.held ?? []) {
+            leases.push({ id, token: lease.token });
+            shortestMs = Math.min(shortestMs, lease.lengthMs);
+          }
+          return { leases, shortestMs };
+        },
+        renew: (leases) => (this.session ? this.deps.dispatcher.sessionRenew(this.session, leases) : Promise.resolve()),
+      },
+      (err) => this.log[isUnavailable(err) ? 'debug' : 'error']({ err }, 'renewal of leases on the worker\'s behalf failed'),
+    );
     this.acks = new AckQueue(
       (out) => this.writer.write(encodedWorkResponse(out)),
       () => this.batches,
@@ -192,9 +224,10 @@ export class WorkStream implements ServerStreamHandle {
         }),
       deps.helloTimeoutMs,
     );
-    call.on('data', (req: WorkRequest | UndecodableRequest) =>
-      this.guard(() => (req instanceof UndecodableRequest ? this.refuse(`a message could not be decoded: ${req.reason}`) : this.receive(req))),
-    );
+    call.on('data', (req: WorkRequest | UndecodableRequest) => {
+      this.heardAt = performance.now();
+      this.guard(() => (req instanceof UndecodableRequest ? this.refuse(`a message could not be decoded: ${req.reason}`) : this.receive(req)));
+    });
     call.on('end', () => this.guard(() => (this.current === 'opening' ? this.early.push(HALF_CLOSE) : this.end())));
     onCallGone(call, () => this.guard(() => this.gone()));
   }
@@ -496,6 +529,7 @@ export class WorkStream implements ServerStreamHandle {
     if (msg.kind === 'jobs') {
       if (!writable) throw new Error('the Work stream has ended');
       for (const out of leasedJobsMessages(msg.jobs, { batches: this.batches, payloadsAsJson: this.payloadsAsJson })) this.send(out);
+      this.renewal.wake();
       return;
     }
     if (!writable) return; // a lease_lost or cancel for a stream that is ending or gone
@@ -514,6 +548,9 @@ export class WorkStream implements ServerStreamHandle {
     const s = this.session;
     if (s && blocked) this.deps.dispatcher.sessionPause(s);
     else if (s) this.deps.dispatcher.sessionResume(s);
+    // The worker's heartbeats are not read meanwhile: the server renews its leases for it,
+    // for as long as it goes on reading (a slow link, not a worker that stopped).
+    if (blocked) this.renewal.wake();
     this.inputFlow();
   }
 
@@ -531,6 +568,7 @@ export class WorkStream implements ServerStreamHandle {
     if (this.current === 'closed') return;
     this.to('closed');
     clearTimeout(this.helloTimer);
+    this.renewal.stop();
     this.unsubscribe?.();
     this.unsubscribe = null;
     this.deps.streams.delete(this);

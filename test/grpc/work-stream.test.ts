@@ -296,4 +296,58 @@ describe('backpressure', () => {
     } while (pageToken);
     expect(completed).toBe(110);
   });
+  it('a worker that reads slowly (a slow link) keeps the leases of jobs that wait for it while the server holds back its heartbeats', async () => {
+    const queue = queueName();
+    // 1 s leases; 120 jobs of 16 KiB take the worker about 3 s to read at one message per
+    // 25 ms, and the writer is blocked (the stream reads nothing from the worker) most of that
+    // time: the jobs' leases run out while they wait in the server, unless it renews them.
+    await call(clients.queues, 'upsertQueue', { name: queue, leaseSeconds: 1 });
+    const pad = 'x'.repeat(16 * 1024);
+    await call(clients.jobs, 'submitJobs', { idsOnly: true,
+      jobs: Array.from({ length: 120 }, (_, i) => ({ queue, type: 't', payload: { i, pad }, priority: 0, idempotencyKey: '', maxAttempts: 0, dependsOn: [], ref: '', dependsOnRefs: [], payloadJson: Buffer.alloc(0) })),
+    });
+    const w = worker();
+    await w.hello('slow-link', [queue], 200);
+    // One message per 25 ms, each job completed as it arrives, as a worker on a slow link
+    // would: its completions wait, unread, behind the server's backpressure.
+    w.stream.on('data', () => {
+      w.stream.pause();
+      setTimeout(() => w.stream.resume(), 25);
+    });
+    w.autoComplete();
+    await w.until(() => w.allAcks().length === 120, 60_000);
+    expect(w.messages('leaseLost')).toEqual([]);
+    expect(w.allAcks().filter((a) => a.result !== AckResult.ACK_RESULT_ACCEPTED)).toEqual([]);
+    const sql = new pg.Client(databaseUrl);
+    await sql.connect();
+    try {
+      const { rows } = await sql.query(`SELECT count(*)::int AS n FROM evora.jobs WHERE queue = $1 AND (state <> 'COMPLETED' OR attempt <> 1)`, [queue]);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await sql.end();
+    }
+  });
+  it('jobs pushed that the worker has not named yet are renewed while it heartbeats, and not once it falls silent', async () => {
+    const queue = queueName();
+    await call(clients.queues, 'upsertQueue', { name: queue, leaseSeconds: 1 });
+    const [a, b] = [await submit(queue), await submit(queue)];
+    const w = worker();
+    await w.hello('far', [queue], 2);
+    await w.until(() => w.jobs.length === 2);
+    // As if the jobs were still on their way: empty heartbeats only, for three lease lengths.
+    const started = Date.now();
+    const beat = setInterval(() => w.send({ msg: { $case: 'heartbeat', value: { leases: [] } } }), 300);
+    try {
+      await waitFor(async () => Date.now() - started > 3_000 && (await getJob(a.id)).state === JobState.JOB_STATE_RUNNING, { what: 'three lease lengths', timeoutMs: 10_000 });
+    } finally {
+      clearInterval(beat);
+    }
+    expect((await getJob(a.id)).attempt).toBe(1);
+    expect((await getJob(b.id)).attempt).toBe(1);
+    w.complete(w.jobs[0]!);
+    await w.until(() => w.acks(a.id).length === 1);
+    expect(w.acks(a.id)[0]!.result).toBe(AckResult.ACK_RESULT_ACCEPTED);
+    // Silent from now on (a worker stopped or hung): its last job's lease runs out.
+    await waitFor(async () => (await getJob(b.id)).state === JobState.JOB_STATE_PENDING, { what: 'the silent worker to lose its lease', timeoutMs: 15_000 });
+  });
 });

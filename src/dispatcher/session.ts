@@ -219,14 +219,22 @@ export class WorkerSession {
   }
 
   /**
-   * The leases pushed to the worker within the last `maxAgeMs` that it has not named yet: jobs
-   * that may still be on their way to it (the server's buffers, the sockets, a slow link).
-   * A worker can renew a lease only once its job arrived, and a job's lease runs from its
-   * claim, so the server renews these on the worker's behalf while the worker heartbeats.
+   * The leases pushed to the worker within the last `maxAgeMs`, and more than a sixth of their
+   * length ago, that it has not named yet: jobs that may still be on their way to it (the
+   * server's buffers, the sockets, a slow link). A worker can renew a lease only once its job
+   * arrived, and a job's lease runs from its claim, so the server renews these on the worker's
+   * behalf while the worker heartbeats. Not the younger ones: a near worker's jobs, which end
+   * in milliseconds, then never cost a renewal statement, and a worker that beats every third
+   * of a lease (docs/api.md) costs one at most per job it holds long. Renewals come every
+   * third of the shortest lease (LeaseRenewal), so one of these is renewed by half its lease.
    */
   inTransit(now: number, maxAgeMs: number): LeaseRef[] {
     const out: LeaseRef[] = [];
-    for (const [id, lease] of this.held) if (lease.pushedAt !== null && now - lease.pushedAt < maxAgeMs) out.push({ id, token: lease.token });
+    for (const [id, lease] of this.held) {
+      if (lease.pushedAt === null) continue;
+      const age = now - lease.pushedAt;
+      if (age < maxAgeMs && age >= lease.lengthMs / 6) out.push({ id, token: lease.token });
+    }
     return out;
   }
 

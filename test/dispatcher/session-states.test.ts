@@ -163,3 +163,18 @@ describe('a session holds a lease until it ends', () => {
     expect(session.dropExpired(T + 90_001)).toEqual([{ id: 'a', token: 't' }]);
   });
 });
+
+describe('jobs on their way to the worker (inTransit: the server renews their leases for it)', () => {
+  it('lists a pushed lease the worker has not named once it is a sixth of its length old, until maxAgeMs; never a named one', () => {
+    const { session } = setup(3);
+    session.hold('young', heldLease('t1', Date.now() + 30_000, 30_000));
+    session.hold('named', heldLease('t2', Date.now() + 30_000, 30_000));
+    session.hold('hello', heldLease('t3', Date.now() + 30_000, 30_000, true)); // named in the hello
+    const pushed = session.held.get('young')!.pushedAt!;
+    session.asked('named', 't2', performance.now());
+    // A near worker's job, ending in milliseconds, costs no renewal.
+    expect(session.inTransit(pushed + 1_000, 120_000)).toEqual([]);
+    expect(session.inTransit(pushed + 5_000, 120_000)).toEqual([{ id: 'young', token: 't1' }]);
+    expect(session.inTransit(pushed + 120_000, 120_000)).toEqual([]);
+  });
+});

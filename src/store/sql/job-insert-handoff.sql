@@ -17,10 +17,21 @@ WITH input AS (
          :runAt::timestamptz AS run_at, :idempotencyKey::text AS idempotency_key, :maxAttempts::int AS max_attempts,
          :policy::jsonb AS policy
 ),
+-- Each queue of the submit under a shared advisory lock (class 7301847, the queue's hashtext),
+-- one per distinct queue, held until the transaction ends: DeleteQueue takes it exclusively
+-- (queue-delete-lock.sql), so it either waits for this submit to commit and then finds its
+-- jobs, or this submit waits for the delete to commit and makes the row again here. So the
+-- row is inserted after the lock and checked by ON CONFLICT alone, which sees rows committed
+-- since this statement's snapshot: a NOT EXISTS on that snapshot would still see the row
+-- the delete removed and leave the jobs without one (a job without its queue row is never
+-- claimed: job-claim.sql joins evora.queues).
+locked AS MATERIALIZED (
+  SELECT d.queue, pg_advisory_xact_lock_shared(7301847, hashtext(d.queue))::text AS locked
+  FROM (SELECT DISTINCT i.queue FROM input i) d
+),
 new_queues AS (
   INSERT INTO evora.queues (name)
-  SELECT DISTINCT i.queue FROM input i
-  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
+  SELECT l.queue FROM locked l
   ON CONFLICT (name) DO NOTHING
   RETURNING name, max_attempts
 ),

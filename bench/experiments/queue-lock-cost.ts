@@ -1,0 +1,107 @@
+/**
+ * What the queue's shared advisory lock costs a submit (DeleteQueue's guard: every insert
+ * into evora.jobs takes pg_advisory_xact_lock_shared on each distinct queue it inserts into,
+ * and makes the queue row with ON CONFLICT alone, no NOT EXISTS on its snapshot;
+ * sql/queue-delete-lock.sql says why). Runs the store's statements as they are (`lock`)
+ * against the same files with the lock CTE put back to the form before it (`noLock`:
+ * NOT EXISTS, no lock), interleaved round by round on an embedded PostgreSQL, all into one
+ * existing queue:
+ *   batch      job-insert-many.sql, 1,000 jobs: median wall ms per batch
+ *   handoff    job-insert-handoff.sql, one job (SubmitJob's statement), on CONNS connections
+ *              at once (a hand-off to a worker id; the queue fills, so most go PENDING):
+ *              submits per second over the round
+ * Measurement only. Usage: npx tsx bench/experiments/queue-lock-cost.ts [rounds=8]
+ * (CONNS=1,8: the hand-off's connection counts, empty for none; PLAN=custom|generic)
+ */
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { uuidv7 } from '../../src/domain/ids.js';
+import { embeddedPostgresStart, freePort } from '../../src/server/embedded-postgres.js';
+import { migrate } from '../../src/store/migrate.js';
+import { sqlParse } from '../../src/store/statements.js';
+import { insertBatchValues } from './insert-batch.js';
+
+const ROUNDS = Number(process.argv[2] ?? 8);
+const CONNS = (process.env.CONNS ?? '1,8').split(',').filter(Boolean).map(Number);
+const HANDOFF_SECONDS = 2;
+const dir = await mkdtemp(join(tmpdir(), 'evora-queue-lock-cost-'));
+const pgh = await embeddedPostgresStart({ dataDir: dir, port: await freePort() });
+await migrate(pgh.url);
+const pool = new pg.Pool({ connectionString: pgh.url, max: Math.max(1, ...CONNS) });
+// PLAN=custom|generic: the plan cache mode of every connection (default: PostgreSQL's auto).
+if (process.env.PLAN) pool.on('connect', (c) => void c.query(`SET plan_cache_mode = force_${process.env.PLAN}_plan`));
+await pool.query("INSERT INTO evora.queues (name) VALUES ('enq') ON CONFLICT DO NOTHING");
+
+const file = (name: string) => readFileSync(new URL(`../../src/store/sql/${name}.sql`, import.meta.url), 'utf8');
+/** The statement before the lock: the queue row made only when its snapshot shows none. */
+function noLock(sql: string): string {
+  const out = sql
+    .replace(/locked AS MATERIALIZED \([\s\S]*?\n\),\n/, '')
+    .replace(
+      '  SELECT l.queue FROM locked l\n',
+      '  SELECT DISTINCT i.queue FROM input i\n  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)\n',
+    );
+  if (out === sql || out.includes('pg_advisory')) throw new Error('the noLock variant did not apply');
+  return out;
+}
+const statements = {
+  batch: { lock: sqlParse(file('job-insert-many'), 'lock.sql'), noLock: sqlParse(noLock(file('job-insert-many')), 'noLock.sql') },
+  handoff: { lock: sqlParse(file('job-insert-handoff'), 'lock.sql'), noLock: sqlParse(noLock(file('job-insert-handoff')), 'noLock.sql') },
+};
+type Variant = 'lock' | 'noLock';
+const VARIANTS: Variant[] = ['lock', 'noLock'];
+
+async function batch(v: Variant): Promise<number> {
+  const p = statements.batch[v];
+  const values = insertBatchValues(1000);
+  const t0 = performance.now();
+  await pool.query({ name: `batch_${v}`, text: p.text, values: p.paramNames.map((n) => values[n]) });
+  return performance.now() - t0;
+}
+
+/** Submits per second of `conns` connections each submitting one job at a time for HANDOFF_SECONDS. */
+async function handoff(v: Variant, conns: number): Promise<number> {
+  const p = statements.handoff[v];
+  // Each run starts from an empty queue (the hand-off probes the queue's claimable jobs).
+  await pool.query("DELETE FROM evora.jobs WHERE queue = 'enq'");
+  const end = performance.now() + HANDOFF_SECONDS * 1000;
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: conns }, async () => {
+      const client = await pool.connect();
+      try {
+        while (performance.now() < end) {
+          const values: Record<string, unknown> = {
+            id: uuidv7(), queue: 'enq', type: 'noop', payload: '{"n":1}', priority: 0, runAt: null, idempotencyKey: null,
+            maxAttempts: null, policy: null, handoffWorkerId: 'w', now: null,
+          };
+          await client.query({ name: `handoff_${v}`, text: p.text, values: p.paramNames.map((k) => values[k]) });
+          n++;
+        }
+      } finally {
+        client.release();
+      }
+    }),
+  );
+  return n / HANDOFF_SECONDS;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const batchMs: Record<Variant, number[]> = { lock: [], noLock: [] };
+const rates: Record<string, number[]> = {};
+for (const v of VARIANTS) for (let k = 0; k < 3; k++) await batch(v); // prepare, warm up
+for (let r = 0; r < ROUNDS; r++) {
+  for (const v of r % 2 ? [...VARIANTS].reverse() : VARIANTS) {
+    await pool.query("DELETE FROM evora.jobs WHERE queue = 'enq'");
+    batchMs[v].push(await batch(v));
+    for (const c of CONNS) (rates[`${v} x${c}`] ??= []).push(await handoff(v, c));
+  }
+}
+console.table(VARIANTS.map((v) => ({ variant: v, 'batch of 1,000: wall ms (median)': +median(batchMs[v]).toFixed(2) })));
+console.table(Object.entries(rates).map(([k, xs]) => ({ 'hand-off submit': k, 'submits/s (median)': Math.round(median(xs)) })));
+await pool.end();
+await pgh.stop();
+await rm(dir, { recursive: true, force: true });

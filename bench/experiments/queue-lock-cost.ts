@@ -1,11 +1,11 @@
 /**
  * What the queue's shared advisory lock costs a submit (DeleteQueue's guard: every insert
- * into evora.jobs takes pg_advisory_xact_lock_shared on each distinct queue it inserts into,
- * and makes the queue row with ON CONFLICT alone, no NOT EXISTS on its snapshot;
- * sql/queue-delete-lock.sql says why). Runs the store's statements as they are (`lock`)
- * against the same files with the lock CTE put back to the form before it (`noLock`:
- * NOT EXISTS, no lock), interleaved round by round on an embedded PostgreSQL, all into one
- * existing queue:
+ * into evora.jobs makes its queue rows through evora.queues_ensure, 0025, which takes
+ * pg_advisory_xact_lock_shared on each distinct queue and looks for the rows in a snapshot
+ * taken after it; sql/queue-delete-lock.sql says why). Runs the store's statements as they
+ * are (`lock`) against the same files with the new-queue CTE put back to the form before it
+ * (`noLock`: an INSERT ... WHERE NOT EXISTS on the statement's snapshot, no lock),
+ * interleaved round by round on an embedded PostgreSQL, all into one existing queue:
  *   batch      job-insert-many.sql, 1,000 jobs: median wall ms per batch
  *   handoff    job-insert-handoff.sql, one job (SubmitJob's statement), on CONNS connections
  *              at once (a hand-off to a worker id; the queue fills, so most go PENDING):
@@ -38,13 +38,18 @@ await pool.query("INSERT INTO evora.queues (name) VALUES ('enq') ON CONFLICT DO 
 const file = (name: string) => readFileSync(new URL(`../../src/store/sql/${name}.sql`, import.meta.url), 'utf8');
 /** The statement before the lock: the queue row made only when its snapshot shows none. */
 function noLock(sql: string): string {
-  const out = sql
-    .replace(/locked AS MATERIALIZED \([\s\S]*?\n\),\n/, '')
-    .replace(
-      '  SELECT l.queue FROM locked l\n',
-      '  SELECT DISTINCT i.queue FROM input i\n  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)\n',
-    );
-  if (out === sql || out.includes('pg_advisory')) throw new Error('the noLock variant did not apply');
+  const out = sql.replace(
+    /new_queues AS MATERIALIZED \([\s\S]*?\n\),\n/,
+    `new_queues AS (
+  INSERT INTO evora.queues (name)
+  SELECT DISTINCT i.queue FROM input i
+  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING name, max_attempts
+),
+`,
+  );
+  if (out === sql || out.includes('queues_ensure')) throw new Error('the noLock variant did not apply');
   return out;
 }
 const statements = {

@@ -201,4 +201,24 @@ describe('queueDelete', () => {
       }
     });
   }
+
+  it('a submit does not wait for a transaction that updates its queue row (a rate-limited claim, an upsert, a pause)', async () => {
+    const queue = queueName('busy');
+    await store.queueUpsert({ name: queue });
+    const updater = new pg.Client({ connectionString: url });
+    await updater.connect();
+    try {
+      await updater.query('BEGIN');
+      await updater.query('UPDATE evora.queues SET updated_at = now() WHERE name = $1', [queue]);
+      // Done while the update is still open: an ON CONFLICT check on the row would wait for it.
+      const [submitted] = await store.jobSubmitMany({ jobs: [jobInput({ queue })] });
+      expect(submitted!.created).toBe(true);
+      const handed = await store.jobSubmit({ job: jobInput({ queue }), handoffWorkerId: 'w' });
+      expect(handed.created).toBe(true);
+      await sql.query(`SELECT * FROM evora.submit_job($1, 'sql')`, [queue]);
+    } finally {
+      await updater.query('ROLLBACK');
+      await updater.end();
+    }
+  });
 });

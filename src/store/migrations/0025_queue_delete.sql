@@ -1,23 +1,42 @@
 -- DeleteQueue (QueueService; sql/queue-delete.sql): its audit action `queue.delete`, and the
--- lock evora.submit_job now takes so that a queue deleted while a job is submitted into it in
--- SQL does not leave that job without its queue row (a job without one is never claimed:
--- job-claim.sql joins evora.queues).
+-- lock every job insert now takes (evora.queues_ensure) so that a queue deleted while a job is
+-- submitted into it does not leave that job without its queue row (a job without one is never
+-- claimed: job-claim.sql joins evora.queues).
 --
 -- The action list is a CHECK of evora.audit_events (0013_tokens_audit.sql, last grown by
 -- 0024), so a new action is a new list; the existing rows all pass it (it only grows). The
 -- previous release writes none of the new action, so it runs unchanged on this schema.
 --
--- evora.submit_job is 0021's, with one line added before it makes the queue row: the queue's
--- advisory lock (class 7301847, hashtext of the name), shared, held until the caller's
--- transaction ends; sql/queue-delete-lock.sql takes it exclusively. The signature is
--- unchanged. Locks: the audit table for the constraint's swap (a scan of its rows to check
--- the new CHECK, under an ACCESS EXCLUSIVE lock: milliseconds per 100,000 events).
+-- evora.queues_ensure(names) makes the rows of the queues a submit inserts into: it takes
+-- each distinct queue's advisory lock (class 7301847, hashtext of the name), shared, held until
+-- the caller's transaction ends (sql/queue-delete-lock.sql takes it exclusively), then
+-- inserts the rows missing in a fresh snapshot (a VOLATILE function's statements each take
+-- one), so a submit that waited for a delete makes the row again; the rows that exist are
+-- not touched, so a submit never waits for a transaction updating one. The server's job
+-- inserts call it (sql/job-insert-many.sql and its siblings); the previous release's do not
+-- and run unchanged.
+--
+-- evora.submit_job is 0021's, its queue row made by evora.queues_ensure instead of its own
+-- INSERT ... ON CONFLICT. The signature is unchanged.
+--
+-- Locks: the audit table for the constraint's swap (a scan of its rows to check the new
+-- CHECK, under an ACCESS EXCLUSIVE lock: milliseconds per 100,000 events).
 ALTER TABLE evora.audit_events DROP CONSTRAINT audit_events_action_check;
 ALTER TABLE evora.audit_events ADD CONSTRAINT audit_events_action_check CHECK (action IN (
     'queue.upsert', 'queue.pause', 'queue.resume', 'queue.delete',
     'job.cancel', 'job.retry', 'jobs.retry', 'jobs.purge', 'jobs.cancel',
     'schedule.upsert', 'schedule.delete', 'schedule.pause', 'schedule.resume', 'schedule.trigger',
     'token.create', 'token.revoke'));
+
+CREATE FUNCTION evora.queues_ensure(names text[]) RETURNS TABLE (name text, max_attempts integer)
+    LANGUAGE sql VOLATILE AS $$
+    SELECT pg_advisory_xact_lock_shared(7301847, hashtext(d.n)) FROM (SELECT DISTINCT u.n FROM unnest(names) AS u(n)) d;
+    INSERT INTO evora.queues AS q (name)
+    SELECT DISTINCT u.n FROM unnest(names) AS u(n)
+    WHERE NOT EXISTS (SELECT 1 FROM evora.queues e WHERE e.name = u.n)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING q.name, q.max_attempts;
+$$;
 
 CREATE OR REPLACE FUNCTION evora.submit_job(
     queue text,
@@ -132,10 +151,10 @@ BEGIN
     END IF;
 
     v_submitted := CASE WHEN v_key IS NOT NULL THEN evora.job_submitted_fields(v_priority, v_run_at, v_max, v_policy) END;
-    -- The queue's lock, shared, as the server's submits take it (sql/job-insert-many.sql):
-    -- DeleteQueue takes it exclusively, so the queue row below is there when the job is.
-    PERFORM pg_advisory_xact_lock_shared(7301847, hashtext(v_queue));
-    INSERT INTO evora.queues (name) VALUES (v_queue) ON CONFLICT (name) DO NOTHING;
+    -- The queue row under the queue's shared lock, as the server's submits make it
+    -- (evora.queues_ensure): DeleteQueue takes the lock exclusively, so the row is there
+    -- when the job is.
+    PERFORM evora.queues_ensure(ARRAY[v_queue]);
     LOOP
         INSERT INTO evora.jobs (queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at,
                                 backoff_kind, backoff_base_seconds, backoff_cap_seconds, backoff_jitter, timeout_seconds,

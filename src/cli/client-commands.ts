@@ -242,7 +242,7 @@ export function clientCommandsAdd(program: Command): void {
       }),
     );
 
-  const queue = program.command('queue').description('show, configure, pause or resume a queue');
+  const queue = program.command('queue').description('show, configure, pause, resume or delete a queue');
   queue
     .command('get <name>')
     .description("show a queue's settings")
@@ -268,6 +268,15 @@ export function clientCommandsAdd(program: Command): void {
       withClient(async (ctx, name: string) => {
         const q = await ctx.client.resumeQueue(name);
         print(ctx, q, () => `queue ${q.name}: resumed`);
+      }),
+    );
+  queue
+    .command('delete <name>')
+    .description('delete an empty queue and its settings (refused while it has jobs of any state or schedules)')
+    .action(
+      withClient(async (ctx, name: string) => {
+        await ctx.client.deleteQueue(name);
+        print(ctx, { name, deleted: true }, () => `queue ${name}: deleted`);
       }),
     );
   queue

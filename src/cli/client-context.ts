@@ -137,6 +137,7 @@ const UNKNOWN_WRITES: Readonly<Record<string, { change: (subject: string) => str
   UpsertQueue: { change: () => 'the change', check: (name) => `queue get ${name}` },
   PauseQueue: { change: () => 'the pause', check: (name) => `queue get ${name}` },
   ResumeQueue: { change: () => 'the resume', check: (name) => `queue get ${name}` },
+  DeleteQueue: { change: () => 'the delete', check: (name) => `queue get ${name} (NOT_FOUND once deleted)` },
   UpsertSchedule: { change: () => 'the change', check: (name) => `schedule get ${name}` },
   PauseSchedule: { change: () => 'the pause', check: (name) => `schedule get ${name}` },
   ResumeSchedule: { change: () => 'the resume', check: (name) => `schedule get ${name}` },

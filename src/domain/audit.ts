@@ -23,7 +23,8 @@ export type AuditAction =
   | 'schedule.trigger'
   | 'token.create'
   | 'token.revoke'
-  | 'jobs.cancel';
+  | 'jobs.cancel'
+  | 'queue.delete';
 
 /** Every action, in the proto enum's order. */
 export const AUDIT_ACTIONS: readonly AuditAction[] = [
@@ -42,6 +43,7 @@ export const AUDIT_ACTIONS: readonly AuditAction[] = [
   'token.create',
   'token.revoke',
   'jobs.cancel',
+  'queue.delete',
 ];
 
 /** Who made a change, as the log keeps it. */

@@ -45,6 +45,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   '/evora.v1.QueueService/UpsertQueue': 'queue.manage',
   '/evora.v1.QueueService/PauseQueue': 'queue.manage',
   '/evora.v1.QueueService/ResumeQueue': 'queue.manage',
+  '/evora.v1.QueueService/DeleteQueue': 'queue.manage',
   '/evora.v1.ScheduleService/GetSchedule': 'schedule.read',
   '/evora.v1.ScheduleService/ListSchedules': 'schedule.read',
   '/evora.v1.ScheduleService/UpsertSchedule': 'schedule.manage',

@@ -327,6 +327,7 @@ export const AUDIT_ACTION_TO_PB: Record<AuditAction, PbAuditAction> = {
   'token.create': PbAuditAction.AUDIT_ACTION_TOKEN_CREATE,
   'token.revoke': PbAuditAction.AUDIT_ACTION_TOKEN_REVOKE,
   'jobs.cancel': PbAuditAction.AUDIT_ACTION_JOBS_CANCEL,
+  'queue.delete': PbAuditAction.AUDIT_ACTION_QUEUE_DELETE,
 };
 
 /** A protobuf AuditAction as a domain action; undefined for UNSPECIFIED or an unknown value. */

@@ -59,7 +59,7 @@ function scopeQueues(principal: Principal, queues: readonly { name: string }[]):
   return scoped(principal) ? scopeFilter(principal, [...queues], (q) => q.name).map((q) => q.name) : null;
 }
 
-/** QueueService: operators configure, pause and resume queues, and read their stats. */
+/** QueueService: operators configure, pause, resume and delete queues, and read their stats. */
 export function queueService(deps: ServiceDeps): QueueServiceServer {
   const { store, logger, telemetry } = deps;
   const M = QueueServiceService;
@@ -159,6 +159,13 @@ export function queueService(deps: ServiceDeps): QueueServiceServer {
       const queue = await store.queueSetPaused({ name, paused: false, actor: auditActor(principal) });
       logger.info({ queue: queue.name }, 'queue resumed');
       return { queue: queueToPb(queue) };
+    }),
+    deleteQueue: unary(deps, M.deleteQueue.path, async (req, _call, principal) => {
+      const name = checkName('name', req.name);
+      scopeCheck(principal, M.deleteQueue.path, [name]);
+      await store.queueDelete({ name, actor: auditActor(principal) });
+      logger.info({ queue: name }, 'queue deleted');
+      return {};
     }),
   };
 }

@@ -59,6 +59,7 @@ export const HTTP_ROUTES: readonly HttpRoute[] = [
   { method: 'PUT', path: '/v1/queues/{name}', rpc: `${Q}UpsertQueue`, summary: "Create a queue or change its settings (201 when created)", body: 'whole', pathParams: { name: 'name' }, created: 'field' },
   { method: 'POST', path: '/v1/queues/{name}/pause', rpc: `${Q}PauseQueue`, summary: 'Pause a queue', body: 'none', pathParams: { name: 'name' } },
   { method: 'POST', path: '/v1/queues/{name}/resume', rpc: `${Q}ResumeQueue`, summary: 'Resume a queue', body: 'none', pathParams: { name: 'name' } },
+  { method: 'DELETE', path: '/v1/queues/{name}', rpc: `${Q}DeleteQueue`, summary: 'Delete an empty queue and its settings (409 when it has jobs or schedules)', body: 'none', pathParams: { name: 'name' } },
   { method: 'GET', path: '/v1/queue-stats', rpc: `${Q}ListQueueStats`, summary: "Every queue's stats", body: 'none' },
   { method: 'GET', path: '/v1/queues/{name}/stats', rpc: `${Q}GetQueueStats`, summary: "A queue's stats", body: 'none', pathParams: { name: 'name' } },
   { method: 'GET', path: '/v1/queue-series', rpc: `${Q}GetQueueSeries`, summary: 'Per-minute counts and latencies (query: queue, minutes)', body: 'none' },

@@ -27,6 +27,7 @@ import {
   type GetQueueStatsResponse,
   type ListQueueStatsResponse,
   type ListQueuesResponse,
+  type DeleteQueueResponse,
   type PauseQueueResponse,
   type ResumeQueueResponse,
   type UpsertQueueRequest,
@@ -648,6 +649,16 @@ export class EvoraClient {
   async resumeQueue(name: string, opts?: CallOptions): Promise<Queue> {
     const res = await this.unary<ResumeQueueResponse>('ResumeQueue', (md, o, cb) => this.queues.resumeQueue({ name }, md, o, cb), opts);
     return queueFromPb(required(res.queue, 'ResumeQueue'));
+  }
+
+  /**
+   * Deletes an empty queue and its settings (a queue a mistyped name created, one no longer
+   * used). Throws FAILED_PRECONDITION (its message says what is in it) when the queue has a
+   * job of any state or a schedule submits into it, NOT_FOUND when there is no such queue.
+   * A later submit or upsertQueue creates it again with the defaults.
+   */
+  async deleteQueue(name: string, opts?: CallOptions): Promise<void> {
+    await this.unary<DeleteQueueResponse>('DeleteQueue', (md, o, cb) => this.queues.deleteQueue({ name }, md, o, cb), opts);
   }
 
   /**

@@ -720,7 +720,8 @@ export type AuditActionName =
   | 'schedule.trigger'
   | 'token.create'
   | 'token.revoke'
-  | 'jobs.cancel';
+  | 'jobs.cancel'
+  | 'queue.delete';
 
 /** Every action, in the proto enum's order (AUDIT_ACTION_QUEUE_UPSERT = 1, ...). */
 export const AUDIT_ACTIONS: readonly AuditActionName[] = [
@@ -739,6 +740,7 @@ export const AUDIT_ACTIONS: readonly AuditActionName[] = [
   'token.create',
   'token.revoke',
   'jobs.cancel',
+  'queue.delete',
 ];
 
 /** An action name as the proto enum; throws on an unknown name. */

@@ -1,11 +1,11 @@
 import type { StorePool } from './pool.js';
-import { invalidArgument, notFound } from '../domain/errors.js';
+import { failedPrecondition, invalidArgument, notFound } from '../domain/errors.js';
 import type { BackoffKind, Queue, QueueUpsertInput } from '../domain/queue.js';
 import { QUEUE_COLUMNS, queueFromRow, type QueueRow } from './rows.js';
 import type { AuditActor } from '../domain/audit.js';
-import type { JsonObject } from '../domain/job.js';
+import type { JobState, JsonObject } from '../domain/job.js';
 import { ACTOR_TYPES, actorParams, type ActorParams } from './audit.js';
-import { rowOf, rowsOf, statement, type None } from './statements.js';
+import { inTransaction, rowOf, rowsOf, statement, type None } from './statements.js';
 
 /** Queues: their settings and pause state (the QueueService API). */
 
@@ -149,4 +149,68 @@ export async function queueSetPaused(pool: StorePool, name: string, paused: bool
   const row = await rowOf(pool, queueSetPausedSql, { name, paused, now, ...actorParams(actor) });
   if (!row) throw notFound(`queue "${name}" not found`);
   return queueFromRow(row);
+}
+
+const queueDeleteLockSql = statement<{ name: string }, { locked: string }>('queue-delete-lock', { name: 'text' }, { locked: 'void' });
+const queueDeleteSql = statement<ActorParams & { name: string; now: Date | null }, { found: boolean; deleted: boolean }>(
+  'queue-delete',
+  { name: 'text', now: 'timestamptz', ...ACTOR_TYPES },
+  { found: 'bool', deleted: 'bool' },
+);
+const queueContentsSql = statement<{ name: string }, { state: JobState | null; n: string; schedules: string[] }>(
+  'queue-contents',
+  { name: 'text' },
+  { state: 'evora.job_state', n: 'int8', schedules: 'text[]' },
+);
+
+/** What keeps a queue from being deleted: its jobs by state and its schedules' names. */
+export interface QueueContents {
+  jobs: Partial<Record<JobState, number>>;
+  schedules: string[];
+}
+
+/**
+ * The refusal's one line: what is in the queue and the commands that empty it (the CLI's
+ * real spellings), e.g. `queue "q" has 12 jobs (3 PENDING, 9 COMPLETED) and 1 schedule
+ * (nightly): ...`.
+ */
+export function queueNotEmptyMessage(name: string, c: QueueContents): string {
+  const states = JOB_STATE_ORDER.filter((s) => (c.jobs[s] ?? 0) > 0);
+  const total = states.reduce((n, s) => n + (c.jobs[s] ?? 0), 0);
+  const what: string[] = [];
+  if (total > 0) what.push(`${total} job${total === 1 ? '' : 's'} (${states.map((s) => `${c.jobs[s]} ${s}`).join(', ')})`);
+  if (c.schedules.length > 0) {
+    const shown = c.schedules.slice(0, 5).join(', ') + (c.schedules.length > 5 ? ', ...' : '');
+    what.push(`${c.schedules.length} schedule${c.schedules.length === 1 ? '' : 's'} (${shown})`);
+  }
+  const steps: string[] = [];
+  if (states.some((s) => s === 'PENDING' || s === 'WAITING' || s === 'RUNNING')) steps.push(`cancel its unfinished jobs (evora cancel --all --queue ${name})`);
+  if (total > 0) steps.push(`purge its jobs once finished (evora purge --queue ${name})`);
+  if (c.schedules.length > 0) steps.push(`delete its schedules (evora schedule delete <name>)`);
+  return `queue "${name}" is not empty: it has ${what.join(' and ')}; only an empty queue is deleted: ${steps.join(', ')}, then delete it again`;
+}
+
+/** Job states in the order a message lists them: unfinished first. */
+const JOB_STATE_ORDER: readonly JobState[] = ['PENDING', 'WAITING', 'RUNNING', 'COMPLETED', 'DLQ', 'CANCELLED'];
+
+/**
+ * Deletes an empty queue and its settings (Store.queueDelete), with its audit event, under
+ * the queue's advisory lock (queue-delete-lock.sql), which every submit takes shared: so no
+ * job is ever left without its queue row. NOT_FOUND when there is no such queue;
+ * FAILED_PRECONDITION, saying what is in it, when it is not empty (counted after the
+ * delete's transaction ended: submits into the queue never wait for the counting).
+ */
+export async function queueDelete(pool: StorePool, name: string, now: Date | null, actor: AuditActor | undefined): Promise<void> {
+  const row = await pool.withClient((client) =>
+    inTransaction(client, async () => {
+      await rowsOf(client, queueDeleteLockSql, { name });
+      return rowOf(client, queueDeleteSql, { name, now, ...actorParams(actor) });
+    }),
+  );
+  if (!row?.found) throw notFound(`queue "${name}" not found`);
+  if (row.deleted) return;
+  const rows = await rowsOf(pool, queueContentsSql, { name });
+  const jobs: Partial<Record<JobState, number>> = {};
+  for (const r of rows) if (r.state !== null) jobs[r.state] = Number(r.n);
+  throw failedPrecondition(queueNotEmptyMessage(name, { jobs, schedules: rows[0]?.schedules ?? [] }));
 }

@@ -48,7 +48,7 @@ import {
 import { workerSessionDelete, workerSessionList, workerSessionPrune, workerSessionSync, type WorkerSessionWrite } from './worker-sessions.js';
 import { jobsPrune } from './jobs-prune.js';
 import { OUTBOX_LAG_EXACT_ROWS, outboxLag, projectorBatchClose, projectorBatchOpen, queueDepths, type OutboxLag } from './outbox.js';
-import { queueRead, queueSetPaused, queueUpsert, queuesLeaseSeconds, queuesList } from './queues.js';
+import { queueDelete, queueRead, queueSetPaused, queueUpsert, queuesLeaseSeconds, queuesList } from './queues.js';
 import {
   scheduleDelete,
   scheduleFireDue,
@@ -647,6 +647,16 @@ export class Store {
    */
   async queueSetPaused(params: { name: string; paused: boolean; now?: Date; actor?: AuditActor }): Promise<Queue> {
     return queueSetPaused(this.pool, params.name, params.paused, params.now ?? null, params.actor);
+  }
+
+  /**
+   * Deletes an empty queue and its settings (no job of any state, no schedule into it), with
+   * its audit event. NOT_FOUND when there is none; FAILED_PRECONDITION saying what is in it
+   * otherwise. A submit under way either commits first (then this refuses) or waits and
+   * makes the queue row again: no job is left without its queue (queue-delete-lock.sql).
+   */
+  async queueDelete(params: { name: string; now?: Date; actor?: AuditActor }): Promise<void> {
+    return queueDelete(this.pool, params.name, params.now ?? null, params.actor);
   }
 
   // ----- schedules ---------------------------------------------------------------------

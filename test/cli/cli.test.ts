@@ -251,6 +251,19 @@ describe('evora client commands', () => {
     expect(await json('queue', 'get', name)).toMatchObject({ deleteOnComplete: false });
   });
 
+  it('queue delete: an empty queue goes (exit 0), one with a job is refused with what is in it (exit 4), an unknown one is 3', async () => {
+    const name = queueName('cdel');
+    expect((await evora('submit', name, 't')).code).toBe(0);
+    const refused = await evora('queue', 'delete', name);
+    expect(refused.code).toBe(4);
+    expect(refused.stderr).toMatch(new RegExp(`queue "${name}" is not empty: it has 1 job \\(1 PENDING\\).*evora cancel --all --queue ${name}`));
+    const empty = queueName('cdel');
+    expect((await evora('queue', 'set', empty, '--max-attempts', '3')).code).toBe(0);
+    expect(await evora('queue', 'delete', empty)).toMatchObject({ code: 0, stdout: `queue ${empty}: deleted\n` });
+    expect((await evora('queue', 'get', empty)).code).toBe(3);
+    expect((await evora('queue', 'delete', empty)).code).toBe(3);
+  });
+
   it('exit codes and one-line errors: 2 usage/invalid, 3 not found, 4 conflict, 5 unavailable', async () => {
     const queue = queueName();
     const missing = '00000000-0000-4000-8000-000000000000';

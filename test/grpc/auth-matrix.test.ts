@@ -68,6 +68,7 @@ const ALLOWED: Record<string, TokenRole[]> = {
   UpsertQueue: [],
   PauseQueue: [],
   ResumeQueue: [],
+  DeleteQueue: [],
   GetSchedule: ['viewer'],
   ListSchedules: ['viewer'],
   UpsertSchedule: [],
@@ -117,6 +118,7 @@ const REQUESTS: Record<string, () => Record<string, unknown>> = {
   UpsertQueue: () => ({ name: 'matrix-queue' }),
   PauseQueue: () => ({ name: 'matrix-queue' }),
   ResumeQueue: () => ({ name: 'matrix-queue' }),
+  DeleteQueue: () => ({ name: 'matrix-missing' }),
   GetSchedule: () => ({ name: 'matrix-schedule' }),
   ListSchedules: () => ({}),
   UpsertSchedule: () => ({ schedule: Schedule.fromPartial({ name: 'matrix-schedule', cron: '0 0 1 1 *', timezone: 'UTC', queue: 'matrix-queue', type: 't' }) }),
@@ -322,6 +324,10 @@ describe('queue scopes', () => {
       expect([grpc.status.PERMISSION_DENIED, grpc.status.UNIMPLEMENTED], def.path).toContain(code);
     }
     expect(await unaryCode(clientA, QueueServiceService.pauseQueue as unknown as MethodDef, { name: 'other' }, bearer(admin))).toBe(grpc.status.PERMISSION_DENIED);
+    // DeleteQueue as UpsertQueue: a queue-scoped admin deletes only its own queues.
+    const del = QueueServiceService.deleteQueue as unknown as MethodDef;
+    expect(await unaryCode(clientA, del, { name: 'other' }, bearer(admin))).toBe(grpc.status.PERMISSION_DENIED);
+    expect(await unaryCode(clientA, del, { name: 'billing.none' }, bearer(admin))).toBe(grpc.status.NOT_FOUND);
   });
 
   it('the Work stream hello must name queues in scope; ListQueues answers only the scope', async () => {

@@ -4,7 +4,7 @@ import { waitFor } from '../helpers/wait.js';
 import { httpSetup } from './http-setup.js';
 
 /**
- * Queues (upsert 201 then 200, get, list, pause, resume, stats of one and of all) and
+ * Queues (upsert 201 then 200, get, list, pause, resume, stats of one and of all, delete) and
  * schedules (upsert with the name from the path, get, list, pause, resume, trigger,
  * delete) over HTTP.
  */
@@ -41,6 +41,26 @@ describe('queues', () => {
     expect(stats.queue).toBe(name);
     const all = await api('GET', '/v1/queue-stats');
     expect(all.body.stats.map((s: { queue: string }) => s.queue)).toContain(name);
+  });
+
+  it('DELETE: 409 while the queue has jobs (the message says what), 200 once empty, then gone from the lists; 404 for an unknown one', async () => {
+    const name = queueName('hd');
+    const submitted = await api('POST', '/v1/jobs', { body: { queue: name, type: 't' } });
+    const refused = await api('DELETE', `/v1/queues/${name}`);
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('FAILED_PRECONDITION');
+    expect(refused.body.message).toContain(`queue "${name}" is not empty: it has 1 job (1 PENDING)`);
+    expect((await api('POST', `/v1/jobs/${submitted.body.job.id}/cancel`)).status).toBe(200);
+    // A purge leaves a job whose events the projector has not yet read: wait for the delete to go through.
+    await waitFor(async () => {
+      await api('POST', '/v1/jobs/purge', { body: { filter: { queue: name } } });
+      return (await api('DELETE', `/v1/queues/${name}`)).status === 200;
+    }, { what: 'the queue deleted once its job is purged' });
+    expect((await api('GET', `/v1/queues/${name}`)).status).toBe(404);
+    expect((await api('GET', '/v1/queues')).body.queues?.map((q: { name: string }) => q.name) ?? []).not.toContain(name);
+    expect((await api('GET', '/v1/queue-stats')).body.stats?.map((s: { queue: string }) => s.queue) ?? []).not.toContain(name);
+    const again = await api('DELETE', `/v1/queues/${name}`);
+    expect([again.status, again.body.code]).toEqual([404, 'NOT_FOUND']);
   });
 });
 

@@ -126,8 +126,9 @@ describe('migrations', () => {
         '22_audit_retention',
         '23_outbox_at_index',
         '24_audit_jobs_cancel',
+        '25_queue_delete',
       ]);
-      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]);
+      expect(await migrate(db.url)).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]);
       await client.connect();
       const { rows } = await client.query('SELECT version, name FROM evora.schema_migrations ORDER BY version');
       expect(rows).toEqual([
@@ -154,6 +155,7 @@ describe('migrations', () => {
         { version: 22, name: 'audit_retention' },
         { version: 23, name: 'outbox_at_index' },
         { version: 24, name: 'audit_jobs_cancel' },
+        { version: 25, name: 'queue_delete' },
       ]);
       expect(await migrate(db.url)).toEqual([]);
     } finally {
@@ -168,7 +170,7 @@ describe('migrations', () => {
     try {
       const all = migrationsLoad();
       expect(await migrate(db.url, all.filter((m) => m.version < 11))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10]);
-      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]);
+      expect(await migrate(db.url, all)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]);
       await client.connect();
       const { rows } = await client.query(
         `SELECT count(*)::int AS n FROM evora.job_state_transitions WHERE 'WAITING' IN (from_state::text, to_state::text)`,
@@ -189,7 +191,7 @@ describe('migrations', () => {
       expect(await migrate(db.url, all.filter((m) => m.version < 20))).toEqual([1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
       await client.connect();
       await client.query(`INSERT INTO evora.queues (name, backoff_base_seconds, backoff_cap_seconds) VALUES ('long', 7200, 3600), ('fine', 5, 60)`);
-      expect(await migrate(db.url, all)).toEqual([20, 21, 22, 23, 24]);
+      expect(await migrate(db.url, all)).toEqual([20, 21, 22, 23, 24, 25]);
       const { rows } = await client.query('SELECT name, backoff_base_seconds AS base, backoff_cap_seconds AS cap FROM evora.queues ORDER BY name');
       expect(rows).toEqual([
         { name: 'fine', base: 5, cap: 60 },

@@ -1,13 +1,15 @@
 /**
- * One queue: its counts, pause and resume, and its settings, editable by an admin through
- * PUT /v1/queues/{name} (only the fields shown are sent; the rest keep their values).
+ * One queue: its counts, pause and resume, its settings, editable by an admin through
+ * PUT /v1/queues/{name} (only the fields shown are sent; the rest keep their values), and
+ * its deletion (DELETE /v1/queues/{name}, behind a confirm dialog; only an empty queue).
  */
 import { useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { Link, useParams } from 'react-router';
+import { Link, useNavigate, useParams } from 'react-router';
 import { api } from '../api';
 import { useCanAct } from '../auth';
-import { ActionButton, ActionStatus, ErrorLine, Loading, useAction } from '../components/status';
+import { ActionButton, ActionStatus, ErrorLine, Loading, useAction, type ActionOutcome } from '../components/status';
+import { DeleteQueueDialog } from '../components/DeleteQueueDialog';
 import { count, durationSeconds, toDuration } from '../format';
 import { keys, LIVE, useQueue } from '../queries';
 import type { BackoffKind, Queue, QueueStats } from '../types';
@@ -29,6 +31,16 @@ export function QueuePage() {
   );
   const save = useAction(
     (body: Record<string, unknown>) => api<{ queue: Queue }>('PUT', path, { body }).then((r) => `Saved the settings of ${r.queue.name}`),
+    [keys.queues, keys.stats],
+  );
+  const navigate = useNavigate();
+  const [confirmDelete, setConfirmDelete] = useState(false);
+  // The queue's own status line says a refusal (what is in the queue); a delete goes back to the list.
+  const remove = useAction(
+    () => api<object>('DELETE', path).then(() => {
+      void navigate('/queues');
+      return `Deleted ${name}`;
+    }),
     [keys.queues, keys.stats],
   );
   const q = queue.data?.queue;
@@ -64,9 +76,13 @@ export function QueuePage() {
           )}
           <Link to={`/jobs?queue=${encodeURIComponent(name)}`}>Jobs of this queue</Link>
           <Link to={`/dead-letters?queue=${encodeURIComponent(name)}`}>Dead letters</Link>
+          <ActionButton testId="queue-delete" danger onClick={() => setConfirmDelete(true)} disabled={remove.pending}>
+            Delete queue
+          </ActionButton>
         </div>
       )}
-      <ActionStatus outcome={toggle.outcome} testId="queue-action-status" />
+      <DeleteQueueDialog name={name} open={confirmDelete} onConfirm={() => remove.run(undefined)} onClose={() => setConfirmDelete(false)} />
+      <ActionStatus outcome={latest(remove.outcome, toggle.outcome)} testId="queue-action-status" />
       {s && (
         <dl className="facts" data-testid="queue-counts">
           {(['pending', 'running', 'waiting', 'completed', 'dlq', 'cancelled'] as const).map((field) => (
@@ -86,6 +102,11 @@ export function QueuePage() {
       {q && <Settings key={`${q.name}@${JSON.stringify(initial(q))}@${savedAt}`} queue={q} save={save} />}
     </section>
   );
+}
+
+/** The newer of two action outcomes (the status line says the last thing done). */
+function latest(a: ActionOutcome, b: ActionOutcome): ActionOutcome {
+  return !a ? b : !b ? a : a.at >= b.at ? a : b;
 }
 
 const KINDS: readonly BackoffKind[] = ['BACKOFF_KIND_EXPONENTIAL', 'BACKOFF_KIND_LINEAR', 'BACKOFF_KIND_FIXED'];

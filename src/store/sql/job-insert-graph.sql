@@ -15,12 +15,16 @@ WITH input AS (
               :states::evora.job_state[], :parentIds::jsonb[], :hasDependents::bool[])
     AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, policy, state, parents, has_dependents)
 ),
-new_queues AS (
-  INSERT INTO evora.queues (name)
-  SELECT DISTINCT i.queue FROM input i
-  WHERE NOT EXISTS (SELECT 1 FROM evora.queues q WHERE q.name = i.queue)
-  ON CONFLICT (name) DO NOTHING
-  RETURNING name, max_attempts
+-- The queue rows of the submit, made when missing (evora.queues_ensure, 0025): it takes the
+-- shared advisory lock of each distinct queue (class 7301847, the name's hashtext) until the
+-- transaction ends, which DeleteQueue takes exclusively (queue-delete-lock.sql), and then
+-- looks for the rows in a snapshot of its own, taken after the locks: a submit that waited
+-- for a delete makes the row again (a NOT EXISTS on this statement's snapshot would still see
+-- the deleted row, and a job without its queue row is never claimed: job-claim.sql joins
+-- evora.queues). Only a missing row is inserted, so a submit never waits for a transaction
+-- that updates the row (a rate-limited claim, an upsert), as an ON CONFLICT check would.
+new_queues AS MATERIALIZED (
+  SELECT e.name, e.max_attempts FROM evora.queues_ensure(ARRAY(SELECT DISTINCT i.queue FROM input i)) e
 ),
 inserted AS (
   INSERT INTO evora.jobs (id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, submitted, created_at,

@@ -126,6 +126,8 @@ export enum AuditAction {
    * the number of jobs cancelled or asked to stop.
    */
   AUDIT_ACTION_JOBS_CANCEL = 15,
+  /** AUDIT_ACTION_QUEUE_DELETE - DeleteQueue. target: the queue (deleted empty, its settings with it). */
+  AUDIT_ACTION_QUEUE_DELETE = 16,
   UNRECOGNIZED = -1,
 }
 
@@ -179,6 +181,9 @@ export function auditActionFromJSON(object: any): AuditAction {
     case 15:
     case "AUDIT_ACTION_JOBS_CANCEL":
       return AuditAction.AUDIT_ACTION_JOBS_CANCEL;
+    case 16:
+    case "AUDIT_ACTION_QUEUE_DELETE":
+      return AuditAction.AUDIT_ACTION_QUEUE_DELETE;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -220,6 +225,8 @@ export function auditActionToJSON(object: AuditAction): string {
       return "AUDIT_ACTION_TOKEN_REVOKE";
     case AuditAction.AUDIT_ACTION_JOBS_CANCEL:
       return "AUDIT_ACTION_JOBS_CANCEL";
+    case AuditAction.AUDIT_ACTION_QUEUE_DELETE:
+      return "AUDIT_ACTION_QUEUE_DELETE";
     case AuditAction.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";

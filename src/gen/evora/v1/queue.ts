@@ -319,6 +319,16 @@ export interface PauseQueueResponse {
   queue?: Queue | undefined;
 }
 
+/** DeleteQueueRequest selects the queue to delete. */
+export interface DeleteQueueRequest {
+  /** Queue name. */
+  name: string;
+}
+
+/** DeleteQueueResponse says the queue was deleted; it has no fields. */
+export interface DeleteQueueResponse {
+}
+
 /** ResumeQueueRequest selects the queue to resume. */
 export interface ResumeQueueRequest {
   /** Queue name. */
@@ -1829,6 +1839,125 @@ export const PauseQueueResponse: MessageFns<PauseQueueResponse> = {
   fromPartial<I extends Exact<DeepPartial<PauseQueueResponse>, I>>(object: I): PauseQueueResponse {
     const message = createBasePauseQueueResponse();
     message.queue = (object.queue !== undefined && object.queue !== null) ? Queue.fromPartial(object.queue) : undefined;
+    return message;
+  },
+};
+
+function createBaseDeleteQueueRequest(): DeleteQueueRequest {
+  return { name: "" };
+}
+
+export const DeleteQueueRequest: MessageFns<DeleteQueueRequest> = {
+  encode(message: DeleteQueueRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteQueueRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteQueueRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteQueueRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: DeleteQueueRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteQueueRequest>, I>>(base?: I): DeleteQueueRequest {
+    return DeleteQueueRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteQueueRequest>, I>>(object: I): DeleteQueueRequest {
+    const message = createBaseDeleteQueueRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteQueueResponse(): DeleteQueueResponse {
+  return {};
+}
+
+export const DeleteQueueResponse: MessageFns<DeleteQueueResponse> = {
+  encode(_: DeleteQueueResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteQueueResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteQueueResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): DeleteQueueResponse {
+    return {};
+  },
+
+  toJSON(_: DeleteQueueResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteQueueResponse>, I>>(base?: I): DeleteQueueResponse {
+    return DeleteQueueResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteQueueResponse>, I>>(_: I): DeleteQueueResponse {
+    const message = createBaseDeleteQueueResponse();
     return message;
   },
 };
@@ -3355,6 +3484,28 @@ export const QueueServiceService = {
     responseDeserialize: (value: Buffer): ResumeQueueResponse => ResumeQueueResponse.decode(value),
   },
   /**
+   * DeleteQueue removes an empty queue and its settings (a queue a typo in a producer's
+   * queue name created, one no longer used). Empty: no job of any state in it (finished
+   * ones included) and no schedule that submits into it; otherwise FAILED_PRECONDITION
+   * (the only precondition: the message says what is in it, e.g. "queue q has 12 jobs
+   * (3 PENDING, 9 COMPLETED) and 1 schedule (nightly): ..."; cancel, purge and delete
+   * schedules first). No such queue: NOT_FOUND. A submit under way when the delete runs
+   * either commits first (then the delete refuses) or waits and creates the queue again
+   * afterwards: no job is ever left without its queue. A queue created again later, by a
+   * submit or UpsertQueue, starts with the defaults. Workers subscribed to the queue keep
+   * their streams and take its jobs again once it is re-created. Admin; a token limited to
+   * queues only for its own. Audit action QUEUE_DELETE.
+   */
+  deleteQueue: {
+    path: "/evora.v1.QueueService/DeleteQueue" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteQueueRequest): Buffer => Buffer.from(DeleteQueueRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteQueueRequest => DeleteQueueRequest.decode(value),
+    responseSerialize: (value: DeleteQueueResponse): Buffer => Buffer.from(DeleteQueueResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteQueueResponse => DeleteQueueResponse.decode(value),
+  },
+  /**
    * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
    * percentiles and failure rate (from the telemetry store, eventually consistent), and the
    * workers connected to any server of the cluster (WorkerService.ListWorkers).
@@ -3422,6 +3573,20 @@ export interface QueueServiceServer extends UntypedServiceImplementation {
    * a running queue is a no-op.
    */
   resumeQueue: handleUnaryCall<ResumeQueueRequest, ResumeQueueResponse>;
+  /**
+   * DeleteQueue removes an empty queue and its settings (a queue a typo in a producer's
+   * queue name created, one no longer used). Empty: no job of any state in it (finished
+   * ones included) and no schedule that submits into it; otherwise FAILED_PRECONDITION
+   * (the only precondition: the message says what is in it, e.g. "queue q has 12 jobs
+   * (3 PENDING, 9 COMPLETED) and 1 schedule (nightly): ..."; cancel, purge and delete
+   * schedules first). No such queue: NOT_FOUND. A submit under way when the delete runs
+   * either commits first (then the delete refuses) or waits and creates the queue again
+   * afterwards: no job is ever left without its queue. A queue created again later, by a
+   * submit or UpsertQueue, starts with the defaults. Workers subscribed to the queue keep
+   * their streams and take its jobs again once it is re-created. Admin; a token limited to
+   * queues only for its own. Audit action QUEUE_DELETE.
+   */
+  deleteQueue: handleUnaryCall<DeleteQueueRequest, DeleteQueueResponse>;
   /**
    * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
    * percentiles and failure rate (from the telemetry store, eventually consistent), and the
@@ -3530,6 +3695,34 @@ export interface QueueServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ResumeQueueResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * DeleteQueue removes an empty queue and its settings (a queue a typo in a producer's
+   * queue name created, one no longer used). Empty: no job of any state in it (finished
+   * ones included) and no schedule that submits into it; otherwise FAILED_PRECONDITION
+   * (the only precondition: the message says what is in it, e.g. "queue q has 12 jobs
+   * (3 PENDING, 9 COMPLETED) and 1 schedule (nightly): ..."; cancel, purge and delete
+   * schedules first). No such queue: NOT_FOUND. A submit under way when the delete runs
+   * either commits first (then the delete refuses) or waits and creates the queue again
+   * afterwards: no job is ever left without its queue. A queue created again later, by a
+   * submit or UpsertQueue, starts with the defaults. Workers subscribed to the queue keep
+   * their streams and take its jobs again once it is re-created. Admin; a token limited to
+   * queues only for its own. Audit action QUEUE_DELETE.
+   */
+  deleteQueue(
+    request: DeleteQueueRequest,
+    callback: (error: ServiceError | null, response: DeleteQueueResponse) => void,
+  ): ClientUnaryCall;
+  deleteQueue(
+    request: DeleteQueueRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteQueueResponse) => void,
+  ): ClientUnaryCall;
+  deleteQueue(
+    request: DeleteQueueRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteQueueResponse) => void,
   ): ClientUnaryCall;
   /**
    * GetQueueStats returns one queue's telemetry: counts by state, throughput, latency

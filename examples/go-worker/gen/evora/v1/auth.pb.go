@@ -124,6 +124,8 @@ const (
 	// CancelJobs (not dry runs). target: the filter's queue or "*"; change: the filter and
 	// the number of jobs cancelled or asked to stop.
 	AuditAction_AUDIT_ACTION_JOBS_CANCEL AuditAction = 15
+	// DeleteQueue. target: the queue (deleted empty, its settings with it).
+	AuditAction_AUDIT_ACTION_QUEUE_DELETE AuditAction = 16
 )
 
 // Enum value maps for AuditAction.
@@ -145,6 +147,7 @@ var (
 		13: "AUDIT_ACTION_TOKEN_CREATE",
 		14: "AUDIT_ACTION_TOKEN_REVOKE",
 		15: "AUDIT_ACTION_JOBS_CANCEL",
+		16: "AUDIT_ACTION_QUEUE_DELETE",
 	}
 	AuditAction_value = map[string]int32{
 		"AUDIT_ACTION_UNSPECIFIED":      0,
@@ -163,6 +166,7 @@ var (
 		"AUDIT_ACTION_TOKEN_CREATE":     13,
 		"AUDIT_ACTION_TOKEN_REVOKE":     14,
 		"AUDIT_ACTION_JOBS_CANCEL":      15,
+		"AUDIT_ACTION_QUEUE_DELETE":     16,
 	}
 )
 
@@ -1133,7 +1137,7 @@ const file_evora_v1_auth_proto_rawDesc = "" +
 	"\x13TOKEN_ROLE_PRODUCER\x10\x01\x12\x15\n" +
 	"\x11TOKEN_ROLE_WORKER\x10\x02\x12\x15\n" +
 	"\x11TOKEN_ROLE_VIEWER\x10\x03\x12\x14\n" +
-	"\x10TOKEN_ROLE_ADMIN\x10\x04*\x80\x04\n" +
+	"\x10TOKEN_ROLE_ADMIN\x10\x04*\x9f\x04\n" +
 	"\vAuditAction\x12\x1c\n" +
 	"\x18AUDIT_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19AUDIT_ACTION_QUEUE_UPSERT\x10\x01\x12\x1c\n" +
@@ -1151,7 +1155,8 @@ const file_evora_v1_auth_proto_rawDesc = "" +
 	"\x1dAUDIT_ACTION_SCHEDULE_TRIGGER\x10\f\x12\x1d\n" +
 	"\x19AUDIT_ACTION_TOKEN_CREATE\x10\r\x12\x1d\n" +
 	"\x19AUDIT_ACTION_TOKEN_REVOKE\x10\x0e\x12\x1c\n" +
-	"\x18AUDIT_ACTION_JOBS_CANCEL\x10\x0f*\x8d\x01\n" +
+	"\x18AUDIT_ACTION_JOBS_CANCEL\x10\x0f\x12\x1d\n" +
+	"\x19AUDIT_ACTION_QUEUE_DELETE\x10\x10*\x8d\x01\n" +
 	"\x0eAuditActorKind\x12 \n" +
 	"\x1cAUDIT_ACTOR_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16AUDIT_ACTOR_KIND_TOKEN\x10\x01\x12\x1e\n" +

@@ -887,6 +887,89 @@ func (x *PauseQueueResponse) GetQueue() *Queue {
 	return nil
 }
 
+// DeleteQueueRequest selects the queue to delete.
+type DeleteQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Queue name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteQueueRequest) Reset() {
+	*x = DeleteQueueRequest{}
+	mi := &file_evora_v1_queue_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteQueueRequest) ProtoMessage() {}
+
+func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
+func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeleteQueueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteQueueResponse says the queue was deleted; it has no fields.
+type DeleteQueueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteQueueResponse) Reset() {
+	*x = DeleteQueueResponse{}
+	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteQueueResponse) ProtoMessage() {}
+
+func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
+func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{12}
+}
+
 // ResumeQueueRequest selects the queue to resume.
 type ResumeQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -898,7 +981,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[11]
+	mi := &file_evora_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +993,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[11]
+	mi := &file_evora_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1006,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeQueueRequest) GetName() string {
@@ -944,7 +1027,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	mi := &file_evora_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1039,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[12]
+	mi := &file_evora_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1052,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResumeQueueResponse) GetQueue() *Queue {
@@ -994,7 +1077,7 @@ type Percentiles struct {
 
 func (x *Percentiles) Reset() {
 	*x = Percentiles{}
-	mi := &file_evora_v1_queue_proto_msgTypes[13]
+	mi := &file_evora_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1089,7 @@ func (x *Percentiles) String() string {
 func (*Percentiles) ProtoMessage() {}
 
 func (x *Percentiles) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[13]
+	mi := &file_evora_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1102,7 @@ func (x *Percentiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Percentiles.ProtoReflect.Descriptor instead.
 func (*Percentiles) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Percentiles) GetP50Ms() float64 {
@@ -1058,7 +1141,7 @@ type Throughput struct {
 
 func (x *Throughput) Reset() {
 	*x = Throughput{}
-	mi := &file_evora_v1_queue_proto_msgTypes[14]
+	mi := &file_evora_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1153,7 @@ func (x *Throughput) String() string {
 func (*Throughput) ProtoMessage() {}
 
 func (x *Throughput) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[14]
+	mi := &file_evora_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1166,7 @@ func (x *Throughput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Throughput.ProtoReflect.Descriptor instead.
 func (*Throughput) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Throughput) GetLast_1M() float64 {
@@ -1160,7 +1243,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_evora_v1_queue_proto_msgTypes[15]
+	mi := &file_evora_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1255,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[15]
+	mi := &file_evora_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1268,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -1332,7 +1415,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[16]
+	mi := &file_evora_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1427,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[16]
+	mi := &file_evora_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1440,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetQueueStatsRequest) GetName() string {
@@ -1378,7 +1461,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[17]
+	mi := &file_evora_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1473,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[17]
+	mi := &file_evora_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1486,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetQueueStatsResponse) GetStats() *QueueStats {
@@ -1422,7 +1505,7 @@ type ListQueueStatsRequest struct {
 
 func (x *ListQueueStatsRequest) Reset() {
 	*x = ListQueueStatsRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[18]
+	mi := &file_evora_v1_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1517,7 @@ func (x *ListQueueStatsRequest) String() string {
 func (*ListQueueStatsRequest) ProtoMessage() {}
 
 func (x *ListQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[18]
+	mi := &file_evora_v1_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1530,7 @@ func (x *ListQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*ListQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{18}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{20}
 }
 
 // ListQueueStatsResponse carries the stats of every queue.
@@ -1461,7 +1544,7 @@ type ListQueueStatsResponse struct {
 
 func (x *ListQueueStatsResponse) Reset() {
 	*x = ListQueueStatsResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[19]
+	mi := &file_evora_v1_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1556,7 @@ func (x *ListQueueStatsResponse) String() string {
 func (*ListQueueStatsResponse) ProtoMessage() {}
 
 func (x *ListQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[19]
+	mi := &file_evora_v1_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1569,7 @@ func (x *ListQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*ListQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{19}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListQueueStatsResponse) GetStats() []*QueueStats {
@@ -1509,7 +1592,7 @@ type GetQueueSeriesRequest struct {
 
 func (x *GetQueueSeriesRequest) Reset() {
 	*x = GetQueueSeriesRequest{}
-	mi := &file_evora_v1_queue_proto_msgTypes[20]
+	mi := &file_evora_v1_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1604,7 @@ func (x *GetQueueSeriesRequest) String() string {
 func (*GetQueueSeriesRequest) ProtoMessage() {}
 
 func (x *GetQueueSeriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[20]
+	mi := &file_evora_v1_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1617,7 @@ func (x *GetQueueSeriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueSeriesRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueSeriesRequest) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{20}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetQueueSeriesRequest) GetQueue() string {
@@ -1562,7 +1645,7 @@ type GetQueueSeriesResponse struct {
 
 func (x *GetQueueSeriesResponse) Reset() {
 	*x = GetQueueSeriesResponse{}
-	mi := &file_evora_v1_queue_proto_msgTypes[21]
+	mi := &file_evora_v1_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1657,7 @@ func (x *GetQueueSeriesResponse) String() string {
 func (*GetQueueSeriesResponse) ProtoMessage() {}
 
 func (x *GetQueueSeriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[21]
+	mi := &file_evora_v1_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1670,7 @@ func (x *GetQueueSeriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueSeriesResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueSeriesResponse) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{21}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetQueueSeriesResponse) GetPoints() []*QueueSeriesPoint {
@@ -1625,7 +1708,7 @@ type QueueSeriesPoint struct {
 
 func (x *QueueSeriesPoint) Reset() {
 	*x = QueueSeriesPoint{}
-	mi := &file_evora_v1_queue_proto_msgTypes[22]
+	mi := &file_evora_v1_queue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1720,7 @@ func (x *QueueSeriesPoint) String() string {
 func (*QueueSeriesPoint) ProtoMessage() {}
 
 func (x *QueueSeriesPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_evora_v1_queue_proto_msgTypes[22]
+	mi := &file_evora_v1_queue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1733,7 @@ func (x *QueueSeriesPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueSeriesPoint.ProtoReflect.Descriptor instead.
 func (*QueueSeriesPoint) Descriptor() ([]byte, []int) {
-	return file_evora_v1_queue_proto_rawDescGZIP(), []int{22}
+	return file_evora_v1_queue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueueSeriesPoint) GetMinute() *timestamppb.Timestamp {
@@ -1798,6 +1881,9 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\";\n" +
 	"\x12PauseQueueResponse\x12%\n" +
 	"\x05queue\x18\x01 \x01(\v2\x0f.evora.v1.QueueR\x05queue\"(\n" +
+	"\x12DeleteQueueRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
+	"\x13DeleteQueueResponse\"(\n" +
 	"\x12ResumeQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"<\n" +
 	"\x13ResumeQueueResponse\x12%\n" +
@@ -1869,7 +1955,7 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"\x18BACKOFF_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18BACKOFF_KIND_EXPONENTIAL\x10\x01\x12\x17\n" +
 	"\x13BACKOFF_KIND_LINEAR\x10\x02\x12\x16\n" +
-	"\x12BACKOFF_KIND_FIXED\x10\x032\xf7\x04\n" +
+	"\x12BACKOFF_KIND_FIXED\x10\x032\xc3\x05\n" +
 	"\fQueueService\x12J\n" +
 	"\vUpsertQueue\x12\x1c.evora.v1.UpsertQueueRequest\x1a\x1d.evora.v1.UpsertQueueResponse\x12A\n" +
 	"\bGetQueue\x12\x19.evora.v1.GetQueueRequest\x1a\x1a.evora.v1.GetQueueResponse\x12G\n" +
@@ -1877,7 +1963,8 @@ const file_evora_v1_queue_proto_rawDesc = "" +
 	"ListQueues\x12\x1b.evora.v1.ListQueuesRequest\x1a\x1c.evora.v1.ListQueuesResponse\x12G\n" +
 	"\n" +
 	"PauseQueue\x12\x1b.evora.v1.PauseQueueRequest\x1a\x1c.evora.v1.PauseQueueResponse\x12J\n" +
-	"\vResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12P\n" +
+	"\vResumeQueue\x12\x1c.evora.v1.ResumeQueueRequest\x1a\x1d.evora.v1.ResumeQueueResponse\x12J\n" +
+	"\vDeleteQueue\x12\x1c.evora.v1.DeleteQueueRequest\x1a\x1d.evora.v1.DeleteQueueResponse\x12P\n" +
 	"\rGetQueueStats\x12\x1e.evora.v1.GetQueueStatsRequest\x1a\x1f.evora.v1.GetQueueStatsResponse\x12S\n" +
 	"\x0eListQueueStats\x12\x1f.evora.v1.ListQueueStatsRequest\x1a .evora.v1.ListQueueStatsResponse\x12S\n" +
 	"\x0eGetQueueSeries\x12\x1f.evora.v1.GetQueueSeriesRequest\x1a .evora.v1.GetQueueSeriesResponseB\x9b\x01\n" +
@@ -1897,7 +1984,7 @@ func file_evora_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_evora_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_evora_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_evora_v1_queue_proto_goTypes = []any{
 	(BackoffKind)(0),               // 0: evora.v1.BackoffKind
 	(*Backoff)(nil),                // 1: evora.v1.Backoff
@@ -1911,69 +1998,73 @@ var file_evora_v1_queue_proto_goTypes = []any{
 	(*ListQueuesResponse)(nil),     // 9: evora.v1.ListQueuesResponse
 	(*PauseQueueRequest)(nil),      // 10: evora.v1.PauseQueueRequest
 	(*PauseQueueResponse)(nil),     // 11: evora.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 12: evora.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 13: evora.v1.ResumeQueueResponse
-	(*Percentiles)(nil),            // 14: evora.v1.Percentiles
-	(*Throughput)(nil),             // 15: evora.v1.Throughput
-	(*QueueStats)(nil),             // 16: evora.v1.QueueStats
-	(*GetQueueStatsRequest)(nil),   // 17: evora.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil),  // 18: evora.v1.GetQueueStatsResponse
-	(*ListQueueStatsRequest)(nil),  // 19: evora.v1.ListQueueStatsRequest
-	(*ListQueueStatsResponse)(nil), // 20: evora.v1.ListQueueStatsResponse
-	(*GetQueueSeriesRequest)(nil),  // 21: evora.v1.GetQueueSeriesRequest
-	(*GetQueueSeriesResponse)(nil), // 22: evora.v1.GetQueueSeriesResponse
-	(*QueueSeriesPoint)(nil),       // 23: evora.v1.QueueSeriesPoint
-	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
+	(*DeleteQueueRequest)(nil),     // 12: evora.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),    // 13: evora.v1.DeleteQueueResponse
+	(*ResumeQueueRequest)(nil),     // 14: evora.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 15: evora.v1.ResumeQueueResponse
+	(*Percentiles)(nil),            // 16: evora.v1.Percentiles
+	(*Throughput)(nil),             // 17: evora.v1.Throughput
+	(*QueueStats)(nil),             // 18: evora.v1.QueueStats
+	(*GetQueueStatsRequest)(nil),   // 19: evora.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),  // 20: evora.v1.GetQueueStatsResponse
+	(*ListQueueStatsRequest)(nil),  // 21: evora.v1.ListQueueStatsRequest
+	(*ListQueueStatsResponse)(nil), // 22: evora.v1.ListQueueStatsResponse
+	(*GetQueueSeriesRequest)(nil),  // 23: evora.v1.GetQueueSeriesRequest
+	(*GetQueueSeriesResponse)(nil), // 24: evora.v1.GetQueueSeriesResponse
+	(*QueueSeriesPoint)(nil),       // 25: evora.v1.QueueSeriesPoint
+	(*durationpb.Duration)(nil),    // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
 }
 var file_evora_v1_queue_proto_depIdxs = []int32{
 	0,  // 0: evora.v1.Backoff.kind:type_name -> evora.v1.BackoffKind
-	24, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
-	24, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
+	26, // 1: evora.v1.Backoff.base:type_name -> google.protobuf.Duration
+	26, // 2: evora.v1.Backoff.cap:type_name -> google.protobuf.Duration
 	1,  // 3: evora.v1.Queue.backoff:type_name -> evora.v1.Backoff
-	25, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
-	25, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
-	24, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
-	24, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
-	24, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
+	27, // 4: evora.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	27, // 5: evora.v1.Queue.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 6: evora.v1.Queue.completed_retention:type_name -> google.protobuf.Duration
+	26, // 7: evora.v1.Queue.cancelled_retention:type_name -> google.protobuf.Duration
+	26, // 8: evora.v1.Queue.dlq_retention:type_name -> google.protobuf.Duration
 	3,  // 9: evora.v1.Queue.rate_limit:type_name -> evora.v1.RateLimit
-	24, // 10: evora.v1.Queue.attempt_timeout:type_name -> google.protobuf.Duration
+	26, // 10: evora.v1.Queue.attempt_timeout:type_name -> google.protobuf.Duration
 	1,  // 11: evora.v1.UpsertQueueRequest.backoff:type_name -> evora.v1.Backoff
-	24, // 12: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
-	24, // 13: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
-	24, // 14: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
+	26, // 12: evora.v1.UpsertQueueRequest.completed_retention:type_name -> google.protobuf.Duration
+	26, // 13: evora.v1.UpsertQueueRequest.cancelled_retention:type_name -> google.protobuf.Duration
+	26, // 14: evora.v1.UpsertQueueRequest.dlq_retention:type_name -> google.protobuf.Duration
 	3,  // 15: evora.v1.UpsertQueueRequest.rate_limit:type_name -> evora.v1.RateLimit
-	24, // 16: evora.v1.UpsertQueueRequest.attempt_timeout:type_name -> google.protobuf.Duration
+	26, // 16: evora.v1.UpsertQueueRequest.attempt_timeout:type_name -> google.protobuf.Duration
 	2,  // 17: evora.v1.UpsertQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 18: evora.v1.GetQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 19: evora.v1.ListQueuesResponse.queues:type_name -> evora.v1.Queue
 	2,  // 20: evora.v1.PauseQueueResponse.queue:type_name -> evora.v1.Queue
 	2,  // 21: evora.v1.ResumeQueueResponse.queue:type_name -> evora.v1.Queue
-	15, // 22: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
-	14, // 23: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
-	14, // 24: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
-	16, // 25: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	16, // 26: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
-	23, // 27: evora.v1.GetQueueSeriesResponse.points:type_name -> evora.v1.QueueSeriesPoint
-	25, // 28: evora.v1.QueueSeriesPoint.minute:type_name -> google.protobuf.Timestamp
+	17, // 22: evora.v1.QueueStats.throughput:type_name -> evora.v1.Throughput
+	16, // 23: evora.v1.QueueStats.wait:type_name -> evora.v1.Percentiles
+	16, // 24: evora.v1.QueueStats.run:type_name -> evora.v1.Percentiles
+	18, // 25: evora.v1.GetQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	18, // 26: evora.v1.ListQueueStatsResponse.stats:type_name -> evora.v1.QueueStats
+	25, // 27: evora.v1.GetQueueSeriesResponse.points:type_name -> evora.v1.QueueSeriesPoint
+	27, // 28: evora.v1.QueueSeriesPoint.minute:type_name -> google.protobuf.Timestamp
 	4,  // 29: evora.v1.QueueService.UpsertQueue:input_type -> evora.v1.UpsertQueueRequest
 	6,  // 30: evora.v1.QueueService.GetQueue:input_type -> evora.v1.GetQueueRequest
 	8,  // 31: evora.v1.QueueService.ListQueues:input_type -> evora.v1.ListQueuesRequest
 	10, // 32: evora.v1.QueueService.PauseQueue:input_type -> evora.v1.PauseQueueRequest
-	12, // 33: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
-	17, // 34: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
-	19, // 35: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
-	21, // 36: evora.v1.QueueService.GetQueueSeries:input_type -> evora.v1.GetQueueSeriesRequest
-	5,  // 37: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
-	7,  // 38: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
-	9,  // 39: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
-	11, // 40: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
-	13, // 41: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
-	18, // 42: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
-	20, // 43: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
-	22, // 44: evora.v1.QueueService.GetQueueSeries:output_type -> evora.v1.GetQueueSeriesResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
+	14, // 33: evora.v1.QueueService.ResumeQueue:input_type -> evora.v1.ResumeQueueRequest
+	12, // 34: evora.v1.QueueService.DeleteQueue:input_type -> evora.v1.DeleteQueueRequest
+	19, // 35: evora.v1.QueueService.GetQueueStats:input_type -> evora.v1.GetQueueStatsRequest
+	21, // 36: evora.v1.QueueService.ListQueueStats:input_type -> evora.v1.ListQueueStatsRequest
+	23, // 37: evora.v1.QueueService.GetQueueSeries:input_type -> evora.v1.GetQueueSeriesRequest
+	5,  // 38: evora.v1.QueueService.UpsertQueue:output_type -> evora.v1.UpsertQueueResponse
+	7,  // 39: evora.v1.QueueService.GetQueue:output_type -> evora.v1.GetQueueResponse
+	9,  // 40: evora.v1.QueueService.ListQueues:output_type -> evora.v1.ListQueuesResponse
+	11, // 41: evora.v1.QueueService.PauseQueue:output_type -> evora.v1.PauseQueueResponse
+	15, // 42: evora.v1.QueueService.ResumeQueue:output_type -> evora.v1.ResumeQueueResponse
+	13, // 43: evora.v1.QueueService.DeleteQueue:output_type -> evora.v1.DeleteQueueResponse
+	20, // 44: evora.v1.QueueService.GetQueueStats:output_type -> evora.v1.GetQueueStatsResponse
+	22, // 45: evora.v1.QueueService.ListQueueStats:output_type -> evora.v1.ListQueueStatsResponse
+	24, // 46: evora.v1.QueueService.GetQueueSeries:output_type -> evora.v1.GetQueueSeriesResponse
+	38, // [38:47] is the sub-list for method output_type
+	29, // [29:38] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -1991,7 +2082,7 @@ func file_evora_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_evora_v1_queue_proto_rawDesc), len(file_evora_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

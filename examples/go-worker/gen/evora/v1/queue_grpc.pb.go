@@ -24,6 +24,7 @@ const (
 	QueueService_ListQueues_FullMethodName     = "/evora.v1.QueueService/ListQueues"
 	QueueService_PauseQueue_FullMethodName     = "/evora.v1.QueueService/PauseQueue"
 	QueueService_ResumeQueue_FullMethodName    = "/evora.v1.QueueService/ResumeQueue"
+	QueueService_DeleteQueue_FullMethodName    = "/evora.v1.QueueService/DeleteQueue"
 	QueueService_GetQueueStats_FullMethodName  = "/evora.v1.QueueService/GetQueueStats"
 	QueueService_ListQueueStats_FullMethodName = "/evora.v1.QueueService/ListQueueStats"
 	QueueService_GetQueueSeries_FullMethodName = "/evora.v1.QueueService/GetQueueSeries"
@@ -48,6 +49,18 @@ type QueueServiceClient interface {
 	// ResumeQueue lets workers lease jobs from a paused queue again. Resuming
 	// a running queue is a no-op.
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// DeleteQueue removes an empty queue and its settings (a queue a typo in a producer's
+	// queue name created, one no longer used). Empty: no job of any state in it (finished
+	// ones included) and no schedule that submits into it; otherwise FAILED_PRECONDITION
+	// (the only precondition: the message says what is in it, e.g. "queue q has 12 jobs
+	// (3 PENDING, 9 COMPLETED) and 1 schedule (nightly): ..."; cancel, purge and delete
+	// schedules first). No such queue: NOT_FOUND. A submit under way when the delete runs
+	// either commits first (then the delete refuses) or waits and creates the queue again
+	// afterwards: no job is ever left without its queue. A queue created again later, by a
+	// submit or UpsertQueue, starts with the defaults. Workers subscribed to the queue keep
+	// their streams and take its jobs again once it is re-created. Admin; a token limited to
+	// queues only for its own. Audit action QUEUE_DELETE.
+	DeleteQueue(ctx context.Context, in *DeleteQueueRequest, opts ...grpc.CallOption) (*DeleteQueueResponse, error)
 	// GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
 	// percentiles and failure rate (from the telemetry store, eventually consistent), and the
 	// workers connected to any server of the cluster (WorkerService.ListWorkers).
@@ -121,6 +134,16 @@ func (c *queueServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueReq
 	return out, nil
 }
 
+func (c *queueServiceClient) DeleteQueue(ctx context.Context, in *DeleteQueueRequest, opts ...grpc.CallOption) (*DeleteQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteQueueResponse)
+	err := c.cc.Invoke(ctx, QueueService_DeleteQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *queueServiceClient) GetQueueStats(ctx context.Context, in *GetQueueStatsRequest, opts ...grpc.CallOption) (*GetQueueStatsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetQueueStatsResponse)
@@ -170,6 +193,18 @@ type QueueServiceServer interface {
 	// ResumeQueue lets workers lease jobs from a paused queue again. Resuming
 	// a running queue is a no-op.
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// DeleteQueue removes an empty queue and its settings (a queue a typo in a producer's
+	// queue name created, one no longer used). Empty: no job of any state in it (finished
+	// ones included) and no schedule that submits into it; otherwise FAILED_PRECONDITION
+	// (the only precondition: the message says what is in it, e.g. "queue q has 12 jobs
+	// (3 PENDING, 9 COMPLETED) and 1 schedule (nightly): ..."; cancel, purge and delete
+	// schedules first). No such queue: NOT_FOUND. A submit under way when the delete runs
+	// either commits first (then the delete refuses) or waits and creates the queue again
+	// afterwards: no job is ever left without its queue. A queue created again later, by a
+	// submit or UpsertQueue, starts with the defaults. Workers subscribed to the queue keep
+	// their streams and take its jobs again once it is re-created. Admin; a token limited to
+	// queues only for its own. Audit action QUEUE_DELETE.
+	DeleteQueue(context.Context, *DeleteQueueRequest) (*DeleteQueueResponse, error)
 	// GetQueueStats returns one queue's telemetry: counts by state, throughput, latency
 	// percentiles and failure rate (from the telemetry store, eventually consistent), and the
 	// workers connected to any server of the cluster (WorkerService.ListWorkers).
@@ -207,6 +242,9 @@ func (UnimplementedQueueServiceServer) PauseQueue(context.Context, *PauseQueueRe
 }
 func (UnimplementedQueueServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) DeleteQueue(context.Context, *DeleteQueueRequest) (*DeleteQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteQueue not implemented")
 }
 func (UnimplementedQueueServiceServer) GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetQueueStats not implemented")
@@ -328,6 +366,24 @@ func _QueueService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_DeleteQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).DeleteQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_DeleteQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).DeleteQueue(ctx, req.(*DeleteQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _QueueService_GetQueueStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetQueueStatsRequest)
 	if err := dec(in); err != nil {
@@ -408,6 +464,10 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeQueue",
 			Handler:    _QueueService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "DeleteQueue",
+			Handler:    _QueueService_DeleteQueue_Handler,
 		},
 		{
 			MethodName: "GetQueueStats",

@@ -146,6 +146,16 @@ class PauseQueueResponse(_message.Message):
     queue: Queue
     def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ...) -> None: ...
 
+class DeleteQueueRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteQueueResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ResumeQueueRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

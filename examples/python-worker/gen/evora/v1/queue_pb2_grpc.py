@@ -60,6 +60,11 @@ class QueueServiceStub:
                 request_serializer=evora_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
                 response_deserializer=evora_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
                 _registered_method=True)
+        self.DeleteQueue = channel.unary_unary(
+                '/evora.v1.QueueService/DeleteQueue',
+                request_serializer=evora_dot_v1_dot_queue__pb2.DeleteQueueRequest.SerializeToString,
+                response_deserializer=evora_dot_v1_dot_queue__pb2.DeleteQueueResponse.FromString,
+                _registered_method=True)
         self.GetQueueStats = channel.unary_unary(
                 '/evora.v1.QueueService/GetQueueStats',
                 request_serializer=evora_dot_v1_dot_queue__pb2.GetQueueStatsRequest.SerializeToString,
@@ -114,6 +119,23 @@ class QueueServiceServicer:
     def ResumeQueue(self, request, context):
         """ResumeQueue lets workers lease jobs from a paused queue again. Resuming
         a running queue is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteQueue(self, request, context):
+        """DeleteQueue removes an empty queue and its settings (a queue a typo in a producer's
+        queue name created, one no longer used). Empty: no job of any state in it (finished
+        ones included) and no schedule that submits into it; otherwise FAILED_PRECONDITION
+        (the only precondition: the message says what is in it, e.g. "queue q has 12 jobs
+        (3 PENDING, 9 COMPLETED) and 1 schedule (nightly): ..."; cancel, purge and delete
+        schedules first). No such queue: NOT_FOUND. A submit under way when the delete runs
+        either commits first (then the delete refuses) or waits and creates the queue again
+        afterwards: no job is ever left without its queue. A queue created again later, by a
+        submit or UpsertQueue, starts with the defaults. Workers subscribed to the queue keep
+        their streams and take its jobs again once it is re-created. Admin; a token limited to
+        queues only for its own. Audit action QUEUE_DELETE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -174,6 +196,11 @@ def add_QueueServiceServicer_to_server(servicer, server):
                     servicer.ResumeQueue,
                     request_deserializer=evora_dot_v1_dot_queue__pb2.ResumeQueueRequest.FromString,
                     response_serializer=evora_dot_v1_dot_queue__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'DeleteQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQueue,
+                    request_deserializer=evora_dot_v1_dot_queue__pb2.DeleteQueueRequest.FromString,
+                    response_serializer=evora_dot_v1_dot_queue__pb2.DeleteQueueResponse.SerializeToString,
             ),
             'GetQueueStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetQueueStats,
@@ -327,6 +354,33 @@ class QueueService:
             '/evora.v1.QueueService/ResumeQueue',
             evora_dot_v1_dot_queue__pb2.ResumeQueueRequest.SerializeToString,
             evora_dot_v1_dot_queue__pb2.ResumeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evora.v1.QueueService/DeleteQueue',
+            evora_dot_v1_dot_queue__pb2.DeleteQueueRequest.SerializeToString,
+            evora_dot_v1_dot_queue__pb2.DeleteQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -111,7 +111,7 @@ export function clientCommandsAdd(program: Command): void {
     .action(
       withClient(async (ctx, id: string) => {
         const { job, attempts, dependents } = await ctx.client.getDetails(id);
-        const notRunning = jobHoldReasons(await jobHoldFacts(ctx.client, job));
+        const notRunning = jobHoldReasons(await jobHoldFacts(ctx.client, { job, attempts }));
         const why = notRunning.length > 0 ? `\n\nnot running because:\n${notRunning.map((r) => `  - ${r.text}`).join('\n')}` : '';
         print(ctx, { ...job, attempts, dependents, notRunning }, () => `${jobDetails(job, dependents)}${why}\n\n${attemptTable(attempts)}`);
       }),

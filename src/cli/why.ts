@@ -1,4 +1,4 @@
-import type { EvoraClient, Job, Queue, QueueStats, WorkerInfo } from '../sdk/index.js';
+import type { AttemptOutcomeName, EvoraClient, Job, JobAttempt, Queue, QueueStats, WorkerInfo } from '../sdk/index.js';
 import { duration, rateText, time } from './format.js';
 
 /**
@@ -43,6 +43,11 @@ export interface HoldFacts {
   workers: WorkerInfo[] | null;
   /** The job's parents that have not COMPLETED (at most PARENTS_READ of them read). */
   openParents: { id: string; state: string }[] | null;
+  /**
+   * How the job's latest attempt ended (its attempts as GetJob answers them; null: none ran):
+   * a SNOOZED one gave its attempt back and set run_at itself, which no backoff did.
+   */
+  lastOutcome: AttemptOutcomeName | null;
   errors: string[];
   now: Date;
 }
@@ -69,7 +74,14 @@ export function jobHoldReasons(f: HoldFacts): HoldReason[] {
     });
   }
   if (job.runAt && job.runAt.getTime() > f.now.getTime()) {
-    const why = job.attempt > 0 ? `retry after attempt ${job.attempt} of ${job.maxAttempts} failed (backoff)` : 'scheduled';
+    // A snooze gives the attempt back (the count may be 0 or that of an earlier failure): its
+    // run_at is the handler's, not a backoff's nor the submitter's.
+    const why =
+      f.lastOutcome === 'SNOOZED'
+        ? 'snoozed by its handler'
+        : job.attempt > 0
+          ? `retry after attempt ${job.attempt} of ${job.maxAttempts} failed (backoff)`
+          : 'scheduled';
     out.push({
       code: 'RUN_AT_FUTURE',
       text: `${why}: not before ${time(job.runAt)} (in ${duration(Math.ceil((job.runAt.getTime() - f.now.getTime()) / 1000))})`,
@@ -122,9 +134,14 @@ export function jobHoldReasons(f: HoldFacts): HoldReason[] {
   return out;
 }
 
-/** Reads what jobHoldReasons needs about `job` (nothing for a job that is neither PENDING nor WAITING). */
-export async function jobHoldFacts(client: EvoraClient, job: Job, now = new Date()): Promise<HoldFacts> {
-  const facts: HoldFacts = { job, queue: null, stats: null, workers: null, openParents: null, errors: [], now };
+/**
+ * Reads what jobHoldReasons needs about `job` (nothing for a job that is neither PENDING nor
+ * WAITING); `attempts` are the job's as GetJob answered them, oldest first.
+ */
+export async function jobHoldFacts(client: EvoraClient, details: { job: Job; attempts: readonly JobAttempt[] }, now = new Date()): Promise<HoldFacts> {
+  const { job } = details;
+  const lastOutcome = details.attempts.at(-1)?.outcome ?? null;
+  const facts: HoldFacts = { job, queue: null, stats: null, workers: null, openParents: null, lastOutcome, errors: [], now };
   if (job.state !== 'PENDING' && job.state !== 'WAITING') return facts;
   const unchecked = (what: string) => (err: unknown) => {
     facts.errors.push(`could not check ${what}: ${err instanceof Error ? err.message : String(err)}`);

@@ -239,6 +239,16 @@ export class WorkerSession {
   }
 
   /**
+   * Whether a lease pushed within the last `maxAgeMs` is still unnamed by the worker: one
+   * inTransit() gives now, or will give once a sixth of its length old. LeaseRenewal ticks on
+   * while one is, so a job pushed just before a tick is renewed at the next.
+   */
+  awaitsNaming(now: number, maxAgeMs: number): boolean {
+    for (const lease of this.held.values()) if (lease.pushedAt !== null && now - lease.pushedAt < maxAgeMs) return true;
+    return false;
+  }
+
+  /**
    * A heartbeat extended a lease until `expiresAt`: the session holds it that much longer.
    * Only the lease with this token (a stale lease of the same job says nothing of the
    * current one), and only ever later (heartbeat answers may be seen out of order).

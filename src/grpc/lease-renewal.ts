@@ -18,6 +18,11 @@ export interface LeaseRenewalDeps {
   held(): { leases: LeaseRef[]; shortestMs: number };
   /** The leases pushed that the worker has not named yet, within IN_TRANSIT_RENEW_MS of their push (WorkerSession.inTransit). */
   inTransit(): LeaseRef[];
+  /**
+   * Whether a lease pushed within IN_TRANSIT_RENEW_MS is still unnamed, due for renewal now
+   * or once older (WorkerSession.awaitsNaming): renewals go on while one is.
+   */
+  awaitsNaming(): boolean;
   /** Extends the leases that are still current (Dispatcher.sessionRenew); rejections are the caller's to log. */
   renew(leases: LeaseRef[]): Promise<unknown>;
 }
@@ -93,8 +98,12 @@ export class LeaseRenewal {
     // keeps sending them (an SDK worker beats with no job in hand too).
     const heard = this.now() - this.deps.heardAt() <= window;
     const due = blocked ? (reading ? leases : []) : heard ? this.deps.inTransit() : [];
-    // Nothing to renew and not blocked: sleep until the next push or block wakes it.
-    if (!blocked && due.length === 0) return;
+    // Nothing to renew, none to renew later, and not blocked: sleep until the next push or
+    // block wakes it. A job pushed since the last wake-up, too young to renew at this tick, is
+    // renewed at a later one: a push while the timer ran did not wake it (the timer was set),
+    // and without the check its lease ran out while its worker beat (1 s leases: pushed 0.2 s
+    // before the tick, it got no renewal at all).
+    if (!blocked && due.length === 0 && !this.deps.awaitsNaming()) return;
     if (due.length > 0 && !this.#inFlight) {
       this.#inFlight = true;
       this.deps

@@ -198,6 +198,7 @@ export class WorkStream implements ServerStreamHandle {
         blocked: () => this.writer.blocked,
         heardAt: () => this.heardAt,
         inTransit: () => this.session?.inTransit(performance.now(), IN_TRANSIT_RENEW_MS) ?? [],
+        awaitsNaming: () => this.session?.awaitsNaming(performance.now(), IN_TRANSIT_RENEW_MS) ?? false,
         held: () => {
           const leases: LeaseRef[] = [];
           let shortestMs = Number.POSITIVE_INFINITY;

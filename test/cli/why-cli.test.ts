@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { EvoraClient, EvoraWorker, type EvoraWorkerOptions } from '../../src/sdk/index.js';
+import { EvoraClient, EvoraWorker, SnoozeError, type EvoraWorkerOptions } from '../../src/sdk/index.js';
 import { cliSetup } from '../helpers/cli.js';
 import { queueName } from '../helpers/factories.js';
 import { jobInState, waitFor } from '../helpers/wait.js';
@@ -103,5 +103,23 @@ describe('evora get: why a job is not running', () => {
 
     release();
     await jobInState(client, second.id, 'COMPLETED');
+  });
+
+  it('a job its handler snoozed is named snoozed, not a retry after a failure (backoff), nor scheduled', async () => {
+    const queue = queueName('why');
+    await client.upsertQueue(queue, { backoff: { kind: 'fixed', baseSeconds: 0, capSeconds: 0, jitter: 0 } });
+    const w = worker({ queues: [queue], slots: 1 });
+    w.handle('resize', async (job) => {
+      // The first job fails once and is then snoozed; the second is snoozed on its first attempt.
+      if (job.payload.failFirst === true && job.attempt === 1) throw new Error('flaky');
+      throw new SnoozeError(new Date(Date.now() + 3_600_000));
+    });
+    await w.start();
+    const { job: failedThenSnoozed } = await client.submit({ queue, type: 'resize', payload: { failFirst: true } });
+    const { job: snoozed } = await client.submit({ queue, type: 'resize' });
+    for (const id of [failedThenSnoozed.id, snoozed.id]) {
+      await waitFor(async () => (await client.getDetails(id)).attempts.at(-1)?.outcome === 'SNOOZED', { what: `job ${id} snoozed` });
+      expect((await reasons(id))[0]).toMatch(/^snoozed by its handler: not before \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \(in (59m\d+s|1h)\)$/);
+    }
   });
 });

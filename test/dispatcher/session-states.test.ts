@@ -176,5 +176,10 @@ describe('jobs on their way to the worker (inTransit: the server renews their le
     expect(session.inTransit(pushed + 1_000, 120_000)).toEqual([]);
     expect(session.inTransit(pushed + 5_000, 120_000)).toEqual([{ id: 'young', token: 't1' }]);
     expect(session.inTransit(pushed + 120_000, 120_000)).toEqual([]);
+    // Awaited while unnamed and within maxAgeMs, young or not: renewals go on for it.
+    expect(session.awaitsNaming(pushed + 1_000, 120_000)).toBe(true);
+    expect(session.awaitsNaming(pushed + 120_000, 120_000)).toBe(false);
+    session.asked('young', 't1', performance.now());
+    expect(session.awaitsNaming(pushed + 1_000, 120_000)).toBe(false);
   });
 });

@@ -350,4 +350,29 @@ describe('backpressure', () => {
     // Silent from now on (a worker stopped or hung): its last job's lease runs out.
     await waitFor(async () => (await getJob(b.id)).state === JobState.JOB_STATE_PENDING, { what: 'the silent worker to lose its lease', timeoutMs: 15_000 });
   });
+  it('a job pushed just before a renewal tick, too young to renew then, is renewed at the next one while the worker heartbeats', async () => {
+    const queue = queueName();
+    // 3 s leases: renewals every second from the first push, of the jobs pushed over 0.5 s ago.
+    await call(clients.queues, 'upsertQueue', { name: queue, leaseSeconds: 3 });
+    const w = worker();
+    await w.hello('far', [queue], 2);
+    await submit(queue);
+    await w.until(() => w.jobs.length === 1);
+    const firstAt = Date.now();
+    // The first job arrives and is named at once (a near job); the second is pushed between
+    // half a second and a second after the first, so the tick at one second finds it too young.
+    w.send({ msg: { $case: 'heartbeat', value: { leases: [lease(w.jobs[0]!)] } } });
+    await waitFor(() => Date.now() - firstAt >= 700, { what: 'the middle of the first renewal period' });
+    const b = await submit(queue);
+    await w.until(() => w.jobs.length === 2);
+    // The worker beats, naming only the first job: the second is as if still on its way.
+    const beat = setInterval(() => w.send({ msg: { $case: 'heartbeat', value: { leases: [lease(w.jobs[0]!)] } } }), 300);
+    try {
+      await waitFor(async () => Date.now() - firstAt > 8_000, { what: 'over two lease lengths', timeoutMs: 15_000 });
+    } finally {
+      clearInterval(beat);
+    }
+    expect(w.messages('leaseLost')).toEqual([]);
+    expect(await getJob(b.id)).toMatchObject({ state: JobState.JOB_STATE_RUNNING, attempt: 1 });
+  });
 });

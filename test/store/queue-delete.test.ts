@@ -183,7 +183,7 @@ describe('queueDelete', () => {
   for (const [what, submit] of submitters) {
     it(`${what} that waited for a delete makes the queue row again, with the defaults`, async () => {
       const queue = queueName('after');
-      await store.queueUpsert({ name: queue, maxAttempts: 9 });
+      await store.queueUpsert({ name: queue, maxAttempts: 9, attemptTimeoutSeconds: 10 });
       const deleter = new pg.Client({ connectionString: url });
       await deleter.connect();
       try {
@@ -196,6 +196,10 @@ describe('queueDelete', () => {
         await submitted;
         expect(await orphans(queue)).toBe(0);
         expect((await store.queueGet({ name: queue })).maxAttempts).toBe(5);
+        // Its job takes the new row's settings, not the deleted queue's that its snapshot showed.
+        const jobs = (await sql.query(`SELECT max_attempts, timeout_seconds FROM evora.jobs WHERE queue = $1`, [queue])).rows;
+        expect(jobs.length).toBeGreaterThan(0);
+        for (const j of jobs) expect([j.max_attempts, j.timeout_seconds]).toEqual([5, null]);
       } finally {
         await deleter.end();
       }

@@ -33,7 +33,7 @@ inserted AS (
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce(:now::timestamptz, now())),
          i.idempotency_key,
-         coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
+         coalesce(i.max_attempts, nq.max_attempts, q.max_attempts),
          CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts, i.policy) END,
          coalesce(:now::timestamptz, now()),
          (i.policy -> 'backoff' ->> 'kind')::evora.backoff_kind,
@@ -46,8 +46,11 @@ inserted AS (
          CASE WHEN i.parents IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text(i.parents)::uuid) END,
          i.has_dependents
   FROM input i
-  LEFT JOIN evora.queues q ON q.name = i.queue
   LEFT JOIN new_queues nq ON nq.name = i.queue
+  -- A queue whose row this submit made takes that row's defaults, not the settings of a
+  -- row this statement's snapshot still shows (one a delete removed while the submit
+  -- waited for its lock): the deleted queue's max_attempts and timeout end with it.
+  LEFT JOIN evora.queues q ON q.name = i.queue AND nq.name IS NULL
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING *
 ),

@@ -29,7 +29,7 @@ inserted AS (
   SELECT i.id, i.queue, i.type, i.payload, i.priority,
          coalesce(i.run_at, coalesce(:now::timestamptz, now())),
          i.idempotency_key,
-         coalesce(i.max_attempts, q.max_attempts, nq.max_attempts),
+         coalesce(i.max_attempts, nq.max_attempts, q.max_attempts),
          CASE WHEN i.idempotency_key IS NOT NULL THEN evora.job_submitted_fields(i.priority, i.run_at, i.max_attempts, i.policy) END,
          coalesce(:now::timestamptz, now()),
          (i.policy -> 'backoff' ->> 'kind')::evora.backoff_kind,
@@ -39,8 +39,11 @@ inserted AS (
          coalesce((i.policy ->> 'timeout')::float8, q.attempt_timeout_seconds),
          i.policy ->> 'concurrency_key'
   FROM input i
-  LEFT JOIN evora.queues q ON q.name = i.queue
   LEFT JOIN new_queues nq ON nq.name = i.queue
+  -- A queue whose row this submit made takes that row's defaults, not the settings of a
+  -- row this statement's snapshot still shows (one a delete removed while the submit
+  -- waited for its lock): the deleted queue's max_attempts and timeout end with it.
+  LEFT JOIN evora.queues q ON q.name = i.queue AND nq.name IS NULL
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING id, queue, type, state, attempt, worker_id, created_at, run_at
 ),

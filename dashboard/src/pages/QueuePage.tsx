@@ -19,6 +19,7 @@ export function QueuePage() {
   const name = useParams().name ?? '';
   usePageTitle(`Queue ${name}`);
   const queue = useQueue(name);
+  const canAct = useCanAct();
   const stats = useQuery({
     queryKey: [...keys.stats, name],
     queryFn: ({ signal }) => api<{ stats: QueueStats }>('GET', `/queues/${encodeURIComponent(name)}/stats`, { signal }),
@@ -81,7 +82,9 @@ export function QueuePage() {
           </ActionButton>
         </div>
       )}
-      <DeleteQueueDialog name={name} open={confirmDelete} onConfirm={() => remove.run(undefined)} onClose={() => setConfirmDelete(false)} />
+      {canAct && (
+        <DeleteQueueDialog name={name} open={confirmDelete} onConfirm={() => remove.run(undefined)} onClose={() => setConfirmDelete(false)} />
+      )}
       <ActionStatus outcome={latest(remove.outcome, toggle.outcome)} testId="queue-action-status" />
       {s && (
         <dl className="facts" data-testid="queue-counts">

@@ -396,7 +396,7 @@ describe('404 and 409', () => {
       ['PATCH', '/v1/jobs', 'GET, HEAD, POST, OPTIONS'],
       ['DELETE', `/v1/jobs/${job.body.job.id}`, 'GET, HEAD, OPTIONS'],
       ['GET', `/v1/jobs/${job.body.job.id}/cancel`, 'POST, OPTIONS'],
-      ['POST', `/v1/queues/${queue}`, 'GET, HEAD, PUT, OPTIONS'],
+      ['POST', `/v1/queues/${queue}`, 'DELETE, GET, HEAD, PUT, OPTIONS'],
       // A literal path beside a parameter one: POST's only, not GetJob of a job "claim" (400 "not a UUID").
       ['GET', '/v1/jobs/claim', 'POST, OPTIONS'],
       ['DELETE', '/v1/jobs/batch/', 'POST, OPTIONS'],

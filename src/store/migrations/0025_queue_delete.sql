@@ -30,7 +30,11 @@ ALTER TABLE evora.audit_events ADD CONSTRAINT audit_events_action_check CHECK (a
 
 CREATE FUNCTION evora.queues_ensure(names text[]) RETURNS TABLE (name text, max_attempts integer)
     LANGUAGE sql VOLATILE AS $$
-    SELECT pg_advisory_xact_lock_shared(7301847, hashtext(d.n)) FROM (SELECT DISTINCT u.n FROM unnest(names) AS u(n)) d;
+    -- In the names' order: two submits into the same queues, each waiting behind a delete of
+    -- one of them, take the locks in one order and cannot deadlock each other.
+    SELECT pg_advisory_xact_lock_shared(7301847, hashtext(d.n))
+    FROM (SELECT DISTINCT u.n FROM unnest(names) AS u(n) ORDER BY u.n) d
+    ORDER BY d.n;
     INSERT INTO evora.queues AS q (name)
     SELECT DISTINCT u.n FROM unnest(names) AS u(n)
     WHERE NOT EXISTS (SELECT 1 FROM evora.queues e WHERE e.name = u.n)

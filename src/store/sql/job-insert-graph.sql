@@ -8,6 +8,19 @@
 -- (:hasDependents). Only PENDING jobs due now wake their queue.
 -- Must stay true: used only for batches with dependencies, in the transaction that locked
 -- the existing parents; jobs without dependencies keep jobInsertMany and its plan.
+-- new_queues: the queue rows of the submit, made when missing (evora.queues_ensure, 0025):
+-- it takes the shared advisory lock of each distinct queue (class 7301847, the name's
+-- hashtext) until the transaction ends, which DeleteQueue takes exclusively
+-- (queue-delete-lock.sql), and then looks for the rows in a snapshot of its own, taken after
+-- the locks: a submit that waited for a delete makes the row again (a NOT EXISTS on this
+-- statement's snapshot would still see the deleted row, and a job without its queue row is
+-- never claimed: job-claim.sql joins evora.queues). Only a missing row is inserted, so a
+-- submit never waits for a transaction that updates the row (a rate-limited claim, an
+-- upsert), as an ON CONFLICT check would. A queue whose row this submit made takes that
+-- row's defaults (the join on `q` skips it), not the settings of a row this statement's
+-- snapshot still shows (one a delete removed while the submit waited for its lock).
+-- (Here in the header, not beside the CTE: comments in the body are sent with the statement,
+-- and pg_stat_activity shows only its first 1,024 characters.)
 WITH input AS (
   SELECT *
   FROM unnest(:ids::uuid[], :queues::text[], :types::text[], :payloads::jsonb[], :priorities::int[],
@@ -15,14 +28,6 @@ WITH input AS (
               :states::evora.job_state[], :parentIds::jsonb[], :hasDependents::bool[])
     AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, policy, state, parents, has_dependents)
 ),
--- The queue rows of the submit, made when missing (evora.queues_ensure, 0025): it takes the
--- shared advisory lock of each distinct queue (class 7301847, the name's hashtext) until the
--- transaction ends, which DeleteQueue takes exclusively (queue-delete-lock.sql), and then
--- looks for the rows in a snapshot of its own, taken after the locks: a submit that waited
--- for a delete makes the row again (a NOT EXISTS on this statement's snapshot would still see
--- the deleted row, and a job without its queue row is never claimed: job-claim.sql joins
--- evora.queues). Only a missing row is inserted, so a submit never waits for a transaction
--- that updates the row (a rate-limited claim, an upsert), as an ON CONFLICT check would.
 new_queues AS MATERIALIZED (
   SELECT e.name, e.max_attempts FROM evora.queues_ensure(ARRAY(SELECT DISTINCT i.queue FROM input i)) e
 ),
@@ -47,9 +52,6 @@ inserted AS (
          i.has_dependents
   FROM input i
   LEFT JOIN new_queues nq ON nq.name = i.queue
-  -- A queue whose row this submit made takes that row's defaults, not the settings of a
-  -- row this statement's snapshot still shows (one a delete removed while the submit
-  -- waited for its lock): the deleted queue's max_attempts and timeout end with it.
   LEFT JOIN evora.queues q ON q.name = i.queue AND nq.name IS NULL
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING *

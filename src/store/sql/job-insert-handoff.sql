@@ -12,19 +12,24 @@
 -- every submit again, 1.2 ms of a 2 ms statement (test/store/plans.test.ts checks it
 -- settles). The "first job a claim would take" probe walks the claimable index like a
 -- claim: an EXISTS gets planned as a scan of every queue's waiting jobs once there are many.
+-- new_queues: the queue rows of the submit, made when missing (evora.queues_ensure, 0025):
+-- it takes the shared advisory lock of each distinct queue (class 7301847, the name's
+-- hashtext) until the transaction ends, which DeleteQueue takes exclusively
+-- (queue-delete-lock.sql), and then looks for the rows in a snapshot of its own, taken after
+-- the locks: a submit that waited for a delete makes the row again (a NOT EXISTS on this
+-- statement's snapshot would still see the deleted row, and a job without its queue row is
+-- never claimed: job-claim.sql joins evora.queues). Only a missing row is inserted, so a
+-- submit never waits for a transaction that updates the row (a rate-limited claim, an
+-- upsert), as an ON CONFLICT check would. A queue whose row this submit made takes that
+-- row's defaults (the join on `q` skips it), not the settings of a row this statement's
+-- snapshot still shows (one a delete removed while the submit waited for its lock).
+-- (Here in the header, not beside the CTE: comments in the body are sent with the statement,
+-- and pg_stat_activity shows only its first 1,024 characters.)
 WITH input AS (
   SELECT :id::uuid AS id, :queue::text AS queue, :type::text AS type, :payload::jsonb AS payload, :priority::int AS priority,
          :runAt::timestamptz AS run_at, :idempotencyKey::text AS idempotency_key, :maxAttempts::int AS max_attempts,
          :policy::jsonb AS policy
 ),
--- The queue rows of the submit, made when missing (evora.queues_ensure, 0025): it takes the
--- shared advisory lock of each distinct queue (class 7301847, the name's hashtext) until the
--- transaction ends, which DeleteQueue takes exclusively (queue-delete-lock.sql), and then
--- looks for the rows in a snapshot of its own, taken after the locks: a submit that waited
--- for a delete makes the row again (a NOT EXISTS on this statement's snapshot would still see
--- the deleted row, and a job without its queue row is never claimed: job-claim.sql joins
--- evora.queues). Only a missing row is inserted, so a submit never waits for a transaction
--- that updates the row (a rate-limited claim, an upsert), as an ON CONFLICT check would.
 new_queues AS MATERIALIZED (
   SELECT e.name, e.max_attempts FROM evora.queues_ensure(ARRAY(SELECT DISTINCT i.queue FROM input i)) e
 ),
@@ -52,9 +57,6 @@ inserted AS (
          CASE WHEN h.lease_seconds IS NOT NULL THEN coalesce(:now::timestamptz, now()) END
   FROM input i
   LEFT JOIN new_queues nq ON nq.name = i.queue
-  -- A queue whose row this submit made takes that row's defaults, not the settings of a
-  -- row this statement's snapshot still shows (one a delete removed while the submit
-  -- waited for its lock): the deleted queue's max_attempts and timeout end with it.
   LEFT JOIN evora.queues q ON q.name = i.queue AND nq.name IS NULL
   -- The hand-off's conditions, on the queue row the insert already joined (none for a new queue).
   LEFT JOIN LATERAL (

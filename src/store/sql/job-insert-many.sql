@@ -7,20 +7,25 @@
 -- fails, the queue's attempt_timeout_seconds now; a new queue has none).
 -- Must stay true: job ids come from the caller (UUIDv7), so it knows which rows it created;
 -- the events are written in this statement, so a rolled-back submit leaves none.
+-- new_queues: the queue rows of the submit, made when missing (evora.queues_ensure, 0025):
+-- it takes the shared advisory lock of each distinct queue (class 7301847, the name's
+-- hashtext) until the transaction ends, which DeleteQueue takes exclusively
+-- (queue-delete-lock.sql), and then looks for the rows in a snapshot of its own, taken after
+-- the locks: a submit that waited for a delete makes the row again (a NOT EXISTS on this
+-- statement's snapshot would still see the deleted row, and a job without its queue row is
+-- never claimed: job-claim.sql joins evora.queues). Only a missing row is inserted, so a
+-- submit never waits for a transaction that updates the row (a rate-limited claim, an
+-- upsert), as an ON CONFLICT check would. A queue whose row this submit made takes that
+-- row's defaults (the join on `q` skips it), not the settings of a row this statement's
+-- snapshot still shows (one a delete removed while the submit waited for its lock).
+-- (Here in the header, not beside the CTE: comments in the body are sent with the statement,
+-- and pg_stat_activity shows only its first 1,024 characters.)
 WITH input AS (
   SELECT *
   FROM unnest(:ids::uuid[], :queues::text[], :types::text[], :payloads::jsonb[], :priorities::int[],
               :runAts::timestamptz[], :idempotencyKeys::text[], :maxAttempts::int[], :policies::jsonb[])
     AS i(id, queue, type, payload, priority, run_at, idempotency_key, max_attempts, policy)
 ),
--- The queue rows of the submit, made when missing (evora.queues_ensure, 0025): it takes the
--- shared advisory lock of each distinct queue (class 7301847, the name's hashtext) until the
--- transaction ends, which DeleteQueue takes exclusively (queue-delete-lock.sql), and then
--- looks for the rows in a snapshot of its own, taken after the locks: a submit that waited
--- for a delete makes the row again (a NOT EXISTS on this statement's snapshot would still see
--- the deleted row, and a job without its queue row is never claimed: job-claim.sql joins
--- evora.queues). Only a missing row is inserted, so a submit never waits for a transaction
--- that updates the row (a rate-limited claim, an upsert), as an ON CONFLICT check would.
 new_queues AS MATERIALIZED (
   SELECT e.name, e.max_attempts FROM evora.queues_ensure(ARRAY(SELECT DISTINCT i.queue FROM input i)) e
 ),
@@ -41,9 +46,6 @@ inserted AS (
          i.policy ->> 'concurrency_key'
   FROM input i
   LEFT JOIN new_queues nq ON nq.name = i.queue
-  -- A queue whose row this submit made takes that row's defaults, not the settings of a
-  -- row this statement's snapshot still shows (one a delete removed while the submit
-  -- waited for its lock): the deleted queue's max_attempts and timeout end with it.
   LEFT JOIN evora.queues q ON q.name = i.queue AND nq.name IS NULL
   ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING *

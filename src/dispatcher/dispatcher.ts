@@ -486,8 +486,9 @@ export class Dispatcher {
   }
 
   /**
-   * Extends a session's leases on its worker's behalf while the server itself holds back the
-   * worker's heartbeats (its stream's writer is blocked: src/grpc/blocked-lease-renewal.ts).
+   * Extends a session's leases on its worker's behalf where the worker cannot: jobs still on
+   * their way to it, and every lease while the server itself holds back the worker's
+   * heartbeats (its stream's writer is blocked) (src/grpc/lease-renewal.ts).
    * Tells the worker nothing: a lease found lost here may have ended with a report being
    * applied right now, and a worker's own heartbeat, or the expiry check, tells real losses.
    */

@@ -86,7 +86,8 @@ export const WRITER_HIGH_WATER_BYTES = 1024 * 1024;
 
 /**
  * How long after its push a job the worker has not named yet counts as on its way to it, its
- * lease renewed with each heartbeat of the worker (WorkerSession.inTransit). Long enough for
+ * lease renewed by the server while the worker goes on sending (LeaseRenewal,
+ * WorkerSession.inTransit). Long enough for
  * a slow link (at 10 Mbit/s, 150 MB), short enough that a worker that lost a job without
  * a word keeps it at most this long (plus a lease) before it is retried.
  */
